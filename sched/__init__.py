@@ -1,0 +1,4 @@
+"""sched: a schedule-language compiler for tensor kernels.
+
+`import sched` never touches CUDA: the CUDA modules load when first used.
+"""

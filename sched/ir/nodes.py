@@ -1,0 +1,479 @@
+"""Every node of sched's IR: expressions, statements, buffers, blocks and functions.
+
+Nodes are frozen, slotted dataclasses: `==` and `hash` are structural, and a pass builds new
+nodes instead of mutating old ones. Sequences are tuples. Variables and buffers are identified
+by name (and type), so names are unique within their scope: the printer prints them as written
+and the parser reads them back, which is what makes `parse(print(f)) == f` hold.
+
+Each class shows its printed form (see `printer.py`) in a comment.
+
+Expressions overload Python's operators (`a + b`, `a * 2`, `i < n`) so that the compute DSL and
+the passes can write `i * 4 + j`. `==` stays structural equality: use `equal(a, b)` for the
+comparison node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_bool, is_float
+
+AnnotationValue = Union[int, float, str, bool]
+Annotations = tuple[tuple[str, AnnotationValue], ...]
+
+ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGIC_OPS = ("and", "or")
+MATH_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid", "pow",
+                  "sin", "cos", "floor", "ceil", "round")
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z",
+               "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread")
+SCOPES = ("global", "shared", "local")
+ITER_KINDS = ("spatial", "reduce")
+
+
+class Node:
+    """Base of every IR node."""
+
+    __slots__ = ()
+
+    def script(self) -> str:
+        """This node as TVMScript-style text."""
+        from sched.ir.printer import to_script
+
+        return to_script(self)
+
+    def __str__(self) -> str:
+        return self.script()
+
+
+# --------------------------------------------------------------------------------------------
+# Expressions
+
+
+class Expr(Node):
+    """Base of every expression. Subclasses have a `dtype`."""
+
+    __slots__ = ()
+    dtype: str
+
+    def __add__(self, other): return binary("add", self, other)
+    def __radd__(self, other): return binary("add", other, self)
+    def __sub__(self, other): return binary("sub", self, other)
+    def __rsub__(self, other): return binary("sub", other, self)
+    def __mul__(self, other): return binary("mul", self, other)
+    def __rmul__(self, other): return binary("mul", other, self)
+    def __truediv__(self, other): return binary("div", self, other)
+    def __rtruediv__(self, other): return binary("div", other, self)
+    def __floordiv__(self, other): return binary("floordiv", self, other)
+    def __rfloordiv__(self, other): return binary("floordiv", other, self)
+    def __mod__(self, other): return binary("floormod", self, other)
+    def __rmod__(self, other): return binary("floormod", other, self)
+    def __neg__(self): return binary("sub", const(0, self.dtype), self)
+    def __lt__(self, other): return binary("lt", self, other)
+    def __le__(self, other): return binary("le", self, other)
+    def __gt__(self, other): return binary("gt", self, other)
+    def __ge__(self, other): return binary("ge", self, other)
+    def __and__(self, other): return binary("and", self, other)
+    def __or__(self, other): return binary("or", self, other)
+    def __invert__(self): return Not(self)
+
+    def __bool__(self):
+        raise TypeError(
+            "an IR expression has no truth value while the program is being built: use "
+            "sched.ir.logical_and(a, b) / logical_or instead of 'and'/'or', and split chained "
+            "comparisons such as 0 <= i < n into two comparisons")
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Expr):
+    """A loop, block-iteration, let-bound or symbolic variable. Printed: `i`."""
+
+    name: str
+    dtype: str = INDEX_DTYPE
+
+
+@dataclass(frozen=True, slots=True)
+class IntImm(Expr):
+    """An integer or boolean constant. Printed: `5`, `T.int8(5)`, `T.bool(True)`."""
+
+    value: int
+    dtype: str = INDEX_DTYPE
+
+
+@dataclass(frozen=True, slots=True)
+class FloatImm(Expr):
+    """A floating-point constant. Printed: `T.float32(0.5)`, `T.float32("inf")`."""
+
+    value: float
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(Expr):
+    """A conversion. Printed: `T.Cast("float16", x)`."""
+
+    dtype: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryOp(Expr):
+    """Arithmetic, comparison or logic on two operands of one dtype.
+
+    Printed: `a + b`, `a - b`, `a * b`, `a / b`, `a // b` (floor), `a % b` (floor),
+    `T.min(a, b)`, `T.max(a, b)`, `a == b`, `a != b`, `a < b`, `a <= b`, `a > b`, `a >= b`,
+    `a and b`, `a or b`.
+    """
+
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.a.dtype if self.op in ARITH_OPS else "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Expr):
+    """Logical negation. Printed: `not a`."""
+
+    a: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Expr):
+    """`true_value` where `condition` holds, else `false_value`.
+
+    Printed: `T.if_then_else(condition, true_value, false_value)`.
+    """
+
+    condition: Expr
+    true_value: Expr
+    false_value: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.true_value.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Expr):
+    """A math intrinsic (one of MATH_FUNCTIONS). Printed: `T.exp(x)`."""
+
+    op: str
+    args: tuple[Expr, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class BufferLoad(Expr):
+    """An element of a buffer. Printed: `A[i, j]`."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+
+# --------------------------------------------------------------------------------------------
+# Buffers, ranges, regions
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer(Node):
+    """A multi-dimensional array.
+
+    Printed as a parameter `A: T.Buffer((128, n), "float32")`, an allocation
+    `A = T.alloc_buffer((128,), "float32", scope="shared")`, or, once flattened, a view of another
+    buffer's storage: `A_flat = T.Buffer((16384,), "float32", data=A.data)` (`data` names it).
+    """
+
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: str = "float32"
+    scope: str = "global"
+    data: str | None = None
+
+    def __getitem__(self, indices) -> BufferLoad:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return BufferLoad(self, tuple(convert(i) for i in indices))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def storage_name(self) -> str:
+        """The name of the buffer whose memory this one uses (its own name unless a view)."""
+        return self.data if self.data is not None else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Range(Node):
+    """The half-open interval [min, min + extent). Printed in a region as `lo:hi`."""
+
+    min: Expr
+    extent: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class BufferRegion(Node):
+    """A rectangular part of a buffer. Printed: `A[vi, 0:128]` (a bare index is extent 1)."""
+
+    buffer: Buffer
+    region: tuple[Range, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IterVar(Node):
+    """A block iteration variable over `dom`, spatial or reduce.
+
+    Printed with its binding: `vi = T.axis.spatial(128, i)`, `vk = T.axis.reduce((0, 64), k)`,
+    or several at once: `vi, vj, vk = T.axis.remap("SSR", [i, j, k])`.
+    """
+
+    var: Var
+    dom: Range
+    kind: str = "spatial"
+
+
+# --------------------------------------------------------------------------------------------
+# Statements
+
+
+class Stmt(Node):
+    """Base of every statement."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BufferStore(Stmt):
+    """Printed: `A[i, j] = value`."""
+
+    buffer: Buffer
+    value: Expr
+    indices: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SeqStmt(Stmt):
+    """Statements one after another. Printed as consecutive lines."""
+
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class For(Stmt):
+    """A loop over [min, min + extent).
+
+    Printed: `for i in range(n):`, `for i in T.serial(lo, hi):`, `T.parallel(n)`,
+    `T.vectorized(n)`, `T.unroll(n)`, `T.thread_binding(n, thread="threadIdx.x")`; perfectly
+    nested serial loops from 0 print as `for i, j in T.grid(n, m):`.
+    """
+
+    loop_var: Var
+    min: Expr
+    extent: Expr
+    kind: str
+    body: Stmt
+    thread_tag: str | None = None
+    annotations: Annotations = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IfThenElse(Stmt):
+    """Printed: `if condition:` ... `else:` ..."""
+
+    condition: Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LetStmt(Stmt):
+    """Binds `var` to `value` in `body`. Printed: `x: T.int32 = value`, then the body."""
+
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
+class Allocate(Stmt):
+    """Allocates `buffer` for `body` (lowered code, after blocks are gone).
+
+    Printed: `X = T.decl_buffer((16,), "float32", scope="local")`, then the body.
+    """
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
+class Block(Node):
+    """A unit of computation that only touches its iteration variables and declared regions.
+
+    Printed as the inside of `with T.block("name"):` (axes, `T.reads`, `T.writes`,
+    `T.block_attr`, `T.alloc_buffer`s, `with T.init():`, then the body).
+    """
+
+    name: str
+    iter_vars: tuple[IterVar, ...]
+    reads: tuple[BufferRegion, ...]
+    writes: tuple[BufferRegion, ...]
+    body: Stmt
+    init: Stmt | None = None
+    alloc_buffers: tuple[Buffer, ...] = ()
+    annotations: Annotations = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRealize(Stmt):
+    """A block executed with its iteration variables bound to `iter_values`.
+
+    Printed: `with T.block("name"):`, the bindings inside the axis declarations and, when the
+    predicate is not `True`, `T.where(predicate)`.
+    """
+
+    iter_values: tuple[Expr, ...]
+    predicate: Expr
+    block: Block
+
+
+@dataclass(frozen=True, slots=True)
+class PrimFunc(Node):
+    """A function over buffers (and scalar parameters).
+
+    Printed: `@T.prim_func` / `def name(A: T.Buffer(...), ...):`, with `T.func_attr({...})`
+    when `attrs` is not empty. A buffer whose shape holds a symbolic dim is passed as a handle
+    and matched: `A = T.match_buffer(a, (n, 128), "float32")`.
+    """
+
+    name: str
+    params: tuple[Buffer | Var, ...]
+    body: Stmt
+    attrs: Annotations = ()
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    @property
+    def symbolic_vars(self) -> tuple[Var, ...]:
+        """The symbolic dims: variables in parameter shapes that are not scalar parameters,
+        in order of first appearance."""
+        from sched.ir.functor import free_vars
+
+        scalars = {p for p in self.params if isinstance(p, Var)}
+        found: dict[Var, None] = {}
+        for buffer in self.buffers:
+            for dim in buffer.shape:
+                for var in free_vars(dim):
+                    if var not in scalars:
+                        found[var] = None
+        return tuple(found)
+
+    def script(self) -> str:
+        from sched.ir.printer import to_script
+
+        return to_script(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Building expressions
+
+
+def const(value: int | float | bool, dtype: str) -> Expr:
+    """A constant of `dtype`: `const(0, "float32")` is `T.float32(0.0)`."""
+    check_dtype(dtype)
+    if is_float(dtype):
+        return FloatImm(float(value), dtype)
+    if is_bool(dtype):
+        return IntImm(int(bool(value)), dtype)
+    if isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"cannot make a {dtype} constant of {value!r}")
+    return IntImm(int(value), dtype)
+
+
+def convert(value, dtype: str | None = None) -> Expr:
+    """An expression from an expression or a Python number (of `dtype` when given, else
+    int32 for ints, float32 for floats, bool for bools)."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool):
+        return const(value, dtype or "bool")
+    if isinstance(value, int):
+        return const(value, dtype or INDEX_DTYPE)
+    if isinstance(value, float):
+        return const(value, dtype if dtype is not None and is_float(dtype) else "float32")
+    raise TypeError(f"expected an IR expression or a number, got {type(value).__name__}: "
+                    f"{value!r}")
+
+
+def binary(op: str, a, b) -> BinaryOp:
+    """`a op b`, converting a Python number to the dtype of the other operand.
+
+    Both operands must have one dtype: write `T.Cast` / `te.cast` where they differ.
+    """
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        raise TypeError(f"binary: at least one operand must be an IR expression, got {a!r}, {b!r}")
+    if not isinstance(a, Expr):
+        a = convert(a, b.dtype)
+    if not isinstance(b, Expr):
+        b = convert(b, a.dtype)
+    if op in LOGIC_OPS:
+        if a.dtype != "bool" or b.dtype != "bool":
+            raise TypeError(f"'{op}' needs two bool operands, got {a.dtype} and {b.dtype}")
+    elif a.dtype != b.dtype:
+        raise TypeError(f"'{op}' on {a.dtype} and {b.dtype}: cast one operand first "
+                        f"(te.cast / T.Cast) so both have the same dtype")
+    return BinaryOp(op, a, b)
+
+
+def equal(a, b) -> BinaryOp:
+    """The comparison `a == b` (Python's `==` on nodes is structural equality)."""
+    return binary("eq", a, b)
+
+
+def not_equal(a, b) -> BinaryOp:
+    return binary("ne", a, b)
+
+
+def logical_and(*conditions) -> Expr:
+    """All of `conditions` (`True` when there are none)."""
+    result: Expr = IntImm(1, "bool")
+    for i, condition in enumerate(conditions):
+        condition = convert(condition)
+        result = condition if i == 0 else binary("and", result, condition)
+    return result
+
+
+def logical_or(*conditions) -> Expr:
+    result: Expr = IntImm(0, "bool")
+    for i, condition in enumerate(conditions):
+        condition = convert(condition)
+        result = condition if i == 0 else binary("or", result, condition)
+    return result
+
+
+TRUE = IntImm(1, "bool")
+
+
+def seq(*stmts: Stmt) -> Stmt:
+    """One statement from several, flattening nested sequences; a single one is returned as is."""
+    flat: list[Stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, SeqStmt):
+            flat.extend(stmt.stmts)
+        else:
+            flat.append(stmt)
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))

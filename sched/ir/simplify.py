@@ -1,0 +1,110 @@
+"""Local rewrites of expressions: constant folding and identities, bottom-up, as a rule table.
+
+This is the cheap simplifier every layer may call (the DSL, the parser, the passes). It never
+reasons about ranges or divisibility: affine simplification of index expressions, which needs
+that, is done by isl in `sched/lower/simplify_indices.py`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sched.ir.dtype import is_float, is_int
+from sched.ir.functor import IRMutator
+from sched.ir.nodes import BinaryOp, Cast, Expr, FloatImm, IntImm, Not, Select, const
+
+
+def _value(e: Expr):
+    return e.value if isinstance(e, (IntImm, FloatImm)) else None
+
+
+def _fold(op: str, x, y, dtype: str):
+    """`x op y` for two Python numbers, with the IR's semantics (floor division and modulo),
+    or None where the result is not defined (division by zero)."""
+    if op in ("floordiv", "floormod", "div") and y == 0:
+        return None
+    if op == "div" and not is_float(dtype):
+        return None
+    return {
+        "add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y, "div": lambda: x / y,
+        "floordiv": lambda: x // y if is_int(dtype) else math.floor(x / y),
+        "floormod": lambda: x % y,
+        "min": lambda: min(x, y), "max": lambda: max(x, y),
+        "eq": lambda: x == y, "ne": lambda: x != y, "lt": lambda: x < y, "le": lambda: x <= y,
+        "gt": lambda: x > y, "ge": lambda: x >= y,
+        "and": lambda: bool(x) and bool(y), "or": lambda: bool(x) or bool(y),
+    }[op]()
+
+
+def _is(e: Expr, value) -> bool:
+    return _value(e) == value and not isinstance(_value(e), bool)
+
+
+def _rewrite_binary(node: BinaryOp) -> Expr:
+    a, b, op = node.a, node.b, node.op
+    va, vb = _value(a), _value(b)
+    if va is not None and vb is not None:
+        folded = _fold(op, va, vb, a.dtype)
+        if folded is not None and (is_float(a.dtype) or not isinstance(folded, float)):
+            return const(folded, node.dtype)
+    integer = not is_float(a.dtype)
+    rules = (
+        (op == "add" and _is(b, 0), a),                          # x + 0 -> x
+        (op == "add" and _is(a, 0), b),                          # 0 + x -> x
+        (op == "sub" and _is(b, 0), a),                          # x - 0 -> x
+        (op == "sub" and integer and a == b, const(0, a.dtype)),  # x - x -> 0
+        (op == "mul" and _is(b, 1), a),                          # x * 1 -> x
+        (op == "mul" and _is(a, 1), b),                          # 1 * x -> x
+        (op == "mul" and integer and (_is(a, 0) or _is(b, 0)), const(0, a.dtype)),  # x*0 -> 0
+        (op in ("floordiv", "div") and _is(b, 1), a),            # x // 1 -> x
+        (op == "floormod" and integer and _is(b, 1), const(0, a.dtype)),  # x % 1 -> 0
+        (op in ("min", "max") and a == b, a),                    # max(x, x) -> x
+        (op == "and" and va == 1, b),                            # True and x -> x
+        (op == "and" and vb == 1, a),                            # x and True -> x
+        (op == "or" and va == 0, b),                             # False or x -> x
+        (op == "or" and vb == 0, a),                             # x or False -> x
+    )
+    for matches, result in rules:
+        if matches:
+            return result
+    # (x + c1) + c2 -> x + (c1 + c2), likewise with -, so offsets collect in one constant
+    if integer and op in ("add", "sub") and vb is not None and isinstance(a, BinaryOp) \
+            and a.op in ("add", "sub") and _value(a.b) is not None:
+        total = (a.b.value if a.op == "add" else -a.b.value) + (vb if op == "add" else -vb)
+        if total == 0:
+            return a.a
+        return BinaryOp("add" if total > 0 else "sub", a.a, const(abs(total), a.dtype))
+    return node
+
+
+class _Simplifier(IRMutator):
+    def visit_BinaryOp(self, node: BinaryOp) -> Expr:
+        return _rewrite_binary(self.visit_children(node))
+
+    def visit_Not(self, node: Not) -> Expr:
+        node = self.visit_children(node)
+        if isinstance(node.a, IntImm):                           # not True -> False
+            return const(not node.a.value, "bool")
+        if isinstance(node.a, Not):                              # not not x -> x
+            return node.a.a
+        return node
+
+    def visit_Select(self, node: Select) -> Expr:
+        node = self.visit_children(node)
+        if isinstance(node.condition, IntImm):                   # select(True, a, b) -> a
+            return node.true_value if node.condition.value else node.false_value
+        return node
+
+    def visit_Cast(self, node: Cast) -> Expr:
+        node = self.visit_children(node)
+        if node.value.dtype == node.dtype:                       # cast<T>(x: T) -> x
+            return node.value
+        value = _value(node.value)
+        if value is not None and not (is_int(node.dtype) and isinstance(value, float)):
+            return const(value, node.dtype)                      # cast<T>(c) -> T(c)
+        return node
+
+
+def simplify(node):
+    """`node` (an expression or any IR) with constants folded and identities applied."""
+    return _Simplifier().visit(node)
