@@ -80,6 +80,10 @@ class Expr(Node):
     def __or__(self, other): return binary("or", self, other)
     def __invert__(self): return Not(self)
 
+    def astype(self, dtype: str) -> Expr:
+        """This expression converted to `dtype` (itself when it already has it)."""
+        return self if check_dtype(dtype) == self.dtype else Cast(dtype, self)
+
     def __bool__(self):
         raise TypeError(
             "an IR expression has no truth value while the program is being built: use "
@@ -409,6 +413,8 @@ def convert(value, dtype: str | None = None) -> Expr:
     int32 for ints, float32 for floats, bool for bools)."""
     if isinstance(value, Expr):
         return value
+    if hasattr(value, "as_expr"):          # a DSL object standing for an expression (te axes)
+        return value.as_expr()
     if isinstance(value, bool):
         return const(value, dtype or "bool")
     if isinstance(value, int):
@@ -424,6 +430,8 @@ def binary(op: str, a, b) -> BinaryOp:
 
     Both operands must have one dtype: write `T.Cast` / `te.cast` where they differ.
     """
+    a = a.as_expr() if hasattr(a, "as_expr") else a
+    b = b.as_expr() if hasattr(b, "as_expr") else b
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         raise TypeError(f"binary: at least one operand must be an IR expression, got {a!r}, {b!r}")
     if not isinstance(a, Expr):

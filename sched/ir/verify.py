@@ -1,0 +1,257 @@
+"""The well-formedness checker: `verify(func)` raises VerifyError listing every problem found.
+
+It checks what every pass and primitive relies on:
+- scoping: each variable is defined once (names are identities, so shadowing is an error) and
+  used only inside its scope; each buffer is a parameter, allocated by an enclosing block or
+  `Allocate`, or a view (`data=`) of one of those;
+- block isolation: a block's body and init use only its iteration variables, the function's
+  symbolic dims and scalars, and variables bound inside the block; they load only buffers in the
+  block's reads, writes or allocations, and store only to its writes or allocations; the
+  iteration values match the iteration variables one to one; block names are unique;
+- types: operands of one dtype, integer indices and loop bounds, boolean conditions, stored values
+  of the buffer's dtype, one index per dimension (a view is one-dimensional).
+
+Lowered functions (no blocks, flattened buffers) are checked by the same rules.
+"""
+
+from __future__ import annotations
+
+from sched.ir.dtype import DTYPES, is_int
+from sched.ir.functor import IRVisitor
+from sched.ir.nodes import (
+    ARITH_OPS,
+    COMPARE_OPS,
+    FOR_KINDS,
+    ITER_KINDS,
+    LOGIC_OPS,
+    MATH_FUNCTIONS,
+    SCOPES,
+    Allocate,
+    BinaryOp,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    Select,
+    Var,
+)
+
+
+class VerifyError(ValueError):
+    """An ill-formed IR: the message lists each problem with the block it is in."""
+
+
+class _Verifier(IRVisitor):
+    def __init__(self, func: PrimFunc) -> None:
+        self.problems: list[str] = []
+        self.defined: set[Var] = set()
+        self.scopes: list[set[Var]] = [set()]
+        self.buffers: list[set[str]] = [set()]
+        self.block_names: set[str] = set()
+        self.blocks: list[tuple[Block, set[Var]]] = []   # enclosing blocks, vars visible in each
+        for param in func.params:
+            if isinstance(param, Var):
+                self._define(param)
+            else:
+                self._define_buffer(param)
+        for var in func.symbolic_vars:
+            self._define(var)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def fail(self, message: str) -> None:
+        where = f" (in block '{self.blocks[-1][0].name}')" if self.blocks else ""
+        self.problems.append(message + where)
+
+    def _define(self, var: Var) -> None:
+        if var in self.defined:
+            self.fail(f"variable '{var.name}' is defined twice; names identify variables, "
+                      f"so give the second one another name")
+        self.defined.add(var)
+        self.scopes[-1].add(var)
+        for _, visible in self.blocks:
+            visible.add(var)
+
+    def _define_buffer(self, buffer: Buffer) -> None:
+        if buffer.dtype not in DTYPES:
+            self.fail(f"buffer '{buffer.name}' has unknown dtype {buffer.dtype!r}")
+        if buffer.scope not in SCOPES:
+            self.fail(f"buffer '{buffer.name}' has unknown scope {buffer.scope!r}")
+        self.buffers[-1].add(buffer.name)
+
+    def _scoped(self, visit) -> None:
+        self.scopes.append(set())
+        self.buffers.append(set())
+        visit()
+        for var in self.scopes.pop():
+            self.defined.discard(var)
+        self.buffers.pop()
+
+    def _check_buffer(self, buffer: Buffer, access: str) -> None:
+        visible = set().union(*self.buffers)
+        if buffer.storage_name not in visible:
+            self.fail(f"buffer '{buffer.name}' is {access} but is neither a parameter nor "
+                      f"allocated in an enclosing block")
+        if self.blocks and buffer.data is None and access != "declared":
+            block = self.blocks[-1][0]
+            writes = {r.buffer.name for r in block.writes}
+            allowed = writes | {b.name for b in block.alloc_buffers}
+            if access == "loaded":
+                allowed |= {r.buffer.name for r in block.reads}
+            for enclosing, _ in self.blocks:
+                allowed |= {b.name for b in enclosing.alloc_buffers}
+            if buffer.name not in allowed:
+                kind = "T.reads" if access == "loaded" else "T.writes"
+                self.fail(f"buffer '{buffer.name}' is {access} but not declared in the "
+                          f"block's {kind}")
+
+    def _check_index(self, what: str, expr) -> None:
+        if not is_int(expr.dtype):
+            self.fail(f"{what} must be an integer, got {expr.dtype}")
+        self.visit(expr)
+
+    def _check_access(self, buffer: Buffer, indices, access: str) -> None:
+        self._check_buffer(buffer, access)
+        if len(indices) != buffer.ndim:
+            self.fail(f"buffer '{buffer.name}' has {buffer.ndim} dimensions but is {access} "
+                      f"with {len(indices)} indices")
+        for index in indices:
+            self._check_index(f"an index of '{buffer.name}'", index)
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def visit_Var(self, var: Var) -> None:
+        if var not in self.defined:
+            self.fail(f"variable '{var.name}' is used outside its scope")
+        elif self.blocks and var not in self.blocks[-1][1]:
+            self.fail(f"variable '{var.name}' of an enclosing loop is used inside the block; "
+                      f"bind it to a block iteration variable instead")
+
+    def visit_BinaryOp(self, node: BinaryOp) -> None:
+        if node.op not in ARITH_OPS + COMPARE_OPS + LOGIC_OPS:
+            self.fail(f"unknown operator {node.op!r}")
+        elif node.op in LOGIC_OPS and (node.a.dtype, node.b.dtype) != ("bool", "bool"):
+            self.fail(f"'{node.op}' needs bool operands, got {node.a.dtype}, {node.b.dtype}")
+        elif node.op not in LOGIC_OPS and node.a.dtype != node.b.dtype:
+            self.fail(f"'{node.op}' on {node.a.dtype} and {node.b.dtype}")
+        self.visit_children(node)
+
+    def visit_Select(self, node: Select) -> None:
+        if node.condition.dtype != "bool":
+            self.fail(f"a select condition must be bool, got {node.condition.dtype}")
+        if node.true_value.dtype != node.false_value.dtype:
+            self.fail(f"select branches differ: {node.true_value.dtype} and "
+                      f"{node.false_value.dtype}")
+        self.visit_children(node)
+
+    def visit_Call(self, node: Call) -> None:
+        if node.op not in MATH_FUNCTIONS:
+            self.fail(f"unknown intrinsic {node.op!r}: expected one of {MATH_FUNCTIONS}")
+        self.visit_children(node)
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        self._check_access(node.buffer, node.indices, "loaded")
+
+    def visit_Buffer(self, node: Buffer) -> None:
+        pass  # buffers are checked where they are accessed or declared
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        self._check_access(node.buffer, node.indices, "stored")
+        if node.value.dtype != node.buffer.dtype:
+            self.fail(f"a {node.value.dtype} value is stored to '{node.buffer.name}' of dtype "
+                      f"{node.buffer.dtype}")
+        self.visit(node.value)
+
+    def visit_For(self, node: For) -> None:
+        if node.kind not in FOR_KINDS:
+            self.fail(f"loop '{node.loop_var.name}' has unknown kind {node.kind!r}")
+        if (node.kind == "thread_binding") != (node.thread_tag is not None):
+            self.fail(f"loop '{node.loop_var.name}': a thread tag goes with kind thread_binding")
+        self._check_index(f"the start of loop '{node.loop_var.name}'", node.min)
+        self._check_index(f"the extent of loop '{node.loop_var.name}'", node.extent)
+
+        def body():
+            self._define(node.loop_var)
+            self.visit(node.body)
+        self._scoped(body)
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        if node.condition.dtype != "bool":
+            self.fail(f"an if condition must be bool, got {node.condition.dtype}")
+        self.visit_children(node)
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        if node.var.dtype != node.value.dtype:
+            self.fail(f"let '{node.var.name}' of {node.var.dtype} bound to {node.value.dtype}")
+        self.visit(node.value)
+
+        def body():
+            self._define(node.var)
+            self.visit(node.body)
+        self._scoped(body)
+
+    def visit_Allocate(self, node: Allocate) -> None:
+        for dim in node.buffer.shape:
+            self._check_index(f"a dimension of '{node.buffer.name}'", dim)
+
+        def body():
+            self._define_buffer(node.buffer)
+            self.visit(node.body)
+        self._scoped(body)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        block = node.block
+        if block.name in self.block_names:
+            self.fail(f"two blocks are named '{block.name}'; block names must be unique")
+        self.block_names.add(block.name)
+        if len(node.iter_values) != len(block.iter_vars):
+            self.fail(f"block '{block.name}' has {len(block.iter_vars)} iteration variables "
+                      f"but {len(node.iter_values)} values")
+        if node.predicate.dtype != "bool":
+            self.fail(f"the predicate of block '{block.name}' must be bool")
+        for value in (*node.iter_values, node.predicate):
+            self.visit(value)
+        self._scoped(lambda: self._visit_block(block))
+
+    def _visit_block(self, block: Block) -> None:
+        for iter_var in block.iter_vars:
+            if iter_var.kind not in ITER_KINDS:
+                self.fail(f"iteration variable '{iter_var.var.name}' has unknown kind "
+                          f"{iter_var.kind!r}")
+            self.visit(iter_var.dom.min)
+            self.visit(iter_var.dom.extent)
+        self.blocks.append((block, set(self._function_vars)))
+        for iter_var in block.iter_vars:
+            self._define(iter_var.var)
+        for buffer in block.alloc_buffers:
+            self._define_buffer(buffer)
+        for region in (*block.reads, *block.writes):
+            self._check_buffer(region.buffer, "declared")
+            for r in region.region:
+                self.visit(r.min)
+                self.visit(r.extent)
+        if block.init is not None:
+            self.visit(block.init)
+        self.visit(block.body)
+        self.blocks.pop()
+
+    def run(self, func: PrimFunc) -> list[str]:
+        self._function_vars = set(self.defined)
+        self.visit(func.body)
+        return self.problems
+
+
+def verify(func: PrimFunc) -> None:
+    """Raise VerifyError if `func` is not well formed (see the module docstring)."""
+    problems = _Verifier(func).run(func)
+    if problems:
+        listing = "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+        raise VerifyError(f"function '{func.name}' is not well formed:\n{listing}")
