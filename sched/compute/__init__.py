@@ -1,0 +1,37 @@
+"""The tensor-expression DSL (TVM's `te`): `from sched import compute as te`.
+
+    n = te.var("n")
+    A = te.placeholder((n, 64), "float32", name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    func = te.create_prim_func([A, B])
+"""
+
+from sched.compute import library as ops
+from sched.compute.create import create_prim_func
+from sched.compute.intrinsics import (
+    abs,
+    all,
+    any,
+    cast,
+    equal,
+    erf,
+    exp,
+    if_then_else,
+    log,
+    not_equal,
+    power,
+    rsqrt,
+    sigmoid,
+    sqrt,
+    tanh,
+)
+from sched.compute.reduction import Reduce, max, min, sum
+from sched.compute.tensor import ReduceAxis, Tensor, compute, placeholder, reduce_axis, var
+
+__all__ = [
+    "Reduce", "ReduceAxis", "Tensor", "abs", "all", "any", "cast", "compute",
+    "create_prim_func", "equal", "erf", "exp", "if_then_else", "log", "max", "min",
+    "not_equal", "ops", "placeholder", "power", "reduce_axis", "rsqrt", "sigmoid", "sqrt",
+    "sum", "tanh", "var",
+]

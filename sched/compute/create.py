@@ -1,0 +1,154 @@
+"""`create_prim_func`: from DSL tensors to a PrimFunc with one block per compute.
+
+    A = te.placeholder((128, 64), name="A")
+    B = te.compute((128, 64), lambda i, j: A[i, j] * 2.0, name="B")
+    func = te.create_prim_func([A, B])
+
+gives
+
+    @T.prim_func
+    def main(A: T.Buffer((128, 64), "float32"), B: T.Buffer((128, 64), "float32")):
+        with T.block("root"):
+            for i, j in T.grid(128, 64):
+                with T.block("B"):
+                    v_i, v_j = T.axis.remap("SS", [i, j])
+                    T.reads(A[v_i, v_j])
+                    T.writes(B[v_i, v_j])
+                    B[v_i, v_j] = A[v_i, v_j] * T.float32(2.0)
+
+Computes run in the order they were defined (a producer is always defined before its consumers).
+Each gets a loop nest over its spatial axes, then its reduce axes, named after the lambda's
+arguments and the reduce axes; its block's iteration variables are those names prefixed `v_`.
+Computes that are not arguments become buffers allocated by the root block.
+"""
+
+from __future__ import annotations
+
+from sched.compute.reduction import Reduce
+from sched.compute.tensor import Tensor
+from sched.errors import DSLError
+from sched.ir.functor import free_vars, substitute
+from sched.ir.nodes import (
+    TRUE,
+    Block,
+    BlockRealize,
+    BufferStore,
+    For,
+    IterVar,
+    PrimFunc,
+    Range,
+    Select,
+    Stmt,
+    Var,
+    convert,
+    seq,
+)
+from sched.ir.regions import infer_block_regions
+
+
+def _reachable(outputs: list[Tensor]) -> list[Tensor]:
+    """Every tensor the outputs depend on (themselves included), producers first."""
+    seen: dict[int, Tensor] = {}
+    stack = list(outputs)
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen[id(tensor)] = tensor
+        if tensor.op is not None:
+            stack.extend(tensor.op.inputs)
+    return sorted(seen.values(), key=lambda t: t.order)
+
+
+def _check_names(tensors: list[Tensor]) -> None:
+    names: dict[str, Tensor] = {}
+    for tensor in tensors:
+        other = names.setdefault(tensor.name, tensor)
+        if other is not tensor:
+            raise DSLError(f"create_prim_func: two tensors are named '{tensor.name}'; give each "
+                           f"tensor its own name= (names become buffer names)")
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    candidate, index = name, 0
+    while candidate in taken:
+        index += 1
+        candidate = f"{name}_{index}"
+    taken.add(candidate)
+    return candidate
+
+
+def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
+    """The loop nest and block computing `tensor`."""
+    op = tensor.op
+    assert op is not None
+    body = op.body
+    reduce_axes = body.axes if isinstance(body, Reduce) else ()
+    axis_vars = list(op.axes) + [axis.var for axis in reduce_axes]
+    doms = [Range(convert(0), dim) for dim in tensor.shape] + [a.dom for a in reduce_axes]
+    kinds = ["spatial"] * len(op.axes) + ["reduce"] * len(reduce_axes)
+    local_names: set[str] = set(taken_names)
+    loop_vars = [Var(_fresh(v.name, local_names)) for v in axis_vars]
+    iter_vars = [IterVar(Var(_fresh("v_" + v.name, local_names)), dom, kind)
+                 for v, dom, kind in zip(axis_vars, doms, kinds)]
+    to_iter = {v: iv.var for v, iv in zip(axis_vars, iter_vars)}
+    spatial = tuple(iv.var for iv in iter_vars[:len(op.axes)])
+
+    init = None
+    if isinstance(body, Reduce):
+        output = tensor.buffer[spatial]
+        source = substitute(body.source, to_iter)
+        if body.condition is not None:
+            identity = body.identity()
+            source = Select(substitute(body.condition, to_iter), source, identity)
+        init = BufferStore(tensor.buffer, body.identity(), spatial)
+        stmt: Stmt = BufferStore(tensor.buffer, body.combine(output, source), spatial)
+    else:
+        stmt = BufferStore(tensor.buffer, substitute(body, to_iter), spatial)
+
+    reads, writes = infer_block_regions(stmt, init, tuple(iter_vars))
+    block = Block(tensor.name, tuple(iter_vars), reads, writes, stmt, init)
+    nest: Stmt = BlockRealize(tuple(loop_vars), TRUE, block)
+    for loop_var, dom in reversed(list(zip(loop_vars, doms))):
+        nest = For(loop_var, dom.min, dom.extent, "serial", nest)
+    return nest
+
+
+def create_prim_func(args: list, name: str = "main") -> PrimFunc:
+    """A PrimFunc computing the compute tensors among `args` from the placeholders among them.
+
+    `args` lists the function's parameters in order: tensors (inputs and outputs) and,
+    optionally, symbolic dims (`te.var`) to pass explicitly as scalars. Every placeholder an
+    output depends on must be in `args`; computes that are not become intermediate buffers.
+    """
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    scalars = [a for a in args if isinstance(a, Var)]
+    bad = [a for a in args if not isinstance(a, Tensor | Var)]
+    if bad:
+        raise DSLError(f"create_prim_func: arguments must be tensors or te.var dims, got "
+                       f"{bad[0]!r}")
+    if not tensors:
+        raise DSLError("create_prim_func: no tensor among the arguments")
+    everything = _reachable(tensors)
+    _check_names(everything)
+    in_args = {id(t) for t in tensors}
+    for tensor in everything:
+        if tensor.op is None and id(tensor) not in in_args:
+            users = [t.name for t in everything if t.op and tensor in t.op.inputs]
+            raise DSLError(f"create_prim_func: placeholder '{tensor.name}' is used by "
+                           f"{', '.join(repr(u) for u in users)} but is not among the "
+                           f"arguments; add it to the list")
+    computes = [t for t in everything if t.op is not None]
+    if not computes:
+        raise DSLError("create_prim_func: nothing to compute; pass the output tensors too")
+
+    taken = {t.name for t in everything}
+    for tensor in tensors:
+        for dim in tensor.shape:
+            taken |= {v.name for v in free_vars(dim)}
+    taken |= {v.name for v in scalars}
+    nests = [_compute_nest(t, taken) for t in computes]
+    intermediates = tuple(t.buffer for t in computes if id(t) not in in_args)
+    root = Block("root", (), (), (), seq(*nests), None, intermediates)
+    params = tuple(a.buffer if isinstance(a, Tensor) else a for a in args)
+    return PrimFunc(name, params, BlockRealize((), TRUE, root))

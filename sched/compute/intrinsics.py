@@ -1,0 +1,77 @@
+"""Math intrinsics, selection and casts of the compute DSL (TVM's `te`/`tir` spellings)."""
+
+from __future__ import annotations
+
+import builtins
+
+from sched.errors import DSLError
+from sched.ir.dtype import is_float
+from sched.ir.nodes import Call, Cast, Expr, Select, convert, logical_and, logical_or
+from sched.ir.nodes import equal as equal
+from sched.ir.nodes import not_equal as not_equal
+
+
+def _math(op: str, *args) -> Call:
+    exprs = [convert(a) for a in args]
+    dtype = exprs[0].dtype
+    exprs = [convert(a, dtype) for a in args]
+    if not is_float(dtype):
+        raise DSLError(f"te.{op} needs a floating-point operand, got {dtype}: "
+                       f"cast it first with te.cast(x, 'float32')")
+    if builtins.any(e.dtype != dtype for e in exprs):
+        raise DSLError(f"te.{op}: operands differ in dtype ({', '.join(e.dtype for e in exprs)})")
+    return Call(op, tuple(exprs), dtype)
+
+
+def exp(x) -> Call: return _math("exp", x)
+def log(x) -> Call: return _math("log", x)
+def sqrt(x) -> Call: return _math("sqrt", x)
+def rsqrt(x) -> Call: return _math("rsqrt", x)
+def tanh(x) -> Call: return _math("tanh", x)
+def erf(x) -> Call: return _math("erf", x)
+def sigmoid(x) -> Call: return _math("sigmoid", x)
+def power(x, y) -> Call: return _math("pow", x, y)
+
+
+def abs(x) -> Expr:  # noqa: A001 - TVM's spelling
+    x = convert(x)
+    if is_float(x.dtype):
+        return _math("abs", x)
+    return Select(x < 0, -x, x)
+
+
+def cast(x, dtype: str) -> Expr:
+    """`x` converted to `dtype`."""
+    return convert(x).astype(dtype)
+
+
+def if_then_else(condition, true_value, false_value) -> Select:
+    """`true_value` where `condition` holds, else `false_value` (numbers take the other
+    branch's dtype)."""
+    condition = convert(condition)
+    if condition.dtype != "bool":
+        raise DSLError(f"if_then_else: the condition must be a comparison, got {condition.dtype}")
+    if isinstance(true_value, Expr) or hasattr(true_value, "as_expr"):
+        true_value = convert(true_value)
+        false_value = convert(false_value, true_value.dtype)
+    else:
+        false_value = convert(false_value)
+        true_value = convert(true_value, false_value.dtype)
+    if true_value.dtype != false_value.dtype:
+        raise DSLError(f"if_then_else: branches differ in dtype ({true_value.dtype}, "
+                       f"{false_value.dtype}): cast one of them")
+    return Select(condition, true_value, false_value)
+
+
+def all(*conditions) -> Expr:  # noqa: A001
+    """Every condition holds."""
+    return logical_and(*conditions)
+
+
+def any(*conditions) -> Expr:  # noqa: A001
+    """Some condition holds."""
+    return logical_or(*conditions)
+
+
+__all__ = ["abs", "all", "any", "cast", "equal", "erf", "exp", "if_then_else", "log",
+           "not_equal", "power", "rsqrt", "sigmoid", "sqrt", "tanh", "Cast"]

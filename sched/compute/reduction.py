@@ -1,0 +1,103 @@
+"""Reducers of the compute DSL: `sum`, `max`, `min` over reduce axes.
+
+A reducer is the whole body of a compute:
+
+    k = te.reduce_axis((0, 64), name="k")
+    C = te.compute((128, 32), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+`create_prim_func` turns it into a block with an init (the identity, or `init=`) and an update
+(`C[vi, vj] = C[vi, vj] + ...`). `te.max(a, b)` / `te.min(a, b)` on two expressions is the
+elementwise maximum / minimum instead.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+from sched.compute.tensor import ReduceAxis
+from sched.errors import DSLError
+from sched.ir.dtype import max_value, min_value
+from sched.ir.nodes import Expr, binary, const, convert
+
+COMBINERS = ("sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """`combiner` of `source` over `axes`, counting only points where `condition` holds."""
+
+    combiner: str
+    source: Expr
+    axes: tuple[ReduceAxis, ...]
+    condition: Expr | None = None
+    init: Expr | None = None
+
+    @property
+    def dtype(self) -> str:
+        return self.source.dtype
+
+    def identity(self) -> Expr:
+        """The value the reduction starts from."""
+        if self.init is not None:
+            return self.init
+        value = {"sum": 0, "max": min_value(self.dtype), "min": max_value(self.dtype)}
+        return const(value[self.combiner], self.dtype)
+
+    def combine(self, accumulated: Expr, value: Expr) -> Expr:
+        """One update step: `accumulated + value`, `T.max(accumulated, value)`..."""
+        op = {"sum": "add", "max": "max", "min": "min"}[self.combiner]
+        return binary(op, accumulated, value)
+
+    def _misused(self, *_):
+        raise DSLError(
+            f"a te.{self.combiner} reduction must be the whole body of a compute: compute it in "
+            f"its own te.compute and use that tensor in the expression")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _misused
+    __truediv__ = __rtruediv__ = __neg__ = __lt__ = __gt__ = _misused
+
+    def as_expr(self):
+        self._misused()
+
+
+def _axes(axis) -> tuple[ReduceAxis, ...]:
+    axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
+    if not axes or not builtins.all(isinstance(a, ReduceAxis) for a in axes):
+        raise DSLError(f"axis must be a reduce axis or a list of them (te.reduce_axis), "
+                       f"got {axis!r}")
+    return axes
+
+
+def _reducer(combiner: str, source, axis, where, init) -> Reduce:
+    source = convert(source)
+    condition = None if where is None else convert(where)
+    if condition is not None and condition.dtype != "bool":
+        raise DSLError(f"te.{combiner}: where= must be a condition, got a {condition.dtype}")
+    init_expr = None if init is None else convert(init, source.dtype)
+    return Reduce(combiner, source, _axes(axis), condition, init_expr)
+
+
+def sum(source, axis, where=None, init=None) -> Reduce:  # noqa: A001 - TVM's spelling
+    """The sum of `source` over `axis` (a reduce axis or a list of them)."""
+    return _reducer("sum", source, axis, where, init)
+
+
+def max(source, axis=None, where=None, init=None):  # noqa: A001
+    """The maximum of `source` over a reduce `axis`, or, given two expressions
+    (`te.max(a, b)`), their elementwise maximum."""
+    if axis is not None and not isinstance(axis, ReduceAxis | list | tuple):
+        return binary("max", source, axis)
+    if axis is None:
+        raise DSLError("te.max needs axis= (a reduce axis) or a second expression")
+    return _reducer("max", source, axis, where, init)
+
+
+def min(source, axis=None, where=None, init=None):  # noqa: A001
+    """The minimum of `source` over a reduce `axis`, or the elementwise minimum of two
+    expressions."""
+    if axis is not None and not isinstance(axis, ReduceAxis | list | tuple):
+        return binary("min", source, axis)
+    if axis is None:
+        raise DSLError("te.min needs axis= (a reduce axis) or a second expression")
+    return _reducer("min", source, axis, where, init)

@@ -1,0 +1,191 @@
+"""Tensors of the compute DSL: placeholders, computes, symbolic dims and reduce axes.
+
+A tensor stands for a buffer; indexing it (`A[i, k]`) gives a load of that buffer, so a compute's
+body is ordinary IR. Each compute records the tensors its body indexes, which is how
+`create_prim_func` finds every producer of its arguments.
+
+    n = te.var("n")
+    A = te.placeholder((n, 64), "float32", name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from dataclasses import dataclass
+
+from sched.errors import DSLError
+from sched.ir.dtype import INDEX_DTYPE, check_dtype
+from sched.ir.functor import free_vars
+from sched.ir.nodes import Buffer, BufferLoad, Expr, Range, Var, convert
+from sched.ir.simplify import simplify
+
+_creation_order = itertools.count()
+_default_names: dict[str, itertools.count] = {}
+_recording: list[list[Tensor]] = []   # one list per compute whose body is being evaluated
+_reduce_axis_vars: set[Var] = set()   # the variables of every reduce axis made so far
+
+
+def _unique_default(prefix: str) -> str:
+    counter = _default_names.setdefault(prefix, itertools.count())
+    index = next(counter)
+    return prefix if index == 0 else f"{prefix}_{index}"
+
+
+def var(name: str = "n", dtype: str = INDEX_DTYPE) -> Var:
+    """A symbolic (dynamic) dim: its value is bound from argument shapes at each call."""
+    return Var(name, check_dtype(dtype))
+
+
+class ReduceAxis:
+    """A reduction axis over [lo, hi), made by `reduce_axis`. Used in expressions like a
+    variable (`A[i, k]`, `k + 1`) and named in a reducer (`te.sum(..., axis=k)`)."""
+
+    def __init__(self, dom: Range, name: str) -> None:
+        self.var = Var(name)
+        self.dom = dom
+        _reduce_axis_vars.add(self.var)
+
+    def as_expr(self) -> Var:
+        return self.var
+
+    def __repr__(self) -> str:
+        return f"reduce_axis({self.var.name})"
+
+
+def _forward(name: str):
+    return lambda self, *args: getattr(self.var, name)(*args)
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+            "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__",
+            "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(ReduceAxis, _op, _forward(_op))
+
+
+def reduce_axis(dom, name: str = "k") -> ReduceAxis:
+    """A reduction axis over `dom`: `(lo, hi)` or an extent `n` for (0, n)."""
+    if isinstance(dom, tuple | list):
+        if len(dom) != 2:
+            raise DSLError(f"reduce_axis: dom must be (lo, hi) or an extent, got {dom!r}")
+        lo, hi = convert(dom[0]), convert(dom[1])
+        return ReduceAxis(Range(lo, simplify(hi - lo)), name)
+    return ReduceAxis(Range(convert(0), convert(dom)), name)
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """A tensor of the DSL: a placeholder (op is None) or the output of a compute."""
+
+    buffer: Buffer
+    op: ComputeOp | None
+    order: int
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def shape(self) -> tuple[Expr, ...]:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.buffer.ndim
+
+    def __getitem__(self, indices) -> BufferLoad:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise DSLError(f"tensor '{self.name}' has {self.ndim} dimensions but is indexed "
+                           f"with {len(indices)} indices")
+        if _recording:
+            _recording[-1].append(self)
+        return BufferLoad(self.buffer, tuple(convert(i) for i in indices))
+
+    def __repr__(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"Tensor({self.name}, ({dims}), {self.dtype})"
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    """What a compute tensor is: `buffer[axes] = body` (body may be a `Reduce`)."""
+
+    axes: tuple[Var, ...]
+    body: object                       # Expr or Reduce
+    inputs: tuple[Tensor, ...]
+    attrs: tuple[tuple[str, object], ...] = ()
+
+
+def _shape(shape) -> tuple[Expr, ...]:
+    if not isinstance(shape, tuple | list):
+        shape = (shape,)
+    return tuple(simplify(convert(dim)) for dim in shape)
+
+
+def placeholder(shape, dtype: str = "float32", name: str | None = None) -> Tensor:
+    """An input tensor of `shape` (ints or symbolic dims) and `dtype`."""
+    buffer = Buffer(name or _unique_default("placeholder"), _shape(shape), check_dtype(dtype))
+    return Tensor(buffer, None, next(_creation_order))
+
+
+def _axis_names(fcompute, ndim: int, name: str) -> list[str]:
+    """The lambda's parameter names, which name the loops; the arity must match the shape."""
+    try:
+        parameters = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        return [f"i{d}" for d in range(ndim)]
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return [f"i{d}" for d in range(ndim)]
+    if len(parameters) != ndim:
+        names = ", ".join(p.name for p in parameters)
+        raise DSLError(
+            f"compute '{name}': the function takes {len(parameters)} arguments ({names}) but "
+            f"the shape has {ndim} dimensions; write one argument per output dimension")
+    return [p.name for p in parameters]
+
+
+def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None) -> Tensor:
+    """A tensor of `shape` whose element at (i, j, ...) is `fcompute(i, j, ...)`.
+
+    The body is an expression of the axes, or a reducer (`te.sum/max/min(..., axis=k)`) as the
+    whole body. Its dtype is the dtype of the body.
+    """
+    from sched.compute.reduction import Reduce
+
+    name = name or _unique_default("compute")
+    shape = _shape(shape)
+    axes = tuple(Var(n) for n in _axis_names(fcompute, len(shape), name))
+    _recording.append([])
+    try:
+        body = fcompute(*axes)
+    finally:
+        inputs = _recording.pop()
+    if isinstance(body, Reduce):
+        reduce_vars = {axis.var for axis in body.axes}
+        for part in (body.source, body.condition, body.init):
+            if part is not None:
+                _check_no_foreign_reduce_axes(name, part, set(axes) | reduce_vars)
+    else:
+        body = convert(body)
+        _check_no_foreign_reduce_axes(name, body, set(axes))
+    dtype = body.dtype
+    op = ComputeOp(axes, body, tuple(dict.fromkeys(inputs)), tuple((attrs or {}).items()))
+    return Tensor(Buffer(name, shape, dtype), op, next(_creation_order))
+
+
+def _check_no_foreign_reduce_axes(name: str, expr: Expr, allowed: set[Var]) -> None:
+    """A reduce axis in the body that is not reduced by this compute's reducer is an error."""
+    for variable in free_vars(expr):
+        if variable not in allowed and variable in _reduce_axis_vars:
+            raise DSLError(
+                f"compute '{name}': reduce axis '{variable.name}' is used outside a reducer; "
+                f"use it only inside te.sum/te.max/te.min(..., axis={variable.name}), and make "
+                f"that reducer the whole body of the compute")
