@@ -1,0 +1,108 @@
+"""The compute DSL: the blocks it makes, and the errors it gives for definitions that do not
+describe a computation."""
+
+from __future__ import annotations
+
+import pytest
+
+from sched import compute as te
+from sched.errors import DSLError
+from sched.ir import BlockRealize, For, IterVar, Range, Var, collect, const
+from sched.ir.verify import verify
+
+
+def blocks(func):
+    return {r.block.name: r.block for r in collect(func.body, BlockRealize)}
+
+
+def test_matmul_block_has_spatial_and_reduce_axes_and_an_init():
+    A = te.placeholder((8, 6), name="A")
+    B = te.placeholder((6, 4), name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)])
+    verify(func)
+    block = blocks(func)["C"]
+    assert [iv.kind for iv in block.iter_vars] == ["spatial", "spatial", "reduce"]
+    assert block.iter_vars[2] == IterVar(Var("v_k"), Range(const(0, "int32"), const(6, "int32")),
+                                         "reduce")
+    assert block.init is not None
+    assert {r.buffer.name for r in block.reads} == {"A", "B", "C"}
+    assert [r.buffer.name for r in block.writes] == ["C"]
+    loops = collect(func.body, For)
+    assert [loop.loop_var.name for loop in loops] == ["i", "j", "k"]
+
+
+def test_intermediate_computes_become_root_allocations():
+    X = te.placeholder((4, 5), name="X")
+    func = te.create_prim_func([X, te.ops.softmax(X)])
+    assert [b.name for b in func.body.block.alloc_buffers] == [
+        "softmax_max", "softmax_exp", "softmax_sum"]
+    assert list(blocks(func)) == ["root", "softmax_max", "softmax_exp", "softmax_sum", "softmax"]
+
+
+def test_symbolic_dim_is_a_function_symbol():
+    n = te.var("n")
+    A = te.placeholder((n, 3), name="A")
+    func = te.create_prim_func([A, te.compute((n, 3), lambda i, j: A[i, j] + 1.0, name="B")])
+    assert func.symbolic_vars == (Var("n"),)
+    verify(func)
+
+
+def test_stencil_read_region_covers_the_neighbours():
+    A = te.placeholder((10,), name="A")
+    B = te.compute((8,), lambda i: A[i] + A[i + 1] + A[i + 2], name="B")
+    block = blocks(te.create_prim_func([A, B]))["B"]
+    (region,) = block.reads
+    assert region.region == (Range(Var("v_i"), const(3, "int32")),)
+
+
+def test_lambda_arity_must_match_the_shape():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(DSLError, match=r"takes 1 arguments \(i\) but the shape has 2 dim"):
+        te.compute((4, 4), lambda i: A[i, i], name="B")
+
+
+def test_reduce_axis_outside_a_reducer_is_refused():
+    A = te.placeholder((4, 4), name="A")
+    k = te.reduce_axis((0, 4), name="k")
+    with pytest.raises(DSLError, match="reduce axis 'k' is used outside a reducer"):
+        te.compute((4,), lambda i: A[i, k] * 2.0, name="B")
+
+
+def test_reduction_inside_an_expression_is_refused():
+    A = te.placeholder((4, 4), name="A")
+    k = te.reduce_axis((0, 4), name="k")
+    with pytest.raises(DSLError, match="must be the whole body of a compute"):
+        te.compute((4,), lambda i: te.sum(A[i, k], axis=k) * 2.0, name="B")
+
+
+def test_placeholder_missing_from_arguments_is_named():
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: A[i] * 2.0, name="B")
+    with pytest.raises(DSLError, match="placeholder 'A' is used by 'B' but is not among"):
+        te.create_prim_func([B])
+
+
+def test_two_tensors_with_one_name_are_refused():
+    A = te.placeholder((4,), name="X")
+    B = te.compute((4,), lambda i: A[i] * 2.0, name="X")
+    with pytest.raises(DSLError, match="two tensors are named 'X'"):
+        te.create_prim_func([A, B])
+
+
+def test_mixed_dtypes_need_a_cast():
+    A = te.placeholder((4,), "float16", name="A")
+    B = te.placeholder((4,), "float32", name="B")
+    with pytest.raises(TypeError, match="cast one operand first"):
+        te.compute((4,), lambda i: A[i] + B[i], name="C")
+
+
+def test_math_on_integers_asks_for_a_cast():
+    A = te.placeholder((4,), "int32", name="A")
+    with pytest.raises(DSLError, match="te.exp needs a floating-point operand"):
+        te.compute((4,), lambda i: te.exp(A[i]), name="B")
+
+
+def test_wrong_number_of_indices_is_refused():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(DSLError, match="has 2 dimensions but is indexed with 1"):
+        te.compute((4,), lambda i: A[i], name="B")

@@ -1,0 +1,111 @@
+"""The verifier accepts what the DSL makes and names each kind of ill-formed IR."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sched import compute as te
+from sched.ir import (
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferStore,
+    For,
+    IntImm,
+    PrimFunc,
+    Var,
+    collect,
+    const,
+)
+from sched.ir.verify import VerifyError, verify
+
+
+def elementwise():
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: A[i] * 2.0, name="B")
+    return te.create_prim_func([A, B])
+
+
+def inner_block(func):
+    return [r for r in collect(func.body, BlockRealize) if r.block.name != "root"][0]
+
+
+def test_dsl_functions_verify():
+    verify(elementwise())
+
+
+def test_loop_variable_used_inside_a_block_breaks_isolation():
+    func = elementwise()
+    realize = inner_block(func)
+    store = realize.block.body
+    leaky = dataclasses.replace(store, indices=(Var("i"),))
+    bad = _replace_block_body(func, leaky)
+    with pytest.raises(VerifyError, match="variable 'i' of an enclosing loop is used inside"):
+        verify(bad)
+
+
+def test_store_to_an_undeclared_buffer_is_reported():
+    func = elementwise()
+    A = func.params[0]
+    store = inner_block(func).block.body
+    bad = _replace_block_body(func, BufferStore(A, store.value, store.indices))
+    with pytest.raises(VerifyError, match="'A' is stored but not declared in the block's T.writes"):
+        verify(bad)
+
+
+def test_unknown_buffer_is_reported():
+    func = elementwise()
+    stray = Buffer("stray", (IntImm(4),))
+    store = inner_block(func).block.body
+    block = inner_block(func).block
+    writes = (*block.writes, dataclasses.replace(block.writes[0], buffer=stray))
+    bad = _replace_block(func, dataclasses.replace(
+        block, writes=writes, body=BufferStore(stray, store.value, store.indices)))
+    with pytest.raises(VerifyError, match="'stray' is stored but is neither a parameter"):
+        verify(bad)
+
+
+def test_dtype_mismatch_in_store_is_reported():
+    func = elementwise()
+    store = inner_block(func).block.body
+    bad = _replace_block_body(func, dataclasses.replace(store, value=const(1, "int32")))
+    with pytest.raises(VerifyError, match="int32 value is stored to 'B' of dtype float32"):
+        verify(bad)
+
+
+def test_duplicate_block_names_are_reported():
+    A = Buffer("A", (IntImm(2),))
+    body = BufferStore(A, const(0.0, "float32"), (IntImm(0),))
+    block = Block("b", (), (), (), body)
+    from sched.ir.regions import infer_block_regions
+    _, writes = infer_block_regions(body, None, ())
+    block = dataclasses.replace(block, writes=writes)
+    realize = BlockRealize((), TRUE, block)
+    from sched.ir import seq
+    root = BlockRealize((), TRUE, Block("root", (), (), (), seq(realize, realize)))
+    with pytest.raises(VerifyError, match="two blocks are named 'b'"):
+        verify(PrimFunc("f", (A,), root))
+
+
+def test_shadowed_loop_variable_is_reported():
+    A = Buffer("A", (IntImm(2),))
+    i = Var("i")
+    inner = For(i, IntImm(0), IntImm(2), "serial", BufferStore(A, const(0.0, "float32"), (i,)))
+    with pytest.raises(VerifyError, match="variable 'i' is defined twice"):
+        verify(PrimFunc("f", (A,), For(i, IntImm(0), IntImm(2), "serial", inner)))
+
+
+def _replace_block(func, new_block):
+    from sched.ir import IRMutator
+
+    class Replace(IRMutator):
+        def visit_Block(self, block):
+            return new_block if block.name == new_block.name else self.visit_children(block)
+    return Replace().visit(func)
+
+
+def _replace_block_body(func, body):
+    return _replace_block(func, dataclasses.replace(inner_block(func).block, body=body))
