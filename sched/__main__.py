@@ -1,0 +1,7 @@
+"""`python -m sched ...` is the `sched` command."""
+
+import sys
+
+from sched.cli import main
+
+sys.exit(main())
