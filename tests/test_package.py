@@ -1,0 +1,55 @@
+"""Package-level rules: a light `import sched`, and imports that flow one way."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+SCHED = pathlib.Path(__file__).resolve().parent.parent / "sched"
+
+# Each package may import only those before it in the pipeline (DESIGN.md, "The pipeline").
+ALLOWED = {
+    "ir": set(),
+    "compute": {"ir"},
+    "polyhedral": {"ir"},
+    "schedule": {"ir", "polyhedral"},
+    "lower": {"ir", "polyhedral"},
+    "c": {"ir", "lower"},
+    "cuda": {"ir", "lower"},
+    "autoscheduler": {"ir", "compute", "polyhedral", "schedule", "lower", "c", "cuda"},
+}
+SHARED = {"errors", "env", "arguments"}   # top-level modules every package may use
+
+
+def _sched_imports(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "sched" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def test_imports_flow_one_way():
+    problems = []
+    for package, allowed in ALLOWED.items():
+        for path in (SCHED / package).glob("**/*.py"):
+            for imported in _sched_imports(path) - {package} - allowed - SHARED:
+                problems.append(f"{path.relative_to(SCHED.parent)} imports sched.{imported}")
+    assert not problems, "imports against the pipeline order:\n" + "\n".join(problems)
+
+
+def test_import_sched_loads_neither_torch_nor_cuda():
+    code = ("import sys, sched, sched.compute, sched.ir; "
+            "print(sorted(m for m in ('torch', 'cuda', 'cuda.bindings') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
