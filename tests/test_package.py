@@ -53,3 +53,11 @@ def test_import_sched_loads_neither_torch_nor_cuda():
             "print(sorted(m for m in ('torch', 'cuda', 'cuda.bindings') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_import_sched_outside_the_repository_finds_this_package(tmp_path):
+    # the standard library has a module named sched; the installed .pth puts ours first
+    code = "import sched, sched.ir; print(sched.__path__[0])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert pathlib.Path(out.stdout.strip()) == SCHED
