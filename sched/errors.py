@@ -31,3 +31,28 @@ class KernelArgumentError(ValueError):
 
 class BuildError(RuntimeError):
     """A toolchain failure: the compiler's message, the offending source lines and the command."""
+
+
+class ScheduleError(ValueError):
+    """A schedule step that is illegal or badly called: `<primitive>: <reason>`, then the
+    violated dependence, the IR with the offending loop marked, and the legal alternatives.
+
+    With `render=False` (the autoscheduler's cheap mode) the message is the first line only.
+    """
+
+    def __init__(self, primitive: str, reason: str, *, dependence: str | None = None,
+                 ir: str | None = None, alternatives: tuple[str, ...] = (),
+                 render: bool = True) -> None:
+        self.primitive = primitive
+        self.reason = reason
+        self.dependence = dependence
+        self.alternatives = alternatives
+        lines = [f"{primitive}: {reason}"]
+        if render:
+            if dependence:
+                lines.append(f"violated dependence: {dependence}")
+            if ir:
+                lines += ["", ir.rstrip()]
+            if alternatives:
+                lines += ["", "legal alternatives:"] + [f"    {a}" for a in alternatives]
+        super().__init__("\n".join(lines))

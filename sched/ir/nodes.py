@@ -15,11 +15,10 @@ comparison node.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_bool, is_float
 
-AnnotationValue = Union[int, float, str, bool]
+AnnotationValue = int | float | str | bool
 Annotations = tuple[tuple[str, AnnotationValue], ...]
 
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")

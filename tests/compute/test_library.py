@@ -175,8 +175,11 @@ def test_math_intrinsics_match_numpy(rng):
                                                              lambda x: 1 / (1 + np.exp(-x))),
     }
     x = rng.uniform(0.1, 3.0, 31).astype(np.float32)
+
+    def apply(intrinsic, name):
+        return te.compute((31,), lambda i: intrinsic(X[i]), name=name)
     for name, (intrinsic, reference) in functions.items():
-        Y = te.compute((31,), lambda i: intrinsic(X[i]), name=f"Y_{name}")
+        Y = apply(intrinsic, f"Y_{name}")
         out = run(te.create_prim_func([X, Y]), x, np.zeros_like(x))
         assert_close(out, reference(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
 

@@ -1,0 +1,86 @@
+"""The region of a buffer a block touches under a loop, as a box (per-dimension min and extent).
+
+This is what compute_at, cache_read and cache_write need: how much of a buffer one iteration of
+an outer loop reads or writes. The box is written in the loops outside the given loop and the
+symbolic dims; it is exact for affine accesses (for a non-rectangular set, the smallest box
+around it) and a covering box otherwise.
+
+    region = buffer_region(func, "C", "A", loop="k_outer")
+    # (Range(i, 1), Range(k_outer * 8, 8)): each iteration of k_outer reads A[i, 8ko : 8ko + 8]
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.ir.nodes import PrimFunc, Range, Var
+from sched.polyhedral.dependences import model_and_dependences
+from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr
+
+
+def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = None,
+                  access: str = "any") -> tuple[Range, ...]:
+    """The box of `buffer` that block `block` touches in one iteration of the loops outside
+    `loop` (the loop named so around the block; None: the whole function), reading, writing or
+    both (`access` in "read", "write", "any")."""
+    model, _ = model_and_dependences(func)
+    statements = model.statements_of_block(block)
+    if not statements:
+        raise ValueError(f"no block named {block!r}")
+    loops = statements[0].loops
+    names = [lp.var.name for lp in loops]
+    if loop is not None and loop not in names:
+        raise ValueError(f"block {block!r} is not under a loop named {loop!r}; its loops are "
+                         f"{', '.join(names) or 'none'}")
+    outer = loops if loop is None else loops[:names.index(loop)]
+    buffers = None
+    for statement in statements:
+        relation = {"read": statement.reads, "write": statement.writes,
+                    "any": statement.reads.union(statement.writes)}[access]
+        touched = _touched_per_outer_iteration(model, statement, relation, len(outer))
+        buffers = touched if buffers is None else buffers.union(touched)
+    found = [s for s in _sets(buffers) if s.get_tuple_name() == "B_" + buffer]
+    if not found:
+        raise ValueError(f"block {block!r} does not access buffer {buffer!r}")
+    box = found[0]
+    variables = {isl_name(lp.var): lp.var for lp in outer}
+    variables |= {isl_name(v): v for v in model.func.symbolic_vars}
+    variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
+    context = box.params()
+    ranges = []
+    for d in range(box.dim(isl.dim_type.set)):
+        low, high = box.dim_min(d), box.dim_max(d)
+        extent = high.sub(low).add_constant_val(isl.Val.one(box.get_ctx()))
+        ranges.append(Range(pw_aff_to_expr(low, context, variables),
+                            pw_aff_to_expr(extent, context, variables)))
+    return tuple(ranges)
+
+
+def _touched_per_outer_iteration(model, statement, relation, n_outer: int) -> isl.UnionSet:
+    """Elements accessed, as sets parametric in the first `n_outer` loops of `statement`."""
+    params = ", ".join(model.params)
+    loop_names = statement.loop_names()
+    constraints = " and ".join(statement.constraints) or "true"
+    loops_to_instance = isl.Map(f"[{params}] -> {{ [{', '.join(loop_names)}] -> "
+                                f"{statement.instance()} : {constraints} }}")
+    n_params = loops_to_instance.dim(isl.dim_type.param)
+    result = isl.UnionSet(f"[{params}] -> {{ }}")
+    for access in _maps(relation):
+        loops_to_element = loops_to_instance.apply_range(access)
+        moved = loops_to_element.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0,
+                                           n_outer)
+        result = result.union(isl.UnionSet.from_set(moved.range()))
+    return result
+
+
+def _maps(union: isl.UnionMap) -> list[isl.Map]:
+    found: list[isl.Map] = []
+    union.foreach_map(found.append)
+    return found
+
+
+def _sets(union: isl.UnionSet) -> list[isl.Set]:
+    found: list[isl.Set] = []
+    union.foreach_set(found.append)
+    return found
+

@@ -1,0 +1,113 @@
+"""Between IR expressions and isl: affine IR expressions as isl syntax, isl expressions as IR.
+
+`to_isl(expr)` writes an integer expression in isl's input syntax when it is affine in isl's sense
+(sums, products by constants, `//` and `%` by positive constants, min, max) and returns None
+otherwise (a product of two variables, a load, a float). `pw_aff_to_expr` goes the other way
+through isl's AST builder, which picks the simplest expression valid in a given context; this is
+how sched lets isl do affine simplification and bounds instead of rewriting by hand.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.ir.dtype import INDEX_DTYPE, is_int
+from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Select, Var, binary, const
+
+ISL_KEYWORDS = {"and", "or", "not", "exists", "floor", "ceil", "min", "max", "mod", "infty",
+                "implies", "xor", "true", "false", "rat", "NaN"}
+
+
+def isl_name(var: Var) -> str:
+    """The isl identifier of a variable (a few names are isl keywords: those get a prefix)."""
+    return f"_{var.name}" if var.name in ISL_KEYWORDS or var.name.startswith("_") else var.name
+
+
+def _constant(expr: Expr) -> int | None:
+    return expr.value if isinstance(expr, IntImm) else None
+
+
+def to_isl(expr: Expr) -> str | None:
+    """`expr` in isl syntax, or None when it is not affine."""
+    if isinstance(expr, IntImm):
+        return str(expr.value)
+    if isinstance(expr, Var):
+        return isl_name(expr) if is_int(expr.dtype) else None
+    if isinstance(expr, Cast) and is_int(expr.dtype) and is_int(expr.value.dtype):
+        return to_isl(expr.value)
+    if not isinstance(expr, BinaryOp) or not is_int(expr.dtype):
+        return None
+    a, b = to_isl(expr.a), to_isl(expr.b)
+    if a is None or b is None:
+        return None
+    op = expr.op
+    if op in ("add", "sub"):
+        return f"({a} {'+' if op == 'add' else '-'} {b})"
+    if op == "mul":
+        if _constant(expr.a) is None and _constant(expr.b) is None:
+            return None
+        return f"({a} * {b})"
+    if op in ("floordiv", "floormod"):
+        divisor = _constant(expr.b)
+        if divisor is None or divisor <= 0:
+            return None
+        return f"floor(({a}) / {divisor})" if op == "floordiv" else f"(({a}) mod {divisor})"
+    if op in ("min", "max"):
+        return f"{op}({a}, {b})"
+    return None
+
+
+def to_isl_condition(expr: Expr) -> str | None:
+    """A boolean IR expression as an isl constraint, or None when it is not affine."""
+    if isinstance(expr, IntImm) and expr.dtype == "bool":
+        return "true" if expr.value else "false"
+    if not isinstance(expr, BinaryOp):
+        return None
+    if expr.op in ("and", "or"):
+        a, b = to_isl_condition(expr.a), to_isl_condition(expr.b)
+        return None if a is None or b is None else f"(({a}) {expr.op} ({b}))"
+    symbols = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+    if expr.op not in symbols:
+        return None
+    a, b = to_isl(expr.a), to_isl(expr.b)
+    return None if a is None or b is None else f"{a} {symbols[expr.op]} {b}"
+
+
+_BINARY_OPS = {
+    isl.ast_expr_op_type.add: "add", isl.ast_expr_op_type.sub: "sub",
+    isl.ast_expr_op_type.mul: "mul", isl.ast_expr_op_type.fdiv_q: "floordiv",
+    isl.ast_expr_op_type.pdiv_q: "floordiv", isl.ast_expr_op_type.pdiv_r: "floormod",
+    isl.ast_expr_op_type.zdiv_r: "floormod",  # isl compares it with 0 only, where they agree
+    isl.ast_expr_op_type.div: "floordiv",      # exact division
+    isl.ast_expr_op_type.min: "min", isl.ast_expr_op_type.max: "max",
+    isl.ast_expr_op_type.eq: "eq", isl.ast_expr_op_type.lt: "lt", isl.ast_expr_op_type.le: "le",
+    isl.ast_expr_op_type.gt: "gt", isl.ast_expr_op_type.ge: "ge",
+    isl.ast_expr_op_type.and_: "and", isl.ast_expr_op_type.and_then: "and",
+    isl.ast_expr_op_type.or_: "or", isl.ast_expr_op_type.or_else: "or",
+}
+
+
+def ast_to_expr(ast: isl.AstExpr, variables: dict[str, Var]) -> Expr:
+    """An isl AST expression as IR; identifiers are looked up in `variables`."""
+    kind = ast.get_type()
+    if kind == isl.ast_expr_type.int:
+        return const(ast.get_val().to_python(), INDEX_DTYPE)
+    if kind == isl.ast_expr_type.id:
+        name = ast.get_id().get_name()
+        return variables[name]
+    op = ast.get_op_type()
+    args = [ast_to_expr(ast.get_op_arg(i), variables) for i in range(ast.get_op_n_arg())]
+    if op == isl.ast_expr_op_type.minus:
+        return binary("sub", const(0, args[0].dtype), args[0])
+    if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
+        return Select(args[0], args[1], args[2])
+    result = args[0]
+    for arg in args[1:]:       # min and max may take more than two arguments
+        result = binary(_BINARY_OPS[op], result, arg)
+    return result
+
+
+def pw_aff_to_expr(pw_aff: isl.PwAff, context: isl.Set, variables: dict[str, Var]) -> Expr:
+    """The simplest IR expression equal to `pw_aff` wherever `context` holds."""
+    build = isl.AstBuild.from_context(context)
+    return ast_to_expr(build.expr_from_pw_aff(pw_aff.gist_params(context)), variables)
