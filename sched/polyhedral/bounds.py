@@ -32,7 +32,7 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     if loop is not None and loop not in names:
         raise ValueError(f"block {block!r} is not under a loop named {loop!r}; its loops are "
                          f"{', '.join(names) or 'none'}")
-    outer = loops if loop is None else loops[:names.index(loop)]
+    outer = () if loop is None else loops[:names.index(loop)]
     buffers = None
     for statement in statements:
         relation = {"read": statement.reads, "write": statement.writes,

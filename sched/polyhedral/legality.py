@@ -18,6 +18,7 @@ concrete pair of instances: `C[v_i=3] reads A[2] written by C[v_i=2]`.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import islpy as isl
@@ -143,7 +144,7 @@ def check_parallel(func: PrimFunc, block: str, loop: str) -> Violation | None:
         return statement.time[:target.position + 1] == prefix and target in statement.loops
 
     carried = _carried_at(len(owners[0].time), target.position, f"[{', '.join(model.params)}] ->")
-    for dep in deps:
+    for dep in sorted(deps, key=lambda d: not d.is_reduction):   # name a reduction first
         if not (under(dep.source) and under(dep.sink)):
             continue
         in_time = dep.relation.apply_domain(dep.source.schedule).apply_range(dep.sink.schedule)
@@ -158,3 +159,31 @@ def check_parallel(func: PrimFunc, block: str, loop: str) -> Violation | None:
         return Violation(f"loop '{loop}' carries {what} of block {dep.sink.block.name}", dep,
                          example)
     return None
+
+
+def mark_loop(script: str, loop: str) -> str:
+    """The printed IR with the line of loop `loop` marked."""
+    lines = script.splitlines()
+    for index, line in enumerate(lines):
+        match = re.match(r"\s*for (.+?) in ", line)
+        if match and loop in [name.strip() for name in match.group(1).split(",")]:
+            lines[index] = f"{line}  # <-- loop '{loop}'"
+            break
+    return "\n".join(lines)
+
+
+def schedule_error(primitive: str, violation: Violation, func: PrimFunc,
+                   loop: str | None = None, alternatives: tuple[str, ...] = (),
+                   render: bool = True):
+    """The ScheduleError for a step refused because of `violation`: the reason, the dependence
+    with its counterexample, the IR with `loop` marked, and the alternatives."""
+    from sched.errors import ScheduleError
+
+    script = None
+    if render:
+        script = func.script()
+        if loop is not None:
+            script = mark_loop(script, loop)
+    return ScheduleError(primitive, violation.reason,
+                         dependence=str(violation) if violation.dependence else None,
+                         ir=script, alternatives=alternatives, render=render)
