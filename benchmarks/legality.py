@@ -39,7 +39,7 @@ def conv2d():
 def softmax():
     n = te.var("n")
     X = te.placeholder((n, 8192), name="X")
-    return te.create_prim_func([X, te.ops.softmax(X)]), "softmax_exp", ("i", "j")
+    return te.create_prim_func([X, te.ops.softmax(X)]), "softmax_exp", ("i_1", "j")
 
 
 def swap_loops(func, block: str, first: str, second: str):

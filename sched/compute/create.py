@@ -18,7 +18,9 @@ gives
 
 Computes run in the order they were defined (a producer is always defined before its consumers).
 Each gets a loop nest over its spatial axes, then its reduce axes, named after the lambda's
-arguments and the reduce axes; its block's iteration variables are those names prefixed `v_`.
+arguments and the reduce axes (with a suffix where a name is taken: loop names are unique in the
+function, so that a schedule can name every loop); its block's iteration variables are those
+names prefixed `v_`.
 Computes that are not arguments become buffers allocated by the root block.
 """
 
@@ -87,8 +89,8 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     axis_vars = list(op.axes) + [axis.var for axis in reduce_axes]
     doms = [Range(convert(0), dim) for dim in tensor.shape] + [a.dom for a in reduce_axes]
     kinds = ["spatial"] * len(op.axes) + ["reduce"] * len(reduce_axes)
-    local_names: set[str] = set(taken_names)
-    loop_vars = [Var(_fresh(v.name, local_names)) for v in axis_vars]
+    loop_vars = [Var(_fresh(v.name, taken_names)) for v in axis_vars]   # unique in the function
+    local_names = set(taken_names)
     iter_vars = [IterVar(Var(_fresh("v_" + v.name, local_names)), dom, kind)
                  for v, dom, kind in zip(axis_vars, doms, kinds)]
     to_iter = {v: iv.var for v, iv in zip(axis_vars, iter_vars)}
