@@ -2,3 +2,7 @@
 
 `import sched` never touches CUDA: the CUDA modules load when first used.
 """
+
+from sched.build import build
+
+__all__ = ["build"]

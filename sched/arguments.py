@@ -1,0 +1,199 @@
+"""Binding a kernel's call arguments to its PrimFunc's parameters, shared by every target.
+
+`ArgumentBinder(func, device).bind(args)` checks each argument against its parameter (count,
+kind, ndim, dtype, device, layout, shape, writability) and returns the data pointers, scalar
+values and symbolic dims a launcher passes. Arrays are numpy arrays or torch tensors; torch is
+imported only when an argument is a torch tensor. Every mismatch is a `KernelArgumentError`
+naming the argument: `argument 2 'B': expected shape (64, 32), got (64, 31)`.
+
+Symbolic dims are bound from the first argument (in parameter order) whose shape has the dim
+as a dimension of its own (`n`, not `n * 2`); then every dimension is checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sched.errors import KernelArgumentError
+from sched.ir.dtype import is_bool, is_float, is_int
+from sched.ir.functor import collect, substitute
+from sched.ir.nodes import Buffer, BufferStore, Expr, IntImm, PrimFunc, Var
+from sched.ir.simplify import simplify
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class BoundArguments:
+    """What a launcher passes: a data pointer per buffer parameter (in order), the scalar
+    parameters (in order), and the symbolic dims (in `PrimFunc.symbolic_vars` order)."""
+
+    pointers: tuple[int, ...]
+    scalars: tuple[int | float | bool, ...]
+    dims: tuple[int, ...]
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of an array for a buffer of `dtype` (bfloat16 is stored as uint16)."""
+    return np.dtype("uint16" if dtype == "bfloat16" else dtype)
+
+
+def _torch_dtype(dtype: str):
+    import torch
+
+    return getattr(torch, dtype)
+
+
+def _is_torch_tensor(value) -> bool:
+    if not type(value).__module__.startswith("torch"):
+        return False
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _shape_text(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class ArgumentBinder:
+    """Checks and binds the arguments of calls to a kernel built from `func` for `device`."""
+
+    def __init__(self, func: PrimFunc, device: str) -> None:
+        assert device in DEVICES, device
+        self.func = func
+        self.device = device
+        self.params = func.params
+        self.symbolic_vars = func.symbolic_vars
+        self.written = {store.buffer.storage_name for store in collect(func.body, BufferStore)}
+        self.numpy_dtypes = {b.name: numpy_dtype(b.dtype) for b in func.buffers}
+        # where each symbolic dim is bound: (index among the buffers, dimension), first found
+        self.dim_sources: dict[Var, tuple[int, int]] = {}
+        for k, buffer in enumerate(func.buffers):
+            for d, dim in enumerate(buffer.shape):
+                if isinstance(dim, Var):
+                    self.dim_sources.setdefault(dim, (k, d))
+
+    def error(self, position: int, message: str) -> KernelArgumentError:
+        param = self.params[position]
+        return KernelArgumentError(f"argument {position + 1} '{param.name}': {message}")
+
+    def bind(self, args: tuple) -> BoundArguments:
+        if len(args) != len(self.params):
+            names = ", ".join(p.name for p in self.params)
+            raise KernelArgumentError(
+                f"kernel '{self.func.name}' takes {len(self.params)} arguments ({names}), "
+                f"got {len(args)}")
+        pointers, scalars, shapes = [], [], []
+        for position, (param, arg) in enumerate(zip(self.params, args, strict=True)):
+            if isinstance(param, Buffer):
+                pointer, shape = self.check_array(position, param, arg)
+                pointers.append(pointer)
+                shapes.append((position, param, shape))
+            else:
+                scalars.append(self.check_scalar(position, param, arg))
+        values = self.bind_dims(shapes)
+        for position, param, shape in shapes:
+            self.check_shape(position, param, shape, values)
+        return BoundArguments(tuple(pointers), tuple(scalars),
+                              tuple(values[v] for v in self.symbolic_vars))
+
+    # -- one argument --------------------------------------------------------------------------
+
+    def check_array(self, position: int, buffer: Buffer, arg) -> tuple[int, tuple[int, ...]]:
+        """The data pointer and shape of array `arg`, after checking all but its shape."""
+        if not isinstance(arg, np.ndarray):
+            if _is_torch_tensor(arg):
+                return self.check_tensor(position, buffer, arg)
+            kind = "a torch tensor" if self.device == "cuda" else "a numpy array or torch tensor"
+            raise self.error(position, f"expected {kind}, got {type(arg).__name__}")
+        if self.device != "cpu":
+            raise self.error(position, f"expected a torch tensor on {self.device}, got a numpy "
+                                       f"array (on the CPU)")
+        self.check_ndim(position, buffer, arg.ndim)
+        expected = self.numpy_dtypes[buffer.name]
+        if arg.dtype != expected:
+            hint = " (bfloat16 arrays are numpy uint16)" if buffer.dtype == "bfloat16" else ""
+            raise self.error(position, f"expected dtype {expected}{hint}, got {arg.dtype}")
+        if not arg.flags.c_contiguous:
+            raise self.error(position, "expected a C-contiguous array, got strides "
+                                       f"{arg.strides}: pass np.ascontiguousarray(...)")
+        if buffer.name in self.written and not arg.flags.writeable:
+            raise self.error(position, "the kernel writes this buffer, but the array is "
+                                       "read-only")
+        return arg.ctypes.data, arg.shape
+
+    def check_tensor(self, position: int, buffer: Buffer, tensor) -> tuple[int, tuple[int, ...]]:
+        self.check_ndim(position, buffer, tensor.dim())
+        expected = _torch_dtype(buffer.dtype)
+        if tensor.dtype != expected:
+            raise self.error(position, f"expected dtype {expected}, got {tensor.dtype}")
+        if tensor.device.type != self.device:
+            move = ".cpu()" if self.device == "cpu" else ".cuda()"
+            raise self.error(position, f"expected a tensor on {self.device}, got one on "
+                                       f"{tensor.device}: move it with {move}")
+        if not tensor.is_contiguous():
+            raise self.error(position, f"expected a contiguous tensor, got strides "
+                                       f"{tuple(tensor.stride())}: pass tensor.contiguous()")
+        return tensor.data_ptr(), tuple(tensor.shape)
+
+    def check_ndim(self, position: int, buffer: Buffer, ndim: int) -> None:
+        if ndim != buffer.ndim:
+            raise self.error(position, f"expected {buffer.ndim} dimensions "
+                                       f"{_shape_text(buffer.shape)}, got {ndim}")
+
+    def check_scalar(self, position: int, var: Var, arg) -> int | float | bool:
+        if is_bool(var.dtype):
+            if isinstance(arg, bool | np.bool_):
+                return bool(arg)
+        elif is_int(var.dtype):
+            if isinstance(arg, int | np.integer) and not isinstance(arg, bool | np.bool_):
+                return self.check_range(position, var, int(arg))
+        elif is_float(var.dtype):
+            if isinstance(arg, int | float | np.integer | np.floating) \
+                    and not isinstance(arg, bool):
+                return float(arg)
+        kind = "a Python int" if is_int(var.dtype) else \
+            "a Python bool" if is_bool(var.dtype) else "a Python float"
+        raise self.error(position, f"expected {kind} ({var.dtype}), got "
+                                   f"{type(arg).__name__} {arg!r}")
+
+    def check_range(self, position: int, var: Var, value: int) -> int:
+        info = np.iinfo(var.dtype)
+        if not info.min <= value <= info.max:
+            raise self.error(position, f"{value} is out of range for {var.dtype}")
+        return value
+
+    # -- shapes --------------------------------------------------------------------------------
+
+    def bind_dims(self, shapes) -> dict[Var, int]:
+        """Each symbolic dim's value, from the first shape that has it as a dimension."""
+        values: dict[Var, int] = {}
+        for var in self.symbolic_vars:
+            if var not in self.dim_sources:
+                raise KernelArgumentError(
+                    f"kernel '{self.func.name}': symbolic dim '{var.name}' is never a dimension "
+                    f"of its own in a parameter's shape, so no argument binds it")
+            k, d = self.dim_sources[var]
+            values[var] = shapes[k][2][d]
+        return values
+
+    def check_shape(self, position: int, buffer: Buffer, shape, values: dict[Var, int]) -> None:
+        expected = tuple(_evaluate(dim, values) for dim in buffer.shape)
+        if tuple(shape) != expected:
+            bound = [f"{v.name} = {values[v]}" for v in self.symbolic_vars]
+            given = f" ({', '.join(bound)})" if bound else ""
+            raise self.error(position, f"expected shape {_shape_text(expected)}{given}, got "
+                                       f"{_shape_text(tuple(shape))}")
+
+
+def _evaluate(dim: Expr, values: dict[Var, int]) -> int:
+    if isinstance(dim, IntImm):
+        return dim.value
+    if isinstance(dim, Var):
+        return values[dim]
+    result = simplify(substitute(dim, {v: IntImm(n, v.dtype) for v, n in values.items()}))
+    assert isinstance(result, IntImm), f"shape {dim!r} does not evaluate to a constant"
+    return result.value

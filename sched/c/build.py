@@ -1,0 +1,93 @@
+"""Building C source into a shared library with gcc, cached on disk by content.
+
+A library lives at `<cache dir>/c/<key>/kernel.so`, next to its `kernel.c`, where the key is
+the sha256 of the source, the flags and the compiler (its version and what `-march=native`
+means on this machine). Files are written under a temporary name and renamed into place, so
+processes building the same kernel at once never see a half-written file.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import uuid
+from pathlib import Path
+
+from sched import env
+from sched.errors import BuildError
+
+COMPILER = "gcc"
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c11")
+CONTEXT_LINES = 2   # source lines shown around each line gcc complains about
+
+
+@functools.cache
+def compiler_identity() -> str:
+    """The compiler's version and target options: part of every cache key."""
+    try:
+        version = subprocess.run([COMPILER, "--version"], capture_output=True, text=True,
+                                 check=True).stdout.splitlines()[0]
+        target = subprocess.run([COMPILER, "-march=native", "-Q", "--help=target"],
+                                capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise BuildError(f"cannot run the C compiler '{COMPILER}': {error}; the 'c' target "
+                         f"needs gcc on the PATH") from None
+    native = " ".join(line.split()[-1] for line in target.splitlines()
+                      if line.strip().startswith(("-march=", "-mtune=")))
+    return f"{version} | {native}"
+
+
+def cache_key(source: str) -> str:
+    text = "\0".join([source, " ".join(FLAGS), compiler_identity()])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _write_atomically(path: Path, data: str) -> None:
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    temporary.write_text(data)
+    os.replace(temporary, path)
+
+
+def compile_library(source: str, *, cache_dir: Path | None = None) -> Path:
+    """The path of a shared library built from C `source` (reused from the cache when there).
+
+    Raises BuildError with gcc's message, the offending source lines and the command.
+    """
+    directory = (cache_dir or env.CACHE_DIR.value()) / "c" / cache_key(source)
+    library = directory / "kernel.so"
+    if library.exists():
+        return library
+    directory.mkdir(parents=True, exist_ok=True)
+    source_path = directory / "kernel.c"
+    _write_atomically(source_path, source)
+    temporary = directory / f"kernel.{os.getpid()}.{uuid.uuid4().hex}.so.tmp"
+    command = [COMPILER, *FLAGS, str(source_path), "-o", str(temporary)]
+    # LC_ALL=C: plain ASCII quotes in gcc's messages, whatever the user's locale
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env={**os.environ, "LC_ALL": "C"})
+    if result.returncode != 0:
+        temporary.unlink(missing_ok=True)
+        raise BuildError(_failure_message(source, source_path, command, result))
+    os.replace(temporary, library)
+    return library
+
+
+def _failure_message(source: str, source_path: Path, command: list[str], result) -> str:
+    lines = source.splitlines()
+    pattern = re.compile(re.escape(str(source_path)) + r":(\d+):")
+    wrong = sorted({int(n) for n in pattern.findall(result.stderr)})
+    shown: list[str] = []
+    for number in wrong:
+        shown.append("  ...")
+        for k in range(max(1, number - CONTEXT_LINES), min(len(lines), number + CONTEXT_LINES) + 1):
+            marker = ">" if k == number else " "
+            shown.append(f"{marker}{k:5d} | {lines[k - 1]}")
+    excerpt = "\n".join(shown) if shown else "(gcc named no line; the source is in the file)"
+    return (f"gcc failed (exit status {result.returncode}) on {source_path}\n"
+            f"{result.stderr.rstrip()}\n"
+            f"offending lines:\n{excerpt}\n"
+            f"command: {shlex.join(command)}")

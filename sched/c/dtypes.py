@@ -1,0 +1,132 @@
+"""What the IR's dtypes, constants and intrinsics are in C, and the helper functions C lacks.
+
+float16 is stored as `_Float16` and bfloat16 as `uint16_t`; both are computed in `float`: a load
+converts to float, a store converts back (bfloat16 rounding to nearest even, as torch does).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sched.ir.dtype import is_float
+
+STORAGE_TYPES = {
+    "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "bool": "bool",
+}
+
+# short names used in helper function names: sched_floordiv_i32, sched_min_f32...
+_SHORT = {"float": "f32", "double": "f64", "int8_t": "i8", "int16_t": "i16", "int32_t": "i32",
+          "int64_t": "i64", "uint8_t": "u8", "uint16_t": "u16", "uint32_t": "u32",
+          "uint64_t": "u64", "bool": "bool"}
+
+
+def storage_type(dtype: str) -> str:
+    """The C type of a buffer element or parameter of `dtype`."""
+    return STORAGE_TYPES[dtype]
+
+
+def compute_type(dtype: str) -> str:
+    """The C type expressions of `dtype` are computed in (float for the 16-bit floats)."""
+    return "float" if dtype in ("float16", "bfloat16") else STORAGE_TYPES[dtype]
+
+
+def short_name(dtype: str) -> str:
+    return _SHORT[compute_type(dtype)]
+
+
+def is_narrow_int(dtype: str) -> bool:
+    """An integer type C promotes to int in arithmetic (results are cast back)."""
+    return dtype in ("int8", "int16", "uint8", "uint16")
+
+
+def float_literal(value: float, dtype: str) -> str:
+    """`value` as an exact C constant of `compute_type(dtype)`: the shortest decimal that reads
+    back as the same float (`0.1f`, `1e-05f`, `2.5`), `INFINITY`, `NAN`."""
+    if math.isnan(value):
+        return "NAN" if dtype != "float64" else "(double)NAN"
+    if math.isinf(value):
+        text = "INFINITY" if dtype != "float64" else "(double)INFINITY"
+        return text if value > 0 else f"-{text}"
+    if dtype == "float64":
+        return repr(float(value))
+    rounded = {"float16": np.float16, "bfloat16": _round_bfloat16}.get(dtype, np.float32)(value)
+    text = str(np.float32(rounded))
+    if "." not in text and "e" not in text:
+        text += ".0"
+    return text + "f"
+
+
+def _round_bfloat16(value: float) -> np.float32:
+    """`value` rounded to bfloat16 (nearest even), as a float32."""
+    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return np.array(bits, dtype=np.uint32).view(np.float32)[()]
+
+
+def int_literal(value: int, dtype: str) -> str:
+    """`value` as a C constant of `dtype` (`5`, `INT64_C(5)`, `5u`, `true`)."""
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtype == "int32" and value == -(2 ** 31):
+        return "INT32_MIN"
+    if dtype == "int64":
+        return "INT64_MIN" if value == -(2 ** 63) else f"INT64_C({value})"
+    if dtype.startswith("uint"):
+        return f"UINT64_C({value})" if dtype == "uint64" else f"{value}u"
+    return str(value)
+
+
+# math intrinsics: (C name for double; the float one adds "f")
+_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
+         "abs": "fabs", "pow": "pow", "sin": "sin", "cos": "cos", "floor": "floor",
+         "ceil": "ceil", "round": "nearbyint"}  # round: half to even, like numpy and TVM
+
+
+def math_call(op: str, args: list[str], dtype: str) -> str:
+    """A C call of intrinsic `op` on the already printed `args` of float `dtype`."""
+    assert is_float(dtype), f"C codegen: intrinsic {op} on {dtype}"
+    suffix = "" if compute_type(dtype) == "double" else "f"
+    one = "1.0" + suffix
+    if op == "rsqrt":
+        return f"({one} / sqrt{suffix}({args[0]}))"
+    if op == "sigmoid":
+        return f"({one} / ({one} + exp{suffix}(-({args[0]}))))"
+    return f"{_MATH[op]}{suffix}({', '.join(args)})"
+
+
+def helper_source(name: str) -> str:
+    """The C definition of helper `name`: `sched_<op>_<short type>`."""
+    _, op, short = name.split("_", 2)
+    ctype = {v: k for k, v in _SHORT.items()}[short] if short in _SHORT.values() else None
+    if op in ("floordiv", "floormod") and short in ("i32", "i64"):
+        t = ctype
+        result = "q - 1 : q" if op == "floordiv" else "r + b : r"
+        return (f"static inline {t} {name}({t} a, {t} b) {{\n"
+                f"    {t} q = a / b, r = a % b;\n"
+                f"    return (r != 0 && ((r < 0) != (b < 0))) ? {result};\n}}")
+    if op == "floormod":
+        f = "" if short == "f64" else "f"
+        return (f"static inline {ctype} {name}({ctype} a, {ctype} b) {{\n"
+                f"    return a - floor{f}(a / b) * b;\n}}")
+    if op in ("min", "max"):
+        compare = "<" if op == "min" else ">"
+        return (f"static inline {ctype} {name}({ctype} a, {ctype} b) {{\n"
+                f"    return a {compare} b ? a : b;\n}}")
+    if op == "abs":
+        return f"static inline {ctype} {name}({ctype} a) {{\n    return a < 0 ? -a : a;\n}}"
+    if name == "sched_bf16_to_f32":
+        return ("static inline float sched_bf16_to_f32(uint16_t v) {\n"
+                "    union { uint32_t u; float f; } x = { .u = (uint32_t)v << 16 };\n"
+                "    return x.f;\n}")
+    if name == "sched_f32_to_bf16":
+        return ("static inline uint16_t sched_f32_to_bf16(float f) {  /* nearest even */\n"
+                "    union { float f; uint32_t u; } x = { .f = f };\n"
+                "    if ((x.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x.u >> 16) | 0x40);"
+                "  /* NaN */\n"
+                "    return (uint16_t)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16);\n}")
+    raise AssertionError(f"C codegen: no helper {name}")

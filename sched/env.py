@@ -1,0 +1,52 @@
+"""Every environment variable sched reads, each declared once here, typed, with its default.
+
+Library code never reads `os.environ` itself: it calls `value()` on one of these declarations at
+the moment it needs the setting (so a test or a user may change the environment between calls),
+or better, takes an explicit option whose default comes from here.
+
+    from sched import env
+    env.CACHE_DIR.value()            # Path('/home/me/.cache/sched') unless SCHED_CACHE_DIR is set
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EnvVar(Generic[T]):
+    """One environment variable: its name, how to read its text, its default and what it does.
+
+    An unset or empty variable gives the default.
+    """
+
+    name: str
+    parse: Callable[[str], T]
+    default: Callable[[], T]
+    doc: str
+
+    def value(self) -> T:
+        text = os.environ.get(self.name, "")
+        if text == "":
+            return self.default()
+        try:
+            return self.parse(text)
+        except ValueError as error:
+            raise ValueError(f"environment variable {self.name}={text!r}: {error}") from None
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+CACHE_DIR: EnvVar[Path] = EnvVar(
+    "SCHED_CACHE_DIR", _path, lambda: Path("~/.cache/sched").expanduser(),
+    "Where compiled kernels are cached: <dir>/c/<hash>/kernel.so, <dir>/cuda/<hash>/...")
+
+ALL: tuple[EnvVar, ...] = (CACHE_DIR,)

@@ -1,0 +1,170 @@
+"""IR integer expressions <-> isl quasi-affine functions, for passes that let isl simplify.
+
+`AffineTranslation(context)` turns expressions into isl functions over parameters (every
+variable, and an opaque parameter for each subterm isl cannot read: `i * n`, a load, a cast),
+and the loop bounds in `context` into an isl set; `from_ast` reads isl's AST expressions back
+as IR. Functions are built through isl's API, not by printing and parsing isl text, which costs
+about ten times more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import islpy as isl
+
+from sched.ir.dtype import is_int
+from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
+
+# (variable, min, extent) of each loop around an expression that bears on it, outermost first
+Context = tuple[tuple[Var, Expr, Expr], ...]
+
+
+class NotAffine(Exception):
+    """An expression isl cannot represent (where no opaque parameter may stand for it)."""
+
+
+class AffineTranslation:
+    """IR -> isl over parameters p0, p1, ... (the variables and the opaque subterms).
+
+    First `term` turns expressions into affine terms, plain tuples that name their
+    parameters: ("const", c), ("param", name), ("add" | "sub" | "min" | "max", t, t),
+    ("mul" | "floordiv" | "floormod", t, c). Once every parameter is known, `function` and
+    `context_set` build isl objects from terms.
+    """
+
+    def __init__(self, context: Context, opaque: Callable[[Expr], Expr] = lambda e: e) -> None:
+        self.context = context
+        self.opaque = opaque          # the canonical form of a subterm isl cannot read
+        self.names: dict[Expr, str] = {}
+        self.space = None
+
+    def name(self, term: Expr) -> str:
+        return self.names.setdefault(term, f"p{len(self.names)}")
+
+    def term(self, e: Expr) -> tuple:
+        """`e` as an affine term (opaque parameters for the parts isl cannot read)."""
+        if isinstance(e, IntImm) and is_int(e.dtype):
+            return ("const", e.value)
+        if isinstance(e, Var):
+            return ("param", self.name(e))
+        if isinstance(e, BinaryOp) and is_int(e.dtype):
+            a, b, op = e.a, e.b, e.op
+            if op in ("add", "sub", "min", "max"):
+                return (op, self.term(a), self.term(b))
+            if op == "mul" and isinstance(b, IntImm):
+                return ("mul", self.term(a), b.value)
+            if op == "mul" and isinstance(a, IntImm):
+                return ("mul", self.term(b), a.value)
+            if op in ("floordiv", "floormod") and isinstance(b, IntImm) and b.value > 0:
+                return (op, self.term(a), b.value)
+        return ("param", self.name(self.opaque(e)))     # not affine: an opaque parameter
+
+    def strict_term(self, e: Expr) -> tuple:
+        """`e` as an affine term of variables only (NotAffine otherwise)."""
+        before = len(self.names)
+        term = self.term(e)
+        if any(not isinstance(t, Var) for t in list(self.names)[before:]):
+            raise NotAffine
+        return term
+
+    def bounds(self) -> list[tuple[tuple, tuple, tuple]]:
+        """(variable, start, end) terms of the context loops whose bounds are affine."""
+        found = []
+        for var, lo, extent in self.context:
+            try:
+                start, size = self.strict_term(lo), self.strict_term(extent)
+            except NotAffine:
+                continue
+            found.append((("param", self.name(var)), start, ("add", start, size)))
+        return found
+
+    # -- isl objects, once every parameter has a name --------------------------------------------
+
+    def function(self, term: tuple):
+        """The isl function of `term`: an `Aff` while affine, a `PwAff` once min/max enter."""
+        if self.space is None:
+            space = isl.Space.params_alloc(isl.DEFAULT_CONTEXT, len(self.names))
+            for k, name in enumerate(self.names.values()):
+                space = space.set_dim_name(isl.dim_type.param, k, name)
+            self.space, self.local = space, isl.LocalSpace.from_space(space)
+            self.index = {name: k for k, name in enumerate(self.names.values())}
+        kind = term[0]
+        if kind == "const":
+            return isl.Aff.val_on_domain(self.local, _val(term[1]))
+        if kind == "param":
+            return isl.Aff.var_on_domain(self.local, isl.dim_type.param, self.index[term[1]])
+        a = self.function(term[1])
+        if kind in ("add", "sub"):
+            b = self.function(term[2])
+            if isinstance(a, isl.Aff) != isinstance(b, isl.Aff):
+                a, b = piecewise(a), piecewise(b)
+            return getattr(a, kind)(b)
+        if kind in ("min", "max"):
+            return getattr(piecewise(a), kind)(piecewise(self.function(term[2])))
+        if kind == "mul":
+            return a.scale_val(_val(term[2]))
+        if kind == "floordiv":
+            return a.scale_down_val(_val(term[2])).floor()
+        return a.mod_val(_val(term[2]))
+
+    def context_set(self, bounds):
+        """The set of parameter values the loop bounds allow."""
+        result = isl.BasicSet.universe(self.space)
+        for var, start, end in bounds:
+            v, lo, hi = (self.function(t) for t in (var, start, end))
+            if not all(isinstance(f, isl.Aff) for f in (v, lo, hi)):
+                continue  # a bound with min/max: left out, which only weakens the context
+            result = result.intersect(lo.le_basic_set(v)).intersect(v.lt_basic_set(hi))
+        return isl.Set.from_basic_set(result)
+
+
+def piecewise(function):
+    return isl.PwAff.from_aff(function) if isinstance(function, isl.Aff) else function
+
+
+def _val(value: int):
+    return isl.Val.int_from_si(isl.DEFAULT_CONTEXT, value)
+
+
+_AST_OPS = {
+    isl.ast_expr_op_type.add: "add", isl.ast_expr_op_type.sub: "sub",
+    isl.ast_expr_op_type.mul: "mul", isl.ast_expr_op_type.min: "min",
+    isl.ast_expr_op_type.max: "max",
+    isl.ast_expr_op_type.fdiv_q: "floordiv",   # floor(a / b)
+    isl.ast_expr_op_type.pdiv_q: "floordiv",   # a / b with a >= 0: floor division too
+    isl.ast_expr_op_type.div: "floordiv",      # exact division
+    isl.ast_expr_op_type.pdiv_r: "floormod",   # a % b with a >= 0
+    isl.ast_expr_op_type.zdiv_r: "floormod",   # only ever compared with 0, where they agree
+}
+
+
+def from_ast(node, terms: dict[str, Expr], dtype: str) -> Expr:
+    """An isl AST expression as IR (integers of `dtype`), in the IR's usual spelling."""
+    kind = node.get_type()
+    if kind == isl.ast_expr_type.int:
+        return IntImm(node.get_val().to_python(), dtype)
+    if kind == isl.ast_expr_type.id:
+        return terms[node.get_id().get_name()]
+    op = node.get_op_type()
+    args = [from_ast(node.get_op_arg(k), terms, dtype) for k in range(node.get_op_n_arg())]
+    if op == isl.ast_expr_op_type.minus:                  # -x -> 0 - x
+        return BinaryOp("sub", IntImm(0, dtype), args[0])
+    name = _AST_OPS.get(op)
+    if name is None:   # select, cond: a piecewise result reads worse than its min/max input
+        raise NotAffine
+    result = args[0]
+    for b in args[1:]:                                      # min and max may take more than two
+        a = result
+        if name == "mul" and isinstance(a, IntImm):        # c * x -> x * c
+            a, b = b, a
+        if name == "add" and _is_negation(a):              # (0 - x) + y -> y - x
+            result = BinaryOp("sub", b, a.b)
+        else:
+            result = BinaryOp(name, a, b)
+    return result
+
+
+def _is_negation(e: Expr) -> bool:
+    return isinstance(e, BinaryOp) and e.op == "sub" and isinstance(e.a, IntImm) \
+        and e.a.value == 0

@@ -1,0 +1,72 @@
+"""The lowering pipeline: from a scheduled PrimFunc (block IR) to the loop IR code generators
+take. Read `lower` for the passes in order; each pass's module says why it sits where it does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from sched.ir.nodes import PrimFunc
+from sched.ir.verify import VerifyError, verify
+from sched.lower.convert_blocks import convert_blocks_to_loops
+from sched.lower.flatten_buffers import flatten_buffers
+from sched.lower.lower_init import lower_reduction_init
+from sched.lower.simplify_indices import simplify_indices
+
+logger = logging.getLogger("sched.lower")
+
+Pass = Callable[[PrimFunc], PrimFunc]
+
+
+def lower(func: PrimFunc, *, debug: bool = False) -> PrimFunc:
+    """`func` lowered to loop IR: no blocks, one-dimensional buffer accesses, simplified indices.
+
+    The result has the same parameters as `func`; a code generator emits it statement by
+    statement. The IR is verified on entry and exit (and after every pass when `debug`).
+    The logger "sched.lower" reports each pass's time at DEBUG level, and the IR after each
+    pass that changed it.
+    """
+    _verify(func, "the input of lower()")
+    run = _PassRunner(debug)
+    func = run(lower_reduction_init, func)
+    func = run(convert_blocks_to_loops, func)
+    func = run(flatten_buffers, func)
+    func = run(simplify_indices, func)
+    _verify(func, "the output of lower()")
+    return func
+
+
+class _PassRunner:
+    """Runs one pass: times it, logs the IR when it changed, verifies after it in debug mode."""
+
+    def __init__(self, debug: bool) -> None:
+        self.debug = debug
+
+    def __call__(self, pass_function: Pass, func: PrimFunc) -> PrimFunc:
+        name = pass_function.__name__
+        start = time.perf_counter()
+        result = pass_function(func)
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        changed = result is not func and result != func
+        logger.debug("%s: %.2f ms%s", name, elapsed_ms, "" if changed else " (no change)")
+        if changed and logger.isEnabledFor(logging.DEBUG):
+            logger.debug("after %s:\n%s", name, _show(result))
+        if self.debug:
+            _verify(result, f"the output of {name}")
+        return result
+
+
+def _show(func: PrimFunc) -> str:
+    try:
+        return func.script()
+    except ImportError:  # no printer yet: the dataclass form
+        return repr(func)
+
+
+def _verify(func: PrimFunc, what: str) -> None:
+    try:
+        verify(func)
+    except VerifyError as error:
+        raise VerifyError(f"{what}: {error}") from error

@@ -1,0 +1,71 @@
+"""Building C with gcc: the on-disk cache, parallel builders, and failures."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import sched
+from sched.c import build as c_build
+from sched.c.build import compile_library
+from sched.errors import BuildError
+from tests.lower.block_ir import add_2d
+
+SOURCE = "int answer(void) { return 42; }\n"
+
+
+def test_library_is_cached_by_content(tmp_path, monkeypatch):
+    first = compile_library(SOURCE, cache_dir=tmp_path)
+    assert first.parent.parent == tmp_path / "c"
+    assert (first.parent / "kernel.c").read_text() == SOURCE
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("gcc ran although the library was cached")
+
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    assert compile_library(SOURCE, cache_dir=tmp_path) == first
+
+
+def test_cache_dir_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
+    kernel = sched.build(add_2d())
+    assert kernel.library_path.is_relative_to(tmp_path / "c")
+
+
+def _build_in_process(cache_dir: str) -> str:
+    return str(compile_library(SOURCE.replace("42", "43"), cache_dir=Path(cache_dir)))
+
+
+def test_parallel_builds_of_one_kernel_do_not_collide(tmp_path):
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        paths = pool.map(_build_in_process, [str(tmp_path)] * 4)
+    assert len(set(paths)) == 1
+    leftovers = [p.name for p in tmp_path.glob("c/*/*") if p.name not in ("kernel.c",
+                                                                           "kernel.so")]
+    assert leftovers == []
+
+
+def test_compiler_error_shows_message_lines_and_command(tmp_path):
+    source = "#include <stdint.h>\nvoid f(int32_t* A) {\n    A[0] = undefined_name;\n}\n"
+    with pytest.raises(BuildError) as raised:
+        compile_library(source, cache_dir=tmp_path)
+    message = str(raised.value)
+    assert "'undefined_name' undeclared" in message
+    assert ">    3 |     A[0] = undefined_name;" in message
+    assert "     2 | void f(int32_t* A) {" in message
+    assert "command: gcc -O3 -march=native -fopenmp -shared -fPIC -std=c11 " in message
+    assert not list(tmp_path.glob("c/*/*.so*"))
+
+
+def test_codegen_bug_surfaces_as_build_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("sched.c.kernel.generate_c", lambda lowered: "void add_2d( {\n")
+    with pytest.raises(BuildError, match=r"(?s)gcc failed.*>    1 \| void add_2d\( \{"):
+        sched.build(add_2d())
+
+
+def test_flags_live_in_one_place():
+    assert c_build.FLAGS == ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c11")

@@ -1,0 +1,104 @@
+"""generate_c: the C text of lowered functions (signature, pragmas, helpers, constants)."""
+
+from __future__ import annotations
+
+import math
+
+from sched.c.codegen import c_function_name, generate_c
+from sched.c.dtypes import float_literal, int_literal
+from sched.ir import Buffer, BufferStore, FloatImm, For, IntImm, PrimFunc, Var
+from sched.lower import lower
+from tests.lower.block_ir import add_2d, scale_split, two_stage
+
+
+def source_of(func: PrimFunc) -> str:
+    return generate_c(lower(func))
+
+
+def test_signature_lists_buffers_then_scalars_then_symbolic_dims():
+    n = Var("n")
+    A, B = Buffer("A", (n, IntImm(4))), Buffer("B", (n, IntImm(4)))
+    alpha = Var("alpha", "float32")
+    i, j = Var("i"), Var("j")
+    body = For(i, IntImm(0), n, "serial", For(j, IntImm(0), IntImm(4), "serial",
+                                              BufferStore(B, A[i, j] * alpha, (i, j))))
+    source = generate_c(lower(PrimFunc("scale", (A, B, alpha), body)))
+    assert ("void scale(const float* restrict A, float* restrict B, float alpha, int32_t n)"
+            in source)
+    assert "B[i * 4 + j] = A[i * 4 + j] * alpha;" in source
+
+
+def test_includes_and_reserved_names():
+    source = source_of(dataclass_renamed(add_2d(), "main"))
+    for header in ("<stdint.h>", "<math.h>", "<stdbool.h>"):
+        assert f"#include {header}" in source
+    assert "void main_(" in source
+    assert c_function_name(dataclass_renamed(add_2d(), "main")) == "main_"
+
+
+def dataclass_renamed(func: PrimFunc, name: str) -> PrimFunc:
+    import dataclasses
+
+    return dataclasses.replace(func, name=name)
+
+
+def test_loop_kinds_become_pragmas():
+    assert "#pragma omp parallel for" in source_of(add_2d(outer_kind="parallel"))
+    assert "#pragma omp simd" in source_of(add_2d(inner_kind="vectorized"))
+    assert "#pragma GCC unroll 8" in source_of(add_2d(cols=8, inner_kind="unrolled"))
+    threaded = source_of(add_2d(inner_kind="thread_binding"))
+    assert "// threadIdx.x: a serial loop on the CPU" in threaded
+    assert "#pragma" not in threaded
+
+
+def test_guard_of_a_split_is_an_if():
+    assert "if (io * 32 + ii < 100) {" in source_of(scale_split(100, 32))
+
+
+def test_small_constant_allocation_is_on_the_stack_symbolic_on_the_heap():
+    assert "float T[10];" in source_of(two_stage())
+    heap = source_of(two_stage(Var("n")))
+    assert "float* T = (float*)malloc(sizeof(float) * (size_t)(n));" in heap
+    assert "free(T);" in heap
+
+
+def test_floor_division_of_possibly_negative_operands_uses_the_helper():
+    A = Buffer("A", (IntImm(8),), "int32")
+    x = Var("x")
+    i = Var("i")
+    body = For(i, IntImm(0), IntImm(8), "serial",
+               BufferStore(A, (A[i] - x) // 3 + i // 2 + (A[i] % 4), (i,)))
+    source = generate_c(lower(PrimFunc("f", (A, x), body)))
+    assert "sched_floordiv_i32(A[i] - x, 3)" in source      # A[i] - x may be negative
+    assert "i / 2" in source                                 # i >= 0: plain division
+    assert "sched_floormod_i32(A[i], 4)" in source
+    assert "static inline int32_t sched_floordiv_i32(int32_t a, int32_t b)" in source
+    assert "sched_floordiv_i64" not in source                # only the helpers used
+
+
+def test_sixteen_bit_floats_are_stored_narrow_and_computed_in_float():
+    half = source_of(add_2d(dtype="float16"))
+    assert "const _Float16* restrict A" in half
+    assert "C[i * 8 + j] = (_Float16)((float)A[i * 8 + j] + (float)B[i * 8 + j]);" in half
+    brain = source_of(add_2d(dtype="bfloat16"))
+    assert "const uint16_t* restrict A" in brain
+    assert "sched_f32_to_bf16(sched_bf16_to_f32(A[i * 8 + j])" in brain
+    assert "static inline uint16_t sched_f32_to_bf16(float f)" in brain
+
+
+def test_float_constants_are_exact():
+    assert float_literal(0.1, "float32") == "0.1f"
+    assert float_literal(1e-5, "float32") == "1e-05f"
+    assert float_literal(2.0, "float32") == "2.0f"
+    assert float_literal(0.1, "float64") == "0.1"
+    assert float_literal(math.inf, "float32") == "INFINITY"
+    assert float_literal(-math.inf, "float32") == "-INFINITY"
+    assert float_literal(math.nan, "float32") == "NAN"
+    assert float_literal(0.1, "float16") == "0.099975586f"   # the float16 nearest 0.1
+    assert float(FloatImm(3.0).value) == 3.0
+
+
+def test_integer_constants():
+    assert int_literal(-(2 ** 31), "int32") == "INT32_MIN"
+    assert int_literal(5, "int64") == "INT64_C(5)"
+    assert int_literal(1, "bool") == "true"

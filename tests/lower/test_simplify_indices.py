@@ -1,0 +1,126 @@
+"""simplify_indices: isl simplifies affine indices and guards under the loop bounds."""
+
+from __future__ import annotations
+
+from sched.ir import (
+    BinaryOp,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Cast,
+    For,
+    IfThenElse,
+    IntImm,
+    PrimFunc,
+    Var,
+    collect,
+    const,
+)
+from sched.ir.verify import verify
+from sched.lower import convert_blocks_to_loops, flatten_buffers, simplify_indices
+from sched.lower.simplify_indices import simplify_index
+from tests.lower.block_ir import scale_split
+
+i, j, k, n = Var("i"), Var("j"), Var("k"), Var("n")
+
+
+def bounds(*loops):
+    return tuple((var, IntImm(0), IntImm(extent) if isinstance(extent, int) else extent)
+                 for var, extent in loops)
+
+
+def test_split_then_fused_index_folds_back():
+    # (i * 4 + j) // 4 and % 4 undo a split when 0 <= j < 4
+    context = bounds((i, 8), (j, 4))
+    assert simplify_index((i * 4 + j) // 4, context) == i
+    assert simplify_index((i * 4 + j) % 4, context) == j
+
+
+def test_row_major_index_is_expanded():
+    context = bounds((i, 2), (j, 64), (k, 32))
+    assert simplify_index(((i + 3) * 64 + j) * 32 + k, context) == i * 2048 + j * 32 + k + 6144
+
+
+def test_modulo_of_a_variable_in_range_disappears():
+    assert simplify_index(j % 8, bounds((j, 8))) == j
+    assert simplify_index(j // 8, bounds((j, 8))) == IntImm(0)
+
+
+def test_without_bounds_the_floor_division_stays():
+    assert simplify_index((i * 4 + j) // 4) == i + j // 4
+
+
+def test_larger_isl_form_is_not_taken():
+    # isl writes (i - 5) // 4 as floord(i - 1, 4) - 1: larger, so the input is kept
+    assert simplify_index((i - 5) // 4, bounds((i, 100))) == (i - 5) // 4
+
+
+def test_symbolic_dims_are_parameters():
+    context = ((n, IntImm(0), IntImm(2 ** 31 - 1)), (i, IntImm(0), n), (j, IntImm(0), IntImm(4)))
+    assert simplify_index((i * 4 + j) // 4 * 2 + n - n, context) == i * 2
+
+
+def test_non_affine_subterms_are_opaque_and_simplified_inside():
+    # i * n is not affine: it stays, but the index around it and its operands simplify
+    context = bounds((i, 8), (j, 4))
+    expr = ((i * 4 + j) // 4) * n + (j % 4)
+    assert simplify_index(expr, context) == i * n + j
+
+
+def test_loads_and_casts_in_indices_are_opaque():
+    B = Buffer("B", (IntImm(8),), "int32")
+    load = BufferLoad(B, (i,))
+    assert simplify_index(load * 2 + load * 3, bounds((i, 8))) == load * 5
+    cast = Cast("int32", Var("x", "int64"))
+    assert simplify_index(cast + 0, ()) == cast
+
+
+def test_repeated_expressions_hit_the_cache():
+    simplify_index.cache_clear()
+    context = bounds((i, 8), (j, 4))
+    for _ in range(3):
+        simplify_index((i * 4 + j) // 4, context)
+    assert simplify_index.cache_info().hits >= 2
+
+
+def test_guard_implied_by_the_loop_bounds_is_removed():
+    A = Buffer("A", (IntImm(64),))
+    store = BufferStore(A, const(1.0, "float32"), (i * 8 + j,))
+    body = For(i, IntImm(0), IntImm(8), "serial", For(
+        j, IntImm(0), IntImm(8), "serial", IfThenElse(i * 8 + j < 64, store)))
+    func = simplify_indices(PrimFunc("f", (A,), body))
+    assert not collect(func.body, IfThenElse)
+    verify(func)
+
+
+def test_guard_of_a_non_dividing_split_is_kept():
+    func = flatten_buffers(convert_blocks_to_loops(scale_split(extent=100, factor=32)))
+    result = simplify_indices(func)
+    (guard,) = collect(result.body, IfThenElse)
+    assert guard.condition == (Var("io") * 32 + Var("ii") < 100)
+
+
+def test_implied_conjunct_is_dropped_and_the_rest_kept():
+    A = Buffer("A", (IntImm(64),))
+    store = BufferStore(A, const(1.0, "float32"), (i,))
+    condition = BinaryOp("and", i < 100, i < n)
+    body = For(i, IntImm(0), IntImm(64), "serial", IfThenElse(condition, store))
+    func = simplify_indices(PrimFunc("f", (A, n), body))
+    (guard,) = collect(func.body, IfThenElse)
+    assert guard.condition == (i < n)
+
+
+def test_contradicted_guard_leaves_only_the_else_branch():
+    A = Buffer("A", (IntImm(8),))
+    then = BufferStore(A, const(1.0, "float32"), (i,))
+    other = BufferStore(A, const(2.0, "float32"), (i,))
+    body = For(i, IntImm(0), IntImm(8), "serial", IfThenElse(i >= 8, then, other))
+    func = simplify_indices(PrimFunc("f", (A,), body))
+    assert func.body.body == other
+
+
+def test_unchanged_function_is_returned_as_is():
+    A = Buffer("A", (IntImm(8),))
+    func = PrimFunc("f", (A,), For(i, IntImm(0), IntImm(8), "serial",
+                                   BufferStore(A, const(1.0, "float32"), (i,))))
+    assert simplify_indices(func) is func

@@ -1,0 +1,153 @@
+"""Kernel call arguments: one test per mistake, matching the message that names the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sched.arguments import ArgumentBinder
+from sched.errors import KernelArgumentError
+from sched.ir import Buffer, BufferStore, For, IntImm, PrimFunc, Var
+
+
+def scale_func() -> PrimFunc:
+    """B[i, j] = A[i, j] * k over A (n, 4), B (n * 2 // 2, 4) and a scalar k."""
+    n = Var("n")
+    A = Buffer("A", (n, IntImm(4)))
+    B = Buffer("B", (n * 2 // 2, IntImm(4)))
+    k = Var("k", "float32")
+    i, j = Var("i"), Var("j")
+    body = For(i, IntImm(0), n, "serial", For(j, IntImm(0), IntImm(4), "serial",
+                                              BufferStore(B, A[i, j] * k, (i, j))))
+    return PrimFunc("scale", (A, B, k), body)
+
+
+def bind(*args, device="cpu"):
+    return ArgumentBinder(scale_func(), device).bind(args)
+
+
+def arrays(rows=3):
+    return np.zeros((rows, 4), np.float32), np.zeros((rows, 4), np.float32)
+
+
+def test_good_arguments_bind_pointers_scalars_and_dims():
+    a, b = arrays(5)
+    bound = bind(a, b, 2)
+    assert bound.pointers == (a.ctypes.data, b.ctypes.data)
+    assert bound.scalars == (2.0,)
+    assert bound.dims == (5,)
+
+
+def test_wrong_number_of_arguments_lists_the_parameters():
+    with pytest.raises(KernelArgumentError, match=r"takes 3 arguments \(A, B, k\), got 2"):
+        bind(*arrays())
+
+
+def test_wrong_shape_shows_the_expected_one():
+    # B's first dim is n * 2 // 2, checked after n is bound from A
+    a, _ = arrays(3)
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 2 'B': expected shape \(3, 4\) \(n = 3\), got \(2, 4\)"):
+        bind(a, np.zeros((2, 4), np.float32), 1.0)
+
+
+def test_wrong_constant_dim():
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 1 'A': expected shape \(3, 4\) \(n = 3\), got \(3, 5\)"):
+        bind(np.zeros((3, 5), np.float32), arrays()[1], 1.0)
+
+
+def test_wrong_ndim():
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected 2 dimensions"):
+        bind(np.zeros(12, np.float32), arrays()[1], 1.0)
+
+
+def test_wrong_dtype():
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 2 'B': expected dtype float32, got float64"):
+        bind(arrays()[0], np.zeros((3, 4)), 1.0)
+
+
+def test_wrong_torch_dtype():
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 1 'A': expected dtype torch.float32, got torch.float16"):
+        bind(torch.zeros(3, 4, dtype=torch.float16), arrays()[1], 1.0)
+
+
+def test_non_contiguous_numpy_array():
+    a = np.zeros((4, 3), np.float32).T
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected a C-contiguous"):
+        bind(a, arrays()[1], 1.0)
+
+
+def test_non_contiguous_torch_tensor():
+    a = torch.zeros(4, 3).t()
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected a contiguous tensor"):
+        bind(a, arrays()[1], 1.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensor_for_the_c_target():
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected a tensor on cpu"):
+        bind(torch.zeros(3, 4, device="cuda"), arrays()[1], 1.0)
+
+
+def test_numpy_array_for_a_cuda_kernel():
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 1 'A': expected a torch tensor on cuda, got a numpy"):
+        bind(*arrays(), 1.0, device="cuda")
+
+
+def test_not_an_array():
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 1 'A': expected a numpy array or torch tensor, got list"):
+        bind([[0.0] * 4] * 3, arrays()[1], 1.0)
+
+
+def test_scalar_of_the_wrong_type():
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'k': expected a Python float"):
+        bind(*arrays(), "2")
+
+
+def test_integer_scalar_must_be_an_int_in_range():
+    n = Var("n")
+    A = Buffer("A", (IntImm(4),), "int32")
+    func = PrimFunc("fill", (A, n), For(Var("i"), IntImm(0), IntImm(4), "serial",
+                                        BufferStore(A, n, (Var("i"),))))
+    binder = ArgumentBinder(func, "cpu")
+    a = np.zeros(4, np.int32)
+    assert binder.bind((a, 7)).scalars == (7,)
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'n': expected a Python int"):
+        binder.bind((a, 7.0))
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'n': expected a Python int"):
+        binder.bind((a, True))
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'n': 2147483648 is out of range"):
+        binder.bind((a, 2 ** 31))
+
+
+def test_read_only_output():
+    a, b = arrays()
+    b.flags.writeable = False
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': the kernel writes this"):
+        bind(a, b, 1.0)
+
+
+def test_bfloat16_takes_numpy_uint16_only():
+    A = Buffer("A", (IntImm(4),), "bfloat16")
+    func = PrimFunc("f", (A,), For(Var("i"), IntImm(0), IntImm(4), "serial",
+                                   BufferStore(A, A[Var("i")], (Var("i"),))))
+    binder = ArgumentBinder(func, "cpu")
+    binder.bind((np.zeros(4, np.uint16),))
+    binder.bind((torch.zeros(4, dtype=torch.bfloat16),))
+    with pytest.raises(KernelArgumentError, match=r"bfloat16 arrays are numpy uint16"):
+        binder.bind((np.zeros(4, np.float32),))
+
+
+def test_symbolic_dim_that_no_shape_binds():
+    n = Var("n")
+    A = Buffer("A", (n * 2,))
+    func = PrimFunc("f", (A,), For(Var("i"), IntImm(0), n * 2, "serial",
+                                   BufferStore(A, A[Var("i")], (Var("i"),))))
+    with pytest.raises(KernelArgumentError, match=r"symbolic dim 'n' is never a dimension"):
+        ArgumentBinder(func, "cpu").bind((np.zeros(4, np.float32),))

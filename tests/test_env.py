@@ -1,0 +1,22 @@
+"""sched.env: each environment variable read in one place, typed, with its default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sched import env
+
+
+def test_cache_dir_default_and_override(monkeypatch):
+    monkeypatch.delenv("SCHED_CACHE_DIR", raising=False)
+    assert env.CACHE_DIR.value() == Path("~/.cache/sched").expanduser()
+    monkeypatch.setenv("SCHED_CACHE_DIR", "~/elsewhere")
+    assert env.CACHE_DIR.value() == Path("~/elsewhere").expanduser()
+    monkeypatch.setenv("SCHED_CACHE_DIR", "")
+    assert env.CACHE_DIR.value() == Path("~/.cache/sched").expanduser()
+
+
+def test_every_variable_is_declared_once():
+    names = [variable.name for variable in env.ALL]
+    assert len(names) == len(set(names))
+    assert all(name.startswith("SCHED_") for name in names)
