@@ -38,5 +38,7 @@ from sched.ir.nodes import (
     not_equal,
     seq,
 )
+from sched.ir.parser import parse
+from sched.ir.printer import to_script
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify

@@ -1,0 +1,427 @@
+"""Statements, loops and blocks of TVMScript, on top of the expression parser.
+
+Statements are sorted by `statement_kind` into the headers of functions and blocks
+(declarations that must come first: `T.func_attr`, `T.match_buffer`, `T.axis.*`, `T.reads`,
+`with T.init()`...) and ordinary statements; a header item found anywhere else is an error that
+says where it belongs. A let (`x: T.int32 = e`, `x = e`) or `X = T.decl_buffer(...)` scopes over
+the statements after it in its sequence, as in TVM; the `with T.LetStmt(e) as x:` and
+`with T.decl_buffer(...) as X:` forms scope over their own body.
+"""
+
+from __future__ import annotations
+
+import ast
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from sched.ir.dtype import DTYPES
+from sched.ir.nodes import (
+    THREAD_TAGS,
+    TRUE,
+    Allocate,
+    Annotations,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    For,
+    IfThenElse,
+    IterVar,
+    LetStmt,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    binary,
+    const,
+)
+from sched.ir.parse_expr import _BINARY_OPS, ExprParser, call_name
+from sched.ir.regions import infer_block_regions
+
+_BLOCK_HEADER = {"axis", "remap", "where", "reads", "writes", "block_attr", "alloc_buffer",
+                 "init", "skip"}
+_PLACE = {  # where a header item belongs, for the error when it is found elsewhere
+    "func_attr": "at the start of the function", "match_buffer": "at the start of the function",
+    "symbolic": "at the start of the function",
+    "alloc_buffer": "at the start of a T.block or of the function",
+}
+_AXIS_KINDS = {"axis.spatial": "spatial", "axis.S": "spatial",
+               "axis.reduce": "reduce", "axis.R": "reduce"}
+_REMAP_KINDS = {"S": "spatial", "R": "reduce"}
+_LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
+               "unroll": "unrolled", "thread_binding": "thread_binding"}
+
+
+def statement_kind(node: ast.stmt) -> str:
+    """What a statement is: a header item named as in the tables above, or "stmt"."""
+    if isinstance(node, ast.Pass):
+        return "skip"
+    if isinstance(node, ast.Expr):
+        name = call_name(node.value)
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return "skip"                                   # a docstring
+        if name == "evaluate" and ast.unparse(node.value) == "T.evaluate(0)":
+            return "skip"
+        return name if name in ("func_attr", "where", "reads", "writes", "block_attr") else "stmt"
+    if isinstance(node, ast.With) and len(node.items) == 1:
+        return "init" if call_name(node.items[0].context_expr) == "init" else "stmt"
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return "stmt"
+    name = call_name(node.value)
+    if name == "axis.remap":
+        return "remap"
+    if not isinstance(node.targets[0], ast.Name):
+        return "stmt"
+    if name in _AXIS_KINDS:
+        return "axis"
+    if name in ("match_buffer", "alloc_buffer"):
+        return name
+    if name == "Buffer":
+        return "view"
+    if (name in DTYPES and not node.value.args) or name == "var":
+        return "symbolic"
+    return "stmt"
+
+
+def split_header(nodes: list[ast.stmt], header: set[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The leading statements whose kind is in `header`, and the rest."""
+    count = 0
+    while count < len(nodes) and statement_kind(nodes[count]) in header:
+        count += 1
+    return nodes[:count], nodes[count:]
+
+
+def _construct(node: ast.stmt) -> str:
+    """`T.reads` for `T.reads(...)`, `T.axis.remap` for `vi = T.axis.remap(...)`..."""
+    call = node.items[0].context_expr if isinstance(node, ast.With) else node.value
+    return f"T.{call_name(call)}"
+
+
+def one_arg(parser: ExprParser, call: ast.Call, name: str) -> ast.AST:
+    if len(call.args) != 1 or call.keywords:
+        raise parser.error(call, f"T.{name} takes one argument")
+    return call.args[0]
+
+
+@dataclass
+class _BlockParts:
+    """What a block's header declares."""
+
+    name: str
+    iter_vars: list[IterVar] = field(default_factory=list)
+    iter_values: list[Expr] = field(default_factory=list)
+    predicate: Expr | None = None
+    reads: tuple[BufferRegion, ...] | None = None
+    writes: tuple[BufferRegion, ...] | None = None
+    annotations: Annotations | None = None
+    alloc_buffers: list[Buffer] = field(default_factory=list)
+    init: Stmt | None = None
+
+    def set(self, parser: ExprParser, node: ast.AST, what: str, value) -> None:
+        if getattr(self, what) is not None:
+            raise parser.error(node, f"block '{self.name}': {what} given twice")
+        setattr(self, what, value)
+
+
+class StmtParser(ExprParser):
+    """Statements, loops and blocks; `parser._Parser` adds the function around them."""
+
+    def __init__(self, line_offset: int, filename: str | None, source: str) -> None:
+        super().__init__(line_offset, filename, source)
+        self.loops: list[tuple[Var, Expr, Expr]] = []      # enclosing loops, for T.axis.remap
+        self.depth = 0                                       # enclosing loops and blocks
+        self.block_names: set[str] = set()
+        self.unnamed_blocks = 0
+
+    @contextmanager
+    def scope(self, nested: bool = False):
+        """A new scope for names; `nested` inside a loop or a block."""
+        self.scopes.append({})
+        self.depth += nested
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+            self.depth -= nested
+
+    # ----------------------------------------------------------------------------------------
+    # Statements
+
+    def stmts(self, nodes: list[ast.stmt]) -> Stmt:
+        """`nodes` as one statement: a SeqStmt unless there is exactly one."""
+        out: list[Stmt] = []
+        for index, node in enumerate(nodes):
+            kind = statement_kind(node)
+            if kind == "view":
+                self._bind_view(node)
+            elif kind != "stmt" and kind != "skip":
+                place = _PLACE.get(kind, "at the start of a T.block")
+                raise self.error(node, f"'{_construct(node)}' is only allowed {place}")
+            elif kind == "stmt" and (isinstance(node, ast.AnnAssign) or (
+                    isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))):
+                out.append(self._scoped(node, nodes[index + 1:]))
+                break
+            elif kind == "stmt":
+                out.append(self.stmt(node))
+        return out[0] if len(out) == 1 else SeqStmt(tuple(out))
+
+    def stmt(self, node: ast.stmt) -> Stmt:
+        handler = getattr(self, "_stmt_" + type(node).__name__, None)
+        if handler is None:
+            first_line = ast.unparse(node).splitlines()[0]
+            raise self.error(node, f"unsupported statement '{first_line}'")
+        return handler(node)
+
+    def _scoped(self, node: ast.Assign | ast.AnnAssign, rest: list[ast.stmt]) -> Stmt:
+        """`X = T.decl_buffer(...)`, `x: T.int32 = e` or `x = e`, over the statements after."""
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+        if not isinstance(target, ast.Name) or node.value is None:
+            raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
+        if call_name(node.value) == "decl_buffer":
+            buffer = self.buffer(target.id, node.value, "T.decl_buffer")
+            with self.scope():
+                self.bind(target.id, buffer)
+                return Allocate(buffer, self.stmts(rest))
+        dtype = self.dtype(node.annotation) if isinstance(node, ast.AnnAssign) else None
+        value = self.expr(node.value, dtype)
+        var = Var(target.id, dtype or value.dtype)
+        with self.scope():
+            self.bind(target.id, var)
+            return LetStmt(var, value, self.stmts(rest))
+
+    def _stmt_Assign(self, node: ast.Assign) -> Stmt:
+        target = node.targets[0]
+        if len(node.targets) != 1 or not isinstance(target, ast.Subscript):
+            raise self.error(node, f"unsupported assignment '{ast.unparse(node)}'")
+        buffer, indices = self.access(target)
+        return BufferStore(buffer, self.expr(node.value, buffer.dtype), indices)
+
+    def _stmt_AugAssign(self, node: ast.AugAssign) -> Stmt:
+        """`A[i] += x` is `A[i] = A[i] + x`."""
+        op = _BINARY_OPS.get(type(node.op))
+        if not isinstance(node.target, ast.Subscript) or op is None:
+            raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
+        buffer, indices = self.access(node.target)
+        value = self.expr(node.value, buffer.dtype)
+        return BufferStore(buffer, self._guard(node, lambda: binary(
+            op, self.value(node.target), value)), indices)
+
+    def _stmt_Expr(self, node: ast.Expr) -> Stmt:
+        name = call_name(node.value)
+        if name is None:
+            raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
+        if name == "evaluate":
+            raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
+        raise self.error(node, f"unknown construct 'T.{name}'")
+
+    def _stmt_If(self, node: ast.If) -> Stmt:
+        condition = self.expr(node.test)
+        with self.scope():
+            then_body = self.stmts(node.body)
+        if not node.orelse:
+            return IfThenElse(condition, then_body)
+        with self.scope():
+            return IfThenElse(condition, then_body, self.stmts(node.orelse))
+
+    def _stmt_With(self, node: ast.With) -> Stmt:
+        """`with T.block(...)`, `with T.decl_buffer(...) as X`, `with T.LetStmt(e) as x`."""
+        call = node.items[0].context_expr
+        name = call_name(call)
+        target = node.items[0].optional_vars
+        if len(node.items) != 1 or name not in ("block", "decl_buffer", "LetStmt"):
+            shown = f"T.{name}" if name else ast.unparse(call)
+            raise self.error(node, f"unknown construct '{shown}' in a with statement")
+        if (name == "block") != (target is None):
+            raise self.error(node, f"'with T.{name}(...)' "
+                                   f"{'takes no' if name == 'block' else 'needs an'} 'as name'")
+        if name == "block":
+            return self._block(node, call)
+        if not isinstance(target, ast.Name):
+            raise self.error(node, f"T.{name}: expected 'as name'")
+        with self.scope():
+            if name == "decl_buffer":
+                buffer = self.buffer(target.id, call, "T.decl_buffer")
+                self.bind(target.id, buffer)
+                return Allocate(buffer, self.stmts(node.body))
+            value = self.expr(one_arg(self, call, "LetStmt"))
+            var = Var(target.id, value.dtype)
+            self.bind(target.id, var)
+            return LetStmt(var, value, self.stmts(node.body))
+
+    def _stmt_For(self, node: ast.For) -> Stmt:
+        """`for i in range(n)`, `for i, j in T.grid(n, m)`, `for i in T.parallel(lo, hi)`..."""
+        if node.orelse:
+            raise self.error(node, "a for loop cannot have an else")
+        ranges, kind, thread, annotations = self._loop_kind(node.iter)
+        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(ranges):
+            raise self.error(node, f"'{ast.unparse(node.target)}': expected {len(ranges)} loop "
+                                   f"variable name{'s' if len(ranges) > 1 else ''}")
+        loop_vars = [Var(t.id, lo.dtype) for t, (lo, _) in zip(targets, ranges, strict=True)]
+        with self.scope(nested=True):
+            for var, (lo, extent) in zip(loop_vars, ranges, strict=True):
+                self.bind(var.name, var)
+                self.loops.append((var, lo, extent))
+            body = self.stmts(node.body)
+            del self.loops[len(self.loops) - len(loop_vars):]
+        for var, (lo, extent) in reversed(list(zip(loop_vars, ranges, strict=True))):
+            body = For(var, lo, extent, kind, body, thread, annotations)
+        return body
+
+    def _loop_kind(self, call: ast.AST):
+        """(ranges, kind, thread tag, annotations) of the iterable of a for loop."""
+        is_range = isinstance(call, ast.Call) and ast.unparse(call.func) == "range"
+        name = "range" if is_range else call_name(call)
+        if name not in ("range", "grid", *_LOOP_KINDS):
+            shown = f"T.{name}" if name else ast.unparse(call)
+            raise self.error(call, f"unknown construct '{shown}': loops iterate over range, "
+                                   f"T.grid, T.serial, T.parallel, T.vectorized, T.unroll "
+                                   f"or T.thread_binding")
+        args, keywords = list(call.args), {k.arg: k.value for k in call.keywords}
+        if name == "grid":
+            if keywords:
+                raise self.error(call, "T.grid takes only extents")
+            return [self._from_zero(a) for a in args], "serial", None, ()
+        thread = keywords.pop("thread", None) if name == "thread_binding" else None
+        if name == "thread_binding" and thread is None and args \
+                and isinstance(args[-1], ast.Constant) and isinstance(args[-1].value, str):
+            thread = args.pop()
+        annotations = keywords.pop("annotations", None) if name != "range" else None
+        if keywords or len(args) not in (1, 2):
+            raise self.error(call, f"{ast.unparse(call.func)}: expected one or two bounds"
+                                   f"{' and thread=' if name == 'thread_binding' else ''}")
+        if name == "thread_binding" and not (isinstance(thread, ast.Constant)
+                                             and thread.value in THREAD_TAGS):
+            raise self.error(call, f"T.thread_binding: thread= must be one of "
+                                   f"{', '.join(THREAD_TAGS)}")
+        bounds = self._from_zero(args[0]) if len(args) == 1 else self.bounds(*args)
+        return ([bounds], _LOOP_KINDS.get(name, "serial"), thread and thread.value,
+                self.annotations(annotations) if annotations is not None else ())
+
+    def _from_zero(self, node: ast.AST) -> tuple[Expr, Expr]:
+        extent = self.expr(node)
+        return const(0, extent.dtype), extent
+
+    # ----------------------------------------------------------------------------------------
+    # Blocks
+
+    def _block(self, node: ast.With, call: ast.Call) -> BlockRealize:
+        if call.keywords or len(call.args) > 1 or (call.args and not (
+                isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str))):
+            raise self.error(node, "T.block takes one argument, the block's name")
+        parts = _BlockParts(call.args[0].value if call.args else self._fresh_block_name())
+        top_level = self.depth == 0
+        header, rest = split_header(node.body, _BLOCK_HEADER)
+        with self.scope(nested=True):
+            for item in header:
+                getattr(self, "_block_" + statement_kind(item))(item, parts)
+            body = self.stmts(rest)
+        allocs = tuple(parts.alloc_buffers)
+        iter_vars = tuple(parts.iter_vars)
+        if parts.reads is None or parts.writes is None:
+            if top_level and parts.name == "root":
+                inferred: tuple = ((), ())
+            else:
+                inferred = infer_block_regions(body, parts.init, iter_vars, allocs)
+            parts.reads = inferred[0] if parts.reads is None else parts.reads
+            parts.writes = inferred[1] if parts.writes is None else parts.writes
+        block = Block(parts.name, iter_vars, parts.reads, parts.writes, body, parts.init,
+                      allocs, parts.annotations or ())
+        predicate = TRUE if parts.predicate is None else parts.predicate
+        return BlockRealize(tuple(parts.iter_values), predicate, block)
+
+    def _fresh_block_name(self) -> str:
+        while f"b{self.unnamed_blocks}" in self.block_names:
+            self.unnamed_blocks += 1
+        self.block_names.add(f"b{self.unnamed_blocks}")
+        return f"b{self.unnamed_blocks}"
+
+    def _block_axis(self, node: ast.Assign, parts: _BlockParts) -> None:
+        """`vi = T.axis.spatial(128, i)`, `vk = T.axis.reduce((0, 64), k)`."""
+        call = node.value
+        if len(call.args) != 2 or call.keywords:
+            raise self.error(node, f"T.{call_name(call)} takes (domain, value)")
+        dom_node, value_node = call.args
+        if isinstance(dom_node, ast.Tuple) and len(dom_node.elts) == 2:
+            dom = Range(*self.bounds(*dom_node.elts))
+        else:
+            dom = Range(*self._from_zero(dom_node))
+        value = self.expr(value_node, dom.extent.dtype)
+        var = Var(node.targets[0].id, dom.extent.dtype)
+        self._add_iter_var(parts, IterVar(var, dom, _AXIS_KINDS[call_name(call)]), value)
+
+    def _block_remap(self, node: ast.Assign, parts: _BlockParts) -> None:
+        """`vi, vj, vk = T.axis.remap("SSR", [i, j, k])`: domains from the loops of i, j, k."""
+        call = node.value
+        target = node.targets[0]
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        if len(call.args) != 2 or call.keywords or not isinstance(call.args[0], ast.Constant) \
+                or not isinstance(call.args[1], ast.List | ast.Tuple):
+            raise self.error(node, "T.axis.remap takes a kind string and a list of loop "
+                                   "variables: T.axis.remap(\"SSR\", [i, j, k])")
+        kinds, values = str(call.args[0].value), call.args[1].elts
+        if len(kinds) != len(values) or len(names) != len(values):
+            raise self.error(node, f"T.axis.remap: kinds {kinds!r} has {len(kinds)} letters for "
+                                   f"{len(values)} loop variables and {len(names)} names")
+        new = []
+        for letter, name, value_node in zip(kinds, names, values, strict=True):
+            if letter not in _REMAP_KINDS or not isinstance(name, ast.Name):
+                raise self.error(node, f"T.axis.remap: kind {letter!r} is not S or R, or "
+                                       f"'{ast.unparse(name)}' is not a name")
+            value = self.lookup(value_node)
+            loop = next((loop for loop in reversed(self.loops) if loop[0] == value), None)
+            if loop is None:
+                raise self.error(node, f"T.axis.remap: '{ast.unparse(value_node)}' is not the "
+                                       f"variable of an enclosing loop")
+            var = Var(name.id, value.dtype)
+            new.append((IterVar(var, Range(loop[1], loop[2]), _REMAP_KINDS[letter]), value))
+        for iter_var, value in new:
+            self._add_iter_var(parts, iter_var, value)
+
+    def _add_iter_var(self, parts: _BlockParts, iter_var: IterVar, value: Expr) -> None:
+        parts.iter_vars.append(iter_var)
+        parts.iter_values.append(value)
+        self.bind(iter_var.var.name, iter_var.var)
+
+    def _block_where(self, node: ast.Expr, parts: _BlockParts) -> None:
+        parts.set(self, node, "predicate", self.expr(one_arg(self, node.value, "where")))
+
+    def _regions(self, node: ast.Expr) -> tuple[BufferRegion, ...]:
+        """`T.reads(A[vi, 0:128], B[vi])`, also with lists of regions."""
+        if node.value.keywords:
+            raise self.error(node, f"T.{call_name(node.value)} takes buffer regions")
+        items = []
+        for arg in node.value.args:
+            items += arg.elts if isinstance(arg, ast.List | ast.Tuple) else [arg]
+        return tuple(self.region(item) for item in items)
+
+    def _block_reads(self, node: ast.Expr, parts: _BlockParts) -> None:
+        parts.set(self, node, "reads", self._regions(node))
+
+    def _block_writes(self, node: ast.Expr, parts: _BlockParts) -> None:
+        parts.set(self, node, "writes", self._regions(node))
+
+    def _block_block_attr(self, node: ast.Expr, parts: _BlockParts) -> None:
+        value = self.annotations(one_arg(self, node.value, "block_attr"))
+        parts.set(self, node, "annotations", value)
+
+    def _block_alloc_buffer(self, node: ast.Assign, parts) -> None:
+        """`X = T.alloc_buffer(...)` in a block, or at the function's start (the root's)."""
+        buffer = self.buffer(node.targets[0].id, node.value, "T.alloc_buffer")
+        parts.alloc_buffers.append(buffer)
+        self.bind(buffer.name, buffer)
+
+    def _bind_view(self, node: ast.Assign) -> None:
+        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement."""
+        self.bind(node.targets[0].id, self.buffer(node.targets[0].id, node.value, "T.Buffer"))
+
+    def _block_init(self, node: ast.With, parts: _BlockParts) -> None:
+        if node.items[0].optional_vars is not None or node.items[0].context_expr.args:
+            raise self.error(node, "expected 'with T.init():'")
+        with self.scope():
+            parts.set(self, node, "init", self.stmts(node.body))
+
+    def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
+        pass

@@ -1,0 +1,188 @@
+"""The TVMScript parser: `parse(text)` and `parse_function(pyfunc)` give back a PrimFunc.
+
+It reads the text with Python's `ast` (never executing it) and accepts both what `to_script`
+prints, so that `parse(to_script(f)) == f`, and TensorIR scripts as TVM users write them:
+`T.Buffer[...]` annotations, `T.handle` + `T.match_buffer`, no explicit root block, no
+`T.reads`/`T.writes` (then inferred with `infer_block_regions`), unnamed `T.block()`.
+
+Anything it does not know is a ScriptError naming the line and the construct
+(`line 12: unknown construct 'T.blok'`); nothing is silently dropped. Expressions are read by
+`parse_expr.py`, statements and blocks by `parse_stmt.py`; this module reads the function.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+from sched.errors import ScriptError
+from sched.ir.dtype import DTYPES
+from sched.ir.functor import collect
+from sched.ir.nodes import (
+    TRUE,
+    Annotations,
+    Block,
+    BlockRealize,
+    Buffer,
+    PrimFunc,
+    Stmt,
+    Var,
+)
+from sched.ir.parse_expr import Handle, call_name, t_name
+from sched.ir.parse_stmt import StmtParser, one_arg, split_header, statement_kind
+
+_FUNCTION_HEADER = {"func_attr", "match_buffer", "symbolic", "view", "alloc_buffer", "skip"}
+
+
+def parse(text: str) -> PrimFunc:
+    """The PrimFunc of a TVMScript text holding one `@T.prim_func` function (imports and
+    comments around it are allowed)."""
+    return _parse_source(textwrap.dedent(text), 0, None)
+
+
+def parse_function(pyfunc) -> PrimFunc:
+    """The PrimFunc written as the Python function `pyfunc` (what `@T.prim_func` does).
+    Errors name the line in the function's file."""
+    try:
+        lines, start = inspect.getsourcelines(pyfunc)
+    except (OSError, TypeError) as exc:
+        raise ScriptError(f"cannot read the source of {pyfunc!r}: {exc}") from None
+    return _parse_source(textwrap.dedent("".join(lines)), start - 1,
+                         inspect.getsourcefile(pyfunc))
+
+
+def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFunc:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        line = None if exc.lineno is None else exc.lineno + line_offset
+        raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
+    parser = _Parser(line_offset, filename, source)
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef | ast.Import | ast.ImportFrom) \
+                and statement_kind(node) != "skip":
+            raise parser.error(node, "only imports and one @T.prim_func function may appear at "
+                                     "the top level")
+    if len(functions) != 1:
+        raise ScriptError(f"expected one @T.prim_func function, found {len(functions)}",
+                          None, filename)
+    try:
+        return parser.function(functions[0])
+    except ScriptError as exc:      # the user's line is what matters, not the parser's frames
+        raise exc.with_traceback(None) from None
+
+
+def _is_buffer_annotation(node: ast.AST | None) -> bool:
+    """`T.Buffer(...)` or `T.Buffer[...]`."""
+    if isinstance(node, ast.Call):
+        return t_name(node.func) == "Buffer"
+    return isinstance(node, ast.Subscript) and t_name(node.value) == "Buffer"
+
+
+@dataclass
+class _FunctionParts:
+    params: list
+    attrs: Annotations | None = None
+    alloc_buffers: list[Buffer] = field(default_factory=list)
+
+
+class _Parser(StmtParser):
+    """The function: its signature, its header (`T.func_attr`, `T.match_buffer`, symbolic dims,
+    views, the root's `T.alloc_buffer`s) and its body, in the implicit root block if needed."""
+
+    def function(self, node: ast.FunctionDef) -> PrimFunc:
+        self._check_signature(node)
+        self.block_names = {c.args[0].value for c in ast.walk(node) if call_name(c) == "block"
+                            and c.args and isinstance(c.args[0], ast.Constant)}
+        header, rest = split_header(node.body, _FUNCTION_HEADER)
+        parts = _FunctionParts([None] * len(node.args.args))
+        buffers = []
+        for position, arg in enumerate(node.args.args):
+            annotation = arg.annotation
+            name = t_name(annotation) if annotation is not None else None
+            if name == "handle":
+                self.bind(arg.arg, Handle(arg.arg, position))
+            elif name in DTYPES:
+                parts.params[position] = Var(arg.arg, name)
+                self.bind(arg.arg, parts.params[position])
+            elif _is_buffer_annotation(annotation):
+                buffers.append((position, arg))
+            else:
+                raise self.error(arg, f"parameter '{arg.arg}' needs an annotation "
+                                      f"T.Buffer(shape, dtype), T.handle or a dtype (T.int32)")
+        for item in header:                     # symbolic dims first: buffer shapes use them
+            if statement_kind(item) == "symbolic":
+                self._function_symbolic(item, parts)
+        for position, arg in buffers:
+            parts.params[position] = self.buffer(arg.arg, arg.annotation, "T.Buffer")
+            self.bind(arg.arg, parts.params[position])
+        for item in header:
+            if statement_kind(item) != "symbolic":
+                getattr(self, "_function_" + statement_kind(item))(item, parts)
+        for name, value in self.scopes[-1].items():
+            if isinstance(value, Handle) and not value.matched:
+                raise self.error(node, f"parameter '{name}' is a T.handle that no "
+                                       f"T.match_buffer matches")
+        body = self._root(node, self.stmts(rest), parts.alloc_buffers)
+        return PrimFunc(node.name, tuple(parts.params), body, parts.attrs or ())
+
+    def _check_signature(self, node: ast.FunctionDef) -> None:
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if t_name(target) != "prim_func":
+                raise self.error(decorator, f"unknown decorator '@{ast.unparse(decorator)}'")
+        args = node.args
+        if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults:
+            raise self.error(node, f"function '{node.name}': parameters must be plain names "
+                                   f"with annotations (no defaults, *args or **kwargs)")
+
+    def _root(self, node: ast.AST, body: Stmt, alloc_buffers: list[Buffer]) -> Stmt:
+        """The body in the implicit root block, where it has blocks or allocations and is not
+        already a single root block."""
+        if isinstance(body, BlockRealize) and body.block.name == "root":
+            if alloc_buffers:
+                raise self.error(node, "T.alloc_buffer before an explicit root block: move it "
+                                       "into the root block")
+            return body
+        if not alloc_buffers and not collect(body, BlockRealize):
+            return body
+        return BlockRealize((), TRUE, Block("root", (), (), (), body,
+                                            alloc_buffers=tuple(alloc_buffers)))
+
+    def _function_symbolic(self, node: ast.Assign, parts: _FunctionParts) -> None:
+        """`n = T.int32()` (or TVM's older `n = T.var("int32")`)."""
+        call = node.value
+        dtype = call_name(call)
+        if dtype == "var":
+            dtype = self.dtype(one_arg(self, call, "var"))
+        self.bind(node.targets[0].id, Var(node.targets[0].id, dtype))
+
+    def _function_func_attr(self, node: ast.Expr, parts: _FunctionParts) -> None:
+        if parts.attrs is not None:
+            raise self.error(node, "T.func_attr given twice")
+        parts.attrs = self.annotations(one_arg(self, node.value, "func_attr"))
+
+    def _function_match_buffer(self, node: ast.Assign, parts: _FunctionParts) -> None:
+        call = node.value
+        if not call.args:
+            raise self.error(node, "T.match_buffer needs a T.handle parameter")
+        handle = self.lookup(call.args[0])
+        if not isinstance(handle, Handle) or handle.matched:
+            raise self.error(node, f"T.match_buffer: '{ast.unparse(call.args[0])}' is not an "
+                                   f"unmatched T.handle parameter")
+        handle.matched = True
+        buffer = self.buffer(node.targets[0].id, call, "T.match_buffer")
+        parts.params[handle.position] = buffer
+        self.bind(buffer.name, buffer)
+
+    def _function_view(self, node: ast.Assign, parts: _FunctionParts) -> None:
+        self._bind_view(node)
+
+    def _function_alloc_buffer(self, node: ast.Assign, parts: _FunctionParts) -> None:
+        self._block_alloc_buffer(node, parts)
+
+    def _function_skip(self, node: ast.stmt, parts) -> None:
+        pass

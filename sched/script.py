@@ -1,0 +1,64 @@
+"""`T`: the namespace TVMScript functions are written against.
+
+    from sched.script import T
+
+    @T.prim_func
+    def scale(A: T.Buffer((128,), "float32"), B: T.Buffer((128,), "float32")):
+        for i in range(128):
+            with T.block("B"):
+                vi = T.axis.spatial(128, i)
+                B[vi] = A[vi] * T.float32(2.0)
+
+`scale` is then a `PrimFunc`. `T.prim_func` reads the function's source and parses it
+(`sched.ir.parser.parse_function`); the body is never run. Every other `T.<name>` is a harmless
+placeholder that only lets Python evaluate the signature's annotations (`T.Buffer(...)`,
+`T.Buffer[...]`, `T.handle`, `T.int32`) when the function is defined: the parser, not Python,
+decides what is valid and reports what is not, with its line.
+"""
+
+from __future__ import annotations
+
+from sched.ir.parser import parse_function
+
+
+class _Placeholder:
+    """Accepts calls, subscripts and attribute access, and stands for nothing."""
+
+    def __call__(self, *args, **kwargs) -> _Placeholder:
+        return self
+
+    def __getitem__(self, key) -> _Placeholder:
+        return self
+
+    def __getattr__(self, name: str) -> _Placeholder:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __repr__(self) -> str:
+        return "<TVMScript placeholder>"
+
+
+_PLACEHOLDER = _Placeholder()
+
+
+class _Namespace:
+    """`T`: `T.prim_func` parses a function; any other attribute is a placeholder."""
+
+    def prim_func(self, func=None, *, private: bool = False, check_well_formed: bool = True):
+        """`@T.prim_func` or `@T.prim_func(private=True)` (TVM's flags are accepted and
+        ignored): the decorated function as a PrimFunc named after it."""
+        if func is None:
+            return parse_function
+        return parse_function(func)
+
+    def __getattr__(self, name: str) -> _Placeholder:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _PLACEHOLDER
+
+    def __repr__(self) -> str:
+        return "sched.script.T"
+
+
+T = _Namespace()
