@@ -1,8 +1,26 @@
 """sched: a schedule-language compiler for tensor kernels.
 
-`import sched` never touches CUDA: the CUDA modules load when first used.
+    import sched
+    from sched import compute as te
+    func = te.create_prim_func([...])
+    sch = sched.Schedule(func)            # split, reorder, compute_at, ... each step checked
+    kernel = sched.build(sch.func, target="c")
+
+`import sched` never touches CUDA (nor torch): those load when first used.
 """
 
+from sched import ir
 from sched.build import build
+from sched.errors import BuildError, DSLError, KernelArgumentError, ScheduleError, ScriptError
+from sched.schedule import Schedule, Trace
 
-__all__ = ["build"]
+
+def parse(text: str):
+    """The PrimFunc that TVMScript-style `text` describes (see sched.ir.parser)."""
+    from sched.ir.parser import parse as parse_text
+
+    return parse_text(text)
+
+
+__all__ = ["BuildError", "DSLError", "KernelArgumentError", "Schedule", "ScheduleError",
+           "ScriptError", "Trace", "build", "ir", "parse"]

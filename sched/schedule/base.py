@@ -1,0 +1,191 @@
+"""The state every schedule primitive works on: the function, handles, the trace.
+
+A Schedule holds the current PrimFunc (`sch.func`) and the trace of the steps that made it. Each
+primitive method checks its arguments, calls the pure function of its family module (loops.py,
+loop_kinds.py, placement.py, reduction.py, memory.py, sampling.py), which checks legality with
+polyhedral/ and returns the new function, and then records the step. A step that raises changes
+neither the function nor the trace.
+
+Handles name what they point to: a `BlockRV` a block name, a `LoopRV` a loop variable name. Both
+are unique in the function (the Schedule renames duplicate loop names when it starts), so a handle
+stays valid across steps until a primitive replaces its loop (split and fuse do; the error then
+says which handles replaced it).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sched.errors import ScheduleError
+from sched.ir.nodes import PrimFunc
+from sched.ir.verify import verify
+from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquify_loop_names
+from sched.schedule.trace import RV, Instruction, Trace
+
+
+class BlockRV:
+    """A handle to a block, by name."""
+
+    __slots__ = ("name", "rv")
+
+    def __init__(self, name: str, rv: str) -> None:
+        self.name, self.rv = name, rv
+
+    def __repr__(self) -> str:
+        return f"BlockRV({self.name!r})"
+
+
+class LoopRV:
+    """A handle to a loop, by the name of its variable."""
+
+    __slots__ = ("name", "rv")
+
+    def __init__(self, name: str, rv: str) -> None:
+        self.name, self.rv = name, rv
+
+    def __repr__(self) -> str:
+        return f"LoopRV({self.name!r})"
+
+
+def _freeze(value):
+    if isinstance(value, BlockRV | LoopRV):
+        return RV(value.rv)
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+class ScheduleBase:
+    """The state of a schedule (`Schedule` adds the primitives, family by family).
+
+    `render_errors=False` keeps ScheduleError messages to one line (no IR): the
+    autoscheduler's cheap mode. `verify_steps` runs the IR verifier after every step.
+    """
+
+    def __init__(self, func: PrimFunc, *, render_errors: bool = True,
+                 verify_steps: bool = True) -> None:
+        if not isinstance(func, PrimFunc):
+            raise TypeError(f"Schedule: expected a PrimFunc, got {type(func).__name__}")
+        verify(func)
+        self._func = uniquify_loop_names(func)
+        self.trace = Trace()
+        self.render_errors = render_errors
+        self.verify_steps = verify_steps
+        self._counter = itertools.count()
+        self._replaced: dict[str, str] = {}
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def func(self) -> PrimFunc:
+        """The function as scheduled so far."""
+        return self._func
+
+    def copy(self):
+        """An independent schedule in the same state (same function, trace and handles)."""
+        other = type(self).__new__(type(self))
+        other._func = self._func
+        other.trace = Trace(list(self.trace.instructions))
+        other.render_errors, other.verify_steps = self.render_errors, self.verify_steps
+        other._counter = itertools.count(self._peek_counter())
+        other._replaced = dict(self._replaced)
+        return other
+
+    def _peek_counter(self) -> int:
+        value = next(self._counter)
+        self._counter = itertools.chain([value], self._counter)
+        return value
+
+    def _new_rv(self, prefix: str) -> str:
+        return f"{prefix}{next(self._counter)}"
+
+    def _block(self, handle, primitive: str, argument: str = "block") -> str:
+        if isinstance(handle, str):
+            handle = BlockRV(handle, "")
+        if not isinstance(handle, BlockRV):
+            raise ScheduleError(primitive, f"argument {argument!r}: expected a block handle "
+                                f"(sch.get_block), got {type(handle).__name__}")
+        if handle.name in self._replaced:
+            raise ScheduleError(primitive, f"block {handle.name!r} no longer exists: "
+                                f"{self._replaced[handle.name]}")
+        find_block(self._func, handle.name, primitive)
+        return handle.name
+
+    def _loop(self, handle, primitive: str, argument: str = "loop") -> str:
+        if not isinstance(handle, LoopRV):
+            raise ScheduleError(primitive, f"argument {argument!r}: expected a loop handle "
+                                f"(sch.get_loops, split, fuse), got {type(handle).__name__}")
+        if handle.name in self._replaced:
+            raise ScheduleError(primitive, f"loop {handle.name!r} no longer exists: "
+                                f"{self._replaced[handle.name]}")
+        find_loop(self._func, handle.name, primitive)
+        return handle.name
+
+    def _record(self, kind: str, new_func: PrimFunc, inputs: tuple, attrs: tuple = (),
+                outputs: tuple = (), decision=None) -> None:
+        if self.verify_steps:
+            verify(new_func)
+        self._func = new_func
+        self.trace.append(Instruction(kind, _freeze(inputs),
+                                      tuple((k, _freeze(v)) for k, v in attrs),
+                                      tuple(h.rv for h in outputs), _freeze(decision)))
+
+    # -- handles -------------------------------------------------------------------------------
+
+    def get_block(self, name: str) -> BlockRV:
+        """The block named `name`."""
+        if not isinstance(name, str):
+            raise ScheduleError("get_block", f"argument 'name': expected a string, got "
+                                f"{type(name).__name__}")
+        find_block(self._func, name, "get_block")
+        handle = BlockRV(name, self._new_rv("b"))
+        self._record("get_block", self._func, (name,), outputs=(handle,))
+        return handle
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        """The loops around `block`, outermost first."""
+        name = self._block(block, "get_loops")
+        realize = find_block(self._func, name)
+        handles = [LoopRV(lp.loop_var.name, self._new_rv("l"))
+                   for lp in enclosing_loops(self._func, realize)]
+        self._record("get_loops", self._func, (block,), outputs=tuple(handles))
+        return handles
+
+    def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
+        """The blocks directly inside a block or a loop (not nested in another block)."""
+        from sched.schedule.state import blocks_under
+
+        if isinstance(parent, LoopRV):
+            node = find_loop(self._func, self._loop(parent, "get_child_blocks"),
+                             "get_child_blocks")
+            body = node
+        else:
+            body = find_block(self._func, self._block(parent, "get_child_blocks")).block.body
+        handles = [BlockRV(r.block.name, self._new_rv("b")) for r in blocks_under(body)
+                   if r is not body]
+        self._record("get_child_blocks", self._func, (parent,), outputs=tuple(handles))
+        return handles
+
+    def _neighbours(self, block: BlockRV, kind: str) -> list[BlockRV]:
+        from sched.polyhedral import dependences
+
+        name = self._block(block, f"get_{kind}")
+        found: dict[str, None] = {}
+        for dep in dependences(self._func):
+            if dep.kind != "flow" or dep.source.block is dep.sink.block:
+                continue
+            if kind == "producers" and dep.sink.block.name == name:
+                found[dep.source.block.name] = None
+            if kind == "consumers" and dep.source.block.name == name:
+                found[dep.sink.block.name] = None
+        handles = [BlockRV(n, self._new_rv("b")) for n in found]
+        self._record(f"get_{kind}", self._func, (block,), outputs=tuple(handles))
+        return handles
+
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        """The blocks that write what `block` reads (flow dependences into it)."""
+        return self._neighbours(block, "producers")
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        """The blocks that read what `block` writes (flow dependences out of it)."""
+        return self._neighbours(block, "consumers")

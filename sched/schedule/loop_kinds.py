@@ -1,0 +1,127 @@
+"""How a loop runs: parallel, vectorize, unroll, and annotations.
+
+Parallel and vectorize need iterations that do not depend on each other: polyhedral/ checks
+that no dependence, reductions included, is carried by the loop. Unroll never changes the order
+and is always legal. Each function is pure: `(func, loop name, ...) -> new func`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sched.errors import ScheduleError
+from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
+from sched.polyhedral.legality import check_parallel, schedule_error
+from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.state import blocks_under, find_block, find_loop, replace
+
+
+def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render: bool,
+              thread_tag: str | None = None) -> PrimFunc:
+    loop = find_loop(func, loop_name, primitive)
+    if loop.kind not in ("serial", kind):
+        raise ScheduleError(primitive, f"loop {loop_name!r} is already {loop.kind}; a loop has "
+                            f"one kind")
+    if kind in ("parallel", "vectorized", "thread_binding"):
+        blocks = blocks_under(loop)
+        if not blocks:
+            raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")
+        violation = check_parallel(func, blocks[0].block.name, loop_name)
+        if violation is not None:
+            alternatives = ()
+            if violation.dependence is not None and violation.dependence.is_reduction:
+                alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {primitive} "
+                                f"the new loop of the factored block",)
+            raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
+                                 alternatives=alternatives)
+    if kind == "vectorized" and not isinstance(loop.extent, IntImm):
+        raise ScheduleError(primitive, f"loop {loop_name!r} has a symbolic extent "
+                            f"{loop.extent.script()}; split it by a constant factor and "
+                            f"vectorize the inner loop")
+    new_loop = dataclasses.replace(loop, kind=kind, thread_tag=thread_tag)
+    return replace(func, loop, new_loop)
+
+
+def parallel(func: PrimFunc, loop_name: str, render: bool = True) -> PrimFunc:
+    return _set_kind(func, loop_name, "parallel", "parallel", render)
+
+
+def vectorize(func: PrimFunc, loop_name: str, render: bool = True) -> PrimFunc:
+    return _set_kind(func, loop_name, "vectorized", "vectorize", render)
+
+
+def unroll(func: PrimFunc, loop_name: str) -> PrimFunc:
+    return _set_kind(func, loop_name, "unrolled", "unroll", render=False)
+
+
+def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
+             value: AnnotationValue) -> PrimFunc:
+    """Add `key = value` to the annotations of a loop or a block (replacing an older value)."""
+    if not isinstance(key, str) or not key:
+        raise ScheduleError("annotate", f"argument 'key': expected a non-empty string, got "
+                            f"{key!r}")
+    if not isinstance(value, int | float | str | bool):
+        raise ScheduleError("annotate", f"argument 'value': expected an int, float, str or "
+                            f"bool, got {type(value).__name__}")
+    if is_block:
+        realize = find_block(func, target, "annotate")
+        block: Block = realize.block
+        annotations = tuple((k, v) for k, v in block.annotations if k != key) + ((key, value),)
+        new = dataclasses.replace(realize, block=dataclasses.replace(block,
+                                                                    annotations=annotations))
+        return replace(func, realize, new)
+    loop: For = find_loop(func, target, "annotate")
+    annotations = tuple((k, v) for k, v in loop.annotations if k != key) + ((key, value),)
+    return replace(func, loop, dataclasses.replace(loop, annotations=annotations))
+
+
+class LoopKindPrimitives(ScheduleBase):
+    """parallel, vectorize, unroll, annotate."""
+
+    def parallel(self, loop: LoopRV) -> None:
+        """Run the iterations of a loop in parallel (OpenMP threads on the C target).
+
+        Requires: no dependence is carried by the loop (a reduce loop needs rfactor first).
+        Also known as: `parallel` in Halide and TVM.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((8, 5), name="A")
+        >>> k = te.reduce_axis((0, 5), name="k")
+        >>> B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> i, k = sch.get_loops(sch.get_block("B"))
+        >>> sch.parallel(i)
+        >>> print(sch.func.script().splitlines()[5])
+                for i in T.parallel(8):
+        """
+        name = self._loop(loop, "parallel")
+        self._record("parallel", parallel(self._func, name, self.render_errors),
+                     (loop,))
+
+    def vectorize(self, loop: LoopRV) -> None:
+        """Run the iterations of a loop as SIMD lanes (`omp simd` on the C target).
+
+        Requires: no dependence is carried by the loop; a constant extent.
+        Also known as: `vectorize` in Halide and TVM.
+        """
+        name = self._loop(loop, "vectorize")
+        self._record("vectorize", vectorize(self._func, name, self.render_errors),
+                     (loop,))
+
+    def unroll(self, loop: LoopRV) -> None:
+        """Unroll a loop (always legal: the order does not change).
+
+        Also known as: `unroll` in Halide and TVM.
+        """
+        name = self._loop(loop, "unroll")
+        self._record("unroll", unroll(self._func, name), (loop,))
+
+    def annotate(self, target: BlockRV | LoopRV, key: str, value) -> None:
+        """Attach `key = value` to a block or a loop (read by later passes and the
+        autoscheduler); printed in the script."""
+        is_block = isinstance(target, BlockRV)
+        name = self._block(target, "annotate", "target") if is_block \
+            else self._loop(target, "annotate", "target")
+        self._record("annotate", annotate(self._func, name, is_block, key, value),
+                     (target, key, value))

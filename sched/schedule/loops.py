@@ -1,0 +1,385 @@
+"""Loop transformations: split, fuse, reorder, add_unit_loop (and tile, built on them).
+
+Each is a pure function `(func, loop names, arguments) -> (new func, new loop names)`;
+`LoopPrimitives` at the end wraps them as Schedule methods with handles, docs and the trace.
+Split and fuse keep the execution order (a split with a guard too); reorder asks polyhedral/
+whether the new order keeps every dependence and raises ScheduleError naming the one it would
+break.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from sched.errors import ScheduleError
+from sched.ir.functor import free_vars, substitute
+from sched.ir.nodes import (
+    BlockRealize,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+    Stmt,
+    Var,
+    const,
+)
+from sched.ir.simplify import simplify
+from sched.polyhedral.legality import check_order, schedule_error
+from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.state import (
+    and_predicate,
+    blocks_under,
+    find_block,
+    find_loop,
+    fresh_name,
+    replace,
+)
+
+
+def _guard_blocks(stmt: Stmt, condition: Expr) -> Stmt:
+    """`stmt` with `condition` added to the predicate of every outermost block in it."""
+    for realize in blocks_under(stmt):
+        stmt = replace_in(stmt, realize, and_predicate(realize, condition))
+    return stmt
+
+
+def replace_in(root: Stmt, old, new) -> Stmt:
+    from sched.ir.functor import IRMutator
+
+    class Replace(IRMutator):
+        def visit(self, node):
+            return new if node is old else (node if isinstance(node, Expr)
+                                            else super().visit(node))
+    return Replace().visit(root)
+
+
+def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
+    if not isinstance(factors, list | tuple) or len(factors) < 2:
+        raise ScheduleError("split", f"argument 'factors': expected a list of at least two "
+                            f"factors (ints, one may be None), got {factors!r}")
+    for factor in factors:
+        if factor is not None and (not isinstance(factor, int) or isinstance(factor, bool)
+                                   or factor <= 0):
+            raise ScheduleError("split", f"cannot split loop {loop!r} by {factor!r}: every "
+                                f"factor must be a positive integer (or one None)")
+    if sum(f is None for f in factors) > 1:
+        raise ScheduleError("split", f"argument 'factors' {list(factors)}: at most one factor "
+                            f"may be None (it is inferred from the extent)")
+    known = math.prod(f for f in factors if f is not None)
+    if None not in factors and isinstance(extent, IntImm) and known < extent.value:
+        raise ScheduleError("split", f"argument 'factors' {list(factors)}: their product "
+                            f"{known} is less than the extent {extent.value} of loop {loop!r}; "
+                            f"use None for one factor to infer it")
+    if None not in factors and not isinstance(extent, IntImm):
+        raise ScheduleError("split", f"loop {loop!r} has the symbolic extent "
+                            f"{extent.script()}: give one factor as None")
+    return list(factors)
+
+
+def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]:
+    """Split loop `loop_name` into len(factors) nested loops (see Schedule.split)."""
+    loop = find_loop(func, loop_name, "split")
+    factors = _check_factors(factors, loop.extent, loop_name)
+    known = math.prod(f for f in factors if f is not None)
+    extents: list[Expr] = [
+        const(f, loop.extent.dtype) if f is not None
+        else simplify((loop.extent + (known - 1)) // known) for f in factors]
+    taken: set[str] = set()
+    names = [fresh_name(func, f"{loop_name}_{i}", taken) for i in range(len(factors))]
+    new_vars = [Var(n, loop.loop_var.dtype) for n in names]
+    fused: Expr = new_vars[0]
+    for var, extent in zip(new_vars[1:], extents[1:]):
+        fused = fused * extent + var
+    original = simplify(fused + loop.min) if loop.min != IntImm(0) else fused
+    body = substitute(loop.body, {loop.loop_var: original})
+    covered = extents[0]
+    for extent in extents[1:]:
+        covered = simplify(covered * extent)
+    if covered != loop.extent:
+        body = _guard_blocks(body, fused < loop.extent)
+    for var, extent in reversed(list(zip(new_vars, extents))):
+        body = For(var, const(0, var.dtype), extent, "serial", body)
+    return replace(func, loop, body), names
+
+
+def _perfect_chain(outer: For, inner_names: set[str], primitive: str) -> list[For]:
+    """The loops from `outer` down to the last of `inner_names`, each the only statement in
+    the body of the one before."""
+    chain = [outer]
+    remaining = set(inner_names) - {outer.loop_var.name}
+    while remaining:
+        body = chain[-1].body
+        if not isinstance(body, For):
+            missing = ", ".join(sorted(remaining))
+            raise ScheduleError(primitive, f"loop(s) {missing} are not perfectly nested under "
+                                f"loop {chain[-1].loop_var.name!r}: only directly nested loops, "
+                                f"with no statement or block between them, can be {primitive}d")
+        chain.append(body)
+        remaining.discard(body.loop_var.name)
+    return chain
+
+
+def _outermost(func: PrimFunc, names: list[str], primitive: str) -> For:
+    loops = [find_loop(func, name, primitive) for name in names]
+    from sched.schedule.state import enclosing_loops
+
+    depth = {loop.loop_var.name: len(enclosing_loops(func, loop)) for loop in loops}
+    return min(loops, key=lambda lp: depth[lp.loop_var.name])
+
+
+def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
+    """Fuse perfectly nested loops, outermost first, into one (see Schedule.fuse)."""
+    if len(loop_names) < 2:
+        raise ScheduleError("fuse", f"expected at least two loops, got {len(loop_names)}")
+    outer = find_loop(func, loop_names[0], "fuse")
+    chain = _perfect_chain(outer, set(loop_names), "fuse")
+    if [lp.loop_var.name for lp in chain] != list(loop_names):
+        order = ", ".join(lp.loop_var.name for lp in chain)
+        raise ScheduleError("fuse", f"loops {', '.join(loop_names)} must be consecutive and "
+                            f"given outermost first; the nest is {order}")
+    for lp in chain[1:]:
+        used = {v.name for v in (*free_vars(lp.extent), *free_vars(lp.min))}
+        if used & set(loop_names):
+            raise ScheduleError("fuse", f"the bounds of loop {lp.loop_var.name!r} depend on "
+                                f"an outer loop being fused")
+    name = fresh_name(func, "_".join(loop_names) + "_fused")
+    fused = Var(name, outer.loop_var.dtype)
+    mapping: dict[Var, Expr] = {}
+    stride: Expr = const(1, fused.dtype)
+    for lp in reversed(chain):
+        index = fused // stride if stride != IntImm(1) else fused
+        index = index % lp.extent if lp is not chain[0] else index
+        mapping[lp.loop_var] = simplify(index + lp.min) if lp.min != IntImm(0) else index
+        stride = simplify(stride * lp.extent)
+    body = substitute(chain[-1].body, mapping)
+    new_loop = For(fused, const(0, fused.dtype), stride, "serial", body)
+    return replace(func, outer, new_loop), name
+
+
+def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
+            suggest: bool = True) -> PrimFunc:
+    """Put the given loops in the given order, outermost first (see Schedule.reorder)."""
+    if len(set(loop_names)) != len(loop_names):
+        raise ScheduleError("reorder", f"a loop appears twice in {list(loop_names)}")
+    outer = _outermost(func, loop_names, "reorder")
+    chain = _perfect_chain(outer, set(loop_names), "reorder")
+    slots = [i for i, lp in enumerate(chain) if lp.loop_var.name in loop_names]
+    by_name = {lp.loop_var.name: lp for lp in chain}
+    new_chain = list(chain)
+    for slot, name in zip(slots, loop_names):
+        new_chain[slot] = by_name[name]
+    for depth, lp in enumerate(new_chain):
+        outer_vars = {x.loop_var for x in new_chain[depth:]}
+        if free_vars(lp.extent) and set(free_vars(lp.extent)) & outer_vars - {lp.loop_var}:
+            raise ScheduleError("reorder", f"the extent of loop {lp.loop_var.name!r} depends "
+                                f"on a loop that would move inside it")
+    body = chain[-1].body
+    for lp in reversed(new_chain):
+        body = dataclasses.replace(lp, body=body)
+    new_func = replace(func, outer, body)
+    violation = check_order(func, new_func)
+    if violation is not None:
+        moved = next(n for n, lp in zip(loop_names, (chain[s] for s in slots))
+                     if n != lp.loop_var.name)
+        alternatives = _legal_orders(func, loop_names) if render and suggest else ()
+        raise schedule_error("reorder", violation, func, loop=moved, render=render,
+                             alternatives=alternatives)
+    return new_func
+
+
+def _legal_orders(func, loop_names) -> tuple[str, ...]:
+    """Up to three orders of the same loops that keep every dependence (for four loops or
+    fewer: more would take too long to list)."""
+    import itertools
+
+    if len(loop_names) > 4:
+        return ()
+    found = []
+    for order in itertools.permutations(loop_names):
+        if list(order) == list(loop_names) or len(found) >= 3:
+            continue
+        try:
+            reorder(func, list(order), render=False, suggest=False)
+        except ScheduleError:
+            continue
+        found.append(f"sch.reorder({', '.join(order)})")
+    return tuple(found)
+
+
+def add_unit_loop(func: PrimFunc, target: str, is_block: bool) -> tuple[PrimFunc, str]:
+    """A loop of extent 1 around a block or a loop (see Schedule.add_unit_loop)."""
+    node: Stmt = find_block(func, target, "add_unit_loop") if is_block \
+        else find_loop(func, target, "add_unit_loop")
+    name = fresh_name(func, "u")
+    loop = For(Var(name), IntImm(0), IntImm(1), "serial", node)
+    return replace(func, node, loop), name
+
+
+def block_of(func: PrimFunc, loop: For) -> BlockRealize:
+    """One block under `loop` (to name it in a legality question)."""
+    blocks = blocks_under(loop)
+    if not blocks:
+        raise ScheduleError("loop", f"loop {loop.loop_var.name!r} holds no block")
+    return blocks[0]
+
+
+class LoopPrimitives(ScheduleBase):
+    """split, fuse, reorder, add_unit_loop, tile."""
+
+    def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
+        """Split a loop into nested loops whose extents are `factors`, outermost first.
+
+        Requires: the loop's extent is known or one factor is None. At most one factor is
+        None: it is inferred (the extent divided by the others, rounded up). When the factors
+        do not divide the extent, the blocks under the loop get a guard predicate, so no
+        iteration runs twice or out of range.
+
+        Arguments: `loop` a loop handle; `factors` positive ints and at most one None.
+        Returns: handles to the new loops, outermost first. Invalidates `loop`.
+        Also known as: `split` in Halide and TVM, `divide_loop` in Exo.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((10,), name="A")
+        >>> B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> (i,) = sch.get_loops(sch.get_block("B"))
+        >>> io, ii = sch.split(i, factors=[None, 4])
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32")):
+            with T.block("root"):
+                for i_0, i_1 in T.grid(3, 4):
+                    with T.block("B"):
+                        v_i = T.axis.spatial(10, i_0 * 4 + i_1)
+                        T.where(i_0 * 4 + i_1 < 10)
+                        T.reads(A[v_i])
+                        T.writes(B[v_i])
+                        B[v_i] = A[v_i] * T.float32(2.0)
+        """
+        name = self._loop(loop, "split")
+        new_func, names = split(self._func, name, factors)
+        handles = [LoopRV(n, self._new_rv("l")) for n in names]
+        self._record("split", new_func, (loop,), (("factors", list(factors)),), tuple(handles))
+        self._replaced[name] = f"split replaced it by {', '.join(names)}"
+        return handles
+
+    def fuse(self, *loops_to_fuse: LoopRV) -> LoopRV:
+        """Fuse perfectly nested loops into one loop over the product of their extents.
+
+        Requires: the loops are consecutive in one nest, given outermost first, with nothing
+        between them; no extent depends on another of them.
+
+        Arguments: the loop handles, outermost first.
+        Returns: a handle to the fused loop. Invalidates the given handles.
+        Also known as: `fuse` in Halide and TVM.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 6), name="A")
+        >>> B = te.compute((4, 6), lambda i, j: A[i, j] + 1.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> i, j = sch.get_loops(sch.get_block("B"))
+        >>> ij = sch.fuse(i, j)
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4, 6), "float32")):
+            with T.block("root"):
+                for i_j_fused in range(24):
+                    with T.block("B"):
+                        v_i = T.axis.spatial(4, i_j_fused // 6)
+                        v_j = T.axis.spatial(6, i_j_fused % 6)
+                        T.reads(A[v_i, v_j])
+                        T.writes(B[v_i, v_j])
+                        B[v_i, v_j] = A[v_i, v_j] + T.float32(1.0)
+        """
+        names = [self._loop(lp, "fuse", f"loop {i + 1}") for i, lp in enumerate(loops_to_fuse)]
+        new_func, fused = fuse(self._func, names)
+        handle = LoopRV(fused, self._new_rv("l"))
+        self._record("fuse", new_func, tuple(loops_to_fuse), outputs=(handle,))
+        for name in names:
+            self._replaced[name] = f"fuse replaced it by {fused}"
+        return handle
+
+    def reorder(self, *ordered: LoopRV) -> None:
+        """Put the given loops in this order, outermost first; other loops keep their place.
+
+        Requires: the loops are in one nest, perfectly nested from the outermost given loop to
+        the innermost; the new order keeps every dependence (polyhedral/ checks; reduce loops
+        of an associative reduction may move freely).
+
+        Arguments: the loop handles in their new order. Handles stay valid.
+        Also known as: `reorder` in Halide and TVM.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 6), name="A")
+        >>> B = te.compute((6, 4), lambda j, i: A[i, j], name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> j, i = sch.get_loops(sch.get_block("B"))
+        >>> sch.reorder(i, j)
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((4, 6), "float32"), B: T.Buffer((6, 4), "float32")):
+            with T.block("root"):
+                for i, j in T.grid(4, 6):
+                    with T.block("B"):
+                        v_j, v_i = T.axis.remap("SS", [j, i])
+                        T.reads(A[v_i, v_j])
+                        T.writes(B[v_j, v_i])
+                        B[v_j, v_i] = A[v_i, v_j]
+        """
+        names = [self._loop(lp, "reorder", f"loop {i + 1}") for i, lp in enumerate(ordered)]
+        new_func = reorder(self._func, names, render=self.render_errors)
+        self._record("reorder", new_func, tuple(ordered))
+
+    def add_unit_loop(self, target: BlockRV | LoopRV) -> LoopRV:
+        """A new loop of extent 1 around a block or a loop.
+
+        Requires: nothing. Returns: a handle to the new loop.
+        Also known as: `add_unit_loop` in TVM.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4,), name="A")
+        >>> B = te.compute((4,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> u = sch.add_unit_loop(sch.get_block("B"))
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+            with T.block("root"):
+                for i, u in T.grid(4, 1):
+                    with T.block("B"):
+                        v_i = T.axis.remap("S", [i])
+                        T.reads(A[v_i])
+                        T.writes(B[v_i])
+                        B[v_i] = A[v_i] + T.float32(1.0)
+        """
+        is_block = isinstance(target, BlockRV)
+        name = self._block(target, "add_unit_loop", "target") if is_block \
+            else self._loop(target, "add_unit_loop", "target")
+        new_func, loop_name = add_unit_loop(self._func, name, is_block)
+        handle = LoopRV(loop_name, self._new_rv("l"))
+        self._record("add_unit_loop", new_func, (target,), outputs=(handle,))
+        return handle
+
+    def tile(self, x: LoopRV, y: LoopRV, x_factor: int, y_factor: int) -> list[LoopRV]:
+        """Halide's `tile`: split x and y (x outside y, directly nested) by the factors and
+        reorder to xo, yo, xi, yi. Recorded as its split and reorder steps.
+
+        Returns: [xo, yo, xi, yi].
+        """
+        xo, xi = self.split(x, [None, x_factor])
+        yo, yi = self.split(y, [None, y_factor])
+        self.reorder(xo, yo, xi, yi)
+        return [xo, yo, xi, yi]

@@ -1,0 +1,30 @@
+"""`Schedule`: every primitive, family by family, on the state of `ScheduleBase`.
+
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, factors=[None, 32])
+    print(sch.func.script())
+    print(sch.trace)
+
+Each family module holds its pure functions (function in, function out, legality checked by
+polyhedral/) and a mixin with the methods that take handles and record the trace:
+loops.py (split, fuse, reorder, add_unit_loop, tile), loop_kinds.py (parallel, vectorize,
+unroll, annotate).
+"""
+
+from __future__ import annotations
+
+from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.loop_kinds import LoopKindPrimitives
+from sched.schedule.loops import LoopPrimitives
+
+
+class Schedule(LoopPrimitives, LoopKindPrimitives, ScheduleBase):
+    """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
+
+    `render_errors=False` keeps ScheduleError messages to one line (no IR): the
+    autoscheduler's cheap mode. `verify_steps` runs the IR verifier after every step.
+    """
+
+
+__all__ = ["BlockRV", "LoopRV", "Schedule"]

@@ -1,0 +1,149 @@
+"""Finding and replacing parts of the function a schedule works on.
+
+Loops are named by their variables and blocks by their names, both unique in the function (the
+Schedule makes loop names unique when it starts), so a name is a stable handle: a primitive that
+keeps a loop keeps its name, one that replaces it makes new names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, collect
+from sched.ir.nodes import (
+    Block,
+    BlockRealize,
+    Expr,
+    For,
+    Node,
+    PrimFunc,
+    Stmt,
+    Var,
+    binary,
+)
+
+
+def block_names(func: PrimFunc) -> list[str]:
+    return [r.block.name for r in collect(func.body, BlockRealize) if r.block.name != "root"]
+
+
+def loop_names(func: PrimFunc) -> list[str]:
+    return [loop.loop_var.name for loop in collect(func.body, For)]
+
+
+def _choices(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names) or "none"
+
+
+def find_block(func: PrimFunc, name: str, primitive: str = "get_block") -> BlockRealize:
+    for realize in collect(func.body, BlockRealize):
+        if realize.block.name == name:
+            return realize
+    raise ScheduleError(primitive, f"no block named {name!r}; the blocks are "
+                        f"{_choices(block_names(func))}")
+
+
+def find_loop(func: PrimFunc, name: str, primitive: str) -> For:
+    for loop in collect(func.body, For):
+        if loop.loop_var.name == name:
+            return loop
+    raise ScheduleError(primitive, f"no loop named {name!r}; the loops are "
+                        f"{_choices(loop_names(func))}")
+
+
+def enclosing_loops(func: PrimFunc, target: Node) -> list[For]:
+    """The loops around `target` (found by identity), outermost first."""
+    path = path_to(func.body, target)
+    if path is None:
+        raise AssertionError("target is not in the function")
+    return [node for node in path if isinstance(node, For)]
+
+
+def path_to(root: Node, target: Node) -> list[Node] | None:
+    """The nodes from `root` down to `target` (excluded), by identity, or None."""
+    if root is target:
+        return []
+    for field in dataclasses.fields(root):
+        value = getattr(root, field.name)
+        children = value if isinstance(value, tuple) else (value,)
+        for child in children:
+            if isinstance(child, Stmt | Block):
+                found = path_to(child, target)
+                if found is not None:
+                    return [root, *found]
+    return None
+
+
+def blocks_under(stmt: Stmt) -> list[BlockRealize]:
+    """The outermost block realizes inside `stmt` (not those nested in other blocks)."""
+    found: list[BlockRealize] = []
+
+    def walk(node) -> None:
+        if isinstance(node, BlockRealize):
+            found.append(node)
+            return
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Stmt):
+                    walk(child)
+    walk(stmt)
+    return found
+
+
+def replace(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
+    """`func` with the node `old` (by identity) replaced by `new`."""
+
+    class Replace(IRMutator):
+        def visit(self, node):
+            if node is old:
+                return new
+            if isinstance(node, Expr):
+                return node
+            return super().visit(node)
+    result = Replace().visit(func)
+    assert result is not func or old is new, "replace: node not found"
+    return result
+
+
+def fresh_name(func: PrimFunc, base: str, taken: set[str] | None = None) -> str:
+    """`base`, or `base_1`, `base_2`... whichever no variable or buffer of `func` uses."""
+    used = set(taken or ()) | {v.name for v in collect(func, Var)}
+    used |= {b.name for b in func.buffers}
+    candidate, index = base, 0
+    while candidate in used:
+        index += 1
+        candidate = f"{base}_{index}"
+    if taken is not None:
+        taken.add(candidate)
+    return candidate
+
+
+def and_predicate(realize: BlockRealize, condition: Expr) -> BlockRealize:
+    """`realize` with `condition` added to its predicate."""
+    from sched.ir.nodes import TRUE
+
+    predicate = condition if realize.predicate == TRUE else binary("and", realize.predicate,
+                                                                   condition)
+    return dataclasses.replace(realize, predicate=predicate)
+
+
+def uniquify_loop_names(func: PrimFunc) -> PrimFunc:
+    """`func` with loops renamed where two share a name (`i`, `i_1`...), so every loop has its
+    own name."""
+    from sched.ir.functor import substitute
+
+    seen: set[str] = set()
+    taken = {v.name for v in collect(func, Var)}
+
+    class Rename(IRMutator):
+        def visit_For(self, loop: For):
+            if loop.loop_var.name in seen:
+                name = fresh_name(func, loop.loop_var.name, taken)
+                var = Var(name, loop.loop_var.dtype)
+                body = substitute(loop.body, {loop.loop_var: var})
+                loop = dataclasses.replace(loop, loop_var=var, body=body)
+            seen.add(loop.loop_var.name)
+            return self.visit_children(loop)
+    return Rename().visit(func)

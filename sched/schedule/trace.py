@@ -1,0 +1,144 @@
+"""The trace: every schedule step, with its random decisions, replayable and printable.
+
+    b0 = sch.get_block("C")
+    l1, l2, l3 = sch.get_loops(b0)
+    l4, l5 = sch.split(l1, factors=[None, 32])
+    v6 = sch.sample_perfect_tile(l2, n=2, max_innermost_factor=16, decision=[4, 8])
+
+`print(sch.trace)` prints that: runnable Python, given `sch = sched.Schedule(func)`.
+`trace.apply(func)` replays it on a fresh function; `trace.to_json()` / `Trace.from_json(text)`
+store it. A sampling step keeps its decision: `trace.with_decision(index, value)` gives a trace
+that replays with another one, which is how the autoscheduler mutates schedules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RV:
+    """A reference, inside a trace, to a handle made by an earlier step: `l4`, `b0`."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One schedule step: `outputs = sch.kind(*inputs, **attrs)`."""
+
+    kind: str
+    inputs: tuple          # RVs, numbers, strings, None, or lists of those
+    attrs: tuple[tuple[str, object], ...] = ()
+    outputs: tuple[str, ...] = ()
+    decision: object = None
+
+    def to_python(self) -> str:
+        args = [_python(value) for value in self.inputs]
+        args += [f"{key}={_python(value)}" for key, value in self.attrs]
+        if self.decision is not None:
+            args.append(f"decision={_python(self.decision)}")
+        call = f"sch.{self.kind}({', '.join(args)})"
+        if not self.outputs:
+            return call
+        return f"{', '.join(self.outputs)} = {call}"
+
+
+def _python(value) -> str:
+    if isinstance(value, RV):
+        return value.name
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_python(v) for v in value) + "]"
+    return repr(value)
+
+
+def _to_json(value):
+    if isinstance(value, RV):
+        return {"rv": value.name}
+    if isinstance(value, list | tuple):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _from_json(value):
+    if isinstance(value, dict) and set(value) == {"rv"}:
+        return RV(value["rv"])
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
+def _freeze(value):
+    return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+@dataclass
+class Trace:
+    """The steps of a schedule, in order."""
+
+    instructions: list[Instruction] = field(default_factory=list)
+
+    def append(self, instruction: Instruction) -> None:
+        self.instructions.append(instruction)
+
+    def __str__(self) -> str:
+        return "\n".join(i.to_python() for i in self.instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Trace) and self.instructions == other.instructions
+
+    def apply(self, func, schedule_class=None):
+        """Replay the steps on `func`; returns the new Schedule."""
+        from sched.schedule.schedule import Schedule
+
+        schedule = (schedule_class or Schedule)(func)
+        handles: dict[str, object] = {}
+
+        def resolve(value):
+            if isinstance(value, RV):
+                return handles[value.name]
+            if isinstance(value, list | tuple):
+                return [resolve(v) for v in value]
+            return value
+        for instruction in self.instructions:
+            method = getattr(schedule, instruction.kind)
+            kwargs = {key: resolve(value) for key, value in instruction.attrs}
+            if instruction.decision is not None:
+                kwargs["decision"] = resolve(instruction.decision)
+            result = method(*[resolve(v) for v in instruction.inputs], **kwargs)
+            outputs = result if isinstance(result, list | tuple) else [result]
+            if len(instruction.outputs) == 1:
+                outputs = [result]
+            for name, handle in zip(instruction.outputs, outputs):
+                handles[name] = handle
+        return schedule
+
+    def to_json(self) -> str:
+        return json.dumps([{"kind": i.kind, "inputs": _to_json(list(i.inputs)),
+                            "attrs": {k: _to_json(v) for k, v in i.attrs},
+                            "outputs": list(i.outputs), "decision": _to_json(i.decision)}
+                           for i in self.instructions], indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        instructions = []
+        for item in json.loads(text):
+            instructions.append(Instruction(
+                item["kind"], tuple(_freeze(_from_json(v)) for v in item["inputs"]),
+                tuple((k, _freeze(_from_json(v))) for k, v in item["attrs"].items()),
+                tuple(item["outputs"]), _freeze(_from_json(item["decision"]))))
+        return cls(instructions)
+
+    def with_decision(self, index: int, decision) -> Trace:
+        """This trace with the decision of step `index` (a sampling step) replaced."""
+        instruction = self.instructions[index]
+        if instruction.decision is None:
+            raise ValueError(f"step {index} ({instruction.kind}) makes no random decision")
+        steps = list(self.instructions)
+        steps[index] = dataclasses.replace(instruction, decision=_freeze(decision))
+        return Trace(steps)
