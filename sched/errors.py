@@ -18,6 +18,9 @@ class ScriptError(SyntaxError):
         self.lineno = line
         self.filename = filename
 
+    def __str__(self) -> str:
+        return self.msg   # SyntaxError would repeat the line number
+
 
 class DSLError(ValueError):
     """A compute definition that does not describe a computation (a reduce axis used outside a

@@ -106,12 +106,24 @@ class IntImm(Expr):
     dtype: str = INDEX_DTYPE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FloatImm(Expr):
-    """A floating-point constant. Printed: `T.float32(0.5)`, `T.float32("inf")`."""
+    """A floating-point constant. Printed: `T.float32(0.5)`, `T.float32("inf")`.
+
+    Equality is structural with NaN equal to NaN (a NaN constant round-trips through the
+    printer and parser)."""
 
     value: float
     dtype: str = "float32"
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, FloatImm) or other.dtype != self.dtype:
+            return False
+        return self.value == other.value or (self.value != self.value
+                                             and other.value != other.value)
+
+    def __hash__(self) -> int:
+        return hash(("FloatImm", self.dtype, "nan" if self.value != self.value else self.value))
 
 
 @dataclass(frozen=True, slots=True)
