@@ -15,6 +15,7 @@ says which handles replaced it).
 from __future__ import annotations
 
 import itertools
+import random
 
 from sched.errors import ScheduleError
 from sched.ir.nodes import PrimFunc
@@ -47,8 +48,20 @@ class LoopRV:
         return f"LoopRV({self.name!r})"
 
 
+class IntRV(int):
+    """An integer a sampling step chose: an int that the trace refers to by name, so that a
+    replay with another decision feeds the new value to the steps that used it."""
+
+    rv: str
+
+    def __new__(cls, value: int, rv: str) -> IntRV:
+        obj = super().__new__(cls, value)
+        obj.rv = rv
+        return obj
+
+
 def _freeze(value):
-    if isinstance(value, BlockRV | LoopRV):
+    if isinstance(value, BlockRV | LoopRV | IntRV):
         return RV(value.rv)
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
@@ -59,11 +72,12 @@ class ScheduleBase:
     """The state of a schedule (`Schedule` adds the primitives, family by family).
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
-    autoscheduler's cheap mode. `verify_steps` runs the IR verifier after every step.
+    autoscheduler's cheap mode. `verify_steps` runs the IR verifier after every step. `seed`
+    seeds the sampling primitives.
     """
 
     def __init__(self, func: PrimFunc, *, render_errors: bool = True,
-                 verify_steps: bool = True) -> None:
+                 verify_steps: bool = True, seed: int | None = None) -> None:
         if not isinstance(func, PrimFunc):
             raise TypeError(f"Schedule: expected a PrimFunc, got {type(func).__name__}")
         verify(func)
@@ -73,6 +87,7 @@ class ScheduleBase:
         self.verify_steps = verify_steps
         self._counter = itertools.count()
         self._replaced: dict[str, str] = {}
+        self.rng = random.Random(seed)          # for the sampling primitives
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -89,6 +104,8 @@ class ScheduleBase:
         other.render_errors, other.verify_steps = self.render_errors, self.verify_steps
         other._counter = itertools.count(self._peek_counter())
         other._replaced = dict(self._replaced)
+        other.rng = random.Random()
+        other.rng.setstate(self.rng.getstate())
         return other
 
     def _peek_counter(self) -> int:

@@ -33,6 +33,7 @@ from sched.schedule.state import (
     find_block,
     find_loop,
     fresh_name,
+    path_to,
     replace,
 )
 
@@ -114,7 +115,8 @@ def _perfect_chain(outer: For, inner_names: set[str], primitive: str) -> list[Fo
             missing = ", ".join(sorted(remaining))
             raise ScheduleError(primitive, f"loop(s) {missing} are not perfectly nested under "
                                 f"loop {chain[-1].loop_var.name!r}: only directly nested loops, "
-                                f"with no statement or block between them, can be {primitive}d")
+                                f"with no statement or block between them, can be given to "
+                                f"{primitive}")
         chain.append(body)
         remaining.discard(body.loop_var.name)
     return chain
@@ -163,6 +165,12 @@ def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
     if len(set(loop_names)) != len(loop_names):
         raise ScheduleError("reorder", f"a loop appears twice in {list(loop_names)}")
     outer = _outermost(func, loop_names, "reorder")
+    for name in loop_names:
+        loop = find_loop(func, name, "reorder")
+        if loop is not outer and path_to(outer, loop) is None:
+            raise ScheduleError("reorder", f"loop {name!r} is not inside loop "
+                                f"{outer.loop_var.name!r}: reorder works on the loops of one "
+                                f"nest")
     chain = _perfect_chain(outer, set(loop_names), "reorder")
     slots = [i for i, lp in enumerate(chain) if lp.loop_var.name in loop_names]
     by_name = {lp.loop_var.name: lp for lp in chain}

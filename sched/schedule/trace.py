@@ -17,6 +17,10 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
+# Steps whose result is a list of handles (the others return one handle or nothing).
+LIST_RESULTS = {"get_loops", "get_child_blocks", "get_producers", "get_consumers", "split",
+                "sample_perfect_tile", "tile"}
+
 
 @dataclass(frozen=True)
 class RV:
@@ -43,7 +47,8 @@ class Instruction:
         call = f"sch.{self.kind}({', '.join(args)})"
         if not self.outputs:
             return call
-        return f"{', '.join(self.outputs)} = {call}"
+        trailing = "," if self.kind in LIST_RESULTS and len(self.outputs) == 1 else ""
+        return f"{', '.join(self.outputs)}{trailing} = {call}"
 
 
 def _python(value) -> str:
@@ -111,9 +116,7 @@ class Trace:
             if instruction.decision is not None:
                 kwargs["decision"] = resolve(instruction.decision)
             result = method(*[resolve(v) for v in instruction.inputs], **kwargs)
-            outputs = result if isinstance(result, list | tuple) else [result]
-            if len(instruction.outputs) == 1:
-                outputs = [result]
+            outputs = list(result) if instruction.kind in LIST_RESULTS else [result]
             for name, handle in zip(instruction.outputs, outputs):
                 handles[name] = handle
         return schedule

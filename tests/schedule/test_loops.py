@@ -1,0 +1,249 @@
+"""Loop primitives: split, fuse, reorder, tile, add_unit_loop, parallel, vectorize, unroll,
+annotate: the IR after each, numbers on the C target, and every refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.script import T
+from tests.conftest import assert_close
+from tests.schedule.conftest import run_c
+
+
+def elementwise(n=10):
+    A = te.placeholder((n,), name="A")
+    return te.create_prim_func([A, te.compute((n,), lambda i: A[i] * 2.0, name="B")])
+
+
+def matmul(m=37, n=23, k=19):
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    return te.create_prim_func([A, B, te.ops.matmul(A, B)])
+
+
+def matmul_inputs(rng, m=37, n=23, k=19):
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    return a, b, np.zeros((m, n), np.float32)
+
+
+@T.prim_func
+def prefix_sum(A: T.Buffer((16,), "float32")):
+    for i in T.serial(1, 16):
+        with T.block("S"):
+            vi = T.axis.spatial((1, 16), i)
+            A[vi] = A[vi - 1] + A[vi]
+
+
+@T.prim_func
+def skewed_stencil(A: T.Buffer((10, 10), "float32")):
+    for i, j in T.grid(9, 9):
+        with T.block("S"):
+            vi = T.axis.spatial((1, 10), i + 1)
+            vj = T.axis.spatial(9, j)
+            A[vi, vj] = A[vi - 1, vj + 1] + T.float32(1)
+
+
+def test_split_dividing_gives_the_expected_loops(rng):
+    sch = sched.Schedule(matmul(32, 8, 4))
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    sch.split(i, factors=[None, 8])
+    text = sch.func.script()
+    assert "for i_0, i_1, j, k in T.grid(4, 8, 8, 4):" in text
+    assert "T.axis.spatial(32, i_0 * 8 + i_1)" in text
+    assert "T.where" not in text
+    a, b, c = matmul_inputs(rng, 32, 8, 4)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+
+
+def test_split_non_divisible_adds_guard(rng):
+    sch = sched.Schedule(matmul())
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    sch.split(i, factors=[None, 8])
+    sch.split(j, factors=[2, 3, 4])
+    text = sch.func.script()
+    assert "T.where(i_0 * 8 + i_1 < 37 and (j_0 * 3 + j_1) * 4 + j_2 < 23)" in text
+    assert sched.parse(text) == sch.func
+    a, b, c = matmul_inputs(rng)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+
+
+def test_split_symbolic_extent_runs_at_two_sizes(rng):
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((n,), lambda i: A[i] + 1.0,
+                                                            name="B")]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.split(i, factors=[None, 4])
+    assert "T.where(i_0 * 4 + i_1 < n)" in sch.func.script()
+    kernel = sched.build(sch.func, target="c")
+    for size in (5, 12):
+        a = rng.standard_normal(size, np.float32)
+        out = np.zeros(size, np.float32)
+        kernel(a, out)
+        assert_close(out, a + 1)
+
+
+@pytest.mark.parametrize("factors, message", [
+    ([0, None], "cannot split loop 'i' by 0: every factor must be a positive integer"),
+    ([2, 3], "their product 6 is less than the extent 10 of loop 'i'"),
+    ([None, None], "at most one factor may be None"),
+    ([5], "expected a list of at least two factors"),
+])
+def test_split_bad_factors_are_refused(factors, message):
+    sch = sched.Schedule(elementwise())
+    (i,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=message):
+        sch.split(i, factors=factors)
+    assert len(sch.trace) == 2 and sch.func == elementwise()  # nothing changed
+
+
+def test_replaced_loop_handle_says_what_replaced_it():
+    sch = sched.Schedule(elementwise())
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.split(i, factors=[None, 2])
+    with pytest.raises(ScheduleError, match="loop 'i' no longer exists: split replaced it by "
+                                            "i_0, i_1"):
+        sch.parallel(i)
+
+
+def test_unknown_block_lists_the_blocks():
+    sch = sched.Schedule(matmul())
+    with pytest.raises(ScheduleError, match="no block named 'D'; the blocks are 'C'"):
+        sch.get_block("D")
+
+
+def test_fuse_then_split_matches_numpy(rng):
+    sch = sched.Schedule(matmul())
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    ij = sch.fuse(i, j)
+    assert "for i_j_fused, k in T.grid(851, 19):" in sch.func.script()
+    sch.split(ij, factors=[None, 16])
+    a, b, c = matmul_inputs(rng)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+
+
+def test_fuse_of_loops_not_consecutive_is_refused():
+    sch = sched.Schedule(matmul())
+    i, _, k = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="must be consecutive and given outermost first; "
+                                            "the nest is i, j, k"):
+        sch.fuse(i, k)
+
+
+def test_reorder_reduce_loop_outermost_is_legal(rng):
+    sch = sched.Schedule(matmul())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(k, i, j)
+    assert "for k, i, j in T.grid(19, 37, 23):" in sch.func.script()
+    a, b, c = matmul_inputs(rng)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+
+
+def test_reorder_of_a_skewed_stencil_is_refused():
+    # S[i, j] reads A[i - 1, j + 1], written by S[i - 1, j + 1]: distance (1, -1); swapping the
+    # loops would run the reader first
+    sch = sched.Schedule(skewed_stencil)
+    i, j = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(ScheduleError) as error:
+        sch.reorder(j, i)
+    message = str(error.value)
+    assert message.startswith("reorder: the new order runs S before S")
+    assert "flow dependence on 'A': S[vi=2, vj=0] reads A[1, 1] written by S[vi=1, vj=1]" \
+        in message
+    assert "# <-- loop 'j'" in message
+    assert sch.func == sched.Schedule(skewed_stencil).func and len(sch.trace) == 2
+
+
+def test_loops_of_two_nests_cannot_be_reordered():
+    X = te.placeholder((4, 5), name="X")
+    sch = sched.Schedule(te.create_prim_func([X, te.ops.softmax(X)]))
+    (i, _) = sch.get_loops(sch.get_block("softmax_max"))
+    (_, j) = sch.get_loops(sch.get_block("softmax"))
+    with pytest.raises(ScheduleError, match="loop 'j_1' is not inside loop 'i': reorder works "
+                                            "on the loops of one nest"):
+        sch.reorder(j, i)
+
+
+def test_tile_matches_numpy(rng):
+    sch = sched.Schedule(matmul())
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    sch.tile(i, j, 8, 5)
+    assert "for i_0, j_0, i_1, j_1, k in T.grid(5, 5, 8, 5, 19):" in sch.func.script()
+    a, b, c = matmul_inputs(rng)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+
+
+def test_add_unit_loop_above_a_loop():
+    sch = sched.Schedule(elementwise())
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.add_unit_loop(i)
+    assert "for u, i in T.grid(1, 10):" in sch.func.script()
+
+
+def test_parallel_vectorize_unroll_annotate_match_numpy(rng):
+    sch = sched.Schedule(matmul(40, 24, 19))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    sch.parallel(i)
+    sch.unroll(k)
+    sch.vectorize(j)
+    sch.annotate(i, "pragma_note", "outer")
+    text = sch.func.script()
+    assert 'for i in T.parallel(40, annotations={"pragma_note": "outer"}):' in text
+    assert "for k in T.unroll(19):" in text and "for j in T.vectorized(24):" in text
+    source = sched.build(sch.func, target="c").source
+    assert "#pragma omp parallel for" in source and "#pragma omp simd" in source
+    a, b, c = matmul_inputs(rng, 40, 24, 19)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+
+
+def test_parallel_prefix_sum_is_refused():
+    # each iteration reads the element the previous one wrote
+    sch = sched.Schedule(prefix_sum)
+    (i,) = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(ScheduleError, match=r"parallel: loop 'i' carries a flow dependence of "
+                                            r"block S\nviolated dependence: flow dependence on "
+                                            r"'A': S\[vi=2\] reads A\[1\] written by S\[vi=1\]"):
+        sch.parallel(i)
+
+
+def test_parallel_reduce_loop_is_refused_with_rfactor_suggested():
+    sch = sched.Schedule(matmul())
+    _, _, k = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match=r"(?s)loop 'k' carries a reduction of block C.*"
+                                            r"legal alternatives:\n    sch.rfactor\(k"):
+        sch.parallel(k)
+    with pytest.raises(ScheduleError, match="vectorize: loop 'k' carries a reduction"):
+        sch.vectorize(k)
+
+
+def test_parallel_inner_loop_of_the_stencil_is_legal(rng):
+    sch = sched.Schedule(skewed_stencil)
+    _, j = sch.get_loops(sch.get_block("S"))
+    sch.parallel(j)
+    a = rng.standard_normal((10, 10), np.float32)
+    expected = a.copy()
+    for i in range(1, 10):
+        for jj in range(9):
+            expected[i, jj] = expected[i - 1, jj + 1] + 1
+    assert_close(run_c(sch.func, a)[0], expected)
+
+
+def test_vectorize_symbolic_extent_is_refused():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((n,), lambda i: A[i] + 1.0,
+                                                            name="B")]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="symbolic extent n; split it by a constant"):
+        sch.vectorize(i)
+
+
+def test_wrong_handle_type_names_the_argument():
+    sch = sched.Schedule(elementwise())
+    with pytest.raises(ScheduleError, match="argument 'loop': expected a loop handle"):
+        sch.split(sch.get_block("B"), factors=[2, 5])

@@ -1,0 +1,98 @@
+"""The trace: printed as runnable Python, replayed, stored as JSON, replayed with new decisions;
+a failed step records nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.schedule import Trace
+
+
+def matmul():
+    A = te.placeholder((64, 48), name="A")
+    B = te.placeholder((48, 32), name="B")
+    return te.create_prim_func([A, B, te.ops.matmul(A, B)])
+
+
+def scheduled(seed=1):
+    sch = sched.Schedule(matmul(), seed=seed)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i_factors = sch.sample_perfect_tile(i, n=3, max_innermost_factor=8)
+    io, im, ii = sch.split(i, factors=i_factors)
+    jo, ji = sch.split(j, factors=[None, 8])
+    sch.reorder(io, jo, im, k, ii, ji)
+    unroll = sch.sample_categorical([1, 2, 4], [0.3, 0.3, 0.4])
+    sch.annotate(k, "unroll_depth", int(unroll))
+    sch.parallel(io)
+    sch.vectorize(ji)
+    return sch
+
+
+def test_trace_prints_as_runnable_python():
+    sch = scheduled()
+    text = str(sch.trace)
+    assert text.splitlines()[:2] == ['b0 = sch.get_block(\'C\')', 'l1, l2, l3 = sch.get_loops(b0)']
+    assert "l7, l8, l9 = sch.split(l1, factors=[v4, v5, v6])" in text
+    replay = sched.Schedule(matmul())
+    exec(text, {"sch": replay})
+    assert replay.func == sch.func
+
+
+def test_apply_replays_to_an_equal_function():
+    sch = scheduled()
+    assert sch.trace.apply(matmul()).func == sch.func
+
+
+def test_json_round_trip():
+    sch = scheduled()
+    restored = Trace.from_json(sch.trace.to_json())
+    assert restored == sch.trace
+    assert restored.apply(matmul()).func == sch.func
+
+
+def test_new_decision_gives_a_new_schedule():
+    sch = scheduled()
+    index = next(n for n, step in enumerate(sch.trace.instructions)
+                 if step.kind == "sample_perfect_tile")
+    old = list(sch.trace.instructions[index].decision)
+    new = [64, 1, 1] if old != [64, 1, 1] else [2, 4, 8]
+    replayed = sch.trace.with_decision(index, new).apply(matmul())
+    assert replayed.func != sch.func
+    text = replayed.func.script()
+    assert f"for i_0 in T.parallel({new[0]}):" in text
+    assert f"for j_0, i_1 in T.grid(4, {new[1]}):" in text
+    assert f"for i_2 in range({new[2]}):" in text
+
+
+def test_bad_decision_is_refused():
+    sch = scheduled()
+    index = next(n for n, step in enumerate(sch.trace.instructions)
+                 if step.kind == "sample_perfect_tile")
+    with pytest.raises(ScheduleError, match=r"decision \[3, 3, 3\]: their product 27 is not "
+                                            r"the loop extent 64"):
+        sch.trace.with_decision(index, [3, 3, 3]).apply(matmul())
+
+
+def test_seeded_sampling_is_reproducible():
+    assert str(scheduled(seed=7).trace) == str(scheduled(seed=7).trace)
+
+
+def test_failed_step_changes_neither_function_nor_trace():
+    sch = scheduled()
+    before_func, before_trace = sch.func, str(sch.trace)
+    loops = sch.get_loops(sch.get_block("C"))
+    before_trace = str(sch.trace)
+    with pytest.raises(ScheduleError):
+        sch.parallel(loops[3])        # k: a reduction
+    assert sch.func is before_func and str(sch.trace) == before_trace
+
+
+def test_copy_is_independent():
+    sch = scheduled()
+    other = sch.copy()
+    (loop, *_) = other.get_loops(other.get_block("C"))
+    other.annotate(loop, "note", 1)
+    assert other.func != sch.func and len(other.trace) == len(sch.trace) + 3
