@@ -15,13 +15,10 @@ import islpy as isl
 
 from sched.ir.dtype import is_int
 from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
+from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
 
 # (variable, min, extent) of each loop around an expression that bears on it, outermost first
 Context = tuple[tuple[Var, Expr, Expr], ...]
-
-
-class NotAffine(Exception):
-    """An expression isl cannot represent (where no opaque parameter may stand for it)."""
 
 
 class AffineTranslation:
@@ -127,44 +124,7 @@ def _val(value: int):
     return isl.Val.int_from_si(isl.DEFAULT_CONTEXT, value)
 
 
-_AST_OPS = {
-    isl.ast_expr_op_type.add: "add", isl.ast_expr_op_type.sub: "sub",
-    isl.ast_expr_op_type.mul: "mul", isl.ast_expr_op_type.min: "min",
-    isl.ast_expr_op_type.max: "max",
-    isl.ast_expr_op_type.fdiv_q: "floordiv",   # floor(a / b)
-    isl.ast_expr_op_type.pdiv_q: "floordiv",   # a / b with a >= 0: floor division too
-    isl.ast_expr_op_type.div: "floordiv",      # exact division
-    isl.ast_expr_op_type.pdiv_r: "floormod",   # a % b with a >= 0
-    isl.ast_expr_op_type.zdiv_r: "floormod",   # only ever compared with 0, where they agree
-}
-
-
 def from_ast(node, terms: dict[str, Expr], dtype: str) -> Expr:
-    """An isl AST expression as IR (integers of `dtype`), in the IR's usual spelling."""
-    kind = node.get_type()
-    if kind == isl.ast_expr_type.int:
-        return IntImm(node.get_val().to_python(), dtype)
-    if kind == isl.ast_expr_type.id:
-        return terms[node.get_id().get_name()]
-    op = node.get_op_type()
-    args = [from_ast(node.get_op_arg(k), terms, dtype) for k in range(node.get_op_n_arg())]
-    if op == isl.ast_expr_op_type.minus:                  # -x -> 0 - x
-        return BinaryOp("sub", IntImm(0, dtype), args[0])
-    name = _AST_OPS.get(op)
-    if name is None:   # select, cond: a piecewise result reads worse than its min/max input
-        raise NotAffine
-    result = args[0]
-    for b in args[1:]:                                      # min and max may take more than two
-        a = result
-        if name == "mul" and isinstance(a, IntImm):        # c * x -> x * c
-            a, b = b, a
-        if name == "add" and _is_negation(a):              # (0 - x) + y -> y - x
-            result = BinaryOp("sub", b, a.b)
-        else:
-            result = BinaryOp(name, a, b)
-    return result
-
-
-def _is_negation(e: Expr) -> bool:
-    return isinstance(e, BinaryOp) and e.op == "sub" and isinstance(e.a, IntImm) \
-        and e.a.value == 0
+    """An isl AST expression as IR (integers of `dtype`); a piecewise one raises NotAffine: it
+    reads worse than the min/max it came from."""
+    return ast_to_expr(node, terms, dtype, allow_select=False)

@@ -75,11 +75,13 @@ def to_isl_condition(expr: Expr) -> str | None:
 
 _BINARY_OPS = {
     isl.ast_expr_op_type.add: "add", isl.ast_expr_op_type.sub: "sub",
-    isl.ast_expr_op_type.mul: "mul", isl.ast_expr_op_type.fdiv_q: "floordiv",
-    isl.ast_expr_op_type.pdiv_q: "floordiv", isl.ast_expr_op_type.pdiv_r: "floormod",
-    isl.ast_expr_op_type.zdiv_r: "floormod",  # isl compares it with 0 only, where they agree
+    isl.ast_expr_op_type.mul: "mul", isl.ast_expr_op_type.min: "min",
+    isl.ast_expr_op_type.max: "max",
+    isl.ast_expr_op_type.fdiv_q: "floordiv",   # floor(a / b)
+    isl.ast_expr_op_type.pdiv_q: "floordiv",   # a / b with a >= 0: floor division too
     isl.ast_expr_op_type.div: "floordiv",      # exact division
-    isl.ast_expr_op_type.min: "min", isl.ast_expr_op_type.max: "max",
+    isl.ast_expr_op_type.pdiv_r: "floormod",   # a % b with a >= 0
+    isl.ast_expr_op_type.zdiv_r: "floormod",   # only ever compared with 0, where they agree
     isl.ast_expr_op_type.eq: "eq", isl.ast_expr_op_type.lt: "lt", isl.ast_expr_op_type.le: "le",
     isl.ast_expr_op_type.gt: "gt", isl.ast_expr_op_type.ge: "ge",
     isl.ast_expr_op_type.and_: "and", isl.ast_expr_op_type.and_then: "and",
@@ -87,24 +89,47 @@ _BINARY_OPS = {
 }
 
 
-def ast_to_expr(ast: isl.AstExpr, variables: dict[str, Var]) -> Expr:
-    """An isl AST expression as IR; identifiers are looked up in `variables`."""
+class NotAffine(Exception):
+    """An isl expression (or IR expression) outside what the caller accepts."""
+
+
+def ast_to_expr(ast: isl.AstExpr, variables: dict[str, Expr], dtype: str = INDEX_DTYPE,
+                allow_select: bool = True) -> Expr:
+    """An isl AST expression as IR, in the IR's usual spelling (`x * 4`, `y - x`); identifiers
+    are looked up in `variables`. A piecewise result (select) raises NotAffine unless
+    `allow_select`."""
     kind = ast.get_type()
     if kind == isl.ast_expr_type.int:
-        return const(ast.get_val().to_python(), INDEX_DTYPE)
+        return const(ast.get_val().to_python(), dtype)
     if kind == isl.ast_expr_type.id:
-        name = ast.get_id().get_name()
-        return variables[name]
+        return variables[ast.get_id().get_name()]
     op = ast.get_op_type()
-    args = [ast_to_expr(ast.get_op_arg(i), variables) for i in range(ast.get_op_n_arg())]
-    if op == isl.ast_expr_op_type.minus:
+    args = [ast_to_expr(ast.get_op_arg(i), variables, dtype, allow_select)
+            for i in range(ast.get_op_n_arg())]
+    if op == isl.ast_expr_op_type.minus:                       # -x -> 0 - x
         return binary("sub", const(0, args[0].dtype), args[0])
     if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
+        if not allow_select:
+            raise NotAffine
         return Select(args[0], args[1], args[2])
+    name = _BINARY_OPS.get(op)
+    if name is None:
+        raise NotAffine
     result = args[0]
-    for arg in args[1:]:       # min and max may take more than two arguments
-        result = binary(_BINARY_OPS[op], result, arg)
+    for b in args[1:]:                                          # min, max may take more than two
+        a = result
+        if name == "mul" and isinstance(a, IntImm):            # c * x -> x * c
+            a, b = b, a
+        if name == "add" and _is_negation(a):                  # (0 - x) + y -> y - x
+            result = binary("sub", b, a.b)
+        else:
+            result = binary(name, a, b)
     return result
+
+
+def _is_negation(e: Expr) -> bool:
+    return isinstance(e, BinaryOp) and e.op == "sub" and isinstance(e.a, IntImm) \
+        and e.a.value == 0
 
 
 def pw_aff_to_expr(pw_aff: isl.PwAff, context: isl.Set, variables: dict[str, Var]) -> Expr:

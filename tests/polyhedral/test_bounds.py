@@ -52,7 +52,7 @@ def test_split_loop_tile_region():
                                                       realize))
     func = PrimFunc("f", (A, B), BlockRealize((), TRUE, Block("root", (), (), (), nest)))
     (region,) = buffer_region(func, "B", "A", loop="ii")
-    assert region.min.script() == "4 * io + 1"
+    assert region.min.script() == "io * 4 + 1"
     # the last tile (io = 2) holds two elements only, and the box says so
     assert region.extent.script() == "T.if_then_else(io == 2, 2, 4)"
 
