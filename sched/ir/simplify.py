@@ -48,25 +48,28 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
         if folded is not None and (is_float(a.dtype) or not isinstance(folded, float)):
             return const(folded, node.dtype)
     integer = not is_float(a.dtype)
+    # (condition, result): results are built only for the rule that matches
     rules = (
-        (op == "add" and _is(b, 0), a),                          # x + 0 -> x
-        (op == "add" and _is(a, 0), b),                          # 0 + x -> x
-        (op == "sub" and _is(b, 0), a),                          # x - 0 -> x
-        (op == "sub" and integer and a == b, const(0, a.dtype)),  # x - x -> 0
-        (op == "mul" and _is(b, 1), a),                          # x * 1 -> x
-        (op == "mul" and _is(a, 1), b),                          # 1 * x -> x
-        (op == "mul" and integer and (_is(a, 0) or _is(b, 0)), const(0, a.dtype)),  # x*0 -> 0
-        (op in ("floordiv", "div") and _is(b, 1), a),            # x // 1 -> x
-        (op == "floormod" and integer and _is(b, 1), const(0, a.dtype)),  # x % 1 -> 0
-        (op in ("min", "max") and a == b, a),                    # max(x, x) -> x
-        (op == "and" and va == 1, b),                            # True and x -> x
-        (op == "and" and vb == 1, a),                            # x and True -> x
-        (op == "or" and va == 0, b),                             # False or x -> x
-        (op == "or" and vb == 0, a),                             # x or False -> x
+        (lambda: op == "add" and _is(b, 0), lambda: a),                      # x + 0 -> x
+        (lambda: op == "add" and _is(a, 0), lambda: b),                      # 0 + x -> x
+        (lambda: op == "sub" and _is(b, 0), lambda: a),                      # x - 0 -> x
+        (lambda: op == "sub" and integer and a == b, lambda: const(0, a.dtype)),  # x - x -> 0
+        (lambda: op == "mul" and _is(b, 1), lambda: a),                      # x * 1 -> x
+        (lambda: op == "mul" and _is(a, 1), lambda: b),                      # 1 * x -> x
+        (lambda: op == "mul" and integer and (_is(a, 0) or _is(b, 0)),
+         lambda: const(0, a.dtype)),                                         # x * 0 -> 0
+        (lambda: op in ("floordiv", "div") and _is(b, 1), lambda: a),        # x // 1 -> x
+        (lambda: op == "floormod" and integer and _is(b, 1),
+         lambda: const(0, a.dtype)),                                         # x % 1 -> 0
+        (lambda: op in ("min", "max") and a == b, lambda: a),                # max(x, x) -> x
+        (lambda: op == "and" and va == 1, lambda: b),                        # True and x -> x
+        (lambda: op == "and" and vb == 1, lambda: a),                        # x and True -> x
+        (lambda: op == "or" and va == 0, lambda: b),                         # False or x -> x
+        (lambda: op == "or" and vb == 0, lambda: a),                         # x or False -> x
     )
     for matches, result in rules:
-        if matches:
-            return result
+        if matches():
+            return result()
     # (x + c1) + c2 -> x + (c1 + c2), likewise with -, so offsets collect in one constant
     if integer and op in ("add", "sub") and vb is not None and isinstance(a, BinaryOp) \
             and a.op in ("add", "sub") and _value(a.b) is not None:
