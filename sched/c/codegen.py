@@ -6,8 +6,9 @@ The unit holds one exported function
 
 taking the buffers in parameter order (`const` when the kernel never stores to them), then the
 scalar parameters, then the symbolic dims in `PrimFunc.symbolic_vars` order. Loop kinds map to
-pragmas: parallel -> `#pragma omp parallel for`, vectorized -> `#pragma omp simd`, unrolled ->
-`#pragma GCC unroll N`; thread-bound loops run as serial loops. Integer `//` and `%` are floor
+pragmas: parallel -> `#pragma omp parallel for`, vectorized -> explicit SIMD code with GCC vector
+types where vectorize.py allows it, else `#pragma omp simd`, unrolled -> `#pragma GCC unroll N`;
+thread-bound loops run as serial loops. Integer `//` and `%` are floor
 division and modulo: plain `/` and `%` where both operands are provably non-negative (loop
 variables from a non-negative start, symbolic dims, constants), else a static inline helper.
 """
@@ -18,8 +19,9 @@ import keyword
 import re
 
 from sched.c import dtypes
+from sched.c.vectorize import VECTOR_TYPES, vector_lanes, vector_typedefs
 from sched.ir.dtype import is_float, is_int
-from sched.ir.functor import collect
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     Allocate,
     BinaryOp,
@@ -89,6 +91,8 @@ class _CEmitter:
         self.depth = 1
         self.helpers: dict[str, None] = {}
         self.nonneg: set[Var] = set(func.symbolic_vars)
+        self.vector: tuple[Var, str] | None = None   # (loop variable, vector type) in SIMD code
+        self.uses_vectors = False
 
     # -- the translation unit ------------------------------------------------------------------
 
@@ -99,6 +103,8 @@ class _CEmitter:
                   "#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>",
                   "#include <stdlib.h>", ""]
         helpers = [dtypes.helper_source(name) + "\n" for name in self.helpers]
+        if self.uses_vectors:
+            helpers.insert(0, vector_typedefs())
         signature = f"void {c_function_name(self.func)}({', '.join(self.parameters())})"
         return "\n".join([*header, *helpers, signature + " {", *body, "}", ""])
 
@@ -138,6 +144,13 @@ class _CEmitter:
     def stmt_BufferStore(self, node: BufferStore) -> None:
         (index,) = node.indices
         value = self.expr(node.value)
+        if self.vector is not None:       # a store of lanes: see vectorize.py
+            var, vector_type = self.vector
+            if var not in free_vars(node.value):
+                value = f"({vector_type}){{0}} + ({value})"     # broadcast
+            self.line(f"*({vector_type}*)&{c_name(node.buffer.storage_name)}"
+                      f"[{self.expr(index)}] = {value};")
+            return
         if node.buffer.dtype == "float16":
             value = f"(_Float16)({value})"
         elif node.buffer.dtype == "bfloat16":
@@ -146,6 +159,10 @@ class _CEmitter:
 
     def stmt_For(self, node: For) -> None:
         var, ctype = c_name(node.loop_var.name), dtypes.storage_type(node.loop_var.dtype)
+        lanes = vector_lanes(node) if node.kind == "vectorized" else None
+        if lanes is not None:
+            self.vector_loop(node, lanes)
+            return
         if node.kind == "parallel":
             self.line("#pragma omp parallel for")
         elif node.kind == "vectorized":
@@ -158,6 +175,20 @@ class _CEmitter:
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.expr(end)}; "
                   f"++{var}) {{")
         self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
+        self.line("}")
+
+    def vector_loop(self, node: For, lanes: int) -> None:
+        """A vectorized loop as SIMD code, `lanes` elements per iteration (vectorize.py)."""
+        var = c_name(node.loop_var.name)
+        end = simplify(node.min + node.extent)
+        dtype = node.body.buffer.dtype if isinstance(node.body, BufferStore) \
+            else node.body.stmts[0].buffer.dtype
+        self.uses_vectors = True
+        self.line(f"for (int32_t {var} = {self.expr(node.min)}; {var} < {self.expr(end)}; "
+                  f"{var} += {lanes}) {{  // vectorized: {lanes} lanes")
+        self.vector = (node.loop_var, VECTOR_TYPES[dtype])
+        self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
+        self.vector = None
         self.line("}")
 
     def stmt_IfThenElse(self, node: IfThenElse) -> None:
@@ -216,6 +247,8 @@ class _CEmitter:
     def expr_BufferLoad(self, node: BufferLoad):
         (index,) = node.indices
         text = f"{c_name(node.buffer.storage_name)}[{self.expr(index)}]"
+        if self.vector is not None and self.vector[0] in free_vars(index):
+            return f"*({self.vector[1]}*)&{text}", _UNARY
         if node.buffer.dtype == "float16":
             return f"(float){text}", _UNARY
         if node.buffer.dtype == "bfloat16":

@@ -1,0 +1,51 @@
+"""Vectorized loops become explicit SIMD code where the accesses allow it, else stay scalar."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import sched
+from sched import compute as te
+from tests.conftest import assert_close
+
+
+def vectorized_inner(func, block):
+    sch = sched.Schedule(func)
+    loops = sch.get_loops(sch.get_block(block))
+    sch.vectorize(loops[-1])
+    return sched.build(sch.func, target="c")
+
+
+def test_contiguous_and_broadcast_accesses_become_vector_code(rng):
+    A = te.placeholder((5, 48), name="A")
+    s = te.placeholder((48,), name="s")
+    C = te.compute((5, 48), lambda i, j: A[i, j] * s[j] - A[i, 0] + 1.0, name="C")
+    kernel = vectorized_inner(te.create_prim_func([A, s, C]), "C")
+    assert "j += 8) {  // vectorized: 8 lanes" in kernel.source
+    assert "*(sched_f32x8*)&C[i * 48 + j] = " in kernel.source
+    a, v = rng.standard_normal((5, 48), np.float32), rng.standard_normal(48, np.float32)
+    out = np.zeros((5, 48), np.float32)
+    kernel(a, v, out)
+    assert_close(out, a * v - a[:, :1] + 1)
+
+
+def test_strided_access_keeps_the_scalar_simd_loop(rng):
+    A = te.placeholder((16, 8), name="A")
+    func = te.create_prim_func([A, te.ops.transpose(A)])
+    kernel = vectorized_inner(func, "transpose")
+    assert "#pragma omp simd" in kernel.source and "sched_f32x8" not in kernel.source
+    a = rng.standard_normal((16, 8), np.float32)
+    out = np.zeros((8, 16), np.float32)
+    kernel(a, out)
+    np.testing.assert_array_equal(out, a.T)
+
+
+def test_extent_not_a_multiple_of_the_lanes_stays_scalar(rng):
+    A = te.placeholder((3, 12), name="A")
+    kernel = vectorized_inner(te.create_prim_func(
+        [A, te.compute((3, 12), lambda i, j: A[i, j] * 2.0, name="B")]), "B")
+    assert "sched_f32x8" not in kernel.source
+    a = rng.standard_normal((3, 12), np.float32)
+    out = np.zeros_like(a)
+    kernel(a, out)
+    np.testing.assert_array_equal(out, a * 2)
