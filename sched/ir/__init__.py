@@ -5,6 +5,7 @@ from sched.ir.functor import IRMutator, IRVisitor, collect, free_vars, substitut
 from sched.ir.nodes import (
     TRUE,
     Allocate,
+    Barrier,
     BinaryOp,
     Block,
     BlockRealize,

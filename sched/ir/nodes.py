@@ -334,6 +334,17 @@ class Allocate(Stmt):
 
 
 @dataclass(frozen=True, slots=True)
+class Barrier(Stmt):
+    """Every thread of a GPU thread block waits here until all have arrived (and their writes
+    to `scope` memory are visible). Inserted by the lowering, never by hand.
+
+    Printed: `T.tvm_storage_sync("shared")` (TVM's spelling); `__syncthreads()` in CUDA.
+    """
+
+    scope: str = "shared"
+
+
+@dataclass(frozen=True, slots=True)
 class Block(Node):
     """A unit of computation that only touches its iteration variables and declared regions.
 

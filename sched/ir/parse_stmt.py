@@ -20,6 +20,7 @@ from sched.ir.nodes import (
     TRUE,
     Allocate,
     Annotations,
+    Barrier,
     Block,
     BlockRealize,
     Buffer,
@@ -214,6 +215,13 @@ class StmtParser(ExprParser):
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
         if name == "evaluate":
             raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
+        if name == "tvm_storage_sync":
+            args = node.value.args
+            scope = args[0].value if len(args) == 1 and isinstance(args[0], ast.Constant) \
+                else None
+            if scope not in ("shared", "global"):
+                raise self.error(node, 'expected T.tvm_storage_sync("shared")')
+            return Barrier(scope)
         raise self.error(node, f"unknown construct 'T.{name}'")
 
     def _stmt_If(self, node: ast.If) -> Stmt:

@@ -29,6 +29,7 @@ from sched.ir.dtype import INDEX_DTYPE
 from sched.ir.functor import collect
 from sched.ir.nodes import (
     Allocate,
+    Barrier,
     BinaryOp,
     Block,
     BlockRealize,
@@ -294,6 +295,9 @@ class _Printer:
 
     def _BufferStore(self, store: BufferStore, last: bool) -> None:
         self.emit(f"{store.buffer.name}[{_indices(store.indices)}] = {_text(store.value)}")
+
+    def _Barrier(self, barrier: Barrier, last: bool) -> None:
+        self.emit(f'T.tvm_storage_sync("{barrier.scope}")')
 
     def _LetStmt(self, let: LetStmt, last: bool) -> None:
         if last:                                 # x: T.int32 = value, then the body

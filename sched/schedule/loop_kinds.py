@@ -30,7 +30,9 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
         if violation is not None:
             alternatives = ()
             if violation.dependence is not None and violation.dependence.is_reduction:
-                alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {primitive} "
+                verb = {"bind": "bind", "parallel": "parallelize",
+                        "vectorize": "vectorize"}.get(primitive, primitive)
+                alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {verb} "
                                 f"the new loop of the factored block",)
             raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
                                  alternatives=alternatives)
