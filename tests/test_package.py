@@ -17,7 +17,7 @@ ALLOWED = {
     "schedule": {"ir", "polyhedral"},
     "lower": {"ir", "polyhedral"},
     "c": {"ir", "lower"},
-    "cuda": {"ir", "lower"},
+    "cuda": {"ir", "lower", "c"},     # CUDA C extends the C emitter
     "autoscheduler": {"ir", "compute", "polyhedral", "schedule", "lower", "c", "cuda"},
 }
 SHARED = {"errors", "env", "arguments"}   # top-level modules every package may use

@@ -10,28 +10,44 @@ from collections.abc import Callable
 
 from sched.ir.nodes import PrimFunc
 from sched.ir.verify import VerifyError, verify
+from sched.lower.align_storage import align_storage
+from sched.lower.compact_buffers import compact_buffers
 from sched.lower.convert_blocks import convert_blocks_to_loops
 from sched.lower.flatten_buffers import flatten_buffers
+from sched.lower.gpu_threads import unify_thread_loops
+from sched.lower.insert_barriers import insert_barriers
 from sched.lower.lower_init import lower_reduction_init
+from sched.lower.plan_buffer_allocation import plan_buffer_allocation
 from sched.lower.simplify_indices import simplify_indices
+from sched.lower.thread_phases import emulate_threads
 
 logger = logging.getLogger("sched.lower")
 
 Pass = Callable[[PrimFunc], PrimFunc]
 
 
-def lower(func: PrimFunc, *, debug: bool = False) -> PrimFunc:
-    """`func` lowered to loop IR: no blocks, one-dimensional buffer accesses, simplified indices.
+def lower(func: PrimFunc, *, target: str = "c", debug: bool = False) -> PrimFunc:
+    """`func` lowered to loop IR for `target` ("c" or "cuda"): no blocks, one-dimensional
+    buffer accesses, simplified indices, barriers where threads share memory.
 
     The result has the same parameters as `func`; a code generator emits it statement by
-    statement. The IR is verified on entry and exit (and after every pass when `debug`).
+    statement. On the C target a GPU schedule's thread loops are split into phases at its
+    barriers, so that it computes what the GPU would.
+    The IR is verified on entry and exit (and after every pass when `debug`).
     The logger "sched.lower" reports each pass's time at DEBUG level, and the IR after each
     pass that changed it.
     """
     _verify(func, "the input of lower()")
     run = _PassRunner(debug)
+    func = run(plan_buffer_allocation, func)
+    func = run(compact_buffers, func)
+    func = run(align_storage, func)
     func = run(lower_reduction_init, func)
     func = run(convert_blocks_to_loops, func)
+    func = run(unify_thread_loops, func)
+    func = run(insert_barriers, func)
+    if target == "c":
+        func = run(emulate_threads, func)
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
     _verify(func, "the output of lower()")

@@ -1,0 +1,146 @@
+"""GPU thread loops: one hardware index per thread tag, and the launch configuration.
+
+In TVM's convention, which sched follows, every loop bound to a thread tag stands for the same
+hardware index: a loop bound to threadIdx.x nested in another one bound to threadIdx.x (a
+cooperative fetch placed under the compute's thread loops) does not multiply the threads; each
+thread runs the iteration of its own index. `unify_thread_loops` rewrites such a nested loop into
+its outer loop's variable (with a guard when it is shorter), so that both the CUDA code and the
+C target's per-thread loops (thread_phases.py) see one loop per tag. It runs after block
+conversion: blocks are gone, and loop variables are plain variables.
+
+`launch_config` reads the grid and block sizes off the bound loops and checks the kernel shape:
+every store runs under a blockIdx or threadIdx loop (or the code would run once per thread),
+loops of one tag agree on their extent, threadIdx extents are constants with a product of at
+most 1024.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, IRVisitor, substitute
+from sched.ir.nodes import (
+    BufferStore,
+    Expr,
+    For,
+    IfThenElse,
+    IntImm,
+    PrimFunc,
+    binary,
+    const,
+)
+
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+MAX_THREADS_PER_BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Grid extents (IR expressions: symbolic dims allowed) and block extents (constants)."""
+
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[int, int, int]
+    dynamic_shared_bytes: int = 0
+
+    @property
+    def threads_per_block(self) -> int:
+        return math.prod(self.block)
+
+
+def _is_bound(loop: For) -> bool:
+    return loop.kind == "thread_binding" and loop.thread_tag in BLOCK_TAGS + THREAD_TAGS
+
+
+class _Unify(IRMutator):
+    def __init__(self) -> None:
+        self.outer: dict[str, For] = {}
+
+    def visit_For(self, loop: For):
+        if not _is_bound(loop):
+            return self.visit_children(loop)
+        outer = self.outer.get(loop.thread_tag)
+        if outer is None:
+            self.outer[loop.thread_tag] = loop
+            result = self.visit_children(loop)
+            del self.outer[loop.thread_tag]
+            return result
+        if isinstance(loop.extent, IntImm) and isinstance(outer.extent, IntImm) \
+                and loop.extent.value > outer.extent.value:
+            raise ScheduleError("bind", f"loop {loop.loop_var.name!r} is bound to "
+                                f"{loop.thread_tag} with extent {loop.extent.value}, inside loop "
+                                f"{outer.loop_var.name!r} bound to it with extent "
+                                f"{outer.extent.value}: a nested loop of one thread axis cannot "
+                                f"use more threads than the outer one; split it by "
+                                f"{outer.extent.value}")
+        body = self.visit(substitute(loop.body, {loop.loop_var: outer.loop_var}))
+        if loop.extent != outer.extent:
+            body = IfThenElse(binary("lt", outer.loop_var, loop.extent), body)
+        return body
+
+
+def unify_thread_loops(func: PrimFunc) -> PrimFunc:
+    """`func` where a loop nested in a loop of the same thread tag uses the outer loop's
+    variable instead of running its own iterations (see the module docstring)."""
+    return _Unify().visit(func)
+
+
+class _LaunchReader(IRVisitor):
+    def __init__(self) -> None:
+        self.extents: dict[str, list[Expr]] = {}
+        self.bound_depth = 0
+        self.unbound_store: BufferStore | None = None
+
+    def visit_For(self, loop: For) -> None:
+        if _is_bound(loop):
+            self.extents.setdefault(loop.thread_tag, []).append(loop.extent)
+            self.bound_depth += 1
+            self.visit(loop.body)
+            self.bound_depth -= 1
+        else:
+            self.visit_children(loop)
+
+    def visit_BufferStore(self, store: BufferStore) -> None:
+        if self.bound_depth == 0 and self.unbound_store is None:
+            self.unbound_store = store
+
+
+def launch_config(func: PrimFunc) -> LaunchConfig:
+    """The grid and block of `func`'s kernel, after checking its shape (module docstring)."""
+    reader = _LaunchReader()
+    reader.visit(func.body)
+    if reader.unbound_store is not None:
+        store = reader.unbound_store
+        raise ScheduleError("build", f"the store to '{store.buffer.name}' is not under any loop "
+                            f"bound to blockIdx or threadIdx, so every GPU thread would run it: "
+                            f"bind its outer loops (sch.bind(loop, \"blockIdx.x\"), "
+                            f"\"threadIdx.x\") or compute it at a bound loop")
+    grid, block = [], []
+    for tag in BLOCK_TAGS + THREAD_TAGS:
+        extents = reader.extents.get(tag, [const(1, "int32")])
+        if len(set(extents)) > 1:
+            raise ScheduleError("build", f"loops bound to {tag} have different extents "
+                                f"({', '.join(e.script() for e in dict.fromkeys(extents))}); "
+                                f"loops of one thread axis must agree: split them alike")
+        extent = extents[0]
+        if tag in THREAD_TAGS:
+            if not isinstance(extent, IntImm):
+                raise ScheduleError("build", f"the loop bound to {tag} has the symbolic extent "
+                                    f"{extent.script()}; thread counts must be constants: "
+                                    f"split the loop by a constant and bind the inner part")
+            block.append(extent.value)
+        else:
+            grid.append(extent)
+    config = LaunchConfig(tuple(grid), tuple(block))
+    if config.threads_per_block > MAX_THREADS_PER_BLOCK:
+        raise ScheduleError("build", f"{config.threads_per_block} threads per block "
+                            f"({' x '.join(str(b) for b in block)}) exceed "
+                            f"{MAX_THREADS_PER_BLOCK}: split the threadIdx loops smaller")
+    return config
+
+
+def with_shared_bytes(config: LaunchConfig, shared_bytes: int) -> LaunchConfig:
+    return dataclasses.replace(config, dynamic_shared_bytes=shared_bytes)

@@ -1,0 +1,196 @@
+"""Running a GPU kernel on the CPU: thread loops split into phases at every barrier.
+
+On the C target the loops bound to blockIdx and threadIdx are ordinary loops. That is right
+until threads communicate through shared memory: a barrier means "every thread has finished the
+code before it", which a loop over threads gives only if the loop ends at the barrier. So, as
+MCUDA and PoCL do, each thread loop nest whose body holds barriers becomes one loop nest per
+phase between barriers (loop fission); a serial loop or an `if` holding a barrier moves outside
+the thread loops (its bounds and condition must be the same for every thread). What a thread
+keeps across phases must survive the fission:
+
+- every "local" buffer gets one copy per thread (leading dimensions for threadIdx.z, y, x,
+  indexed by the thread at each access) and, like every "shared" buffer (one per block), is
+  allocated once per block, inside the innermost blockIdx loop.
+
+Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
+buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, collect, free_vars
+from sched.ir.nodes import (
+    Allocate,
+    Barrier,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IfThenElse,
+    IntImm,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    seq,
+)
+from sched.lower.gpu_threads import BLOCK_TAGS, THREAD_TAGS, launch_config
+
+_THREAD_ORDER = ("threadIdx.z", "threadIdx.y", "threadIdx.x")
+
+
+def _is_thread_loop(stmt: Stmt) -> bool:
+    return isinstance(stmt, For) and stmt.kind == "thread_binding" \
+        and stmt.thread_tag in THREAD_TAGS
+
+
+class _HoistAllocations(IRMutator):
+    """Takes every Allocate out of the kernel body, to put it inside the innermost blockIdx
+    loop (or at the top of the function), expanding local ones per thread."""
+
+    def __init__(self, block_extents: dict[str, int]) -> None:
+        self.block_extents = block_extents
+        self.hoisted: list[list[Buffer]] = [[]]
+        self.expanded: dict[str, Buffer] = {}
+        self.thread_vars: dict[str, Expr] = {}
+
+    def visit_Allocate(self, node: Allocate):
+        buffer = node.buffer
+        if buffer.scope == "local":
+            dims = tuple(IntImm(self.block_extents[tag]) for tag in _THREAD_ORDER)
+            buffer = dataclasses.replace(buffer, shape=dims + buffer.shape)
+            self.expanded[node.buffer.name] = buffer
+        self.hoisted[-1].append(buffer)
+        return self.visit(node.body)
+
+    def visit_For(self, node: For):
+        tag = node.thread_tag if node.kind == "thread_binding" else None
+        if tag in BLOCK_TAGS:
+            self.hoisted.append([])
+            loop = self.visit_children(node)
+            body = loop.body
+            for buffer in reversed(self.hoisted.pop()):
+                body = Allocate(buffer, body)
+            return dataclasses.replace(loop, body=body)
+        if tag in THREAD_TAGS:
+            previous = self.thread_vars.get(tag)
+            self.thread_vars[tag] = node.loop_var
+            loop = self.visit_children(node)
+            if previous is None:
+                del self.thread_vars[tag]
+            else:
+                self.thread_vars[tag] = previous
+            return loop
+        return self.visit_children(node)
+
+    def _thread_index(self) -> tuple[Expr, ...]:
+        return tuple(self.thread_vars.get(tag, IntImm(0)) for tag in _THREAD_ORDER)
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.visit_children(node)
+        buffer = self.expanded.get(node.buffer.name)
+        if buffer is None:
+            return node
+        return BufferLoad(buffer, self._thread_index() + node.indices)
+
+    def visit_BufferStore(self, node: BufferStore):
+        node = self.visit_children(node)
+        buffer = self.expanded.get(node.buffer.name)
+        if buffer is None:
+            return node
+        return BufferStore(buffer, node.value, self._thread_index() + node.indices)
+
+
+def _has_barrier(stmt: Stmt) -> bool:
+    return bool(collect(stmt, Barrier))
+
+
+def _thread_nest(loop: For) -> tuple[list[For], Stmt]:
+    """The perfectly nested thread loops starting at `loop`, and the body inside them."""
+    nest = [loop]
+    while _is_thread_loop(nest[-1].body):
+        nest.append(nest[-1].body)
+    return nest, nest[-1].body
+
+
+def _wrap(nest: list[For], body: Stmt) -> Stmt:
+    for loop in reversed(nest):
+        body = dataclasses.replace(loop, body=body)
+    return body
+
+
+def _check_uniform(what: str, expr: Expr, nest: list[For]) -> None:
+    thread_vars = {loop.loop_var for loop in nest}
+    if set(free_vars(expr)) & thread_vars:
+        raise ScheduleError("build", f"{what} ({expr.script()}) depends on the thread index but "
+                            f"holds a barrier: every thread of a block must reach the same "
+                            f"barriers; move the barrier's statements out of it")
+
+
+def _phases(nest: list[For], body: Stmt) -> Stmt:
+    """`body` (under the thread loops `nest`) as thread loops split at its barriers."""
+    if not _has_barrier(body):
+        return _wrap(nest, body)
+    if isinstance(body, Barrier):
+        return seq()
+    if isinstance(body, SeqStmt):
+        pieces: list[Stmt] = []
+        group: list[Stmt] = []
+        for stmt in body.stmts:
+            if not _has_barrier(stmt):
+                group.append(stmt)
+                continue
+            if group:
+                pieces.append(_wrap(nest, seq(*group)))
+                group = []
+            if not isinstance(stmt, Barrier):
+                pieces.append(_phases(nest, stmt))
+        if group:
+            pieces.append(_wrap(nest, seq(*group)))
+        return seq(*pieces)
+    if isinstance(body, For):
+        _check_uniform(f"the bounds of loop '{body.loop_var.name}'", body.min + body.extent,
+                       nest)
+        return dataclasses.replace(body, body=_phases(nest, body.body))
+    if isinstance(body, IfThenElse):
+        _check_uniform("an if condition", body.condition, nest)
+        other = _phases(nest, body.else_body) if body.else_body is not None else None
+        return dataclasses.replace(body, then_body=_phases(nest, body.then_body),
+                                   else_body=other)
+    if isinstance(body, LetStmt):
+        _check_uniform(f"the value of '{body.var.name}'", body.value, nest)
+        return dataclasses.replace(body, body=_phases(nest, body.body))
+    raise AssertionError(f"unexpected {type(body).__name__} holding a barrier")
+
+
+class _SplitPhases(IRMutator):
+    def visit_For(self, node: For):
+        if not _is_thread_loop(node):
+            return self.visit_children(node)
+        nest, body = _thread_nest(node)
+        return _phases(nest, body)
+
+
+def emulate_threads(func: PrimFunc) -> PrimFunc:
+    """`func` (a GPU kernel) as CPU loops that compute what the GPU would (module docstring).
+    A function without threadIdx loops is returned unchanged."""
+    if not any(_is_thread_loop(loop) for loop in collect(func.body, For)):
+        return func
+    config = launch_config(func)
+    extents = dict(zip(THREAD_TAGS, config.block))
+    hoister = _HoistAllocations(extents)
+    func = hoister.visit(func)
+    body = func.body
+    for buffer in reversed(hoister.hoisted[0]):        # allocations outside any blockIdx loop
+        body = Allocate(buffer, body)
+    func = dataclasses.replace(func, body=body)
+    if not collect(func.body, Barrier):
+        return func
+    func = _SplitPhases().visit(func)
+    if collect(func.body, Barrier):
+        raise AssertionError("a barrier outside any thread loop survived phase splitting")
+    return func

@@ -1,0 +1,135 @@
+"""GPU lowering: barriers where threads share memory, one loop per thread axis, the launch
+configuration, and the C target's per-thread phases that compute what the GPU would."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import ScheduleError
+from sched.ir import Barrier, collect
+from sched.lower import lower
+from sched.lower.gpu_threads import launch_config
+from sched.script import T
+from tests.conftest import assert_close
+
+
+@T.prim_func
+def block_sum(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8,), "float32")):
+    for b in T.thread_binding(8, thread="blockIdx.x"):
+        X = T.decl_buffer((64,), "float32", scope="shared")
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            X[t] = A[b, t]
+            if t == 0:
+                B[b] = T.float32(0)
+                for r in range(64):
+                    B[b] = B[b] + X[r]
+
+
+@T.prim_func
+def tiled_matmul(A: T.Buffer((64, 48), "float32"), B: T.Buffer((48, 32), "float32"),
+                 C: T.Buffer((64, 32), "float32")):
+    for by in T.thread_binding(4, thread="blockIdx.y"):
+        for bx in T.thread_binding(2, thread="blockIdx.x"):
+            As = T.decl_buffer((16, 16), "float32", scope="shared")
+            Bs = T.decl_buffer((16, 16), "float32", scope="shared")
+            acc = T.decl_buffer((1,), "float32", scope="local")
+            for ty in T.thread_binding(16, thread="threadIdx.y"):
+                for tx in T.thread_binding(16, thread="threadIdx.x"):
+                    acc[0] = T.float32(0)
+                    for ko in range(3):
+                        As[ty, tx] = A[by * 16 + ty, ko * 16 + tx]
+                        Bs[ty, tx] = B[ko * 16 + ty, bx * 16 + tx]
+                        for ki in range(16):
+                            acc[0] = acc[0] + As[ty, ki] * Bs[ki, tx]
+                    C[by * 16 + ty, bx * 16 + tx] = acc[0]
+
+
+@T.prim_func
+def elementwise_no_shared(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
+    for b in T.thread_binding(2, thread="blockIdx.x"):
+        for t in T.thread_binding(128, thread="threadIdx.x"):
+            B[b * 128 + t] = A[b * 128 + t] * T.float32(2)
+
+
+def test_barrier_between_a_shared_write_and_the_read_of_another_thread():
+    text = lower(block_sum, target="cuda").script()
+    assert 'X[t] = A_flat[b * 64 + t]\n            T.tvm_storage_sync("shared")\n' \
+           '            if t == 0:' in text
+
+
+def test_tiled_matmul_gets_a_barrier_before_compute_and_at_the_end_of_the_k_loop():
+    text = lower(tiled_matmul, target="cuda").script()
+    ko_body = text[text.index("for ko in range(3):"):]
+    assert ko_body.count('T.tvm_storage_sync("shared")') == 2
+    fetch_then_sync = 'Bs[ty * 16 + tx] = B_flat[ko * 512 + ty * 32 + bx * 16 + tx]\n' \
+                      '                        T.tvm_storage_sync("shared")'
+    assert fetch_then_sync in text
+    assert ko_body.rstrip().splitlines()[-2].strip() == 'T.tvm_storage_sync("shared")'
+
+
+def test_no_shared_memory_no_barrier():
+    assert not collect(lower(elementwise_no_shared, target="cuda").body, Barrier)
+
+
+def test_launch_config_comes_from_the_bound_loops():
+    config = launch_config(lower(tiled_matmul, target="cuda"))
+    assert [g.value for g in config.grid] == [2, 4, 1]
+    assert config.block == (16, 16, 1) and config.threads_per_block == 256
+
+
+def test_unbound_store_is_refused_for_the_gpu():
+    @T.prim_func
+    def unbound(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            A[i] = T.float32(1)
+    with pytest.raises(ScheduleError, match="not under any loop bound to blockIdx or threadIdx"):
+        launch_config(lower(unbound, target="cuda"))
+
+
+def test_too_many_threads_are_refused():
+    @T.prim_func
+    def big(A: T.Buffer((2048,), "float32")):
+        for t in T.thread_binding(2048, thread="threadIdx.x"):
+            A[t] = T.float32(1)
+    with pytest.raises(ScheduleError, match="2048 threads per block .* exceed 1024"):
+        launch_config(lower(big, target="cuda"))
+
+
+@pytest.mark.parametrize("kernel, inputs, reference", [
+    (block_sum, [(8, 64)], lambda a: a.sum(axis=1)),
+    (tiled_matmul, [(64, 48), (48, 32)], lambda a, b: a @ b),
+    (elementwise_no_shared, [(256,)], lambda a: a * 2),
+], ids=["block_sum", "tiled_matmul", "elementwise"])
+def test_c_target_runs_gpu_kernels_phase_by_phase(rng, kernel, inputs, reference):
+    arrays = [rng.standard_normal(shape, np.float32) for shape in inputs]
+    expected = reference(*[a.astype(np.float64) for a in arrays])
+    out = np.zeros(expected.shape, np.float32)
+    sched.build(kernel, target="c")(*arrays, out)
+    assert_close(out, expected)
+
+
+def test_c_phases_split_thread_loops_at_barriers_and_expand_local_buffers():
+    text = lower(tiled_matmul, target="c").script()
+    assert "T.tvm_storage_sync" not in text
+    assert 'acc = T.decl_buffer((256,), "float32", scope="local")' in text   # 16 x 16 threads
+    assert text.count('for tx in T.thread_binding(16, thread="threadIdx.x"):') == 4
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+def test_cuda_source_compiles_with_nvcc(tmp_path):
+    from sched.cuda.codegen import generate_cuda
+
+    lowered = lower(tiled_matmul, target="cuda")
+    source, name = generate_cuda(lowered, launch_config(lowered))
+    assert "__syncthreads();" in source and "__shared__ __align__(16) float As[256];" in source
+    path = tmp_path / "kernel.cu"
+    path.write_text(source)
+    result = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", str(path), "-o",
+                             str(tmp_path / "kernel.cubin")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "0 bytes spill stores" in result.stderr
