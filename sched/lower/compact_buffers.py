@@ -1,0 +1,248 @@
+"""Buffer compaction: each allocated buffer shrinks to the box its accesses touch in one
+execution of its allocation point, and its indices are rebased to that box.
+
+Runs after `plan_buffer_allocation` (which puts allocations as low as they can go: a buffer
+under a tile loop is then a tile) and before `align_storage` (which pads the compacted shape),
+on block IR: the polyhedral model of the blocks gives, with isl, the exact box touched per
+iteration of the loops around the allocation, `T.where` predicates included. TVM:
+CompactBufferAllocation.
+
+A block may use only its own iteration variables, so the offset of the box, a function of the
+loops around the allocation (`io * 4`), is rewritten as a function of each accessing block's
+iteration variables (`vi - vi % 4` where `vi = io * 4 + ii`), and isl simplifies the rebased
+index under their ranges (`vi % 4`); `simplify_indices` makes it `ii` after block conversion.
+A dimension is compacted only where this rewrite exists for every accessing block and the box
+has a constant extent smaller than the dimension.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import islpy as isl
+
+from sched.ir.functor import IRMutator
+from sched.ir.nodes import (
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    Node,
+    PrimFunc,
+    Range,
+    Var,
+)
+from sched.lower.isl_affine import Context
+from sched.lower.simplify_indices import simplify_index
+from sched.polyhedral import build_model
+from sched.polyhedral.dependences import maps
+from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
+
+
+def _allocations(func: PrimFunc) -> list[tuple[Buffer, list[For]]]:
+    """Each allocated buffer with the loops around its allocation, outermost first."""
+    found: list[tuple[Buffer, list[For]]] = []
+
+    def walk(node: Node, loops: list[For]) -> None:
+        if isinstance(node, Block):
+            found.extend((buffer, loops) for buffer in node.alloc_buffers)
+        elif isinstance(node, Allocate):
+            found.append((node.buffer, loops))
+        if isinstance(node, For):
+            loops = [*loops, node]
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Node) and not isinstance(child, Expr | Buffer):
+                    walk(child, loops)
+    walk(func.body, [])
+    return found
+
+
+def _outer_loops(model, statement, count: int) -> isl.Map:
+    """{ S[iteration variables] -> [values of the first `count` loops around it] }."""
+    width = len(statement.time)
+    times = [f"t{i}" for i in range(width)]
+    picked = [times[lp.position] for lp in statement.loops[:count]]
+    project = isl.Map(f"[{', '.join(model.params)}] -> {{ [{', '.join(times)}] -> "
+                      f"[{', '.join(picked)}] }}")
+    return statement.schedule.apply_range(project)
+
+
+def _touches(relation: isl.UnionMap, tuple_name: str) -> isl.Map | None:
+    found = [m for m in maps(relation) if m.get_tuple_name(isl.dim_type.out) == tuple_name]
+    if not found:
+        return None
+    result = found[0]
+    for other in found[1:]:
+        result = result.union(other)
+    return result
+
+
+def _box(model, buffer: Buffer, loops: list[For]):
+    """(per statement touching `buffer`: its instances -> the outer loops; the map outer
+    loops -> elements touched), or None when a statement is not under all of `loops`."""
+    outer = []
+    touched = None
+    for statement in model.statements.values():
+        access = _touches(statement.reads.union(statement.writes), "B_" + buffer.name)
+        if access is None:
+            continue
+        if [lp.var for lp in statement.loops[:len(loops)]] != [lp.loop_var for lp in loops]:
+            return None
+        to_loops = _outer_loops(model, statement, len(loops))
+        outer.append((statement, to_loops))
+        per_loop = to_loops.reverse().apply_range(access)
+        touched = per_loop if touched is None else touched.union(per_loop)
+    return (outer, touched) if touched is not None else None
+
+
+def _extent(touched: isl.Map, dim: int) -> int | None:
+    """The largest extent of dimension `dim` over one iteration of the outer loops."""
+    ndim = touched.dim(isl.dim_type.out)
+    one = touched.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
+        .project_out(isl.dim_type.out, 0, dim)
+    deltas = one.reverse().apply_range(one).deltas()
+    if deltas.is_empty() or not deltas.is_bounded():
+        return None
+    high = deltas.dim_max(0)
+    if not high.is_cst():
+        return None
+    values: list[int] = []
+    high.foreach_piece(lambda _, aff: values.append(aff.get_constant_val().to_python()))
+    return max(values) + 1
+
+
+def _offsets(model, outer: list, touched: isl.Map, dim: int) -> dict[str, Expr] | None:
+    """The smallest index of `dim` touched in the current iteration of the outer loops, as an
+    expression of each accessing block's iteration variables (by block name), or None."""
+    ndim = touched.dim(isl.dim_type.out)
+    one = touched.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
+        .project_out(isl.dim_type.out, 0, dim)
+    lowest = isl.Map.from_pw_multi_aff(one.lexmin_pw_multi_aff())
+    found: dict[str, Expr] = {}
+    for statement, to_loops in sorted(outer, key=lambda item: item[0].is_init):
+        offset = to_loops.apply_range(lowest)
+        if not offset.is_single_valued():
+            return None
+        n_params, n_iters = offset.dim(isl.dim_type.param), offset.dim(isl.dim_type.in_)
+        values = offset.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0, n_iters)
+        context = statement.domain.move_dims(isl.dim_type.param, n_params,
+                                             isl.dim_type.set, 0, n_iters).params()
+        variables = {isl_name(iv.var): iv.var for iv in statement.block.iter_vars}
+        variables |= {isl_name(v): v for v in model.func.symbolic_vars}
+        variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
+        try:
+            expr = pw_aff_to_expr(values.range().dim_min(0), context, variables)
+        except (NotAffine, KeyError, isl.Error):
+            return None
+        found.setdefault(statement.block.name, expr)   # the body's, valid for the init too
+    return found
+
+
+def _compaction(model, buffer: Buffer, loops: list[For]):
+    """(new buffer, {block name: offset per dimension}) or None when nothing shrinks."""
+    box = _box(model, buffer, loops)
+    if box is None:
+        return None
+    outer, touched = box
+    shape, offsets = list(buffer.shape), {s.block.name: [IntImm(0)] * buffer.ndim for s, _ in outer}
+    for dim, size in enumerate(buffer.shape):
+        extent = _extent(touched, dim)
+        if extent is None or (isinstance(size, IntImm) and extent >= size.value):
+            continue
+        found = _offsets(model, outer, touched, dim)
+        if found is None:
+            continue
+        shape[dim] = IntImm(extent, size.dtype)
+        for name, offset in found.items():
+            offsets[name][dim] = offset
+    if shape == list(buffer.shape):
+        return None
+    return dataclasses.replace(buffer, shape=tuple(shape)), offsets
+
+
+class _ReplaceBuffer(IRMutator):
+    def __init__(self, old: Buffer, new: Buffer) -> None:
+        self.old, self.new = old, new
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return self.new if buffer == self.old else buffer
+
+
+class _Rebase(IRMutator):
+    """Subtracts each block's offsets from its accesses to one buffer (and its regions)."""
+
+    def __init__(self, buffer: Buffer, offsets: dict[str, list[Expr]]) -> None:
+        self.buffer, self.offsets = buffer, offsets
+        self.current: list[Expr] | None = None
+        self.context: Context = ()
+
+    def rebase(self, indices):
+        return tuple(simplify_index(i - o, self.context) if o != IntImm(0) else i
+                     for i, o in zip(indices, self.current))
+
+    def visit_BlockRealize(self, realize: BlockRealize) -> BlockRealize:
+        outer = self.current, self.context
+        self.current = self.offsets.get(realize.block.name)
+        self.context = tuple((iv.var, iv.dom.min, iv.dom.extent)
+                             for iv in realize.block.iter_vars)
+        result = self.visit_children(realize)
+        self.current, self.context = outer
+        return result
+
+    def visit_BufferRegion(self, region: BufferRegion) -> BufferRegion:
+        if region.buffer != self.buffer or self.current is None:
+            return region
+        mins = self.rebase([r.min for r in region.region])
+        return BufferRegion(region.buffer, tuple(Range(m, r.extent)
+                                                 for m, r in zip(mins, region.region)))
+
+    def visit_BufferLoad(self, load: BufferLoad) -> Expr:
+        load = self.visit_children(load)
+        if load.buffer != self.buffer or self.current is None:
+            return load
+        return BufferLoad(load.buffer, self.rebase(load.indices))
+
+    def visit_BufferStore(self, store: BufferStore) -> BufferStore:
+        store = self.visit_children(store)
+        if store.buffer != self.buffer or self.current is None:
+            return store
+        return BufferStore(store.buffer, store.value, self.rebase(store.indices))
+
+
+def compact_buffers(func: PrimFunc) -> PrimFunc:
+    """`func` with each allocated buffer as small as one execution of its allocation needs.
+
+    Takes block IR. For a buffer allocated by a block or an `Allocate` under loops L, each
+    dimension with a box of constant extent e smaller than the dimension becomes e long, and
+    every access `X[.., i, ..]` (and every region) becomes `X[.., i - m, ..]`, where m, the
+    smallest index touched in the current iteration of L, is written in the accessing block's
+    iteration variables. Dimensions, or buffers, where that is not possible (a non-affine
+    access, an offset the block's variables do not determine) keep their size; parameters
+    are unchanged.
+
+    Later passes may rely on: every access stays within the (new) shape; allocations do not
+    move; blocks keep using only their own iteration variables.
+    """
+    allocations = _allocations(func)
+    if not allocations:
+        return func
+    model = build_model(func)
+    body = func.body
+    for buffer, loops in allocations:
+        found = _compaction(model, buffer, loops)
+        if found is None:
+            continue
+        new_buffer, offsets = found
+        body = _Rebase(buffer, offsets).visit(body)
+        body = _ReplaceBuffer(buffer, new_buffer).visit(body)
+    if body is func.body:
+        return func
+    return dataclasses.replace(func, body=body)
