@@ -127,8 +127,11 @@ class _Inserter:
 
 def insert_barriers(func: PrimFunc) -> PrimFunc:
     """`func` with a Barrier wherever threads would otherwise race on shared memory (see the
-    module docstring). A function without shared buffers is returned unchanged."""
+    module docstring). A function without shared buffers or without threadIdx loops (no
+    threads to synchronize) is returned unchanged."""
     shared = {a.buffer.name for a in collect(func.body, Allocate) if a.buffer.scope == "shared"}
-    if not shared:
+    threads = [loop for loop in collect(func.body, For)
+               if loop.kind == "thread_binding" and loop.thread_tag.startswith("threadIdx")]
+    if not shared or not threads:
         return func
     return dataclasses.replace(func, body=_Inserter(shared).visit(func.body).stmt)
