@@ -9,7 +9,8 @@
 Each family module holds its pure functions (function in, function out, legality checked by
 polyhedral/) and a mixin with the methods that take handles and record the trace:
 loops.py (split, fuse, reorder, add_unit_loop, tile), loop_kinds.py (parallel, vectorize,
-unroll, annotate), sampling.py (sample_perfect_tile, sample_categorical).
+unroll, annotate), sampling.py (sample_perfect_tile, sample_categorical), reduction.py
+(decompose_reduction, rfactor), memory.py (cache_read, cache_write, set_scope, storage_align).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from __future__ import annotations
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loops import LoopPrimitives
+from sched.schedule.memory import MemoryPrimitives
+from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.sampling import SamplingPrimitives
 
 
-class Schedule(LoopPrimitives, LoopKindPrimitives, SamplingPrimitives, ScheduleBase):
+class Schedule(LoopPrimitives, LoopKindPrimitives, SamplingPrimitives, ReductionPrimitives,
+               MemoryPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the

@@ -1,0 +1,390 @@
+"""Memory primitives: cache_read, cache_write, set_scope, storage_align.
+
+Each is a pure function `(func, block name, arguments) -> new func` (and the new block's name);
+`MemoryPrimitives` at the end wraps them as Schedule methods with handles, docs and the trace.
+
+A cache stage is a copy block in the scope of the block it serves, over the box of the buffer
+that block touches (polyhedral/ computes it): cache_read puts it right before the statement of
+the scope that holds the consumer, cache_write right after the one that holds the producer.
+compute_at then moves it next to its user, and the lowering (plan_buffer_allocation,
+compact_buffers) shrinks the cache to what one iteration touches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from sched.errors import ScheduleError
+from sched.ir.nodes import (
+    SCOPES,
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    For,
+    IntImm,
+    IterVar,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+)
+from sched.ir.regions import infer_block_regions
+from sched.ir.simplify import simplify
+from sched.polyhedral import buffer_region, build_model
+from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.scope import (
+    add_allocation,
+    block_names,
+    blocks_accessing,
+    fresh,
+    replace_buffer,
+    replace_in,
+    scope_of,
+    splice,
+    taken_names,
+)
+from sched.schedule.state import find_block, replace
+
+DIM_ALIGN = "buffer_dim_align"    # block annotation: JSON [[buffer_index, axis, factor, offset]]
+
+
+def _check_scope(scope, primitive: str, position: int) -> str:
+    if scope not in SCOPES:
+        raise ScheduleError(primitive, f"argument {position}, 'storage_scope' to {primitive}: "
+                            f"unknown storage scope {scope!r}: expected one of "
+                            f"{', '.join(repr(s) for s in SCOPES)}")
+    return scope
+
+
+def _check_index(index, regions: tuple[BufferRegion, ...], block: Block, primitive: str,
+                 argument: str, kind: str) -> Buffer:
+    """The buffer of `regions[index]`, or a ScheduleError listing the valid indices."""
+    listing = ", ".join(f"{i}: {r.buffer.name}" for i, r in enumerate(regions)) or "none"
+    if not isinstance(index, int) or isinstance(index, bool) \
+            or not 0 <= index < len(regions):
+        raise ScheduleError(primitive, f"argument 2, {argument!r} to {primitive}: expected an "
+                            f"index in [0, {len(regions)}) into the {kind} of block "
+                            f"{block.name!r} ({listing}), got {index!r}")
+    return regions[index].buffer
+
+
+def _copy_nest(func: PrimFunc, name: str, source: Buffer, target: Buffer,
+               region: tuple[Range, ...]) -> Stmt:
+    """`for ax0, ax1...: target[v0, v1...] = source[v0, v1...]` over `region`."""
+    taken = taken_names(func)
+    loops = [Var(fresh(f"ax{d}", taken)) for d in range(len(region))]
+    iter_vars = tuple(IterVar(Var(f"v{d}"), Range(IntImm(0), dim))
+                      for d, dim in enumerate(source.shape))
+    indices = tuple(iv.var for iv in iter_vars)
+    body = BufferStore(target, source[indices], indices)
+    reads, writes = infer_block_regions(body, None, iter_vars)
+    stmt: Stmt = BlockRealize(tuple(simplify(r.min + lp) if r.min != IntImm(0) else lp
+                                    for r, lp in zip(region, loops)), TRUE,
+                              Block(name, iter_vars, reads, writes, body))
+    for loop, r in reversed(list(zip(loops, region))):
+        stmt = For(loop, IntImm(0), r.extent, "serial", stmt)
+    return stmt
+
+
+def _region(func: PrimFunc, block: str, buffer: Buffer, access: str) -> tuple[Range, ...]:
+    """The box of `buffer` that `block` touches in the whole function (the whole buffer when
+    the block only declares it)."""
+    try:
+        return buffer_region(func, block, buffer.name, None, access)
+    except ValueError:
+        return tuple(Range(IntImm(0), dim) for dim in buffer.shape)
+
+
+def _cache_buffer(func: PrimFunc, buffer: Buffer, scope: str) -> Buffer:
+    name = fresh(f"{buffer.name}_{scope}", taken_names(func))
+    return Buffer(name, buffer.shape, buffer.dtype, scope)
+
+
+def cache_read(func: PrimFunc, block_name: str, index: int, storage_scope: str
+               ) -> tuple[PrimFunc, str]:
+    """Read `block.reads[index]` through a cache (see Schedule.cache_read)."""
+    primitive = "cache_read"
+    realize = find_block(func, block_name, primitive)
+    buffer = _check_index(index, realize.block.reads, realize.block, primitive,
+                          "read_buffer_index", "reads")
+    _check_scope(storage_scope, primitive, 3)
+    if any(r.buffer == buffer for r in realize.block.writes):
+        raise ScheduleError(primitive, f"block {block_name!r} writes {buffer.name!r} as well as "
+                            f"reading it; a read cache would not see its writes: use "
+                            f"sch.cache_write({block_name}, ...) instead")
+    scope = scope_of(func, realize, primitive)
+    writers = [b.name for b in blocks_accessing(scope.top, buffer, "write")]
+    if writers:
+        raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
+                            f"in the loop nest of block {block_name!r}, after the cache would be "
+                            f"filled; cache before placing them there (compute_at)")
+    cache = _cache_buffer(func, buffer, storage_scope)
+    name = fresh(cache.name, block_names(func))
+    copy = _copy_nest(func, name, buffer, cache, _region(func, block_name, buffer, "read"))
+    consumer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
+    new_func = add_allocation(func, scope.realize, cache)
+    return splice(new_func, scope.top, [copy, replace_in(scope.top, realize, consumer)]), name
+
+
+def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
+                ) -> tuple[PrimFunc, str]:
+    """Write `block.writes[index]` through a cache (see Schedule.cache_write)."""
+    primitive = "cache_write"
+    realize = find_block(func, block_name, primitive)
+    buffer = _check_index(index, realize.block.writes, realize.block, primitive,
+                          "write_buffer_index", "writes")
+    _check_scope(storage_scope, primitive, 3)
+    writers = [b.name for b in blocks_accessing(func.body, buffer, "write")
+               if b.name != block_name]
+    if writers:
+        raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
+                            f"too; cache_write needs the only block that writes it (cache "
+                            f"before decompose_reduction, not after)")
+    scope = scope_of(func, realize, primitive)
+    readers = [b.name for b in blocks_accessing(scope.top, buffer, "read")
+               if b.name != block_name]
+    if readers:
+        raise ScheduleError(primitive, f"block(s) {', '.join(readers)} read {buffer.name!r} in "
+                            f"the loop nest of block {block_name!r}, before the cache would be "
+                            f"written back; cache before placing them there (compute_at)")
+    cache = _cache_buffer(func, buffer, storage_scope)
+    name = fresh(cache.name, block_names(func))
+    region = _region(func, block_name, buffer, "write")
+    write_back = _copy_nest(func, name, cache, buffer, region)
+    producer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
+    new_func = add_allocation(func, scope.realize, cache)
+    new_func = splice(new_func, scope.top,
+                      [replace_in(scope.top, realize, producer), write_back])
+    _check_written(new_func, block_name, name, region)
+    return new_func, name
+
+
+def _check_written(func: PrimFunc, block_name: str, copy_name: str, region) -> None:
+    """Refuse a write-back that would copy elements the block never wrote (its writes do not
+    fill their bounding box). Skipped where the model over-approximates accesses."""
+    model = build_model(func)
+    if not model.is_exact:
+        return
+    filled = None
+    for statement in model.statements_of_block(block_name):
+        written = statement.writes.range()
+        filled = written if filled is None else filled.union(written)
+    (copy,) = model.statements_of_block(copy_name)
+    if not copy.reads.range().is_subset(filled):
+        box = ", ".join(f"{r.min.script()}:{simplify(r.min + r.extent).script()}" for r in region)
+        raise ScheduleError("cache_write", f"block {block_name!r} does not write the whole box "
+                            f"[{box}] it writes in; the write-back would copy elements it never "
+                            f"wrote")
+
+
+def set_scope(func: PrimFunc, block_name: str, index: int, storage_scope: str) -> PrimFunc:
+    """Give `block.writes[index]` another storage scope (see Schedule.set_scope)."""
+    realize = find_block(func, block_name, "set_scope")
+    buffer = _check_index(index, realize.block.writes, realize.block, "set_scope",
+                          "buffer_index", "writes")
+    _check_scope(storage_scope, "set_scope", 3)
+    _check_allocated(func, buffer, "set_scope")
+    new = dataclasses.replace(buffer, scope=storage_scope)
+    return dataclasses.replace(func, body=replace_buffer(func.body, buffer, new))
+
+
+def _check_allocated(func: PrimFunc, buffer: Buffer, primitive: str) -> None:
+    if buffer in func.buffers:
+        raise ScheduleError(primitive, f"{buffer.name!r} is a parameter of the function; only "
+                            f"a buffer the function allocates can change (cache_read or "
+                            f"cache_write makes one)")
+
+
+def storage_align(func: PrimFunc, block_name: str, index: int, axis: int, factor: int,
+                  offset: int) -> PrimFunc:
+    """Ask for the stride of `axis` of `block.writes[index]` to be `factor * n + offset`
+    (see Schedule.storage_align)."""
+    primitive = "storage_align"
+    realize = find_block(func, block_name, primitive)
+    buffer = _check_index(index, realize.block.writes, realize.block, primitive,
+                          "buffer_index", "writes")
+    _check_allocated(func, buffer, primitive)
+    ndim, a = buffer.ndim, _int(axis)
+    checks = (("axis", axis, -ndim <= a < ndim and a % ndim != ndim - 1,
+               f"an int in [{-ndim}, {ndim - 1}), not the innermost axis (its stride is 1)"),
+              ("factor", factor, _int(factor) > 0, "a positive int"),
+              ("offset", offset, 0 <= _int(offset) < _int(factor, 1), "an int in [0, factor)"))
+    for position, (name, value, valid, expected) in enumerate(checks, start=3):
+        if not valid:
+            raise ScheduleError(primitive, f"argument {position}, {name!r} to {primitive}: "
+                                f"expected {expected} for the {ndim}-dimensional "
+                                f"{buffer.name!r}, got {value!r}")
+    axis = axis % ndim
+    block = realize.block
+    requests = [r for r in dim_align_requests(block) if r[:2] != [index, axis]]
+    value = json.dumps(requests + [[index, axis, factor, offset]])
+    annotations = tuple((k, v) for k, v in block.annotations if k != DIM_ALIGN)
+    new = dataclasses.replace(block, annotations=annotations + ((DIM_ALIGN, value),))
+    return replace(func, realize, dataclasses.replace(realize, block=new))
+
+
+def _int(value, default: int = -(2**62)) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def dim_align_requests(block: Block) -> list[list[int]]:
+    """The [buffer_index, axis, factor, offset] requests of storage_align on `block`."""
+    value = dict(block.annotations).get(DIM_ALIGN)
+    return json.loads(value) if isinstance(value, str) else []
+
+
+class MemoryPrimitives(ScheduleBase):
+    """cache_read, cache_write, set_scope, storage_align."""
+
+    def cache_read(self, block: BlockRV, read_buffer_index: int,
+                   storage_scope: str) -> BlockRV:
+        """Make `block` read a buffer through a cache: a new buffer `<buffer>_<scope>` filled
+        by a copy block of the same name, placed in the block's scope right before the loop
+        nest that holds the block, over the box of the buffer the block reads.
+
+        Requires: `block` does not write the buffer, and no block writes it inside the loop
+        nest that holds `block` (the copy would miss those writes). Only `block` reads the
+        cache; other readers keep reading the buffer.
+
+        Arguments: `block` a block handle; `read_buffer_index` an index into its reads
+        (`T.reads`); `storage_scope` one of "global", "shared", "local".
+        Returns: a handle to the copy block; place it with compute_at. Handles stay valid.
+        Also known as: `cache_read` in TVM; Halide's `in()` (`f.in(g)`), with
+        `store_in(MemoryType)` for the scope.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 8), name="A")
+        >>> B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> A_shared = sch.cache_read(sch.get_block("B"), 0, "shared")
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+            with T.block("root"):
+                A_shared = T.alloc_buffer((4, 8), "float32", scope="shared")
+                for ax0, ax1 in T.grid(4, 8):
+                    with T.block("A_shared"):
+                        v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                        T.reads(A[v0, v1])
+                        T.writes(A_shared[v0, v1])
+                        A_shared[v0, v1] = A[v0, v1]
+                for i, j in T.grid(4, 8):
+                    with T.block("B"):
+                        v_i, v_j = T.axis.remap("SS", [i, j])
+                        T.reads(A_shared[v_i, v_j])
+                        T.writes(B[v_i, v_j])
+                        B[v_i, v_j] = A_shared[v_i, v_j] * T.float32(2.0)
+        """
+        name = self._block(block, "cache_read")
+        new_func, copy = cache_read(self._func, name, read_buffer_index, storage_scope)
+        handle = BlockRV(copy, self._new_rv("b"))
+        self._record("cache_read", new_func, (block, read_buffer_index, storage_scope),
+                     outputs=(handle,))
+        return handle
+
+    def cache_write(self, block: BlockRV, write_buffer_index: int,
+                    storage_scope: str) -> BlockRV:
+        """Make `block` write a buffer through a cache: `block` writes (and reads back) a new
+        buffer `<buffer>_<scope>`, and a copy block of the same name, right after the loop
+        nest that holds `block`, writes the box `block` wrote back to the buffer.
+
+        Requires: `block` is the only block that writes the buffer (so cache before
+        decompose_reduction); no other block reads it inside the loop nest that holds `block`;
+        `block` writes the whole box it writes in (else the copy would write garbage).
+
+        Arguments: `block` a block handle; `write_buffer_index` an index into its writes
+        (`T.writes`); `storage_scope` one of "global", "shared", "local".
+        Returns: a handle to the write-back block; place it with reverse_compute_at.
+        Also known as: `cache_write` in TVM; Halide's `compute_at` of an `in()` wrapper of the
+        output, with `store_in(MemoryType)`.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 8), name="A")
+        >>> B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> B_local = sch.cache_write(sch.get_block("B"), 0, "local")
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+            with T.block("root"):
+                B_local = T.alloc_buffer((4, 8), "float32", scope="local")
+                for i, j in T.grid(4, 8):
+                    with T.block("B"):
+                        v_i, v_j = T.axis.remap("SS", [i, j])
+                        T.reads(A[v_i, v_j])
+                        T.writes(B_local[v_i, v_j])
+                        B_local[v_i, v_j] = A[v_i, v_j] * T.float32(2.0)
+                for ax0, ax1 in T.grid(4, 8):
+                    with T.block("B_local"):
+                        v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                        T.reads(B_local[v0, v1])
+                        T.writes(B[v0, v1])
+                        B[v0, v1] = B_local[v0, v1]
+        """
+        name = self._block(block, "cache_write")
+        new_func, copy = cache_write(self._func, name, write_buffer_index, storage_scope)
+        handle = BlockRV(copy, self._new_rv("b"))
+        self._record("cache_write", new_func, (block, write_buffer_index, storage_scope),
+                     outputs=(handle,))
+        return handle
+
+    def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
+        """Put a buffer that `block` writes in another storage scope.
+
+        Requires: the buffer is allocated by the function (not a parameter).
+        Arguments: `block` a block handle; `buffer_index` an index into its writes;
+        `storage_scope` one of "global", "shared", "local".
+        Also known as: `set_scope` in TVM; `store_in(MemoryType)` in Halide.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 8), name="A")
+        >>> B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
+        >>> C = te.compute((4, 8), lambda i, j: B[i, j] + 1.0, name="C")
+        >>> sch = sched.Schedule(te.create_prim_func([A, C]))
+        >>> print(sch.func.script().splitlines()[5])
+                B = T.alloc_buffer((4, 8), "float32")
+        >>> sch.set_scope(sch.get_block("B"), 0, "shared")
+        >>> print(sch.func.script().splitlines()[5])
+                B = T.alloc_buffer((4, 8), "float32", scope="shared")
+        """
+        name = self._block(block, "set_scope")
+        new_func = set_scope(self._func, name, buffer_index, storage_scope)
+        self._record("set_scope", new_func, (block, buffer_index, storage_scope))
+
+    def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int,
+                      offset: int) -> None:
+        """Pad a buffer so that the stride of `axis` is `factor * n + offset` (to spread the
+        rows of a shared tile over memory banks). Recorded as the block annotation
+        "buffer_dim_align"; the lowering pads the buffer once compacted.
+
+        Requires: the buffer is allocated by the function; `axis` is not the innermost axis.
+        Arguments: `block` a block handle; `buffer_index` an index into its writes; `axis`
+        (negative counts from the end); `factor` positive; `offset` in [0, factor).
+        Also known as: `storage_align` in TVM; Halide's `align_storage` aligns the extent of
+        one dimension instead.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 8), name="A")
+        >>> B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
+        >>> C = te.compute((4, 8), lambda i, j: B[i, j] + 1.0, name="C")
+        >>> sch = sched.Schedule(te.create_prim_func([A, C]))
+        >>> sch.storage_align(sch.get_block("B"), 0, axis=0, factor=16, offset=1)
+        >>> print(sch.func.script().splitlines()[11])
+                        T.block_attr({"buffer_dim_align": "[[0, 0, 16, 1]]"})
+        """
+        name = self._block(block, "storage_align")
+        new_func = storage_align(self._func, name, buffer_index, axis, factor, offset)
+        self._record("storage_align", new_func, (block, buffer_index),
+                     (("axis", axis), ("factor", factor), ("offset", offset)))

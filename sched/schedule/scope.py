@@ -1,0 +1,128 @@
+"""Where a primitive that adds a block or a buffer puts it.
+
+A block lives in a scope: the innermost block around it (the root block for a top-level one).
+The reduction and memory primitives add stages next to a block inside its scope and buffers to
+the scope's allocations; this module finds the scope, splices statements into a body without
+nesting sequences (so that `parse(print(f)) == f` still holds), and makes fresh names for
+blocks, buffers and variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, collect
+from sched.ir.nodes import (
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    Expr,
+    For,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+    seq,
+)
+from sched.schedule.state import path_to, replace
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The scope of a block: the realize of the innermost block around it, the statement of
+    that block's body that holds it (`top`), and the loops between the scope and the block."""
+
+    realize: BlockRealize
+    top: Stmt
+    loops: tuple[For, ...]
+
+
+def scope_of(func: PrimFunc, realize: BlockRealize, primitive: str) -> Scope:
+    path = path_to(func.body, realize)
+    assert path is not None, "the block is not in the function"
+    owners = [i for i, node in enumerate(path) if isinstance(node, BlockRealize)]
+    if not owners:
+        raise ScheduleError(primitive, f"block {realize.block.name!r} is not inside a root "
+                            f"block; write the function with `with T.block(\"root\"):`")
+    inner = [*path[owners[-1] + 2:], realize]       # below the scope's Block node
+    top = inner[1] if isinstance(inner[0], SeqStmt) else inner[0]
+    loops = tuple(node for node in inner if isinstance(node, For))
+    return Scope(path[owners[-1]], top, loops)
+
+
+def splice(func: PrimFunc, target: Stmt, stmts: list[Stmt]) -> PrimFunc:
+    """`func` with the statement `target` (by identity) replaced by `stmts`, spliced into the
+    sequence around it when there is one."""
+    path = path_to(func.body, target)
+    assert path, "splice: the statement is not in the function"
+    parent = path[-1]
+    if isinstance(parent, SeqStmt):
+        items: list[Stmt] = []
+        for stmt in parent.stmts:
+            items.extend(stmts if stmt is target else [stmt])
+        return replace(func, parent, SeqStmt(tuple(items)))
+    return replace(func, target, seq(*stmts))
+
+
+def add_allocation(func: PrimFunc, scope: BlockRealize, buffer: Buffer) -> PrimFunc:
+    """`func` with `buffer` allocated by the scope block (its body keeps its identity)."""
+    block = dataclasses.replace(scope.block, alloc_buffers=scope.block.alloc_buffers + (buffer,))
+    return replace(func, scope, dataclasses.replace(scope, block=block))
+
+
+def replace_in(root, old, new):
+    """`root` with the node `old` (by identity) replaced by `new`."""
+
+    class Replace(IRMutator):
+        def visit(self, node):
+            if node is old:
+                return new
+            return node if isinstance(node, Expr) else super().visit(node)
+    return Replace().visit(root)
+
+
+def replace_buffer(node, old: Buffer, new: Buffer):
+    """`node` with every use of buffer `old` (loads, stores, regions, allocations) by `new`."""
+
+    class Replace(IRMutator):
+        def visit_Buffer(self, buffer: Buffer) -> Buffer:
+            return new if buffer == old else buffer
+    return Replace().visit(node)
+
+
+def buffer_names(func: PrimFunc) -> set[str]:
+    """The parameters, the allocated buffers and the views of `func`."""
+    names = {b.name for b in func.buffers}
+    names |= {b.name for block in collect(func.body, Block) for b in block.alloc_buffers}
+    names |= {node.buffer.name for node in collect(func.body, Allocate)}
+    return names
+
+
+def fresh(base: str, taken: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`... whichever is not in `taken` (which it then joins)."""
+    candidate, index = base, 0
+    while candidate in taken:
+        index += 1
+        candidate = f"{base}_{index}"
+    taken.add(candidate)
+    return candidate
+
+
+def taken_names(func: PrimFunc) -> set[str]:
+    """The names of the variables and buffers of `func` (a new one must differ from all)."""
+    return {v.name for v in collect(func, Var)} | buffer_names(func)
+
+
+def block_names(func: PrimFunc) -> set[str]:
+    """The names of the blocks of `func`, root included."""
+    return {r.block.name for r in collect(func.body, BlockRealize)}
+
+
+def blocks_accessing(stmt: Stmt, buffer: Buffer, access: str) -> list[Block]:
+    """The blocks in `stmt` that declare `buffer` in their reads ("read"), writes ("write")."""
+    regions = (lambda b: b.reads) if access == "read" else (lambda b: b.writes)
+    return [block for block in collect(stmt, Block)
+            if any(r.buffer == buffer for r in regions(block))]
