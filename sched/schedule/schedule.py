@@ -9,8 +9,10 @@
 Each family module holds its pure functions (function in, function out, legality checked by
 polyhedral/) and a mixin with the methods that take handles and record the trace:
 loops.py (split, fuse, reorder, add_unit_loop, tile), loop_kinds.py (parallel, vectorize,
-unroll, annotate), sampling.py (sample_perfect_tile, sample_categorical), reduction.py
-(decompose_reduction, rfactor), memory.py (cache_read, cache_write, set_scope, storage_align).
+unroll, annotate), mapping.py (bind), sampling.py (sample_perfect_tile, sample_categorical),
+placement.py (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline; their pure
+functions are in compute_at.py and inlining.py), reduction.py (decompose_reduction, rfactor),
+memory.py (cache_read, cache_write, set_scope, storage_align).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from __future__ import annotations
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loops import LoopPrimitives
+from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
+from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.sampling import SamplingPrimitives
 
 
-class Schedule(LoopPrimitives, LoopKindPrimitives, SamplingPrimitives, ReductionPrimitives,
-               MemoryPrimitives, ScheduleBase):
+class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
+               SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the

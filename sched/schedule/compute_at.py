@@ -1,0 +1,422 @@
+"""compute_at and reverse_compute_at as pure functions (the Schedule methods are in
+placement.py): move a block under a loop of its neighbour and regenerate its loops.
+
+compute_at moves a producer under a loop of its consumers and regenerates the producer's loops
+so that, per iteration of that loop and the loops outside it, it computes exactly the box of its
+buffer that the consumers there read (`polyhedral.buffer_region`); reverse_compute_at moves a
+consumer under a loop of its producers to cover what they wrote there. Blocks keep their
+iteration variables, so the statement instances are those of the old function and
+`polyhedral.check_order` decides legality. A moved block may run an instance in several
+iterations (recomputation, as in Halide's compute_at): each of its runs must come after what it
+reads, which `_violation` asks of the first run; a consumer must run each instance once.
+
+The box of a consumer under a guarded (non-dividing) split is not the same size in every
+iteration: the new loops then cover the box the accesses span when the loops between run in
+full (TVM's relaxation), under a `T.where` guard that keeps the iterations in the block's domain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sched.errors import ScheduleError
+from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.nodes import (
+    TRUE,
+    BinaryOp,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    binary,
+    logical_and,
+    seq,
+)
+from sched.ir.simplify import simplify
+from sched.polyhedral import buffer_region, build_model, check_order, check_schedule
+from sched.polyhedral.legality import Violation, schedule_error
+from sched.schedule.inlining import block_accesses, neighbours, remove_block
+from sched.schedule.state import (
+    enclosing_loops,
+    find_block,
+    find_loop,
+    fresh_name,
+    path_to,
+    replace,
+)
+
+# -- the box a block needs under a loop ----------------------------------------------------------
+
+
+def _under(func: PrimFunc, loop: For, names) -> list[BlockRealize]:
+    return [r for r in collect(loop.body, BlockRealize) if r.block.name in names]
+
+
+def _invariant(func: PrimFunc, expr: Expr) -> bool:
+    """Whether `expr` uses no loop variable (symbolic dims and scalars only)."""
+    allowed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+    return set(free_vars(expr)) <= allowed
+
+
+def _exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str) -> list[Range]:
+    """The box of `buffer` that `blocks` (under `loop`) touch in one iteration of `loop` and
+    the loops outside it. buffer_region answers per iteration of the loops outside a loop, so
+    it is asked about a unit loop put just inside `loop`."""
+    unit = For(Var(fresh_name(func, "unit")), IntImm(0), IntImm(1), "serial", loop.body)
+    probe = replace(func, loop, dataclasses.replace(loop, body=unit))
+    boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name, access=access)
+             for r in blocks]
+    box = list(boxes[0])
+    for other in boxes[1:]:
+        for d, (a, b) in enumerate(zip(box, other)):
+            if a != b:
+                low = binary("min", a.min, b.min)
+                high = binary("max", a.min + a.extent, b.min + b.extent)
+                box[d] = Range(low, simplify(high - low))
+    return box
+
+
+# -- relaxed boxes: linear forms over the loops between ----------------------------------------
+
+
+def _linear(expr: Expr, inner: set[Var]) -> dict | None:
+    """`expr` as {term: coefficient} (term 1 for the constant); a part that is not a sum of
+    multiples is a term of its own if it uses no variable of `inner`, else None."""
+    if isinstance(expr, IntImm):
+        return {1: expr.value}
+    if isinstance(expr, Var) and expr in inner:
+        return {expr: 1}
+    if isinstance(expr, BinaryOp) and expr.op in ("add", "sub"):
+        a, b = _linear(expr.a, inner), _linear(expr.b, inner)
+        if a is None or b is None:
+            return None
+        return _combine(a, b, 1 if expr.op == "add" else -1)
+    if isinstance(expr, BinaryOp) and expr.op == "mul":
+        for x, c in ((expr.a, expr.b), (expr.b, expr.a)):
+            if isinstance(c, IntImm):
+                form = _linear(x, inner)
+                return None if form is None else {t: v * c.value for t, v in form.items()}
+    return None if set(free_vars(expr)) & inner else {expr: 1}
+
+
+def _combine(a: dict, b: dict, sign: int) -> dict:
+    result = dict(a)
+    for term, value in b.items():
+        result[term] = result.get(term, 0) + sign * value
+    return {t: v for t, v in result.items() if v != 0 or t == 1}
+
+
+def _to_expr(form: dict) -> Expr:
+    total: Expr | None = None
+    for term, value in form.items():
+        if term == 1 or value == 0:
+            continue
+        part = term if value == 1 else term * value
+        total = part if total is None else total + part
+    constant = form.get(1, 0)
+    if total is None:
+        return IntImm(constant)
+    return simplify(total + constant) if constant else total
+
+
+def _interval(index: Expr, loops: list[For]) -> tuple[dict, dict] | None:
+    """The least and greatest value of `index` as linear forms, over the full ranges of
+    `loops` (the loops between), or None when it is not linear in them."""
+    inner = {lp.loop_var for lp in loops}
+    form = _linear(index, inner)
+    if form is None:
+        return None
+    low, high = {1: 0}, {1: 0}
+    for term, value in form.items():
+        loop = next((lp for lp in loops if lp.loop_var == term), None)
+        if loop is None:
+            low, high = _combine(low, {term: value}, 1), _combine(high, {term: value}, 1)
+            continue
+        first = _linear(loop.min, inner)
+        last = _linear(simplify(loop.min + loop.extent - 1), inner)
+        if first is None or last is None:
+            return None
+        ends = [{t: v * value for t, v in f.items()} for f in (first, last)]
+        ends = ends if value > 0 else ends[::-1]
+        low, high = _combine(low, ends[0], 1), _combine(high, ends[1], 1)
+    return low, high
+
+
+def _relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool) -> list | None:
+    """Per dimension of `buffer`, the (min, extent) its accesses in `blocks` span when the loops
+    between `loop` and them run in full (predicates ignored); None where no single linear
+    interval holds them."""
+    spans: list[list] = []
+    for realize in blocks:
+        between = enclosing_loops(func, realize)
+        between = between[between.index(loop) + 1:]
+        binding = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+        for access in block_accesses(realize.block, BufferStore if write else BufferLoad):
+            if access.buffer.name == buffer:
+                spans.append([_interval(substitute(i, binding), between)
+                              for i in access.indices])
+    box = []
+    for dim in zip(*spans):
+        if any(span is None for span in dim):
+            box.append(None)
+            continue
+        lows = [{t: v for t, v in low.items() if t != 1} for low, _ in dim]
+        highs = [{t: v for t, v in high.items() if t != 1} for _, high in dim]
+        if any(x != lows[0] for x in lows) or any(x != highs[0] for x in highs):
+            box.append(None)
+            continue
+        low = min(lo.get(1, 0) for lo, _ in dim)
+        high = max(hi.get(1, 0) for _, hi in dim)
+        extent = _combine({**highs[0], 1: high + 1}, {**lows[0], 1: low}, -1)
+        box.append(Range(_to_expr({**lows[0], 1: low}), _to_expr(extent)))
+    return box
+
+
+# -- compute_at and reverse_compute_at ---------------------------------------------------------
+
+
+def _check_nesting(func: PrimFunc, realize: BlockRealize, loop: For, primitive: str,
+                   alternatives) -> None:
+    name, loop_name = realize.block.name, loop.loop_var.name
+    if any(lp is loop for lp in enclosing_loops(func, realize)):
+        raise ScheduleError(primitive, f"block {name!r} is already under loop {loop_name!r}: "
+                            f"give a loop of another block's nest",
+                            alternatives=alternatives())
+    if path_to(realize, loop) is not None:
+        raise ScheduleError(primitive, f"loop {loop_name!r} is inside block {name!r}")
+    scopes = [[n for n in path_to(func.body, node) if isinstance(n, Block)][-1]
+              for node in (realize, loop)]
+    if scopes[0] is not scopes[1]:
+        raise ScheduleError(primitive, f"block {name!r} and loop {loop_name!r} are in different "
+                            f"blocks: a block moves only within the block that holds it")
+
+
+def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> dict:
+    """For each iteration variable the moved block gets from a neighbour's box: (buffer, dim).
+
+    compute_at: the spatial variables that index the buffer the block writes (reduce variables
+    keep their full domain). reverse_compute_at: the variables that index a buffer the producers
+    under the loop write (the others, like a broadcast dimension, keep their full domain)."""
+    own = {iv.var for iv in block.iter_vars}
+    if reverse:
+        written = {r.buffer.name for p in here for r in p.block.writes}
+        found: dict[Var, tuple[Buffer, int]] = {}
+        for load in block_accesses(block, BufferLoad):
+            if load.buffer.name in written:
+                for d, index in enumerate(load.indices):
+                    if index in own and index not in found:
+                        found[index] = (load.buffer, d)
+        return found
+    if len(block.writes) != 1:
+        raise ScheduleError(primitive, f"block {block.name!r} writes "
+                            f"{len(block.writes)} buffers; compute_at moves a block that "
+                            f"writes one")
+    buffer = block.writes[0].buffer
+    stores = {s.indices for s in collect(block.body, BufferStore) if s.buffer == buffer}
+    indices = next(iter(stores), ())
+    found = {index: (buffer, d) for d, index in enumerate(indices) if index in own}
+    for iv in block.iter_vars:
+        if iv.kind == "spatial" and (len(stores) != 1 or iv.var not in found):
+            raise ScheduleError(primitive, f"block {block.name!r} does not store "
+                                f"{buffer.name!r} at its spatial iteration variables "
+                                f"({iv.var.name!r} is not an index of every store), so the "
+                                f"region its consumers read does not say which instances to run")
+    return found
+
+
+def _provably(difference: dict) -> bool:
+    """Whether a linear form is a constant >= 0."""
+    return all(t == 1 for t in difference) and difference.get(1, 0) >= 0
+
+
+def _guards(value: Expr, low: Expr, extent: Expr, dom: Range, outer: list[For]) -> list[Expr]:
+    """The conditions that keep `value` (`low` plus a loop over `extent`) in `dom`, less those
+    that hold in every iteration of the `outer` loops (interval arithmetic on linear forms)."""
+    span = _interval(low, outer)
+    first, end = (_linear(e, set()) for e in (dom.min, simplify(dom.min + dom.extent)))
+    conditions = []
+    if span is None or first is None or not _provably(_combine(span[0], first, -1)):
+        conditions.append(value >= dom.min)
+    last = None if span is None else _combine(span[1], _linear(extent, set()) or {}, 1)
+    if last is None or end is None or not _provably(_combine(end, last, -1)):
+        conditions.append(value < simplify(dom.min + dom.extent))
+    return conditions
+
+
+def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
+    """(min, extent) of each iteration variable of the moved block, and whether they come
+    from a box (which may leave the block's domain) rather than the domain itself."""
+    block = realize.block
+    sources = _sources(block, here, reverse, primitive)
+    access = "write" if reverse else "read"
+    exact: dict[str, list[Range]] = {}
+    relaxed: dict[str, list] = {}
+    result = []
+    for iv in block.iter_vars:
+        if iv.var not in sources:
+            result.append((iv.dom.min, iv.dom.extent, False))
+            continue
+        buffer, d = sources[iv.var]
+        users = [r for r in here if any(x.buffer.name == buffer.name for x in
+                                        (r.block.writes if reverse else r.block.reads))]
+        if buffer.name not in exact:
+            exact[buffer.name] = _exact_box(func, loop, users, buffer.name, access)
+        box = exact[buffer.name][d]
+        if _invariant(func, box.extent):
+            result.append((box.min, box.extent, True))
+            continue
+        if buffer.name not in relaxed:
+            relaxed[buffer.name] = _relaxed_box(func, loop, users, buffer.name, reverse)
+        bound = relaxed[buffer.name][d]
+        if bound is None or not _invariant(func, bound.extent):
+            raise ScheduleError(primitive, f"dimension {d} of the region of {buffer.name!r} "
+                                f"under loop {loop.loop_var.name!r} has the extent "
+                                f"{box.extent.script()}, which changes with the loops, and "
+                                f"no linear bound that does not")
+        result.append((bound.min, bound.extent, True))
+    return result
+
+
+def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
+              preserve_unit_loops: bool) -> Stmt:
+    """The moved block's new loops (`ax0`, `ax1`...) and bindings `min + ax`, guarded where
+    a range may leave the iteration domain."""
+    outer = [*enclosing_loops(func, loop), loop]
+    new_loops: list[tuple[Var, Expr]] = []
+    values, conditions, taken = [], [], set()
+    for iv, (low, extent, boxed) in zip(realize.block.iter_vars, ranges):
+        if extent == IntImm(1) and not preserve_unit_loops:
+            value = low
+        else:
+            var = Var(fresh_name(func, f"ax{len(new_loops)}", taken))
+            new_loops.append((var, extent))
+            value = var if low == IntImm(0) else simplify(low + var)
+        values.append(value)
+        if boxed:
+            conditions += _guards(value, low, extent, iv.dom, outer)
+    predicate = logical_and(*conditions) if conditions else TRUE
+    stmt: Stmt = dataclasses.replace(realize, iter_values=tuple(values), predicate=predicate)
+    for var, extent in reversed(new_loops):
+        stmt = For(var, IntImm(0), extent, "serial", stmt)
+    return stmt
+
+
+def _place(func: PrimFunc, realize, loop_name: str, nest: Stmt, names, reverse) -> PrimFunc:
+    """`func` with the block's old nest removed and `nest` in the body of the loop: before the
+    first statement holding a consumer, or after the last holding a producer."""
+    primitive = "reverse_compute_at" if reverse else "compute_at"
+    func = remove_block(func, realize)
+    loop = find_loop(func, loop_name, primitive)
+    children = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+    hits = [i for i, child in enumerate(children)
+            if any(r.block.name in names for r in collect(child, BlockRealize))]
+    children.insert(hits[-1] + 1 if reverse else hits[0], nest)
+    return replace(func, loop, dataclasses.replace(loop, body=seq(*children)))
+
+
+def _partial_reduction(here: list[BlockRealize], loop: For) -> str | None:
+    """The reason a consumer may not go under `loop`: a reduce loop of a producer there."""
+    for producer in here:
+        for iv, value in zip(producer.block.iter_vars, producer.iter_values):
+            if iv.kind == "reduce" and loop.loop_var in free_vars(value):
+                return (f"loop {loop.loop_var.name!r} is a reduce loop of producer "
+                        f"{producer.block.name!r}: under it the consumer would read a partial "
+                        f"result (a consumer goes after the reduce loops of its producer)")
+    return None
+
+
+def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: bool = False,
+               reverse: bool = False, render: bool = True, suggest: bool = True) -> PrimFunc:
+    """compute_at (or, with `reverse`, reverse_compute_at) of `block` under `loop_name`."""
+    primitive = "reverse_compute_at" if reverse else "compute_at"
+    kind = "producers" if reverse else "consumers"
+    realize = find_block(func, block, primitive)
+    loop = find_loop(func, loop_name, primitive)
+
+    def alternatives() -> tuple[str, ...]:
+        return _legal_loops(func, block, reverse) if render and suggest else ()
+    _check_nesting(func, realize, loop, primitive, alternatives)
+    exchanged = neighbours(func, block, kind)
+    here = _under(func, loop, exchanged)
+    if not here:
+        listed = ", ".join(repr(n) for n in exchanged) or "none"
+        raise ScheduleError(primitive, f"no {kind[:-1]} of block {block!r} is under loop "
+                            f"{loop_name!r} (its {kind}: {listed})", render=render,
+                            alternatives=alternatives())
+    ranges = _iteration_ranges(func, realize, loop, here, reverse, primitive)
+    nest = _new_nest(func, realize, loop, ranges, preserve_unit_loops)
+    new_func = _place(func, realize, loop_name, nest, exchanged, reverse)
+    violation = _violation(func, new_func, block, loop, here, reverse)
+    if violation is not None:
+        raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
+                             alternatives=alternatives())
+    return new_func
+
+
+def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
+               reverse: bool) -> Violation | None:
+    """Why `new_func` is not a legal move of `block` under `loop`, or None.
+
+    check_order accepts a dependence when some run of its source precedes some run of its sink,
+    which is what recomputation needs; a moved block must also be right on its first run
+    (the lexicographic minimum of its schedule), and a consumer must run each instance once.
+    A rule that names the cause (a partial reduction) is the reason when it applies."""
+    loop_name, kind = loop.loop_var.name, "producers" if reverse else "consumers"
+    rule = _partial_reduction(here, loop) if reverse else None
+    model = build_model(new_func)
+    violation = check_order(func, new_func) or check_schedule(func, model.schedule.lexmin())
+    if violation is not None and violation.dependence is None:
+        covered = ("the instances that read what its producers write there" if reverse else
+                   "what its consumers there read")
+        rule = rule or (f"under loop {loop_name!r}, block {block!r} would run only {covered}, "
+                        f"which is not all it runs now ({violation.reason})")
+    runs_once = all(s.schedule.is_single_valued() for s in model.statements_of_block(block))
+    if violation is None and reverse and not runs_once:
+        rule = rule or (f"block {block!r} would run some instances in more than one "
+                        f"iteration of loop {loop_name!r}: its {kind} there do not "
+                        f"determine which instances to run")
+    if rule is not None:
+        return dataclasses.replace(violation or Violation(rule), reason=rule)
+    return violation
+
+
+def _legal_loops(func: PrimFunc, block: str, reverse: bool) -> tuple[str, ...]:
+    """Each loop the block may go under, as the call that moves it there."""
+    primitive = "reverse_compute_at" if reverse else "compute_at"
+    others = neighbours(func, block, "producers" if reverse else "consumers")
+    own = enclosing_loops(func, find_block(func, block))
+    candidates: dict[str, None] = {}
+    for realize in collect(func.body, BlockRealize):
+        if realize.block.name in others:
+            for lp in enclosing_loops(func, realize):
+                if not any(lp is x for x in own):
+                    candidates[lp.loop_var.name] = None
+    legal = []
+    for name in candidates:
+        try:
+            move_under(func, block, name, reverse=reverse, render=False, suggest=False)
+        except ScheduleError:
+            continue
+        legal.append(f"sch.{primitive}({block}, {name})")
+    return tuple(legal)
+
+
+def compute_at(func: PrimFunc, block: str, loop: str, preserve_unit_loops: bool = False,
+               render: bool = True) -> PrimFunc:
+    """Move producer `block` under `loop` of its consumers (see Schedule.compute_at)."""
+    return move_under(func, block, loop, preserve_unit_loops, reverse=False, render=render)
+
+
+def reverse_compute_at(func: PrimFunc, block: str, loop: str, preserve_unit_loops: bool = False,
+                       render: bool = True) -> PrimFunc:
+    """Move consumer `block` under `loop` of its producers (see Schedule.reverse_compute_at)."""
+    return move_under(func, block, loop, preserve_unit_loops, reverse=True, render=render)

@@ -1,0 +1,281 @@
+"""Inlining: compute_inline folds a producer into its consumers, reverse_compute_inline folds a
+consumer into its producer (the Schedule methods are in placement.py, with compute_at).
+
+Both remove a block and the intermediate buffer between the two, so the instances of the
+function change and `check_order` does not apply; the dependences that could break are those
+with a third block between the two, which the functions below look for (conservatively: a block
+in the same top-level nest as the moved computation counts as between).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
+from sched.ir.nodes import (
+    TRUE,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Var,
+    seq,
+)
+from sched.ir.regions import infer_block_regions
+from sched.polyhedral import dependences
+from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
+from sched.schedule.state import find_block, path_to, replace
+
+
+def neighbours(func: PrimFunc, block: str, kind: str) -> dict[str, set[str]]:
+    """The blocks that read what `block` writes (kind "consumers") or write what it reads
+    ("producers"), each with the buffers they exchange."""
+    found: dict[str, set[str]] = {}
+    for dep in dependences(func):
+        if dep.kind != "flow" or dep.source.block is dep.sink.block:
+            continue
+        source, sink = dep.source.block.name, dep.sink.block.name
+        if kind == "consumers" and source == block:
+            found.setdefault(sink, set()).add(dep.buffer)
+        if kind == "producers" and sink == block:
+            found.setdefault(source, set()).add(dep.buffer)
+    return found
+
+
+def block_accesses(block: Block, node_type) -> list:
+    """The loads (node_type BufferLoad) or stores (BufferStore) of a block itself: in its init
+    and body, not in the blocks nested there."""
+    found: list = []
+
+    class Collector(IRVisitor):
+        def visit(self, node) -> None:
+            if isinstance(node, node_type):
+                found.append(node)
+            if not isinstance(node, BlockRealize):
+                super().visit(node)
+    for part in (block.init, block.body):
+        if part is not None:
+            Collector().visit(part)
+    return found
+
+
+def remove_block(func: PrimFunc, realize: BlockRealize) -> PrimFunc:
+    """`func` without `realize` and the loops (ifs, lets) that held nothing else."""
+    node = realize
+    for parent in reversed(path_to(func.body, realize)):
+        if isinstance(parent, SeqStmt):
+            rest = [s for s in parent.stmts if s is not node]
+            if rest:
+                return replace(func, parent, seq(*rest))
+        elif not isinstance(parent, For | IfThenElse | LetStmt | Allocate):
+            return replace(func, node, SeqStmt(()))      # the body of a block, now empty
+        node = parent
+    raise AssertionError("remove_block: the block is not in the function")
+
+
+def _drop_allocation(func: PrimFunc, buffer: Buffer) -> PrimFunc:
+    """`func` without the allocation of `buffer` once nothing accesses it."""
+    accesses = collect(func.body, BufferLoad) + collect(func.body, BufferStore) + \
+        collect(func.body, BufferRegion)
+    if any(a.buffer.name == buffer.name for a in accesses):
+        return func
+    for block in collect(func.body, Block):
+        if any(b.name == buffer.name for b in block.alloc_buffers):
+            kept = tuple(b for b in block.alloc_buffers if b.name != buffer.name)
+            return replace(func, block, dataclasses.replace(block, alloc_buffers=kept))
+    return func
+
+
+def _single_store(block: Block, primitive: str, role: str, exact: bool = True) -> BufferStore:
+    """The one store of a spatial block; with `exact`, its indices are the iteration
+    variables, each once."""
+    reduce = [iv.var.name for iv in block.iter_vars if iv.kind == "reduce"]
+    if block.init is not None or reduce:
+        what = f"{role} {block.name!r} is a reduction (reduce variable(s) {', '.join(reduce)}): "
+        if role == "producer":
+            raise ScheduleError(primitive, what + "its values are final only after its last "
+                                "update, so no consumer can be folded into it; "
+                                "reverse_compute_at can put the consumer after the reduction")
+        mover = "reverse_compute_at" if primitive.startswith("reverse") else "compute_at"
+        raise ScheduleError(primitive, what + f"only a spatial block with one store "
+                            f"B[v...] = f(...) can be inlined; {mover} can move a reduction "
+                            f"next to its neighbour")
+    store = block.body
+    if not isinstance(store, BufferStore):
+        raise ScheduleError(primitive, f"the body of {role} {block.name!r} is not a single "
+                            f"store B[...] = value")
+    own = [iv.var for iv in block.iter_vars]
+    if exact and (len(set(store.indices)) != len(store.indices) or set(store.indices) != set(own)):
+        raise ScheduleError(primitive, f"{role} {block.name!r} stores "
+                            f"{store.buffer.name}[{', '.join(i.script() for i in store.indices)}]"
+                            f": the indices must be its iteration variables "
+                            f"({', '.join(v.name for v in own)}), each once")
+    return store
+
+
+def _top_position(func: PrimFunc, name: str) -> int:
+    """The index of the top-level statement (of the root block) that holds block `name`."""
+    body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
+    children = body.stmts if isinstance(body, SeqStmt) else (body,)
+    for index, child in enumerate(children):
+        if any(r.block.name == name for r in collect(child, BlockRealize)):
+            return index
+    raise AssertionError(f"block {name!r} is not in the function")
+
+
+def _refuse_between(func, primitive, deps, reason, render) -> None:
+    """Raise for the first of `deps` (dependences on a block between the two)."""
+    for dep in deps:
+        example = describe_instance_pair(dep, dep.relation)
+        violation = Violation(reason(dep), dep, example)
+        raise schedule_error(primitive, violation, func, render=render)
+
+
+class _LoadReplacer(IRMutator):
+    """Every load of `store.buffer` replaced by the stored value at the loaded indices."""
+
+    def __init__(self, store: BufferStore) -> None:
+        self.store = store
+
+    def visit_BufferLoad(self, load: BufferLoad):
+        load = self.visit_children(load)
+        if load.buffer.name != self.store.buffer.name:
+            return load
+        return substitute(self.store.value, dict(zip(self.store.indices, load.indices)))
+
+
+def _new_reads(block: Block, old_reads, replaced: str, inlined, outer: tuple[Var, ...]):
+    """The reads of `block` once loads of `replaced` became `inlined` values: the old regions
+    of the other buffers, and inferred ones for the buffers the inlined values load."""
+    inferred, _ = infer_block_regions(block.body, block.init, block.iter_vars,
+                                      block.alloc_buffers, outer)
+    loaded = {load.buffer.name for load in collect(inlined, BufferLoad)}
+    kept = [r for r in old_reads if r.buffer.name != replaced and r.buffer.name not in loaded]
+    return tuple(kept + [r for r in inferred if r.buffer.name in loaded])
+
+
+def _outer_vars(func: PrimFunc) -> tuple[Var, ...]:
+    return tuple(func.symbolic_vars) + tuple(p for p in func.params if isinstance(p, Var))
+
+
+def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> PrimFunc:
+    """Inline the spatial block `block_name` into every block that reads its buffer (see
+    Schedule.compute_inline)."""
+    primitive = "compute_inline"
+    realize = find_block(func, block_name, primitive)
+    store = _single_store(realize.block, primitive, "block")
+    buffer = store.buffer
+    if any(p.name == buffer.name for p in func.buffers):
+        raise ScheduleError(primitive, f"block {block_name!r} writes {buffer.name!r}, an output "
+                            f"of the function: its values must be stored; only a block writing "
+                            f"an intermediate buffer (T.alloc_buffer) can be inlined")
+    blocks = [r for r in collect(func.body, BlockRealize) if r is not realize]
+    writers = [r.block.name for r in blocks if any(w.buffer.name == buffer.name
+                                                   for w in r.block.writes)]
+    if writers:
+        raise ScheduleError(primitive, f"{buffer.name!r} is also written by block(s) "
+                            f"{', '.join(writers)}: which value a read sees depends on the order")
+    readers = [name for name in _readers(func, buffer) if name != block_name]
+    last = max((_top_position(func, r) for r in readers), default=-1)
+    late = [d for d in dependences(func) if d.kind == "anti" and d.source.block is realize.block
+            and d.sink.block is not realize.block
+            and (d.sink.block.name in readers or _top_position(func, d.sink.block.name) <= last)]
+    _refuse_between(func, primitive, late, lambda d: (
+        f"block {d.sink.block.name!r} overwrites {d.buffer!r}, which {block_name!r} reads, "
+        f"before a consumer runs: inlined, the consumer would read the new values"), render)
+    replacer, outer = _LoadReplacer(store), _outer_vars(func)
+
+    class Inline(IRMutator):
+        def visit_BlockRealize(self, node: BlockRealize):
+            node = self.visit_children(node)
+            block = node.block
+            if block.name not in readers:
+                return node
+            body = replacer.visit(block.body)
+            init = None if block.init is None else replacer.visit(block.init)
+            new = dataclasses.replace(block, body=body, init=init)
+            reads = _new_reads(new, block.reads, buffer.name, store.value, outer)
+            return dataclasses.replace(node, block=dataclasses.replace(new, reads=reads))
+    new_func = remove_block(Inline().visit(func), realize)
+    return _drop_allocation(new_func, buffer)
+
+
+def _consumer_mapping(block: Block, producer: Block, store: BufferStore, primitive: str) -> dict:
+    """The consumer's iteration variables as the producer's: each load of the producer's
+    buffer must be at the same indices, distinct iteration variables covering all of them."""
+    loads = {load.indices for load in collect(block.body, BufferLoad)
+             if load.buffer.name == store.buffer.name}
+    own = {iv.var: iv for iv in block.iter_vars}
+    indices = next(iter(loads))
+    theirs = {iv.var: iv for iv in producer.iter_vars}
+    if len(loads) != 1 or len(set(indices)) != len(indices) or set(indices) != set(own) or \
+            any(own[c].dom != theirs[p].dom for c, p in zip(indices, store.indices)):
+        shown = "; ".join(f"{store.buffer.name}[{', '.join(i.script() for i in idx)}]"
+                          for idx in loads)
+        raise ScheduleError(primitive, f"block {block.name!r} reads {shown}: the indices must "
+                            f"be its iteration variables, each once, over the domains of "
+                            f"{producer.name!r}, so that its instances and those of "
+                            f"{producer.name!r} match one to one")
+    return dict(zip(indices, store.indices))
+
+
+def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> PrimFunc:
+    """Inline the consumer `block_name` into its single producer (see
+    Schedule.reverse_compute_inline)."""
+    primitive = "reverse_compute_inline"
+    realize = find_block(func, block_name, primitive)
+    block = realize.block
+    store = _single_store(block, primitive, "block", exact=False)
+    if realize.predicate != TRUE:
+        raise ScheduleError(primitive, f"block {block_name!r} runs under the predicate "
+                            f"{realize.predicate.script()}: inline it before splitting its loops")
+    producers = neighbours(func, block_name, "producers")
+    exchanged = set().union(*producers.values()) if producers else set()
+    if len(producers) != 1 or len(exchanged) != 1:
+        raise ScheduleError(primitive, f"block {block_name!r} reads {len(exchanged)} buffer(s) "
+                            f"written by block(s) {', '.join(producers) or 'none'}; "
+                            f"reverse_compute_inline needs exactly one producer")
+    p_realize = find_block(func, next(iter(producers)), primitive)
+    p_store = _single_store(p_realize.block, primitive, "producer")
+    buffer = p_store.buffer
+    if any(p.name == buffer.name for p in func.buffers):
+        raise ScheduleError(primitive, f"{buffer.name!r} is an output of the function: "
+                            f"producer {p_realize.block.name!r} must keep storing it")
+    others = [name for name in {**_readers(func, buffer)} if name != block_name]
+    if others:
+        raise ScheduleError(primitive, f"{buffer.name!r} is also read by block(s) "
+                            f"{', '.join(others)}: it must stay stored")
+    mapping = _consumer_mapping(block, p_realize.block, p_store, primitive)
+    start = _top_position(func, p_realize.block.name)
+    between = [d for d in dependences(func) if d.kind in ("anti", "output")
+               and d.sink.block is block and d.source.block not in (block, p_realize.block)
+               and _top_position(func, d.source.block.name) >= start]
+    _refuse_between(func, primitive, between, lambda d: (
+        f"block {d.source.block.name!r} accesses {d.buffer!r} between producer "
+        f"{p_realize.block.name!r} and {block_name!r}, which would then write it earlier"),
+        render)
+    value = _LoadReplacer(p_store).visit(substitute(store.value, mapping))
+    indices = tuple(substitute(index, mapping) for index in store.indices)
+    new_store = BufferStore(store.buffer, value, indices)
+    producer = p_realize.block
+    reads, writes = infer_block_regions(new_store, None, producer.iter_vars,
+                                        producer.alloc_buffers, _outer_vars(func))
+    new_block = dataclasses.replace(producer, body=new_store, reads=reads, writes=writes)
+    new_func = replace(func, p_realize, dataclasses.replace(p_realize, block=new_block))
+    new_func = remove_block(new_func, find_block(new_func, block_name))
+    return _drop_allocation(new_func, buffer)
+
+
+def _readers(func: PrimFunc, buffer: Buffer) -> dict[str, None]:
+    return {r.block.name: None for r in collect(func.body, BlockRealize)
+            if any(load.buffer.name == buffer.name
+                   for load in block_accesses(r.block, BufferLoad))}

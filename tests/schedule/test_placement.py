@@ -1,0 +1,551 @@
+"""Placement primitives: compute_at, reverse_compute_at, compute_inline, reverse_compute_inline:
+the IR after each, trace round-trips, numbers on the C target, and every refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.schedule import Trace
+from sched.script import T
+from tests.conftest import assert_close
+from tests.schedule.conftest import run_c
+
+
+def chain(n=10):
+    """B = A * 2, C = B + 1: a producer and its consumer."""
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    return te.create_prim_func([A, te.compute((n,), lambda i: B[i] + 1.0, name="C")])
+
+
+def softmax(rows=16, cols=10):
+    X = te.placeholder((rows, cols), name="X")
+    return te.create_prim_func([X, te.ops.softmax(X)])
+
+
+def softmax_reference(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def assert_replays(sch, func):
+    """The trace replays, also from JSON, and the result prints as a script that reads back."""
+    assert sched.parse(sch.func.script()) == sch.func
+    assert sch.trace.apply(func).func == sch.func
+    restored = Trace.from_json(sch.trace.to_json())
+    assert restored == sch.trace and restored.apply(func).func == sch.func
+
+
+# -- compute_at ------------------------------------------------------------------------------
+
+CHAIN_AT_NON_DIVIDING_SPLIT = """
+@T.prim_func
+def main(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((10,), "float32")
+        for i_1_0 in range(3):
+            for ax0 in range(4):
+                with T.block("B"):
+                    v_i = T.axis.spatial(10, i_1_0 * 4 + ax0)
+                    T.where(i_1_0 * 4 + ax0 < 10)
+                    T.reads(A[v_i])
+                    T.writes(B[v_i])
+                    B[v_i] = A[v_i] * T.float32(2.0)
+            for i_1_1 in range(4):
+                with T.block("C"):
+                    v_i = T.axis.spatial(10, i_1_0 * 4 + i_1_1)
+                    T.where(i_1_0 * 4 + i_1_1 < 10)
+                    T.reads(B[v_i])
+                    T.writes(C[v_i])
+                    C[v_i] = B[v_i] + T.float32(1.0)
+"""
+
+
+def test_compute_at_non_dividing_split_guards_the_producer(rng):
+    func = chain()
+    sch = sched.Schedule(func)
+    io, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+    sch.compute_at(sch.get_block("B"), io)
+    assert sch.func == sched.parse(CHAIN_AT_NON_DIVIDING_SPLIT)
+    assert_replays(sch, func)
+    a = rng.standard_normal(10, np.float32)
+    assert_close(run_c(sch.func, a, np.zeros(10, np.float32))[1], a * 2 + 1)
+
+
+def test_compute_at_symbolic_extent_keeps_tiles_in_range(rng):
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    func = te.create_prim_func([A, te.compute((n,), lambda i: B[i] + 1.0, name="C")])
+    sch = sched.Schedule(func)
+    io, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+    sch.compute_at(sch.get_block("B"), io)
+    assert "T.where(i_1_0 * 4 + ax0 < n)" in sch.func.script()
+    for size in (1, 8, 13):
+        a = rng.standard_normal(size, np.float32)
+        assert_close(run_c(sch.func, a, np.zeros(size, np.float32))[1], a * 2 + 1)
+
+
+def test_compute_at_stencil_recomputes_the_halo(rng):
+    A = te.placeholder((12,), name="A")
+    B = te.compute((12,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((10,), lambda i: B[i] + B[i + 1] + B[i + 2], name="C")
+    func = te.create_prim_func([A, C])
+    for inner in (False, True):
+        sch = sched.Schedule(func)
+        io, ii = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+        sch.compute_at(sch.get_block("B"), ii if inner else io)
+        text = sch.func.script()
+        # per tile 4 + 2 elements; under ii, 3 from each i; the last tile stops at 12
+        assert f"for ax0 in range({3 if inner else 6}):" in text
+        assert " + ax0 < 12)" in text
+        a = rng.standard_normal(12, np.float32)
+        b = a * 2
+        assert_close(run_c(sch.func, a, np.zeros(10, np.float32))[1], b[:10] + b[1:11] + b[2:])
+
+
+def test_compute_at_preserve_unit_loops_keeps_the_unit_loop():
+    sch = sched.Schedule(chain(8))
+    _, ii = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+    sch.compute_at(sch.get_block("B"), ii, preserve_unit_loops=True)
+    assert "for ax0 in range(1):" in sch.func.script()
+    assert "sch.compute_at(b4, l3, preserve_unit_loops=True)" in str(sch.trace)
+    plain = sched.Schedule(chain(8))
+    _, ii = plain.split(plain.get_loops(plain.get_block("C"))[0], factors=[None, 4])
+    plain.compute_at(plain.get_block("B"), ii)
+    assert "ax0" not in plain.func.script()
+    assert "T.axis.spatial(8, i_1_0 * 4 + i_1_1)" in plain.func.script()
+
+
+def conv2d(padding=1):
+    data = te.placeholder((1, 3, 9, 9), name="data")
+    weight = te.placeholder((4, 3, 3, 3), name="weight")
+    return te.create_prim_func([data, weight,
+                                te.ops.conv2d_nchw(data, weight, padding=padding)])
+
+
+def conv2d_reference(d, w):
+    padded = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    return np.einsum("ncpqrs,kcrs->nkpq", windows, w)
+
+
+def conv2d_inputs(rng):
+    return (rng.standard_normal((1, 3, 9, 9), np.float32),
+            rng.standard_normal((4, 3, 3, 3), np.float32), np.zeros((1, 4, 9, 9), np.float32))
+
+
+def test_compute_at_conv_padding_at_the_row_loop(rng):
+    func = conv2d()
+    sch = sched.Schedule(func)
+    _, _, p, *_ = sch.get_loops(sch.get_block("conv2d"))
+    sch.compute_at(sch.get_block("conv2d_pad"), p)
+    text = sch.func.script()
+    assert "for ax0, ax1, ax2 in T.grid(3, 3, 11):" in text      # three padded rows per row
+    assert "v_y = T.axis.spatial(11, p + ax1)" in text and "T.where" not in text
+    assert_replays(sch, func)
+    d, w, out = conv2d_inputs(rng)
+    assert_close(run_c(sch.func, d, w, out)[2], conv2d_reference(d, w))
+
+
+def test_softmax_exp_computed_at_the_row_loop_of_the_sum(rng):
+    func = softmax()
+    sch = sched.Schedule(func)
+    row = sch.get_loops(sch.get_block("softmax_sum"))[0]
+    sch.compute_at(sch.get_block("softmax_exp"), row)
+    assert "v_i, v_j = T.axis.remap(\"SS\", [i_2, ax0])" in sch.func.script()
+    assert_replays(sch, func)
+    x = rng.standard_normal((16, 10), np.float32)
+    assert_close(run_c(sch.func, x, np.zeros_like(x))[1], softmax_reference(x))
+
+
+# -- reverse_compute_at ----------------------------------------------------------------------
+
+CONSUMER_AFTER_PRODUCER_TILES = """
+@T.prim_func
+def main(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((10,), "float32")
+        for i_0 in range(3):
+            for i_1_1 in range(4):  # i_1 is the loop of C
+                with T.block("B"):
+                    v_i = T.axis.spatial(10, i_0 * 4 + i_1_1)
+                    T.where(i_0 * 4 + i_1_1 < 10)
+                    T.reads(A[v_i])
+                    T.writes(B[v_i])
+                    B[v_i] = A[v_i] * T.float32(2.0)
+            for ax0 in range(4):
+                with T.block("C"):
+                    v_i = T.axis.spatial(10, i_0 * 4 + ax0)
+                    T.where(i_0 * 4 + ax0 < 10)
+                    T.reads(B[v_i])
+                    T.writes(C[v_i])
+                    C[v_i] = B[v_i] + T.float32(1.0)
+"""
+
+
+def test_reverse_compute_at_covers_what_the_producer_wrote(rng):
+    func = chain()
+    sch = sched.Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    io, _ = sch.split(i, factors=[None, 4])
+    sch.reverse_compute_at(sch.get_block("C"), io)
+    assert sch.func == sched.parse(CONSUMER_AFTER_PRODUCER_TILES)
+    assert_replays(sch, func)
+    a = rng.standard_normal(10, np.float32)
+    assert_close(run_c(sch.func, a, np.zeros(10, np.float32))[1], a * 2 + 1)
+
+
+def test_reverse_compute_at_fuses_softmax_into_one_row_loop(rng):
+    func = softmax()
+    sch = sched.Schedule(func)
+    row = sch.get_loops(sch.get_block("softmax_max"))[0]
+    for name in ("softmax_exp", "softmax_sum", "softmax"):
+        sch.reverse_compute_at(sch.get_block(name), row)
+    text = sch.func.script()
+    assert text.count("for ") == 5 and "for i in range(16):" in text
+    assert_replays(sch, func)
+    x = rng.standard_normal((16, 10), np.float32)
+    assert_close(run_c(sch.func, x, np.zeros_like(x))[1], softmax_reference(x))
+
+
+# -- compute_inline and reverse_compute_inline -----------------------------------------------
+
+ELEMENTWISE_CHAIN_INLINED = """
+@T.prim_func
+def main(A: T.Buffer((8, 4), "float32"), D: T.Buffer((8, 4), "float32")):
+    with T.block("root"):
+        for i_2, j_2 in T.grid(8, 4):
+            with T.block("D"):
+                v_i, v_j = T.axis.remap("SS", [i_2, j_2])
+                T.reads(A[v_i, v_j])
+                T.writes(D[v_i, v_j])
+                D[v_i, v_j] = T.exp(A[v_i, v_j] * T.float32(2.0) + T.float32(1.0)) - T.float32(3.0)
+"""
+
+
+def test_compute_inline_elementwise_chain(rng):
+    A = te.placeholder((8, 4), name="A")
+    B = te.compute((8, 4), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((8, 4), lambda i, j: te.exp(B[i, j] + 1.0), name="C")
+    func = te.create_prim_func([A, te.compute((8, 4), lambda i, j: C[i, j] - 3.0, name="D")])
+    sch = sched.Schedule(func)
+    sch.compute_inline(sch.get_block("B"))
+    sch.compute_inline(sch.get_block("C"))
+    assert sch.func == sched.parse(ELEMENTWISE_CHAIN_INLINED)
+    assert_replays(sch, func)
+    a = rng.standard_normal((8, 4), np.float32)
+    assert_close(run_c(sch.func, a, np.zeros_like(a))[1], np.exp(a * 2 + 1) - 3)
+
+
+def test_compute_inline_conv_padding_into_the_conv(rng):
+    func = conv2d()
+    sch = sched.Schedule(func)
+    sch.compute_inline(sch.get_block("conv2d_pad"))
+    text = sch.func.script()
+    assert "conv2d_pad" not in text and "T.alloc_buffer" not in text
+    assert "T.if_then_else(v_p * 1 + v_ry >= 1" in text
+    assert_replays(sch, func)
+    d, w, out = conv2d_inputs(rng)
+    assert_close(run_c(sch.func, d, w, out)[2], conv2d_reference(d, w))
+
+
+RELU_FOLDED_INTO_BIAS_ADD = """
+@T.prim_func
+def main(X: T.Buffer((6, 5), "float32"), W: T.Buffer((5, 4), "float32"),
+         bias: T.Buffer((4,), "float32"), relu: T.Buffer((6, 4), "float32")):
+    with T.block("root"):
+        C = T.alloc_buffer((6, 4), "float32")
+        for i, j, k in T.grid(6, 4, 5):
+            with T.block("C"):
+                v_i, v_j, v_k = T.axis.remap("SSR", [i, j, k])
+                T.reads(C[v_i, v_j], X[v_i, v_k], W[v_k, v_j])
+                T.writes(C[v_i, v_j])
+                with T.init():
+                    C[v_i, v_j] = T.float32(0.0)
+                C[v_i, v_j] = C[v_i, v_j] + X[v_i, v_k] * W[v_k, v_j]
+        for i_1, j_1 in T.grid(6, 4):
+            with T.block("bias_add"):
+                v_i, v_j = T.axis.remap("SS", [i_1, j_1])
+                T.reads(C[v_i, v_j], bias[v_j])
+                T.writes(relu[v_i, v_j])
+                relu[v_i, v_j] = T.max(C[v_i, v_j] + bias[v_j], T.float32(0.0))
+"""
+
+
+def matmul_bias_relu():
+    X = te.placeholder((6, 5), name="X")
+    W = te.placeholder((5, 4), name="W")
+    bias = te.placeholder((4,), name="bias")
+    return te.create_prim_func([X, W, bias, te.ops.relu(te.ops.bias_add(te.ops.matmul(X, W),
+                                                                         bias))])
+
+
+def test_reverse_compute_inline_relu_epilogue(rng):
+    func = matmul_bias_relu()
+    sch = sched.Schedule(func)
+    sch.reverse_compute_inline(sch.get_block("relu"))
+    assert sch.func == sched.parse(RELU_FOLDED_INTO_BIAS_ADD)
+    assert_replays(sch, func)
+    x, w = rng.standard_normal((6, 5), np.float32), rng.standard_normal((5, 4), np.float32)
+    bias = rng.standard_normal(4, np.float32)
+    out = run_c(sch.func, x, w, bias, np.zeros((6, 4), np.float32))[3]
+    assert_close(out, np.maximum(x @ w + bias, 0))
+
+
+def test_reverse_compute_inline_transposed_read(rng):
+    A = te.placeholder((4, 6), name="A")
+    B = te.compute((4, 6), lambda i, j: A[i, j] + 1.0, name="B")
+    func = te.create_prim_func([A, te.compute((6, 4), lambda j, i: B[i, j] * 3.0, name="C")])
+    sch = sched.Schedule(func)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert "C[v_j, v_i] = (A[v_i, v_j] + T.float32(1.0)) * T.float32(3.0)" in sch.func.script()
+    a = rng.standard_normal((4, 6), np.float32)
+    assert_close(run_c(sch.func, a, np.zeros((6, 4), np.float32))[1], ((a + 1) * 3).T)
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+@T.prim_func
+def overwritten_between(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((8,), "float32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(8):
+        with T.block("W"):
+            vi = T.axis.spatial(8, i)
+            A[vi] = T.float32(0)
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[vi] + T.float32(1)
+
+
+@T.prim_func
+def shifted_store(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((9,), "float32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi + 1] = A[vi]
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[vi + 1]
+
+
+def first_column():
+    """B = A * 2 over (4, 6); C[i] = B[i, 0]: C reads one element of each row of B."""
+    A = te.placeholder((4, 6), name="A")
+    B = te.compute((4, 6), lambda i, j: A[i, j] * 2.0, name="B")
+    return te.create_prim_func([A, te.compute((4,), lambda i: B[i, 0], name="C")])
+
+
+def refused(sch, step, match):
+    """Run `step`, which must raise ScheduleError matching `match` and change nothing."""
+    before, steps = sch.func, len(sch.trace)
+    with pytest.raises(ScheduleError, match=match) as info:
+        step()
+    assert sch.func is before and len(sch.trace) == steps
+    return str(info.value)
+
+
+def test_compute_at_refuses_a_loop_of_its_own_nest():
+    # the block is already under that loop: nothing to move
+    sch = sched.Schedule(chain())
+    b = sch.get_block("B")
+    (i,) = sch.get_loops(b)
+    message = refused(sch, lambda: sch.compute_at(b, i), "block 'B' is already under loop 'i'")
+    assert "sch.compute_at(B, i_1)" in message                  # the legal loop, as a call
+
+
+def test_compute_at_refuses_a_loop_without_consumer_and_lists_the_legal_loops():
+    # D does not read B: under D's loop nothing says which part of B to compute
+    A = te.placeholder((10,), name="A")
+    B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((10,), lambda i: B[i] + 1.0, name="C")
+    D = te.compute((10,), lambda i: A[i] - 1.0, name="D")
+    sch = sched.Schedule(te.create_prim_func([A, C, D]))
+    (i_d,) = sch.get_loops(sch.get_block("D"))
+    block = sch.get_block("B")
+    message = refused(sch, lambda: sch.compute_at(block, i_d),
+                      r"no consumer of block 'B' is under loop 'i_2' \(its consumers: 'C'\)")
+    assert "legal alternatives:\n    sch.compute_at(B, i_1)" in message
+
+
+def test_compute_at_refuses_when_a_block_between_overwrites_its_input():
+    # W zeroes A after B read it; computed at C's loop, B would read the zeros
+    sch = sched.Schedule(overwritten_between)
+    (i_c,) = sch.get_loops(sch.get_block("C"))
+    block = sch.get_block("B")
+    message = refused(sch, lambda: sch.compute_at(block, i_c),
+                      "anti dependence on 'A': W\\[vi=0\\] overwrites A\\[0\\] read before by "
+                      "B\\[vi=0\\]")
+    assert "for i_2 in range(8):  # <-- loop 'i_2'" in message
+
+
+def test_compute_at_refuses_when_the_consumers_read_part_of_the_block():
+    # C reads B[0:5] only: under C's loop, B[5:10] would never be computed
+    A = te.placeholder((10,), name="A")
+    B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((5,), lambda i: B[i], name="C")]))
+    (i_c,) = sch.get_loops(sch.get_block("C"))
+    block = sch.get_block("B")
+    refused(sch, lambda: sch.compute_at(block, i_c),
+            r"block 'B' would run only what its consumers there read, which is not all it "
+            r"runs now .*missing: \{ S_B\[v_i\] : 5 <= v_i <= 9 \}")
+
+
+def test_compute_at_refuses_a_store_off_the_iteration_variables():
+    # B stores B[vi + 1]: the region read does not map back to iterations by identity
+    sch = sched.Schedule(shifted_store)
+    (i_c,) = sch.get_loops(sch.get_block("C"))
+    block = sch.get_block("B")
+    refused(sch, lambda: sch.compute_at(block, i_c),
+            "block 'B' does not store 'B' at its spatial iteration variables")
+
+
+def test_reverse_compute_at_refuses_softmax_exp_under_the_reduce_loop_of_max():
+    # under k the maximum is partial: exp of row 0 at k = 0 would miss X[0, 1:]
+    sch = sched.Schedule(softmax())
+    _, k = sch.get_loops(sch.get_block("softmax_max"))
+    block = sch.get_block("softmax_exp")
+    message = refused(sch, lambda: sch.reverse_compute_at(block, k),
+                      "loop 'k' is a reduce loop of producer 'softmax_max'")
+    assert ("violated dependence: flow dependence on 'softmax_max': softmax_exp[v_i=0, v_j=0] "
+            "reads softmax_max[0] written by softmax_max[v_i=0, v_k=1]") in message
+    assert "sch.reverse_compute_at(softmax_exp, i)" in message
+    cheap = sched.Schedule(softmax(), render_errors=False)
+    _, k = cheap.get_loops(cheap.get_block("softmax_max"))
+    with pytest.raises(ScheduleError) as info:
+        cheap.reverse_compute_at(cheap.get_block("softmax_exp"), k)
+    assert "\n" not in str(info.value)
+
+
+def test_reverse_compute_at_refuses_to_run_instances_in_several_iterations():
+    # loop j of B decides nothing about C[i] = B[i, 0]: C would run again for every j
+    sch = sched.Schedule(first_column())
+    _, j = sch.get_loops(sch.get_block("B"))
+    block = sch.get_block("C")
+    message = refused(sch, lambda: sch.reverse_compute_at(block, j),
+                      "block 'C' would run some instances in more than one iteration of loop 'j'")
+    assert "sch.reverse_compute_at(C, i)" in message
+
+
+def test_compute_inline_refuses_an_output():
+    # C is a parameter: its values must reach memory
+    sch = sched.Schedule(chain())
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.compute_inline(block),
+            "block 'C' writes 'C', an output of the function")
+
+
+def test_compute_inline_refuses_a_reduction():
+    # the matmul's value is final only after its last update
+    sch = sched.Schedule(matmul_bias_relu())
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.compute_inline(block),
+            r"block 'C' is a reduction \(reduce variable\(s\) v_k\).*compute_at")
+
+
+def test_compute_inline_refuses_a_store_off_the_iteration_variables():
+    sch = sched.Schedule(shifted_store)
+    block = sch.get_block("B")
+    refused(sch, lambda: sch.compute_inline(block),
+            r"block 'B' stores B\[vi \+ 1\]: the indices must be its iteration variables")
+
+
+def test_compute_inline_refuses_when_a_block_between_overwrites_its_input():
+    # inlined into C, A * 2 would be read after W zeroed A
+    sch = sched.Schedule(overwritten_between)
+    block = sch.get_block("B")
+    refused(sch, lambda: sch.compute_inline(block),
+            "block 'W' overwrites 'A', which 'B' reads, before a consumer runs(.|\n)*"
+            "violated dependence: anti dependence on 'A'")
+
+
+def test_reverse_compute_inline_refuses_a_reduction_producer():
+    # relu applied to every partial sum of the matmul would be wrong
+    A = te.placeholder((4, 3), name="A")
+    B = te.placeholder((3, 5), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B, te.ops.relu(te.ops.matmul(A, B))]))
+    block = sch.get_block("relu")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            "producer 'C' is a reduction .*reverse_compute_at")
+
+
+def test_reverse_compute_inline_refuses_two_producers():
+    # the softmax block divides softmax_exp by softmax_sum: two producers
+    sch = sched.Schedule(softmax())
+    block = sch.get_block("softmax")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            "block 'softmax' reads 2 buffer\\(s\\) written by block\\(s\\) softmax_exp, "
+            "softmax_sum")
+
+
+def test_reverse_compute_inline_refuses_a_read_that_is_not_one_to_one():
+    # C[i] = B[i, 0]: most instances of B have no instance of C
+    sch = sched.Schedule(first_column())
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            r"block 'C' reads B\[v_i, 0\]: the indices must be its iteration variables")
+
+
+def test_reverse_compute_inline_refuses_a_guarded_consumer():
+    # a predicate selects some instances of C; B computes all of its own
+    sch = sched.Schedule(chain())
+    sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            "block 'C' runs under the predicate")
+
+
+def test_reverse_compute_inline_refuses_an_output_producer():
+    # B is a parameter too: it must still be stored
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B, te.compute((8,), lambda i: B[i] + 1.0,
+                                                                name="C")]))
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            "'B' is an output of the function")
+
+
+def test_handles_of_an_inlined_block_are_stale():
+    sch = sched.Schedule(chain())
+    b = sch.get_block("B")
+    (i,) = sch.get_loops(b)
+    sch.compute_inline(b)
+    refused(sch, lambda: sch.get_loops(b), "block 'B' no longer exists: compute_inline removed")
+    refused(sch, lambda: sch.split(i, [None, 2]), "loop 'i' no longer exists")
+
+
+def test_preserve_unit_loops_must_be_a_bool():
+    sch = sched.Schedule(chain())
+    (i,) = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(TypeError, match="argument 3, 'preserve_unit_loops' to compute_at"):
+        sch.compute_at(sch.get_block("B"), i, preserve_unit_loops=1)
+
+
+def test_compute_at_two_producers_into_one_tile(rng):
+    # C at D's tile loop first, then B at the same loop: B covers what C now reads there
+    A = te.placeholder((10,), name="A")
+    B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((10,), lambda i: B[i] + 1.0, name="C")
+    func = te.create_prim_func([A, te.compute((10,), lambda i: C[i] * C[i], name="D")])
+    sch = sched.Schedule(func)
+    io, _ = sch.split(sch.get_loops(sch.get_block("D"))[0], factors=[None, 4])
+    sch.compute_at(sch.get_block("C"), io)
+    sch.compute_at(sch.get_block("B"), io)
+    text = sch.func.script()
+    assert text.index('T.block("B")') < text.index('T.block("C")') < text.index('T.block("D")')
+    assert "T.where(i_2_0 * 4 + ax0_1 < 10)" in text
+    assert_replays(sch, func)
+    a = rng.standard_normal(10, np.float32)
+    assert_close(run_c(sch.func, a, np.zeros(10, np.float32))[1], (a * 2 + 1) ** 2)
