@@ -93,6 +93,7 @@ class _CEmitter:
         self.nonneg: set[Var] = set(func.symbolic_vars)
         self.vector: tuple[Var, str] | None = None   # (loop variable, vector type) in SIMD code
         self.uses_vectors = False
+        self.in_simd = False                          # inside a `#pragma omp simd` loop
 
     # -- the translation unit ------------------------------------------------------------------
 
@@ -163,10 +164,15 @@ class _CEmitter:
         if lanes is not None:
             self.vector_loop(node, lanes)
             return
-        if node.kind == "parallel":
+        in_simd = self.in_simd
+        if node.kind in ("parallel", "vectorized") and in_simd:
+            # OpenMP allows no construct inside a simd loop: the inner loop runs serially
+            self.line(f"// {node.kind} inside a vectorized loop: serial")
+        elif node.kind == "parallel":
             self.line("#pragma omp parallel for")
         elif node.kind == "vectorized":
             self.line("#pragma omp simd")
+            self.in_simd = True
         elif node.kind == "unrolled" and isinstance(node.extent, IntImm):
             self.line(f"#pragma GCC unroll {node.extent.value}")
         elif node.kind == "thread_binding":
@@ -175,6 +181,7 @@ class _CEmitter:
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.expr(end)}; "
                   f"++{var}) {{")
         self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
+        self.in_simd = in_simd
         self.line("}")
 
     def vector_loop(self, node: For, lanes: int) -> None:

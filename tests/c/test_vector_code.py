@@ -49,3 +49,18 @@ def test_extent_not_a_multiple_of_the_lanes_stays_scalar(rng):
     out = np.zeros_like(a)
     kernel(a, out)
     np.testing.assert_array_equal(out, a * 2)
+
+
+def test_parallel_loop_inside_a_vectorized_loop_runs_serially(rng):
+    A = te.placeholder((8, 6), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((8, 6), lambda i, j: A[i, j] + 1.0,
+                                                            name="B")]))
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(i)
+    sch.parallel(j)
+    kernel = sched.build(sch.func, target="c")
+    assert "// parallel inside a vectorized loop: serial" in kernel.source
+    a = rng.standard_normal((8, 6), np.float32)
+    out = np.zeros_like(a)
+    kernel(a, out)
+    np.testing.assert_array_equal(out, a + 1)
