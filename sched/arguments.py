@@ -111,7 +111,8 @@ class ArgumentBinder:
             raise self.error(position, f"expected {kind}, got {type(arg).__name__}")
         if self.device != "cpu":
             raise self.error(position, f"expected a torch tensor on {self.device}, got a numpy "
-                                       f"array (on the CPU)")
+                                       f"array (on the CPU): move it to the GPU with "
+                                       f"torch.from_numpy(array).cuda()")
         self.check_ndim(position, buffer, arg.ndim)
         expected = self.numpy_dtypes[buffer.name]
         if arg.dtype != expected:
@@ -134,10 +135,22 @@ class ArgumentBinder:
             move = ".cpu()" if self.device == "cpu" else ".cuda()"
             raise self.error(position, f"expected a tensor on {self.device}, got one on "
                                        f"{tensor.device}: move it with {move}")
+        if self.device == "cuda":
+            self.check_current_device(position, tensor)
         if not tensor.is_contiguous():
             raise self.error(position, f"expected a contiguous tensor, got strides "
                                        f"{tuple(tensor.stride())}: pass tensor.contiguous()")
         return tensor.data_ptr(), tuple(tensor.shape)
+
+    def check_current_device(self, position: int, tensor) -> None:
+        import torch
+
+        current = torch.cuda.current_device()
+        if tensor.device.index != current:
+            raise self.error(position, f"expected a tensor on the current device cuda:{current}, "
+                                       f"got one on {tensor.device}: move it with "
+                                       f".to('cuda:{current}'), or call the kernel under "
+                                       f"torch.cuda.device({tensor.device.index})")
 
     def check_ndim(self, position: int, buffer: Buffer, ndim: int) -> None:
         if ndim != buffer.ndim:

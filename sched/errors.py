@@ -36,6 +36,15 @@ class BuildError(RuntimeError):
     """A toolchain failure: the compiler's message, the offending source lines and the command."""
 
 
+class NoGPUError(RuntimeError):
+    """A kernel called (or a device queried) on a machine with no CUDA GPU or driver. Building
+    and compiling for a named arch (`sm_90`) still work there; only running needs the GPU."""
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call that failed: the message names the call and its CUresult."""
+
+
 class ScheduleError(ValueError):
     """A schedule step that is illegal or badly called: `<primitive>: <reason>`, then the
     violated dependence, the IR with the offending loop marked, and the legal alternatives.

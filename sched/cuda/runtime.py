@@ -1,0 +1,199 @@
+"""Loading cubins and launching kernels with the CUDA driver API, on torch's context and stream.
+
+`CudaModule` loads a cubin into the primary context of a device: the context torch's runtime
+uses, so pointers from `tensor.data_ptr()` are valid in it. `CudaKernel` is what a user calls:
+it compiles at construction (through the on-disk cache), loads the cubin on the first call on
+each device, and at each call checks the arguments, sizes the grid from the bound dims and
+launches on `torch.cuda.current_stream()` with no copy and no sync.
+
+The kernel's parameters, in the same order as the C target's function: a pointer per buffer
+parameter (in parameter order), then each scalar parameter in its dtype (float16 as `__half`,
+bfloat16 as `__nv_bfloat16`), then each symbolic dim (`PrimFunc.symbolic_vars` order, int32
+unless the dim is declared otherwise).
+
+Every driver call's result is checked (`device.check`): a failure raises CudaError naming the
+call and the CUresult. With no GPU, constructing a kernel works and calling it raises NoGPUError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from sched.arguments import ArgumentBinder
+from sched.cuda.compile import compile_cuda
+from sched.cuda.device import check, default_arch, device_arch, require_gpu, runs_on
+from sched.cuda.launch import LaunchConfig, as_launch_config
+from sched.cuda.resources import Resources
+from sched.errors import BuildError
+from sched.ir.functor import free_vars
+from sched.ir.nodes import PrimFunc, Var
+
+STATIC_SHARED_LIMIT = 48 * 1024   # more dynamic shared memory than this needs an opt-in
+
+_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
+           "bfloat16": ctypes.c_uint16, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
+           "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+           "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+           "bool": ctypes.c_bool}
+
+
+def _scalar_bits(value, dtype: str):
+    """`value` as the kernel receives it: half-precision floats as their 16 bits."""
+    if dtype == "float16":
+        return int(np.float16(value).view(np.uint16))
+    if dtype == "bfloat16":   # round to nearest even, from float32's bits
+        bits = int(np.float32(value).view(np.uint32))
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    return value
+
+
+class CudaModule:
+    """A cubin loaded into the primary context of CUDA device `ordinal` (torch's context).
+
+    Requires a GPU (NoGPUError otherwise). `function(name, dynamic_shared_bytes)` gets a
+    kernel, opting it into more than 48 KB of dynamic shared memory when asked for.
+    """
+
+    def __init__(self, cubin: bytes, ordinal: int) -> None:
+        require_gpu("loading a CUDA module")
+        from cuda.bindings import driver
+
+        self._driver = driver
+        self.ordinal = ordinal
+        check("cuInit", driver.cuInit(0))
+        self.device = check("cuDeviceGet", driver.cuDeviceGet(ordinal))
+        self.context = check("cuDevicePrimaryCtxRetain",
+                             driver.cuDevicePrimaryCtxRetain(self.device))
+        self.make_current()
+        self.handle = check("cuModuleLoadData", driver.cuModuleLoadData(cubin))
+
+    def make_current(self) -> None:
+        """Make the device's primary context current on this thread, if it is not already."""
+        driver = self._driver
+        current = check("cuCtxGetCurrent", driver.cuCtxGetCurrent())
+        if current is None or int(current) != int(self.context):
+            check("cuCtxSetCurrent", driver.cuCtxSetCurrent(self.context))
+
+    def function(self, name: str, dynamic_shared_bytes: int = 0):
+        """The CUfunction `name` (an `extern "C"` kernel of the cubin)."""
+        driver = self._driver
+        function = check("cuModuleGetFunction",
+                         driver.cuModuleGetFunction(self.handle, name.encode()))
+        if dynamic_shared_bytes > STATIC_SHARED_LIMIT:
+            attribute = driver.CUfunction_attribute
+            check("cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                  driver.cuFuncSetAttribute(
+                      function, attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                      dynamic_shared_bytes))
+        return function
+
+    def close(self) -> None:
+        """Unload the module and release the context (the module's functions die with it)."""
+        if self.handle is not None:
+            check("cuModuleUnload", self._driver.cuModuleUnload(self.handle))
+            check("cuDevicePrimaryCtxRelease",
+                  self._driver.cuDevicePrimaryCtxRelease(self.device))
+            self.handle = None
+
+
+class CudaKernel:
+    """A compiled CUDA kernel: `kernel(*args)` launches it on torch CUDA tensors (and Python
+    scalars), in parameter order, on the current device and stream, writing outputs in place.
+
+    Built from `func` (the PrimFunc the arguments are checked against), CUDA C `source` with the
+    `extern "C"` kernel `kernel_name`, its `launch` configuration (a LaunchConfig, or any object
+    with grid, block and dynamic_shared_bytes), `arch` (default: the current
+    device's, or sm_90 with no GPU), `compiler` ("nvrtc" or "nvcc") and extra `flags`.
+    Compiles at construction (or finds the cubin in the cache); a call compiles nothing.
+    Raises BuildError when compilation fails, when the source has no such kernel, or when the
+    block does not fit the arch (too many threads for its registers, too much shared memory).
+
+    Attributes: `func`, `lowered` (the loop IR, when given), `source`, `kernel_name`, `launch`,
+    `arch`, `compiler`, `compiled` (the CompiledModule), `cubin`, `resources` (a Resources
+    report: print it, or `rich.print(kernel.resources.table())`).
+    """
+
+    def __init__(self, func: PrimFunc, source: str, kernel_name: str, launch: LaunchConfig,
+                 arch: str | None = None, compiler: str = "nvrtc", flags=(), *,
+                 lowered: PrimFunc | None = None, cache_dir: Path | None = None) -> None:
+        self.func, self.lowered, self.source = func, lowered, source
+        self.kernel_name, self.launch = kernel_name, as_launch_config(launch)
+        self.arch = arch or default_arch()
+        self.compiler = compiler
+        self.compiled = compile_cuda(source, self.arch, compiler, tuple(flags),
+                                     cache_dir=cache_dir)
+        self.cubin = self.compiled.cubin
+        self.resources = self._read_resources()
+        self._binder = ArgumentBinder(func, device="cuda")
+        self._scalars = tuple(p for p in func.params if isinstance(p, Var))
+        self._grid_vars = (*self._scalars, *func.symbolic_vars)
+        self._check_grid_vars()
+        self._param_types = ([ctypes.c_void_p] * len(func.buffers)
+                             + [_CTYPES[v.dtype] for v in self._grid_vars])
+        self._loaded: dict[int, tuple[CudaModule, object]] = {}   # device -> module, function
+
+    def _read_resources(self) -> Resources:
+        try:
+            resources = Resources.from_log(
+                self.compiled.log, self.kernel_name, self.arch,
+                dynamic_shared_bytes=self.launch.dynamic_shared_bytes,
+                threads_per_block=self.launch.threads_per_block)
+        except ValueError as error:
+            raise BuildError(f"kernel '{self.kernel_name}': {error}; declare the kernel "
+                             f"extern \"C\" __global__ so its name is not mangled") from None
+        problems = resources.launch_problems()
+        if problems:
+            raise BuildError(f"kernel '{self.kernel_name}' cannot launch with {self.launch} "
+                             f"on {self.arch}:\n" + "\n".join(f"  {p}" for p in problems))
+        return resources
+
+    def _check_grid_vars(self) -> None:
+        known = set(self._grid_vars)
+        for extent in self.launch.grid:
+            unknown = [v.name for v in free_vars(extent) if v not in known]
+            if unknown:
+                raise BuildError(f"kernel '{self.kernel_name}': grid extent {extent} uses "
+                                 f"{', '.join(unknown)}, which is neither a symbolic dim nor a "
+                                 f"scalar parameter of '{self.func.name}'")
+
+    def __call__(self, *args) -> None:
+        require_gpu(f"calling CUDA kernel '{self.func.name}'")
+        import torch
+
+        bound = self._binder.bind(args)
+        values = (*bound.scalars, *bound.dims)
+        grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
+        if 0 in grid:
+            return                      # an empty problem: nothing to launch
+        module, function = self._load(torch.cuda.current_device())
+        module.make_current()
+        scalars = [t(_scalar_bits(value, v.dtype)) for t, value, v in
+                   zip(self._param_types[len(bound.pointers):], values, self._grid_vars)]
+        params = [ctypes.c_void_p(p) for p in bound.pointers] + scalars
+        addresses = (ctypes.c_void_p * len(params))(*(ctypes.addressof(p) for p in params))
+        driver = module._driver
+        stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
+        check("cuLaunchKernel", driver.cuLaunchKernel(
+            function, *grid, *self.launch.block, self.launch.dynamic_shared_bytes, stream,
+            ctypes.addressof(addresses), 0))
+
+    def _load(self, ordinal: int):
+        """The module and function on device `ordinal`, loaded on first use."""
+        if ordinal not in self._loaded:
+            arch = device_arch(ordinal)
+            if not runs_on(self.arch, arch):
+                raise BuildError(f"kernel '{self.kernel_name}' was compiled for {self.arch}, "
+                                 f"but CUDA device {ordinal} is {arch}: build it with "
+                                 f"arch='{arch}' (or leave arch out to use the current device's)")
+            module = CudaModule(self.cubin, ordinal)
+            function = module.function(self.kernel_name, self.launch.dynamic_shared_bytes)
+            self._loaded[ordinal] = (module, function)
+        return self._loaded[ordinal]
+
+    def __repr__(self) -> str:
+        names = ", ".join(p.name for p in self.func.params)
+        return (f"<CudaKernel {self.func.name}({names}): {self.kernel_name} for {self.arch}, "
+                f"{self.launch}>")

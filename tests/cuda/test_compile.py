@@ -1,0 +1,108 @@
+"""compile_cuda: hand-written kernels to cubins with NVRTC and nvcc, the cache, compile errors."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from sched.cuda import compile as cuda_compile
+from sched.cuda.compile import compile_cuda
+from sched.cuda.resources import Resources
+from sched.errors import BuildError
+from tests.cuda.kernels import HALF_AXPY, TILED_MATMUL, VECTOR_ADD
+
+ELF_MAGIC = b"\x7fELF"
+KERNELS = {"vector_add": VECTOR_ADD, "matmul": TILED_MATMUL, "half_axpy": HALF_AXPY}
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on the PATH")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_nvrtc_compiles_a_cubin_with_resources(tmp_path, name, arch):
+    module = compile_cuda(KERNELS[name], arch, cache_dir=tmp_path)
+    assert module.cubin.startswith(ELF_MAGIC)
+    assert f"Compiling entry function '{name}' for '{arch}'" in module.log
+    resources = Resources.from_log(module.log, name, arch)
+    assert resources.registers > 0
+    assert (resources.spill_stores, resources.spill_loads, resources.local_bytes) == (0, 0, 0)
+
+
+def test_tiled_matmul_uses_its_shared_tiles_and_a_barrier(tmp_path):
+    module = compile_cuda(TILED_MATMUL, "sm_90", cache_dir=tmp_path)
+    resources = Resources.from_log(module.log, "matmul", "sm_90")
+    assert resources.static_shared_bytes == 2 * 32 * 32 * 4
+    assert resources.barriers == 1
+
+
+def test_second_compile_is_a_cache_hit_that_compiles_nothing(tmp_path, monkeypatch):
+    first = compile_cuda(VECTOR_ADD, "sm_90", cache_dir=tmp_path)
+    compilations = cuda_compile.stats["compilations"]
+
+    def no_compiling(*args):
+        raise AssertionError("a cache hit must not compile")
+
+    monkeypatch.setattr(cuda_compile, "_compile_nvrtc", no_compiling)
+    second = compile_cuda(VECTOR_ADD, "sm_90", cache_dir=tmp_path)
+    assert (first.from_cache, second.from_cache) == (False, True)
+    assert cuda_compile.stats["compilations"] == compilations
+    assert (second.cubin, second.log, second.command) == (first.cubin, first.log, first.command)
+    assert second.path == tmp_path / "cuda" / first.key / "kernel.cubin"
+    assert (second.path.parent / "kernel.cu").read_text() == VECTOR_ADD
+
+
+def test_cache_key_changes_with_arch_flags_and_compiler():
+    keys = {cuda_compile.cache_key(VECTOR_ADD, "sm_90", "nvrtc", ()),
+            cuda_compile.cache_key(VECTOR_ADD, "sm_80", "nvrtc", ()),
+            cuda_compile.cache_key(VECTOR_ADD, "sm_90", "nvrtc", ("-lineinfo",)),
+            cuda_compile.cache_key(VECTOR_ADD + "\n", "sm_90", "nvrtc", ())}
+    assert len(keys) == 4
+
+
+def test_cache_dir_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
+    module = compile_cuda(VECTOR_ADD, "sm_80")
+    assert module.path.is_relative_to(tmp_path / "cuda")
+
+
+def test_flags_reach_nvrtc(tmp_path):
+    module = compile_cuda(VECTOR_ADD, "sm_90", flags=("--maxrregcount=32",), cache_dir=tmp_path)
+    assert "--maxrregcount=32" in module.command
+
+
+def test_compile_error_shows_the_offending_line_and_the_command(tmp_path):
+    # 'bb' is not declared: NVRTC names line 6 of kernel.cu
+    source = VECTOR_ADD.replace("a[i] + b[i]", "a[i] + bb[i]")
+    with pytest.raises(BuildError) as caught:
+        compile_cuda(source, "sm_90", cache_dir=tmp_path)
+    message = str(caught.value)
+    assert 'kernel.cu(6): error: identifier "bb" is undefined' in message
+    assert ">    6 |     c[i] = a[i] + bb[i];" in message
+    assert "command: nvrtc -arch=sm_90 -std=c++17 --ptxas-options=-v" in message
+    assert not list((tmp_path / "cuda").glob("*/kernel.cubin"))
+
+
+def test_unknown_arch_and_compiler_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"arch 'compute_90': expected 'sm_'"):
+        compile_cuda(VECTOR_ADD, "compute_90", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"unknown compiler 'clang'"):
+        compile_cuda(VECTOR_ADD, "sm_90", "clang", cache_dir=tmp_path)
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_same_kernel(tmp_path):
+    module = compile_cuda(TILED_MATMUL, "sm_80", "nvcc", cache_dir=tmp_path)
+    assert module.cubin.startswith(ELF_MAGIC)
+    assert module.command.startswith("nvcc -cubin -arch=sm_80 -std=c++17 -Xptxas -v ")
+    resources = Resources.from_log(module.log, "matmul", "sm_80")
+    assert (resources.registers > 0, resources.static_shared_bytes) == (True, 8192)
+    assert compile_cuda(TILED_MATMUL, "sm_80", "nvcc", cache_dir=tmp_path).from_cache
+    assert not [p for p in module.path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@needs_nvcc
+def test_nvcc_error_names_the_line(tmp_path):
+    source = TILED_MATMUL.replace("acc += ", "acc += undeclared + ")
+    with pytest.raises(BuildError, match=r"nvcc failed \(exit status \d+\)") as caught:
+        compile_cuda(source, "sm_90", "nvcc", cache_dir=tmp_path)
+    assert '>   16 |       acc += undeclared + ' in str(caught.value)
