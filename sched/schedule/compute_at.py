@@ -373,7 +373,8 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
     loop_name, kind = loop.loop_var.name, "producers" if reverse else "consumers"
     rule = _partial_reduction(here, loop) if reverse else None
     model = build_model(new_func)
-    violation = check_order(func, new_func) or check_schedule(func, model.schedule.lexmin())
+    violation = check_order(func, new_func, allow_recompute=True) or \
+        check_schedule(func, model.schedule.lexmin())
     if violation is not None and violation.dependence is None:
         covered = ("the instances that read what its producers write there" if reverse else
                    "what its consumers there read")
