@@ -34,7 +34,7 @@ from sched.ir.nodes import (
     PrimFunc,
     Var,
 )
-from sched.lower.gpu_threads import LaunchConfig
+from sched.lower.launch import LaunchConfig
 
 STATIC_SHARED_LIMIT = 48 * 1024
 

@@ -25,11 +25,11 @@ import numpy as np
 from sched.arguments import ArgumentBinder
 from sched.cuda.compile import compile_cuda
 from sched.cuda.device import check, default_arch, device_arch, require_gpu, runs_on
-from sched.cuda.launch import LaunchConfig, as_launch_config
 from sched.cuda.resources import Resources
 from sched.errors import BuildError
 from sched.ir.functor import free_vars
 from sched.ir.nodes import PrimFunc, Var
+from sched.lower.launch import LaunchConfig
 
 STATIC_SHARED_LIMIT = 48 * 1024   # more dynamic shared memory than this needs an opt-in
 
@@ -104,7 +104,7 @@ class CudaKernel:
     scalars), in parameter order, on the current device and stream, writing outputs in place.
 
     Built from `func` (the PrimFunc the arguments are checked against), CUDA C `source` with the
-    `extern "C"` kernel `kernel_name`, its `launch` configuration (a LaunchConfig, or any object
+    `extern "C"` kernel `kernel_name`, its `launch` configuration (a LaunchConfig
     with grid, block and dynamic_shared_bytes), `arch` (default: the current
     device's, or sm_90 with no GPU), `compiler` ("nvrtc" or "nvcc") and extra `flags`.
     Compiles at construction (or finds the cubin in the cache); a call compiles nothing.
@@ -120,7 +120,7 @@ class CudaKernel:
                  arch: str | None = None, compiler: str = "nvrtc", flags=(), *,
                  lowered: PrimFunc | None = None, cache_dir: Path | None = None) -> None:
         self.func, self.lowered, self.source = func, lowered, source
-        self.kernel_name, self.launch = kernel_name, as_launch_config(launch)
+        self.kernel_name, self.launch = kernel_name, launch
         self.arch = arch or default_arch()
         self.compiler = compiler
         self.compiled = compile_cuda(source, self.arch, compiler, tuple(flags),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, IRVisitor, substitute
@@ -32,23 +31,10 @@ from sched.ir.nodes import (
     binary,
     const,
 )
+from sched.lower.launch import MAX_THREADS_PER_BLOCK, LaunchConfig
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-MAX_THREADS_PER_BLOCK = 1024
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """Grid extents (IR expressions: symbolic dims allowed) and block extents (constants)."""
-
-    grid: tuple[Expr, Expr, Expr]
-    block: tuple[int, int, int]
-    dynamic_shared_bytes: int = 0
-
-    @property
-    def threads_per_block(self) -> int:
-        return math.prod(self.block)
 
 
 def _is_bound(loop: For) -> bool:
@@ -134,12 +120,11 @@ def launch_config(func: PrimFunc) -> LaunchConfig:
             block.append(extent.value)
         else:
             grid.append(extent)
-    config = LaunchConfig(tuple(grid), tuple(block))
-    if config.threads_per_block > MAX_THREADS_PER_BLOCK:
-        raise ScheduleError("build", f"{config.threads_per_block} threads per block "
+    if math.prod(block) > MAX_THREADS_PER_BLOCK:
+        raise ScheduleError("build", f"{math.prod(block)} threads per block "
                             f"({' x '.join(str(b) for b in block)}) exceed "
                             f"{MAX_THREADS_PER_BLOCK}: split the threadIdx loops smaller")
-    return config
+    return LaunchConfig(tuple(grid), tuple(block))
 
 
 def with_shared_bytes(config: LaunchConfig, shared_bytes: int) -> LaunchConfig:

@@ -14,10 +14,10 @@ import pytest
 from sched.arguments import BoundArguments
 from sched.cuda import runtime
 from sched.cuda.device import current_arch, gpu_available
-from sched.cuda.launch import LaunchConfig
 from sched.cuda.runtime import CudaKernel
 from sched.errors import BuildError, KernelArgumentError, NoGPUError
 from sched.ir import Buffer, BufferStore, For, IntImm, PrimFunc, Var
+from sched.lower.launch import LaunchConfig
 from tests.cuda.kernels import HALF_AXPY, TILED_MATMUL, VECTOR_ADD
 
 

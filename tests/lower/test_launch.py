@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sched.cuda.launch import LaunchConfig, evaluate_int
 from sched.ir import Cast, IntImm, Var
 from sched.ir.nodes import BinaryOp
+from sched.lower.launch import LaunchConfig, evaluate_int
 
 n, m = Var("n"), Var("m")
 

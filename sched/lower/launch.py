@@ -1,4 +1,7 @@
-"""A kernel's launch configuration, and the integer arithmetic that sizes its grid at a call.
+"""A GPU kernel's launch configuration, and the integer arithmetic that sizes its grid at a call.
+
+The lowering reads it off the loops bound to blockIdx/threadIdx (gpu_threads.py); the CUDA
+code generator and runtime use it.
 
 The grid's extents are IR expressions: with symbolic dims (`n`) the number of blocks is known
 only when the arguments are, so `LaunchConfig.grid_dims` evaluates them from the dims bound at
@@ -126,17 +129,3 @@ class LaunchConfig:
         block = ", ".join(str(b) for b in self.block)
         return (f"grid ({grid}), block ({block}), {self.dynamic_shared_bytes} bytes of dynamic "
                 f"shared memory")
-
-
-def as_launch_config(config) -> LaunchConfig:
-    """`config` as a (checked) LaunchConfig: itself, or one made from any object with `grid`,
-    `block` and `dynamic_shared_bytes` (such as what the GPU lowering reads off the bound
-    loops)."""
-    if isinstance(config, LaunchConfig):
-        return config
-    try:
-        return LaunchConfig(tuple(config.grid), tuple(config.block),
-                            getattr(config, "dynamic_shared_bytes", 0))
-    except AttributeError:
-        raise TypeError(f"expected a LaunchConfig (grid, block, dynamic_shared_bytes), got "
-                        f"{type(config).__name__}") from None

@@ -1,0 +1,31 @@
+"""`build_cuda`: a scheduled PrimFunc -> lowered loop IR -> CUDA C -> cubin -> CudaKernel.
+
+    kernel = sched.build(sch.func, target="cuda", arch="sm_90")
+    kernel(a, b, c)            # torch CUDA tensors, on torch's current stream
+    print(kernel.source)       # the CUDA C
+    print(kernel.resources)    # registers, spills, shared memory, occupancy
+
+Compiling happens here, once (and is cached on disk); a call only launches.
+"""
+
+from __future__ import annotations
+
+from sched.cuda.codegen import STATIC_SHARED_LIMIT, generate_cuda, shared_bytes
+from sched.ir.nodes import PrimFunc
+from sched.lower.gpu_threads import launch_config, with_shared_bytes
+from sched.lower.pipeline import lower
+
+
+def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrtc",
+               debug: bool = False):
+    """The CudaKernel of `func` for `arch` (default: the GPU's, or sm_90 without one)."""
+    from sched.cuda.runtime import CudaKernel
+
+    lowered = lower(func, target="cuda", debug=debug)
+    launch = launch_config(lowered)
+    shared = shared_bytes(lowered)
+    if shared > STATIC_SHARED_LIMIT:
+        launch = with_shared_bytes(launch, shared)
+    source, name = generate_cuda(lowered, launch)
+    return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler,
+                      lowered=lowered)
