@@ -104,18 +104,18 @@ def _box(model, buffer: Buffer, loops: list[For]):
 
 
 def _extent(touched: isl.Map, dim: int) -> int | None:
-    """The largest extent of dimension `dim` over one iteration of the outer loops."""
+    """The largest extent of dimension `dim` over one iteration of the outer loops, for any
+    value of the symbolic dims (a tile of a loop over `n` is at most the tile)."""
     ndim = touched.dim(isl.dim_type.out)
     one = touched.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
         .project_out(isl.dim_type.out, 0, dim)
     deltas = one.reverse().apply_range(one).deltas()
+    deltas = deltas.project_out(isl.dim_type.param, 0, deltas.dim(isl.dim_type.param))
     if deltas.is_empty() or not deltas.is_bounded():
         return None
-    high = deltas.dim_max(0)
-    if not high.is_cst():
-        return None
     values: list[int] = []
-    high.foreach_piece(lambda _, aff: values.append(aff.get_constant_val().to_python()))
+    deltas.dim_max(0).foreach_piece(
+        lambda _, aff: values.append(aff.get_constant_val().to_python()))
     return max(values) + 1
 
 

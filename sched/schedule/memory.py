@@ -82,7 +82,7 @@ def _copy_nest(func: PrimFunc, name: str, source: Buffer, target: Buffer,
     indices = tuple(iv.var for iv in iter_vars)
     body = BufferStore(target, source[indices], indices)
     reads, writes = infer_block_regions(body, None, iter_vars)
-    stmt: Stmt = BlockRealize(tuple(simplify(r.min + lp) if r.min != IntImm(0) else lp
+    stmt: Stmt = BlockRealize(tuple(simplify(lp + r.min) if r.min != IntImm(0) else lp
                                     for r, lp in zip(region, loops)), TRUE,
                               Block(name, iter_vars, reads, writes, body))
     for loop, r in reversed(list(zip(loops, region))):

@@ -1,4 +1,5 @@
-"""Where a primitive that adds a block or a buffer puts it.
+"""Where a primitive that adds a block or a buffer puts it, and what the reduction and memory
+primitives share.
 
 A block lives in a scope: the innermost block around it (the root block for a top-level one).
 The reduction and memory primitives add stages next to a block inside its scope and buffers to
@@ -13,9 +14,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, collect
+from sched.ir.functor import IRMutator, collect, free_vars
 from sched.ir.nodes import (
+    TRUE,
     Allocate,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
@@ -27,6 +30,7 @@ from sched.ir.nodes import (
     Var,
     seq,
 )
+from sched.polyhedral.legality import mark_loop
 from sched.schedule.state import path_to, replace
 
 
@@ -126,3 +130,29 @@ def blocks_accessing(stmt: Stmt, buffer: Buffer, access: str) -> list[Block]:
     regions = (lambda b: b.reads) if access == "read" else (lambda b: b.writes)
     return [block for block in collect(stmt, Block)
             if any(r.buffer == buffer for r in regions(block))]
+
+
+def conjuncts(predicate: Expr) -> list[Expr]:
+    """The terms of `a and b and ...` (none for True)."""
+    if isinstance(predicate, BinaryOp) and predicate.op == "and":
+        return conjuncts(predicate.a) + conjuncts(predicate.b)
+    return [] if predicate == TRUE else [predicate]
+
+
+def loop_roles(realize: BlockRealize, loops) -> dict[Var, set[str]]:
+    """For each loop: the kinds of the iteration variables whose bindings use it."""
+    roles: dict[Var, set[str]] = {lp.loop_var: set() for lp in loops}
+    for iter_var, value in zip(realize.block.iter_vars, realize.iter_values):
+        for var in free_vars(value):
+            if var in roles:
+                roles[var].add(iter_var.kind)
+    return roles
+
+
+def refusal(primitive: str, reason: str, func: PrimFunc, loop: str | None, render: bool,
+                 alternatives: tuple[str, ...] = ()) -> ScheduleError:
+    """A ScheduleError showing the IR (with loop `loop` marked) unless `render` is off."""
+    script = None
+    if render:
+        script = func.script() if loop is None else mark_loop(func.script(), loop)
+    return ScheduleError(primitive, reason, ir=script, alternatives=alternatives, render=render)

@@ -1,0 +1,100 @@
+"""compact_buffers: allocated buffers shrink to the box one execution of their allocation
+touches, with indices rebased in the accessing blocks' own iteration variables."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import sched
+from sched.ir import Allocate, Block, collect
+from sched.lower.compact_buffers import compact_buffers
+from sched.lower.plan_buffer_allocation import plan_buffer_allocation
+from sched.script import T
+from tests.conftest import assert_close
+from tests.lower.test_plan_buffer_allocation import tile_through_local
+
+
+def allocated(func, name: str):
+    buffers = [a.buffer for a in collect(func.body, Allocate)]
+    buffers += [b for block in collect(func.body, Block) for b in block.alloc_buffers]
+    (buffer,) = [b for b in buffers if b.name == name]
+    return buffer
+
+
+def test_tile_buffer_shrinks_to_one_tile_with_rebased_indices():
+    compacted = compact_buffers(plan_buffer_allocation(tile_through_local))
+    assert [d.value for d in allocated(compacted, "A_local").shape] == [4, 8]
+    text = compacted.script()
+    assert "A_local[vi % 4, vj] = A[vi, vj]" in text
+    assert "T.reads(A_local[vi % 4, vj])" in text
+    sched.ir.verify.verify(compacted)
+
+
+def test_lowered_tile_is_a_small_local_array(rng):
+    kernel = sched.build(tile_through_local)
+    assert "float A_local[32];  // scope local" in kernel.source
+    assert "A_local[ii * 8 + j]" in kernel.source
+    a, b = rng.standard_normal((8, 8), np.float32), np.zeros((8, 8), np.float32)
+    kernel(a, b)
+    assert_close(b, a * 2)
+
+
+@T.prim_func
+def middle_of_a_buffer(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        M = T.alloc_buffer((16,), "float32")
+        for i in range(4):
+            with T.block("M"):
+                vi = T.axis.spatial(4, i)
+                M[vi + 6] = A[vi + 6]
+        for i2 in range(4):
+            with T.block("B"):
+                vi = T.axis.spatial(4, i2)
+                B[vi] = M[vi + 6] * T.float32(3)
+
+
+def test_buffer_touched_in_a_range_shrinks_with_a_constant_offset(rng):
+    compacted = compact_buffers(middle_of_a_buffer)
+    assert [d.value for d in allocated(compacted, "M").shape] == [4]
+    assert "M[vi] = A[vi + 6]" in compacted.script()
+    a, b = rng.standard_normal(16).astype(np.float32), np.zeros(4, np.float32)
+    sched.build(middle_of_a_buffer)(a, b)
+    assert_close(b, a[6:10] * 3)
+
+
+@T.prim_func
+def squared_index(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((16,), "float32")
+        for i in range(4):
+            with T.block("S"):
+                vi = T.axis.spatial(4, i)
+                S[vi * vi] = A[vi]
+        for i2 in range(4):
+            with T.block("B"):
+                vi = T.axis.spatial(4, i2)
+                B[vi] = S[vi * vi]
+
+
+def test_non_affine_access_keeps_the_whole_dimension():
+    assert compact_buffers(squared_index) is squared_index
+
+
+def test_symbolic_extent_tiles_compact_to_a_constant_size(rng):
+    from sched import compute as te
+
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    (i,) = sch.get_loops(sch.get_block("C"))
+    io, _ = sch.split(i, factors=[None, 4])
+    sch.compute_at(sch.get_block("B"), io)
+    kernel = sched.build(sch.func)
+    assert "float B[4];" in kernel.source
+    for size in (9, 16):
+        a = rng.standard_normal(size).astype(np.float32)
+        c = np.zeros_like(a)
+        kernel(a, c)
+        assert_close(c, a * 2 + 1)

@@ -1,0 +1,360 @@
+"""Reduction primitives: decompose_reduction and rfactor: the IR after each, trace round-trips,
+numbers on the C target, and every refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.schedule import Trace
+from sched.script import T
+from tests.conftest import assert_close
+from tests.schedule.conftest import run_c
+
+
+def row_sum(rows=4, cols=6, reducer="sum"):
+    A = te.placeholder((rows, cols), name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    combine = getattr(te, reducer)
+    return te.create_prim_func([A, te.compute((rows,), lambda i: combine(A[i, k], axis=k),
+                                              name="B")])
+
+
+def matmul(m=37, n=23, k=19):
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    return te.create_prim_func([A, B, te.ops.matmul(A, B)])
+
+
+def matmul_inputs(rng, m=37, n=23, k=19):
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    return a, b, np.full((m, n), np.nan, np.float32)
+
+
+def assert_equal_ir(func, expected):
+    """Structural equality with an expected script (whose function name does not matter)."""
+    assert func == dataclasses.replace(expected, name=func.name), func.script()
+
+
+def assert_replays(sch, func):
+    assert sch.trace.apply(func).func == sch.func
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+
+
+@T.prim_func
+def row_sum_init_hoisted_out_of_i(A: T.Buffer((4, 6), "float32"),
+                                  B: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        for i_init in range(4):
+            with T.block("B_init"):
+                v_i = T.axis.remap("S", [i_init])
+                T.reads()
+                T.writes(B[v_i])
+                B[v_i] = T.float32(0.0)
+        for i, k in T.grid(4, 6):
+            with T.block("B"):
+                v_i, v_k = T.axis.remap("SR", [i, k])
+                T.reads(B[v_i], A[v_i, v_k])
+                T.writes(B[v_i])
+                B[v_i] = B[v_i] + A[v_i, v_k]
+
+
+@T.prim_func
+def row_sum_init_inside_i(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        for i in range(4):
+            with T.block("B_init"):
+                v_i = T.axis.remap("S", [i])
+                T.reads()
+                T.writes(B[v_i])
+                B[v_i] = T.float32(0.0)
+            for k in range(6):
+                with T.block("B"):
+                    v_i, v_k = T.axis.remap("SR", [i, k])
+                    T.reads(B[v_i], A[v_i, v_k])
+                    T.writes(B[v_i])
+                    B[v_i] = B[v_i] + A[v_i, v_k]
+
+
+@T.prim_func
+def row_sum_rfactor_inner(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        B_rf = T.alloc_buffer((2, 4), "float32")
+        for i, k_0, k_1 in T.grid(4, 3, 2):
+            with T.block("B_rf"):
+                v_k_1, v_i, v_k_0 = T.axis.remap("SSR", [k_1, i, k_0])
+                T.reads(B_rf[v_k_1, v_i], A[v_i, v_k_0 * 2 + v_k_1])
+                T.writes(B_rf[v_k_1, v_i])
+                with T.init():
+                    B_rf[v_k_1, v_i] = T.float32(0.0)
+                B_rf[v_k_1, v_i] = B_rf[v_k_1, v_i] + A[v_i, v_k_0 * 2 + v_k_1]
+        for i_1, k_1_1 in T.grid(4, 2):
+            with T.block("B"):
+                v_k_1, v_i = T.axis.remap("RS", [k_1_1, i_1])
+                T.reads(B[v_i], B_rf[v_k_1, v_i])
+                T.writes(B[v_i])
+                with T.init():
+                    B[v_i] = T.float32(0.0)
+                B[v_i] = B[v_i] + B_rf[v_k_1, v_i]
+
+
+# --------------------------------------------------------------------------------------------
+# decompose_reduction
+
+
+def test_decompose_reduction_at_outer_loop_gives_init_loops_before_it():
+    sch = sched.Schedule(row_sum())
+    i, _ = sch.get_loops(sch.get_block("B"))
+    init = sch.decompose_reduction(sch.get_block("B"), i)
+    assert init.name == "B_init"
+    assert_equal_ir(sch.func, row_sum_init_hoisted_out_of_i)
+    assert_replays(sch, row_sum())
+
+
+def test_decompose_reduction_at_reduce_loop_puts_init_inside_spatial_loops():
+    sch = sched.Schedule(row_sum())
+    _, k = sch.get_loops(sch.get_block("B"))
+    sch.decompose_reduction(sch.get_block("B"), k)
+    assert_equal_ir(sch.func, row_sum_init_inside_i)
+    assert sched.parse(sch.func.script()) == sch.func
+    assert_replays(sch, row_sum())
+
+
+def test_decompose_reduction_of_split_matmul_matches_numpy(rng):
+    sch = sched.Schedule(matmul())
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    io, ii = sch.split(i, factors=[None, 8])
+    ko, ki = sch.split(k, factors=[None, 4])
+    sch.reorder(io, j, ko, ii, ki)
+    sch.decompose_reduction(block, ko)
+    text = sch.func.script()
+    # the init loops copy i_0 (outside ko, kept) and i_1, j (inside or at ko, copied)
+    assert "for i_1_init in range(8):" in text and "T.init()" not in text
+    assert "T.where(i_0 * 8 + i_1_init < 37)" in text
+    a, b, c = matmul_inputs(rng)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+    assert_replays(sch, matmul())
+
+
+# decompose_reduction at a loop inside a reduce loop would run the init in every iteration of it
+def test_decompose_reduction_refuses_loop_inside_a_reduce_loop():
+    sch = sched.Schedule(matmul())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    with pytest.raises(ScheduleError, match=r"decompose_reduction: loop 'j' is inside the reduce "
+                       r"loop\(s\) k of block 'C'") as error:
+        sch.decompose_reduction(sch.get_block("C"), j)
+    assert "sch.decompose_reduction(C, k)" in str(error.value)
+    assert len(sch.trace) == 3 + 0 + 1            # get_block, get_loops, reorder, get_block
+
+
+# a loop that is not around the block has no place for the block's init
+def test_decompose_reduction_refuses_loop_not_around_the_block():
+    A = te.placeholder((4, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((4,), lambda i: B[i] * 2.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    (i_c,) = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="loop 'i_1' is not around block 'B'; the loops "
+                       "around it are i, k"):
+        sch.decompose_reduction(sch.get_block("B"), i_c)
+
+
+# an elementwise block has no init to hoist
+def test_decompose_reduction_refuses_a_block_that_is_not_a_reduction():
+    A = te.placeholder((4,), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((4,), lambda i: A[i] + 1.0,
+                                                            name="B")]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="block 'B' is not a reduction: it has no reduce"):
+        sch.decompose_reduction(sch.get_block("B"), i)
+
+
+# once decomposed, the update block has no init left
+def test_decompose_reduction_refuses_a_block_decomposed_already():
+    sch = sched.Schedule(row_sum())
+    _, k = sch.get_loops(sch.get_block("B"))
+    sch.decompose_reduction(sch.get_block("B"), k)
+    with pytest.raises(ScheduleError, match=r"block 'B' has no init \(T.init\) to decompose"):
+        sch.decompose_reduction(sch.get_block("B"), k)
+
+
+@T.prim_func
+def overwrite_then_reduce(A: T.Buffer((4, 4), "float32"), C: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("E"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = T.float32(5)
+        for k in range(4):
+            with T.block("C"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    C[vi] = T.float32(0)
+                C[vi] = C[vi] + A[vi, vk]
+
+
+# hoisting C's init out of loop i would run it before E's write, which the init overwrites
+def test_decompose_reduction_refuses_moving_the_init_before_a_write_it_overwrites():
+    sch = sched.Schedule(overwrite_then_reduce)
+    i, k = sch.get_loops(sch.get_block("C"))
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"(?s)the new order runs C before E.*output "
+                       r"dependence on 'C': C \(init\)\[vi=0, vk=0\] writes C\[0\] written "
+                       r"before by E\[vi=0\]"):
+        sch.decompose_reduction(sch.get_block("C"), i)
+    assert sch.func is before
+    sch.decompose_reduction(sch.get_block("C"), k)     # inside i, after E: legal
+
+
+# --------------------------------------------------------------------------------------------
+# rfactor
+
+
+def test_rfactor_of_inner_split_loop_gives_partial_and_combining_blocks():
+    sch = sched.Schedule(row_sum())
+    _, k = sch.get_loops(sch.get_block("B"))
+    _, ki = sch.split(k, factors=[None, 2])
+    rf = sch.rfactor(ki, factor_axis=0)
+    assert rf.name == "B_rf"
+    assert_equal_ir(sch.func, row_sum_rfactor_inner)
+    assert_replays(sch, row_sum())
+
+
+def test_rfactor_then_parallel_sum_matches_numpy(rng):
+    sch = sched.Schedule(row_sum(rows=9, cols=103))
+    i, k = sch.get_loops(sch.get_block("B"))
+    ko, _ = sch.split(k, factors=[None, 16])
+    sch.rfactor(ko, factor_axis=1)
+    sch.parallel(ko)          # a spatial loop of B_rf now
+    assert "T.alloc_buffer((9, 7), \"float32\")" in sch.func.script()
+    kernel = sched.build(sch.func, target="c")
+    assert "#pragma omp parallel for" in kernel.source
+    a, b = rng.standard_normal((9, 103), np.float32), np.full(9, np.nan, np.float32)
+    kernel(a, b)
+    assert_close(b, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+    assert_replays(sch, row_sum(rows=9, cols=103))
+
+
+def test_rfactor_then_parallel_matmul_matches_numpy(rng):
+    sch = sched.Schedule(matmul())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, factors=[None, 4])
+    sch.reorder(ki, i, j, ko)
+    sch.rfactor(ki, factor_axis=-1)
+    sch.parallel(ki)
+    assert "C_rf = T.alloc_buffer((37, 23, 4), \"float32\")" in sch.func.script()
+    a, b, c = matmul_inputs(rng)
+    assert_close(run_c(sch.func, a, b, c)[2], a @ b)
+    assert_replays(sch, matmul())
+
+
+def test_rfactor_of_a_split_larger_than_the_extent_guards_the_combination(rng):
+    sch = sched.Schedule(row_sum(rows=4, cols=5))
+    _, k = sch.get_loops(sch.get_block("B"))
+    _, ki = sch.split(k, factors=[None, 8])
+    sch.rfactor(ki, factor_axis=0)
+    # partial results 5..7 are never written: the combining block must not read them
+    assert "T.where(k_1_1 < 5)" in sch.func.script()
+    a = rng.standard_normal((4, 5), np.float32)
+    assert_close(run_c(sch.func, a, np.zeros(4, np.float32))[1], a.sum(axis=1))
+
+
+@pytest.mark.parametrize("reducer, reference", [("max", np.max), ("min", np.min)])
+def test_rfactor_starts_partial_results_from_the_identity(rng, reducer, reference):
+    sch = sched.Schedule(row_sum(rows=3, cols=10, reducer=reducer))
+    _, k = sch.get_loops(sch.get_block("B"))
+    ko, _ = sch.split(k, factors=[None, 3])
+    sch.rfactor(ko, factor_axis=0)
+    a = rng.standard_normal((3, 10), np.float32)
+    np.testing.assert_array_equal(run_c(sch.func, a, np.zeros(3, np.float32))[1],
+                                  reference(a, axis=1))
+
+
+# a spatial loop carries no reduction to factor
+def test_rfactor_refuses_a_spatial_loop():
+    sch = sched.Schedule(matmul())
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="rfactor: loop 'i' is not a reduce loop of block "
+                       "'C' .* its reduce loops are k") as error:
+        sch.rfactor(i, factor_axis=0)
+    assert "sch.rfactor(k, factor_axis=0)" in str(error.value)
+
+
+# an elementwise block is not a reduction
+def test_rfactor_refuses_a_block_that_is_not_a_reduction():
+    A = te.placeholder((8,), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((8,), lambda i: A[i] + 1.0,
+                                                            name="B")]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="block 'B' is not a reduction"):
+        sch.rfactor(i, factor_axis=0)
+
+
+@T.prim_func
+def decaying_sum(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 6):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] * T.float32(0.5) + A[vi, vk]
+
+
+# B = B * 0.5 + A is not `B op value`: partial results could not be combined
+def test_rfactor_refuses_a_non_associative_update():
+    sch = sched.Schedule(decaying_sum)
+    _, k = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=r"block 'B' is not an associative update .*its "
+                       r"body is `B\[vi\] = B\[vi\] \* T.float32\(0.5\) \+ A\[vi, vk\]`"):
+        sch.rfactor(k, factor_axis=0)
+
+
+# the new dimension must go somewhere in the buffer
+def test_rfactor_refuses_a_factor_axis_out_of_range():
+    sch = sched.Schedule(row_sum())
+    _, k = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=r"argument 2, 'factor_axis' to rfactor: expected an "
+                       r"int in \[-2, 1\] .* got 2"):
+        sch.rfactor(k, factor_axis=2)
+
+
+# a fused loop of i and k binds a spatial and a reduce variable at once
+def test_rfactor_refuses_a_loop_binding_both_kinds():
+    sch = sched.Schedule(row_sum())
+    i, k = sch.get_loops(sch.get_block("B"))
+    fused = sch.fuse(i, k)
+    with pytest.raises(ScheduleError, match="loop\\(s\\) i_k_fused bind both spatial and reduce "
+                       "iteration variables"):
+        sch.rfactor(fused, factor_axis=0)
+
+
+@T.prim_func
+def reduce_loop_shared_with_a_copy(A: T.Buffer((4, 6), "float32"),
+                                   B: T.Buffer((4,), "float32"), D: T.Buffer((4, 2), "float32")):
+    for i, k0 in T.grid(4, 2):
+        for k1 in range(3):
+            with T.block("B"):
+                vi = T.axis.spatial(4, i)
+                vk = T.axis.reduce(6, k0 * 3 + k1)
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+        with T.block("D"):
+            vi, vk0 = T.axis.remap("SS", [i, k0])
+            D[vi, vk0] = A[vi, vk0]
+
+
+# loop k0 also runs block D: the write-back of the partial results has no place inside it
+def test_rfactor_refuses_a_reduce_loop_that_holds_another_block():
+    sch = sched.Schedule(reduce_loop_shared_with_a_copy)
+    _, _, k1 = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="reduce loop\\(s\\) k0 of block 'B' also hold "
+                       "block\\(s\\) D"):
+        sch.rfactor(k1, factor_axis=0)
