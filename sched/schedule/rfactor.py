@@ -53,28 +53,35 @@ from sched.schedule.state import blocks_under, find_loop
 
 
 def _associative_update(func: PrimFunc, block: Block, render: bool):
-    """(store, op, value, whether the accumulator is the first operand) of `X[idx] = X[idx] op
-    value`, or a ScheduleError."""
-    store = block.body
-    spatial = {iv.var for iv in block.iter_vars if iv.kind == "spatial"}
+    """(store, op, value, whether the accumulator is the first operand) of the update
+    `X[idx] = X[idx] op value`, or a ScheduleError."""
+    store, value, accumulator_first = block.body, None, False
     if isinstance(store, BufferStore) and isinstance(store.value, BinaryOp) \
             and store.value.op in ASSOCIATIVE_OPS:
         own = BufferLoad(store.buffer, store.indices)
-        a, b = store.value.a, store.value.b
-        value = b if a == own else a if b == own else None
-        if value is not None and all(load.buffer != store.buffer
-                                     for load in collect(value, BufferLoad)) \
-                and {v for i in store.indices for v in free_vars(i)} <= spatial | \
-                set(func.symbolic_vars) and all(r.buffer == store.buffer for r in block.writes):
-            init = block.init
-            if init is None or (isinstance(init, BufferStore) and init.buffer == store.buffer
-                                and init.indices == store.indices):
-                return store, store.value.op, value, a == own
+        accumulator_first = store.value.a == own
+        value = store.value.b if accumulator_first else \
+            store.value.a if store.value.b == own else None
+    if value is not None and _is_plain_update(func, block, store, value):
+        return store, store.value.op, value, accumulator_first
     body = block.body.script().strip().splitlines()[0]
     raise refusal("rfactor", f"block {block.name!r} is not an associative update "
                   f"`X[i] = X[i] op value` (op one of +, *, min, max; value not reading X; "
                   f"X[i] indexed by spatial variables and initialized there): its body is "
                   f"`{body}`", func, None, render)
+
+
+def _is_plain_update(func: PrimFunc, block: Block, store: BufferStore, value: Expr) -> bool:
+    """`value` does not read the accumulator's buffer, which is the only one the block writes,
+    at indices of spatial variables, and which the init (if any) sets at the same element."""
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "spatial"}
+    spatial |= set(func.symbolic_vars)
+    init = block.init
+    return (all(load.buffer != store.buffer for load in collect(value, BufferLoad))
+            and all(set(free_vars(index)) <= spatial for index in store.indices)
+            and all(region.buffer == store.buffer for region in block.writes)
+            and (init is None or (isinstance(init, BufferStore) and init.buffer == store.buffer
+                                  and init.indices == store.indices)))
 
 
 def _identity(op: str, dtype: str) -> Expr:
@@ -136,7 +143,11 @@ def _check_factor_axis(factor_axis, buffer: Buffer) -> int:
 def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
             render: bool = True) -> tuple[PrimFunc, str]:
     """Factor the reduction under reduce loop `loop_name` (see Schedule.rfactor). Returns the
-    new function and the name of the block computing the partial results."""
+    new function and the name of the block computing the partial results.
+
+    Checks first (one reduction block under the loop, loops of one kind each, an associative
+    update, the factor axis), with no change; then the partial block `<name>_rf` in the
+    block's place, and the combining block after the loop nest that holds only the block."""
     loop = find_loop(func, loop_name, "rfactor")
     blocks = blocks_under(loop)
     if len(blocks) != 1:
@@ -160,30 +171,41 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
     rf_realize = _partial_block(realize, loop, removed, rf_var, reduce_vars, rf_buffer,
                                 rf_indices, fresh(f"{realize.block.name}_rf", block_names(func)),
                                 op, value, accumulator_first)
+    write_back = _combining_nest(func, realize, loop, scope.loops, kept, removed, rf_var,
+                                 BufferLoad(rf_buffer, rf_indices(store.indices)), op,
+                                 accumulator_first, taken, render)
+    new_func = add_allocation(func, scope.realize, rf_buffer)
+    new_top = replace_in(top, realize, rf_realize)
+    return splice(new_func, top, [new_top, write_back]), rf_realize.block.name
+
+
+def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, partial, op,
+                    accumulator_first, taken, render) -> For:
+    """The original block, now `X[idx] op= X_rf[.., v_rf, ..]` with `v_rf` a reduce variable,
+    under copies of the loops it keeps (`loop` and the spatial ones), in their order."""
+    block = realize.block
+    store = block.body
     copies = {lp.loop_var: Var(fresh(lp.loop_var.name, taken), lp.loop_var.dtype)
               for lp in kept}
-    partial = BufferLoad(rf_buffer, rf_indices(store.indices))
     accumulator = BufferLoad(store.buffer, store.indices)
     combined = binary(op, accumulator, partial) if accumulator_first \
         else binary(op, partial, accumulator)
-    spatial = [(iv, v) for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+    spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
                if iv.kind == "spatial"]
     iter_vars = (IterVar(rf_var, Range(loop.min, loop.extent), "reduce"),
                  *[iv for iv, _ in spatial])
     body = BufferStore(store.buffer, combined, store.indices)
-    reads, writes = infer_block_regions(body, realize.block.init, iter_vars)
-    write_back = BlockRealize(
+    reads, writes = infer_block_regions(body, block.init, iter_vars)
+    nest = BlockRealize(
         (copies[loop.loop_var], *[substitute(v, copies) for _, v in spatial]),
-        substitute(_write_back_predicate(func, realize, scope.loops, removed, render), copies),
-        Block(realize.block.name, iter_vars, reads, writes, body, realize.block.init))
+        substitute(_write_back_predicate(func, realize, loops, removed, render), copies),
+        Block(block.name, iter_vars, reads, writes, body, block.init))
     for lp in reversed(kept):
         is_rf = lp is loop
-        write_back = For(copies[lp.loop_var], substitute(lp.min, copies),
-                         substitute(lp.extent, copies), "serial" if is_rf else lp.kind,
-                         write_back, None if is_rf else lp.thread_tag)
-    new_func = add_allocation(func, scope.realize, rf_buffer)
-    new_top = replace_in(top, realize, rf_realize)
-    return splice(new_func, top, [new_top, write_back]), rf_realize.block.name
+        nest = For(copies[lp.loop_var], substitute(lp.min, copies),
+                   substitute(lp.extent, copies), "serial" if is_rf else lp.kind,
+                   nest, None if is_rf else lp.thread_tag)
+    return nest
 
 
 def _partial_block(realize, loop, removed, rf_var, reduce_vars, rf_buffer, rf_indices, name,
