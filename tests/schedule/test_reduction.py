@@ -358,3 +358,17 @@ def test_rfactor_refuses_a_reduce_loop_that_holds_another_block():
     with pytest.raises(ScheduleError, match="reduce loop\\(s\\) k0 of block 'B' also hold "
                        "block\\(s\\) D"):
         sch.rfactor(k1, factor_axis=0)
+
+
+# loop i runs the reduction B and its consumer C: which block's partial results?
+def test_rfactor_refuses_a_loop_over_several_blocks():
+    A = te.placeholder((4, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((4,), lambda i: B[i] * 2.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    with pytest.raises(ScheduleError, match=r"loop 'i' holds 2 blocks \(B, C\); rfactor needs "
+                       r"a loop over one reduction block"):
+        sch.rfactor(i, factor_axis=0)
