@@ -65,11 +65,15 @@ def _allocations(func: PrimFunc) -> list[tuple[Buffer, list[For]]]:
     return found
 
 
-def _outer_loops(model, statement, count: int) -> isl.Map:
-    """{ S[iteration variables] -> [values of the first `count` loops around it] }."""
+def _outer_loops(model, statement, count: int, relax_threads: bool) -> isl.Map:
+    """{ S[iteration variables] -> [values of the first `count` loops around it] }, leaving
+    out loops bound to threadIdx when `relax_threads` (a shared buffer is one per thread
+    block: it holds what all its threads touch)."""
     width = len(statement.time)
     times = [f"t{i}" for i in range(width)]
-    picked = [times[lp.position] for lp in statement.loops[:count]]
+    picked = [times[lp.position] for lp in statement.loops[:count]
+              if not (relax_threads and lp.kind == "thread_binding"
+                      and (lp.thread_tag or "").startswith("threadIdx"))]
     project = isl.Map(f"[{', '.join(model.params)}] -> {{ [{', '.join(times)}] -> "
                       f"[{', '.join(picked)}] }}")
     return statement.schedule.apply_range(project)
@@ -96,7 +100,7 @@ def _box(model, buffer: Buffer, loops: list[For]):
             continue
         if [lp.var for lp in statement.loops[:len(loops)]] != [lp.loop_var for lp in loops]:
             return None
-        to_loops = _outer_loops(model, statement, len(loops))
+        to_loops = _outer_loops(model, statement, len(loops), buffer.scope == "shared")
         outer.append((statement, to_loops))
         per_loop = to_loops.reverse().apply_range(access)
         touched = per_loop if touched is None else touched.union(per_loop)

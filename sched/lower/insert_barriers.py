@@ -3,9 +3,9 @@
 Threads of a block see each other's shared-memory writes only after a barrier. This pass walks
 the code under the thread loops in execution order, keeping the shared buffers read and written
 since the last barrier; before a statement that reads a buffer written since then (read after
-write) or writes one read or written since then (write after read, write after write), it puts
-a `Barrier`. A serial loop is also checked against itself: when what the end of its body touches
-conflicts with what the start of the next iteration touches (the k loop of a tiled matmul: the
+write) or writes one read since then (write after read), it puts a `Barrier`. A serial loop
+is also checked against itself: when what the end of its body touches conflicts with what the
+start of the next iteration touches (the k loop of a tiled matmul: the
 compute reads the tile that the next iteration's fetch overwrites), a barrier closes the body.
 
 Only buffers of scope "shared" are tracked ("local" is private to a thread; blocks never
@@ -41,7 +41,10 @@ class _Accesses:
     writes: set[str] = field(default_factory=set)
 
     def conflicts(self, later: _Accesses) -> bool:
-        return bool(later.reads & self.writes or later.writes & (self.reads | self.writes))
+        """Read after write or write after read. Two writes need no barrier between them: the
+        threads of a cooperative fetch write different elements (a program whose threads write
+        one element with different values races with or without one)."""
+        return bool(later.reads & self.writes or later.writes & self.reads)
 
     def add(self, other: _Accesses) -> None:
         self.reads |= other.reads

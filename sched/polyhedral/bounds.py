@@ -19,10 +19,15 @@ from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr
 
 
 def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = None,
-                  access: str = "any") -> tuple[Range, ...]:
+                  access: str = "any", relax_threads: bool = False) -> tuple[Range, ...]:
     """The box of `buffer` that block `block` touches in one iteration of the loops outside
     `loop` (the loop named so around the block; None: the whole function), reading, writing or
-    both (`access` in "read", "write", "any")."""
+    both (`access` in "read", "write", "any").
+
+    With `relax_threads`, loops bound to threadIdx count as varying even outside `loop`: the
+    box covers what all threads of a GPU thread block touch, which is what a "shared" buffer
+    must hold. The box may reach elements of iterations a guard (`T.where`) skips: a user that
+    writes it must guard too."""
     model, _ = model_and_dependences(func)
     statements = model.statements_of_block(block)
     if not statements:
@@ -33,11 +38,15 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
         raise ValueError(f"block {block!r} is not under a loop named {loop!r}; its loops are "
                          f"{', '.join(names) or 'none'}")
     outer = () if loop is None else loops[:names.index(loop)]
+    fixed = [position for position, lp in enumerate(outer)
+             if not (relax_threads and lp.kind == "thread_binding"
+                     and (lp.thread_tag or "").startswith("threadIdx"))]
+    outer = tuple(outer[p] for p in fixed)
     buffers = None
     for statement in statements:
         relation = {"read": statement.reads, "write": statement.writes,
                     "any": statement.reads.union(statement.writes)}[access]
-        touched = _touched_per_outer_iteration(model, statement, relation, len(outer))
+        touched = _touched_per_outer_iteration(model, statement, relation, fixed)
         buffers = touched if buffers is None else buffers.union(touched)
     found = [s for s in _sets(buffers) if s.get_tuple_name() == "B_" + buffer]
     if not found:
@@ -56,8 +65,9 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     return tuple(ranges)
 
 
-def _touched_per_outer_iteration(model, statement, relation, n_outer: int) -> isl.UnionSet:
-    """Elements accessed, as sets parametric in the first `n_outer` loops of `statement`."""
+def _touched_per_outer_iteration(model, statement, relation, fixed: list[int]) -> isl.UnionSet:
+    """Elements accessed, as sets parametric in the loops of `statement` at positions `fixed`
+    (the other loops vary)."""
     params = ", ".join(model.params)
     loop_names = statement.loop_names()
     constraints = " and ".join(statement.constraints) or "true"
@@ -66,9 +76,9 @@ def _touched_per_outer_iteration(model, statement, relation, n_outer: int) -> is
     n_params = loops_to_instance.dim(isl.dim_type.param)
     result = isl.UnionSet(f"[{params}] -> {{ }}")
     for access in _maps(relation):
-        loops_to_element = loops_to_instance.apply_range(access)
-        moved = loops_to_element.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0,
-                                           n_outer)
+        moved = loops_to_instance.apply_range(access)
+        for position in reversed(fixed):           # later positions first: earlier ones stay
+            moved = moved.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, position, 1)
         result = result.union(isl.UnionSet.from_set(moved.range()))
     return result
 

@@ -10,6 +10,8 @@ schedule's strict lexicographic order.
     for dep in deps:
         print(dep)       # flow C -> D on C: { S_C[...] -> S_D[...] : ... }, distance (0, 0)
 
+When an instance runs more than once (recomputation), its first run stands for it.
+
 Updates of an associative reduction (`C[vi, vj] = C[vi, vj] + ...` in a block with reduce
 iteration variables) depend on each other; those dependences are marked `is_reduction`: reduce
 loops may be reordered (the result is the same up to rounding) but not run in parallel.
@@ -102,7 +104,13 @@ def _pairs(first: isl.UnionMap, second: isl.UnionMap, before: isl.UnionMap) -> i
 @functools.lru_cache(maxsize=64)
 def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     model = build_model(func)
-    before = model.schedule.lex_lt_union_map(model.schedule)
+    # A block placed under thread loops it does not use (a shared-memory fetch computed at a
+    # loop inside them) runs each instance once per thread, writing the same values: the first
+    # run is the one that orders it against the others.
+    schedule = model.schedule
+    if not schedule.is_single_valued():
+        schedule = schedule.lexmin()
+    before = schedule.lex_lt_union_map(schedule)
     found: list[Dependence] = []
     buffers = {m.get_tuple_name(isl.dim_type.out)
                for m in maps(model.reads.union(model.writes))}

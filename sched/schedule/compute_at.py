@@ -67,14 +67,20 @@ def _invariant(func: PrimFunc, expr: Expr) -> bool:
     return set(free_vars(expr)) <= allowed
 
 
-def _exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str) -> list[Range]:
+def _is_thread_loop(loop: For) -> bool:
+    return loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("threadIdx")
+
+
+def _exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
+               relax_threads: bool) -> list[Range]:
     """The box of `buffer` that `blocks` (under `loop`) touch in one iteration of `loop` and
-    the loops outside it. buffer_region answers per iteration of the loops outside a loop, so
-    it is asked about a unit loop put just inside `loop`."""
+    the loops outside it (threadIdx loops varying when `relax_threads`: a shared buffer holds
+    what every thread of the block needs). buffer_region answers per iteration of the loops
+    outside a loop, so it is asked about a unit loop put just inside `loop`."""
     unit = For(Var(fresh_name(func, "unit")), IntImm(0), IntImm(1), "serial", loop.body)
     probe = replace(func, loop, dataclasses.replace(loop, body=unit))
-    boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name, access=access)
-             for r in blocks]
+    boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name, access=access,
+                           relax_threads=relax_threads) for r in blocks]
     box = list(boxes[0])
     for other in boxes[1:]:
         for d, (a, b) in enumerate(zip(box, other)):
@@ -151,14 +157,17 @@ def _interval(index: Expr, loops: list[For]) -> tuple[dict, dict] | None:
     return low, high
 
 
-def _relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool) -> list | None:
+def _relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
+                 relax_threads: bool) -> list | None:
     """Per dimension of `buffer`, the (min, extent) its accesses in `blocks` span when the loops
     between `loop` and them run in full (predicates ignored); None where no single linear
     interval holds them."""
     spans: list[list] = []
     for realize in blocks:
-        between = enclosing_loops(func, realize)
-        between = between[between.index(loop) + 1:]
+        around = enclosing_loops(func, realize)
+        between = around[around.index(loop) + 1:]
+        if relax_threads:
+            between += [lp for lp in around[:around.index(loop) + 1] if _is_thread_loop(lp)]
         binding = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
         for access in block_accesses(realize.block, BufferStore if write else BufferLoad):
             if access.buffer.name == buffer:
@@ -269,13 +278,15 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
         users = [r for r in here if any(x.buffer.name == buffer.name for x in
                                         (r.block.writes if reverse else r.block.reads))]
         if buffer.name not in exact:
-            exact[buffer.name] = _exact_box(func, loop, users, buffer.name, access)
+            exact[buffer.name] = _exact_box(func, loop, users, buffer.name, access,
+                                            buffer.scope == "shared")
         box = exact[buffer.name][d]
         if _invariant(func, box.extent):
             result.append((box.min, box.extent, True))
             continue
         if buffer.name not in relaxed:
-            relaxed[buffer.name] = _relaxed_box(func, loop, users, buffer.name, reverse)
+            relaxed[buffer.name] = _relaxed_box(func, loop, users, buffer.name, reverse,
+                                                buffer.scope == "shared")
         bound = relaxed[buffer.name][d]
         if bound is None or not _invariant(func, bound.extent):
             raise ScheduleError(primitive, f"dimension {d} of the region of {buffer.name!r} "
