@@ -9,8 +9,10 @@ start of the next iteration touches (the k loop of a tiled matmul: the
 compute reads the tile that the next iteration's fetch overwrites), a barrier closes the body.
 
 Only buffers of scope "shared" are tracked ("local" is private to a thread; blocks never
-synchronize). The analysis does not tell one thread's accesses from another's, so it may put a
-barrier that a finer analysis would drop, never omit one that is needed. It runs after block
+synchronize). Two accesses with the same index built from a thread variable (`X[tx]` written,
+then read) touch one thread's own element and need no barrier; otherwise any two accesses to a
+buffer may be by different threads, so the pass may put a barrier that a finer analysis would
+drop, never omit one that is needed. It runs after block
 conversion and thread-loop unification, on flattened or unflattened buffers alike.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from sched.ir.functor import collect
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     Allocate,
     Barrier,
@@ -34,27 +36,49 @@ from sched.ir.nodes import (
     seq,
 )
 
+Access = tuple[str, tuple]          # (buffer, indices)
+
 
 @dataclass
 class _Accesses:
-    reads: set[str] = field(default_factory=set)
-    writes: set[str] = field(default_factory=set)
+    """Shared-memory accesses: (buffer, indices) read and written."""
+
+    reads: set[Access] = field(default_factory=set)
+    writes: set[Access] = field(default_factory=set)
+    private: frozenset = frozenset()     # thread variables: an index using one is per thread
+
+    def _clash(self, first: set[Access], second: set[Access]) -> bool:
+        for buffer, index in first:
+            for other_buffer, other_index in second:
+                if buffer != other_buffer:
+                    continue
+                # the same index built from the thread's own index: one thread's element
+                if index == other_index and any(v in self.private for i in index
+                                                for v in free_vars(i)):
+                    continue
+                return True
+        return False
 
     def conflicts(self, later: _Accesses) -> bool:
-        """Read after write or write after read. Two writes need no barrier between them: the
-        threads of a cooperative fetch write different elements (a program whose threads write
-        one element with different values races with or without one)."""
-        return bool(later.reads & self.writes or later.writes & self.reads)
+        """Read after write or write after read by another thread. Two writes need no barrier
+        between them: the threads of a cooperative fetch write different elements (a program
+        whose threads write one element with different values races with or without one)."""
+        return self._clash(self.writes, later.reads) or self._clash(self.reads, later.writes)
 
     def add(self, other: _Accesses) -> None:
         self.reads |= other.reads
         self.writes |= other.writes
 
+    def empty(self) -> _Accesses:
+        return _Accesses(private=self.private)
 
-def _shared_accesses(stmt: Stmt, shared: set[str]) -> _Accesses:
-    reads = {load.buffer.storage_name for load in collect(stmt, BufferLoad)}
-    writes = {store.buffer.storage_name for store in collect(stmt, BufferStore)}
-    return _Accesses(reads & shared, writes & shared)
+
+def _shared_accesses(stmt: Stmt, shared: set[str], private: frozenset) -> _Accesses:
+    reads = {(load.buffer.storage_name, load.indices) for load in collect(stmt, BufferLoad)
+             if load.buffer.storage_name in shared}
+    writes = {(store.buffer.storage_name, store.indices)
+              for store in collect(stmt, BufferStore) if store.buffer.storage_name in shared}
+    return _Accesses(reads, writes, private)
 
 
 @dataclass
@@ -68,8 +92,9 @@ class _Summary:
 
 
 class _Inserter:
-    def __init__(self, shared: set[str]) -> None:
+    def __init__(self, shared: set[str], private: frozenset) -> None:
         self.shared = shared
+        self.private = private
 
     def visit(self, stmt: Stmt) -> _Summary:
         if isinstance(stmt, SeqStmt):
@@ -78,25 +103,26 @@ class _Inserter:
             return self.loop(stmt)
         if isinstance(stmt, IfThenElse | LetStmt | Allocate):
             return self.wrapper(stmt)
-        accesses = _shared_accesses(stmt, self.shared)
+        accesses = _shared_accesses(stmt, self.shared, self.private)
         return _Summary(stmt, accesses, accesses, isinstance(stmt, Barrier))
 
     def sequence(self, stmts: list[Stmt]) -> _Summary:
         out: list[Stmt] = []
-        first, pending = _Accesses(), _Accesses()
+        first, pending = _Accesses(private=self.private), _Accesses(private=self.private)
         has_barrier = False
         for stmt in stmts:
             summary = self.visit(stmt)
             if pending.conflicts(summary.first):
                 out.append(Barrier())
-                pending = _Accesses()
+                pending = pending.empty()
                 has_barrier = True
             if not has_barrier:
                 first.add(summary.first)
             out.append(summary.stmt)
             if summary.has_barrier:
                 has_barrier = True
-                pending = _Accesses(set(summary.last.reads), set(summary.last.writes))
+                pending = _Accesses(set(summary.last.reads), set(summary.last.writes),
+                                    self.private)
             else:
                 pending.add(summary.first)
         return _Summary(seq(*out), first, pending, has_barrier)
@@ -106,7 +132,8 @@ class _Inserter:
         stmt = body.stmt
         if loop.kind != "thread_binding" and body.last.conflicts(body.first):
             stmt = seq(stmt, Barrier())          # the next iteration would race with this one
-            return _Summary(dataclasses.replace(loop, body=stmt), body.first, _Accesses(), True)
+            return _Summary(dataclasses.replace(loop, body=stmt), body.first, body.first.empty(),
+                            True)
         return _Summary(dataclasses.replace(loop, body=stmt), body.first, body.last,
                         body.has_barrier)
 
@@ -117,8 +144,9 @@ class _Inserter:
             first, last = then.first, then.last
             if other is not None:
                 first = _Accesses(first.reads | other.first.reads,
-                                  first.writes | other.first.writes)
-                last = _Accesses(last.reads | other.last.reads, last.writes | other.last.writes)
+                                  first.writes | other.first.writes, self.private)
+                last = _Accesses(last.reads | other.last.reads, last.writes | other.last.writes,
+                                 self.private)
             new = dataclasses.replace(stmt, then_body=then.stmt,
                                       else_body=other.stmt if other else None)
             barrier = then.has_barrier or bool(other and other.has_barrier)
@@ -137,4 +165,5 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
                if loop.kind == "thread_binding" and loop.thread_tag.startswith("threadIdx")]
     if not shared or not threads:
         return func
-    return dataclasses.replace(func, body=_Inserter(shared).visit(func.body).stmt)
+    private = frozenset(loop.loop_var for loop in threads)
+    return dataclasses.replace(func, body=_Inserter(shared, private).visit(func.body).stmt)

@@ -8,6 +8,9 @@ phase between barriers (loop fission); a serial loop or an `if` holding a barrie
 the thread loops (its bounds and condition must be the same for every thread). What a thread
 keeps across phases must survive the fission:
 
+- code outside the thread loops runs in every thread on the GPU: it is put in loops over all
+  threads too (a reduction each thread finishes for itself, into a local buffer, is computed
+  by each);
 - every "local" buffer gets one copy per thread (leading dimensions for threadIdx.z, y, x,
   indexed by the thread at each access) and, like every "shared" buffer (one per block), is
   allocated once per block, inside the innermost blockIdx loop.
@@ -36,6 +39,7 @@ from sched.ir.nodes import (
     PrimFunc,
     SeqStmt,
     Stmt,
+    Var,
     seq,
 )
 from sched.lower.gpu_threads import BLOCK_TAGS, THREAD_TAGS, launch_config
@@ -167,6 +171,26 @@ def _phases(nest: list[For], body: Stmt) -> Stmt:
     raise AssertionError(f"unexpected {type(body).__name__} holding a barrier")
 
 
+class _EveryThread(IRMutator):
+    """Wraps each statement of the kernel that runs outside the thread loops in loops over all
+    threads: on the GPU every thread of the block runs it."""
+
+    def __init__(self, block: dict[str, int]) -> None:
+        self.nest = [For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
+                         IntImm(block[tag]), "thread_binding", seq(), tag)
+                     for tag in _THREAD_ORDER if block[tag] > 1]
+
+    def visit(self, node):
+        if isinstance(node, Stmt) and not isinstance(node, SeqStmt | Barrier | Allocate) \
+                and not any(_is_thread_loop(loop) for loop in collect(node, For)) \
+                and not (isinstance(node, For) and node.thread_tag in BLOCK_TAGS):
+            return _wrap(self.nest, node) if self.nest else node
+        return super().visit(node)
+
+    def visit_For(self, node: For):
+        return node if _is_thread_loop(node) else self.visit_children(node)
+
+
 class _SplitPhases(IRMutator):
     def visit_For(self, node: For):
         if not _is_thread_loop(node):
@@ -182,6 +206,7 @@ def emulate_threads(func: PrimFunc) -> PrimFunc:
         return func
     config = launch_config(func)
     extents = dict(zip(THREAD_TAGS, config.block))
+    func = _EveryThread(extents).visit(func)
     hoister = _HoistAllocations(extents)
     func = hoister.visit(func)
     body = func.body
@@ -190,7 +215,11 @@ def emulate_threads(func: PrimFunc) -> PrimFunc:
     func = dataclasses.replace(func, body=body)
     if not collect(func.body, Barrier):
         return func
-    func = _SplitPhases().visit(func)
-    if collect(func.body, Barrier):
-        raise AssertionError("a barrier outside any thread loop survived phase splitting")
-    return func
+    return _DropBarriers().visit(_SplitPhases().visit(func))
+
+
+class _DropBarriers(IRMutator):
+    """Barriers between thread loop nests: the loops already run one after the other."""
+
+    def visit_Barrier(self, node: Barrier):
+        return seq()

@@ -27,10 +27,10 @@ from sched.schedule.trace import RV, Instruction, Trace
 class BlockRV:
     """A handle to a block, by name."""
 
-    __slots__ = ("name", "rv")
+    __slots__ = ("name", "rv", "generation")
 
-    def __init__(self, name: str, rv: str) -> None:
-        self.name, self.rv = name, rv
+    def __init__(self, name: str, rv: str, generation: int = 0) -> None:
+        self.name, self.rv, self.generation = name, rv, generation
 
     def __repr__(self) -> str:
         return f"BlockRV({self.name!r})"
@@ -39,10 +39,10 @@ class BlockRV:
 class LoopRV:
     """A handle to a loop, by the name of its variable."""
 
-    __slots__ = ("name", "rv")
+    __slots__ = ("name", "rv", "generation")
 
-    def __init__(self, name: str, rv: str) -> None:
-        self.name, self.rv = name, rv
+    def __init__(self, name: str, rv: str, generation: int = 0) -> None:
+        self.name, self.rv, self.generation = name, rv, generation
 
     def __repr__(self) -> str:
         return f"LoopRV({self.name!r})"
@@ -86,6 +86,9 @@ class ScheduleBase:
         self.render_errors = render_errors
         self.verify_steps = verify_steps
         self._counter = itertools.count()
+        # "loop:i" -> how many times a loop named i was removed (a handle made before then is
+        # stale even if a later step reuses the name), and why it was last removed
+        self._generation: dict[str, int] = {}
         self._replaced: dict[str, str] = {}
         self.rng = random.Random(seed)          # for the sampling primitives
 
@@ -104,6 +107,7 @@ class ScheduleBase:
         other.render_errors, other.verify_steps = self.render_errors, self.verify_steps
         other._counter = itertools.count(self._peek_counter())
         other._replaced = dict(self._replaced)
+        other._generation = dict(self._generation)
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())
         return other
@@ -118,13 +122,11 @@ class ScheduleBase:
 
     def _block(self, handle, primitive: str, argument: str = "block") -> str:
         if isinstance(handle, str):
-            handle = BlockRV(handle, "")
+            handle = BlockRV(handle, "", self._generation.get(f"block:{handle}", 0))
         if not isinstance(handle, BlockRV):
             raise ScheduleError(primitive, f"argument {argument!r}: expected a block handle "
                                 f"(sch.get_block), got {type(handle).__name__}")
-        if handle.name in self._replaced:
-            raise ScheduleError(primitive, f"block {handle.name!r} no longer exists: "
-                                f"{self._replaced[handle.name]}")
+        self._check_current(handle, "block", primitive)
         find_block(self._func, handle.name, primitive)
         return handle.name
 
@@ -132,17 +134,41 @@ class ScheduleBase:
         if not isinstance(handle, LoopRV):
             raise ScheduleError(primitive, f"argument {argument!r}: expected a loop handle "
                                 f"(sch.get_loops, split, fuse), got {type(handle).__name__}")
-        if handle.name in self._replaced:
-            raise ScheduleError(primitive, f"loop {handle.name!r} no longer exists: "
-                                f"{self._replaced[handle.name]}")
+        self._check_current(handle, "loop", primitive)
         find_loop(self._func, handle.name, primitive)
         return handle.name
+
+    def _check_current(self, handle, kind: str, primitive: str) -> None:
+        key = f"{kind}:{handle.name}"
+        if handle.generation != self._generation.get(key, 0):
+            reason = self._replaced.get(key, "a later step removed it")
+            raise ScheduleError(primitive, f"{kind} {handle.name!r} no longer exists: {reason}")
+
+    def _note_replaced(self, kind: str, name: str, reason: str) -> None:
+        """Say why the loop or block `name`, just removed, is gone (for stale handles)."""
+        self._replaced[f"{kind}:{name}"] = reason
+
+    def _retire(self, old: PrimFunc, new: PrimFunc, step: str) -> None:
+        """Make handles to the loops and blocks `step` removed stale."""
+        from sched.schedule.state import block_names, loop_names
+
+        for kind, names in (("loop", loop_names), ("block", block_names)):
+            for name in set(names(old)) - set(names(new)):
+                key = f"{kind}:{name}"
+                self._generation[key] = self._generation.get(key, 0) + 1
+                self._replaced[key] = f"{step} removed it"
 
     def _record(self, kind: str, new_func: PrimFunc, inputs: tuple, attrs: tuple = (),
                 outputs: tuple = (), decision=None) -> None:
         if self.verify_steps:
             verify(new_func)
+        if new_func is not self._func:
+            self._retire(self._func, new_func, kind)
         self._func = new_func
+        for handle in outputs:
+            if isinstance(handle, LoopRV | BlockRV):
+                prefix = "loop" if isinstance(handle, LoopRV) else "block"
+                handle.generation = self._generation.get(f"{prefix}:{handle.name}", 0)
         self.trace.append(Instruction(kind, _freeze(inputs),
                                       tuple((k, _freeze(v)) for k, v in attrs),
                                       tuple(h.rv for h in outputs), _freeze(decision)))

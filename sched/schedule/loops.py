@@ -272,7 +272,7 @@ class LoopPrimitives(ScheduleBase):
         new_func, names = split(self._func, name, factors)
         handles = [LoopRV(n, self._new_rv("l")) for n in names]
         self._record("split", new_func, (loop,), (("factors", list(factors)),), tuple(handles))
-        self._replaced[name] = f"split replaced it by {', '.join(names)}"
+        self._note_replaced("loop", name, f"split replaced it by {', '.join(names)}")
         return handles
 
     def fuse(self, *loops_to_fuse: LoopRV) -> LoopRV:
@@ -311,7 +311,7 @@ class LoopPrimitives(ScheduleBase):
         handle = LoopRV(fused, self._new_rv("l"))
         self._record("fuse", new_func, tuple(loops_to_fuse), outputs=(handle,))
         for name in names:
-            self._replaced[name] = f"fuse replaced it by {fused}"
+            self._note_replaced("loop", name, f"fuse replaced it by {fused}")
         return handle
 
     def reorder(self, *ordered: LoopRV) -> None:

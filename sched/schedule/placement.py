@@ -10,11 +10,9 @@ polyhedral/ and raises ScheduleError), and records the step only on success.
 
 from __future__ import annotations
 
-from sched.ir.nodes import PrimFunc
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.compute_at import move_under
 from sched.schedule.inlining import compute_inline, reverse_compute_inline
-from sched.schedule.state import loop_names
 
 
 def _check_flag(value, primitive: str) -> None:
@@ -25,10 +23,6 @@ def _check_flag(value, primitive: str) -> None:
 
 class PlacementPrimitives(ScheduleBase):
     """compute_at, reverse_compute_at, compute_inline, reverse_compute_inline."""
-
-    def _moved(self, primitive: str, block: str, old: PrimFunc) -> None:
-        for name in set(loop_names(old)) - set(loop_names(self._func)):
-            self._replaced[name] = f"{primitive} of block {block!r} removed it"
 
     def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:
         """Move a producer block under a loop of its consumers, computing per iteration of the
@@ -169,12 +163,10 @@ class PlacementPrimitives(ScheduleBase):
         name = self._block(block, primitive)
         loop_name = self._loop(loop, primitive)
         _check_flag(preserve_unit_loops, primitive)
-        old = self._func
-        new_func = move_under(old, name, loop_name, preserve_unit_loops, reverse,
+        new_func = move_under(self._func, name, loop_name, preserve_unit_loops, reverse,
                               render=self.render_errors)
         self._record(primitive, new_func, (block, loop),
                      (("preserve_unit_loops", preserve_unit_loops),))
-        self._moved(primitive, name, old)
 
     def compute_inline(self, block: BlockRV) -> None:
         """Inline a block into its consumers: each load of its buffer becomes the value it
@@ -229,10 +221,9 @@ class PlacementPrimitives(ScheduleBase):
                         C[v_i] = A[v_i] * T.float32(2.0) + T.float32(1.0)
         """
         name = self._block(block, "compute_inline")
-        old = self._func
-        self._record("compute_inline", compute_inline(old, name, self.render_errors), (block,))
-        self._replaced[name] = "compute_inline removed it"
-        self._moved("compute_inline", name, old)
+        self._record("compute_inline", compute_inline(self._func, name, self.render_errors),
+                     (block,))
+        self._note_replaced("block", name, "compute_inline removed it")
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Inline a consumer into its producer: the producer stores the consumer's value,
@@ -287,8 +278,6 @@ class PlacementPrimitives(ScheduleBase):
                         C[v_i] = T.max(A[v_i] * T.float32(2.0), T.float32(0.0))
         """
         name = self._block(block, "reverse_compute_inline")
-        old = self._func
         self._record("reverse_compute_inline",
-                     reverse_compute_inline(old, name, self.render_errors), (block,))
-        self._replaced[name] = "reverse_compute_inline removed it"
-        self._moved("reverse_compute_inline", name, old)
+                     reverse_compute_inline(self._func, name, self.render_errors), (block,))
+        self._note_replaced("block", name, "reverse_compute_inline removed it")

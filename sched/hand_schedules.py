@@ -1,0 +1,201 @@
+"""Hand-written schedules for the common kernels, used by the tests, tutorials, benchmarks and
+the demo. Each function builds the algorithm with the DSL and returns the `Schedule` (so that
+`sch.func` is the scheduled function and `print(sch.trace)` shows the steps).
+
+CPU (the C target):
+- `cpu_matmul`: column panels of B packed per thread (cache_read "global" at the panel loop),
+  a register tile of C (cache_write "local"), vectorized and unrolled, panels in parallel.
+
+GPU (CUDA; on the C target each thread block runs as loops over its threads):
+- `gpu_matmul`: a block tile of C, A and B tiles staged in shared memory by all threads of
+  the block, a 2-D register tile per thread.
+- `gpu_matmul_bias_relu`: the same, with the epilogue applied as the tile leaves registers.
+- `gpu_softmax` / `gpu_layer_norm`: one block per row; row reductions spread over the threads
+  with rfactor into shared memory.
+- `gpu_elementwise`: every loop fused, then blocks of threads.
+- `gpu_conv2d`: output pixels over blocks and threads, padding inlined, the reduction in a
+  register.
+"""
+
+from __future__ import annotations
+
+from sched import compute as te
+from sched.schedule import Schedule
+
+
+def _matmul_func(M, N, K, dtype="float32", epilogue=False):
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    if not epilogue:
+        return te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+    bias = te.placeholder((N,), dtype, name="bias")
+    D = te.ops.matmul_bias_relu(A, B, bias)
+    return te.create_prim_func([A, B, bias, D], name="matmul_bias_relu")
+
+
+# -- CPU ---------------------------------------------------------------------------------------
+
+
+def cpu_matmul(M: int, N: int, K: int, row_tile: int = 4, col_tile: int = 16) -> Schedule:
+    """matmul for the C target: B packed in col_tile-wide panels, C in row_tile x col_tile
+    register tiles (8-lane vectors), panels in parallel."""
+    sch = Schedule(_matmul_func(M, N, K))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    io, ii = sch.split(i, [None, row_tile])
+    jo, ji = sch.split(j, [None, col_tile])
+    sch.reorder(jo, io, k, ii, ji)
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, io)
+    packed = sch.cache_read(block, 2, "global")
+    sch.compute_at(packed, jo)
+    init = sch.decompose_reduction(block, k)
+    sch.unroll(ii)
+    sch.vectorize(ji)
+    sch.parallel(jo)
+    for stage in (init, local, packed):
+        sch.vectorize(sch.get_loops(stage)[-1])
+    return sch
+
+
+# -- GPU ---------------------------------------------------------------------------------------
+
+
+def _stage_in_shared(sch: Schedule, block, index: int, loop, threads: tuple[int, int]) -> None:
+    """Cache input `index` of `block` in shared memory at `loop`, loaded by all threads."""
+    cache = sch.cache_read(block, index, "shared")
+    sch.compute_at(cache, loop)
+    loops = sch.get_loops(cache)
+    fused = sch.fuse(*loops[-2:])
+    _, ty, tx = sch.split(fused, [None, threads[0], threads[1]])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+
+
+def _tile_matmul(sch: Schedule, block, block_tile, thread_tile, k_tile):
+    threads = (block_tile[0] // thread_tile[0], block_tile[1] // thread_tile[1])
+    i, j, k = sch.get_loops(block)
+    bi, ty, ii = sch.split(i, [None, threads[0], thread_tile[0]])
+    bj, tx, ji = sch.split(j, [None, threads[1], thread_tile[1]])
+    ko, ki = sch.split(k, [None, k_tile])
+    sch.reorder(bi, bj, ty, tx, ko, ki, ii, ji)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, tx)
+    _stage_in_shared(sch, block, 1, ko, threads)
+    _stage_in_shared(sch, block, 2, ko, threads)
+    sch.decompose_reduction(block, ko)
+    sch.unroll(ki)
+    sch.unroll(ii)
+    sch.unroll(ji)
+    return local
+
+
+def gpu_matmul(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
+               k_tile: int = 8) -> Schedule:
+    """fp32 matmul: block_tile of C per thread block, thread_tile per thread, K in k_tile
+    steps through shared memory."""
+    sch = Schedule(_matmul_func(M, N, K))
+    _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
+    return sch
+
+
+def gpu_matmul_bias_relu(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
+                         k_tile: int = 8) -> Schedule:
+    """relu(A @ B + bias) in one kernel: the epilogue runs on the register tile."""
+    sch = Schedule(_matmul_func(M, N, K, epilogue=True))
+    _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
+    sch.reverse_compute_inline(sch.get_block("D"))
+    return sch
+
+
+def _row_reduction(sch: Schedule, block, threads: int) -> None:
+    """Spread a row reduction over `threads` threads: partial results per thread in shared
+    memory (rfactor), then every thread combines them into its own register (no thread waits
+    for another to finish the sum)."""
+    _, k = sch.get_loops(block)[-2:]
+    _, k_inner = sch.split(k, [None, threads])
+    partial = sch.rfactor(k_inner, 0)
+    sch.set_scope(partial, 0, "shared")
+    sch.set_scope(block, 0, "local")
+    loops = sch.get_loops(partial)
+    sch.reorder(loops[-1], loops[-2])
+    sch.bind(sch.get_loops(partial)[-2], "threadIdx.x")
+
+
+def _spread_row(sch: Schedule, block, threads: int) -> None:
+    j = sch.get_loops(block)[-1]
+    _, tx = sch.split(j, [None, threads])
+    sch.bind(tx, "threadIdx.x")
+
+
+def gpu_softmax(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Row softmax, one thread block per row."""
+    X = te.placeholder((rows, cols), name="X")
+    sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
+    sch.compute_inline(sch.get_block("softmax_exp"))
+    row = sch.get_loops(sch.get_block("softmax_max"))[0]
+    for name in ("softmax_sum", "softmax"):
+        sch.reverse_compute_at(sch.get_block(name), row)
+    sch.bind(row, "blockIdx.x")
+    for name in ("softmax_max", "softmax_sum"):
+        _row_reduction(sch, sch.get_block(name), threads)
+    _spread_row(sch, sch.get_block("softmax"), threads)
+    return sch
+
+
+def gpu_layer_norm(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Layer norm over rows, one thread block per row."""
+    X = te.placeholder((rows, cols), name="X")
+    gamma = te.placeholder((cols,), name="gamma")
+    beta = te.placeholder((cols,), name="beta")
+    out = te.ops.layer_norm(X, gamma, beta)
+    sch = Schedule(te.create_prim_func([X, gamma, beta, out], name="layer_norm"))
+    row = sch.get_loops(sch.get_block("layer_norm"))[0]
+    for name in ("layer_norm_sum", "layer_norm_sqsum"):
+        sch.compute_at(sch.get_block(name), row)
+    sch.bind(row, "blockIdx.x")
+    for name in ("layer_norm_sum", "layer_norm_sqsum"):
+        _row_reduction(sch, sch.get_block(name), threads)
+    _spread_row(sch, sch.get_block("layer_norm"), threads)
+    return sch
+
+
+def gpu_elementwise(shape: tuple[int, ...], threads: int = 256) -> Schedule:
+    """relu(X * 2 + Y): every loop fused, split into blocks of `threads` threads."""
+    X = te.placeholder(shape, name="X")
+    Y = te.placeholder(shape, name="Y")
+    Z = te.compute(shape, lambda *i: te.max(X[i] * 2.0 + Y[i], 0.0), name="Z")
+    sch = Schedule(te.create_prim_func([X, Y, Z], name="elementwise"))
+    loops = sch.get_loops(sch.get_block("Z"))
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    bx, tx = sch.split(fused, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return sch
+
+
+def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int = 1,
+               padding: int = 1, threads: int = 128) -> Schedule:
+    """conv2d NCHW: one output pixel per thread, the padding inlined, the sum in a register."""
+    data = te.placeholder((N, C, H, W), name="data")
+    weight = te.placeholder((K, C, R, R), name="weight")
+    out = te.ops.conv2d_nchw(data, weight, stride=stride, padding=padding)
+    sch = Schedule(te.create_prim_func([data, weight, out], name="conv2d"))
+    if padding:
+        sch.compute_inline(sch.get_block("conv2d_pad"))
+    block = sch.get_block("conv2d")
+    n, k, p, q, rc, ry, rx = sch.get_loops(block)
+    fused = sch.fuse(n, k, p, q)
+    bx, tx = sch.split(fused, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, tx)
+    sch.decompose_reduction(block, rc)
+    sch.unroll(ry)
+    sch.unroll(rx)
+    return sch
