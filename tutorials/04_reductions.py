@@ -1,0 +1,126 @@
+"""Tutorial 4: reductions: decompose_reduction and rfactor.
+
+A reduction block carries its init (`with T.init():`), which runs at the first iteration of
+its reduce loops. decompose_reduction hoists the init into a block of its own, before a loop,
+so the reduce loops run without that test. rfactor splits a reduction in two: partial results
+indexed by one reduce loop, which becomes a spatial loop (so it may run in parallel or
+vectorized), then a small reduction that combines them. Run: `python tutorials/04_reductions.py`.
+"""
+
+import numpy as np
+
+import sched
+from sched import compute as te
+
+rng = np.random.default_rng(0)
+
+
+def show(title, sch):
+    print(f"== {title} ==")
+    print(sch.func.script())
+
+
+def function_of(source):
+    """The generated C function, without the includes and helpers before it."""
+    return source[source.index("\nvoid ") + 1:]
+
+
+# 1. decompose_reduction: a matmul in 16-row blocks, k split by 8.
+M, N, K = 64, 48, 40
+A = te.placeholder((M, K), "float32", name="A")
+B = te.placeholder((K, N), "float32", name="B")
+matmul = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+a = rng.standard_normal((M, K)).astype("float32")
+b = rng.standard_normal((K, N)).astype("float32")
+
+sch = sched.Schedule(matmul)
+block = sch.get_block("C")
+i, j, k = sch.get_loops(block)
+i_0, i_1 = sch.split(i, factors=[None, 16])
+k_0, k_1 = sch.split(k, factors=[None, 8])
+sch.reorder(i_0, k_0, i_1, j, k_1)
+show("the init inside the block: it runs where k_0 * 8 + k_1 == 0", sch)
+print("== ...which the C tests in every iteration ==")
+print(function_of(sched.build(sch.func, target="c").source))
+
+# The init may go before a loop that is not inside a reduce loop: before k_0 here (before k_1
+# it would run again for every k_0). It gets copies of the spatial loops inside (i_1, j).
+print("== decompose_reduction(C, k_1): refused, k_1 is inside the reduce loop k_0 ==")
+try:
+    sch.decompose_reduction(block, k_1)
+except sched.ScheduleError as error:
+    print(error)
+
+init = sch.decompose_reduction(block, k_0)
+show("decompose_reduction(C, k_0): C_init zeroes a 16-row block, then the updates", sch)
+kernel = sched.build(sch.func, target="c")
+print("== the C: no test left in the reduce loops ==")
+print(function_of(kernel.source))
+c = np.zeros((M, N), "float32")
+kernel(a, b, c)
+np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+print("decompose_reduction matches numpy")
+
+# 2. rfactor for parallelism: the sums of the rows of a wide matrix. There are only 8 rows,
+# so the parallelism is in the reduction, and a reduce loop cannot run in parallel: every
+# iteration adds to the same element.
+rows, cols = 8, 1000
+X = te.placeholder((rows, cols), "float32", name="X")
+r = te.reduce_axis((0, cols), name="k")
+row_sum = te.create_prim_func(
+    [X, te.compute((rows,), lambda i: te.sum(X[i, r], axis=r), name="S")], name="row_sum")
+x = rng.standard_normal((rows, cols)).astype("float32")
+
+sch = sched.Schedule(row_sum)
+i, k = sch.get_loops(sch.get_block("S"))
+print("== parallel(k): refused, k carries the reduction ==")
+try:
+    sch.parallel(k)
+except sched.ScheduleError as error:
+    print(error)
+
+# Split k into 4 chunks of 250 and move the chunk loop outermost (a reduce loop may move: the
+# sum is associative). It still carries the reduction, so parallel is still refused.
+k_0, k_1 = sch.split(k, factors=[4, None])
+sch.reorder(k_0, i, k_1)
+print("== parallel(k_0) on the split reduce loop: still refused ==")
+try:
+    sch.parallel(k_0)
+except sched.ScheduleError as error:
+    print(error)
+
+# rfactor(k_0): S_rf[k_0, i] holds the sum of chunk k_0 of row i; k_0 is a spatial loop of the
+# new block S_rf, and the block S adds the 4 partial sums of each row.
+rf = sch.rfactor(k_0, factor_axis=0)
+show("rfactor(k_0): partial sums S_rf, then their combination in S", sch)
+sch.parallel(k_0)
+show("parallel(k_0): legal now, each chunk writes its own partial sums", sch)
+
+kernel = sched.build(sch.func, target="c")
+print("== the C ==")
+print(function_of(kernel.source))
+s = np.zeros(rows, "float32")
+kernel(x, s)
+np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
+print("rfactor + parallel matches numpy")
+
+# 3. rfactor for vectors: factor the inner part of the split instead, with the new dimension
+# last (factor_axis=1), and each row accumulates 8 lanes side by side. decompose_reduction
+# then hoists the init of the partial sums out of the k_0 loop.
+sch = sched.Schedule(row_sum)
+i, k = sch.get_loops(sch.get_block("S"))
+k_0, k_1 = sch.split(k, factors=[None, 8])
+rf = sch.rfactor(k_1, factor_axis=1)
+sch.vectorize(k_1)
+rf_init = sch.decompose_reduction(rf, k_0)
+sch.vectorize(sch.get_loops(rf_init)[-1])
+show("rfactor(k_1, factor_axis=1), vectorize k_1, decompose_reduction(S_rf, k_0)", sch)
+
+kernel = sched.build(sch.func, target="c")
+print("== the C: 8-lane vector sums ==")
+print(function_of(kernel.source))
+s = np.zeros(rows, "float32")
+kernel(x, s)
+np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
+print("rfactor + vectorize matches numpy")
+print(sch.trace)
