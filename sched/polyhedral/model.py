@@ -8,7 +8,7 @@ changes, and legality compares the dependences with the new schedule.
 
 - domain: the instances that run, `[n] -> { S_C[v_i, v_j, v_k] : 0 <= v_i < n and ... }`, from
   the loop bounds, the bindings, the iteration domains, `T.where` and `if` conditions; symbolic
-  dims are isl parameters.
+  dims are isl parameters, at least 1.
 - schedule: instance -> time vector. Each loop adds its variable, each sequence the position of
   the child, so lexicographic order of the vectors is execution order; an init runs just before
   the body of the same instance (a last entry 0 for the init, 1 for the body).
@@ -234,12 +234,17 @@ def build_model(func: PrimFunc) -> PolyModel:
     params = _params(func)
     param_text = f"[{', '.join(params)}] ->"
     width = max((len(s.time) for s in walker.statements), default=1)
+    # a symbolic dim is a size: at least 1 (an empty tensor has nothing to order)
+    dims = [isl_name(v) for v in func.symbolic_vars]
+    positive_dims = isl.Set(f"{param_text} {{ : {' and '.join(f'{d} >= 1' for d in dims)} }}"
+                            if dims else f"{param_text} {{ : }}")
     empty = isl.UnionMap(f"{param_text} {{ }}")
     domain, schedule, reads, writes = isl.UnionSet(f"{param_text} {{ }}"), empty, empty, empty
     for statement in walker.statements:
         loops = statement.loop_names()
         statement.domain = isl.Set(f"{param_text} {{ {statement.instance()} : "
-                                   f"{_exists(loops, statement.constraints)} }}")
+                                   f"{_exists(loops, statement.constraints)} }}") \
+            .intersect_params(positive_dims)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
         statement.schedule = isl.Map(
             f"{param_text} {{ {statement.instance()} -> [{', '.join(statement.time)}] : "

@@ -1,0 +1,121 @@
+"""The hand schedules: every GPU one compiles to a cubin for sm_80 and sm_90 (no spills, shared
+memory within limits, barriers where threads share memory) and computes what numpy does on
+the C target, non-dividing sizes included; on a GPU (marked tests) each runs against torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sched
+from sched import compute as te
+from sched import hand_schedules as hs
+from tests.conftest import assert_close
+
+
+def softmax_reference(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def layer_norm_reference(x, gamma, beta):
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+
+
+def conv_reference(x, w):
+    return torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                      padding=1).numpy()
+
+
+# name: (schedule, input shapes, reference, uses shared memory)
+GPU_CASES = {
+    "matmul": (lambda: hs.gpu_matmul(100, 90, 70), [(100, 70), (70, 90)],
+               lambda a, b: a @ b, True),
+    "matmul_bias_relu": (lambda: hs.gpu_matmul_bias_relu(70, 66, 40),
+                         [(70, 40), (40, 66), (66,)],
+                         lambda a, b, c: np.maximum(a @ b + c, 0), True),
+    "softmax": (lambda: hs.gpu_softmax(5, 300), [(5, 300)], softmax_reference, True),
+    "layer_norm": (lambda: hs.gpu_layer_norm(4, 200), [(4, 200), (200,), (200,)],
+                   layer_norm_reference, True),
+    "elementwise": (lambda: hs.gpu_elementwise((30, 50)), [(30, 50), (30, 50)],
+                    lambda x, y: np.maximum(x * 2 + y, 0), False),
+    "conv2d": (lambda: hs.gpu_conv2d(2, 3, 9, 8, 4), [(2, 3, 9, 8), (4, 3, 3, 3)],
+               conv_reference, False),
+}
+
+
+def inputs_for(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_gpu_schedule_matches_numpy_on_the_c_target(name):
+    schedule, shapes, reference, _ = GPU_CASES[name]
+    arrays = inputs_for(shapes)
+    expected = reference(*[a.astype(np.float64) for a in arrays])
+    out = np.zeros(expected.shape, np.float32)
+    sched.build(schedule().func, target="c")(*arrays, out)
+    assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_gpu_schedule_compiles_to_a_cubin(name, arch):
+    schedule, _, _, shares = GPU_CASES[name]
+    kernel = sched.build(schedule().func, target="cuda", arch=arch)
+    assert kernel.cubin[:4] == b"\x7fELF"
+    resources = kernel.resources
+    assert resources.spill_stores == 0 and resources.spill_loads == 0
+    assert not resources.launch_problems()
+    assert ("__syncthreads();" in kernel.source) == shares
+    assert (resources.static_shared_bytes > 0) == shares
+
+
+def test_gpu_matmul_with_a_symbolic_row_count_runs_at_two_sizes():
+    sch = hs.gpu_matmul(te.var("m"), 48, 40, block_tile=(32, 32), thread_tile=(2, 2))
+    kernel = sched.build(sch.func, target="c")
+    for rows in (17, 70):
+        a, b = inputs_for([(rows, 40), (40, 48)], seed=rows)
+        out = np.zeros((rows, 48), np.float32)
+        kernel(a, b, out)
+        assert_close(out, a @ b)
+    cuda = sched.build(sch.func, target="cuda", arch="sm_90")
+    assert "m" in {v.name for g in cuda.launch.grid for v in sched.ir.free_vars(g)}
+
+
+def test_cpu_matmul_matches_numpy():
+    sch = hs.cpu_matmul(64, 48, 40)
+    a, b = inputs_for([(64, 40), (40, 48)])
+    out = np.zeros((64, 48), np.float32)
+    kernel = sched.build(sch.func, target="c")
+    kernel(a, b, out)
+    assert_close(out, a @ b)
+    assert "sched_f32x8" in kernel.source and "#pragma omp parallel for" in kernel.source
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_gpu_schedule_matches_torch_on_the_device(name):
+    schedule, shapes, reference, _ = GPU_CASES[name]
+    arrays = inputs_for(shapes)
+    expected = reference(*[a.astype(np.float64) for a in arrays])
+    device = [torch.from_numpy(a).cuda() for a in arrays]
+    out = torch.zeros(expected.shape, dtype=torch.float32, device="cuda")
+    sched.build(schedule().func, target="cuda")(*device, out)
+    torch.cuda.synchronize()
+    assert_close(out.cpu().numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_matmul_symbolic_rows_on_the_device():
+    sch = hs.gpu_matmul(te.var("m"), 64, 64)
+    kernel = sched.build(sch.func, target="cuda")
+    for rows in (33, 200):
+        a, b = inputs_for([(rows, 64), (64, 64)], seed=rows)
+        out = torch.zeros((rows, 64), device="cuda")
+        kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out)
+        torch.cuda.synchronize()
+        assert_close(out.cpu().numpy(), a @ b)
