@@ -68,3 +68,50 @@ def write_results(name: str, device: str, payload: dict) -> pathlib.Path:
     document = {"benchmark": name, "device": device, "versions": versions(), **payload}
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
+
+
+def gpu_device() -> str:
+    """The GPU's name; exits with a message when there is none (GPU benchmarks need one)."""
+    from sched.cuda.device import gpu_available
+
+    if not gpu_available():
+        raise SystemExit("this benchmark needs a CUDA GPU: none on this machine")
+    import torch
+
+    return torch.cuda.get_device_name()
+
+
+def gpu_versions() -> dict[str, str | None]:
+    import torch
+
+    driver = None
+    try:
+        from cuda.bindings import driver as cuda_driver
+
+        driver = str(cuda_driver.cuDriverGetVersion()[1])
+    except Exception:  # noqa: BLE001 - the version is informative only
+        pass
+    return {**versions(), "torch": torch.__version__, "cuda_driver": driver,
+            "nvcc": _command_version(["nvcc", "--version"])}
+
+
+def measure_gpu(run: Callable[[], object], repeats: int = 50, warmup: int = 5,
+                flush_bytes: int = 256 * 2**20) -> dict[str, float]:
+    """Median and spread of `repeats` launches timed with CUDA events, L2 flushed before each
+    (PERF.md), in seconds."""
+    import torch
+
+    flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device="cuda")
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+            "repeats": repeats}

@@ -1,0 +1,69 @@
+"""fp32 matmul 4096^3 on the GPU: the hand schedule against torch.matmul (TF32 off), and
+matmul + bias + ReLU fused in one kernel against torch eager (three ops), in one process.
+
+Targets (PERF.md, H100): matmul >= 0.8x torch; fused epilogue >= 1.2x eager.
+
+    python benchmarks/gpu_matmul.py     # writes benchmarks/results/<gpu>/gpu_matmul.json
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import gpu_device, gpu_versions, measure_gpu, write_results  # noqa: E402
+
+SIZE = 4096
+
+
+def main() -> None:
+    device = gpu_device()
+    import torch
+
+    import sched
+    from sched import hand_schedules
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(SIZE, SIZE, device="cuda")
+    b = torch.randn(SIZE, SIZE, device="cuda")
+    bias = torch.randn(SIZE, device="cuda")
+    reference = (a.double() @ b.double())
+    flops = 2 * SIZE ** 3
+    matmul = sched.build(hand_schedules.gpu_matmul(SIZE, SIZE, SIZE).func, target="cuda")
+    fused = sched.build(hand_schedules.gpu_matmul_bias_relu(SIZE, SIZE, SIZE).func,
+                        target="cuda")
+    c = torch.empty(SIZE, SIZE, device="cuda")
+    d = torch.empty(SIZE, SIZE, device="cuda")
+    matmul(a, b, c)
+    fused(a, b, bias, d)
+    torch.cuda.synchronize()
+    scale = reference.abs().max().item()
+    errors = {"matmul": ((c.double() - reference).abs().max() / scale).item(),
+              "matmul_bias_relu": ((d.double() - torch.relu(reference + bias.double()))
+                                   .abs().max() / scale).item()}
+    variants = {
+        "sched matmul": measure_gpu(lambda: matmul(a, b, c)),
+        "torch.matmul": measure_gpu(lambda: torch.matmul(a, b, out=c)),
+        "sched matmul+bias+relu (fused)": measure_gpu(lambda: fused(a, b, bias, d)),
+        "torch eager matmul, add, relu": measure_gpu(lambda: torch.relu(a @ b + bias)),
+    }
+    rows = [{"variant": name, **timing, "tflops": flops / timing["median_s"] / 1e12}
+            for name, timing in variants.items()]
+    ratio = variants["torch.matmul"]["median_s"] / variants["sched matmul"]["median_s"]
+    fused_ratio = (variants["torch eager matmul, add, relu"]["median_s"]
+                   / variants["sched matmul+bias+relu (fused)"]["median_s"])
+    path = write_results("gpu_matmul", device, {
+        "versions": gpu_versions(), "workload": {"M": SIZE, "N": SIZE, "K": SIZE,
+                                                 "dtype": "float32", "tf32": False},
+        "variants": rows, "relative_errors": errors,
+        "matches": {k: v < 1e-4 for k, v in errors.items()},
+        "ratio_matmul_to_torch": ratio, "ratio_fused_to_eager": fused_ratio,
+        "resources": {"matmul": str(matmul.resources), "fused": str(fused.resources)},
+        "targets": {"matmul": 0.8, "fused": 1.2}})
+    print(f"matmul {ratio:.2f}x torch, fused {fused_ratio:.2f}x eager; wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

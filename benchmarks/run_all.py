@@ -1,0 +1,29 @@
+"""Runs every benchmark this machine can run: the CPU ones always, the GPU ones with a GPU."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+CPU = ["legality.py", "cpu_matmul.py", "cuda_compile.py"]
+GPU = ["gpu_matmul.py", "gpu_rows.py"]
+
+
+def main() -> int:
+    sys.path.insert(0, str(HERE.parent))
+    from sched.cuda.device import gpu_available
+
+    names = CPU + (GPU if gpu_available() else [])
+    failed = [name for name in names
+              if subprocess.run([sys.executable, str(HERE / name)]).returncode != 0]
+    if not gpu_available():
+        print("no GPU: skipped " + ", ".join(GPU))
+    if failed:
+        print("failed: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
