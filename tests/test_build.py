@@ -8,9 +8,18 @@ import sched
 from tests.lower.block_ir import add_2d
 
 
-def test_cuda_target_is_not_built_yet():
-    with pytest.raises(NotImplementedError, match="CUDA target is not built yet"):
+def test_cuda_build_of_an_unbound_function_says_to_bind_its_loops():
+    with pytest.raises(sched.ScheduleError, match=r"not under any loop bound to blockIdx or "
+                                                  r"threadIdx.*sch.bind"):
         sched.build(add_2d(), target="cuda")
+
+
+def test_tvm_target_string_names_the_arch():
+    from sched.build import _parse_target
+
+    assert _parse_target("cuda -arch=sm_80", None) == ("cuda", "sm_80")
+    with pytest.raises(ValueError, match="unknown target option '-mcpu=x'"):
+        _parse_target("cuda -mcpu=x", None)
 
 
 def test_unknown_target_lists_the_valid_ones():
