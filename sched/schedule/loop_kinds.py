@@ -104,24 +104,43 @@ class LoopKindPrimitives(ScheduleBase):
     def vectorize(self, loop: LoopRV) -> None:
         """Run the iterations of a loop as SIMD lanes (`omp simd` on the C target).
 
-        Requires: no dependence is carried by the loop; a constant extent.
-        Also known as: `vectorize` in Halide and TVM.
+        Requires: no dependence is carried by the loop; a constant extent. On the C target
+        a loop whose accesses are contiguous or invariant becomes explicit 8-lane SIMD code.
+        Also known as: `vectorize` in Halide and TVM. Example: see `annotate`.
         """
         name = self._loop(loop, "vectorize")
         self._record("vectorize", vectorize(self._func, name, self.render_errors),
                      (loop,))
 
     def unroll(self, loop: LoopRV) -> None:
-        """Unroll a loop (always legal: the order does not change).
+        """Unroll a loop.
 
-        Also known as: `unroll` in Halide and TVM.
+        Requires: nothing (the order does not change). Also known as: `unroll` in Halide and
+        TVM. Example: see `annotate`.
         """
         name = self._loop(loop, "unroll")
         self._record("unroll", unroll(self._func, name), (loop,))
 
     def annotate(self, target: BlockRV | LoopRV, key: str, value) -> None:
         """Attach `key = value` to a block or a loop (read by later passes and the
-        autoscheduler); printed in the script."""
+        autoscheduler); printed in the script.
+
+        Requires: a string key; an int, float, str or bool value (a new value replaces an old
+        one). Also known as: `annotate` in TVM.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((4, 16), name="A")
+        >>> B = te.compute((4, 16), lambda i, j: A[i, j] + 1.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> i, j = sch.get_loops(sch.get_block("B"))
+        >>> sch.vectorize(j)
+        >>> sch.unroll(i)
+        >>> sch.annotate(i, "note", "rows")
+        >>> print("\\n".join(sch.func.script().splitlines()[5:7]))
+                for i in T.unroll(4, annotations={"note": "rows"}):
+                    for j in T.vectorized(16):
+        """
         is_block = isinstance(target, BlockRV)
         name = self._block(target, "annotate", "target") if is_block \
             else self._loop(target, "annotate", "target")

@@ -382,10 +382,22 @@ class LoopPrimitives(ScheduleBase):
         return handle
 
     def tile(self, x: LoopRV, y: LoopRV, x_factor: int, y_factor: int) -> list[LoopRV]:
-        """Halide's `tile`: split x and y (x outside y, directly nested) by the factors and
-        reorder to xo, yo, xi, yi. Recorded as its split and reorder steps.
+        """Split x and y by the factors and reorder to xo, yo, xi, yi; recorded as its split
+        and reorder steps.
 
-        Returns: [xo, yo, xi, yi].
+        Requires: x directly outside y, in one nest. Returns: [xo, yo, xi, yi]; invalidates
+        x and y. Also known as: `tile` in Halide.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((8, 12), name="A")
+        >>> B = te.compute((8, 12), lambda i, j: A[i, j] + 1.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> i, j = sch.get_loops(sch.get_block("B"))
+        >>> sch.tile(i, j, 4, 4)
+        [LoopRV('i_0'), LoopRV('j_0'), LoopRV('i_1'), LoopRV('j_1')]
+        >>> print(sch.func.script().splitlines()[5])
+                for i_0, j_0, i_1, j_1 in T.grid(2, 3, 4, 4):
         """
         xo, xi = self.split(x, [None, x_factor])
         yo, yi = self.split(y, [None, y_factor])

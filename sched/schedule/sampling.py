@@ -99,6 +99,8 @@ class SamplingPrimitives(ScheduleBase):
         """Draw one of `candidates` with probabilities `probs` (for unroll depths, vector
         widths...). `decision` is the index of the chosen candidate.
 
+        Requires: integer candidates, one probability each. Returns: the chosen value, which
+        the trace refers to by name.
         Also known as: `sample_categorical` in TVM's MetaSchedule.
 
         >>> import sched
