@@ -396,9 +396,26 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
         rule = rule or (f"block {block!r} would run some instances in more than one "
                         f"iteration of loop {loop_name!r}: its {kind} there do not "
                         f"determine which instances to run")
+    if violation is None and not runs_once:
+        rule = rule or _rerun_clobbers(new_func, block, loop_name)
     if rule is not None:
         return dataclasses.replace(violation or Violation(rule), reason=rule)
     return violation
+
+
+def _rerun_clobbers(func: PrimFunc, block: str, loop_name: str) -> str | None:
+    """A block run again (recomputed) rewrites what it wrote: harmless unless another block
+    writes the same buffer in between (an init under its own reduction's loops would reset
+    the partial sums)."""
+    realizes = {r.block.name: r.block for r in collect(func.body, BlockRealize)}
+    written = {region.buffer.name for region in realizes[block].writes}
+    for name, other in realizes.items():
+        shared = written & {region.buffer.name for region in other.writes}
+        if name not in (block, "root") and shared:
+            return (f"under loop {loop_name!r}, block {block!r} would run some instances more "
+                    f"than once, but block {name!r} also writes {sorted(shared)[0]!r}: a "
+                    f"second run would overwrite what {name!r} wrote")
+    return None
 
 
 def _legal_loops(func: PrimFunc, block: str, reverse: bool) -> tuple[str, ...]:

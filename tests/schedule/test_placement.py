@@ -549,3 +549,17 @@ def test_compute_at_two_producers_into_one_tile(rng):
     assert_replays(sch, func)
     a = rng.standard_normal(10, np.float32)
     assert_close(run_c(sch.func, a, np.zeros(10, np.float32))[1], (a * 2 + 1) ** 2)
+
+
+def test_recomputing_an_init_under_its_reduction_is_refused():
+    # conv2d_init under the ry loop of conv2d would run once per (rc, ry) and reset the sums
+    data = te.placeholder((1, 2, 7, 6), name="data")
+    weight = te.placeholder((3, 2, 3, 3), name="weight")
+    sch = sched.Schedule(te.create_prim_func(
+        [data, weight, te.ops.conv2d_nchw(data, weight, padding=1)]))
+    conv = sch.get_block("conv2d")
+    init = sch.decompose_reduction(conv, sch.get_loops(conv)[0])
+    ry = sch.get_loops(conv)[5]
+    with pytest.raises(ScheduleError, match="block 'conv2d_init' would run some instances more "
+                                            "than once, but block 'conv2d' also writes"):
+        sch.compute_at(init, ry)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import sched
@@ -48,6 +48,9 @@ def softmax():
 
 WORKLOADS = {"matmul": matmul, "conv2d": conv2d, "softmax": softmax}
 LOOP_STEPS = ("split", "fuse", "reorder", "parallel", "vectorize", "unroll")
+BLOCK_STEPS = ("compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
+               "decompose_reduction", "rfactor", "cache_read", "cache_write")
+PRIMITIVES = LOOP_STEPS + BLOCK_STEPS + ("get_loops",)
 
 
 def apply_random_step(sch: sched.Schedule, data) -> None:
@@ -56,9 +59,11 @@ def apply_random_step(sch: sched.Schedule, data) -> None:
     loops = sch.get_loops(block)
     if not loops:
         return
-    step = data.draw(st.sampled_from(LOOP_STEPS))
+    step = data.draw(st.sampled_from(LOOP_STEPS + BLOCK_STEPS))
     loop = data.draw(st.sampled_from(loops))
-    if step == "split":
+    if step in BLOCK_STEPS:
+        apply_block_step(sch, step, block, loop, blocks, data)
+    elif step == "split":
         sch.split(loop, factors=[None, data.draw(st.integers(1, 5))])
     elif step == "fuse" and len(loops) >= 2:
         start = data.draw(st.integers(0, len(loops) - 2))
@@ -75,7 +80,25 @@ def apply_random_step(sch: sched.Schedule, data) -> None:
         sch.unroll(loop)
 
 
-@settings(max_examples=40, deadline=None,
+def apply_block_step(sch, step, block, loop, blocks, data) -> None:
+    if step in ("compute_at", "reverse_compute_at"):
+        other = sch.get_block(data.draw(st.sampled_from(blocks)))
+        target = data.draw(st.sampled_from(sch.get_loops(other) or [loop]))
+        getattr(sch, step)(block, target)
+    elif step in ("compute_inline", "reverse_compute_inline"):
+        getattr(sch, step)(block)
+    elif step == "decompose_reduction":
+        sch.decompose_reduction(block, loop)
+    elif step == "rfactor":
+        sch.rfactor(loop, 0)
+    elif step == "cache_read":
+        sch.cache_read(block, data.draw(st.integers(0, 2)), data.draw(
+            st.sampled_from(["global", "local"])))
+    else:
+        sch.cache_write(block, 0, data.draw(st.sampled_from(["global", "local"])))
+
+
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(name=st.sampled_from(sorted(WORKLOADS)), steps=st.integers(1, 6), data=st.data())
 def test_random_schedules_are_refused_or_correct(name, steps, data):
@@ -85,8 +108,11 @@ def test_random_schedules_are_refused_or_correct(name, steps, data):
         before = sch.func
         try:
             apply_random_step(sch, data)
+            if sch.func is not before:
+                event(f"took {sch.trace.instructions[-1].kind}")
         except ScheduleError as error:
-            assert str(error).split(":")[0] in LOOP_STEPS + ("get_loops",)
+            event(f"refused {str(error).split(':')[0]}")
+            assert str(error).split(":")[0] in PRIMITIVES
             assert sch.func is before         # a refused step changes nothing
     assert sch.trace.apply(func).func == sch.func
     rng = np.random.default_rng(0)
