@@ -119,3 +119,21 @@ def test_gpu_matmul_symbolic_rows_on_the_device():
         kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out)
         torch.cuda.synchronize()
         assert_close(out.cpu().numpy(), a @ b)
+
+
+def test_shared_tiles_load_as_float4_only_where_alignment_is_proven():
+    aligned = sched.build(hs.gpu_matmul(256, 128, 64).func, target="cuda", arch="sm_90")
+    moves = [line for line in aligned.source.splitlines() if "= *(const float4*)&" in line]
+    assert len(moves) == 2                      # the A tile and the B tile
+    unaligned = sched.build(hs.gpu_matmul(100, 90, 70).func, target="cuda", arch="sm_90")
+    assert "float4" not in unaligned.source     # rows of 70 floats: not 16-byte aligned
+
+
+@pytest.mark.gpu
+def test_float4_kernel_refuses_a_misaligned_view():
+    kernel = sched.build(hs.gpu_matmul(64, 64, 64).func, target="cuda")
+    storage = torch.randn(64 * 64 + 1, device="cuda")
+    a = storage[1:].view(64, 64)                # 4 bytes past an aligned address
+    b = torch.randn(64, 64, device="cuda")
+    with pytest.raises(sched.KernelArgumentError, match="argument 'A': its data is not 16-byte"):
+        kernel(a, b, torch.empty(64, 64, device="cuda"))

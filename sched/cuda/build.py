@@ -26,6 +26,6 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
     shared = shared_bytes(lowered)
     if shared > STATIC_SHARED_LIMIT:
         launch = with_shared_bytes(launch, shared)
-    source, name = generate_cuda(lowered, launch)
+    source, name, aligned = generate_cuda(lowered, launch)
     return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler,
-                      lowered=lowered)
+                      lowered=lowered, aligned_params=aligned)

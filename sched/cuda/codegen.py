@@ -8,7 +8,9 @@ CUDA C is the C target's language plus qualifiers, so the emitter extends the C 
   axis and checked that the launch covers them exactly;
 - allocations: "shared" -> `__shared__` arrays (carved from dynamic shared memory when they
   need more than 48 KB together), "local" -> arrays in registers, "global" -> an error;
-- `Barrier` -> `__syncthreads()`, unrolled loops -> `#pragma unroll`;
+- `Barrier` -> `__syncthreads()`, unrolled loops -> `#pragma unroll`; a vectorized copy
+  loop -> float4 moves where both sides are contiguous and 16-byte aligned (the kernel then
+  checks at each call that those arguments are aligned), other vectorized loops are unrolled;
 - float16/bfloat16 are `__half`/`__nv_bfloat16` in memory (cuda_fp16.h, cuda_bf16.h),
   computed in float; pointers are `__restrict__`; helpers are `__device__` functions.
 NVRTC has no standard headers: the prelude declares the fixed-width integer types for it.
@@ -21,7 +23,7 @@ import math
 from sched.c import dtypes
 from sched.c.codegen import _CEmitter, c_name
 from sched.errors import ScheduleError
-from sched.ir.functor import collect
+from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
     Allocate,
     Barrier,
@@ -34,7 +36,9 @@ from sched.ir.nodes import (
     PrimFunc,
     Var,
 )
+from sched.ir.simplify import simplify
 from sched.lower.launch import LaunchConfig
+from sched.lower.simplify_indices import simplify_index
 
 STATIC_SHARED_LIMIT = 48 * 1024
 
@@ -89,11 +93,11 @@ def _size(allocate: Allocate) -> int:
     return math.prod(extents)
 
 
-def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str]:
-    """(CUDA source, kernel name) of `lowered`, the output of `sched.lower.lower(func,
-    target="cuda")`, launched with `launch`."""
+def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str, frozenset]:
+    """(CUDA source, kernel name, parameters that must be 16-byte aligned) of `lowered`, the
+    output of `sched.lower.lower(func, target="cuda")`, launched with `launch`."""
     emitter = _CudaEmitter(lowered, launch)
-    return emitter.emit(), c_name(lowered.name)
+    return emitter.emit(), c_name(lowered.name), frozenset(emitter.aligned_params)
 
 
 class _CudaEmitter(_CEmitter):
@@ -102,6 +106,8 @@ class _CudaEmitter(_CEmitter):
         self.launch = launch
         self.dynamic = shared_bytes(func) > STATIC_SHARED_LIMIT
         self.shared_offset = 0
+        self.aligned_params: set[str] = set()    # parameters read or written as float4
+        self.loops: list = []                     # (variable, min, extent) of enclosing loops
 
     def emit(self) -> str:
         self.stmt(self.func.body)
@@ -140,6 +146,13 @@ class _CudaEmitter(_CEmitter):
     # -- statements ----------------------------------------------------------------------------
 
     def stmt_For(self, node: For) -> None:
+        self.loops.append((node.loop_var, node.min, node.extent))
+        try:
+            self._loop(node)
+        finally:
+            self.loops.pop()
+
+    def _loop(self, node: For) -> None:
         if node.kind == "thread_binding":
             var = c_name(node.loop_var.name)
             index = f"(int32_t){node.thread_tag}"
@@ -155,9 +168,49 @@ class _CudaEmitter(_CEmitter):
             self.line("#pragma unroll")
             node = _as_serial(node)
         elif node.kind == "vectorized":
+            if self.vector_copy(node):
+                return
             self.line("#pragma unroll")
             node = _as_serial(node)
         super().stmt_For(node)
+
+    def vector_copy(self, node: For) -> bool:
+        """A vectorized copy loop of float32 as float4 moves (16 bytes), when both sides are
+        contiguous in the loop and provably 16-byte aligned; False to fall back to scalars."""
+        store = node.body
+        if not (isinstance(store, BufferStore) and isinstance(store.value, BufferLoad)
+                and isinstance(node.extent, IntImm) and node.extent.value % 4 == 0
+                and isinstance(node.min, IntImm) and node.min.value % 4 == 0):
+            return False
+        load = store.value
+        accesses = ((store.buffer, store.indices[0]), (load.buffer, load.indices[0]))
+        if any(buffer.dtype != "float32" or not self._contiguous_aligned(index, node)
+               for buffer, index in accesses):
+            return False
+        self.aligned_params |= {b.storage_name for b, _ in accesses
+                                if b.storage_name in {p.name for p in self.func.buffers}}
+        var = c_name(node.loop_var.name)
+        end = simplify(node.min + node.extent)
+        self.line(f"for (int32_t {var} = {self.expr(node.min)}; {var} < {self.expr(end)}; "
+                  f"{var} += 4) {{  // vectorized: float4")
+        self.depth += 1
+        self.with_var(node.loop_var, True, lambda: self.line(
+            f"*(float4*)&{c_name(store.buffer.storage_name)}[{self.expr(store.indices[0])}] = "
+            f"*(const float4*)&{c_name(load.buffer.storage_name)}"
+            f"[{self.expr(load.indices[0])}];"))
+        self.depth -= 1
+        self.line("}")
+        return True
+
+    def _contiguous_aligned(self, index, loop: For) -> bool:
+        """Whether `index` is `base + loop variable` with `base` a multiple of 4, for every
+        value of the loops around (isl decides, under their bounds)."""
+        lane, start = loop.loop_var, loop.min
+        context = (*self.loops, (lane, loop.min, loop.extent))
+        base = substitute(index, {lane: start})
+        offset = simplify_index(index - base - (lane - start), context)
+        return offset == IntImm(0, offset.dtype) and \
+            simplify_index(base % 4, tuple(self.loops)) == IntImm(0, base.dtype)
 
     def stmt_Barrier(self, node: Barrier) -> None:
         self.line("__syncthreads();")

@@ -125,7 +125,7 @@ def test_cuda_source_compiles_with_nvcc(tmp_path):
     from sched.cuda.codegen import generate_cuda
 
     lowered = lower(tiled_matmul, target="cuda")
-    source, name = generate_cuda(lowered, launch_config(lowered))
+    source, name, _ = generate_cuda(lowered, launch_config(lowered))
     assert "__syncthreads();" in source and "__shared__ __align__(16) float As[256];" in source
     path = tmp_path / "kernel.cu"
     path.write_text(source)
