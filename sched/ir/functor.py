@@ -14,8 +14,6 @@ from sched.ir.nodes import (
     Block,
     BlockRealize,
     Buffer,
-    BufferLoad,
-    BufferStore,
     Expr,
     For,
     LetStmt,
@@ -150,11 +148,6 @@ def collect(node, node_type) -> list:
 
     Collector().visit(node)
     return found
-
-
-def buffers_accessed(node) -> tuple[list[BufferLoad], list[BufferStore]]:
-    """The loads and the stores in `node`."""
-    return collect(node, BufferLoad), collect(node, BufferStore)
 
 
 def used_blocks(node) -> list[BlockRealize]:

@@ -15,7 +15,6 @@ import math
 from sched.errors import ScheduleError
 from sched.ir.functor import free_vars, substitute
 from sched.ir.nodes import (
-    BlockRealize,
     Expr,
     For,
     IntImm,
@@ -222,14 +221,6 @@ def add_unit_loop(func: PrimFunc, target: str, is_block: bool) -> tuple[PrimFunc
     name = fresh_name(func, "u")
     loop = For(Var(name), IntImm(0), IntImm(1), "serial", node)
     return replace(func, node, loop), name
-
-
-def block_of(func: PrimFunc, loop: For) -> BlockRealize:
-    """One block under `loop` (to name it in a legality question)."""
-    blocks = blocks_under(loop)
-    if not blocks:
-        raise ScheduleError("loop", f"loop {loop.loop_var.name!r} holds no block")
-    return blocks[0]
 
 
 class LoopPrimitives(ScheduleBase):
