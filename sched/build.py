@@ -7,7 +7,7 @@ from sched.ir.nodes import PrimFunc
 TARGETS = ("c", "cuda")
 
 
-def build(func: PrimFunc, target: str = "c", *, arch: str | None = None,
+def build(func, target: str = "c", *, arch: str | None = None,
           compiler: str = "nvrtc", debug: bool = False):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
@@ -15,8 +15,14 @@ def build(func: PrimFunc, target: str = "c", *, arch: str | None = None,
     (NVRTC or nvcc to a cubin for `arch`, e.g. "sm_90": the GPU's by default; takes torch CUDA
     tensors). TVM's spelling "cuda -arch=sm_90" is accepted. `debug` verifies the IR after
     every lowering pass. The kernel has `.source` (generated code), `.func` and `.lowered`;
-    a CUDA kernel also `.cubin` and `.resources`.
+    a CUDA kernel also `.cubin` and `.resources`. `func` may be a Schedule: its function is
+    built, and a compile error then lists the schedule's steps.
     """
+    from sched.schedule import Schedule
+
+    trace = None
+    if isinstance(func, Schedule):
+        func, trace = func.func, func.trace
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
     target, arch = _parse_target(target, arch)
@@ -27,7 +33,7 @@ def build(func: PrimFunc, target: str = "c", *, arch: str | None = None,
     if target == "cuda":
         from sched.cuda.build import build_cuda
 
-        return build_cuda(func, arch=arch, compiler=compiler, debug=debug)
+        return build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace)
     raise ValueError(f"build: unknown target {target!r}: expected one of "
                      f"{', '.join(repr(t) for t in TARGETS)}")
 

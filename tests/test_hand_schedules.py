@@ -137,3 +137,19 @@ def test_float4_kernel_refuses_a_misaligned_view():
     b = torch.randn(64, 64, device="cuda")
     with pytest.raises(sched.KernelArgumentError, match="argument 'A': its data is not 16-byte"):
         kernel(a, b, torch.empty(64, 64, device="cuda"))
+
+
+def test_cuda_compile_error_lists_the_schedule_steps(monkeypatch):
+    import sched.cuda.build as cuda_build
+
+    real = cuda_build.generate_cuda
+
+    def broken(lowered, launch):
+        source, name, aligned = real(lowered, launch)
+        return source.replace("__syncthreads();", "__syncthreads()  // missing semicolon"), \
+            name, aligned
+    monkeypatch.setattr(cuda_build, "generate_cuda", broken)
+    sch = hs.gpu_softmax(4, 256)
+    with pytest.raises(sched.BuildError, match=r"(?s)error.*the schedule that made this "
+                                               r"kernel:\nb0 = sch.get_block\('softmax_exp'\)"):
+        sched.build(sch, target="cuda", arch="sm_90")

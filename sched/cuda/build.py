@@ -11,14 +11,16 @@ Compiling happens here, once (and is cached on disk); a call only launches.
 from __future__ import annotations
 
 from sched.cuda.codegen import STATIC_SHARED_LIMIT, generate_cuda, shared_bytes
+from sched.errors import BuildError
 from sched.ir.nodes import PrimFunc
 from sched.lower.gpu_threads import launch_config, with_shared_bytes
 from sched.lower.pipeline import lower
 
 
 def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrtc",
-               debug: bool = False):
-    """The CudaKernel of `func` for `arch` (default: the GPU's, or sm_90 without one)."""
+               debug: bool = False, trace=None):
+    """The CudaKernel of `func` for `arch` (default: the GPU's, or sm_90 without one). When
+    `trace` (the schedule that made `func`) is given, a compile error lists its steps."""
     from sched.cuda.runtime import CudaKernel
 
     lowered = lower(func, target="cuda", debug=debug)
@@ -27,5 +29,11 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
     if shared > STATIC_SHARED_LIMIT:
         launch = with_shared_bytes(launch, shared)
     source, name, aligned = generate_cuda(lowered, launch)
-    return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler,
-                      lowered=lowered, aligned_params=aligned)
+    try:
+        return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler,
+                          lowered=lowered, aligned_params=aligned)
+    except BuildError as error:
+        if trace is None or not len(trace):
+            raise
+        raise BuildError(f"{error}\n\nthe schedule that made this kernel:\n{trace}") \
+            from None
