@@ -30,6 +30,7 @@ from sched.compute.reduction import Reduce
 from sched.compute.tensor import Tensor
 from sched.errors import DSLError
 from sched.ir.functor import free_vars, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     TRUE,
     Block,
@@ -71,15 +72,6 @@ def _check_names(tensors: list[Tensor]) -> None:
                            f"tensor its own name= (names become buffer names)")
 
 
-def _fresh(name: str, taken: set[str]) -> str:
-    candidate, index = name, 0
-    while candidate in taken:
-        index += 1
-        candidate = f"{name}_{index}"
-    taken.add(candidate)
-    return candidate
-
-
 def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     """The loop nest and block computing `tensor`."""
     op = tensor.op
@@ -89,9 +81,9 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     axis_vars = list(op.axes) + [axis.var for axis in reduce_axes]
     doms = [Range(convert(0), dim) for dim in tensor.shape] + [a.dom for a in reduce_axes]
     kinds = ["spatial"] * len(op.axes) + ["reduce"] * len(reduce_axes)
-    loop_vars = [Var(_fresh(v.name, taken_names)) for v in axis_vars]   # unique in the function
+    loop_vars = [Var(fresh(v.name, taken_names)) for v in axis_vars]   # unique in the function
     local_names = set(taken_names)
-    iter_vars = [IterVar(Var(_fresh("v_" + v.name, local_names)), dom, kind)
+    iter_vars = [IterVar(Var(fresh("v_" + v.name, local_names)), dom, kind)
                  for v, dom, kind in zip(axis_vars, doms, kinds)]
     to_iter = {v: iv.var for v, iv in zip(axis_vars, iter_vars)}
     spatial = tuple(iv.var for iv in iter_vars[:len(op.axes)])

@@ -138,8 +138,11 @@ def _carried_at(width: int, position: int, params: str) -> isl.Map:
     return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
 
 
-def check_parallel(func: PrimFunc, block: str, loop: str) -> Violation | None:
-    """Whether the iterations of the loop named `loop` around block `block` are independent."""
+def check_parallel(func: PrimFunc, block: str, loop: str,
+                   private: frozenset[str] = frozenset()) -> Violation | None:
+    """Whether the iterations of the loop named `loop` around block `block` are independent.
+    Dependences through the buffers in `private` (storage each iteration has its own copy of:
+    a GPU block's shared memory) do not count."""
     model, deps = model_and_dependences(func)
     owners = model.statements_of_block(block)
     if not owners:
@@ -154,7 +157,7 @@ def check_parallel(func: PrimFunc, block: str, loop: str) -> Violation | None:
 
     carried = _carried_at(len(owners[0].time), target.position, f"[{', '.join(model.params)}] ->")
     for dep in sorted(deps, key=lambda d: not d.is_reduction):   # name a reduction first
-        if not (under(dep.source) and under(dep.sink)):
+        if dep.buffer in private or not (under(dep.source) and under(dep.sink)):
             continue
         in_time = dep.relation.apply_domain(dep.source.schedule).apply_range(dep.sink.schedule)
         crossing = in_time.intersect(carried)
@@ -196,3 +199,33 @@ def schedule_error(primitive: str, violation: Violation, func: PrimFunc,
     return ScheduleError(primitive, violation.reason,
                          dependence=str(violation) if violation.dependence else None,
                          ir=script, alternatives=alternatives, render=render)
+
+
+def check_concurrent_loops(func: PrimFunc) -> tuple[str, Violation] | None:
+    """The first loop of `func` whose iterations run at the same time (parallel, vectorized,
+    bound to blockIdx) but which carries a dependence, with the dependence; None if none does.
+
+    A step that moves blocks under such a loop, or moves the loop, must ask this again: the
+    loop was checked when it was marked, for what was under it then. Loops bound to threadIdx
+    are left out: threads of a block may communicate through shared memory, with barriers;
+    and each thread block has its own shared and local buffers.
+    """
+    from sched.ir.functor import collect
+    from sched.ir.nodes import Block, BlockRealize, For
+
+    per_block = frozenset(b.name for block in collect(func.body, Block)
+                          for b in block.alloc_buffers if b.scope in ("shared", "local"))
+    for loop in collect(func.body, For):
+        concurrent = loop.kind in ("parallel", "vectorized") or (
+            loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("blockIdx"))
+        if not concurrent:
+            continue
+        blocks = collect(loop.body, BlockRealize)
+        if not blocks:
+            continue
+        gpu_block = loop.kind == "thread_binding"
+        violation = check_parallel(func, blocks[0].block.name, loop.loop_var.name,
+                                   per_block if gpu_block else frozenset())
+        if violation is not None:
+            return loop.loop_var.name, violation
+    return None

@@ -14,6 +14,7 @@ says which handles replaced it).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
@@ -158,10 +159,25 @@ class ScheduleBase:
                 self._generation[key] = self._generation.get(key, 0) + 1
                 self._replaced[key] = f"{step} removed it"
 
+    def _check_concurrent_loops(self, kind: str, new_func: PrimFunc) -> None:
+        """A step must not put a dependence under a loop that runs its iterations at once."""
+        from sched.polyhedral.legality import check_concurrent_loops, schedule_error
+
+        found = check_concurrent_loops(new_func)
+        if found is not None:
+            loop, violation = found
+            violation = dataclasses.replace(
+                violation, reason=f"it would make the concurrent loop {loop!r} carry a "
+                f"dependence ({violation.reason})")
+            raise schedule_error(kind, violation, new_func, loop=loop,
+                                 render=self.render_errors)
+
     def _record(self, kind: str, new_func: PrimFunc, inputs: tuple, attrs: tuple = (),
                 outputs: tuple = (), decision=None) -> None:
         if self.verify_steps:
             verify(new_func)
+        if new_func is not self._func and kind not in ("parallel", "vectorize", "bind"):
+            self._check_concurrent_loops(kind, new_func)
         if new_func is not self._func:
             self._retire(self._func, new_func, kind)
         self._func = new_func

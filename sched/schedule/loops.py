@@ -34,6 +34,7 @@ from sched.schedule.state import (
     fresh_name,
     path_to,
     replace,
+    replace_in,
 )
 
 
@@ -42,16 +43,6 @@ def _guard_blocks(stmt: Stmt, condition: Expr) -> Stmt:
     for realize in blocks_under(stmt):
         stmt = replace_in(stmt, realize, and_predicate(realize, condition))
     return stmt
-
-
-def replace_in(root: Stmt, old, new) -> Stmt:
-    from sched.ir.functor import IRMutator
-
-    class Replace(IRMutator):
-        def visit(self, node):
-            return new if node is old else (node if isinstance(node, Expr)
-                                            else super().visit(node))
-    return Replace().visit(root)
 
 
 def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:

@@ -16,6 +16,7 @@ import dataclasses
 import json
 
 from sched.errors import ScheduleError
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     SCOPES,
     TRUE,
@@ -40,14 +41,12 @@ from sched.schedule.scope import (
     add_allocation,
     block_names,
     blocks_accessing,
-    fresh,
     replace_buffer,
-    replace_in,
     scope_of,
     splice,
     taken_names,
 )
-from sched.schedule.state import find_block, replace
+from sched.schedule.state import find_block, replace, replace_in
 
 DIM_ALIGN = "buffer_dim_align"    # block annotation: JSON [[buffer_index, axis, factor, offset]]
 

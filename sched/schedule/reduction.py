@@ -17,6 +17,7 @@ import dataclasses
 import islpy as isl
 
 from sched.ir.functor import free_vars, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
     BlockRealize,
@@ -33,15 +34,13 @@ from sched.schedule.rfactor import rfactor
 from sched.schedule.scope import (
     block_names,
     conjuncts,
-    fresh,
     loop_roles,
     refusal,
-    replace_in,
     scope_of,
     splice,
     taken_names,
 )
-from sched.schedule.state import find_block, find_loop
+from sched.schedule.state import find_block, find_loop, replace_in
 
 
 def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,

@@ -15,6 +15,7 @@ import islpy as isl
 from sched.errors import ScheduleError
 from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     BinaryOp,
     Block,
@@ -41,15 +42,13 @@ from sched.schedule.scope import (
     add_allocation,
     block_names,
     conjuncts,
-    fresh,
     loop_roles,
     refusal,
-    replace_in,
     scope_of,
     splice,
     taken_names,
 )
-from sched.schedule.state import blocks_under, find_loop
+from sched.schedule.state import blocks_under, find_loop, replace_in
 
 
 def _associative_update(func: PrimFunc, block: Block, render: bool):

@@ -77,17 +77,6 @@ def add_allocation(func: PrimFunc, scope: BlockRealize, buffer: Buffer) -> PrimF
     return replace(func, scope, dataclasses.replace(scope, block=block))
 
 
-def replace_in(root, old, new):
-    """`root` with the node `old` (by identity) replaced by `new`."""
-
-    class Replace(IRMutator):
-        def visit(self, node):
-            if node is old:
-                return new
-            return node if isinstance(node, Expr) else super().visit(node)
-    return Replace().visit(root)
-
-
 def replace_buffer(node, old: Buffer, new: Buffer):
     """`node` with every use of buffer `old` (loads, stores, regions, allocations) by `new`."""
 
@@ -103,16 +92,6 @@ def buffer_names(func: PrimFunc) -> set[str]:
     names |= {b.name for block in collect(func.body, Block) for b in block.alloc_buffers}
     names |= {node.buffer.name for node in collect(func.body, Allocate)}
     return names
-
-
-def fresh(base: str, taken: set[str]) -> str:
-    """`base`, or `base_1`, `base_2`... whichever is not in `taken` (which it then joins)."""
-    candidate, index = base, 0
-    while candidate in taken:
-        index += 1
-        candidate = f"{base}_{index}"
-    taken.add(candidate)
-    return candidate
 
 
 def taken_names(func: PrimFunc) -> set[str]:

@@ -11,6 +11,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, collect
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
     BlockRealize,
@@ -92,17 +93,20 @@ def blocks_under(stmt: Stmt) -> list[BlockRealize]:
     return found
 
 
-def replace(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
-    """`func` with the node `old` (by identity) replaced by `new`."""
+def replace_in(root, old: Node, new: Node):
+    """`root` with the node `old` (by identity) replaced by `new`."""
 
     class Replace(IRMutator):
         def visit(self, node):
             if node is old:
                 return new
-            if isinstance(node, Expr):
-                return node
-            return super().visit(node)
-    result = Replace().visit(func)
+            return node if isinstance(node, Expr) else super().visit(node)
+    return Replace().visit(root)
+
+
+def replace(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
+    """`func` with the node `old` (by identity) replaced by `new`, which must be in it."""
+    result = replace_in(func, old, new)
     assert result is not func or old is new, "replace: node not found"
     return result
 
@@ -111,10 +115,7 @@ def fresh_name(func: PrimFunc, base: str, taken: set[str] | None = None) -> str:
     """`base`, or `base_1`, `base_2`... whichever no variable or buffer of `func` uses."""
     used = set(taken or ()) | {v.name for v in collect(func, Var)}
     used |= {b.name for b in func.buffers}
-    candidate, index = base, 0
-    while candidate in used:
-        index += 1
-        candidate = f"{base}_{index}"
+    candidate = fresh(base, used)
     if taken is not None:
         taken.add(candidate)
     return candidate

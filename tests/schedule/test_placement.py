@@ -563,3 +563,20 @@ def test_recomputing_an_init_under_its_reduction_is_refused():
     with pytest.raises(ScheduleError, match="block 'conv2d_init' would run some instances more "
                                             "than once, but block 'conv2d' also writes"):
         sch.compute_at(init, ry)
+
+
+def test_moving_a_reduction_under_a_parallel_loop_is_refused():
+    # pad's channel loop c runs in parallel; conv2d under it would sum over rc = c from
+    # several threads at once
+    data = te.placeholder((1, 2, 7, 6), name="data")
+    weight = te.placeholder((3, 2, 3, 3), name="weight")
+    sch = sched.Schedule(te.create_prim_func(
+        [data, weight, te.ops.conv2d_nchw(data, weight, padding=1)]))
+    pad = sch.get_block("conv2d_pad")
+    _, c, _, _ = sch.get_loops(pad)
+    sch.parallel(c)
+    before = sch.func
+    with pytest.raises(ScheduleError, match="it would make the concurrent loop 'c' carry a "
+                                            "dependence"):
+        sch.reverse_compute_at(sch.get_block("conv2d"), c)
+    assert sch.func is before
