@@ -111,9 +111,9 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
     """Whether `new_func`, a rescheduled `func`, keeps every dependence of `func`.
 
     Unless `allow_recompute` (compute_at may recompute a producer's overlapping elements, and
-    checks the runs that matter itself), every block instance must run exactly once: a
-    schedule that runs one twice is refused, since a dependence kept by one run may be broken
-    by the other.
+    checks the runs that matter itself) or `func` already recomputes, every block instance
+    must run exactly once: a schedule that runs one twice is refused, since a dependence kept
+    by one run may be broken by the other.
     """
     old_model, _ = model_and_dependences(func)
     new_model = build_model(new_func)
@@ -122,7 +122,8 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
         extra = new_model.domain.subtract(old_model.domain)
         return Violation(f"the new loops do not run the same block instances (missing: "
                          f"{missing}, added: {extra})")
-    if not allow_recompute and not new_model.schedule.is_single_valued():
+    recomputed_before = not old_model.schedule.is_single_valued()
+    if not (allow_recompute or recomputed_before) and not new_model.schedule.is_single_valued():
         return Violation("the new loops run some block instances more than once")
     return check_schedule(func, new_model.schedule)
 

@@ -178,8 +178,8 @@ def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
     new_func = replace(func, outer, body)
     violation = check_order(func, new_func)
     if violation is not None:
-        moved = next(n for n, lp in zip(loop_names, (chain[s] for s in slots))
-                     if n != lp.loop_var.name)
+        moved = next((n for n, lp in zip(loop_names, (chain[s] for s in slots))
+                      if n != lp.loop_var.name), loop_names[0])
         alternatives = _legal_orders(func, loop_names) if render and suggest else ()
         raise schedule_error("reorder", violation, func, loop=moved, render=render,
                              alternatives=alternatives)
