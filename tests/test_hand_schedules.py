@@ -153,3 +153,12 @@ def test_cuda_compile_error_lists_the_schedule_steps(monkeypatch):
     with pytest.raises(sched.BuildError, match=r"(?s)error.*the schedule that made this "
                                                r"kernel:\nb0 = sch.get_block\('softmax_exp'\)"):
         sched.build(sch, target="cuda", arch="sm_90")
+
+
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_scheduled_and_lowered_functions_print_and_parse_back(name):
+    from sched.lower import lower
+
+    func = GPU_CASES[name][0]().func
+    for version in (func, lower(func, target="c"), lower(func, target="cuda")):
+        assert sched.parse(version.script()) == version

@@ -221,5 +221,9 @@ def emulate_threads(func: PrimFunc) -> PrimFunc:
 class _DropBarriers(IRMutator):
     """Barriers between thread loop nests: the loops already run one after the other."""
 
+    def visit_SeqStmt(self, node: SeqStmt):
+        kept = [self.visit(s) for s in node.stmts if not isinstance(s, Barrier)]
+        return seq(*[s for s in kept if not (isinstance(s, SeqStmt) and not s.stmts)])
+
     def visit_Barrier(self, node: Barrier):
         return seq()
