@@ -70,6 +70,10 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
     for matches, result in rules:
         if matches():
             return result()
+    # x + (-c) -> x - c, x - (-c) -> x + c (integers)
+    if integer and op in ("add", "sub") and vb is not None and vb < 0 \
+            and not isinstance(a, IntImm):
+        return BinaryOp("sub" if op == "add" else "add", a, const(-vb, a.dtype))
     # (x + c1) + c2 -> x + (c1 + c2), likewise with -, so offsets collect in one constant
     if integer and op in ("add", "sub") and vb is not None and isinstance(a, BinaryOp) \
             and a.op in ("add", "sub") and _value(a.b) is not None:

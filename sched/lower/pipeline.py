@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from sched.ir.nodes import PrimFunc
+from sched.ir.simplify import simplify
 from sched.ir.verify import VerifyError, verify
 from sched.lower.align_storage import align_storage
 from sched.lower.compact_buffers import compact_buffers
@@ -22,6 +23,12 @@ from sched.lower.simplify_indices import simplify_indices
 from sched.lower.thread_phases import emulate_threads
 
 logger = logging.getLogger("sched.lower")
+
+
+def fold_constants(func: PrimFunc) -> PrimFunc:
+    """Constants folded and identities applied everywhere (`7 + 1`, `p * 1` in conditions and
+    values too; simplify_indices has done the indices with isl)."""
+    return simplify(func)
 
 Pass = Callable[[PrimFunc], PrimFunc]
 
@@ -50,6 +57,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False) -> PrimFunc
         func = run(emulate_threads, func)
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
+    func = run(fold_constants, func)
     _verify(func, "the output of lower()")
     return func
 
