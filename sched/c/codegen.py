@@ -85,6 +85,9 @@ def generate_c(lowered: PrimFunc) -> str:
 
 
 class _CEmitter:
+    RESTRICT = "restrict"                   # how the language spells a non-aliasing pointer
+    STORAGE_TYPES = dtypes.STORAGE_TYPES    # element and parameter types
+
     def __init__(self, func: PrimFunc) -> None:
         self.func = func
         self.lines: list[str] = []
@@ -114,11 +117,11 @@ class _CEmitter:
         params = []
         for buffer in self.func.buffers:
             const = "" if buffer.name in stored else "const "
-            params.append(f"{const}{dtypes.storage_type(buffer.dtype)}* restrict "
+            params.append(f"{const}{self.STORAGE_TYPES[buffer.dtype]}* {self.RESTRICT} "
                           f"{c_name(buffer.name)}")
         scalars = [p for p in self.func.params if isinstance(p, Var)]
         for var in (*scalars, *self.func.symbolic_vars):
-            params.append(f"{dtypes.storage_type(var.dtype)} {c_name(var.name)}")
+            params.append(f"{self.STORAGE_TYPES[var.dtype]} {c_name(var.name)}")
         return params
 
     def line(self, text: str) -> None:

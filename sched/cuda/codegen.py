@@ -34,7 +34,6 @@ from sched.ir.nodes import (
     For,
     IntImm,
     PrimFunc,
-    Var,
 )
 from sched.ir.simplify import simplify
 from sched.lower.launch import LaunchConfig
@@ -101,6 +100,9 @@ def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str, fr
 
 
 class _CudaEmitter(_CEmitter):
+    RESTRICT = "__restrict__"
+    STORAGE_TYPES = _STORAGE
+
     def __init__(self, func: PrimFunc, launch: LaunchConfig) -> None:
         super().__init__(func)
         self.launch = launch
@@ -131,17 +133,6 @@ class _CudaEmitter(_CEmitter):
         if self.dynamic:
             dynamic = ["    extern __shared__ __align__(16) unsigned char sched_shared[];"]
         return "\n".join([*header, *helpers, signature + " {", *dynamic, *self.lines, "}", ""])
-
-    def parameters(self) -> list[str]:
-        stored = {store.buffer.storage_name for store in collect(self.func.body, BufferStore)}
-        params = []
-        for buffer in self.func.buffers:
-            const = "" if buffer.name in stored else "const "
-            params.append(f"{const}{_STORAGE[buffer.dtype]}* __restrict__ {c_name(buffer.name)}")
-        scalars = [p for p in self.func.params if isinstance(p, Var)]
-        for var in (*scalars, *self.func.symbolic_vars):
-            params.append(f"{_STORAGE[var.dtype]} {c_name(var.name)}")
-        return params
 
     # -- statements ----------------------------------------------------------------------------
 
