@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.nodes import (
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
@@ -19,6 +20,7 @@ from sched.ir.nodes import (
     LetStmt,
     Node,
     Var,
+    binary,
 )
 
 
@@ -61,6 +63,9 @@ class IRMutator:
             new = self._visit_value(old)
             if new is not old:
                 changes[field.name] = new
+        if changes and isinstance(node, BinaryOp):
+            # through binary(): operands of different int widths are promoted, as when built
+            return binary(node.op, changes.get("a", node.a), changes.get("b", node.b))
         return dataclasses.replace(node, **changes) if changes else node
 
     def _visit_value(self, value):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_bool, is_float
+from sched.ir.dtype import INDEX_DTYPE, bits, check_dtype, is_bool, is_float
 
 AnnotationValue = int | float | str | bool
 Annotations = tuple[tuple[str, AnnotationValue], ...]
@@ -238,6 +238,17 @@ class Range(Node):
     min: Expr
     extent: Expr
 
+    def __post_init__(self) -> None:
+        # a constant bound takes the wider int dtype of the other (`vi:vi + 1` with an int64
+        # vi has an int64 extent, however it was built), so equal ranges compare equal
+        a, b = self.min, self.extent
+        if isinstance(a, Expr) and isinstance(b, Expr) and a.dtype != b.dtype \
+                and _signed_ints(a.dtype, b.dtype):
+            if isinstance(a, IntImm) and bits(a.dtype) < bits(b.dtype):
+                object.__setattr__(self, "min", IntImm(a.value, b.dtype))
+            elif isinstance(b, IntImm) and bits(b.dtype) < bits(a.dtype):
+                object.__setattr__(self, "extent", IntImm(b.value, a.dtype))
+
 
 @dataclass(frozen=True, slots=True)
 class BufferRegion(Node):
@@ -302,6 +313,15 @@ class For(Stmt):
     body: Stmt
     thread_tag: str | None = None
     annotations: Annotations = ()
+
+    def __post_init__(self) -> None:
+        # constant bounds take the loop variable's int dtype (a loop is over one index type)
+        dtype = self.loop_var.dtype
+        for name in ("min", "extent"):
+            value = getattr(self, name)
+            if isinstance(value, IntImm) and value.dtype != dtype \
+                    and _signed_ints(value.dtype, dtype) and _fits(value.value, dtype):
+                object.__setattr__(self, name, IntImm(value.value, dtype))
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,10 +467,29 @@ def convert(value, dtype: str | None = None) -> Expr:
                     f"{value!r}")
 
 
+def _signed_ints(a: str, b: str) -> bool:
+    return a in ("int8", "int16", "int32", "int64") and b in ("int8", "int16", "int32", "int64")
+
+
+def _fits(value: int, dtype: str) -> bool:
+    return -(2 ** (bits(dtype) - 1)) <= value < 2 ** (bits(dtype) - 1)
+
+
+def _widen(expr: Expr, other: str) -> Expr:
+    """`expr` in the wider of its signed int dtype and `other` (a constant stays a constant)."""
+    if bits(other) <= bits(expr.dtype):
+        return expr
+    if isinstance(expr, IntImm):
+        return IntImm(expr.value, other)
+    return Cast(other, expr)
+
+
 def binary(op: str, a, b) -> BinaryOp:
     """`a op b`, converting a Python number to the dtype of the other operand.
 
-    Both operands must have one dtype: write `T.Cast` / `te.cast` where they differ.
+    Signed integers of different widths are promoted to the wider one, as TVM does (an int32
+    loop variable in an index with an int64 extent gives an int64 index: never a wrap).
+    Otherwise both operands must have one dtype: write `T.Cast` / `te.cast` where they differ.
     """
     a = a.as_expr() if hasattr(a, "as_expr") else a
     b = b.as_expr() if hasattr(b, "as_expr") else b
@@ -463,6 +502,8 @@ def binary(op: str, a, b) -> BinaryOp:
     if op in LOGIC_OPS:
         if a.dtype != "bool" or b.dtype != "bool":
             raise TypeError(f"'{op}' needs two bool operands, got {a.dtype} and {b.dtype}")
+    elif a.dtype != b.dtype and _signed_ints(a.dtype, b.dtype):
+        a, b = _widen(a, b.dtype), _widen(b, a.dtype)
     elif a.dtype != b.dtype:
         raise TypeError(f"'{op}' on {a.dtype} and {b.dtype}: cast one operand first "
                         f"(te.cast / T.Cast) so both have the same dtype")

@@ -16,6 +16,7 @@ import dataclasses
 import json
 
 from sched.errors import ScheduleError
+from sched.ir.dtype import bits
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     SCOPES,
@@ -25,6 +26,8 @@ from sched.ir.nodes import (
     Buffer,
     BufferRegion,
     BufferStore,
+    Cast,
+    Expr,
     For,
     IntImm,
     IterVar,
@@ -32,6 +35,7 @@ from sched.ir.nodes import (
     Range,
     Stmt,
     Var,
+    const,
 )
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
@@ -75,18 +79,38 @@ def _copy_nest(func: PrimFunc, name: str, source: Buffer, target: Buffer,
                region: tuple[Range, ...]) -> Stmt:
     """`for ax0, ax1...: target[v0, v1...] = source[v0, v1...]` over `region`."""
     taken = taken_names(func)
-    loops = [Var(fresh(f"ax{d}", taken)) for d in range(len(region))]
-    iter_vars = tuple(IterVar(Var(f"v{d}"), Range(IntImm(0), dim))
+    loops = [Var(fresh(f"ax{d}", taken), _index_dtype(r, dim))
+             for d, (r, dim) in enumerate(zip(region, source.shape))]
+    iter_vars = tuple(IterVar(Var(fresh(f"v{d}", taken), dim.dtype),
+                              Range(const(0, dim.dtype), dim))
                       for d, dim in enumerate(source.shape))
     indices = tuple(iv.var for iv in iter_vars)
     body = BufferStore(target, source[indices], indices)
     reads, writes = infer_block_regions(body, None, iter_vars)
-    stmt: Stmt = BlockRealize(tuple(simplify(lp + r.min) if r.min != IntImm(0) else lp
+    stmt: Stmt = BlockRealize(tuple(simplify(lp + r.min) if not _is_zero(r.min) else lp
                                     for r, lp in zip(region, loops)), TRUE,
                               Block(name, iter_vars, reads, writes, body))
     for loop, r in reversed(list(zip(loops, region))):
-        stmt = For(loop, IntImm(0), r.extent, "serial", stmt)
+        stmt = For(loop, const(0, loop.dtype), _widened(r.extent, loop.dtype), "serial", stmt)
     return stmt
+
+
+def _is_zero(expr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 0
+
+
+def _widened(expr: Expr, dtype: str) -> Expr:
+    """`expr` in the int dtype `dtype`, at least as wide as its own."""
+    if expr.dtype == dtype:
+        return expr
+    return IntImm(expr.value, dtype) if isinstance(expr, IntImm) else Cast(dtype, expr)
+
+
+def _index_dtype(*exprs) -> str:
+    """The widest dtype of a range's bounds and a buffer dim (int64 where any is)."""
+    dtypes = [e.dtype for e in exprs if isinstance(e, Expr)] + \
+        [d for r in exprs if isinstance(r, Range) for d in (r.min.dtype, r.extent.dtype)]
+    return max(dtypes, key=bits)
 
 
 def _region(func: PrimFunc, block: str, buffer: Buffer, access: str) -> tuple[Range, ...]:
@@ -95,7 +119,7 @@ def _region(func: PrimFunc, block: str, buffer: Buffer, access: str) -> tuple[Ra
     try:
         return buffer_region(func, block, buffer.name, None, access)
     except ValueError:
-        return tuple(Range(IntImm(0), dim) for dim in buffer.shape)
+        return tuple(Range(const(0, dim.dtype), dim) for dim in buffer.shape)
 
 
 def _cache_buffer(func: PrimFunc, buffer: Buffer, scope: str) -> Buffer:

@@ -158,8 +158,9 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
     store, op, value, accumulator_first = _associative_update(func, realize.block, render)
     axis = _check_factor_axis(factor_axis, store.buffer)
     taken = taken_names(func)
-    rf_var = Var(fresh(f"v_{loop_name}", taken))
-    reduce_vars = {lp.loop_var: Var(fresh(f"v_{lp.loop_var.name}", taken)) for lp in removed}
+    rf_var = Var(fresh(f"v_{loop_name}", taken), loop.loop_var.dtype)
+    reduce_vars = {lp.loop_var: Var(fresh(f"v_{lp.loop_var.name}", taken), lp.loop_var.dtype)
+                   for lp in removed}
 
     def rf_indices(indices):
         return (*indices[:axis], simplify(rf_var - loop.min), *indices[axis:])

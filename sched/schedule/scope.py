@@ -95,8 +95,10 @@ def buffer_names(func: PrimFunc) -> set[str]:
 
 
 def taken_names(func: PrimFunc) -> set[str]:
-    """The names of the variables and buffers of `func` (a new one must differ from all)."""
-    return {v.name for v in collect(func, Var)} | buffer_names(func)
+    """The names of the variables, buffers, blocks and parameters of `func` (a new variable or
+    buffer must differ from all, or the script would not parse back)."""
+    params = {p.name for p in func.params}
+    return {v.name for v in collect(func, Var)} | buffer_names(func) | block_names(func) | params
 
 
 def block_names(func: PrimFunc) -> set[str]:
