@@ -12,6 +12,7 @@
 from sched import ir
 from sched.build import build
 from sched.errors import BuildError, DSLError, KernelArgumentError, ScheduleError, ScriptError
+from sched.interpreter import interpret
 from sched.schedule import Schedule, Trace
 
 
@@ -23,4 +24,4 @@ def parse(text: str):
 
 
 __all__ = ["BuildError", "DSLError", "KernelArgumentError", "Schedule", "ScheduleError",
-           "ScriptError", "Trace", "build", "ir", "parse"]
+           "ScriptError", "Trace", "build", "interpret", "ir", "parse"]

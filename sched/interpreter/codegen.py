@@ -1,0 +1,375 @@
+"""Block IR to the source of one Python function that runs it (see `sched.interpret`).
+
+Each variable and buffer gets a fresh Python name per binding site (`v3_i`, `s1_A`), so user
+names never reach Python text and shadowing follows the IR's scopes. Every buffer access checks
+each index against its dimension (`0 <= i < n`, never numpy's negative wrap) and names the
+access on failure. Shares nothing with the lowering or the polyhedral model: block semantics
+(bindings, predicates, `init`, allocations, views) are implemented here from their definitions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sched.ir.dtype import is_bool, is_float
+from sched.ir.nodes import (
+    Allocate,
+    Barrier,
+    BinaryOp,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Expr,
+    FloatImm,
+    For,
+    IfThenElse,
+    IntImm,
+    LetStmt,
+    Not,
+    PrimFunc,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+)
+from sched.interpreter import runtime
+from sched.interpreter.runtime import InterpretError
+
+CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
+
+_INT_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}
+_FLOAT_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_NUMPY_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
+               "cos": "cos", "floor": "floor", "ceil": "ceil", "round": "rint", "pow": "power"}
+
+
+@dataclass
+class Site:
+    """One buffer access of the program, for error messages."""
+
+    kind: str                 # "load" or "store"
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    block: str
+    statement: object         # the IR statement (or a description) the access belongs to
+
+    def describe(self, values) -> str:
+        shape = ", ".join(str(d) for d in self.buffer.shape)
+        written = ", ".join(str(i) for i in self.indices)
+        got = ", ".join(str(v) for v in values)
+        statement = self.statement
+        if not isinstance(statement, str):
+            text = statement.script().strip().splitlines()
+            statement = text[0] + (" ..." if len(text) > 1 else "")
+        view = f" (a view of {self.buffer.data})" if self.buffer.data is not None else ""
+        return (f"out-of-bounds {self.kind} of buffer {self.buffer.name}{view} with shape "
+                f"({shape}): index [{written}] = [{got}] in block '{self.block}', "
+                f"statement `{statement}`")
+
+
+@dataclass
+class Program:
+    """The generated source, the globals it runs with and its access sites."""
+
+    source: str
+    globals: dict
+    sites: list[Site] = field(default_factory=list)
+
+
+def _ident(prefix: str, number: int, name: str) -> str:
+    clean = re.sub(r"[^A-Za-z0-9_]", "", name.encode("ascii", "ignore").decode())[:20]
+    return f"{prefix}{number}_{clean}"
+
+
+class Emitter:
+    """Writes the Python function for one PrimFunc."""
+
+    def __init__(self, func: PrimFunc) -> None:
+        self.func = func
+        self.lines: list[str] = []
+        self.depth = 1
+        self.counter = 0
+        self.vars: dict[str, str] = {}         # IR variable name -> Python name
+        self.storage: dict[str, str] = {}      # storage name -> Python name of its flat array
+        self.sites: list[Site] = []
+        self.block = "root"
+        self.statement: object = "function entry"
+        self.globals: dict = {"_np": runtime.np, "_rt": runtime}
+
+    # -- names --------------------------------------------------------------------------------
+
+    def fresh(self, prefix: str, name: str = "") -> str:
+        self.counter += 1
+        return _ident(prefix, self.counter, name)
+
+    def constant(self, value, hint: str = "c") -> str:
+        name = self.fresh("_" + hint)
+        self.globals[name] = value
+        return name
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def expr(self, node: Expr) -> str:
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise NotImplementedError(f"interpret: no semantics for {type(node).__name__}")
+        return method(node)
+
+    def expr_Var(self, node: Var) -> str:
+        if node.name not in self.vars:
+            raise InterpretError(f"variable {node.name!r} is used where it is not defined "
+                                 f"(block '{self.block}')")
+        return self.vars[node.name]
+
+    def expr_IntImm(self, node: IntImm) -> str:
+        if is_bool(node.dtype):
+            return "True" if node.value else "False"
+        return f"({runtime.wrap_int(node.value, node.dtype)})"
+
+    def expr_FloatImm(self, node: FloatImm) -> str:
+        return self.constant(runtime.to_dtype(node.value, node.dtype))
+
+    def expr_Cast(self, node: Cast) -> str:
+        value, source, target = self.expr(node.value), node.value.dtype, node.dtype
+        if source == target:
+            return value
+        if is_bool(target):
+            return f"({value} != 0)"
+        if not is_float(target) and not is_float(source):
+            return runtime.wrap_source(target, f"int({value})")
+        return f"_rt.to_dtype({value}, {target!r})"
+
+    def expr_Not(self, node: Not) -> str:
+        return f"(not {self.expr(node.a)})"
+
+    def expr_Select(self, node: Select) -> str:
+        return (f"({self.expr(node.true_value)} if {self.expr(node.condition)} "
+                f"else {self.expr(node.false_value)})")
+
+    def expr_BinaryOp(self, node: BinaryOp) -> str:
+        op, dtype = node.op, node.a.dtype
+        a, b = self.expr(node.a), self.expr(node.b)
+        if op in ("and", "or"):
+            return f"({a} {op} {b})"
+        if op in _COMPARE:
+            return f"({a} {_COMPARE[op]} {b})"
+        if is_float(dtype):
+            if op in _FLOAT_OPS:
+                return f"({a} {_FLOAT_OPS[op]} {b})"
+            if op in ("min", "max"):       # NaN propagates: an uninitialised read shows
+                return f"_np.{op}imum({a}, {b})"
+            return f"_rt.float_{op}({a}, {b})"
+        if op in ("min", "max"):
+            return f"{op}({a}, {b})"
+        if op == "floormod":
+            return f"({a} % {b})"
+        if op == "div":
+            return runtime.wrap_source(dtype, f"_rt.truncated_div({a}, {b})")
+        text = runtime.wrap_source(dtype, f"{a} {_INT_OPS[op]} {b}")
+        return f"bool({text})" if is_bool(dtype) else text
+
+    def expr_Call(self, node: Call) -> str:
+        args = [self.expr(arg) for arg in node.args]
+        if node.op == "abs":
+            if is_float(node.dtype):
+                return f"_np.abs({args[0]})"
+            return runtime.wrap_source(node.dtype, f"abs({args[0]})")
+        if not is_float(node.dtype):
+            raise NotImplementedError(f"interpret: T.{node.op} on {node.dtype}")
+        if node.op in _NUMPY_MATH:
+            return f"_np.{_NUMPY_MATH[node.op]}({', '.join(args)})"
+        return f"_rt.{node.op}({', '.join(args)})"
+
+    def expr_BufferLoad(self, node: BufferLoad) -> str:
+        element = self.access("load", node.buffer, node.indices)
+        dtype = node.buffer.dtype
+        if is_bool(dtype):
+            return f"bool({element})"
+        if dtype == "float16":
+            return f"_np.float32({element})"
+        if dtype == "bfloat16":
+            return f"_rt.bfloat16_to_float({element})"
+        if is_float(dtype):
+            return element
+        return f"int({element})"
+
+    def access(self, kind: str, buffer: Buffer, indices: tuple[Expr, ...]) -> str:
+        """`storage[flat index]`, with every index checked against its dimension."""
+        if buffer.storage_name not in self.storage:
+            raise InterpretError(f"buffer {buffer.name!r} (storage {buffer.storage_name!r}) is "
+                                 f"used where it is not allocated (block '{self.block}')")
+        if len(indices) != len(buffer.shape):
+            raise InterpretError(f"buffer {buffer.name} has {len(buffer.shape)} dimensions, "
+                                 f"accessed with {len(indices)} indices")
+        storage = self.storage[buffer.storage_name]
+        if not indices:
+            return f"{storage}[0]"
+        site = len(self.sites)
+        self.sites.append(Site(kind, buffer, indices, self.block, self.statement))
+        codes = [self.expr(i) for i in indices]
+        temps = [self.fresh("_t") for _ in indices]
+        dims = [self.expr(d) for d in buffer.shape]
+        checks = " and ".join(f"0 <= ({t} := {c}) < {d}" for t, c, d in zip(temps, codes, dims))
+        flat = temps[0]
+        for t, d in zip(temps[1:], dims[1:]):
+            flat = f"({flat}) * {d} + {t}"
+        return f"{storage}[{flat} if {checks} else _oob({site}, ({', '.join(codes)},))]"
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def stmt(self, node: Stmt) -> None:
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is None:
+            raise NotImplementedError(f"interpret: no semantics for {type(node).__name__}")
+        method(node)
+
+    def body(self, node: Stmt | None) -> None:
+        """`node` one level deeper (a `pass` when it emits nothing)."""
+        self.depth += 1
+        before = len(self.lines)
+        if node is not None:
+            self.stmt(node)
+        if len(self.lines) == before:
+            self.line("pass")
+        self.depth -= 1
+
+    def scoped(self, emit) -> None:
+        saved_vars, saved_storage = dict(self.vars), dict(self.storage)
+        emit()
+        self.vars, self.storage = saved_vars, saved_storage
+
+    def stmt_SeqStmt(self, node: SeqStmt) -> None:
+        for stmt in node.stmts:
+            self.stmt(stmt)
+
+    def stmt_BufferStore(self, node: BufferStore) -> None:
+        self.statement = node
+        value = self.expr(node.value)
+        if node.buffer.dtype == "bfloat16":
+            value = f"_rt.float_to_bfloat16({value})"
+        self.line(f"{self.access('store', node.buffer, node.indices)} = {value}")
+
+    def stmt_For(self, node: For) -> None:
+        start, extent = self.expr(node.min), self.expr(node.extent)
+        var = self.fresh("v", node.loop_var.name)
+        order = "_order" if node.kind in CONCURRENT_KINDS else "range"
+        if order == "range":
+            self.line(f"for {var} in range({start}, {start} + {extent}):")
+        else:
+            self.line(f"for {var} in _order({start}, {extent}):")
+
+        def emit():
+            self.vars[node.loop_var.name] = var
+            self.body(node.body)
+        self.scoped(emit)
+
+    def stmt_IfThenElse(self, node: IfThenElse) -> None:
+        self.statement = f"if {node.condition}"
+        self.line(f"if {self.expr(node.condition)}:")
+        self.scoped(lambda: self.body(node.then_body))
+        if node.else_body is not None:
+            self.line("else:")
+            self.scoped(lambda: self.body(node.else_body))
+
+    def stmt_LetStmt(self, node: LetStmt) -> None:
+        self.statement = f"{node.var.name} = {node.value}"
+        value = self.expr(node.value)
+
+        def emit():
+            var = self.fresh("v", node.var.name)
+            self.line(f"{var} = {value}")
+            self.vars[node.var.name] = var
+            self.stmt(node.body)
+        self.scoped(emit)
+
+    def allocate(self, buffer: Buffer) -> None:
+        size = " * ".join(f"({self.expr(d)})" for d in buffer.shape) or "1"
+        name = self.fresh("s", buffer.name)
+        self.line(f"{name} = _rt.allocate({size}, {buffer.dtype!r})")
+        self.storage[buffer.name] = name
+
+    def stmt_Allocate(self, node: Allocate) -> None:
+        def emit():
+            self.allocate(node.buffer)
+            self.stmt(node.body)
+        self.scoped(emit)
+
+    def stmt_Barrier(self, node: Barrier) -> None:
+        pass
+
+    def stmt_BlockRealize(self, node: BlockRealize) -> None:
+        block = node.block
+        outer_block = self.block
+        self.statement = f"T.where({node.predicate}) of block {block.name}"
+        guarded = not (isinstance(node.predicate, IntImm) and node.predicate.value)
+        if guarded:
+            self.line(f"if {self.expr(node.predicate)}:")
+            self.depth += 1
+        values = [self.expr(v) for v in node.iter_values]
+        domains = [(self.expr(iv.dom.min), self.expr(iv.dom.extent)) for iv in block.iter_vars]
+        self.scoped(lambda: self.block_body(block, values, domains))
+        if guarded:
+            self.depth -= 1
+        self.block = outer_block
+
+    def block_body(self, block: Block, values: list[str], domains) -> None:
+        self.block = block.name
+        names = []
+        for iv, value in zip(block.iter_vars, values):
+            names.append(self.fresh("v", iv.var.name))
+            self.line(f"{names[-1]} = {value}")
+        if names:
+            checks = " and ".join(f"{lo} <= {v} < {lo} + {ext}"
+                                  for v, (lo, ext) in zip(names, domains))
+            site = self.constant(block, "block")
+            self.line(f"if not ({checks}): _bad_binding({site}, ({', '.join(names)},))")
+        for iv, name in zip(block.iter_vars, names):
+            self.vars[iv.var.name] = name
+        for buffer in block.alloc_buffers:
+            self.allocate(buffer)
+        if block.init is not None:
+            first = [f"{name} == {lo}" for iv, name, (lo, _) in zip(block.iter_vars, names, domains)
+                     if iv.kind == "reduce"]
+            if first:
+                self.line(f"if {' and '.join(first)}:")
+                self.scoped(lambda: self.body(block.init))
+            else:
+                self.scoped(lambda: self.stmt(block.init))
+        self.stmt(block.body)
+
+    # -- the function -------------------------------------------------------------------------
+
+    def function(self) -> Program:
+        func = self.func
+        self.lines.append("def _kernel(_arrays, _scalars, _shapes, _order):")
+        scalars = [p for p in func.params if isinstance(p, Var)]
+        for k, var in enumerate(scalars):
+            name = self.fresh("v", var.name)
+            self.line(f"{name} = _scalars[{k}]")
+            self.vars[var.name] = name
+        buffers = func.buffers
+        for k, buffer in enumerate(buffers):       # bind symbolic dims from shapes
+            for d, dim in enumerate(buffer.shape):
+                if isinstance(dim, Var) and dim.name not in self.vars:
+                    name = self.fresh("v", dim.name)
+                    self.line(f"{name} = _shapes[{k}][{d}]")
+                    self.vars[dim.name] = name
+        for k, buffer in enumerate(buffers):
+            for d, dim in enumerate(buffer.shape):
+                self.line(f"if {self.expr(dim)} != _shapes[{k}][{d}]: "
+                          f"_bad_shape({k}, {d}, {self.constant(str(dim))})")
+            name = self.fresh("s", buffer.name)
+            self.line(f"{name} = _arrays[{k}]")
+            self.storage[buffer.name] = name
+        self.stmt(func.body)
+        self.line("return None")
+        return Program("\n".join(self.lines) + "\n", self.globals, self.sites)

@@ -1,0 +1,161 @@
+"""What the Python code `interpret` generates calls at run time: dtype conversions, integer
+wraparound, out-of-bounds errors, fresh allocations and the order of concurrent loops.
+
+Values while interpreting: integers (and indices) are Python ints, wrapped to their dtype after
+every arithmetic step; booleans are Python bools; float32 and float64 are numpy scalars (numpy
+rounds every operation to the dtype); float16 and bfloat16 are computed in float32 and rounded
+when cast or stored, as the C target does.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from sched.ir.dtype import bits, is_bool, is_float
+
+
+class InterpretError(RuntimeError):
+    """A program that has no defined result: a binding outside its domain, a bad argument."""
+
+
+class OutOfBoundsError(IndexError):
+    """An access outside its buffer. The message names the buffer, its shape, the indices (as
+    written and as values), the block and the statement."""
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of an array holding a buffer of `dtype` (bfloat16 as its uint16 bits)."""
+    return np.dtype("uint16" if dtype == "bfloat16" else dtype)
+
+
+def wrap_source(dtype: str, text: str) -> str:
+    """Python source for `text` (a Python int) wrapped to the integer `dtype`."""
+    n = bits(dtype)
+    mask = (1 << n) - 1
+    if dtype.startswith("uint"):
+        return f"(({text}) & {mask})"
+    half = 1 << (n - 1)
+    return f"(((({text}) + {half}) & {mask}) - {half})"
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    n = bits(dtype)
+    mask = (1 << n) - 1
+    if dtype.startswith("uint"):
+        return value & mask
+    half = 1 << (n - 1)
+    return ((value + half) & mask) - half
+
+
+def round_bfloat16(value) -> np.float32:
+    """`value` rounded to bfloat16 (nearest even, NaN kept), returned as a float32."""
+    return bfloat16_to_float(float_to_bfloat16(value))
+
+
+def float_to_bfloat16(value) -> int:
+    """The uint16 bits of `value` rounded to bfloat16 (nearest even)."""
+    u = int(np.array(value, dtype=np.float32).view(np.uint32))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return ((u >> 16) | 0x40) & 0xFFFF
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def bfloat16_to_float(bits16) -> np.float32:
+    return np.array(int(bits16) << 16, dtype=np.uint32).view(np.float32)[()]
+
+
+def compute_scalar(dtype: str):
+    """The numpy scalar type values of float `dtype` are computed in."""
+    return np.float64 if dtype == "float64" else np.float32
+
+
+def to_dtype(value, dtype: str):
+    """`value` (an int, bool or numpy float) converted to `dtype` with C's semantics:
+    float -> int truncates toward zero, int -> int wraps, anything -> bool is `!= 0`,
+    float16/bfloat16 round to their precision (kept in float32)."""
+    if is_bool(dtype):
+        return bool(value != 0)
+    if is_float(dtype):
+        if dtype == "float16":
+            return np.float32(np.float16(value))
+        if dtype == "bfloat16":
+            return round_bfloat16(value)
+        return compute_scalar(dtype)(value)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise InterpretError(f"cast of {value} to {dtype}: no such {dtype} value "
+                                 "(undefined behaviour in C)")
+        value = math.trunc(float(value))
+    return wrap_int(int(value), dtype)
+
+
+def truncated_div(a: int, b: int) -> int:
+    """C's integer `/`: the quotient rounded toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def float_floordiv(a, b):
+    return np.floor(a / b)
+
+
+def float_floormod(a, b):
+    return a - np.floor(a / b) * b
+
+
+def sigmoid(x):
+    one = type(x)(1)
+    return one / (one + np.exp(-x))
+
+
+def rsqrt(x):
+    return type(x)(1) / np.sqrt(x)
+
+
+def erf(x):
+    return type(x)(math.erf(float(x)))
+
+
+def garbage(dtype: str):
+    """The fill of a fresh allocation: NaN for floats, an unlikely value for integers, so that a
+    read before any write shows in the result."""
+    if is_float(dtype):
+        return float_to_bfloat16(float("nan")) if dtype == "bfloat16" else np.nan
+    if is_bool(dtype):
+        return True
+    return wrap_int(0x5A5A5A5A5A5A5A5A, dtype)
+
+
+def allocate(size: int, dtype: str) -> np.ndarray:
+    """A fresh flat array of `size` elements of `dtype`, filled with `garbage(dtype)`."""
+    if size < 0:
+        raise InterpretError(f"allocation of {size} elements")
+    return np.full(size, garbage(dtype), dtype=numpy_dtype(dtype))
+
+
+class LoopOrder:
+    """The order in which a concurrent loop (parallel, vectorized, thread-bound) runs its
+    iterations: "forward", "reverse" or "shuffle" (a new permutation at every execution of the
+    loop, from `seed`)."""
+
+    ORDERS = ("forward", "reverse", "shuffle")
+
+    def __init__(self, order: str, seed: int) -> None:
+        if order not in self.ORDERS:
+            raise ValueError(f"thread_order must be one of {', '.join(self.ORDERS)}, "
+                             f"got {order!r}")
+        self.order = order
+        self.rng = random.Random(seed)
+
+    def __call__(self, start: int, extent: int):
+        values = range(start, start + extent)
+        if self.order == "forward":
+            return values
+        if self.order == "reverse":
+            return reversed(values)
+        values = list(values)
+        self.rng.shuffle(values)
+        return values

@@ -1,0 +1,339 @@
+"""sched.interpret, the reference interpreter: the operator library against numpy, hand-written
+TVMScript for every construct (bindings, predicates, init, allocations, views, nested blocks,
+lets, conditions, casts), out-of-bounds errors, and concurrent loops run in every order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sched
+from sched import compute as te
+from sched.interpreter import InterpretError, OutOfBoundsError
+from tests.conftest import assert_close
+
+
+def interpret(func, *arrays, **options):
+    sched.interpret(func, *arrays, **options)
+    return arrays[-1]
+
+
+# -- the operator library ------------------------------------------------------------------------
+
+
+def test_matmul_matches_numpy(rng):
+    A, B = te.placeholder((7, 5), name="A"), te.placeholder((5, 6), name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)])
+    a, b = rng.standard_normal((7, 5), np.float32), rng.standard_normal((5, 6), np.float32)
+    assert_close(interpret(func, a, b, np.zeros((7, 6), np.float32)), a @ b)
+
+
+def test_int8_matmul_accumulates_in_int32(rng):
+    A, B = te.placeholder((6, 9), "int8", name="A"), te.placeholder((9, 4), "int8", name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B, out_dtype="int32")])
+    a = rng.integers(-128, 128, (6, 9)).astype(np.int8)
+    b = rng.integers(-128, 128, (9, 4)).astype(np.int8)
+    out = interpret(func, a, b, np.zeros((6, 4), np.int32))
+    np.testing.assert_array_equal(out, a.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_batch_matmul_bias_relu_transpose(rng):
+    A, B = te.placeholder((2, 3, 4), name="A"), te.placeholder((2, 4, 5), name="B")
+    func = te.create_prim_func([A, B, te.ops.batch_matmul(A, B)])
+    a, b = rng.standard_normal((2, 3, 4), np.float32), rng.standard_normal((2, 4, 5), np.float32)
+    assert_close(interpret(func, a, b, np.zeros((2, 3, 5), np.float32)), a @ b)
+
+    X, bias = te.placeholder((3, 4), name="X"), te.placeholder((4,), name="bias")
+    func = te.create_prim_func([X, bias, te.ops.relu(te.ops.bias_add(X, bias))])
+    x, c = rng.standard_normal((3, 4), np.float32), rng.standard_normal(4, np.float32)
+    assert_close(interpret(func, x, c, np.zeros((3, 4), np.float32)), np.maximum(x + c, 0))
+
+    X = te.placeholder((2, 3, 4), name="X")
+    func = te.create_prim_func([X, te.ops.transpose(X, (2, 0, 1))])
+    x = rng.standard_normal((2, 3, 4), np.float32)
+    assert_close(interpret(func, x, np.zeros((4, 2, 3), np.float32)), x.transpose(2, 0, 1))
+
+
+def test_conv2d_with_padding_and_stride(rng):
+    data, weight = te.placeholder((1, 2, 7, 6), name="data"), te.placeholder((3, 2, 3, 3),
+                                                                               name="weight")
+    func = te.create_prim_func([data, weight, te.ops.conv2d_nchw(data, weight, stride=2,
+                                                                 padding=1)])
+    x, w = rng.standard_normal((1, 2, 7, 6), np.float32), rng.standard_normal((3, 2, 3, 3),
+                                                                              np.float32)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=2,
+                                          padding=1).numpy()
+    assert_close(interpret(func, x, w, np.zeros(expected.shape, np.float32)), expected)
+
+
+def test_softmax_layer_norm_and_pooling(rng):
+    X = te.placeholder((4, 9), name="X")
+    func = te.create_prim_func([X, te.ops.softmax(X)])
+    x = rng.standard_normal((4, 9), np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    assert_close(interpret(func, x, np.zeros((4, 9), np.float32)), e / e.sum(1, keepdims=True))
+
+    gamma, beta = te.placeholder((9,), name="gamma"), te.placeholder((9,), name="beta")
+    func = te.create_prim_func([X, gamma, beta, te.ops.layer_norm(X, gamma, beta)])
+    g, b = rng.standard_normal(9, np.float32), rng.standard_normal(9, np.float32)
+    expected = torch.nn.functional.layer_norm(torch.from_numpy(x), (9,), torch.from_numpy(g),
+                                              torch.from_numpy(b), eps=1e-5).numpy()
+    assert_close(interpret(func, x, g, b, np.zeros((4, 9), np.float32)), expected, atol=1e-4)
+
+    data = te.placeholder((1, 2, 6, 6), name="data")
+    x = rng.standard_normal((1, 2, 6, 6), np.float32)
+    for op, reference in ((te.ops.max_pool2d, torch.nn.functional.max_pool2d),
+                          (te.ops.avg_pool2d, torch.nn.functional.avg_pool2d)):
+        func = te.create_prim_func([data, op(data, 3, stride=2, padding=1)])
+        expected = reference(torch.from_numpy(x), 3, stride=2, padding=1).numpy()
+        if op is te.ops.avg_pool2d:   # sched's average divides by the whole window
+            expected = torch.nn.functional.avg_pool2d(torch.from_numpy(x), 3, stride=2,
+                                                      padding=1, count_include_pad=True).numpy()
+        got = interpret(func, x, np.zeros(expected.shape, np.float32))
+        assert_close(got, expected)
+
+
+def test_symbolic_dims_bound_from_shapes(rng):
+    n = te.var("n")
+    A = te.placeholder((n, 3), name="A")
+    func = te.create_prim_func([A, te.compute((n, 3), lambda i, j: A[i, j] * 2, name="B")])
+    for rows in (1, 5):
+        a = rng.standard_normal((rows, 3), np.float32)
+        assert_close(interpret(func, a, np.zeros((rows, 3), np.float32)), a * 2)
+    with pytest.raises(InterpretError, match="dimension 0"):
+        sched.interpret(func, np.zeros((2, 3), np.float32), np.zeros((3, 3), np.float32))
+
+
+# -- hand-written block IR -----------------------------------------------------------------------
+
+
+def test_init_runs_at_the_minimum_of_a_shifted_reversed_reduce_domain():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), B: T.Buffer((1,), "float32")):
+    for k in range(4):
+        with T.block("B"):
+            vk = T.axis.reduce((2, 6), 5 - k)
+            with T.init():
+                B[0] = T.float32(100)
+            B[0] = B[0] + A[vk]
+""")
+    # vk runs 5, 4, 3, 2: the init runs at vk == 2, the last iteration, wiping the partial sum
+    a = np.arange(8, dtype=np.float32)
+    assert interpret(func, a, np.zeros(1, np.float32))[0] == 100 + 2
+
+
+def test_predicate_nested_blocks_alloc_and_let():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32")):
+    for io, ii in T.grid(3, 4):
+        with T.block("outer"):
+            vo = T.axis.spatial(3, io)
+            T.where(io * 4 + ii < 10)
+            tmp = T.alloc_buffer((1,), "float32")
+            with T.block("inner"):
+                vi = T.axis.spatial(10, vo * 4 + ii)
+                x: T.float32 = A[vi] + T.float32(1)
+                tmp[0] = x * T.float32(2)
+                B[vi] = tmp[0]
+""")
+    a = np.arange(10, dtype=np.float32)
+    assert_close(interpret(func, a, np.zeros(10, np.float32)), (a + 1) * 2)
+
+
+def test_uninitialised_allocation_reads_nan():
+    func = sched.parse("""
+@T.prim_func
+def main(B: T.Buffer((4,), "float32")):
+    tmp = T.alloc_buffer((4,), "float32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = tmp[vi]
+""")
+    assert np.isnan(interpret(func, np.zeros(4, np.float32))).all()
+
+
+def test_views_share_storage():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((4, 4), "float32"), B: T.Buffer((16,), "float32")):
+    A_flat = T.Buffer((16,), "float32", data=A.data)
+    for i, j in T.grid(4, 4):
+        with T.block("write"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            A[vi, vj] = T.Cast("float32", vi * 10 + vj)
+    for k in range(16):
+        with T.block("read"):
+            vk = T.axis.spatial(16, k)
+            B[vk] = A_flat[15 - vk]
+""")
+    a, b = np.zeros((4, 4), np.float32), np.zeros(16, np.float32)
+    sched.interpret(func, a, b)
+    expected = np.array([i * 10 + j for i in range(4) for j in range(4)], np.float32)
+    assert_close(b, expected[::-1])
+
+
+def test_if_then_else_select_is_lazy_and_floor_division():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            if vi % 2 == 0:
+                B[vi] = T.if_then_else(vi > 0, A[vi - 1], (vi - 5) // 2 + (vi - 5) % 3)
+            else:
+                B[vi] = (vi - 5) // 2
+""")
+    a = np.arange(8, dtype=np.int32) * 3
+    b = interpret(func, a, np.zeros(8, np.int32))
+    expected = [(-5) // 2 + (-5) % 3] + [0] * 7
+    for i in range(1, 8):
+        expected[i] = a[i - 1] if i % 2 == 0 else (i - 5) // 2
+    np.testing.assert_array_equal(b, expected)
+
+
+def test_int32_wraps_and_float32_rounds():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((2,), "int32"), F: T.Buffer((2,), "float32"), H: T.Buffer((1,), "float16")):
+    with T.block("B"):
+        A[0] = A[0] * 2 + 1
+        A[1] = T.Cast("int32", T.Cast("int8", A[1]))
+        F[0] = F[0] + T.float32(1)
+        F[1] = T.Cast("float32", T.Cast("int32", F[1]))
+        H[0] = H[0] + T.float16(0.0001)
+""")
+    a = np.array([2 ** 30 + 5, 300], np.int32)
+    f = np.array([2 ** 24, -2.7], np.float32)
+    h = np.array([1.0], np.float16)
+    sched.interpret(func, a, f, h)
+    assert a.tolist() == [-(2 ** 31) + 11, 44]
+    assert f.tolist() == [2 ** 24, -2.0]          # 2**24 + 1 rounds back in float32
+    assert h[0] == np.float16(1.0)
+
+
+def test_scalar_parameter_in_a_shape():
+    func = sched.parse("""
+@T.prim_func
+def main(a: T.handle, n: T.int32, alpha: T.float32):
+    A = T.match_buffer(a, (4, n), "float32")
+    for i, j in T.grid(4, n):
+        with T.block("A"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            A[vi, vj] = A[vi, vj] * alpha
+""")
+    a = np.ones((4, 3), np.float32)
+    sched.interpret(func, a, 3, 2.5)
+    assert_close(a, np.full((4, 3), 2.5))
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def test_out_of_bounds_read_names_buffer_indices_and_statement():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi + 1]
+""")
+    with pytest.raises(OutOfBoundsError, match=r"load of buffer A with shape \(8\): index "
+                       r"\[vi \+ 1\] = \[8\] in block 'B', statement `B\[vi\] = A\[vi \+ 1\]`"):
+        sched.interpret(func, np.zeros(8, np.float32), np.zeros(8, np.float32))
+
+
+def test_negative_index_is_never_wrapped():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi - 1]
+""")
+    with pytest.raises(IndexError, match=r"index \[vi - 1\] = \[-1\]"):
+        sched.interpret(func, np.zeros(8, np.float32), np.zeros(8, np.float32))
+
+
+def test_out_of_bounds_store_in_a_two_dimensional_buffer():
+    A = te.placeholder((4, 4), name="P")
+    func = te.create_prim_func([A, te.compute((4, 4), lambda i, j: A[i, j] * 2, name="Q")])
+    func = sched.parse(func.script().replace("Q[v_i, v_j] =", "Q[v_j, v_i + v_j] ="))
+    with pytest.raises(OutOfBoundsError, match=r"store of buffer Q with shape \(4, 4\)"):
+        sched.interpret(func, np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32))
+
+
+def test_binding_outside_its_domain():
+    func = sched.parse("""
+@T.prim_func
+def main(B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = T.float32(1)
+""")
+    with pytest.raises(InterpretError, match="block 'B': a binding is outside its domain"):
+        sched.interpret(func, np.zeros(8, np.float32))
+
+
+def test_wrong_arguments():
+    A = te.placeholder((4,), name="A")
+    func = te.create_prim_func([A, te.compute((4,), lambda i: A[i], name="B")])
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        sched.interpret(func, np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        sched.interpret(func, np.zeros(4, np.float64), np.zeros(4, np.float32))
+
+
+# -- concurrent loops in every order -------------------------------------------------------------
+
+
+RACY = """
+@T.prim_func
+def main(A: T.Buffer((8,), "float32")):
+    for i in LOOP:
+        with T.block("A"):
+            vi = T.axis.spatial(7, i)
+            A[vi + 1] = A[vi] + T.float32(1)
+"""
+
+
+@pytest.mark.parametrize("loop", ["T.parallel(7)", "T.vectorized(7)",
+                                  'T.thread_binding(7, thread="threadIdx.x")'])
+def test_a_racy_concurrent_loop_differs_between_orders(loop):
+    func = sched.parse(RACY.replace("LOOP", loop))
+    forward = interpret(func, np.zeros(8, np.float32))
+    backward = interpret(func, np.zeros(8, np.float32), thread_order="reverse")
+    np.testing.assert_array_equal(forward, np.arange(8))
+    np.testing.assert_array_equal(backward, [0] + [1] * 7)
+    shuffled = interpret(func, np.zeros(8, np.float32), thread_order="shuffle", seed=1)
+    assert shuffled.max() < 7
+
+
+def test_a_legal_parallel_loop_gives_one_result_in_every_order(rng):
+    A, B = te.placeholder((6, 5), name="A"), te.placeholder((5, 4), name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)])
+    sch = sched.Schedule(func)
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    sch.parallel(i)
+    sch.vectorize(j)
+    a = rng.integers(-3, 4, (6, 5)).astype(np.float32)
+    b = rng.integers(-3, 4, (5, 4)).astype(np.float32)
+    results = [interpret(sch.func, a, b, np.zeros((6, 4), np.float32), thread_order=order)
+               for order in ("forward", "reverse", "shuffle")]
+    for result in results:
+        np.testing.assert_array_equal(result, a @ b)
+
+
+def test_unknown_thread_order():
+    A = te.placeholder((4,), name="A")
+    func = te.create_prim_func([A, te.compute((4,), lambda i: A[i], name="B")])
+    with pytest.raises(ValueError, match="thread_order"):
+        sched.interpret(func, np.zeros(4, np.float32), np.zeros(4, np.float32),
+                        thread_order="sideways")
