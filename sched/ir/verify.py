@@ -6,8 +6,8 @@ It checks what every pass and primitive relies on:
   `Allocate`, or a view (`data=`) of one of those;
 - block isolation: a block's body and init use only its iteration variables, the function's
   symbolic dims and scalars, and variables bound inside the block; they load only buffers in the
-  block's reads, writes or allocations, and store only to its writes or allocations; the
-  iteration values match the iteration variables one to one; block names are unique;
+  block's reads, writes or allocations (its bindings and predicate too), and store only to its
+  writes or allocations; the iteration values match the iteration variables one to one; block names are unique;
 - types: operands of one dtype, integer indices and loop bounds, boolean conditions, stored values
   of the buffer's dtype, one index per dimension (a view is one-dimensional).
 
@@ -217,8 +217,12 @@ class _Verifier(IRVisitor):
                       f"but {len(node.iter_values)} values")
         if node.predicate.dtype != "bool":
             self.fail(f"the predicate of block '{block.name}' must be bool")
+        # the bindings and predicate decide the block's instances: what they load, the block
+        # declares in its reads (so the analyses see it), as its body would
+        self.blocks.append((block, set(self.defined)))
         for value in (*node.iter_values, node.predicate):
             self.visit(value)
+        self.blocks.pop()
         self._scoped(lambda: self._visit_block(block))
 
     def _visit_block(self, block: Block) -> None:

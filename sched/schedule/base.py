@@ -6,6 +6,11 @@ loop_kinds.py, placement.py, reduction.py, memory.py, sampling.py), which checks
 polyhedral/ and returns the new function, and then records the step. A step that raises changes
 neither the function nor the trace.
 
+Handles belong to the schedule that made them (and to its copies, for the handles made before
+the copy, as in TVM): each Schedule has an identity, each handle the identity and serial number
+of its maker, and a handle from another schedule is refused, never applied to a loop of the same
+name.
+
 Handles name what they point to: a `BlockRV` a block name, a `LoopRV` a loop variable name. Both
 are unique in the function (the Schedule renames duplicate loop names when it starts), so a handle
 stays valid across steps until a primitive replaces its loop (split and fuse do; the error then
@@ -25,13 +30,17 @@ from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquif
 from sched.schedule.trace import RV, Instruction, Trace
 
 
+_IDENTITIES = itertools.count()      # one identity per Schedule (and per copy)
+
+
 class BlockRV:
     """A handle to a block, by name."""
 
-    __slots__ = ("name", "rv", "generation")
+    __slots__ = ("name", "rv", "generation", "owner")
 
     def __init__(self, name: str, rv: str, generation: int = 0) -> None:
         self.name, self.rv, self.generation = name, rv, generation
+        self.owner: tuple[int, int] | None = None    # (schedule identity, serial): see _owns
 
     def __repr__(self) -> str:
         return f"BlockRV({self.name!r})"
@@ -40,10 +49,11 @@ class BlockRV:
 class LoopRV:
     """A handle to a loop, by the name of its variable."""
 
-    __slots__ = ("name", "rv", "generation")
+    __slots__ = ("name", "rv", "generation", "owner")
 
     def __init__(self, name: str, rv: str, generation: int = 0) -> None:
         self.name, self.rv, self.generation = name, rv, generation
+        self.owner: tuple[int, int] | None = None    # (schedule identity, serial): see _owns
 
     def __repr__(self) -> str:
         return f"LoopRV({self.name!r})"
@@ -92,6 +102,16 @@ class ScheduleBase:
         self._generation: dict[str, int] = {}
         self._replaced: dict[str, str] = {}
         self.rng = random.Random(seed)          # for the sampling primitives
+        # whose handles this schedule accepts: {schedule identity: handles made before serial}
+        self._identity = next(_IDENTITIES)
+        self._serial = itertools.count()
+        self._lineage: dict[int, float] = {self._identity: float("inf")}
+        self.notes: list[str] = []
+        # the place for whole-function checks at the start (issue 9: bounds of every access)
+        self._check_function(self._func)
+
+    def _check_function(self, func: PrimFunc) -> None:
+        """Checks of the function as given, before any step (none yet beyond verify)."""
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -111,7 +131,31 @@ class ScheduleBase:
         other._generation = dict(self._generation)
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())
+        other.notes = list(self.notes)
+        # the copy accepts the handles made so far (here or on a schedule this one accepts)
+        other._identity = next(_IDENTITIES)
+        other._serial = itertools.count()
+        made = self._peek_serial()
+        other._lineage = {key: min(limit, made) if key == self._identity else limit
+                          for key, limit in self._lineage.items()}
+        other._lineage[other._identity] = float("inf")
         return other
+
+    def _peek_serial(self) -> int:
+        value = next(self._serial)
+        self._serial = itertools.chain([value], self._serial)
+        return value
+
+    def _check_owner(self, handle, kind: str, primitive: str) -> None:
+        """Refuse a handle another Schedule made (a loop of the same name here is another
+        loop, and the trace could not replay the step)."""
+        if handle.owner is None:
+            return
+        identity, serial = handle.owner
+        if serial >= self._lineage.get(identity, -1):
+            getter = "sch.get_loops(...)" if kind == "loop" else "sch.get_block(...)"
+            raise ScheduleError(primitive, f"this {kind} handle ({handle!r}) belongs to another "
+                                f"Schedule; get handles from this schedule with {getter}")
 
     def _peek_counter(self) -> int:
         value = next(self._counter)
@@ -127,6 +171,7 @@ class ScheduleBase:
         if not isinstance(handle, BlockRV):
             raise ScheduleError(primitive, f"argument {argument!r}: expected a block handle "
                                 f"(sch.get_block), got {type(handle).__name__}")
+        self._check_owner(handle, "block", primitive)
         self._check_current(handle, "block", primitive)
         find_block(self._func, handle.name, primitive)
         return handle.name
@@ -135,6 +180,7 @@ class ScheduleBase:
         if not isinstance(handle, LoopRV):
             raise ScheduleError(primitive, f"argument {argument!r}: expected a loop handle "
                                 f"(sch.get_loops, split, fuse), got {type(handle).__name__}")
+        self._check_owner(handle, "loop", primitive)
         self._check_current(handle, "loop", primitive)
         find_loop(self._func, handle.name, primitive)
         return handle.name
@@ -185,6 +231,7 @@ class ScheduleBase:
             if isinstance(handle, LoopRV | BlockRV):
                 prefix = "loop" if isinstance(handle, LoopRV) else "block"
                 handle.generation = self._generation.get(f"{prefix}:{handle.name}", 0)
+                handle.owner = (self._identity, next(self._serial))
         self.trace.append(Instruction(kind, _freeze(inputs),
                                       tuple((k, _freeze(v)) for k, v in attrs),
                                       tuple(h.rv for h in outputs), _freeze(decision)))

@@ -26,8 +26,10 @@ from sched.ir.nodes import (
     IfThenElse,
     LetStmt,
     PrimFunc,
+    Range,
     SeqStmt,
     Var,
+    const,
     seq,
 )
 from sched.ir.regions import infer_block_regions
@@ -163,6 +165,16 @@ def _new_reads(block: Block, old_reads, replaced: str, inlined, outer: tuple[Var
     return tuple(kept + [r for r in inferred if r.buffer.name in loaded])
 
 
+def _with_whole_buffers(reads, exprs) -> tuple[BufferRegion, ...]:
+    """`reads` with the whole of each buffer `exprs` load (a block's bindings and predicate
+    are in loop variables, which the block's regions cannot name: over-approximated)."""
+    loaded = {x.buffer.name: x.buffer for expr in exprs for x in collect(expr, BufferLoad)}
+    regions = [r for r in reads if r.buffer.name not in loaded]
+    return tuple(regions + [BufferRegion(b, tuple(Range(const(0, dim.dtype), dim)
+                                                  for dim in b.shape))
+                            for b in loaded.values()])
+
+
 def _outer_vars(func: PrimFunc) -> tuple[Var, ...]:
     return tuple(func.symbolic_vars) + tuple(p for p in func.params if isinstance(p, Var))
 
@@ -200,11 +212,19 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             block = node.block
             if block.name not in readers:
                 return node
+            # every place the reader can load the buffer: its bindings and predicate (the
+            # enclosing scope's), its domains, init, body (loop bounds and nested blocks too)
             body = replacer.visit(block.body)
             init = None if block.init is None else replacer.visit(block.init)
-            new = dataclasses.replace(block, body=body, init=init)
+            iter_vars = tuple(replacer.visit(iv) for iv in block.iter_vars)
+            new = dataclasses.replace(block, body=body, init=init, iter_vars=iter_vars)
             reads = _new_reads(new, block.reads, buffer.name, store.value, outer)
-            return dataclasses.replace(node, block=dataclasses.replace(new, reads=reads))
+            iter_values = tuple(replacer.visit(v) for v in node.iter_values)
+            predicate = replacer.visit(node.predicate)
+            reads = _with_whole_buffers(reads, [*iter_values, predicate])
+            return dataclasses.replace(
+                node, iter_values=iter_values, predicate=predicate,
+                block=dataclasses.replace(new, reads=reads))
     new_func = remove_block(Inline().visit(func), realize)
     return _drop_allocation(new_func, buffer)
 
@@ -238,6 +258,12 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     if realize.predicate != TRUE:
         raise ScheduleError(primitive, f"block {block_name!r} runs under the predicate "
                             f"{realize.predicate.script()}: inline it before splitting its loops")
+    loading = [load.buffer.name for value in realize.iter_values
+               for load in collect(value, BufferLoad)]
+    if loading:
+        raise ScheduleError(primitive, f"the bindings of block {block_name!r} load "
+                            f"{', '.join(sorted(set(loading)))}: which instances run depends on "
+                            f"data, so they cannot become the producer's")
     producers = neighbours(func, block_name, "producers")
     exchanged = set().union(*producers.values()) if producers else set()
     if len(producers) != 1 or len(exchanged) != 1:
@@ -276,6 +302,12 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
 
 
 def _readers(func: PrimFunc, buffer: Buffer) -> dict[str, None]:
-    return {r.block.name: None for r in collect(func.body, BlockRealize)
-            if any(load.buffer.name == buffer.name
-                   for load in block_accesses(r.block, BufferLoad))}
+    """The blocks that load `buffer`: in their init or body (loop bounds included), or in the
+    bindings, predicate or domains they are realized with."""
+    found: dict[str, None] = {}
+    for r in collect(func.body, BlockRealize):
+        loads = block_accesses(r.block, BufferLoad) + collect(r.predicate, BufferLoad) + \
+            [x for part in (*r.iter_values, *r.block.iter_vars) for x in collect(part, BufferLoad)]
+        if any(load.buffer.name == buffer.name for load in loads):
+            found[r.block.name] = None
+    return found
