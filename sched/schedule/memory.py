@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import islpy as isl
+
 from sched.errors import ScheduleError
 from sched.ir.dtype import bits
 from sched.ir.names import fresh
@@ -35,11 +37,13 @@ from sched.ir.nodes import (
     Range,
     Stmt,
     Var,
+    binary,
     const,
 )
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region, build_model
+from sched.polyhedral.accesses import buffer_tuple
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.scope import (
     add_allocation,
@@ -117,9 +121,25 @@ def _region(func: PrimFunc, block: str, buffer: Buffer, access: str) -> tuple[Ra
     """The box of `buffer` that `block` touches in the whole function (the whole buffer when
     the block only declares it)."""
     try:
-        return buffer_region(func, block, buffer.name, None, access)
+        region = buffer_region(func, block, buffer.name, None, access)
     except ValueError:
         return tuple(Range(const(0, dim.dtype), dim) for dim in buffer.shape)
+    return tuple(_clip(r, dim) for r, dim in zip(region, buffer.shape))
+
+
+def _clip(r: Range, dim: Expr) -> Range:
+    """`r` intersected with [0, dim): the box of a guarded access (`T.if_then_else(i >= 1,
+    A[i - 1], 0)`) reaches past the buffer, which a copy must not."""
+    lo, hi = simplify(r.min), simplify(r.min + r.extent)
+    zero = const(0, lo.dtype)
+    if not (isinstance(lo, IntImm) and lo.value >= 0):
+        lo = simplify(binary("max", lo, zero)) if not isinstance(lo, IntImm) else zero
+    if not (isinstance(hi, IntImm) and isinstance(dim, IntImm) and hi.value <= dim.value) \
+            and hi != dim:
+        hi = IntImm(min(hi.value, dim.value), dim.dtype) \
+            if isinstance(hi, IntImm) and isinstance(dim, IntImm) \
+            else simplify(binary("min", hi, dim))
+    return Range(lo, simplify(hi - lo))
 
 
 def _cache_buffer(func: PrimFunc, buffer: Buffer, scope: str) -> Buffer:
@@ -174,6 +194,7 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
         raise ScheduleError(primitive, f"block(s) {', '.join(readers)} read {buffer.name!r} in "
                             f"the loop nest of block {block_name!r}, before the cache would be "
                             f"written back; cache before placing them there (compute_at)")
+    _check_reads_own_writes(func, block_name, buffer, scope)
     cache = _cache_buffer(func, buffer, storage_scope)
     name = fresh(cache.name, block_names(func))
     region = _region(func, block_name, buffer, "write")
@@ -184,6 +205,52 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
                       [replace_in(scope.top, realize, producer), write_back])
     _check_written(new_func, block_name, name, region)
     return new_func, name
+
+
+def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
+    """The part of an access relation on `buffer`'s storage."""
+    tuple_name = buffer_tuple(buffer)
+    kept = relation.subtract(relation)           # empty, in the same space
+    pieces: list[isl.Map] = []
+    relation.foreach_map(pieces.append)
+    for piece in pieces:
+        if piece.get_tuple_name(isl.dim_type.out) == tuple_name:
+            kept = kept.union(isl.UnionMap.from_map(piece))
+    return kept
+
+
+def _check_reads_own_writes(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> None:
+    """Refuse a cache_write of a block that reads an element of `buffer` it has not itself
+    written before (a scan, an in-place update, an init reading the old value): the cache
+    starts uninitialised, so that read would see garbage instead of the buffer's value."""
+    model = build_model(func)
+    statements = model.statements_of_block(block_name)
+    reads = writes = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
+    for statement in statements:
+        reads = reads.union(_on_buffer(statement.reads, buffer))
+        writes = writes.union(_on_buffer(statement.writes, buffer))
+    if reads.is_empty():
+        return
+    fix = (f"cache_write only serves a block whose reads of {buffer.name!r} see its own earlier "
+           f"writes (a reduction with its init); cache_read the buffer first, or write the "
+           f"result to a new buffer")
+    if not model.is_exact or scope.realize.block.name != "root":
+        why = ("the analysis over-approximates this function (" + "; ".join(model.notes) + ")"
+               if not model.is_exact else "the cache would live in block "
+               f"{scope.realize.block.name!r}, not the root")
+        raise ScheduleError("cache_write", f"block {block_name!r} reads {buffer.name!r}, which "
+                            f"it writes, and {why}: sched cannot prove it reads only elements "
+                            f"it wrote before; {fix}")
+    flow = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes) \
+        .set_schedule_map(model.schedule).compute_flow()
+    unwritten = flow.get_may_no_source()
+    if not unwritten.is_empty():
+        example = isl.UnionMap.from_map(unwritten.sample()) if hasattr(unwritten, "sample") \
+            else unwritten
+        raise ScheduleError("cache_write", f"block {block_name!r} reads elements of "
+                            f"{buffer.name!r} it has not written before (e.g. {example}): "
+                            f"through the cache it would read uninitialised values instead of "
+                            f"those of {buffer.name!r}; {fix}")
 
 
 def _check_written(func: PrimFunc, block_name: str, copy_name: str, region) -> None:

@@ -1,0 +1,102 @@
+"""The cache primitives never read uninitialised memory or outside a buffer (issue 9): a
+cache_write of a block that reads what it writes (item 16) and a cache_read of a guarded
+stencil (item 17)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import ScheduleError
+from sched.interpreter import interpret
+from sched.ir.parser import parse
+from tests.schedule.conftest import run_c
+
+RNG = np.random.default_rng(16)
+
+SCAN = '''
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(15):
+        with T.block("C"):
+            vi = T.axis.spatial(15, i)
+            C[vi + 1] = C[vi] + A[vi + 1]
+'''
+
+IN_PLACE = '''
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = C[vi] + A[vi]
+'''
+
+INIT_READS_OLD_VALUE = '''
+@T.prim_func
+def main(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 4):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                C[vi] = C[vi] * T.float32(2)
+            C[vi] = C[vi] + A[vi, vk]
+'''
+
+REDUCTION = INIT_READS_OLD_VALUE.replace("C[vi] = C[vi] * T.float32(2)", "C[vi] = T.float32(0)")
+
+
+@pytest.mark.parametrize("source", [SCAN, IN_PLACE, INIT_READS_OLD_VALUE],
+                         ids=["scan", "in-place", "init-reads-old-value"])
+def test_cache_write_refuses_a_block_reading_values_it_did_not_write(source):
+    sch = sched.Schedule(parse(source))
+    with pytest.raises(ScheduleError, match="reads elements of 'C' it has not written before.*"
+                       "cache_read the buffer first"):
+        sch.cache_write(sch.get_block("C"), 0, "local")
+    assert len(sch.trace) == 1                 # get_block only
+
+
+def test_cache_write_of_a_reduction_with_its_init_is_kept():
+    sch = sched.Schedule(parse(REDUCTION))
+    sch.cache_write(sch.get_block("C"), 0, "local")
+    a = RNG.standard_normal((16, 4)).astype("float32")
+    _, c = run_c(sch.func, a, np.full(16, 7, "float32"))
+    np.testing.assert_allclose(c, a.sum(axis=1), rtol=1e-5)
+
+
+GUARDED_STENCIL = '''
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = T.if_then_else(vi >= 1 and vi < 15, A[vi - 1] + A[vi + 1], T.float32(0))
+'''
+
+SYMBOLIC_GUARDED_STENCIL = '''
+@T.prim_func
+def main(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = T.if_then_else(vi >= 1 and vi < n - 1, A[vi - 1] + A[vi + 1], T.float32(0))
+'''
+
+
+@pytest.mark.parametrize("source", [GUARDED_STENCIL, SYMBOLIC_GUARDED_STENCIL],
+                         ids=["constant", "symbolic"])
+def test_cache_read_of_a_guarded_stencil_copies_only_the_buffer(source):
+    sch = sched.Schedule(parse(source))
+    sch.cache_read(sch.get_block("B"), 0, "global")
+    a = RNG.standard_normal(16).astype("float32")
+    expected = np.zeros(16, "float32")
+    expected[1:15] = a[:14] + a[2:]
+    b = np.zeros(16, "float32")
+    interpret(sch.func, a.copy(), b)            # raises on an access outside a buffer
+    np.testing.assert_allclose(b, expected, rtol=1e-6)
+    _, b = run_c(sch.func, a, np.zeros(16, "float32"))
+    np.testing.assert_allclose(b, expected, rtol=1e-6)
