@@ -30,7 +30,7 @@ from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model, model_and_dependences
 from sched.polyhedral.legality import Violation, check_schedule, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
-from sched.schedule.rfactor import rfactor
+from sched.schedule.rfactor import check_reduction_runs_once, rfactor
 from sched.schedule.scope import (
     block_names,
     conjuncts,
@@ -71,6 +71,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
                       f"{', '.join(outer)} of block {block_name!r}: the init would run again in "
                       f"every iteration of them", func, loop_name, render,
                       tuple(f"sch.decompose_reduction({block_name}, {n})" for n in legal))
+    check_reduction_runs_once(func, realize, scope.loops, primitive, render)
     new_func, init_name = _hoist_init(func, realize, loop, scope.loops[position:])
     violation = _check_init_moved(func, new_func, block_name, init_name)
     if violation is not None:

@@ -129,6 +129,88 @@ def _rfactor_loops(func: PrimFunc, realize: BlockRealize, loop: For, render: boo
     return scope, scope.loops[top], kept, removed
 
 
+def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,
+                              render: bool) -> None:
+    """Refuse unless the loops run each instance of the reduction block at most once, every
+    point of the reduce domain for each output element, the first at the domain's first point
+    (isl). rfactor and decompose_reduction rely on it: both run the init once per output
+    element, before every update, which is the original's meaning only then. A many-to-one
+    binding (`vk = (k * k) // 2`) runs the init again; a reversed one (`vk = 15 - k`) runs it
+    after the other updates."""
+    block = realize.block
+    # isl names of our own: loops l<i>, iteration variables v<i>, outer variables p<i>
+    outer = [*func.symbolic_vars, *[p for p in func.params if isinstance(p, Var)]]
+    rename = {v: Var(f"p{i}", v.dtype) for i, v in enumerate(outer)}
+    rename.update({lp.loop_var: Var(f"l{i}", lp.loop_var.dtype) for i, lp in enumerate(loops)})
+    allowed = set(rename.values())
+    spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
+               if iv.kind == "spatial"]
+    reduce = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
+              if iv.kind == "reduce"]
+    names = [f"v{i}" for i in range(len(spatial) + len(reduce))]
+
+    def text(expr) -> str | None:
+        expr = substitute(expr, rename)
+        return to_isl(expr) if set(free_vars(expr)) <= allowed else None
+
+    def cannot(what: str) -> ScheduleError:
+        return refusal(primitive, f"{what} of block {block.name!r} is not affine in its loops: "
+                       f"{primitive} cannot prove that each reduction instance runs once, the "
+                       f"init first", func, None, render)
+    constraints = []
+    for lp in loops:
+        lo, extent = text(lp.min), text(lp.extent)
+        if lo is None or extent is None:
+            raise cannot(f"a bound of loop {lp.loop_var.name!r} around")
+        constraints.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
+    box = []
+    for name, (iv, value) in zip(names, [*spatial, *reduce]):
+        lo, extent, bound = text(iv.dom.min), text(iv.dom.extent), text(value)
+        if None in (lo, extent, bound):
+            raise cannot(f"the binding {iv.var.name} = {value.script()}")
+        box.append(f"{lo} <= {name} < {lo} + {extent}")
+        constraints.append(f"{name} = {bound}")
+    for condition in conjuncts(realize.predicate):
+        converted = to_isl_condition(substitute(condition, rename))
+        if converted is None or not set(free_vars(substitute(condition, rename))) <= allowed:
+            raise cannot(f"the predicate {condition.script()}")
+        constraints.append(converted)
+    dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
+    params = f"[{', '.join(rename[v].name for v in outer)}] -> "
+    loop_text = ", ".join(rename[lp.loop_var].name for lp in loops)
+    s_names, r_names = names[:len(spatial)], names[len(spatial):]
+    mapping = isl.Map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : "
+                      f"{' and '.join(constraints) or 'true'} }}") \
+        .intersect_params(isl.Set(f"{params}{{ : {dims} }}"))
+    points = mapping.range()
+    instances = points.project_out(isl.dim_type.set, len(s_names), len(r_names))
+    reduce_box = " and ".join(box[len(s_names):]) or "true"
+    full = isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
+        .intersect(instances.flat_product(isl.Set(f"{params}{{ [{', '.join(r_names)}] }}")))
+    first_points = isl.Map(f"{params}{{ [{', '.join(s_names)}] -> [{', '.join(names)}] : "
+                           + " and ".join([f"{n} = {text(iv.dom.min)}"
+                                           for n, (iv, _) in zip(r_names, reduce)] or ["true"])
+                           + " }").intersect_domain(instances)
+    to_spatial = mapping.project_out(isl.dim_type.out, len(s_names), len(r_names))
+    problem = None
+    if not mapping.is_injective():
+        problem = "run some instances more than once (a many-to-one binding)"
+    elif not points.is_subset(isl.Set(f"{params}{{ [{', '.join(names)}] : "
+                                      f"{' and '.join(box)} }}")):
+        problem = "run instances outside the iteration domain"
+    elif not full.is_subset(points):
+        problem = "skip some points of the reduce domain (the init may never run)"
+    elif not to_spatial.reverse().lexmin().apply_range(mapping).is_equal(first_points):
+        problem = ("do not start each reduction at the first point of the reduce domain, "
+                   "where the init runs: the original runs its init after some updates")
+    if problem is not None:
+        shown = ", ".join(f"{iv.var.name} = {v.script()}" for iv, v in reduce)
+        raise refusal(primitive, f"the loops of block {block.name!r} ({shown}) {problem}; "
+                      f"{primitive} needs the reduce variables bound one to one onto their "
+                      f"domain, the first iteration at its first point (the init's), or the "
+                      f"result would change", func, None, render)
+
+
 def _check_factor_axis(factor_axis, buffer: Buffer) -> int:
     ndim = buffer.ndim
     if not isinstance(factor_axis, int) or isinstance(factor_axis, bool) \
@@ -156,6 +238,7 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
     realize = blocks[0]
     scope, top, kept, removed = _rfactor_loops(func, realize, loop, render)
     store, op, value, accumulator_first = _associative_update(func, realize.block, render)
+    check_reduction_runs_once(func, realize, scope.loops, "rfactor", render)
     axis = _check_factor_axis(factor_axis, store.buffer)
     taken = taken_names(func)
     rf_var = Var(fresh(f"v_{loop_name}", taken), loop.loop_var.dtype)
