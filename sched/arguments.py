@@ -7,7 +7,14 @@ imported only when an argument is a torch tensor. Every mismatch is a `KernelArg
 naming the argument: `argument 2 'B': expected shape (64, 32), got (64, 31)`.
 
 Symbolic dims are bound from the first argument (in parameter order) whose shape has the dim
-as a dimension of its own (`n`, not `n * 2`); then every dimension is checked.
+as a dimension of its own (`n`, not `n * 2`); then every dimension is checked. A scalar parameter
+used in a shape (`n: T.int32` with `T.match_buffer(a, (128, n))`) is the value passed for it:
+the array's shape is checked against it.
+
+Then the function's accesses are checked for these values, Halide-style: the bounds the static
+check could not prove for every value of the symbolic dims are a condition on them
+(`sched.polyhedral.in_bounds`), tested here on entry, before the kernel runs, and a call that
+would access out of bounds is a `KernelArgumentError` naming the access and the values.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import numpy as np
 
 from sched.errors import KernelArgumentError
 from sched.ir.dtype import is_bool, is_float, is_int
-from sched.ir.functor import collect, substitute
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import Buffer, BufferStore, Expr, IntImm, PrimFunc, Var
 from sched.ir.simplify import simplify
 
@@ -75,6 +82,10 @@ class ArgumentBinder:
             for d, dim in enumerate(buffer.shape):
                 if isinstance(dim, Var):
                     self.dim_sources.setdefault(dim, (k, d))
+        # the bounds of every access, checked on the dims' values at each call (see in_bounds)
+        from sched.polyhedral.in_bounds import entry_bounds_check
+
+        self.entry_check = entry_bounds_check(func)
 
     def error(self, position: int, message: str) -> KernelArgumentError:
         param = self.params[position]
@@ -87,6 +98,7 @@ class ArgumentBinder:
                 f"kernel '{self.func.name}' takes {len(self.params)} arguments ({names}), "
                 f"got {len(args)}")
         pointers, scalars, shapes = [], [], []
+        scalar_values: dict[Var, int | float | bool] = {}
         for position, (param, arg) in enumerate(zip(self.params, args, strict=True)):
             if isinstance(param, Buffer):
                 pointer, shape = self.check_array(position, param, arg)
@@ -94,9 +106,14 @@ class ArgumentBinder:
                 shapes.append((position, param, shape))
             else:
                 scalars.append(self.check_scalar(position, param, arg))
-        values = self.bind_dims(shapes)
+                scalar_values[param] = scalars[-1]
+        # a scalar parameter in a shape (`n: T.int32`, `T.match_buffer(a, (128, n))`) is not
+        # bound from the shape: the array's shape is checked against the value passed
+        values = {**self.bind_dims(shapes), **scalar_values}
         for position, param, shape in shapes:
             self.check_shape(position, param, shape, values)
+        if self.entry_check is not None:
+            self.entry_check(values)
         return BoundArguments(tuple(pointers), tuple(scalars),
                               tuple(values[v] for v in self.symbolic_vars))
 
@@ -196,7 +213,10 @@ class ArgumentBinder:
     def check_shape(self, position: int, buffer: Buffer, shape, values: dict[Var, int]) -> None:
         expected = tuple(_evaluate(dim, values) for dim in buffer.shape)
         if tuple(shape) != expected:
+            used = {v for dim in buffer.shape for v in free_vars(dim)}
             bound = [f"{v.name} = {values[v]}" for v in self.symbolic_vars]
+            bound += [f"{p.name} = {values[p]} (argument {k + 1})"
+                      for k, p in enumerate(self.params) if isinstance(p, Var) and p in used]
             given = f" ({', '.join(bound)})" if bound else ""
             raise self.error(position, f"expected shape {_shape_text(expected)}{given}, got "
                                        f"{_shape_text(tuple(shape))}")

@@ -7,8 +7,11 @@ from sched.ir.nodes import PrimFunc
 TARGETS = ("c", "cuda")
 
 
+CHECK_BOUNDS = ("static", "strict", "off")
+
+
 def build(func, target: str = "c", *, arch: str | None = None,
-          compiler: str = "nvrtc", debug: bool = False):
+          compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static"):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
@@ -17,6 +20,13 @@ def build(func, target: str = "c", *, arch: str | None = None,
     every lowering pass. The kernel has `.source` (generated code), `.func` and `.lowered`;
     a CUDA kernel also `.cubin` and `.resources`. `func` may be a Schedule: its function is
     built, and a compile error then lists the schedule's steps.
+
+    `check_bounds` (see `sched.polyhedral.in_bounds`): "static" (the default) refuses a function
+    that accesses out of bounds for every value of its symbolic dims (an `OutOfBoundsError`
+    naming the access and an offending element) and checks, at each call, the condition on
+    the dims' values under which every access is in bounds (Halide-style entry checks);
+    accesses isl cannot prove (a non-affine or indirect index) are left unchecked. "strict"
+    also refuses those. "off" checks nothing.
     """
     from sched.schedule import Schedule
 
@@ -26,16 +36,35 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
     target, arch = _parse_target(target, arch)
+    if target not in TARGETS:
+        raise ValueError(f"build: unknown target {target!r}: expected one of "
+                         f"{', '.join(repr(t) for t in TARGETS)}")
+    _check_bounds(func, check_bounds)
     if target == "c":
         from sched.c.kernel import build_c
 
-        return build_c(func, debug=debug)
-    if target == "cuda":
+        kernel = build_c(func, debug=debug)
+    else:
         from sched.cuda.build import build_cuda
 
-        return build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace)
-    raise ValueError(f"build: unknown target {target!r}: expected one of "
-                     f"{', '.join(repr(t) for t in TARGETS)}")
+        kernel = build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace)
+    if check_bounds == "off" and getattr(kernel, "_binder", None) is not None:
+        kernel._binder.entry_check = None
+    return kernel
+
+
+def _check_bounds(func: PrimFunc, check_bounds: str) -> None:
+    """Refuse `func` when it accesses out of bounds (see build's `check_bounds`)."""
+    if check_bounds not in CHECK_BOUNDS:
+        raise ValueError(f"build: check_bounds must be one of "
+                         f"{', '.join(repr(c) for c in CHECK_BOUNDS)}, got {check_bounds!r}")
+    if check_bounds == "off":
+        return
+    from sched.polyhedral.in_bounds import check_in_bounds, out_of_bounds_error
+
+    found = check_in_bounds(func, strict=check_bounds == "strict")
+    if found is not None:
+        raise out_of_bounds_error(func, found, "build")
 
 
 def _parse_target(target: str, arch: str | None) -> tuple[str, str | None]:

@@ -1,9 +1,15 @@
-"""The buffer accesses of one statement (a block body or init), as isl relation texts.
+"""The buffer accesses of one statement (a block body or init), as constraints for isl text.
 
 Loops inside the block are existentially quantified with their bounds, so an access under them
-is the exact set of elements touched. Conditions inside the block are ignored (the access is
-assumed to happen: conservative). Blocks nested inside are statements of their own and are not
-visited. An index isl cannot represent covers the whole dimension, and the model's notes say so.
+is the exact set of elements touched. An access under a condition inside the block (an `if`,
+the branches of `T.if_then_else`) happens only where the condition holds; a condition isl cannot
+represent is dropped (the access is assumed to happen: conservative). Blocks nested inside are
+statements of their own and are not visited. An index isl cannot represent covers the whole
+dimension, and the model's notes say so.
+
+The model turns an `Access` into a relation in two spaces (`element_constraints`): the view's
+own dimensions (bounds checks, regions) and its storage (dependences: every view of one
+storage must land on the same elements, see `model.py`).
 """
 
 from __future__ import annotations
@@ -19,59 +25,94 @@ from sched.ir.nodes import (
     BufferStore,
     Expr,
     For,
+    IfThenElse,
+    IntImm,
     LetStmt,
+    Select,
     Stmt,
 )
-from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral import names
+from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
 
 
-def buffer_tuple(buffer: Buffer) -> str:
-    """The isl tuple name of a buffer's storage."""
-    return "B_" + buffer.storage_name
+def buffer_tuple(buffer: Buffer | str) -> str:
+    """The isl tuple name of a buffer's storage (a Buffer, or a storage name)."""
+    return names.buffer_tuple(buffer if isinstance(buffer, str) else buffer.storage_name)
 
 
 @dataclass(frozen=True)
 class Access:
+    """One load or store: its buffer, its indices (with the lets inside the block substituted)
+    and the loops and conditions inside the block it sits under."""
+
     buffer: Buffer
-    indices: tuple[str | None, ...]      # isl text of each index, None where not affine
-    bound_loops: tuple[str, ...]          # loops inside the block, existentially quantified
-    loop_bounds: tuple[str, ...]
+    indices: tuple[Expr, ...]
+    bound_loops: tuple[str, ...]          # isl names of the loops inside the block
+    loop_bounds: tuple[str, ...]          # their bounds, isl constraints
+    guards: tuple[str, ...]               # affine conditions it happens under
     is_write: bool
 
-    def to_isl(self) -> str:
-        """`B_A[a0, a1] : exists (r : a0 = ... and ...)`."""
-        names = [f"a{d}" for d in range(len(self.indices))]
-        constraints = list(self.loop_bounds)
-        for name, index, dim in zip(names, self.indices, self.buffer.shape):
+    @property
+    def index_texts(self) -> tuple[str | None, ...]:
+        """Each index in isl syntax, None where it is not affine."""
+        return tuple(to_isl(index) for index in self.indices)
+
+    @property
+    def is_affine(self) -> bool:
+        return None not in self.index_texts
+
+    def element_constraints(self, element_names: list[str]) -> list[str]:
+        """Constraints tying `element_names` (one per dimension of the buffer) to the element
+        accessed: `_a0 = vi + 1`, or the whole dimension where the index is not affine."""
+        constraints = []
+        for name, index, dim in zip(element_names, self.index_texts, self.buffer.shape):
             if index is not None:
                 constraints.append(f"{name} = {index}")
             else:
                 extent = to_isl(dim)
                 constraints.append(f"0 <= {name}" + (f" < {extent}" if extent else ""))
-        body = " and ".join(constraints) or "true"
-        if self.bound_loops:
-            body = f"exists ({', '.join(self.bound_loops)} : {body})"
-        return f"{buffer_tuple(self.buffer)}[{', '.join(names)}] : {body}"
+        return constraints
+
+    def offset_constraint(self, offset_name: str) -> str | None:
+        """`_o = vi * 4 + vj`: the row-major offset of the element in its storage, or None when
+        the offset is not affine (an index that is not, or a symbolic stride)."""
+        terms, stride = [], 1
+        for index, dim in reversed(list(zip(self.index_texts, self.buffer.shape))):
+            if index is None or stride is None:
+                return None
+            terms.append(f"({index}) * {stride}")
+            stride = stride * dim.value if isinstance(dim, IntImm) else None
+        return f"{offset_name} = {' + '.join(reversed(terms)) or '0'}"
 
 
 class _AccessCollector(IRVisitor):
-    def __init__(self, note: Callable[[str], None]) -> None:
+    def __init__(self, note: Callable[[str], None], env: dict) -> None:
         self.note = note
         self.loops: list[str] = []
         self.bounds: list[str] = []
-        self.env: dict = {}
+        self.guards: list[str] = []
+        self.env: dict = dict(env)
         self.accesses: list[Access] = []
 
     def _record(self, buffer: Buffer, indices: tuple[Expr, ...], is_write: bool) -> None:
-        texts = []
-        for index in indices:
-            text = to_isl(substitute(index, self.env))
-            if text is None:
-                self.note(f"an index of '{buffer.name}' ({index.script()}) is not affine; the "
-                          f"whole dimension is assumed to be accessed")
-            texts.append(text)
-        self.accesses.append(Access(buffer, tuple(texts), tuple(self.loops), tuple(self.bounds),
-                                    is_write))
+        substituted = tuple(substitute(index, self.env) for index in indices)
+        for index, original in zip(substituted, indices):
+            if to_isl(index) is None:
+                self.note(f"an index of '{buffer.name}' ({original.script()}) is not affine; "
+                          f"the whole dimension is assumed to be accessed")
+        self.accesses.append(Access(buffer, substituted, tuple(self.loops), tuple(self.bounds),
+                                    tuple(self.guards), is_write))
+
+    def _condition(self, condition: Expr) -> str | None:
+        return to_isl_condition(substitute(condition, self.env))
+
+    def _guarded(self, text: str | None, visit: Callable[[], None]) -> None:
+        """Visit under the condition `text` (None: a condition isl cannot represent, dropped)."""
+        if text is not None:
+            self.guards.append(text)
+        visit()
+        if text is not None:
+            self.guards.pop()
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self._record(node.buffer, node.indices, False)
@@ -82,6 +123,21 @@ class _AccessCollector(IRVisitor):
         self.visit(node.value)
         for index in node.indices:
             self.visit(index)
+
+    def visit_Select(self, node: Select) -> None:
+        self.visit(node.condition)
+        text = self._condition(node.condition)
+        self._guarded(text, lambda: self.visit(node.true_value))
+        self._guarded(None if text is None else f"not ({text})",
+                      lambda: self.visit(node.false_value))
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        self.visit(node.condition)
+        text = self._condition(node.condition)
+        self._guarded(text, lambda: self.visit(node.then_body))
+        if node.else_body is not None:
+            self._guarded(None if text is None else f"not ({text})",
+                          lambda: self.visit(node.else_body))
 
     def visit_For(self, node: For) -> None:
         name = isl_name(node.loop_var)
@@ -111,8 +167,10 @@ class _AccessCollector(IRVisitor):
         pass
 
 
-def collect_accesses(body: Stmt, note: Callable[[str], None]) -> list[Access]:
-    """Every load and store in `body`, outside nested blocks, in visiting order."""
-    collector = _AccessCollector(note)
+def collect_accesses(body: Stmt, note: Callable[[str], None],
+                     env: dict | None = None) -> list[Access]:
+    """Every load and store in `body`, outside nested blocks, in visiting order. `env` maps
+    variables of enclosing blocks to their values (in loop variables)."""
+    collector = _AccessCollector(note, env or {})
     collector.visit(body)
     return collector.accesses

@@ -42,16 +42,17 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
              if not (relax_threads and lp.kind == "thread_binding"
                      and (lp.thread_tag or "").startswith("threadIdx"))]
     outer = tuple(outer[p] for p in fixed)
-    buffers = None
+    box = None
     for statement in statements:
-        relation = {"read": statement.reads, "write": statement.writes,
-                    "any": statement.reads.union(statement.writes)}[access]
-        touched = _touched_per_outer_iteration(model, statement, relation, fixed)
-        buffers = touched if buffers is None else buffers.union(touched)
-    found = [s for s in _sets(buffers) if s.get_tuple_name() == "B_" + buffer]
-    if not found:
+        for view in statement.accesses:
+            wrong_kind = view.is_write if access == "read" else \
+                (not view.is_write if access == "write" else False)
+            if view.buffer.name != buffer or wrong_kind:
+                continue
+            touched = _touched_per_outer_iteration(model, statement, view.relation, fixed)
+            box = touched if box is None else box.union(touched)
+    if box is None:
         raise ValueError(f"block {block!r} does not access buffer {buffer!r}")
-    box = found[0]
     variables = {isl_name(lp.var): lp.var for lp in outer}
     variables |= {isl_name(v): v for v in model.func.symbolic_vars}
     variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
@@ -65,8 +66,9 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     return tuple(ranges)
 
 
-def _touched_per_outer_iteration(model, statement, relation, fixed: list[int]) -> isl.UnionSet:
-    """Elements accessed, as sets parametric in the loops of `statement` at positions `fixed`
+def _touched_per_outer_iteration(model, statement, relation: isl.Map,
+                                 fixed: list[int]) -> isl.Set:
+    """Elements accessed (`relation`, in the buffer's own dimensions), as a set parametric in the loops of `statement` at positions `fixed`
     (the other loops vary)."""
     params = ", ".join(model.params)
     loop_names = statement.loop_names()
@@ -74,23 +76,8 @@ def _touched_per_outer_iteration(model, statement, relation, fixed: list[int]) -
     loops_to_instance = isl.Map(f"[{params}] -> {{ [{', '.join(loop_names)}] -> "
                                 f"{statement.instance()} : {constraints} }}")
     n_params = loops_to_instance.dim(isl.dim_type.param)
-    result = isl.UnionSet(f"[{params}] -> {{ }}")
-    for access in _maps(relation):
-        moved = loops_to_instance.apply_range(access)
-        for position in reversed(fixed):           # later positions first: earlier ones stay
-            moved = moved.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, position, 1)
-        result = result.union(isl.UnionSet.from_set(moved.range()))
-    return result
-
-
-def _maps(union: isl.UnionMap) -> list[isl.Map]:
-    found: list[isl.Map] = []
-    union.foreach_map(found.append)
-    return found
-
-
-def _sets(union: isl.UnionSet) -> list[isl.Set]:
-    found: list[isl.Set] = []
-    union.foreach_set(found.append)
-    return found
+    moved = loops_to_instance.apply_range(relation)
+    for position in reversed(fixed):           # later positions first: earlier ones stay
+        moved = moved.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, position, 1)
+    return moved.range()
 

@@ -12,15 +12,11 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.dtype import INDEX_DTYPE, is_int
-from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Select, Var, binary, const
+from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Not, Select, Var, binary, const
+from sched.polyhedral.names import isl_name
 
-ISL_KEYWORDS = {"and", "or", "not", "exists", "floor", "ceil", "min", "max", "mod", "infty",
-                "implies", "xor", "true", "false", "rat", "NaN"}
-
-
-def isl_name(var: Var) -> str:
-    """The isl identifier of a variable (a few names are isl keywords: those get a prefix)."""
-    return f"_{var.name}" if var.name in ISL_KEYWORDS or var.name.startswith("_") else var.name
+__all__ = ["NotAffine", "ast_to_expr", "isl_name", "pw_aff_to_expr", "to_isl",
+           "to_isl_condition"]
 
 
 def _constant(expr: Expr) -> int | None:
@@ -61,16 +57,23 @@ def to_isl_condition(expr: Expr) -> str | None:
     """A boolean IR expression as an isl constraint, or None when it is not affine."""
     if isinstance(expr, IntImm) and expr.dtype == "bool":
         return "true" if expr.value else "false"
+    if isinstance(expr, Not):
+        inner = to_isl_condition(expr.a)
+        return None if inner is None else f"(not ({inner}))"
     if not isinstance(expr, BinaryOp):
         return None
     if expr.op in ("and", "or"):
         a, b = to_isl_condition(expr.a), to_isl_condition(expr.b)
         return None if a is None or b is None else f"(({a}) {expr.op} ({b}))"
     symbols = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-    if expr.op not in symbols:
+    if expr.op not in symbols and expr.op != "ne":
         return None
     a, b = to_isl(expr.a), to_isl(expr.b)
-    return None if a is None or b is None else f"{a} {symbols[expr.op]} {b}"
+    if a is None or b is None:
+        return None
+    if expr.op == "ne":
+        return f"({a} < {b} or {a} > {b})"
+    return f"{a} {symbols[expr.op]} {b}"
 
 
 _BINARY_OPS = {

@@ -1,35 +1,71 @@
 """The polyhedral model of a PrimFunc: statement instances, their order, and what they access.
 
-A statement is a block's body (`S_<block>`) or its init (`I_<block>`). Its instances are named by
-the block's iteration variables, `S_C[v_i, v_j, v_k]`, not by loop variables: a schedule
-primitive changes loops and bindings but keeps iteration variables, so the instances, and the
-dependences between them, stay the same across every step. Only the schedule (instance -> time)
-changes, and legality compares the dependences with the new schedule.
+A statement is a block's body (tuple `S_<block>`) or its init (`I_<block>`); every isl name
+comes from `names.py`, and `PolyModel.statement_of_tuple` / `buffer_of_tuple` map isl names
+back to the IR. Its instances are named by the block's iteration variables,
+`S_C[vi, vj, vk]`, not by loop variables: a schedule primitive changes loops and bindings but
+keeps iteration variables, so the instances, and the dependences between them, stay the same
+across every step. Only the schedule (instance -> time) changes, and legality compares the
+dependences with the new schedule.
 
-- domain: the instances that run, `[n] -> { S_C[v_i, v_j, v_k] : 0 <= v_i < n and ... }`, from
-  the loop bounds, the bindings, the iteration domains, `T.where` and `if` conditions; symbolic
-  dims are isl parameters, at least 1.
-- schedule: instance -> time vector. Each loop adds its variable, each sequence the position of
-  the child, so lexicographic order of the vectors is execution order; an init runs just before
-  the body of the same instance (a last entry 0 for the init, 1 for the body).
-- reads / writes: instance -> buffer element (`B_<buffer>[...]`). An index that isl cannot
-  represent (a load, a product of two variables) is over-approximated by the whole dimension, and
-  `notes` says so; every answer built on such a model is conservative.
+- domain: the instances that run, `[n] -> { S_C[vi, vj, vk] : 0 <= vi < n and ... }`, from the
+  loop bounds, the bindings, the iteration domains, `T.where` and `if` conditions; symbolic dims
+  are isl parameters, at least 1.
+- schedule: instance -> time vector (below). Lexicographic order of time vectors is execution
+  order.
+- reads / writes: instance -> storage element (`B_<storage>[...]`). All views of one storage
+  (`A_flat = T.Buffer((16,), data=A.data)`) share its tuple: when they differ in shape, every
+  access is linearized to its row-major offset in the storage, `B_A[o]`, so that a write
+  through `A` and a read through `A_flat` meet. `Statement.accesses` keeps each access in its
+  view's own dimensions too (for bounds and regions).
+
+What isl cannot represent is over-approximated, never dropped, and `notes` says so; every answer
+built on such a model is conservative:
+
+- an index that is not affine (a load, a product of two variables) covers its whole dimension;
+- a loop bound, `T.where` or `if` condition that is not affine is left out (more instances may
+  run; for an `if`, both branches);
+- a binding that is not affine (`vi = (i * m) % 8`, `vi = f // m` after fusing symbolic loops)
+  leaves its iteration variable free in its domain, and the instance gets a key: the affine
+  arguments of the binding (`i`, `f`) become extra instance dimensions, `S_C[vi, _k0]` with
+  `_k0 = i`. Each run of the block (a point of its loops) is then still one instance at one
+  time, so the schedule stays a function and every pair of runs that may touch one element is
+  a dependence in its real order; a step keeps the instances when it keeps the value of the
+  arguments (split rewrites `i` as `io * 4 + ii`: same key), and otherwise is refused as not
+  running the same instances.
+
+The time vector of an instance (`Statement.time`, one entry per level, padded with 0 to the
+longest) is built from the root down:
+
+- a loop adds its variable (the loop's value at that run);
+- a sequence adds the position of the child (0, 1, ...);
+- `if` adds 0 for the then branch and 1 for the else branch;
+- a block adds one slot: 0 for its init, 1 for its body, 2 for the blocks nested in its body
+  (the root block's slot is 2 too: every statement's time starts with 2). An init thus runs
+  just before the body of the same instance, and a block's own accesses count before the
+  blocks nested in it (blockize's output: a block whose body is loops around inner blocks);
+- lets and allocations add nothing.
+
+So `for i: for j: block C (init, body)` gives `C (init)` the time `[2, i, j, 0]` and `C` the
+time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass, field
 
 import islpy as isl
 
-from sched.ir.functor import substitute
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     TRUE,
     Allocate,
     Block,
     BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
     Expr,
     For,
     IfThenElse,
@@ -39,11 +75,16 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
+from sched.polyhedral import names
+from sched.polyhedral.accesses import Access, collect_accesses
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+
+BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
 
 
 def _tuple_name(prefix: str, name: str) -> str:
-    return prefix + re.sub(r"\W", "_", name)
+    """Kept for old callers: `_tuple_name("S_", "C")` is `names.statement_tuple("C")`."""
+    return names.statement_tuple(name, is_init=prefix.startswith("I"))
 
 
 @dataclass(frozen=True)
@@ -58,11 +99,21 @@ class Loop:
     thread_tag: str | None
 
 
+@dataclass(frozen=True)
+class ViewAccess:
+    """One access of a statement in its view's own dimensions: `S_C[...] -> B_A_flat[o]`."""
+
+    buffer: Buffer
+    is_write: bool
+    relation: isl.Map
+    access: Access
+
+
 @dataclass
 class Statement:
     """One block body or block init, with its instances and accesses as isl objects."""
 
-    name: str                   # isl tuple name: S_<block> or I_<block>
+    name: str                   # isl tuple name: S_<block> or I_<block> (see names.py)
     block: Block
     is_init: bool
     loops: tuple[Loop, ...]     # enclosing loops, outermost first
@@ -70,18 +121,39 @@ class Statement:
     schedule: isl.Map = None
     reads: isl.UnionMap = None
     writes: isl.UnionMap = None
-    constraints: list[str] = field(default_factory=list)   # in loop and iteration variables
+    constraints: list[str] = field(default_factory=list)   # in loop, instance dims and params
     time: list[str] = field(default_factory=list)          # the time vector's entries
+    keys: list[str] = field(default_factory=list)          # affine arguments of non-affine
+    #                                                        bindings (see the module doc)
+    env: dict = field(default_factory=dict)                 # enclosing blocks' variables
+    accesses: list[ViewAccess] = field(default_factory=list)
+    exact: bool = True          # no condition or binding of it was over-approximated
+    context: list[str] = field(default_factory=list)       # conditions on the loops alone
+    bindings: list[tuple] = field(default_factory=list)    # (iter var, value, lo, extent) texts
 
     @property
     def iter_names(self) -> list[str]:
+        """The isl names of the block's iteration variables (the first instance dims)."""
         return [isl_name(iv.var) for iv in self.block.iter_vars]
 
+    @property
+    def key_names(self) -> list[str]:
+        return [names.local("k", k) for k in range(len(self.keys))]
+
+    @property
+    def dim_names(self) -> list[str]:
+        """The instance dims: iteration variables, then keys."""
+        return self.iter_names + self.key_names
+
     def instance(self) -> str:
-        return f"{self.name}[{', '.join(self.iter_names)}]"
+        return f"{self.name}[{', '.join(self.dim_names)}]"
 
     def loop_names(self) -> list[str]:
         return [isl_name(loop.var) for loop in self.loops]
+
+    def condition(self) -> str:
+        """The constraints with the loops quantified: which instances run."""
+        return _exists(self.loop_names(), self.constraints)
 
 
 class _Walker:
@@ -102,11 +174,19 @@ class _Walker:
             self.note(f"{what} is not affine; the model over-approximates it")
         return text
 
+    def condition(self, expr: Expr, env: dict, what: str) -> str | None:
+        text = to_isl_condition(substitute(expr, env))
+        if text is None:
+            self.note(f"{what} is not affine; the model assumes it may hold")
+        return text
+
     def walk(self, stmt: Stmt, loops: list[Loop], conds: list[str], time: list[str],
-             env: dict) -> None:
+             env: dict, exact: bool = True) -> None:
+        """Statements of `stmt` under `loops` and the conditions `conds`, at `time`; `exact`
+        is False under a condition or loop bound the model left out."""
         if isinstance(stmt, SeqStmt):
             for index, child in enumerate(stmt.stmts):
-                self.walk(child, loops, conds, time + [str(index)], env)
+                self.walk(child, loops, conds, time + [str(index)], env, exact)
         elif isinstance(stmt, For):
             loop = Loop(stmt.loop_var, substitute(stmt.min, env), substitute(stmt.extent, env),
                         len(time), stmt.kind, stmt.thread_tag)
@@ -116,77 +196,123 @@ class _Walker:
             bounds = [] if lo is None else [f"{name} >= {lo}"]
             if lo is not None and extent is not None:
                 bounds.append(f"{name} < {lo} + {extent}")
-            self.walk(stmt.body, loops + [loop], conds + bounds, time + [name], env)
+            self.walk(stmt.body, loops + [loop], conds + bounds, time + [name], env,
+                      exact and len(bounds) == 2)
         elif isinstance(stmt, IfThenElse):
-            condition = to_isl_condition(substitute(stmt.condition, env))
-            if condition is None:
-                self.note("an if condition is not affine; both branches are assumed to run")
+            condition = self.condition(stmt.condition, env, "an if condition")
             then_conds = conds if condition is None else conds + [condition]
             else_conds = conds if condition is None else conds + [f"not ({condition})"]
-            self.walk(stmt.then_body, loops, then_conds, time + ["0"], env)
+            exact = exact and condition is not None
+            self.walk(stmt.then_body, loops, then_conds, time + ["0"], env, exact)
             if stmt.else_body is not None:
-                self.walk(stmt.else_body, loops, else_conds, time + ["1"], env)
+                self.walk(stmt.else_body, loops, else_conds, time + ["1"], env, exact)
         elif isinstance(stmt, LetStmt):
-            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: stmt.value})
+            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: stmt.value}, exact)
         elif isinstance(stmt, Allocate):
-            self.walk(stmt.body, loops, conds, time, env)
+            self.walk(stmt.body, loops, conds, time, env, exact)
         elif isinstance(stmt, BlockRealize):
-            self.block(stmt, loops, conds, time, env)
+            self.block(stmt, loops, conds, time, env, exact)
 
-    def block(self, realize: BlockRealize, loops, conds, time, env) -> None:
+    def block(self, realize: BlockRealize, loops, conds, time, env, exact=True) -> None:
         block = realize.block
-        constraints = list(conds)
-        for iter_var, value in zip(block.iter_vars, realize.iter_values):
-            name = isl_name(iter_var.var)
-            lo = to_isl(iter_var.dom.min)
-            extent = to_isl(iter_var.dom.extent)
-            if lo is not None and extent is not None:
-                constraints.append(f"{lo} <= {name} < {lo} + {extent}")
-            bound = self.affine(value, env, f"the binding of '{iter_var.var.name}' in block "
-                                f"'{block.name}'")
-            if bound is not None:
-                constraints.append(f"{name} = {bound}")
+        context = list(conds)        # conditions on the loops alone
         if realize.predicate != TRUE:
-            predicate = to_isl_condition(substitute(realize.predicate, env))
-            if predicate is None:
-                self.note(f"the predicate of block '{block.name}' is not affine")
-            else:
-                constraints.append(predicate)
-        inner_env = {**env, **{iv.var: substitute(v, env)
-                               for iv, v in zip(block.iter_vars, realize.iter_values)}}
+            predicate = self.condition(realize.predicate, env,
+                                       f"the predicate of block '{block.name}'")
+            context += [predicate] if predicate is not None else []
+            exact = exact and predicate is not None
+        bindings, own, in_domain, keys = self.bindings(realize, loops, env)
+        exact = exact and not keys
+        constraints = context + own + [f"{names.local('k', k)} = {key}"
+                                       for k, key in enumerate(keys)]
+        common = dict(keys=keys, env=env, exact=exact, context=context, bindings=bindings)
         if block.iter_vars or block.name != "root":
             if block.init is not None:
-                init_constraints = constraints + [
-                    f"{isl_name(iv.var)} = {to_isl(iv.dom.min)}"
-                    for iv in block.iter_vars if iv.kind == "reduce"]
+                first = [f"{isl_name(iv.var)} = {to_isl(iv.dom.min)}"
+                         for iv in block.iter_vars if iv.kind == "reduce"]
                 self.statements.append(Statement(
-                    _tuple_name("I_", block.name), block, True, tuple(loops),
-                    constraints=init_constraints, time=time + ["0"]))
+                    names.statement_tuple(block.name, True), block, True, tuple(loops),
+                    constraints=constraints + first, time=time + [INIT_SLOT], **common))
             self.statements.append(Statement(
-                _tuple_name("S_", block.name), block, False, tuple(loops),
-                constraints=constraints, time=time + ["1"]))
-        # blocks nested in this one are statements of their own, under this block's loops
-        self._nested_blocks(block.body, loops, constraints, time + ["2"], inner_env)
+                names.statement_tuple(block.name), block, False, tuple(loops),
+                constraints=constraints, time=time + [BODY_SLOT], **common))
+        # blocks nested in this one are statements of their own, under this block's loops;
+        # their constraints are in loop variables (this block's variables are substituted)
+        if collect(block.body, BlockRealize):
+            if block.name != "root" and _own_accesses(block.body):
+                self.note(f"block '{block.name}' has accesses of its own beside nested blocks; "
+                          f"the model orders them before the nested blocks")
+            inner_env = {**env, **{iv.var: substitute(v, env)
+                                   for iv, v in zip(block.iter_vars, realize.iter_values)}}
+            self.walk(block.body, loops, context + in_domain, time + [NESTED_SLOT], inner_env,
+                      exact)
 
-    def _nested_blocks(self, stmt: Stmt, loops, conds, time, env) -> None:
-        from sched.ir.functor import collect
+    def bindings(self, realize: BlockRealize, loops, env):
+        """(per iteration variable: (iter var, value, lo, extent) in isl text; constraints on
+        the iteration variables; the same on the values, in loop variables; the instance keys
+        of the non-affine bindings)."""
+        block = realize.block
+        bindings, own, in_domain, keys = [], [], [], []
+        loop_vars = {loop.var for loop in loops}
+        for iter_var, value in zip(block.iter_vars, realize.iter_values):
+            name = isl_name(iter_var.var)
+            lo, extent = to_isl(iter_var.dom.min), to_isl(iter_var.dom.extent)
+            value = substitute(value, env)
+            bound = to_isl(value)
+            bindings.append((iter_var, bound, lo, extent))
+            if lo is not None and extent is not None:
+                own.append(f"{lo} <= {name} < {lo} + {extent}")
+                if bound is not None:
+                    in_domain.append(f"{lo} <= {bound} < {lo} + {extent}")
+            if bound is not None:
+                own.append(f"{name} = {bound}")
+                continue
+            arguments = _affine_arguments(value, loop_vars)
+            self.note(f"the binding of '{iter_var.var.name}' in block '{block.name}' "
+                      f"({value.script()}) is not affine; the model lets it take any value in "
+                      f"its domain and tells the block's runs apart by "
+                      f"{', '.join(arguments) or 'nothing'} (a step that changes those is "
+                      f"refused)")
+            keys += [a for a in arguments if a not in keys]
+        return bindings, own, in_domain, keys
 
-        if not collect(stmt, BlockRealize):
-            return
-        self.walk(stmt, loops, conds, time, env)
+
+def _own_accesses(body: Stmt) -> bool:
+    return bool(collect_accesses(body, lambda _: None))
+
+
+def _expr_children(expr: Expr) -> list[Expr]:
+    children = []
+    for f in dataclasses.fields(expr):
+        value = getattr(expr, f.name)
+        values = value if isinstance(value, tuple) else (value,)
+        children += [v for v in values if isinstance(v, Expr)]
+    return children
+
+
+def _affine_arguments(expr: Expr, loop_vars: set[Var]) -> list[str]:
+    """The largest affine parts of `expr` that use a loop, in isl syntax: what a non-affine
+    binding is a function of (`(i * m) % 8` -> `i`; `idx[i * 2]` -> `(i * 2)`)."""
+    text = to_isl(expr)
+    if text is not None:
+        return [text] if set(free_vars(expr)) & loop_vars else []
+    found: list[str] = []
+    for child in _expr_children(expr):
+        found += [a for a in _affine_arguments(child, loop_vars) if a not in found]
+    return found
 
 
 def _params(func: PrimFunc) -> list[str]:
-    names = [isl_name(v) for v in func.symbolic_vars]
-    names += [isl_name(p) for p in func.params if isinstance(p, Var)]
-    return names
+    found = [isl_name(v) for v in func.symbolic_vars]
+    found += [isl_name(p) for p in func.params if isinstance(p, Var)]
+    return list(dict.fromkeys(found))
 
 
-def _exists(names: list[str], constraints: list[str]) -> str:
+def _exists(variables: list[str], constraints: list[str]) -> str:
     body = " and ".join(constraints) if constraints else "true"
-    if not names:
+    if not variables:
         return body
-    return f"exists ({', '.join(names)} : {body})"
+    return f"exists ({', '.join(variables)} : {body})"
 
 
 @dataclass
@@ -201,6 +327,9 @@ class PolyModel:
     reads: isl.UnionMap
     writes: isl.UnionMap
     notes: list[str]
+    storages: dict[str, str] = field(default_factory=dict)       # isl tuple -> storage name
+    views: dict[str, tuple[Buffer, ...]] = field(default_factory=dict)   # storage -> views
+    linearized: frozenset[str] = frozenset()                      # storages accessed as 1-D
 
     @property
     def is_exact(self) -> bool:
@@ -209,21 +338,87 @@ class PolyModel:
     def statements_of_block(self, name: str) -> list[Statement]:
         return [s for s in self.statements.values() if s.block.name == name]
 
+    def statement_of_tuple(self, tuple_name: str) -> Statement:
+        """The statement whose isl tuple is `tuple_name`."""
+        return self.statements[tuple_name]
 
-def _access_relations(walker: _Walker, statement: Statement, params: str) -> tuple:
-    """The reads and writes of one statement as union maps to `B_<buffer>[...]`."""
-    from sched.polyhedral.accesses import collect_accesses
+    def storage_of_tuple(self, tuple_name: str) -> str:
+        """The storage name (a buffer name) whose isl tuple is `tuple_name`."""
+        return self.storages[tuple_name]
 
-    body = statement.block.init if statement.is_init else statement.block.body
-    reads = writes = isl.UnionMap(f"{params} {{ }}")
-    for access in collect_accesses(body, walker.note):
-        text = f"{params} {{ {statement.instance()} -> {access.to_isl()} }}"
-        relation = isl.UnionMap(text).intersect_domain(isl.UnionSet.from_set(statement.domain))
-        if access.is_write:
-            writes = writes.union(relation)
-        else:
-            reads = reads.union(relation)
-    return reads, writes
+    def buffer_of_tuple(self, tuple_name: str) -> Buffer:
+        """The buffer whose storage has isl tuple `tuple_name` (the view named like the
+        storage, or its first view)."""
+        storage = self.storages[tuple_name]
+        views = self.views[storage]
+        return next((b for b in views if b.name == storage), views[0])
+
+    def buffer_tuple(self, storage_name: str) -> str:
+        """The isl tuple of a storage (see names.buffer_tuple)."""
+        return names.buffer_tuple(storage_name)
+
+
+def buffer_tuple(storage_name: str) -> str:
+    """The isl tuple of the storage named `storage_name`: `B_A`, escaped where needed. Callers
+    that wrote `"B_" + name` should call this."""
+    return names.buffer_tuple(storage_name)
+
+
+def _views(func: PrimFunc) -> dict[str, tuple[Buffer, ...]]:
+    """The buffers accessed in `func`, by storage name, in order of first access."""
+    found: dict[str, dict[Buffer, None]] = {}
+    for node in collect(func.body, BufferLoad) + collect(func.body, BufferStore):
+        found.setdefault(node.buffer.storage_name, {})[node.buffer] = None
+    return {storage: tuple(views) for storage, views in found.items()}
+
+
+class _Relations:
+    """Builds the access relations of statements, in storage and view dimensions."""
+
+    def __init__(self, walker: _Walker, params: str, positive: isl.Set,
+                 views: dict[str, tuple[Buffer, ...]]) -> None:
+        self.walker, self.params, self.positive = walker, params, positive
+        self.linearized = frozenset(s for s, vs in views.items()
+                                    if len({tuple(b.shape) for b in vs}) > 1)
+
+    def relation(self, statement: Statement, access: Access, tuple_name: str,
+                 elements: list[str], constraints: list[str]) -> isl.Map:
+        quantified = statement.loop_names() + list(access.bound_loops)
+        body = (statement.constraints + list(access.loop_bounds) + list(access.guards)
+                + constraints)
+        text = (f"{self.params} {{ {statement.instance()} -> {tuple_name}"
+                f"[{', '.join(elements)}] : {_exists(quantified, body)} }}")
+        return isl.Map(text).intersect_params(self.positive)
+
+    def of(self, statement: Statement) -> tuple[isl.UnionMap, isl.UnionMap]:
+        body = statement.block.init if statement.is_init else statement.block.body
+        empty = isl.UnionMap(f"{self.params} {{ }}")
+        reads = writes = empty
+        for access in collect_accesses(body, self.walker.note, statement.env):
+            buffer = access.buffer
+            elements = [names.local("a", d) for d in range(buffer.ndim)]
+            view = self.relation(statement, access, names.buffer_tuple(buffer.name), elements,
+                                 access.element_constraints(elements))
+            statement.accesses.append(ViewAccess(buffer, access.is_write, view, access))
+            storage = names.buffer_tuple(buffer.storage_name)
+            if buffer.storage_name in self.linearized:
+                offset = names.local("o", 0)
+                linear = access.offset_constraint(offset)
+                if linear is None:
+                    self.walker.note(f"an access to view '{buffer.name}' of "
+                                     f"'{buffer.storage_name}' has no affine offset; the "
+                                     f"whole storage is assumed to be accessed")
+                stored = self.relation(statement, access, storage, [offset],
+                                       [linear or f"{offset} >= 0"])
+            elif storage != names.buffer_tuple(buffer.name):
+                stored = view.set_tuple_name(isl.dim_type.out, storage)
+            else:
+                stored = view
+            if access.is_write:
+                writes = writes.union(isl.UnionMap.from_map(stored))
+            else:
+                reads = reads.union(isl.UnionMap.from_map(stored))
+        return reads, writes
 
 
 def build_model(func: PrimFunc) -> PolyModel:
@@ -238,22 +433,36 @@ def build_model(func: PrimFunc) -> PolyModel:
     dims = [isl_name(v) for v in func.symbolic_vars]
     positive_dims = isl.Set(f"{param_text} {{ : {' and '.join(f'{d} >= 1' for d in dims)} }}"
                             if dims else f"{param_text} {{ : }}")
+    views = _views(func)
+    relations = _Relations(walker, param_text, positive_dims, views)
     empty = isl.UnionMap(f"{param_text} {{ }}")
     domain, schedule, reads, writes = isl.UnionSet(f"{param_text} {{ }}"), empty, empty, empty
     for statement in walker.statements:
-        loops = statement.loop_names()
         statement.domain = isl.Set(f"{param_text} {{ {statement.instance()} : "
-                                   f"{_exists(loops, statement.constraints)} }}") \
-            .intersect_params(positive_dims)
+                                   f"{statement.condition()} }}").intersect_params(positive_dims)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
-        statement.schedule = isl.Map(
-            f"{param_text} {{ {statement.instance()} -> [{', '.join(statement.time)}] : "
-            f"{' and '.join(statement.constraints) or 'true'} }}")
-        statement.reads, statement.writes = _access_relations(walker, statement, param_text)
+        statement.schedule = _schedule(statement, param_text).intersect_params(positive_dims)
+        statement.reads, statement.writes = relations.of(statement)
         domain = domain.union(isl.UnionSet.from_set(statement.domain))
         schedule = schedule.union(isl.UnionMap.from_map(statement.schedule))
         reads, writes = reads.union(statement.reads), writes.union(statement.writes)
     statements = {s.name: s for s in walker.statements}
+    storages = {names.buffer_tuple(storage): storage for storage in views}
     return PolyModel(func, statements, params, domain, schedule.coalesce(), reads.coalesce(),
-                     writes.coalesce(), walker.notes)
+                     writes.coalesce(), walker.notes, storages, views, relations.linearized)
 
+
+def _schedule(statement: Statement, param_text: str) -> isl.Map:
+    """`{ S[...] -> [2, i, 1] }`: each time entry a constant or a loop's value."""
+    loop_names = set(statement.loop_names())
+    entries, equalities = [], []
+    for position, entry in enumerate(statement.time):
+        if entry in loop_names:
+            name = names.local("t", position)
+            entries.append(name)
+            equalities.append(f"{name} = {entry}")
+        else:
+            entries.append(entry)
+    body = _exists(statement.loop_names(), statement.constraints + equalities)
+    return isl.Map(f"{param_text} {{ {statement.instance()} -> [{', '.join(entries)}] : "
+                   f"{body} }}")

@@ -1,0 +1,253 @@
+"""Proving every access in bounds, with isl: what is proven, what is checked at kernel entry,
+and what cannot be proven.
+
+For each access of each statement (in the view's own dimensions, under the statement's domain:
+loop bounds, `T.where`, `if` and `T.if_then_else` guards included, so a padding read guarded by
+its condition is in bounds), the elements outside the buffer's shape box are computed, and so
+are the loop points where a binding leaves its iteration variable's domain (`vi = i + 1` over
+`i < 8` with `vi` in `[0, 8)`: the model would silently drop the instance). The parameters
+(symbolic dims and integer scalar parameters) of a violation say when it happens:
+
+- never: proven in bounds;
+- for every value (always, when every shape is constant): an error at `Schedule(func)` creation
+  and at `sched.build`, naming the block, the access and one offending element
+  (`check_in_bounds`);
+- for some values: a condition on the parameters, tested at each kernel call before the kernel
+  runs (`entry_bounds_check`, called by `sched.arguments.ArgumentBinder`), as Halide checks its
+  images on entry: a `KernelArgumentError` names the access and the values.
+
+What cannot be proven: an index that is not affine (an indirect index `A[B[i]]`, a product of
+two variables) is modelled as the whole dimension, and a statement whose binding, predicate or
+enclosing condition is not affine has more instances in the model than it runs; their accesses
+are listed in `BoundsReport.unproven` (and refused by `check_in_bounds(func, strict=True)`, which
+`sched.build(..., check_bounds="strict")` uses) but not checked: the generated code does not
+check bounds at run time.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from sched.errors import KernelArgumentError
+from sched.ir.nodes import PrimFunc, Var
+from sched.polyhedral import names
+from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.model import PolyModel, Statement, ViewAccess, build_model
+
+
+@dataclass(frozen=True)
+class OutOfBounds:
+    """An access (or a binding) out of bounds where `condition` (a parameter set) holds."""
+
+    block: str
+    what: str             # "reads A[vi + 1]", "binds vi = i + 1"
+    example: str          # one offending instance and element
+    condition: isl.Set    # the parameter values for which it happens
+    always: bool          # for every value of the parameters
+    example_at: Callable[[dict[str, int]], str] | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"block '{self.block}' {self.what} out of bounds: {self.example}"
+
+    def happens_at(self, values: dict[str, int]) -> bool:
+        """Whether it happens for these parameter values (isl names -> ints)."""
+        return not _fix(self.condition, values).is_empty()
+
+
+@dataclass(frozen=True)
+class BoundsReport:
+    """Every violation found, and the accesses that could not be proven in bounds."""
+
+    violations: tuple[OutOfBounds, ...]
+    unproven: tuple[str, ...]
+    params: tuple[str, ...]
+
+    @property
+    def always(self) -> tuple[OutOfBounds, ...]:
+        return tuple(v for v in self.violations if v.always)
+
+    @property
+    def conditional(self) -> tuple[OutOfBounds, ...]:
+        return tuple(v for v in self.violations if not v.always)
+
+
+def _fix(condition: isl.Set, values: dict[str, int]) -> isl.Set:
+    for position in range(condition.dim(isl.dim_type.param)):
+        name = condition.get_dim_name(isl.dim_type.param, position)
+        if name in values:
+            condition = condition.fix_val(isl.dim_type.param, position,
+                                          isl.Val.int_from_si(condition.get_ctx(),
+                                                              int(values[name])))
+    return condition
+
+
+def _point(relation, values: dict[str, int] | None = None) -> isl.Point:
+    """One point of `relation` (a map as a wrapped set, or a set): the first, for readability."""
+    found = relation.wrap() if isinstance(relation, isl.Map) else relation
+    if values:
+        found = _fix(found, values)
+    return found.lexmin().sample_point()
+
+
+def _coordinates(point: isl.Point, count: int, start: int = 0) -> list[int]:
+    return [point.get_coordinate_val(isl.dim_type.set, start + d).to_python()
+            for d in range(count)]
+
+
+def _param_values(point: isl.Point, space_set) -> str:
+    found = [f"{space_set.get_dim_name(isl.dim_type.param, i)} = "
+             f"{point.get_coordinate_val(isl.dim_type.param, i).to_python()}"
+             for i in range(space_set.dim(isl.dim_type.param))]
+    return f" (with {', '.join(found)})" if found else ""
+
+
+def _instance(statement: Statement, values: list[int]) -> str:
+    inner = ", ".join(f"{iv.var.name}={v}" for iv, v in zip(statement.block.iter_vars, values))
+    return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
+
+
+def _access_text(view: ViewAccess) -> str:
+    indices = ", ".join(i.script() for i in view.access.indices)
+    return f"{'writes' if view.is_write else 'reads'} {view.buffer.name}[{indices}]"
+
+
+def _box(model: PolyModel, view: ViewAccess) -> tuple[isl.Set | None, bool]:
+    """The buffer's shape box in the view's own space, and whether every dim is affine."""
+    buffer = view.buffer
+    elements = [names.local("a", d) for d in range(buffer.ndim)]
+    extents = [to_isl(dim) for dim in buffer.shape]
+    constraints = [f"0 <= {e} < {x}" for e, x in zip(elements, extents) if x is not None]
+    box = isl.Set(f"[{', '.join(model.params)}] -> {{ {names.buffer_tuple(buffer.name)}"
+                  f"[{', '.join(elements)}] : {' and '.join(constraints) or 'true'} }}")
+    return box, None not in extents
+
+
+def _access_violation(model, statement, view, context) -> OutOfBounds | None:
+    box, _ = _box(model, view)
+    bad = view.relation.subtract_range(box).intersect_params(context)
+    if bad.is_empty():
+        return None
+    condition = bad.params()
+    n_dims = len(statement.dim_names)
+    shape = ", ".join(d.script() for d in view.buffer.shape)
+
+    def example(values: dict[str, int] | None = None) -> str:
+        point = _point(bad, values)
+        instance = _instance(statement, _coordinates(point, n_dims))
+        element = _coordinates(point, view.buffer.ndim, n_dims)
+        where = "" if values else _param_values(point, bad.wrap())
+        return (f"{instance} {'writes' if view.is_write else 'reads'} {view.buffer.name}"
+                f"[{', '.join(map(str, element))}]{where}, but {view.buffer.name} has shape "
+                f"({shape}{',' if view.buffer.ndim == 1 else ''})")
+    return OutOfBounds(statement.block.name, _access_text(view), example(), condition,
+                       context.is_subset(condition), example)
+
+
+def _binding_violations(model, statement, context) -> list[OutOfBounds]:
+    """Loop points where an affine binding leaves its iteration variable's domain."""
+    found = []
+    loops = statement.loop_names()
+    for iter_var, bound, lo, extent in statement.bindings:
+        if bound is None or lo is None or extent is None:
+            continue
+        outside = " and ".join(statement.context + [f"({bound} < {lo} or {bound} >= {lo} + "
+                                                    f"{extent})"])
+        bad = isl.Set(f"[{', '.join(model.params)}] -> {{ [{', '.join(loops)}] : "
+                      f"{outside} }}").intersect_params(context)
+        if bad.is_empty():
+            continue
+        domain = f"[{lo}, {extent})" if lo == "0" else f"[{lo}, {lo} + {extent})"
+
+        def example(values: dict[str, int] | None = None, bad=bad, name=iter_var.var.name,
+                    domain=domain) -> str:
+            point = _point(bad, values)
+            at = ", ".join(f"{lp.var.name}={v}" for lp, v in
+                           zip(statement.loops, _coordinates(point, len(loops))))
+            where = "" if values else _param_values(point, bad)
+            return f"at {at}{where} the binding of '{name}' is outside its domain {domain}"
+        found.append(OutOfBounds(statement.block.name, f"binds {iter_var.var.name}", example(),
+                                 bad.params(), context.is_subset(bad.params()), example))
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def bounds_report(func: PrimFunc) -> BoundsReport:
+    """Every access of `func` checked against its buffer's shape (see the module doc)."""
+    model = build_model(func)
+    dims = [f"{isl_name(v)} >= 1" for v in func.symbolic_vars]   # sizes: at least 1
+    context = isl.Set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
+    violations, unproven = [], []
+    for statement in model.statements.values():
+        if not statement.is_init:
+            violations += _binding_violations(model, statement, context)
+        for view in statement.accesses:
+            _, affine_shape = _box(model, view)
+            found = _access_violation(model, statement, view, context)
+            where = f"block '{statement.block.name}' {_access_text(view)}"
+            if not view.access.is_affine or not affine_shape:
+                unproven.append(f"{where}: an index or a dimension is not affine")
+            elif found is not None and not statement.exact:
+                unproven.append(f"{where}: may be out of bounds ({found.example}); the model "
+                                f"over-approximates the block's instances")
+            elif found is not None:
+                violations.append(found)
+    return BoundsReport(tuple(violations), tuple(dict.fromkeys(unproven)), tuple(model.params))
+
+
+def check_in_bounds(func: PrimFunc, strict: bool = False) -> OutOfBounds | str | None:
+    """The first access of `func` out of bounds for every value of the symbolic dims (with
+    constant shapes: at all), or None. With `strict`, an access that cannot be proven in bounds
+    is refused too (returned as its description)."""
+    report = bounds_report(func)
+    if report.always:
+        return report.always[0]
+    if strict and report.unproven:
+        return report.unproven[0]
+    return None
+
+
+class OutOfBoundsError(ValueError):
+    """A function accesses memory out of bounds (or, strictly, may)."""
+
+
+def out_of_bounds_error(func: PrimFunc, found: OutOfBounds | str, where: str) -> ValueError:
+    """The error for `found` (see check_in_bounds), raised at `where` (`Schedule`, `build`)."""
+    if isinstance(found, str):
+        return OutOfBoundsError(f"{where}: function '{func.name}' has an access that cannot be proven "
+                          f"in bounds: {found}. Build with check_bounds='static' to accept it "
+                          f"unchecked.")
+    return OutOfBoundsError(f"{where}: function '{func.name}' accesses memory out of bounds: {found}. "
+                      f"Fix the index or the buffer's shape, or guard the access with "
+                      f"T.where or an if.")
+
+
+def entry_bounds_check(func: PrimFunc):
+    """A function of the parameter values ({Var: int}) that raises KernelArgumentError when
+    some access of `func` would be out of bounds for them, or None when no access depends on
+    them (Halide's checks at entry). Results are cached per distinct values."""
+    report = bounds_report(func)
+    conditional = report.conditional
+    if not conditional:
+        return None
+    checked: set[tuple] = set()
+
+    def check(values: dict[Var, int]) -> None:
+        named = {isl_name(var): value for var, value in values.items()
+                 if isinstance(value, int) and not isinstance(value, bool)}
+        key = tuple(sorted(named.items()))
+        if key in checked:
+            return
+        for violation in conditional:
+            if violation.happens_at(named):
+                given = ", ".join(f"{var.name} = {value}" for var, value in values.items()
+                                  if isl_name(var) in report.params)
+                raise KernelArgumentError(
+                    f"kernel '{func.name}': with {given}, block '{violation.block}' "
+                    f"{violation.what} out of bounds ({violation.example_at(named)}): pass "
+                    f"arrays and values for which every access is in bounds")
+        checked.add(key)
+    return check
