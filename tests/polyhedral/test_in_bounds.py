@@ -1,0 +1,149 @@
+"""Every access proven in bounds (issue 9, item 8): constant shapes at build (and through
+`check_in_bounds`, which Schedule creation calls), symbolic shapes by a condition on the dims
+checked at each kernel call (Halide-style), guarded padding reads accepted, what cannot be
+proven listed and refused only under check_bounds="strict"."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import KernelArgumentError
+from sched.polyhedral.in_bounds import OutOfBoundsError, bounds_report, check_in_bounds
+from sched.script import T
+
+
+@T.prim_func
+def shifted(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("S"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi + 1]
+
+
+def te_shifted():
+    P = te.placeholder((4, 4), name="P")
+    return te.create_prim_func([P, te.compute((4, 4), lambda i, j: P[i, j + 1], name="Q")])
+
+
+def test_a_constant_shape_read_out_of_bounds_is_refused_at_build():
+    found = check_in_bounds(shifted)
+    assert found is not None and "S[vi=7] reads A[8]" in str(found)
+    with pytest.raises(OutOfBoundsError, match=r"block 'S' reads A\[vi \+ 1\] out of bounds: "
+                                                r"S\[vi=7\] reads A\[8\], but A has shape"):
+        sched.build(shifted, target="c")
+    with pytest.raises(OutOfBoundsError, match=r"reads P\[v_i, v_j \+ 1\].*P\[0, 4\]"):
+        sched.build(te_shifted(), target="c")
+
+
+def test_check_bounds_off_builds_anyway():
+    sched.build(te_shifted(), target="c", check_bounds="off")
+
+
+@T.prim_func
+def binding_outside_its_domain(A: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("S"):
+            vi = T.axis.spatial(8, i + 1)
+            A[vi] = T.float32(0)
+
+
+def test_a_binding_outside_its_iteration_domain_is_refused():
+    with pytest.raises(OutOfBoundsError, match="at i=7 the binding of 'vi' is outside its "
+                                                r"domain \[0, 8\)"):
+        sched.build(binding_outside_its_domain, target="c")
+
+
+@T.prim_func
+def padded(A: T.Buffer((8,), "float32"), B: T.Buffer((10,), "float32")):
+    for i in range(10):
+        with T.block("pad"):
+            vi = T.axis.spatial(10, i)
+            B[vi] = T.if_then_else(1 <= vi and vi < 9, A[vi - 1], T.float32(0))
+
+
+@T.prim_func
+def where_guarded(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32")):
+    for io, ii in T.grid(3, 4):
+        with T.block("S"):
+            vi = T.axis.spatial(10, io * 4 + ii)
+            T.where(io * 4 + ii < 10)
+            B[vi] = A[vi]
+
+
+def test_guarded_accesses_are_in_bounds(rng):
+    assert bounds_report(padded).violations == ()
+    assert bounds_report(where_guarded).violations == ()
+    a = rng.standard_normal(8).astype(np.float32)
+    b = np.zeros(10, np.float32)
+    sched.build(padded, target="c")(a, b)
+    np.testing.assert_array_equal(b, np.pad(a, 1))
+
+
+def test_padding_introduced_by_a_schedule_stays_accepted():
+    A = te.placeholder((10,), name="A")
+    func = te.create_prim_func([A, te.compute((10,), lambda i: A[i] * 2.0, name="B")])
+    sch = sched.Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.split(i, factors=[None, 4])                # adds T.where(i_0 * 4 + i_1 < 10)
+    assert check_in_bounds(sch.func) is None
+
+
+@T.prim_func
+def symbolic_shift(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (m,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("S"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi + 1]
+
+
+def test_symbolic_shapes_are_checked_at_each_call(rng):
+    assert check_in_bounds(symbolic_shift) is None           # in bounds when m > n
+    kernel = sched.build(symbolic_shift, target="c")
+    a = rng.standard_normal(9).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a[1:])
+    with pytest.raises(KernelArgumentError, match=r"with m = 8, n = 8, block 'S' reads "
+                                                   r"A\[vi \+ 1\] out of bounds \(S\[vi=7\] "
+                                                   r"reads A\[8\]"):
+        kernel(a[:8].copy(), b)
+
+
+@T.prim_func
+def always_out_for_any_size(a: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    for i in range(n):
+        with T.block("S"):
+            vi = T.axis.spatial(n, i)
+            A[vi] = A[vi + 1]
+
+
+def test_symbolic_shapes_out_of_bounds_for_every_size_are_refused_at_build():
+    with pytest.raises(OutOfBoundsError, match=r"reads A\[vi \+ 1\]"):
+        sched.build(always_out_for_any_size, target="c")
+
+
+@T.prim_func
+def gather(A: T.Buffer((8,), "float32"), index: T.Buffer((8,), "int32"),
+           B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("G"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[index[vi]]
+
+
+def test_an_indirect_index_is_unproven_and_refused_only_when_strict(rng):
+    report = bounds_report(gather)
+    assert report.violations == ()
+    assert any("A[index[vi]]" in u for u in report.unproven)
+    sched.build(gather, target="c")
+    with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
+        sched.build(gather, target="c", check_bounds="strict")
