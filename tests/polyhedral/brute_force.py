@@ -4,12 +4,21 @@ record the elements each touches and when, and compare timestamps.
 The ground truth the isl answers are tested against. It interprets block IR with integer
 indices only (no symbolic dims, no conditions inside blocks) and names statements as the model
 does: `S_<block>` for a body, `I_<block>` for an init.
+
+It defines its own semantics and imports none from `sched.polyhedral` (an oracle that imports
+what it checks agrees with every bug): the only accesses free to move past each other are the
+*accumulator chain of one element*: in a block with reduce iteration variables whose body is
+`X[idx] = X[idx] op value` (or `value op X[idx]`) with `op` associative, the store and that one
+load of `X[idx]` (the same buffer, the same index expressions). Every other access, including
+another read of `X` in `value` (`C[vi + 1] = C[vi + 1] + C[vi] * A[vk]` reads `C[vi]`), makes an
+ordinary dependence.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+from collections import Counter
 from dataclasses import dataclass
 
 from sched.ir import (
@@ -27,7 +36,8 @@ from sched.ir import (
     Var,
     collect,
 )
-from sched.polyhedral.dependences import is_reduction_update
+
+ASSOCIATIVE = ("add", "mul", "min", "max")
 
 OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
        "floordiv": operator.floordiv, "floormod": operator.mod, "min": min, "max": max,
@@ -57,22 +67,46 @@ class Event:
     statement: str
     instance: tuple[int, ...]
     loops: tuple[tuple[str, int], ...]          # (loop name, value), outermost first
-    accesses: tuple[tuple[str, tuple[int, ...], bool], ...]   # buffer, element, is_write
-    is_reduction: bool
+    # (storage, element, is_write, is_accumulator): see the module docstring
+    accesses: tuple[tuple[str, tuple[int, ...], bool, bool], ...]
+
+
+def accumulator_loads(block) -> tuple[BufferStore, BufferLoad] | None:
+    """The update store and its accumulator load when `block` is a reduction update
+    `X[idx] = X[idx] op value` (op associative, a reduce iteration variable), else None."""
+    if not any(iv.kind == "reduce" for iv in block.iter_vars):
+        return None
+    store = block.body
+    if not isinstance(store, BufferStore) or not isinstance(store.value, BinaryOp) \
+            or store.value.op not in ASSOCIATIVE:
+        return None
+    for operand in (store.value.a, store.value.b):
+        if isinstance(operand, BufferLoad) and operand.buffer == store.buffer \
+                and operand.indices == store.indices:
+            return store, operand
+    return None
 
 
 def run(func: PrimFunc) -> list[Event]:
     """Every statement instance of `func` in execution order."""
     events: list[Event] = []
 
-    def accesses_of(stmt: Stmt, env) -> tuple:
+    def accesses_of(stmt: Stmt, env, accumulator=None) -> tuple:
         found = []
         for store in collect(stmt, BufferStore):
-            for load in collect(store.value, BufferLoad):
+            loads = collect(store.value, BufferLoad)
+            chain = accumulator is not None and accumulator[0] is store
+            if chain:      # the accumulator load is one operand (identity, not equality)
+                own = accumulator[1]
+                loads = list(loads)
+                del loads[next(k for k, ld in enumerate(loads) if ld is own)]
+                found.append((own.buffer.storage_name,
+                              tuple(evaluate(i, env) for i in own.indices), False, True))
+            for load in loads:
                 found.append((load.buffer.storage_name,
-                              tuple(evaluate(i, env) for i in load.indices), False))
+                              tuple(evaluate(i, env) for i in load.indices), False, False))
             found.append((store.buffer.storage_name,
-                          tuple(evaluate(i, env) for i in store.indices), True))
+                          tuple(evaluate(i, env) for i in store.indices), True, chain))
         return tuple(found)
 
     def walk(stmt: Stmt, env: dict, loops: tuple) -> None:
@@ -97,9 +131,9 @@ def run(func: PrimFunc) -> list[Event]:
                            for iv, v in zip(block.iter_vars, values) if iv.kind == "reduce")
             if block.init is not None and at_start:
                 events.append(Event(len(events), f"I_{block.name}", values, loops,
-                                    accesses_of(block.init, inner), False))
+                                    accesses_of(block.init, inner)))
             events.append(Event(len(events), f"S_{block.name}", values, loops,
-                                accesses_of(block.body, inner), is_reduction_update(block)))
+                                accesses_of(block.body, inner, accumulator_loads(block))))
         else:
             raise NotImplementedError(type(stmt).__name__)
 
@@ -107,38 +141,44 @@ def run(func: PrimFunc) -> list[Event]:
     return events
 
 
-def dependences(events: list[Event]) -> set[tuple]:
-    """(kind, buffer, source statement, source instance, sink statement, sink instance)."""
-    found = set()
+def _conflicts(events: list[Event]):
+    """(dependence tuple, exempt) for every pair of conflicting accesses, in program order;
+    `exempt` when both are accumulator accesses of one statement."""
     for first, second in itertools.combinations(events, 2):
-        for buffer, element, first_writes in first.accesses:
-            for buffer2, element2, second_writes in second.accesses:
+        for buffer, element, first_writes, first_acc in first.accesses:
+            for buffer2, element2, second_writes, second_acc in second.accesses:
                 if buffer != buffer2 or element != element2:
                     continue
                 if not (first_writes or second_writes):
                     continue
                 kind = ("output" if first_writes and second_writes else
                         "flow" if first_writes else "anti")
-                found.add((kind, buffer, first.statement, first.instance,
-                           second.statement, second.instance))
-    return found
+                exempt = first.statement == second.statement and first_acc and second_acc
+                yield (kind, buffer, first.statement, first.instance,
+                       second.statement, second.instance), exempt
 
 
-def is_reduction_pair(events_by_key: dict, dep: tuple) -> bool:
-    _, _, source, source_instance, sink, _ = dep
-    return source == sink and events_by_key[(source, source_instance)].is_reduction
+def dependences(events: list[Event]) -> set[tuple]:
+    """(kind, buffer, source statement, source instance, sink statement, sink instance): every
+    dependence, the accumulator chains included."""
+    return {dep for dep, _ in _conflicts(events)}
+
+
+def ordinary_dependences(events: list[Event]) -> set[tuple]:
+    """The dependences a reordering must keep: those with at least one pair of accesses that is
+    not an accumulator chain."""
+    return {dep for dep, exempt in _conflicts(events) if not exempt}
 
 
 def order_is_legal(func: PrimFunc, new_func: PrimFunc) -> bool:
-    """Whether every non-reduction dependence of `func` keeps its order in `new_func`."""
+    """Whether every ordinary dependence of `func` keeps its order in `new_func` (and both run
+    the same instances, each once)."""
     old, new = run(func), run(new_func)
-    old_keys = {(e.statement, e.instance): e for e in old}
     new_time = {(e.statement, e.instance): e.time for e in new}
-    if set(old_keys) != set(new_time):
+    if Counter((e.statement, e.instance) for e in old) != \
+            Counter((e.statement, e.instance) for e in new):
         return False
-    for dep in dependences(old):
-        if is_reduction_pair(old_keys, dep):
-            continue
+    for dep in ordinary_dependences(old):
         _, _, source, source_instance, sink, sink_instance = dep
         if new_time[(source, source_instance)] >= new_time[(sink, sink_instance)]:
             return False

@@ -1,6 +1,7 @@
-"""Random small loop nests for the cross-checks: stencils, matmul-like reductions, skewed,
-transposed, `//` and `%` indices, over one or two nests sharing buffers; and random
-rescheduled versions of them (permuted loops, reversed loops, swapped nests)."""
+"""Random small loop nests for the cross-checks: stencils, matmul-like reductions (some reading
+other elements of their own output, `C[x + 1] = C[x + 1] + C[x] * A[k]`), skewed, transposed,
+`//` and `%` indices, over one or two nests sharing buffers; and random rescheduled versions of
+them (permuted loops, reversed loops, swapped nests)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,12 @@ def nest(draw, number: int):
     out_index = (draw(index(spatial)), draw(index(spatial)))
     loads = [draw(st.sampled_from(BUFFERS))[draw(index(everything)), draw(index(everything))]
              for _ in range(draw(st.integers(1, 2)))]
+    if reduce and draw(st.booleans()):
+        # the update reads another element of its own output: `C[x + 1] = C[x + 1] + C[x] * ..`
+        # (an ordinary dependence, not part of the accumulator chain)
+        shift = draw(st.sampled_from([(0, 1), (1, 0), (0, -1), (1, 1)]))
+        other = tuple(i + s if s else i for i, s in zip(out_index, shift))
+        loads[0] = out[other]
     value = loads[0] if len(loads) == 1 else loads[0] + loads[1]
     init = None
     if reduce:
