@@ -224,6 +224,10 @@ class ScheduleBase:
             verify(new_func)
         if new_func is not self._func and kind not in ("parallel", "vectorize", "bind"):
             self._check_concurrent_loops(kind, new_func)
+        if new_func is not self._func and kind != "storage_align":
+            from sched.schedule.memory import check_storage_align
+
+            check_storage_align(new_func, kind)       # a step may change a compacted shape
         if new_func is not self._func:
             self._retire(self._func, new_func, kind)
         self._func = new_func

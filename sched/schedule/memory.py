@@ -19,6 +19,7 @@ import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.dtype import bits
+from sched.ir.functor import collect
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     SCOPES,
@@ -314,7 +315,33 @@ def storage_align(func: PrimFunc, block_name: str, index: int, axis: int, factor
     value = json.dumps(requests + [[index, axis, factor, offset]])
     annotations = tuple((k, v) for k, v in block.annotations if k != DIM_ALIGN)
     new = dataclasses.replace(block, annotations=annotations + ((DIM_ALIGN, value),))
-    return replace(func, realize, dataclasses.replace(realize, block=new))
+    new_func = replace(func, realize, dataclasses.replace(realize, block=new))
+    check_storage_align(new_func, primitive)
+    return new_func
+
+
+def check_storage_align(func: PrimFunc, primitive: str) -> None:
+    """Refuse a function whose storage_align requests the lowering could not meet: the
+    lowering's own passes (plan_buffer_allocation, compact_buffers, then align_storage, which
+    pads each buffer as compacted) run here, so that a request on a symbolic dimension or for
+    a stride no padding reaches fails at the step, not at build. The Schedule checks again
+    after every later step while some request stands (a step can change the compacted
+    shape)."""
+    if not any(DIM_ALIGN in dict(b.annotations) for b in collect(func.body, Block)):
+        return
+    from sched.lower.align_storage import align_storage
+    from sched.lower.compact_buffers import compact_buffers
+    from sched.lower.plan_buffer_allocation import plan_buffer_allocation
+
+    compacted = compact_buffers(plan_buffer_allocation(func))
+    try:
+        align_storage(compacted)
+    except ValueError as error:
+        raise ScheduleError(primitive, f"{error} (the lowering pads each buffer as compacted "
+                            f"to what its users touch); storage_align needs constant "
+                            f"dimensions after the axis, with a stride the padding can reach: "
+                            f"move the cache under compute_at first, or choose another factor "
+                            f"or offset") from None
 
 
 def _int(value, default: int = -(2**62)) -> int:

@@ -100,3 +100,66 @@ def test_cache_read_of_a_guarded_stencil_copies_only_the_buffer(source):
     np.testing.assert_allclose(b, expected, rtol=1e-6)
     _, b = run_c(sch.func, a, np.zeros(16, "float32"))
     np.testing.assert_allclose(b, expected, rtol=1e-6)
+
+
+THREE_D = '''
+@T.prim_func
+def main(A: T.Buffer((2, 4, 6), "float32"), C: T.Buffer((2, 4, 6), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((2, 4, 6), "float32")
+        for i, j, k in T.grid(2, 4, 6):
+            with T.block("B"):
+                vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+                B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2)
+        for i, j, k in T.grid(2, 4, 6):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+                C[vi, vj, vk] = B[vi, vj, vk] + T.float32(1)
+'''
+
+
+def test_storage_align_refuses_a_stride_no_padding_reaches():
+    sch = sched.Schedule(parse(THREE_D))
+    block = sch.get_block("B")
+    sch.storage_align(block, 0, axis=1, factor=4, offset=0)   # pads the last dim to 8
+    with pytest.raises(ScheduleError, match="storage_align: storage_align of 'B': no padding "
+                       "of dimension 1 gives axis 0 a stride 4 \\* n \\+ 1"):
+        sch.storage_align(block, 0, axis=0, factor=4, offset=1)   # 8 * m is never 1 mod 4
+    a = RNG.standard_normal((2, 4, 6)).astype("float32")
+    _, c = run_c(sch.func, a, np.zeros((2, 4, 6), "float32"))
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+
+
+SYMBOLIC_COPY = '''
+@T.prim_func
+def main(a: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, n), "float32")
+    C = T.match_buffer(c, (n, n), "float32")
+    for i, j in T.grid(n, n):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] + T.float32(1)
+'''
+
+
+def test_storage_align_refuses_a_symbolic_dimension_at_the_step():
+    sch = sched.Schedule(parse(SYMBOLIC_COPY))
+    cache = sch.cache_read(sch.get_block("C"), 0, "global")
+    with pytest.raises(ScheduleError, match="symbolic length n"):
+        sch.storage_align(cache, 0, axis=0, factor=16, offset=1)
+
+
+def test_storage_align_of_a_compacted_tile_of_a_symbolic_buffer_is_kept():
+    sch = sched.Schedule(parse(SYMBOLIC_COPY))
+    cache = sch.cache_read(sch.get_block("C"), 0, "global")
+    i, j = sch.get_loops(sch.get_block("C"))
+    i0, _ = sch.split(i, [None, 4])
+    j0, _ = sch.split(j, [None, 4])
+    sch.reorder(i0, j0)
+    sch.compute_at(cache, j0)                   # compacted to a constant 4 x 4 tile
+    sch.storage_align(cache, 0, axis=0, factor=16, offset=1)
+    n = 10
+    a = RNG.standard_normal((n, n)).astype("float32")
+    _, c = run_c(sch.func, a, np.zeros((n, n), "float32"))
+    np.testing.assert_allclose(c, a + 1, rtol=1e-6)
