@@ -44,12 +44,9 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     outer = tuple(outer[p] for p in fixed)
     box = None
     for statement in statements:
-        for view in statement.accesses:
-            wrong_kind = view.is_write if access == "read" else \
-                (not view.is_write if access == "write" else False)
-            if view.buffer.name != buffer or wrong_kind:
-                continue
-            touched = _touched_per_outer_iteration(model, statement, view.relation, fixed)
+        relation = statement.accesses_of(buffer, access)
+        if relation is not None:
+            touched = _touched_per_outer_iteration(model, statement, relation, fixed)
             box = touched if box is None else box.union(touched)
     if box is None:
         raise ValueError(f"block {block!r} does not access buffer {buffer!r}")
@@ -68,8 +65,8 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
 
 def _touched_per_outer_iteration(model, statement, relation: isl.Map,
                                  fixed: list[int]) -> isl.Set:
-    """Elements accessed (`relation`, in the buffer's own dimensions), as a set parametric in the loops of `statement` at positions `fixed`
-    (the other loops vary)."""
+    """Elements accessed (`relation`, in the buffer's own dimensions), as a set parametric in
+    the loops of `statement` at positions `fixed` (the other loops vary)."""
     params = ", ".join(model.params)
     loop_names = statement.loop_names()
     constraints = " and ".join(statement.constraints) or "true"

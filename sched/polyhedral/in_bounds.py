@@ -217,12 +217,12 @@ class OutOfBoundsError(ValueError):
 def out_of_bounds_error(func: PrimFunc, found: OutOfBounds | str, where: str) -> ValueError:
     """The error for `found` (see check_in_bounds), raised at `where` (`Schedule`, `build`)."""
     if isinstance(found, str):
-        return OutOfBoundsError(f"{where}: function '{func.name}' has an access that cannot be proven "
-                          f"in bounds: {found}. Build with check_bounds='static' to accept it "
-                          f"unchecked.")
-    return OutOfBoundsError(f"{where}: function '{func.name}' accesses memory out of bounds: {found}. "
-                      f"Fix the index or the buffer's shape, or guard the access with "
-                      f"T.where or an if.")
+        return OutOfBoundsError(f"{where}: function '{func.name}' has an access that cannot be "
+                                f"proven in bounds: {found}. Build with check_bounds='static' "
+                                f"to accept it unchecked.")
+    return OutOfBoundsError(f"{where}: function '{func.name}' accesses memory out of bounds: "
+                            f"{found}. Fix the index or the buffer's shape, or guard the access "
+                            f"with T.where or an if.")
 
 
 def entry_bounds_check(func: PrimFunc):

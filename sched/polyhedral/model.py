@@ -155,6 +155,17 @@ class Statement:
         """The constraints with the loops quantified: which instances run."""
         return _exists(self.loop_names(), self.constraints)
 
+    def accesses_of(self, buffer_name: str, kind: str = "any") -> isl.Map | None:
+        """The statement's accesses to the buffer (view) named `buffer_name`, in its own
+        dimensions (`kind`: "read", "write" or "any"), or None if it has none. Use this, not a
+        tuple name, to find one buffer's accesses."""
+        found = None
+        for view in self.accesses:
+            if view.buffer.name != buffer_name or kind == ("read" if view.is_write else "write"):
+                continue
+            found = view.relation if found is None else found.union(view.relation)
+        return found
+
 
 class _Walker:
     """Collects statements, with their constraints and time vectors, from a function body."""
@@ -383,12 +394,17 @@ class _Relations:
 
     def relation(self, statement: Statement, access: Access, tuple_name: str,
                  elements: list[str], constraints: list[str]) -> isl.Map:
-        quantified = statement.loop_names() + list(access.bound_loops)
-        body = (statement.constraints + list(access.loop_bounds) + list(access.guards)
-                + constraints)
+        """`S[...] -> tuple_name[elements]` under the statement's domain and the access's own
+        loops and guards. An access in a nested block may use the enclosing loops (through
+        the outer block's variables): then the statement's constraints are quantified here."""
+        body = list(access.loop_bounds) + list(access.guards) + constraints
+        quantified = list(access.bound_loops)
+        if statement.env:
+            quantified += statement.loop_names()
+            body = statement.constraints + body
         text = (f"{self.params} {{ {statement.instance()} -> {tuple_name}"
                 f"[{', '.join(elements)}] : {_exists(quantified, body)} }}")
-        return isl.Map(text).intersect_params(self.positive)
+        return isl.Map(text).intersect_domain(statement.domain)
 
     def of(self, statement: Statement) -> tuple[isl.UnionMap, isl.UnionMap]:
         body = statement.block.init if statement.is_init else statement.block.body
@@ -453,16 +469,7 @@ def build_model(func: PrimFunc) -> PolyModel:
 
 
 def _schedule(statement: Statement, param_text: str) -> isl.Map:
-    """`{ S[...] -> [2, i, 1] }`: each time entry a constant or a loop's value."""
-    loop_names = set(statement.loop_names())
-    entries, equalities = [], []
-    for position, entry in enumerate(statement.time):
-        if entry in loop_names:
-            name = names.local("t", position)
-            entries.append(name)
-            equalities.append(f"{name} = {entry}")
-        else:
-            entries.append(entry)
-    body = _exists(statement.loop_names(), statement.constraints + equalities)
-    return isl.Map(f"{param_text} {{ {statement.instance()} -> [{', '.join(entries)}] : "
-                   f"{body} }}")
+    """`{ S[...] -> [2, i, 1] : ... }`: each time entry a constant or a loop's value (the loops
+    are the map's output dimensions, named as in the constraints)."""
+    return isl.Map(f"{param_text} {{ {statement.instance()} -> [{', '.join(statement.time)}] : "
+                   f"{' and '.join(statement.constraints) or 'true'} }}")
