@@ -68,3 +68,10 @@ class ScheduleError(ValueError):
             if alternatives:
                 lines += ["", "legal alternatives:"] + [f"    {a}" for a in alternatives]
         super().__init__("\n".join(lines))
+
+
+class ConservativeAnalysisWarning(UserWarning):
+    """A schedule step was accepted on an analysis that over-approximates the function (an
+    index, binding, bound or predicate isl cannot represent exactly): the step is legal for
+    every value in the over-approximation, so it is sound, but sched may refuse steps that are
+    in fact legal. The note says what was over-approximated; `sch.notes` lists them all."""

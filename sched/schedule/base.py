@@ -22,8 +22,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
+import warnings
 
-from sched.errors import ScheduleError
+import islpy as isl
+
+from sched.errors import ConservativeAnalysisWarning, ScheduleError
 from sched.ir.nodes import PrimFunc
 from sched.ir.verify import verify
 from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquify_loop_names
@@ -106,6 +109,9 @@ class ScheduleBase:
         self._identity = next(_IDENTITIES)
         self._serial = itertools.count()
         self._lineage: dict[int, float] = {self._identity: float("inf")}
+        # what the analysis over-approximated in the functions steps were judged on (each
+        # also a ConservativeAnalysisWarning when first met): accepted steps are sound, not
+        # necessarily all the legal ones
         self.notes: list[str] = []
         # the place for whole-function checks at the start (issue 9: bounds of every access)
         self._check_function(self._func)
@@ -205,6 +211,26 @@ class ScheduleBase:
                 self._generation[key] = self._generation.get(key, 0) + 1
                 self._replaced[key] = f"{step} removed it"
 
+    def _add_notes(self, kind: str, funcs) -> None:
+        """Add to `notes` what the analysis over-approximated in `funcs` (the function a step
+        was judged on and its result), warning once per new note: the step was accepted on a
+        conservative model."""
+        from sched.polyhedral.dependences import model_and_dependences
+
+        new = []
+        for func in funcs:
+            try:
+                notes = model_and_dependences(func)[0].notes
+            except (ValueError, isl.Error):       # no model: the step's own checks decided
+                continue
+            for note in notes:
+                if note not in self.notes and note not in new:
+                    new.append(note)
+        self.notes.extend(new)
+        for note in new:
+            warnings.warn(f"{kind}: accepted on a conservative analysis: {note}",
+                          ConservativeAnalysisWarning, stacklevel=4)
+
     def _check_concurrent_loops(self, kind: str, new_func: PrimFunc) -> None:
         """A step must not put a dependence under a loop that runs its iterations at once."""
         from sched.polyhedral.legality import check_concurrent_loops, schedule_error
@@ -230,6 +256,7 @@ class ScheduleBase:
             check_storage_align(new_func, kind)       # a step may change a compacted shape
         if new_func is not self._func:
             self._retire(self._func, new_func, kind)
+            self._add_notes(kind, (self._func, new_func))
         self._func = new_func
         for handle in outputs:
             if isinstance(handle, LoopRV | BlockRV):
