@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sched.ir.dtype import DTYPES
+from sched.ir.functor import collect
 from sched.ir.nodes import (
     THREAD_TAGS,
     TRUE,
@@ -332,7 +333,9 @@ class StmtParser(ExprParser):
             if top_level and parts.name == "root":
                 inferred: tuple = ((), ())
             else:
-                inferred = infer_block_regions(body, parts.init, iter_vars, allocs)
+                # a T.decl_buffer in the block allocates a buffer of its own, not a region
+                local = tuple(a.buffer for a in collect(body, Allocate) if a.buffer.data is None)
+                inferred = infer_block_regions(body, parts.init, iter_vars, allocs + local)
             parts.reads = inferred[0] if parts.reads is None else parts.reads
             parts.writes = inferred[1] if parts.writes is None else parts.writes
         block = Block(parts.name, iter_vars, parts.reads, parts.writes, body, parts.init,

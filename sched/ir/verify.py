@@ -6,8 +6,8 @@ It checks what every pass and primitive relies on:
   `Allocate`, or a view (`data=`) of one of those;
 - block isolation: a block's body and init use only its iteration variables, the function's
   symbolic dims and scalars, and variables bound inside the block; they load only buffers in the
-  block's reads, writes or allocations (its bindings and predicate too), and store only to its
-  writes or allocations; the iteration values match the iteration variables one to one; block names are unique;
+  block's reads, writes or allocations (its `T.alloc_buffer`s and the `T.decl_buffer`s in its
+  body; its bindings and predicate too), and store only to its writes or allocations; the iteration values match the iteration variables one to one; block names are unique;
 - types: operands of one dtype, integer indices and loop bounds, boolean conditions, stored values
   of the buffer's dtype, one index per dimension (a view is one-dimensional).
 
@@ -55,6 +55,8 @@ class _Verifier(IRVisitor):
         self.buffers: list[set[str]] = [set()]
         self.block_names: set[str] = set()
         self.blocks: list[tuple[Block, set[Var]]] = []   # enclosing blocks, vars visible in each
+        # buffers a T.decl_buffer (Allocate) declares inside the current block: its own
+        self.local_buffers: list[set[str]] = [set()]
         for param in func.params:
             if isinstance(param, Var):
                 self._define(param)
@@ -106,6 +108,7 @@ class _Verifier(IRVisitor):
                 allowed |= {r.buffer.name for r in block.reads}
             for enclosing, _ in self.blocks:
                 allowed |= {b.name for b in enclosing.alloc_buffers}
+            allowed |= self.local_buffers[-1]
             if buffer.name not in allowed:
                 kind = "T.reads" if access == "loaded" else "T.writes"
                 self.fail(f"buffer '{buffer.name}' is {access} but not declared in the "
@@ -204,7 +207,9 @@ class _Verifier(IRVisitor):
 
         def body():
             self._define_buffer(node.buffer)
+            self.local_buffers[-1].add(node.buffer.name)
             self.visit(node.body)
+            self.local_buffers[-1].discard(node.buffer.name)
         self._scoped(body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> None:
@@ -233,6 +238,7 @@ class _Verifier(IRVisitor):
             self.visit(iter_var.dom.min)
             self.visit(iter_var.dom.extent)
         self.blocks.append((block, set(self._function_vars)))
+        self.local_buffers.append(set())
         for iter_var in block.iter_vars:
             self._define(iter_var.var)
         for buffer in block.alloc_buffers:
@@ -246,6 +252,7 @@ class _Verifier(IRVisitor):
             self.visit(block.init)
         self.visit(block.body)
         self.blocks.pop()
+        self.local_buffers.pop()
 
     def run(self, func: PrimFunc) -> list[str]:
         self._function_vars = set(self.defined)

@@ -50,6 +50,7 @@ from sched.schedule.scope import (
     add_allocation,
     block_names,
     blocks_accessing,
+    check_one_view,
     replace_buffer,
     scope_of,
     splice,
@@ -125,6 +126,8 @@ def _region(func: PrimFunc, block: str, buffer: Buffer, access: str) -> tuple[Ra
         region = buffer_region(func, block, buffer.name, None, access)
     except ValueError:
         return tuple(Range(const(0, dim.dtype), dim) for dim in buffer.shape)
+    if len(region) != buffer.ndim:               # accessed through views of another rank
+        return tuple(Range(const(0, dim.dtype), dim) for dim in buffer.shape)
     return tuple(_clip(r, dim) for r, dim in zip(region, buffer.shape))
 
 
@@ -156,7 +159,8 @@ def cache_read(func: PrimFunc, block_name: str, index: int, storage_scope: str
     buffer = _check_index(index, realize.block.reads, realize.block, primitive,
                           "read_buffer_index", "reads")
     _check_scope(storage_scope, primitive, 3)
-    if any(r.buffer == buffer for r in realize.block.writes):
+    check_one_view(realize.block, buffer, primitive)
+    if any(r.buffer.storage_name == buffer.storage_name for r in realize.block.writes):
         raise ScheduleError(primitive, f"block {block_name!r} writes {buffer.name!r} as well as "
                             f"reading it; a read cache would not see its writes: use "
                             f"sch.cache_write({block_name}, ...) instead")
@@ -182,6 +186,7 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
     buffer = _check_index(index, realize.block.writes, realize.block, primitive,
                           "write_buffer_index", "writes")
     _check_scope(storage_scope, primitive, 3)
+    check_one_view(realize.block, buffer, primitive)
     writers = [b.name for b in blocks_accessing(func.body, buffer, "write")
                if b.name != block_name]
     if writers:

@@ -107,10 +107,32 @@ def block_names(func: PrimFunc) -> set[str]:
 
 
 def blocks_accessing(stmt: Stmt, buffer: Buffer, access: str) -> list[Block]:
-    """The blocks in `stmt` that declare `buffer` in their reads ("read"), writes ("write")."""
+    """The blocks in `stmt` that declare `buffer`'s storage (through it or any view of the same
+    storage) in their reads ("read") or writes ("write")."""
     regions = (lambda b: b.reads) if access == "read" else (lambda b: b.writes)
     return [block for block in collect(stmt, Block)
-            if any(r.buffer == buffer for r in regions(block))]
+            if any(r.buffer.storage_name == buffer.storage_name for r in regions(block))]
+
+
+def check_one_view(block: Block, buffer: Buffer, primitive: str) -> None:
+    """Refuse a block that accesses `buffer`'s storage through another buffer too (a view,
+    `T.Buffer(..., data=A.data)`), or that declares `buffer` itself (`T.decl_buffer` in its
+    body): a cache of `buffer` would miss those accesses or could not name it outside."""
+    from sched.ir.nodes import BufferLoad, BufferRegion, BufferStore
+
+    others = {node.buffer.name for kind in (BufferLoad, BufferStore, BufferRegion)
+              for node in collect(block, kind)
+              if node.buffer.storage_name == buffer.storage_name and node.buffer != buffer}
+    if others:
+        raise ScheduleError(primitive, f"block {block.name!r} accesses the storage of "
+                            f"{buffer.name!r} through {', '.join(sorted(others))} too (views "
+                            f"of one storage); {primitive} caches one buffer: make the block "
+                            f"access it through one of them")
+    if any(a.buffer == buffer for a in collect(block.body, Allocate)):
+        raise ScheduleError(primitive, f"{buffer.name!r} is declared inside block "
+                            f"{block.name!r} (T.decl_buffer), where a cache stage outside it "
+                            f"cannot name it; declare the view at the function's start "
+                            f"({buffer.name} = T.Buffer(..., data=...)) to cache it")
 
 
 def conjuncts(predicate: Expr) -> list[Expr]:
