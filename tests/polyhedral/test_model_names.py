@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import sched
 from sched.errors import ScheduleError
@@ -92,3 +94,47 @@ def test_the_naming_rules():
     assert statement_tuple("C") == "S_C" and statement_tuple("C", True) == "I_C"
     assert buffer_tuple("A") == "B_A"
     assert escape("a.b") != escape("a_b")
+
+
+def _scan(block: str, loop: str, iter_var: str, buffer: str, param: str):
+    """`for <loop> in [1, n): block <block> (<iter_var> = <loop>) { X[v] = X[v - 1] + 1 }`
+    with a symbolic size named `param`, every name as given."""
+    from sched.ir import (
+        TRUE,
+        Block,
+        BlockRealize,
+        Buffer,
+        BufferStore,
+        For,
+        IntImm,
+        IterVar,
+        PrimFunc,
+        Range,
+        Var,
+    )
+    from sched.ir.regions import infer_block_regions
+
+    n = Var(param)
+    X = Buffer(buffer, (n,))
+    v, i = Var(iter_var), Var(loop)
+    body = BufferStore(X, X[v - 1] + 1.0, (v,))
+    iv = IterVar(v, Range(IntImm(1), n - 1))
+    reads, writes = infer_block_regions(body, None, (iv,))
+    realize = BlockRealize((i,), TRUE, Block(block, (iv,), reads, writes, body))
+    root = Block("root", (), (), (), For(i, IntImm(1), n - 1, "serial", realize))
+    return PrimFunc("f", (X,), BlockRealize((), TRUE, root))
+
+
+names_strategy = st.text(min_size=1, max_size=6).filter(lambda s: "\x00" not in s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(block=names_strategy, loop=names_strategy, iter_var=names_strategy,
+       buffer=names_strategy, param=names_strategy)
+def test_any_names_give_the_same_model(block, loop, iter_var, buffer, param):
+    assume(len({loop, iter_var, param}) == 3)
+    func = _scan(block, loop, iter_var, buffer, param)
+    (dep,) = [d for d in dependences(func) if d.kind == "flow"]
+    assert dep.source.block.name == block and dep.buffer == buffer
+    assert dep.distance == (1,)
+    assert check_parallel(func, block, loop) is not None
