@@ -7,7 +7,8 @@ It checks what every pass and primitive relies on:
 - block isolation: a block's body and init use only its iteration variables, the function's
   symbolic dims and scalars, and variables bound inside the block; they load only buffers in the
   block's reads, writes or allocations (its `T.alloc_buffer`s and the `T.decl_buffer`s in its
-  body; its bindings and predicate too), and store only to its writes or allocations; the iteration values match the iteration variables one to one; block names are unique;
+  body; its bindings and predicate too), and store only to its writes or allocations; the
+  iteration values match the iteration variables one to one; block names are unique;
 - types: operands of one dtype, integer indices and loop bounds, boolean conditions, stored values
   of the buffer's dtype, one index per dimension (a view is one-dimensional).
 

@@ -76,3 +76,42 @@ def test_mixed_int_widths_promote_to_the_wider():
     assert binary("add", IntImm(3), n).a == IntImm(3, "int64")
     with pytest.raises(TypeError, match="cast one operand first"):
         binary("add", i, Var("x", "float32"))
+
+
+SYMBOLIC_SOURCE = '''
+@T.prim_func
+def main(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, T.int64(12)), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i, k in T.grid(n, T.int64(12)):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk] * T.float32(2)
+'''
+
+SYMBOLIC_SCHEDULES = {
+    "split": lambda s: s.split(s.get_loops(s.get_block("B"))[0], [None, 4]),
+    "fuse": lambda s: s.fuse(*s.get_loops(s.get_block("B"))),
+    "rfactor": lambda s: s.rfactor(_split_k(s)[1], 0),
+    "cache_read": lambda s: s.cache_read(s.get_block("B"), 1, "global"),
+    "cache_write": lambda s: s.cache_write(s.get_block("B"), 0, "global"),
+    "decompose_reduction": lambda s: s.decompose_reduction(s.get_block("B"),
+                                                           s.get_loops(s.get_block("B"))[0]),
+    "tile_and_cache": lambda s: s.compute_at(
+        s.cache_read(s.get_block("B"), 1, "local"),
+        s.split(s.get_loops(s.get_block("B"))[0], [None, 4])[0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_SCHEDULES))
+def test_int64_symbolic_dims_schedule_and_run(name):
+    sch = sched.Schedule(parse(SYMBOLIC_SOURCE))
+    SYMBOLIC_SCHEDULES[name](sch)
+    verify(sch.func)
+    assert parse(sch.func.script()) == sch.func
+    a = np.random.default_rng(1).standard_normal((10, 12)).astype("float32")
+    _, b = run_c(sch.func, a, np.zeros(10, "float32"))
+    np.testing.assert_allclose(b, (a * 2).sum(axis=1), rtol=1e-5)
