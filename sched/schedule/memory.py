@@ -82,9 +82,10 @@ def _check_index(index, regions: tuple[BufferRegion, ...], block: Block, primiti
 
 
 def _copy_nest(func: PrimFunc, name: str, source: Buffer, target: Buffer,
-               region: tuple[Range, ...]) -> Stmt:
-    """`for ax0, ax1...: target[v0, v1...] = source[v0, v1...]` over `region`."""
-    taken = taken_names(func)
+               region: tuple[Range, ...], taken: set[str] | None = None) -> Stmt:
+    """`for ax0, ax1...: target[v0, v1...] = source[v0, v1...]` over `region`, its variables
+    named apart from every name of `func` (and from `taken`, which they join)."""
+    taken = taken_names(func) if taken is None else taken
     loops = [Var(fresh(f"ax{d}", taken), _index_dtype(r, dim))
              for d, (r, dim) in enumerate(zip(region, source.shape))]
     iter_vars = tuple(IterVar(Var(fresh(f"v{d}", taken), dim.dtype),
@@ -200,15 +201,22 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
         raise ScheduleError(primitive, f"block(s) {', '.join(readers)} read {buffer.name!r} in "
                             f"the loop nest of block {block_name!r}, before the cache would be "
                             f"written back; cache before placing them there (compute_at)")
-    _check_reads_own_writes(func, block_name, buffer, scope)
     cache = _cache_buffer(func, buffer, storage_scope)
-    name = fresh(cache.name, block_names(func))
+    blocks = block_names(func)
+    name = fresh(cache.name, blocks)
+    taken = taken_names(func) | {cache.name}
     region = _region(func, block_name, buffer, "write")
-    write_back = _copy_nest(func, name, cache, buffer, region)
+    write_back = _copy_nest(func, name, cache, buffer, region, taken)
     producer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
+    stages = [replace_in(scope.top, realize, producer), write_back]
+    if _reads_unwritten(func, block_name, buffer, scope):
+        # the block reads values of the buffer it has not written (a scan, an in-place
+        # update, an init reading the old value): the cache starts as a copy of them
+        fill = fresh(f"{cache.name}_fill", blocks)
+        stages.insert(0, _copy_nest(func, fill, buffer, cache,
+                                    _region(func, block_name, buffer, "read"), taken))
     new_func = add_allocation(func, scope.realize, cache)
-    new_func = splice(new_func, scope.top,
-                      [replace_in(scope.top, realize, producer), write_back])
+    new_func = splice(new_func, scope.top, stages)
     _check_written(new_func, block_name, name, region)
     return new_func, name
 
@@ -225,38 +233,23 @@ def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
     return kept
 
 
-def _check_reads_own_writes(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> None:
-    """Refuse a cache_write of a block that reads an element of `buffer` it has not itself
-    written before (a scan, an in-place update, an init reading the old value): the cache
-    starts uninitialised, so that read would see garbage instead of the buffer's value."""
+def _reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> bool:
+    """Whether the block may read an element of `buffer` it has not itself written before, in
+    the cache's scope (isl flow analysis: reads with no earlier write of the block as their
+    source). Where the analysis over-approximates, or the cache lives in a block other than
+    the root (its instances would each need their own analysis), any read counts."""
     model = build_model(func)
-    statements = model.statements_of_block(block_name)
     reads = writes = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
-    for statement in statements:
+    for statement in model.statements_of_block(block_name):
         reads = reads.union(_on_buffer(statement.reads, buffer))
         writes = writes.union(_on_buffer(statement.writes, buffer))
     if reads.is_empty():
-        return
-    fix = (f"cache_write only serves a block whose reads of {buffer.name!r} see its own earlier "
-           f"writes (a reduction with its init); cache_read the buffer first, or write the "
-           f"result to a new buffer")
+        return False
     if not model.is_exact or scope.realize.block.name != "root":
-        why = ("the analysis over-approximates this function (" + "; ".join(model.notes) + ")"
-               if not model.is_exact else "the cache would live in block "
-               f"{scope.realize.block.name!r}, not the root")
-        raise ScheduleError("cache_write", f"block {block_name!r} reads {buffer.name!r}, which "
-                            f"it writes, and {why}: sched cannot prove it reads only elements "
-                            f"it wrote before; {fix}")
+        return True
     flow = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes) \
         .set_schedule_map(model.schedule).compute_flow()
-    unwritten = flow.get_may_no_source()
-    if not unwritten.is_empty():
-        example = isl.UnionMap.from_map(unwritten.sample()) if hasattr(unwritten, "sample") \
-            else unwritten
-        raise ScheduleError("cache_write", f"block {block_name!r} reads elements of "
-                            f"{buffer.name!r} it has not written before (e.g. {example}): "
-                            f"through the cache it would read uninitialised values instead of "
-                            f"those of {buffer.name!r}; {fix}")
+    return not flow.get_may_no_source().is_empty()
 
 
 def _check_written(func: PrimFunc, block_name: str, copy_name: str, region) -> None:
@@ -420,6 +413,10 @@ class MemoryPrimitives(ScheduleBase):
         Requires: `block` is the only block that writes the buffer (so cache before
         decompose_reduction); no other block reads it inside the loop nest that holds `block`;
         `block` writes the whole box it writes in (else the copy would write garbage).
+        Where `block` reads values of the buffer it has not written itself (a scan, an
+        in-place update, an init that reads the old value), a copy block
+        `<buffer>_<scope>_fill` first copies the box it reads into the cache (isl decides;
+        a reduction with its init needs none).
 
         Arguments: `block` a block handle; `write_buffer_index` an index into its writes
         (`T.writes`); `storage_scope` one of "global", "shared", "local".

@@ -1,6 +1,7 @@
 """The cache primitives never read uninitialised memory or outside a buffer (issue 9): a
-cache_write of a block that reads what it writes (item 16) and a cache_read of a guarded
-stencil (item 17)."""
+cache_write of a block that reads what it writes fills the cache first (item 16), a cache_read
+of a guarded stencil copies only the buffer (item 17), storage_align is checked at the step
+(item 26)."""
 
 from __future__ import annotations
 
@@ -47,19 +48,41 @@ def main(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
 REDUCTION = INIT_READS_OLD_VALUE.replace("C[vi] = C[vi] * T.float32(2)", "C[vi] = T.float32(0)")
 
 
-@pytest.mark.parametrize("source", [SCAN, IN_PLACE, INIT_READS_OLD_VALUE],
-                         ids=["scan", "in-place", "init-reads-old-value"])
-def test_cache_write_refuses_a_block_reading_values_it_did_not_write(source):
+def _scan(a, c):
+    c = c.copy()
+    for i in range(15):
+        c[i + 1] = c[i] + a[i + 1]
+    return c
+
+
+def _init_reads_old_value(a, c):
+    return c * 2 + a.sum(axis=1)
+
+
+@pytest.mark.parametrize("source, shape, expected", [
+    (SCAN, (16,), _scan),
+    (IN_PLACE, (16,), lambda a, c: c + a),
+    (INIT_READS_OLD_VALUE, (16, 4), _init_reads_old_value),
+], ids=["scan", "in-place", "init-reads-old-value"])
+@pytest.mark.parametrize("scope", ["global", "local"])
+def test_cache_write_of_a_block_reading_old_values_fills_the_cache_first(source, shape,
+                                                                        expected, scope):
     sch = sched.Schedule(parse(source))
-    with pytest.raises(ScheduleError, match="reads elements of 'C' it has not written before.*"
-                       "cache_read the buffer first"):
-        sch.cache_write(sch.get_block("C"), 0, "local")
-    assert len(sch.trace) == 1                 # get_block only
+    sch.cache_write(sch.get_block("C"), 0, scope)
+    assert f'T.block("C_{scope}_fill")' in sch.func.script()
+    a = RNG.standard_normal(shape).astype("float32")
+    c = RNG.standard_normal(16).astype("float32")
+    _, out = run_c(sch.func, a, c)
+    np.testing.assert_allclose(out, expected(a, c), rtol=1e-5, atol=1e-6)
+    out = c.copy()
+    interpret(sch.func, a.copy(), out)
+    np.testing.assert_allclose(out, expected(a, c), rtol=1e-5, atol=1e-6)
 
 
-def test_cache_write_of_a_reduction_with_its_init_is_kept():
+def test_cache_write_of_a_reduction_with_its_init_needs_no_fill():
     sch = sched.Schedule(parse(REDUCTION))
     sch.cache_write(sch.get_block("C"), 0, "local")
+    assert "_fill" not in sch.func.script()
     a = RNG.standard_normal((16, 4)).astype("float32")
     _, c = run_c(sch.func, a, np.full(16, 7, "float32"))
     np.testing.assert_allclose(c, a.sum(axis=1), rtol=1e-5)
