@@ -20,6 +20,7 @@ says which handles replaced it).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import random
 import warnings
@@ -34,6 +35,17 @@ from sched.schedule.trace import RV, Instruction, Trace
 
 
 _IDENTITIES = itertools.count()      # one identity per Schedule (and per copy)
+
+
+def _analysis_calls() -> int | None:
+    """How many times the dependence analysis was asked so far (None if it cannot say): a step
+    that asked was judged on it."""
+    module = importlib.import_module("sched.polyhedral.dependences")
+    info = getattr(getattr(module, "_dependences", None), "cache_info", None)
+    if info is None:
+        return None
+    found = info()
+    return found.hits + found.misses
 
 
 class BlockRV:
@@ -113,6 +125,7 @@ class ScheduleBase:
         # also a ConservativeAnalysisWarning when first met): accepted steps are sound, not
         # necessarily all the legal ones
         self.notes: list[str] = []
+        self._analysis_calls = _analysis_calls()
         # the place for whole-function checks at the start (issue 9: bounds of every access)
         self._check_function(self._func)
 
@@ -138,6 +151,7 @@ class ScheduleBase:
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())
         other.notes = list(self.notes)
+        other._analysis_calls = _analysis_calls()
         # the copy accepts the handles made so far (here or on a schedule this one accepts)
         other._identity = next(_IDENTITIES)
         other._serial = itertools.count()
@@ -213,8 +227,8 @@ class ScheduleBase:
 
     def _add_notes(self, kind: str, funcs) -> None:
         """Add to `notes` what the analysis over-approximated in `funcs` (the function a step
-        was judged on and its result), warning once per new note: the step was accepted on a
-        conservative model."""
+        was judged on), warning once per new note: the step was accepted on a conservative
+        model."""
         from sched.polyhedral.dependences import model_and_dependences
 
         new = []
@@ -256,7 +270,12 @@ class ScheduleBase:
             check_storage_align(new_func, kind)       # a step may change a compacted shape
         if new_func is not self._func:
             self._retire(self._func, new_func, kind)
-            self._add_notes(kind, (self._func, new_func))
+            # a step that consulted the analysis was judged on the model of the function
+            # before it (cached by that check); the new function's notes come with the next
+            calls = _analysis_calls()
+            if calls is None or calls != self._analysis_calls:
+                self._add_notes(kind, (self._func,))
+        self._analysis_calls = _analysis_calls()
         self._func = new_func
         for handle in outputs:
             if isinstance(handle, LoopRV | BlockRV):
