@@ -25,6 +25,7 @@ from sched.ir.nodes import (
     Block,
     BlockRealize,
     Buffer,
+    BufferLoad,
     BufferRegion,
     BufferStore,
     Expr,
@@ -336,7 +337,9 @@ class StmtParser(ExprParser):
                 # a T.decl_buffer in the block allocates a buffer of its own, not a region
                 local = tuple(a.buffer for a in collect(body, Allocate) if a.buffer.data is None)
                 inferred = infer_block_regions(body, parts.init, iter_vars, allocs + local)
-            parts.reads = inferred[0] if parts.reads is None else parts.reads
+            if parts.reads is None:
+                parts.reads = _with_header_loads(inferred[0], [*parts.iter_values,
+                                                               parts.predicate])
             parts.writes = inferred[1] if parts.writes is None else parts.writes
         block = Block(parts.name, iter_vars, parts.reads, parts.writes, body, parts.init,
                       allocs, parts.annotations or ())
@@ -436,3 +439,18 @@ class StmtParser(ExprParser):
 
     def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
         pass
+
+
+def _with_header_loads(reads: tuple, exprs: list) -> tuple:
+    """Inferred `reads` with the whole of each buffer the bindings and predicate load (they are
+    in loop variables, which a block's regions cannot name): what decides the block's
+    instances is read by the block."""
+    loaded: dict[str, Buffer] = {}
+    for expr in exprs:
+        if expr is not None:
+            loaded.update({load.buffer.name: load.buffer for load in collect(expr, BufferLoad)})
+    if not loaded:
+        return reads
+    kept = [r for r in reads if r.buffer.name not in loaded]
+    return tuple(kept + [BufferRegion(b, tuple(Range(const(0, d.dtype), d) for d in b.shape))
+                         for b in loaded.values()])

@@ -150,3 +150,25 @@ def test_cache_copy_blocks_take_fresh_variable_names(source, primitive):
     a = RNG.standard_normal((n, 8)).astype("float32")
     _, b = run_c(sch.func, a, np.zeros((n, 8), "float32"))
     np.testing.assert_allclose(b, a + 1)
+
+
+PREDICATE_READS_PARAMETER = '''
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("D"):
+            vi = T.axis.spatial(16, i)
+            T.where(A[i] > T.float32(0))
+            D[vi] = A[vi] + T.float32(1)
+'''
+
+
+def test_a_predicate_reading_a_parameter_is_a_read_of_its_block():
+    func = parse(PREDICATE_READS_PARAMETER)
+    realize = func.body.block.body.body
+    assert [r.buffer.name for r in realize.block.reads] == ["A"]
+    assert parse(func.script()) == func
+    sch = sched.Schedule(func)
+    a = RNG.standard_normal(16).astype("float32")
+    _, d = run_c(sch.func, a, np.zeros(16, "float32"))
+    np.testing.assert_allclose(d, np.where(a > 0, a + 1, 0))
