@@ -51,6 +51,7 @@ class Access:
     loop_bounds: tuple[str, ...]          # their bounds, isl constraints
     guards: tuple[str, ...]               # affine conditions it happens under
     is_write: bool
+    guards_exact: bool = True             # False under a condition isl cannot represent
 
     @property
     def index_texts(self) -> tuple[str | None, ...]:
@@ -91,6 +92,7 @@ class _AccessCollector(IRVisitor):
         self.loops: list[str] = []
         self.bounds: list[str] = []
         self.guards: list[str] = []
+        self.dropped = 0                  # conditions left out around the current node
         self.env: dict = dict(env)
         self.accesses: list[Access] = []
 
@@ -101,7 +103,7 @@ class _AccessCollector(IRVisitor):
                 self.note(f"an index of '{buffer.name}' ({original.script()}) is not affine; "
                           f"the whole dimension is assumed to be accessed")
         self.accesses.append(Access(buffer, substituted, tuple(self.loops), tuple(self.bounds),
-                                    tuple(self.guards), is_write))
+                                    tuple(self.guards), is_write, self.dropped == 0))
 
     def _condition(self, condition: Expr) -> str | None:
         return to_isl_condition(substitute(condition, self.env))
@@ -110,9 +112,13 @@ class _AccessCollector(IRVisitor):
         """Visit under the condition `text` (None: a condition isl cannot represent, dropped)."""
         if text is not None:
             self.guards.append(text)
+        else:
+            self.dropped += 1
         visit()
         if text is not None:
             self.guards.pop()
+        else:
+            self.dropped -= 1
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self._record(node.buffer, node.indices, False)
@@ -150,7 +156,9 @@ class _AccessCollector(IRVisitor):
                 bounds.append(f"{name} < {lo} + {extent}")
         self.loops.append(name)
         self.bounds.extend(bounds)
+        self.dropped += len(bounds) < 2           # a bound isl cannot represent is left out
         self.visit(node.body)
+        self.dropped -= len(bounds) < 2
         self.loops.pop()
         del self.bounds[len(self.bounds) - len(bounds):]
 

@@ -190,9 +190,9 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
             where = f"block '{statement.block.name}' {_access_text(view)}"
             if not view.access.is_affine or not affine_shape:
                 unproven.append(f"{where}: an index or a dimension is not affine")
-            elif found is not None and not statement.exact:
+            elif found is not None and not (statement.exact and view.access.guards_exact):
                 unproven.append(f"{where}: may be out of bounds ({found.example}); the model "
-                                f"over-approximates the block's instances")
+                                f"over-approximates where it happens")
             elif found is not None:
                 violations.append(found)
     return BoundsReport(tuple(violations), tuple(dict.fromkeys(unproven)), tuple(model.params))

@@ -147,3 +147,19 @@ def test_an_indirect_index_is_unproven_and_refused_only_when_strict(rng):
     sched.build(gather, target="c")
     with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
         sched.build(gather, target="c", check_bounds="strict")
+
+
+@T.prim_func
+def guarded_by_a_non_affine_condition(A: T.Buffer((8,), "float32"), m: T.int32):
+    for i in range(8):
+        with T.block("S"):
+            vi = T.axis.spatial(8, i)
+            if vi * m < 7 - m:
+                A[vi + 1] = T.float32(0)
+
+
+def test_an_access_under_a_condition_isl_cannot_represent_is_unproven_not_refused():
+    report = bounds_report(guarded_by_a_non_affine_condition)
+    assert report.violations == ()
+    assert any("may be out of bounds" in u for u in report.unproven)
+    assert check_in_bounds(guarded_by_a_non_affine_condition) is None
