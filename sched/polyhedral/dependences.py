@@ -10,11 +10,18 @@ schedule's strict lexicographic order.
     for dep in deps:
         print(dep)       # flow C -> D on C: { S_C[...] -> S_D[...] : ... }, distance (0, 0)
 
-When an instance runs more than once (recomputation), its first run stands for it.
+When an instance runs more than once (recomputation), its first run stands for it: exact when
+its runs are idempotent, which `legality.check_runs` requires (RUNS_RULE).
 
 Updates of an associative reduction (`C[vi, vj] = C[vi, vj] + ...` in a block with reduce
 iteration variables) depend on each other; those dependences are marked `is_reduction`: reduce
-loops may be reordered (the result is the same up to rounding) but not run in parallel.
+loops may be reordered (the result is the same up to rounding) but not run in parallel. Only
+the accumulator chain of one element is exempt: the dependences between two updates through
+the store and the load of the accumulator operand (`C[x] = C[x] op ...`, the same indices).
+Every other access of the update, even of the same buffer (`C[vi + 1] = C[vi + 1] + C[vi]`
+reads another element of its own output; `C[x] = C[x] + C[x] * A[k]` reads the accumulator a
+second time), makes ordinary dependences with the accumulator store, and an init is never
+part of the chain.
 """
 
 from __future__ import annotations
@@ -114,15 +121,75 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     found: list[Dependence] = []
     buffers = {m.get_tuple_name(isl.dim_type.out)
                for m in maps(model.reads.union(model.writes))}
+    accumulators = {s.name: _accumulator(model, s) for s in model.statements.values()}
     for buffer in sorted(buffers):
-        reads = model.reads.intersect_range(_buffer_universe(model, buffer))
-        writes = model.writes.intersect_range(_buffer_universe(model, buffer))
+        universe = _buffer_universe(model, buffer)
+        reads = model.reads.intersect_range(universe)
+        writes = model.writes.intersect_range(universe)
         relations = {"flow": _pairs(writes, reads, before), "anti": _pairs(reads, writes, before),
                      "output": _pairs(writes, writes, before)}
         for kind in KINDS:
             for relation in maps(relations[kind].coalesce()):
-                found.append(_dependence(model, kind, buffer, relation))
+                name = relation.get_tuple_name(isl.dim_type.in_)
+                chain = accumulators.get(name)
+                if chain is not None and chain[0] == buffer \
+                        and name == relation.get_tuple_name(isl.dim_type.out):
+                    continue            # split below: the chain, and the other accesses
+                found.append(_dependence(model, kind, buffer, relation, False))
+        for name, chain in accumulators.items():
+            if chain is None or chain[0] != buffer:
+                continue
+            _, store, others = chain
+            split = {"flow": (_pairs(store, store, before), _pairs(store, others, before)),
+                     "anti": (_pairs(store, store, before), _pairs(others, store, before)),
+                     "output": (_pairs(store, store, before), None)}
+            for kind in KINDS:
+                exempt, ordinary = split[kind]
+                for relation, reduction in ((exempt, True), (ordinary, False)):
+                    if relation is None:
+                        continue
+                    for part in maps(relation.coalesce()):
+                        found.append(_dependence(model, kind, buffer, part, reduction))
     return model, tuple(found)
+
+
+def _accumulator(model: PolyModel, statement: Statement):
+    """For the body of an associative reduction update `X[idx] = X[idx] op value`:
+    (storage tuple of X, the store's relation, the relation of every other read of X by the
+    statement), all instance -> storage element; None for any other statement, or where the
+    accumulator load cannot be told apart (a linearized view)."""
+    if statement.is_init or not is_reduction_update(statement.block):
+        return None
+    store = statement.block.body
+    value = store.value
+    own = BufferLoad(store.buffer, store.indices)
+    # accesses in visiting order: the store, the loads of its value (operand a first), then
+    # the loads in its indices
+    position = 1 if value.a == own else 1 + len(_loads(value.a))
+    accesses = statement.accesses
+    storage = store.buffer.storage_name
+    if storage in model.linearized or len(accesses) <= position:
+        return None
+    written, accumulator = accesses[0], accesses[position]
+    if not (written.is_write and written.buffer == store.buffer and not accumulator.is_write
+            and accumulator.buffer == store.buffer
+            and accumulator.access.indices == written.access.indices):
+        return None
+    tuple_name = model.buffer_tuple(storage)
+
+    def stored(view) -> isl.UnionMap:
+        return isl.UnionMap.from_map(view.relation.set_tuple_name(isl.dim_type.out, tuple_name))
+    others = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
+    for index, view in enumerate(accesses):
+        if index != position and not view.is_write and view.buffer.storage_name == storage:
+            others = others.union(stored(view))
+    return tuple_name, stored(written), others
+
+
+def _loads(expr) -> list:
+    from sched.ir.functor import collect
+
+    return collect(expr, BufferLoad)
 
 
 def _buffer_universe(model: PolyModel, buffer: str) -> isl.UnionSet:
@@ -131,12 +198,11 @@ def _buffer_universe(model: PolyModel, buffer: str) -> isl.UnionSet:
     return isl.UnionSet.from_set(isl.Set.universe(spaces[0]))
 
 
-def _dependence(model: PolyModel, kind: str, buffer: str, relation: isl.Map) -> Dependence:
-    source = model.statements[relation.get_tuple_name(isl.dim_type.in_)]
-    sink = model.statements[relation.get_tuple_name(isl.dim_type.out)]
-    reduction = (source is sink and not source.is_init and is_reduction_update(source.block)
-                 and any(buffer == "B_" + r.buffer.storage_name for r in source.block.writes))
-    return Dependence(kind, source, sink, buffer.removeprefix("B_"), relation,
+def _dependence(model: PolyModel, kind: str, buffer: str, relation: isl.Map,
+                reduction: bool) -> Dependence:
+    source = model.statement_of_tuple(relation.get_tuple_name(isl.dim_type.in_))
+    sink = model.statement_of_tuple(relation.get_tuple_name(isl.dim_type.out))
+    return Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation,
                       _common_loop_distance(model, relation, source, sink), reduction,
                       model.is_exact)
 
@@ -149,3 +215,52 @@ def dependences(func: PrimFunc) -> tuple[Dependence, ...]:
 def model_and_dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     """The model of `func` and its dependences, both cached."""
     return _dependences(func)
+
+
+# -- value-based flow, per run ------------------------------------------------------------------
+
+
+def value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
+    """Time of the last write -> time of the read, for each read of buffer `storage`.
+
+    Accesses are taken per run (time vector), not per statement instance: a block that
+    compute_at placed under a loop its bindings do not use runs each instance several times,
+    and each run is a write of its own. A write the model cannot pin down (inexact model, a
+    condition inside the block) is a may-write, which kills nothing."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import IfThenElse
+
+    params = f"[{', '.join(model.params)}] -> {{ }}"
+    sinks = must = may = isl.UnionMap(params)
+    for statement in model.statements.values():
+        body = statement.block.init if statement.is_init else statement.block.body
+        exact = model.is_exact and not collect(body, IfThenElse)
+        runs = isl.UnionMap.from_map(statement.schedule.reverse())
+        for relation, is_write in ((statement.reads, False), (statement.writes, True)):
+            for access in maps(relation):
+                if access.get_tuple_name(isl.dim_type.out) != model.buffer_tuple(storage):
+                    continue
+                access = runs.apply_range(isl.UnionMap.from_map(access))
+                if not is_write:
+                    sinks = sinks.union(access)
+                elif exact:
+                    must = must.union(access)
+                else:
+                    may = may.union(access)
+    info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(must).set_may_source(may)
+    in_order = sinks.union(must).union(may).domain().identity()    # runs in time order
+    return info.set_schedule_map(in_order).compute_flow().get_may_dependence()
+
+
+def crosses_iterations(model: PolyModel, flows: isl.UnionMap, position: int) -> bool:
+    """Whether some flow (between times) goes from one value of the time vector's entries
+    0..position to another: from one iteration of the loop at `position` (or of a loop around
+    it) to another, or into or out of the loop."""
+    if flows.is_empty():
+        return False
+    width = max(len(s.time) for s in model.statements.values())
+    a, b = [f"a{i}" for i in range(width)], [f"b{i}" for i in range(width)]
+    same = " and ".join(f"{a[i]} = {b[i]}" for i in range(position + 1))
+    prefix = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
+                          f"[{', '.join(b)}] : {same} }}")
+    return not flows.is_subset(prefix)

@@ -8,7 +8,9 @@ consumer under a loop of its producers to cover what they wrote there. Blocks ke
 iteration variables, so the statement instances are those of the old function and
 `polyhedral.check_order` decides legality. A moved block may run an instance in several
 iterations (recomputation, as in Halide's compute_at): each of its runs must come after what it
-reads, which `_violation` asks of the first run; a consumer must run each instance once.
+reads, which `_violation` asks of the first run; a consumer must run each instance once; and
+every block run more than once must run idempotently (`legality.RUNS_RULE`): a block whose
+instances the original already runs several times, not idempotently, does not move.
 
 The box of a consumer under a guarded (non-dividing) split is not the same size in every
 iteration: the new loops then cover the box the accesses span when the loops between run in
@@ -43,7 +45,8 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region, build_model, check_order, check_schedule
-from sched.polyhedral.legality import Violation, schedule_error
+from sched.polyhedral.dependences import model_and_dependences
+from sched.polyhedral.legality import Violation, check_runs, schedule_error
 from sched.schedule.inlining import block_accesses, neighbours, remove_block
 from sched.schedule.state import (
     enclosing_loops,
@@ -377,13 +380,20 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
                reverse: bool) -> Violation | None:
     """Why `new_func` is not a legal move of `block` under `loop`, or None.
 
-    check_order accepts a dependence when some run of its source precedes some run of its sink,
-    which is what recomputation needs; a moved block must also be right on its first run
-    (the lexicographic minimum of its schedule), and a consumer must run each instance once.
-    A rule that names the cause (a partial reduction) is the reason when it applies."""
+    A block may run an instance several times (recomputation) only idempotently (RUNS_RULE,
+    `check_runs`); then its first run (the lexicographic minimum of its schedule) stands for
+    it, and check_order checks the dependences on first runs. A consumer must run each
+    instance once. A rule that names the cause (a partial reduction, a second run that would
+    overwrite another block's writes) is the reason when it applies."""
     loop_name, kind = loop.loop_var.name, "producers" if reverse else "consumers"
     rule = _partial_reduction(here, loop) if reverse else None
     model = build_model(new_func)
+    if rule is not None:     # refused: name the cause, with a dependence it breaks
+        violation = check_schedule(func, model.schedule.lexmin())
+        return dataclasses.replace(violation or Violation(rule), reason=rule)
+    runs = check_runs(model_and_dependences(func)[0], model, allow_recompute=True)
+    if runs is not None:     # a block run more than once, not idempotently (RUNS_RULE)
+        return Violation(_rerun_clobbers(new_func, block, loop_name) or runs.reason)
     violation = check_order(func, new_func, allow_recompute=True) or \
         check_schedule(func, model.schedule.lexmin())
     if violation is not None and violation.dependence is None:

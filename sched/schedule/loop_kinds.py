@@ -1,8 +1,10 @@
 """How a loop runs: parallel, vectorize, unroll, and annotations.
 
 Parallel and vectorize need iterations that do not depend on each other: polyhedral/ checks
-that no dependence, reductions included, is carried by the loop. Unroll never changes the order
-and is always legal. Each function is pure: `(func, loop name, ...) -> new func`.
+the one rule for loops whose iterations run at the same time (`legality.CONCURRENT_RULE`:
+no dependence carried by the loop, reductions included, except through storage private to
+an iteration), the same rule `bind` asks and every later step asks again. Unroll never
+changes the order and is always legal. Each function is pure: `(func, loop name, ...) -> new func`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
-from sched.polyhedral.legality import check_parallel, schedule_error
+from sched.polyhedral.legality import concurrency_violation, concurrent_kind, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.state import blocks_under, find_block, find_loop, replace
 
@@ -26,7 +28,9 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
         blocks = blocks_under(loop)
         if not blocks:
             raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")
-        violation = check_parallel(func, blocks[0].block.name, loop_name)
+        # the rule as for the marked loop, asked of `func` (whose dependences are cached)
+        violation = concurrency_violation(func, loop_name,
+                                          concurrent_kind(kind=kind, thread_tag=thread_tag))
         if violation is not None:
             alternatives = ()
             if violation.dependence is not None and violation.dependence.is_reduction:

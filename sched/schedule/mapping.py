@@ -2,16 +2,25 @@
 
 The iterations of a bound loop run at the same time, on different thread blocks or threads, so
 `bind` asks polyhedral/ the same question as `parallel`: no dependence, reductions included, may
-be carried by the loop. A reduction is spread over threads with rfactor first (partial results
+be carried by the loop (the one rule, `polyhedral.legality.CONCURRENT_RULE`, also asked again
+after every later step). A reduction is spread over threads with rfactor first (partial results
 per thread in a buffer, then a final reduction over it).
+
+A function is one kernel: every loop bound to one axis gives that axis its extent, so loops
+bound to the same axis must have the same extent (as the build requires). `bind` refuses a loop
+whose extent differs from another loop's already bound to the axis, naming both, rather than
+taking the largest with guards (TVM's choice): refusing is simple and sound, and splitting the
+loops alike is the fix.
 """
 
 from __future__ import annotations
 
 from sched.errors import ScheduleError
-from sched.ir.nodes import THREAD_TAGS, PrimFunc
+from sched.ir.functor import collect
+from sched.ir.nodes import THREAD_TAGS, For, PrimFunc
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
+from sched.schedule.state import find_loop
 
 GPU_TAGS = tuple(tag for tag in THREAD_TAGS if tag != "vthread")
 
@@ -21,7 +30,24 @@ def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) 
     if thread_axis not in GPU_TAGS:
         raise ScheduleError("bind", f"argument 'thread_axis': unknown axis {thread_axis!r}; "
                             f"expected one of {', '.join(GPU_TAGS)}")
+    _check_axis_extent(func, loop_name, thread_axis)
     return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis)
+
+
+def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
+    """Refuse binding loop `loop_name` to `thread_axis` when another loop bound to that axis has
+    a different extent: one kernel has one extent per axis."""
+    loop = find_loop(func, loop_name, "bind")
+    for other in collect(func.body, For):
+        if other is loop or other.kind != "thread_binding" or other.thread_tag != thread_axis:
+            continue
+        if other.extent != loop.extent:
+            raise ScheduleError(
+                "bind", f"loop {loop_name!r} (extent {loop.extent.script()}) and loop "
+                f"{other.loop_var.name!r} (extent {other.extent.script()}, already bound to "
+                f"{thread_axis}) would give {thread_axis} two extents; the loops of one axis "
+                f"must agree: split them alike (e.g. sch.split({loop_name}, [None, "
+                f"{other.extent.script()}]) and bind the inner loop)")
 
 
 class MappingPrimitives(ScheduleBase):
@@ -30,8 +56,10 @@ class MappingPrimitives(ScheduleBase):
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
         """Run the iterations of `loop` on GPU thread blocks or threads.
 
-        Requires: no dependence carried by the loop (a reduce loop needs rfactor first); the
-        loop is not already parallel, vectorized or bound. Launch dimensions come from the
+        Requires: no dependence carried by the loop (a reduce loop needs rfactor first; a
+        threadIdx loop may share a "shared" buffer, ordered by barriers, never a global one);
+        the loop is not already parallel, vectorized or bound; every other loop bound to the
+        same axis has the same extent. Launch dimensions come from the
         extents of the bound loops (symbolic ones included), checked at build time against the
         device (at most 1024 threads per block).
 

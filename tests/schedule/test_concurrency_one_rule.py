@@ -1,0 +1,244 @@
+"""One rule for loops whose iterations run at the same time (issue 9, items 3, 13, 15): the
+same answer at mark time and after any later step, for parallel, vectorized and thread-bound
+loops; buffers private to an iteration do not count; shared memory is ordered by barriers
+between threads, global memory is not."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.lower.plan_buffer_allocation import plan_buffer_allocation
+from sched.polyhedral.legality import check_concurrent_loops
+from sched.schedule.state import find_loop, replace
+from sched.script import T
+from tests.conftest import assert_close
+
+
+@T.prim_func
+def neighbour_sum(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"),
+                  D: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[vi] * T.float32(2)
+    for j in range(1, 8):
+        with T.block("D"):
+            vj = T.axis.spatial((1, 8), j)
+            D[vj] = C[vj] + C[vj - 1]
+
+
+@pytest.mark.parametrize("bind_first", [True, False])
+def test_thread_loop_carrying_a_global_dependence_is_refused_in_either_order(bind_first):
+    # item 3: thread i reads C[i - 1], which thread i - 1 writes: nothing orders global memory
+    sch = sched.Schedule(neighbour_sum)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="nothing orders it between threads"):
+        if bind_first:
+            sch.bind(i, "threadIdx.x")
+            sch.reverse_compute_at(sch.get_block("D"), i)
+        else:
+            sch.reverse_compute_at(sch.get_block("D"), i)
+            sch.bind(i, "threadIdx.x")
+    assert check_concurrent_loops(sch.func) is None      # the refused step changed nothing
+
+
+def test_recheck_includes_thread_loops():
+    # the re-check every step runs sees a threadIdx loop like a parallel one
+    sch = sched.Schedule(neighbour_sum)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.reverse_compute_at(sch.get_block("D"), i)
+    loop = find_loop(sch.func, "i", "test")
+    marked = replace(sch.func, loop, dataclasses.replace(loop, kind="thread_binding",
+                                                        thread_tag="threadIdx.x"))
+    found = check_concurrent_loops(marked)
+    assert found is not None and found[0] == "i"
+
+
+@T.prim_func
+def through_shared(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((8,), "float32", scope="shared")
+        for i in range(8):
+            with T.block("S"):
+                vi = T.axis.spatial(8, i)
+                S[vi] = A[vi] * T.float32(2)
+        for j in range(1, 8):
+            with T.block("D"):
+                vj = T.axis.spatial((1, 8), j)
+                D[vj] = S[vj] + S[vj - 1]
+
+
+def test_thread_loop_sharing_a_shared_buffer_is_ordered_by_a_barrier():
+    # the same exchange through shared memory: a barrier between the two blocks orders it
+    sch = sched.Schedule(through_shared)
+    (i,) = sch.get_loops(sch.get_block("S"))
+    sch.reverse_compute_at(sch.get_block("D"), i)
+    sch.bind(i, "threadIdx.x")
+    a = np.arange(8, dtype=np.float32)
+    d = np.zeros(8, np.float32)
+    sched.build(sch.func, target="c")(a, d)
+    expected = np.zeros(8, np.float32)
+    expected[1:] = 2 * a[1:] + 2 * a[:-1]
+    assert_close(d, expected)
+
+
+@T.prim_func
+def shared_scan(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((8,), "float32", scope="shared")
+        for i in range(8):
+            with T.block("S"):
+                vi = T.axis.spatial(8, i)
+                S[vi] = A[vi]
+        for j in range(1, 8):
+            with T.block("scan"):
+                vj = T.axis.spatial((1, 8), j)
+                S[vj] = S[vj] + S[vj - 1]
+        for k in range(8):
+            with T.block("D"):
+                vk = T.axis.spatial(8, k)
+                D[vk] = S[vk]
+
+
+def test_a_dependence_within_one_statement_is_not_ordered_by_a_barrier():
+    # a scan in shared memory: thread j reads what thread j - 1 writes in the same statement
+    sch = sched.Schedule(shared_scan)
+    (j,) = sch.get_loops(sch.get_block("scan"))
+    with pytest.raises(ScheduleError, match="loop 'j' carries a flow dependence"):
+        sch.bind(j, "threadIdx.x")
+
+
+def _conv2d():
+    data = te.placeholder((2, 4, 6, 6), name="data")
+    weight = te.placeholder((8, 4, 3, 3), name="weight")
+    out = te.ops.conv2d_nchw(data, weight, stride=1, padding=1)
+    return te.create_prim_func([data, weight, out], name="conv2d")
+
+
+def test_padding_computed_under_a_parallel_loop_is_private_to_each_iteration():
+    # item 15: pad is written before it is read in every iteration of the parallel loop and
+    # read nowhere else, so each iteration gets its own copy (allocated inside the loop)
+    sch = sched.Schedule(_conv2d())
+    n, k, y, _, _, _, _ = sch.get_loops(sch.get_block("conv2d"))
+    _, k_1 = sch.split(k, [None, 4])
+    fused = sch.fuse(n, _)
+    sch.parallel(fused)
+    sch.compute_at(sch.get_block("conv2d_pad"), y)
+    planned = plan_buffer_allocation(sch.func).script()
+    assert planned.index("T.parallel") < planned.index("conv2d_pad = T.decl_buffer")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    out = np.zeros((2, 8, 6, 6), np.float32)
+    sched.build(sch.func, target="c")(x, w, out)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                          padding=1).numpy()
+    assert_close(out, expected)
+
+
+def test_padding_marked_parallel_after_compute_at_is_accepted_too():
+    # the order of the steps does not matter
+    sch = sched.Schedule(_conv2d())
+    n, k, y, _, _, _, _ = sch.get_loops(sch.get_block("conv2d"))
+    _, k_1 = sch.split(k, [None, 4])
+    fused = sch.fuse(n, _)
+    sch.compute_at(sch.get_block("conv2d_pad"), y)
+    sch.parallel(fused)
+
+
+@T.prim_func
+def row_buffer_read_after(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4, 8), "float32"),
+                          D: T.Buffer((8,), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((8,), "float32")
+        for i in range(4):
+            for j in range(8):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vj] = A[vi, vj]
+            for j2 in range(8):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j2])
+                    C[vi, vj] = B[vj] * T.float32(2)
+        for j3 in range(8):
+            with T.block("D"):
+                vj = T.axis.spatial(8, j3)
+                D[vj] = B[vj]
+
+
+def test_a_buffer_also_read_after_the_loop_is_not_private_and_the_message_says_why():
+    sch = sched.Schedule(row_buffer_read_after)
+    i = sch.get_loops(sch.get_block("B"))[0]
+    with pytest.raises(ScheduleError, match="rewrites the same elements of 'B'.*also accessed "
+                       "outside the loop"):
+        sch.parallel(i)
+
+
+@T.prim_func
+def row_buffer(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4, 8), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((8,), "float32")
+        for i in range(4):
+            for j in range(8):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vj] = A[vi, vj] + T.float32(1)
+            for j2 in range(8):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j2])
+                    C[vi, vj] = B[vj] * T.float32(2)
+
+
+def test_a_buffer_refilled_in_every_iteration_is_private_to_a_parallel_loop():
+    sch = sched.Schedule(row_buffer)
+    sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+    a = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    c = np.zeros((4, 8), np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    assert_close(c, (a + 1) * 2)
+
+
+def test_a_global_buffer_is_not_private_to_a_thread_loop():
+    # each thread would need its own copy of B: only "local" storage is per thread
+    sch = sched.Schedule(row_buffer)
+    with pytest.raises(ScheduleError, match="rewrites the same elements of 'B'|carries"):
+        sch.bind(sch.get_loops(sch.get_block("B"))[0], "threadIdx.x")
+
+
+@T.prim_func
+def two_nests(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
+              C: T.Buffer((64,), "float32")):
+    for i in range(32):
+        with T.block("B"):
+            vi = T.axis.spatial(64, i * 2)
+            B[vi] = A[vi] * T.float32(2)
+    for j in range(64):
+        with T.block("C"):
+            vj = T.axis.spatial(64, j)
+            C[vj] = A[vj] + T.float32(1)
+
+
+def test_two_extents_on_one_thread_axis_are_refused_at_bind():
+    # item 13: refused at the step, naming both loops, not at build
+    sch = sched.Schedule(two_nests)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    (j,) = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"loop 'j' \(extent 64\) and loop 'i' \(extent 32"):
+        sch.bind(j, "threadIdx.x")
+
+
+def test_one_extent_on_one_thread_axis_is_accepted():
+    sch = sched.Schedule(two_nests)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    (j,) = sch.get_loops(sch.get_block("C"))
+    _, j_1 = sch.split(j, [None, 32])
+    sch.bind(i, "threadIdx.x")
+    sch.bind(j_1, "threadIdx.x")
