@@ -135,15 +135,8 @@ def _region(func: PrimFunc, block: str, buffer: Buffer, access: str) -> tuple[Ra
 def _clip(r: Range, dim: Expr) -> Range:
     """`r` intersected with [0, dim): the box of a guarded access (`T.if_then_else(i >= 1,
     A[i - 1], 0)`) reaches past the buffer, which a copy must not."""
-    lo, hi = simplify(r.min), simplify(r.min + r.extent)
-    zero = const(0, lo.dtype)
-    if not (isinstance(lo, IntImm) and lo.value >= 0):
-        lo = simplify(binary("max", lo, zero)) if not isinstance(lo, IntImm) else zero
-    if not (isinstance(hi, IntImm) and isinstance(dim, IntImm) and hi.value <= dim.value) \
-            and hi != dim:
-        hi = IntImm(min(hi.value, dim.value), dim.dtype) \
-            if isinstance(hi, IntImm) and isinstance(dim, IntImm) \
-            else simplify(binary("min", hi, dim))
+    lo = simplify(binary("max", simplify(r.min), const(0, r.min.dtype)))
+    hi = simplify(binary("min", simplify(r.min + r.extent), dim))
     return Range(lo, simplify(hi - lo))
 
 
