@@ -1,0 +1,110 @@
+"""The checks the fuzz tests make, and the reproducer a failure prints.
+
+Oracle: `sched.interpret` of the original program. A schedule must give the same arrays, run by
+the interpreter with its concurrent loops forward, reversed and shuffled, and built for C.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import sched
+from sched.interpreter import InterpretError, OutOfBoundsError
+from tests.fuzz.known_holes import allowed
+from tests.fuzz.programs import Program
+
+ORDERS = ("forward", "reverse", "shuffle")
+# Steps should refuse what cannot be built (issue 9, items 13 and 26); a BuildError after
+# accepted steps is reported as a finding, except these: a schedule that binds some loop nests
+# to the GPU and not others is a schedule in progress, not a wrong step.
+REFUSED_AT_BUILD_IS_A_FINDING = True
+BUILD_REFUSALS_THAT_ARE_FINE = ("is not under any loop bound to blockIdx or threadIdx",)
+
+
+class Finding(AssertionError):
+    """A schedule, a build or a step that did something wrong; the message is a reproducer."""
+
+
+def oracle(program: Program, seed: int = 0) -> list[np.ndarray] | None:
+    """The arguments after interpreting the original program (None when it is out of bounds,
+    which the generator should never produce)."""
+    arrays = program.arrays(seed)
+    try:
+        sched.interpret(program.func, *arrays)
+    except (OutOfBoundsError, InterpretError):
+        return None
+    return arrays
+
+
+def reproducer(program: Program, log: list[str], problem: str) -> str:
+    """Runnable Python for a finding: the program, the steps, the check."""
+    steps = "\n".join(log) if log else "# (no step)"
+    shapes = [tuple(program.dims[d.name] if hasattr(d, "name") else d.value
+                    for d in b.shape) for b in program.func.buffers]
+    dtypes = [b.dtype for b in program.func.buffers]
+    return f'''{problem}
+features: {sorted(program.features)}
+--- reproducer ---
+import numpy as np
+import sched
+from sched.errors import ScheduleError
+
+func = sched.parse("""
+{program.func.script()}""")
+sch = sched.Schedule(func)
+{steps}
+def arrays():
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, 4, s).astype(np.int32) if d == "int32" else
+            rng.integers(-3, 4, s).astype(np.float32) for s, d in zip({shapes!r}, {dtypes!r})]
+expected, got = arrays(), arrays()
+sched.interpret(func, *expected)
+sched.interpret(sch.func, *got, thread_order="forward")   # or reverse / shuffle, or:
+# sched.build(sch.func, target="c")(*got)
+for e, g, b in zip(expected, got, func.buffers):
+    if not np.array_equal(e, g, equal_nan=True):
+        print(b.name, "expected", e.ravel(), "got", g.ravel())
+'''
+
+
+def compare(program: Program, expected: list[np.ndarray], got: list[np.ndarray], log,
+            how: str) -> None:
+    for buffer, e, g in zip(program.func.buffers, expected, got):
+        if not np.array_equal(e, g, equal_nan=True):
+            raise Finding(reproducer(
+                program, log, f"{how}: buffer {buffer.name} differs from the original's "
+                f"result\nexpected {e.ravel().tolist()}\ngot      {g.ravel().tolist()}"))
+
+
+def check_interpreted(program: Program, func, expected, log) -> None:
+    """`func` (scheduled) interpreted in every order gives `expected`."""
+    for order in ORDERS:
+        got = program.arrays(0)
+        try:
+            sched.interpret(func, *got, thread_order=order, seed=1)
+        except (OutOfBoundsError, InterpretError) as error:
+            raise Finding(reproducer(program, log, f"the scheduled function, interpreted "
+                                     f"({order}), fails: {error}")) from None
+        compare(program, expected, got, log, f"interpreted in {order} order")
+
+
+def check_c(program: Program, func, expected, log) -> None:
+    """`func` built for C gives `expected` (not checked for the features whose C build is a
+    known hole, see known_holes.py)."""
+    if not all(allowed(f"c_build+{feature}") for feature in program.features):
+        return
+    got = program.arrays(0)
+    try:
+        kernel = sched.build(func, target="c")
+    except (sched.BuildError, sched.ScheduleError) as error:
+        if REFUSED_AT_BUILD_IS_A_FINDING and not any(
+                fine in str(error) for fine in BUILD_REFUSALS_THAT_ARE_FINE):
+            raise Finding(reproducer(program, log, f"accepted by every step, refused at "
+                                     f"build: {error}")) from None
+        return
+    try:
+        kernel(*got)
+    except Exception as error:     # noqa: BLE001 - any build or call failure is a finding
+        raise Finding(reproducer(program, log, f"C build or call fails: "
+                                 f"{type(error).__name__}: {error}")) from None
+    compare(program, expected, got, log, "built for C")

@@ -1,0 +1,85 @@
+"""The program fuzzer: random programs (programs.py), random steps from every primitive
+(steps.py), checked against `sched.interpret` of the original (check.py).
+
+Every step is taken or refused with a ScheduleError; whatever is taken must leave the result
+unchanged when interpreted with concurrent loops in every order and when built for C. The
+number of examples comes from SCHED_FUZZ_EXAMPLES (profile.py); known holes are left out
+(known_holes.py).
+"""
+
+from __future__ import annotations
+
+from hypothesis import assume, event, given
+from hypothesis import strategies as st
+
+import sched
+from sched.errors import ScheduleError
+from sched.ir.verify import verify
+from tests.fuzz.check import Finding, check_c, check_interpreted, oracle, reproducer
+from tests.fuzz.profile import fuzz_settings
+from tests.fuzz.programs import programs
+from tests.fuzz.steps import apply_random_step
+
+
+def schedule(program, data, log: list[str]) -> sched.Schedule | None:
+    """A Schedule of the program after 1-8 random steps (None if Schedule() refuses it)."""
+    try:
+        sch = sched.Schedule(program.func)
+    except ScheduleError as error:
+        event(f"Schedule() refused: {str(error)[:60]}")
+        return None
+    except Exception as error:     # noqa: BLE001
+        raise Finding(reproducer(program, log, f"Schedule() crashes: "
+                                 f"{type(error).__name__}: {error}")) from None
+    for _ in range(data.draw(st.integers(1, 8))):
+        checkpoint = {"func": sch.func}
+        try:
+            apply_random_step(sch, data, log, checkpoint, program.features)
+            if sch.func is not checkpoint["func"]:
+                event(f"took {log[-1].split('(')[0]}")
+        except ScheduleError:
+            event(f"refused {log[-1].split('(')[0]}")
+            log[-1] = f"try:\n    {log[-1]}\nexcept ScheduleError:\n    pass   # refused"
+            if sch.func is not checkpoint["func"]:
+                raise Finding(reproducer(program, log, "a refused step changed the function"))
+        except Exception as error:     # noqa: BLE001
+            raise Finding(reproducer(program, log, f"the last step crashes: "
+                                     f"{type(error).__name__}: {error}")) from None
+    try:
+        verify(sch.func)
+    except Exception as error:     # noqa: BLE001
+        raise Finding(reproducer(program, log, f"the scheduled function fails the verifier: "
+                                 f"{error}")) from None
+    return sch
+
+
+@fuzz_settings()
+@given(program=programs(), data=st.data())
+def test_random_schedules_keep_the_interpreted_result(program, data):
+    expected = oracle(program)
+    assume(expected is not None)
+    for feature in program.features:
+        event(f"feature {feature}")
+    log: list[str] = []
+    sch = schedule(program, data, log)
+    if sch is not None:
+        check_interpreted(program, sch.func, expected, log)
+
+
+@fuzz_settings(0.2)
+@given(program=programs(), data=st.data())
+def test_random_schedules_built_for_c_keep_the_result(program, data):
+    expected = oracle(program)
+    assume(expected is not None)
+    log: list[str] = []
+    sch = schedule(program, data, log)
+    if sch is not None:
+        check_c(program, sch.func, expected, log)
+
+
+@fuzz_settings(0.2)
+@given(program=programs())
+def test_unscheduled_programs_built_for_c_equal_the_interpreter(program):
+    expected = oracle(program)
+    assume(expected is not None)
+    check_c(program, program.func, expected, [])
