@@ -139,7 +139,16 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
     after the other updates."""
     block = realize.block
     # isl names of our own: loops l<i>, iteration variables v<i>, outer variables p<i>
-    outer = [*func.symbolic_vars, *[p for p in func.params if isinstance(p, Var)]]
+    # parameters: the function's symbolic dims and scalars, and the variables of the blocks
+    # around (fixed in one instance of the scope, where the reduction runs)
+    loop_vars = {lp.loop_var for lp in loops}
+    used = [v for e in [*realize.iter_values, realize.predicate,
+                        *[x for lp in loops for x in (lp.min, lp.extent)],
+                        *[x for iv in block.iter_vars for x in (iv.dom.min, iv.dom.extent)]]
+            for v in free_vars(e)]
+    outer = list(dict.fromkeys([*func.symbolic_vars,
+                                *[p for p in func.params if isinstance(p, Var)],
+                                *[v for v in used if v not in loop_vars]]))
     rename = {v: Var(f"p{i}", v.dtype) for i, v in enumerate(outer)}
     rename.update({lp.loop_var: Var(f"l{i}", lp.loop_var.dtype) for i, lp in enumerate(loops)})
     allowed = set(rename.values())
@@ -163,7 +172,7 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
         if lo is None or extent is None:
             raise cannot(f"a bound of loop {lp.loop_var.name!r} around")
         constraints.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
-    box = []
+    box = []                        # the iteration domain (its reduce part is checked)
     for name, (iv, value) in zip(names, [*spatial, *reduce]):
         lo, extent, bound = text(iv.dom.min), text(iv.dom.extent), text(value)
         if None in (lo, extent, bound):
@@ -196,8 +205,8 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
     if not mapping.is_injective():
         problem = "run some instances more than once (a many-to-one binding)"
     elif not points.is_subset(isl.Set(f"{params}{{ [{', '.join(names)}] : "
-                                      f"{' and '.join(box)} }}")):
-        problem = "run instances outside the iteration domain"
+                                      f"{reduce_box} }}")):
+        problem = "run reduction instances outside the reduce domain"
     elif not full.is_subset(points):
         problem = "skip some points of the reduce domain (the init may never run)"
     elif not to_spatial.reverse().lexmin().apply_range(mapping).is_equal(first_points):

@@ -80,3 +80,43 @@ def test_decompose_reduction_of_a_plain_binding_is_kept():
     a = RNG.standard_normal((16, 16)).astype("float32")
     _, c = run_c(sch.func, a, np.full(16, 3, "float32"))
     np.testing.assert_allclose(c, a.sum(axis=1), rtol=1e-5)
+
+
+NESTED = '''
+@T.prim_func
+def main(A: T.Buffer((8, 16), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("outer"):
+            vi = T.axis.spatial(8, i)
+            T.reads(A[vi, 0:16])
+            T.writes(C[vi])
+            for k in range(16):
+                with T.block("C"):
+                    vj = T.axis.spatial(8, vi)
+                    vk = T.axis.reduce(16, BINDING)
+                    T.reads(A[vj, vk])
+                    T.writes(C[vj])
+                    with T.init():
+                        C[vj] = T.float32(0)
+                    C[vj] = C[vj] + A[vj, vk]
+'''
+
+
+@pytest.mark.parametrize("step", ["decompose_reduction", "rfactor"])
+def test_a_reduction_nested_in_a_block_binds_the_outer_variables_as_parameters(step):
+    sch = sched.Schedule(parse(NESTED.replace("BINDING", "k")))
+    (k,) = sch.get_loops(sch.get_block("C"))[1:]
+    if step == "rfactor":
+        sch.rfactor(sch.split(k, [None, 4])[1], 0)
+    else:
+        sch.decompose_reduction(sch.get_block("C"), k)
+    a = RNG.standard_normal((8, 16)).astype("float32")
+    _, c = run_c(sch.func, a, np.full(8, 5, "float32"))
+    np.testing.assert_allclose(c, a.sum(axis=1), rtol=1e-5)
+
+
+def test_a_nested_reversed_reduction_is_refused():
+    sch = sched.Schedule(parse(NESTED.replace("BINDING", "15 - k")))
+    (k,) = sch.get_loops(sch.get_block("C"))[1:]
+    with pytest.raises(ScheduleError, match="do not start each reduction at the first point"):
+        sch.decompose_reduction(sch.get_block("C"), k)
