@@ -49,4 +49,24 @@ CACHE_DIR: EnvVar[Path] = EnvVar(
     "SCHED_CACHE_DIR", _path, lambda: Path("~/.cache/sched").expanduser(),
     "Where compiled kernels are cached: <dir>/c/<hash>/kernel.so, <dir>/cuda/<hash>/...")
 
-ALL: tuple[EnvVar, ...] = (CACHE_DIR,)
+THREAD_ORDERS = ("forward", "reverse", "shuffle")
+
+
+def _thread_order(text: str) -> tuple[str, int]:
+    """`forward`, `reverse`, `shuffle` or `shuffle:<seed>` -> (order, seed)."""
+    order, _, seed = text.partition(":")
+    if order not in THREAD_ORDERS:
+        raise ValueError(f"expected one of {', '.join(THREAD_ORDERS)} (shuffle:<seed> for "
+                         f"another permutation)")
+    if seed and order != "shuffle":
+        raise ValueError("only shuffle takes a seed")
+    return order, int(seed) if seed else 0
+
+
+THREAD_ORDER: EnvVar[tuple[str, int]] = EnvVar(
+    "SCHED_THREAD_ORDER", _thread_order, lambda: ("forward", 0),
+    "The order in which the C target runs a GPU kernel's blocks, and the threads of each phase "
+    "between barriers: forward, reverse, or shuffle[:seed] (a fixed pseudo-random "
+    "permutation per loop). A schedule without races computes the same in every order.")
+
+ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER)

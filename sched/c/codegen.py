@@ -15,12 +15,10 @@ variables from a non-negative start, symbolic dims, constants), else a static in
 
 from __future__ import annotations
 
-import keyword
-import re
-
 from sched.c import dtypes
+from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vectorize import VECTOR_TYPES, vector_lanes, vector_typedefs
-from sched.ir.dtype import is_float, is_int
+from sched.ir.dtype import bits, is_float, is_int
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     Allocate,
@@ -47,11 +45,6 @@ from sched.ir.simplify import simplify
 
 STACK_LIMIT_BYTES = 64 * 1024   # larger or symbolic allocations go to the heap
 
-_RESERVED = set("""auto break case char const continue default do double else enum extern float
-for goto if inline int long register restrict return short signed sizeof static struct switch
-typedef union unsigned void volatile while bool true false main malloc free abs exp log sqrt
-tanh erf pow sin cos floor ceil round INFINITY NAN size_t""".split())
-
 # C operator precedence (higher binds tighter); ops of equal precedence associate left
 _PRECEDENCE = {"mul": 13, "div": 13, "floordiv": 13, "floormod": 13, "add": 12, "sub": 12,
                "lt": 10, "le": 10, "gt": 10, "ge": 10, "eq": 9, "ne": 9, "and": 5, "or": 4}
@@ -62,17 +55,14 @@ _ATOM, _UNARY, _SELECT = 16, 15, 3
 
 
 def c_name(name: str) -> str:
-    """A C identifier for an IR name (reserved words and odd characters get a '_')."""
-    text = re.sub(r"\W", "_", name)
-    if text[0].isdigit() or text in _RESERVED or keyword.iskeyword(text) \
-            or text.startswith("sched_"):
-        text += "_"
-    return text
+    """A valid C identifier for an IR name, clashing with nothing reserved (not necessarily
+    unique in a function: the emitters use `CNames`, which is)."""
+    return sanitize(name)
 
 
 def c_function_name(func: PrimFunc) -> str:
     """The name of the function `generate_c(func)` exports."""
-    return c_name(func.name)
+    return function_identifier(func.name)
 
 
 def generate_c(lowered: PrimFunc) -> str:
@@ -87,9 +77,11 @@ def generate_c(lowered: PrimFunc) -> str:
 class _CEmitter:
     RESTRICT = "restrict"                   # how the language spells a non-aliasing pointer
     STORAGE_TYPES = dtypes.STORAGE_TYPES    # element and parameter types
+    TAKEN: tuple[str, ...] = ()             # identifiers the emitter itself declares
 
     def __init__(self, func: PrimFunc) -> None:
         self.func = func
+        self.names = CNames(func, self.TAKEN)
         self.lines: list[str] = []
         self.depth = 1
         self.helpers: dict[str, None] = {}
@@ -118,11 +110,15 @@ class _CEmitter:
         for buffer in self.func.buffers:
             const = "" if buffer.name in stored else "const "
             params.append(f"{const}{self.STORAGE_TYPES[buffer.dtype]}* {self.RESTRICT} "
-                          f"{c_name(buffer.name)}")
+                          f"{self.name(buffer.name)}")
         scalars = [p for p in self.func.params if isinstance(p, Var)]
         for var in (*scalars, *self.func.symbolic_vars):
-            params.append(f"{self.STORAGE_TYPES[var.dtype]} {c_name(var.name)}")
+            params.append(f"{self.STORAGE_TYPES[var.dtype]} {self.name(var.name)}")
         return params
+
+    def name(self, ir_name: str) -> str:
+        """The C identifier of an IR name (of a buffer, storage or variable)."""
+        return self.names[ir_name]
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -152,17 +148,17 @@ class _CEmitter:
             var, vector_type = self.vector
             if var not in free_vars(node.value):
                 value = f"({vector_type}){{0}} + ({value})"     # broadcast
-            self.line(f"*({vector_type}*)&{c_name(node.buffer.storage_name)}"
+            self.line(f"*({vector_type}*)&{self.name(node.buffer.storage_name)}"
                       f"[{self.expr(index)}] = {value};")
             return
         if node.buffer.dtype == "float16":
             value = f"(_Float16)({value})"
         elif node.buffer.dtype == "bfloat16":
             value = f"{self.helper('sched_f32_to_bf16')}({value})"
-        self.line(f"{c_name(node.buffer.storage_name)}[{self.expr(index)}] = {value};")
+        self.line(f"{self.name(node.buffer.storage_name)}[{self.expr(index)}] = {value};")
 
     def stmt_For(self, node: For) -> None:
-        var, ctype = c_name(node.loop_var.name), dtypes.storage_type(node.loop_var.dtype)
+        var, ctype = self.name(node.loop_var.name), dtypes.storage_type(node.loop_var.dtype)
         lanes = vector_lanes(node) if node.kind == "vectorized" else None
         if lanes is not None:
             self.vector_loop(node, lanes)
@@ -181,7 +177,7 @@ class _CEmitter:
         elif node.kind == "thread_binding":
             self.line(f"// {node.thread_tag}: a serial loop on the CPU")
         end = node.extent if _is_zero(node.min) else simplify(node.min + node.extent)
-        self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.expr(end)}; "
+        self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
                   f"++{var}) {{")
         self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
         self.in_simd = in_simd
@@ -189,12 +185,13 @@ class _CEmitter:
 
     def vector_loop(self, node: For, lanes: int) -> None:
         """A vectorized loop as SIMD code, `lanes` elements per iteration (vectorize.py)."""
-        var = c_name(node.loop_var.name)
+        var = self.name(node.loop_var.name)
         end = simplify(node.min + node.extent)
         dtype = node.body.buffer.dtype if isinstance(node.body, BufferStore) \
             else node.body.stmts[0].buffer.dtype
         self.uses_vectors = True
-        self.line(f"for (int32_t {var} = {self.expr(node.min)}; {var} < {self.expr(end)}; "
+        ctype = dtypes.storage_type(node.loop_var.dtype)
+        self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
                   f"{var} += {lanes}) {{  // vectorized: {lanes} lanes")
         self.vector = (node.loop_var, VECTOR_TYPES[dtype])
         self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
@@ -211,13 +208,13 @@ class _CEmitter:
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         ctype = dtypes.compute_type(node.var.dtype)
-        self.line(f"const {ctype} {c_name(node.var.name)} = {self.expr(node.value)};")
+        self.line(f"const {ctype} {self.name(node.var.name)} = {self.expr(node.value)};")
         self.with_var(node.var, self.is_nonneg(node.value), lambda: self.stmt(node.body))
 
     def stmt_Allocate(self, node: Allocate) -> None:
         buffer: Buffer = node.buffer
         (size,) = buffer.shape
-        ctype, name = dtypes.storage_type(buffer.dtype), c_name(buffer.name)
+        ctype, name = dtypes.storage_type(buffer.dtype), self.name(buffer.name)
         element_bytes = 1 if buffer.dtype in ("bool", "int8", "uint8") else \
             int("".join(c for c in buffer.dtype if c.isdigit())) // 8
         if isinstance(size, IntImm) and size.value * element_bytes <= STACK_LIMIT_BYTES:
@@ -235,6 +232,10 @@ class _CEmitter:
     def expr(self, node: Expr) -> str:
         return self.expr_prec(node)[0]
 
+    def bound(self, end: Expr) -> str:
+        """`end` as the right operand of `<` in a loop condition."""
+        return self.operand(end, _PRECEDENCE["lt"] + 1)
+
     def operand(self, node: Expr, min_prec: int) -> str:
         text, prec = self.expr_prec(node)
         return text if prec >= min_prec else f"({text})"
@@ -244,7 +245,7 @@ class _CEmitter:
         return getattr(self, "expr_" + type(node).__name__)(node)
 
     def expr_Var(self, node: Var):
-        return c_name(node.name), _ATOM
+        return self.name(node.name), _ATOM
 
     def expr_IntImm(self, node: IntImm):
         text = dtypes.int_literal(node.value, node.dtype)
@@ -256,7 +257,7 @@ class _CEmitter:
 
     def expr_BufferLoad(self, node: BufferLoad):
         (index,) = node.indices
-        text = f"{c_name(node.buffer.storage_name)}[{self.expr(index)}]"
+        text = f"{self.name(node.buffer.storage_name)}[{self.expr(index)}]"
         if self.vector is not None and self.vector[0] in free_vars(index):
             return f"*({self.vector[1]}*)&{text}", _UNARY
         if node.buffer.dtype == "float16":
@@ -302,19 +303,32 @@ class _CEmitter:
         if op in ("min", "max"):
             return self.call(f"sched_{op}_{short}", [self.expr(node.a), self.expr(node.b)], dtype)
         if op in ("floordiv", "floormod") and is_float(dtype):
-            a, b = self.expr(node.a), self.expr(node.b)
             if op == "floormod":
-                return self.call(f"sched_floormod_{short}", [a, b], dtype)
-            return dtypes.math_call("floor", [f"{a} / {b}"], dtype), _ATOM
+                return self.call(f"sched_floormod_{short}",
+                                 [self.expr(node.a), self.expr(node.b)], dtype)
+            div = _PRECEDENCE["div"]
+            quotient = f"{self.operand(node.a, div)} / {self.operand(node.b, div + 1)}"
+            return dtypes.math_call("floor", [quotient], dtype), _ATOM
         if op in ("floordiv", "floormod") and is_int(dtype) and not dtype.startswith("uint") \
                 and not (self.is_nonneg(node.a) and self.is_nonneg(node.b)):
             wide = "i64" if dtype == "int64" else "i32"
             return self.call(f"sched_{op}_{wide}", [self.expr(node.a), self.expr(node.b)], dtype)
         prec = _PRECEDENCE[op]
-        text = f"{self.operand(node.a, prec)} {_SYMBOL[op]} {self.operand(node.b, prec + 1)}"
+        text = f"{self.int_operand(node.a, node.b, prec)} {_SYMBOL[op]} " \
+               f"{self.int_operand(node.b, node.a, prec + 1)}"
         if dtypes.is_narrow_int(dtype) and op in ("add", "sub", "mul", "floordiv", "floormod"):
             return f"({dtypes.storage_type(dtype)})({text})", _UNARY
         return text, prec
+
+    def int_operand(self, node: Expr, other: Expr, min_prec: int) -> str:
+        """An operand of a binary operator: an int64 constant that fits in 32 bits beside a
+        non-constant int64 operand prints plainly (`(int64_t)i * 4`, not `INT64_C(4)`): C's
+        usual conversions make it int64."""
+        if isinstance(node, IntImm) and node.dtype == "int64" and other.dtype == "int64" \
+                and not isinstance(other, IntImm) and -2 ** 31 < node.value < 2 ** 31:
+            text = str(node.value)
+            return text if node.value >= 0 or min_prec <= _UNARY else f"({text})"
+        return self.operand(node, min_prec)
 
     # -- facts ---------------------------------------------------------------------------------
 
@@ -332,6 +346,10 @@ class _CEmitter:
             return node.value >= 0
         if isinstance(node, Var):
             return node in self.nonneg
+        if isinstance(node, Cast) and is_int(node.dtype) and is_int(node.value.dtype) \
+                and bits(node.dtype) >= bits(node.value.dtype) \
+                and node.dtype.startswith("int") == node.value.dtype.startswith("int"):
+            return self.is_nonneg(node.value)      # a widening conversion keeps the sign
         if isinstance(node, BinaryOp) and is_int(node.dtype):
             a, b = node.a, node.b
             if node.op == "floormod" and isinstance(b, IntImm) and b.value > 0:

@@ -20,7 +20,7 @@ import dataclasses
 import math
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, IRVisitor, substitute
+from sched.ir.functor import IRMutator, IRVisitor, free_vars, substitute
 from sched.ir.nodes import (
     BufferStore,
     Expr,
@@ -62,10 +62,37 @@ class _Unify(IRMutator):
                                 f"{outer.extent.value}: a nested loop of one thread axis cannot "
                                 f"use more threads than the outer one; split it by "
                                 f"{outer.extent.value}")
+        _check_unifiable(loop, outer)
         body = self.visit(substitute(loop.body, {loop.loop_var: outer.loop_var}))
         if loop.extent != outer.extent:
             body = IfThenElse(binary("lt", outer.loop_var, loop.extent), body)
         return body
+
+
+def _check_unifiable(loop: For, outer: For) -> None:
+    """Refuses a nested loop of `outer`'s thread tag whose iterations are not the same work
+    however they are shared among the outer loop's threads.
+
+    Unified, thread t runs only the inner iteration t: the threads of the outer loop share the
+    inner loop's work (TVM's convention for a cooperative fetch), and barriers give every
+    thread what the others wrote. That is the inner loop's work only when its body does not
+    use the outer index; otherwise one index would stand for two (the loops' diagonal), so it
+    is refused. Blocks have no barrier: a loop nested in one of the same blockIdx axis is
+    always refused.
+    """
+    tag, name, outer_name = loop.thread_tag, loop.loop_var.name, outer.loop_var.name
+    if tag in BLOCK_TAGS:
+        raise ScheduleError("build", f"loop {name!r} is bound to {tag} inside loop "
+                            f"{outer_name!r} bound to {tag} too: nested loops of one block "
+                            f"axis would share one block index and compute only part of "
+                            f"the iterations; fuse the two loops and bind the fused loop, or "
+                            f"bind them to different axes (blockIdx.x, blockIdx.y)")
+    if outer.loop_var in free_vars(loop.body):
+        raise ScheduleError("build", f"loop {name!r} is bound to {tag} inside loop "
+                            f"{outer_name!r} bound to {tag} too, and its body uses "
+                            f"{outer_name!r}: one thread index cannot stand for both loops; "
+                            f"fuse them and bind the fused loop, or bind them to different "
+                            f"axes (threadIdx.x, threadIdx.y)")
 
 
 def unify_thread_loops(func: PrimFunc) -> PrimFunc:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import islpy as isl
 
-from sched.ir.dtype import is_int
-from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
+from sched.ir.dtype import bits, is_int
+from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
 
 # (variable, min, extent) of each loop around an expression that bears on it, outermost first
@@ -45,6 +45,8 @@ class AffineTranslation:
             return ("const", e.value)
         if isinstance(e, Var):
             return ("param", self.name(e))
+        if _is_widening(e):               # exact: isl's integers have no width
+            return self.term(e.value)
         if isinstance(e, BinaryOp) and is_int(e.dtype):
             a, b, op = e.a, e.b, e.op
             if op in ("add", "sub", "min", "max"):
@@ -58,9 +60,15 @@ class AffineTranslation:
         return ("param", self.name(self.opaque(e)))     # not affine: an opaque parameter
 
     def strict_term(self, e: Expr) -> tuple:
-        """`e` as an affine term of variables only (NotAffine otherwise)."""
+        """`e` as an affine term of variables and of opaque subterms already named (NotAffine
+        otherwise). Opaque subterms are taken as they are: simplifying one (a loop bound)
+        would simplify under the same loop bounds again, without end."""
         before = len(self.names)
-        term = self.term(e)
+        opaque, self.opaque = self.opaque, lambda subterm: subterm
+        try:
+            term = self.term(e)
+        finally:
+            self.opaque = opaque
         if any(not isinstance(t, Var) for t in list(self.names)[before:]):
             raise NotAffine
         return term
@@ -114,6 +122,15 @@ class AffineTranslation:
                 continue  # a bound with min/max: left out, which only weakens the context
             result = result.intersect(lo.le_basic_set(v)).intersect(v.lt_basic_set(hi))
         return isl.Set.from_basic_set(result)
+
+
+def _is_widening(e: Expr) -> bool:
+    """Whether `e` converts a signed integer to a signed integer at least as wide."""
+    return isinstance(e, Cast) and e.dtype in _SIGNED and e.value.dtype in _SIGNED \
+        and bits(e.dtype) >= bits(e.value.dtype)
+
+
+_SIGNED = ("int8", "int16", "int32", "int64")
 
 
 def piecewise(function):

@@ -21,6 +21,7 @@ from sched.lower.lower_init import lower_reduction_init
 from sched.lower.plan_buffer_allocation import plan_buffer_allocation
 from sched.lower.simplify_indices import simplify_indices
 from sched.lower.thread_phases import emulate_threads
+from sched.lower.uniform_barriers import uniform_barriers
 
 logger = logging.getLogger("sched.lower")
 
@@ -33,13 +34,16 @@ def fold_constants(func: PrimFunc) -> PrimFunc:
 Pass = Callable[[PrimFunc], PrimFunc]
 
 
-def lower(func: PrimFunc, *, target: str = "c", debug: bool = False) -> PrimFunc:
+def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
+          thread_order: str | None = None) -> PrimFunc:
     """`func` lowered to loop IR for `target` ("c" or "cuda"): no blocks, one-dimensional
     buffer accesses, simplified indices, barriers where threads share memory.
 
     The result has the same parameters as `func`; a code generator emits it statement by
     statement. On the C target a GPU schedule's thread loops are split into phases at its
-    barriers, so that it computes what the GPU would.
+    barriers, so that it computes what the GPU would, running blocks and threads in
+    `thread_order` (forward, reverse, shuffle[:seed]; default SCHED_THREAD_ORDER) to expose
+    races.
     The IR is verified on entry and exit (and after every pass when `debug`).
     The logger "sched.lower" reports each pass's time at DEBUG level, and the IR after each
     pass that changed it.
@@ -53,8 +57,13 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False) -> PrimFunc
     func = run(convert_blocks_to_loops, func)
     func = run(unify_thread_loops, func)
     func = run(insert_barriers, func)
+    func = run(uniform_barriers, func)
     if target == "c":
-        func = run(emulate_threads, func)
+        def emulate_threads_in_order(f: PrimFunc) -> PrimFunc:
+            return emulate_threads(f, thread_order)
+
+        emulate_threads_in_order.__name__ = "emulate_threads"
+        func = run(emulate_threads_in_order, func)
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
     func = run(fold_constants, func)

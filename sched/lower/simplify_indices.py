@@ -26,7 +26,7 @@ import logging
 
 import islpy as isl
 
-from sched.ir.dtype import bits, is_int
+from sched.ir.dtype import INDEX_DTYPE, bits, is_int
 from sched.ir.functor import IRMutator, free_vars
 from sched.ir.nodes import (
     BinaryOp,
@@ -44,6 +44,7 @@ from sched.ir.nodes import (
     logical_and,
 )
 from sched.ir.simplify import simplify
+from sched.lower.flatten_buffers import widen
 from sched.lower.isl_affine import AffineTranslation, Context, NotAffine, from_ast, piecewise
 
 logger = logging.getLogger("sched.lower")
@@ -92,6 +93,8 @@ def simplify_index(e: Expr, context: Context = ()) -> Expr:
         ast = isl.AstBuild.from_context(context_set).expr_from_pw_aff(function)
         terms = {name: term for term, name in translation.names.items()}
         result = from_ast(ast, terms, e.dtype)
+        if bits(e.dtype) > bits(INDEX_DTYPE):
+            result = widen(result, e.dtype)     # no narrow intermediate results
     except (NotAffine, isl.Error) as error:
         logger.debug("simplify_indices: keeping %r (%s)", e, type(error).__name__)
         return _simplify_operands(e, context) if isinstance(e, BinaryOp) else e

@@ -17,14 +17,25 @@ keeps across phases must survive the fission:
 
 Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
 buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
+
+Races without a GPU: the GPU runs the threads of a phase, and the blocks, in no fixed order.
+`thread_order` (default: the SCHED_THREAD_ORDER environment variable, see sched/env.py) runs
+them forward, in reverse, or shuffled: each phase's thread nest becomes one loop over all the
+block's threads, visited in the permutation `(a * f + c) mod n` (a coprime with n; a and c
+drawn from a generator seeded by the seed and the phase's position), and each blockIdx loop
+likewise (a rotation `(b + c) mod n` where its extent is symbolic). A kernel whose result
+changes with the order has a race.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import random
 
+from sched import env
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, collect, free_vars
+from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.nodes import (
     Allocate,
     Barrier,
@@ -199,9 +210,21 @@ class _SplitPhases(IRMutator):
         return _phases(nest, body)
 
 
-def emulate_threads(func: PrimFunc) -> PrimFunc:
-    """`func` (a GPU kernel) as CPU loops that compute what the GPU would (module docstring).
-    A function without threadIdx loops is returned unchanged."""
+def emulate_threads(func: PrimFunc, thread_order: str | None = None) -> PrimFunc:
+    """`func` (a GPU kernel) as CPU loops that compute what the GPU would (module docstring),
+    running blocks and threads in `thread_order` ("forward", "reverse", "shuffle" or
+    "shuffle:<seed>"; default SCHED_THREAD_ORDER). A function without thread-bound loops is
+    returned unchanged."""
+    order = env.THREAD_ORDER.value() if thread_order is None else \
+        env.THREAD_ORDER.parse(thread_order)
+    func = _emulate(func)
+    if order[0] == "forward" or not any(loop.kind == "thread_binding"
+                                        for loop in collect(func.body, For)):
+        return func
+    return dataclasses.replace(func, body=_Reorder(*order).visit(func.body))
+
+
+def _emulate(func: PrimFunc) -> PrimFunc:
     if not any(_is_thread_loop(loop) for loop in collect(func.body, For)):
         return func
     config = launch_config(func)
@@ -216,6 +239,55 @@ def emulate_threads(func: PrimFunc) -> PrimFunc:
     if not collect(func.body, Barrier):
         return func
     return _DropBarriers().visit(_SplitPhases().visit(func))
+
+
+class _Reorder(IRMutator):
+    """Each threadIdx nest as one loop over the block's threads, and each blockIdx loop, in
+    the chosen order (module docstring)."""
+
+    def __init__(self, order: str, seed: int) -> None:
+        self.order = order
+        self.seed = seed
+        self.count = 0
+
+    def permutation(self, index: Expr, extent: Expr) -> Expr:
+        """`index` in [0, extent) mapped to its place in the order."""
+        if self.order == "reverse":
+            return extent - 1 - index
+        self.count += 1
+        rng = random.Random(self.seed * 1_000_003 + self.count)
+        if not isinstance(extent, IntImm):
+            return (index + rng.randrange(1 << 16)) % extent
+        n = extent.value
+        if n <= 1:
+            return index
+        a = rng.choice([a for a in range(1, n) if math.gcd(a, n) == 1])
+        return (index * a + rng.randrange(n)) % n
+
+    def visit_For(self, node: For):
+        if node.kind != "thread_binding":
+            return self.visit_children(node)
+        if not _is_thread_loop(node):           # blockIdx: one loop, reordered
+            body = self.visit(node.body)
+            var = node.loop_var
+            place = self.permutation(var, node.extent)
+            return dataclasses.replace(node, body=substitute(body, {var: place + node.min}
+                                                             if not _is_zero(node.min)
+                                                             else {var: place}))
+        nest, body = _thread_nest(node)
+        body = self.visit(body)
+        total = math.prod(loop.extent.value for loop in nest)
+        flat = Var(f"sched_threads_{self.count}", "int32")
+        place = self.permutation(flat, IntImm(total))
+        mapping, stride = {}, total
+        for loop in nest:
+            stride //= loop.extent.value
+            mapping[loop.loop_var] = (place // stride) % loop.extent.value + loop.min
+        return For(flat, IntImm(0), IntImm(total), "serial", substitute(body, mapping))
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
 
 
 class _DropBarriers(IRMutator):

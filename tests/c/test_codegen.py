@@ -25,7 +25,8 @@ def test_signature_lists_buffers_then_scalars_then_symbolic_dims():
     source = generate_c(lower(PrimFunc("scale", (A, B, alpha), body)))
     assert ("void scale(const float* restrict A, float* restrict B, float alpha, int32_t n)"
             in source)
-    assert "B[i * 4 + j] = A[i * 4 + j] * alpha;" in source
+    # a symbolic dim bounds no size: the flattened index is int64
+    assert "B[(int64_t)i * 4 + (int64_t)j] = A[(int64_t)i * 4 + (int64_t)j] * alpha;" in source
 
 
 def test_includes_and_reserved_names():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sched.ir import Allocate, Buffer, BufferLoad, BufferStore, For, IntImm, Var, collect
 from sched.ir.verify import verify
 from sched.lower import convert_blocks_to_loops, flatten_buffers
-from sched.lower.flatten_buffers import linear_index
+from sched.lower.flatten_buffers import linear_index, widen
 from tests.lower.block_ir import add_2d, scale_split, two_stage
 
 
@@ -42,12 +42,13 @@ def test_allocated_buffer_becomes_one_dimensional_itself():
     from sched.ir import PrimFunc
 
     func = flatten_buffers(PrimFunc("f", (A,), body))
-    flat_t = Buffer("T", (n * 3,))
+    # a symbolic dim has no bound: sizes and indices are int64 (widen)
+    flat_t = Buffer("T", (widen(n * 3),))
     assert func.body.buffer == flat_t
     (store,) = collect(func.body, BufferStore)
-    assert store.buffer == flat_t and store.indices == (i * 3 + j,)
+    assert store.buffer == flat_t and store.indices == (widen(i * 3 + j),)
     (load,) = collect(func.body, BufferLoad)
-    assert load.buffer == Buffer("A_flat", (n * 3,), data="A")
+    assert load.buffer == Buffer("A_flat", (widen(n * 3),), data="A")
     verify(func)
 
 

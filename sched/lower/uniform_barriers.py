@@ -1,0 +1,118 @@
+"""Barriers every thread reaches: guards on the work, never on a barrier.
+
+A barrier (`__syncthreads()`) must be reached by every thread of a block, or the kernel's
+behaviour is undefined. Thread-loop unification puts a guard around a shorter thread loop
+(`if (tx < 64)` for a loop of 64 threads in a block of 128), and barrier insertion may then
+put a barrier inside it. This pass pushes each thread-dependent condition down, past the
+barriers, onto the barrier-free statements between them ("guard the work, not the barrier"):
+
+    if (tx < 64) { a; sync; b; }   ->   if (tx < 64) { a; }  sync;  if (tx < 64) { b; }
+
+Moving a guard is exact when its value cannot change between the pieces: the condition may
+read variables (never reassigned) but no buffer. A serial loop holding a barrier takes the
+guard inside when its bounds are the same for every thread (no thread variable, no load); a
+let under a guard is computed by every thread, its value selected so that a thread outside
+the guard reads nothing (`guard ? value : 0`). What cannot be made uniform is refused: a
+barrier under a condition that reads memory, or in a loop whose bounds depend on the thread.
+
+Runs after `insert_barriers`, for both targets (the C target's per-thread phases then see
+uniform control flow around every barrier).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sched.errors import ScheduleError
+from sched.ir.functor import collect, free_vars
+from sched.ir.nodes import (
+    Allocate,
+    Barrier,
+    BufferLoad,
+    Expr,
+    For,
+    IfThenElse,
+    LetStmt,
+    Not,
+    PrimFunc,
+    Select,
+    SeqStmt,
+    Stmt,
+    const,
+    logical_and,
+    seq,
+)
+
+
+def _has_barrier(stmt: Stmt) -> bool:
+    return bool(collect(stmt, Barrier))
+
+
+class _Uniform:
+    def __init__(self, thread_vars: frozenset) -> None:
+        self.thread_vars = thread_vars
+
+    def thread_dependent(self, e: Expr) -> bool:
+        return bool(set(free_vars(e)) & self.thread_vars) or bool(collect(e, BufferLoad))
+
+    def visit(self, stmt: Stmt, guards: tuple[Expr, ...]) -> Stmt:
+        if not _has_barrier(stmt):
+            return IfThenElse(logical_and(*guards), stmt) if guards else stmt
+        if isinstance(stmt, Barrier):
+            return stmt
+        if isinstance(stmt, SeqStmt):
+            return seq(*[self.visit(s, guards) for s in stmt.stmts])
+        if isinstance(stmt, IfThenElse):
+            return self.branch(stmt, guards)
+        if isinstance(stmt, For):
+            return self.loop(stmt, guards)
+        if isinstance(stmt, LetStmt):
+            value = stmt.value
+            if guards and collect(value, BufferLoad):
+                value = Select(logical_and(*guards), value, const(0, value.dtype))
+            return dataclasses.replace(stmt, value=value, body=self.visit(stmt.body, guards))
+        if isinstance(stmt, Allocate):
+            return dataclasses.replace(stmt, body=self.visit(stmt.body, guards))
+        raise AssertionError(f"unexpected {type(stmt).__name__} holding a barrier")
+
+    def branch(self, stmt: IfThenElse, guards: tuple[Expr, ...]) -> Stmt:
+        condition = stmt.condition
+        if not self.thread_dependent(condition):
+            other = None if stmt.else_body is None else self.visit(stmt.else_body, guards)
+            return dataclasses.replace(stmt, then_body=self.visit(stmt.then_body, guards),
+                                       else_body=other)
+        if collect(condition, BufferLoad):
+            raise ScheduleError("build", f"a barrier (needed for shared memory) sits under the "
+                                f"condition {condition.script()}, which reads memory and may "
+                                f"differ between threads: every thread of a block must reach "
+                                f"every barrier; compute the condition's data before the "
+                                f"shared-memory stages or guard smaller statements")
+        pieces = [self.visit(stmt.then_body, (*guards, condition))]
+        if stmt.else_body is not None:
+            pieces.append(self.visit(stmt.else_body, (*guards, Not(condition))))
+        return seq(*pieces)
+
+    def loop(self, loop: For, guards: tuple[Expr, ...]) -> Stmt:
+        if loop.kind == "thread_binding":     # an index, not a loop: every thread is in it
+            return dataclasses.replace(loop, body=self.visit(loop.body, guards))
+        for bound in (loop.min, loop.extent):
+            if self.thread_dependent(bound):
+                raise ScheduleError("build", f"loop '{loop.loop_var.name}' holds a barrier "
+                                    f"(needed for shared memory) but its bounds "
+                                    f"({loop.min.script()}, extent {loop.extent.script()}) "
+                                    f"depend on the thread or on memory: every thread of a "
+                                    f"block must reach every barrier; give the loop bounds "
+                                    f"that are the same for all threads")
+        return dataclasses.replace(loop, body=self.visit(loop.body, guards))
+
+
+def uniform_barriers(func: PrimFunc) -> PrimFunc:
+    """`func` with no barrier under a thread-dependent condition (module docstring).
+    A function without barriers is returned unchanged."""
+    if not collect(func.body, Barrier):
+        return func
+    thread_vars = frozenset(loop.loop_var for loop in collect(func.body, For)
+                            if loop.kind == "thread_binding"
+                            and loop.thread_tag.startswith("threadIdx"))
+    body = _Uniform(thread_vars).visit(func.body, ())
+    return dataclasses.replace(func, body=body)

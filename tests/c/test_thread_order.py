@@ -1,0 +1,117 @@
+"""Races without a GPU: the C target runs a GPU kernel's blocks and each phase's threads
+forward, in reverse or shuffled (SCHED_THREAD_ORDER, or `thread_order=`). Every GPU hand
+schedule, and random GPU schedules, compute what numpy does in every order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from sched import env
+from sched import hand_schedules as hs
+from sched.c.kernel import build_c
+from sched.errors import ScheduleError
+from sched.lower import lower
+from sched.script import T
+from tests.conftest import assert_close
+from tests.test_hand_schedules import GPU_CASES, inputs_for
+
+ORDERS = ("forward", "reverse", "shuffle")
+
+
+@T.prim_func
+def racy(A: T.Buffer((64,), "float32"), B: T.Buffer((1,), "float32")):
+    for b in T.thread_binding(1, thread="blockIdx.x"):
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            B[0] = A[t]        # every thread writes one element: the last one wins
+
+
+def _run_racy(**options):
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros(1, np.float32)
+    build_c(racy, **options)(a, b)
+    return b[0]
+
+
+def test_the_order_decides_a_racy_result():
+    assert _run_racy(thread_order="forward") == 63
+    assert _run_racy(thread_order="reverse") == 0
+    assert _run_racy(thread_order="shuffle") not in (0, 63) or \
+        _run_racy(thread_order="shuffle:1") not in (0, 63)
+
+
+def test_the_order_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SCHED_THREAD_ORDER", "reverse")
+    assert env.THREAD_ORDER.value() == ("reverse", 0)
+    assert _run_racy() == 0
+    monkeypatch.setenv("SCHED_THREAD_ORDER", "sideways")
+    with pytest.raises(ValueError, match="SCHED_THREAD_ORDER='sideways'"):
+        env.THREAD_ORDER.value()
+
+
+def test_a_shuffle_visits_every_thread_once():
+    text = lower(racy, thread_order="shuffle:3").script()
+    assert "sched_threads_" in text and "% 64" in text
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_every_gpu_hand_schedule_matches_numpy_in_every_order(name, order):
+    schedule, shapes, reference, _ = GPU_CASES[name]
+    arrays = inputs_for(shapes)
+    expected = reference(*[a.astype(np.float64) for a in arrays])
+    out = np.zeros(expected.shape, np.float32)
+    build_c(schedule().func, thread_order=order)(*arrays, out)
+    assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+# -- random GPU schedules: the hand schedules' recipes at random sizes and tiles ---------------
+
+
+@st.composite
+def gpu_schedules(draw):
+    """(schedule, input shapes, reference) of a hand schedule's recipe at random sizes; sizes
+    the recipe cannot schedule (a loop of extent 1 it wants to unroll) are rejected."""
+    try:
+        return _gpu_schedule(draw)
+    except (ScheduleError, ValueError):
+        assume(False)
+
+
+def _gpu_schedule(draw):
+    kind = draw(st.sampled_from(["matmul", "softmax", "elementwise", "conv2d"]))
+    if kind == "matmul":
+        threads = (draw(st.sampled_from([2, 4, 8])), draw(st.sampled_from([2, 4, 8])))
+        tile = (draw(st.sampled_from([2, 4])), draw(st.sampled_from([2, 4])))
+        m, n, k = (draw(st.integers(2, 24)) for _ in range(3))
+        sch = hs.gpu_matmul(m, n, k, block_tile=(threads[0] * tile[0], threads[1] * tile[1]),
+                            thread_tile=tile, k_tile=draw(st.sampled_from([2, 4, 8])))
+        return sch, [(m, k), (k, n)], lambda a, b: a @ b
+    if kind == "softmax":
+        rows, cols = draw(st.integers(2, 4)), draw(st.integers(2, 70))
+        sch = hs.gpu_softmax(rows, cols, threads=draw(st.sampled_from([8, 16, 32])))
+        from tests.test_hand_schedules import softmax_reference
+        return sch, [(rows, cols)], softmax_reference
+    if kind == "elementwise":
+        shape = tuple(draw(st.lists(st.integers(1, 9), min_size=1, max_size=3)))
+        sch = hs.gpu_elementwise(shape, threads=draw(st.sampled_from([4, 16, 32])))
+        return sch, [shape, shape], lambda x, y: np.maximum(x * 2 + y, 0)
+    c, h, w, k = (draw(st.integers(2, 5)) for _ in range(4))
+    sch = hs.gpu_conv2d(1, c, h, w, k, threads=draw(st.sampled_from([8, 32])))
+    from tests.test_hand_schedules import conv_reference
+    return sch, [(1, c, h, w), (k, c, 3, 3)], conv_reference
+
+
+@settings(max_examples=4, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(gpu_schedules(), st.integers(0, 1000))
+def test_random_gpu_schedules_match_numpy_in_every_order(case, seed):
+    sch, shapes, reference = case
+    arrays = inputs_for(shapes, seed)
+    expected = reference(*[a.astype(np.float64) for a in arrays])
+    for order in ("forward", "reverse", f"shuffle:{seed}"):
+        out = np.zeros(expected.shape, np.float32)
+        build_c(sch.func, thread_order=order)(*arrays, out)
+        assert_close(out, expected, rtol=1e-4, atol=1e-4)
