@@ -19,6 +19,7 @@ says which handles replaced it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import itertools
@@ -160,6 +161,23 @@ class ScheduleBase:
                           for key, limit in self._lineage.items()}
         other._lineage[other._identity] = float("inf")
         return other
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self):
+        """Run a step made of several steps (tile) as one: if a part is refused, the function,
+        the trace, the handles' generations and the notes are as before the first part."""
+        saved = (self._func, len(self.trace.instructions), dict(self._generation),
+                 dict(self._replaced), len(self.notes), self._analysis_calls)
+        try:
+            yield
+        except BaseException:
+            func, steps, generation, replaced, notes, calls = saved
+            self._func = func
+            del self.trace.instructions[steps:]
+            self._generation, self._replaced = generation, replaced
+            del self.notes[notes:]
+            self._analysis_calls = calls
+            raise
 
     def _peek_serial(self) -> int:
         value = next(self._serial)

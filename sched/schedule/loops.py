@@ -381,7 +381,8 @@ class LoopPrimitives(ScheduleBase):
         >>> print(sch.func.script().splitlines()[5])
                 for i_0, j_0, i_1, j_1 in T.grid(2, 3, 4, 4):
         """
-        xo, xi = self.split(x, [None, x_factor])
-        yo, yi = self.split(y, [None, y_factor])
-        self.reorder(xo, yo, xi, yi)
+        with self._all_or_nothing():            # a refused reorder leaves no split behind
+            xo, xi = self.split(x, [None, x_factor])
+            yo, yi = self.split(y, [None, y_factor])
+            self.reorder(xo, yo, xi, yi)
         return [xo, yo, xi, yi]
