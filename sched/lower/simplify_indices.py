@@ -92,6 +92,8 @@ def simplify_index(e: Expr, context: Context = ()) -> Expr:
         function = piecewise(function).gist(context_set)
         ast = isl.AstBuild.from_context(context_set).expr_from_pw_aff(function)
         terms = {name: term for term, name in translation.names.items()}
+        if bits(e.dtype) > bits(INDEX_DTYPE):   # leaves seen through widening casts: widen
+            terms = {name: widen(term, e.dtype) for name, term in terms.items()}
         result = from_ast(ast, terms, e.dtype)
         if bits(e.dtype) > bits(INDEX_DTYPE):
             result = widen(result, e.dtype)     # no narrow intermediate results
