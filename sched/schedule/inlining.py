@@ -35,7 +35,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import dependences
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
-from sched.schedule.state import find_block, path_to, replace
+from sched.schedule.state import find_block, path_to, refuse_other_views, replace
 
 
 def neighbours(func: PrimFunc, block: str, kind: str) -> dict[str, set[str]]:
@@ -190,6 +190,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
         raise ScheduleError(primitive, f"block {block_name!r} writes {buffer.name!r}, an output "
                             f"of the function: its values must be stored; only a block writing "
                             f"an intermediate buffer (T.alloc_buffer) can be inlined")
+    refuse_other_views(func, buffer, primitive, "inlining its producer")
     blocks = [r for r in collect(func.body, BlockRealize) if r is not realize]
     writers = [r.block.name for r in blocks if any(w.buffer.name == buffer.name
                                                    for w in r.block.writes)]
@@ -276,6 +277,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     if any(p.name == buffer.name for p in func.buffers):
         raise ScheduleError(primitive, f"{buffer.name!r} is an output of the function: "
                             f"producer {p_realize.block.name!r} must keep storing it")
+    refuse_other_views(func, buffer, primitive, "inlining its consumer")
     others = [name for name in {**_readers(func, buffer)} if name != block_name]
     if others:
         raise ScheduleError(primitive, f"{buffer.name!r} is also read by block(s) "

@@ -56,7 +56,7 @@ from sched.schedule.scope import (
     splice,
     taken_names,
 )
-from sched.schedule.state import find_block, replace, replace_in
+from sched.schedule.state import find_block, refuse_other_views, replace, replace_in
 
 DIM_ALIGN = "buffer_dim_align"    # block annotation: JSON [[buffer_index, axis, factor, offset]]
 
@@ -270,6 +270,7 @@ def set_scope(func: PrimFunc, block_name: str, index: int, storage_scope: str) -
                           "buffer_index", "writes")
     _check_scope(storage_scope, "set_scope", 3)
     _check_allocated(func, buffer, "set_scope")
+    refuse_other_views(func, buffer, "set_scope", "moving it to another scope")
     new = dataclasses.replace(buffer, scope=storage_scope)
     return dataclasses.replace(func, body=replace_buffer(func.body, buffer, new))
 
@@ -290,6 +291,7 @@ def storage_align(func: PrimFunc, block_name: str, index: int, axis: int, factor
     buffer = _check_index(index, realize.block.writes, realize.block, primitive,
                           "buffer_index", "writes")
     _check_allocated(func, buffer, primitive)
+    refuse_other_views(func, buffer, primitive, "padding its rows")
     ndim, a = buffer.ndim, _int(axis)
     checks = (("axis", axis, -ndim <= a < ndim and a % ndim != ndim - 1,
                f"an int in [{-ndim}, {ndim - 1}), not the innermost axis (its stride is 1)"),

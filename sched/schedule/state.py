@@ -111,6 +111,28 @@ def replace(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
     return result
 
 
+def other_views(func: PrimFunc, buffer) -> list[str]:
+    """The names of the other buffers of `func` that use `buffer`'s storage (views declared
+    with `data=`, or the buffer a view of which `buffer` is)."""
+    from sched.ir.nodes import Buffer
+
+    return sorted({b.name for b in collect(func, Buffer)
+                   if b.storage_name == buffer.storage_name and b.name != buffer.name})
+
+
+def refuse_other_views(func: PrimFunc, buffer, primitive: str, what: str) -> None:
+    """Refuse a step that rewrites or removes `buffer` (`what` it would do) while other views
+    reach the same storage: they would keep reading the old layout or a storage nobody
+    writes any more."""
+    views = other_views(func, buffer)
+    if views:
+        raise ScheduleError(primitive, f"{buffer.name!r} is also accessed through "
+                            f"{', '.join(repr(v) for v in views)} (T.Buffer(..., data=...)), "
+                            f"which {what} would not rewrite; schedule the function before "
+                            f"declaring views of this buffer, or read and write it through "
+                            f"one buffer")
+
+
 def fresh_name(func: PrimFunc, base: str, taken: set[str] | None = None) -> str:
     """`base`, or `base_1`, `base_2`... whichever no variable or buffer of `func` uses."""
     used = set(taken or ()) | {v.name for v in collect(func, Var)}
