@@ -335,3 +335,36 @@ def test_fuse_split_fuse_over_symbolic_extents_builds(rng):
     b = np.zeros_like(a)
     kernel(a, b)
     np.testing.assert_array_equal(b, a * 2)
+
+
+# -- a reduction reading the element the previous iteration wrote (item 22) -------------------
+
+
+@pytest.mark.parametrize("n, k", [(8, 4), (64, 16), (300, 7)])
+@pytest.mark.parametrize("with_init", [False, True])
+def test_reduction_reading_the_previous_element_matches_numpy(n, k, with_init):
+    """Reported miscompiled by gcc 12 -O3 (loop distribution); not reproduced here: the
+    kernels build with -fno-tree-loop-distribution, and this keeps the numbers checked."""
+    init = ("            with T.init():\n                C[vi + 1] = T.float32(0.5)\n"
+            if with_init else "")
+    text = f'''
+@T.prim_func
+def scan(A: T.Buffer(({k},), "float32"), C: T.Buffer(({n + 1},), "float32")):
+    for i, k in T.grid({n}, {k}):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+{init}            C[vi + 1] = C[vi + 1] + C[vi] * A[vk]
+'''
+    from sched.ir.parser import parse
+
+    kernel = sched.build(parse(text), target="c")
+    a = (np.arange(k, dtype=np.float32) % 5 - 2) * np.float32(0.05)
+    c = np.linspace(0.5, 1.5, n + 1).astype(np.float32)
+    expected = c.astype(np.float64)
+    for i in range(n):
+        if with_init:
+            expected[i + 1] = 0.5
+        for r in range(k):
+            expected[i + 1] = expected[i + 1] + expected[i] * a[r]
+    kernel(a, c)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-5)
