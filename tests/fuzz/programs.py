@@ -15,7 +15,7 @@ or, through a flat view `B_flat = T.Buffer((n * m,), data=B.data)`, `B_flat[v * 
 Bindings are the loop (`v = i`), reversed (`v = n - 1 - i`), a permutation (`(i * 3) % n`),
 run twice (`v = i % n` over `2n`), predicated (`T.where(i < n)` over a longer loop) or split
 (`v = io * 4 + ii`). A stage may be a block nested in an outer block, dims may be symbolic and
-names odd (`a0`, `NAN`, `C.1`, `exp`). `features` records what a program uses, so that known
+names odd (`a0`, `NAN`, `C.1`, `exp`), and a map's body a let or an `if`. `features` records what a program uses, so that known
 holes can be kept out while they are being fixed (see known_holes.py).
 
 Values are small integers held in float32, so every legal reordering gives the exact result.
@@ -40,7 +40,9 @@ from sched.ir import (
     Expr,
     For,
     IntImm,
+    IfThenElse,
     IterVar,
+    LetStmt,
     PrimFunc,
     Range,
     Select,
@@ -48,6 +50,7 @@ from sched.ir import (
     Var,
     binary,
     const,
+    equal,
     logical_and,
     seq,
 )
@@ -316,9 +319,12 @@ class _Builder:
                 term = BufferLoad(out, other) * f32(0.5) + term \
                     if op == "max" else BufferLoad(out, other) + term
             value = binary(op, BufferLoad(out, index), term)
-        body = BufferStore(out, value, index)
-        if kind == "map" and out in self.written:
-            raise AssertionError("map writes a fresh buffer")
+        body: Stmt = BufferStore(out, value, index)
+        if kind == "map" and self.use("let"):
+            var = Var(self.names.pick(("x_", "a0__", "NAN__"), self.odd), "float32")
+            body = LetStmt(var, value, BufferStore(out, var, index))
+        if kind == "map" and out in self.outputs and self.use("if_stmt"):
+            body = IfThenElse(equal(spatial[0].var % 2, 0), body)   # the rest keep their values
         reads, writes = infer_block_regions(body, init, tuple(iter_vars))
         block = Block(name, tuple(iter_vars), reads, writes, body, init)
         stmt = self.realize(block, iter_vars)
