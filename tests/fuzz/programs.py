@@ -37,6 +37,7 @@ from sched.ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Cast,
     Expr,
     For,
     IntImm,
@@ -69,16 +70,20 @@ class Program:
     func: PrimFunc
     dims: dict[str, int]                        # symbolic dim -> its value in this run
     features: set[str] = field(default_factory=set)
+    index_buffers: set[str] = field(default_factory=set)   # int32 buffers holding indices 0..3
 
     def arrays(self, seed: int) -> list[np.ndarray]:
-        """Arguments for a run: small integers in float32 (index buffers: 0..3)."""
+        """Arguments for a run: small integers in float32, int32 data in -9..9, index buffers
+        0..3."""
         rng = np.random.default_rng(seed)
         arrays = []
         for buffer in self.func.buffers:
             shape = tuple(self.dims[d.name] if isinstance(d, Var) else d.value
                           for d in buffer.shape)
-            if buffer.dtype == "int32":
+            if buffer.dtype == "int32" and buffer.name in self.index_buffers:
                 arrays.append(rng.integers(0, 4, shape).astype(np.int32))
+            elif buffer.dtype == "int32":
+                arrays.append(rng.integers(-9, 10, shape).astype(np.int32))
             else:
                 arrays.append(rng.integers(-3, 4, shape).astype(np.float32))
         return arrays
@@ -335,6 +340,35 @@ class _Builder:
                                               data=out.name)
         return stmt
 
+    def int_stage(self) -> Stmt:
+        """`O[v] = int arithmetic on I` (floor `//` and `%` by constants of either sign, min,
+        max, wrapping +,-,*), stored as int32 or cast to float32: an int32 input `I` (-9..9)
+        and a fresh output."""
+        data = Buffer(self.names.pick(("I", "int32_t_", "a0"), self.odd), (self.n,), "int32")
+        self.inputs.append(data)
+        as_float = self.draw(st.booleans())
+        out = Buffer(self.names.pick(BUFFER_NAMES, self.odd), (self.n,),
+                     "float32" if as_float else "int32")
+        self.outputs.append(out)
+        iv = IterVar(Var(self.names.pick(("vi", "v0"), self.odd)), Range(IntImm(0), self.n))
+        v = iv.var
+        value: Expr = BufferLoad(data, (v,))
+        for _ in range(self.draw(st.integers(1, 3))):
+            op = self.draw(st.sampled_from(["floordiv", "floormod", "add", "sub", "mul", "min",
+                                            "max", "load"]))
+            if op == "load":
+                other = BufferLoad(data, ((v + self.draw(st.integers(1, 3))) % self.n,))
+                value = binary(self.draw(st.sampled_from(["add", "sub", "max"])), value, other)
+            else:
+                c = self.draw(st.sampled_from([-3, -2, 2, 3, 5]))
+                value = binary(op, value, IntImm(c))
+        if as_float:
+            value = Cast("float32", value)
+        body = BufferStore(out, value, (v,))
+        reads, writes = infer_block_regions(body, None, (iv,))
+        block = Block(self.names.pick(BLOCK_NAMES, self.odd), (iv,), reads, writes, body)
+        return self.realize(block, [iv])
+
     def realize(self, block: Block, iter_vars: list[IterVar]) -> Stmt:
         extents = [iv.dom.extent for iv in iter_vars]
         loops, bindings, conditions = self.nest(extents, [iv.kind for iv in iter_vars])
@@ -400,9 +434,12 @@ def programs(draw) -> Program:
         builder.index_buffer = Buffer(builder.names.pick(("Idx", "a0"), builder.odd), (IntImm(16),),
                                       "int32")
     stages = [builder.stage() for _ in range(draw(st.integers(1, 4)))]
+    if builder.use("int_math"):
+        stages.append(builder.int_stage())
     params = builder.inputs + ([builder.index_buffer] if builder.index_buffer else []) + \
         builder.outputs
     allocs = tuple(builder.allocs)
     root = BlockRealize((), TRUE, Block("root", (), (), (), seq(*stages), alloc_buffers=allocs))
     func = PrimFunc("fuzz", tuple(params), root)
-    return Program(func, builder.dims, builder.features)
+    index_buffers = {builder.index_buffer.name} if builder.index_buffer else set()
+    return Program(func, builder.dims, builder.features, index_buffers)
