@@ -1,7 +1,7 @@
 """How much the fuzzers run, read from the environment (tests only; sched/env.py declares the
 library's own variables).
 
-    SCHED_FUZZ_EXAMPLES=5000 python -m pytest tests/fuzz       # a long run (default 40)
+    SCHED_FUZZ_EXAMPLES=5000 python -m pytest tests/fuzz       # a long run (default 30)
     SCHED_FUZZ_RANDOM=1 ...        # fresh random examples (default: derandomized, so CI is
                                    # stable; a long run should set it)
     SCHED_FUZZ_ALL=1 ...           # include the known holes (known_holes.py)
@@ -16,7 +16,7 @@ import os
 from hypothesis import HealthCheck, settings
 
 EXAMPLES_VARIABLE = "SCHED_FUZZ_EXAMPLES"
-DEFAULT_EXAMPLES = 40
+DEFAULT_EXAMPLES = 30
 
 
 def examples() -> int:
