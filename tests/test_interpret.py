@@ -337,3 +337,44 @@ def test_unknown_thread_order():
     with pytest.raises(ValueError, match="thread_order"):
         sched.interpret(func, np.zeros(4, np.float32), np.zeros(4, np.float32),
                         thread_order="sideways")
+
+
+def test_bfloat16_rounds_on_store_and_int64_extents():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((T.int64(4),), "float32"), B: T.Buffer((T.int64(4),), "bfloat16")):
+    for i in range(T.int64(4)):
+        with T.block("B"):
+            vi = T.axis.spatial(T.int64(4), i)
+            B[vi] = T.Cast("bfloat16", A[vi])
+""")
+    a = np.array([1.0, 1.00390625, 3.0, -2.5], np.float32)      # 1 + 2**-8 rounds to 1 (even)
+    b = np.zeros(4, np.uint16)
+    sched.interpret(func, a, b)
+    as_float = (b.astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(as_float, [1.0, 1.0, 3.0, -2.5])
+
+
+def test_decl_buffer_in_a_block_is_fresh_per_instance():
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            acc = T.decl_buffer((1,), "float32")
+            acc[0] = A[vi]
+            acc[0] = acc[0] + T.float32(1)
+            B[vi] = acc[0]
+""")
+    a = np.arange(4, dtype=np.float32)
+    assert_close(interpret(func, a, np.zeros(4, np.float32)), a + 1)
+
+
+def test_python_source_is_readable():
+    from sched.interpreter import python_source
+
+    A = te.placeholder((4,), name="A")
+    func = te.create_prim_func([A, te.compute((4,), lambda i: A[i] + 1.0, name="B")])
+    source = python_source(func)
+    assert source.startswith("def _kernel(") and "for v" in source
