@@ -82,11 +82,6 @@ from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
 BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
 
 
-def _tuple_name(prefix: str, name: str) -> str:
-    """Kept for old callers: `_tuple_name("S_", "C")` is `names.statement_tuple("C")`."""
-    return names.statement_tuple(name, is_init=prefix.startswith("I"))
-
-
 @dataclass(frozen=True)
 class Loop:
     """A loop enclosing a statement and the position of its variable in the time vector."""
@@ -386,9 +381,9 @@ def _views(func: PrimFunc) -> dict[str, tuple[Buffer, ...]]:
 class _Relations:
     """Builds the access relations of statements, in storage and view dimensions."""
 
-    def __init__(self, walker: _Walker, params: str, positive: isl.Set,
+    def __init__(self, walker: _Walker, params: str,
                  views: dict[str, tuple[Buffer, ...]]) -> None:
-        self.walker, self.params, self.positive = walker, params, positive
+        self.walker, self.params = walker, params
         self.linearized = frozenset(s for s, vs in views.items()
                                     if len({tuple(b.shape) for b in vs}) > 1)
 
@@ -450,7 +445,7 @@ def build_model(func: PrimFunc) -> PolyModel:
     positive_dims = isl.Set(f"{param_text} {{ : {' and '.join(f'{d} >= 1' for d in dims)} }}"
                             if dims else f"{param_text} {{ : }}")
     views = _views(func)
-    relations = _Relations(walker, param_text, positive_dims, views)
+    relations = _Relations(walker, param_text, views)
     empty = isl.UnionMap(f"{param_text} {{ }}")
     domain, schedule, reads, writes = isl.UnionSet(f"{param_text} {{ }}"), empty, empty, empty
     for statement in walker.statements:
