@@ -1,7 +1,15 @@
-"""How long the polyhedral analysis takes: building the model and the dependences (uncached),
-one order check (a loop reorder) and one parallel check, on matmul, conv2d NCHW and softmax.
+"""How long the polyhedral analysis takes, on matmul, conv2d NCHW and softmax:
 
-Target (../shared/PERF.md): < 50 ms median per legality check on this machine's CPU.
+- dependences: building the model and the dependences of a function (uncached);
+- order check: one `check_order` (a loop reorder) with the old function's dependences cached, as
+  a schedule step after the first finds them, and uncached (the first step on a function, or a
+  step on a function no step has seen: the analysis plus the check);
+- parallel check: the one rule for concurrent loops (`check_parallel`), cached and uncached;
+- conv2d only, a real `Schedule.reorder` step (the order check, the re-check of concurrent
+  loops, the verifier), cached and uncached, with the share of the time of its parts.
+
+Target (../shared/PERF.md and issue 9): < 50 ms median per legality check and per step on this
+machine's CPU.
 
     python benchmarks/legality.py      # writes benchmarks/results/<cpu>/legality.json
 """
@@ -14,6 +22,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+import sched
 from sched import compute as te
 from sched.ir import BlockRealize, For, IRMutator, SeqStmt, collect
 from sched.polyhedral import check_order, check_parallel, dependences
@@ -66,6 +75,43 @@ def swap_loops(func, block: str, first: str, second: str):
     return SwapInNest().visit(func)
 
 
+def _uncached(run):
+    """`run` after forgetting every cached dependence analysis."""
+    def call():
+        _dependences.cache_clear()
+        return run()
+    return call
+
+
+def reorder_step(func, block: str, outer: str, inner: str) -> dict:
+    """A real reorder step (Schedule.reorder: order check, concurrent-loop re-check, verifier),
+    cached and uncached, and where the uncached step spends its time."""
+    import cProfile
+    import pstats
+
+    schedule = sched.Schedule(func)
+    loops = {lp.name: lp for lp in schedule.get_loops(schedule.get_block(block))}
+
+    def step():
+        schedule.copy().reorder(loops[inner], loops[outer])
+    cached = measure(step, repeats=10)
+    uncached = measure(_uncached(step), repeats=5, warmup=1)
+    profile = cProfile.Profile()
+    profile.runcall(_uncached(step))
+    stats = pstats.Stats(profile)
+    parts = {"build_model": "model.py:build_model", "dependences": "dependences.py:_dependences",
+             "check_schedule": "legality.py:check_schedule",
+             "check_runs": "legality.py:check_runs",
+             "concurrent_loops_recheck": "legality.py:check_concurrent_loops",
+             "verify": "verify.py:verify"}
+    shares = {}
+    for name, suffix in parts.items():
+        cumulative = sum(row[3] for (file, line, fn), row in stats.stats.items()
+                         if f"{file.rsplit('/', 1)[-1]}:{fn}" == suffix)
+        shares[name] = round(cumulative / stats.total_tt, 3) if stats.total_tt else 0.0
+    return {"cached": cached, "uncached": uncached, "uncached_time_share": shares}
+
+
 def main() -> None:
     device = cpu_name()
     rows = []
@@ -80,20 +126,39 @@ def main() -> None:
         dependences(func)
         order = measure(lambda f=func, s=swapped: check_order(f, s))
         parallel = measure(lambda f=func, b=block, o=outer: check_parallel(f, b, o))
+        order_uncached = measure(_uncached(lambda f=func, s=swapped: check_order(f, s)),
+                                 repeats=10)
+        parallel_uncached = measure(
+            _uncached(lambda f=func, b=block, o=outer: check_parallel(f, b, o)), repeats=10)
         legal = check_order(func, swapped) is None
-        rows.append({"workload": workload.__name__, "dependence_analysis": analysis,
-                     "order_check": order, "order_check_legal": legal,
-                     "parallel_check": parallel, "loops_swapped": [outer, inner]})
+        row = {"workload": workload.__name__, "dependence_analysis": analysis,
+               "order_check": order, "order_check_uncached": order_uncached,
+               "order_check_legal": legal, "parallel_check": parallel,
+               "parallel_check_uncached": parallel_uncached, "loops_swapped": [outer, inner]}
+        if workload is conv2d:
+            row["reorder_step"] = reorder_step(func, block, outer, inner)
+        rows.append(row)
     path = write_results("legality", device, {
         "target_ms": 50, "unit": "seconds", "workloads": rows})
-    table = Table(title=f"legality on {device}")
-    for column in ("workload", "dependences (ms)", "order check (ms)", "parallel check (ms)"):
+    table = Table(title=f"legality on {device} (median ms; uncached: no dependence analysis "
+                        f"cached)")
+    columns = {"dependences": "dependence_analysis", "order check": "order_check",
+               "order check uncached": "order_check_uncached",
+               "parallel check": "parallel_check",
+               "parallel check uncached": "parallel_check_uncached"}
+    table.add_column("workload")
+    for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(row["workload"], *(f"{row[k]['median_s'] * 1e3:.1f}" for k in
-                                         ("dependence_analysis", "order_check",
-                                          "parallel_check")))
+        table.add_row(row["workload"], *(f"{row[k]['median_s'] * 1e3:.1f}"
+                                         for k in columns.values()))
     Console().print(table)
+    for row in rows:
+        if "reorder_step" in row:
+            step = row["reorder_step"]
+            print(f"{row['workload']}: Schedule.reorder step {step['cached']['median_s'] * 1e3:.1f}"
+                  f" ms cached, {step['uncached']['median_s'] * 1e3:.1f} ms uncached; share of "
+                  f"the uncached step: {step['uncached_time_share']}")
     print(f"wrote {path}")
 
 

@@ -362,17 +362,31 @@ def _contains(root, target) -> bool:
 class _Concurrency:
     """The one rule (CONCURRENT_RULE) for one loop of one function."""
 
-    def __init__(self, func: PrimFunc, loop: For, kind: str) -> None:
-        self.func, self.loop, self.kind = func, loop, kind
+    def __init__(self, func: PrimFunc, loop_name: str, kind: str | None,
+                 loop: For | None = None) -> None:
+        self.func, self.name, self._loop = func, loop_name, loop
         self.model, self.deps = model_and_dependences(func)
         self.statements = [s for s in self.model.statements.values()
-                           if any(lp.var == loop.loop_var for lp in s.loops)]
-        self.allocations = _allocations(func)
+                           if any(lp.var.name == loop_name for lp in s.loops)]
+        if kind is None and self.statements:
+            kind = concurrent_kind(kind=self.target.kind, thread_tag=self.target.thread_tag)
+        self.kind = kind or "parallel"
         self._private: dict[str, bool] = {}
+
+    @functools.cached_property
+    def allocations(self) -> dict[str, tuple[Buffer, Node]]:
+        return _allocations(self.func)
+
+    @property
+    def loop(self) -> For:
+        """The loop node (found by name only where needed: a walk of the function)."""
+        if self._loop is None:
+            self._loop = _loops(self.func)[self.name]
+        return self._loop
 
     @property
     def target(self) -> Loop:
-        return next(lp for lp in self.statements[0].loops if lp.var == self.loop.loop_var)
+        return next(lp for lp in self.statements[0].loops if lp.var.name == self.name)
 
     def under(self, statement: Statement) -> bool:
         return any(s is statement for s in self.statements)
@@ -442,12 +456,11 @@ class _Concurrency:
         for dep in sorted(self.deps, key=lambda d: not d.is_reduction):
             if not (self.under(dep.source) and self.under(dep.sink)):
                 continue
-            if self.private(dep.buffer):
-                continue
             in_time = dep.relation.apply_domain(dep.source.schedule) \
                 .apply_range(dep.sink.schedule)
             crossing = in_time.intersect(carried)
-            if crossing.is_empty() or self.barrier_ordered(dep, crossing):
+            if crossing.is_empty() or self.private(dep.buffer) \
+                    or self.barrier_ordered(dep, crossing):
                 continue
             yield dep, dep.relation.intersect(
                 crossing.apply_domain(dep.source.schedule.reverse())
@@ -465,7 +478,7 @@ class _Concurrency:
         return flows.intersect(isl.UnionMap.from_map(carried)).is_empty()
 
     def reason(self, dep: Dependence) -> str:
-        name = self.loop.loop_var.name
+        name = self.name
         what = "a reduction" if dep.is_reduction else f"a {dep.kind} dependence"
         reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
         if dep.is_reduction:
@@ -513,16 +526,23 @@ def _without_thread_loops(statement: Statement, params: list[str],
     return isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
 
 
+def _loops(func: PrimFunc) -> dict[str, For]:
+    """The loops of `func` by name (the first of a name)."""
+    found: dict[str, For] = {}
+    for loop in collect(func.body, For):
+        found.setdefault(loop.loop_var.name, loop)
+    return found
+
+
 def concurrency_violation(func: PrimFunc, loop_name: str,
                           kind: str | None = None) -> Violation | None:
     """The one rule (CONCURRENT_RULE) for the loop named `loop_name`, as the kind of loop it
     is, or as `kind` ("parallel", "vectorized", "blockIdx", "threadIdx") when given: None when
     its iterations may run at the same time, else the dependence that forbids it."""
-    loop = next((lp for lp in collect(func.body, For) if lp.loop_var.name == loop_name), None)
-    if loop is None:
+    rule = _Concurrency(func, loop_name, kind)
+    if not rule.statements and loop_name not in _loops(func):
         raise ValueError(f"no loop named {loop_name!r}")
-    kind = kind or concurrent_kind(loop) or "parallel"
-    return _Concurrency(func, loop, kind).violation()
+    return rule.violation()
 
 
 def check_parallel(func: PrimFunc, block: str, loop: str) -> Violation | None:
@@ -578,7 +598,7 @@ def check_concurrent_loops(func: PrimFunc) -> tuple[str, Violation] | None:
         kind = concurrent_kind(loop)
         if kind is None:
             continue
-        violation = concurrency_violation(func, loop.loop_var.name, kind)
+        violation = _Concurrency(func, loop.loop_var.name, kind, loop).violation()
         if violation is not None:
             return loop.loop_var.name, violation
     return None
