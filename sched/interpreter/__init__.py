@@ -117,6 +117,21 @@ def interpret(func: PrimFunc, *args, thread_order: str = "forward", seed: int = 
 
     See the module docstring for the semantics. Raises OutOfBoundsError on an access outside a
     buffer, InterpretError on a binding outside its domain or inconsistent shapes.
+
+    >>> import numpy as np
+    >>> import sched
+    >>> from sched import compute as te
+    >>> A = te.placeholder((4,), name="A")
+    >>> func = te.create_prim_func([A, te.compute((4,), lambda i: A[i] * 2.0, name="B")])
+    >>> b = np.zeros(4, np.float32)
+    >>> sched.interpret(func, np.arange(4, dtype=np.float32), b)
+    >>> b
+    array([0., 2., 4., 6.], dtype=float32)
+    >>> shifted = te.create_prim_func([A, te.compute((4,), lambda i: A[i + 1], name="B")])
+    >>> sched.interpret(shifted, np.zeros(4, np.float32), b)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    sched.interpreter.runtime.OutOfBoundsError: ... buffer A ... index [v_i + 1] = [4] ...
     """
     order = LoopOrder(thread_order, seed)
     if len(args) != len(func.params):

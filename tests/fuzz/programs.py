@@ -10,13 +10,14 @@ allocated at the root). Each stage is one loop nest with one block, of a kind:
   its own output (`X[v] = X[v] + X[(v + 1) % n] * ...`, an ordinary dependence).
 
 Reads index with `v`, `v +- c` (guarded with `T.if_then_else`), `(v + c) % n`, `v // 2`,
-`n - 1 - v`, another iteration variable, an index loaded from an int buffer (`A[Idx[v] % n]`),
-or, through a flat view `B_flat = T.Buffer((n * m,), data=B.data)`, `B_flat[v * m + w]`.
-Bindings are the loop (`v = i`), reversed (`v = n - 1 - i`), a permutation (`(i * 3) % n`),
-run twice (`v = i % n` over `2n`), predicated (`T.where(i < n)` over a longer loop) or split
-(`v = io * 4 + ii`). A stage may be a block nested in an outer block, dims may be symbolic and
-names odd (`a0`, `NAN`, `C.1`, `exp`), and a map's body a let or an `if`. `features` records what a program uses, so that known
-holes can be kept out while they are being fixed (see known_holes.py).
+`n - 1 - v`, another iteration variable, an index loaded from an int buffer
+(`A[Idx[v] % n]`), or, through a flat view `B_flat = T.Buffer((n * m,), data=B.data)`,
+`B_flat[v * m + w]`. Bindings are the loop (`v = i`), reversed (`v = n - 1 - i`), a
+permutation (`(i * 3) % n`), run twice (`v = i % n` over `2n`), predicated (`T.where(i < n)`
+over a longer loop) or split (`v = io * 4 + ii`). A stage may be a block nested in an outer
+block, dims may be symbolic, names odd (`a0`, `NAN`, `C.1`, `exp`), a map's body a let or an
+`if`; an int32 stage does floor `//` and `%` on data of either sign. `features` records what a
+program uses, so that known holes can be kept out while they are being fixed (known_holes.py).
 
 Values are small integers held in float32, so every legal reordering gives the exact result.
 """
