@@ -6,10 +6,13 @@ the interpreter with its concurrent loops forward, reversed and shuffled, and bu
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 import sched
 from sched.interpreter import InterpretError, OutOfBoundsError
+from sched.ir import For, collect
 from tests.fuzz.known_holes import allowed, known_build_refusal
 from tests.fuzz.programs import Program
 
@@ -90,9 +93,27 @@ def check_interpreted(program: Program, func, expected, log) -> None:
 
 def check_c(program: Program, func, expected, log) -> None:
     """`func` built for C gives `expected` (not checked for the features whose C build is a
-    known hole, see known_holes.py)."""
+    known hole, see known_holes.py). A GPU schedule runs on the C target's emulation with its
+    blocks and threads in each of SCHED_THREAD_ORDER's orders."""
     if not all(allowed(f"c_build+{feature}") for feature in program.features):
         return
+    if not any(isinstance(node, For) and node.kind == "thread_binding"
+               for node in collect(func.body, For)):
+        _check_c_once(program, func, expected, log, "")
+        return
+    saved = os.environ.get("SCHED_THREAD_ORDER")
+    try:
+        for order in ("forward", "reverse", "shuffle:1"):
+            os.environ["SCHED_THREAD_ORDER"] = order
+            _check_c_once(program, func, expected, log, f" (SCHED_THREAD_ORDER={order})")
+    finally:
+        if saved is None:
+            os.environ.pop("SCHED_THREAD_ORDER", None)
+        else:
+            os.environ["SCHED_THREAD_ORDER"] = saved
+
+
+def _check_c_once(program: Program, func, expected, log, how: str) -> None:
     got = program.arrays(0)
     try:
         kernel = sched.build(func, target="c")
@@ -100,11 +121,14 @@ def check_c(program: Program, func, expected, log) -> None:
         if REFUSED_AT_BUILD_IS_A_FINDING and not known_build_refusal(str(error)) and not any(
                 fine in str(error) for fine in BUILD_REFUSALS_THAT_ARE_FINE):
             raise Finding(reproducer(program, log, f"accepted by every step, refused at "
-                                     f"build: {error}")) from None
+                                     f"build{how}: {error}")) from None
         return
+    except Exception as error:     # noqa: BLE001 - a crash of the build is a finding
+        raise Finding(reproducer(program, log, f"C build crashes{how}: "
+                                 f"{type(error).__name__}: {error}")) from None
     try:
         kernel(*got)
     except Exception as error:     # noqa: BLE001 - any build or call failure is a finding
-        raise Finding(reproducer(program, log, f"C build or call fails: "
+        raise Finding(reproducer(program, log, f"the C kernel's call fails{how}: "
                                  f"{type(error).__name__}: {error}")) from None
-    compare(program, expected, got, log, "built for C")
+    compare(program, expected, got, log, "built for C" + how)

@@ -51,3 +51,11 @@ def test_a_wrong_c_result_is_a_finding():
     wrong = sched.parse(SCAN.script().replace("+ A[vi]", "+ A[vi] * T.float32(2)"))
     with pytest.raises(Finding, match="built for C: buffer B differs"):
         check_c(program, wrong, expected, [])
+
+
+def test_a_racy_gpu_schedule_is_a_finding_on_the_c_target():
+    program = Program(SCAN, {})
+    expected = oracle(program)
+    wrong = marked(SCAN, "thread_binding", "threadIdx.x")
+    with pytest.raises(Finding, match="SCHED_THREAD_ORDER=reverse"):
+        check_c(program, wrong, expected, ["# loop bound to threadIdx.x by hand"])
