@@ -314,7 +314,10 @@ except dependences through
   blockIdx (per thread block), "local" for threadIdx (per thread);
 - for threadIdx loops, a "shared" buffer when the source runs before the sink in each thread's
   own program (thread loops left out): a barrier between them, which the lowering inserts,
-  orders them. Nothing orders global memory between threads: a dependence through it counts."""
+  orders them. Nothing orders global memory between threads: a dependence through it counts.
+A threadIdx loop and the other loops bound to the same axis (in one iteration of the loops
+around both) run on the same threads, one phase after the other: a dependence between them
+on different threads counts as one carried by the loop."""
 
 
 def concurrent_kind(loop: For | None = None, kind: str | None = None,
@@ -363,7 +366,7 @@ class _Concurrency:
     """The one rule (CONCURRENT_RULE) for one loop of one function."""
 
     def __init__(self, func: PrimFunc, loop_name: str, kind: str | None,
-                 loop: For | None = None) -> None:
+                 loop: For | None = None, thread_tag: str | None = None) -> None:
         self.func, self.name, self._loop = func, loop_name, loop
         self.model, self.deps = model_and_dependences(func)
         self.statements = [s for s in self.model.statements.values()
@@ -371,6 +374,7 @@ class _Concurrency:
         if kind is None and self.statements:
             kind = concurrent_kind(kind=self.target.kind, thread_tag=self.target.thread_tag)
         self.kind = kind or "parallel"
+        self.thread_tag = thread_tag or (self.target.thread_tag if self.statements else None)
         self._private: dict[str, bool] = {}
 
     @functools.cached_property
@@ -431,9 +435,12 @@ class _Concurrency:
         buffer, _ = self.allocations[dep.buffer]
         if not buffer.scope.startswith("shared"):
             return False
-        params, extra = self.model.params, {self.target.position}
-        in_program = crossing.apply_domain(_without_thread_loops(dep.source, params, extra)) \
-            .apply_range(_without_thread_loops(dep.sink, params, extra))
+        params = self.model.params
+
+        def program(statement: Statement) -> isl.Map:
+            extra = {self.target.position} if self.under(statement) else set()
+            return _without_thread_loops(statement, params, extra)
+        in_program = crossing.apply_domain(program(dep.source)).apply_range(program(dep.sink))
         return in_program.is_subset(in_program.domain().lex_lt_set(in_program.range()))
 
     def violation(self) -> Violation | None:
@@ -454,17 +461,51 @@ class _Concurrency:
         carried = _carried_at(len(self.statements[0].time), self.target.position,
                               f"[{', '.join(self.model.params)}] ->")
         for dep in sorted(self.deps, key=lambda d: not d.is_reduction):
-            if not (self.under(dep.source) and self.under(dep.sink)):
-                continue
+            if self.under(dep.source) and self.under(dep.sink):
+                between = carried
+            else:
+                between = self.across_sibling_loops(dep)
+                if between is None:
+                    continue
             in_time = dep.relation.apply_domain(dep.source.schedule) \
                 .apply_range(dep.sink.schedule)
-            crossing = in_time.intersect(carried)
+            crossing = in_time.intersect(between)
             if crossing.is_empty() or self.private(dep.buffer) \
                     or self.barrier_ordered(dep, crossing):
                 continue
             yield dep, dep.relation.intersect(
                 crossing.apply_domain(dep.source.schedule.reverse())
                 .apply_range(dep.sink.schedule.reverse()))
+
+    def thread_position(self, statement: Statement) -> int | None:
+        """The time position of the loop binding `statement` to this loop's thread axis (this
+        loop for a statement under it), or None."""
+        if self.under(statement):
+            return self.target.position
+        return next((lp.position for lp in statement.loops
+                     if lp.kind == "thread_binding" and lp.thread_tag == self.thread_tag), None)
+
+    def across_sibling_loops(self, dep: Dependence) -> isl.Map | None:
+        """For a threadIdx loop: the runs of `dep` between this loop and another loop bound to
+        the same axis (one kernel: the two are phases of the same threads), in one iteration
+        of the loops around both, on different threads; None if `dep` is not between them."""
+        if self.kind != "threadIdx" or not (self.under(dep.source) or self.under(dep.sink)):
+            return None
+        here, there = self.thread_position(dep.source), self.thread_position(dep.sink)
+        if here is None or there is None:
+            return None
+        common = 0
+        for a, b in zip(dep.source.loops, dep.sink.loops):
+            if a != b or dep.source.time[:a.position + 1] != dep.sink.time[:a.position + 1]:
+                break
+            common = a.position + 1
+        width = len(dep.source.time)
+        a = [f"a{i}" for i in range(width)]
+        b = [f"b{i}" for i in range(width)]
+        same = [f"{a[i]} = {b[i]}" for i in range(common)]
+        condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
+        return isl.Map(f"[{', '.join(self.model.params)}] -> {{ [{', '.join(a)}] -> "
+                       f"[{', '.join(b)}] : {condition} }}")
 
     def rewrites_only(self, storage: str) -> bool:
         """Whether the function allocates `storage` and no value flows through it from one
@@ -481,6 +522,13 @@ class _Concurrency:
         name = self.name
         what = "a reduction" if dep.is_reduction else f"a {dep.kind} dependence"
         reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
+        if not (self.under(dep.source) and self.under(dep.sink)):
+            other = dep.sink if self.under(dep.source) else dep.source
+            sibling = next(lp.var.name for lp in other.loops if lp.position ==
+                           self.thread_position(other))
+            reason = (f"loops '{name}' and '{sibling}', both bound to {self.thread_tag}, run "
+                      f"on the same threads one after the other, and {what} goes from one "
+                      f"thread to another between them")
         if dep.is_reduction:
             return reason
         storage = dep.buffer
@@ -534,12 +582,13 @@ def _loops(func: PrimFunc) -> dict[str, For]:
     return found
 
 
-def concurrency_violation(func: PrimFunc, loop_name: str,
-                          kind: str | None = None) -> Violation | None:
+def concurrency_violation(func: PrimFunc, loop_name: str, kind: str | None = None,
+                          thread_tag: str | None = None) -> Violation | None:
     """The one rule (CONCURRENT_RULE) for the loop named `loop_name`, as the kind of loop it
-    is, or as `kind` ("parallel", "vectorized", "blockIdx", "threadIdx") when given: None when
-    its iterations may run at the same time, else the dependence that forbids it."""
-    rule = _Concurrency(func, loop_name, kind)
+    is, or as `kind` ("parallel", "vectorized", "blockIdx", "threadIdx") bound to `thread_tag`
+    when given: None when its iterations may run at the same time, else the dependence that
+    forbids it."""
+    rule = _Concurrency(func, loop_name, kind, thread_tag=thread_tag)
     if not rule.statements and loop_name not in _loops(func):
         raise ValueError(f"no loop named {loop_name!r}")
     return rule.violation()

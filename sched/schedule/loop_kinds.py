@@ -30,7 +30,8 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
             raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")
         # the rule as for the marked loop, asked of `func` (whose dependences are cached)
         violation = concurrency_violation(func, loop_name,
-                                          concurrent_kind(kind=kind, thread_tag=thread_tag))
+                                          concurrent_kind(kind=kind, thread_tag=thread_tag),
+                                          thread_tag)
         if violation is not None:
             alternatives = ()
             if violation.dependence is not None and violation.dependence.is_reduction:

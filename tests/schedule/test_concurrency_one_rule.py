@@ -242,3 +242,27 @@ def test_one_extent_on_one_thread_axis_is_accepted():
     _, j_1 = sch.split(j, [None, 32])
     sch.bind(i, "threadIdx.x")
     sch.bind(j_1, "threadIdx.x")
+
+
+@pytest.mark.parametrize("func, block, race", [(neighbour_sum, "C", True),
+                                               (through_shared, "S", False)])
+def test_two_loops_on_one_thread_axis_exchange_only_through_shared_memory(func, block, race):
+    # the loops are phases of the same threads: thread j of D reads what thread j - 1 of C
+    # wrote; a barrier between the phases orders shared memory only
+    sch = sched.Schedule(func)
+    (i,) = sch.get_loops(sch.get_block(block))
+    (j,) = sch.get_loops(sch.get_block("D"))
+    sch.bind(i, "threadIdx.x")
+    _, j_1 = sch.split(j, [None, 8])
+    if race:
+        with pytest.raises(ScheduleError, match="loops 'j_1' and 'i', both bound to "
+                           "threadIdx.x, run on the same threads"):
+            sch.bind(j_1, "threadIdx.x")
+        return
+    sch.bind(j_1, "threadIdx.x")
+    a = np.arange(8, dtype=np.float32)
+    d = np.zeros(8, np.float32)
+    sched.build(sch.func, target="c")(a, d)
+    expected = np.zeros(8, np.float32)
+    expected[1:] = 2 * a[1:] + 2 * a[:-1]
+    assert_close(d, expected)
