@@ -10,15 +10,10 @@ from __future__ import annotations
 import os
 
 KNOWN_HOLES: dict[str, str] = {
-    "tile": "new (fuzz finding F1): a refused tile leaves its splits applied",
-    "storage_align+view": "items 25/26 (fuzz finding F2): storage_align of a buffer with a view "
-                          "crashes in compact_buffers",
     "compute_at+view": "item 25 (fuzz finding F4): compute_at with a consumer reading through a "
                        "view raises IndexError",
-    "c_build+view": "item 25: a program with a view fails to build for C (compact_buffers "
-                    "TypeError, flatten_buffers)",
-    "compute_inline+view": "item 25 (fuzz finding F3): compute_inline of a buffer read through "
-                           "a view leaves the view dangling",
+    "c_build+view": "item 25 (fuzz finding F7): an allocation read through a view fails to "
+                    "build for C (compact_buffers TypeError)",
 }
 
 
