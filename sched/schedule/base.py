@@ -131,7 +131,14 @@ class ScheduleBase:
         self._check_function(self._func)
 
     def _check_function(self, func: PrimFunc) -> None:
-        """Checks of the function as given, before any step (none yet beyond verify)."""
+        """Checks of the function as given, before any step: beyond verify, every access must
+        be in bounds for some value of the symbolic dims (with constant shapes: proven in
+        bounds); what depends on the dims' values is checked at each kernel call."""
+        from sched.polyhedral.in_bounds import check_in_bounds, out_of_bounds_error
+
+        found = check_in_bounds(func)
+        if found is not None:
+            raise out_of_bounds_error(func, found, "Schedule")
 
     # -- state ---------------------------------------------------------------------------------
 
