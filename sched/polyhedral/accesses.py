@@ -77,13 +77,20 @@ class Access:
     def offset_constraint(self, offset_name: str) -> str | None:
         """`_o = vi * 4 + vj`: the row-major offset of the element in its storage, or None when
         the offset is not affine (an index that is not, or a symbolic stride)."""
-        terms, stride = [], 1
-        for index, dim in reversed(list(zip(self.index_texts, self.buffer.shape))):
-            if index is None or stride is None:
-                return None
-            terms.append(f"({index}) * {stride}")
-            stride = stride * dim.value if isinstance(dim, IntImm) else None
-        return f"{offset_name} = {' + '.join(reversed(terms)) or '0'}"
+        offset = row_major_offset(self.index_texts, self.buffer.shape)
+        return None if offset is None else f"{offset_name} = {offset}"
+
+
+def row_major_offset(indices, shape) -> str | None:
+    """`(i) * 4 + (j) * 1`: the row-major offset of element `indices` (isl texts) in an array of
+    `shape`, or None when an index is None or a stride is not a constant."""
+    terms, stride = [], 1
+    for index, dim in reversed(list(zip(indices, shape))):
+        if index is None or stride is None:
+            return None
+        terms.append(f"({index}) * {stride}")
+        stride = stride * dim.value if isinstance(dim, IntImm) else None
+    return " + ".join(reversed(terms)) or "0"
 
 
 class _AccessCollector(IRVisitor):

@@ -15,9 +15,11 @@ dependences with the new schedule.
   order.
 - reads / writes: instance -> storage element (`B_<storage>[...]`). All views of one storage
   (`A_flat = T.Buffer((16,), data=A.data)`) share its tuple: when they differ in shape, every
-  access is linearized to its row-major offset in the storage, `B_A[o]`, so that a write
-  through `A` and a read through `A_flat` meet. `Statement.accesses` keeps each access in its
-  view's own dimensions too (for bounds and regions).
+  access is mapped through its row-major offset to the element of the storage's own buffer
+  (`A`, the buffer named like the storage) at that offset, or to the offset itself, `B_A[o]`,
+  when that buffer is unknown; so a write through `A` and a read through `A_flat` meet.
+  `Statement.accesses` keeps each access in its view's own dimensions too (bounds, regions:
+  use `Statement.accesses_of`, not the tuple name, to find one buffer's accesses).
 
 What isl cannot represent is over-approximated, never dropped, and `notes` says so; every answer
 built on such a model is conservative:
@@ -76,7 +78,7 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.polyhedral import names
-from sched.polyhedral.accesses import Access, collect_accesses
+from sched.polyhedral.accesses import Access, collect_accesses, row_major_offset
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
 
 BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
@@ -335,7 +337,8 @@ class PolyModel:
     notes: list[str]
     storages: dict[str, str] = field(default_factory=dict)       # isl tuple -> storage name
     views: dict[str, tuple[Buffer, ...]] = field(default_factory=dict)   # storage -> views
-    linearized: frozenset[str] = frozenset()                      # storages accessed as 1-D
+    linearized: frozenset[str] = frozenset()          # storages accessed through views that
+    #                                                   differ in shape (see the module doc)
 
     @property
     def is_exact(self) -> bool:
@@ -378,22 +381,32 @@ def _views(func: PrimFunc) -> dict[str, tuple[Buffer, ...]]:
     return {storage: tuple(views) for storage, views in found.items()}
 
 
+def _owners(func: PrimFunc) -> dict[str, Buffer]:
+    """The buffer that owns each storage (a parameter or an allocation, not a view)."""
+    buffers = list(func.buffers) + [b for block in collect(func.body, Block)
+                                    for b in block.alloc_buffers]
+    buffers += [a.buffer for a in collect(func.body, Allocate)]
+    return {b.name: b for b in buffers if b.data is None}
+
+
 class _Relations:
     """Builds the access relations of statements, in storage and view dimensions."""
 
-    def __init__(self, walker: _Walker, params: str,
-                 views: dict[str, tuple[Buffer, ...]]) -> None:
+    def __init__(self, walker: _Walker, params: str, views: dict[str, tuple[Buffer, ...]],
+                 owners: dict[str, Buffer]) -> None:
         self.walker, self.params = walker, params
         self.linearized = frozenset(s for s, vs in views.items()
                                     if len({tuple(b.shape) for b in vs}) > 1)
+        self.owners = owners
 
     def relation(self, statement: Statement, access: Access, tuple_name: str,
-                 elements: list[str], constraints: list[str]) -> isl.Map:
+                 elements: list[str], constraints: list[str],
+                 hidden: tuple[str, ...] = ()) -> isl.Map:
         """`S[...] -> tuple_name[elements]` under the statement's domain and the access's own
         loops and guards. An access in a nested block may use the enclosing loops (through
         the outer block's variables): then the statement's constraints are quantified here."""
         body = list(access.loop_bounds) + list(access.guards) + constraints
-        quantified = list(access.bound_loops)
+        quantified = list(access.bound_loops) + list(hidden)
         if statement.env:
             quantified += statement.loop_names()
             body = statement.constraints + body
@@ -413,14 +426,7 @@ class _Relations:
             statement.accesses.append(ViewAccess(buffer, access.is_write, view, access))
             storage = names.buffer_tuple(buffer.storage_name)
             if buffer.storage_name in self.linearized:
-                offset = names.local("o", 0)
-                linear = access.offset_constraint(offset)
-                if linear is None:
-                    self.walker.note(f"an access to view '{buffer.name}' of "
-                                     f"'{buffer.storage_name}' has no affine offset; the "
-                                     f"whole storage is assumed to be accessed")
-                stored = self.relation(statement, access, storage, [offset],
-                                       [linear or f"{offset} >= 0"])
+                stored = self.through_offset(statement, access, storage)
             elif storage != names.buffer_tuple(buffer.name):
                 stored = view.set_tuple_name(isl.dim_type.out, storage)
             else:
@@ -430,6 +436,26 @@ class _Relations:
             else:
                 reads = reads.union(isl.UnionMap.from_map(stored))
         return reads, writes
+
+    def through_offset(self, statement: Statement, access: Access, storage: str) -> isl.Map:
+        """The access as elements of its storage's own buffer (or offsets in the storage)
+        through the row-major offset: `A_flat[k]` -> `A[k // 4, k % 4]`."""
+        buffer, offset = access.buffer, names.local("o", 0)
+        linear = access.offset_constraint(offset)
+        if linear is None:
+            self.walker.note(f"an access to view '{buffer.name}' of '{buffer.storage_name}' has "
+                             f"no affine offset; the whole storage is assumed to be accessed")
+        owner = self.owners.get(buffer.storage_name)
+        if owner is None:
+            return self.relation(statement, access, storage, [offset],
+                                 [linear or f"{offset} >= 0"])
+        elements = [names.local("a", d) for d in range(owner.ndim)]
+        decomposed = row_major_offset(elements, owner.shape)
+        constraints = [f"0 <= {e} < {x}" for e, x in
+                       zip(elements, (to_isl(d) for d in owner.shape)) if x is not None]
+        if linear is not None and decomposed is not None:
+            constraints += [linear, f"{offset} = {decomposed}"]
+        return self.relation(statement, access, storage, elements, constraints, (offset,))
 
 
 def build_model(func: PrimFunc) -> PolyModel:
@@ -445,7 +471,7 @@ def build_model(func: PrimFunc) -> PolyModel:
     positive_dims = isl.Set(f"{param_text} {{ : {' and '.join(f'{d} >= 1' for d in dims)} }}"
                             if dims else f"{param_text} {{ : }}")
     views = _views(func)
-    relations = _Relations(walker, param_text, views)
+    relations = _Relations(walker, param_text, views, _owners(func))
     empty = isl.UnionMap(f"{param_text} {{ }}")
     domain, schedule, reads, writes = isl.UnionSet(f"{param_text} {{ }}"), empty, empty, empty
     for statement in walker.statements:
