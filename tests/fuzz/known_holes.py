@@ -12,8 +12,6 @@ import os
 KNOWN_HOLES: dict[str, str] = {
     "compute_at+view": "item 25 (fuzz finding F4): compute_at with a consumer reading through a "
                        "view raises IndexError",
-    "c_build+view": "item 25 (fuzz finding F7): an allocation read through a view fails to "
-                    "build for C (compact_buffers TypeError)",
 }
 
 
