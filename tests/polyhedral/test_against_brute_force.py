@@ -62,3 +62,27 @@ def test_parallel_legality_equals_brute_force(nests, data):
     expected = brute_force.loop_is_parallel(func, loop.name)
     event("parallel" if expected else "carries a dependence")
     assert (check_parallel(func, realize.block.name, loop.name) is None) == expected
+
+
+ITEM_2 = """
+@T.prim_func
+def main(A: T.Buffer((4,), "float32"), C: T.Buffer((9,), "float32")):
+    for i, k in T.grid(8, 4):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            C[vi + 1] = C[vi + 1] + C[vi] * A[vk]
+"""
+
+
+def test_brute_force_exempts_only_the_accumulator_chain():
+    """The oracle's own semantics (issue 9, item 2): reordering a reduction is legal, unless
+    its update also reads another element of its output."""
+    import sched
+
+    swap = ("for i, k in T.grid(8, 4):", "for k, i in T.grid(4, 8):")
+    update = ("C[vi + 1] + C[vi] * A[vk]", "C[vi + 1] + A[vk]")
+    reads_other = sched.parse(ITEM_2)
+    assert not brute_force.order_is_legal(reads_other, sched.parse(ITEM_2.replace(*swap)))
+    plain = ITEM_2.replace(*update)
+    assert brute_force.order_is_legal(sched.parse(plain), sched.parse(plain.replace(*swap)))
+    assert not brute_force.loop_is_parallel(sched.parse(plain), "k")
