@@ -53,6 +53,7 @@ from sched.ir.nodes import (
     Var,
     seq,
 )
+from sched.ir.simplify import simplify
 from sched.lower.gpu_threads import BLOCK_TAGS, THREAD_TAGS, launch_config
 
 _THREAD_ORDER = ("threadIdx.z", "threadIdx.y", "threadIdx.x")
@@ -202,6 +203,79 @@ class _EveryThread(IRMutator):
         return node if _is_thread_loop(node) else self.visit_children(node)
 
 
+class _MergeSiblings(IRMutator):
+    """What the GPU runs in one block runs in one block here too: consecutive loops bound to
+    one blockIdx axis become one loop, and consecutive thread nests (with the barriers between
+    them) one nest over all the block's threads, each thread running its part of every one in
+    order. Without this, sibling loops would run one after the other, an order the GPU does
+    not give: a race between them (on global memory, with no barrier) would go unseen.
+
+    Every thread nest is first completed to the block's full nest (threadIdx.z, y, x; a tag
+    the nest lacks gets a loop whose variable it does not use: on the GPU those threads run it
+    too)."""
+
+    def __init__(self, block: dict[str, int]) -> None:
+        self.block = block
+
+    def full_nest(self, loop: For) -> tuple[list[For], Stmt] | None:
+        nest, body = _thread_nest(loop)
+        by_tag = {inner.thread_tag: inner for inner in nest}
+        if len(by_tag) != len(nest):
+            return None
+        full = []
+        for tag in _THREAD_ORDER:
+            if tag in by_tag:
+                full.append(by_tag[tag])
+            elif self.block[tag] > 1:
+                full.append(For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
+                                IntImm(self.block[tag]), "thread_binding", seq(), tag))
+        return full, body
+
+    def visit_SeqStmt(self, node: SeqStmt):
+        out: list[Stmt] = []
+        for stmt in (self.visit(s) for s in node.stmts):
+            merged = self.merge(out, stmt)
+            if merged is None:
+                out.append(stmt)
+        return seq(*out)
+
+    def merge(self, out: list[Stmt], stmt: Stmt) -> bool | None:
+        """Merges `stmt` into the loop ending `out` (past barriers, for thread nests) and
+        returns True, or returns None when they do not merge."""
+        if not (isinstance(stmt, For) and stmt.kind == "thread_binding"):
+            return None
+        barriers = 0
+        while _is_thread_loop(stmt) and len(out) > barriers \
+                and isinstance(out[-1 - barriers], Barrier):
+            barriers += 1
+        if len(out) <= barriers:
+            return None
+        previous = out[-1 - barriers]
+        if not (isinstance(previous, For) and previous.kind == "thread_binding"):
+            return None
+        if not _is_thread_loop(stmt):            # blockIdx: one axis, one extent
+            if barriers or previous.thread_tag != stmt.thread_tag \
+                    or previous.extent != stmt.extent:
+                return None
+            shift = simplify(previous.loop_var - previous.min + stmt.min)
+            body = seq(previous.body, substitute(stmt.body, {stmt.loop_var: shift}))
+            out[-1] = dataclasses.replace(previous, body=self.visit(body))
+            return True
+        if not _is_thread_loop(previous):
+            return None
+        first, second = self.full_nest(previous), self.full_nest(stmt)
+        if first is None or second is None or \
+                [(lp.thread_tag, lp.extent) for lp in first[0]] != \
+                [(lp.thread_tag, lp.extent) for lp in second[0]]:
+            return None
+        mapping = {b.loop_var: simplify(a.loop_var - a.min + b.min)
+                   for a, b in zip(first[0], second[0], strict=True)}
+        body = seq(first[1], *out[len(out) - barriers:], substitute(second[1], mapping))
+        del out[len(out) - barriers - 1:]
+        out.append(_wrap(first[0], body))
+        return True
+
+
 class _SplitPhases(IRMutator):
     def visit_For(self, node: For):
         if not _is_thread_loop(node):
@@ -225,11 +299,13 @@ def emulate_threads(func: PrimFunc, thread_order: str | None = None) -> PrimFunc
 
 
 def _emulate(func: PrimFunc) -> PrimFunc:
-    if not any(_is_thread_loop(loop) for loop in collect(func.body, For)):
+    if not any(loop.kind == "thread_binding" for loop in collect(func.body, For)):
         return func
     config = launch_config(func)
     extents = dict(zip(THREAD_TAGS, config.block))
-    func = _EveryThread(extents).visit(func)
+    if not any(_is_thread_loop(loop) for loop in collect(func.body, For)):
+        return _MergeSiblings(extents).visit(func)
+    func = _MergeSiblings(extents).visit(_EveryThread(extents).visit(func))
     hoister = _HoistAllocations(extents)
     func = hoister.visit(func)
     body = func.body

@@ -115,3 +115,42 @@ def test_random_gpu_schedules_match_numpy_in_every_order(case, seed):
         out = np.zeros(expected.shape, np.float32)
         build_c(sch.func, thread_order=order)(*arrays, out)
         assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@T.prim_func
+def sibling_loops(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
+                  C: T.Buffer((64,), "float32")):
+    for b in T.thread_binding(1, thread="blockIdx.x"):
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            B[t] = A[t] + T.float32(1)
+        for t2 in T.thread_binding(64, thread="threadIdx.x"):
+            C[t2] = B[63 - t2]        # another thread's B: no barrier orders global memory
+
+
+def test_sibling_thread_loops_run_as_one_block_so_their_race_shows():
+    """On the GPU both loops run in the same threads, one after the other in each thread:
+    the C target merges them (it ran the whole first loop first, hiding the race)."""
+    text = lower(sibling_loops).script()
+    assert text.count("T.thread_binding(64") == 1
+    a = np.arange(64, dtype=np.float32)
+    b, c = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    build_c(sibling_loops, thread_order="forward")(a, b, c)
+    assert not np.array_equal(c, (a + 1)[::-1])
+
+
+@T.prim_func
+def sibling_blocks(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"),
+                   C: T.Buffer((8,), "float32")):
+    for b in T.thread_binding(8, thread="blockIdx.x"):
+        B[b] = A[b] * T.float32(2)
+    for b2 in T.thread_binding(8, thread="blockIdx.x"):
+        C[b2] = B[7 - b2]             # another block's B: blocks are never ordered
+
+
+def test_sibling_block_loops_are_one_grid():
+    text = lower(sibling_blocks).script()
+    assert text.count('thread="blockIdx.x"') == 1
+    a = np.arange(8, dtype=np.float32)
+    b, c = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    build_c(sibling_blocks, thread_order="forward")(a, b, c)
+    assert not np.array_equal(c, (a * 2)[::-1])
