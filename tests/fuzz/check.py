@@ -13,6 +13,7 @@ import numpy as np
 import sched
 from sched.interpreter import InterpretError, OutOfBoundsError
 from sched.ir import For, collect
+from sched.polyhedral.in_bounds import OutOfBoundsError as BuildOutOfBounds
 from tests.fuzz.known_holes import allowed, known_build_refusal
 from tests.fuzz.programs import Program
 
@@ -117,7 +118,7 @@ def _check_c_once(program: Program, func, expected, log, how: str) -> None:
     got = program.arrays(0)
     try:
         kernel = sched.build(func, target="c")
-    except (sched.BuildError, sched.ScheduleError) as error:
+    except (sched.BuildError, sched.ScheduleError, BuildOutOfBounds) as error:
         if REFUSED_AT_BUILD_IS_A_FINDING and not known_build_refusal(str(error)) and not any(
                 fine in str(error) for fine in BUILD_REFUSALS_THAT_ARE_FINE):
             raise Finding(reproducer(program, log, f"accepted by every step, refused at "
