@@ -202,16 +202,31 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
     write_back = _copy_nest(func, name, cache, buffer, region, taken)
     producer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
     stages = [replace_in(scope.top, realize, producer), write_back]
-    if _reads_unwritten(func, block_name, buffer, scope):
-        # the block reads values of the buffer it has not written (a scan, an in-place
-        # update, an init reading the old value): the cache starts as a copy of them
-        fill = fresh(f"{cache.name}_fill", blocks)
-        stages.insert(0, _copy_nest(func, fill, buffer, cache,
-                                    _region(func, block_name, buffer, "read"), taken))
-    new_func = add_allocation(func, scope.realize, cache)
-    new_func = splice(new_func, scope.top, stages)
-    _check_written(new_func, block_name, name, region)
-    return new_func, name
+    reads_old = _reads_unwritten(func, block_name, buffer, scope)
+    without_fill = splice(add_allocation(func, scope.realize, cache), scope.top, stages)
+    if not reads_old and scope.realize.block.name == "root" \
+            and _writes_whole_copy(without_fill, block_name, name):
+        return without_fill, name
+    # the block reads values of the buffer it has not written (a scan, an in-place update,
+    # an init reading the old value), or may leave elements of the copied-back box unwritten
+    # (a store under a condition, a non-affine index, a cache inside a loop nest where each
+    # iteration copies back its own box): the cache starts as a copy of the buffer, so what
+    # the block does not write is copied back as it was
+    fill = fresh(f"{cache.name}_fill", blocks)
+    fill_region = _hull(region, _region(func, block_name, buffer, "read")) if reads_old \
+        else region
+    stages.insert(0, _copy_nest(func, fill, buffer, cache, fill_region, taken))
+    return splice(add_allocation(func, scope.realize, cache), scope.top, stages), name
+
+
+def _hull(a, b) -> tuple[Range, ...]:
+    """The smallest box holding boxes `a` and `b`."""
+    hull = []
+    for x, y in zip(a, b):
+        low = simplify(binary("min", x.min, y.min))
+        high = simplify(binary("max", x.min + x.extent, y.min + y.extent))
+        hull.append(Range(low, simplify(high - low)))
+    return tuple(hull)
 
 
 def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
@@ -238,29 +253,37 @@ def _reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> 
         writes = writes.union(_on_buffer(statement.writes, buffer))
     if reads.is_empty():
         return False
-    if not model.is_exact or scope.realize.block.name != "root":
+    if not model.is_exact or scope.realize.block.name != "root" or not all(
+            _writes_surely(s) for s in model.statements_of_block(block_name)):
         return True
     flow = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes) \
         .set_schedule_map(model.schedule).compute_flow()
     return not flow.get_may_no_source().is_empty()
 
 
-def _check_written(func: PrimFunc, block_name: str, copy_name: str, region) -> None:
-    """Refuse a write-back that would copy elements the block never wrote (its writes do not
-    fill their bounding box). Skipped where the model over-approximates accesses."""
+def _writes_surely(statement) -> bool:
+    """Whether every write the model gives `statement` happens (a store under a condition isl
+    cannot represent, a data-dependent `if`, only may happen: it must not count as written,
+    nor hide an older value from a later read)."""
+    return statement.exact and all(a.access.guards_exact for a in statement.accesses
+                                   if a.is_write)
+
+
+def _writes_whole_copy(func: PrimFunc, block_name: str, copy_name: str) -> bool:
+    """Whether block `block_name` provably writes every element of the cache that the
+    write-back block `copy_name` reads (the model is exact: a store under a condition is
+    modelled with its condition)."""
     model = build_model(func)
     if not model.is_exact:
-        return
-    filled = None
+        return False
+    written = None
     for statement in model.statements_of_block(block_name):
-        written = statement.writes.range()
-        filled = written if filled is None else filled.union(written)
+        if not _writes_surely(statement):
+            return False
+        found = statement.writes.range()
+        written = found if written is None else written.union(found)
     (copy,) = model.statements_of_block(copy_name)
-    if not copy.reads.range().is_subset(filled):
-        box = ", ".join(f"{r.min.script()}:{simplify(r.min + r.extent).script()}" for r in region)
-        raise ScheduleError("cache_write", f"block {block_name!r} does not write the whole box "
-                            f"[{box}] it writes in; the write-back would copy elements it never "
-                            f"wrote")
+    return written is not None and copy.reads.range().is_subset(written)
 
 
 def set_scope(func: PrimFunc, block_name: str, index: int, storage_scope: str) -> PrimFunc:

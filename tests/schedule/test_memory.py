@@ -252,12 +252,16 @@ def lower_triangle(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"
                 B[vi, vj] = A[vi, vj]
 
 
-# the write-back covers the box [0:4, 0:4]; B's upper triangle was never written to the cache
-def test_cache_write_refuses_a_block_that_does_not_fill_its_box():
+# the write-back covers the box [0:4, 0:4]; B's upper triangle is never written to the cache,
+# so the cache starts as a copy of B and the write-back returns those elements unchanged
+def test_cache_write_of_a_block_that_does_not_fill_its_box_fills_the_cache_first():
     sch = sched.Schedule(lower_triangle)
-    with pytest.raises(ScheduleError, match="block 'B' does not write the whole box "
-                       "\\[0:4, 0:4\\]"):
-        sch.cache_write(sch.get_block("B"), 0, "local")
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    assert 'with T.block("B_local_fill")' in sch.func.script()
+    a = np.random.rand(4, 4).astype("float32")
+    b = np.full((4, 4), 5, "float32")
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, np.where(np.tri(4, dtype=bool), a, 5))
 
 
 # a parameter's memory belongs to the caller
