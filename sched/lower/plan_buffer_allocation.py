@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import islpy as isl
-
 from sched.ir.functor import IRMutator, IRVisitor, collect
 from sched.ir.nodes import (
     Allocate,
@@ -28,12 +26,11 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferStore,
     For,
-    IfThenElse,
     Node,
     PrimFunc,
 )
 from sched.polyhedral import build_model
-from sched.polyhedral.dependences import maps
+from sched.polyhedral.dependences import crosses_iterations, value_flows
 
 
 class _AccessSites(IRVisitor):
@@ -81,49 +78,6 @@ class _AccessSites(IRVisitor):
         self.visit_children(node)
 
 
-def value_flows(model, buffer: str) -> isl.UnionMap:
-    """Time of the last write -> time of the read, for each read of `buffer`.
-
-    Accesses are taken per execution (time vector), not per block instance: a block that
-    compute_at placed under a loop its bindings do not use runs each instance several times.
-    A write the model cannot pin down (under a condition, an inexact index) is a may-write.
-    """
-    params = f"[{', '.join(model.params)}] -> {{ }}"
-    sinks = must = may = isl.UnionMap(params)
-    for statement in model.statements.values():
-        body = statement.block.init if statement.is_init else statement.block.body
-        exact = model.is_exact and not collect(body, IfThenElse)
-        executions = isl.UnionMap.from_map(statement.schedule.reverse())
-        for relation, is_write in ((statement.reads, False), (statement.writes, True)):
-            for access in maps(relation):
-                if access.get_tuple_name(isl.dim_type.out) != "B_" + buffer:
-                    continue
-                access = executions.apply_range(isl.UnionMap.from_map(access))
-                if not is_write:
-                    sinks = sinks.union(access)
-                elif exact:
-                    must = must.union(access)
-                else:
-                    may = may.union(access)
-    info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(must).set_may_source(may)
-    identity = sinks.union(must).union(may).domain().identity()    # executions in time order
-    return info.set_schedule_map(identity).compute_flow().get_may_dependence()
-
-
-def crosses_iterations(model, flows: isl.UnionMap, position: int) -> bool:
-    """Whether some flow (between times) goes from one value of the time vector's entries
-    0..position to another (from one iteration of the loop at `position`, or of a loop around
-    it, to another)."""
-    if flows.is_empty():
-        return False
-    width = max(len(s.time) for s in model.statements.values())
-    a, b = [f"a{i}" for i in range(width)], [f"b{i}" for i in range(width)]
-    same = " and ".join(f"{a[i]} = {b[i]}" for i in range(position + 1))
-    prefix = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
-                          f"[{', '.join(b)}] : {same} }}")
-    return not flows.is_subset(prefix)
-
-
 def _position(model, loop: For) -> int | None:
     for statement in model.statements.values():
         for lp in statement.loops:
@@ -145,7 +99,7 @@ def _placement(model, buffer: Buffer, common: list[Node], owner: Block) -> Node:
         if None in positions:
             continue
         if flows is None:
-            flows = value_flows(model, buffer.name)
+            flows = value_flows(model, buffer.storage_name)
         if not crosses_iterations(model, flows, positions[-1]):
             return common[index]
     return owner

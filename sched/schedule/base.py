@@ -34,7 +34,6 @@ from sched.ir.verify import verify
 from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquify_loop_names
 from sched.schedule.trace import RV, Instruction, Trace
 
-
 _IDENTITIES = itertools.count()      # one identity per Schedule (and per copy)
 
 
