@@ -41,7 +41,6 @@ from sched.ir.nodes import (
 from sched.lower.isl_affine import Context
 from sched.lower.simplify_indices import simplify_index
 from sched.polyhedral import build_model
-from sched.polyhedral.dependences import maps
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 
 
@@ -79,23 +78,15 @@ def _outer_loops(model, statement, count: int, relax_threads: bool) -> isl.Map:
     return statement.schedule.apply_range(project)
 
 
-def _touches(relation: isl.UnionMap, tuple_name: str) -> isl.Map | None:
-    found = [m for m in maps(relation) if m.get_tuple_name(isl.dim_type.out) == tuple_name]
-    if not found:
-        return None
-    result = found[0]
-    for other in found[1:]:
-        result = result.union(other)
-    return result
-
-
 def _box(model, buffer: Buffer, loops: list[For]):
     """(per statement touching `buffer`: its instances -> the outer loops; the map outer
     loops -> elements touched), or None when a statement is not under all of `loops`."""
+    if len(model.views.get(buffer.storage_name, ())) > 1:
+        return None         # other views index the same storage: it keeps its layout
     outer = []
     touched = None
     for statement in model.statements.values():
-        access = _touches(statement.reads.union(statement.writes), "B_" + buffer.name)
+        access = statement.accesses_of(buffer.name)
         if access is None:
             continue
         if [lp.var for lp in statement.loops[:len(loops)]] != [lp.loop_var for lp in loops]:
