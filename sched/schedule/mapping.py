@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect
-from sched.ir.nodes import THREAD_TAGS, For, PrimFunc
+from sched.ir.nodes import THREAD_TAGS, For, IntImm, PrimFunc
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
 from sched.schedule.state import find_loop
@@ -30,8 +30,20 @@ def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) 
     if thread_axis not in GPU_TAGS:
         raise ScheduleError("bind", f"argument 'thread_axis': unknown axis {thread_axis!r}; "
                             f"expected one of {', '.join(GPU_TAGS)}")
+    _check_thread_count(func, loop_name, thread_axis)
     _check_axis_extent(func, loop_name, thread_axis)
     return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis)
+
+
+def _check_thread_count(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
+    """Refuse binding a loop of symbolic extent to a threadIdx axis: a thread block has a
+    constant number of threads (blockIdx axes may be symbolic: the grid is sized per call)."""
+    loop = find_loop(func, loop_name, "bind")
+    if thread_axis.startswith("threadIdx") and not isinstance(loop.extent, IntImm):
+        raise ScheduleError("bind", f"loop {loop_name!r} has the symbolic extent "
+                            f"{loop.extent.script()}; thread counts must be constants: split it "
+                            f"by a constant (sch.split({loop_name}, [None, 128])) and bind the "
+                            f"inner loop to {thread_axis}, the outer one to a blockIdx axis")
 
 
 def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
