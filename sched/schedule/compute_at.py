@@ -52,6 +52,7 @@ from sched.schedule.state import (
     enclosing_loops,
     find_block,
     find_loop,
+    refuse_other_views,
     fresh_name,
     path_to,
     replace,
@@ -366,6 +367,9 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
         raise ScheduleError(primitive, f"no {kind[:-1]} of block {block!r} is under loop "
                             f"{loop_name!r} (its {kind}: {listed})", render=render,
                             alternatives=alternatives())
+    for region in realize.block.reads if reverse else realize.block.writes:
+        # the region the moved block must cover is found through the buffer it names
+        refuse_other_views(func, region.buffer, primitive, "sizing the moved block's loops")
     ranges = _iteration_ranges(func, realize, loop, here, reverse, primitive)
     nest = _new_nest(func, realize, loop, ranges, preserve_unit_loops)
     new_func = _place(func, realize, loop_name, nest, exchanged, reverse)

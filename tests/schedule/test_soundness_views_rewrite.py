@@ -53,3 +53,39 @@ def test_compute_inline_refuses_a_producer_read_through_a_view():
     with pytest.raises(ScheduleError, match="compute_inline.*also accessed through 'W_flat'"):
         sch.compute_inline(sch.get_block("T"))
     np.testing.assert_array_equal(_run(sch.func), np.arange(9) + 1)
+
+
+# B is written as (4, 2) and read by C through the flat view B_flat (fuzz finding F4)
+PRODUCER_READ_FLAT = """
+@T.prim_func
+def main(A: T.Buffer((4, 2), "float32"), C: T.Buffer((4, 2), "float32")):
+    B_flat = T.Buffer((8,), "float32", data=B.data)
+    with T.block("root"):
+        B = T.alloc_buffer((4, 2), "float32")
+        for i, j in T.grid(4, 2):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] + T.float32(1)
+        for y, t in T.grid(4, 2):
+            with T.block("C"):
+                vy, vx = T.axis.remap("SS", [y, t])
+                C[vy, vx] = B_flat[vy * 2 + vx]
+"""
+
+
+def test_compute_at_refuses_a_producer_read_through_a_view():
+    func = sched.parse(PRODUCER_READ_FLAT)
+    sch = sched.Schedule(func)
+    with pytest.raises(ScheduleError, match="compute_at: 'B' is also accessed through 'B_flat'"):
+        sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    a = np.arange(8, dtype="float32").reshape(4, 2)
+    c = np.zeros((4, 2), "float32")
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_array_equal(c, a + 1)
+
+
+def test_reverse_compute_at_refuses_a_consumer_reading_through_a_view():
+    sch = sched.Schedule(sched.parse(PRODUCER_READ_FLAT))
+    with pytest.raises(ScheduleError, match="reverse_compute_at: 'B_flat' is also accessed "
+                       "through 'B'"):
+        sch.reverse_compute_at(sch.get_block("C"), sch.get_loops(sch.get_block("B"))[0])
