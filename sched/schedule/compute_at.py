@@ -161,6 +161,18 @@ def _interval(index: Expr, loops: list[For]) -> tuple[dict, dict] | None:
     return low, high
 
 
+def _bindings_through_blocks(func: PrimFunc, realize: BlockRealize) -> dict:
+    """The iteration variables of `realize` and of every block around it, each as an
+    expression of loop variables (a nested block's binding may use its outer block's
+    variables, which mean nothing outside that block)."""
+    env: dict = {}
+    for node in [*path_to(func.body, realize), realize]:
+        if isinstance(node, BlockRealize):
+            env.update({iv.var: substitute(value, env)
+                        for iv, value in zip(node.block.iter_vars, node.iter_values)})
+    return env
+
+
 def _relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
                  relax_threads: bool) -> list | None:
     """Per dimension of `buffer`, the (min, extent) its accesses in `blocks` span when the loops
@@ -172,7 +184,7 @@ def _relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
         between = around[around.index(loop) + 1:]
         if relax_threads:
             between += [lp for lp in around[:around.index(loop) + 1] if _is_thread_loop(lp)]
-        binding = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+        binding = _bindings_through_blocks(func, realize)
         for access in block_accesses(realize.block, BufferStore if write else BufferLoad):
             if access.buffer.name == buffer:
                 spans.append([_interval(substitute(i, binding), between)
@@ -371,6 +383,7 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
         # the region the moved block must cover is found through the buffer it names
         refuse_other_views(func, region.buffer, primitive, "sizing the moved block's loops")
     ranges = _iteration_ranges(func, realize, loop, here, reverse, primitive)
+    _check_in_scope(func, loop, ranges, primitive)
     nest = _new_nest(func, realize, loop, ranges, preserve_unit_loops)
     new_func = _place(func, realize, loop_name, nest, exchanged, reverse)
     violation = _violation(func, new_func, block, loop, here, reverse)
@@ -378,6 +391,21 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
                              alternatives=alternatives())
     return new_func
+
+
+def _check_in_scope(func: PrimFunc, loop: For, ranges, primitive: str) -> None:
+    """The moved block's loops may use only what is defined where they go: the loops around
+    and including `loop`, symbolic dims and scalar parameters (an internal error otherwise,
+    reported as a refusal rather than a malformed function)."""
+    allowed = {lp.loop_var for lp in enclosing_loops(func, loop)} | {loop.loop_var}
+    allowed |= set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+    for low, extent, _ in ranges:
+        unknown = (set(free_vars(low)) | set(free_vars(extent))) - allowed
+        if unknown:
+            names = ", ".join(sorted(v.name for v in unknown))
+            raise ScheduleError(primitive, f"the region the block needs under loop "
+                                f"{loop.loop_var.name!r} depends on {names}, which is not "
+                                f"defined there; place the block under another loop")
 
 
 def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
