@@ -52,9 +52,9 @@ from sched.schedule.state import (
     enclosing_loops,
     find_block,
     find_loop,
-    refuse_other_views,
     fresh_name,
     path_to,
+    refuse_other_views,
     replace,
 )
 
