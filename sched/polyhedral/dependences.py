@@ -136,7 +136,7 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
                         and name == relation.get_tuple_name(isl.dim_type.out):
                     continue            # split below: the chain, and the other accesses
                 found.append(_dependence(model, kind, buffer, relation, False))
-        for name, chain in accumulators.items():
+        for chain in accumulators.values():
             if chain is None or chain[0] != buffer:
                 continue
             _, store, others = chain

@@ -32,7 +32,7 @@ INT32 = (-(2 ** 31), 2 ** 31 - 1)
 # -- precedence: random expressions, emitted C against Python ---------------------------------
 
 X, Y = Var("x"), Var("y")          # scalar parameters: any sign
-I = Var("i")                        # a loop variable from 0: non-negative (plain / and %)
+LOOP_I = Var("i")                   # a loop variable from 0: non-negative (plain / and %)
 
 
 def _evaluate(e, env) -> int:
@@ -65,7 +65,7 @@ def _evaluate(e, env) -> int:
 @st.composite
 def int_exprs(draw, depth: int = 3):
     if depth == 0 or draw(st.integers(0, 3)) == 0:
-        return draw(st.sampled_from([X, Y, I, IntImm(draw(st.integers(-9, 9)))]))
+        return draw(st.sampled_from([X, Y, LOOP_I, IntImm(draw(st.integers(-9, 9)))]))
     kind = draw(st.sampled_from(["arith", "arith", "div", "select", "minmax"]))
     a = draw(int_exprs(depth - 1))
     if kind == "arith":
@@ -103,8 +103,8 @@ def _kernel_of(exprs):
     emitter's text (not lowered: the printer sees the trees as they are)."""
     out = Buffer("out", (IntImm(LOOP * len(exprs)),), "int32")
     stores = [BufferStore(out, e if e.dtype == "int32" else Cast("int32", e),
-                          (I * len(exprs) + k,)) for k, e in enumerate(exprs)]
-    func = PrimFunc("exprs", (out, X, Y), For(I, IntImm(0), IntImm(LOOP), "serial",
+                          (LOOP_I * len(exprs) + k,)) for k, e in enumerate(exprs)]
+    func = PrimFunc("exprs", (out, X, Y), For(LOOP_I, IntImm(0), IntImm(LOOP), "serial",
                                               seq(*stores)))
     source = generate_c(func)
     return CKernel(func, func, source, compile_library(source))
@@ -118,7 +118,7 @@ def test_emitted_c_evaluates_random_expressions_like_python(exprs):
         try:
             for x, y in POINTS:
                 for i in range(LOOP):
-                    _evaluate(e, {X: x, Y: y, I: i})
+                    _evaluate(e, {X: x, Y: y, LOOP_I: i})
             kept.append(e)
         except (OverflowError, ZeroDivisionError):
             kept.append(IntImm(0))
@@ -126,7 +126,7 @@ def test_emitted_c_evaluates_random_expressions_like_python(exprs):
     for x, y in POINTS:
         out = np.zeros(LOOP * len(kept), np.int32)
         kernel(out, x, y)
-        expected = [_evaluate(e, {X: x, Y: y, I: i}) for i in range(LOOP) for e in kept]
+        expected = [_evaluate(e, {X: x, Y: y, LOOP_I: i}) for i in range(LOOP) for e in kept]
         assert out.tolist() == expected, (x, y, kernel.source)
 
 

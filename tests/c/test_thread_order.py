@@ -23,7 +23,7 @@ ORDERS = ("forward", "reverse", "shuffle")
 
 @T.prim_func
 def racy(A: T.Buffer((64,), "float32"), B: T.Buffer((1,), "float32")):
-    for b in T.thread_binding(1, thread="blockIdx.x"):
+    for b in T.thread_binding(1, thread="blockIdx.x"):  # noqa: B007
         for t in T.thread_binding(64, thread="threadIdx.x"):
             B[0] = A[t]        # every thread writes one element: the last one wins
 
@@ -120,7 +120,7 @@ def test_random_gpu_schedules_match_numpy_in_every_order(case, seed):
 @T.prim_func
 def sibling_loops(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
                   C: T.Buffer((64,), "float32")):
-    for b in T.thread_binding(1, thread="blockIdx.x"):
+    for b in T.thread_binding(1, thread="blockIdx.x"):  # noqa: B007
         for t in T.thread_binding(64, thread="threadIdx.x"):
             B[t] = A[t] + T.float32(1)
         for t2 in T.thread_binding(64, thread="threadIdx.x"):

@@ -96,7 +96,7 @@ def test_guarded_kernel_compiles_to_a_cubin(tmp_path):
 @T.prim_func
 def barrier_in_thread_dependent_loop(A: T.Buffer((64,), "float32"),
                                      B: T.Buffer((64,), "float32")):
-    for b in T.thread_binding(1, thread="blockIdx.x"):
+    for b in T.thread_binding(1, thread="blockIdx.x"):  # noqa: B007
         X = T.decl_buffer((64,), "float32", scope="shared")
         for t in T.thread_binding(64, thread="threadIdx.x"):
             for k in range(t):
@@ -130,7 +130,7 @@ def test_nested_loops_of_one_block_axis_are_refused_at_build(target):
 def test_nested_thread_loop_using_the_outer_index_is_refused():
     @T.prim_func
     def diagonal(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
-        for b in T.thread_binding(1, thread="blockIdx.x"):
+        for b in T.thread_binding(1, thread="blockIdx.x"):  # noqa: B007
             for i in T.thread_binding(8, thread="threadIdx.x"):
                 for j in T.thread_binding(8, thread="threadIdx.x"):
                     B[i, j] = A[i, j]

@@ -10,7 +10,7 @@ import pytest
 
 import sched
 from sched.errors import ScheduleError
-from sched.polyhedral import build_model, buffer_region, check_parallel, dependences
+from sched.polyhedral import buffer_region, build_model, check_parallel, dependences
 from sched.script import T
 
 
