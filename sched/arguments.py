@@ -19,6 +19,7 @@ would access out of bounds is a `KernelArgumentError` naming the access and the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,7 @@ class ArgumentBinder:
             else:
                 scalars.append(self.check_scalar(position, param, arg))
                 scalar_values[param] = scalars[-1]
+        self.check_no_overlap(shapes, pointers)
         # a scalar parameter in a shape (`n: T.int32`, `T.match_buffer(a, (128, n))`) is not
         # bound from the shape: the array's shape is checked against the value passed
         values = {**self.bind_dims(shapes), **scalar_values}
@@ -116,6 +118,24 @@ class ArgumentBinder:
             self.entry_check(values)
         return BoundArguments(tuple(pointers), tuple(scalars),
                               tuple(values[v] for v in self.symbolic_vars))
+
+    def check_no_overlap(self, shapes, pointers) -> None:
+        """Refuse two buffer arguments whose memory overlaps when the kernel writes one of
+        them: the generated code declares its pointers `restrict` (no aliasing), so the
+        compiler may reorder a write past a read of the other name."""
+        spans = []
+        for (position, param, shape), pointer in zip(shapes, pointers, strict=True):
+            size = math.prod(shape) * np.dtype(self.numpy_dtypes[param.name]).itemsize
+            spans.append((pointer, pointer + size, position, param))
+        for k, (start, end, position, param) in enumerate(spans):
+            for start2, end2, position2, param2 in spans[k + 1:]:
+                written = [p.name for p in (param, param2) if p.storage_name in self.written]
+                if written and start < end2 and start2 < end:
+                    raise KernelArgumentError(
+                        f"arguments {position + 1} '{param.name}' and {position2 + 1} "
+                        f"'{param2.name}' share memory, and the kernel writes "
+                        f"'{written[0]}': the kernel assumes its buffers do not overlap; pass "
+                        f"a separate array (e.g. a copy) for one of them")
 
     # -- one argument --------------------------------------------------------------------------
 

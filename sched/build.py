@@ -11,7 +11,8 @@ CHECK_BOUNDS = ("static", "strict", "off")
 
 
 def build(func, target: str = "c", *, arch: str | None = None,
-          compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static"):
+          compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static",
+          thread_order: str | None = None):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
@@ -27,6 +28,11 @@ def build(func, target: str = "c", *, arch: str | None = None,
     the dims' values under which every access is in bounds (Halide-style entry checks);
     accesses isl cannot prove (a non-affine or indirect index) are left unchecked. "strict"
     also refuses those. "off" checks nothing.
+
+    `thread_order` (C target only): the order in which a GPU schedule's thread blocks and the
+    threads of each phase run on the CPU: "forward", "reverse" or "shuffle[:seed]" (default:
+    the SCHED_THREAD_ORDER environment variable, else forward). A legal schedule computes the
+    same result in every order; a race between threads shows as a difference.
     """
     from sched.schedule import Schedule
 
@@ -43,8 +49,11 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if target == "c":
         from sched.c.kernel import build_c
 
-        kernel = build_c(func, debug=debug)
+        kernel = build_c(func, debug=debug, thread_order=thread_order)
     else:
+        if thread_order is not None:
+            raise ValueError("build: thread_order applies to the C target only (a GPU runs "
+                             "its threads in its own order)")
         from sched.cuda.build import build_cuda
 
         kernel = build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace)
