@@ -155,11 +155,13 @@ computes and stores the same values, and only the first matters to the others. A
 
 def _time_writes(model) -> isl.UnionMap:
     """time -> element written at that time, for every run of every statement."""
-    result = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
-    for statement in model.statements.values():
-        result = result.union(isl.UnionMap.from_map(statement.schedule.reverse())
-                              .apply_range(statement.writes))
-    return result
+    if "time_writes" not in model.derived:
+        result = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
+        for statement in model.statements.values():
+            result = result.union(isl.UnionMap.from_map(statement.schedule.reverse())
+                                  .apply_range(statement.writes))
+        model.derived["time_writes"] = result
+    return model.derived["time_writes"]
 
 
 def repeated_instance(statement: Statement) -> str | None:
@@ -175,17 +177,25 @@ def repeated_instance(statement: Statement) -> str | None:
     return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
 
 
-def runs_are_idempotent(model, statement: Statement, writes: isl.UnionMap | None = None) -> bool:
-    """Whether the runs of each instance of `statement` are idempotent (RUNS_RULE)."""
+def runs_are_idempotent(model, statement: Statement) -> bool:
+    """Whether the runs of each instance of `statement` are idempotent (RUNS_RULE); kept
+    with the (cached) model, which the next step's check reads again."""
     schedule = statement.schedule
     if schedule.is_single_valued():
         return True
+    key = ("runs_are_idempotent", statement.name)
+    if key not in model.derived:
+        model.derived[key] = _runs_are_idempotent(model, statement, schedule)
+    return model.derived[key]
+
+
+def _runs_are_idempotent(model, statement: Statement, schedule: isl.Map) -> bool:
     first, last = schedule.lexmin(), schedule.lexmax()
     times = isl.Set.universe(schedule.get_space().range())
     at_or_after_first = first.apply_range(times.lex_le_set(times))
     before_last = last.apply_range(times.lex_gt_set(times))
     window = at_or_after_first.intersect(before_last)            # [first run, last run)
-    writes = _time_writes(model) if writes is None else writes
+    writes = _time_writes(model)
     written = isl.UnionMap.from_map(window).apply_range(writes)
     if not written.intersect(statement.reads).is_empty():
         return False                 # a later run would read another value
@@ -248,7 +258,6 @@ def _others_keep_their_place(old_model, new_model, name: str, width: int) -> boo
 def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation | None:
     """Whether the runs of every statement in `new_model` are allowed (RUNS_RULE), given its
     runs in `old_model`."""
-    old_writes = new_writes = None
     width = _width(old_model, new_model)
     for name, new in new_model.statements.items():
         old = old_model.statements.get(name)
@@ -259,8 +268,7 @@ def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation
             continue
         block = new.block.name
         if old_again is not None:
-            old_writes = old_writes or _time_writes(old_model)
-            if not runs_are_idempotent(old_model, old, old_writes):
+            if not runs_are_idempotent(old_model, old):
                 if _same_runs(old, new, width):
                     if _others_keep_their_place(old_model, new_model, name, width):
                         continue
@@ -279,8 +287,7 @@ def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation
             if old_again is None and not allow_recompute:
                 return Violation(f"the new loops run some instances of block {block!r} more "
                                  f"than once ({new_again} among them)")
-            new_writes = new_writes or _time_writes(new_model)
-            if not runs_are_idempotent(new_model, new, new_writes):
+            if not runs_are_idempotent(new_model, new):
                 return Violation(
                     f"the new loops run some instances of block {block!r} more than once "
                     f"({new_again} among them), and a later run would not compute what the "

@@ -55,6 +55,7 @@ time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -339,6 +340,7 @@ class PolyModel:
     views: dict[str, tuple[Buffer, ...]] = field(default_factory=dict)   # storage -> views
     linearized: frozenset[str] = frozenset()          # storages accessed through views that
     #                                                   differ in shape (see the module doc)
+    derived: dict = field(default_factory=dict)       # answers computed from the model, by key
 
     @property
     def is_exact(self) -> bool:
@@ -458,9 +460,12 @@ class _Relations:
         return self.relation(statement, access, storage, elements, constraints, (offset,))
 
 
+@functools.lru_cache(maxsize=64)
 def build_model(func: PrimFunc) -> PolyModel:
     """The polyhedral model of `func`. Blocks without iteration variables still count as
-    statements (one instance each), except the root block."""
+    statements (one instance each), except the root block. Cached per function (a step's
+    check builds the new function's model, which the next step reads again): callers must
+    not modify it; what they derive from it may go in `derived`."""
     walker = _Walker(func)
     walker.walk(func.body, [], [], [], {})
     params = _params(func)

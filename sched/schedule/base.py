@@ -286,7 +286,10 @@ class ScheduleBase:
                 outputs: tuple = (), decision=None) -> None:
         if self.verify_steps:
             verify(new_func)
-        if new_func is not self._func and kind not in ("parallel", "vectorize", "bind"):
+        # marking a loop asks the rule itself; unroll, annotate and storage_align change no
+        # order and no storage scope, so no loop can start carrying a dependence
+        if new_func is not self._func and kind not in (
+                "parallel", "vectorize", "bind", "unroll", "annotate", "storage_align"):
             self._check_concurrent_loops(kind, new_func)
         if new_func is not self._func and kind != "storage_align":
             from sched.schedule.memory import check_storage_align
