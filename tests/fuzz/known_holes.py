@@ -10,15 +10,11 @@ from __future__ import annotations
 import os
 
 KNOWN_HOLES: dict[str, str] = {
-    "compute_at+view": "item 25 (fuzz finding F4): compute_at with a consumer reading through a "
-                       "view raises IndexError",
 }
 
 
 # Refusals at build after accepted steps (a step should have refused): message part -> item.
 KNOWN_BUILD_REFUSALS: dict[str, str] = {
-    "has the symbolic extent": "like items 13/26 (fuzz finding F5): bind of a symbolic extent to "
-                               "threadIdx is refused only at build",
     "accesses memory out of bounds": "items 8/17 (fuzz finding F8): the build's in-bounds proof "
                                      "rejects the copy extent cache_read emits over a symbolic "
                                      "dim (the interpreter finds every access in bounds)",
