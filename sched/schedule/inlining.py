@@ -115,6 +115,14 @@ def _single_store(block: Block, primitive: str, role: str, exact: bool = True) -
     if not isinstance(store, BufferStore):
         raise ScheduleError(primitive, f"the body of {role} {block.name!r} is not a single "
                             f"store B[...] = value")
+    reads_itself = [load for load in collect(store, BufferLoad)
+                    if load.buffer.storage_name == store.buffer.storage_name]
+    if reads_itself:
+        raise ScheduleError(primitive, f"{role} {block.name!r} reads the buffer it writes "
+                            f"({reads_itself[0].script()} in {store.buffer.name}[...] = ...): "
+                            f"each value depends on values written before it (a scan, an "
+                            f"in-place update), so its expression cannot stand for the stored "
+                            f"value; keep the block (compute_at can move it instead)")
     own = [iv.var for iv in block.iter_vars]
     if exact and (len(set(store.indices)) != len(store.indices) or set(store.indices) != set(own)):
         raise ScheduleError(primitive, f"{role} {block.name!r} stores "

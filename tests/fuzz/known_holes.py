@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import os
 
-KNOWN_HOLES: dict[str, str] = {
-    "compute_inline+scan": "new (fuzz finding F10): compute_inline of a block that reads the "
-                           "buffer it writes is accepted (wrong result)",
-}
+KNOWN_HOLES: dict[str, str] = {}
 
 
 # Refusals at build after accepted steps (a step should have refused): message part -> item.
