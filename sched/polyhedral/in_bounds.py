@@ -183,7 +183,13 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
     violations, unproven = [], []
     for statement in model.statements.values():
         if not statement.is_init:
-            violations += _binding_violations(model, statement, context)
+            for found in _binding_violations(model, statement, context):
+                if statement.exact:
+                    violations.append(found)
+                else:           # a loop bound or condition was widened: maybe never happens
+                    unproven.append(f"block '{statement.block.name}' {found.what}: may be "
+                                    f"outside its domain ({found.example}); the model "
+                                    f"over-approximates where it happens")
         for view in statement.accesses:
             _, affine_shape = _box(model, view)
             found = _access_violation(model, statement, view, context)

@@ -13,11 +13,7 @@ KNOWN_HOLES: dict[str, str] = {}
 
 
 # Refusals at build after accepted steps (a step should have refused): message part -> item.
-KNOWN_BUILD_REFUSALS: dict[str, str] = {
-    "accesses memory out of bounds": "items 8/17 (fuzz finding F8): the build's in-bounds proof "
-                                     "rejects the copy extent cache_read emits over a symbolic "
-                                     "dim (the interpreter finds every access in bounds)",
-}
+KNOWN_BUILD_REFUSALS: dict[str, str] = {}
 
 
 def known_build_refusal(message: str) -> bool:
