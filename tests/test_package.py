@@ -21,6 +21,12 @@ ALLOWED = {
     "autoscheduler": {"ir", "compute", "polyhedral", "schedule", "lower", "c", "cuda"},
 }
 SHARED = {"errors", "env", "arguments"}   # top-level modules every package may use
+# Single files allowed one later package, each for a stated reason (keep this list short).
+EXCEPTIONS = {
+    # storage_align pads the buffer as the lowering compacts it: the step asks the lowering's
+    # own passes whether the request can be met, so it is refused at the step, not at build
+    ("schedule/memory.py", "lower"),
+}
 
 
 def _sched_imports(path: pathlib.Path) -> set[str]:
@@ -43,7 +49,10 @@ def test_imports_flow_one_way():
     problems = []
     for package, allowed in ALLOWED.items():
         for path in (SCHED / package).glob("**/*.py"):
+            relative = path.relative_to(SCHED).as_posix()
             for imported in _sched_imports(path) - {package} - allowed - SHARED:
+                if (relative, imported) in EXCEPTIONS:
+                    continue
                 problems.append(f"{path.relative_to(SCHED.parent)} imports sched.{imported}")
     assert not problems, "imports against the pipeline order:\n" + "\n".join(problems)
 
