@@ -102,6 +102,34 @@ def maps(union: isl.UnionMap) -> list[isl.Map]:
     return found
 
 
+def first_runs(schedule):
+    """Each instance with the time of its first run: `schedule` (instance -> times, an
+    isl Map or UnionMap) less every run that comes after another run of the same instance.
+
+    Written with subtract and apply rather than isl's lexmin, which on some quasi-affine
+    schedules (`(-floor(f / 5)) mod 6 = vx`, from a fused loop) loses instances: a lost
+    instance would lose its dependences."""
+    return _extreme_runs(schedule, later=True)
+
+
+def last_runs(schedule):
+    """Each instance with the time of its last run (see first_runs)."""
+    return _extreme_runs(schedule, later=False)
+
+
+def _extreme_runs(schedule, later: bool):
+    if isinstance(schedule, isl.UnionMap):
+        result = schedule.subtract(schedule)
+        for piece in maps(schedule):
+            result = result.union(isl.UnionMap.from_map(_extreme_runs(piece, later)))
+        return result
+    if schedule.is_single_valued():
+        return schedule
+    times = isl.Set.universe(schedule.get_space().range())
+    order = times.lex_lt_set(times) if later else times.lex_gt_set(times)
+    return schedule.subtract(schedule.apply_range(order))
+
+
 def _pairs(first: isl.UnionMap, second: isl.UnionMap, before: isl.UnionMap) -> isl.UnionMap:
     """Instances of `first`'s statements and later instances of `second`'s that touch one
     element."""
@@ -116,7 +144,7 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     # run is the one that orders it against the others.
     schedule = model.schedule
     if not schedule.is_single_valued():
-        schedule = schedule.lexmin()
+        schedule = first_runs(schedule)
     before = schedule.lex_lt_union_map(schedule)
     found: list[Dependence] = []
     buffers = {m.get_tuple_name(isl.dim_type.out)

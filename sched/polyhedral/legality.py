@@ -30,6 +30,8 @@ from sched.ir.nodes import Allocate, Block, Buffer, For, Node, PrimFunc
 from sched.polyhedral.dependences import (
     Dependence,
     crosses_iterations,
+    first_runs,
+    last_runs,
     maps,
     model_and_dependences,
     value_flows,
@@ -136,7 +138,7 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
     if violation is not None:
         return violation
     schedule = new_model.schedule
-    return check_schedule(func, schedule if schedule.is_single_valued() else schedule.lexmin())
+    return check_schedule(func, first_runs(schedule))
 
 
 # -- instances that run more than once -----------------------------------------------------------
@@ -169,7 +171,7 @@ def repeated_instance(statement: Statement) -> str | None:
     schedule = statement.schedule
     if schedule.is_single_valued():
         return None
-    again = schedule.subtract(schedule.lexmin()).domain()
+    again = schedule.subtract(first_runs(schedule)).domain()
     point = again.sample_point()
     values = [point.get_coordinate_val(isl.dim_type.set, d).to_python()
               for d in range(len(statement.block.iter_vars))]
@@ -190,7 +192,7 @@ def runs_are_idempotent(model, statement: Statement) -> bool:
 
 
 def _runs_are_idempotent(model, statement: Statement, schedule: isl.Map) -> bool:
-    first, last = schedule.lexmin(), schedule.lexmax()
+    first, last = first_runs(schedule), last_runs(schedule)
     times = isl.Set.universe(schedule.get_space().range())
     at_or_after_first = first.apply_range(times.lex_le_set(times))
     before_last = last.apply_range(times.lex_gt_set(times))
@@ -247,7 +249,7 @@ def _others_keep_their_place(old_model, new_model, name: str, width: int) -> boo
         for x in model.statements.values():
             if x.name == name:
                 continue
-            first = x.schedule if x.schedule.is_single_valued() else x.schedule.lexmin()
+            first = first_runs(x.schedule)
             part = isl.UnionMap.from_map(_padded(first, width))
             others = part if others is None else others.union(part)
         before = others.apply_range(later)         # x -> the times after x's (first) run

@@ -45,7 +45,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region, build_model, check_order, check_schedule
-from sched.polyhedral.dependences import model_and_dependences
+from sched.polyhedral.dependences import first_runs, model_and_dependences
 from sched.polyhedral.legality import Violation, check_runs, schedule_error
 from sched.schedule.inlining import block_accesses, neighbours, remove_block
 from sched.schedule.state import (
@@ -421,13 +421,13 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
     rule = _partial_reduction(here, loop) if reverse else None
     model = build_model(new_func)
     if rule is not None:     # refused: name the cause, with a dependence it breaks
-        violation = check_schedule(func, model.schedule.lexmin())
+        violation = check_schedule(func, first_runs(model.schedule))
         return dataclasses.replace(violation or Violation(rule), reason=rule)
     runs = check_runs(model_and_dependences(func)[0], model, allow_recompute=True)
     if runs is not None:     # a block run more than once, not idempotently (RUNS_RULE)
         return Violation(_rerun_clobbers(new_func, block, loop_name) or runs.reason)
     violation = check_order(func, new_func, allow_recompute=True) or \
-        check_schedule(func, model.schedule.lexmin())
+        check_schedule(func, first_runs(model.schedule))
     if violation is not None and violation.dependence is None:
         covered = ("the instances that read what its producers write there" if reverse else
                    "what its consumers there read")
