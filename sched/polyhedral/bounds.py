@@ -50,6 +50,9 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
             box = touched if box is None else box.union(touched)
     if box is None:
         raise ValueError(f"block {block!r} does not access buffer {buffer!r}")
+    if box.is_empty():         # every access sits under a condition that never holds
+        raise ValueError(f"block {block!r} accesses no element of buffer {buffer!r}: its "
+                         f"accesses are under conditions that never hold")
     variables = {isl_name(lp.var): lp.var for lp in outer}
     variables |= {isl_name(v): v for v in model.func.symbolic_vars}
     variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}

@@ -83,8 +83,12 @@ def _exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
     outside a loop, so it is asked about a unit loop put just inside `loop`."""
     unit = For(Var(fresh_name(func, "unit")), IntImm(0), IntImm(1), "serial", loop.body)
     probe = replace(func, loop, dataclasses.replace(loop, body=unit))
-    boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name, access=access,
-                           relax_threads=relax_threads) for r in blocks]
+    try:
+        boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name,
+                               access=access, relax_threads=relax_threads) for r in blocks]
+    except ValueError as error:
+        raise ScheduleError("compute_at", f"{error}; there is no region to compute at "
+                            f"loop {loop.loop_var.name!r}") from None
     box = list(boxes[0])
     for other in boxes[1:]:
         for d, (a, b) in enumerate(zip(box, other)):
