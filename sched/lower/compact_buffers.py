@@ -40,7 +40,7 @@ from sched.ir.nodes import (
 )
 from sched.lower.isl_affine import Context
 from sched.lower.simplify_indices import simplify_index
-from sched.polyhedral import build_model
+from sched.polyhedral import build_model, names
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 
 
@@ -69,7 +69,7 @@ def _outer_loops(model, statement, count: int, relax_threads: bool) -> isl.Map:
     out loops bound to threadIdx when `relax_threads` (a shared buffer is one per thread
     block: it holds what all its threads touch)."""
     width = len(statement.time)
-    times = [f"t{i}" for i in range(width)]
+    times = [names.local("t", i) for i in range(width)]
     picked = [times[lp.position] for lp in statement.loops[:count]
               if not (relax_threads and lp.kind == "thread_binding"
                       and (lp.thread_tag or "").startswith("threadIdx"))]

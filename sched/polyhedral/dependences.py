@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, PrimFunc
+from sched.polyhedral import names
 from sched.polyhedral.model import PolyModel, Statement, build_model
 
 KINDS = ("flow", "anti", "output")
@@ -287,7 +288,8 @@ def crosses_iterations(model: PolyModel, flows: isl.UnionMap, position: int) -> 
     if flows.is_empty():
         return False
     width = max(len(s.time) for s in model.statements.values())
-    a, b = [f"a{i}" for i in range(width)], [f"b{i}" for i in range(width)]
+    a = [names.local("a", i) for i in range(width)]
+    b = [names.local("b", i) for i in range(width)]
     same = " and ".join(f"{a[i]} = {b[i]}" for i in range(position + 1))
     prefix = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
                           f"[{', '.join(b)}] : {same} }}")

@@ -27,6 +27,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import Allocate, Block, Buffer, For, Node, PrimFunc
+from sched.polyhedral import names
 from sched.polyhedral.dependences import (
     Dependence,
     crosses_iterations,
@@ -300,8 +301,8 @@ def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation
 @functools.lru_cache(maxsize=256)
 def _carried_at(width: int, position: int, params: str) -> isl.Map:
     """{ [t] -> [t'] : t and t' agree before `position` and differ at it }."""
-    a = [f"a{i}" for i in range(width)]
-    b = [f"b{i}" for i in range(width)]
+    a = [names.local("a", i) for i in range(width)]
+    b = [names.local("b", i) for i in range(width)]
     same = [f"{a[i]} = {b[i]}" for i in range(position)]
     differ = f"{a[position]} != {b[position]}"
     condition = " and ".join(same + [differ])
@@ -509,8 +510,8 @@ class _Concurrency:
                 break
             common = a.position + 1
         width = len(dep.source.time)
-        a = [f"a{i}" for i in range(width)]
-        b = [f"b{i}" for i in range(width)]
+        a = [names.local("a", i) for i in range(width)]
+        b = [names.local("b", i) for i in range(width)]
         same = [f"{a[i]} = {b[i]}" for i in range(common)]
         condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
         return isl.Map(f"[{', '.join(self.model.params)}] -> {{ [{', '.join(a)}] -> "
@@ -578,7 +579,7 @@ def _without_thread_loops(statement: Statement, params: list[str],
     thread = {lp.position for lp in statement.loops
               if lp.kind == "thread_binding" and (lp.thread_tag or "").startswith("threadIdx")}
     thread |= set(extra) & {lp.position for lp in statement.loops}
-    a = [f"a{i}" for i in range(len(statement.time))]
+    a = [names.local("a", i) for i in range(len(statement.time))]
     b = ["0" if i in thread else a[i] for i in range(len(statement.time))]
     return isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
 
