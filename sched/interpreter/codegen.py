@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from sched.interpreter import runtime
+from sched.interpreter.runtime import InterpretError
 from sched.ir.dtype import is_bool, is_float
 from sched.ir.nodes import (
     Allocate,
@@ -37,8 +39,6 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
-from sched.interpreter import runtime
-from sched.interpreter.runtime import InterpretError
 
 CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
 

@@ -41,7 +41,8 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
             event(f"refused {log[-1].split('(')[0]}")
             log[-1] = f"try:\n    {log[-1]}\nexcept ScheduleError:\n    pass   # refused"
             if sch.func is not checkpoint["func"]:
-                raise Finding(reproducer(program, log, "a refused step changed the function"))
+                raise Finding(reproducer(program, log,
+                                          "a refused step changed the function")) from None
         except Exception as error:     # noqa: BLE001
             raise Finding(reproducer(program, log, f"the last step crashes: "
                                      f"{type(error).__name__}: {error}")) from None

@@ -1,0 +1,362 @@
+"""The one rule for loops whose iterations run at the same time (CONCURRENT_RULE): parallel,
+vectorized, bound to blockIdx or to threadIdx. Asked when a loop is marked (loop_kinds.py,
+mapping.py) and again after every later step (`check_concurrent_loops`), so the answer does not
+depend on the order of the steps.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import islpy as isl
+
+from sched.ir.functor import collect
+from sched.ir.nodes import Allocate, Block, Buffer, For, Node, PrimFunc
+from sched.polyhedral import names
+from sched.polyhedral.dependences import (
+    Dependence,
+    crosses_iterations,
+    maps,
+    model_and_dependences,
+    value_flows,
+)
+from sched.polyhedral.model import Loop, Statement
+from sched.polyhedral.violation import Violation, describe_instance_pair
+
+
+@functools.lru_cache(maxsize=256)
+def _carried_at(width: int, position: int, params: str) -> isl.Map:
+    """{ [t] -> [t'] : t and t' agree before `position` and differ at it }."""
+    a = [names.local("a", i) for i in range(width)]
+    b = [names.local("b", i) for i in range(width)]
+    same = [f"{a[i]} = {b[i]}" for i in range(position)]
+    differ = f"{a[position]} != {b[position]}"
+    condition = " and ".join(same + [differ])
+    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
+
+
+# -- the one rule for loops whose iterations run at the same time -------------------------------
+
+CONCURRENT_RULE = """\
+The iterations of a loop that runs them at the same time (parallel, vectorized, bound to
+blockIdx or threadIdx) may do so iff no dependence is carried by the loop (source and sink in
+one iteration of every loop outside it, in different iterations of it), reductions included,
+except dependences through
+- a buffer private to an iteration: allocated by the function (not a parameter), every access
+  under the loop, and no value flowing through it from one iteration of the loop to another or
+  into or out of the loop (value-based flow, per run of each statement), so the lowering
+  allocates it inside the loop (plan_buffer_allocation); and of a scope each iteration can
+  have its own copy of: any for parallel and vectorized loops, "shared" or "local" for
+  blockIdx (per thread block), "local" for threadIdx (per thread);
+- for threadIdx loops, a "shared" buffer when the source runs before the sink in each thread's
+  own program (thread loops left out): a barrier between them, which the lowering inserts,
+  orders them. Nothing orders global memory between threads: a dependence through it counts.
+A threadIdx loop and the other loops bound to the same axis (in one iteration of the loops
+around both) run on the same threads, one phase after the other: a dependence between them
+on different threads counts as one carried by the loop."""
+
+
+def concurrent_kind(loop: For | None = None, kind: str | None = None,
+                    thread_tag: str | None = None) -> str | None:
+    """"parallel", "vectorized", "blockIdx" or "threadIdx" for a loop whose iterations run
+    at the same time (a loop, or its kind and thread tag), else None."""
+    if loop is not None:
+        kind, thread_tag = loop.kind, loop.thread_tag
+    if kind in ("parallel", "vectorized"):
+        return kind
+    if kind == "thread_binding":
+        tag = thread_tag or ""
+        if tag.startswith("blockIdx"):
+            return "blockIdx"
+        if tag.startswith("threadIdx"):
+            return "threadIdx"
+    return None
+
+
+_PRIVATE_SCOPES = {"blockIdx": ("shared", "local"), "threadIdx": ("local",)}
+
+
+def _scope_can_be_private(scope: str, kind: str) -> bool:
+    allowed = _PRIVATE_SCOPES.get(kind)
+    return allowed is None or any(scope == s or scope.startswith(s + ".") for s in allowed)
+
+
+def _allocations(func: PrimFunc) -> dict[str, tuple[Buffer, Node]]:
+    """Storage name -> (buffer, the Block or Allocate that allocates it), for the buffers the
+    function allocates (parameters and their views are not in it)."""
+    found: dict[str, tuple[Buffer, Node]] = {}
+    for node in collect(func.body, Block):
+        for buffer in node.alloc_buffers:
+            found.setdefault(buffer.storage_name, (buffer, node))
+    for node in collect(func.body, Allocate):
+        found.setdefault(node.buffer.storage_name, (node.buffer, node))
+    params = {p.storage_name for p in func.params if isinstance(p, Buffer)}
+    return {name: v for name, v in found.items() if name not in params}
+
+
+def _contains(root, target) -> bool:
+    return any(node is target for node in collect(root, type(target)))
+
+
+class _Concurrency:
+    """The one rule (CONCURRENT_RULE) for one loop of one function."""
+
+    def __init__(self, func: PrimFunc, loop_name: str, kind: str | None,
+                 loop: For | None = None, thread_tag: str | None = None) -> None:
+        self.func, self.name, self._loop = func, loop_name, loop
+        self.model, self.deps = model_and_dependences(func)
+        self.statements = [s for s in self.model.statements.values()
+                           if any(lp.var.name == loop_name for lp in s.loops)]
+        if kind is None and self.statements:
+            kind = concurrent_kind(kind=self.target.kind, thread_tag=self.target.thread_tag)
+        self.kind = kind or "parallel"
+        self.thread_tag = thread_tag or (self.target.thread_tag if self.statements else None)
+        self._private: dict[str, bool] = {}
+
+    @functools.cached_property
+    def allocations(self) -> dict[str, tuple[Buffer, Node]]:
+        return _allocations(self.func)
+
+    @property
+    def loop(self) -> For:
+        """The loop node (found by name only where needed: a walk of the function)."""
+        if self._loop is None:
+            self._loop = _loops(self.func)[self.name]
+        return self._loop
+
+    @property
+    def target(self) -> Loop:
+        return next(lp for lp in self.statements[0].loops if lp.var.name == self.name)
+
+    def under(self, statement: Statement) -> bool:
+        return any(s is statement for s in self.statements)
+
+    def private(self, storage: str) -> bool:
+        """Whether each iteration of the loop may have its own copy of `storage`."""
+        if storage not in self._private:
+            self._private[storage] = self._is_private(storage)
+        return self._private[storage]
+
+    def _is_private(self, storage: str) -> bool:
+        if storage not in self.allocations:
+            return False
+        buffer, owner = self.allocations[storage]
+        if not _scope_can_be_private(buffer.scope, self.kind):
+            return False
+        if _contains(self.loop.body, owner):
+            return True             # allocated inside the loop: a fresh copy per iteration
+        if isinstance(owner, Allocate):
+            return False            # plan_buffer_allocation moves only a block's buffers
+        return self.confined(storage)
+
+    def confined(self, storage: str) -> bool:
+        """Every access to `storage` is under the loop, and no value flows through it from
+        one iteration of the loop (or of a loop around it) to another."""
+        element = self.model.buffer_tuple(storage)
+        for statement in self.model.statements.values():
+            touched = {m.get_tuple_name(isl.dim_type.out)
+                       for m in maps(statement.reads.union(statement.writes))}
+            if element in touched and not self.under(statement):
+                return False
+        flows = value_flows(self.model, storage)
+        return not crosses_iterations(self.model, flows, self.target.position)
+
+    def barrier_ordered(self, dep: Dependence, crossing: isl.Map) -> bool:
+        """Whether a barrier orders the runs `crossing` (time -> time, in one iteration of the
+        loops outside this threadIdx loop, so in one thread block) of `dep` through a shared
+        buffer: each source run comes before its sink run in the threads' program (thread loops
+        left out), so a barrier can stand between them."""
+        if self.kind != "threadIdx" or dep.buffer not in self.allocations:
+            return False
+        buffer, _ = self.allocations[dep.buffer]
+        if not buffer.scope.startswith("shared"):
+            return False
+        params = self.model.params
+
+        def program(statement: Statement) -> isl.Map:
+            extra = {self.target.position} if self.under(statement) else set()
+            return _without_thread_loops(statement, params, extra)
+        in_program = crossing.apply_domain(program(dep.source)).apply_range(program(dep.sink))
+        return in_program.is_subset(in_program.domain().lex_lt_set(in_program.range()))
+
+    def violation(self) -> Violation | None:
+        for dep, pairs in self.carried():
+            if self.rewrites_only(dep.buffer):
+                # name the real conflict: the iterations write the same elements
+                dep, pairs = next(((d, p) for d, p in self.carried()
+                                   if d.buffer == dep.buffer and d.kind == "output"),
+                                  (dep, pairs))
+            return Violation(self.reason(dep), dep, describe_instance_pair(dep, pairs))
+        return None
+
+    def carried(self):
+        """Each dependence that counts under the rule and is carried by the loop, with the
+        pairs of instances it relates in different iterations (reductions first)."""
+        if not self.statements:
+            return
+        carried = _carried_at(len(self.statements[0].time), self.target.position,
+                              f"[{', '.join(self.model.params)}] ->")
+        for dep in sorted(self.deps, key=lambda d: not d.is_reduction):
+            if self.under(dep.source) and self.under(dep.sink):
+                between = carried
+            else:
+                between = self.across_sibling_loops(dep)
+                if between is None:
+                    continue
+            in_time = dep.relation.apply_domain(dep.source.schedule) \
+                .apply_range(dep.sink.schedule)
+            crossing = in_time.intersect(between)
+            if crossing.is_empty() or self.private(dep.buffer) \
+                    or self.barrier_ordered(dep, crossing):
+                continue
+            yield dep, dep.relation.intersect(
+                crossing.apply_domain(dep.source.schedule.reverse())
+                .apply_range(dep.sink.schedule.reverse()))
+
+    def thread_position(self, statement: Statement) -> int | None:
+        """The time position of the loop binding `statement` to this loop's thread axis (this
+        loop for a statement under it), or None."""
+        if self.under(statement):
+            return self.target.position
+        return next((lp.position for lp in statement.loops
+                     if lp.kind == "thread_binding" and lp.thread_tag == self.thread_tag), None)
+
+    def across_sibling_loops(self, dep: Dependence) -> isl.Map | None:
+        """For a threadIdx loop: the runs of `dep` between this loop and another loop bound to
+        the same axis (one kernel: the two are phases of the same threads), in one iteration
+        of the loops around both, on different threads; None if `dep` is not between them."""
+        if self.kind != "threadIdx" or not (self.under(dep.source) or self.under(dep.sink)):
+            return None
+        here, there = self.thread_position(dep.source), self.thread_position(dep.sink)
+        if here is None or there is None:
+            return None
+        common = 0
+        for a, b in zip(dep.source.loops, dep.sink.loops):
+            if a != b or dep.source.time[:a.position + 1] != dep.sink.time[:a.position + 1]:
+                break
+            common = a.position + 1
+        width = len(dep.source.time)
+        a = [names.local("a", i) for i in range(width)]
+        b = [names.local("b", i) for i in range(width)]
+        same = [f"{a[i]} = {b[i]}" for i in range(common)]
+        condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
+        return isl.Map(f"[{', '.join(self.model.params)}] -> {{ [{', '.join(a)}] -> "
+                       f"[{', '.join(b)}] : {condition} }}")
+
+    def rewrites_only(self, storage: str) -> bool:
+        """Whether the function allocates `storage` and no value flows through it from one
+        iteration of the loop to another: the iterations only reuse the same elements."""
+        if storage not in self.allocations or self.kind == "threadIdx" and \
+                self.allocations[storage][0].scope.startswith("shared"):
+            return False
+        flows = value_flows(self.model, storage)
+        carried = _carried_at(len(self.statements[0].time), self.target.position,
+                              f"[{', '.join(self.model.params)}] ->")
+        return flows.intersect(isl.UnionMap.from_map(carried)).is_empty()
+
+    def reason(self, dep: Dependence) -> str:
+        name = self.name
+        what = "a reduction" if dep.is_reduction else f"a {dep.kind} dependence"
+        reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
+        if not (self.under(dep.source) and self.under(dep.sink)):
+            other = dep.sink if self.under(dep.source) else dep.source
+            sibling = next(lp.var.name for lp in other.loops if lp.position ==
+                           self.thread_position(other))
+            reason = (f"loops '{name}' and '{sibling}', both bound to {self.thread_tag}, run "
+                      f"on the same threads one after the other, and {what} goes from one "
+                      f"thread to another between them")
+        if dep.is_reduction:
+            return reason
+        storage = dep.buffer
+        if self.rewrites_only(storage):
+            return (f"every iteration of loop '{name}' rewrites the same elements of "
+                    f"'{storage}' (no value flows from one iteration to another, but there is "
+                    f"one copy for all of them: {self._why_shared(storage)}); give each "
+                    f"iteration its own copy: keep every access to '{storage}' under loop "
+                    f"'{name}' (compute_at its producers there, or a cache_read/cache_write "
+                    f"at the loop) so that it is allocated inside")
+        if self.kind == "threadIdx" and storage not in self.allocations:
+            reason += (f" through '{storage}' in {_scope_of(self.func, storage)} memory: "
+                       f"nothing orders it between threads (a barrier orders only shared "
+                       f"memory)")
+        return reason
+
+    def _why_shared(self, storage: str) -> str:
+        buffer, _ = self.allocations[storage]
+        if not _scope_can_be_private(buffer.scope, self.kind):
+            return (f"its scope {buffer.scope!r} has one copy for every iteration of a "
+                    f"{self.kind} loop")
+        return ("it is also accessed outside the loop, or a value written before the loop "
+                "is read in it")
+
+
+def _scope_of(func: PrimFunc, storage: str) -> str:
+    for p in func.params:
+        if isinstance(p, Buffer) and p.storage_name == storage:
+            return p.scope
+    return "global"
+
+
+def _without_thread_loops(statement: Statement, params: list[str],
+                          extra: set[int] = frozenset()) -> isl.Map:
+    """{ time -> time with the entries of the statement's threadIdx loops (and those at the
+    positions `extra`: a loop about to be bound) set to 0 }: where a run of the statement is
+    in one thread's program."""
+    thread = {lp.position for lp in statement.loops
+              if lp.kind == "thread_binding" and (lp.thread_tag or "").startswith("threadIdx")}
+    thread |= set(extra) & {lp.position for lp in statement.loops}
+    a = [names.local("a", i) for i in range(len(statement.time))]
+    b = ["0" if i in thread else a[i] for i in range(len(statement.time))]
+    return isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+
+
+def _loops(func: PrimFunc) -> dict[str, For]:
+    """The loops of `func` by name (the first of a name)."""
+    found: dict[str, For] = {}
+    for loop in collect(func.body, For):
+        found.setdefault(loop.loop_var.name, loop)
+    return found
+
+
+def concurrency_violation(func: PrimFunc, loop_name: str, kind: str | None = None,
+                          thread_tag: str | None = None) -> Violation | None:
+    """The one rule (CONCURRENT_RULE) for the loop named `loop_name`, as the kind of loop it
+    is, or as `kind` ("parallel", "vectorized", "blockIdx", "threadIdx") bound to `thread_tag`
+    when given: None when its iterations may run at the same time, else the dependence that
+    forbids it."""
+    rule = _Concurrency(func, loop_name, kind, thread_tag=thread_tag)
+    if not rule.statements and loop_name not in _loops(func):
+        raise ValueError(f"no loop named {loop_name!r}")
+    return rule.violation()
+
+
+def check_parallel(func: PrimFunc, block: str, loop: str) -> Violation | None:
+    """Whether the iterations of the loop named `loop` around block `block` may run in
+    parallel (the one rule, CONCURRENT_RULE, for a parallel loop)."""
+    model, _ = model_and_dependences(func)
+    owners = model.statements_of_block(block)
+    if not owners:
+        raise ValueError(f"no block named {block!r}")
+    if not any(lp.var.name == loop for lp in owners[0].loops):
+        raise ValueError(f"block {block!r} is not under a loop named {loop!r}")
+    return concurrency_violation(func, loop, "parallel")
+
+
+
+def check_concurrent_loops(func: PrimFunc) -> tuple[str, Violation] | None:
+    """The first loop of `func` whose iterations run at the same time (parallel, vectorized,
+    bound to blockIdx or threadIdx) but which the one rule (CONCURRENT_RULE) refuses, with the
+    dependence; None if there is none.
+
+    A step that moves blocks under such a loop, or moves the loop, must ask this again: the
+    loop was checked when it was marked, for what was under it then. The answer does not
+    depend on the order of the steps: marking a loop asks the same rule of the same function.
+    """
+    for loop in collect(func.body, For):
+        kind = concurrent_kind(loop)
+        if kind is None:
+            continue
+        violation = _Concurrency(func, loop.loop_var.name, kind, loop).violation()
+        if violation is not None:
+            return loop.loop_var.name, violation
+    return None

@@ -1,0 +1,170 @@
+"""Instances that run more than once (RUNS_RULE): a binding such as `vr = p % 4`, or a producer
+that compute_at recomputes. The order checks judge dependences on first runs; this module makes
+that sound by keeping every other run where it may not be dropped or moved.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.polyhedral.dependences import (
+    first_runs,
+    last_runs,
+)
+from sched.polyhedral.model import Statement
+from sched.polyhedral.violation import Violation
+
+RUNS_RULE = """\
+An instance that runs more than once is modelled by its first run. That is exact when its runs
+are idempotent: nothing it reads is written from its first run to its last (by itself or any
+other block), and nothing it writes is written by another run in between; then every run
+computes and stores the same values, and only the first matters to the others. A step may
+- not make a block that ran each instance once run some more than once (unless compute_at
+  asks for it), nor create runs that are not idempotent;
+- not change the runs of a block whose runs are not idempotent in the original (a user's
+  `vr = p % 4` over `p < 8` accumulating into its output): it stays where it is, with its
+  loops, since a step could change how often each instance runs."""
+
+
+def _time_writes(model) -> isl.UnionMap:
+    """time -> element written at that time, for every run of every statement."""
+    if "time_writes" not in model.derived:
+        result = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
+        for statement in model.statements.values():
+            result = result.union(isl.UnionMap.from_map(statement.schedule.reverse())
+                                  .apply_range(statement.writes))
+        model.derived["time_writes"] = result
+    return model.derived["time_writes"]
+
+
+def repeated_instance(statement: Statement) -> str | None:
+    """An instance of `statement` that runs more than once, as text, or None if none does."""
+    schedule = statement.schedule
+    if schedule.is_single_valued():
+        return None
+    again = schedule.subtract(first_runs(schedule)).domain()
+    point = again.sample_point()
+    values = [point.get_coordinate_val(isl.dim_type.set, d).to_python()
+              for d in range(len(statement.block.iter_vars))]
+    inner = ", ".join(f"{iv.var.name}={v}" for iv, v in zip(statement.block.iter_vars, values))
+    return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
+
+
+def runs_are_idempotent(model, statement: Statement) -> bool:
+    """Whether the runs of each instance of `statement` are idempotent (RUNS_RULE); kept
+    with the (cached) model, which the next step's check reads again."""
+    schedule = statement.schedule
+    if schedule.is_single_valued():
+        return True
+    key = ("runs_are_idempotent", statement.name)
+    if key not in model.derived:
+        model.derived[key] = _runs_are_idempotent(model, statement, schedule)
+    return model.derived[key]
+
+
+def _runs_are_idempotent(model, statement: Statement, schedule: isl.Map) -> bool:
+    first, last = first_runs(schedule), last_runs(schedule)
+    times = isl.Set.universe(schedule.get_space().range())
+    at_or_after_first = first.apply_range(times.lex_le_set(times))
+    before_last = last.apply_range(times.lex_gt_set(times))
+    window = at_or_after_first.intersect(before_last)            # [first run, last run)
+    writes = _time_writes(model)
+    written = isl.UnionMap.from_map(window).apply_range(writes)
+    if not written.intersect(statement.reads).is_empty():
+        return False                 # a later run would read another value
+    between = window.subtract(first).subtract(schedule)       # (first, last), not its own runs
+    overwritten = isl.UnionMap.from_map(between).apply_range(writes)
+    return overwritten.intersect(statement.writes).is_empty()
+
+
+def _padded(schedule: isl.Map, width: int) -> isl.Map:
+    """`schedule` with time vectors padded with 0 to `width` entries."""
+    extra = width - schedule.dim(isl.dim_type.out)
+    if extra <= 0:
+        return schedule
+    schedule = schedule.add_dims(isl.dim_type.out, extra)
+    for d in range(width - extra, width):
+        schedule = schedule.fix_val(isl.dim_type.out, d, 0)
+    return schedule
+
+
+def _width(old_model, new_model) -> int:
+    return max(len(st.time) for model in (old_model, new_model)
+               for st in model.statements.values())
+
+
+def _same_runs(old: Statement, new: Statement, width: int) -> bool:
+    """Whether `new` runs each instance at the same times as `old`."""
+    return _padded(old.schedule, width).is_equal(_padded(new.schedule, width))
+
+
+def _others_keep_their_place(old_model, new_model, name: str, width: int) -> bool:
+    """Whether every instance of another statement that touches an element the statement
+    `name` touches stays on the same side of each of its runs (whose times are unchanged)."""
+    statement = old_model.statements[name]
+    conflicts = None
+    for x in old_model.statements.values():
+        if x.name == name:
+            continue
+        pairs = x.writes.apply_range(statement.reads.union(statement.writes).reverse()).union(
+            x.reads.apply_range(statement.writes.reverse()))
+        conflicts = pairs if conflicts is None else conflicts.union(pairs)
+    if conflicts is None or conflicts.is_empty():
+        return True
+    runs = isl.UnionMap.from_map(_padded(statement.schedule, width))
+    times = isl.Set.universe(_padded(statement.schedule, width).get_space().range())
+    later = isl.UnionMap.from_map(times.lex_lt_set(times))
+
+    def sides(model) -> isl.UnionMap:
+        others = None
+        for x in model.statements.values():
+            if x.name == name:
+                continue
+            first = first_runs(x.schedule)
+            part = isl.UnionMap.from_map(_padded(first, width))
+            others = part if others is None else others.union(part)
+        before = others.apply_range(later)         # x -> the times after x's (first) run
+        return conflicts.apply_range(runs).intersect(before)
+    return sides(old_model).is_equal(sides(new_model))
+
+
+def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation | None:
+    """Whether the runs of every statement in `new_model` are allowed (RUNS_RULE), given its
+    runs in `old_model`."""
+    width = _width(old_model, new_model)
+    for name, new in new_model.statements.items():
+        old = old_model.statements.get(name)
+        if old is None:
+            continue
+        old_again, new_again = repeated_instance(old), repeated_instance(new)
+        if old_again is None and new_again is None:
+            continue
+        block = new.block.name
+        if old_again is not None:
+            if not runs_are_idempotent(old_model, old):
+                if _same_runs(old, new, width):
+                    if _others_keep_their_place(old_model, new_model, name, width):
+                        continue
+                    return Violation(
+                        f"block {block!r} runs some instances more than once ({old_again} "
+                        f"among them) and its runs are not idempotent: another block that "
+                        f"touches what it touches must stay on the same side of each of its "
+                        f"runs")
+                return Violation(
+                    f"block {block!r} runs some instances more than once ({old_again} among "
+                    f"them) and its runs are not idempotent (a later run reads or overwrites "
+                    f"what an earlier one or another block wrote in between): a step must not "
+                    f"move it or change its loops, since that could change how often each "
+                    f"instance runs")
+        if new_again is not None:
+            if old_again is None and not allow_recompute:
+                return Violation(f"the new loops run some instances of block {block!r} more "
+                                 f"than once ({new_again} among them)")
+            if not runs_are_idempotent(new_model, new):
+                return Violation(
+                    f"the new loops run some instances of block {block!r} more than once "
+                    f"({new_again} among them), and a later run would not compute what the "
+                    f"first did (it reads or overwrites what is written in between)")
+    return None
+
+
