@@ -22,10 +22,9 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     TRUE,
-    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
@@ -39,15 +38,21 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
-    binary,
     logical_and,
     seq,
 )
 from sched.ir.simplify import simplify
-from sched.polyhedral import buffer_region, build_model, check_order, check_schedule
+from sched.polyhedral import build_model, check_order, check_schedule
 from sched.polyhedral.dependences import first_runs, model_and_dependences
 from sched.polyhedral.legality import Violation, check_runs, schedule_error
 from sched.schedule.inlining import block_accesses, neighbours, remove_block
+from sched.schedule.needed_region import (
+    blocks_under_loop,
+    exact_box,
+    guards,
+    invariant,
+    relaxed_box,
+)
 from sched.schedule.state import (
     enclosing_loops,
     find_block,
@@ -57,158 +62,6 @@ from sched.schedule.state import (
     refuse_other_views,
     replace,
 )
-
-# -- the box a block needs under a loop ----------------------------------------------------------
-
-
-def _under(func: PrimFunc, loop: For, names) -> list[BlockRealize]:
-    return [r for r in collect(loop.body, BlockRealize) if r.block.name in names]
-
-
-def _invariant(func: PrimFunc, expr: Expr) -> bool:
-    """Whether `expr` uses no loop variable (symbolic dims and scalars only)."""
-    allowed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
-    return set(free_vars(expr)) <= allowed
-
-
-def _is_thread_loop(loop: For) -> bool:
-    return loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("threadIdx")
-
-
-def _exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
-               relax_threads: bool) -> list[Range]:
-    """The box of `buffer` that `blocks` (under `loop`) touch in one iteration of `loop` and
-    the loops outside it (threadIdx loops varying when `relax_threads`: a shared buffer holds
-    what every thread of the block needs). buffer_region answers per iteration of the loops
-    outside a loop, so it is asked about a unit loop put just inside `loop`."""
-    unit = For(Var(fresh_name(func, "unit")), IntImm(0), IntImm(1), "serial", loop.body)
-    probe = replace(func, loop, dataclasses.replace(loop, body=unit))
-    try:
-        boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name,
-                               access=access, relax_threads=relax_threads) for r in blocks]
-    except ValueError as error:
-        raise ScheduleError("compute_at", f"{error}; there is no region to compute at "
-                            f"loop {loop.loop_var.name!r}") from None
-    box = list(boxes[0])
-    for other in boxes[1:]:
-        for d, (a, b) in enumerate(zip(box, other)):
-            if a != b:
-                low = binary("min", a.min, b.min)
-                high = binary("max", a.min + a.extent, b.min + b.extent)
-                box[d] = Range(low, simplify(high - low))
-    return box
-
-
-# -- relaxed boxes: linear forms over the loops between ----------------------------------------
-
-
-def _linear(expr: Expr, inner: set[Var]) -> dict | None:
-    """`expr` as {term: coefficient} (term 1 for the constant); a part that is not a sum of
-    multiples is a term of its own if it uses no variable of `inner`, else None."""
-    if isinstance(expr, IntImm):
-        return {1: expr.value}
-    if isinstance(expr, Var) and expr in inner:
-        return {expr: 1}
-    if isinstance(expr, BinaryOp) and expr.op in ("add", "sub"):
-        a, b = _linear(expr.a, inner), _linear(expr.b, inner)
-        if a is None or b is None:
-            return None
-        return _combine(a, b, 1 if expr.op == "add" else -1)
-    if isinstance(expr, BinaryOp) and expr.op == "mul":
-        for x, c in ((expr.a, expr.b), (expr.b, expr.a)):
-            if isinstance(c, IntImm):
-                form = _linear(x, inner)
-                return None if form is None else {t: v * c.value for t, v in form.items()}
-    return None if set(free_vars(expr)) & inner else {expr: 1}
-
-
-def _combine(a: dict, b: dict, sign: int) -> dict:
-    result = dict(a)
-    for term, value in b.items():
-        result[term] = result.get(term, 0) + sign * value
-    return {t: v for t, v in result.items() if v != 0 or t == 1}
-
-
-def _to_expr(form: dict) -> Expr:
-    total: Expr | None = None
-    for term, value in form.items():
-        if term == 1 or value == 0:
-            continue
-        part = term if value == 1 else term * value
-        total = part if total is None else total + part
-    constant = form.get(1, 0)
-    if total is None:
-        return IntImm(constant)
-    return simplify(total + constant) if constant else total
-
-
-def _interval(index: Expr, loops: list[For]) -> tuple[dict, dict] | None:
-    """The least and greatest value of `index` as linear forms, over the full ranges of
-    `loops` (the loops between), or None when it is not linear in them."""
-    inner = {lp.loop_var for lp in loops}
-    form = _linear(index, inner)
-    if form is None:
-        return None
-    low, high = {1: 0}, {1: 0}
-    for term, value in form.items():
-        loop = next((lp for lp in loops if lp.loop_var == term), None)
-        if loop is None:
-            low, high = _combine(low, {term: value}, 1), _combine(high, {term: value}, 1)
-            continue
-        first = _linear(loop.min, inner)
-        last = _linear(simplify(loop.min + loop.extent - 1), inner)
-        if first is None or last is None:
-            return None
-        ends = [{t: v * value for t, v in f.items()} for f in (first, last)]
-        ends = ends if value > 0 else ends[::-1]
-        low, high = _combine(low, ends[0], 1), _combine(high, ends[1], 1)
-    return low, high
-
-
-def _bindings_through_blocks(func: PrimFunc, realize: BlockRealize) -> dict:
-    """The iteration variables of `realize` and of every block around it, each as an
-    expression of loop variables (a nested block's binding may use its outer block's
-    variables, which mean nothing outside that block)."""
-    env: dict = {}
-    for node in [*path_to(func.body, realize), realize]:
-        if isinstance(node, BlockRealize):
-            env.update({iv.var: substitute(value, env)
-                        for iv, value in zip(node.block.iter_vars, node.iter_values)})
-    return env
-
-
-def _relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
-                 relax_threads: bool) -> list | None:
-    """Per dimension of `buffer`, the (min, extent) its accesses in `blocks` span when the loops
-    between `loop` and them run in full (predicates ignored); None where no single linear
-    interval holds them."""
-    spans: list[list] = []
-    for realize in blocks:
-        around = enclosing_loops(func, realize)
-        between = around[around.index(loop) + 1:]
-        if relax_threads:
-            between += [lp for lp in around[:around.index(loop) + 1] if _is_thread_loop(lp)]
-        binding = _bindings_through_blocks(func, realize)
-        for access in block_accesses(realize.block, BufferStore if write else BufferLoad):
-            if access.buffer.name == buffer:
-                spans.append([_interval(substitute(i, binding), between)
-                              for i in access.indices])
-    box = []
-    for dim in zip(*spans):
-        if any(span is None for span in dim):
-            box.append(None)
-            continue
-        lows = [{t: v for t, v in low.items() if t != 1} for low, _ in dim]
-        highs = [{t: v for t, v in high.items() if t != 1} for _, high in dim]
-        if any(x != lows[0] for x in lows) or any(x != highs[0] for x in highs):
-            box.append(None)
-            continue
-        low = min(lo.get(1, 0) for lo, _ in dim)
-        high = max(hi.get(1, 0) for _, hi in dim)
-        extent = _combine({**highs[0], 1: high + 1}, {**lows[0], 1: low}, -1)
-        box.append(Range(_to_expr({**lows[0], 1: low}), _to_expr(extent)))
-    return box
-
 
 # -- compute_at and reverse_compute_at ---------------------------------------------------------
 
@@ -262,25 +115,6 @@ def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> 
     return found
 
 
-def _provably(difference: dict) -> bool:
-    """Whether a linear form is a constant >= 0."""
-    return all(t == 1 for t in difference) and difference.get(1, 0) >= 0
-
-
-def _guards(value: Expr, low: Expr, extent: Expr, dom: Range, outer: list[For]) -> list[Expr]:
-    """The conditions that keep `value` (`low` plus a loop over `extent`) in `dom`, less those
-    that hold in every iteration of the `outer` loops (interval arithmetic on linear forms)."""
-    span = _interval(low, outer)
-    first, end = (_linear(e, set()) for e in (dom.min, simplify(dom.min + dom.extent)))
-    conditions = []
-    if span is None or first is None or not _provably(_combine(span[0], first, -1)):
-        conditions.append(value >= dom.min)
-    last = None if span is None else _combine(span[1], _linear(extent, set()) or {}, 1)
-    if last is None or end is None or not _provably(_combine(end, last, -1)):
-        conditions.append(value < simplify(dom.min + dom.extent))
-    return conditions
-
-
 def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     """(min, extent) of each iteration variable of the moved block, and whether they come
     from a box (which may leave the block's domain) rather than the domain itself."""
@@ -298,17 +132,17 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
         users = [r for r in here if any(x.buffer.name == buffer.name for x in
                                         (r.block.writes if reverse else r.block.reads))]
         if buffer.name not in exact:
-            exact[buffer.name] = _exact_box(func, loop, users, buffer.name, access,
+            exact[buffer.name] = exact_box(func, loop, users, buffer.name, access,
                                             buffer.scope == "shared")
         box = exact[buffer.name][d]
-        if _invariant(func, box.extent):
+        if invariant(func, box.extent):
             result.append((box.min, box.extent, True))
             continue
         if buffer.name not in relaxed:
-            relaxed[buffer.name] = _relaxed_box(func, loop, users, buffer.name, reverse,
+            relaxed[buffer.name] = relaxed_box(func, loop, users, buffer.name, reverse,
                                                 buffer.scope == "shared")
         bound = relaxed[buffer.name][d]
-        if bound is None or not _invariant(func, bound.extent):
+        if bound is None or not invariant(func, bound.extent):
             raise ScheduleError(primitive, f"dimension {d} of the region of {buffer.name!r} "
                                 f"under loop {loop.loop_var.name!r} has the extent "
                                 f"{box.extent.script()}, which changes with the loops, and "
@@ -333,7 +167,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
             value = var if low == IntImm(0) else simplify(low + var)
         values.append(value)
         if boxed:
-            conditions += _guards(value, low, extent, iv.dom, outer)
+            conditions += guards(value, low, extent, iv.dom, outer)
     predicate = logical_and(*conditions) if conditions else TRUE
     stmt: Stmt = dataclasses.replace(realize, iter_values=tuple(values), predicate=predicate)
     for var, extent in reversed(new_loops):
@@ -377,7 +211,7 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
         return _legal_loops(func, block, reverse) if render and suggest else ()
     _check_nesting(func, realize, loop, primitive, alternatives)
     exchanged = neighbours(func, block, kind)
-    here = _under(func, loop, exchanged)
+    here = blocks_under_loop(func, loop, exchanged)
     if not here:
         listed = ", ".join(repr(n) for n in exchanged) or "none"
         raise ScheduleError(primitive, f"no {kind[:-1]} of block {block!r} is under loop "
