@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import islpy as isl
-
 from sched.errors import ScheduleError
 from sched.ir.dtype import bits
 from sched.ir.functor import collect
@@ -43,9 +41,9 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
-from sched.polyhedral import buffer_region, build_model
-from sched.polyhedral.accesses import buffer_tuple
+from sched.polyhedral import buffer_region
 from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.cache_coverage import reads_unwritten, writes_whole_copy
 from sched.schedule.scope import (
     add_allocation,
     block_names,
@@ -202,10 +200,10 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
     write_back = _copy_nest(func, name, cache, buffer, region, taken)
     producer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
     stages = [replace_in(scope.top, realize, producer), write_back]
-    reads_old = _reads_unwritten(func, block_name, buffer, scope)
+    reads_old = reads_unwritten(func, block_name, buffer, scope)
     without_fill = splice(add_allocation(func, scope.realize, cache), scope.top, stages)
     if not reads_old and scope.realize.block.name == "root" \
-            and _writes_whole_copy(without_fill, block_name, name):
+            and writes_whole_copy(without_fill, block_name, name):
         return without_fill, name
     # the block reads values of the buffer it has not written (a scan, an in-place update,
     # an init reading the old value), or may leave elements of the copied-back box unwritten
@@ -227,63 +225,6 @@ def _hull(a, b) -> tuple[Range, ...]:
         high = simplify(binary("max", x.min + x.extent, y.min + y.extent))
         hull.append(Range(low, simplify(high - low)))
     return tuple(hull)
-
-
-def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
-    """The part of an access relation on `buffer`'s storage."""
-    tuple_name = buffer_tuple(buffer)
-    kept = relation.subtract(relation)           # empty, in the same space
-    pieces: list[isl.Map] = []
-    relation.foreach_map(pieces.append)
-    for piece in pieces:
-        if piece.get_tuple_name(isl.dim_type.out) == tuple_name:
-            kept = kept.union(isl.UnionMap.from_map(piece))
-    return kept
-
-
-def _reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> bool:
-    """Whether the block may read an element of `buffer` it has not itself written before, in
-    the cache's scope (isl flow analysis: reads with no earlier write of the block as their
-    source). Where the analysis over-approximates, or the cache lives in a block other than
-    the root (its instances would each need their own analysis), any read counts."""
-    model = build_model(func)
-    reads = writes = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
-    for statement in model.statements_of_block(block_name):
-        reads = reads.union(_on_buffer(statement.reads, buffer))
-        writes = writes.union(_on_buffer(statement.writes, buffer))
-    if reads.is_empty():
-        return False
-    if not model.is_exact or scope.realize.block.name != "root" or not all(
-            _writes_surely(s) for s in model.statements_of_block(block_name)):
-        return True
-    flow = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes) \
-        .set_schedule_map(model.schedule).compute_flow()
-    return not flow.get_may_no_source().is_empty()
-
-
-def _writes_surely(statement) -> bool:
-    """Whether every write the model gives `statement` happens (a store under a condition isl
-    cannot represent, a data-dependent `if`, only may happen: it must not count as written,
-    nor hide an older value from a later read)."""
-    return statement.exact and all(a.access.guards_exact for a in statement.accesses
-                                   if a.is_write)
-
-
-def _writes_whole_copy(func: PrimFunc, block_name: str, copy_name: str) -> bool:
-    """Whether block `block_name` provably writes every element of the cache that the
-    write-back block `copy_name` reads (the model is exact: a store under a condition is
-    modelled with its condition)."""
-    model = build_model(func)
-    if not model.is_exact:
-        return False
-    written = None
-    for statement in model.statements_of_block(block_name):
-        if not _writes_surely(statement):
-            return False
-        found = statement.writes.range()
-        written = found if written is None else written.union(found)
-    (copy,) = model.statements_of_block(copy_name)
-    return written is not None and copy.reads.range().is_subset(written)
 
 
 def set_scope(func: PrimFunc, block_name: str, index: int, storage_scope: str) -> PrimFunc:
