@@ -54,274 +54,34 @@ time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass, field
 
 import islpy as isl
 
-from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.functor import collect
 from sched.ir.nodes import (
-    TRUE,
     Allocate,
     Block,
-    BlockRealize,
     Buffer,
     BufferLoad,
     BufferStore,
-    Expr,
-    For,
-    IfThenElse,
-    LetStmt,
     PrimFunc,
-    SeqStmt,
-    Stmt,
-    Var,
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses, row_major_offset
-from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
-
-BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
-
-
-@dataclass(frozen=True)
-class Loop:
-    """A loop enclosing a statement and the position of its variable in the time vector."""
-
-    var: Var
-    min: Expr
-    extent: Expr
-    position: int
-    kind: str
-    thread_tag: str | None
-
-
-@dataclass(frozen=True)
-class ViewAccess:
-    """One access of a statement in its view's own dimensions: `S_C[...] -> B_A_flat[o]`."""
-
-    buffer: Buffer
-    is_write: bool
-    relation: isl.Map
-    access: Access
-
-
-@dataclass
-class Statement:
-    """One block body or block init, with its instances and accesses as isl objects."""
-
-    name: str                   # isl tuple name: S_<block> or I_<block> (see names.py)
-    block: Block
-    is_init: bool
-    loops: tuple[Loop, ...]     # enclosing loops, outermost first
-    domain: isl.Set = None
-    schedule: isl.Map = None
-    reads: isl.UnionMap = None
-    writes: isl.UnionMap = None
-    constraints: list[str] = field(default_factory=list)   # in loop, instance dims and params
-    time: list[str] = field(default_factory=list)          # the time vector's entries
-    keys: list[str] = field(default_factory=list)          # affine arguments of non-affine
-    #                                                        bindings (see the module doc)
-    env: dict = field(default_factory=dict)                 # enclosing blocks' variables
-    accesses: list[ViewAccess] = field(default_factory=list)
-    exact: bool = True          # no condition or binding of it was over-approximated
-    context: list[str] = field(default_factory=list)       # conditions on the loops alone
-    bindings: list[tuple] = field(default_factory=list)    # (iter var, value, lo, extent) texts
-
-    @property
-    def iter_names(self) -> list[str]:
-        """The isl names of the block's iteration variables (the first instance dims)."""
-        return [isl_name(iv.var) for iv in self.block.iter_vars]
-
-    @property
-    def key_names(self) -> list[str]:
-        return [names.local("k", k) for k in range(len(self.keys))]
-
-    @property
-    def dim_names(self) -> list[str]:
-        """The instance dims: iteration variables, then keys."""
-        return self.iter_names + self.key_names
-
-    def instance(self) -> str:
-        return f"{self.name}[{', '.join(self.dim_names)}]"
-
-    def loop_names(self) -> list[str]:
-        return [isl_name(loop.var) for loop in self.loops]
-
-    def condition(self) -> str:
-        """The constraints with the loops quantified: which instances run."""
-        return _exists(self.loop_names(), self.constraints)
-
-    def accesses_of(self, buffer_name: str, kind: str = "any") -> isl.Map | None:
-        """The statement's accesses to the buffer (view) named `buffer_name`, in its own
-        dimensions (`kind`: "read", "write" or "any"), or None if it has none. Use this, not a
-        tuple name, to find one buffer's accesses."""
-        found = None
-        for view in self.accesses:
-            if view.buffer.name != buffer_name or kind == ("read" if view.is_write else "write"):
-                continue
-            found = view.relation if found is None else found.union(view.relation)
-        return found
-
-
-class _Walker:
-    """Collects statements, with their constraints and time vectors, from a function body."""
-
-    def __init__(self, func: PrimFunc) -> None:
-        self.func = func
-        self.statements: list[Statement] = []
-        self.notes: list[str] = []
-
-    def note(self, message: str) -> None:
-        if message not in self.notes:
-            self.notes.append(message)
-
-    def affine(self, expr: Expr, env: dict, what: str) -> str | None:
-        text = to_isl(substitute(expr, env))
-        if text is None:
-            self.note(f"{what} is not affine; the model over-approximates it")
-        return text
-
-    def condition(self, expr: Expr, env: dict, what: str) -> str | None:
-        text = to_isl_condition(substitute(expr, env))
-        if text is None:
-            self.note(f"{what} is not affine; the model assumes it may hold")
-        return text
-
-    def walk(self, stmt: Stmt, loops: list[Loop], conds: list[str], time: list[str],
-             env: dict, exact: bool = True) -> None:
-        """Statements of `stmt` under `loops` and the conditions `conds`, at `time`; `exact`
-        is False under a condition or loop bound the model left out."""
-        if isinstance(stmt, SeqStmt):
-            for index, child in enumerate(stmt.stmts):
-                self.walk(child, loops, conds, time + [str(index)], env, exact)
-        elif isinstance(stmt, For):
-            loop = Loop(stmt.loop_var, substitute(stmt.min, env), substitute(stmt.extent, env),
-                        len(time), stmt.kind, stmt.thread_tag)
-            name = isl_name(stmt.loop_var)
-            lo = self.affine(stmt.min, env, f"the start of loop '{stmt.loop_var.name}'")
-            extent = self.affine(stmt.extent, env, f"the extent of loop '{stmt.loop_var.name}'")
-            bounds = [] if lo is None else [f"{name} >= {lo}"]
-            if lo is not None and extent is not None:
-                bounds.append(f"{name} < {lo} + {extent}")
-            self.walk(stmt.body, loops + [loop], conds + bounds, time + [name], env,
-                      exact and len(bounds) == 2)
-        elif isinstance(stmt, IfThenElse):
-            condition = self.condition(stmt.condition, env, "an if condition")
-            then_conds = conds if condition is None else conds + [condition]
-            else_conds = conds if condition is None else conds + [f"not ({condition})"]
-            exact = exact and condition is not None
-            self.walk(stmt.then_body, loops, then_conds, time + ["0"], env, exact)
-            if stmt.else_body is not None:
-                self.walk(stmt.else_body, loops, else_conds, time + ["1"], env, exact)
-        elif isinstance(stmt, LetStmt):
-            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: stmt.value}, exact)
-        elif isinstance(stmt, Allocate):
-            self.walk(stmt.body, loops, conds, time, env, exact)
-        elif isinstance(stmt, BlockRealize):
-            self.block(stmt, loops, conds, time, env, exact)
-
-    def block(self, realize: BlockRealize, loops, conds, time, env, exact=True) -> None:
-        block = realize.block
-        context = list(conds)        # conditions on the loops alone
-        if realize.predicate != TRUE:
-            predicate = self.condition(realize.predicate, env,
-                                       f"the predicate of block '{block.name}'")
-            context += [predicate] if predicate is not None else []
-            exact = exact and predicate is not None
-        bindings, own, in_domain, keys = self.bindings(realize, loops, env)
-        exact = exact and not keys
-        constraints = context + own + [f"{names.local('k', k)} = {key}"
-                                       for k, key in enumerate(keys)]
-        common = dict(keys=keys, env=env, exact=exact, context=context, bindings=bindings)
-        if block.iter_vars or block.name != "root":
-            if block.init is not None:
-                first = [f"{isl_name(iv.var)} = {to_isl(iv.dom.min)}"
-                         for iv in block.iter_vars if iv.kind == "reduce"]
-                self.statements.append(Statement(
-                    names.statement_tuple(block.name, True), block, True, tuple(loops),
-                    constraints=constraints + first, time=time + [INIT_SLOT], **common))
-            self.statements.append(Statement(
-                names.statement_tuple(block.name), block, False, tuple(loops),
-                constraints=constraints, time=time + [BODY_SLOT], **common))
-        # blocks nested in this one are statements of their own, under this block's loops;
-        # their constraints are in loop variables (this block's variables are substituted)
-        if collect(block.body, BlockRealize):
-            if block.name != "root" and _own_accesses(block.body):
-                self.note(f"block '{block.name}' has accesses of its own beside nested blocks; "
-                          f"the model orders them before the nested blocks")
-            inner_env = {**env, **{iv.var: substitute(v, env)
-                                   for iv, v in zip(block.iter_vars, realize.iter_values)}}
-            self.walk(block.body, loops, context + in_domain, time + [NESTED_SLOT], inner_env,
-                      exact)
-
-    def bindings(self, realize: BlockRealize, loops, env):
-        """(per iteration variable: (iter var, value, lo, extent) in isl text; constraints on
-        the iteration variables; the same on the values, in loop variables; the instance keys
-        of the non-affine bindings)."""
-        block = realize.block
-        bindings, own, in_domain, keys = [], [], [], []
-        loop_vars = {loop.var for loop in loops}
-        for iter_var, value in zip(block.iter_vars, realize.iter_values):
-            name = isl_name(iter_var.var)
-            lo, extent = to_isl(iter_var.dom.min), to_isl(iter_var.dom.extent)
-            value = substitute(value, env)
-            bound = to_isl(value)
-            bindings.append((iter_var, bound, lo, extent))
-            if lo is not None and extent is not None:
-                own.append(f"{lo} <= {name} < {lo} + {extent}")
-                if bound is not None:
-                    in_domain.append(f"{lo} <= {bound} < {lo} + {extent}")
-            if bound is not None:
-                own.append(f"{name} = {bound}")
-                continue
-            arguments = _affine_arguments(value, loop_vars)
-            self.note(f"the binding of '{iter_var.var.name}' in block '{block.name}' "
-                      f"({value.script()}) is not affine; the model lets it take any value in "
-                      f"its domain and tells the block's runs apart by "
-                      f"{', '.join(arguments) or 'nothing'} (a step that changes those is "
-                      f"refused)")
-            keys += [a for a in arguments if a not in keys]
-        return bindings, own, in_domain, keys
-
-
-def _own_accesses(body: Stmt) -> bool:
-    return bool(collect_accesses(body, lambda _: None))
-
-
-def _expr_children(expr: Expr) -> list[Expr]:
-    children = []
-    for f in dataclasses.fields(expr):
-        value = getattr(expr, f.name)
-        values = value if isinstance(value, tuple) else (value,)
-        children += [v for v in values if isinstance(v, Expr)]
-    return children
-
-
-def _affine_arguments(expr: Expr, loop_vars: set[Var]) -> list[str]:
-    """The largest affine parts of `expr` that use a loop, in isl syntax: what a non-affine
-    binding is a function of (`(i * m) % 8` -> `i`; `idx[i * 2]` -> `(i * 2)`)."""
-    text = to_isl(expr)
-    if text is not None:
-        return [text] if set(free_vars(expr)) & loop_vars else []
-    found: list[str] = []
-    for child in _expr_children(expr):
-        found += [a for a in _affine_arguments(child, loop_vars) if a not in found]
-    return found
-
-
-def _params(func: PrimFunc) -> list[str]:
-    found = [isl_name(v) for v in func.symbolic_vars]
-    found += [isl_name(p) for p in func.params if isinstance(p, Var)]
-    return list(dict.fromkeys(found))
-
-
-def _exists(variables: list[str], constraints: list[str]) -> str:
-    body = " and ".join(constraints) if constraints else "true"
-    if not variables:
-        return body
-    return f"exists ({', '.join(variables)} : {body})"
+from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.statements import (  # noqa: F401  (re-exported: the model's types)
+    BODY_SLOT,
+    INIT_SLOT,
+    NESTED_SLOT,
+    Loop,
+    Statement,
+    ViewAccess,
+    _exists,
+    _params,
+    _Walker,
+)
 
 
 @dataclass
