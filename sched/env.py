@@ -69,4 +69,19 @@ THREAD_ORDER: EnvVar[tuple[str, int]] = EnvVar(
     "between barriers: forward, reverse, or shuffle[:seed] (a fixed pseudo-random "
     "permutation per loop). A schedule without races computes the same in every order.")
 
-ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER)
+
+
+def _vector_bytes(text: str) -> int:
+    value = int(text)
+    if value not in (16, 32, 64):
+        raise ValueError("expected 16, 32 or 64 (bytes per vector register)")
+    return value
+
+
+VECTOR_BYTES: EnvVar[int] = EnvVar(
+    "SCHED_VECTOR_BYTES", _vector_bytes, lambda: 0,
+    "The bytes per vector register the C target emits vectors for (16, 32 or 64), instead of "
+    "the width of the ISA gcc targets with -march=native (e.g. 32 to test AVX2 code on an "
+    "AVX-512 host).")
+
+ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER, VECTOR_BYTES)
