@@ -12,7 +12,7 @@ CHECK_BOUNDS = ("static", "strict", "off")
 
 def build(func, target: str = "c", *, arch: str | None = None,
           compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static",
-          thread_order: str | None = None):
+          thread_order: str | None = None, fast_math: bool = False):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
@@ -33,6 +33,10 @@ def build(func, target: str = "c", *, arch: str | None = None,
     threads of each phase run on the CPU: "forward", "reverse" or "shuffle[:seed]" (default:
     the SCHED_THREAD_ORDER environment variable, else forward). A legal schedule computes the
     same result in every order; a race between threads shows as a difference.
+
+    `fast_math` (off by default): relaxed floating-point math, e.g. polynomial `exp` in
+    vectorized loops and reassociation; the error each function may then have is documented in
+    `sched.c.vector_math` (C target) and is NVRTC's `--use_fast_math` on CUDA.
     """
     from sched.schedule import Schedule
 
@@ -49,14 +53,15 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if target == "c":
         from sched.c.kernel import build_c
 
-        kernel = build_c(func, debug=debug, thread_order=thread_order)
+        kernel = build_c(func, debug=debug, thread_order=thread_order, fast_math=fast_math)
     else:
         if thread_order is not None:
             raise ValueError("build: thread_order applies to the C target only (a GPU runs "
                              "its threads in its own order)")
         from sched.cuda.build import build_cuda
 
-        kernel = build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace)
+        kernel = build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace,
+                            fast_math=fast_math)
     if check_bounds == "off" and getattr(kernel, "_binder", None) is not None:
         kernel._binder.entry_check = None
     return kernel

@@ -47,8 +47,15 @@ def compiler_identity() -> str:
     return f"{version} | {native}"
 
 
-def cache_key(source: str) -> str:
-    text = "\0".join([source, " ".join(FLAGS), compiler_identity()])
+FAST_MATH_FLAGS = ()     # relaxed math is emitted in the source (see vector_math); none yet
+
+
+def compiler_flags(fast_math: bool = False) -> tuple[str, ...]:
+    return (*FLAGS, *FAST_MATH_FLAGS) if fast_math else FLAGS
+
+
+def cache_key(source: str, fast_math: bool = False) -> str:
+    text = "\0".join([source, " ".join(compiler_flags(fast_math)), compiler_identity()])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -58,12 +65,13 @@ def _write_atomically(path: Path, data: str) -> None:
     os.replace(temporary, path)
 
 
-def compile_library(source: str, *, cache_dir: Path | None = None) -> Path:
+def compile_library(source: str, *, cache_dir: Path | None = None,
+                    fast_math: bool = False) -> Path:
     """The path of a shared library built from C `source` (reused from the cache when there).
 
     Raises BuildError with gcc's message, the offending source lines and the command.
     """
-    directory = (cache_dir or env.CACHE_DIR.value()) / "c" / cache_key(source)
+    directory = (cache_dir or env.CACHE_DIR.value()) / "c" / cache_key(source, fast_math)
     library = directory / "kernel.so"
     if library.exists():
         return library
@@ -71,7 +79,7 @@ def compile_library(source: str, *, cache_dir: Path | None = None) -> Path:
     source_path = directory / "kernel.c"
     _write_atomically(source_path, source)
     temporary = directory / f"kernel.{os.getpid()}.{uuid.uuid4().hex}.so.tmp"
-    command = [COMPILER, *FLAGS, str(source_path), "-o", str(temporary)]
+    command = [COMPILER, *compiler_flags(fast_math), str(source_path), "-o", str(temporary)]
     # LC_ALL=C: plain ASCII quotes in gcc's messages, whatever the user's locale
     result = subprocess.run(command, capture_output=True, text=True,
                             env={**os.environ, "LC_ALL": "C"})

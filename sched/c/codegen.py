@@ -65,13 +65,14 @@ def c_function_name(func: PrimFunc) -> str:
     return function_identifier(func.name)
 
 
-def generate_c(lowered: PrimFunc) -> str:
-    """The C source of `lowered` (the output of `sched.lower.lower`).
+def generate_c(lowered: PrimFunc, *, fast_math: bool = False) -> str:
+    """The C source of `lowered` (the output of `sched.lower.lower`); `fast_math`: see
+    `sched.build`.
 
     Requires: no blocks, one index per access (flattened), every non-parameter buffer
     allocated by an `Allocate`.
     """
-    return _CEmitter(lowered).emit()
+    return _CEmitter(lowered, fast_math=fast_math).emit()
 
 
 class _CEmitter:
@@ -79,8 +80,9 @@ class _CEmitter:
     STORAGE_TYPES = dtypes.STORAGE_TYPES    # element and parameter types
     TAKEN: tuple[str, ...] = ()             # identifiers the emitter itself declares
 
-    def __init__(self, func: PrimFunc) -> None:
+    def __init__(self, func: PrimFunc, *, fast_math: bool = False) -> None:
         self.func = func
+        self.fast_math = fast_math
         self.names = CNames(func, self.TAKEN)
         self.lines: list[str] = []
         self.depth = 1

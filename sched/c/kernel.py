@@ -49,10 +49,12 @@ class CKernel:
         return f"<CKernel {self.func.name}({names}) from {self.library_path}>"
 
 
-def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = None) -> CKernel:
+def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = None,
+            fast_math: bool = False) -> CKernel:
     """`func` (block IR) lowered, generated as C, compiled (or found in the cache) and loaded.
     A GPU schedule's blocks and threads run in `thread_order` (forward, reverse,
-    shuffle[:seed]; default: the SCHED_THREAD_ORDER environment variable)."""
+    shuffle[:seed]; default: the SCHED_THREAD_ORDER environment variable). `fast_math`: see
+    `sched.build`."""
     lowered = lower(func, debug=debug, thread_order=thread_order)
-    source = generate_c(lowered)
-    return CKernel(func, lowered, source, compile_library(source))
+    source = generate_c(lowered, fast_math=fast_math)
+    return CKernel(func, lowered, source, compile_library(source, fast_math=fast_math))

@@ -18,9 +18,10 @@ from sched.lower.pipeline import lower
 
 
 def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrtc",
-               debug: bool = False, trace=None):
+               debug: bool = False, trace=None, fast_math: bool = False):
     """The CudaKernel of `func` for `arch` (default: the GPU's, or sm_90 without one). When
-    `trace` (the schedule that made `func`) is given, a compile error lists its steps."""
+    `trace` (the schedule that made `func`) is given, a compile error lists its steps.
+    `fast_math` compiles with the compiler's relaxed math (`--use_fast_math`)."""
     from sched.cuda.runtime import CudaKernel
 
     lowered = lower(func, target="cuda", debug=debug)
@@ -30,7 +31,8 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
         launch = with_shared_bytes(launch, shared)
     source, name, aligned = generate_cuda(lowered, launch)
     try:
-        return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler,
+        flags = ("--use_fast_math",) if fast_math else ()
+        return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler, flags=flags,
                           lowered=lowered, aligned_params=aligned)
     except BuildError as error:
         if trace is None or not len(trace):
