@@ -63,7 +63,7 @@ def test_compiler_error_shows_message_lines_and_command(tmp_path):
 
 def test_codegen_bug_surfaces_as_build_error(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr("sched.c.kernel.generate_c", lambda lowered: "void add_2d( {\n")
+    monkeypatch.setattr("sched.c.kernel.generate_c", lambda lowered, **options: "void add_2d( {\n")
     with pytest.raises(BuildError, match=r"(?s)gcc failed.*>    1 \| void add_2d\( \{"):
         sched.build(add_2d())
 
