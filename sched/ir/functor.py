@@ -9,6 +9,7 @@ returned as the same object.
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 
 from sched.ir.nodes import (
     BinaryOp,
@@ -19,24 +20,60 @@ from sched.ir.nodes import (
     For,
     LetStmt,
     Node,
+    Stmt,
     Var,
     binary,
 )
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
-class IRVisitor:
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of the fields of node class `cls`, in declaration order (cached: the walks
+    below ask for every node they visit)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(field.name for field in dataclasses.fields(cls))
+    return names
+
+
+class _Dispatching:
+    """The `visit_<ClassName>` method of each node class, found once per visitor class."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._methods = {}
+
+    def _method(self, node_class: type):
+        methods = type(self)._methods
+        try:
+            return methods[node_class]
+        except KeyError:
+            name = "visit_" + node_class.__name__
+            found = name if callable(getattr(type(self), name, None)) else None
+            methods[node_class] = found
+            return found
+
+
+class IRVisitor(_Dispatching):
     """Calls `visit_<ClassName>(node)` when defined, else visits every child node."""
 
+    _methods: dict = {}
+
     def visit(self, node) -> None:
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = self._method(type(node))
         if method is not None:
-            method(node)
+            getattr(self, method)(node)
         else:
             self.visit_children(node)
 
     def visit_children(self, node) -> None:
-        for field in dataclasses.fields(node):
-            self._visit_value(getattr(node, field.name))
+        for name in field_names(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, Node):
+                self.visit(value)
+            elif isinstance(value, tuple):
+                self._visit_value(value)
 
     def _visit_value(self, value) -> None:
         if isinstance(value, Node):
@@ -46,27 +83,38 @@ class IRVisitor:
                 self._visit_value(item)
 
 
-class IRMutator:
+class IRMutator(_Dispatching):
     """Calls `visit_<ClassName>(node)` when defined, else rebuilds the node from its mutated
     children (returning the node itself when no child changed)."""
 
+    _methods: dict = {}
+
     def visit(self, node):
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = self._method(type(node))
         if method is not None:
-            return method(node)
+            return getattr(self, method)(node)
         return self.visit_children(node)
 
     def visit_children(self, node):
-        changes = {}
-        for field in dataclasses.fields(node):
-            old = getattr(node, field.name)
-            new = self._visit_value(old)
+        changes = None
+        for name in field_names(type(node)):
+            old = getattr(node, name)
+            if isinstance(old, Node):
+                new = self.visit(old)
+            elif isinstance(old, tuple):
+                new = self._visit_value(old)
+            else:
+                continue
             if new is not old:
-                changes[field.name] = new
-        if changes and isinstance(node, BinaryOp):
+                if changes is None:
+                    changes = {}
+                changes[name] = new
+        if changes is None:
+            return node
+        if isinstance(node, BinaryOp):
             # through binary(): operands of different int widths are promoted, as when built
             return binary(node.op, changes.get("a", node.a), changes.get("b", node.b))
-        return dataclasses.replace(node, **changes) if changes else node
+        return dataclasses.replace(node, **changes)
 
     def _visit_value(self, value):
         if isinstance(value, Node):
@@ -141,18 +189,58 @@ def substitute(node, mapping: dict[Var, Expr]):
     return _Substituter(mapping).visit(node)
 
 
+_COLLECTED: OrderedDict = OrderedDict()    # (id(node), node_type) -> (node, found)
+_COLLECTED_SIZE = 4096
+
+
 def collect(node, node_type) -> list:
-    """Every node of `node_type` in `node`, in visiting order."""
-    found = []
+    """Every node of `node_type` in `node`, in visiting order (pre-order, fields in declaration
+    order).
 
-    class Collector(IRVisitor):
-        def visit(self, child):
-            if isinstance(child, node_type):
-                found.append(child)
-            super().visit(child)
-
-    Collector().visit(node)
+    Nodes are immutable, so the answer is remembered for the most recent nodes asked about
+    (keyed by identity; the entry keeps the node alive so its id is not reused). Statements
+    and blocks are looked for without entering expressions, which never contain them.
+    """
+    key = (id(node), node_type)
+    entry = _COLLECTED.get(key)
+    if entry is not None and entry[0] is node:
+        _COLLECTED.move_to_end(key)
+        return list(entry[1])
+    found: list = []
+    _collect_into(node, node_type, _statement_level(node_type), found)
+    _COLLECTED[key] = (node, tuple(found))
+    if len(_COLLECTED) > _COLLECTED_SIZE:
+        _COLLECTED.popitem(last=False)
     return found
+
+
+def _statement_level(node_type) -> bool:
+    """Whether every class in `node_type` (a class, a tuple or a union of classes) is a
+    statement or a block: then no expression can contain one."""
+    classes = getattr(node_type, "__args__", None) or (
+        node_type if isinstance(node_type, tuple) else (node_type,))
+    return all(isinstance(c, type) and issubclass(c, Stmt | Block) for c in classes)
+
+
+def _collect_into(node, node_type, skip_expressions: bool, found: list) -> None:
+    if isinstance(node, node_type):
+        found.append(node)
+    for name in field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
+            if not (skip_expressions and isinstance(value, Expr | Buffer)):
+                _collect_into(value, node_type, skip_expressions, found)
+        elif isinstance(value, tuple):
+            _collect_in_tuple(value, node_type, skip_expressions, found)
+
+
+def _collect_in_tuple(items: tuple, node_type, skip_expressions: bool, found: list) -> None:
+    for item in items:
+        if isinstance(item, Node):
+            if not (skip_expressions and isinstance(item, Expr | Buffer)):
+                _collect_into(item, node_type, skip_expressions, found)
+        elif isinstance(item, tuple):
+            _collect_in_tuple(item, node_type, skip_expressions, found)
 
 
 def used_blocks(node) -> list[BlockRealize]:

@@ -8,9 +8,10 @@ keeps a loop keeps its name, one that replaces it makes new names.
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, collect
+from sched.ir.functor import IRMutator, collect, field_names
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
@@ -25,12 +26,57 @@ from sched.ir.nodes import (
 )
 
 
+class _Index:
+    """Blocks and loops of one function by name, and the parent of each statement and block:
+    built in one walk, remembered per function (nodes are immutable)."""
+
+    def __init__(self, root: Node) -> None:
+        self.parent: dict[int, Node] = {}
+        self.blocks: dict[str, BlockRealize] = {}
+        self.loops: dict[str, For] = {}
+        self.block_order: list[str] = []
+        self.loop_order: list[str] = []
+        self._walk(root)
+
+    def _walk(self, node: Node) -> None:
+        if isinstance(node, BlockRealize):
+            name = node.block.name
+            self.blocks.setdefault(name, node)
+            if name != "root":
+                self.block_order.append(name)
+        elif isinstance(node, For):
+            self.loops.setdefault(node.loop_var.name, node)
+            self.loop_order.append(node.loop_var.name)
+        for name in field_names(type(node)):
+            value = getattr(node, name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Stmt | Block) and id(child) not in self.parent:
+                    self.parent[id(child)] = node        # the first path, as a search finds
+                    self._walk(child)
+
+
+_INDEXES: OrderedDict = OrderedDict()     # id(root) -> (root, _Index)
+
+
+def index(root: Node) -> _Index:
+    """The `_Index` of `root` (a function or a statement), from the cache when there."""
+    entry = _INDEXES.get(id(root))
+    if entry is not None and entry[0] is root:
+        _INDEXES.move_to_end(id(root))
+        return entry[1]
+    found = _Index(root)
+    _INDEXES[id(root)] = (root, found)
+    if len(_INDEXES) > 256:
+        _INDEXES.popitem(last=False)
+    return found
+
+
 def block_names(func: PrimFunc) -> list[str]:
-    return [r.block.name for r in collect(func.body, BlockRealize) if r.block.name != "root"]
+    return list(index(func.body).block_order)
 
 
 def loop_names(func: PrimFunc) -> list[str]:
-    return [loop.loop_var.name for loop in collect(func.body, For)]
+    return list(index(func.body).loop_order)
 
 
 def _choices(names: list[str]) -> str:
@@ -38,17 +84,17 @@ def _choices(names: list[str]) -> str:
 
 
 def find_block(func: PrimFunc, name: str, primitive: str = "get_block") -> BlockRealize:
-    for realize in collect(func.body, BlockRealize):
-        if realize.block.name == name:
-            return realize
+    found = index(func.body).blocks.get(name)
+    if found is not None:
+        return found
     raise ScheduleError(primitive, f"no block named {name!r}; the blocks are "
                         f"{_choices(block_names(func))}")
 
 
 def find_loop(func: PrimFunc, name: str, primitive: str) -> For:
-    for loop in collect(func.body, For):
-        if loop.loop_var.name == name:
-            return loop
+    found = index(func.body).loops.get(name)
+    if found is not None:
+        return found
     raise ScheduleError(primitive, f"no loop named {name!r}; the loops are "
                         f"{_choices(loop_names(func))}")
 
@@ -65,15 +111,17 @@ def path_to(root: Node, target: Node) -> list[Node] | None:
     """The nodes from `root` down to `target` (excluded), by identity, or None."""
     if root is target:
         return []
-    for field in dataclasses.fields(root):
-        value = getattr(root, field.name)
-        children = value if isinstance(value, tuple) else (value,)
-        for child in children:
-            if isinstance(child, Stmt | Block):
-                found = path_to(child, target)
-                if found is not None:
-                    return [root, *found]
-    return None
+    parents = index(root).parent
+    path: list[Node] = []
+    node = target
+    while True:
+        parent = parents.get(id(node))
+        if parent is None:
+            return None
+        path.append(parent)
+        if parent is root:
+            return path[::-1]
+        node = parent
 
 
 def blocks_under(stmt: Stmt) -> list[BlockRealize]:
@@ -84,8 +132,8 @@ def blocks_under(stmt: Stmt) -> list[BlockRealize]:
         if isinstance(node, BlockRealize):
             found.append(node)
             return
-        for field in dataclasses.fields(node):
-            value = getattr(node, field.name)
+        for name in field_names(type(node)):
+            value = getattr(node, name)
             for child in value if isinstance(value, tuple) else (value,):
                 if isinstance(child, Stmt):
                     walk(child)
