@@ -26,12 +26,14 @@ part of the chain.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 from dataclasses import dataclass
 
 import islpy as isl
 
-from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, PrimFunc
+from sched.ir.functor import collect, field_names
+from sched.ir.memo import identity_cache
+from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
 from sched.polyhedral import names
 from sched.polyhedral.model import PolyModel, Statement, build_model
 
@@ -137,7 +139,7 @@ def _pairs(first: isl.UnionMap, second: isl.UnionMap, before: isl.UnionMap) -> i
     return first.apply_range(second.reverse()).intersect(before)
 
 
-@functools.lru_cache(maxsize=64)
+@identity_cache(maxsize=64)
 def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     model = build_model(func)
     # A block placed under thread loops it does not use (a shared-memory fetch computed at a
@@ -234,6 +236,60 @@ def _dependence(model: PolyModel, kind: str, buffer: str, relation: isl.Map,
     return Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation,
                       _common_loop_distance(model, relation, source, sink), reduction,
                       model.is_exact)
+
+
+def carry_over_loop_kinds(func: PrimFunc, new_func: PrimFunc) -> bool:
+    """Give `new_func` the analysis of `func` (when cached) if the two differ only in how
+    loops run: kinds, thread tags, annotations (parallel, vectorize, unroll, bind, annotate of
+    a loop). The instances, their times and their accesses do not depend on those, so the
+    model's isl objects and the dependences carry over; the statements get the new loops'
+    kinds, which the rule for concurrent loops reads. Returns whether it carried over."""
+    cached = _dependences.get(func)
+    if cached is None or _dependences.get(new_func) is not None \
+            or not same_but_loop_kinds(func, new_func):
+        return False
+    model, deps = cached
+    loops = {loop.loop_var.name: loop for loop in collect(new_func.body, For)}
+
+    def relabelled(statement: Statement) -> Statement:
+        kinds = tuple(dataclasses.replace(lp, kind=loops[lp.var.name].kind,
+                                          thread_tag=loops[lp.var.name].thread_tag)
+                      for lp in statement.loops)
+        return dataclasses.replace(statement, loops=kinds)
+    statements = {name: relabelled(s) for name, s in model.statements.items()}
+    new_model = dataclasses.replace(model, func=new_func, statements=statements, derived={})
+    new_deps = tuple(dataclasses.replace(d, source=statements[d.source.name],
+                                         sink=statements[d.sink.name]) for d in deps)
+    build_model.put(new_func, new_model)
+    _dependences.put(new_func, (new_model, new_deps))
+    return True
+
+
+def same_but_loop_kinds(a, b) -> bool:
+    """Whether IR trees `a` and `b` are equal but for the kind, thread tag and annotations of
+    loops (subtrees shared by identity are not walked)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, For):
+        return (a.loop_var == b.loop_var and a.min == b.min and a.extent == b.extent
+                and same_but_loop_kinds(a.body, b.body))
+    if not isinstance(a, Stmt | Block | PrimFunc):
+        return a == b
+    for name in field_names(type(a)):
+        x, y = getattr(a, name), getattr(b, name)
+        if x is y:
+            continue
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if len(x) != len(y) or not all(map(same_but_loop_kinds, x, y)):
+                return False
+        elif isinstance(x, Stmt | Block):
+            if not same_but_loop_kinds(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def dependences(func: PrimFunc) -> tuple[Dependence, ...]:

@@ -26,13 +26,13 @@ check bounds at run time.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from sched.errors import KernelArgumentError
+from sched.ir.memo import identity_cache
 from sched.ir.nodes import PrimFunc, Var
 from sched.polyhedral import names
 from sched.polyhedral.isl_expr import isl_name, to_isl
@@ -174,7 +174,7 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
     return found
 
 
-@functools.lru_cache(maxsize=64)
+@identity_cache(maxsize=64)
 def bounds_report(func: PrimFunc) -> BoundsReport:
     """Every access of `func` checked against its buffer's shape (see the module doc)."""
     model = build_model(func)

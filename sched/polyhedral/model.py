@@ -54,12 +54,12 @@ time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from sched.ir.functor import collect
+from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     Allocate,
     Block,
@@ -220,7 +220,7 @@ class _Relations:
         return self.relation(statement, access, storage, elements, constraints, (offset,))
 
 
-@functools.lru_cache(maxsize=64)
+@identity_cache(maxsize=64)
 def build_model(func: PrimFunc) -> PolyModel:
     """The polyhedral model of `func`. Blocks without iteration variables still count as
     statements (one instance each), except the root block. Cached per function (a step's

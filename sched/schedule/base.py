@@ -35,6 +35,9 @@ from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquif
 from sched.schedule.trace import RV, Instruction, Trace
 
 _IDENTITIES = itertools.count()      # one identity per Schedule (and per copy)
+# steps that change only how loops run (kind, thread tag, annotations): the analysis of the
+# function before carries over to the function after
+_RELABEL_LOOPS = ("parallel", "vectorize", "bind", "unroll", "annotate")
 
 
 def _analysis_calls() -> int | None:
@@ -295,6 +298,10 @@ class ScheduleBase:
             from sched.schedule.memory import check_storage_align
 
             check_storage_align(new_func, kind)       # a step may change a compacted shape
+        if new_func is not self._func and kind in _RELABEL_LOOPS:
+            from sched.polyhedral.dependences import carry_over_loop_kinds
+
+            carry_over_loop_kinds(self._func, new_func)    # same instances, times, accesses
         if new_func is not self._func:
             self._retire(self._func, new_func, kind)
             # a step that consulted the analysis was judged on the model of the function

@@ -8,10 +8,10 @@ keeps a loop keeps its name, one that replaces it makes new names.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, collect, field_names
+from sched.ir.memo import identity_cache
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
@@ -55,20 +55,7 @@ class _Index:
                     self._walk(child)
 
 
-_INDEXES: OrderedDict = OrderedDict()     # id(root) -> (root, _Index)
-
-
-def index(root: Node) -> _Index:
-    """The `_Index` of `root` (a function or a statement), from the cache when there."""
-    entry = _INDEXES.get(id(root))
-    if entry is not None and entry[0] is root:
-        _INDEXES.move_to_end(id(root))
-        return entry[1]
-    found = _Index(root)
-    _INDEXES[id(root)] = (root, found)
-    if len(_INDEXES) > 256:
-        _INDEXES.popitem(last=False)
-    return found
+index = identity_cache(maxsize=256)(_Index)   # the _Index of a function body or statement
 
 
 def block_names(func: PrimFunc) -> list[str]:

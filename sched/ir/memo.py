@@ -1,0 +1,77 @@
+"""Remembering what is derived from an IR node, by the node's identity.
+
+Nodes are immutable, so whatever a pure function derives from one (its blocks, its polyhedral
+model, its dependences) stays true for as long as the node lives. `functools.lru_cache` would
+key on the node's structural hash, which walks the whole tree on every lookup; these caches key
+on `id(node)` and keep the node alive while it is cached, so an id is never reused for another
+node under the cache's eyes. Two equal nodes built separately are two entries: the answer is the
+same, only computed twice.
+
+    @identity_cache(maxsize=64)
+    def build_model(func: PrimFunc) -> PolyModel: ...
+
+    build_model(func)             # computed
+    build_model(func)             # remembered
+    build_model.put(other, model) # a caller that knows the answer for `other` (a schedule step
+                                  # that changed nothing the function depends on) records it
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class IdentityCache:
+    """A function of one node, remembered for the `maxsize` most recently used nodes."""
+
+    def __init__(self, function: Callable, maxsize: int) -> None:
+        self.function = function
+        self.maxsize = maxsize
+        self._entries: OrderedDict = OrderedDict()    # id(node) -> (node, value)
+        self._hits = self._misses = 0
+        functools.update_wrapper(self, function)
+
+    def __call__(self, node):
+        entry = self._entries.get(id(node))
+        if entry is not None and entry[0] is node:
+            self._hits += 1
+            self._entries.move_to_end(id(node))
+            return entry[1]
+        self._misses += 1
+        value = self.function(node)
+        self.put(node, value)
+        return value
+
+    def get(self, node, default=None):
+        """The remembered value for `node`, or `default` (computes nothing)."""
+        entry = self._entries.get(id(node))
+        return entry[1] if entry is not None and entry[0] is node else default
+
+    def put(self, node, value) -> None:
+        """Remember `value` as the function's value for `node`."""
+        self._entries[id(node)] = (node, value)
+        self._entries.move_to_end(id(node))
+        while len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(self._hits, self._misses, self.maxsize, len(self._entries))
+
+    def cache_clear(self) -> None:
+        self._entries.clear()
+        self._hits = self._misses = 0
+
+
+def identity_cache(maxsize: int = 128) -> Callable[[Callable], IdentityCache]:
+    """Decorator: remember a one-argument function of a node by the node's identity."""
+    return lambda function: IdentityCache(function, maxsize)
