@@ -71,6 +71,12 @@ from sched.ir.nodes import (
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses, row_major_offset
 from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_text import (
+    parse_union_map,
+    parse_union_set,
+    restricted_map,
+    restricted_set,
+)
 from sched.polyhedral.statements import (  # noqa: F401  (re-exported: the model's types)
     BODY_SLOT,
     INIT_SLOT,
@@ -174,7 +180,7 @@ class _Relations:
             body = statement.constraints + body
         text = (f"{self.params} {{ {statement.instance()} -> {tuple_name}"
                 f"[{', '.join(elements)}] : {_exists(quantified, body)} }}")
-        return isl.Map(text).intersect_domain(statement.domain)
+        return restricted_map(text, *statement.domain_texts)
 
     def of(self, statement: Statement) -> tuple[isl.UnionMap, isl.UnionMap]:
         body = statement.block.init if statement.is_init else statement.block.body
@@ -233,17 +239,19 @@ def build_model(func: PrimFunc) -> PolyModel:
     width = max((len(s.time) for s in walker.statements), default=1)
     # a symbolic dim is a size: at least 1 (an empty tensor has nothing to order)
     dims = [isl_name(v) for v in func.symbolic_vars]
-    positive_dims = isl.Set(f"{param_text} {{ : {' and '.join(f'{d} >= 1' for d in dims)} }}"
-                            if dims else f"{param_text} {{ : }}")
+    positive_text = (f"{param_text} {{ : {' and '.join(f'{d} >= 1' for d in dims)} }}"
+                     if dims else f"{param_text} {{ : }}")
     views = _views(func)
     relations = _Relations(walker, param_text, views, _owners(func))
-    empty = isl.UnionMap(f"{param_text} {{ }}")
-    domain, schedule, reads, writes = isl.UnionSet(f"{param_text} {{ }}"), empty, empty, empty
+    empty = parse_union_map(f"{param_text} {{ }}")
+    domain, schedule, reads, writes = parse_union_set(f"{param_text} {{ }}"), empty, empty, empty
     for statement in walker.statements:
-        statement.domain = isl.Set(f"{param_text} {{ {statement.instance()} : "
-                                   f"{statement.condition()} }}").intersect_params(positive_dims)
+        statement.domain_texts = (f"{param_text} {{ {statement.instance()} : "
+                                  f"{statement.condition()} }}", positive_text)
+        statement.domain = restricted_set(*statement.domain_texts)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
-        statement.schedule = _schedule(statement, param_text).intersect_params(positive_dims)
+        statement.schedule = restricted_map(_schedule_text(statement, param_text), None,
+                                            positive_text)
         statement.reads, statement.writes = relations.of(statement)
         domain = domain.union(isl.UnionSet.from_set(statement.domain))
         schedule = schedule.union(isl.UnionMap.from_map(statement.schedule))
@@ -254,8 +262,8 @@ def build_model(func: PrimFunc) -> PolyModel:
                      writes.coalesce(), walker.notes, storages, views, relations.linearized)
 
 
-def _schedule(statement: Statement, param_text: str) -> isl.Map:
+def _schedule_text(statement: Statement, param_text: str) -> str:
     """`{ S[...] -> [2, i, 1] : ... }`: each time entry a constant or a loop's value (the loops
     are the map's output dimensions, named as in the constraints)."""
-    return isl.Map(f"{param_text} {{ {statement.instance()} -> [{', '.join(statement.time)}] : "
-                   f"{' and '.join(statement.constraints) or 'true'} }}")
+    return (f"{param_text} {{ {statement.instance()} -> [{', '.join(statement.time)}] : "
+            f"{' and '.join(statement.constraints) or 'true'} }}")

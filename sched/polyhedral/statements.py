@@ -77,6 +77,7 @@ class Statement:
     exact: bool = True          # no condition or binding of it was over-approximated
     context: list[str] = field(default_factory=list)       # conditions on the loops alone
     bindings: list[tuple] = field(default_factory=list)    # (iter var, value, lo, extent) texts
+    domain_texts: tuple[str, str] = ("", "")               # the isl text of `domain` (model.py)
 
     @property
     def iter_names(self) -> list[str]:

@@ -1,0 +1,50 @@
+"""isl objects from their text, each text parsed once.
+
+The model is written as isl text (`[n] -> { S_C[vi, vj] -> [2, i, j, 1] : ... }`) and parsing
+is most of the cost of building it. A schedule step leaves most statements as they were, so
+their texts come back unchanged from one step's model to the next: parsing each text once makes
+rebuilding a model cost what the step changed. islpy objects are values (every operation
+returns a new object), so one parsed object may be shared.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import islpy as isl
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def parse_map(text: str) -> isl.Map:
+    return isl.Map(text)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def parse_set(text: str) -> isl.Set:
+    return isl.Set(text)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def parse_union_map(text: str) -> isl.UnionMap:
+    return isl.UnionMap(text)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def parse_union_set(text: str) -> isl.UnionSet:
+    return isl.UnionSet(text)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def restricted_set(text: str, params_text: str) -> isl.Set:
+    """The set `text` with its parameters restricted to the set `params_text` (`[n] -> { : n
+    >= 1 }`)."""
+    return parse_set(text).intersect_params(parse_set(params_text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def restricted_map(text: str, domain_text: str | None, params_text: str) -> isl.Map:
+    """The map `text` restricted to the domain `restricted_set(domain_text, params_text)`, or
+    with only its parameters restricted when `domain_text` is None."""
+    if domain_text is None:
+        return parse_map(text).intersect_params(parse_set(params_text))
+    return parse_map(text).intersect_domain(restricted_set(domain_text, params_text))
