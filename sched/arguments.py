@@ -1,15 +1,19 @@
 """Binding a kernel's call arguments to its PrimFunc's parameters, shared by every target.
 
 `ArgumentBinder(func, device).bind(args)` checks each argument against its parameter (count,
-kind, ndim, dtype, device, layout, shape, writability) and returns the data pointers, scalar
-values and symbolic dims a launcher passes. Arrays are numpy arrays or torch tensors; torch is
-imported only when an argument is a torch tensor. Every mismatch is a `KernelArgumentError`
-naming the argument: `argument 2 'B': expected shape (64, 32), got (64, 31)`.
+kind, ndim, dtype, device, layout, alignment to the element size, shape, writability) and
+returns the data pointers, scalar values and symbolic dims a launcher passes. Arrays are
+numpy arrays or torch tensors; torch is imported only when an argument is a torch tensor.
+Every mismatch is a `KernelArgumentError` naming the argument:
+`argument 2 'B': expected shape (64, 32), got (64, 31)`.
 
 Symbolic dims are bound from the first argument (in parameter order) whose shape has the dim
 as a dimension of its own (`n`, not `n * 2`); then every dimension is checked. A scalar parameter
 used in a shape (`n: T.int32` with `T.match_buffer(a, (128, n))`) is the value passed for it:
 the array's shape is checked against it.
+
+The C target checks calls on numpy arrays in C first (`sched.c.entry`, generated from this
+binder: keep the two in step) and comes here for what C refuses, to accept it or raise.
 
 Then the function's accesses are checked for these values, Halide-style: the bounds the static
 check could not prove for every value of the symbolic dims are a condition on them
@@ -60,6 +64,11 @@ def _is_torch_tensor(value) -> bool:
     import torch
 
     return isinstance(value, torch.Tensor)
+
+
+def _misaligned(pointer: int, itemsize: int, copy: str) -> str:
+    return (f"its data (address {pointer:#x}) is not aligned to its {itemsize}-byte elements "
+            f"(a view at an odd byte offset?): pass a copy ({copy})")
 
 
 def _shape_text(shape) -> str:
@@ -158,10 +167,13 @@ class ArgumentBinder:
         if not arg.flags.c_contiguous:
             raise self.error(position, "expected a C-contiguous array, got strides "
                                        f"{arg.strides}: pass np.ascontiguousarray(...)")
+        if not arg.flags.aligned:
+            raise self.error(position, _misaligned(arg.__array_interface__["data"][0],
+                                                   arg.itemsize, "array.copy()"))
         if buffer.name in self.written and not arg.flags.writeable:
             raise self.error(position, "the kernel writes this buffer, but the array is "
                                        "read-only")
-        return arg.ctypes.data, arg.shape
+        return arg.__array_interface__["data"][0], arg.shape
 
     def check_tensor(self, position: int, buffer: Buffer, tensor) -> tuple[int, tuple[int, ...]]:
         self.check_ndim(position, buffer, tensor.dim())
@@ -177,7 +189,11 @@ class ArgumentBinder:
         if not tensor.is_contiguous():
             raise self.error(position, f"expected a contiguous tensor, got strides "
                                        f"{tuple(tensor.stride())}: pass tensor.contiguous()")
-        return tensor.data_ptr(), tuple(tensor.shape)
+        pointer = tensor.data_ptr()
+        if pointer % tensor.element_size():
+            raise self.error(position, _misaligned(pointer, tensor.element_size(),
+                                                   "tensor.clone()"))
+        return pointer, tuple(tensor.shape)
 
     def check_current_device(self, position: int, tensor) -> None:
         import torch

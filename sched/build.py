@@ -62,8 +62,11 @@ def build(func, target: str = "c", *, arch: str | None = None,
 
         kernel = build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace,
                             fast_math=fast_math)
-    if check_bounds == "off" and getattr(kernel, "_binder", None) is not None:
-        kernel._binder.entry_check = None
+    if check_bounds == "off":
+        if hasattr(kernel, "disable_entry_check"):
+            kernel.disable_entry_check()
+        elif getattr(kernel, "_binder", None) is not None:
+            kernel._binder.entry_check = None
     return kernel
 
 

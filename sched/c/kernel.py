@@ -1,13 +1,25 @@
-"""The C target's kernel: a PrimFunc built into a shared library, called through ctypes."""
+"""The C target's kernel: a PrimFunc built into a shared library, called through ctypes.
+
+A call goes first to the library's entry point (`sched.c.entry`), which checks the arguments
+in C and runs the kernel (well under a microsecond for a few numpy arrays); when the entry
+point refuses them (a torch tensor, an ndarray subclass, or a mistake), the checks run in
+Python (`sched.arguments.ArgumentBinder`), which either accept them and run the kernel or
+raise the `KernelArgumentError` naming the argument.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import warnings
 from pathlib import Path
 
-from sched.arguments import ArgumentBinder
+from sched.arguments import ArgumentBinder, numpy_dtype
 from sched.c.build import compile_library
 from sched.c.codegen import c_function_name, generate_c
+from sched.c.entry import EntrySource, Status, entry_source
+from sched.c.object_layout import CHECK_BOUNDS, layout_words, verify_layout
+from sched.errors import BuildError
+from sched.ir.dtype import is_bool, is_float
 from sched.ir.nodes import PrimFunc, Var
 from sched.lower import lower
 
@@ -16,6 +28,7 @@ _CTYPES = {"float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": cty
            "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
            "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
            "bool": ctypes.c_bool}
+_EXACT_FLOAT_INT = 2 ** 53      # ints a float scalar takes on the entry point's path
 
 
 class CKernel:
@@ -23,15 +36,17 @@ class CKernel:
     tensors, in parameter order, writing its outputs in place.
 
     Attributes: `func` (the PrimFunc it was built from), `lowered` (the loop IR), `source`
-    (the C code), `library_path` (the shared library in the cache).
+    (the C code), `library_path` (the shared library in the cache), `entry` (the C entry point
+    that checks calls on numpy arrays, or None, then `entry_unused` says why).
     """
 
-    def __init__(self, func: PrimFunc, lowered: PrimFunc, source: str, library_path: Path):
+    def __init__(self, func: PrimFunc, lowered: PrimFunc, source: str, library_path: Path,
+                 *, binder: ArgumentBinder | None = None, entry: EntrySource | None = None):
         self.func = func
         self.lowered = lowered
         self.source = source
         self.library_path = library_path
-        self._binder = ArgumentBinder(func, device="cpu")
+        self._binder = binder or ArgumentBinder(func, device="cpu")
         self._library = ctypes.CDLL(str(library_path))
         self._function = getattr(self._library, c_function_name(lowered))
         scalars = [p for p in func.params if isinstance(p, Var)]
@@ -39,14 +54,104 @@ class CKernel:
             [ctypes.c_void_p] * len(func.buffers)
             + [_CTYPES[v.dtype] for v in (*scalars, *func.symbolic_vars)])
         self._function.restype = None
+        self.entry, self.entry_unused = None, "no entry point was generated"
+        self._entry = None           # the entry point's ctypes function, when used
+        self._scalar_checks = _scalar_checks(func)
+        self.slow_calls = 0          # calls whose arguments were checked in Python
+        if entry is not None:
+            self._load_entry(entry)
+
+    def _load_entry(self, entry: EntrySource) -> None:
+        if not verify_layout(self._library.sched_entry_probe):
+            self.entry_unused = ("the objects' layout in memory is not the one the entry "
+                                 "point reads (see sched.c.object_layout)")
+            return
+        function = getattr(self._library, entry.name)
+        scalars = [p for p in self.func.params if isinstance(p, Var)]
+        function.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [_CTYPES[v.dtype]
+                                                                   for v in scalars]
+        function.restype = ctypes.c_int
+        self._dtypes = [numpy_dtype(b.dtype) for b in self.func.buffers]   # kept alive
+        check_bounds = int(self._binder.entry_check is not None)
+        self._state = (ctypes.c_int64 * (len(layout_words()) + 1 + len(self._dtypes)))(
+            *layout_words(), check_bounds, *(id(d) for d in self._dtypes))
+        self._state_address = ctypes.addressof(self._state)
+        self.entry, self.entry_unused, self._entry = entry, None, function
 
     def __call__(self, *args) -> None:
+        entry = self._entry
+        if entry is not None:
+            if self._scalar_checks is None:
+                if not entry(self._state_address, id(args)):
+                    return
+            else:
+                values = self._fast_scalars(args)
+                if values is not None and not entry(self._state_address, id(args), *values):
+                    return
+        self._call_checked(args)
+
+    def _call_checked(self, args: tuple) -> None:
+        """The call with its arguments checked in Python (which raises on a mistake)."""
+        self.slow_calls += 1
         bound = self._binder.bind(args)
         self._function(*bound.pointers, *bound.scalars, *bound.dims)
+
+    def entry_status(self, *args) -> Status | None:
+        """What the entry point says of these arguments (it runs the kernel when they pass),
+        or None when the kernel has no entry point: for tests and diagnosis."""
+        if self._entry is None:
+            return None
+        values = [] if self._scalar_checks is None else self._fast_scalars(args)
+        if values is None:
+            return None
+        return Status(self._entry(self._state_address, id(args), *values))
+
+    def _fast_scalars(self, args: tuple) -> list | None:
+        """The scalar arguments when each is a plain Python value in range, else None."""
+        if len(args) != len(self.func.params):
+            return None
+        values = []
+        for position, kind, low, high in self._scalar_checks:
+            value = args[position]
+            if kind == "int":
+                if type(value) is not int or not low <= value <= high:
+                    return None
+            elif kind == "bool":
+                if type(value) is not bool:
+                    return None
+            elif type(value) is not float and (type(value) is not int
+                                               or not low <= value <= high):
+                return None
+            values.append(value)
+        return values
+
+    def disable_entry_check(self) -> None:
+        """Check no access bounds at calls (`sched.build(..., check_bounds="off")`)."""
+        self._binder.entry_check = None
+        if self._entry is not None:
+            self._state[CHECK_BOUNDS] = 0
 
     def __repr__(self) -> str:
         names = ", ".join(p.name for p in self.func.params)
         return f"<CKernel {self.func.name}({names}) from {self.library_path}>"
+
+
+def _scalar_checks(func: PrimFunc) -> list[tuple[int, str, int, int]] | None:
+    """(position, kind, low, high) of each scalar parameter, for `CKernel._fast_scalars`."""
+    import numpy as np
+
+    checks = []
+    for position, param in enumerate(func.params):
+        if not isinstance(param, Var):
+            continue
+        if is_bool(param.dtype):
+            checks.append((position, "bool", 0, 1))
+        elif is_float(param.dtype):
+            checks.append((position, "float", -_EXACT_FLOAT_INT, _EXACT_FLOAT_INT))
+        else:
+            info = np.iinfo(param.dtype)
+            checks.append((position, "int", int(info.min), int(info.max)))
+    return checks or None
 
 
 def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = None,
@@ -57,4 +162,21 @@ def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = N
     `sched.build`."""
     lowered = lower(func, debug=debug, thread_order=thread_order)
     source = generate_c(lowered, fast_math=fast_math)
-    return CKernel(func, lowered, source, compile_library(source, fast_math=fast_math))
+    binder = ArgumentBinder(func, device="cpu")
+    entry, reason = entry_source(binder, lowered)
+    if entry is None:
+        library = compile_library(source, fast_math=fast_math)
+    else:
+        try:
+            library = compile_library(source + entry.text, fast_math=fast_math)
+        except BuildError as error:
+            # the kernel's own error is raised here; else the entry point has a bug: the
+            # kernel works without it
+            library = compile_library(source, fast_math=fast_math)
+            warnings.warn(f"kernel '{func.name}': its C entry point did not compile, calls "
+                          f"are checked in Python: {error}", stacklevel=2)
+            entry, reason = None, "the entry point did not compile"
+    kernel = CKernel(func, lowered, source, library, binder=binder, entry=entry)
+    if reason:
+        kernel.entry_unused = reason
+    return kernel

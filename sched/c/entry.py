@@ -1,0 +1,330 @@
+"""The C entry point of a CPU kernel: every argument check of `sched.arguments`, in C.
+
+`entry_source(binder, lowered)` is C text appended to the kernel's source: a function
+`sched_entry_<kernel>(state, args, scalars...)` that takes the address of the call's argument
+tuple, checks it as `ArgumentBinder.bind` does (count; each array's type, ndim, dtype,
+C-contiguity, alignment, writability when written; its shape, binding the symbolic dims from
+the same dimensions and checking every other against the dims' and scalars' values; no two
+arrays overlapping when one is written; and the Halide-style entry check of
+`sched.polyhedral.in_bounds`, generated as a C condition by isl), and runs the kernel. It
+returns 0 when the kernel ran, else the number of the check that failed (`Status`), without
+running it: the caller then takes the checks in Python, which accept what C does not know
+(a torch tensor, an ndarray subclass, an equal dtype that is a different object) or raise the
+error naming the argument. Scalars are checked in Python (`CKernel`) and passed as C values.
+
+How the objects are read: see `sched.c.object_layout`. `entry_source` returns None (and the
+reason) for what it does not generate: a float16 or bfloat16 scalar, a shape that is not
+built from +, -, *, //, %, min and max, an entry condition isl cannot write.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import islpy as isl
+
+from sched.arguments import ArgumentBinder, numpy_dtype
+from sched.c.codegen import c_function_name
+from sched.c.dtypes import STORAGE_TYPES
+from sched.c.object_layout import (
+    ALIGNED,
+    C_CONTIGUOUS,
+    CHECK_BOUNDS,
+    DTYPES,
+    FIELDS_OFFSET,
+    ITEMS_OFFSET,
+    NDARRAY_TYPE,
+    SIZE_OFFSET,
+    TUPLE_TYPE,
+    TYPE_OFFSET,
+    WRITEABLE,
+)
+from sched.ir.nodes import BinaryOp, Buffer, Expr, IntImm, PrimFunc, Var
+
+
+class Status(enum.IntEnum):
+    """What the entry point returns: 0 when the kernel ran, else the check that failed."""
+
+    RAN = 0
+    COUNT = 1        # not a tuple of the right length
+    ARRAY = 2        # not an ndarray of the right ndim, dtype object and flags
+    SHAPE = 3        # a dimension differs from its expected value, or a dim out of range
+    OVERLAP = 4      # two arrays share memory and one is written
+    BOUNDS = 5       # the entry condition: some access would be out of bounds
+
+
+@dataclass(frozen=True)
+class EntrySource:
+    """The entry point's C text, its name and the C types of the scalars it takes."""
+
+    name: str
+    text: str
+
+
+_SHAPE_OPS = {"add": "+", "sub": "-", "mul": "*"}
+_INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+_PRELUDE = f"""
+// ---- the entry point: the call's arguments checked in C (sched.c.entry) ----
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {{                      // numpy's PyArrayObject_fields, after the object header
+    char *data;
+    int nd;
+    const intptr_t *dims;
+    const intptr_t *strides;
+    const void *base;
+    const void *descr;
+    int flags;
+}} sched_entry_ndarray;
+
+static inline const void *sched_entry_type(const int64_t *state, const void *object) {{
+    return *(const void *const *)((const char *)object + state[{TYPE_OFFSET}]);
+}}
+
+static inline const sched_entry_ndarray *sched_entry_fields(const int64_t *state,
+                                                            const void *object) {{
+    return (const sched_entry_ndarray *)((const char *)object + state[{FIELDS_OFFSET}]);
+}}
+
+// the fields of `object` when it is an ndarray (exactly) with this ndim, dtype and flags
+static inline const sched_entry_ndarray *sched_entry_array(const int64_t *state,
+        const void *object, int ndim, int buffer, int flags) {{
+    if (sched_entry_type(state, object) != (const void *)(intptr_t)state[{NDARRAY_TYPE}])
+        return NULL;
+    const sched_entry_ndarray *array = sched_entry_fields(state, object);
+    if (array->nd != ndim || array->descr != (const void *)(intptr_t)state[{DTYPES} + buffer]
+            || (array->flags & flags) != flags)
+        return NULL;
+    return array;
+}}
+
+static inline bool sched_entry_floordiv(int64_t a, int64_t b, int64_t *q) {{
+    if (b == 0 || (a == INT64_MIN && b == -1)) return false;
+    *q = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+    return true;
+}}
+
+static inline bool sched_entry_floormod(int64_t a, int64_t b, int64_t *r) {{
+    int64_t q;
+    if (!sched_entry_floordiv(a, b, &q)) return false;
+    *r = a - q * b;
+    return true;
+}}
+
+static inline bool sched_entry_overlap(const char *p, int64_t p_bytes, const char *q,
+                                       int64_t q_bytes) {{
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a < b + (uintptr_t)q_bytes && b < a + (uintptr_t)p_bytes;
+}}
+
+// what the entry points read, for sched.c.object_layout.verify_layout
+void sched_entry_probe(const int64_t *state, const void *object, int64_t *out) {{
+    for (int k = 0; k < 16; ++k) out[k] = 0;
+    out[0] = (int64_t)(intptr_t)sched_entry_type(state, object);
+    if (out[0] == state[{TUPLE_TYPE}]) {{
+        const char *tuple = (const char *)object;
+        out[1] = *(const intptr_t *)(tuple + state[{SIZE_OFFSET}]);
+        const void *const *items = (const void *const *)(tuple + state[{ITEMS_OFFSET}]);
+        for (int k = 0; k < out[1] && k < 2; ++k) out[2 + k] = (int64_t)(intptr_t)items[k];
+    }} else if (out[0] == state[{NDARRAY_TYPE}]) {{
+        const sched_entry_ndarray *array = sched_entry_fields(state, object);
+        out[1] = (int64_t)(intptr_t)array->data;
+        out[2] = array->nd;
+        out[3] = array->flags;
+        out[4] = (int64_t)(intptr_t)array->descr;
+        for (int d = 0; d < array->nd && d < 4; ++d) {{
+            out[5 + d] = array->dims[d];
+            out[9 + d] = array->strides[d];
+        }}
+    }}
+}}
+"""
+
+
+class Unsupported(Exception):
+    """What the entry point does not handle (the kernel then checks its calls in Python)."""
+
+
+def entry_name(lowered: PrimFunc) -> str:
+    return f"sched_entry_{c_function_name(lowered)}"
+
+
+def entry_source(binder: ArgumentBinder, lowered: PrimFunc) -> tuple[EntrySource | None, str]:
+    """The entry point of the kernel `lowered` whose calls `binder` checks, or None and why."""
+    try:
+        return EntrySource(entry_name(lowered), _Generator(binder, lowered).text()), ""
+    except Unsupported as reason:
+        return None, str(reason)
+
+
+class _Generator:
+    def __init__(self, binder: ArgumentBinder, lowered: PrimFunc) -> None:
+        self.binder = binder
+        self.func: PrimFunc = binder.func
+        self.lowered = lowered
+        self.lines: list[str] = []
+        self.helpers: list[str] = []    # C functions the entry point calls
+        self.temporaries = 0
+        self.scalars = [p for p in self.func.params if isinstance(p, Var)]
+        self.buffers = list(self.func.buffers)
+        # the C expression of each variable's value: a symbolic dim or a scalar parameter
+        self.values: dict[Var, str] = {}
+        for k, var in enumerate(self.scalars):
+            if var.dtype in ("float16", "bfloat16"):
+                raise Unsupported(f"scalar '{var.name}' is {var.dtype}")
+            self.values[var] = f"s{k}"
+        for k, var in enumerate(self.func.symbolic_vars):
+            if var not in binder.dim_sources:
+                raise Unsupported(f"symbolic dim '{var.name}' is bound by no argument")
+            self.values[var] = f"d{k}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def text(self) -> str:
+        condition = self.bounds_condition()
+        params = ["const int64_t *state", "const void *args"]
+        params += [f"{STORAGE_TYPES[v.dtype]} s{k}" for k, v in enumerate(self.scalars)]
+        self.check_tuple()
+        self.check_arrays()
+        self.bind_dims()
+        self.check_shapes()
+        self.check_overlaps()
+        if condition is not None:
+            self.line(f"if (state[{CHECK_BOUNDS}] && {condition}) return {Status.BOUNDS};")
+        self.run_kernel()
+        head = f"int {entry_name(self.lowered)}({', '.join(params)}) {{"
+        return "\n".join([_PRELUDE, *self.helpers, head, *self.lines, "    return 0;", "}", ""])
+
+    # -- the checks, in the order of ArgumentBinder.bind --------------------------------------
+
+    def check_tuple(self) -> None:
+        count = len(self.func.params)
+        self.line(f"if (sched_entry_type(state, args) != (const void *)(intptr_t)"
+                  f"state[{TUPLE_TYPE}]) return {Status.COUNT};")
+        self.line(f"if (*(const intptr_t *)((const char *)args + state[{SIZE_OFFSET}]) != "
+                  f"{count}) return {Status.COUNT};")
+        self.line(f"const void *const *items = (const void *const *)((const char *)args + "
+                  f"state[{ITEMS_OFFSET}]);")
+
+    def check_arrays(self) -> None:
+        for k, buffer in enumerate(self.buffers):
+            position = self.func.params.index(buffer)
+            flags = C_CONTIGUOUS | ALIGNED
+            if buffer.name in self.binder.written:
+                flags |= WRITEABLE
+            self.line(f"const sched_entry_ndarray *a{k} = sched_entry_array(state, "
+                      f"items[{position}], {buffer.ndim}, {k}, {flags:#x});  // {buffer.name}")
+            self.line(f"if (!a{k}) return {Status.ARRAY};")
+
+    def bind_dims(self) -> None:
+        for k, var in enumerate(self.func.symbolic_vars):
+            buffer_index, dim = self.binder.dim_sources[var]
+            self.line(f"const int64_t d{k} = a{buffer_index}->dims[{dim}];  // {var.name}")
+            self.check_range(f"d{k}", var.dtype, Status.SHAPE)
+
+    def check_range(self, value: str, dtype: str, status: Status) -> None:
+        bits = _INT_RANGES.get(dtype)
+        if bits is None:
+            raise Unsupported(f"a symbolic dim of dtype {dtype}")
+        if bits < 64:
+            self.line(f"if ({value} < -{2 ** (bits - 1)}LL || {value} > "
+                      f"{2 ** (bits - 1) - 1}LL) return {status};")
+
+    def check_shapes(self) -> None:
+        bound_from = {self.binder.dim_sources[v] for v in self.func.symbolic_vars}
+        for k, buffer in enumerate(self.buffers):
+            for d, dim in enumerate(buffer.shape):
+                if (k, d) in bound_from:
+                    continue            # the dimension a symbolic dim was bound from
+                # (a scalar parameter in a shape is checked like any other expression)
+                expected = self.expression(dim)
+                self.line(f"if (a{k}->dims[{d}] != {expected}) return {Status.SHAPE};")
+
+    def expression(self, dim: Expr) -> str:
+        """The C text of shape expression `dim` (int64); a temporary for // and %."""
+        if isinstance(dim, IntImm):
+            return f"INT64_C({dim.value})"
+        if isinstance(dim, Var):
+            if dim not in self.values:
+                raise Unsupported(f"shape variable '{dim.name}'")
+            return f"(int64_t){self.values[dim]}"
+        if isinstance(dim, BinaryOp) and dim.op in _SHAPE_OPS:
+            return f"({self.expression(dim.a)} {_SHAPE_OPS[dim.op]} {self.expression(dim.b)})"
+        if isinstance(dim, BinaryOp) and dim.op in ("min", "max"):
+            a, b = self.expression(dim.a), self.expression(dim.b)
+            compare = "<" if dim.op == "min" else ">"
+            return f"({a} {compare} {b} ? {a} : {b})"
+        if isinstance(dim, BinaryOp) and dim.op in ("floordiv", "floormod"):
+            a, b = self.expression(dim.a), self.expression(dim.b)
+            self.temporaries += 1
+            name = f"t{self.temporaries}"
+            self.line(f"int64_t {name};")
+            self.line(f"if (!sched_entry_{dim.op}({a}, {b}, &{name})) return {Status.SHAPE};")
+            return name
+        raise Unsupported(f"shape expression {dim}")
+
+    def check_overlaps(self) -> None:
+        """ArgumentBinder.check_no_overlap: a pair of arrays, one written, sharing memory."""
+        sizes = []
+        for k, buffer in enumerate(self.buffers):
+            itemsize = numpy_dtype(buffer.dtype).itemsize
+            dims = " * ".join(f"(int64_t)a{k}->dims[{d}]" for d in range(buffer.ndim))
+            sizes.append(f"{dims} * {itemsize}" if dims else f"{itemsize}")
+        for k, buffer in enumerate(self.buffers):
+            for k2 in range(k + 1, len(self.buffers)):
+                if self.written(buffer) or self.written(self.buffers[k2]):
+                    self.line(f"if (sched_entry_overlap(a{k}->data, {sizes[k]}, a{k2}->data, "
+                              f"{sizes[k2]})) return {Status.OVERLAP};")
+
+    def written(self, buffer: Buffer) -> bool:
+        return buffer.storage_name in self.binder.written
+
+    def bounds_condition(self) -> str | None:
+        """A C call that is true when some access would be out of bounds (see in_bounds)."""
+        if self.binder.entry_check is None:
+            return None
+        from sched.polyhedral.in_bounds import bounds_report
+        from sched.polyhedral.isl_expr import isl_name
+
+        ints = {isl_name(v): self.values[v] for v in self.values
+                if v.dtype in _INT_RANGES}
+        conditions, params = [], None
+        for violation in bounds_report(self.func).conditional:
+            condition = violation.condition
+            names = [condition.get_dim_name(isl.dim_type.param, i)
+                     for i in range(condition.dim(isl.dim_type.param))]
+            if params is None:
+                params = names
+            if names != params or any(name not in ints for name in names):
+                raise Unsupported("the entry condition's parameters")
+            for i in range(len(names)):
+                condition = condition.set_dim_name(isl.dim_type.param, i, f"sched_p{i}")
+            build = isl.AstBuild.from_context(isl.Set.universe(condition.get_space()))
+            try:
+                conditions.append(f"({build.expr_from_set(condition).to_C_str()})")
+            except isl.Error as error:
+                raise Unsupported(f"the entry condition: {error}") from None
+        if not conditions:
+            return None
+        args = ", ".join(f"int64_t sched_p{i}" for i in range(len(params)))
+        self.helpers.append("\n".join([
+            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
+            "#define min(a, b) ((a) < (b) ? (a) : (b))",
+            "#define max(a, b) ((a) > (b) ? (a) : (b))",
+            f"static inline bool sched_entry_out_of_bounds({args}) {{",
+            f"    return {' || '.join(conditions)};", "}",
+            "#undef floord", "#undef min", "#undef max", ""]))
+        return (f"sched_entry_out_of_bounds("
+                f"{', '.join(f'(int64_t){ints[name]}' for name in params)})")
+
+    def run_kernel(self) -> None:
+        args = [f"(void *)a{k}->data" for k in range(len(self.buffers))]
+        args += [f"s{k}" for k in range(len(self.scalars))]
+        args += [f"({STORAGE_TYPES[v.dtype]})d{k}"
+                 for k, v in enumerate(self.func.symbolic_vars)]
+        self.line(f"{c_function_name(self.lowered)}({', '.join(args)});")

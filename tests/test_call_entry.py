@@ -1,0 +1,299 @@
+"""The C entry point of CPU kernels (issue 14, item 4): calls on numpy arrays are checked in C,
+every check still fires after warm-up, and a refused call is checked again in Python, which
+raises the same error `ArgumentBinder.bind` does (or accepts what C does not know)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sched
+from sched import compute as te
+from sched.arguments import ArgumentBinder
+from sched.c.entry import Status
+from sched.errors import KernelArgumentError
+from sched.script import T
+from tests.lower.block_ir import add_2d
+
+
+@pytest.fixture(scope="module")
+def add():
+    kernel = sched.build(add_2d(rows=16, cols=16), target="c")
+    assert kernel.entry is not None, kernel.entry_unused
+    return kernel
+
+
+def arrays(rng, shape=(16, 16), dtype=np.float32):
+    a, b = rng.standard_normal((2, *shape)).astype(dtype)
+    return a, b, np.zeros(shape, dtype)
+
+
+def binder_error(kernel, args) -> str:
+    """The message the checks in Python give for `args`."""
+    with pytest.raises(KernelArgumentError) as caught:
+        ArgumentBinder(kernel.func, "cpu").bind(args)
+    return str(caught.value)
+
+
+def test_good_calls_run_in_c_and_compute_the_sum(add, rng):
+    for _ in range(3):
+        a, b, c = arrays(rng)
+        before = add.slow_calls
+        add(a, b, c)
+        assert add.slow_calls == before
+        np.testing.assert_array_equal(c, a + b)
+
+
+def _misaligned(shape=(16, 16)):
+    raw = np.zeros(np.prod(shape) * 4 + 4, np.uint8)
+    return raw[1:1 + np.prod(shape) * 4].view(np.float32).reshape(shape)
+
+
+def _read_only(shape=(16, 16)):
+    array = np.zeros(shape, np.float32)
+    array.flags.writeable = False
+    return array
+
+
+MISTAKES = {
+    "wrong dtype": lambda a, b, c: (a, b.astype(np.float64), c),
+    "wrong shape": lambda a, b, c: (a, b[:15], c),
+    "wrong ndim": lambda a, b, c: (a, b.reshape(256), c),
+    "non-contiguous": lambda a, b, c: (a, np.asfortranarray(b), c),
+    "strided view": lambda a, b, c: (a, np.zeros((16, 32), np.float32)[:, ::2], c),
+    "misaligned view": lambda a, b, c: (a, _misaligned(), c),
+    "read-only output": lambda a, b, c: (a, b, _read_only()),
+    "output overlaps an input": lambda a, b, c: (a, b, a),
+    "too few arguments": lambda a, b, c: (a, b),
+    "too many arguments": lambda a, b, c: (a, b, c, c),
+    "a list": lambda a, b, c: (a, b.tolist(), c),
+    "a scalar": lambda a, b, c: (a, 1.0, c),
+    "big-endian": lambda a, b, c: (a, b.astype(">f4"), c),
+}
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_every_check_fires_after_warm_up(add, rng, mistake):
+    a, b, c = arrays(rng)
+    add(a, b, c)                                   # warm: the same kernel, good arguments
+    args = MISTAKES[mistake](a, b, c.copy())
+    output = args[2] if len(args) > 2 and isinstance(args[2], np.ndarray) else None
+    before = None if output is None else output.copy()
+    assert add.entry_status(*args) not in (Status.RAN, None)
+    with pytest.raises(KernelArgumentError) as caught:
+        add(*args)
+    assert str(caught.value) == binder_error(add, args)
+    if output is not None and output is not a:
+        np.testing.assert_array_equal(output, before)     # the kernel did not run
+
+
+def test_a_misaligned_view_names_the_alignment(add, rng):
+    a, _, c = arrays(rng)
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': its data \(address 0x[0-9a-f]+"
+                                                   r"\) is not aligned to its 4-byte elements"):
+        add(a, _misaligned(), c)
+
+
+def test_torch_tensors_and_subclasses_take_the_checks_in_python(add, rng):
+    a, b, c = arrays(rng)
+    ta, tb, tc = (torch.from_numpy(x.copy()) for x in (a, b, c))
+    assert add.entry_status(ta, tb, tc) == Status.ARRAY
+    add(ta, tb, tc)
+    np.testing.assert_array_equal(tc.numpy(), a + b)
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': expected dtype "
+                                                   r"torch.float32, got torch.float64"):
+        add(ta, tb.double(), tc)
+    matrix = np.asmatrix(c.copy())                   # an ndarray subclass: accepted in Python
+    add(a, b, matrix)
+    np.testing.assert_array_equal(np.asarray(matrix), a + b)
+
+
+def test_arrays_from_torch_and_mixed_arguments_run(add, rng):
+    a, b, c = arrays(rng)
+    add(torch.from_numpy(a).numpy(), b, c)
+    np.testing.assert_array_equal(c, a + b)
+
+
+# -- symbolic dims, shapes built from them, scalars ---------------------------------------------
+
+@T.prim_func
+def symbolic_shift(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (m,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("S"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi + 1]
+
+
+def test_the_entry_condition_on_symbolic_dims_is_checked_in_c(rng):
+    kernel = sched.build(symbolic_shift, target="c")
+    assert kernel.entry is not None, kernel.entry_unused
+    for n in (1, 5, 8):
+        for m in (n - 1, n, n + 1, n + 3):
+            if m == 0:
+                continue        # in_bounds assumes dims >= 1: a zero dim is not checked
+            a = rng.standard_normal(m).astype(np.float32)
+            b = np.zeros(n, np.float32)
+            bad = m <= n
+            assert kernel.entry_status(a, b) == (Status.BOUNDS if bad else Status.RAN)
+            if bad:
+                with pytest.raises(KernelArgumentError, match=rf"with m = {m}, n = {n}, "
+                                                               r"block 'S' reads A\[vi \+ 1\]"):
+                    kernel(a, b)
+            else:
+                np.testing.assert_array_equal(b, a[1:n + 1])
+
+
+def test_check_bounds_off_turns_the_entry_condition_off_in_c_too(rng):
+    kernel = sched.build(symbolic_shift, target="c", check_bounds="off")
+    a = rng.standard_normal(9).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    assert kernel.entry_status(a[:8], b) == Status.RAN    # reads a[8]: memory that exists
+    np.testing.assert_array_equal(b, a[1:])
+
+
+@T.prim_func
+def halves(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, ((n * 2 + 1) // 2, T.min(n, 3), n % 2 + 1), "float32")
+    for i, j, k in T.grid(n, T.min(n, 3), n % 2 + 1):
+        with T.block("S"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            B[vi, vj, vk] = A[vi] + T.float32(1)
+
+
+def test_shapes_computed_from_dims_are_checked_in_c(rng):
+    kernel = sched.build(halves, target="c")
+    assert kernel.entry is not None, kernel.entry_unused
+    for n in (1, 2, 5):
+        a = rng.standard_normal(n).astype(np.float32)
+        shape = (n, min(n, 3), n % 2 + 1)
+        b = np.zeros(shape, np.float32)
+        assert kernel.entry_status(a, b) == Status.RAN
+        np.testing.assert_array_equal(b, np.broadcast_to(a[:, None, None] + 1, shape))
+        for d in range(3):
+            wrong = np.zeros(tuple(x + (k == d) for k, x in enumerate(shape)), np.float32)
+            assert kernel.entry_status(a, wrong) == Status.SHAPE
+            with pytest.raises(KernelArgumentError) as caught:
+                kernel(a, wrong)
+            assert str(caught.value) == binder_error(kernel, (a, wrong))
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': expected shape \(2, 2, 1\) "
+                                                   r"\(n = 2\), got \(3, 2, 1\)"):
+        kernel(np.zeros(2, np.float32), np.zeros((3, 2, 1), np.float32))
+
+
+@T.prim_func
+def scale(a: T.handle, n: T.int32, k: T.float32, flip: T.bool):
+    A = T.match_buffer(a, (4, n), "float32")
+    for i, j in T.grid(4, n):
+        with T.block("S"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            A[vi, vj] = T.if_then_else(flip, A[vi, vj] * k * T.float32(-1), A[vi, vj] * k)
+
+
+def test_scalars_are_checked_in_python_and_passed_to_the_entry_point(rng):
+    kernel = sched.build(scale, target="c")
+    assert kernel.entry is not None, kernel.entry_unused
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    for args, factor in [((5, 2.0, False), 2.0), ((5, 3, True), -3.0),
+                         ((np.int32(5), np.float32(0.5), np.bool_(False)), 0.5)]:
+        got = a.copy()
+        before = kernel.slow_calls
+        kernel(got, *args)
+        np.testing.assert_allclose(got, a * factor)
+        plain = all(type(v) in (int, float, bool) for v in args)
+        assert kernel.slow_calls == before + (0 if plain else 1)
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'n': 2147483648 is out of range"):
+        kernel(a, 2 ** 31, 1.0, False)
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected shape \(4, 6\)"):
+        kernel(a, 6, 1.0, False)
+    with pytest.raises(KernelArgumentError, match=r"argument 4 'flip': expected a Python bool"):
+        kernel(a, 5, 1.0, 1)
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'k': expected a Python float"):
+        kernel(a, 5, True, False)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "int64", "uint16", "bool", "float16"])
+def test_every_dtype_runs_through_the_entry_point(rng, dtype):
+    n = te.var("n")
+    A = te.placeholder((n, 3), name="A", dtype=dtype)
+    B = te.compute((n, 3), lambda i, j: A[i, j], name="B")
+    kernel = sched.build(te.create_prim_func([A, B]), target="c")
+    assert kernel.entry is not None, kernel.entry_unused
+    a = (rng.standard_normal((7, 3)) * 10).astype(dtype)
+    b = np.zeros_like(a)
+    assert kernel.entry_status(a, b) == Status.RAN
+    np.testing.assert_array_equal(b, a)
+    other = np.zeros((7, 3), np.float32 if dtype != "float32" else np.float64)
+    assert kernel.entry_status(a, other) == Status.ARRAY
+
+
+def test_without_the_entry_point_calls_are_checked_in_python(rng, monkeypatch):
+    import sched.c.object_layout as layout
+
+    monkeypatch.setattr(layout, "_verified", {"ok": False})
+    kernel = sched.build(add_2d(rows=4, cols=4), target="c")
+    assert kernel.entry is None and "layout" in kernel.entry_unused
+    a, b, c = arrays(rng, (4, 4))
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    assert kernel.slow_calls == 1
+    with pytest.raises(KernelArgumentError, match="read-only"):
+        kernel(a, b, _read_only((4, 4)))
+
+
+def test_the_layout_probe_reads_objects_as_python_does(add):
+    from sched.c.object_layout import _check
+
+    assert _check(add._library.sched_entry_probe)
+
+
+def _random_argument(rng, base: np.ndarray, shape: tuple[int, ...]):
+    """An array for a (shape) float32 parameter, right or wrong in one random way, sometimes
+    a view of `base` (so that arguments may overlap)."""
+    choice = rng.integers(9)
+    size = int(np.prod(shape))
+    if choice == 0:
+        return np.zeros(shape, np.float64)
+    if choice == 1:
+        wrong = list(shape)
+        wrong[rng.integers(len(shape))] += int(rng.choice([-1, 1]))
+        return np.zeros(wrong, np.float32)
+    if choice == 2:
+        return np.zeros(shape[::-1], np.float32).T
+    if choice == 3:
+        return _misaligned(shape)
+    if choice == 4:
+        return _read_only(shape)
+    if choice in (5, 6):                    # a view of the shared base at some offset
+        start = int(rng.integers(0, base.size - size + 1))
+        return base[start:start + size].reshape(shape)
+    return np.zeros(shape, np.float32)
+
+
+def test_the_entry_point_accepts_exactly_what_the_binder_accepts(rng):
+    """Random arguments, right and wrong: the entry point runs the kernel only when the checks
+    in Python accept the call, and refuses every call they refuse."""
+    kernel = sched.build(symbolic_shift, target="c")
+    binder = ArgumentBinder(kernel.func, "cpu")
+    base = np.zeros(64, np.float32)
+    agreed = {True: 0, False: 0}
+    for _ in range(400):
+        n = int(rng.integers(1, 12))
+        m = int(rng.integers(1, 14))
+        a = _random_argument(rng, base, (m,))
+        b = _random_argument(rng, base, (n,))
+        try:
+            binder.bind((a, b))
+            accepted = True
+        except KernelArgumentError:
+            accepted = False
+        status = kernel.entry_status(a, b)
+        assert (status == Status.RAN) == accepted, (a.shape, b.shape, status)
+        agreed[accepted] += 1
+    assert min(agreed.values()) > 20
