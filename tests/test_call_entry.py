@@ -297,3 +297,38 @@ def test_the_entry_point_accepts_exactly_what_the_binder_accepts(rng):
         assert (status == Status.RAN) == accepted, (a.shape, b.shape, status)
         agreed[accepted] += 1
     assert min(agreed.values()) > 20
+
+
+def test_torch_calls_with_a_known_layout_check_only_their_pointers(add, rng):
+    a, b, c = arrays(rng)
+    ta, tb, tc = (torch.from_numpy(x.copy()) for x in (a, b, c))
+    add(ta, tb, tc)                                        # the layout is checked, remembered
+    before = add.slow_calls
+    tb2 = torch.from_numpy(b * 2)
+    add(ta, tb2, tc)
+    assert add.slow_calls == before
+    np.testing.assert_array_equal(tc.numpy(), a + 2 * b)
+    # the same layout, but the output is an input: refused by its pointers
+    with pytest.raises(KernelArgumentError, match=r"arguments 1 'A' and 3 'C' share memory"):
+        add(ta, tb, ta)
+    misaligned = torch.frombuffer(bytearray(16 * 16 * 4 + 4), dtype=torch.float32, offset=2,
+                                  count=256).view(16, 16)
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'C': its data .* is not aligned"):
+        add(ta, tb, misaligned)
+    for wrong, message in [(tb.double(), "expected dtype torch.float32, got torch.float64"),
+                           (tb.t(), "expected a contiguous tensor"),
+                           (tb[:15], r"expected shape \(16, 16\), got \(15, 16\)")]:
+        with pytest.raises(KernelArgumentError, match=rf"argument 2 'B': {message}"):
+            add(ta, wrong, tc)
+    np.testing.assert_array_equal(tc.numpy(), a + 2 * b)
+
+
+def test_torch_calls_with_symbolic_dims_bind_them_for_each_layout(rng):
+    kernel = sched.build(symbolic_shift, target="c")
+    for m, n in [(9, 8), (9, 8), (5, 3), (9, 8)]:
+        a = torch.from_numpy(rng.standard_normal(m).astype(np.float32))
+        b = torch.zeros(n)
+        kernel(a, b)
+        np.testing.assert_array_equal(b.numpy(), a.numpy()[1:n + 1])
+    with pytest.raises(KernelArgumentError, match=r"with m = 8, n = 8"):
+        kernel(torch.zeros(8), torch.zeros(8))

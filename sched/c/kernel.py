@@ -18,6 +18,7 @@ from sched.c.build import compile_library
 from sched.c.codegen import c_function_name, generate_c
 from sched.c.entry import EntrySource, Status, entry_source
 from sched.c.object_layout import CHECK_BOUNDS, layout_words, verify_layout
+from sched.c.torch_calls import TorchCalls
 from sched.errors import BuildError
 from sched.ir.dtype import is_bool, is_float
 from sched.ir.nodes import PrimFunc, Var
@@ -58,6 +59,7 @@ class CKernel:
         self._entry = None           # the entry point's ctypes function, when used
         self._scalar_checks = _scalar_checks(func)
         self.slow_calls = 0          # calls whose arguments were checked in Python
+        self._torch_calls = TorchCalls(self._binder)
         if entry is not None:
             self._load_entry(entry)
 
@@ -91,10 +93,16 @@ class CKernel:
         self._call_checked(args)
 
     def _call_checked(self, args: tuple) -> None:
-        """The call with its arguments checked in Python (which raises on a mistake)."""
+        """The call with its arguments checked in Python (which raises on a mistake); torch
+        tensors whose layout was checked before only have their pointers checked."""
+        key = self._torch_calls.key(args)
+        if key is not None and self._torch_calls.run(key, args, self._function):
+            return
         self.slow_calls += 1
         bound = self._binder.bind(args)
         self._function(*bound.pointers, *bound.scalars, *bound.dims)
+        if key is not None:
+            self._torch_calls.remember(key, bound.dims)
 
     def entry_status(self, *args) -> Status | None:
         """What the entry point says of these arguments (it runs the kernel when they pass),

@@ -1,0 +1,78 @@
+"""Calls on torch CPU tensors whose layout was checked before: only the pointers are checked.
+
+The C entry point (`sched.c.entry`) reads numpy arrays only; a call on torch tensors is checked
+by `ArgumentBinder` in Python (tens of microseconds). What those checks depend on, except the
+data pointers, is the tensors' type, dtype, device, shape and strides (torch tensors are never
+read-only): `TorchCalls` keys a call by them and, once the binder accepted a call with that
+key, checks a later call with the same key by its pointers alone (each aligned to its element
+size; no two overlapping when one is written, as `ArgumentBinder.check_no_overlap`) and runs
+the kernel with the dims bound then. Anything else, or a pointer check failing, goes to the
+binder, which raises the error naming the argument.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sched.arguments import ArgumentBinder, numpy_dtype
+from sched.ir.nodes import Buffer
+
+MAX_KEYS = 64       # layouts remembered per kernel (then forgotten all at once)
+
+
+class TorchCalls:
+    """The layouts of torch-tensor calls `binder` accepted, and the dims they bound."""
+
+    def __init__(self, binder: ArgumentBinder) -> None:
+        self.only_arrays = all(isinstance(p, Buffer) for p in binder.params)
+        buffers = binder.func.buffers
+        self.itemsizes = [numpy_dtype(b.dtype).itemsize for b in buffers]
+        self.pairs = [(i, j) for i in range(len(buffers)) for j in range(i + 1, len(buffers))
+                      if binder.written & {buffers[i].storage_name, buffers[j].storage_name}]
+        self.dims: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.tensor_type = None
+
+    def key(self, args: tuple) -> tuple | None:
+        """What the binder's checks of `args` depend on, but the pointers; None unless every
+        argument is a torch tensor (of exactly the type torch.Tensor) and there are no
+        scalar parameters."""
+        if not self.only_arrays or not args:
+            return None
+        if self.tensor_type is None:
+            if not type(args[0]).__module__.startswith("torch"):
+                return None
+            import torch
+
+            self.tensor_type = torch.Tensor
+        tensor = self.tensor_type
+        try:
+            return tuple((t.dtype, t.device, t.shape, t.stride()) if type(t) is tensor
+                         else None for t in args)
+        except (RuntimeError, TypeError):        # e.g. a sparse tensor: the binder says why
+            return None
+
+    def run(self, key: tuple, args: tuple, function) -> bool:
+        """Run `function` when `key` was accepted before and the pointers pass; else False."""
+        known = self.dims.get(key)
+        if known is None:
+            return False
+        sizes, dims = known
+        pointers = [t.data_ptr() for t in args]
+        for pointer, itemsize in zip(pointers, self.itemsizes, strict=True):
+            if pointer % itemsize:
+                return False
+        for i, j in self.pairs:
+            if pointers[i] < pointers[j] + sizes[j] and pointers[j] < pointers[i] + sizes[i]:
+                return False
+        function(*pointers, *dims)
+        return True
+
+    def remember(self, key: tuple, dims: tuple[int, ...]) -> None:
+        """`key`'s call was accepted by the binder and bound `dims`."""
+        if None in key:
+            return
+        if len(self.dims) >= MAX_KEYS:
+            self.dims.clear()
+        sizes = tuple(math.prod(shape) * itemsize
+                      for (_, _, shape, _), itemsize in zip(key, self.itemsizes, strict=True))
+        self.dims[key] = (sizes, dims)
