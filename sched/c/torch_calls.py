@@ -38,16 +38,19 @@ class TorchCalls:
         scalar parameters."""
         if not self.only_arrays or not args:
             return None
-        if self.tensor_type is None:
+        tensor = self.tensor_type
+        if tensor is None:
             if not type(args[0]).__module__.startswith("torch"):
                 return None
             import torch
 
-            self.tensor_type = torch.Tensor
-        tensor = self.tensor_type
+            tensor = self.tensor_type = torch.Tensor
+        for t in args:
+            if type(t) is not tensor:
+                return None
         try:
-            return tuple((t.dtype, t.device, t.shape, t.stride()) if type(t) is tensor
-                         else None for t in args)
+            # the binder checks the device's type only: CPU or not is all that matters
+            return tuple([(t.dtype, t.is_cpu, t.shape, t.stride()) for t in args])
         except (RuntimeError, TypeError):        # e.g. a sparse tensor: the binder says why
             return None
 
@@ -58,7 +61,7 @@ class TorchCalls:
             return False
         sizes, dims = known
         pointers = [t.data_ptr() for t in args]
-        for pointer, itemsize in zip(pointers, self.itemsizes, strict=True):
+        for pointer, itemsize in zip(pointers, self.itemsizes):
             if pointer % itemsize:
                 return False
         for i, j in self.pairs:
