@@ -1,0 +1,134 @@
+"""What the CPU kernel benchmarks (cpu_matmul, cpu_conv2d, cpu_softmax, cpu_layer_norm) share:
+one child process per thread count (libgomp and OpenBLAS read their thread counts once, when
+they load), timing in alternating rounds so that every variant sees the same load on a shared
+machine, the host's vector ISA, and TVM's figures read from a log of
+/work/shared/peers/tvm_cpu.py (run in another process, so only its ratios to its own numpy can
+be compared with ours).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+THREADS = (1, 2)
+CHILD_FLAG = "--child-threads"
+TVM_LOGS = {1: pathlib.Path("/tmp/peers/tvm_1thread.log"),
+            2: pathlib.Path("/tmp/peers/tvm_2threads.log")}
+TVM_COMMAND = ("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE [TVM_NUM_THREADS=1 "
+               "OPENBLAS_NUM_THREADS=1] /tmp/peers/tvm/bin/python /work/shared/peers/tvm_cpu.py "
+               "--trials 0 --trials-other 0 > /tmp/peers/tvm_<n>thread(s).log")
+
+
+def isa_info() -> dict[str, object]:
+    """The host's vector ISA as the C target sees it (gcc -march=native)."""
+    from sched.c.isa import host_isa
+
+    isa = host_isa()
+    return {"name": isa.name, "vector_bytes": isa.vector_bytes,
+            "fp32_lanes": isa.lanes("float32")}
+
+
+def child_threads() -> int | None:
+    """The thread count this process was started for by `run_per_thread_count`, else None."""
+    if CHILD_FLAG in sys.argv:
+        return int(sys.argv[sys.argv.index(CHILD_FLAG) + 1])
+    return None
+
+
+def thread_environment(threads: int) -> dict[str, str]:
+    """The environment of a child timing with `threads` threads: OpenMP (sched's kernels) and
+    OpenBLAS (numpy) both limited to it; numpy's OpenBLAS defaults otherwise (PERF.md)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    return env
+
+
+def run_child(script: str, threads: int, extra_env: dict[str, str] | None = None,
+              args: tuple[str, ...] = ()) -> dict:
+    """Run `script` in a fresh Python process for `threads` threads; it prints one JSON document
+    on its last line of output, which is returned."""
+    env = {**thread_environment(threads), **(extra_env or {})}
+    result = subprocess.run([sys.executable, script, CHILD_FLAG, str(threads), *args], env=env,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{script} with {threads} thread(s) failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_per_thread_count(script: str, threads: tuple[int, ...] = THREADS) -> dict[int, dict]:
+    return {count: run_child(script, count) for count in threads}
+
+
+def alternate(variants: dict[str, Callable[[], object]], rounds: int = 5, repeats: int = 5,
+              warmup: int = 2) -> dict[str, dict[str, float]]:
+    """Time every variant in `rounds` alternating rounds of `repeats` calls each (after `warmup`
+    calls): median, min and max over all calls, and the median of the per-round medians."""
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    round_medians: dict[str, list[float]] = {name: [] for name in variants}
+    for run in variants.values():
+        for _ in range(warmup):
+            run()
+    for _ in range(rounds):
+        for name, run in variants.items():
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+            samples[name] += times
+            round_medians[name].append(statistics.median(times))
+    return {name: {"median_s": statistics.median(times), "min_s": min(times),
+                   "max_s": max(times), "calls": len(times),
+                   "median_of_round_medians_s": statistics.median(round_medians[name])}
+            for name, times in samples.items()}
+
+
+def add_ratios(rows: list[dict], reference: str, work: float, unit: str) -> None:
+    """Give every row its rate (`work` / median, in G`unit`/s) and its ratio to the row named
+    `reference` (reference time / its time: above 1 is faster)."""
+    base = next(row for row in rows if row["variant"] == reference)["median_s"]
+    for row in rows:
+        row[unit] = work / row["median_s"] / 1e9
+        row["ratio_to_numpy"] = base / row["median_s"]
+
+
+_TVM_ROW = re.compile(r"^\s+(\w+)\s+(\S+)\s+([\d.]+) ms\s+([\d.]+) (\S+)\s+ok=(\w+)")
+
+
+def tvm_peer(op: str, threads: int) -> dict | None:
+    """TVM's figures for `op` ("matmul", "softmax", "conv") with `threads` threads, read from
+    the log of tvm_cpu.py (another process, another time: compare ratios to numpy only)."""
+    path = TVM_LOGS.get(threads)
+    if path is None or not path.exists():
+        return None
+    rows = {}
+    for line in path.read_text().splitlines():
+        match = _TVM_ROW.match(line)
+        if match and match.group(1) == op:
+            rows[match.group(2)] = {"median_ms": float(match.group(3)),
+                                    "rate": float(match.group(4)), "unit": match.group(5),
+                                    "matches_reference": match.group(6) == "True"}
+    if not rows:
+        return None
+    numpy_row = next((rows[name] for name in ("numpy", "numpy_im2col") if name in rows), None)
+    if numpy_row:
+        for row in rows.values():
+            row["ratio_to_numpy_in_its_process"] = numpy_row["median_ms"] / row["median_ms"]
+    return {"source": f"another process: {TVM_COMMAND} (log {path}, written "
+                      f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(path.stat().st_mtime))})",
+            "tvm_threads": threads, "variants": rows}
+
+
+def relative_error(got, expected) -> float:
+    import numpy as np
+
+    return float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
