@@ -1,7 +1,7 @@
 """The C entry point of a CPU kernel: every argument check of `sched.arguments`, in C.
 
 `entry_source(binder, lowered)` is C text appended to the kernel's source: a function
-`sched_entry_<kernel>(state, args, scalars...)` that takes the address of the call's argument
+`sched_call_<kernel>(state, args, scalars...)` that takes the address of the call's argument
 tuple, checks it as `ArgumentBinder.bind` does (count; each array's type, ndim, dtype,
 C-contiguity, alignment, writability when written; its shape, binding the symbolic dims from
 the same dimensions and checking every other against the dims' and scalars' values; no two
@@ -122,7 +122,7 @@ static inline bool sched_entry_overlap(const char *p, int64_t p_bytes, const cha
 }}
 
 // what the entry points read, for sched.c.object_layout.verify_layout
-void sched_entry_probe(const int64_t *state, const void *object, int64_t *out) {{
+void sched_probe_layout(const int64_t *state, const void *object, int64_t *out) {{
     for (int k = 0; k < 16; ++k) out[k] = 0;
     out[0] = (int64_t)(intptr_t)sched_entry_type(state, object);
     if (out[0] == state[{TUPLE_TYPE}]) {{
@@ -150,7 +150,7 @@ class Unsupported(Exception):
 
 
 def entry_name(lowered: PrimFunc) -> str:
-    return f"sched_entry_{c_function_name(lowered)}"
+    return f"sched_call_{c_function_name(lowered)}"
 
 
 def entry_source(binder: ArgumentBinder, lowered: PrimFunc) -> tuple[EntrySource | None, str]:
@@ -176,26 +176,26 @@ class _Generator:
         for k, var in enumerate(self.scalars):
             if var.dtype in ("float16", "bfloat16"):
                 raise Unsupported(f"scalar '{var.name}' is {var.dtype}")
-            self.values[var] = f"s{k}"
+            self.values[var] = f"sched_s{k}"
         for k, var in enumerate(self.func.symbolic_vars):
             if var not in binder.dim_sources:
                 raise Unsupported(f"symbolic dim '{var.name}' is bound by no argument")
-            self.values[var] = f"d{k}"
+            self.values[var] = f"sched_d{k}"
 
     def line(self, text: str) -> None:
         self.lines.append("    " + text)
 
     def text(self) -> str:
         condition = self.bounds_condition()
-        params = ["const int64_t *state", "const void *args"]
-        params += [f"{STORAGE_TYPES[v.dtype]} s{k}" for k, v in enumerate(self.scalars)]
+        params = ["const int64_t *sched_state", "const void *sched_args"]
+        params += [f"{STORAGE_TYPES[v.dtype]} sched_s{k}" for k, v in enumerate(self.scalars)]
         self.check_tuple()
         self.check_arrays()
         self.bind_dims()
         self.check_shapes()
         self.check_overlaps()
         if condition is not None:
-            self.line(f"if (state[{CHECK_BOUNDS}] && {condition}) return {Status.BOUNDS};")
+            self.line(f"if (sched_state[{CHECK_BOUNDS}] && {condition}) return {Status.BOUNDS};")
         self.run_kernel()
         head = f"int {entry_name(self.lowered)}({', '.join(params)}) {{"
         return "\n".join([_PRELUDE, *self.helpers, head, *self.lines, "    return 0;", "}", ""])
@@ -204,12 +204,12 @@ class _Generator:
 
     def check_tuple(self) -> None:
         count = len(self.func.params)
-        self.line(f"if (sched_entry_type(state, args) != (const void *)(intptr_t)"
-                  f"state[{TUPLE_TYPE}]) return {Status.COUNT};")
-        self.line(f"if (*(const intptr_t *)((const char *)args + state[{SIZE_OFFSET}]) != "
+        self.line(f"if (sched_entry_type(sched_state, sched_args) != (const void *)(intptr_t)"
+                  f"sched_state[{TUPLE_TYPE}]) return {Status.COUNT};")
+        self.line(f"if (*(const intptr_t *)((const char *)sched_args + sched_state[{SIZE_OFFSET}]) != "
                   f"{count}) return {Status.COUNT};")
-        self.line(f"const void *const *items = (const void *const *)((const char *)args + "
-                  f"state[{ITEMS_OFFSET}]);")
+        self.line(f"const void *const *sched_items = (const void *const *)((const char *)sched_args "
+                  f"+ sched_state[{ITEMS_OFFSET}]);")
 
     def check_arrays(self) -> None:
         for k, buffer in enumerate(self.buffers):
@@ -217,15 +217,15 @@ class _Generator:
             flags = C_CONTIGUOUS | ALIGNED
             if buffer.name in self.binder.written:
                 flags |= WRITEABLE
-            self.line(f"const sched_entry_ndarray *a{k} = sched_entry_array(state, "
-                      f"items[{position}], {buffer.ndim}, {k}, {flags:#x});  // {buffer.name}")
-            self.line(f"if (!a{k}) return {Status.ARRAY};")
+            self.line(f"const sched_entry_ndarray *sched_a{k} = sched_entry_array(sched_state, "
+                      f"sched_items[{position}], {buffer.ndim}, {k}, {flags:#x});  // {buffer.name}")
+            self.line(f"if (!sched_a{k}) return {Status.ARRAY};")
 
     def bind_dims(self) -> None:
         for k, var in enumerate(self.func.symbolic_vars):
             buffer_index, dim = self.binder.dim_sources[var]
-            self.line(f"const int64_t d{k} = a{buffer_index}->dims[{dim}];  // {var.name}")
-            self.check_range(f"d{k}", var.dtype, Status.SHAPE)
+            self.line(f"const int64_t sched_d{k} = sched_a{buffer_index}->dims[{dim}];  // {var.name}")
+            self.check_range(f"sched_d{k}", var.dtype, Status.SHAPE)
 
     def check_range(self, value: str, dtype: str, status: Status) -> None:
         bits = _INT_RANGES.get(dtype)
@@ -243,7 +243,7 @@ class _Generator:
                     continue            # the dimension a symbolic dim was bound from
                 # (a scalar parameter in a shape is checked like any other expression)
                 expected = self.expression(dim)
-                self.line(f"if (a{k}->dims[{d}] != {expected}) return {Status.SHAPE};")
+                self.line(f"if (sched_a{k}->dims[{d}] != {expected}) return {Status.SHAPE};")
 
     def expression(self, dim: Expr) -> str:
         """The C text of shape expression `dim` (int64); a temporary for // and %."""
@@ -262,7 +262,7 @@ class _Generator:
         if isinstance(dim, BinaryOp) and dim.op in ("floordiv", "floormod"):
             a, b = self.expression(dim.a), self.expression(dim.b)
             self.temporaries += 1
-            name = f"t{self.temporaries}"
+            name = f"sched_t{self.temporaries}"
             self.line(f"int64_t {name};")
             self.line(f"if (!sched_entry_{dim.op}({a}, {b}, &{name})) return {Status.SHAPE};")
             return name
@@ -273,12 +273,12 @@ class _Generator:
         sizes = []
         for k, buffer in enumerate(self.buffers):
             itemsize = numpy_dtype(buffer.dtype).itemsize
-            dims = " * ".join(f"(int64_t)a{k}->dims[{d}]" for d in range(buffer.ndim))
+            dims = " * ".join(f"(int64_t)sched_a{k}->dims[{d}]" for d in range(buffer.ndim))
             sizes.append(f"{dims} * {itemsize}" if dims else f"{itemsize}")
         for k, buffer in enumerate(self.buffers):
             for k2 in range(k + 1, len(self.buffers)):
                 if self.written(buffer) or self.written(self.buffers[k2]):
-                    self.line(f"if (sched_entry_overlap(a{k}->data, {sizes[k]}, a{k2}->data, "
+                    self.line(f"if (sched_entry_overlap(sched_a{k}->data, {sizes[k]}, sched_a{k2}->data, "
                               f"{sizes[k2]})) return {Status.OVERLAP};")
 
     def written(self, buffer: Buffer) -> bool:
@@ -323,8 +323,8 @@ class _Generator:
                 f"{', '.join(f'(int64_t){ints[name]}' for name in params)})")
 
     def run_kernel(self) -> None:
-        args = [f"(void *)a{k}->data" for k in range(len(self.buffers))]
-        args += [f"s{k}" for k in range(len(self.scalars))]
-        args += [f"({STORAGE_TYPES[v.dtype]})d{k}"
+        args = [f"(void *)sched_a{k}->data" for k in range(len(self.buffers))]
+        args += [f"sched_s{k}" for k in range(len(self.scalars))]
+        args += [f"({STORAGE_TYPES[v.dtype]})sched_d{k}"
                  for k, v in enumerate(self.func.symbolic_vars)]
         self.line(f"{c_function_name(self.lowered)}({', '.join(args)});")

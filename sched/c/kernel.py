@@ -64,7 +64,7 @@ class CKernel:
             self._load_entry(entry)
 
     def _load_entry(self, entry: EntrySource) -> None:
-        if not verify_layout(self._library.sched_entry_probe):
+        if not verify_layout(self._library.sched_probe_layout):
             self.entry_unused = ("the objects' layout in memory is not the one the entry "
                                  "point reads (see sched.c.object_layout)")
             return

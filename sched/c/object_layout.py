@@ -33,7 +33,7 @@ TUPLE_TYPE, NDARRAY_TYPE, TYPE_OFFSET, SIZE_OFFSET, ITEMS_OFFSET, FIELDS_OFFSET,
 # numpy's array flags (NPY_ARRAY_*), stable since numpy 1.7
 C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x0001, 0x0100, 0x0400
 
-PROBE_WORDS = 16   # what sched_entry_probe writes: see _probe_reads
+PROBE_WORDS = 16   # what sched_probe_layout writes: see _probe_reads
 
 
 def layout_words() -> list[int]:
