@@ -206,10 +206,10 @@ class _Generator:
         count = len(self.func.params)
         self.line(f"if (sched_entry_type(sched_state, sched_args) != (const void *)(intptr_t)"
                   f"sched_state[{TUPLE_TYPE}]) return {Status.COUNT};")
-        self.line(f"if (*(const intptr_t *)((const char *)sched_args + sched_state[{SIZE_OFFSET}]) != "
-                  f"{count}) return {Status.COUNT};")
-        self.line(f"const void *const *sched_items = (const void *const *)((const char *)sched_args "
-                  f"+ sched_state[{ITEMS_OFFSET}]);")
+        self.line(f"if (*(const intptr_t *)((const char *)sched_args + "
+                  f"sched_state[{SIZE_OFFSET}]) != {count}) return {Status.COUNT};")
+        self.line(f"const void *const *sched_items = (const void *const *)"
+                  f"((const char *)sched_args + sched_state[{ITEMS_OFFSET}]);")
 
     def check_arrays(self) -> None:
         for k, buffer in enumerate(self.buffers):
@@ -218,13 +218,13 @@ class _Generator:
             if buffer.name in self.binder.written:
                 flags |= WRITEABLE
             self.line(f"const sched_entry_ndarray *sched_a{k} = sched_entry_array(sched_state, "
-                      f"sched_items[{position}], {buffer.ndim}, {k}, {flags:#x});  // {buffer.name}")
+                      f"sched_items[{position}], {buffer.ndim}, {k}, {flags:#x});")
             self.line(f"if (!sched_a{k}) return {Status.ARRAY};")
 
     def bind_dims(self) -> None:
         for k, var in enumerate(self.func.symbolic_vars):
             buffer_index, dim = self.binder.dim_sources[var]
-            self.line(f"const int64_t sched_d{k} = sched_a{buffer_index}->dims[{dim}];  // {var.name}")
+            self.line(f"const int64_t sched_d{k} = sched_a{buffer_index}->dims[{dim}];")
             self.check_range(f"sched_d{k}", var.dtype, Status.SHAPE)
 
     def check_range(self, value: str, dtype: str, status: Status) -> None:
@@ -278,8 +278,8 @@ class _Generator:
         for k, buffer in enumerate(self.buffers):
             for k2 in range(k + 1, len(self.buffers)):
                 if self.written(buffer) or self.written(self.buffers[k2]):
-                    self.line(f"if (sched_entry_overlap(sched_a{k}->data, {sizes[k]}, sched_a{k2}->data, "
-                              f"{sizes[k2]})) return {Status.OVERLAP};")
+                    self.line(f"if (sched_entry_overlap(sched_a{k}->data, {sizes[k]}, "
+                              f"sched_a{k2}->data, {sizes[k2]})) return {Status.OVERLAP};")
 
     def written(self, buffer: Buffer) -> bool:
         return buffer.storage_name in self.binder.written
