@@ -132,3 +132,39 @@ def relative_error(got, expected) -> float:
     import numpy as np
 
     return float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
+
+
+def report(benchmark: str, workload: dict, runs: dict[int, dict], tvm_op: str | None,
+           rate_key: str, rate_label: str, targets: dict) -> pathlib.Path:
+    """Write the JSON of a per-thread-count benchmark (with TVM's figures from its log, the
+    host's CPU and vector ISA) and print its table; returns the JSON's path."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from benchmarks.common import cpu_name, write_results
+
+    for count, run in runs.items():
+        run["tvm_peer"] = tvm_peer(tvm_op, count) if tvm_op else None
+    device, isa = cpu_name(), isa_info()
+    path = write_results(benchmark, device, {
+        "workload": workload, "cores": os.cpu_count(), "vector_isa": isa,
+        "note": "shared 2-core machine (other sessions compiling and testing): compare the "
+                "same-process ratios, timed in alternating rounds; TVM's figures come from "
+                "another process",
+        "runs": {str(count): run for count, run in runs.items()}, "targets": targets})
+    table = Table(title=f"{benchmark} on {device} ({isa['name']})")
+    for column in ("threads", "variant", "median ms", "min-max ms", rate_label, "x numpy"):
+        table.add_column(column)
+    for count, run in runs.items():
+        for row in run["variants"]:
+            table.add_row(str(count), row["variant"], f"{row['median_s'] * 1e3:.2f}",
+                          f"{row['min_s'] * 1e3:.2f}-{row['max_s'] * 1e3:.2f}",
+                          f"{row[rate_key]:.1f}", f"{row['ratio_to_numpy']:.2f}")
+        for name, row in (run["tvm_peer"] or {}).get("variants", {}).items():
+            if name.startswith("hand"):
+                table.add_row(str(count), f"TVM {name} (another process)",
+                              f"{row['median_ms']:.2f}", "", f"{row['rate']:.1f}",
+                              f"{row.get('ratio_to_numpy_in_its_process', float('nan')):.2f}")
+    Console().print(table)
+    print(f"wrote {path}")
+    return path

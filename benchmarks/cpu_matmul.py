@@ -14,25 +14,20 @@ Targets (issue 14): >= 1.0x numpy with 1 and with 2 threads; >= TVM's hand sched
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import sys
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import cpu_name, write_results  # noqa: E402
 from benchmarks.cpu_common import (  # noqa: E402
     add_ratios,
     alternate,
     child_threads,
-    isa_info,
     relative_error,
+    report,
     run_per_thread_count,
-    tvm_peer,
 )
 
 SIZE = 1024
@@ -93,32 +88,8 @@ def main() -> None:
         print(json.dumps(child(threads)))
         return
     runs = run_per_thread_count(__file__)
-    for count, run in runs.items():
-        run["tvm_peer"] = tvm_peer("matmul", count)
-    device = cpu_name()
-    path = write_results("cpu_matmul", device, {
-        "workload": {"op": "matmul", "M": SIZE, "N": SIZE, "K": SIZE, "dtype": "float32"},
-        "cores": os.cpu_count(), "vector_isa": isa_info(),
-        "note": "shared 2-core machine: other sessions were compiling and testing; ratios "
-                "are same-process, alternating rounds",
-        "runs": {str(count): run for count, run in runs.items()},
-        "target_ratio_to_numpy": 1.0})
-    table = Table(title=f"matmul {SIZE}^3 fp32 on {device} ({isa_info()['name']})")
-    for column in ("threads", "variant", "median ms", "min-max ms", "GFLOP/s", "x numpy"):
-        table.add_column(column)
-    for count, run in runs.items():
-        for row in run["variants"]:
-            table.add_row(str(count), row["variant"], f"{row['median_s'] * 1e3:.1f}",
-                          f"{row['min_s'] * 1e3:.1f}-{row['max_s'] * 1e3:.1f}",
-                          f"{row['gflops']:.1f}", f"{row['ratio_to_numpy']:.2f}")
-        peer = run["tvm_peer"]
-        if peer and "hand" in peer["variants"]:
-            hand = peer["variants"]["hand"]
-            table.add_row(str(count), "TVM hand (another process)", f"{hand['median_ms']:.1f}",
-                          "", f"{hand['rate']:.1f}",
-                          f"{hand.get('ratio_to_numpy_in_its_process', float('nan')):.2f}")
-    Console().print(table)
-    print(f"wrote {path}")
+    report("cpu_matmul", {"op": "matmul", "M": SIZE, "N": SIZE, "K": SIZE, "dtype": "float32"},
+           runs, "matmul", "gflops", "GFLOP/s", {"ratio_to_numpy": 1.0, "vs_tvm_hand": 1.0})
 
 
 if __name__ == "__main__":
