@@ -360,3 +360,40 @@ def test_torch_calls_with_symbolic_dims_bind_them_for_each_layout(rng):
         np.testing.assert_array_equal(b.numpy(), a.numpy()[1:n + 1])
     with pytest.raises(KernelArgumentError, match=r"with m = 8, n = 8"):
         kernel(torch.zeros(8), torch.zeros(8))
+
+
+@T.prim_func
+def strided_gather(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    m = T.int32()
+    k = T.int32()
+    A = T.match_buffer(a, (m,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    C = T.match_buffer(c, (k, 2), "float32")
+    for i in range(n):
+        with T.block("S"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi // 3 * 2 + 1] + C[vi % 5, 1]
+
+
+def test_the_c_entry_condition_agrees_with_isl_on_a_grid_of_sizes():
+    """Quasi-affine accesses (// and %): the C condition isl writes refuses exactly the sizes
+    for which the checks in Python (isl emptiness) find an access out of bounds."""
+    kernel = sched.build(strided_gather, target="c")
+    assert kernel.entry is not None, kernel.entry_unused
+    binder = ArgumentBinder(kernel.func, "cpu")
+    refused = 0
+    for n in range(1, 13):
+        for m in range(1, 10):
+            for k in range(1, 7):
+                args = (np.zeros(m, np.float32), np.zeros(n, np.float32),
+                        np.zeros((k, 2), np.float32))
+                try:
+                    binder.bind(args)
+                    accepted = True
+                except KernelArgumentError:
+                    accepted = False
+                    refused += 1
+                expected = Status.RAN if accepted else Status.BOUNDS
+                assert kernel.entry_status(*args) == expected, (n, m, k)
+    assert 0 < refused < 12 * 9 * 6
