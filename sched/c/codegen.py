@@ -6,8 +6,10 @@ The unit holds one exported function
 
 taking the buffers in parameter order (`const` when the kernel never stores to them), then the
 scalar parameters, then the symbolic dims in `PrimFunc.symbolic_vars` order. Loop kinds map to
-pragmas: parallel -> `#pragma omp parallel for`, vectorized -> explicit SIMD code with GCC vector
-types where vectorize.py allows it, else `#pragma omp simd`, unrolled -> `#pragma GCC unroll N`;
+pragmas: parallel -> `#pragma omp parallel for`, vectorized -> explicit SIMD code of the host's
+vector width with GCC vector types where vectorize.py allows it (vector_codegen.py, with the math
+functions of vector_math.py, relaxed ones with `fast_math`), else `#pragma omp simd`,
+unrolled -> `#pragma GCC unroll N`;
 thread-bound loops run as serial loops. Integer `//` and `%` are floor
 division and modulo: plain `/` and `%` where both operands are provably non-negative (loop
 variables from a non-negative start, symbolic dims, constants), else a static inline helper.
@@ -15,11 +17,14 @@ variables from a non-negative start, symbolic dims, constants), else a static in
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sched.c import dtypes
 from sched.c.names import CNames, function_identifier, sanitize
-from sched.c.vectorize import VECTOR_TYPES, vector_lanes, vector_typedefs
+from sched.c.vector_codegen import VectorCode
+from sched.c.vectorize import plan_vector_loop
 from sched.ir.dtype import bits, is_float, is_int
-from sched.ir.functor import collect, free_vars
+from sched.ir.functor import collect
 from sched.ir.nodes import (
     Allocate,
     BinaryOp,
@@ -88,8 +93,7 @@ class _CEmitter:
         self.depth = 1
         self.helpers: dict[str, None] = {}
         self.nonneg: set[Var] = set(func.symbolic_vars)
-        self.vector: tuple[Var, str] | None = None   # (loop variable, vector type) in SIMD code
-        self.uses_vectors = False
+        self.vector_helpers: dict[str, str] = {}   # vector typedefs and functions, by name
         self.in_simd = False                          # inside a `#pragma omp simd` loop
 
     # -- the translation unit ------------------------------------------------------------------
@@ -101,8 +105,11 @@ class _CEmitter:
                   "#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>",
                   "#include <stdlib.h>", ""]
         helpers = [dtypes.helper_source(name) + "\n" for name in self.helpers]
-        if self.uses_vectors:
-            helpers.insert(0, vector_typedefs())
+        vector = self.vector_helpers.values()
+        typedefs = [text for text in vector if text.startswith("typedef")]
+        if typedefs:
+            helpers = ["\n".join(typedefs) + "\n", *helpers,
+                       *(text for text in vector if not text.startswith("typedef"))]
         signature = f"void {c_function_name(self.func)}({', '.join(self.parameters())})"
         return "\n".join([*header, *helpers, signature + " {", *body, "}", ""])
 
@@ -146,13 +153,6 @@ class _CEmitter:
     def stmt_BufferStore(self, node: BufferStore) -> None:
         (index,) = node.indices
         value = self.expr(node.value)
-        if self.vector is not None:       # a store of lanes: see vectorize.py
-            var, vector_type = self.vector
-            if var not in free_vars(node.value):
-                value = f"({vector_type}){{0}} + ({value})"     # broadcast
-            self.line(f"*({vector_type}*)&{self.name(node.buffer.storage_name)}"
-                      f"[{self.expr(index)}] = {value};")
-            return
         if node.buffer.dtype == "float16":
             value = f"(_Float16)({value})"
         elif node.buffer.dtype == "bfloat16":
@@ -161,9 +161,10 @@ class _CEmitter:
 
     def stmt_For(self, node: For) -> None:
         var, ctype = self.name(node.loop_var.name), dtypes.storage_type(node.loop_var.dtype)
-        lanes = vector_lanes(node) if node.kind == "vectorized" else None
-        if lanes is not None:
-            self.vector_loop(node, lanes)
+        plan = plan_vector_loop(node) if node.kind == "vectorized" and not self.in_simd \
+            else None
+        if plan is not None:
+            self.vector_loop(node, plan)
             return
         in_simd = self.in_simd
         if node.kind in ("parallel", "vectorized") and in_simd:
@@ -185,20 +186,26 @@ class _CEmitter:
         self.in_simd = in_simd
         self.line("}")
 
-    def vector_loop(self, node: For, lanes: int) -> None:
-        """A vectorized loop as SIMD code, `lanes` elements per iteration (vectorize.py)."""
+    def vector_loop(self, node: For, plan) -> None:
+        """A vectorized loop as SIMD code (vectorize.py, vector_codegen.py): `plan.lanes`
+        elements per iteration over the first `plan.vector_extent` iterations, then the rest
+        as a scalar loop."""
         var = self.name(node.loop_var.name)
-        end = simplify(node.min + node.extent)
-        dtype = node.body.buffer.dtype if isinstance(node.body, BufferStore) \
-            else node.body.stmts[0].buffer.dtype
-        self.uses_vectors = True
         ctype = dtypes.storage_type(node.loop_var.dtype)
-        self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
-                  f"{var} += {lanes}) {{  // vectorized: {lanes} lanes")
-        self.vector = (node.loop_var, VECTOR_TYPES[dtype])
-        self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
-        self.vector = None
+        start = node.min.value
+        end = start + plan.vector_extent
+        self.line(f"for ({ctype} {var} = {start}; {var} < {end}; {var} += {plan.lanes}) {{"
+                  f"  // vectorized: {plan.lanes} lanes")
+        code = VectorCode(self, node.loop_var, plan.lanes, self.fast_math)
+        self.depth += 1
+        self.with_var(node.loop_var, start >= 0, lambda: code.stmt(node.body))
+        self.depth -= 1
         self.line("}")
+        rest = node.extent.value - plan.vector_extent
+        if rest:
+            self.line(f"// the last {rest} iterations, scalar")
+            self.stmt(replace(node, min=IntImm(end, node.min.dtype),
+                              extent=IntImm(rest, node.extent.dtype), kind="serial"))
 
     def stmt_IfThenElse(self, node: IfThenElse) -> None:
         self.line(f"if ({self.expr(node.condition)}) {{")
@@ -260,8 +267,6 @@ class _CEmitter:
     def expr_BufferLoad(self, node: BufferLoad):
         (index,) = node.indices
         text = f"{self.name(node.buffer.storage_name)}[{self.expr(index)}]"
-        if self.vector is not None and self.vector[0] in free_vars(index):
-            return f"*({self.vector[1]}*)&{text}", _UNARY
         if node.buffer.dtype == "float16":
             return f"(float){text}", _UNARY
         if node.buffer.dtype == "bfloat16":

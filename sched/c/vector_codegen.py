@@ -1,0 +1,289 @@
+"""The C text of a vectorized loop's body as GCC vector code (vectorize.py decides when).
+
+Each expression is either a scalar (it does not depend on the loop variable: the C emitter
+prints it, gcc broadcasts it where it meets a vector) or a vector of `lanes` elements
+(`sched_f32x8`). Comparisons give masks: vectors of int32 (or int64 for 64-bit operands) with
+all bits set where true, as GCC's vector comparisons do; `and`/`or`/`not` are bitwise on masks;
+a select of vectors is `sched_vselect_*` (bitwise blend); casts are `__builtin_convertvector`;
+math calls are the functions of vector_math.py.
+
+A select evaluates both sides on every lane, so a load inside one side, which the scalar code
+performs only where the condition holds (padding: `if_then_else(inside, A[i - 1], 0)` reads
+A[-1] on the border lanes), is a masked load (`sched_vload_masked_*`: AVX `vmaskmov`, AVX-512
+masked `vmovups`, else a lane-by-lane loop that skips the masked lanes) unless the same load is
+also performed unconditionally. A scalar-condition select stays C's lazy `?:`.
+"""
+
+from __future__ import annotations
+
+from sched.c import vector_math
+from sched.c.vectorize import (
+    SHORT_NAMES,
+    mask_dtype,
+    vector_type,
+    vector_typedef,
+)
+from sched.ir.dtype import is_float
+from sched.ir.functor import collect, free_vars
+from sched.ir.nodes import (
+    COMPARE_OPS,
+    BinaryOp,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Expr,
+    FloatImm,
+    IfThenElse,
+    IntImm,
+    Not,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+)
+
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
+           "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
+_CTYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
+
+
+class VectorValue:
+    """The C text of an expression in a vectorized loop: a vector of `dtype` lanes (a mask of
+    int lanes when the IR type is bool), or a scalar when `vector` is False."""
+
+    __slots__ = ("text", "dtype", "vector")
+
+    def __init__(self, text: str, dtype: str, vector: bool) -> None:
+        self.text, self.dtype, self.vector = text, dtype, vector
+
+
+class VectorCode:
+    """Emits the body of one vectorized loop over `var` with `lanes` lanes through `emitter`
+    (the C emitter: lines, names, scalar expressions, helper definitions)."""
+
+    def __init__(self, emitter, var: Var, lanes: int, fast_math: bool) -> None:
+        self.c = emitter
+        self.var = var
+        self.lanes = lanes
+        self.fast_math = fast_math
+        self.unconditional: set[BufferLoad] = set()
+
+    # -- declarations ---------------------------------------------------------------------------
+
+    def type(self, dtype: str) -> str:
+        name = vector_type(dtype, self.lanes)
+        self.c.vector_helpers.setdefault(name, vector_typedef(dtype, self.lanes))
+        return name
+
+    def function(self, op: str, dtype: str) -> str:
+        """The name of vector function `op` on `dtype` lanes, its definition added."""
+        short = SHORT_NAMES[dtype]
+        self.type(dtype)
+        self.type(mask_dtype(dtype))
+        for name, text in vector_math.functions(op, short, self.lanes, self.fast_math):
+            self.c.vector_helpers.setdefault(name, text)
+        if op == "select":
+            return vector_math.select_name(short, self.lanes)
+        return vector_math.function_name(op, short, self.lanes, self.fast_math)
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def stmt(self, node: Stmt) -> None:
+        if isinstance(node, SeqStmt):
+            for stmt in node.stmts:
+                self.stmt(stmt)
+        elif isinstance(node, IfThenElse):        # the condition is the same on every lane
+            self.c.line(f"if ({self.c.expr(node.condition)}) {{")
+            self.block(node.then_body)
+            if node.else_body is not None:
+                self.c.line("} else {")
+                self.block(node.else_body)
+            self.c.line("}")
+        else:
+            self.store(node)
+
+    def block(self, node: Stmt) -> None:
+        self.c.depth += 1
+        self.stmt(node)
+        self.c.depth -= 1
+
+    def store(self, node: BufferStore) -> None:
+        (index,) = node.indices
+        self.unconditional = _unconditional_loads(node.value, self.var)
+        value = self.vector(self.expr(node.value, None), node.buffer.dtype)
+        self.c.line(f"*({self.type(node.buffer.dtype)}*)&{self.c.name(node.buffer.storage_name)}"
+                    f"[{self.c.expr(index)}] = {value};")
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def vector(self, value: VectorValue, dtype: str) -> str:
+        """`value` as a vector of `dtype` (a scalar broadcast: s - 0 keeps -0.0 and NaN)."""
+        if value.vector:
+            return value.text
+        return f"(({value.text}) - ({self.type(dtype)}){{0}})"
+
+    def mask(self, value: VectorValue, dtype: str) -> str:
+        """`value` (bool) as a mask for lanes of `dtype`."""
+        wanted = mask_dtype(dtype)
+        if not value.vector:                       # a scalar bool: all ones or all zeros
+            return f"(-({_CTYPES[wanted]})({value.text}) - ({self.type(wanted)}){{0}})"
+        if value.dtype == wanted:
+            return value.text
+        return f"__builtin_convertvector({value.text}, {self.type(wanted)})"
+
+    def expr(self, node: Expr, guard: tuple[str, str] | None) -> VectorValue:
+        """`node` as a VectorValue; `guard` (mask text, mask dtype): the lanes where the
+        scalar code would evaluate `node` (None: all)."""
+        if self.var not in free_vars(node):
+            return self.scalar(node, guard)
+        method = getattr(self, "expr_" + type(node).__name__)
+        return method(node, guard)
+
+    def scalar(self, node: Expr, guard) -> VectorValue:
+        text = self.c.expr(node)
+        risky = [load for load in collect(node, BufferLoad) if load not in self.unconditional]
+        risky += [op for op in collect(node, BinaryOp)
+                  if op.op in ("div", "floordiv", "floormod") and not is_float(op.dtype)]
+        if guard is not None and risky:          # evaluated only if some lane needs it
+            any_lane = self.function_any(guard[1])
+            text = f"({any_lane}({guard[0]}) ? {text} : 0)"
+        return VectorValue(text, node.dtype, False)
+
+    def function_any(self, dtype: str) -> str:
+        name = f"sched_vany_{SHORT_NAMES[dtype]}x{self.lanes}"
+        vtype = self.type(dtype)
+        self.c.vector_helpers.setdefault(name, (
+            f"static inline int {name}({vtype} m) {{\n    int any = 0;\n"
+            f"    for (int l = 0; l < {self.lanes}; ++l) any |= m[l] != 0;\n"
+            f"    return any;\n}}\n"))
+        return name
+
+    def expr_Var(self, node: Var, guard) -> VectorValue:
+        lanes = ", ".join(str(lane) for lane in range(self.lanes))
+        return VectorValue(f"({self.c.name(node.name)} + ({self.type(node.dtype)}){{{lanes}}})",
+                           node.dtype, True)
+
+    def expr_BufferLoad(self, node: BufferLoad, guard) -> VectorValue:
+        (index,) = node.indices
+        buffer, dtype = self.c.name(node.buffer.storage_name), node.buffer.dtype
+        if guard is None or node in self.unconditional:
+            return VectorValue(f"*({self.type(dtype)}*)&{buffer}[{self.c.expr(index)}]",
+                               dtype, True)
+        mask = self.mask(VectorValue(guard[0], guard[1], True), dtype)
+        return VectorValue(f"{self.masked_load(dtype)}({buffer}, {self.c.expr(index)}, {mask})",
+                           dtype, True)
+
+    def masked_load(self, dtype: str) -> str:
+        from sched.c.vector_loads import masked_load_source
+
+        name = f"sched_vload_masked_{SHORT_NAMES[dtype]}x{self.lanes}"
+        self.type(mask_dtype(dtype))
+        self.c.vector_helpers.setdefault(name, masked_load_source(
+            name, self.type(dtype), _CTYPES[dtype], self.type(mask_dtype(dtype)), dtype,
+            self.lanes))
+        return name
+
+    def expr_BinaryOp(self, node: BinaryOp, guard) -> VectorValue:
+        a = self.expr(node.a, guard)
+        if node.op in ("and", "or"):               # C evaluates b only where a decides not
+            b = self.expr(node.b, self.narrow(guard, a, node.op == "or") if a.vector else guard)
+            wanted = a.dtype if a.vector else b.dtype
+            text = f"({self.mask(a, wanted)} {_SYMBOL[node.op]} {self.mask(b, wanted)})"
+            return VectorValue(text, wanted, True)
+        b = self.expr(node.b, guard)
+        dtype = node.a.dtype
+        if node.op in ("min", "max"):            # as the scalar code: a < b ? a : b
+            va, vb = self.vector(a, dtype), self.vector(b, dtype)
+            compare = "<" if node.op == "min" else ">"
+            return self.select(f"{va} {compare} {vb}", va, vb, dtype)
+        text = f"({a.text} {_SYMBOL[node.op]} {b.text})"
+        if node.op in COMPARE_OPS:
+            return VectorValue(text, mask_dtype(dtype), True)
+        return VectorValue(text, dtype, True)
+
+    def select(self, mask: str, true_text: str, false_text: str, dtype: str) -> VectorValue:
+        if dtype.startswith("int"):
+            blend = f"(({true_text}) & ({mask})) | (({false_text}) & ~({mask}))"
+            return VectorValue(f"({blend})", dtype, True)
+        return VectorValue(f"{self.function('select', dtype)}({mask}, {true_text}, "
+                           f"{false_text})", dtype, True)
+
+    def expr_Not(self, node: Not, guard) -> VectorValue:
+        a = self.expr(node.a, guard)
+        return VectorValue(f"~{a.text}", a.dtype, True)
+
+    def expr_Select(self, node: Select, guard) -> VectorValue:
+        condition = self.expr(node.condition, guard)
+        dtype = node.dtype
+        if not condition.vector:                  # C's ?: evaluates one side only
+            true = self.vector(self.expr(node.true_value, guard), dtype)
+            false = self.vector(self.expr(node.false_value, guard), dtype)
+            return VectorValue(f"({condition.text} ? {true} : {false})", dtype, True)
+        mask = self.mask(condition, dtype)
+        true = self.vector(self.expr(node.true_value, self.narrow(guard, condition, False)),
+                           dtype)
+        false = self.vector(self.expr(node.false_value, self.narrow(guard, condition, True)),
+                            dtype)
+        return self.select(mask, true, false, dtype)
+
+    def narrow(self, guard, condition: VectorValue, negate: bool) -> tuple[str, str]:
+        """The guard of one side of a select on `condition`."""
+        text = f"~{condition.text}" if negate else condition.text
+        if guard is None:
+            return text, condition.dtype
+        outer = self.mask(VectorValue(guard[0], guard[1], True), condition.dtype)
+        return f"({outer} & {text})", condition.dtype
+
+    def expr_Cast(self, node: Cast, guard) -> VectorValue:
+        value = self.expr(node.value, guard)
+        if node.dtype == node.value.dtype:
+            return value
+        return VectorValue(f"__builtin_convertvector({value.text}, {self.type(node.dtype)})",
+                           node.dtype, True)
+
+    def expr_Call(self, node: Call, guard) -> VectorValue:
+        args = [self.vector(self.expr(arg, guard), node.dtype) for arg in node.args]
+        return VectorValue(f"{self.function(node.op, node.dtype)}({', '.join(args)})",
+                           node.dtype, True)
+
+    def expr_FloatImm(self, node: FloatImm, guard) -> VectorValue:   # never reached: scalar
+        return self.scalar(node, guard)
+
+    def expr_IntImm(self, node: IntImm, guard) -> VectorValue:
+        return self.scalar(node, guard)
+
+
+def _unconditional_loads(expr: Expr, var: Var) -> set[BufferLoad]:
+    """The loads the scalar code performs whenever it evaluates `expr`: not those in a side
+    of a select or in the right operand of `and`/`or` (C's `?:`, `&&`, `||` skip them)."""
+    found: set[BufferLoad] = set()
+
+    def visit(node: Expr) -> None:
+        if isinstance(node, BufferLoad):
+            found.add(node)
+        if isinstance(node, Select):
+            visit(node.condition)
+        elif isinstance(node, BinaryOp) and node.op in ("and", "or"):
+            visit(node.a)
+        else:
+            for child in _children(node):
+                visit(child)
+
+    visit(expr)
+    return found
+
+
+def _children(node: Expr) -> tuple[Expr, ...]:
+    if isinstance(node, BinaryOp):
+        return node.a, node.b
+    if isinstance(node, (Not,)):
+        return (node.a,)
+    if isinstance(node, Cast):
+        return (node.value,)
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, BufferLoad):
+        return node.indices
+    return ()
+

@@ -1,0 +1,293 @@
+"""The C text of the vector functions a vectorized loop calls: math on GCC vector types.
+
+A vectorized loop (vectorize.py) computes `exp`, `log`, `tanh`, `erf`, `sigmoid`, `sqrt`,
+`rsqrt`, `abs` of float32 lanes with the functions below, written once for any lane count with
+GCC vector extensions, so gcc emits SIMD instructions of the vector's width (ymm with 8 lanes,
+zmm with 16 on AVX-512) and no libm call per element. float64 has `sqrt`, `rsqrt` and `abs`
+here; its other math keeps the loop scalar (libm). The functions:
+
+- exp: x = n ln2 + r with n = round(x log2(e)) and ln2 in two parts (Cody-Waite), e^r by a
+  degree-6 polynomial on [-ln2/2, ln2/2], then times 2^n in two steps (exact, so results in the
+  denormal range round once). exp(x > 89) = inf, exp(x < -104) = 0, NaN stays NaN.
+- log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) (denormals scaled by 2^23 first),
+  log(m) = f - f^2/2 + f^3 P(f), f = m - 1 (exact), P of degree 7; log(0) = -inf,
+  log(x < 0) = NaN, log(inf) = inf.
+- tanh: |x| < 0.625: x + x^3 P(x^2), P of degree 4; else sign(x) (1 - 2 / (exp(2|x|) + 1)).
+- erf: |x| < 0.9: x + x P(x^2), P of degree 5; |x| < 3.93: sign(x) (1 - exp(Q(|x|))) with Q of
+  degree 9 fitted to log(erfc); else sign(x).
+- sigmoid: with e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below (one division, no
+  overflow, denormal results where they belong).
+- sqrt: the lanes one by one, which gcc turns into one vsqrtps (the C target compiles with
+  -fno-math-errno, which removes the libm fallback that only sets errno); rsqrt = 1 / sqrt.
+- abs: the sign bit cleared.
+
+Polynomial coefficients are minimax fits (Lawson's iteratively reweighted least squares on
+Chebyshev nodes, in float64, of the relative error; rounded to float32).
+
+Measured error against the exact result (float64, erf from Python's math.erf), in float32
+ulps, over 2^24 inputs (half random bit patterns: every magnitude and sign; half uniform in
+[-10, 10] and [-100, 100]) plus the edge cases (0, -0, denormals, +-inf, NaN, FLT_MAX, the
+overflow and underflow thresholds of exp), by `python -m tests.c.test_vector_math` on an AMD
+EPYC (Zen 3, AVX2); max error, exact / `fast_math=True`:
+
+    exp      1.00 / 2.27 (fast: results below 2^-126 flush to 0)
+    log      0.83 / 0.83
+    tanh     1.31 / 1.85
+    erf      1.14 / 1.43
+    sigmoid  2.36 / 3.52 (fast: 0 below x = -87.3, where the result is under 2^-126)
+    sqrt     correctly rounded (vsqrtps)
+    rsqrt    1.49 / 2.54 (fast: from the hardware estimate, which differs between CPUs)
+    abs      exact
+
+(`MAX_ULPS` holds them, rounded up; the tests check them.) `fast_math=True` changes only these
+functions, chosen per function in the source rather than with -ffast-math, which would let gcc
+assume there is no NaN or inf anywhere in the kernel: fast exp has a degree-5 polynomial and
+one scaling step; tanh, erf and sigmoid use it; rsqrt uses the hardware estimate (12 bits, 14
+on AVX-512) refined by one Newton step, with 0 and inf handled.
+"""
+
+from __future__ import annotations
+
+# max error in float32 ulps, (exact, fast_math): the measured figures above, rounded up
+MAX_ULPS = {"exp": (1.1, 2.3), "log": (0.9, 0.9), "tanh": (1.4, 1.9), "erf": (1.2, 1.5),
+            "sigmoid": (2.4, 3.6), "sqrt": (0.5, 0.5), "rsqrt": (1.5, 2.6), "abs": (0, 0)}
+
+FLOAT32_FUNCTIONS = ("exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs")
+FLOAT64_FUNCTIONS = ("sqrt", "rsqrt", "abs")
+
+_EXP = """\
+/* exp(x) = 2^n e^r, n = round(x log2 e), r = x - n ln2 (see sched/c/vector_math.py) */
+static inline VF NAME(VF x) {
+    VF c = sched_vselect_SUF(x < 89.0f, x, ZERO + 89.0f);      /* NaN -> 89, fixed below */
+    c = sched_vselect_SUF(c > -104.0f, c, ZERO - 104.0f);
+    VF n = (c * 1.44269504f + 12582912.0f) - 12582912.0f;   /* round to nearest */
+    VF r = c - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    VF q = ZERO + 1.38146023e-3f;
+    q = q * r + 8.36871564e-3f;
+    q = q * r + 4.16683890e-2f;
+    q = q * r + 1.66665211e-1f;
+    q = q * r + 4.99999940e-1f;
+    VF p = 1.0f + (r + r * r * q);
+    VI k = __builtin_convertvector(n, VI);
+    VI k1 = k >> 1;
+    VF y = p * (VF)((k1 + 127) << 23) * (VF)((k - k1 + 127) << 23);
+    return sched_vselect_SUF(x != x, x + x, y);
+}
+"""
+
+_EXP_FAST = """\
+/* exp(x) = 2^n e^r, relaxed (fast_math): degree-5 polynomial, results below 2^-126 are 0 */
+static inline VF NAME(VF x) {
+    VF c = sched_vselect_SUF(x < 88.7228317f, x, ZERO + 88.7228317f);   /* NaN too */
+    c = sched_vselect_SUF(c > -87.3365479f, c, ZERO - 87.3365479f);
+    VF n = (c * 1.44269504f + 12582912.0f) - 12582912.0f;   /* round to nearest */
+    VF r = c - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    VF q = ZERO + 8.31252150e-3f;
+    q = q * r + 4.18901481e-2f;
+    q = q * r + 1.66671142e-1f;
+    q = q * r + 4.99992311e-1f;
+    VF p = 1.0f + (r + r * r * q);
+    VF y = (VF)((VI)p + __builtin_convertvector(n, VI) * 8388608);   /* p 2^n */
+    y = sched_vselect_SUF(x < -87.3365479f, ZERO, y);
+    y = sched_vselect_SUF(x > 88.7228317f, ZERO + (float)INFINITY, y);
+    return sched_vselect_SUF(x != x, x + x, y);
+}
+"""
+
+_LOG = """\
+/* log(x) = e ln2 + log(m), m in [sqrt(1/2), sqrt(2)) (see sched/c/vector_math.py) */
+static inline VF NAME(VF x) {
+    VI tiny = x < 1.17549435e-38f;                   /* denormals (and <= 0, fixed below) */
+    VF s = sched_vselect_SUF(tiny, x * 8388608.0f, x);
+    VI bits = (VI)s;
+    VI e = ((bits >> 23) & 0xff) - 127 + (tiny & -23);
+    VF m = (VF)((bits & 0x007fffff) | 0x3f800000);   /* [1, 2) */
+    VI big = m > 1.41421356f;
+    m = sched_vselect_SUF(big, m * 0.5f, m);
+    e = e - big;                                      /* big is -1 where true */
+    VF f = m - 1.0f;
+    VF P = ZERO + -7.63449296e-2f;
+    P = P * f + 1.27615750e-1f;
+    P = P * f - 1.31601825e-1f;
+    P = P * f + 1.42017588e-1f;
+    P = P * f - 1.66233569e-1f;
+    P = P * f + 2.00012267e-1f;
+    P = P * f - 2.50008196e-1f;
+    P = P * f + 3.33333313e-1f;
+    VF ef = __builtin_convertvector(e, VF);
+    VF f2 = f * f;
+    VF y = f2 * f * P + ef * -2.12194440e-4f;
+    y = y - 0.5f * f2;
+    y = (f + y) + ef * 0.693359375f;
+    y = sched_vselect_SUF(x == (float)INFINITY, x, y);
+    y = sched_vselect_SUF(x == 0.0f, ZERO - (float)INFINITY, y);
+    return sched_vselect_SUF(x < 0.0f | x != x, ZERO + (float)NAN, y);
+}
+"""
+
+_TANH = """\
+/* tanh: an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above */
+static inline VF NAME(VF x) {
+    VF a = (VF)((VI)x & 0x7fffffff);
+    VF x2 = x * x;
+    VF P = ZERO + -5.70498733e-3f;
+    P = P * x2 + 2.06390880e-2f;
+    P = P * x2 - 5.37397154e-2f;
+    P = P * x2 + 1.33314416e-1f;
+    P = P * x2 - 3.33332807e-1f;
+    VF small = x + x * x2 * P;
+    VF big = 1.0f - 2.0f / (EXP(a + a) + 1.0f);
+    big = (VF)((VI)big | ((VI)x & (int32_t)0x80000000));   /* the sign of x */
+    return sched_vselect_SUF(a < 0.625f, small, big);
+}
+"""
+
+_ERF = """\
+/* erf: x P(x^2) below 0.9, 1 - exp(Q(|x|)) with Q ~ log(erfc) below 3.93, then 1 */
+static inline VF NAME(VF x) {
+    VF a = (VF)((VI)x & 0x7fffffff);
+    VF x2 = x * x;
+    VF P = ZERO + -6.09039795e-4f;
+    P = P * x2 + 5.01197157e-3f;
+    P = P * x2 - 2.67789159e-2f;
+    P = P * x2 + 1.12821408e-1f;
+    P = P * x2 - 3.76125246e-1f;
+    P = P * x2 + 1.28379167e-1f;                      /* 2/sqrt(pi) - 1 */
+    VF small = x + x * P;
+    VF t = sched_vselect_SUF(a > 3.93f, ZERO + 3.93f, a);
+    VF Q = ZERO + 1.11078577e-6f;
+    Q = Q * t - 1.78626633e-5f;
+    Q = Q * t + 1.03408733e-4f;
+    Q = Q * t - 5.95348683e-5f;
+    Q = Q * t - 2.94059259e-3f;
+    Q = Q * t + 2.31226254e-2f;
+    Q = Q * t - 1.06167302e-1f;
+    Q = Q * t - 6.34753585e-1f;
+    Q = Q * t - 1.12897968f;
+    Q = Q * t + 8.59406209e-5f;
+    VF big = 1.0f - EXP(Q);
+    big = sched_vselect_SUF(a >= 3.93f, ZERO + 1.0f, big);
+    big = (VF)((VI)big | ((VI)x & (int32_t)0x80000000));   /* the sign of x */
+    return sched_vselect_SUF(a < 0.9f | x != x, small, big);
+}
+"""
+
+_SIGMOID = """\
+/* sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|) */
+static inline VF NAME(VF x) {
+    VF e = EXP((VF)((VI)x | (int32_t)0x80000000));
+    return sched_vselect_SUF(x < 0.0f, e, ZERO + 1.0f) / (1.0f + e);
+}
+"""
+
+_SQRT = """\
+static inline VF NAME(VF x) {   /* one vsqrtp* (-fno-math-errno) */
+    VF r;
+    for (int l = 0; l < LANES; ++l) r[l] = SQRT(x[l]);
+    return r;
+}
+"""
+
+_RSQRT = """\
+static inline VF NAME(VF x) {
+    return ONE / SQRTV(x);
+}
+"""
+
+# the hardware estimate for a vector of this many bytes: (guard, C expression, bits)
+_RSQRT_ESTIMATES = {
+    16: ("__SSE__", "__builtin_ia32_rsqrtps(x)"),
+    32: ("__AVX__", "__builtin_ia32_rsqrtps256(x)"),
+    64: ("__AVX512F__", "__builtin_ia32_rsqrt14ps512_mask(x, ZERO, (unsigned short)0xffff)"),
+}
+
+_RSQRT_FAST = """\
+/* 1/sqrt(x), relaxed (fast_math): the hardware estimate and one Newton step */
+static inline VF NAME(VF x) {
+#if defined(GUARD)
+    VI tiny = x < 1.17549435e-38f;                 /* the estimate takes denormals for 0 */
+    x = sched_vselect_SUF(tiny, x * 16777216.0f, x);
+    VF y = ESTIMATE;
+    y = y * (1.5f - 0.5f * x * y * y);
+    y = sched_vselect_SUF(tiny, y * 4096.0f, y);
+    VF inf = (VF)((VI)(ZERO + (float)INFINITY) | ((VI)x & (int32_t)0x80000000));
+    y = sched_vselect_SUF(x == 0.0f, inf, y);        /* 1/sqrt(+-0) = +-inf */
+    return sched_vselect_SUF(x == (float)INFINITY, ZERO, y);
+#else
+    return 1.0f / SQRTV(x);
+#endif
+}
+"""
+
+_ABS = """\
+static inline VF NAME(VF x) {
+    return (VF)((VI)x & MAGNITUDE);
+}
+"""
+
+_SELECT = """\
+static inline VF NAME(VI m, VF a, VF b) {   /* a where m is true (all ones), else b */
+    return (VF)(((VI)a & m) | ((VI)b & ~m));
+}
+"""
+
+
+def function_name(op: str, short: str, lanes: int, fast: bool) -> str:
+    """The C name of vector function `op` on `lanes` lanes of `short` (f32, f64)."""
+    relaxed = "fast_" if fast and short == "f32" and op in _FAST_OPS else ""
+    return f"sched_v{op}_{relaxed}{short}x{lanes}"
+
+
+_FAST_OPS = ("exp", "tanh", "erf", "sigmoid", "rsqrt")
+
+
+def select_name(short: str, lanes: int) -> str:
+    return f"sched_vselect_{short}x{lanes}"
+
+
+def functions(op: str, short: str, lanes: int, fast: bool) -> list[tuple[str, str]]:
+    """(name, C definition) of vector function `op` and of the functions it calls, callees
+    first. `short` names the element type: "f32" or "f64"."""
+    if op == "select":
+        return [(select_name(short, lanes), _fill(_SELECT, short, lanes, select_name(short,
+                                                                                    lanes)))]
+    if op not in (FLOAT32_FUNCTIONS if short == "f32" else FLOAT64_FUNCTIONS):
+        raise AssertionError(f"C codegen: no vector {op} on {short}")
+    name = function_name(op, short, lanes, fast)
+    needed = functions("select", short, lanes, fast)
+    if op in ("tanh", "erf", "sigmoid"):
+        needed += functions("exp", short, lanes, fast)
+    if op == "rsqrt":
+        needed += functions("sqrt", short, lanes, fast)
+    text = _template(op, short, lanes, fast)
+    text = text.replace("EXP", function_name("exp", short, lanes, fast))
+    text = text.replace("SQRTV", function_name("sqrt", short, lanes, fast))
+    return [*needed, (name, _fill(text, short, lanes, name))]
+
+
+def _template(op: str, short: str, lanes: int, fast: bool) -> str:
+    if op == "rsqrt" and fast and short == "f32":
+        vector_bytes = lanes * 4
+        guard, estimate = _RSQRT_ESTIMATES.get(vector_bytes, ("0", "x"))
+        return _RSQRT_FAST.replace("GUARD", guard).replace("ESTIMATE", estimate)
+    if op == "exp":
+        return _EXP_FAST if fast else _EXP
+    return {"log": _LOG, "tanh": _TANH, "erf": _ERF, "sigmoid": _SIGMOID, "sqrt": _SQRT,
+            "rsqrt": _RSQRT, "abs": _ABS}[op]
+
+
+def _fill(text: str, short: str, lanes: int, name: str) -> str:
+    int_short = "i32" if short == "f32" else "i64"
+    double = short == "f64"
+    replacements = {
+        "NAME": name, "SUF": f"{short}x{lanes}", "VF": f"sched_{short}x{lanes}",
+        "VI": f"sched_{int_short}x{lanes}", "ZERO": f"(sched_{short}x{lanes}){{0}}",
+        "LANES": str(lanes), "SQRT": "sqrt" if double else "sqrtf",
+        "ONE": "1.0" if double else "1.0f",
+        "MAGNITUDE": "INT64_C(0x7fffffffffffffff)" if double else "0x7fffffff",
+    }
+    for key in sorted(replacements, key=len, reverse=True):
+        text = text.replace(key, replacements[key])
+    return text

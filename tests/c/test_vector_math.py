@@ -1,0 +1,126 @@
+"""The vector math functions (sched/c/vector_math.py) against the correctly rounded result.
+
+Each function runs in a vectorized kernel on inputs spread over all float32 values plus the
+edge cases; its error in float32 ulps must stay within `MAX_ULPS` (exact and fast_math), NaN
+where the reference is NaN, the same infinities. `python -m tests.c.test_vector_math` measures
+the errors over 2^24 inputs (the figures of the module docstring).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.c.vector_math import MAX_ULPS
+
+EDGES = np.array([0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.1754942e-38,
+                  1.1754944e-38, 3.4028235e38, -3.4028235e38, np.inf, -np.inf, np.nan,
+                  88.72283, 88.72284, 88.7, 89.0, -87.33654, -87.34, -103.0, -103.97, -104.0,
+                  -110.0, 0.625, -0.625, 0.9, -0.9, 3.93, -3.93, 4.0, 9.0, 20.0, -20.0, 0.5,
+                  1e-8, -1e-8, 1.4142135, 0.70710677, 2.0, 0.1, 700.0, -700.0], np.float32)
+
+
+def inputs(count: int, seed: int = 0) -> np.ndarray:
+    """`count` float32 values: random bit patterns (every magnitude and sign), uniform values
+    in [-10, 10] and in [-100, 100], and the edge cases; a multiple of 64 long."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2 ** 32, count // 2, dtype=np.uint64).astype(np.uint32)
+    values = np.concatenate([bits.view(np.float32),
+                             rng.uniform(-10, 10, count // 4).astype(np.float32),
+                             rng.uniform(-100, 100, count // 4).astype(np.float32), EDGES])
+    return np.resize(values, (len(values) + 63) // 64 * 64)
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def reference(op: str, x: np.ndarray) -> np.ndarray:
+    """The exact result in float64 (NaN where undefined)."""
+    with np.errstate(all="ignore"):
+        d = x.astype(np.float64)
+        if op == "erf":
+            return _ERF(d).astype(np.float64)
+        if op == "sigmoid":
+            return np.where(d >= 0, 1 / (1 + np.exp(-d)), np.exp(d) / (1 + np.exp(d)))
+        if op == "rsqrt":
+            return 1 / np.sqrt(d)
+        return {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sqrt": np.sqrt,
+                "abs": np.abs}[op](d)
+
+
+def ulp_errors(actual: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """|actual - exact| in ulps of the float32 nearest to `exact` (0 where both are the same
+    infinity or both NaN; inf where one is NaN and the other is not)."""
+    with np.errstate(all="ignore"):
+        rounded = exact.astype(np.float32)
+        spacing = np.spacing(np.abs(rounded)).astype(np.float64)
+        spacing[np.isinf(rounded)] = 2.0 ** 104          # the spacing below FLT_MAX
+        error = np.abs(actual.astype(np.float64) - exact) / spacing
+        same = (actual == rounded) | (np.isnan(actual) & np.isnan(exact))
+    error[same] = 0
+    error[np.isnan(actual) != np.isnan(exact)] = np.inf
+    return error
+
+
+def math_kernel(op: str, size: int, fast_math: bool):
+    A = te.placeholder((size // 64, 64), name="A")
+    B = te.compute((size // 64, 64), lambda i, j: getattr(te, op)(A[i, j]), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    sch.vectorize(sch.get_loops(sch.get_block("B"))[-1])
+    return sched.build(sch.func, target="c", fast_math=fast_math)
+
+
+def measured(op: str, fast_math: bool, size: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """(max ulp error, inputs, outputs) of the vector `op` over `inputs(size)`."""
+    x = inputs(size)
+    kernel = math_kernel(op, len(x), fast_math)
+    assert "for (int32_t l = 0" not in kernel.source.split("void main_")[1]
+    out = np.zeros_like(x)
+    kernel(x.reshape(-1, 64), out.reshape(-1, 64))
+    exact = reference(op, x)
+    errors = ulp_errors(out, exact)
+    if fast_math and op in ("exp", "sigmoid"):     # results below 2^-126 may flush to 0
+        errors[(out == 0) & (np.abs(exact) < np.finfo(np.float32).tiny)] = 0
+    return float(errors.max()), x, out
+
+
+@pytest.mark.parametrize("fast_math", [False, True], ids=["exact", "fast_math"])
+@pytest.mark.parametrize("op", ["exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs"])
+def test_vector_math_within_its_stated_error(op, fast_math):
+    error, x, out = measured(op, fast_math, 1 << 16)
+    assert error <= MAX_ULPS[op][fast_math], f"{op}: {error} ulps"
+
+
+def test_exp_edge_cases_exact():
+    x = np.resize(np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 89.0, 88.72284, -103.98,
+                            -104.0, -1000.0, 1000.0, -87.5], np.float32), 64)
+    kernel = math_kernel("exp", 64, False)
+    out = np.zeros_like(x)
+    kernel(x.reshape(1, 64), out.reshape(1, 64))
+    with np.errstate(all="ignore"):
+        expected = np.exp(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(out[:12], expected[:12])   # denormals included
+
+
+def test_log_edge_cases():
+    x = np.resize(np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, 1e-40, 1.0,
+                            3.4028235e38, 0.5, 2.0], np.float32), 64)
+    kernel = math_kernel("log", 64, False)
+    out = np.zeros_like(x)
+    kernel(x.reshape(1, 64), out.reshape(1, 64))
+    with np.errstate(all="ignore"):
+        expected = np.log(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(out[:12], expected[:12])
+
+
+if __name__ == "__main__":
+    size = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 24
+    for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs"):
+        exact = measured(name, False, size)[0]
+        fast = measured(name, True, size)[0]
+        print(f"{name:8s} exact {exact:.3f} ulp   fast_math {fast:.3f} ulp")
