@@ -36,6 +36,7 @@ from sched.ir.memo import identity_cache
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
 from sched.polyhedral import names
 from sched.polyhedral.model import PolyModel, Statement, build_model
+from sched.polyhedral.pairs import order_key, pair_relation
 
 KINDS = ("flow", "anti", "output")
 ASSOCIATIVE_OPS = ("add", "mul", "min", "max")
@@ -53,6 +54,9 @@ class Dependence:
     distance: tuple[int, ...] | None   # constant difference of the common loops, if any
     is_reduction: bool
     exact: bool
+    # what `relation` was computed from (pairs.pair_relation's arguments): the two accesses'
+    # texts, the order key of the pair (pairs.order_key) and the common loops' positions
+    key: tuple | None = None
 
     def __str__(self) -> str:
         tags = " (reduction)" if self.is_reduction else ""
@@ -76,26 +80,6 @@ def is_reduction_update(block: Block) -> bool:
     value = store.value
     own = BufferLoad(store.buffer, store.indices)
     return value.op in ASSOCIATIVE_OPS and own in (value.a, value.b)
-
-
-def _common_loop_distance(model: PolyModel, relation: isl.Map, source: Statement,
-                          sink: Statement) -> tuple[int, ...] | None:
-    """The constant difference sink - source of the loops both are under, or None."""
-    common = 0
-    for a, b in zip(source.loops, sink.loops):
-        prefix = a.position + 1
-        if a != b or source.time[:prefix] != sink.time[:prefix]:
-            break
-        common += 1
-    if common == 0:
-        return None
-    positions = [loop.position for loop in source.loops[:common]]
-    in_time = relation.apply_domain(source.schedule).apply_range(sink.schedule)
-    deltas = in_time.deltas()
-    if not deltas.is_singleton():
-        return None
-    point = deltas.sample_point()
-    return tuple(point.get_coordinate_val(isl.dim_type.set, p).to_python() for p in positions)
 
 
 def maps(union: isl.UnionMap) -> list[isl.Map]:
@@ -133,55 +117,89 @@ def _extreme_runs(schedule, later: bool):
     return schedule.subtract(schedule.apply_range(order))
 
 
-def _pairs(first: isl.UnionMap, second: isl.UnionMap, before: isl.UnionMap) -> isl.UnionMap:
-    """Instances of `first`'s statements and later instances of `second`'s that touch one
-    element."""
-    return first.apply_range(second.reverse()).intersect(before)
-
-
 @identity_cache(maxsize=64)
 def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     model = build_model(func)
-    # A block placed under thread loops it does not use (a shared-memory fetch computed at a
-    # loop inside them) runs each instance once per thread, writing the same values: the first
-    # run is the one that orders it against the others.
-    schedule = model.schedule
-    if not schedule.is_single_valued():
-        schedule = first_runs(schedule)
-    before = schedule.lex_lt_union_map(schedule)
+    # Pair by pair (pairs.py), each remembered by content: a step pays for the pairs it
+    # changed. A block placed under thread loops it does not use (a shared-memory fetch
+    # computed at a loop inside them) runs each instance once per thread, writing the same
+    # values: the first run is the one that orders it against the others.
+    statements = list(model.statements.values())
+    reads = {s.name: _by_buffer(s.reads) for s in statements}
+    writes = {s.name: _by_buffer(s.writes) for s in statements}
+    accumulators = {s.name: _accumulator(model, s) for s in statements}
+    buffers = sorted({b for accesses in (reads, writes) for found in accesses.values()
+                      for b in found})
     found: list[Dependence] = []
-    buffers = {m.get_tuple_name(isl.dim_type.out)
-               for m in maps(model.reads.union(model.writes))}
-    accumulators = {s.name: _accumulator(model, s) for s in model.statements.values()}
-    for buffer in sorted(buffers):
-        universe = _buffer_universe(model, buffer)
-        reads = model.reads.intersect_range(universe)
-        writes = model.writes.intersect_range(universe)
-        relations = {"flow": _pairs(writes, reads, before), "anti": _pairs(reads, writes, before),
-                     "output": _pairs(writes, writes, before)}
+    for buffer in buffers:
+        touching = [s for s in statements if buffer in reads[s.name] or buffer in writes[s.name]]
         for kind in KINDS:
-            for relation in maps(relations[kind].coalesce()):
-                name = relation.get_tuple_name(isl.dim_type.in_)
-                chain = accumulators.get(name)
-                if chain is not None and chain[0] == buffer \
-                        and name == relation.get_tuple_name(isl.dim_type.out):
-                    continue            # split below: the chain, and the other accesses
-                found.append(_dependence(model, kind, buffer, relation, False))
-        for chain in accumulators.values():
+            firsts = reads if kind == "anti" else writes
+            seconds = reads if kind == "flow" else writes
+            for source in touching:
+                first = firsts[source.name].get(buffer)
+                if first is None:
+                    continue
+                chain = accumulators.get(source.name)
+                for sink in touching:
+                    second = seconds[sink.name].get(buffer)
+                    if second is None or (sink is source and chain is not None
+                                          and chain[0] == buffer):
+                        continue            # the chain's statement: split below
+                    found += _pair_dependences(model, kind, buffer, source, sink, first, second,
+                                               False)
+        for name, chain in accumulators.items():
             if chain is None or chain[0] != buffer:
                 continue
-            _, store, others = chain
-            split = {"flow": (_pairs(store, store, before), _pairs(store, others, before)),
-                     "anti": (_pairs(store, store, before), _pairs(others, store, before)),
-                     "output": (_pairs(store, store, before), None)}
+            statement = model.statements[name]
+            store, others = _map_text(chain[1]), _map_text(chain[2])
+            split = {"flow": ((store, store, True), (store, others, False)),
+                     "anti": ((store, store, True), (others, store, False)),
+                     "output": ((store, store, True),)}
             for kind in KINDS:
-                exempt, ordinary = split[kind]
-                for relation, reduction in ((exempt, True), (ordinary, False)):
-                    if relation is None:
+                for first, second, reduction in split[kind]:
+                    if first is None or second is None:
                         continue
-                    for part in maps(relation.coalesce()):
-                        found.append(_dependence(model, kind, buffer, part, reduction))
+                    found += _pair_dependences(model, kind, buffer, statement, statement, first,
+                                               second, reduction)
     return model, tuple(found)
+
+
+def _by_buffer(accesses: isl.UnionMap) -> dict[str, str]:
+    """The statement's accesses (instance -> element) by buffer tuple, as isl text."""
+    return {m.get_tuple_name(isl.dim_type.out): str(m) for m in maps(accesses)}
+
+
+def _map_text(union: isl.UnionMap) -> str | None:
+    found = maps(union)
+    if not found:
+        return None
+    assert len(found) == 1, "one statement's accesses to one buffer are one map"
+    return str(found[0])
+
+
+def _common_positions(source: Statement, sink: Statement) -> tuple[int, ...]:
+    """The time positions of the loops both statements are under."""
+    common = 0
+    for a, b in zip(source.loops, sink.loops):
+        prefix = a.position + 1
+        if a != b or source.time[:prefix] != sink.time[:prefix]:
+            break
+        common += 1
+    return tuple(loop.position for loop in source.loops[:common])
+
+
+def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statement,
+                      sink: Statement, first: str, second: str,
+                      reduction: bool) -> list[Dependence]:
+    """The dependence of `kind` from `source`'s access `first` to `sink`'s access `second`
+    (texts) on `buffer`, as a one-element list, or [] when no pair of instances conflicts."""
+    key = (first, second, order_key(source, sink), _common_positions(source, sink))
+    relation, distance = pair_relation(*key)
+    if relation.is_empty():
+        return []
+    return [Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation, distance,
+                       reduction, model.is_exact, key)]
 
 
 def _accumulator(model: PolyModel, statement: Statement):
@@ -221,21 +239,6 @@ def _loads(expr) -> list:
     from sched.ir.functor import collect
 
     return collect(expr, BufferLoad)
-
-
-def _buffer_universe(model: PolyModel, buffer: str) -> isl.UnionSet:
-    spaces = [m.get_space().range() for m in maps(model.reads.union(model.writes))
-              if m.get_tuple_name(isl.dim_type.out) == buffer]
-    return isl.UnionSet.from_set(isl.Set.universe(spaces[0]))
-
-
-def _dependence(model: PolyModel, kind: str, buffer: str, relation: isl.Map,
-                reduction: bool) -> Dependence:
-    source = model.statement_of_tuple(relation.get_tuple_name(isl.dim_type.in_))
-    sink = model.statement_of_tuple(relation.get_tuple_name(isl.dim_type.out))
-    return Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation,
-                      _common_loop_distance(model, relation, source, sink), reduction,
-                      model.is_exact)
 
 
 def carry_over_loop_kinds(func: PrimFunc, new_func: PrimFunc) -> bool:

@@ -250,8 +250,8 @@ def build_model(func: PrimFunc) -> PolyModel:
                                   f"{statement.condition()} }}", positive_text)
         statement.domain = restricted_set(*statement.domain_texts)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
-        statement.schedule = restricted_map(_schedule_text(statement, param_text), None,
-                                            positive_text)
+        statement.param_text = param_text
+        statement.schedule = restricted_map(statement.schedule_text(), None, positive_text)
         statement.reads, statement.writes = relations.of(statement)
         domain = domain.union(isl.UnionSet.from_set(statement.domain))
         schedule = schedule.union(isl.UnionMap.from_map(statement.schedule))
@@ -260,10 +260,3 @@ def build_model(func: PrimFunc) -> PolyModel:
     storages = {names.buffer_tuple(storage): storage for storage in views}
     return PolyModel(func, statements, params, domain, schedule.coalesce(), reads.coalesce(),
                      writes.coalesce(), walker.notes, storages, views, relations.linearized)
-
-
-def _schedule_text(statement: Statement, param_text: str) -> str:
-    """`{ S[...] -> [2, i, 1] : ... }`: each time entry a constant or a loop's value (the loops
-    are the map's output dimensions, named as in the constraints)."""
-    return (f"{param_text} {{ {statement.instance()} -> [{', '.join(statement.time)}] : "
-            f"{' and '.join(statement.constraints) or 'true'} }}")

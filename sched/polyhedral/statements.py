@@ -77,7 +77,9 @@ class Statement:
     exact: bool = True          # no condition or binding of it was over-approximated
     context: list[str] = field(default_factory=list)       # conditions on the loops alone
     bindings: list[tuple] = field(default_factory=list)    # (iter var, value, lo, extent) texts
-    domain_texts: tuple[str, str] = ("", "")               # the isl text of `domain` (model.py)
+    domain_texts: tuple[str, str] = ("", "")               # the isl text of `domain`, and
+    #                                                        of its parameters' context
+    param_text: str = ""                                    # `[n, m] ->`
 
     @property
     def iter_names(self) -> list[str]:
@@ -95,6 +97,14 @@ class Statement:
 
     def instance(self) -> str:
         return f"{self.name}[{', '.join(self.dim_names)}]"
+
+    def schedule_text(self, time: list[str] | None = None) -> str:
+        """`{ S[...] -> [2, i, 1] : ... }`: the statement's instances at their times (`time`,
+        default its own time vector): each entry a constant or a loop's value (the loops are
+        the map's output dimensions, named as in the constraints)."""
+        entries = ", ".join(self.time if time is None else time)
+        return (f"{self.param_text} {{ {self.instance()} -> [{entries}] : "
+                f"{' and '.join(self.constraints) or 'true'} }}")
 
     def loop_names(self) -> list[str]:
         return [isl_name(loop.var) for loop in self.loops]

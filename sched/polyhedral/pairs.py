@@ -1,0 +1,118 @@
+"""The order between two statements, and the dependences of one pair of statements on one
+buffer, computed per pair and remembered by content, so that a schedule step pays only for the
+pairs it changed.
+
+Dependences are found pair by pair: the instances of `S` and of `T` that touch one element of
+`B`, at least one writing, with `S`'s (first) run before `T`'s. The order of two statements
+depends only on their time vectors relative to each other, and a step that moves one nest
+shifts the positions of the nests after it without changing their relative order. So the pair
+is written in a canonical form before it is given to isl: entries equal in both vectors keep
+loop variables and make constants 0, the first position where they differ (two constants:
+sequence positions or block slots) becomes 0 and 1 in the same order, and constants after it
+become 0. Each statement's runs keep their order, and which of two runs comes first is decided
+at the same position as before, so the canonical order relation is the order relation. Its
+text, with the accesses' text, is the key under which isl's answer is remembered: every input
+of the computation is in the key, so a remembered answer is the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import islpy as isl
+
+from sched.polyhedral.isl_text import restricted_map
+
+
+def _is_constant(entry: str) -> bool:
+    return entry.lstrip("-").isdigit()
+
+
+def canonical_times(first: list[str], second: list[str]) -> tuple[list[str], list[str]]:
+    """The time vectors of two statements (equal length) in the canonical form of the pair
+    (see the module doc); unchanged when they do not first differ in two constants."""
+    a, b = [], []
+    diverged = False
+    for x, y in zip(first, second):
+        if diverged:
+            a.append("0" if _is_constant(x) else x)
+            b.append("0" if _is_constant(y) else y)
+        elif x == y:
+            a.append("0" if _is_constant(x) else x)
+            b.append(a[-1])
+        elif _is_constant(x) and _is_constant(y):
+            earlier = int(x) < int(y)
+            a.append("0" if earlier else "1")
+            b.append("1" if earlier else "0")
+            diverged = True
+        else:
+            return list(first), list(second)
+    return a, b
+
+
+def pair_schedule_texts(source, sink) -> tuple[str, str, str]:
+    """The isl texts of the two statements' schedules in the pair's canonical form, and of the
+    parameters' context."""
+    a, b = canonical_times(source.time, sink.time)
+    return source.schedule_text(a), sink.schedule_text(b), source.domain_texts[1]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def first_run_schedule(text: str, params_text: str) -> isl.Map:
+    """The schedule `text`, each instance at its first run (see dependences.first_runs)."""
+    from sched.polyhedral.dependences import first_runs
+
+    schedule = restricted_map(text, None, params_text)
+    return schedule if schedule.is_single_valued() else first_runs(schedule)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _order(source_text: str, sink_text: str, params_text: str) -> isl.Map:
+    return first_run_schedule(source_text, params_text).lex_lt_map(
+        first_run_schedule(sink_text, params_text))
+
+
+def order_between(source, sink) -> isl.Map:
+    """{ S[x] -> T[y] : the first run of x comes before the first run of y }."""
+    return _order(*pair_schedule_texts(source, sink))
+
+
+def order_key(source, sink) -> tuple[str, str, str]:
+    """What `order_between(source, sink)` is a function of."""
+    return pair_schedule_texts(source, sink)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def pair_relation(first_text: str, second_text: str, order: tuple[str, str, str],
+                  common: tuple[int, ...]) -> tuple[isl.Map, tuple[int, ...] | None]:
+    """The pairs (source instance -> sink instance) where the source's access `first_text`
+    and the sink's access `second_text` (instance -> element maps) touch one element and the
+    source runs first, coalesced, and the constant distance of that relation at the time
+    positions `common` (the loops both are under), or None when it is not constant."""
+    first, second = isl.Map(first_text), isl.Map(second_text)
+    relation = first.apply_range(second.reverse()).intersect(_order(*order)).coalesce()
+    return relation, _distance(relation, order, common)
+
+
+def _distance(relation: isl.Map, order: tuple[str, str, str],
+              common: tuple[int, ...]) -> tuple[int, ...] | None:
+    if not common or relation.is_empty():
+        return None
+    source_text, sink_text, params_text = order
+    in_time = relation.apply_domain(restricted_map(source_text, None, params_text)) \
+        .apply_range(restricted_map(sink_text, None, params_text))
+    deltas = in_time.deltas()
+    if not deltas.is_singleton():
+        return None
+    point = deltas.sample_point()
+    return tuple(point.get_coordinate_val(isl.dim_type.set, p).to_python() for p in common)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def breaks_order(relation_key: tuple, order: tuple[str, str, str]) -> str | None:
+    """The pairs of the relation `pair_relation(*relation_key)` that the order `order` (an
+    `order_key`) does not keep (source before sink), as isl text, or None when it keeps them
+    all."""
+    relation, _ = pair_relation(*relation_key)
+    broken = relation.subtract(_order(*order))
+    return None if broken.is_empty() else str(broken)
