@@ -201,17 +201,21 @@ def collect(node, node_type) -> list:
     (keyed by identity; the entry keeps the node alive so its id is not reused). Statements
     and blocks are looked for without entering expressions, which never contain them.
     """
+    return list(_remembered(node, node_type, _statement_level(node_type)))
+
+
+def _remembered(node, node_type, skip_expressions: bool) -> tuple:
     key = (id(node), node_type)
     entry = _COLLECTED.get(key)
     if entry is not None and entry[0] is node:
         _COLLECTED.move_to_end(key)
-        return list(entry[1])
+        return entry[1]
     found: list = []
-    _collect_into(node, node_type, _statement_level(node_type), found)
+    _collect_into(node, node_type, skip_expressions, found)
     _COLLECTED[key] = (node, tuple(found))
     if len(_COLLECTED) > _COLLECTED_SIZE:
         _COLLECTED.popitem(last=False)
-    return found
+    return _COLLECTED[key][1]
 
 
 def _statement_level(node_type) -> bool:
@@ -228,17 +232,26 @@ def _collect_into(node, node_type, skip_expressions: bool, found: list) -> None:
     for name in field_names(type(node)):
         value = getattr(node, name)
         if isinstance(value, Node):
-            if not (skip_expressions and isinstance(value, Expr | Buffer)):
-                _collect_into(value, node_type, skip_expressions, found)
+            _collect_child(value, node_type, skip_expressions, found)
         elif isinstance(value, tuple):
             _collect_in_tuple(value, node_type, skip_expressions, found)
+
+
+def _collect_child(child, node_type, skip_expressions: bool, found: list) -> None:
+    if skip_expressions and isinstance(child, Expr | Buffer):
+        return
+    if isinstance(child, BlockRealize):
+        # each block's answer is remembered: a step rebuilds the function around blocks it
+        # did not touch, and the next walk takes their answers instead of walking them again
+        found += _remembered(child, node_type, skip_expressions)
+    else:
+        _collect_into(child, node_type, skip_expressions, found)
 
 
 def _collect_in_tuple(items: tuple, node_type, skip_expressions: bool, found: list) -> None:
     for item in items:
         if isinstance(item, Node):
-            if not (skip_expressions and isinstance(item, Expr | Buffer)):
-                _collect_into(item, node_type, skip_expressions, found)
+            _collect_child(item, node_type, skip_expressions, found)
         elif isinstance(item, tuple):
             _collect_in_tuple(item, node_type, skip_expressions, found)
 

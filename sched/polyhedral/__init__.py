@@ -26,4 +26,25 @@ from sched.polyhedral.model import PolyModel, build_model
 __all__ = ["BoundsReport", "Dependence", "OutOfBounds", "OutOfBoundsError", "PolyModel",
            "Violation", "bounds_report", "buffer_region", "build_model", "check_in_bounds",
            "check_order", "check_parallel", "check_schedule", "dependences",
-           "model_and_dependences"]
+           "clear_caches", "model_and_dependences"]
+
+
+def clear_caches() -> None:
+    """Forget every remembered analysis (models, dependences, parsed isl texts, pair
+    relations, IR walks): the next step computes everything anew. For benchmarks that report
+    uncached figures, and for tests that count analyses."""
+    import functools
+    import importlib
+
+    from sched.ir import functor
+    from sched.schedule import state
+
+    for name in ("isl_text", "pairs", "concurrency", "model", "dependences", "in_bounds"):
+        module = importlib.import_module(f"sched.polyhedral.{name}")
+        for value in vars(module).values():
+            if isinstance(value, functools._lru_cache_wrapper) or (
+                    type(value).__name__ == "IdentityCache"):
+                value.cache_clear()
+    state.index.cache_clear()
+    functor._COLLECTED.clear()
+    importlib.import_module("sched.polyhedral.pairs")._RELATIONS.clear()

@@ -14,8 +14,9 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.nodes import PrimFunc, Range, Var
-from sched.polyhedral.dependences import model_and_dependences
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr
+from sched.polyhedral.isl_text import parse_map
+from sched.polyhedral.model import build_model
 
 
 def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = None,
@@ -28,7 +29,7 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     box covers what all threads of a GPU thread block touch, which is what a "shared" buffer
     must hold. The box may reach elements of iterations a guard (`T.where`) skips: a user that
     writes it must guard too."""
-    model, _ = model_and_dependences(func)
+    model = build_model(func)       # the accesses only: no dependence analysis
     statements = model.statements_of_block(block)
     if not statements:
         raise ValueError(f"no block named {block!r}")
@@ -73,8 +74,8 @@ def _touched_per_outer_iteration(model, statement, relation: isl.Map,
     params = ", ".join(model.params)
     loop_names = statement.loop_names()
     constraints = " and ".join(statement.constraints) or "true"
-    loops_to_instance = isl.Map(f"[{params}] -> {{ [{', '.join(loop_names)}] -> "
-                                f"{statement.instance()} : {constraints} }}")
+    loops_to_instance = parse_map(f"[{params}] -> {{ [{', '.join(loop_names)}] -> "
+                                  f"{statement.instance()} : {constraints} }}")
     n_params = loops_to_instance.dim(isl.dim_type.param)
     moved = loops_to_instance.apply_range(relation)
     for position in reversed(fixed):           # later positions first: earlier ones stay

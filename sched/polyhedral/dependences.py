@@ -165,17 +165,17 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     return model, tuple(found)
 
 
-def _by_buffer(accesses: isl.UnionMap) -> dict[str, str]:
-    """The statement's accesses (instance -> element) by buffer tuple, as isl text."""
-    return {m.get_tuple_name(isl.dim_type.out): str(m) for m in maps(accesses)}
+def _by_buffer(accesses: isl.UnionMap) -> dict[str, tuple[str, isl.Map]]:
+    """The statement's accesses (instance -> element) by buffer tuple: (isl text, map)."""
+    return {m.get_tuple_name(isl.dim_type.out): (str(m), m) for m in maps(accesses)}
 
 
-def _map_text(union: isl.UnionMap) -> str | None:
+def _map_text(union: isl.UnionMap) -> tuple[str, isl.Map] | None:
     found = maps(union)
     if not found:
         return None
     assert len(found) == 1, "one statement's accesses to one buffer are one map"
-    return str(found[0])
+    return str(found[0]), found[0]
 
 
 def _common_positions(source: Statement, sink: Statement) -> tuple[int, ...]:
@@ -190,12 +190,13 @@ def _common_positions(source: Statement, sink: Statement) -> tuple[int, ...]:
 
 
 def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statement,
-                      sink: Statement, first: str, second: str,
+                      sink: Statement, first: tuple[str, isl.Map], second: tuple[str, isl.Map],
                       reduction: bool) -> list[Dependence]:
     """The dependence of `kind` from `source`'s access `first` to `sink`'s access `second`
-    (texts) on `buffer`, as a one-element list, or [] when no pair of instances conflicts."""
-    key = (first, second, order_key(source, sink), _common_positions(source, sink))
-    relation, distance = pair_relation(*key)
+    ((text, map) pairs) on `buffer`, as a one-element list, or [] when no pair of instances
+    conflicts."""
+    key = (first[0], second[0], order_key(source, sink), _common_positions(source, sink))
+    relation, distance = pair_relation(*key, first[1], second[1])
     if relation.is_empty():
         return []
     return [Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation, distance,

@@ -48,3 +48,9 @@ def restricted_map(text: str, domain_text: str | None, params_text: str) -> isl.
     if domain_text is None:
         return parse_map(text).intersect_params(parse_set(params_text))
     return parse_map(text).intersect_domain(restricted_set(domain_text, params_text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def is_single_valued_map(text: str, params_text: str) -> bool:
+    """Whether `restricted_map(text, None, params_text)` is single-valued."""
+    return restricted_map(text, None, params_text).is_single_valued()

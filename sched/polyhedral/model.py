@@ -98,7 +98,6 @@ class PolyModel:
     statements: dict[str, Statement]
     params: list[str]
     domain: isl.UnionSet
-    schedule: isl.UnionMap
     reads: isl.UnionMap
     writes: isl.UnionMap
     notes: list[str]
@@ -107,6 +106,17 @@ class PolyModel:
     linearized: frozenset[str] = frozenset()          # storages accessed through views that
     #                                                   differ in shape (see the module doc)
     derived: dict = field(default_factory=dict)       # answers computed from the model, by key
+
+    @property
+    def schedule(self) -> isl.UnionMap:
+        """Every statement's instances -> times (built when first asked: the order checks
+        work pair by pair, see pairs.py)."""
+        if "schedule" not in self.derived:
+            union = parse_union_map(f"[{', '.join(self.params)}] -> {{ }}")
+            for statement in self.statements.values():
+                union = union.union(isl.UnionMap.from_map(statement.schedule))
+            self.derived["schedule"] = union.coalesce()
+        return self.derived["schedule"]
 
     @property
     def is_exact(self) -> bool:
@@ -244,19 +254,17 @@ def build_model(func: PrimFunc) -> PolyModel:
     views = _views(func)
     relations = _Relations(walker, param_text, views, _owners(func))
     empty = parse_union_map(f"{param_text} {{ }}")
-    domain, schedule, reads, writes = parse_union_set(f"{param_text} {{ }}"), empty, empty, empty
+    domain, reads, writes = parse_union_set(f"{param_text} {{ }}"), empty, empty
     for statement in walker.statements:
         statement.domain_texts = (f"{param_text} {{ {statement.instance()} : "
                                   f"{statement.condition()} }}", positive_text)
         statement.domain = restricted_set(*statement.domain_texts)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
         statement.param_text = param_text
-        statement.schedule = restricted_map(statement.schedule_text(), None, positive_text)
         statement.reads, statement.writes = relations.of(statement)
         domain = domain.union(isl.UnionSet.from_set(statement.domain))
-        schedule = schedule.union(isl.UnionMap.from_map(statement.schedule))
         reads, writes = reads.union(statement.reads), writes.union(statement.writes)
     statements = {s.name: s for s in walker.statements}
     storages = {names.buffer_tuple(storage): storage for storage in views}
-    return PolyModel(func, statements, params, domain, schedule.coalesce(), reads.coalesce(),
-                     writes.coalesce(), walker.notes, storages, views, relations.linearized)
+    return PolyModel(func, statements, params, domain, reads.coalesce(), writes.coalesce(),
+                     walker.notes, storages, views, relations.linearized)

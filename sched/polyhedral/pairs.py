@@ -18,10 +18,11 @@ of the computation is in the key, so a remembered answer is the answer.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 
 import islpy as isl
 
-from sched.polyhedral.isl_text import restricted_map
+from sched.polyhedral.isl_text import parse_map, restricted_map
 
 
 def _is_constant(entry: str) -> bool:
@@ -50,26 +51,51 @@ def canonical_times(first: list[str], second: list[str]) -> tuple[list[str], lis
     return a, b
 
 
-def pair_schedule_texts(source, sink) -> tuple[str, str, str]:
-    """The isl texts of the two statements' schedules in the pair's canonical form, and of the
-    parameters' context."""
-    a, b = canonical_times(source.time, sink.time)
-    return source.schedule_text(a), sink.schedule_text(b), source.domain_texts[1]
+def own_times(time: list[str]) -> list[str]:
+    """`time` with its constant entries 0: the statement's own runs in the same order."""
+    return ["0" if _is_constant(entry) else entry for entry in time]
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def first_run_schedule(text: str, params_text: str) -> isl.Map:
-    """The schedule `text`, each instance at its first run (see dependences.first_runs)."""
+def schedule_map(own_text: str, time: tuple[str, ...], params_text: str) -> isl.Map:
+    """The schedule whose text, with its constant time entries 0, is `own_text`, with the
+    time vector `time` (the same loop entries, other constants): isl parses each statement's
+    own text once, and the constants are set by a small relabelling map."""
+    own = restricted_map(own_text, None, params_text)
+    if all(entry == "0" or not _is_constant(entry) for entry in time):
+        return own
+    inputs = [f"_t{p}" for p in range(len(time))]
+    outputs = [entry if _is_constant(entry) else inputs[p] for p, entry in enumerate(time)]
+    relabel = parse_map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
+    return own.apply_range(relabel)
+
+
+def schedule_key(statement, time: list[str]) -> tuple[str, tuple[str, ...]]:
+    """What `schedule_map` needs for `statement` at the time vector `time`."""
+    return statement.schedule_text(own_times(time)), tuple(time)
+
+
+def pair_schedule_texts(source, sink) -> tuple:
+    """The keys of the two statements' schedules in the pair's canonical form (schedule_key),
+    and the parameters' context."""
+    a, b = canonical_times(source.time, sink.time)
+    return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
+    """The schedule of `key` (schedule_key), each instance at its first run (see
+    dependences.first_runs)."""
     from sched.polyhedral.dependences import first_runs
 
-    schedule = restricted_map(text, None, params_text)
+    schedule = schedule_map(*key, params_text)
     return schedule if schedule.is_single_valued() else first_runs(schedule)
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _order(source_text: str, sink_text: str, params_text: str) -> isl.Map:
-    return first_run_schedule(source_text, params_text).lex_lt_map(
-        first_run_schedule(sink_text, params_text))
+def _order(source_key: tuple, sink_key: tuple, params_text: str) -> isl.Map:
+    return first_run_schedule(source_key, params_text).lex_lt_map(
+        first_run_schedule(sink_key, params_text))
 
 
 def order_between(source, sink) -> isl.Map:
@@ -82,25 +108,40 @@ def order_key(source, sink) -> tuple[str, str, str]:
     return pair_schedule_texts(source, sink)
 
 
-@functools.lru_cache(maxsize=1 << 15)
-def pair_relation(first_text: str, second_text: str, order: tuple[str, str, str],
-                  common: tuple[int, ...]) -> tuple[isl.Map, tuple[int, ...] | None]:
+_RELATIONS: OrderedDict = OrderedDict()       # pair_relation's answers, by its key
+_RELATIONS_SIZE = 1 << 15
+
+
+def pair_relation(first_text: str, second_text: str, order: tuple, common: tuple[int, ...],
+                  first: isl.Map | None = None, second: isl.Map | None = None,
+                  ) -> tuple[isl.Map, tuple[int, ...] | None]:
     """The pairs (source instance -> sink instance) where the source's access `first_text`
-    and the sink's access `second_text` (instance -> element maps) touch one element and the
-    source runs first, coalesced, and the constant distance of that relation at the time
-    positions `common` (the loops both are under), or None when it is not constant."""
-    first, second = isl.Map(first_text), isl.Map(second_text)
+    and the sink's access `second_text` (instance -> element maps, as text; `first` and
+    `second` are the same maps when the caller has them) touch one element and the source
+    runs first, coalesced, and the constant distance of that relation at the time positions
+    `common` (the loops both are under), or None when it is not constant. Remembered by the
+    texts, the order key and the positions."""
+    key = (first_text, second_text, order, common)
+    found = _RELATIONS.get(key)
+    if found is not None:
+        _RELATIONS.move_to_end(key)
+        return found
+    first = first if first is not None else isl.Map(first_text)
+    second = second if second is not None else isl.Map(second_text)
     relation = first.apply_range(second.reverse()).intersect(_order(*order)).coalesce()
-    return relation, _distance(relation, order, common)
+    found = _RELATIONS[key] = (relation, _distance(relation, order, common))
+    if len(_RELATIONS) > _RELATIONS_SIZE:
+        _RELATIONS.popitem(last=False)
+    return found
 
 
-def _distance(relation: isl.Map, order: tuple[str, str, str],
+def _distance(relation: isl.Map, order: tuple,
               common: tuple[int, ...]) -> tuple[int, ...] | None:
     if not common or relation.is_empty():
         return None
-    source_text, sink_text, params_text = order
-    in_time = relation.apply_domain(restricted_map(source_text, None, params_text)) \
-        .apply_range(restricted_map(sink_text, None, params_text))
+    source_key, sink_key, params_text = order
+    in_time = relation.apply_domain(schedule_map(*source_key, params_text)) \
+        .apply_range(schedule_map(*sink_key, params_text))
     deltas = in_time.deltas()
     if not deltas.is_singleton():
         return None
@@ -109,10 +150,10 @@ def _distance(relation: isl.Map, order: tuple[str, str, str],
 
 
 @functools.lru_cache(maxsize=1 << 15)
-def breaks_order(relation_key: tuple, order: tuple[str, str, str]) -> str | None:
+def breaks_order(relation_key: tuple, order: tuple) -> str | None:
     """The pairs of the relation `pair_relation(*relation_key)` that the order `order` (an
     `order_key`) does not keep (source before sink), as isl text, or None when it keeps them
     all."""
-    relation, _ = pair_relation(*relation_key)
+    relation, _ = pair_relation(*relation_key[:4])
     broken = relation.subtract(_order(*order))
     return None if broken.is_empty() else str(broken)

@@ -39,9 +39,9 @@ def _time_writes(model) -> isl.UnionMap:
 
 def repeated_instance(statement: Statement) -> str | None:
     """An instance of `statement` that runs more than once, as text, or None if none does."""
-    schedule = statement.schedule
-    if schedule.is_single_valued():
+    if statement.runs_once:
         return None
+    schedule = statement.schedule
     again = schedule.subtract(first_runs(schedule)).domain()
     point = again.sample_point()
     values = [point.get_coordinate_val(isl.dim_type.set, d).to_python()
@@ -53,9 +53,9 @@ def repeated_instance(statement: Statement) -> str | None:
 def runs_are_idempotent(model, statement: Statement) -> bool:
     """Whether the runs of each instance of `statement` are idempotent (RUNS_RULE); kept
     with the (cached) model, which the next step's check reads again."""
-    schedule = statement.schedule
-    if schedule.is_single_valued():
+    if statement.runs_once:
         return True
+    schedule = statement.schedule
     key = ("runs_are_idempotent", statement.name)
     if key not in model.derived:
         model.derived[key] = _runs_are_idempotent(model, statement, schedule)

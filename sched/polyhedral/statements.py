@@ -30,6 +30,7 @@ from sched.ir.nodes import (
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+from sched.polyhedral.isl_text import is_single_valued_map
 
 BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
 
@@ -65,7 +66,6 @@ class Statement:
     is_init: bool
     loops: tuple[Loop, ...]     # enclosing loops, outermost first
     domain: isl.Set = None
-    schedule: isl.Map = None
     reads: isl.UnionMap = None
     writes: isl.UnionMap = None
     constraints: list[str] = field(default_factory=list)   # in loop, instance dims and params
@@ -97,6 +97,25 @@ class Statement:
 
     def instance(self) -> str:
         return f"{self.name}[{', '.join(self.dim_names)}]"
+
+    @property
+    def schedule(self) -> isl.Map:
+        """instance -> time (its runs: several where an instance runs more than once),
+        built when first asked (pairs.schedule_map)."""
+        from sched.polyhedral.pairs import schedule_key, schedule_map
+
+        return schedule_map(*schedule_key(self, self.time), self.domain_texts[1])
+
+    @property
+    def runs_once(self) -> bool:
+        """Whether each instance runs once (the schedule is single-valued). Asked of the
+        schedule with its constant time entries 0, which orders the statement's own runs as the
+        schedule does (the constants are the same in every run) and stays the same across
+        steps that only move the statement's nest among others."""
+        from sched.polyhedral.pairs import own_times
+
+        return is_single_valued_map(self.schedule_text(own_times(self.time)),
+                                    self.domain_texts[1])
 
     def schedule_text(self, time: list[str] | None = None) -> str:
         """`{ S[...] -> [2, i, 1] : ... }`: the statement's instances at their times (`time`,
