@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 
+from sched.ir.memo import register
 from sched.ir.nodes import (
     BinaryOp,
     Block,
@@ -189,8 +190,16 @@ def substitute(node, mapping: dict[Var, Expr]):
     return _Substituter(mapping).visit(node)
 
 
-_COLLECTED: OrderedDict = OrderedDict()    # (id(node), node_type) -> (node, found)
-_COLLECTED_SIZE = 4096
+class _Collected(OrderedDict):
+    """(id(node), node_type) -> (node, what collect found), the most recent `SIZE`."""
+
+    SIZE = 4096
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+_COLLECTED = register(_Collected())
 
 
 def collect(node, node_type) -> list:
@@ -213,7 +222,7 @@ def _remembered(node, node_type, skip_expressions: bool) -> tuple:
     found: list = []
     _collect_into(node, node_type, skip_expressions, found)
     _COLLECTED[key] = (node, tuple(found))
-    if len(_COLLECTED) > _COLLECTED_SIZE:
+    if len(_COLLECTED) > _COLLECTED.SIZE:
         _COLLECTED.popitem(last=False)
     return _COLLECTED[key][1]
 

@@ -23,6 +23,22 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import NamedTuple
 
+_REGISTERED: list = []     # every cache of derived answers, for clear_all
+
+
+def register(cache):
+    """Add `cache` (anything with `cache_clear()`) to those `clear_all` clears; returns it, so
+    it can decorate: `@register` above `@functools.lru_cache(...)`."""
+    _REGISTERED.append(cache)
+    return cache
+
+
+def clear_all() -> None:
+    """Forget every remembered answer (every identity cache, and every cache `register`ed):
+    for benchmarks that report uncached figures and tests that count analyses."""
+    for cache in _REGISTERED:
+        cache.cache_clear()
+
 
 class CacheInfo(NamedTuple):
     hits: int
@@ -40,6 +56,7 @@ class IdentityCache:
         self._entries: OrderedDict = OrderedDict()    # id(node) -> (node, value)
         self._hits = self._misses = 0
         functools.update_wrapper(self, function)
+        register(self)
 
     def __call__(self, node):
         entry = self._entries.get(id(node))

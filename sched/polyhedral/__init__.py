@@ -11,6 +11,7 @@ isl names come from `names.py` only; `PolyModel.statement_of_tuple`, `storage_of
 `buffer_tuple` translate between them and the IR.
 """
 
+from sched.ir.memo import clear_all as clear_caches  # forget every remembered analysis
 from sched.polyhedral.bounds import buffer_region
 from sched.polyhedral.dependences import Dependence, dependences, model_and_dependences
 from sched.polyhedral.in_bounds import (
@@ -28,23 +29,3 @@ __all__ = ["BoundsReport", "Dependence", "OutOfBounds", "OutOfBoundsError", "Pol
            "check_order", "check_parallel", "check_schedule", "dependences",
            "clear_caches", "model_and_dependences"]
 
-
-def clear_caches() -> None:
-    """Forget every remembered analysis (models, dependences, parsed isl texts, pair
-    relations, IR walks): the next step computes everything anew. For benchmarks that report
-    uncached figures, and for tests that count analyses."""
-    import functools
-    import importlib
-
-    from sched.ir import functor
-    from sched.schedule import state
-
-    for name in ("isl_text", "pairs", "concurrency", "model", "dependences", "in_bounds"):
-        module = importlib.import_module(f"sched.polyhedral.{name}")
-        for value in vars(module).values():
-            if isinstance(value, functools._lru_cache_wrapper) or (
-                    type(value).__name__ == "IdentityCache"):
-                value.cache_clear()
-    state.index.cache_clear()
-    functor._COLLECTED.clear()
-    importlib.import_module("sched.polyhedral.pairs")._RELATIONS.clear()

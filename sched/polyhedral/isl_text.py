@@ -13,27 +13,34 @@ import functools
 
 import islpy as isl
 
+from sched.ir.memo import register
 
+
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def parse_map(text: str) -> isl.Map:
     return isl.Map(text)
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def parse_set(text: str) -> isl.Set:
     return isl.Set(text)
 
 
+@register
 @functools.lru_cache(maxsize=1 << 12)
 def parse_union_map(text: str) -> isl.UnionMap:
     return isl.UnionMap(text)
 
 
+@register
 @functools.lru_cache(maxsize=1 << 12)
 def parse_union_set(text: str) -> isl.UnionSet:
     return isl.UnionSet(text)
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def restricted_set(text: str, params_text: str) -> isl.Set:
     """The set `text` with its parameters restricted to the set `params_text` (`[n] -> { : n
@@ -41,6 +48,7 @@ def restricted_set(text: str, params_text: str) -> isl.Set:
     return parse_set(text).intersect_params(parse_set(params_text))
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def restricted_map(text: str, domain_text: str | None, params_text: str) -> isl.Map:
     """The map `text` restricted to the domain `restricted_set(domain_text, params_text)`, or
@@ -50,6 +58,7 @@ def restricted_map(text: str, domain_text: str | None, params_text: str) -> isl.
     return parse_map(text).intersect_domain(restricted_set(domain_text, params_text))
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def is_single_valued_map(text: str, params_text: str) -> bool:
     """Whether `restricted_map(text, None, params_text)` is single-valued."""

@@ -22,6 +22,7 @@ from collections import OrderedDict
 
 import islpy as isl
 
+from sched.ir.memo import register
 from sched.polyhedral.isl_text import parse_map, restricted_map
 
 
@@ -56,6 +57,7 @@ def own_times(time: list[str]) -> list[str]:
     return ["0" if _is_constant(entry) else entry for entry in time]
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def schedule_map(own_text: str, time: tuple[str, ...], params_text: str) -> isl.Map:
     """The schedule whose text, with its constant time entries 0, is `own_text`, with the
@@ -82,6 +84,7 @@ def pair_schedule_texts(source, sink) -> tuple:
     return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
     """The schedule of `key` (schedule_key), each instance at its first run (see
@@ -92,6 +95,7 @@ def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
     return schedule if schedule.is_single_valued() else first_runs(schedule)
 
 
+@register
 @functools.lru_cache(maxsize=1 << 14)
 def _order(source_key: tuple, sink_key: tuple, params_text: str) -> isl.Map:
     return first_run_schedule(source_key, params_text).lex_lt_map(
@@ -108,8 +112,16 @@ def order_key(source, sink) -> tuple[str, str, str]:
     return pair_schedule_texts(source, sink)
 
 
-_RELATIONS: OrderedDict = OrderedDict()       # pair_relation's answers, by its key
-_RELATIONS_SIZE = 1 << 15
+class _Relations(OrderedDict):
+    """pair_relation's answers, by its key (the most recent `SIZE`)."""
+
+    SIZE = 1 << 15
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+_RELATIONS = register(_Relations())
 
 
 def pair_relation(first_text: str, second_text: str, order: tuple, common: tuple[int, ...],
@@ -130,7 +142,7 @@ def pair_relation(first_text: str, second_text: str, order: tuple, common: tuple
     second = second if second is not None else isl.Map(second_text)
     relation = first.apply_range(second.reverse()).intersect(_order(*order)).coalesce()
     found = _RELATIONS[key] = (relation, _distance(relation, order, common))
-    if len(_RELATIONS) > _RELATIONS_SIZE:
+    if len(_RELATIONS) > _RELATIONS.SIZE:
         _RELATIONS.popitem(last=False)
     return found
 
@@ -149,6 +161,7 @@ def _distance(relation: isl.Map, order: tuple,
     return tuple(point.get_coordinate_val(isl.dim_type.set, p).to_python() for p in common)
 
 
+@register
 @functools.lru_cache(maxsize=1 << 15)
 def breaks_order(relation_key: tuple, order: tuple) -> str | None:
     """The pairs of the relation `pair_relation(*relation_key)` that the order `order` (an
