@@ -68,6 +68,7 @@ class VectorCode:
         self.lanes = lanes
         self.fast_math = fast_math
         self.unconditional: set[BufferLoad] = set()
+        self.masks = 0                  # masks bound to names so far (sched_mask_<n>)
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -220,12 +221,21 @@ class VectorCode:
             true = self.vector(self.expr(node.true_value, guard), dtype)
             false = self.vector(self.expr(node.false_value, guard), dtype)
             return VectorValue(f"({condition.text} ? {true} : {false})", dtype, True)
+        condition = self.bind(condition)
         mask = self.mask(condition, dtype)
         true = self.vector(self.expr(node.true_value, self.narrow(guard, condition, False)),
                            dtype)
         false = self.vector(self.expr(node.false_value, self.narrow(guard, condition, True)),
                             dtype)
         return self.select(mask, true, false, dtype)
+
+    def bind(self, mask: VectorValue) -> VectorValue:
+        """`mask` computed once before the statement, in a named local (it is used by both
+        sides of a select and by the masked loads inside)."""
+        self.masks += 1
+        name = f"sched_mask_{self.masks}"
+        self.c.line(f"const {self.type(mask.dtype)} {name} = {_strip(mask.text)};")
+        return VectorValue(name, mask.dtype, True)
 
     def narrow(self, guard, condition: VectorValue, negate: bool) -> tuple[str, str]:
         """The guard of one side of a select on `condition`."""
@@ -252,6 +262,18 @@ class VectorCode:
 
     def expr_IntImm(self, node: IntImm, guard) -> VectorValue:
         return self.scalar(node, guard)
+
+
+def _strip(text: str) -> str:
+    """`text` without one pair of parentheses around all of it."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for position, char in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and position < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
 
 
 def _unconditional_loads(expr: Expr, var: Var) -> set[BufferLoad]:

@@ -1,0 +1,99 @@
+"""Padding (`if_then_else` of an inlined pad producer) in a vectorized loop: the border lanes
+read nothing outside the input (masked loads), and the results match numpy.
+
+The inputs sit between inaccessible pages (mprotect), so a load outside them would crash; each
+case runs in a child process, which turns a crash into a failed test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+
+PAGE = mmap.PAGESIZE
+PROT_NONE = 0
+
+
+def guarded_copy(array: np.ndarray) -> np.ndarray:
+    """A copy of `array` whose memory has an inaccessible page right before and right after
+    it (its size is rounded to 64 bytes: only the tail of the last element's line is slack)."""
+    nbytes = (array.nbytes + 63) // 64 * 64
+    pages = (nbytes + PAGE - 1) // PAGE
+    memory = mmap.mmap(-1, (pages + 2) * PAGE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for page in (0, pages + 1):
+        assert libc.mprotect(base + page * PAGE, PAGE, PROT_NONE) == 0
+    start = (pages + 1) * PAGE - array.nbytes
+    start -= start % 64
+    view = np.frombuffer(memory, array.dtype, array.size, offset=start).reshape(array.shape)
+    view[...] = array
+    return view
+
+
+def padded_conv(vector_bytes: int, fast_math: bool) -> None:
+    """conv2d 3x3, padding 1, the pad inlined, the output columns vectorized; its input
+    guarded; compared with numpy (run in a child process)."""
+    X = te.placeholder((1, 3, 12, 16), name="X")
+    W = te.placeholder((4, 3, 3, 3), name="W")
+    out = te.ops.conv2d_nchw(X, W, padding=1)
+    sch = sched.Schedule(te.create_prim_func([X, W, out]))
+    sch.compute_inline(sch.get_block("conv2d_pad"))
+    n, k, p, q, rc, ry, rx = sch.get_loops(sch.get_block("conv2d"))
+    sch.reorder(rc, ry, rx, q)
+    sch.vectorize(q)
+    kernel = sched.build(sch.func, target="c", fast_math=fast_math)
+    assert "sched_vload_masked_f32x" in kernel.source, kernel.source
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 12, 16)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    result = np.zeros((1, 4, 12, 16), np.float32)
+    kernel(guarded_copy(x), w, result)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = np.zeros_like(result)
+    for dy in range(3):
+        for dx in range(3):
+            expected += np.einsum("nchw,kc->nkhw", padded[:, :, dy:dy + 12, dx:dx + 16],
+                                  w[:, :, dy, dx])
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+
+
+def pad_then_exp(vector_bytes: int, fast_math: bool) -> None:
+    """A padded copy whose border is -inf, exp of it inlined: the pad's select in the same
+    vectorized loop as the math; input guarded."""
+    X = te.placeholder((5, 30), name="X")
+    P = te.compute((7, 32), lambda i, j: te.if_then_else(
+        te.all(i >= 1, i < 6, j >= 1, j < 31), X[i - 1, j - 1], float("-inf")), name="P")
+    E = te.compute((7, 32), lambda i, j: te.exp(P[i, j]), name="E")
+    sch = sched.Schedule(te.create_prim_func([X, E]))
+    sch.compute_inline(sch.get_block("P"))
+    sch.vectorize(sch.get_loops(sch.get_block("E"))[-1])
+    kernel = sched.build(sch.func, target="c", fast_math=fast_math)
+    assert "sched_vload_masked_f32x" in kernel.source and "expf(" not in kernel.source
+    x = np.random.default_rng(1).standard_normal((5, 30)).astype(np.float32)
+    result = np.full((7, 32), np.nan, np.float32)
+    kernel(guarded_copy(x), result)
+    expected = np.exp(np.pad(x, 1, constant_values=-np.inf).astype(np.float64))
+    np.testing.assert_allclose(result, expected, rtol=3e-7, atol=0)
+
+
+@pytest.mark.parametrize("fast_math", [False, True], ids=["exact", "fast_math"])
+@pytest.mark.parametrize("vector_bytes", [16, 32, 64])
+@pytest.mark.parametrize("case", ["padded_conv", "pad_then_exp"])
+def test_padding_vectorizes_without_reading_outside_the_input(case, vector_bytes, fast_math):
+    code = (f"from tests.c.test_vector_padding import {case}; "
+            f"{case}({vector_bytes}, {fast_math})")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ,
+                                 "SCHED_VECTOR_BYTES": str(vector_bytes)})
+    assert result.returncode == 0, f"exit status {result.returncode}\n{result.stderr[-3000:]}"
