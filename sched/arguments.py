@@ -266,3 +266,37 @@ def _evaluate(dim: Expr, values: dict[Var, int]) -> int:
     result = simplify(substitute(dim, {v: IntImm(n, v.dtype) for v, n in values.items()}))
     assert isinstance(result, IntImm), f"shape {dim!r} does not evaluate to a constant"
     return result.value
+
+
+def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
+    """The entry check of `func` (see `ArgumentBinder.entry_check`) as C: the variables (symbolic
+    dims and integer scalar parameters) and an expression over `sched_p0, sched_p1, ...` (their
+    values, int64, in that order) that is true exactly when some access would be out of
+    bounds, written by isl (it may use `floord`, `min` and `max`); None when there is no
+    condition. Raises ValueError when isl cannot write it."""
+    import islpy as isl
+
+    from sched.polyhedral.in_bounds import bounds_report
+    from sched.polyhedral.isl_expr import isl_name
+
+    scalars = [p for p in func.params if isinstance(p, Var) and is_int(p.dtype)]
+    by_name = {isl_name(v): v for v in (*func.symbolic_vars, *scalars)}
+    conditions, names = [], None
+    for violation in bounds_report(func).conditional:
+        condition = violation.condition
+        found = [condition.get_dim_name(isl.dim_type.param, i)
+                 for i in range(condition.dim(isl.dim_type.param))]
+        names = found if names is None else names
+        if found != names or any(name not in by_name for name in found):
+            raise ValueError("the entry condition's parameters are not the function's "
+                             "symbolic dims and integer scalars")
+        for i in range(len(found)):
+            condition = condition.set_dim_name(isl.dim_type.param, i, f"sched_p{i}")
+        build = isl.AstBuild.from_context(isl.Set.universe(condition.get_space()))
+        try:
+            conditions.append(f"({build.expr_from_set(condition).to_C_str()})")
+        except isl.Error as error:
+            raise ValueError(f"isl cannot write the entry condition as C: {error}") from None
+    if not conditions:
+        return None
+    return tuple(by_name[name] for name in names), " || ".join(conditions)

@@ -22,9 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-import islpy as isl
-
-from sched.arguments import ArgumentBinder, numpy_dtype
+from sched.arguments import ArgumentBinder, entry_condition_c, numpy_dtype
 from sched.c.codegen import c_function_name
 from sched.c.dtypes import STORAGE_TYPES
 from sched.c.object_layout import (
@@ -288,39 +286,25 @@ class _Generator:
         """A C call that is true when some access would be out of bounds (see in_bounds)."""
         if self.binder.entry_check is None:
             return None
-        from sched.polyhedral.in_bounds import bounds_report
-        from sched.polyhedral.isl_expr import isl_name
-
-        ints = {isl_name(v): self.values[v] for v in self.values
-                if v.dtype in _INT_RANGES}
-        conditions, params = [], None
-        for violation in bounds_report(self.func).conditional:
-            condition = violation.condition
-            names = [condition.get_dim_name(isl.dim_type.param, i)
-                     for i in range(condition.dim(isl.dim_type.param))]
-            if params is None:
-                params = names
-            if names != params or any(name not in ints for name in names):
-                raise Unsupported("the entry condition's parameters")
-            for i in range(len(names)):
-                condition = condition.set_dim_name(isl.dim_type.param, i, f"sched_p{i}")
-            build = isl.AstBuild.from_context(isl.Set.universe(condition.get_space()))
-            try:
-                conditions.append(f"({build.expr_from_set(condition).to_C_str()})")
-            except isl.Error as error:
-                raise Unsupported(f"the entry condition: {error}") from None
-        if not conditions:
+        try:
+            found = entry_condition_c(self.func)
+        except ValueError as error:
+            raise Unsupported(str(error)) from None
+        if found is None:
             return None
-        args = ", ".join(f"int64_t sched_p{i}" for i in range(len(params)))
+        variables, condition = found
+        if any(v not in self.values or v.dtype not in _INT_RANGES for v in variables):
+            raise Unsupported("the entry condition's parameters")
+        args = ", ".join(f"int64_t sched_p{i}" for i in range(len(variables)))
         self.helpers.append("\n".join([
             "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
             "#define min(a, b) ((a) < (b) ? (a) : (b))",
             "#define max(a, b) ((a) > (b) ? (a) : (b))",
             f"static inline bool sched_entry_out_of_bounds({args}) {{",
-            f"    return {' || '.join(conditions)};", "}",
+            f"    return {condition};", "}",
             "#undef floord", "#undef min", "#undef max", ""]))
         return (f"sched_entry_out_of_bounds("
-                f"{', '.join(f'(int64_t){ints[name]}' for name in params)})")
+                f"{', '.join(f'(int64_t){self.values[v]}' for v in variables)})")
 
     def run_kernel(self) -> None:
         args = [f"(void *)sched_a{k}->data" for k in range(len(self.buffers))]
