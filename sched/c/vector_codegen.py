@@ -69,6 +69,7 @@ class VectorCode:
         self.fast_math = fast_math
         self.unconditional: set[BufferLoad] = set()
         self.masks = 0                  # masks bound to names so far (sched_mask_<n>)
+        self.lazy = 0                   # inside a side of a scalar ?: (evaluated only if taken)
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -218,8 +219,10 @@ class VectorCode:
         condition = self.expr(node.condition, guard)
         dtype = node.dtype
         if not condition.vector:                  # C's ?: evaluates one side only
+            self.lazy += 1
             true = self.vector(self.expr(node.true_value, guard), dtype)
             false = self.vector(self.expr(node.false_value, guard), dtype)
+            self.lazy -= 1
             return VectorValue(f"({condition.text} ? {true} : {false})", dtype, True)
         condition = self.bind(condition)
         mask = self.mask(condition, dtype)
@@ -231,7 +234,10 @@ class VectorCode:
 
     def bind(self, mask: VectorValue) -> VectorValue:
         """`mask` computed once before the statement, in a named local (it is used by both
-        sides of a select and by the masked loads inside)."""
+        sides of a select and by the masked loads inside); not hoisted out of a side of a
+        scalar `?:`, whose loads the scalar code may skip."""
+        if self.lazy:
+            return mask
         self.masks += 1
         name = f"sched_mask_{self.masks}"
         self.c.line(f"const {self.type(mask.dtype)} {name} = {_strip(mask.text)};")

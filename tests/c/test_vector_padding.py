@@ -97,3 +97,21 @@ def test_padding_vectorizes_without_reading_outside_the_input(case, vector_bytes
                             env={**os.environ,
                                  "SCHED_VECTOR_BYTES": str(vector_bytes)})
     assert result.returncode == 0, f"exit status {result.returncode}\n{result.stderr[-3000:]}"
+
+
+def test_a_select_inside_a_scalar_condition_reads_only_where_the_scalar_code_does(rng):
+    # rows i >= 4 of the output read no row of A (A has 4): the lane mask of the inner select
+    # must not be computed (with its load of A) before the outer, row-only condition
+    A = te.placeholder((4, 32), name="A")
+    B = te.compute((6, 32), lambda i, j: te.if_then_else(
+        i < 4, te.if_then_else(A[te.min(i, 3), j] > 0.0, A[te.min(i, 3), j], 0.0) + 1.0,
+        -1.0), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    sch.vectorize(sch.get_loops(sch.get_block("B"))[-1])
+    kernel = sched.build(sch.func, target="c")
+    assert "vectorized: " in kernel.source and "sched_mask_1 = " not in kernel.source
+    a = rng.standard_normal((4, 32)).astype(np.float32)
+    out = np.zeros((6, 32), np.float32)
+    kernel(a, out)
+    np.testing.assert_array_equal(out[:4], np.maximum(a, 0) + 1)
+    np.testing.assert_array_equal(out[4:], -1)
