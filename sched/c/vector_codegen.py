@@ -16,7 +16,7 @@ also performed unconditionally. A scalar-condition select stays C's lazy `?:`.
 
 from __future__ import annotations
 
-from sched.c import vector_math
+from sched.c import dtypes, vector_math
 from sched.c.vectorize import (
     SHORT_NAMES,
     mask_dtype,
@@ -34,6 +34,7 @@ from sched.ir.nodes import (
     Cast,
     Expr,
     FloatImm,
+    For,
     IfThenElse,
     IntImm,
     Not,
@@ -42,6 +43,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
+from sched.ir.simplify import simplify
 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
            "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
@@ -95,6 +97,17 @@ class VectorCode:
         if isinstance(node, SeqStmt):
             for stmt in node.stmts:
                 self.stmt(stmt)
+        elif isinstance(node, For):               # the same bounds on every lane
+            var, ctype = self.c.name(node.loop_var.name), dtypes.storage_type(
+                node.loop_var.dtype)
+            if node.kind == "unrolled" and isinstance(node.extent, IntImm):
+                self.c.line(f"#pragma GCC unroll {node.extent.value}")
+            end = node.extent if _is_zero(node.min) else simplify(node.min + node.extent)
+            self.c.line(f"for ({ctype} {var} = {self.c.expr(node.min)}; {var} < "
+                        f"{self.c.bound(end)}; ++{var}) {{")
+            self.c.with_var(node.loop_var, self.c.is_nonneg(node.min),
+                            lambda: self.block(node.body))
+            self.c.line("}")
         elif isinstance(node, IfThenElse):        # the condition is the same on every lane
             self.c.line(f"if ({self.c.expr(node.condition)}) {{")
             self.block(node.then_body)
@@ -268,6 +281,10 @@ class VectorCode:
 
     def expr_IntImm(self, node: IntImm, guard) -> VectorValue:
         return self.scalar(node, guard)
+
+
+def _is_zero(node: Expr) -> bool:
+    return isinstance(node, IntImm) and node.value == 0
 
 
 def _strip(text: str) -> str:

@@ -11,7 +11,9 @@ AVX-512, 8 on AVX2, 4 on SSE/NEON) when its body allows it (vector_codegen.py em
     }
 
 Allowed in the body: stores of float32/float64/int32 at contiguous indices (coefficient 1 in
-the loop variable), `if` statements whose condition does not depend on the loop variable, and
+the loop variable), `if` statements whose condition does not depend on the loop variable,
+serial or unrolled loops whose bounds do not (a reduction loop inside: all lanes step through
+it together, each lane in its own order), and
 expressions of: contiguous loads, values that do not depend on the loop variable (computed
 once, broadcast), the loop variable itself (lanes i, i+1, ...), + - * (and / of floats),
 min/max, comparisons, and/or/not, selects (`if_then_else`), casts among float32, float64,
@@ -121,6 +123,11 @@ def stmt_allowed(stmt: Stmt, var: Var) -> bool:
     if isinstance(stmt, IfThenElse):
         return var not in free_vars(stmt.condition) and stmt_allowed(stmt.then_body, var) \
             and (stmt.else_body is None or stmt_allowed(stmt.else_body, var))
+    if isinstance(stmt, For):     # runs for all lanes at once: legal, as no dependence is
+        # carried by the vectorized loop (what `vectorize` checked), so each lane keeps its order
+        return stmt.kind in ("serial", "unrolled") \
+            and var not in (*free_vars(stmt.min), *free_vars(stmt.extent)) \
+            and stmt_allowed(stmt.body, var)
     if isinstance(stmt, BufferStore):
         (index,) = stmt.indices
         return stmt.buffer.dtype in STORED and coefficient(index, var) == 1 \
@@ -165,6 +172,8 @@ def _stored_dtypes(stmt: Stmt) -> set[str]:
     if isinstance(stmt, IfThenElse):
         other = _stored_dtypes(stmt.else_body) if stmt.else_body is not None else set()
         return _stored_dtypes(stmt.then_body) | other
+    if isinstance(stmt, For):
+        return _stored_dtypes(stmt.body)
     return {stmt.buffer.dtype} if isinstance(stmt, BufferStore) else set()
 
 

@@ -208,3 +208,19 @@ def test_a_load_on_the_right_of_and_is_guarded(rng, width):
     n = rng.integers(-2, 2, (4, 32), dtype=np.int32)
     np.testing.assert_array_equal(run(kernel, a, n, out_shape=(4, 32)),
                                   np.where((n > 0) & (a > 1), a, -1))
+
+
+def test_reduction_loop_inside_the_vectorized_loop_runs_on_all_lanes(rng, width):
+    A = te.placeholder((32, 64), name="A")
+    B = te.placeholder((32, 48), name="B")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((64, 48), lambda i, j: te.sum(A[k, i] * te.exp(B[k, j]), axis=k), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    _, j, _ = sch.get_loops(sch.get_block("C"))
+    sch.vectorize(j)
+    kernel = sched.build(sch.func, target="c")
+    assert "vectorized: " in kernel.source and "expf(" not in kernel_body(kernel.source)
+    a = rng.random((32, 64), np.float32)
+    b = rng.random((32, 48), np.float32)
+    np.testing.assert_allclose(run(kernel, a, b, out_shape=(64, 48)),
+                               a.T.astype(np.float64) @ np.exp(b.astype(np.float64)), rtol=2e-6)

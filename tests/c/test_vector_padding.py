@@ -41,16 +41,18 @@ def guarded_copy(array: np.ndarray) -> np.ndarray:
     return view
 
 
-def padded_conv(vector_bytes: int, fast_math: bool) -> None:
-    """conv2d 3x3, padding 1, the pad inlined, the output columns vectorized; its input
-    guarded; compared with numpy (run in a child process)."""
+def padded_conv(vector_bytes: int, fast_math: bool, reorder: bool = True) -> None:
+    """conv2d 3x3, padding 1, the pad inlined, the output columns vectorized (inside the
+    reduction loops, or outside them without `reorder`); its input guarded; compared with
+    numpy (run in a child process)."""
     X = te.placeholder((1, 3, 12, 16), name="X")
     W = te.placeholder((4, 3, 3, 3), name="W")
     out = te.ops.conv2d_nchw(X, W, padding=1)
     sch = sched.Schedule(te.create_prim_func([X, W, out]))
     sch.compute_inline(sch.get_block("conv2d_pad"))
     n, k, p, q, rc, ry, rx = sch.get_loops(sch.get_block("conv2d"))
-    sch.reorder(rc, ry, rx, q)
+    if reorder:
+        sch.reorder(rc, ry, rx, q)
     sch.vectorize(q)
     kernel = sched.build(sch.func, target="c", fast_math=fast_math)
     assert "sched_vload_masked_f32x" in kernel.source, kernel.source
@@ -89,10 +91,13 @@ def pad_then_exp(vector_bytes: int, fast_math: bool) -> None:
 
 @pytest.mark.parametrize("fast_math", [False, True], ids=["exact", "fast_math"])
 @pytest.mark.parametrize("vector_bytes", [16, 32, 64])
-@pytest.mark.parametrize("case", ["padded_conv", "pad_then_exp"])
+@pytest.mark.parametrize("case", ["padded_conv", "padded_conv_reductions_inside",
+                                  "pad_then_exp"])
 def test_padding_vectorizes_without_reading_outside_the_input(case, vector_bytes, fast_math):
-    code = (f"from tests.c.test_vector_padding import {case}; "
-            f"{case}({vector_bytes}, {fast_math})")
+    call = "padded_conv({}, {}, reorder=False)" if case == "padded_conv_reductions_inside" \
+        else case + "({}, {})"
+    code = (f"from tests.c.test_vector_padding import {case.split('_reductions')[0]}; "
+            + call.format(vector_bytes, fast_math))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**os.environ,
                                  "SCHED_VECTOR_BYTES": str(vector_bytes)})
