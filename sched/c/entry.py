@@ -54,7 +54,7 @@ class Status(enum.IntEnum):
 
 @dataclass(frozen=True)
 class EntrySource:
-    """The entry point's C text, its name and the C types of the scalars it takes."""
+    """The entry point's name and its C text (appended to the kernel's source)."""
 
     name: str
     text: str

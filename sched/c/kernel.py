@@ -4,7 +4,9 @@ A call goes first to the library's entry point (`sched.c.entry`), which checks t
 in C and runs the kernel (well under a microsecond for a few numpy arrays); when the entry
 point refuses them (a torch tensor, an ndarray subclass, or a mistake), the checks run in
 Python (`sched.arguments.ArgumentBinder`), which either accept them and run the kernel or
-raise the `KernelArgumentError` naming the argument.
+raise the `KernelArgumentError` naming the argument. As before, the call releases the GIL
+(ctypes.CDLL): the entry point reads the arguments while the calling thread holds them; another
+thread reshaping one of them meanwhile is a race, as it would be for the kernel's data.
 """
 
 from __future__ import annotations
