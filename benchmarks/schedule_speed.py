@@ -1,0 +1,143 @@
+"""How long schedule steps take (issue 14, item 1): every step is checked by the polyhedral
+engine, and the autoscheduler replays thousands of traces.
+
+- applying hand schedules: `cpu_matmul` (CPU, TVM applies its matmul schedule in 4.6 ms),
+  `gpu_matmul` and `gpu_conv2d` (GPU schedules, checked on the CPU);
+- compute_at along a chain of N elementwise blocks (each block computed at the last block's
+  loop, last to first), N = 4 ... 32: the total and how it grows (log-log slope between the
+  two largest N: 1 is linear);
+- replaying a trace (`Trace.apply`) of a conv2d schedule.
+
+Each figure is taken cold (`sched.polyhedral.clear_caches()` before every repeat: nothing
+remembered from an earlier analysis, as for the first schedule of a new workload) and warm
+(the same steps again in one process, as an autoscheduler replaying a workload's traces meets
+the same statements again).
+
+    python benchmarks/schedule_speed.py      # writes benchmarks/results/<cpu>/schedule_speed.json
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import sched  # noqa: E402
+from benchmarks.common import cpu_name, measure, write_results  # noqa: E402
+from sched import compute as te  # noqa: E402
+from sched import hand_schedules  # noqa: E402
+from sched.polyhedral import clear_caches  # noqa: E402
+
+CHAIN_LENGTHS = (4, 8, 16, 32)
+TARGETS_MS = {"cpu_matmul": 15, "chain_32": 500, "conv2d_trace_replay": 30}
+
+
+def _cold(run):
+    def call():
+        clear_caches()
+        return run()
+    return call
+
+
+def _plus_one(x, name: str):
+    return te.compute((1024,), lambda j: x[j] + 1.0, name=name)
+
+
+def chain_function(n: int):
+    """B0 = A + 1, B1 = B0 + 1, ..., B{n-1}: n elementwise blocks in a chain."""
+    x = te.placeholder((1024,), name="A")
+    inputs = [x]
+    for i in range(n):
+        x = _plus_one(x, f"B{i}")
+    return te.create_prim_func([*inputs, x], name=f"chain{n}")
+
+
+def compute_at_chain(func, n: int) -> None:
+    sch = sched.Schedule(func)
+    loop = sch.get_loops(sch.get_block(f"B{n - 1}"))[0]
+    for i in range(n - 2, -1, -1):
+        sch.compute_at(sch.get_block(f"B{i}"), loop)
+
+
+def chain_rows() -> list[dict]:
+    rows = []
+    for n in CHAIN_LENGTHS:
+        func = chain_function(n)
+        cold = measure(_cold(lambda f=func, n=n: compute_at_chain(f, n)), repeats=3, warmup=0)
+        rows.append({"blocks": n, "steps": n - 1, "cold": cold})
+    a, b = rows[-2], rows[-1]
+    slope = (math.log(b["cold"]["median_s"] / a["cold"]["median_s"])
+             / math.log(b["blocks"] / a["blocks"]))
+    for row in rows:
+        row["slope_to_largest"] = slope
+    return rows
+
+
+def schedule_rows() -> list[dict]:
+    workloads = {
+        "cpu_matmul": lambda: hand_schedules.cpu_matmul(1024, 1024, 1024),
+        "gpu_matmul": lambda: hand_schedules.gpu_matmul(1024, 1024, 1024),
+        "gpu_conv2d": lambda: hand_schedules.gpu_conv2d(1, 64, 56, 56, 64),
+    }
+    rows = []
+    for name, apply in workloads.items():
+        steps = sum(1 for i in apply().trace.instructions if not i.kind.startswith("get_"))
+        rows.append({"workload": name, "steps": steps,
+                     "cold": measure(_cold(apply), repeats=5, warmup=0),
+                     "warm": measure(apply, repeats=5, warmup=1)})
+    return rows
+
+
+def conv2d_function(N=1, C=64, H=56, W=56, K=64, R=3):
+    """The function `hand_schedules.cpu_conv2d` schedules (its trace replays on it)."""
+    data = te.placeholder((N, C, H, W), name="data")
+    weight = te.placeholder((K, C, R, R), name="weight")
+    out = te.ops.conv2d_nchw(data, weight, stride=1, padding=1)
+    return te.create_prim_func([data, weight, out], name="conv2d")
+
+
+def replay_row() -> dict:
+    trace = hand_schedules.cpu_conv2d(1, 64, 56, 56, 64).trace
+    func = conv2d_function()
+    replay = lambda: trace.apply(func)  # noqa: E731
+    return {"workload": "conv2d_trace_replay", "instructions": len(trace),
+            "steps": sum(1 for i in trace.instructions if not i.kind.startswith("get_")),
+            "cold": measure(_cold(replay), repeats=5, warmup=0),
+            "warm": measure(replay, repeats=5, warmup=1)}
+
+
+def main() -> None:
+    started = time.perf_counter()
+    applied = schedule_rows()
+    replay = replay_row()
+    chain = chain_rows()
+    device = cpu_name()
+    path = write_results("schedule_speed", device, {
+        "unit": "seconds", "targets_ms": TARGETS_MS,
+        "tvm_cpu_matmul_schedule_ms": 4.6, "tvm_figure_source": "issue 14 (another process)",
+        "hand_schedules": applied, "trace_replay": replay, "compute_at_chain": chain})
+    table = Table(title=f"schedule steps on {device} (median ms; cold: caches cleared)")
+    for column in ("what", "steps", "cold", "warm", "cold per step"):
+        table.add_column(column)
+    for row in [*applied, replay]:
+        cold = row["cold"]["median_s"] * 1e3
+        table.add_row(row["workload"], str(row["steps"]), f"{cold:.1f}",
+                      f"{row['warm']['median_s'] * 1e3:.1f}", f"{cold / row['steps']:.1f}")
+    for row in chain:
+        cold = row["cold"]["median_s"] * 1e3
+        table.add_row(f"compute_at chain, {row['blocks']} blocks", str(row["steps"]),
+                      f"{cold:.1f}", "", f"{cold / row['steps']:.1f}")
+    Console().print(table)
+    print(f"chain growth: time ~ N^{chain[-1]['slope_to_largest']:.2f} between N = "
+          f"{CHAIN_LENGTHS[-2]} and {CHAIN_LENGTHS[-1]}; took {time.perf_counter() - started:.0f}"
+          f" s; wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
