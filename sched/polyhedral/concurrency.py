@@ -11,6 +11,7 @@ import functools
 import islpy as isl
 
 from sched.ir.functor import collect
+from sched.ir.memo import register
 from sched.ir.nodes import Allocate, Block, Buffer, For, Node, PrimFunc
 from sched.polyhedral import names
 from sched.polyhedral.dependences import (
@@ -21,6 +22,7 @@ from sched.polyhedral.dependences import (
     value_flows,
 )
 from sched.polyhedral.model import Loop, Statement
+from sched.polyhedral.pairs import pair_relation, schedule_map
 from sched.polyhedral.violation import Violation, describe_instance_pair
 
 
@@ -33,6 +35,50 @@ def _carried_at(width: int, position: int, params: str) -> isl.Map:
     differ = f"{a[position]} != {b[position]}"
     condition = " and ".join(same + [differ])
     return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
+
+
+@functools.lru_cache(maxsize=1024)
+def time_pairs(key: tuple) -> isl.Map:
+    """Pairs of times (source run -> sink run) by `key`: ("carried", width, position, params):
+    in one iteration of the loops before `position` and different iterations of the loop at
+    it; ("across", width, common, here, there, params): equal before position `common`, and
+    different at `here` (source) and `there` (sink)."""
+    if key[0] == "carried":
+        _, width, position, params = key
+        return _carried_at(width, position, params)
+    _, width, common, here, there, params = key
+    a = [names.local("a", i) for i in range(width)]
+    b = [names.local("b", i) for i in range(width)]
+    same = [f"{a[i]} = {b[i]}" for i in range(common)]
+    condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
+    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
+
+
+def crossing_runs(dep: Dependence, between: tuple) -> tuple[isl.Map, isl.Map] | None:
+    """The runs of `dep` (source time -> sink time) that are in `time_pairs(between)`, and the
+    instance pairs they relate; None when there are none. Asked in the pair's canonical time
+    form (pairs.py), which relates the same runs at the same positions, and remembered by the
+    dependence's key."""
+    if dep.key is None:
+        return _crossing_runs(dep.relation, dep.source.schedule, dep.sink.schedule, between)
+    return _crossing_runs_by_key(dep.key, between)
+
+
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def _crossing_runs_by_key(key: tuple, between: tuple):
+    relation, _ = pair_relation(*key[:4])
+    source, sink, params = key[2]
+    return _crossing_runs(relation, schedule_map(*source, params), schedule_map(*sink, params),
+                          between)
+
+
+def _crossing_runs(relation: isl.Map, source: isl.Map, sink: isl.Map, between: tuple):
+    crossing = relation.apply_domain(source).apply_range(sink).intersect(time_pairs(between))
+    if crossing.is_empty():
+        return None
+    return crossing, relation.intersect(crossing.apply_domain(source.reverse())
+                                        .apply_range(sink.reverse()))
 
 
 # -- the one rule for loops whose iterations run at the same time -------------------------------
@@ -194,8 +240,8 @@ class _Concurrency:
         pairs of instances it relates in different iterations (reductions first)."""
         if not self.statements:
             return
-        carried = _carried_at(len(self.statements[0].time), self.target.position,
-                              f"[{', '.join(self.model.params)}] ->")
+        params = f"[{', '.join(self.model.params)}] ->"
+        carried = ("carried", len(self.statements[0].time), self.target.position, params)
         for dep in sorted(self.deps, key=lambda d: not d.is_reduction):
             if self.under(dep.source) and self.under(dep.sink):
                 between = carried
@@ -203,15 +249,13 @@ class _Concurrency:
                 between = self.across_sibling_loops(dep)
                 if between is None:
                     continue
-            in_time = dep.relation.apply_domain(dep.source.schedule) \
-                .apply_range(dep.sink.schedule)
-            crossing = in_time.intersect(between)
-            if crossing.is_empty() or self.private(dep.buffer) \
-                    or self.barrier_ordered(dep, crossing):
+            found = crossing_runs(dep, between)
+            if found is None or self.private(dep.buffer):
                 continue
-            yield dep, dep.relation.intersect(
-                crossing.apply_domain(dep.source.schedule.reverse())
-                .apply_range(dep.sink.schedule.reverse()))
+            crossing, pairs = found
+            if self.barrier_ordered(dep, crossing):
+                continue
+            yield dep, pairs
 
     def thread_position(self, statement: Statement) -> int | None:
         """The time position of the loop binding `statement` to this loop's thread axis (this
@@ -221,10 +265,11 @@ class _Concurrency:
         return next((lp.position for lp in statement.loops
                      if lp.kind == "thread_binding" and lp.thread_tag == self.thread_tag), None)
 
-    def across_sibling_loops(self, dep: Dependence) -> isl.Map | None:
+    def across_sibling_loops(self, dep: Dependence) -> tuple | None:
         """For a threadIdx loop: the runs of `dep` between this loop and another loop bound to
         the same axis (one kernel: the two are phases of the same threads), in one iteration
-        of the loops around both, on different threads; None if `dep` is not between them."""
+        of the loops around both, on different threads (as a `time_pairs` key); None if `dep`
+        is not between them."""
         if self.kind != "threadIdx" or not (self.under(dep.source) or self.under(dep.sink)):
             return None
         here, there = self.thread_position(dep.source), self.thread_position(dep.sink)
@@ -235,13 +280,8 @@ class _Concurrency:
             if a != b or dep.source.time[:a.position + 1] != dep.sink.time[:a.position + 1]:
                 break
             common = a.position + 1
-        width = len(dep.source.time)
-        a = [names.local("a", i) for i in range(width)]
-        b = [names.local("b", i) for i in range(width)]
-        same = [f"{a[i]} = {b[i]}" for i in range(common)]
-        condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
-        return isl.Map(f"[{', '.join(self.model.params)}] -> {{ [{', '.join(a)}] -> "
-                       f"[{', '.join(b)}] : {condition} }}")
+        return ("across", len(dep.source.time), common, here, there,
+                f"[{', '.join(self.model.params)}] ->")
 
     def rewrites_only(self, storage: str) -> bool:
         """Whether the function allocates `storage` and no value flows through it from one
