@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import pathlib
+import signal
 import statistics
 import subprocess
 import sys
@@ -78,9 +79,13 @@ def child() -> dict:
     return times
 
 
+BUSY_SECONDS = 300     # the busy loop ends by itself after this, should this process die first
+
+
 def busy_loop() -> subprocess.Popen:
     """Another process keeping one core busy (a Python loop that never sleeps)."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    code = f"import time\nend = time.time() + {BUSY_SECONDS}\nwhile time.time() < end: pass"
+    return subprocess.Popen([sys.executable, "-c", code])
 
 
 def run_setting(threads: int, extra: dict[str, str]) -> dict:
@@ -108,6 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))    # so that `finally` ends the load
     from benchmarks.common import cpu_name, write_results
 
     samples = {(condition, setting, kernel): []
