@@ -13,8 +13,12 @@ running it: the caller then takes the checks in Python, which accept what C does
 error naming the argument. Scalars are checked in Python (`CKernel`) and passed as C values.
 
 How the objects are read: see `sched.c.object_layout`. `entry_source` returns None (and the
-reason) for what it does not generate: a float16 or bfloat16 scalar, a shape that is not
-built from +, -, *, //, %, min and max, an entry condition isl cannot write.
+reason) for what it does not generate: a shape that is not built from +, -, *, //, %, min and
+max, an entry condition isl cannot write.
+
+Half-precision scalars are passed as their 16 bits (`scalar_bits`), to the entry point and to
+`launcher_source`'s function: C passes a `_Float16` argument in a vector register, which ctypes
+cannot do (a float passed for it arrived as garbage).
 """
 
 from __future__ import annotations
@@ -63,11 +67,24 @@ class EntrySource:
 _SHAPE_OPS = {"add": "+", "sub": "-", "mul": "*"}
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
+# a float16 from its bits (shared by the entry point and the launcher)
+_HALF = """#ifndef SCHED_ENTRY_HALF
+#define SCHED_ENTRY_HALF
+static inline _Float16 sched_entry_half(uint16_t bits) {
+    _Float16 value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+#endif"""
+
 _PRELUDE = f"""
 // ---- the entry point: the call's arguments checked in C (sched.c.entry) ----
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <string.h>
+{_HALF.replace("{", "{{").replace("}", "}}")}
 
 typedef struct {{                      // numpy's PyArrayObject_fields, after the object header
     char *data;
@@ -143,6 +160,52 @@ void sched_probe_layout(const int64_t *state, const void *object, int64_t *out) 
 """
 
 
+def scalar_bits(value, dtype: str):
+    """A scalar argument as the entry point and the launcher take it: a float16 or bfloat16
+    as its 16 bits (nearest even, as numpy and sched's C conversions round), else itself."""
+    import numpy as np
+
+    if dtype == "float16":
+        return int(np.float16(value).view(np.uint16))
+    if dtype == "bfloat16":
+        bits = int(np.float32(value).view(np.uint32))
+        if bits & 0x7FFFFFFF > 0x7F800000:                     # NaN: stays a (quiet) NaN
+            return (bits >> 16) | 0x40
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    return value
+
+
+def _scalar_type(dtype: str) -> str:
+    """The C type a scalar is passed as (16-bit floats: their bits)."""
+    return "uint16_t" if dtype in ("float16", "bfloat16") else STORAGE_TYPES[dtype]
+
+
+def _scalar_value(name: str, dtype: str) -> str:
+    """The kernel's argument for scalar `name` passed as `_scalar_type(dtype)`."""
+    return f"sched_entry_half({name})" if dtype == "float16" else name
+
+
+def launcher_source(func: PrimFunc, lowered: PrimFunc) -> tuple[str, str] | None:
+    """For a kernel with a float16 scalar parameter: the name and C text of a function that
+    takes it as its bits (see the module doc) and calls the kernel; else None."""
+    scalars = [p for p in func.params if isinstance(p, Var)]
+    if not any(v.dtype == "float16" for v in scalars):
+        return None
+    name = f"sched_launch_{c_function_name(lowered)}"
+    params = [f"void *sched_p{k}" for k in range(len(func.buffers))]
+    params += [f"{_scalar_type(v.dtype)} sched_s{k}" for k, v in enumerate(scalars)]
+    params += [f"{STORAGE_TYPES[v.dtype]} sched_d{k}" for k, v in enumerate(func.symbolic_vars)]
+    args = [f"sched_p{k}" for k in range(len(func.buffers))]
+    args += [_scalar_value(f"sched_s{k}", v.dtype) for k, v in enumerate(scalars)]
+    args += [f"sched_d{k}" for k in range(len(func.symbolic_vars))]
+    return name, "\n".join([
+        "", "#include <stdint.h>", "#include <string.h>", _HALF,
+        f"void {name}({', '.join(params)}) {{",
+        f"    {c_function_name(lowered)}({', '.join(args)});", "}", ""])
+
+
+
+
 class Unsupported(Exception):
     """What the entry point does not handle (the kernel then checks its calls in Python)."""
 
@@ -172,8 +235,6 @@ class _Generator:
         # the C expression of each variable's value: a symbolic dim or a scalar parameter
         self.values: dict[Var, str] = {}
         for k, var in enumerate(self.scalars):
-            if var.dtype in ("float16", "bfloat16"):
-                raise Unsupported(f"scalar '{var.name}' is {var.dtype}")
             self.values[var] = f"sched_s{k}"
         for k, var in enumerate(self.func.symbolic_vars):
             if var not in binder.dim_sources:
@@ -186,7 +247,7 @@ class _Generator:
     def text(self) -> str:
         condition = self.bounds_condition()
         params = ["const int64_t *sched_state", "const void *sched_args"]
-        params += [f"{STORAGE_TYPES[v.dtype]} sched_s{k}" for k, v in enumerate(self.scalars)]
+        params += [f"{_scalar_type(v.dtype)} sched_s{k}" for k, v in enumerate(self.scalars)]
         self.check_tuple()
         self.check_arrays()
         self.bind_dims()
@@ -308,7 +369,7 @@ class _Generator:
 
     def run_kernel(self) -> None:
         args = [f"(void *)sched_a{k}->data" for k in range(len(self.buffers))]
-        args += [f"sched_s{k}" for k in range(len(self.scalars))]
+        args += [_scalar_value(f"sched_s{k}", v.dtype) for k, v in enumerate(self.scalars)]
         args += [f"({STORAGE_TYPES[v.dtype]})sched_d{k}"
                  for k, v in enumerate(self.func.symbolic_vars)]
         self.line(f"{c_function_name(self.lowered)}({', '.join(args)});")

@@ -18,7 +18,7 @@ from pathlib import Path
 from sched.arguments import ArgumentBinder, numpy_dtype
 from sched.c.build import compile_library
 from sched.c.codegen import c_function_name, generate_c
-from sched.c.entry import EntrySource, Status, entry_source
+from sched.c.entry import EntrySource, Status, entry_source, launcher_source, scalar_bits
 from sched.c.object_layout import CHECK_BOUNDS, layout_words, verify_layout
 from sched.c.torch_calls import TorchCalls
 from sched.errors import BuildError
@@ -26,7 +26,9 @@ from sched.ir.dtype import is_bool, is_float
 from sched.ir.nodes import PrimFunc, Var
 from sched.lower import lower
 
-_CTYPES = {"float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": ctypes.c_float,
+# a 16-bit float scalar is passed as its bits (sched.c.entry.scalar_bits): to the launcher for
+# float16, to the kernel itself for bfloat16 (a uint16_t in C)
+_CTYPES = {"float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16, "float32": ctypes.c_float,
            "float64": ctypes.c_double, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
            "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
            "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
@@ -44,14 +46,15 @@ class CKernel:
     """
 
     def __init__(self, func: PrimFunc, lowered: PrimFunc, source: str, library_path: Path,
-                 *, binder: ArgumentBinder | None = None, entry: EntrySource | None = None):
+                 *, binder: ArgumentBinder | None = None, entry: EntrySource | None = None,
+                 launcher: str | None = None):
         self.func = func
         self.lowered = lowered
         self.source = source
         self.library_path = library_path
         self._binder = binder or ArgumentBinder(func, device="cpu")
         self._library = ctypes.CDLL(str(library_path))
-        self._function = getattr(self._library, c_function_name(lowered))
+        self._function = getattr(self._library, launcher or c_function_name(lowered))
         scalars = [p for p in func.params if isinstance(p, Var)]
         self._function.argtypes = (
             [ctypes.c_void_p] * len(func.buffers)
@@ -60,6 +63,8 @@ class CKernel:
         self.entry, self.entry_unused = None, "no entry point was generated"
         self._entry = None           # the entry point's ctypes function, when used
         self._scalar_checks = _scalar_checks(func)
+        self._dtypes_of_scalars = [v.dtype for v in scalars]
+        self._half_scalars = any(d in ("float16", "bfloat16") for d in self._dtypes_of_scalars)
         self.slow_calls = 0          # calls whose arguments were checked in Python
         self._torch_calls = TorchCalls(self._binder)
         if entry is not None:
@@ -102,7 +107,11 @@ class CKernel:
             return
         self.slow_calls += 1
         bound = self._binder.bind(args)
-        self._function(*bound.pointers, *bound.scalars, *bound.dims)
+        scalars = bound.scalars
+        if self._half_scalars:
+            scalars = [scalar_bits(value, dtype)
+                       for value, dtype in zip(scalars, self._dtypes_of_scalars, strict=True)]
+        self._function(*bound.pointers, *scalars, *bound.dims)
         if key is not None:
             self._torch_calls.remember(key, bound.dims)
 
@@ -121,7 +130,7 @@ class CKernel:
         if len(args) != len(self.func.params):
             return None
         values = []
-        for position, kind, low, high in self._scalar_checks:
+        for position, kind, low, high, dtype in self._scalar_checks:
             value = args[position]
             if kind == "int":
                 if type(value) is not int or not low <= value <= high:
@@ -132,7 +141,7 @@ class CKernel:
             elif type(value) is not float and (type(value) is not int
                                                or not low <= value <= high):
                 return None
-            values.append(value)
+            values.append(value if dtype is None else scalar_bits(value, dtype))
         return values
 
     def disable_entry_check(self) -> None:
@@ -146,8 +155,9 @@ class CKernel:
         return f"<CKernel {self.func.name}({names}) from {self.library_path}>"
 
 
-def _scalar_checks(func: PrimFunc) -> list[tuple[int, str, int, int]] | None:
-    """(position, kind, low, high) of each scalar parameter, for `CKernel._fast_scalars`."""
+def _scalar_checks(func: PrimFunc) -> list[tuple[int, str, int, int, str | None]] | None:
+    """(position, kind, low, high, 16-bit float dtype or None) of each scalar parameter, for
+    `CKernel._fast_scalars`."""
     import numpy as np
 
     checks = []
@@ -155,12 +165,13 @@ def _scalar_checks(func: PrimFunc) -> list[tuple[int, str, int, int]] | None:
         if not isinstance(param, Var):
             continue
         if is_bool(param.dtype):
-            checks.append((position, "bool", 0, 1))
+            checks.append((position, "bool", 0, 1, None))
         elif is_float(param.dtype):
-            checks.append((position, "float", -_EXACT_FLOAT_INT, _EXACT_FLOAT_INT))
+            half = param.dtype if param.dtype in ("float16", "bfloat16") else None
+            checks.append((position, "float", -_EXACT_FLOAT_INT, _EXACT_FLOAT_INT, half))
         else:
             info = np.iinfo(param.dtype)
-            checks.append((position, "int", int(info.min), int(info.max)))
+            checks.append((position, "int", int(info.min), int(info.max), None))
     return checks or None
 
 
@@ -173,20 +184,23 @@ def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = N
     lowered = lower(func, debug=debug, thread_order=thread_order)
     source = generate_c(lowered, fast_math=fast_math)
     binder = ArgumentBinder(func, device="cpu")
+    launcher = launcher_source(func, lowered)        # for float16 scalars: see sched.c.entry
+    compiled = source + (launcher[1] if launcher else "")
     entry, reason = entry_source(binder, lowered)
     if entry is None:
-        library = compile_library(source, fast_math=fast_math)
+        library = compile_library(compiled, fast_math=fast_math)
     else:
         try:
-            library = compile_library(source + entry.text, fast_math=fast_math)
+            library = compile_library(compiled + entry.text, fast_math=fast_math)
         except BuildError as error:
             # the kernel's own error is raised here; else the entry point has a bug: the
             # kernel works without it
-            library = compile_library(source, fast_math=fast_math)
+            library = compile_library(compiled, fast_math=fast_math)
             warnings.warn(f"kernel '{func.name}': its C entry point did not compile, calls "
                           f"are checked in Python: {error}", stacklevel=2)
             entry, reason = None, "the entry point did not compile"
-    kernel = CKernel(func, lowered, source, library, binder=binder, entry=entry)
+    kernel = CKernel(func, lowered, source, library, binder=binder, entry=entry,
+                     launcher=launcher[0] if launcher else None)
     if reason:
         kernel.entry_unused = reason
     return kernel
