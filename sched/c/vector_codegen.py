@@ -268,6 +268,11 @@ class VectorCode:
         value = self.expr(node.value, guard)
         if node.dtype == node.value.dtype:
             return value
+        if node.value.dtype == "bool":          # all ones -> 1
+            value = VectorValue(f"(-{self.mask(value, node.dtype)})", mask_dtype(node.dtype),
+                                True)
+            if value.dtype == node.dtype:
+                return value
         return VectorValue(f"__builtin_convertvector({value.text}, {self.type(node.dtype)})",
                            node.dtype, True)
 

@@ -13,13 +13,13 @@ AVX-512, 8 on AVX2, 4 on SSE/NEON) when its body allows it (vector_codegen.py em
 Allowed in the body: stores of float32/float64/int32 at contiguous indices (coefficient 1 in
 the loop variable), `if` statements whose condition does not depend on the loop variable,
 serial or unrolled loops whose bounds do not (a reduction loop inside: all lanes step through
-it together, each lane in its own order), and
-expressions of: contiguous loads, values that do not depend on the loop variable (computed
-once, broadcast), the loop variable itself (lanes i, i+1, ...), + - * (and / of floats),
-min/max, comparisons, and/or/not, selects (`if_then_else`), casts among float32, float64,
-int32 and int64, and the math functions of vector_math.py. Anything else (a strided or
-gathered access, integer division, a math function without a vector version) keeps the whole
-loop scalar with `#pragma omp simd`, so the result never changes.
+it together, each lane in its own order), and expressions of: contiguous loads, values that
+do not depend on the loop variable (computed once, broadcast), the loop variable itself (lanes
+i, i+1, ...), + - * (and / of floats), min/max, comparisons, and/or/not, selects
+(`if_then_else`), casts among float32, float64, int32 and int64 and from bool (a comparison
+used as a value: 1 or 0), and the math functions of vector_math.py. Anything else (a strided
+or gathered access, integer division, a math function without a vector version) keeps the
+whole loop scalar with `#pragma omp simd`, so the result never changes.
 
 The lane count is the host's for the narrowest stored type; a constant extent that is not a
 multiple of it uses the widest narrower vector (at least 16 bytes) that divides it, else runs
@@ -157,9 +157,9 @@ def expr_allowed(expr: Expr, var: Var) -> bool:
     if isinstance(expr, Select):
         return expr.dtype in ELEMENT_BYTES and expr_allowed(expr.condition, var) \
             and expr_allowed(expr.true_value, var) and expr_allowed(expr.false_value, var)
-    if isinstance(expr, Cast):
-        return expr.dtype in ELEMENT_BYTES and expr.value.dtype in ELEMENT_BYTES \
-            and expr_allowed(expr.value, var)
+    if isinstance(expr, Cast):               # a bool (a comparison) becomes 1 or 0
+        return expr.dtype in ELEMENT_BYTES and expr_allowed(expr.value, var) \
+            and (expr.value.dtype in ELEMENT_BYTES or expr.value.dtype == "bool")
     if isinstance(expr, Call):
         return expr.op in VECTOR_MATH.get(expr.dtype, ()) \
             and all(expr_allowed(arg, var) for arg in expr.args)

@@ -164,6 +164,7 @@ def test_comparison_used_as_a_value_stays_correct(rng, width):
     A = te.placeholder((4, 32), name="A")
     B = te.compute((4, 32), lambda i, j: te.cast(A[i, j] > 0.0, "float32") + A[i, j], name="B")
     kernel = build([A, B], "B", True)
+    assert "vectorized: " in kernel.source
     a = special_inputs(rng, (4, 32))
     with np.errstate(invalid="ignore"):
         expected = (a > 0).astype(np.float32) + a
