@@ -212,6 +212,11 @@ class VectorCode:
             va, vb = self.vector(a, dtype), self.vector(b, dtype)
             compare = "<" if node.op == "min" else ">"
             return self.select(f"{va} {compare} {vb}", va, vb, dtype)
+        if node.op == "div" and self.fast_math and not b.vector:
+            # relaxed: x / s with s the same on every lane is x * (1 / s), one division per
+            # vector loop iteration (gcc hoists it) instead of one per lane; <= 1.5 ulp
+            one = "1.0" if dtype == "float64" else "1.0f"
+            return VectorValue(f"({a.text} * ({one} / {b.text}))", dtype, True)
         text = f"({a.text} {_SYMBOL[node.op]} {b.text})"
         if node.op in COMPARE_OPS:
             return VectorValue(text, mask_dtype(dtype), True)

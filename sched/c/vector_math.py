@@ -43,7 +43,10 @@ EPYC (Zen 3, AVX2); max error, exact / `fast_math=True`:
 functions, chosen per function in the source rather than with -ffast-math, which would let gcc
 assume there is no NaN or inf anywhere in the kernel: fast exp has a degree-5 polynomial and
 one scaling step; tanh, erf and sigmoid use it; rsqrt uses the hardware estimate (12 bits, 14
-on AVX-512) refined by one Newton step, with 0 and inf handled.
+on AVX-512) refined by one Newton step, with 0, inf and denormals handled; and in a vectorized
+loop, x / s with s the same on every lane (softmax's division by the row sum) is
+x * (1 / s): one division per loop instead of one per vector, <= 1.5 ulp, inf where 1 / s
+overflows (|s| < 2^-126: a denormal divisor). NaN and inf behave as in exact mode otherwise.
 """
 
 from __future__ import annotations

@@ -225,3 +225,21 @@ def test_reduction_loop_inside_the_vectorized_loop_runs_on_all_lanes(rng, width)
     b = rng.random((32, 48), np.float32)
     np.testing.assert_allclose(run(kernel, a, b, out_shape=(64, 48)),
                                a.T.astype(np.float64) @ np.exp(b.astype(np.float64)), rtol=2e-6)
+
+
+def test_division_by_a_row_value_exact_and_fast_math(rng, width):
+    A = te.placeholder((8, 64), name="A")
+    S = te.placeholder((8,), name="S")
+    B = te.compute((8, 64), lambda i, j: A[i, j] / S[i], name="B")
+    a = special_inputs(rng, (8, 64))
+    s = rng.standard_normal(8).astype(np.float32) * 3
+    s[:3] = [0.0, np.inf, 1e-39]
+    exact = build([A, S, B], "B", True)
+    with np.errstate(all="ignore"):
+        assert_same_bits(run(exact, a, s, out_shape=(8, 64)), a / s[:, None])
+    fast = build([A, S, B], "B", True, fast_math=True)
+    assert "* (1.0f / S[i])" in fast.source
+    out = run(fast, a, s, out_shape=(8, 64))
+    with np.errstate(all="ignore"):
+        errors = ulp_errors(out[3:], a[3:].astype(np.float64) / s[3:, None])
+    assert errors.max() <= 1.5
