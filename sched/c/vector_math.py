@@ -126,7 +126,7 @@ static inline VF NAME(VF x) {
     y = (f + y) + ef * 0.693359375f;
     y = sched_vselect_SUF(x == (float)INFINITY, x, y);
     y = sched_vselect_SUF(x == 0.0f, ZERO - (float)INFINITY, y);
-    return sched_vselect_SUF(x < 0.0f | x != x, ZERO + (float)NAN, y);
+    return sched_vselect_SUF((x < 0.0f) | (x != x), ZERO + (float)NAN, y);
 }
 """
 
@@ -173,7 +173,7 @@ static inline VF NAME(VF x) {
     VF big = 1.0f - EXP(Q);
     big = sched_vselect_SUF(a >= 3.93f, ZERO + 1.0f, big);
     big = (VF)((VI)big | ((VI)x & (int32_t)0x80000000));   /* the sign of x */
-    return sched_vselect_SUF(a < 0.9f | x != x, small, big);
+    return sched_vselect_SUF((a < 0.9f) | (x != x), small, big);
 }
 """
 
