@@ -210,8 +210,7 @@ class VectorCode:
         dtype = node.a.dtype
         if node.op in ("min", "max"):            # as the scalar code: a < b ? a : b
             va, vb = self.vector(a, dtype), self.vector(b, dtype)
-            compare = "<" if node.op == "min" else ">"
-            return self.select(f"{va} {compare} {vb}", va, vb, dtype)
+            return VectorValue(f"{self.min_max(node.op, dtype)}({va}, {vb})", dtype, True)
         if node.op == "div" and self.fast_math and not b.vector:
             # relaxed: x / s with s the same on every lane is x * (1 / s), one division per
             # vector loop iteration (gcc hoists it) instead of one per lane; <= 1.5 ulp
@@ -221,6 +220,18 @@ class VectorCode:
         if node.op in COMPARE_OPS:
             return VectorValue(text, mask_dtype(dtype), True)
         return VectorValue(text, dtype, True)
+
+    def min_max(self, op: str, dtype: str) -> str:
+        """The name of the vector min or max of `dtype` lanes, its definition added: a < b ? a
+        : b as the scalar code (NaN and -0.0 come out the same; vminps does exactly this)."""
+        vtype, name = self.type(dtype), f"sched_v{op}_{SHORT_NAMES[dtype]}x{self.lanes}"
+        compare = "<" if op == "min" else ">"
+        choice = self.select("m", "a", "b", dtype).text
+        mask_type = self.type(mask_dtype(dtype))
+        self.c.vector_helpers.setdefault(name, (
+            f"static inline {vtype} {name}({vtype} a, {vtype} b) {{\n"
+            f"    {mask_type} m = a {compare} b;\n    return {_strip(choice)};\n}}\n"))
+        return name
 
     def select(self, mask: str, true_text: str, false_text: str, dtype: str) -> VectorValue:
         if dtype.startswith("int"):
