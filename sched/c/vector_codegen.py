@@ -17,6 +17,7 @@ also performed unconditionally. A scalar-condition select stays C's lazy `?:`.
 from __future__ import annotations
 
 from sched.c import dtypes, vector_math
+from sched.c.vector_loads import masked_load_source
 from sched.c.vectorize import (
     SHORT_NAMES,
     mask_dtype,
@@ -190,8 +191,6 @@ class VectorCode:
                            dtype, True)
 
     def masked_load(self, dtype: str) -> str:
-        from sched.c.vector_loads import masked_load_source
-
         name = f"sched_vload_masked_{SHORT_NAMES[dtype]}x{self.lanes}"
         self.type(mask_dtype(dtype))
         self.c.vector_helpers.setdefault(name, masked_load_source(
