@@ -243,3 +243,21 @@ def test_division_by_a_row_value_exact_and_fast_math(rng, width):
     with np.errstate(all="ignore"):
         errors = ulp_errors(out[3:], a[3:].astype(np.float64) / s[3:, None])
     assert errors.max() <= 1.5
+
+
+def test_mixed_element_sizes_in_one_vectorized_loop(rng, width):
+    D = te.placeholder((4, 32), "float64", name="D")
+    N = te.placeholder((4, 32), "int32", name="N")
+    F = te.compute((4, 32), lambda i, j: te.cast(D[i, j] * 0.5, "float32")
+                   + te.cast(te.cast(N[i, j], "float64") + D[i, j], "float32"), name="F")
+    G = te.compute((4, 32), lambda i, j: te.cast(F[i, j], "float64") * D[i, j], name="G")
+    sch = sched.Schedule(te.create_prim_func([D, N, G]))
+    for block in ("F", "G"):
+        sch.vectorize(sch.get_loops(sch.get_block(block))[-1])
+    kernel = sched.build(sch.func, target="c")
+    assert f"sched_f64x{width // 4}" in kernel.source          # f64 lanes of the f32 loop
+    d = rng.standard_normal((4, 32)) * 100
+    n = rng.integers(-50, 50, (4, 32), dtype=np.int32)
+    f = (d * 0.5).astype(np.float32) + (n + d).astype(np.float32)
+    np.testing.assert_array_equal(run(kernel, d, n, out_shape=(4, 32), out_dtype=np.float64),
+                                  f.astype(np.float64) * d)
