@@ -112,12 +112,17 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--settings", default=None,
+                        help="comma-separated names of SETTINGS to run (default: all)")
+    parser.add_argument("--name", default="cpu_threads", help="the JSON's name")
     args = parser.parse_args()
+    settings = ({name: SETTINGS[name] for name in args.settings.split(",")} if args.settings
+                else SETTINGS)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))    # so that `finally` ends the load
     from benchmarks.common import cpu_name, write_results
 
     samples = {(condition, setting, kernel): []
-               for condition in ("quiet", "one core busy") for setting in SETTINGS
+               for condition in ("quiet", "one core busy") for setting in settings
                for kernel in CALLS}
     run_setting(1, {})      # compiles the kernels once (the kernel cache), untimed
     for round_index in range(args.rounds):
@@ -125,7 +130,7 @@ def main() -> None:
             load = busy_loop() if condition == "one core busy" else None
             try:
                 time.sleep(0.2 if load else 0)
-                for setting, (threads, extra) in SETTINGS.items():
+                for setting, (threads, extra) in settings.items():
                     for kernel, times in run_setting(threads, extra).items():
                         samples[(condition, setting, kernel)] += times
             finally:
@@ -139,11 +144,11 @@ def main() -> None:
     best = {condition: {kernel: min(by_setting, key=lambda s: by_setting[s]["median_ms"])
                         for kernel, by_setting in kernels.items()}
             for condition, kernels in results.items()}
-    path = write_results("cpu_threads", cpu_name(), {
+    path = write_results(args.name, cpu_name(), {
         "cores": os.cpu_count(), "vector_isa": isa_info(),
         "note": "shared 2-core machine: 'quiet' means no load from this benchmark (other "
                 "sessions may run); 'one core busy' adds a Python busy loop (unpinned)",
-        "settings": {name: {"threads": t, "environment": e} for name, (t, e) in SETTINGS.items()},
+        "settings": {name: {"threads": t, "environment": e} for name, (t, e) in settings.items()},
         "calls_per_child": CALLS, "rounds": args.rounds, "results": results,
         "best_median": best})
     for condition, kernels in results.items():
