@@ -244,6 +244,13 @@ class ArgumentBinder:
                     f"of its own in a parameter's shape, so no argument binds it")
             k, d = self.dim_sources[var]
             values[var] = shapes[k][2][d]
+            if values[var] < 1:
+                # the analysis proves accesses in bounds for sizes of at least 1: with an empty
+                # dimension an access that does not depend on it (A[0]) would still run
+                raise self.error(shapes[k][0], f"dimension {d} (symbolic dim '{var.name}') is "
+                                    f"{values[var]}: a kernel with symbolic dims runs on sizes "
+                                    f"of at least 1, for which its accesses were checked; skip "
+                                    f"the call when there is nothing to compute")
         return values
 
     def check_shape(self, position: int, buffer: Buffer, shape, values: dict[Var, int]) -> None:

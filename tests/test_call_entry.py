@@ -135,7 +135,7 @@ def test_the_entry_condition_on_symbolic_dims_is_checked_in_c(rng):
     for n in (1, 5, 8):
         for m in (n - 1, n, n + 1, n + 3):
             if m == 0:
-                continue        # in_bounds assumes dims >= 1: a zero dim is not checked
+                continue        # refused before any bounds check (test below)
             a = rng.standard_normal(m).astype(np.float32)
             b = np.zeros(n, np.float32)
             bad = m <= n
@@ -146,6 +146,30 @@ def test_the_entry_condition_on_symbolic_dims_is_checked_in_c(rng):
                     kernel(a, b)
             else:
                 np.testing.assert_array_equal(b, a[1:n + 1])
+
+
+@T.prim_func
+def first_element(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (1,), "float32")
+    with T.block("S"):
+        B[0] = A[0]
+
+
+@pytest.mark.parametrize("func, shapes", [(symbolic_shift, ((0,), (1,))),
+                                          (symbolic_shift, ((3,), (0,))),
+                                          (first_element, ((0,), (1,)))])
+def test_a_zero_symbolic_dim_is_refused_on_both_paths(func, shapes):
+    """The bounds are proven for sizes of at least 1; with n = 0, `A[0]` (proven in bounds
+    for every n >= 1) would read outside an empty array."""
+    kernel = sched.build(func, target="c")
+    arrays = [np.ones(shape, np.float32) for shape in shapes]
+    if kernel.entry is not None:
+        assert kernel.entry_status(*arrays) == Status.SHAPE
+    with pytest.raises(KernelArgumentError, match=r"is 0: a kernel with symbolic dims runs on "
+                                                  r"sizes of at least 1"):
+        kernel(*arrays)
 
 
 def test_check_bounds_off_turns_the_entry_condition_off_in_c_too(rng):

@@ -285,6 +285,8 @@ class _Generator:
             buffer_index, dim = self.binder.dim_sources[var]
             self.line(f"const int64_t sched_d{k} = sched_a{buffer_index}->dims[{dim}];")
             self.check_range(f"sched_d{k}", var.dtype, Status.SHAPE)
+            # the bounds were proven for sizes of at least 1 (ArgumentBinder.bind_dims)
+            self.line(f"if (sched_d{k} < 1) return {Status.SHAPE};")
 
     def check_range(self, value: str, dtype: str, status: Status) -> None:
         bits = _INT_RANGES.get(dtype)
