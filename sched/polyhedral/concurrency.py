@@ -207,23 +207,32 @@ class _Concurrency:
         flows = value_flows(self.model, storage)
         return not crosses_iterations(self.model, flows, self.target.position)
 
-    def barrier_ordered(self, dep: Dependence, crossing: isl.Map) -> bool:
+    def barrier_ordered(self, dep: Dependence, crossing: isl.Map, between: tuple) -> bool:
         """Whether a barrier orders the runs `crossing` (time -> time, in one iteration of the
-        loops outside this threadIdx loop, so in one thread block) of `dep` through a shared
-        buffer: each source run comes before its sink run in the threads' program (thread loops
-        left out), so a barrier can stand between them."""
+        loops outside this threadIdx loop, so in one thread block; `time_pairs(between)` of
+        `dep`'s runs) of `dep` through a shared buffer: each source run comes before its sink
+        run in the threads' program (thread loops left out), so a barrier can stand between
+        them."""
         if self.kind != "threadIdx" or dep.buffer not in self.allocations:
             return False
         buffer, _ = self.allocations[dep.buffer]
         if not buffer.scope.startswith("shared"):
             return False
-        params = self.model.params
+        programs = tuple((len(s.time), self.thread_positions(s))
+                         for s in (dep.source, dep.sink))
+        params = f"[{', '.join(self.model.params)}] ->"
+        if dep.key is None:
+            return _in_program_order(crossing, programs, params)
+        return _in_program_order_by_key(dep.key, between, programs, params)
 
-        def program(statement: Statement) -> isl.Map:
-            extra = {self.target.position} if self.under(statement) else set()
-            return _without_thread_loops(statement, params, extra)
-        in_program = crossing.apply_domain(program(dep.source)).apply_range(program(dep.sink))
-        return in_program.is_subset(in_program.domain().lex_lt_set(in_program.range()))
+    def thread_positions(self, statement: Statement) -> tuple[int, ...]:
+        """The time positions of the statement's threadIdx loops, with this loop's when the
+        statement is under it (a loop about to be bound)."""
+        extra = {self.target.position} if self.under(statement) else set()
+        return tuple(sorted(
+            {lp.position for lp in statement.loops if lp.kind == "thread_binding"
+             and (lp.thread_tag or "").startswith("threadIdx")}
+            | (extra & {lp.position for lp in statement.loops})))
 
     def violation(self) -> Violation | None:
         for dep, pairs in self.carried():
@@ -253,7 +262,7 @@ class _Concurrency:
             if found is None or self.private(dep.buffer):
                 continue
             crossing, pairs = found
-            if self.barrier_ordered(dep, crossing):
+            if self.barrier_ordered(dep, crossing, between):
                 continue
             yield dep, pairs
 
@@ -337,17 +346,30 @@ def _scope_of(func: PrimFunc, storage: str) -> str:
     return "global"
 
 
-def _without_thread_loops(statement: Statement, params: list[str],
-                          extra: set[int] = frozenset()) -> isl.Map:
-    """{ time -> time with the entries of the statement's threadIdx loops (and those at the
-    positions `extra`: a loop about to be bound) set to 0 }: where a run of the statement is
-    in one thread's program."""
-    thread = {lp.position for lp in statement.loops
-              if lp.kind == "thread_binding" and (lp.thread_tag or "").startswith("threadIdx")}
-    thread |= set(extra) & {lp.position for lp in statement.loops}
-    a = [names.local("a", i) for i in range(len(statement.time))]
-    b = ["0" if i in thread else a[i] for i in range(len(statement.time))]
-    return isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _in_program_order_by_key(key: tuple, between: tuple, programs: tuple, params: str) -> bool:
+    crossing, _ = _crossing_runs_by_key(key, between)
+    return _in_program_order(crossing, programs, params)
+
+
+def _in_program_order(crossing: isl.Map, programs: tuple, params: str) -> bool:
+    """Whether each pair of runs in `crossing` (source time -> sink time) is in order in the
+    threads' program: the times with the entries of the threadIdx loops set to 0 (`programs`:
+    the width and those positions, for the source and for the sink)."""
+    source, sink = (_without_thread_loops(width, zeroed, params) for width, zeroed in programs)
+    in_program = crossing.apply_domain(source).apply_range(sink)
+    return in_program.is_subset(in_program.domain().lex_lt_set(in_program.range()))
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _without_thread_loops(width: int, zeroed: tuple[int, ...], params: str) -> isl.Map:
+    """{ time -> time with the entries at the positions `zeroed` (a statement's threadIdx
+    loops, and a loop about to be bound) set to 0 }: where a run is in one thread's
+    program."""
+    a = [names.local("a", i) for i in range(width)]
+    b = ["0" if i in zeroed else a[i] for i in range(width)]
+    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
 
 
 def _loops(func: PrimFunc) -> dict[str, For]:

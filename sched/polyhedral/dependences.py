@@ -315,7 +315,14 @@ def value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
     Accesses are taken per run (time vector), not per statement instance: a block that
     compute_at placed under a loop its bindings do not use runs each instance several times,
     and each run is a write of its own. A write the model cannot pin down (inexact model, a
-    condition inside the block) is a may-write, which kills nothing."""
+    condition inside the block) is a may-write, which kills nothing. Kept with the model."""
+    key = ("value_flows", storage)
+    if key not in model.derived:
+        model.derived[key] = _value_flows(model, storage)
+    return model.derived[key]
+
+
+def _value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
     from sched.ir.functor import collect
     from sched.ir.nodes import IfThenElse
 
