@@ -68,3 +68,18 @@ def test_padding_loads_are_masked_instructions(vector_bytes, monkeypatch, tmp_pa
         assert re.search(masked_move, text)
     else:
         assert re.search(rf"vmaskmovps\s+[^\n]*%{register}|{masked_move}", text)
+
+
+@pytest.mark.parametrize("vector_bytes", [16, 32, 64])
+def test_float64_math_in_a_vectorized_loop_is_simd(vector_bytes, monkeypatch, tmp_path):
+    if not host_isa().name.startswith(("avx", "sse")):
+        pytest.skip("x86 assembly checks")
+    monkeypatch.setenv("SCHED_VECTOR_BYTES", str(vector_bytes))
+    A = te.placeholder((16, 64), "float64", name="A")
+    B = te.compute((16, 64), lambda i, j: te.exp(A[i, j]) + te.log(A[i, j]) + te.sqrt(A[i, j]),
+                   name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    sch.vectorize(sch.get_loops(sch.get_block("B"))[-1])
+    text = assembly(sched.build(sch.func, target="c").source, vector_bytes, tmp_path)
+    assert not re.search(LIBM, text), re.findall(LIBM, text)
+    assert re.search(rf"vsqrtpd\s+%{REGISTERS[vector_bytes]}", text)

@@ -16,7 +16,7 @@ import pytest
 
 import sched
 from sched import compute as te
-from sched.c.vector_math import MAX_ULPS
+from sched.c.vector_math import MAX_ULPS, MAX_ULPS_F64
 
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.1754942e-38,
                   1.1754944e-38, 3.4028235e38, -3.4028235e38, np.inf, -np.inf, np.nan,
@@ -118,9 +118,55 @@ def test_log_edge_cases():
     np.testing.assert_array_equal(out[:12], expected[:12])
 
 
+F64_EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e-310, 2.2250738585072014e-308,
+                      709.782712893384, 709.79, 710.0, -745.13, -745.14, -746.0, 1.0,
+                      1.4142135623730951, 0.7071067811865476, 1e308, -1.0])
+
+
+def inputs_f64(count: int, seed: int = 0) -> np.ndarray:
+    """As `inputs`, for float64: random bit patterns, uniform in [-10, 10] and [-800, 800]."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2 ** 63, count // 2, dtype=np.int64).view(np.uint64)
+    bits |= rng.integers(0, 2, count // 2).astype(np.uint64) << np.uint64(63)
+    values = np.concatenate([bits.view(np.float64), rng.uniform(-10, 10, count // 4),
+                             rng.uniform(-800, 800, count // 4), F64_EDGES])
+    return np.resize(values, (len(values) + 63) // 64 * 64)
+
+
+def measured_f64(op: str, size: int) -> float:
+    """Max error in float64 ulps of the vector `op` on float64 against long double numpy."""
+    x = inputs_f64(size)
+    A = te.placeholder((len(x) // 64, 64), "float64", name="A")
+    B = te.compute(A.shape, lambda i, j: getattr(te, op)(A[i, j]), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    sch.vectorize(sch.get_loops(sch.get_block("B"))[-1])
+    kernel = sched.build(sch.func, target="c")
+    assert f"sched_v{op}_f64x" in kernel.source
+    out = np.zeros_like(x)
+    kernel(x.reshape(-1, 64), out.reshape(-1, 64))
+    with np.errstate(all="ignore"):
+        wide = x.astype(np.longdouble)
+        exact = 1 / np.sqrt(wide) if op == "rsqrt" else getattr(np, op)(wide)
+        rounded = exact.astype(np.float64)
+        spacing = np.spacing(np.abs(rounded)).astype(np.longdouble)
+        spacing[np.isinf(rounded)] = 2.0 ** 971                  # the spacing below DBL_MAX
+        errors = np.abs(out.astype(np.longdouble) - exact) / spacing
+        errors[(out == rounded) | (np.isnan(out) & np.isnan(exact))] = 0
+    errors[np.isnan(out) != np.isnan(exact)] = np.inf
+    return float(errors.max())
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63, reason="needs an 80-bit long double")
+@pytest.mark.parametrize("op", ["exp", "log", "sqrt", "rsqrt", "abs"])
+def test_float64_vector_math_within_its_stated_error(op):
+    assert measured_f64(op, 1 << 16) <= MAX_ULPS_F64[op]
+
+
 if __name__ == "__main__":
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 24
     for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs"):
         exact = measured(name, False, size)[0]
         fast = measured(name, True, size)[0]
         print(f"{name:8s} exact {exact:.3f} ulp   fast_math {fast:.3f} ulp")
+    for name in ("exp", "log", "sqrt", "rsqrt", "abs"):
+        print(f"{name:8s} float64 {measured_f64(name, size):.3f} ulp")

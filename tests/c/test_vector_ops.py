@@ -130,19 +130,22 @@ def test_math_is_vector_code_within_its_error(rng, width, op):
         assert errors.max() <= MAX_ULPS[op][fast_math], (op, fast_math, errors.max())
 
 
-def test_float64_sqrt_is_vector_code_and_float64_exp_stays_scalar(rng, width):
+def test_float64_math_is_vector_code_and_float64_tanh_stays_scalar(rng, width):
     A = te.placeholder((4, 32), "float64", name="A")
-    S = te.compute((4, 32), lambda i, j: te.sqrt(A[i, j]) + te.abs(A[i, j]), name="S")
-    E = te.compute((4, 32), lambda i, j: te.exp(A[i, j]), name="E")
+    S = te.compute((4, 32), lambda i, j: te.sqrt(A[i, j]) + te.abs(A[i, j]) + te.exp(A[i, j])
+                   + te.log(A[i, j]), name="S")
+    T = te.compute((4, 32), lambda i, j: te.tanh(A[i, j]), name="T")
     a = np.abs(rng.standard_normal((4, 32))) * 10
     kernel = build([A, S], "S", True)
-    assert f"sched_vsqrt_f64x{width // 8}(" in kernel.source
-    np.testing.assert_array_equal(run(kernel, a, out_shape=(4, 32), out_dtype=np.float64),
-                                  np.sqrt(a) + a)
-    kernel = build([A, E], "E", True)
-    assert "#pragma omp simd" in kernel.source and "exp(" in kernel_body(kernel.source)
+    lanes = width // 8
+    for op in ("sqrt", "exp", "log"):
+        assert f"sched_v{op}_f64x{lanes}(" in kernel.source
     np.testing.assert_allclose(run(kernel, a, out_shape=(4, 32), out_dtype=np.float64),
-                               np.exp(a), rtol=1e-15)
+                               np.sqrt(a) + a + np.exp(a) + np.log(a), rtol=4e-16)
+    kernel = build([A, T], "T", True)
+    assert "#pragma omp simd" in kernel.source and "tanh(" in kernel_body(kernel.source)
+    np.testing.assert_allclose(run(kernel, a, out_shape=(4, 32), out_dtype=np.float64),
+                               np.tanh(a), rtol=1e-15)
 
 
 @pytest.mark.parametrize("extent", [12, 19, 40, 3])
