@@ -6,9 +6,9 @@ numpy, timed in alternating rounds:
   hand schedule `hand_schedules.cpu_softmax` (rfactor'd vector reductions) with and without
   fast_math; numpy's exp(x - max) / sum;
 - elementwise exp, tanh, erf, sigmoid over 512x1024 fp32 (2 MB in, 2 MB out: in the L3
-  cache, so the math rather than DRAM is timed): the vectorized kernel (exact, fast_math)
-  against the same kernel unvectorized (a libm call per element) and numpy where it has the
-  function.
+  cache, so the math rather than DRAM is timed), and exp, log in fp64: the vectorized kernel
+  (exact, fast_math) against the same kernel unvectorized (a libm call per element) and numpy
+  where it has the function.
 
 Target (issue 14): softmax >= 2x numpy exact. The machine may be shared: compare the ratios
 of one run, not the times of different runs.
@@ -52,11 +52,11 @@ def simple_softmax_schedule():
     return sch.func
 
 
-def elementwise(op: str, vectorize: bool):
+def elementwise(op: str, vectorize: bool, dtype: str = "float32"):
     import sched
     from sched import compute as te
 
-    X = te.placeholder((MATH_ROWS, COLS), name="X")
+    X = te.placeholder((MATH_ROWS, COLS), dtype, name="X")
     Y = te.compute((MATH_ROWS, COLS), lambda i, j: getattr(te, op)(X[i, j]), name="Y")
     sch = sched.Schedule(te.create_prim_func([X, Y], name=op))
     if vectorize:
@@ -97,28 +97,32 @@ def softmax_rows(x: np.ndarray) -> list[dict]:
              "max_relative_error": errors[name]} for name in variants]
 
 
-_NUMPY = {"exp": np.exp, "tanh": np.tanh}
+_NUMPY = {"exp": np.exp, "tanh": np.tanh, "log": np.log}
 
 
 def elementwise_rows(x: np.ndarray) -> list[dict]:
     import sched
 
-    out = np.empty_like(x)
     rows = []
-    for op in ("exp", "tanh", "erf", "sigmoid"):
+    for op, dtype in (("exp", "float32"), ("tanh", "float32"), ("erf", "float32"),
+                      ("sigmoid", "float32"), ("exp", "float64"), ("log", "float64")):
+        data = (np.abs(x) if op == "log" else x).astype(dtype)
+        out = np.empty_like(data)
         variants = {
-            "scalar (libm per element)": sched.build(elementwise(op, False), target="c"),
-            "vectorized, exact": sched.build(elementwise(op, True), target="c"),
-            "vectorized, fast_math": sched.build(elementwise(op, True), target="c",
-                                                 fast_math=True),
+            "scalar (libm per element)": sched.build(elementwise(op, False, dtype), target="c"),
+            "vectorized, exact": sched.build(elementwise(op, True, dtype), target="c"),
         }
-        calls = {name: (lambda k=kernel: k(x, out)) for name, kernel in variants.items()}
+        if dtype == "float32":
+            variants["vectorized, fast_math"] = sched.build(elementwise(op, True, dtype),
+                                                            target="c", fast_math=True)
+        calls = {name: (lambda k=kernel, d=data, o=out: k(d, o))
+                 for name, kernel in variants.items()}
         if op in _NUMPY:
-            calls["numpy"] = lambda f=_NUMPY[op]: f(x)
+            calls["numpy"] = lambda f=_NUMPY[op], d=data: f(d)
         times = alternate(calls, rounds=7, repeats=9)
         base = times["scalar (libm per element)"]["median_s"]
         for name, timing in times.items():
-            rows.append({"op": op, "variant": name, **timing,
+            rows.append({"op": op, "dtype": dtype, "variant": name, **timing,
                          "gelements_per_s": x.size / timing["median_s"] / 1e9,
                          "speedup_over_scalar": base / timing["median_s"]})
     return rows
@@ -138,7 +142,8 @@ def main() -> None:
         print(f"softmax {row['variant']:36s} {row['median_s'] * 1e3:8.2f} ms  "
               f"{row['ratio_to_numpy']:5.2f}x numpy  err {row['max_relative_error']:.1e}")
     for row in math_rows:
-        print(f"{row['op']:8s} {row['variant']:28s} {row['median_s'] * 1e3:8.2f} ms  "
+        print(f"{row['op']:8s} {row['dtype']:8s} {row['variant']:26s} "
+              f"{row['median_s'] * 1e3:8.2f} ms  "
               f"{row['gelements_per_s']:6.2f} Gelem/s  {row['speedup_over_scalar']:5.2f}x scalar")
     print(f"wrote {path}")
 
