@@ -54,12 +54,13 @@ time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from sched.ir.functor import collect
-from sched.ir.memo import identity_cache
+from sched.ir.memo import identity_cache, register
 from sched.ir.nodes import (
     Allocate,
     Block,
@@ -167,6 +168,19 @@ def _owners(func: PrimFunc) -> dict[str, Buffer]:
     return {b.name: b for b in buffers if b.data is None}
 
 
+class _Accesses(OrderedDict):
+    """`_Relations.of`'s answers by what they are made of, the most recent `SIZE` (each entry
+    keeps its block body alive, so the body's id in the key is not reused)."""
+
+    SIZE = 1 << 13
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+_ACCESSES = register(_Accesses())
+
+
 class _Relations:
     """Builds the access relations of statements, in storage and view dimensions."""
 
@@ -193,18 +207,42 @@ class _Relations:
         return restricted_map(text, *statement.domain_texts)
 
     def of(self, statement: Statement) -> tuple[isl.UnionMap, isl.UnionMap]:
+        """The statement's reads and writes (instance -> storage element), its accesses
+        appended to `statement.accesses`. Remembered by what they are made of (the block's
+        body, its enclosing blocks' variables, the statement's instance and domain texts, the
+        views read through offsets): a step rebuilds the model of a function most of whose
+        statements it did not touch."""
         body = statement.block.init if statement.is_init else statement.block.body
+        owners = tuple((s, self.owners[s].shape) for s in sorted(self.linearized)
+                       if s in self.owners)
+        key = (id(body), statement.is_init, tuple(statement.env.items()), statement.instance(),
+               statement.domain_texts, self.params, self.linearized, owners)
+        entry = _ACCESSES.get(key)
+        if entry is None or entry[0] is not body:
+            notes: list[str] = []
+            found = self._of(statement, body, notes)
+            entry = _ACCESSES[key] = (body, found, tuple(notes))
+            if len(_ACCESSES) > _ACCESSES.SIZE:
+                _ACCESSES.popitem(last=False)
+        _, (accesses, reads, writes), notes = entry
+        statement.accesses.extend(accesses)
+        for message in notes:
+            self.walker.note(message)
+        return reads, writes
+
+    def _of(self, statement: Statement, body, notes: list[str]):
         empty = isl.UnionMap(f"{self.params} {{ }}")
         reads = writes = empty
-        for access in collect_accesses(body, self.walker.note, statement.env):
+        accesses: list[ViewAccess] = []
+        for access in collect_accesses(body, notes.append, statement.env):
             buffer = access.buffer
             elements = [names.local("a", d) for d in range(buffer.ndim)]
             view = self.relation(statement, access, names.buffer_tuple(buffer.name), elements,
                                  access.element_constraints(elements))
-            statement.accesses.append(ViewAccess(buffer, access.is_write, view, access))
+            accesses.append(ViewAccess(buffer, access.is_write, view, access))
             storage = names.buffer_tuple(buffer.storage_name)
             if buffer.storage_name in self.linearized:
-                stored = self.through_offset(statement, access, storage)
+                stored = self.through_offset(statement, access, storage, notes)
             elif storage != names.buffer_tuple(buffer.name):
                 stored = view.set_tuple_name(isl.dim_type.out, storage)
             else:
@@ -213,15 +251,16 @@ class _Relations:
                 writes = writes.union(isl.UnionMap.from_map(stored))
             else:
                 reads = reads.union(isl.UnionMap.from_map(stored))
-        return reads, writes
+        return tuple(accesses), reads, writes
 
-    def through_offset(self, statement: Statement, access: Access, storage: str) -> isl.Map:
+    def through_offset(self, statement: Statement, access: Access, storage: str,
+                       notes: list[str]) -> isl.Map:
         """The access as elements of its storage's own buffer (or offsets in the storage)
         through the row-major offset: `A_flat[k]` -> `A[k // 4, k % 4]`."""
         buffer, offset = access.buffer, names.local("o", 0)
         linear = access.offset_constraint(offset)
         if linear is None:
-            self.walker.note(f"an access to view '{buffer.name}' of '{buffer.storage_name}' has "
+            notes.append(f"an access to view '{buffer.name}' of '{buffer.storage_name}' has "
                              f"no affine offset; the whole storage is assumed to be accessed")
         owner = self.owners.get(buffer.storage_name)
         if owner is None:
