@@ -1,0 +1,80 @@
+"""The pair-by-pair order (pairs.py): the canonical form of two time vectors keeps their order,
+so `order_between` equals the lexicographic order of the statements' own (first-run)
+schedules, and a step that only shifts nests keeps every pair's key."""
+
+from __future__ import annotations
+
+import pytest
+
+import sched
+from sched import compute as te
+from sched import hand_schedules
+from sched.polyhedral import build_model, clear_caches
+from sched.polyhedral.dependences import first_runs
+from sched.polyhedral.pairs import canonical_times, order_between, order_key
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    (["2", "i", "0", "1"], ["2", "i", "1", "1"], (["0", "i", "0", "0"], ["0", "i", "1", "0"])),
+    (["2", "5", "j", "1"], ["2", "3", "k", "1"], (["0", "1", "j", "0"], ["0", "0", "k", "0"])),
+    (["2", "i", "1"], ["2", "i", "1"], (["0", "i", "0"], ["0", "i", "0"])),
+    (["2", "i", "1"], ["2", "j", "1"], (["2", "i", "1"], ["2", "j", "1"])),   # left as is
+])
+def test_canonical_times(first, second, expected):
+    assert canonical_times(first, second) == expected
+
+
+def _absolute_order(source, sink):
+    def first(statement):
+        schedule = statement.schedule
+        return schedule if schedule.is_single_valued() else first_runs(schedule)
+    return first(source).lex_lt_map(first(sink))
+
+
+def _chain(n):
+    x = te.placeholder((64,), name="A")
+    inputs = [x]
+    for i in range(n):
+        x = _plus_one(x, f"B{i}")
+    sch = sched.Schedule(te.create_prim_func([*inputs, x]))
+    loop = sch.get_loops(sch.get_block(f"B{n - 1}"))[0]
+    sch.compute_at(sch.get_block(f"B{n - 2}"), loop)
+    return sch.func
+
+
+def _plus_one(x, name):
+    return te.compute((64,), lambda j: x[j] + 1.0, name=name)
+
+
+@pytest.mark.parametrize("func", [
+    lambda: hand_schedules.cpu_matmul(32, 32, 16).func,
+    lambda: hand_schedules.gpu_matmul(64, 64, 32, block_tile=(32, 32), thread_tile=(4, 4),
+                                      k_tile=8).func,      # shared fetches run once per thread
+    lambda: _chain(5),
+], ids=["cpu_matmul", "gpu_matmul", "chain"])
+def test_order_between_equals_the_order_of_the_own_schedules(func):
+    clear_caches()
+    model = build_model(func())
+    statements = list(model.statements.values())
+    for source in statements:
+        for sink in statements:
+            assert order_between(source, sink).is_equal(_absolute_order(source, sink)), \
+                (source.name, sink.name)
+
+
+def test_shifting_a_nest_keeps_the_keys_of_the_pairs_after_it():
+    """compute_at of B0 into B1's loop removes a nest before B3 and B4: their absolute times
+    change (a position in the root sequence), the key of their pair does not. (Keys change when
+    the deepest statement gets deeper: every time vector is padded to its length.)"""
+    x = te.placeholder((64,), name="A")
+    inputs = [x]
+    for i in range(5):
+        x = _plus_one(x, f"B{i}")
+    sch = sched.Schedule(te.create_prim_func([*inputs, x]))
+    sch.compute_at(sch.get_block("B3"), sch.get_loops(sch.get_block("B4"))[0])
+    before = build_model(sch.func).statements
+    sch.compute_at(sch.get_block("B0"), sch.get_loops(sch.get_block("B1"))[0])
+    after = build_model(sch.func).statements
+    b3, b4 = "S_B3", "S_B4"
+    assert before[b3].time != after[b3].time
+    assert order_key(before[b3], before[b4]) == order_key(after[b3], after[b4])
