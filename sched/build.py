@@ -34,9 +34,11 @@ def build(func, target: str = "c", *, arch: str | None = None,
     the SCHED_THREAD_ORDER environment variable, else forward). A legal schedule computes the
     same result in every order; a race between threads shows as a difference.
 
-    `fast_math` (off by default): relaxed floating-point math, e.g. polynomial `exp` in
-    vectorized loops and reassociation; the error each function may then have is documented in
-    `sched.c.vector_math` (C target) and is NVRTC's `--use_fast_math` on CUDA.
+    `fast_math` (off by default): cheaper vector math in vectorized loops on the C target (a
+    shorter exp polynomial, results below 2^-126 flushed to 0, used by tanh, erf and sigmoid
+    too; the hardware rsqrt estimate with one Newton step; x / s for a lane-invariant s as
+    x * (1 / s)), with no compiler flag changed; the error of each function, exact and fast,
+    is stated in `sched.c.vector_math`. On CUDA: NVRTC's `--use_fast_math`.
     """
     from sched.schedule import Schedule
 

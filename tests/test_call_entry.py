@@ -465,8 +465,6 @@ def test_bfloat16_scalar_bits_round_to_nearest_even():
     assert scalar_bits(float("nan"), "bfloat16") & 0x7FC0 == 0x7FC0
 
 
-@pytest.mark.xfail(strict=True, reason="C codegen: a bfloat16 scalar parameter is declared "
-                                       "uint16_t and read as a number, not as bfloat16 bits")
 def test_bfloat16_scalars_arrive_as_their_value():
     kernel = sched.build(shift_bfloat16, target="c")
     a = np.zeros(4, np.float32)

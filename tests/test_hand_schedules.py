@@ -4,6 +4,8 @@ the C target, non-dividing sizes included; on a GPU (marked tests) each runs aga
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -93,7 +95,8 @@ def test_cpu_matmul_matches_numpy():
     kernel = sched.build(sch.func, target="c")
     kernel(a, b, out)
     assert_close(out, a @ b)
-    assert "sched_f32x8" in kernel.source and "#pragma omp parallel for" in kernel.source
+    assert re.search(r"sched_f32x\d+", kernel.source)             # vectors of the host width
+    assert "#pragma omp parallel for" in kernel.source
 
 
 @pytest.mark.gpu

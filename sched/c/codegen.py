@@ -254,6 +254,9 @@ class _CEmitter:
         return getattr(self, "expr_" + type(node).__name__)(node)
 
     def expr_Var(self, node: Var):
+        if node.dtype == "bfloat16" and node in self.func.params:
+            # a bfloat16 scalar parameter arrives as its bits (uint16_t), as a stored element
+            return f"{self.helper('sched_bf16_to_f32')}({self.name(node.name)})", _ATOM
         return self.name(node.name), _ATOM
 
     def expr_IntImm(self, node: IntImm):

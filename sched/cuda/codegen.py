@@ -35,6 +35,7 @@ from sched.ir.nodes import (
     For,
     IntImm,
     PrimFunc,
+    Var,
 )
 from sched.ir.simplify import simplify
 from sched.lower.launch import LaunchConfig
@@ -116,7 +117,8 @@ class _CudaEmitter(_CEmitter):
     def emit(self) -> str:
         self.stmt(self.func.body)
         dtypes_used = {b.dtype for b in self.func.buffers} | {
-            a.buffer.dtype for a in collect(self.func.body, Allocate)}
+            a.buffer.dtype for a in collect(self.func.body, Allocate)} | {
+            p.dtype for p in self.func.params if isinstance(p, Var)}    # 16-bit float scalars
         includes = []
         if "float16" in dtypes_used:
             includes.append("#include <cuda_fp16.h>")
@@ -236,6 +238,11 @@ class _CudaEmitter(_CEmitter):
         self.line(f"{self.name(node.buffer.storage_name)}[{self.expr(index)}] = {value};")
 
     # -- expressions ---------------------------------------------------------------------------
+
+    def expr_Var(self, node: Var):
+        if node.dtype in _TO_FLOAT and node in self.func.params:     # a 16-bit float scalar
+            return f"{_TO_FLOAT[node.dtype]}({self.name(node.name)})", 16
+        return self.name(node.name), 16
 
     def expr_BufferLoad(self, node: BufferLoad):
         (index,) = node.indices

@@ -71,4 +71,4 @@ def test_codegen_bug_surfaces_as_build_error(tmp_path, monkeypatch):
 def test_flags_live_in_one_place():
     assert c_build.FLAGS == ("-O3", "-march=native", "-ffp-contract=fast",
                              "-fno-tree-loop-distribution", "-fopenmp", "-shared", "-fPIC",
-                             "-std=c11")
+                             "-std=c11", "-fno-math-errno")

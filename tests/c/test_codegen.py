@@ -43,10 +43,13 @@ def dataclass_renamed(func: PrimFunc, name: str) -> PrimFunc:
     return dataclasses.replace(func, name=name)
 
 
-def test_loop_kinds_become_pragmas():
+def test_loop_kinds_become_pragmas(monkeypatch):
+    monkeypatch.setenv("SCHED_VECTOR_BYTES", "32")      # the spelling of an AVX2 host
     assert "#pragma omp parallel for" in source_of(add_2d(outer_kind="parallel"))
     assert "j += 8) {  // vectorized: 8 lanes" in source_of(add_2d(inner_kind="vectorized"))
-    assert "#pragma omp simd" in source_of(add_2d(cols=4, inner_kind="vectorized"))
+    assert "j += 4) {  // vectorized: 4 lanes" in source_of(add_2d(cols=4,
+                                                                 inner_kind="vectorized"))
+    assert "#pragma omp simd" in source_of(add_2d(cols=3, inner_kind="vectorized"))
     assert "#pragma GCC unroll 8" in source_of(add_2d(cols=8, inner_kind="unrolled"))
     threaded = source_of(add_2d(inner_kind="thread_binding"))
     assert "// threadIdx.x: a serial loop on the CPU" in threaded

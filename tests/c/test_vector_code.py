@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import sched
 from sched import compute as te
 from tests.conftest import assert_close
+
+
+@pytest.fixture(autouse=True)
+def avx2_width(monkeypatch):
+    """These tests spell the 32-byte vectors of an AVX2 host (test_vector_ops covers every
+    width)."""
+    monkeypatch.setenv("SCHED_VECTOR_BYTES", "32")
 
 
 def vectorized_inner(func, block):
