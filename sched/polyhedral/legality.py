@@ -93,7 +93,7 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
     violation = check_runs(old_model, new_model, allow_recompute)
     if violation is not None:
         return violation
-    return check_new_order(func, new_model)
+    return check_new_order(func, new_model.statements)
 
 
 def _same_domains(old_model, new_model) -> bool:
@@ -106,19 +106,22 @@ def _same_domains(old_model, new_model) -> bool:
     return new_model.domain.is_equal(old_model.domain)
 
 
-def check_new_order(func: PrimFunc, new_model) -> Violation | None:
-    """`check_schedule` of the (first-run) schedule of `new_model`, a rescheduled `func` with
-    the same instances, pair by pair: a dependence whose two statements keep their order
-    relative to each other (pairs.order_key) is kept without asking isl, and isl's answer for
-    the others is remembered by content."""
+def check_new_order(func: PrimFunc, statements: dict) -> Violation | None:
+    """`check_schedule` of the (first-run) schedule of `statements` (by isl tuple name: a
+    rescheduled `func`'s model's, with the same instances), pair by pair: a dependence whose
+    two statements keep their order relative to each other (pairs.order_key) is kept without
+    asking isl, and isl's answer for the others is remembered by content."""
     _, deps = model_and_dependences(func)
     for dep in deps:
         if dep.is_reduction:
             continue
-        source = new_model.statements.get(dep.source.name)
-        sink = new_model.statements.get(dep.sink.name)
+        source, sink = statements.get(dep.source.name), statements.get(dep.sink.name)
         if dep.key is None or source is None or sink is None:
-            return check_schedule(func, first_runs(new_model.schedule))
+            schedule = None
+            for statement in statements.values():
+                own = isl.UnionMap.from_map(statement.schedule)
+                schedule = own if schedule is None else schedule.union(own)
+            return check_schedule(func, first_runs(schedule))
         order = order_key(source, sink)
         if order == dep.key[2]:
             continue

@@ -6,8 +6,11 @@ store under a condition isl cannot represent is a may-write: it never counts as 
 
 from __future__ import annotations
 
+import functools
+
 import islpy as isl
 
+from sched.ir.memo import register
 from sched.ir.nodes import Buffer, PrimFunc
 from sched.polyhedral import build_model
 from sched.polyhedral.accesses import buffer_tuple
@@ -40,8 +43,21 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
     if not model.is_exact or scope.realize.block.name != "root" or not all(
             _writes_surely(s) for s in model.statements_of_block(block_name)):
         return True
-    flow = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes) \
-        .set_schedule_map(model.schedule).compute_flow()
+    schedule = None         # of the block's statements: the only sources and sinks here
+    for statement in model.statements_of_block(block_name):
+        own = isl.UnionMap.from_map(statement.schedule)
+        schedule = own if schedule is None else schedule.union(own)
+    return _reads_without_source(str(reads), str(writes), str(schedule))
+
+
+@register
+@functools.lru_cache(maxsize=1024)
+def _reads_without_source(reads: str, writes: str, schedule: str) -> bool:
+    """Whether some read (isl text) has no earlier write as its source (remembered by the
+    texts: a replayed trace asks again)."""
+    flow = isl.UnionAccessInfo.from_sink(isl.UnionMap(reads)) \
+        .set_must_source(isl.UnionMap(writes)) \
+        .set_schedule_map(isl.UnionMap(schedule)).compute_flow()
     return not flow.get_may_no_source().is_empty()
 
 

@@ -28,7 +28,12 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model, model_and_dependences
-from sched.polyhedral.legality import Violation, check_schedule, schedule_error
+from sched.polyhedral.legality import (
+    Violation,
+    check_new_order,
+    check_schedule,
+    schedule_error,
+)
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.rfactor import check_reduction_runs_once, rfactor
 from sched.schedule.scope import (
@@ -124,6 +129,12 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
         return Violation(f"the init block would not run once for each element the init of "
                          f"{block_name!r} initializes: {new_init.domain} instead of "
                          f"{old_domain.apply(moved)}")
+    if old_init.dim_names == new_init.dim_names:
+        # the new init's runs stand for the old init's instances (the same dims): pair by pair
+        statements = {name: s for name, s in new_model.statements.items()
+                      if name != new_init.name}
+        statements[old_init.name] = dataclasses.replace(new_init, name=old_init.name)
+        return check_new_order(func, statements)
     new_domain = isl.UnionSet.from_set(new_init.domain)
     schedule = new_model.schedule.subtract_domain(new_domain).union(
         moved.apply_range(isl.UnionMap.from_map(new_init.schedule)))
