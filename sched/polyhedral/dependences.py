@@ -128,29 +128,32 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     reads = {s.name: _by_buffer(s.reads) for s in statements}
     writes = {s.name: _by_buffer(s.writes) for s in statements}
     accumulators = {s.name: _accumulator(model, s) for s in statements}
-    buffers = sorted({b for accesses in (reads, writes) for found in accesses.values()
-                      for b in found})
+    touching: dict[str, list[Statement]] = {}      # buffer tuple -> statements, in order
+    for statement in statements:
+        for buffer in {**reads[statement.name], **writes[statement.name]}:
+            touching.setdefault(buffer, []).append(statement)
+    chains: dict[str, list] = {}                   # buffer tuple -> (statement, chain)
+    for name, chain in accumulators.items():
+        if chain is not None:
+            chains.setdefault(chain[0], []).append((name, chain))
     found: list[Dependence] = []
-    for buffer in buffers:
-        touching = [s for s in statements if buffer in reads[s.name] or buffer in writes[s.name]]
+    for buffer in sorted(touching):
         for kind in KINDS:
             firsts = reads if kind == "anti" else writes
             seconds = reads if kind == "flow" else writes
-            for source in touching:
+            for source in touching[buffer]:
                 first = firsts[source.name].get(buffer)
                 if first is None:
                     continue
                 chain = accumulators.get(source.name)
-                for sink in touching:
+                for sink in touching[buffer]:
                     second = seconds[sink.name].get(buffer)
                     if second is None or (sink is source and chain is not None
                                           and chain[0] == buffer):
                         continue            # the chain's statement: split below
                     found += _pair_dependences(model, kind, buffer, source, sink, first, second,
                                                False)
-        for name, chain in accumulators.items():
-            if chain is None or chain[0] != buffer:
-                continue
+        for name, chain in chains.get(buffer, ()):
             statement = model.statements[name]
             store, others = _map_text(chain[1]), _map_text(chain[2])
             split = {"flow": ((store, store, True), (store, others, False)),

@@ -80,6 +80,9 @@ class Statement:
     domain_texts: tuple[str, str] = ("", "")               # the isl text of `domain`, and
     #                                                        of its parameters' context
     param_text: str = ""                                    # `[n, m] ->`
+    # texts asked again and again (instance, schedule at a time vector), made once; a copy
+    # (dataclasses.replace) starts without them
+    _texts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def iter_names(self) -> list[str]:
@@ -96,7 +99,10 @@ class Statement:
         return self.iter_names + self.key_names
 
     def instance(self) -> str:
-        return f"{self.name}[{', '.join(self.dim_names)}]"
+        key = ("instance", self.name, len(self.keys))
+        if key not in self._texts:
+            self._texts[key] = f"{self.name}[{', '.join(self.dim_names)}]"
+        return self._texts[key]
 
     @property
     def schedule(self) -> isl.Map:
@@ -122,8 +128,11 @@ class Statement:
         default its own time vector): each entry a constant or a loop's value (the loops are
         the map's output dimensions, named as in the constraints)."""
         entries = ", ".join(self.time if time is None else time)
-        return (f"{self.param_text} {{ {self.instance()} -> [{entries}] : "
-                f"{' and '.join(self.constraints) or 'true'} }}")
+        key = ("schedule", entries, self.param_text, len(self.constraints))
+        if key not in self._texts:
+            self._texts[key] = (f"{self.param_text} {{ {self.instance()} -> [{entries}] : "
+                                f"{' and '.join(self.constraints) or 'true'} }}")
+        return self._texts[key]
 
     def loop_names(self) -> list[str]:
         return [isl_name(loop.var) for loop in self.loops]

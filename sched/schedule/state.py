@@ -129,7 +129,20 @@ def blocks_under(stmt: Stmt) -> list[BlockRealize]:
 
 
 def replace_in(root, old: Node, new: Node):
-    """`root` with the node `old` (by identity) replaced by `new`."""
+    """`root` with the node `old` (by identity) replaced by `new`.
+
+    A loop or a block (unique by name: one place in the tree) is found through the index of
+    `root` and only the nodes above it are rebuilt; any other node is replaced wherever it
+    occurs, by a walk of the statements."""
+    if root is old:
+        return new
+    if isinstance(old, For | BlockRealize):
+        path = path_to(root, old)
+        if path is None:
+            return root
+        for parent in reversed(path):
+            old, new = parent, _with_child(parent, old, new)
+        return new
 
     class Replace(IRMutator):
         def visit(self, node):
@@ -137,6 +150,19 @@ def replace_in(root, old: Node, new: Node):
                 return new
             return node if isinstance(node, Expr) else super().visit(node)
     return Replace().visit(root)
+
+
+def _with_child(parent: Node, old: Node, new: Node) -> Node:
+    """`parent` with its child `old` (by identity, a field or an item of a tuple field)
+    replaced by `new`."""
+    for name in field_names(type(parent)):
+        value = getattr(parent, name)
+        if value is old:
+            return dataclasses.replace(parent, **{name: new})
+        if isinstance(value, tuple) and any(item is old for item in value):
+            items = tuple(new if item is old else item for item in value)
+            return dataclasses.replace(parent, **{name: items})
+    raise AssertionError("the index's parent does not hold the node")
 
 
 def replace(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
