@@ -5,13 +5,18 @@ that sound by keeping every other run where it may not be dropped or moved.
 
 from __future__ import annotations
 
+import functools
+
 import islpy as isl
 
+from sched.ir.memo import register
 from sched.polyhedral.dependences import (
     first_runs,
     last_runs,
+    maps,
 )
 from sched.polyhedral.model import Statement
+from sched.polyhedral.pairs import order_key, schedule_map
 from sched.polyhedral.violation import Violation
 
 RUNS_RULE = """\
@@ -24,17 +29,6 @@ computes and stores the same values, and only the first matters to the others. A
 - not change the runs of a block whose runs are not idempotent in the original (a user's
   `vr = p % 4` over `p < 8` accumulating into its output): it stays where it is, with its
   loops, since a step could change how often each instance runs."""
-
-
-def _time_writes(model) -> isl.UnionMap:
-    """time -> element written at that time, for every run of every statement."""
-    if "time_writes" not in model.derived:
-        result = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
-        for statement in model.statements.values():
-            result = result.union(isl.UnionMap.from_map(statement.schedule.reverse())
-                                  .apply_range(statement.writes))
-        model.derived["time_writes"] = result
-    return model.derived["time_writes"]
 
 
 def repeated_instance(statement: Statement) -> str | None:
@@ -63,18 +57,55 @@ def runs_are_idempotent(model, statement: Statement) -> bool:
 
 
 def _runs_are_idempotent(model, statement: Statement, schedule: isl.Map) -> bool:
-    first, last = first_runs(schedule), last_runs(schedule)
-    times = isl.Set.universe(schedule.get_space().range())
-    at_or_after_first = first.apply_range(times.lex_le_set(times))
-    before_last = last.apply_range(times.lex_gt_set(times))
-    window = at_or_after_first.intersect(before_last)            # [first run, last run)
-    writes = _time_writes(model)
-    written = isl.UnionMap.from_map(window).apply_range(writes)
-    if not written.intersect(statement.reads).is_empty():
+    """Pair by pair with every statement that writes what `statement` touches: nothing it
+    reads is written from its first run to its last, and nothing it writes is written between
+    them by another run. Each pair is asked in its canonical time form (pairs.py: the order of
+    the two statements' runs is kept), remembered by content."""
+    touched = _tuples(statement.reads) | _tuples(statement.writes)
+    reads, writes = _texts_by_tuple(statement.reads), _texts_by_tuple(statement.writes)
+    for other in model.statements.values():
+        for buffer, written in _texts_by_tuple(other.writes).items():
+            if buffer not in touched:
+                continue
+            order = order_key(statement, other)
+            if not _idempotent_against(order, written, reads.get(buffer),
+                                       writes.get(buffer), other is statement):
+                return False
+    return True
+
+
+def _tuples(relation: isl.UnionMap) -> set[str]:
+    return {m.get_tuple_name(isl.dim_type.out) for m in maps(relation)}
+
+
+def _texts_by_tuple(relation: isl.UnionMap) -> dict[str, str]:
+    return {m.get_tuple_name(isl.dim_type.out): str(m) for m in maps(relation)}
+
+
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _idempotent_against(order: tuple, written: str, reads: str | None, writes: str | None,
+                        itself: bool) -> bool:
+    """Whether the runs of the statement (`order[0]`) stay idempotent against the writes
+    `written` (instance -> element) of the statement `order[1]` (the same one when `itself`):
+    no element it `reads` is written from its first run to its last, no element it `writes`
+    is written strictly between them by another run."""
+    source_key, other_key, params = order
+    runs = schedule_map(*source_key, params)
+    first, last = first_runs(runs), last_runs(runs)
+    times = isl.Set.universe(runs.get_space().range())
+    window = first.apply_range(times.lex_le_set(times)).intersect(
+        last.apply_range(times.lex_gt_set(times)))             # [first run, last run)
+    time_writes = schedule_map(*other_key, params).reverse().apply_range(isl.Map(written))
+    if reads is not None and not window.apply_range(time_writes).intersect(
+            isl.Map(reads)).is_empty():
         return False                 # a later run would read another value
-    between = window.subtract(first).subtract(schedule)       # (first, last), not its own runs
-    overwritten = isl.UnionMap.from_map(between).apply_range(writes)
-    return overwritten.intersect(statement.writes).is_empty()
+    if writes is None:
+        return True
+    between = window.subtract(first)
+    if itself:
+        between = between.subtract(runs)                       # not its own runs
+    return between.apply_range(time_writes).intersect(isl.Map(writes)).is_empty()
 
 
 def _padded(schedule: isl.Map, width: int) -> isl.Map:
