@@ -1,9 +1,9 @@
 """What the CPU kernel benchmarks (cpu_matmul, cpu_conv2d, cpu_softmax, cpu_layer_norm) share:
-one child process per thread count (libgomp and OpenBLAS read their thread counts once, when
-they load), timing in alternating rounds so that every variant sees the same load on a shared
-machine, the host's vector ISA, and TVM's figures read from a log of
-/work/shared/peers/tvm_cpu.py (run in another process, so only its ratios to its own numpy can
-be compared with ours).
+one child process per thread setting (1 thread, 2 threads, 2 threads with libgomp's passive
+wait policy: libgomp and OpenBLAS read their settings once, when they load), timing in
+alternating rounds so that every variant sees the same load on a shared machine, the host's
+vector ISA, and TVM's figures read from a log of /work/shared/peers/tvm_cpu.py (run in another
+process, so only its ratios to its own numpy can be compared with ours).
 """
 
 from __future__ import annotations
@@ -19,12 +19,32 @@ import time
 from collections.abc import Callable
 
 THREADS = (1, 2)
+# label -> (threads, extra environment): each runs in a child of its own
+THREAD_RUNS = {"1": (1, {}), "2": (2, {}),
+               "2, OMP_WAIT_POLICY=passive": (2, {"OMP_WAIT_POLICY": "passive"})}
 CHILD_FLAG = "--child-threads"
 TVM_LOGS = {1: pathlib.Path("/tmp/peers/tvm_1thread.log"),
             2: pathlib.Path("/tmp/peers/tvm_2threads.log")}
 TVM_COMMAND = ("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE [TVM_NUM_THREADS=1 "
                "OPENBLAS_NUM_THREADS=1] /tmp/peers/tvm/bin/python /work/shared/peers/tvm_cpu.py "
                "--trials 0 --trials-other 0 > /tmp/peers/tvm_<n>thread(s).log")
+
+
+PROPOSED_FLAGS = ("-mtune=generic",)   # what-if variants: see cpu_gcc_flags.py
+
+
+def build_with_flags(func, extra: tuple[str, ...]):
+    """The kernel of `func` built with `extra` gcc flags after the C target's own (a what-if
+    variant for sched/c/build.py; the flags are part of the kernel cache's key)."""
+    import sched
+    import sched.c.build as c_build
+
+    saved = c_build.FLAGS
+    c_build.FLAGS = (*saved, *extra)
+    try:
+        return sched.build(func, target="c")
+    finally:
+        c_build.FLAGS = saved
 
 
 def isa_info() -> dict[str, object]:
@@ -64,8 +84,12 @@ def run_child(script: str, threads: int, extra_env: dict[str, str] | None = None
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run_per_thread_count(script: str, threads: tuple[int, ...] = THREADS) -> dict[int, dict]:
-    return {count: run_child(script, count) for count in threads}
+def run_per_thread_count(script: str, runs: dict | None = None) -> dict[str, dict]:
+    """Run `script` in a child per entry of `runs` (default THREAD_RUNS): label -> its JSON."""
+    results = {}
+    for label, (threads, extra) in (runs or THREAD_RUNS).items():
+        results[label] = {**run_child(script, threads, extra), "environment": extra}
+    return results
 
 
 def alternate(variants: dict[str, Callable[[], object]], rounds: int = 5, repeats: int = 5,
@@ -134,7 +158,7 @@ def relative_error(got, expected) -> float:
     return float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
 
 
-def report(benchmark: str, workload: dict, runs: dict[int, dict], tvm_op: str | None,
+def report(benchmark: str, workload: dict, runs: dict[str, dict], tvm_op: str | None,
            rate_key: str, rate_label: str, targets: dict) -> pathlib.Path:
     """Write the JSON of a per-thread-count benchmark (with TVM's figures from its log, the
     host's CPU and vector ISA) and print its table; returns the JSON's path."""
@@ -143,15 +167,15 @@ def report(benchmark: str, workload: dict, runs: dict[int, dict], tvm_op: str | 
 
     from benchmarks.common import cpu_name, write_results
 
-    for count, run in runs.items():
-        run["tvm_peer"] = tvm_peer(tvm_op, count) if tvm_op else None
+    for run in runs.values():
+        run["tvm_peer"] = tvm_peer(tvm_op, run["threads"]) if tvm_op else None
     device, isa = cpu_name(), isa_info()
     path = write_results(benchmark, device, {
         "workload": workload, "cores": os.cpu_count(), "vector_isa": isa,
         "note": "shared 2-core machine (other sessions compiling and testing): compare the "
                 "same-process ratios, timed in alternating rounds; TVM's figures come from "
                 "another process",
-        "runs": {str(count): run for count, run in runs.items()}, "targets": targets})
+        "runs": runs, "targets": targets})
     table = Table(title=f"{benchmark} on {device} ({isa['name']})")
     for column in ("threads", "variant", "median ms", "min-max ms", rate_label, "x numpy"):
         table.add_column(column)

@@ -1,9 +1,10 @@
 """fp32 matmul 1024^3 on the C target: the hand schedule (sched.hand_schedules.cpu_matmul)
 against numpy (OpenBLAS) in the same process, with 1 and with 2 threads (one child process
 each: libgomp and OpenBLAS read their thread counts when they load), timed in alternating
-rounds. Also timed: the same kernel compiled with gcc's -fschedule-insns added (a flag
-proposed for sched/c/build.py: without it gcc 12 with -mtune=znver3 reloads each B vector from
-memory for every FMA of the register tile), and once, with one thread, the unscheduled kernel.
+rounds. Also timed: the same kernel compiled with gcc's -mtune=generic added (a flag proposed
+for sched/c/build.py: with -march=native alone gcc 12 tunes for znver3 on this host and
+reloads each B vector from memory for every FMA of the register tile; see cpu_gcc_flags.py),
+and once, with one thread, the unscheduled kernel.
 TVM's hand schedule comes from a log of /work/shared/peers/tvm_cpu.py (another process).
 
 Targets (issue 14): >= 1.0x numpy with 1 and with 2 threads; >= TVM's hand schedule.
@@ -22,8 +23,10 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
+    PROPOSED_FLAGS,
     add_ratios,
     alternate,
+    build_with_flags,
     child_threads,
     relative_error,
     report,
@@ -31,20 +34,6 @@ from benchmarks.cpu_common import (  # noqa: E402
 )
 
 SIZE = 1024
-PROPOSED_FLAG = "-fschedule-insns"
-
-
-def build_with_flags(func, extra: tuple[str, ...]):
-    """The kernel built with `extra` gcc flags appended to the C target's (a what-if variant)."""
-    import sched
-    import sched.c.build as c_build
-
-    saved = c_build.FLAGS
-    c_build.FLAGS = (*saved, *extra)
-    try:
-        return sched.build(func, target="c")
-    finally:
-        c_build.FLAGS = saved
 
 
 def child(threads: int) -> dict:
@@ -57,8 +46,8 @@ def child(threads: int) -> dict:
     expected = a.astype(np.float64) @ b.astype(np.float64)
     scheduled = hand_schedules.cpu_matmul(SIZE, SIZE, SIZE)
     kernels = {"sched hand schedule": sched.build(scheduled.func, target="c"),
-               f"sched hand schedule, gcc {PROPOSED_FLAG}": build_with_flags(
-                   scheduled.func, (PROPOSED_FLAG,))}
+               f"sched hand schedule, gcc {' '.join(PROPOSED_FLAGS)}": build_with_flags(
+                   scheduled.func, PROPOSED_FLAGS)}
     checks, calls = {}, {}
     for name, kernel in kernels.items():
         out = np.full((SIZE, SIZE), np.nan, np.float32)

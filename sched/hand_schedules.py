@@ -4,7 +4,12 @@ the demo. Each function builds the algorithm with the DSL and returns the `Sched
 
 CPU (the C target):
 - `cpu_matmul`: column panels of B packed per thread (cache_read "global" at the panel loop),
-  a register tile of C (cache_write "local"), vectorized and unrolled, panels in parallel.
+  a register tile of C (cache_write "local") sized from the host's vector width, vectorized
+  and unrolled, panels in parallel.
+- `cpu_conv2d`: a register tile of output channels x rows x columns (one vector along the
+  columns), the weights of each channel tile packed, the padded input computed first.
+- `cpu_softmax` / `cpu_layer_norm`: rows in parallel, row reductions into vectors of partial
+  results (rfactor), every stage under the row loop, vectorized along the columns.
 
 GPU (CUDA; on the C target each thread block runs as loops over its threads):
 - `gpu_matmul`: a block tile of C, A and B tiles staged in shared memory by all threads of
@@ -62,7 +67,13 @@ def cpu_matmul(M: int, N: int, K: int, row_tile: int | None = None,
 
     Defaults from the host's vector width: col_tile two vectors (16 fp32 with AVX2, 32 with
     AVX-512), row_tile 4 rows (8 with AVX-512's 32 registers): 8 (16) accumulators, two B
-    vectors and one broadcast of A in registers."""
+    vectors and one broadcast of A in registers. Splitting K so that a K-panel of B stays in L1
+    was measured no faster on Zen 3 (the panel streams from L2 fast enough; the accumulators
+    would have to leave registers between K-panels).
+
+    gcc 12 tuning for Zen 3 (-march=native) reloads B's vectors from memory for every FMA
+    instead of keeping them in registers; with -mtune=generic the same C runs 1.4x faster
+    (benchmarks/cpu_gcc_flags.py)."""
     lanes = _lanes()
     col_tile = col_tile or 2 * lanes
     row_tile = row_tile or (8 if lanes >= 16 else 4)
