@@ -20,10 +20,12 @@ from sched.polyhedral.model import build_model
 
 
 def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = None,
-                  access: str = "any", relax_threads: bool = False) -> tuple[Range, ...]:
+                  access: str = "any", relax_threads: bool = False,
+                  including_loop: bool = False) -> tuple[Range, ...]:
     """The box of `buffer` that block `block` touches in one iteration of the loops outside
-    `loop` (the loop named so around the block; None: the whole function), reading, writing or
-    both (`access` in "read", "write", "any").
+    `loop` (the loop named so around the block; None: the whole function), or of `loop` and
+    the loops outside it (`including_loop`), reading, writing or both (`access` in "read",
+    "write", "any").
 
     With `relax_threads`, loops bound to threadIdx count as varying even outside `loop`: the
     box covers what all threads of a GPU thread block touch, which is what a "shared" buffer
@@ -38,7 +40,7 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     if loop is not None and loop not in names:
         raise ValueError(f"block {block!r} is not under a loop named {loop!r}; its loops are "
                          f"{', '.join(names) or 'none'}")
-    outer = () if loop is None else loops[:names.index(loop)]
+    outer = () if loop is None else loops[:names.index(loop) + (1 if including_loop else 0)]
     fixed = [position for position, lp in enumerate(outer)
              if not (relax_threads and lp.kind == "thread_binding"
                      and (lp.thread_tag or "").startswith("threadIdx"))]

@@ -9,8 +9,6 @@ regenerated loop inside the block's domain.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
@@ -31,9 +29,7 @@ from sched.polyhedral import buffer_region
 from sched.schedule.inlining import block_accesses
 from sched.schedule.state import (
     enclosing_loops,
-    fresh_name,
     path_to,
-    replace,
 )
 
 # -- the box a block needs under a loop ----------------------------------------------------------
@@ -57,13 +53,11 @@ def exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
                relax_threads: bool) -> list[Range]:
     """The box of `buffer` that `blocks` (under `loop`) touch in one iteration of `loop` and
     the loops outside it (threadIdx loops varying when `relax_threads`: a shared buffer holds
-    what every thread of the block needs). buffer_region answers per iteration of the loops
-    outside a loop, so it is asked about a unit loop put just inside `loop`."""
-    unit = For(Var(fresh_name(func, "unit")), IntImm(0), IntImm(1), "serial", loop.body)
-    probe = replace(func, loop, dataclasses.replace(loop, body=unit))
+    what every thread of the block needs)."""
     try:
-        boxes = [buffer_region(probe, r.block.name, buffer, loop=unit.loop_var.name,
-                               access=access, relax_threads=relax_threads) for r in blocks]
+        boxes = [buffer_region(func, r.block.name, buffer, loop=loop.loop_var.name,
+                               access=access, relax_threads=relax_threads,
+                               including_loop=True) for r in blocks]
     except ValueError as error:
         raise ScheduleError("compute_at", f"{error}; there is no region to compute at "
                             f"loop {loop.loop_var.name!r}") from None
