@@ -27,16 +27,18 @@ part of the chain.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import islpy as isl
 
 from sched.ir.functor import collect, field_names
-from sched.ir.memo import identity_cache
+from sched.ir.memo import identity_cache, register
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
 from sched.polyhedral import names
+from sched.polyhedral.isl_text import parse_union_map
 from sched.polyhedral.model import PolyModel, Statement, build_model
-from sched.polyhedral.pairs import order_key, pair_relation
+from sched.polyhedral.pairs import order_key, pair_relation, schedule_key, schedule_map
 
 KINDS = ("flow", "anti", "output")
 ASSOCIATIVE_OPS = ("add", "mul", "min", "max")
@@ -329,23 +331,44 @@ def _value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
     from sched.ir.functor import collect
     from sched.ir.nodes import IfThenElse
 
-    params = f"[{', '.join(model.params)}] -> {{ }}"
-    sinks = must = may = isl.UnionMap(params)
+    tuple_name = model.buffer_tuple(storage)
+    accesses = []           # per statement touching the storage: what its flows are made of
     for statement in model.statements.values():
+        reads = [str(m) for m in maps(statement.reads)
+                 if m.get_tuple_name(isl.dim_type.out) == tuple_name]
+        writes = [str(m) for m in maps(statement.writes)
+                  if m.get_tuple_name(isl.dim_type.out) == tuple_name]
+        if not reads and not writes:
+            continue
         body = statement.block.init if statement.is_init else statement.block.body
         exact = model.is_exact and not collect(body, IfThenElse)
-        runs = isl.UnionMap.from_map(statement.schedule.reverse())
-        for relation, is_write in ((statement.reads, False), (statement.writes, True)):
-            for access in maps(relation):
-                if access.get_tuple_name(isl.dim_type.out) != model.buffer_tuple(storage):
-                    continue
-                access = runs.apply_range(isl.UnionMap.from_map(access))
-                if not is_write:
-                    sinks = sinks.union(access)
-                elif exact:
-                    must = must.union(access)
-                else:
-                    may = may.union(access)
+        accesses.append((schedule_key(statement, statement.time), tuple(reads), tuple(writes),
+                         exact))
+    return _flows_of(tuple(accesses), statement_params(model))
+
+
+def statement_params(model: PolyModel) -> str:
+    """The parameters' context of the model's statements (`[n] -> { : n >= 1 }`)."""
+    return next(iter(model.statements.values())).domain_texts[1] if model.statements \
+        else f"[{', '.join(model.params)}] -> {{ : }}"
+
+
+@register
+@functools.lru_cache(maxsize=1024)
+def _flows_of(accesses: tuple, params_text: str) -> isl.UnionMap:
+    """value_flows from what it is made of: per statement, its schedule's key, its reads and
+    writes of the storage (texts) and whether its writes are sure (remembered by them)."""
+    sinks = must = may = parse_union_map(f"{params_text.split('{')[0]}{{ }}")   # empty
+    for key, reads, writes, exact in accesses:
+        runs = isl.UnionMap.from_map(schedule_map(*key, params_text).reverse())
+        for text, is_write in [*((r, False) for r in reads), *((w, True) for w in writes)]:
+            access = runs.apply_range(isl.UnionMap.from_map(isl.Map(text)))
+            if not is_write:
+                sinks = sinks.union(access)
+            elif exact:
+                must = must.union(access)
+            else:
+                may = may.union(access)
     info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(must).set_may_source(may)
     in_order = sinks.union(must).union(may).domain().identity()    # runs in time order
     return info.set_schedule_map(in_order).compute_flow().get_may_dependence()

@@ -47,10 +47,13 @@ from sched.polyhedral.violation import (  # noqa: F401
 )
 
 
-def check_schedule(func: PrimFunc, schedule: isl.UnionMap) -> Violation | None:
+def check_schedule(func: PrimFunc, schedule: isl.UnionMap,
+                   deps: tuple[Dependence, ...] | None = None) -> Violation | None:
     """Whether `schedule` (instances of `func`'s statements -> time) keeps every dependence's
-    source before its sink, reduction updates exempt."""
-    _, deps = model_and_dependences(func)
+    source before its sink (or every one of `deps`, whose statements `schedule` covers),
+    reduction updates exempt."""
+    if deps is None:
+        _, deps = model_and_dependences(func)
     before = schedule.lex_lt_union_map(schedule)
     ordered = [d for d in deps if not d.is_reduction]
     if _union(ordered).is_subset(before):
@@ -106,12 +109,15 @@ def _same_domains(old_model, new_model) -> bool:
     return new_model.domain.is_equal(old_model.domain)
 
 
-def check_new_order(func: PrimFunc, statements: dict) -> Violation | None:
+def check_new_order(func: PrimFunc, statements: dict,
+                    deps: tuple[Dependence, ...] | None = None) -> Violation | None:
     """`check_schedule` of the (first-run) schedule of `statements` (by isl tuple name: a
-    rescheduled `func`'s model's, with the same instances), pair by pair: a dependence whose
-    two statements keep their order relative to each other (pairs.order_key) is kept without
-    asking isl, and isl's answer for the others is remembered by content."""
-    _, deps = model_and_dependences(func)
+    rescheduled `func`'s model's, with the same instances), pair by pair, for every
+    dependence of `func` (or those of `deps`): a dependence whose two statements keep their
+    order relative to each other (pairs.order_key) is kept without asking isl, and isl's
+    answer for the others is remembered by content."""
+    if deps is None:
+        _, deps = model_and_dependences(func)
     for dep in deps:
         if dep.is_reduction:
             continue
@@ -121,7 +127,7 @@ def check_new_order(func: PrimFunc, statements: dict) -> Violation | None:
             for statement in statements.values():
                 own = isl.UnionMap.from_map(statement.schedule)
                 schedule = own if schedule is None else schedule.union(own)
-            return check_schedule(func, first_runs(schedule))
+            return check_schedule(func, first_runs(schedule), deps)
         order = order_key(source, sink)
         if order == dep.key[2]:
             continue

@@ -135,10 +135,18 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
                       if name != new_init.name}
         statements[old_init.name] = dataclasses.replace(new_init, name=old_init.name)
         return check_new_order(func, statements)
-    new_domain = isl.UnionSet.from_set(new_init.domain)
-    schedule = new_model.schedule.subtract_domain(new_domain).union(
-        moved.apply_range(isl.UnionMap.from_map(new_init.schedule)))
-    return check_schedule(func, schedule)
+    # the old init's instances (one per reduce value too) run when the new init runs their
+    # element: the dependences of the init on that schedule, the others pair by pair
+    _, deps = model_and_dependences(func)
+    of_init = tuple(d for d in deps if old_init.name in (d.source.name, d.sink.name))
+    others = tuple(d for d in deps if old_init.name not in (d.source.name, d.sink.name))
+    violation = check_new_order(func, new_model.statements, others)
+    if violation is not None:
+        return violation
+    schedule = moved.apply_range(isl.UnionMap.from_map(new_init.schedule))
+    for name in {n for d in of_init for n in (d.source.name, d.sink.name)} - {old_init.name}:
+        schedule = schedule.union(isl.UnionMap.from_map(new_model.statements[name].schedule))
+    return check_schedule(func, schedule, of_init)
 
 
 class ReductionPrimitives(ScheduleBase):
