@@ -30,23 +30,6 @@ TVM_COMMAND = ("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE [TVM_NUM_THREADS=1 
                "--trials 0 --trials-other 0 > /tmp/peers/tvm_<n>thread(s).log")
 
 
-PROPOSED_FLAGS = ("-mtune=generic",)   # what-if variants: see cpu_gcc_flags.py
-
-
-def build_with_flags(func, extra: tuple[str, ...]):
-    """The kernel of `func` built with `extra` gcc flags after the C target's own (a what-if
-    variant for sched/c/build.py; the flags are part of the kernel cache's key)."""
-    import sched
-    import sched.c.build as c_build
-
-    saved = c_build.FLAGS
-    c_build.FLAGS = (*saved, *extra)
-    try:
-        return sched.build(func, target="c")
-    finally:
-        c_build.FLAGS = saved
-
-
 def isa_info() -> dict[str, object]:
     """The host's vector ISA as the C target sees it (gcc -march=native)."""
     from sched.c.isa import host_isa

@@ -2,8 +2,7 @@
 (sched.hand_schedules.cpu_conv2d) against numpy im2col + GEMM (OpenBLAS) in the same process,
 with 1 and with 2 threads (a child process each), timed in alternating rounds; numpy's GEMM
 alone is shown too. TVM's hand schedule comes from a log of /work/shared/peers/tvm_cpu.py
-(another process). Also timed: the kernel compiled with gcc -mtune=generic added (proposed for
-sched/c/build.py, see cpu_gcc_flags.py).
+(another process).
 
 Target (issue 14): >= 3x numpy im2col + GEMM.
 
@@ -21,10 +20,8 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
-    PROPOSED_FLAGS,
     add_ratios,
     alternate,
-    build_with_flags,
     child_threads,
     relative_error,
     report,
@@ -54,21 +51,15 @@ def child(threads: int) -> dict:
     kernel = sched.build(scheduled.func, target="c")
     out = np.full(expected.shape, np.nan, np.float32)
     kernel(data, weight, out)
-    proposed = build_with_flags(scheduled.func, PROPOSED_FLAGS)
-    proposed_out = np.full(expected.shape, np.nan, np.float32)
-    proposed(data, weight, proposed_out)
-    proposed_name = f"sched hand schedule, gcc {' '.join(PROPOSED_FLAGS)}"
     weight_matrix = weight.reshape(K, -1)
     columns = np.ascontiguousarray(
         np.lib.stride_tricks.sliding_window_view(
             np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1))), (R, R), axis=(2, 3))
         .transpose(0, 2, 3, 1, 4, 5).reshape(N * H * W, C * R * R).T)
     errors = {"sched hand schedule": relative_error(out, expected),
-              proposed_name: relative_error(proposed_out, expected),
               "numpy im2col + GEMM": relative_error(im2col_conv(data, weight), expected),
               "numpy GEMM only (columns ready)": 0.0}
     timings = alternate({"sched hand schedule": lambda: kernel(data, weight, out),
-                         proposed_name: lambda: proposed(data, weight, proposed_out),
                          "numpy im2col + GEMM": lambda: im2col_conv(data, weight),
                          "numpy GEMM only (columns ready)": lambda: weight_matrix @ columns},
                         rounds=5, repeats=10)

@@ -1,10 +1,11 @@
-"""What-if: the CPU hand schedules compiled with extra gcc flags beside the C target's own
-(sched/c/build.py FLAGS), one thread, timed in alternating rounds in one process.
+"""What-if: the CPU hand schedules compiled with other gcc flags than the C target's own
+(sched/c/build.py `compiler_flags()`), one thread, timed in alternating rounds in one process.
 
 With -march=native on Zen 3, gcc 12 tunes for znver3 and then keeps the register tile's shared
 operands (B's vectors in matmul, the input rows in conv2d) in memory, reloading them for every
-FMA; -mtune=generic or -fschedule-insns keep them in registers. This measures which flag helps
-which kernel, for the owner of the flags.
+FMA; -mtune=generic or -fschedule-insns keep them in registers. This measured which flag helps
+which kernel: the C target has compiled with -mtune=generic on x86 since (`X86_FLAGS`); the
+row "host tuning" is without it.
 
     OMP_NUM_THREADS=1 python benchmarks/cpu_gcc_flags.py   # results/<cpu>/cpu_gcc_flags.json
 """
@@ -21,8 +22,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import alternate, isa_info, relative_error  # noqa: E402
 
-FLAG_SETS = {"C target flags": (), "+ -mtune=generic": ("-mtune=generic",),
-             "+ -fschedule-insns": ("-fschedule-insns",)}
+# label -> (the x86 flags used instead of X86_FLAGS, flags added)
+FLAG_SETS = {"C target flags": (None, ()), "host tuning (no -mtune=generic)": ((), ()),
+             "+ -fschedule-insns": (None, ("-fschedule-insns",))}
 
 
 def workloads():
@@ -60,13 +62,14 @@ def main() -> None:
     results = {}
     for name, (schedule, args, expected) in workloads().items():
         calls, errors = {}, {}
-        for label, extra in FLAG_SETS.items():
-            saved = c_build.FLAGS
-            c_build.FLAGS = (*saved, *extra)
+        for label, (x86, extra) in FLAG_SETS.items():
+            saved = c_build.FLAGS, c_build.X86_FLAGS
+            c_build.FLAGS = (*saved[0], *extra)
+            c_build.X86_FLAGS = saved[1] if x86 is None else x86
             try:
                 kernel = sched.build(schedule.func, target="c")
             finally:
-                c_build.FLAGS = saved
+                c_build.FLAGS, c_build.X86_FLAGS = saved
             out = np.full(expected.shape, np.nan, np.float32)
             kernel(*args, out)
             errors[label] = relative_error(out, expected)

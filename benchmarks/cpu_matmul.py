@@ -1,10 +1,8 @@
 """fp32 matmul 1024^3 on the C target: the hand schedule (sched.hand_schedules.cpu_matmul)
 against numpy (OpenBLAS) in the same process, with 1 and with 2 threads (one child process
 each: libgomp and OpenBLAS read their thread counts when they load), timed in alternating
-rounds. Also timed: the same kernel compiled with gcc's -mtune=generic added (a flag proposed
-for sched/c/build.py: with -march=native alone gcc 12 tunes for znver3 on this host and
-reloads each B vector from memory for every FMA of the register tile; see cpu_gcc_flags.py),
-and once, with one thread, the unscheduled kernel.
+rounds (the C target compiles with -mtune=generic on x86: see sched/c/build.py and
+cpu_gcc_flags.py); and once, with one thread, the unscheduled kernel.
 TVM's hand schedule comes from a log of /work/shared/peers/tvm_cpu.py (another process).
 
 Targets (issue 14): >= 1.0x numpy with 1 and with 2 threads; >= TVM's hand schedule.
@@ -23,10 +21,8 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
-    PROPOSED_FLAGS,
     add_ratios,
     alternate,
-    build_with_flags,
     child_threads,
     relative_error,
     report,
@@ -45,9 +41,7 @@ def child(threads: int) -> dict:
     b = rng.standard_normal((SIZE, SIZE)).astype(np.float32)
     expected = a.astype(np.float64) @ b.astype(np.float64)
     scheduled = hand_schedules.cpu_matmul(SIZE, SIZE, SIZE)
-    kernels = {"sched hand schedule": sched.build(scheduled.func, target="c"),
-               f"sched hand schedule, gcc {' '.join(PROPOSED_FLAGS)}": build_with_flags(
-                   scheduled.func, PROPOSED_FLAGS)}
+    kernels = {"sched hand schedule": sched.build(scheduled.func, target="c")}
     checks, calls = {}, {}
     for name, kernel in kernels.items():
         out = np.full((SIZE, SIZE), np.nan, np.float32)

@@ -84,4 +84,20 @@ VECTOR_BYTES: EnvVar[int] = EnvVar(
     "the width of the ISA gcc targets with -march=native (e.g. 32 to test AVX2 code on an "
     "AVX-512 host).")
 
-ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER, VECTOR_BYTES)
+
+
+def _wait_policy(text: str) -> str:
+    if text.lower() not in ("passive", "active", "default"):
+        raise ValueError("expected passive, active or default")
+    return text.lower()
+
+
+OMP_WAIT_POLICY: EnvVar[str] = EnvVar(
+    "SCHED_OMP_WAIT_POLICY", _wait_policy, lambda: "passive",
+    "How the C target's OpenMP threads wait for work (libgomp reads it once, when the first "
+    "kernel loads it): passive (the default: they sleep, which halved two-thread medians on a "
+    "busy 2-core machine, benchmarks/cpu_threads.py), active (they spin: the best case on an "
+    "idle machine) or default (libgomp's own spin-then-sleep). OMP_WAIT_POLICY or "
+    "GOMP_SPINCOUNT set by the user win over it.")
+
+ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER, VECTOR_BYTES, OMP_WAIT_POLICY)

@@ -20,6 +20,7 @@ from sched.c.build import compile_library
 from sched.c.codegen import c_function_name, generate_c
 from sched.c.entry import EntrySource, Status, entry_source, launcher_source, scalar_bits
 from sched.c.object_layout import CHECK_BOUNDS, layout_words, verify_layout
+from sched.c.openmp import load_kernel_library
 from sched.c.torch_calls import TorchCalls
 from sched.errors import BuildError
 from sched.ir.dtype import is_bool, is_float
@@ -53,7 +54,7 @@ class CKernel:
         self.source = source
         self.library_path = library_path
         self._binder = binder or ArgumentBinder(func, device="cpu")
-        self._library = ctypes.CDLL(str(library_path))
+        self._library = load_kernel_library(library_path)
         self._function = getattr(self._library, launcher or c_function_name(lowered))
         scalars = [p for p in func.params if isinstance(p, Var)]
         self._function.argtypes = (
