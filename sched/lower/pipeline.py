@@ -18,6 +18,7 @@ from sched.lower.flatten_buffers import flatten_buffers
 from sched.lower.gpu_threads import unify_thread_loops
 from sched.lower.insert_barriers import insert_barriers
 from sched.lower.lower_init import lower_reduction_init
+from sched.lower.partition_loops import partition_guarded_loops
 from sched.lower.plan_buffer_allocation import plan_buffer_allocation
 from sched.lower.simplify_indices import simplify_indices
 from sched.lower.thread_phases import emulate_threads
@@ -64,6 +65,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
 
         emulate_threads_in_order.__name__ = "emulate_threads"
         func = run(emulate_threads_in_order, func)
+        func = run(partition_guarded_loops, func)
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
     func = run(fold_constants, func)

@@ -42,6 +42,7 @@ from sched.ir.nodes import (
     Var,
     const,
     logical_and,
+    seq,
 )
 from sched.ir.simplify import simplify
 from sched.lower.flatten_buffers import widen
@@ -182,6 +183,13 @@ class _IndexSimplifier(IRMutator):
             if decided is None:
                 kept.append(term)
         return logical_and(*kept)
+
+    def visit_SeqStmt(self, node: SeqStmt) -> Stmt:
+        """A sequence without the statements that became nothing (an `if` that never runs)."""
+        stmts = [self.visit(stmt) for stmt in node.stmts]
+        if all(new is old for new, old in zip(stmts, node.stmts)):
+            return node
+        return seq(*stmts) if stmts else node
 
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt:
         condition = self.condition(node.condition)
