@@ -261,7 +261,7 @@ class _Relations:
         linear = access.offset_constraint(offset)
         if linear is None:
             notes.append(f"an access to view '{buffer.name}' of '{buffer.storage_name}' has "
-                             f"no affine offset; the whole storage is assumed to be accessed")
+                         f"no affine offset; the whole storage is assumed to be accessed")
         owner = self.owners.get(buffer.storage_name)
         if owner is None:
             return self.relation(statement, access, storage, [offset],
