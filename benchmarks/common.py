@@ -61,11 +61,22 @@ def measure(run: Callable[[], object], repeats: int = 20, warmup: int = 2) -> di
             "repeats": repeats}
 
 
+def host_vector_isa() -> dict[str, object]:
+    """The vector ISA the C target emits for on this machine (sched.c.isa)."""
+    from sched.c.isa import host_isa
+
+    isa = host_isa()
+    return {"name": isa.name, "vector_bytes": isa.vector_bytes,
+            "fp32_lanes": isa.lanes("float32")}
+
+
 def write_results(name: str, device: str, payload: dict) -> pathlib.Path:
-    """Write `payload` with the device and versions to results/<device-slug>/<name>.json."""
+    """Write `payload` with the device, the host's vector ISA and the versions to
+    results/<device-slug>/<name>.json."""
     path = RESULTS / slug(device) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {"benchmark": name, "device": device, "versions": versions(), **payload}
+    document = {"benchmark": name, "device": device, "host_vector_isa": host_vector_isa(),
+                "versions": versions(), **payload}
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
 
