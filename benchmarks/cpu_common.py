@@ -75,10 +75,18 @@ def run_per_thread_count(script: str, runs: dict | None = None) -> dict[str, dic
     return results
 
 
+PAUSE_S = 0.3   # between two variants' rounds: OpenBLAS's workers spin about 0.1 s after a call
+
+
 def alternate(variants: dict[str, Callable[[], object]], rounds: int = 5, repeats: int = 5,
-              warmup: int = 2) -> dict[str, dict[str, float]]:
+              warmup: int = 2, pause_s: float = PAUSE_S) -> dict[str, dict[str, float]]:
     """Time every variant in `rounds` alternating rounds of `repeats` calls each (after `warmup`
-    calls): median, min and max over all calls, and the median of the per-round medians."""
+    calls): median, min and max over all calls, and the median of the per-round medians.
+
+    Each round starts after a pause of `pause_s`: a thread pool that spins after its calls
+    (OpenBLAS's, by default for about 2^28 cycles) would otherwise hold the cores while the
+    next variant runs (sched's two-thread matmul measured 25 ms right after numpy, 12 ms
+    alone)."""
     samples: dict[str, list[float]] = {name: [] for name in variants}
     round_medians: dict[str, list[float]] = {name: [] for name in variants}
     for run in variants.values():
@@ -86,6 +94,7 @@ def alternate(variants: dict[str, Callable[[], object]], rounds: int = 5, repeat
             run()
     for _ in range(rounds):
         for name, run in variants.items():
+            time.sleep(pause_s)
             times = []
             for _ in range(repeats):
                 start = time.perf_counter()
