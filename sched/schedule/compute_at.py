@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.functor import collect, free_vars
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     TRUE,
     Block,
@@ -168,6 +168,9 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
         values.append(value)
         if boxed:
             conditions += guards(value, low, extent, iv.dom, outer)
+    carried = _carried_predicate(func, realize, values)
+    if carried is not None:
+        conditions.append(carried)
     predicate = logical_and(*conditions) if conditions else TRUE
     stmt: Stmt = dataclasses.replace(realize, iter_values=tuple(values), predicate=predicate)
     for var, extent in reversed(new_loops):
@@ -229,6 +232,26 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
                              alternatives=alternatives())
     return new_func
+
+
+def _carried_predicate(func: PrimFunc, realize: BlockRealize, values: list[Expr]):
+    """The block's own predicate (`T.where`, e.g. the guard of a split that does not divide)
+    for its new loops, or None: every loop variable it uses must be bound to an iteration
+    variable as is (`vk = k`), and is replaced by that variable's new value; symbolic dims and
+    scalar parameters stay. (The moved block runs the instances its consumers need; without
+    its predicate it would run some its domain excludes, and the move would be refused.)"""
+    if realize.predicate == TRUE:
+        return None
+    new_value = {value: values[k] for k, value in enumerate(realize.iter_values)
+                 if isinstance(value, Var)}
+    allowed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+    mapping = {}
+    for var in free_vars(realize.predicate):
+        if var in new_value:
+            mapping[var] = new_value[var]
+        elif var not in allowed:
+            return None
+    return substitute(realize.predicate, mapping)
 
 
 def _check_in_scope(func: PrimFunc, loop: For, ranges, primitive: str) -> None:

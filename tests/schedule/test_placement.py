@@ -580,3 +580,54 @@ def test_moving_a_reduction_under_a_parallel_loop_is_refused():
                                             "dependence"):
         sch.reverse_compute_at(sch.get_block("conv2d"), c)
     assert sch.func is before
+
+
+def _row_normalize(rows=5, cols=37):
+    X = te.placeholder((rows, cols), name="X")
+    k = te.reduce_axis((0, cols), name="k")
+    S = te.compute((rows,), lambda i: te.sum(X[i, k], axis=k), name="S")
+    Y = te.compute((rows, cols), lambda i, j: X[i, j] / S[i], name="Y")
+    return te.create_prim_func([X, Y])
+
+
+def test_compute_at_keeps_the_guard_of_a_split_that_does_not_divide(rng):
+    """The rfactor block of a reduction split by 8 over 37 carries `T.where(k_0 * 8 + k_1 <
+    37)`; computed at the row loop it keeps that predicate on its new loops (it used to run
+    the excluded instances too, and was refused)."""
+    sch = sched.Schedule(_row_normalize())
+    _, k = sch.get_loops(sch.get_block("S"))
+    _, ki = sch.split(k, [None, 8])
+    partial = sch.rfactor(ki, factor_axis=0)
+    row = sch.get_loops(sch.get_block("Y"))[0]
+    sch.compute_at(sch.get_block("S"), row)
+    sch.compute_at(partial, row)
+    assert "T.where(ax1 * 8 + ax0_1 < 37)" in sch.func.script()
+    x = rng.random((5, 37)).astype(np.float32)
+    out = np.zeros_like(x)
+    sched.build(sch.func, target="c")(x, out)
+    np.testing.assert_allclose(out, x / x.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_a_predicate_on_a_loop_not_bound_as_is_still_decides_the_move():
+    """`T.where` over a loop that binds no iteration variable as is cannot be carried: the
+    move is judged without it, and refused when the moved block would run other instances."""
+    func = sched.parse("""
+# from sched.script import T
+
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((16,), "float32")
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i // 2 * 2 + i % 2)
+                T.where(i % 2 == 0)
+                B[vi] = A[vi] + T.float32(1)
+        for j in range(16):
+            with T.block("C"):
+                vj = T.axis.spatial(16, j)
+                C[vj] = B[vj] * T.float32(2)
+""")
+    sch = sched.Schedule(func)
+    with pytest.raises(sched.ScheduleError, match="compute_at"):
+        sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
