@@ -106,3 +106,16 @@ def test_nvcc_error_names_the_line(tmp_path):
     with pytest.raises(BuildError, match=r"nvcc failed \(exit status \d+\)") as caught:
         compile_cuda(source, "sm_90", "nvcc", cache_dir=tmp_path)
     assert '>   16 |       acc += undeclared + ' in str(caught.value)
+
+
+def test_build_fast_math_reaches_nvrtc(tmp_path, monkeypatch):
+    import sched
+    from sched import hand_schedules
+
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
+    schedule = hand_schedules.gpu_softmax(4, 256)
+    relaxed = sched.build(schedule, target="cuda", arch="sm_90", fast_math=True)
+    exact = sched.build(schedule, target="cuda", arch="sm_90")
+    assert "--use_fast_math" in relaxed.compiled.command
+    assert "--use_fast_math" not in exact.compiled.command
+    assert relaxed.cubin.startswith(ELF_MAGIC) and relaxed.cubin != exact.cubin
