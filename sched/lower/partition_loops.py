@@ -4,11 +4,12 @@ loops, the first without those guards.
 A split that does not divide leaves a guard (`T.where(i_0 * 6 + i_1 < 1024)`) around the body of
 the tile's loops. Inside a register tile's reduction loop it keeps gcc from holding the tile in
 registers (a 6x16 matmul tile ran 2x slower than with a dividing size). For a loop L with
-constant bounds, each `if` (without `else`) in its body whose condition is affine in L and in
-the variables of the constant-bound loops between L and the `if`, isl finds the values of L for
-which the condition holds for every value of those loops. When they are the first iterations
-[min, g) of L, L becomes two loops: [min, g) with those `if`s replaced by their bodies, and
-[g, end) as before (a condition that holds in every iteration is just removed):
+constant bounds, each conjunct of an `if` (without `else`) in its body that is affine in L and
+in the variables of the constant-bound loops between L and the `if`, isl finds the values of L
+for which it holds for every value of those loops. When they are the first iterations [min, g)
+of L, L becomes two loops: [min, g) without those conjuncts (an `if` left with none is replaced
+by its body), and [g, end) as before (a conjunct that holds in every iteration is just
+removed):
 
     for i_0 in range(171):                      for i_0 in range(170):
         for k in range(1024):                       for k in range(1024):
@@ -27,12 +28,24 @@ import dataclasses
 
 import islpy as isl
 
-from sched.ir.functor import IRMutator, free_vars
-from sched.ir.nodes import For, IfThenElse, IntImm, PrimFunc, SeqStmt, Stmt
+from sched.ir.functor import IRMutator, collect, free_vars
+from sched.ir.nodes import (
+    Barrier,
+    BinaryOp,
+    BufferStore,
+    Expr,
+    For,
+    IfThenElse,
+    IntImm,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    logical_and,
+)
 from sched.polyhedral.isl_expr import to_isl_condition
 from sched.polyhedral.names import isl_name
 
-PARTITIONED_KINDS = ("serial", "parallel", "unrolled")
+PARTITIONED_KINDS = ("serial", "parallel", "unrolled", "vectorized")
 
 
 def partition_guarded_loops(func: PrimFunc) -> PrimFunc:
@@ -42,13 +55,18 @@ def partition_guarded_loops(func: PrimFunc) -> PrimFunc:
 
 
 class _Partitioner(IRMutator):
+    def __init__(self) -> None:
+        self.outer: dict = {}        # enclosing loop variable -> its constant bounds or None
+
     def visit_For(self, loop: For):
-        parts = _partition(loop)
-        if parts is None:
-            return self.visit_children(loop)
-        if len(parts) == 1:
-            return self.visit_children(parts[0])
-        return SeqStmt(tuple(self.visit_children(part) for part in parts))
+        parts = _partition(loop, self.outer) or [loop]
+        visited = []
+        for part in parts:
+            saved = self.outer
+            self.outer = {**saved, part.loop_var: _constant_bounds(part)}
+            visited.append(self.visit_children(part))
+            self.outer = saved
+        return visited[0] if len(visited) == 1 else SeqStmt(tuple(visited))
 
 
 def _constant_bounds(loop: For) -> tuple[int, int] | None:
@@ -57,23 +75,33 @@ def _constant_bounds(loop: For) -> tuple[int, int] | None:
     return None
 
 
-def _guards(loop: For) -> list[tuple[IfThenElse, dict]]:
-    """The `if`s without `else` in `loop`'s body whose condition uses `loop`'s variable and
-    otherwise only variables of constant-bound loops between (each with those loops' bounds)."""
-    found: list[tuple[IfThenElse, dict]] = []
+def _conjuncts(condition: Expr) -> list[Expr]:
+    """`a and b and c` as [a, b, c] (the same objects each time)."""
+    if isinstance(condition, BinaryOp) and condition.op == "and":
+        return _conjuncts(condition.a) + _conjuncts(condition.b)
+    return [condition]
+
+
+def _guards(loop: For, outer: dict) -> list[tuple[IfThenElse, Expr, dict]]:
+    """The conjuncts of the conditions of the `if`s without `else` in `loop`'s body that use
+    `loop`'s variable and otherwise only variables of constant-bound loops (`outer` ones
+    around it, or between it and the `if`), each with its `if` and those loops' bounds
+    (`i_0 * 4 + i_1 < 250 and j_0 * 16 + j_1 < 130` gives the first to a loop `i_0` inside
+    `j_0`; the second to `j_1` when `j_0` runs one constant value)."""
+    found: list[tuple[IfThenElse, Expr, dict]] = []
 
     def walk(node, inner: dict) -> None:
         if isinstance(node, For):
-            bounds = _constant_bounds(node)
-            inner = {**inner, node.loop_var: bounds} if bounds is not None \
-                else {**inner, node.loop_var: None}
+            inner = {**inner, node.loop_var: _constant_bounds(node)}
             walk(node.body, inner)
             return
         if isinstance(node, IfThenElse) and node.else_body is None:
-            used = set(free_vars(node.condition))
-            if loop.loop_var in used and all(inner.get(v) is not None
-                                             for v in used - {loop.loop_var}):
-                found.append((node, {v: inner[v] for v in used - {loop.loop_var}}))
+            for conjunct in _conjuncts(node.condition):
+                used = set(free_vars(conjunct))
+                if loop.loop_var in used and all(inner.get(v) is not None
+                                                 for v in used - {loop.loop_var}):
+                    found.append((node, conjunct,
+                                  {v: inner[v] for v in used - {loop.loop_var}}))
         if isinstance(node, SeqStmt):
             for stmt in node.stmts:
                 walk(stmt, inner)
@@ -83,69 +111,93 @@ def _guards(loop: For) -> list[tuple[IfThenElse, dict]]:
                 walk(node.else_body, inner)
         elif hasattr(node, "body") and isinstance(node.body, Stmt):
             walk(node.body, inner)      # let, allocate
-    walk(loop.body, {})
+    walk(loop.body, {v: b for v, b in outer.items() if v != loop.loop_var})
     return found
 
 
-def _first_failure(loop: For, bounds: tuple[int, int], guard: IfThenElse,
-                   inner: dict) -> int | None:
-    """The first value g of the loop's variable for which the guard's condition fails for some
-    values of the loops between: below g it holds for all (g = the end when it always holds);
-    None when the condition is not affine."""
-    condition = to_isl_condition(guard.condition)
+def _first_failure(loop: For, bounds: tuple[int, int], conjunct: Expr,
+                   others: dict) -> tuple[int, bool] | None:
+    """The first value g of the loop's variable for which `conjunct` fails for some values of
+    the other loops it uses (`others`: their constant bounds): below g it holds for all of
+    them (g = the end when it always holds); and whether from g on it holds for none (the `if`
+    never runs there). None when it is not affine."""
+    condition = to_isl_condition(conjunct)
     if condition is None:
         return None
     variable = isl_name(loop.loop_var)
-    names = [variable] + [isl_name(v) for v in inner]
+    names = [variable] + [isl_name(v) for v in others]
     ranges = [f"{bounds[0]} <= {variable} < {bounds[1]}"]
-    ranges += [f"{low} <= {isl_name(v)} < {high}" for v, (low, high) in inner.items()]
+    ranges += [f"{low} <= {isl_name(v)} < {high}" for v, (low, high) in others.items()]
     space = f"{{ [{', '.join(names)}] : {' and '.join(ranges)} }}"
     try:
         everything = isl.Set(space)
         holds = everything.intersect(isl.Set(
             f"{{ [{', '.join(names)}] : {condition} }}"))
-        failing = everything.subtract(holds).project_out(isl.dim_type.set, 1, len(inner))
+        failing = everything.subtract(holds).project_out(isl.dim_type.set, 1, len(others))
+        somewhere = holds.project_out(isl.dim_type.set, 1, len(others))
     except isl.Error:
         return None
     if failing.is_empty():
-        return bounds[1]
+        return bounds[1], False
     point = failing.lexmin().sample_point()
-    return point.get_coordinate_val(isl.dim_type.set, 0).to_python()
+    g = point.get_coordinate_val(isl.dim_type.set, 0).to_python()
+    tail = isl.Set(f"{{ [{variable}] : {g} <= {variable} < {bounds[1]} }}")
+    return g, somewhere.intersect(tail).is_empty()
 
 
-def _partition(loop: For) -> list[For] | None:
-    """The loops `loop` becomes (one: its always-true guards removed; two: the first part
-    without the guards that hold there, then the rest as before), or None."""
+def _partition(loop: For, outer: dict) -> list[For] | None:
+    """The loops `loop` becomes (the first part without the conjuncts that hold there, then
+    the rest as before, unless no guarded statement runs in it), or None."""
     bounds = _constant_bounds(loop)
     if loop.kind not in PARTITIONED_KINDS or bounds is None or bounds[1] - bounds[0] < 2:
         return None
     firsts = []
-    for guard, inner in _guards(loop):
-        g = _first_failure(loop, bounds, guard, inner)
-        if g is not None and g > bounds[0]:
-            firsts.append((g, guard))
+    for guard, conjunct, others in _guards(loop, outer):
+        found = _first_failure(loop, bounds, conjunct, others)
+        if found is not None and found[0] > bounds[0]:
+            firsts.append((*found, guard, conjunct))
     if not firsts:
         return None
-    split = min(g for g, _ in firsts)
-    if split - bounds[0] < bounds[1] - split:
-        return None          # most iterations need a guard: two loops would not pay
-    removed = {id(guard) for _, guard in firsts}
+    split = min(g for g, _, _, _ in firsts)
+    removed: dict[int, list[Expr]] = {}
+    for _, _, guard, conjunct in firsts:
+        removed.setdefault(id(guard), []).append(conjunct)
     main = dataclasses.replace(loop, extent=IntImm(split - bounds[0], loop.extent.dtype),
                                body=_Unguarded(removed).visit(loop.body))
     if split == bounds[1]:
         return [main]
+    dead = {id(guard) for g, never, guard, _ in firsts if never and g == split}
+    rest_body = _WithoutIfs(dead).visit(loop.body)
+    if not collect(rest_body, BufferStore) and not collect(rest_body, Barrier):
+        return [main]        # nothing runs in the rest
+    if split - bounds[0] < bounds[1] - split:
+        return None          # most iterations need a guard: two loops would not pay
     rest = dataclasses.replace(loop, min=IntImm(split, loop.min.dtype),
                                extent=IntImm(bounds[1] - split, loop.extent.dtype))
     return [main, rest]
 
 
-class _Unguarded(IRMutator):
-    """Each `if` of `removed` (by identity) replaced by its body."""
+class _WithoutIfs(IRMutator):
+    """Each `if` in `dead` (by identity, one that never runs) removed."""
 
-    def __init__(self, removed: set[int]) -> None:
+    def __init__(self, dead: set[int]) -> None:
+        self.dead = dead
+
+    def visit_IfThenElse(self, node: IfThenElse):
+        return SeqStmt(()) if id(node) in self.dead else self.visit_children(node)
+
+
+class _Unguarded(IRMutator):
+    """Each `if` in `removed` (by identity) without the conjuncts listed for it (replaced by
+    its body when none is left)."""
+
+    def __init__(self, removed: dict[int, list[Expr]]) -> None:
         self.removed = removed
 
     def visit_IfThenElse(self, node: IfThenElse):
-        if id(node) in self.removed:
-            return self.visit(node.then_body)
-        return self.visit_children(node)
+        if id(node) not in self.removed:
+            return self.visit_children(node)
+        gone = self.removed[id(node)]
+        kept = [c for c in _conjuncts(node.condition) if not any(c is g for g in gone)]
+        body = self.visit(node.then_body)
+        return IfThenElse(logical_and(*kept), body) if kept else body

@@ -19,7 +19,7 @@ def _loops(func, name):
     return [lp for lp in collect(func.body, For) if lp.loop_var.name == name]
 
 
-def test_a_split_guard_leaves_all_but_the_last_iteration():
+def test_a_split_guard_leaves_all_but_the_last_iteration_and_shortens_that_one():
     from sched.lower.convert_blocks import convert_blocks_to_loops
 
     lowered = convert_blocks_to_loops(scale_split(100, 32))      # io in [0, 4), guarded
@@ -27,7 +27,10 @@ def test_a_split_guard_leaves_all_but_the_last_iteration():
     first, rest = _loops(parted, "io")
     assert (first.min, first.extent) == (IntImm(0), IntImm(3))
     assert (rest.min, rest.extent) == (IntImm(3), IntImm(1))
-    assert not collect(first, IfThenElse) and collect(rest, IfThenElse)
+    assert not collect(first, IfThenElse)
+    # in the last iteration the inner loop runs only the 100 - 96 elements left, unguarded
+    (inner,) = [lp for lp in collect(rest, For) if lp.loop_var.name == "ii"]
+    assert inner.extent == IntImm(4) and not collect(rest, IfThenElse)
 
 
 @pytest.mark.parametrize("rows, tile", [(1024, 6), (37, 8), (16, 5), (9, 4)])
