@@ -9,9 +9,8 @@ returned as the same object.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 
-from sched.ir.memo import register
+from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     BinaryOp,
     Block,
@@ -59,8 +58,6 @@ class _Dispatching:
 class IRVisitor(_Dispatching):
     """Calls `visit_<ClassName>(node)` when defined, else visits every child node."""
 
-    _methods: dict = {}
-
     def visit(self, node) -> None:
         method = self._method(type(node))
         if method is not None:
@@ -87,8 +84,6 @@ class IRVisitor(_Dispatching):
 class IRMutator(_Dispatching):
     """Calls `visit_<ClassName>(node)` when defined, else rebuilds the node from its mutated
     children (returning the node itself when no child changed)."""
-
-    _methods: dict = {}
 
     def visit(self, node):
         method = self._method(type(node))
@@ -190,16 +185,7 @@ def substitute(node, mapping: dict[Var, Expr]):
     return _Substituter(mapping).visit(node)
 
 
-class _Collected(OrderedDict):
-    """(id(node), node_type) -> (node, what collect found), the most recent `SIZE`."""
-
-    SIZE = 4096
-
-    def cache_clear(self) -> None:
-        self.clear()
-
-
-_COLLECTED = register(_Collected())
+_COLLECTED = BoundedCache(4096)      # (id(node), node_type) -> (node, what collect found)
 
 
 def collect(node, node_type) -> list:
@@ -215,16 +201,12 @@ def collect(node, node_type) -> list:
 
 def _remembered(node, node_type, skip_expressions: bool) -> tuple:
     key = (id(node), node_type)
-    entry = _COLLECTED.get(key)
+    entry = _COLLECTED.recall(key)
     if entry is not None and entry[0] is node:
-        _COLLECTED.move_to_end(key)
         return entry[1]
     found: list = []
     _collect_into(node, node_type, skip_expressions, found)
-    _COLLECTED[key] = (node, tuple(found))
-    if len(_COLLECTED) > _COLLECTED.SIZE:
-        _COLLECTED.popitem(last=False)
-    return _COLLECTED[key][1]
+    return _COLLECTED.remember(key, (node, tuple(found)))[1]
 
 
 def _statement_level(node_type) -> bool:

@@ -40,6 +40,34 @@ def clear_all() -> None:
         cache.cache_clear()
 
 
+class BoundedCache(OrderedDict):
+    """Answers by key, the `size` most recently used (registered for `clear_all`). A key that
+    holds an `id(...)` must keep that object alive in the value, so the id is not reused."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        register(self)
+
+    def recall(self, key, default=None):
+        """The answer remembered for `key` (now the most recent), or `default`."""
+        if key not in self:
+            return default
+        self.move_to_end(key)
+        return self[key]
+
+    def remember(self, key, value):
+        """Remember `value` for `key`, forgetting the oldest answer past `size`; returns it."""
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > self.size:
+            self.popitem(last=False)
+        return value
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
 class CacheInfo(NamedTuple):
     hits: int
     misses: int
@@ -53,16 +81,15 @@ class IdentityCache:
     def __init__(self, function: Callable, maxsize: int) -> None:
         self.function = function
         self.maxsize = maxsize
-        self._entries: OrderedDict = OrderedDict()    # id(node) -> (node, value)
+        self._entries = BoundedCache(maxsize)         # id(node) -> (node, value)
         self._hits = self._misses = 0
         functools.update_wrapper(self, function)
         register(self)
 
     def __call__(self, node):
-        entry = self._entries.get(id(node))
+        entry = self._entries.recall(id(node))
         if entry is not None and entry[0] is node:
             self._hits += 1
-            self._entries.move_to_end(id(node))
             return entry[1]
         self._misses += 1
         value = self.function(node)
@@ -76,10 +103,7 @@ class IdentityCache:
 
     def put(self, node, value) -> None:
         """Remember `value` as the function's value for `node`."""
-        self._entries[id(node)] = (node, value)
-        self._entries.move_to_end(id(node))
-        while len(self._entries) > self.maxsize:
-            self._entries.popitem(last=False)
+        self._entries.remember(id(node), (node, value))
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(self._hits, self._misses, self.maxsize, len(self._entries))

@@ -54,13 +54,12 @@ time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from sched.ir.functor import collect
-from sched.ir.memo import identity_cache, register
+from sched.ir.memo import BoundedCache, identity_cache
 from sched.ir.nodes import (
     Allocate,
     Block,
@@ -168,17 +167,8 @@ def _owners(func: PrimFunc) -> dict[str, Buffer]:
     return {b.name: b for b in buffers if b.data is None}
 
 
-class _Accesses(OrderedDict):
-    """`_Relations.of`'s answers by what they are made of, the most recent `SIZE` (each entry
-    keeps its block body alive, so the body's id in the key is not reused)."""
-
-    SIZE = 1 << 13
-
-    def cache_clear(self) -> None:
-        self.clear()
-
-
-_ACCESSES = register(_Accesses())
+# `_Relations.of`'s answers by what they are made of (each keeps its block body alive)
+_ACCESSES = BoundedCache(1 << 13)
 
 
 class _Relations:
@@ -217,13 +207,11 @@ class _Relations:
                        if s in self.owners)
         key = (id(body), statement.is_init, tuple(statement.env.items()), statement.instance(),
                statement.domain_texts, self.params, self.linearized, owners)
-        entry = _ACCESSES.get(key)
+        entry = _ACCESSES.recall(key)
         if entry is None or entry[0] is not body:
             notes: list[str] = []
             found = self._of(statement, body, notes)
-            entry = _ACCESSES[key] = (body, found, tuple(notes))
-            if len(_ACCESSES) > _ACCESSES.SIZE:
-                _ACCESSES.popitem(last=False)
+            entry = _ACCESSES.remember(key, (body, found, tuple(notes)))
         _, (accesses, reads, writes), notes = entry
         statement.accesses.extend(accesses)
         for message in notes:

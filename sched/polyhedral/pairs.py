@@ -18,11 +18,10 @@ of the computation is in the key, so a remembered answer is the answer.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 
 import islpy as isl
 
-from sched.ir.memo import register
+from sched.ir.memo import BoundedCache, register
 from sched.polyhedral.isl_text import parse_map, restricted_map
 
 
@@ -112,16 +111,7 @@ def order_key(source, sink) -> tuple[str, str, str]:
     return pair_schedule_texts(source, sink)
 
 
-class _Relations(OrderedDict):
-    """pair_relation's answers, by its key (the most recent `SIZE`)."""
-
-    SIZE = 1 << 15
-
-    def cache_clear(self) -> None:
-        self.clear()
-
-
-_RELATIONS = register(_Relations())
+_RELATIONS = BoundedCache(1 << 15)       # pair_relation's answers, by its key
 
 
 def pair_relation(first_text: str, second_text: str, order: tuple, common: tuple[int, ...],
@@ -134,17 +124,13 @@ def pair_relation(first_text: str, second_text: str, order: tuple, common: tuple
     `common` (the loops both are under), or None when it is not constant. Remembered by the
     texts, the order key and the positions."""
     key = (first_text, second_text, order, common)
-    found = _RELATIONS.get(key)
+    found = _RELATIONS.recall(key)
     if found is not None:
-        _RELATIONS.move_to_end(key)
         return found
     first = first if first is not None else isl.Map(first_text)
     second = second if second is not None else isl.Map(second_text)
     relation = first.apply_range(second.reverse()).intersect(_order(*order)).coalesce()
-    found = _RELATIONS[key] = (relation, _distance(relation, order, common))
-    if len(_RELATIONS) > _RELATIONS.SIZE:
-        _RELATIONS.popitem(last=False)
-    return found
+    return _RELATIONS.remember(key, (relation, _distance(relation, order, common)))
 
 
 def _distance(relation: isl.Map, order: tuple,
