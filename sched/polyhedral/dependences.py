@@ -344,10 +344,10 @@ def _value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
         exact = model.is_exact and not collect(body, IfThenElse)
         accesses.append((schedule_key(statement, statement.time), tuple(reads), tuple(writes),
                          exact))
-    return _flows_of(tuple(accesses), statement_params(model))
+    return _flows_of(tuple(accesses), _statement_params(model))
 
 
-def statement_params(model: PolyModel) -> str:
+def _statement_params(model: PolyModel) -> str:
     """The parameters' context of the model's statements (`[n] -> { : n >= 1 }`)."""
     return next(iter(model.statements.values())).domain_texts[1] if model.statements \
         else f"[{', '.join(model.params)}] -> {{ : }}"

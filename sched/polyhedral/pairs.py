@@ -76,9 +76,9 @@ def schedule_key(statement, time: list[str]) -> tuple[str, tuple[str, ...]]:
     return statement.schedule_text(own_times(time)), tuple(time)
 
 
-def pair_schedule_texts(source, sink) -> tuple:
-    """The keys of the two statements' schedules in the pair's canonical form (schedule_key),
-    and the parameters' context."""
+def order_key(source, sink) -> tuple:
+    """What `order_between(source, sink)` is a function of: the keys of the two statements'
+    schedules in the pair's canonical form (schedule_key), and the parameters' context."""
     a, b = canonical_times(source.time, sink.time)
     return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
 
@@ -103,12 +103,7 @@ def _order(source_key: tuple, sink_key: tuple, params_text: str) -> isl.Map:
 
 def order_between(source, sink) -> isl.Map:
     """{ S[x] -> T[y] : the first run of x comes before the first run of y }."""
-    return _order(*pair_schedule_texts(source, sink))
-
-
-def order_key(source, sink) -> tuple[str, str, str]:
-    """What `order_between(source, sink)` is a function of."""
-    return pair_schedule_texts(source, sink)
+    return _order(*order_key(source, sink))
 
 
 _RELATIONS = BoundedCache(1 << 15)       # pair_relation's answers, by its key
