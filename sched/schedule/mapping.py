@@ -20,7 +20,7 @@ from sched.ir.functor import collect
 from sched.ir.nodes import THREAD_TAGS, For, IntImm, PrimFunc
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
-from sched.schedule.state import find_loop
+from sched.schedule.state import enclosing_loops, find_loop
 
 GPU_TAGS = tuple(tag for tag in THREAD_TAGS if tag != "vthread")
 
@@ -31,6 +31,7 @@ def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) 
         raise ScheduleError("bind", f"argument 'thread_axis': unknown axis {thread_axis!r}; "
                             f"expected one of {', '.join(GPU_TAGS)}")
     _check_thread_count(func, loop_name, thread_axis)
+    _check_nested_block_axis(func, loop_name, thread_axis)
     _check_axis_extent(func, loop_name, thread_axis)
     return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis)
 
@@ -60,6 +61,23 @@ def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None
                 f"{thread_axis}) would give {thread_axis} two extents; the loops of one axis "
                 f"must agree: split them alike (e.g. sch.split({loop_name}, [None, "
                 f"{other.extent.script()}]) and bind the inner loop)")
+
+
+def _check_nested_block_axis(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
+    """Refuse binding a loop to a blockIdx axis that a loop around it or inside it is bound
+    to: nested loops of one block axis would share one block index (the build refuses them)."""
+    if not thread_axis.startswith("blockIdx"):
+        return
+    loop = find_loop(func, loop_name, "bind")
+    nested = [n for n in enclosing_loops(func, loop) if n is not loop] + collect(loop.body, For)
+    for other in nested:
+        if other.kind == "thread_binding" and other.thread_tag == thread_axis:
+            raise ScheduleError(
+                "bind", f"loop {loop_name!r} and loop {other.loop_var.name!r} (already bound to "
+                f"{thread_axis}) are nested: nested loops of one block axis would share one "
+                f"block index and compute only part of the iterations; fuse the two loops and "
+                f"bind the fused loop, or bind them to different axes (blockIdx.x, blockIdx.y, "
+                f"blockIdx.z)")
 
 
 class MappingPrimitives(ScheduleBase):

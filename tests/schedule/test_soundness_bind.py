@@ -33,3 +33,26 @@ def test_bind_accepts_a_symbolic_extent_on_a_block_axis_and_the_split_runs():
     b = np.zeros(70, "float32")
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_array_equal(b, a * 2)
+
+
+def _grid():
+    A = te.placeholder((4, 6), name="A")
+    return te.create_prim_func([A, te.compute((4, 6), lambda i, j: A[i, j] + 1.0, name="B")])
+
+
+@pytest.mark.parametrize("inner_first", [True, False])
+def test_bind_refuses_nested_loops_of_one_block_axis(inner_first):
+    """Fuzz finding: binding j, then i (around it) to blockIdx.y was accepted and refused only
+    at build. Both orders are refused at the step, naming both loops."""
+    sch = sched.Schedule(_grid())
+    i, j = sch.get_loops(sch.get_block("B"))
+    first, second = (j, i) if inner_first else (i, j)
+    sch.bind(first, "blockIdx.y")
+    with pytest.raises(ScheduleError, match="are nested: nested loops of one block axis would "
+                       "share one block index.*fuse the two loops"):
+        sch.bind(second, "blockIdx.y")
+    sch.bind(second, "blockIdx.x")       # another axis is fine
+    a = np.arange(24, dtype="float32").reshape(4, 6)
+    b = np.zeros((4, 6), "float32")
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a + 1)
