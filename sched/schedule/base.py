@@ -110,6 +110,7 @@ class ScheduleBase:
         if not isinstance(func, PrimFunc):
             raise TypeError(f"Schedule: expected a PrimFunc, got {type(func).__name__}")
         verify(func)
+        self.original_func = func               # as given: what the trace replays on
         self._func = uniquify_loop_names(func)
         self.trace = Trace()
         self.render_errors = render_errors
@@ -152,7 +153,7 @@ class ScheduleBase:
     def copy(self):
         """An independent schedule in the same state (same function, trace and handles)."""
         other = type(self).__new__(type(self))
-        other._func = self._func
+        other._func, other.original_func = self._func, self.original_func
         other.trace = Trace(list(self.trace.instructions))
         other.render_errors, other.verify_steps = self.render_errors, self.verify_steps
         other._counter = itertools.count(self._peek_counter())

@@ -101,7 +101,11 @@ class Trace:
         """Replay the steps on `func`; returns the new Schedule."""
         from sched.schedule.schedule import Schedule
 
-        schedule = (schedule_class or Schedule)(func)
+        return self.replay((schedule_class or Schedule)(func))
+
+    def replay(self, schedule):
+        """Apply the steps to `schedule` (of the function the trace started from, with no
+        step applied yet, or with steps that keep the trace's handles valid); returns it."""
         handles: dict[str, object] = {}
 
         def resolve(value):

@@ -1,0 +1,132 @@
+"""The workload a tuning run schedules: a function, the user's own steps, a target.
+
+    workload = Workload.of(func_or_schedule, target="c")
+    workload.key          # structural hash: the DB's name for this function, steps and target
+    workload.arrays(0)    # inputs for every parameter (outputs zeroed), seeded
+    workload.flops()      # arithmetic of one call, for GFLOP/s
+
+A `Schedule` given to `tune` keeps its steps: they are `user_trace`, replayed first on every
+candidate, and the blocks they touched (`user_blocks`) are not searched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+
+import numpy as np
+
+from sched.ir.functor import collect
+from sched.ir.nodes import BinaryOp, BlockRealize, Buffer, Call, IntImm, PrimFunc
+from sched.schedule.trace import Trace
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Workload:
+    func: PrimFunc                       # the function as written (no step applied)
+    target: str = "c"                    # "c" or "cuda"
+    arch: str | None = None              # CUDA arch ("sm_90"), None for C
+    user_trace: Trace = dataclasses.field(default_factory=Trace)
+
+    @classmethod
+    def of(cls, func, target: str = "c", arch: str | None = None) -> Workload:
+        """A workload from a PrimFunc or a Schedule (its steps are kept)."""
+        from sched.schedule import Schedule
+
+        if isinstance(func, Schedule):
+            return cls(func.original_func, target, arch, Trace(list(func.trace.instructions)))
+        if not isinstance(func, PrimFunc):
+            raise TypeError(f"tune: expected a PrimFunc or a Schedule, got "
+                            f"{type(func).__name__}")
+        return cls(func, target, arch)
+
+    @property
+    def name(self) -> str:
+        return self.func.name
+
+    @functools.cached_property
+    def script(self) -> str:
+        return self.func.script()
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The structural hash of the function and the user's steps (the target is stored
+        beside it in the DB): equal for equal scripts, whatever the Python objects."""
+        text = self.script + "\n" + self.user_trace.to_json()
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    @functools.cached_property
+    def user_blocks(self) -> frozenset[str]:
+        """Names of the blocks the user's steps touched or made (not searched)."""
+        return frozenset(_blocks_touched(self.user_trace))
+
+    def base_schedule(self, seed: int | None = None, render_errors: bool = False):
+        """A Schedule of `func` with the user's steps replayed."""
+        from sched.schedule import Schedule
+
+        sch = Schedule(self.func, render_errors=render_errors, verify_steps=False, seed=seed)
+        return self.user_trace.replay(sch)
+
+    @functools.cached_property
+    def buffers(self) -> tuple[Buffer, ...]:
+        params = tuple(p for p in self.func.params if isinstance(p, Buffer))
+        for buffer in params:
+            if not all(isinstance(d, IntImm) for d in buffer.shape):
+                raise ValueError(f"tune: parameter {buffer.name!r} has the symbolic shape "
+                                 f"{[d.script() for d in buffer.shape]}; tuning needs constant "
+                                 f"shapes (specialize the function first)")
+        return params
+
+    @functools.cached_property
+    def outputs(self) -> tuple[int, ...]:
+        """Positions (among the buffer parameters) of the buffers the function writes."""
+        written = {region.buffer.storage_name for realize in collect(self.func.body,
+                                                                      BlockRealize)
+                   for region in realize.block.writes}
+        return tuple(i for i, b in enumerate(self.buffers) if b.storage_name in written)
+
+    def arrays(self, seed: int = 0) -> list[np.ndarray]:
+        """One array per buffer parameter: inputs drawn from `seed`, outputs zero."""
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for i, buffer in enumerate(self.buffers):
+            shape = tuple(d.value for d in buffer.shape)
+            dtype = np.dtype(buffer.dtype) if buffer.dtype != "bfloat16" else np.float32
+            if i in self.outputs:
+                arrays.append(np.zeros(shape, dtype))
+            elif dtype.kind in "iu":
+                arrays.append(rng.integers(0, 4, shape).astype(dtype))
+            elif dtype.kind == "b":
+                arrays.append(rng.integers(0, 2, shape).astype(dtype))
+            else:
+                arrays.append(rng.uniform(-1, 1, shape).astype(dtype))
+        return arrays
+
+    def flops(self) -> float:
+        """Arithmetic operations of one call: per block, the operations of its body times
+        its iterations (at least one operation per iteration)."""
+        return float(sum(_iterations(r) * max(1, _operations(r.block.body))
+                         for r in collect(self.func.body, BlockRealize)
+                         if r.block.iter_vars))
+
+
+def _iterations(realize: BlockRealize) -> int:
+    count = 1
+    for iv in realize.block.iter_vars:
+        extent = iv.dom.extent
+        count *= extent.value if isinstance(extent, IntImm) else 1
+    return count
+
+
+def _operations(body) -> int:
+    return len(collect(body, BinaryOp)) + len(collect(body, Call))
+
+
+def _blocks_touched(trace: Trace) -> set[str]:
+    """Block names the steps got (`get_block("C")`) or made (cache stages)."""
+    names = set()
+    for instruction in trace.instructions:
+        if instruction.kind == "get_block" and instruction.inputs:
+            names.add(instruction.inputs[0])
+    return names
