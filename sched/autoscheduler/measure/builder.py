@@ -1,0 +1,141 @@
+"""Building candidates in a pool of processes, ahead of their runs.
+
+    with BuildPool(workers=2) as pool:
+        for outcome in pool.outcomes(workload, candidates):     # in order, as they finish
+            ...
+
+Each process parses a candidate's script and builds it for the workload's target: for "c",
+gcc fills the disk cache (`sched.c.build`), so that the runner's own build of the same script
+only lowers and loads the library; for "cuda", NVRTC compiles a cubin for `workload.arch`
+(no GPU needed). The pool lives across calls (its start-up costs seconds) and its processes
+come from a fork server that imported sched once: the parent has islpy and perhaps torch and
+CUDA loaded, and forking it would be unsafe.
+
+Like every multiprocessing program, a script that measures must keep its top level under
+`if __name__ == "__main__":`, since each pool process imports the main module.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
+
+from sched.autoscheduler.measure.common import BuildResult, Candidate
+
+PRELOAD = ("sched", "sched.c.kernel", "sched.lower", "sched.autoscheduler.measure.builder")
+BROKEN_RETRIES = 1      # rebuilds of a candidate whose pool died under it, before "crash"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOutcome:
+    """One candidate's build: `kind` None (built), "build", "timeout" or "crash"."""
+
+    kind: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def build_script(script: str, target: str, arch: str | None) -> tuple[str | None, float]:
+    """(None, seconds) when `script` builds for `target`, else (the error message, seconds).
+    Runs in a pool process."""
+    start = time.perf_counter()
+    try:
+        import sched
+
+        sched.build(sched.parse(script), target=target, arch=arch)
+    except Exception as error:  # noqa: BLE001 - any failure is the candidate's
+        return f"{type(error).__name__}: {error}", time.perf_counter() - start
+    return None, time.perf_counter() - start
+
+
+def _context():
+    """A fork server with sched imported (cheap process starts), else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))   # no effect once the server runs
+    return context
+
+
+class BuildPool:
+    """`workers` build processes (default: os.cpu_count()); a build that lasts longer than
+    `timeout` seconds is reported as "timeout" and its processes are replaced."""
+
+    def __init__(self, workers: int | None = None, timeout: float = 60.0):
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.timeout = timeout
+        self._executor: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ProcessPoolExecutor(
+                self.workers, mp_context=_context())
+        return self._executor
+
+    def outcomes(self, workload, candidates: list[Candidate]) -> Iterator[BuildOutcome]:
+        """Each candidate's build, in order; all are submitted at once, so the caller may run
+        candidate i while later ones build."""
+        scripts = [c.script for c in candidates]
+        futures = {i: self._submit(workload, s) for i, s in enumerate(scripts)}
+        broken = dict.fromkeys(futures, 0)
+        for i in range(len(scripts)):
+            while True:
+                try:
+                    error, seconds = futures[i].result(timeout=self.timeout)
+                    yield BuildOutcome(None if error is None else "build", error, seconds)
+                    break
+                except concurrent.futures.TimeoutError:
+                    yield BuildOutcome("timeout", f"the build ran longer than {self.timeout:g} s "
+                                       f"(its pool processes were replaced)", self.timeout)
+                except BrokenProcessPool:
+                    broken[i] += 1
+                    if broken[i] <= BROKEN_RETRIES:
+                        self._restart()
+                        futures.update((j, self._submit(workload, scripts[j]))
+                                       for j in range(i, len(scripts)))
+                        continue
+                    yield BuildOutcome("crash", "a build process died while building this "
+                                       "candidate (twice)")
+                # a hung or crashed pool: later candidates build in a fresh one
+                self._restart()
+                futures.update((j, self._submit(workload, scripts[j]))
+                               for j in range(i + 1, len(scripts)))
+                break
+
+    def build(self, workload, candidates: list[Candidate]) -> list[BuildResult]:
+        """Every candidate built (or its error), in order."""
+        return [BuildResult(c, o.error if o.kind is None or o.kind == "build"
+                            else f"{o.kind}: {o.error}", o.seconds)
+                for c, o in zip(candidates, self.outcomes(workload, candidates))]
+
+    def _submit(self, workload, script: str) -> concurrent.futures.Future:
+        return self._pool().submit(build_script, script, workload.target, workload.arch)
+
+    def _restart(self) -> None:
+        """Kill the pool's processes (a hung build would hold one forever) and drop it."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        for process in processes:
+            process.join(timeout=5)
+
+    def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> BuildPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

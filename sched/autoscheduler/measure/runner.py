@@ -1,0 +1,217 @@
+"""Running candidates in an isolated worker process, and the local measurer built on it.
+
+    with LocalMeasurer(workers=2) as measurer:
+        results = measurer.measure(workload, candidates)     # one MeasureResult each, in order
+
+`IsolatedRunner` keeps one worker process (`worker.py`) alive across candidates: its imports,
+the workload's inputs and the reference outputs are loaded once. A candidate gets
+`timing.timeout` seconds for its run (the worker's own build from the disk cache, the check
+against the reference, the timing); past that the worker is killed ("timeout"). A worker that
+dies under a candidate (a segfault, an abort) costs that candidate ("crash"). Either way the
+next candidate runs in a fresh worker, started at once so that it imports while the parent
+waits for the next build.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+
+from sched.autoscheduler.measure.builder import BuildPool
+from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingOptions
+
+SETUP_TIMEOUT = 600.0      # seconds for a fresh worker to import and compute the reference
+STDERR_TAIL = 2000         # characters of a dead worker's stderr kept in the message
+DEFAULT_TIMING = TimingOptions()
+
+
+class WorkerDied(Exception):
+    """The worker process is gone (`kind` "timeout" or "crash")."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class WorkerProcess:
+    """One `python -m sched.autoscheduler.measure.worker` process and its two pipes."""
+
+    def __init__(self):
+        to_child_read, to_child_write = os.pipe()
+        from_child_read, from_child_write = os.pipe()
+        self._stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sched.autoscheduler.measure.worker",
+             str(to_child_read), str(from_child_write)],
+            pass_fds=(to_child_read, from_child_write), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=self._stderr,
+            start_new_session=True)         # its own process group: a kill takes gcc too
+        os.close(to_child_read)
+        os.close(from_child_write)
+        self._requests = Connection(to_child_write, readable=False)
+        self._replies = Connection(from_child_read, writable=False)
+        self.workload_key: str | None = None
+
+    def request(self, message: tuple, timeout: float):
+        """The worker's reply to `message`; WorkerDied when it takes longer than `timeout`
+        seconds (the worker is then killed) or the worker dies."""
+        try:
+            self._requests.send(message)
+            if self._replies.poll(timeout):
+                return self._replies.recv()
+        except (EOFError, OSError):
+            raise WorkerDied("crash", self._death()) from None
+        if self.process.poll() is not None:
+            raise WorkerDied("crash", self._death())
+        self.kill()
+        raise WorkerDied("timeout", f"ran longer than {timeout:g} s; the worker process was "
+                                    f"killed")
+
+    def _death(self) -> str:
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.returncode
+        cause = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                 else f"exited with status {code}")
+        self._stderr.seek(0)
+        tail = self._stderr.read().decode(errors="replace")[-STDERR_TAIL:].strip()
+        self.close()
+        return f"the worker process died ({cause})" + (f"; its stderr:\n{tail}" if tail else "")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+        self.close()
+
+    def stop(self) -> None:
+        """Ask the worker to exit; kill it when it does not within a few seconds."""
+        if self.process.poll() is None:
+            try:
+                self._requests.send(("stop",))
+                self.process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def close(self) -> None:
+        for handle in (self._requests, self._replies):
+            handle.close()
+        self._stderr.close()
+
+
+class IsolatedRunner:
+    """Runs one candidate at a time in a persistent worker process (see the module's doc)."""
+
+    def __init__(self, timing: TimingOptions = DEFAULT_TIMING, reference_seed: int = 0):
+        self.timing = timing
+        self.reference_seed = reference_seed
+        self._worker: WorkerProcess | None = WorkerProcess()
+        self._references: dict[str, list] = {}      # workload key -> reference outputs
+        self._failed: dict[str, str] = {}            # workload key -> why it has none
+        self.restarts = 0                            # workers killed or dead, for reports
+
+    def run(self, workload, script: str) -> MeasureResult:
+        """`script` checked against the reference and timed on `workload` (its build_seconds
+        are left 0: the builder's)."""
+        start = time.perf_counter()
+        error = self._prepare(workload)
+        if error is not None:
+            return MeasureResult(error_kind="run", error=error,
+                                 run_seconds=time.perf_counter() - start)
+        try:
+            _, kind, error, seconds = self._worker.request(("measure", script, self.timing),
+                                                           self.timing.timeout)
+        except WorkerDied as death:
+            self._replace_worker()
+            return MeasureResult(error_kind=death.kind, error=f"the candidate {death}",
+                                 run_seconds=time.perf_counter() - start)
+        return MeasureResult(seconds=tuple(seconds), error_kind=kind, error=error,
+                             run_seconds=time.perf_counter() - start)
+
+    def _prepare(self, workload) -> str | None:
+        """Load `workload` into the worker (computing its reference the first time); the
+        reason when that fails, else None."""
+        if workload.key in self._failed:
+            return self._failed[workload.key]
+        if self._worker is None or self._worker.process.poll() is not None:
+            self._replace_worker()      # gone since its last reply: no candidate's fault
+        if self._worker.workload_key == workload.key:
+            return None
+        message = ("workload", workload.key, workload.script, workload.target, workload.arch,
+                   self.reference_seed, self._references.get(workload.key))
+        try:
+            reply = self._worker.request(message, SETUP_TIMEOUT)
+        except WorkerDied as death:
+            self._replace_worker()
+            reply = ("failed", str(death))
+        if reply[0] != "ready":
+            self._failed[workload.key] = (f"the unscheduled function (the reference every "
+                                          f"candidate is checked against) could not run: "
+                                          f"{reply[1]}")
+            return self._failed[workload.key]
+        self._references[workload.key] = reply[1]
+        self._worker.workload_key = workload.key
+        return None
+
+    def _replace_worker(self) -> None:
+        if self._worker is not None:
+            self.restarts += 1
+            self._worker.kill()
+        self._worker = WorkerProcess()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+
+class LocalMeasurer:
+    """Builds candidates in a process pool of `workers` processes (default: os.cpu_count())
+    and runs them, one at a time, in an isolated worker process; later candidates build while
+    earlier ones run. Checks every candidate against the unscheduled function's outputs on
+    `workload.arrays(reference_seed)` before timing it."""
+
+    def __init__(self, workers: int | None = None, timing: TimingOptions = DEFAULT_TIMING,
+                 reference_seed: int = 0):
+        self.timing = timing
+        self._builder = BuildPool(workers, timeout=max(timing.timeout, 60.0))
+        self._runner = IsolatedRunner(timing, reference_seed)
+
+    def measure(self, workload, candidates: list[Candidate]) -> list[MeasureResult]:
+        """One result per candidate, in order (see `MeasureResult` and `ERROR_KINDS`)."""
+        results = []
+        for candidate, built in zip(candidates, self._builder.outcomes(workload, candidates)):
+            if built.kind is not None:
+                results.append(MeasureResult(error_kind=built.kind, error=built.error,
+                                             build_seconds=built.seconds))
+                continue
+            result = self._runner.run(workload, candidate.script)
+            results.append(MeasureResult(result.seconds, result.error_kind, result.error,
+                                         built.seconds, result.run_seconds))
+        return results
+
+    @property
+    def restarts(self) -> int:
+        """Worker processes killed (timeout) or dead (crash) so far."""
+        return self._runner.restarts
+
+    def close(self) -> None:
+        self._runner.close()
+        self._builder.close()
+
+    def __enter__(self) -> LocalMeasurer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,305 @@
+"""The isolated process's side of measurement: check a candidate's outputs, then time it.
+
+The parent (`runner.IsolatedRunner`) starts this module as its own Python process,
+
+    python -m sched.autoscheduler.measure.worker READ_FD WRITE_FD
+
+and talks to it through two pipes, one request and one reply at a time, pickled:
+
+    ("workload", key, script, target, arch, seed, reference)   -> ("ready", reference)
+    ("measure", script, timing)                                -> ("done", kind, error, seconds)
+    ("stop",)                                                  -> the process exits
+
+The process is started once and serves many candidates: its imports, its workload's arrays and
+the reference outputs stay loaded. A candidate that hangs or crashes it takes it down; the
+parent notices (a deadline, a closed pipe) and starts a fresh one. The same functions serve
+the Ray runner, whose tasks run `Measurement` in Ray's own worker processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from sched.autoscheduler.measure.common import TimingOptions
+
+FLOAT_TOLERANCE = 1e-3       # rtol, and atol as a fraction of the largest reference value
+HALF_TOLERANCE = 1e-2        # the same for float16 and bfloat16 outputs
+DEFAULT_CACHE_BYTES = 32 << 20
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one candidate's measurement found (`kind` None: it ran, `seconds` hold its times)."""
+
+    kind: str | None = None
+    error: str | None = None
+    seconds: tuple[float, ...] = ()
+
+
+class Measurement:
+    """One workload's inputs and reference outputs, and the measurement of candidates on it.
+
+    `reference` (one array per output, from `reference_outputs`) may be given when another
+    process computed it already; otherwise it is computed here, once.
+    """
+
+    def __init__(self, script: str, target: str, arch: str | None, seed: int,
+                 reference: list[np.ndarray] | None = None):
+        import sched
+        from sched.autoscheduler.workload import Workload
+
+        self.workload = Workload(sched.parse(script), target, arch)
+        self.target, self.arch = target, arch
+        self.arrays = self.workload.arrays(seed)
+        self.dtypes = [b.dtype for b in self.workload.buffers]
+        self.names = [b.name for b in self.workload.buffers]
+        self.reference = reference if reference is not None else self.reference_outputs()
+        self._flush = None
+
+    def reference_outputs(self) -> list[np.ndarray]:
+        """The unscheduled function's outputs, built for the C target, on this seed's inputs."""
+        import sched
+
+        kernel = sched.build(self.workload.func, target="c")
+        arguments = [_to_kernel(a, d, "c") for a, d in zip(self.arrays, self.dtypes)]
+        kernel(*arguments)
+        return [_to_numpy(arguments[i], self.dtypes[i]) for i in self.workload.outputs]
+
+    def measure(self, script: str, timing: TimingOptions) -> Outcome:
+        """Build `script` (its library is in the disk cache when a builder made it), run it once
+        on fresh copies of the inputs, compare its outputs with the reference, then time it."""
+        import sched
+
+        try:
+            kernel = sched.build(sched.parse(script), target=self.target, arch=self.arch,
+                                 check_bounds="off")      # the builder checked them
+        except Exception as error:  # noqa: BLE001 - any failure is this candidate's
+            return Outcome("build", describe(error))
+        arguments = [_to_kernel(a.copy(), d, self.target)
+                     for a, d in zip(self.arrays, self.dtypes)]
+        try:
+            kernel(*arguments)
+            if self.target == "cuda":
+                _synchronize()
+        except Exception as error:  # noqa: BLE001
+            return Outcome("run", describe(error))
+        for position, expected in zip(self.workload.outputs, self.reference):
+            got = _to_numpy(arguments[position], self.dtypes[position])
+            difference = compare(self.names[position], got, expected, self.dtypes[position])
+            if difference is not None:
+                return Outcome("wrong", difference)
+        try:
+            if self.target == "cuda":
+                seconds = time_cuda(kernel, arguments, timing, self._cuda_flush(timing))
+            else:
+                seconds = time_cpu(kernel, arguments, timing, self._cpu_flush(timing))
+        except Exception as error:  # noqa: BLE001
+            return Outcome("run", describe(error))
+        return Outcome(seconds=seconds)
+
+    def _cpu_flush(self, timing: TimingOptions):
+        if not timing.flush_cache:
+            return None
+        if self._flush is None:
+            self._flush = np.ones(2 * last_level_cache_bytes() // 8)
+
+        def flush():
+            self._flush += 1.0
+        return flush
+
+    def _cuda_flush(self, timing: TimingOptions):
+        if not timing.flush_cache:
+            return None
+        if self._flush is None:
+            import torch
+
+            size = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+            self._flush = torch.empty(2 * max(size, 1 << 20) // 4, device="cuda")
+        return self._flush.zero_
+
+
+def time_cpu(kernel, arguments, timing: TimingOptions, flush=None) -> tuple[float, ...]:
+    """Mean seconds per call of each repeat, TVM-style (see `TimingOptions`)."""
+    def repeat(number: int) -> float:
+        if flush is not None:
+            flush()
+        start = time.perf_counter()
+        for _ in range(number):
+            kernel(*arguments)
+        return time.perf_counter() - start
+
+    return _time(repeat, timing)
+
+
+def time_cuda(kernel, arguments, timing: TimingOptions, flush=None) -> tuple[float, ...]:
+    """Like `time_cpu`, with CUDA events on torch's current stream."""
+    import torch
+
+    stream = torch.cuda.current_stream()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def repeat(number: int) -> float:
+        if flush is not None:
+            flush()
+        start.record(stream)
+        for _ in range(number):
+            kernel(*arguments)
+        end.record(stream)
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    return _time(repeat, timing)
+
+
+def _time(repeat, timing: TimingOptions) -> tuple[float, ...]:
+    """`warmup` calls, then `repeat` repeats; the first repeat raises `number` until it lasts
+    `min_repeat_ms` and counts once it does."""
+    if timing.warmup > 0:
+        repeat(timing.warmup)
+    number = max(1, timing.number)
+    while True:
+        elapsed = repeat(number)
+        if elapsed * 1e3 >= timing.min_repeat_ms:
+            break
+        # aim a little past the minimum so that the next try usually suffices
+        wanted = math.ceil(number * 1.2 * timing.min_repeat_ms / max(elapsed * 1e3, 1e-3))
+        number = max(number * 2 if elapsed <= 0 else number + 1, wanted)
+    seconds = [elapsed / number]
+    for _ in range(max(0, timing.repeat - 1)):
+        seconds.append(repeat(number) / number)
+    return tuple(seconds)
+
+
+def compare(name: str, got: np.ndarray, expected: np.ndarray, dtype: str) -> str | None:
+    """None when `got` matches `expected`, else a message with the largest difference.
+
+    Floats within rtol * |expected| + atol * max(1, max |expected|) (1e-3, 1e-2 for 16-bit
+    floats): a reordered float32 reduction rounds differently; NaNs must sit in the same
+    places. Integers and booleans are exact."""
+    if got.shape != expected.shape:
+        return f"output '{name}': shape {got.shape}, expected {expected.shape}"
+    if got.dtype.kind in "iub":
+        bad = got != expected
+        if not bad.any():
+            return None
+        where = np.unravel_index(np.argmax(bad), got.shape)
+        return (f"output '{name}' differs from the unscheduled function's at {bad.sum()} of "
+                f"{got.size} elements; first at {tuple(int(i) for i in where)}: got "
+                f"{got[where]}, expected {expected[where]}")
+    got64, expected64 = got.astype(np.float64), expected.astype(np.float64)
+    tolerance = HALF_TOLERANCE if dtype in ("float16", "bfloat16") else FLOAT_TOLERANCE
+    finite = np.isfinite(expected64)
+    scale = max(1.0, float(np.abs(expected64[finite]).max())) if finite.any() else 1.0
+    difference = np.abs(got64 - expected64)
+    same_special = (got64 == expected64) | (np.isnan(got64) & np.isnan(expected64))
+    bad = ~same_special & ~(difference <= tolerance * (np.abs(expected64) + scale))
+    if not bad.any():
+        return None
+    difference = np.where(bad, np.nan_to_num(difference, nan=np.inf), 0.0)
+    where = np.unravel_index(np.argmax(difference), got.shape)
+    return (f"output '{name}' differs from the unscheduled function's: largest difference "
+            f"{difference[where]:.6g} at {tuple(int(i) for i in where)} (got {got64[where]:.6g}, "
+            f"expected {expected64[where]:.6g}); {int(bad.sum())} of {got.size} elements "
+            f"beyond the tolerance {tolerance:g} * (|expected| + {scale:.3g})")
+
+
+def describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache's size (Linux sysfs), or 32 MiB when it cannot be read."""
+    sizes = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            with open(os.path.join(base, entry, "size")) as file:
+                text = file.read().strip()
+            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+            sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    except (OSError, ValueError, KeyError):
+        pass
+    return max(sizes, default=DEFAULT_CACHE_BYTES)
+
+
+def _to_kernel(array: np.ndarray, dtype: str, target: str):
+    """The argument a kernel of `target` takes for a buffer of `dtype` holding `array`'s values
+    (`Workload.arrays` gives bfloat16 buffers as float32)."""
+    if target == "cuda":
+        import torch
+
+        tensor = torch.from_numpy(array)
+        if dtype == "bfloat16":
+            tensor = tensor.to(torch.bfloat16)
+        return tensor.cuda()
+    if dtype == "bfloat16":
+        bits = array.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
+    return array
+
+
+def _to_numpy(argument, dtype: str) -> np.ndarray:
+    if not isinstance(argument, np.ndarray):        # a torch tensor
+        import torch
+
+        if argument.dtype == torch.bfloat16:
+            argument = argument.float()
+        return argument.cpu().numpy()
+    if dtype == "bfloat16":
+        return (argument.astype(np.uint32) << 16).view(np.float32)
+    return argument
+
+
+def _synchronize() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def serve(requests, replies) -> None:
+    """Answer the parent's requests until it says stop or goes away."""
+    measurement = None
+    while True:
+        try:
+            request = requests.recv()
+        except EOFError:
+            return
+        kind = request[0]
+        if kind == "stop":
+            return
+        if kind == "workload":
+            _, _key, script, target, arch, seed, reference = request
+            try:
+                measurement = Measurement(script, target, arch, seed, reference)
+                replies.send(("ready", measurement.reference))
+            except Exception as error:  # noqa: BLE001 - reported to the parent
+                measurement = None
+                replies.send(("failed", describe(error)))
+        elif kind == "measure":
+            _, script, timing = request
+            outcome = measurement.measure(script, timing)
+            replies.send(("done", outcome.kind, outcome.error, outcome.seconds))
+        else:
+            replies.send(("failed", f"unknown request {kind!r}"))
+
+
+def main(argv: list[str]) -> None:
+    import faulthandler
+    from multiprocessing.connection import Connection
+
+    faulthandler.enable()          # a segfault's Python stack goes to stderr, for the parent
+    import sched.c.kernel  # noqa: F401 - sched loaded before the first request
+
+    requests = Connection(int(argv[0]), writable=False)
+    replies = Connection(int(argv[1]), readable=False)
+    serve(requests, replies)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,184 @@
+"""Measurement: candidates built in a pool, checked against the unscheduled function and timed
+in an isolated worker; wrong, crashing, hanging and unbuildable candidates cost one result."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched import hand_schedules
+from sched.autoscheduler.measure import (
+    Candidate,
+    LocalMeasurer,
+    TimingOptions,
+    make_measurer,
+)
+from sched.autoscheduler.measure.builder import BuildPool
+from sched.autoscheduler.measure.worker import Measurement, _time, compare
+from sched.autoscheduler.workload import Workload
+
+TIMEOUT = 3.0
+TIMING = TimingOptions(number=1, repeat=2, min_repeat_ms=1.0, warmup=1, timeout=TIMEOUT)
+
+
+def add(value: float, n: int = 64):
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n,), lambda i: A[i] + value, name="B")
+    return te.create_prim_func([A, B])
+
+
+def gather(offset: int = 0):
+    """B[i] = A[I[i] + offset]: an indirect index, which no bounds check can see."""
+    A = te.placeholder((64,), "float32", name="A")
+    index = te.placeholder((64,), "int32", name="I")
+    B = te.compute((64,), lambda i: A[index[i] + offset], name="B")
+    return te.create_prim_func([A, index, B])
+
+
+def endless():
+    """B = A + 1's parameters, with a serial float sum of 2^31 - 1 terms per element."""
+    A = te.placeholder((64,), "float32", name="A")
+    r = te.reduce_axis((0, 2 ** 31 - 1), name="r")
+    B = te.compute((64,), lambda i: te.sum(A[i], axis=r), name="B")
+    return te.create_prim_func([A, B])
+
+
+def split_candidate(func, factor: int, block: str = "B") -> Candidate:
+    sch = sched.Schedule(func)
+    (loop,) = sch.get_loops(sch.get_block(block))
+    sch.split(loop, factors=[None, factor])
+    return Candidate(trace_json=sch.trace.to_json(), script=sch.func.script())
+
+
+def script_candidate(func) -> Candidate:
+    return Candidate(trace_json="[]", script=func.script())
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with LocalMeasurer(workers=1, timing=TIMING) as measurer:
+        yield measurer
+
+
+def kinds(results):
+    return [r.error_kind for r in results]
+
+
+def test_results_come_back_in_order_with_times_or_the_reason(measurer):
+    workload = Workload.of(add(1.0))
+    out_of_bounds = sched.parse(add(1.0).script().replace("A[v_i]", "A[v_i + 1000]"))
+    candidates = [split_candidate(add(1.0), 8), script_candidate(add(2.0)),
+                  Candidate("[]", "this is not a script"), split_candidate(add(1.0), 16),
+                  script_candidate(out_of_bounds), script_candidate(add(1.0))]
+    results = measurer.measure(workload, candidates)
+    assert kinds(results) == [None, "wrong", "build", None, "build", None]
+    for result in (results[0], results[3], results[5]):
+        assert result.ok and len(result.seconds) == TIMING.repeat
+        assert all(s > 0 for s in result.seconds) and result.build_seconds > 0
+    assert "largest difference 1 " in results[1].error and "output 'B'" in results[1].error
+    assert "ScriptError" in results[2].error or "Error" in results[2].error
+    assert "out of bounds" in results[4].error.lower()
+
+
+def test_a_crashing_candidate_costs_one_result(measurer):
+    workload = Workload.of(gather())
+    restarts = measurer.restarts
+    results = measurer.measure(workload, [script_candidate(gather(10 ** 9)),
+                                          split_candidate(gather(), 4)])
+    assert kinds(results) == ["crash", None], [r.error for r in results]
+    assert "SIGSEGV" in results[0].error
+    assert measurer.restarts == restarts + 1
+
+
+def test_a_hanging_candidate_times_out_and_the_next_runs(measurer):
+    workload = Workload.of(add(0.0))
+    results = measurer.measure(workload, [script_candidate(endless()),
+                                          split_candidate(add(0.0), 32)])
+    assert kinds(results) == ["timeout", None], [r.error for r in results]
+    assert TIMEOUT <= results[0].run_seconds < TIMEOUT + 5
+    assert results[1].ok
+
+
+def test_workloads_alternate_in_one_worker(measurer):
+    first, second = Workload.of(add(1.0)), Workload.of(add(3.0, n=32))
+    for _ in range(2):
+        assert measurer.measure(first, [split_candidate(add(1.0), 4)])[0].ok
+        result = measurer.measure(second, [split_candidate(add(3.0, n=32), 4)])[0]
+        assert result.ok
+    assert kinds(measurer.measure(second, [script_candidate(add(1.0, n=32))])) == ["wrong"]
+
+
+def test_the_reference_is_the_unscheduled_functions_output():
+    func = sched.hand_schedules.cpu_matmul(16, 24, 8).original_func
+    measurement = Measurement(func.script(), "c", None, seed=3)
+    a, b, _ = Workload.of(func).arrays(3)
+    (reference,) = measurement.reference
+    np.testing.assert_allclose(reference, a @ b, rtol=1e-5, atol=1e-5)
+    schedule = hand_schedules.cpu_matmul(16, 24, 8)
+    outcome = measurement.measure(schedule.func.script(), TIMING)
+    assert outcome.kind is None and len(outcome.seconds) == TIMING.repeat
+
+
+def test_compare_allows_float_rounding_not_errors_and_integers_exactly():
+    expected = np.linspace(-10, 10, 100, dtype=np.float32)
+    assert compare("C", expected * (1 + 1e-5), expected, "float32") is None
+    wrong = expected.copy()
+    wrong[17] += 0.5
+    message = compare("C", wrong, expected, "float32")
+    assert "largest difference 0.5 at (17,)" in message and "1 of 100 elements" in message
+    nan = expected.copy()
+    nan[3] = np.nan
+    assert compare("C", nan, nan.copy(), "float32") is None
+    assert "at (3,)" in compare("C", nan, expected, "float32")
+    ints = np.arange(12, dtype=np.int32).reshape(3, 4)
+    off = ints.copy()
+    off[2, 1] += 1
+    assert compare("C", ints, ints.copy(), "int32") is None
+    assert "first at (2, 1): got 10, expected 9" in compare("C", off, ints, "int32")
+
+
+def test_timing_raises_number_until_a_repeat_lasts_min_repeat_ms():
+    calls = []
+
+    def repeat(number):          # a kernel of exactly 1 ms per call
+        calls.append(number)
+        return number * 1e-3
+
+    timing = TimingOptions(number=1, repeat=3, min_repeat_ms=20.0, warmup=2)
+    seconds = _time(repeat, timing)
+    assert calls[0] == 2                                  # the warm-up
+    assert calls[-3] * 1e-3 >= 0.02 and calls[-4] * 1e-3 < 0.02
+    assert calls[-1] == calls[-2] == calls[-3]            # the repeats, at the calibrated number
+    assert seconds == pytest.approx((1e-3,) * 3)
+
+
+def test_cuda_candidates_build_without_a_gpu():
+    schedule = hand_schedules.gpu_elementwise((64, 64))
+    workload = Workload.of(schedule.original_func, target="cuda", arch="sm_90")
+    broken = Candidate("[]", schedule.func.script().replace("T.thread_binding", "T.nonsense"))
+    with BuildPool(workers=1) as pool:
+        results = pool.build(workload, [Candidate(schedule.trace.to_json(),
+                                                  schedule.func.script()), broken])
+    assert results[0].error is None and results[0].seconds > 0
+    assert results[1].error is not None
+
+
+@pytest.mark.gpu
+def test_cuda_candidates_are_checked_and_timed_on_the_gpu():
+    schedule = hand_schedules.gpu_matmul(128, 128, 128)
+    workload = Workload.of(schedule.original_func, target="cuda")
+    good = Candidate(schedule.trace.to_json(), schedule.func.script())
+    wrong = Candidate("[]", good.script.replace("T.float32(0.0)", "T.float32(1.0)"))
+    with LocalMeasurer(workers=1, timing=TIMING) as measurer:
+        results = measurer.measure(workload, [good, wrong])
+    assert results[0].ok and len(results[0].seconds) == TIMING.repeat
+    assert kinds(results)[1] == "wrong"
+
+
+def test_make_measurer_names_its_runners():
+    with pytest.raises(ValueError, match="unknown runner 'slurm'"):
+        make_measurer("slurm")
+    with pytest.raises(ValueError, match="runner='ray'"):
+        make_measurer("local", address="auto")
