@@ -7,7 +7,7 @@
 shows, while it runs (on a terminal only):
 
     matmul ━━━━━━━━━━╺━━━━━━━━━━━━━━━━━━━━━━━━━━━━━  64/256 best 1.200 ms (0.44 GFLOP/s)
-    97 trials/min  2 errors 01:58
+    97 trials/min  2 errors  ETA 1m58s
 
 and when the block ends (always, to a pipe or a log as well):
 
@@ -25,7 +25,7 @@ import math
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -37,14 +37,17 @@ class TuneProgress:
     """The display of one workload's tuning run: a context manager that the loop updates.
 
     Live output only when `enabled` and the console is a terminal (tests and pipes get none);
-    the summary prints in every case, also when the run stops on an exception.
+    the summary prints in every case, also when the run stops on an exception. The ETA is the
+    trials left at the rate so far, or the `time_budget` (seconds) left if that comes first.
     """
 
     def __init__(self, workload_name: str, trials: int, flops: float, enabled: bool = True,
-                 console: Console | None = None, clock=time.monotonic):
+                 console: Console | None = None, time_budget: float | None = None,
+                 clock=time.monotonic):
         self.name = workload_name
         self.trials = trials
         self.flops = flops
+        self.time_budget = time_budget
         self.console = console if console is not None else Console()
         self.live = enabled and self.console.is_terminal
         self.clock = clock
@@ -61,8 +64,7 @@ class TuneProgress:
         if self.live:
             self._progress = Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"), TimeRemainingColumn(compact=True),
-                console=self.console, transient=False)
+                TextColumn("{task.fields[status]}"), console=self.console, transient=False)
             self._progress.start()
             self._task = self._progress.add_task(self.name, total=self.trials,
                                                  status=self._status(""))
@@ -99,8 +101,21 @@ class TuneProgress:
         elapsed = self.clock() - self._start
         return 60.0 * self.trials_done / elapsed if elapsed > 0 else 0.0
 
+    def eta(self) -> float | None:
+        """Seconds until the run ends, None before any trial."""
+        elapsed = self.clock() - self._start
+        left = None
+        if self.trials_done > 0 and elapsed > 0:
+            left = max(0, self.trials - self.trials_done) * elapsed / self.trials_done
+        if self.time_budget is not None:
+            budget_left = max(0.0, self.time_budget - elapsed)
+            left = budget_left if left is None else min(left, budget_left)
+        return left
+
     def _status(self, note: str) -> str:
-        text = f"{self._best()}  {self.rate():.0f} trials/min  {_errors(self.errors)}"
+        eta = self.eta()
+        text = (f"{self._best()}  {self.rate():.0f} trials/min  {_errors(self.errors)}  "
+                f"ETA {format_duration(eta) if eta is not None else '-'}")
         return f"{text}  {note}" if note else text
 
     def _best(self) -> str:

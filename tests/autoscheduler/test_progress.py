@@ -62,8 +62,23 @@ def test_terminal_shows_the_bar_best_rate_and_errors():
     live, summary = text.rsplit("matmul: ", 1)
     assert "━" in live and "64/256" in live and "256/256" in live
     assert "best 1.200 ms (0.44 GFLOP/s)" in live and "2 errors" in live
-    assert "round 1" in live and "trials/min" in live
+    assert "round 1" in live and "64 trials/min" in live and "ETA 3m00s" in live
     assert summary.startswith("256 trials in 2m00s")
+
+
+def test_eta_is_the_rate_or_the_time_budget_left():
+    clock = Clock()
+    with TuneProgress("matmul", trials=100, flops=FLOPS, enabled=False, console=_console(),
+                      time_budget=600, clock=clock) as progress:
+        assert progress.eta() == 600
+        clock.now += 60
+        progress.update(10, 1e-3, 0)
+        assert progress.eta() == 540                 # 90 trials at 10/min: 540 s
+        clock.now += 60
+        progress.update(10, 1e-3, 0)                 # stalled: the budget comes first
+        assert progress.eta() == 480
+    without_budget = TuneProgress("m", trials=8, flops=1.0, clock=Clock())
+    assert without_budget.__enter__().eta() is None
 
 
 def test_no_trial_ran_yet():
