@@ -3,6 +3,9 @@ in an isolated worker; wrong, crashing, hanging and unbuildable candidates cost 
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,7 @@ from sched import compute as te
 from sched import hand_schedules
 from sched.autoscheduler.measure import (
     Candidate,
+    IsolatedRunner,
     LocalMeasurer,
     TimingOptions,
     make_measurer,
@@ -110,6 +114,29 @@ def test_workloads_alternate_in_one_worker(measurer):
     assert kinds(measurer.measure(second, [script_candidate(add(1.0, n=32))])) == ["wrong"]
 
 
+def test_timing_during_builds_gives_the_same_kinds():
+    workload = Workload.of(add(1.0))
+    candidates = [split_candidate(add(1.0), 8), script_candidate(add(2.0)),
+                  Candidate("[]", "not a script"), split_candidate(add(1.0), 2)]
+    with LocalMeasurer(workers=1, timing=TIMING, time_during_builds=True) as measurer:
+        results = measurer.measure(workload, candidates)
+    assert kinds(results) == [None, "wrong", "build", None]
+    assert results[3].ok and len(results[3].seconds) == TIMING.repeat
+
+
+def test_a_checked_candidate_is_timed_in_a_fresh_worker_after_a_death():
+    workload = Workload.of(add(1.0))
+    script = split_candidate(add(1.0), 8).script
+    runner = IsolatedRunner(TIMING)
+    try:
+        assert runner.check(workload, script).error_kind is None
+        runner._replace_worker()         # as after another candidate's crash
+        timed = runner.time(workload, script)
+        assert timed.ok and len(timed.seconds) == TIMING.repeat and runner.restarts == 1
+    finally:
+        runner.close()
+
+
 def test_the_reference_is_the_unscheduled_functions_output():
     func = sched.hand_schedules.cpu_matmul(16, 24, 8).original_func
     measurement = Measurement(func.script(), "c", None, seed=3)
@@ -152,6 +179,25 @@ def test_timing_raises_number_until_a_repeat_lasts_min_repeat_ms():
     assert calls[-3] * 1e-3 >= 0.02 and calls[-4] * 1e-3 < 0.02
     assert calls[-1] == calls[-2] == calls[-3]            # the repeats, at the calibrated number
     assert seconds == pytest.approx((1e-3,) * 3)
+
+
+def fake_build(script: str, target: str, arch):
+    """A build function for BuildPool's own failures: hang, die, fail or succeed."""
+    if script == "hang":
+        time.sleep(600)
+    if script == "die":
+        os.abort()
+    return ("BuildError: refused", 0.01) if script == "fail" else (None, 0.01)
+
+
+def test_the_build_pool_survives_hung_and_dying_builds():
+    scripts = ["ok", "die", "ok", "hang", "fail", "ok"]
+    workload = Workload.of(add(1.0))
+    with BuildPool(workers=2, timeout=2.0, function=fake_build) as pool:
+        outcomes = list(pool.outcomes(workload, [Candidate("[]", s) for s in scripts]))
+        assert [o.kind for o in outcomes] == [None, "crash", None, "timeout", "build", None]
+        assert "died" in outcomes[1].error and "longer than 2 s" in outcomes[3].error
+        assert [o.kind for o in pool.outcomes(workload, [Candidate("[]", "ok")])] == [None]
 
 
 def test_cuda_candidates_build_without_a_gpu():

@@ -28,7 +28,6 @@ from concurrent.futures.process import BrokenProcessPool
 from sched.autoscheduler.measure.common import BuildResult, Candidate
 
 PRELOAD = ("sched", "sched.c.kernel", "sched.lower", "sched.autoscheduler.measure.builder")
-BROKEN_RETRIES = 1      # rebuilds of a candidate whose pool died under it, before "crash"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +65,11 @@ class BuildPool:
     """`workers` build processes (default: os.cpu_count()); a build that lasts longer than
     `timeout` seconds is reported as "timeout" and its processes are replaced."""
 
-    def __init__(self, workers: int | None = None, timeout: float = 60.0):
+    def __init__(self, workers: int | None = None, timeout: float = 60.0, *,
+                 function=build_script):
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.timeout = timeout
+        self.function = function       # (script, target, arch) -> (error, seconds); for tests
         self._executor: concurrent.futures.ProcessPoolExecutor | None = None
 
     def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -79,33 +80,36 @@ class BuildPool:
 
     def outcomes(self, workload, candidates: list[Candidate]) -> Iterator[BuildOutcome]:
         """Each candidate's build, in order; all are submitted at once, so the caller may run
-        candidate i while later ones build."""
+        candidate i while later ones build. A build process that dies takes the pool's pending
+        builds with it: the candidate is then built again alone in a fresh pool, and is a
+        "crash" when that one dies too (the others are built again)."""
         scripts = [c.script for c in candidates]
         futures = {i: self._submit(workload, s) for i, s in enumerate(scripts)}
-        broken = dict.fromkeys(futures, 0)
         for i in range(len(scripts)):
-            while True:
-                try:
-                    error, seconds = futures[i].result(timeout=self.timeout)
-                    yield BuildOutcome(None if error is None else "build", error, seconds)
-                    break
-                except concurrent.futures.TimeoutError:
-                    yield BuildOutcome("timeout", f"the build ran longer than {self.timeout:g} s "
-                                       f"(its pool processes were replaced)", self.timeout)
-                except BrokenProcessPool:
-                    broken[i] += 1
-                    if broken[i] <= BROKEN_RETRIES:
-                        self._restart()
-                        futures.update((j, self._submit(workload, scripts[j]))
-                                       for j in range(i, len(scripts)))
-                        continue
-                    yield BuildOutcome("crash", "a build process died while building this "
-                                       "candidate (twice)")
-                # a hung or crashed pool: later candidates build in a fresh one
+            outcome = self._outcome(futures[i])
+            restarted = outcome is None or outcome.kind == "timeout"
+            if outcome is None:
                 self._restart()
+                outcome = self._outcome(self._submit(workload, scripts[i]))
+                if outcome is None:
+                    outcome = BuildOutcome("crash", "a build process died building this "
+                                           "candidate, twice")
+            if restarted or outcome.kind in ("timeout", "crash"):
+                self._restart()        # a hung build holds its process; a dead pool is gone
                 futures.update((j, self._submit(workload, scripts[j]))
                                for j in range(i + 1, len(scripts)))
-                break
+            yield outcome
+
+    def _outcome(self, future) -> BuildOutcome | None:
+        """The build's outcome, or None when its pool died."""
+        try:
+            error, seconds = future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            return BuildOutcome("timeout", f"the build ran longer than {self.timeout:g} s "
+                                f"(its pool processes were replaced)", self.timeout)
+        except BrokenProcessPool:
+            return None
+        return BuildOutcome(None if error is None else "build", error, seconds)
 
     def build(self, workload, candidates: list[Candidate]) -> list[BuildResult]:
         """Every candidate built (or its error), in order."""
@@ -114,7 +118,7 @@ class BuildPool:
                 for c, o in zip(candidates, self.outcomes(workload, candidates))]
 
     def _submit(self, workload, script: str) -> concurrent.futures.Future:
-        return self._pool().submit(build_script, script, workload.target, workload.arch)
+        return self._pool().submit(self.function, script, workload.target, workload.arch)
 
     def _restart(self) -> None:
         """Kill the pool's processes (a hung build would hold one forever) and drop it."""

@@ -5,8 +5,9 @@
 
 `IsolatedRunner` keeps one worker process (`worker.py`) alive across candidates: its imports,
 the workload's inputs and the reference outputs are loaded once. A candidate gets
-`timing.timeout` seconds for its run (the worker's own build from the disk cache, the check
-against the reference, the timing); past that the worker is killed ("timeout"). A worker that
+`timing.timeout` seconds for its check (the worker's own build from the disk cache, one run,
+the comparison with the reference) and as many for its timing; past that the worker is
+killed ("timeout"). A worker that
 dies under a candidate (a segfault, an abort) costs that candidate ("crash"). Either way the
 next candidate runs in a fresh worker, started at once so that it imports while the parent
 waits for the next build.
@@ -14,6 +15,7 @@ waits for the next build.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -49,7 +51,7 @@ class WorkerProcess:
             [sys.executable, "-m", "sched.autoscheduler.measure.worker",
              str(to_child_read), str(from_child_write)],
             pass_fds=(to_child_read, from_child_write), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=self._stderr,
+            stdout=subprocess.DEVNULL, stderr=self._stderr, env=_worker_environment(),
             start_new_session=True)         # its own process group: a kill takes gcc too
         os.close(to_child_read)
         os.close(from_child_write)
@@ -110,6 +112,16 @@ class WorkerProcess:
         self._stderr.close()
 
 
+def _worker_environment() -> dict[str, str]:
+    """This environment, with the directory sched was imported from first on PYTHONPATH (the
+    worker finds the same sched when it is not installed)."""
+    import sched
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sched.__file__)))
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 class IsolatedRunner:
     """Runs one candidate at a time in a persistent worker process (see the module's doc)."""
 
@@ -122,16 +134,27 @@ class IsolatedRunner:
         self.restarts = 0                            # workers killed or dead, for reports
 
     def run(self, workload, script: str) -> MeasureResult:
-        """`script` checked against the reference and timed on `workload` (its build_seconds
-        are left 0: the builder's)."""
+        """`script` checked against the reference, then timed, on `workload` (its
+        build_seconds are left 0: the builder's)."""
+        return self._request(workload, ("measure", script, self.timing))
+
+    def check(self, workload, script: str) -> MeasureResult:
+        """`script` run once and compared with the reference; one that passes (error_kind None,
+        no seconds yet) stays loaded in the worker for `time`."""
+        return self._request(workload, ("check", script))
+
+    def time(self, workload, script: str) -> MeasureResult:
+        """The times of a candidate `check` passed."""
+        return self._request(workload, ("time", script, self.timing))
+
+    def _request(self, workload, message: tuple) -> MeasureResult:
         start = time.perf_counter()
         error = self._prepare(workload)
         if error is not None:
             return MeasureResult(error_kind="run", error=error,
                                  run_seconds=time.perf_counter() - start)
         try:
-            _, kind, error, seconds = self._worker.request(("measure", script, self.timing),
-                                                           self.timing.timeout)
+            _, kind, error, seconds = self._worker.request(message, self.timing.timeout)
         except WorkerDied as death:
             self._replace_worker()
             return MeasureResult(error_kind=death.kind, error=f"the candidate {death}",
@@ -178,27 +201,40 @@ class IsolatedRunner:
 
 class LocalMeasurer:
     """Builds candidates in a process pool of `workers` processes (default: os.cpu_count())
-    and runs them, one at a time, in an isolated worker process; later candidates build while
-    earlier ones run. Checks every candidate against the unscheduled function's outputs on
-    `workload.arrays(reference_seed)` before timing it."""
+    and runs them, one at a time, in an isolated worker process. Each candidate is checked
+    against the unscheduled function's outputs on `workload.arrays(reference_seed)` as soon
+    as it is built, while later ones build; the checked ones are timed once every build is
+    done, so that no compiler competes with a timing (on a 2-core machine, timings taken
+    beside gcc read about 1.7x slow). `time_during_builds=True` times each one at once: more
+    candidates a minute, noisier times."""
 
     def __init__(self, workers: int | None = None, timing: TimingOptions = DEFAULT_TIMING,
-                 reference_seed: int = 0):
+                 reference_seed: int = 0, *, time_during_builds: bool = False):
         self.timing = timing
+        self.time_during_builds = time_during_builds
         self._builder = BuildPool(workers, timeout=max(timing.timeout, 60.0))
         self._runner = IsolatedRunner(timing, reference_seed)
 
     def measure(self, workload, candidates: list[Candidate]) -> list[MeasureResult]:
         """One result per candidate, in order (see `MeasureResult` and `ERROR_KINDS`)."""
-        results = []
+        results: list[MeasureResult] = []
+        checked = []              # (index, build seconds, check seconds) of those to time
         for candidate, built in zip(candidates, self._builder.outcomes(workload, candidates)):
             if built.kind is not None:
                 results.append(MeasureResult(error_kind=built.kind, error=built.error,
                                              build_seconds=built.seconds))
                 continue
-            result = self._runner.run(workload, candidate.script)
-            results.append(MeasureResult(result.seconds, result.error_kind, result.error,
-                                         built.seconds, result.run_seconds))
+            if self.time_during_builds:
+                result = self._runner.run(workload, candidate.script)
+            else:
+                result = self._runner.check(workload, candidate.script)
+                if result.error_kind is None:
+                    checked.append((len(results), built.seconds, result.run_seconds))
+            results.append(dataclasses.replace(result, build_seconds=built.seconds))
+        for index, build_seconds, check_seconds in checked:
+            timed = self._runner.time(workload, candidates[index].script)
+            results[index] = dataclasses.replace(timed, build_seconds=build_seconds,
+                                                 run_seconds=check_seconds + timed.run_seconds)
         return results
 
     @property

@@ -6,9 +6,11 @@ The parent (`runner.IsolatedRunner`) starts this module as its own Python proces
 
 and talks to it through two pipes, one request and one reply at a time, pickled:
 
-    ("workload", key, script, target, arch, seed, reference)   -> ("ready", reference)
-    ("measure", script, timing)                                -> ("done", kind, error, seconds)
-    ("stop",)                                                  -> the process exits
+    ("workload", key, script, target, arch, seed, reference)  -> ("ready", reference)
+    ("check", script)                                         -> ("done", kind, error, ())
+    ("time", script, timing)                                  -> ("done", kind, error, seconds)
+    ("measure", script, timing)    (check, then time)         -> ("done", kind, error, seconds)
+    ("stop",)                                                 -> the process exits
 
 The process is started once and serves many candidates: its imports, its workload's arrays and
 the reference outputs stay loaded. A candidate that hangs or crashes it takes it down; the
@@ -31,6 +33,7 @@ from sched.autoscheduler.measure.common import TimingOptions
 FLOAT_TOLERANCE = 1e-3       # rtol, and atol as a fraction of the largest reference value
 HALF_TOLERANCE = 1e-2        # the same for float16 and bfloat16 outputs
 DEFAULT_CACHE_BYTES = 32 << 20
+MAX_CHECKED = 512            # checked kernels kept loaded, waiting to be timed
 
 
 @dataclasses.dataclass
@@ -61,6 +64,8 @@ class Measurement:
         self.names = [b.name for b in self.workload.buffers]
         self.reference = reference if reference is not None else self.reference_outputs()
         self._flush = None
+        self._arguments = None
+        self.checked: dict[str, object] = {}      # script -> kernel that passed `check`
 
     def reference_outputs(self) -> list[np.ndarray]:
         """The unscheduled function's outputs, built for the C target, on this seed's inputs."""
@@ -72,36 +77,63 @@ class Measurement:
         return [_to_numpy(arguments[i], self.dtypes[i]) for i in self.workload.outputs]
 
     def measure(self, script: str, timing: TimingOptions) -> Outcome:
-        """Build `script` (its library is in the disk cache when a builder made it), run it once
-        on fresh copies of the inputs, compare its outputs with the reference, then time it."""
-        import sched
+        """`check`, then `time`."""
+        outcome = self.check(script)
+        return outcome if outcome.kind is not None else self.time(script, timing)
 
-        try:
-            kernel = sched.build(sched.parse(script), target=self.target, arch=self.arch,
-                                 check_bounds="off")      # the builder checked them
-        except Exception as error:  # noqa: BLE001 - any failure is this candidate's
-            return Outcome("build", describe(error))
+    def check(self, script: str) -> Outcome:
+        """Build `script` (its library is in the disk cache when a builder made it), run it once
+        on fresh copies of the inputs and compare its outputs with the reference; a candidate
+        that passes is kept loaded for `time`."""
+        kernel = self._build(script)
+        if isinstance(kernel, Outcome):
+            return kernel
         arguments = [_to_kernel(a.copy(), d, self.target)
                      for a, d in zip(self.arrays, self.dtypes)]
         try:
             kernel(*arguments)
             if self.target == "cuda":
                 _synchronize()
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # noqa: BLE001 - any failure is this candidate's
             return Outcome("run", describe(error))
         for position, expected in zip(self.workload.outputs, self.reference):
             got = _to_numpy(arguments[position], self.dtypes[position])
             difference = compare(self.names[position], got, expected, self.dtypes[position])
             if difference is not None:
                 return Outcome("wrong", difference)
+        self.checked[script] = kernel
+        while len(self.checked) > MAX_CHECKED:          # a parent that never timed them
+            del self.checked[next(iter(self.checked))]
+        return Outcome()
+
+    def time(self, script: str, timing: TimingOptions) -> Outcome:
+        """Time a candidate `check` passed (built again when this process did not check it: a
+        fresh worker after a crash)."""
+        kernel = self.checked.pop(script, None)
+        if kernel is None:
+            kernel = self._build(script)
+        if isinstance(kernel, Outcome):
+            return kernel
+        if self._arguments is None:         # one set for every timing: outputs overwritten
+            self._arguments = [_to_kernel(a.copy(), d, self.target)
+                               for a, d in zip(self.arrays, self.dtypes)]
         try:
             if self.target == "cuda":
-                seconds = time_cuda(kernel, arguments, timing, self._cuda_flush(timing))
+                seconds = time_cuda(kernel, self._arguments, timing, self._cuda_flush(timing))
             else:
-                seconds = time_cpu(kernel, arguments, timing, self._cpu_flush(timing))
+                seconds = time_cpu(kernel, self._arguments, timing, self._cpu_flush(timing))
         except Exception as error:  # noqa: BLE001
             return Outcome("run", describe(error))
         return Outcome(seconds=seconds)
+
+    def _build(self, script: str):
+        import sched
+
+        try:
+            return sched.build(sched.parse(script), target=self.target, arch=self.arch,
+                               check_bounds="off")      # the builder checked them
+        except Exception as error:  # noqa: BLE001
+            return Outcome("build", describe(error))
 
     def _cpu_flush(self, timing: TimingOptions):
         if not timing.flush_cache:
@@ -281,9 +313,9 @@ def serve(requests, replies) -> None:
             except Exception as error:  # noqa: BLE001 - reported to the parent
                 measurement = None
                 replies.send(("failed", describe(error)))
-        elif kind == "measure":
-            _, script, timing = request
-            outcome = measurement.measure(script, timing)
+        elif kind in ("check", "time", "measure"):
+            script, *timing = request[1:]
+            outcome = getattr(measurement, kind)(script, *timing)
             replies.send(("done", outcome.kind, outcome.error, outcome.seconds))
         else:
             replies.send(("failed", f"unknown request {kind!r}"))
