@@ -54,6 +54,8 @@ def not_a_kernel():
 
 
 number = 3
+X = te.placeholder((4,), "float32", name="X")
+Y = te.compute((4,), lambda i: X[i] + 1, name="Y")
 '''
 
 
@@ -236,6 +238,8 @@ def test_load_a_file_that_imports_its_neighbour(tmp_path, monkeypatch):
     ("sized", r"kernels.py:sized takes arguments \(n\): give a function of no arguments"),
     ("not_a_kernel", r"kernels.py:not_a_kernel\(\) returned an int: expected a PrimFunc"),
     ("te", r"kernels.py:te is a module"),
+    ("Y", r"kernels.py:Y is a te tensor: name a PrimFunc of it instead, e.g. func = "
+          r"te.create_prim_func\(\[<its inputs>, Y\]\)"),
 ])
 def test_load_refusals(kernels, name, message):
     with pytest.raises(LoadError, match=message):

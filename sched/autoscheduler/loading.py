@@ -63,8 +63,13 @@ def _run_module(path: Path):
 
 def _function(value, where: str):
     """`value` if it is a PrimFunc or a Schedule, else what a call with no arguments gives."""
+    from sched.compute.tensor import Tensor
+
     if _is_function(value):
         return value
+    if isinstance(value, Tensor):
+        raise LoadError(f"{where} is a te tensor: name a PrimFunc of it instead, e.g. "
+                        f"func = te.create_prim_func([<its inputs>, {value.name}])")
     if not callable(value) or isinstance(value, type):
         raise LoadError(f"{where} is {_a(value)}: expected a PrimFunc, a sched.Schedule, or a "
                         f"function of no arguments returning one")
