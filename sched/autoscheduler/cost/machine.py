@@ -24,12 +24,14 @@ class Machine:
     vector_bytes: int = 32            # one SIMD register (CPU); unused on the GPU
     fma_units: int = 2                # vector FMAs issued per cycle per core
     fma_latency: int = 4              # cycles before an FMA's result can be used
+    store_forward: int = 6            # extra cycles when an accumulator goes through memory
     loads_per_cycle: int = 2          # vector loads per cycle per core
     registers: int = 16               # vector registers (CPU) or 32-bit registers per thread
     line_bytes: int = 64              # cache line (CPU) or sector (GPU: 32)
     l1_bytes: int = 32 << 10          # per core (GPU: unused; shared memory below)
     l2_bytes: int = 512 << 10         # per core (GPU: the whole L2)
     llc_bytes: int = 32 << 20         # shared by all cores
+    ways: int = 8                     # associativity of L1 and L2 (the LLC: twice)
     l2_bytes_per_cycle: float = 32.0  # into L1, per core
     llc_bytes_per_cycle: float = 16.0  # into L2, per core
     dram_bytes_per_s: float = 20e9    # for the whole chip

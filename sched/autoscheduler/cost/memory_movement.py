@@ -123,26 +123,53 @@ def lines(box: tuple[int, ...], shape: tuple[int, ...], element: int, line: int)
     return rest * max(1, math.ceil(run * element / line))
 
 
-def footprint_bytes(nest: LoopNest, groups, varying, line: int) -> dict[str, int]:
+def footprint_bytes(nest: LoopNest, groups, varying, line: int,
+                    sets: int = 0, ways: int = 0) -> dict[str, float]:
+    """Bytes of each buffer's box in whole lines; a written buffer counts twice (read for
+    ownership, then written back). With `sets` and `ways` (checking whether the box fits a
+    cache), a box whose rows map to few sets counts as the share of the cache it can use
+    (rows a power-of-two stride apart fall in the same sets and evict each other)."""
     found = {}
     for storage, accesses in groups.items():
         access = accesses[0]
+        element = element_bytes(access)
         box = union_box(nest, accesses, varying)
-        written = 2 if any(a.is_write for a in accesses) else 1   # read for ownership, then
-        found[storage] = written * lines(box, access.shape, element_bytes(access), line) * line
-
+        count = lines(box, access.shape, element, line)
+        written = 2 if any(a.is_write for a in accesses) else 1
+        found[storage] = written * count * line
+        if sets and count > ways:
+            found[storage] *= _conflict_factor(box, access.shape, element, line, sets, ways)
     return found
 
 
+def _conflict_factor(box, shape, element: int, line: int, sets: int, ways: int) -> float:
+    """How much more of the cache a box takes than its lines: the cache's sets over the sets
+    its rows (the dimension outside its contiguous run) can reach, when they overflow them."""
+    k = len(box) - 1
+    while k > 0 and box[k] == shape[k]:
+        k -= 1
+    if k == 0:
+        return 1.0                        # one contiguous run
+    rows, stride = box[k - 1], math.prod(shape[k:]) * element
+    if rows <= 1 or stride % line:
+        return 1.0
+    row_lines = max(1, math.ceil(math.prod(box[k:]) * element / line))
+    reach = min(sets, (sets // math.gcd(stride // line, sets)) * row_lines)
+    if math.prod(box[:k]) * row_lines <= reach * ways:
+        return 1.0
+    return sets / reach
+
+
 def fill_bytes(nest: LoopNest, groups, positions: list[int], capacity: float,
-               line: int) -> float:
+               line: int, ways: int = 0) -> float:
     """Bytes brought into a level of `capacity`: with the loops at `positions` (the nest's
     loops that run one after another here, outermost first), the outermost level whose
     footprint fits is L, and what comes in is the footprint of level L - 1 each time it runs."""
+    sets = int(capacity // (ways * line)) if ways else 0
     levels = len(positions)
     fits = levels
     for level in range(levels, -1, -1):
-        total = sum(footprint_bytes(nest, groups, positions[level:], line).values())
+        total = sum(footprint_bytes(nest, groups, positions[level:], line, sets, ways).values())
         if total > capacity:
             break
         fits = level
@@ -219,12 +246,12 @@ def _cpu_nest(nest: LoopNest, m: Machine) -> dict:
     latency = 0.0
     if nest.reduce_depth is not None and nest.operations:
         chains = max(1.0, independent_chains(nest) / lanes)
-        latency = nest.iterations / lanes * m.fma_latency / min(chains,
-                                                                m.fma_latency * m.fma_units)
+        step = m.fma_latency + (0 if _accumulates_in_registers(nest) else m.store_forward)
+        latency = nest.iterations / lanes * step / min(chains, step * m.fma_units)
     loaded = loads_issued(nest, groups, positions, m.registers * m.vector_bytes * 0.75)
     load_cycles = loaded / (lanes if contiguous else 1) / m.loads_per_cycle
-    l1 = fill_bytes(nest, groups, positions, m.l1_bytes * 0.75, m.line_bytes)
-    l2 = fill_bytes(nest, groups, positions, m.l2_bytes * 0.75, m.line_bytes)
+    l1 = fill_bytes(nest, groups, positions, m.l1_bytes, m.line_bytes, m.ways)
+    l2 = fill_bytes(nest, groups, positions, m.l2_bytes, m.line_bytes, m.ways)
     llc = fill_bytes(nest, groups, positions, m.llc_bytes * 0.75, m.line_bytes)
     overhead = sum(nest.trips(p + 1) for p, lp in enumerate(nest.loops)
                    if lp.kind not in ("unrolled", "vectorized")) * _OVERHEAD_CYCLES
@@ -239,6 +266,15 @@ def _cpu_nest(nest: LoopNest, m: Machine) -> dict:
             "cycles": {"compute": compute, "latency": latency, "loads": load_cycles,
                        "l1_fill": l1 / m.l2_bytes_per_cycle,
                        "l2_fill": l2 / m.llc_bytes_per_cycle, "overhead": overhead}}
+
+
+def _accumulates_in_registers(nest: LoopNest) -> bool:
+    """Whether a reduction's accumulators can stay in registers: a "local" buffer (cache_write)
+    indexed by unrolled or vectorized loops only inside the reduction loop."""
+    written = [a for a in nest.accesses if a.is_write]
+    inside = nest.loops[nest.reduce_depth + 1:]
+    return bool(written) and all(a.buffer.scope == "local" for a in written) \
+        and all(lp.kind in ("unrolled", "vectorized") for lp in inside)
 
 
 def _lanes(nest: LoopNest, lanes_max: int) -> tuple[float, bool]:
