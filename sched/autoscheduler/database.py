@@ -96,10 +96,16 @@ class Record:
 
 class Database:
     """A tuning database in the SQLite file at `path` (created, with its tables, if needed;
-    `~` is expanded and missing parent directories are made)."""
+    `~` is expanded and missing parent directories are made). ":memory:" is a database that
+    lives as long as the object (a run with no file)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).expanduser()
+        self._workload_ids: dict[tuple[str, str, str], int] = {}
+        if str(path) == ":memory:":
+            self._db = sqlite3.connect(":memory:", isolation_level=None)
+            self._open()
+            return
         if self.path.is_dir():
             raise ValueError(f"tuning database {str(path)!r} is a directory: give a file in "
                              f"it, e.g. {str(self.path / 'tune.db')!r}")
@@ -108,7 +114,6 @@ class Database:
         except OSError as error:
             raise ValueError(f"cannot make the directory of the tuning database "
                              f"{str(path)!r}: {error}") from None
-        self._workload_ids: dict[tuple[str, str, str], int] = {}
         try:
             # isolation_level=None: no implicit transactions; each write says BEGIN IMMEDIATE
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)

@@ -89,6 +89,15 @@ def test_workloads_are_told_apart_by_steps_target_and_arch(tmp_path):
         assert (record.target, record.arch) == ("cuda", "sm_90")
 
 
+def test_in_memory_database(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    workload = Workload.of(_scale())
+    with Database(":memory:") as db:
+        db.add(workload, _ok(0, 1e-3))
+        assert [r.func_hash for r in db.best(workload)] == ["hash0"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_workload_reads_empty(tmp_path):
     with Database(tmp_path / "tune.db") as db:
         workload = Workload.of(_scale())
