@@ -18,6 +18,7 @@ from sched.autoscheduler.measure import (
     LocalMeasurer,
     TimingOptions,
     make_measurer,
+    retime,
 )
 from sched.autoscheduler.measure.builder import BuildPool
 from sched.autoscheduler.measure.worker import Measurement, _time, compare
@@ -135,6 +136,13 @@ def test_a_checked_candidate_is_timed_in_a_fresh_worker_after_a_death():
         assert timed.ok and len(timed.seconds) == TIMING.repeat and runner.restarts == 1
     finally:
         runner.close()
+
+
+def test_retime_measures_in_a_fresh_process():
+    workload = Workload.of(add(1.0, n=48))
+    result = retime(workload, split_candidate(add(1.0, n=48), 16), TIMING)
+    assert result.ok and len(result.seconds) == TIMING.repeat
+    assert retime(workload, script_candidate(add(5.0, n=48)), TIMING).error_kind == "wrong"
 
 
 def test_the_reference_is_the_unscheduled_functions_output():

@@ -23,7 +23,12 @@ from sched.autoscheduler.measure.common import (
     TimingOptions,
 )
 from sched.autoscheduler.measure.ray_runner import RayMeasurer
-from sched.autoscheduler.measure.runner import DEFAULT_TIMING, IsolatedRunner, LocalMeasurer
+from sched.autoscheduler.measure.runner import (
+    DEFAULT_TIMING,
+    IsolatedRunner,
+    LocalMeasurer,
+    retime,
+)
 
 RUNNERS = ("local", "ray")
 
@@ -57,4 +62,4 @@ def make_measurer(runner: str = "local", workers: int | None = None, address: st
 
 __all__ = ["ERROR_KINDS", "BuildPool", "BuildResult", "Candidate", "IsolatedRunner",
            "LocalMeasurer", "MeasureResult", "Measurer", "RayMeasurer", "TimingOptions",
-           "make_measurer"]
+           "make_measurer", "retime"]

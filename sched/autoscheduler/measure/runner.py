@@ -24,7 +24,7 @@ import tempfile
 import time
 from multiprocessing.connection import Connection
 
-from sched.autoscheduler.measure.builder import BuildPool
+from sched.autoscheduler.measure.builder import BuildPool, build_script
 from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingOptions
 
 SETUP_TIMEOUT = 600.0      # seconds for a fresh worker to import and compute the reference
@@ -197,6 +197,21 @@ class IsolatedRunner:
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+
+
+def retime(workload, candidate: Candidate, timing: TimingOptions = DEFAULT_TIMING,
+           reference_seed: int = 0) -> MeasureResult:
+    """`candidate` built here (or found in the disk cache), then checked and timed in a fresh
+    worker process: the tuner's second opinion on its best record."""
+    runner = IsolatedRunner(timing, reference_seed)
+    try:
+        error, build_seconds = build_script(candidate.script, workload.target, workload.arch)
+        if error is not None:
+            return MeasureResult(error_kind="build", error=error, build_seconds=build_seconds)
+        result = runner.run(workload, candidate.script)
+        return dataclasses.replace(result, build_seconds=build_seconds)
+    finally:
+        runner.close()
 
 
 class LocalMeasurer:

@@ -66,6 +66,7 @@ class Measurement:
         self._flush = None
         self._arguments = None
         self.checked: dict[str, object] = {}      # script -> kernel that passed `check`
+        self.poisoned = False                      # a CUDA error: this process must end
 
     def reference_outputs(self) -> list[np.ndarray]:
         """The unscheduled function's outputs, built for the C target, on this seed's inputs."""
@@ -95,6 +96,9 @@ class Measurement:
             if self.target == "cuda":
                 _synchronize()
         except Exception as error:  # noqa: BLE001 - any failure is this candidate's
+            # a failed launch may leave the CUDA context unusable (an illegal address is
+            # sticky): the process ends after replying, and the next candidate gets a fresh one
+            self.poisoned = self.target == "cuda"
             return Outcome("run", describe(error))
         for position, expected in zip(self.workload.outputs, self.reference):
             got = _to_numpy(arguments[position], self.dtypes[position])
@@ -123,6 +127,7 @@ class Measurement:
             else:
                 seconds = time_cpu(kernel, self._arguments, timing, self._cpu_flush(timing))
         except Exception as error:  # noqa: BLE001
+            self.poisoned = self.target == "cuda"
             return Outcome("run", describe(error))
         return Outcome(seconds=seconds)
 
@@ -317,6 +322,8 @@ def serve(requests, replies) -> None:
             script, *timing = request[1:]
             outcome = getattr(measurement, kind)(script, *timing)
             replies.send(("done", outcome.kind, outcome.error, outcome.seconds))
+            if measurement.poisoned:
+                return
         else:
             replies.send(("failed", f"unknown request {kind!r}"))
 
