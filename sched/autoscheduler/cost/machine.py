@@ -31,7 +31,10 @@ class Machine:
     l1_bytes: int = 32 << 10          # per core (GPU: unused; shared memory below)
     l2_bytes: int = 512 << 10         # per core (GPU: the whole L2)
     llc_bytes: int = 32 << 20         # shared by all cores
-    ways: int = 8                     # associativity of L1 and L2 (the LLC: twice)
+    ways: int = 8                     # associativity of L1 and L2
+    tlb_entries: int = 64             # first-level data TLB
+    page_bytes: int = 4096
+    tlb_miss_cycles: float = 7.0      # a miss that the second-level TLB serves
     l2_bytes_per_cycle: float = 32.0  # into L1, per core
     llc_bytes_per_cycle: float = 16.0  # into L2, per core
     dram_bytes_per_s: float = 20e9    # for the whole chip

@@ -8,18 +8,21 @@ device and no training.
 Each block is a loop nest (`nests.py`). For a level of its nest (the loops from some position
 inward), the footprint of a buffer is the box of elements its accesses touch there, in cache
 lines; the level runs `trips(level)` times. For a cache of capacity C, the outermost level
-whose footprints fit in C is where the cache holds the data, and the bytes
-brought into the cache are those of one level further out (adjacent iterations there reuse
-what fits): `trips(L - 1) * footprint(L - 1)` summed over buffers.
+whose footprints fit in C is where the cache holds the data, and the bytes brought into the
+cache are those of one level further out (adjacent iterations there reuse what fits):
+`trips(L - 1) * footprint(L - 1)` summed over buffers. Rows a power-of-two stride apart share
+a cache's sets: when they need more lines there than it has ways, they count as not fitting.
+A written buffer counts twice (read for ownership, written back).
 
-CPU (memory -> LLC -> L2 -> L1 -> registers): registers hold the footprint of the trailing
-unrolled/vectorized loops (the register tile) when it fits the register file; the loads
-issued are what the tile does not keep. Time is the largest of: arithmetic at the vector
-width the innermost loop reaches (a `vectorized` loop whose accesses are contiguous, or a
-contiguous serial loop gcc vectorizes by itself at half the rate), the latency of a reduction
-chain (independent accumulators are the loops inside the reduction loop), the loads, each
-cache's fill at the bandwidth of the level below; divided by the cores the parallel loops
-keep busy; plus loop overhead.
+CPU (memory -> LLC -> L2 -> L1 -> registers; the TLB as a cache of pages): registers hold the
+footprint of the trailing unrolled/vectorized loops (the register tile) when it fits the
+register file; the loads issued are what the tile does not keep. Time is the largest of:
+arithmetic at the vector width the innermost loop reaches (a `vectorized` loop whose accesses
+are contiguous, or a contiguous serial loop gcc vectorizes by itself at half the rate), the
+latency of a reduction chain (independent accumulators are the loops inside the reduction
+loop; an accumulator in memory adds store forwarding), the loads, each cache's fill at the
+bandwidth of the level below, TLB misses; divided by the cores the parallel loops keep busy;
+plus a tenth of the other parts and loop overhead.
 
 GPU (global -> shared -> registers): per warp instruction, the 32-byte sectors the 32 threads
 touch (coalescing of threadIdx.x); blocks' and threads' loops fixed, each thread's own loops
@@ -108,56 +111,71 @@ def union_box(nest: LoopNest, accesses: list[Access], varying) -> tuple[int, ...
     return tuple(max(sizes) for sizes in zip(*boxes))
 
 
-def lines(box: tuple[int, ...], shape: tuple[int, ...], element: int, line: int) -> int:
+def lines(box: tuple[int, ...], shape: tuple[int, ...], element: int, line: int,
+          spans: tuple[int, ...] | None = None) -> int:
     """Cache lines (or sectors) a box of a row-major buffer covers: the trailing dimensions the
-    box covers whole are one contiguous run."""
+    box covers whole are one contiguous run; an innermost index that steps a line or more
+    apart (`spans` wider than the box) takes a line per element."""
     if not box:
         return 1
+    if spans is not None and box[-1] > 1 and spans[-1] > box[-1]:
+        step = (spans[-1] - 1) // (box[-1] - 1)
+        if step * element >= line:
+            return math.prod(box)
     run, k = box[-1], len(box) - 1
     while k > 0 and box[k] == shape[k]:
         k -= 1
         run *= box[k]
     rest = math.prod(box[:k]) if k > 0 else 1
-    if run == math.prod(box[k:]) and k == 0:
-        rest = 1
     return rest * max(1, math.ceil(run * element / line))
+
+
+def union_spans(nest: LoopNest, accesses: list[Access], varying) -> tuple[int, ...]:
+    return tuple(max(sizes) for sizes in zip(*(nest.spans(a, varying) for a in accesses)))
 
 
 def footprint_bytes(nest: LoopNest, groups, varying, line: int,
                     sets: int = 0, ways: int = 0) -> dict[str, float]:
     """Bytes of each buffer's box in whole lines; a written buffer counts twice (read for
     ownership, then written back). With `sets` and `ways` (checking whether the box fits a
-    cache), a box whose rows map to few sets counts as the share of the cache it can use
-    (rows a power-of-two stride apart fall in the same sets and evict each other)."""
-    found = {}
+    cache), boxes whose rows map to few sets (rows a power-of-two stride apart) and together
+    need more lines in those sets than it has ways count as the share of the cache they can
+    use: they evict each other."""
+    found, crowded, pressure = {}, {}, 0.0
     for storage, accesses in groups.items():
         access = accesses[0]
         element = element_bytes(access)
         box = union_box(nest, accesses, varying)
-        count = lines(box, access.shape, element, line)
+        spans = union_spans(nest, accesses, varying)
+        count = lines(box, access.shape, element, line, spans)
         written = 2 if any(a.is_write for a in accesses) else 1
         found[storage] = written * count * line
-        if sets and count > ways:
-            found[storage] *= _conflict_factor(box, access.shape, element, line, sets, ways)
+        if sets and count > 1:
+            reach = _sets_reached(box, spans, access.shape, element, line, sets)
+            if reach < sets:
+                crowded[storage] = reach
+                pressure += count / reach
+    if pressure > ways:
+        for storage, reach in crowded.items():
+            found[storage] *= sets / reach
     return found
 
 
-def _conflict_factor(box, shape, element: int, line: int, sets: int, ways: int) -> float:
-    """How much more of the cache a box takes than its lines: the cache's sets over the sets
-    its rows (the dimension outside its contiguous run) can reach, when they overflow them."""
+def _sets_reached(box, spans, shape, element: int, line: int, sets: int) -> int:
+    """How many sets of a cache the box's lines can fall in: rows (the dimension outside the
+    contiguous run) a multiple of the cache's way size apart land in one set."""
     k = len(box) - 1
     while k > 0 and box[k] == shape[k]:
         k -= 1
     if k == 0:
-        return 1.0                        # one contiguous run
-    rows, stride = box[k - 1], math.prod(shape[k:]) * element
+        return sets                        # one contiguous run
+    rows, span = box[k - 1], spans[k - 1]
+    step = max(1, (span - 1) // (rows - 1)) if rows > 1 else 1
+    stride = step * math.prod(shape[k:]) * element
     if rows <= 1 or stride % line:
-        return 1.0
+        return sets
     row_lines = max(1, math.ceil(math.prod(box[k:]) * element / line))
-    reach = min(sets, (sets // math.gcd(stride // line, sets)) * row_lines)
-    if math.prod(box[:k]) * row_lines <= reach * ways:
-        return 1.0
-    return sets / reach
+    return min(sets, (sets // math.gcd(stride // line, sets)) * row_lines)
 
 
 def fill_bytes(nest: LoopNest, groups, positions: list[int], capacity: float,
@@ -253,10 +271,12 @@ def _cpu_nest(nest: LoopNest, m: Machine) -> dict:
     l1 = fill_bytes(nest, groups, positions, m.l1_bytes, m.line_bytes, m.ways)
     l2 = fill_bytes(nest, groups, positions, m.l2_bytes, m.line_bytes, m.ways)
     llc = fill_bytes(nest, groups, positions, m.llc_bytes * 0.75, m.line_bytes)
+    pages = fill_bytes(nest, groups, positions, m.tlb_entries * m.page_bytes, m.page_bytes)
+    tlb = pages / m.page_bytes * m.tlb_miss_cycles
     overhead = sum(nest.trips(p + 1) for p, lp in enumerate(nest.loops)
                    if lp.kind not in ("unrolled", "vectorized")) * _OVERHEAD_CYCLES
     core = [compute, latency, load_cycles, l1 / m.l2_bytes_per_cycle,
-            l2 / m.llc_bytes_per_cycle]
+            l2 / m.llc_bytes_per_cycle, tlb]
     seconds = combine([max(core) / speedup / m.clock_hz * 1.0, llc / m.dram_bytes_per_s]) \
         + 0.1 * (sum(core) - max(core)) / speedup / m.clock_hz \
         + overhead / speedup / m.clock_hz
@@ -265,7 +285,8 @@ def _cpu_nest(nest: LoopNest, m: Machine) -> dict:
             "lanes": lanes, "parallel": speedup,
             "cycles": {"compute": compute, "latency": latency, "loads": load_cycles,
                        "l1_fill": l1 / m.l2_bytes_per_cycle,
-                       "l2_fill": l2 / m.llc_bytes_per_cycle, "overhead": overhead}}
+                       "l2_fill": l2 / m.llc_bytes_per_cycle, "tlb": tlb,
+                       "overhead": overhead}}
 
 
 def _accumulates_in_registers(nest: LoopNest) -> bool:

@@ -100,19 +100,31 @@ class LoopNest:
             self._boxes[key] = self._box(access, varying)
         return self._boxes[key]
 
+    def spans(self, access: Access, varying) -> tuple[int, ...]:
+        """Per dimension, the distance from the first to the last index touched, plus one
+        (more than `box` where the indices are strided)."""
+        varying = tuple(varying)
+        key = ("spans", id(access), varying)
+        if key not in self._boxes:
+            self._box(access, varying)
+        return self._boxes[key]
+
     def _box(self, access: Access, varying: tuple[int, ...]) -> tuple[int, ...]:
         ranges = {loop.var: (0, 0) for loop in self.loops}
         for position in varying:
             ranges[self.loops[position].var] = (0, self.loops[position].extent - 1)
-        sizes = []
+        sizes, spans = [], []
         for index, dim in zip(access.indices, access.shape):
             span = interval(index, ranges)
             if span is None:
                 sizes.append(dim)
+                spans.append(dim)
                 continue
             reach = math.prod(self.loops[p].extent for p in varying
                               if _moves(index, self.loops[p], ranges))
-            sizes.append(max(1, min(span[1] - span[0] + 1, reach, dim)))
+            spans.append(max(1, min(span[1] - span[0] + 1, dim)))
+            sizes.append(max(1, min(spans[-1], reach)))
+        self._boxes[("spans", id(access), varying)] = tuple(spans)
         return tuple(sizes)
 
     def stride(self, access: Access, position: int) -> int | None:
