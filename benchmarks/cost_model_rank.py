@@ -4,9 +4,9 @@ timed, against the memory-movement model's scores (Spearman rank correlation), a
 model's, cross-validated (trained on the other folds). Also the time each model's `predict`
 takes per candidate on a 256^3 matmul (CPU and GPU schedules).
 
-    python benchmarks/cost_model_rank.py [count] [size]
+    python benchmarks/cost_model_rank.py [count] [size] [seed]
     # writes benchmarks/results/<cpu>/cost_model_rank.json
-    python benchmarks/cost_model_rank.py --rescore
+    python benchmarks/cost_model_rank.py --rescore [seed]
     # the same candidates (same seed), the times from that JSON, the models' scores again
 
 The machine this ran on had other jobs on its two cores: times are noisy (up to 2x).
@@ -109,7 +109,7 @@ def cross_validated(workload, funcs, seconds, folds: int = 4, seed: int = 0) -> 
     return list(predictions)
 
 
-def main(count: int = 20, n: int = 256, rescore: bool = False) -> None:
+def main(count: int = 20, n: int = 256, seed: int = 0, rescore: bool = False) -> None:
     from sched import hand_schedules
     from sched.autoscheduler.cost import LearnedModel, MemoryMovementModel, spearman
     from sched.autoscheduler.measure.common import MeasureResult
@@ -117,11 +117,11 @@ def main(count: int = 20, n: int = 256, rescore: bool = False) -> None:
 
     previous = None
     if rescore:
-        previous = json.loads((RESULTS / slug(cpu_name()) / "cost_model_rank.json").read_text())
-        count, n = previous["candidates"], previous["size"]
+        previous = json.loads((RESULTS / slug(cpu_name()) / f"{_name(seed)}.json").read_text())
+        count, n, seed = previous["candidates"], previous["size"], previous.get("seed", 0)
     func = matmul(n)
     workload = Workload.of(func)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     candidates = [(func, {"naive": True}),
                   (hand_schedules.cpu_matmul(n, n, n).func, {"hand": "cpu_matmul"})]
     while len(candidates) < count:
@@ -159,15 +159,19 @@ def main(count: int = 20, n: int = 256, rescore: bool = False) -> None:
     print({k: f"{v * 1e3:.2f} ms" for k, v in predict.items()})
     rows = [{"steps": steps, "measured_s": s, "estimated_s": e}
             for (_, steps), s, e in zip(candidates, seconds, estimates)]
-    path = write_results("cost_model_rank", cpu_name(), {
-        "size": n, "candidates": len(funcs), "spearman_memory_movement": rho,
+    path = write_results(_name(seed), cpu_name(), {
+        "size": n, "seed": seed, "candidates": len(funcs), "spearman_memory_movement": rho,
         "spearman_learned_cross_validated": learned_rho, "predict_seconds_per_candidate":
         predict, "machine": repr(analytical.machine), "rows": rows})
     print(f"wrote {path}")
 
 
+def _name(seed: int) -> str:
+    return "cost_model_rank" if seed == 0 else f"cost_model_rank_seed{seed}"
+
+
 if __name__ == "__main__":
     if "--rescore" in sys.argv:
-        main(rescore=True)
+        main(seed=int(sys.argv[2]) if len(sys.argv) > 2 else 0, rescore=True)
     else:
-        main(*(int(a) for a in sys.argv[1:3]))
+        main(*(int(a) for a in sys.argv[1:4]))
