@@ -52,6 +52,17 @@ def build_script(script: str, target: str, arch: str | None) -> tuple[str | None
     return None, time.perf_counter() - start
 
 
+def _main_module_hint() -> str:
+    """Why every build process may die at start: the main module they import runs its code."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None) is None or getattr(main, "__spec__", None) is not None:
+        return ""
+    return (f" (if every candidate fails so: each build process imports the main module "
+            f"{main.__file__}; keep its top level under `if __name__ == \"__main__\":`)")
+
+
 def _context():
     """A fork server with sched imported (cheap process starts), else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -93,7 +104,7 @@ class BuildPool:
                 outcome = self._outcome(self._submit(workload, scripts[i]))
                 if outcome is None:
                     outcome = BuildOutcome("crash", "a build process died building this "
-                                           "candidate, twice")
+                                           "candidate, twice" + _main_module_hint())
             if restarted or outcome.kind in ("timeout", "crash"):
                 self._restart()        # a hung build holds its process; a dead pool is gone
                 futures.update((j, self._submit(workload, scripts[j]))
