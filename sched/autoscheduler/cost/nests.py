@@ -20,6 +20,7 @@ its whole dimension, which is the conservative answer (everything comes from mem
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from sched.ir.functor import substitute
@@ -62,7 +63,7 @@ class Access:
     is_write: bool
     indices: tuple[Expr, ...]  # in the variables of the nest's loops (bindings substituted)
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(d.value if isinstance(d, IntImm) else SYMBOLIC_EXTENT
                      for d in self.buffer.shape)
@@ -148,6 +149,9 @@ class LoopNest:
 def _moves(index: Expr, loop: Loop, ranges: dict) -> bool:
     if loop.extent <= 1:
         return False
+    form = _linear_form(index)
+    if form is not None:
+        return any(var == loop.var for var, _ in form[1])
     alone = dict(ranges)
     for var in alone:
         alone[var] = (0, 0)
@@ -160,6 +164,61 @@ def interval(expr: Expr, ranges: dict) -> tuple[int, int] | None:
     """The [lo, hi] an integer expression takes with each variable in its range (a variable
     not in `ranges` is 0: an outer loop at its first iteration), or None when the expression
     is not piecewise affine."""
+    form = _linear_form(expr)
+    if form is None:
+        return _interval(expr, ranges)
+    lo, terms = form
+    hi = lo
+    for var, coefficient in terms:
+        low, high = ranges.get(var, (0, 0))
+        if coefficient > 0:
+            lo, hi = lo + coefficient * low, hi + coefficient * high
+        else:
+            lo, hi = lo + coefficient * high, hi + coefficient * low
+    return (lo, hi)
+
+
+_FORMS: dict[int, tuple] = {}      # id(expr) -> (expr, its linear form or None)
+
+
+def _linear_form(expr: Expr):
+    """`(constant, ((var, coefficient), ...))` when `expr` is a sum of variables times
+    constants, else None; remembered by identity (the entry keeps the expression alive)."""
+    entry = _FORMS.get(id(expr))
+    if entry is not None and entry[0] is expr:
+        return entry[1]
+    terms: dict = {}
+    constant = _collect_linear(expr, 1, terms)
+    form = None if constant is None else (constant, tuple((v, c) for v, c in terms.items()
+                                                          if c))
+    if len(_FORMS) > 1 << 16:
+        _FORMS.clear()
+    _FORMS[id(expr)] = (expr, form)
+    return form
+
+
+def _collect_linear(expr: Expr, scale: int, terms: dict) -> int | None:
+    if isinstance(expr, IntImm):
+        return scale * expr.value
+    if isinstance(expr, Var):
+        terms[expr] = terms.get(expr, 0) + scale
+        return 0
+    if isinstance(expr, Cast):
+        return _collect_linear(expr.value, scale, terms)
+    if not isinstance(expr, BinaryOp) or expr.op not in ("add", "sub", "mul"):
+        return None
+    if expr.op == "mul":
+        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            if isinstance(factor, IntImm):
+                return _collect_linear(other, scale * factor.value, terms)
+        return None
+    a = _collect_linear(expr.a, scale, terms)
+    b = None if a is None else _collect_linear(expr.b, scale if expr.op == "add" else -scale,
+                                               terms)
+    return None if b is None else a + b
+
+
+def _interval(expr: Expr, ranges: dict) -> tuple[int, int] | None:
     if isinstance(expr, IntImm):
         return (expr.value, expr.value)
     if isinstance(expr, Var):
