@@ -22,11 +22,13 @@ from sched.autoscheduler.cost import (
     features,
     spearman,
 )
+from sched.autoscheduler.cost.memory_movement import by_buffer, union_box
 from sched.autoscheduler.cost.nests import interval, loop_nests
 from sched.autoscheduler.cost.rank import ranks
 from sched.autoscheduler.measure.common import MeasureResult
 from sched.autoscheduler.workload import Workload
 from sched.ir.nodes import Var
+from sched.polyhedral import buffer_region
 
 # the machine of these tests, fixed so that the answers do not depend on the host
 CPU = dataclasses.replace(Machine(), cores=2, clock_hz=2.5e9, vector_bytes=32,
@@ -102,6 +104,27 @@ def test_footprint_of_a_tile_is_its_box():
     assert nest.stride(b, 5) == 1 and nest.stride(a, 5) == 0 and nest.stride(b, 4) == 128
 
 
+@pytest.mark.parametrize("schedule", [
+    lambda: hand_schedules.cpu_matmul(64, 64, 64),
+    lambda: hand_schedules.gpu_matmul(128, 128, 128),          # fused, split thread indices
+    lambda: hand_schedules.cpu_conv2d(1, 8, 16, 16, 8),        # sliding windows, padding
+], ids=["cpu_matmul", "gpu_matmul", "cpu_conv2d"])
+def test_footprints_agree_with_isl_box_at_every_loop(schedule):
+    # the cost model's interval boxes against sched.polyhedral's isl box hull, for every
+    # block, buffer and loop level of the hand schedules
+    func = schedule().func
+    compared = 0
+    for nest in loop_nests(func):
+        for accesses in by_buffer(nest).values():
+            for position, loop in enumerate(nest.loops):
+                region = buffer_region(func, nest.name, accesses[0].buffer.name,
+                                       loop=loop.var.name)
+                isl_box = tuple(r.extent.value for r in region)
+                assert union_box(nest, accesses, range(position, len(nest.loops))) == isl_box
+                compared += 1
+    assert compared > 30
+
+
 # -- the CPU model -------------------------------------------------------------------------
 
 
@@ -156,6 +179,21 @@ def test_non_affine_index_is_estimated_not_refused():
     func = te.create_prim_func([A, B])
     score = MemoryMovementModel("c", CPU).predict(Workload.of(func), [func])[0]
     assert np.isfinite(score) and score > 0
+
+
+def test_a_failing_analysis_gives_a_conservative_estimate(monkeypatch):
+    from sched.autoscheduler.cost import memory_movement
+
+    def broken(nest, machine):
+        raise RuntimeError("not understood")
+
+    func = matmul(64)
+    model = MemoryMovementModel("c", CPU)
+    good = model.estimate(Workload.of(func), hand_schedules.cpu_matmul(64, 64, 64).func)
+    monkeypatch.setattr(memory_movement, "_cpu_nest", broken)
+    parts = model.estimate(Workload.of(func), func)
+    assert parts["nests"][0]["conservative"] and "not understood" in parts["nests"][0]["note"]
+    assert parts["seconds"] > good["seconds"]
 
 
 def test_host_machine_is_detected():

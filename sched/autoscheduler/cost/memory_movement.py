@@ -67,7 +67,10 @@ class MemoryMovementModel:
     def estimate(self, workload, func: PrimFunc) -> dict:
         """The parts of the estimate: seconds, flops, bytes per level (summed over blocks),
         and one dict per block ("nests")."""
-        nests = loop_nests(func)
+        try:
+            nests = loop_nests(func)
+        except Exception as error:     # an IR the walk does not know: one conservative part
+            return _conservative_function(workload, func, self.machine, error)
         parts = [self.estimate_nest(nest, _loops_of_others(nests, nest)) for nest in nests]
         total: dict = {"seconds": 0.0, "flops": 0.0, "bytes": {}, "nests": parts}
         for part in parts:
@@ -244,6 +247,17 @@ def _conservative(nest: LoopNest, machine: Machine) -> dict:
         1, machine.cores if machine.is_gpu else 1))
     return {"name": nest.name, "seconds": max(seconds, 1e-9), "flops": flops,
             "bytes": {"dram": moved}, "conservative": True}
+
+
+def _conservative_function(workload, func: PrimFunc, machine: Machine, error) -> dict:
+    """Every buffer parameter moved from memory once per FLOP: far slower than any schedule
+    the model could read."""
+    flops = float(workload.flops()) if hasattr(workload, "flops") else 1.0
+    moved = max(1.0, flops) * 4.0
+    seconds = moved / machine.dram_bytes_per_s + flops / machine.clock_hz
+    part = {"name": func.name, "seconds": seconds, "flops": flops, "bytes": {"dram": moved},
+            "conservative": True, "note": f"{type(error).__name__}: {error}"}
+    return {"seconds": seconds, "flops": flops, "bytes": dict(part["bytes"]), "nests": [part]}
 
 
 # -- CPU ---------------------------------------------------------------------------------------
