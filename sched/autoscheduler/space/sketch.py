@@ -1,0 +1,205 @@
+"""Sketches: which rule schedules which block, found once per workload; a sketch applied with a
+genome (its decisions) is one candidate schedule.
+
+Rules, per block the user left unscheduled (Ansor/MetaSchedule's, adapted):
+- inline: an elementwise block that writes no parameter (padding included) goes into its
+  consumers;
+- multi-level tiling (tiling_cpu.py, tiling_gpu.py): a block with a reduction and data reuse
+  (matmul, conv), with its elementwise consumers fused into the tile's write-back;
+- compute location (placement.py, CPU): a producer that cannot be inlined goes under a loop of
+  its consumer, at a sampled depth;
+- the rest (loops_cpu.py, threads_gpu.py): parallel + vectorize on the CPU, blocks of threads on
+  the GPU.
+A rule that does not apply to a block is skipped. Where a rule has variants (a local
+accumulator or not, a fused epilogue or not), each combination is a sketch; a sketch that no
+random genome can apply is dropped when the space is built.
+
+    space = SearchSpace(workload)
+    sample = space.sample(sketch_index=0, genome=None, rng=random.Random(0))
+    sample.schedule.func, sample.genome, sample.trace
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import random
+
+from sched.autoscheduler.space.analysis import block_info, leaf_blocks
+from sched.autoscheduler.space.loops_cpu import parallel_vectorize
+from sched.autoscheduler.space.placement import compute_location, inline
+from sched.autoscheduler.space.sampler import Sampler, SketchRefused
+from sched.autoscheduler.space.threads_gpu import THREAD_CHOICES, bind_threads
+from sched.autoscheduler.space.tiling_cpu import tile_cpu
+from sched.autoscheduler.space.tiling_gpu import tile_gpu
+from sched.errors import ScheduleError
+from sched.schedule.state import find_block
+
+MAX_SKETCHES = 8
+VALIDATION_TRIES = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class Sketch:
+    """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues),
+    ("tile_gpu", block, epilogues, staged), ("place", block, consumer), ("parallel", block),
+    ("threads", block)."""
+
+    steps: tuple[tuple, ...]
+
+    @property
+    def name(self) -> str:
+        parts = []
+        for step in self.steps:
+            kind, block, *options = step
+            extra = ""
+            if kind == "tile_cpu":
+                extra = ("+local" if options[0] else "") + \
+                    "".join(f"+{e}" for e in options[1])
+            elif kind == "tile_gpu":
+                extra = "".join(f"+{e}" for e in options[0])
+            parts.append(f"{kind}({block}{extra})")
+        return " ".join(parts) or "(nothing to schedule)"
+
+
+@dataclasses.dataclass
+class Sample:
+    sketch: int
+    genome: tuple
+    kinds: tuple[str, ...]
+    schedule: object
+    hash: str = ""
+
+
+class SearchSpace:
+    """The sketches of a workload, and candidates drawn from them."""
+
+    def __init__(self, workload, seed: int = 0):
+        self.workload = workload
+        self.sketches = _valid(workload, _sketches(workload), random.Random(seed))
+
+    def sample(self, sketch: int, genome: tuple | None, rng: random.Random) -> Sample:
+        """Apply sketch `sketch` with `genome` (missing decisions drawn from `rng`); raises
+        SketchRefused (or ScheduleError) when a step is refused."""
+        sch = self.workload.base_schedule()
+        sampler = Sampler(sch, genome, rng)
+        _apply(self.sketches[sketch], sch, sampler, self.workload.target)
+        return Sample(sketch, sampler.genome, tuple(sampler.kinds), sch)
+
+
+def func_hash(func) -> str:
+    """Structural hash of a scheduled function (its script): equal schedules, equal hash."""
+    return hashlib.sha256(func.script().encode()).hexdigest()[:20]
+
+
+def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
+    threads = None
+    for kind, block, *options in sketch.steps:
+        if kind == "inline":
+            inline(sch, block)
+        elif kind == "tile_cpu":
+            tile_cpu(sch, sampler, block_info(sch.func, block), *options)
+        elif kind == "tile_gpu":
+            tile_gpu(sch, sampler, block_info(sch.func, block), *options)
+        elif kind == "place":
+            consumer, = options
+            if not compute_location(sch, sampler, block, consumer, vector_loops=1):
+                parallel_vectorize(sch, sampler, block_info(sch.func, block))
+        elif kind == "parallel":
+            parallel_vectorize(sch, sampler, block_info(sch.func, block))
+        elif kind == "threads":
+            if threads is None:
+                threads = sampler.choose(THREAD_CHOICES, [1, 1, 2, 2, 1, 1])
+            bind_threads(sch, block_info(sch.func, block), threads)
+        else:
+            raise AssertionError(kind)
+
+
+def _searched_blocks(workload, func) -> list[str]:
+    original = set(leaf_blocks(workload.func))
+    return [name for name in leaf_blocks(func)
+            if name in original and name not in workload.user_blocks]
+
+
+def _sketches(workload) -> list[Sketch]:
+    """Every combination of the rules' variants, capped at MAX_SKETCHES."""
+    gpu = workload.target == "cuda"
+    sch = workload.base_schedule()
+    inlined = []
+    for name in _searched_blocks(workload, sch.func):
+        info = block_info(sch.func, name)
+        if info.elementwise and not info.writes_param:
+            try:
+                trial = sch.copy()
+                inline(trial, name)
+            except ScheduleError:
+                continue
+            sch = trial
+            inlined.append(("inline", name))
+    func = sch.func
+    blocks = _searched_blocks(workload, func)
+    consumers = {name: [c.name for c in sch.get_consumers(sch.get_block(name))]
+                 for name in blocks}
+    infos = {name: block_info(func, name) for name in blocks}
+    tiled = [name for name in blocks if infos[name].is_reduction and infos[name].has_reuse
+             and infos[name].simple_loops]
+    epilogues = {name: tuple(c for c in consumers[name] if c in blocks and c not in tiled
+                             and infos[c].elementwise) for name in tiled}
+    choices: list[list[tuple]] = []
+    for name in reversed(blocks):
+        info = infos[name]
+        if name in tiled:
+            fused = epilogues[name]
+            variants = [fused, ()] if fused else [()]
+            if gpu:
+                written = {r.buffer.name for r in
+                           find_block(func, name).block.writes}
+                staged = tuple(r.buffer.name for r in find_block(func, name).block.reads
+                               if r.buffer.name not in written)
+                choices.append([("tile_gpu", name, e, staged) for e in variants])
+            else:
+                choices.append([("tile_cpu", name, local, e)
+                                for local in (True, False) for e in variants])
+        elif any(name in fused for fused in epilogues.values()):
+            # fused into its producer's tile in the variants that say so, else on its own
+            choices.append([("maybe_" + ("threads" if gpu else "parallel"), name)])
+        elif gpu:
+            choices.append([("threads", name)])
+        elif not info.writes_param and len(consumers[name]) == 1 and \
+                consumers[name][0] in blocks:
+            choices.append([("place", name, consumers[name][0])])
+        else:
+            choices.append([("parallel", name)])
+    combos = itertools.islice(itertools.product(*choices), MAX_SKETCHES)
+    return [Sketch(tuple(inlined) + _resolve(combo)) for combo in combos]
+
+
+def _resolve(combo: tuple) -> tuple:
+    """Tiles first (each fuses its epilogues or not), then an epilogue its tile left alone
+    gets the plain rule, then the rest in order."""
+    fused = {e for step in combo if step[0] in ("tile_cpu", "tile_gpu")
+             for e in (step[3] if step[0] == "tile_cpu" else step[2])}
+    steps = [s for s in combo if s[0] in ("tile_cpu", "tile_gpu")]
+    for step in combo:
+        if step[0].startswith("maybe_"):
+            if step[1] not in fused:
+                steps.append((step[0].removeprefix("maybe_"), step[1]))
+        elif step not in steps:
+            steps.append(step)
+    return tuple(steps)
+
+
+def _valid(workload, sketches: list[Sketch], rng: random.Random) -> list[Sketch]:
+    """The sketches some random genome applies to."""
+    kept = []
+    for sketch in sketches:
+        for _ in range(VALIDATION_TRIES):
+            sch = workload.base_schedule()
+            try:
+                _apply(sketch, sch, Sampler(sch, None, rng), workload.target)
+            except (ScheduleError, SketchRefused):
+                continue
+            kept.append(sketch)
+            break
+    return kept

@@ -1,0 +1,82 @@
+"""Multi-level tiling for the CPU ("SSRSRS"), the rule for blocks with a reduction and data
+reuse (matmul, conv, batch matmul).
+
+Each spatial loop is split in four (S0..S3), each reduce loop in two (R0, R1), ordered
+S0 S1 R0 S2 R1 S3: S0 runs in parallel (fused), S3 is the register tile (its last loop
+vectorized, the others unrolled when the sampled unroll flag says so), and with `local` the
+accumulator tile lives in a "local" buffer written back once per S1 iteration, with the
+initialisation split off (decompose_reduction) so that it vectorizes too. Elementwise
+consumers (`epilogues`) are fused into the write-back.
+
+    before                          after (matmul, local=True)
+    for i, j, k:                    for i0_j0 (parallel):
+        C[i, j] += A[i, k]*B[k, j]      for i1, j1:
+                                            C_local[...] = 0          (init, vectorized)
+                                            for k0, i2, j2, k1, i3 (unrolled), j3 (vector):
+                                                C_local[...] += A[...] * B[...]
+                                            for ...: C[...] = C_local[...]
+"""
+
+from __future__ import annotations
+
+from sched.autoscheduler.space.analysis import BlockInfo
+from sched.autoscheduler.space.sampler import Sampler
+
+UNROLL_LIMIT = 16           # unroll register-tile loops up to this extent
+
+
+def vector_lanes() -> int:
+    from sched.c.isa import host_isa
+
+    return host_isa().lanes("float32")
+
+
+def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tuple[str, ...]):
+    block = sch.get_block(info.name)
+    loops = {loop.name: loop for loop in sch.get_loops(block)}
+    lanes = vector_lanes()
+    spatial = [[], [], [], []]
+    for position, name in enumerate(info.spatial):
+        innermost = 4 * lanes if position == len(info.spatial) - 1 else 16
+        factors = sampler.tile(loops[name], n=4, max_innermost_factor=innermost)
+        for level, part in enumerate(sch.split(loops[name], factors=factors)):
+            spatial[level].append((part, int(factors[level])))
+    reduce = [[], []]
+    for name in info.reduce:
+        factors = sampler.tile(loops[name], n=2, max_innermost_factor=64)
+        for level, part in enumerate(sch.split(loops[name], factors=factors)):
+            reduce[level].append((part, int(factors[level])))
+    order = spatial[0] + spatial[1] + reduce[0] + spatial[2] + reduce[1] + spatial[3]
+    sch.reorder(*[loop for loop, _ in order])
+    anchor = spatial[1][-1][0]
+    writer = block
+    if local:
+        writer = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(writer, anchor)
+    for name in epilogues:
+        sch.reverse_compute_inline(sch.get_block(name))
+    if local and reduce[0]:
+        init = sch.decompose_reduction(block, reduce[0][0][0])
+        _vectorize_last(sch, init)
+    if local:
+        _vectorize_last(sch, writer)
+    outer = [loop for loop, _ in spatial[0]]
+    sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    inner, inner_extent = spatial[3][-1]
+    if inner_extent > 1:
+        sch.vectorize(inner)
+    if sampler.choose([0, 1], [1, 2]):
+        for loop, extent in spatial[3][:-1] + reduce[1]:
+            if 1 < extent <= UNROLL_LIMIT:
+                sch.unroll(loop)
+
+
+def _vectorize_last(sch, block) -> None:
+    """Vectorize the innermost loop of a stage (init, write-back) when it is wider than 1."""
+    from sched.ir.nodes import IntImm
+    from sched.schedule.state import find_loop
+
+    last = sch.get_loops(block)[-1]
+    extent = find_loop(sch.func, last.name, "vectorize").extent
+    if isinstance(extent, IntImm) and extent.value > 1:
+        sch.vectorize(last)

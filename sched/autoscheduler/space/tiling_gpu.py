@@ -1,0 +1,131 @@
+"""Multi-level tiling for the GPU, the rule for blocks with a reduction and data reuse.
+
+Each spatial loop is split in four (S0 blocks, S1 threads, S2, S3 the register tile), each
+reduce loop in two (R0, R1), ordered S0 S1 R0 S2 R1 S3. The S0 loops are bound to
+blockIdx.x, .y, .z and the S1 loops to threadIdx.x, .y, .z (the innermost spatial axis on x,
+so neighbouring threads touch neighbouring elements; more than three axes: the outer ones
+fused). Every global input is staged in shared
+memory once per R0 iteration, fetched by all the block's threads together (a sampled number of
+vector lanes each); the accumulator tile is "local" (registers), initialised and written back
+by each thread, with elementwise consumers fused into the write-back.
+
+    before                      after (matmul)
+    for i, j, k:                for i0 (blockIdx.y), j0 (blockIdx.x):
+        C[i, j] += A*B              for i1 (threadIdx.y), j1 (threadIdx.x):
+                                        C_local = 0
+                                        for k0:
+                                            A_shared, B_shared = tiles (all threads)
+                                            for i2, j2, k1, i3, j3 (unrolled): C_local += ...
+                                        C[...] = C_local
+"""
+
+from __future__ import annotations
+
+import math
+
+from sched.autoscheduler.space.analysis import BlockInfo
+from sched.autoscheduler.space.sampler import Sampler, SketchRefused
+
+MAX_THREADS = 1024
+UNROLL_LIMIT = 16
+
+
+def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
+             staged: tuple[str, ...]) -> None:
+    """`staged`: the inputs (buffer names) to stage in shared memory."""
+    block = sch.get_block(info.name)
+    loops = {loop.name: loop for loop in sch.get_loops(block)}
+    spatial = [[], [], [], []]
+    for name in info.spatial:
+        factors = sampler.tile(loops[name], n=4, max_innermost_factor=8)
+        for level, part in enumerate(sch.split(loops[name], factors=factors)):
+            spatial[level].append((part, int(factors[level])))
+    reduce = [[], []]
+    for name in info.reduce:
+        factors = sampler.tile(loops[name], n=2, max_innermost_factor=32)
+        for level, part in enumerate(sch.split(loops[name], factors=factors)):
+            reduce[level].append((part, int(factors[level])))
+    thread_extents = _axis_extents([extent for _, extent in spatial[1]])
+    threads = math.prod(thread_extents)
+    if threads > MAX_THREADS:
+        raise SketchRefused(f"{threads} threads per block (at most {MAX_THREADS})")
+    order = spatial[0] + spatial[1] + reduce[0] + spatial[2] + reduce[1] + spatial[3]
+    sch.reorder(*[loop for loop, _ in order])
+    _bind_axes(sch, [loop for loop, _ in spatial[0]], "blockIdx")
+    thread = _bind_axes(sch, [loop for loop, _ in spatial[1]], "threadIdx")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, thread)
+    for name in epilogues:
+        sch.reverse_compute_inline(sch.get_block(name))
+    if reduce[0]:
+        anchor = reduce[0][-1][0]
+        for buffer in staged:
+            _stage(sch, sampler, block, _read_index(sch, info.name, buffer), anchor,
+                   thread_extents)
+        init = sch.decompose_reduction(block, reduce[0][0][0])
+        for loop in sch.get_loops(init)[-len(info.spatial):]:
+            _unroll_small(sch, loop)
+    for loop, extent in reduce[1] + spatial[2] + spatial[3]:
+        if 1 < extent <= UNROLL_LIMIT:
+            sch.unroll(loop)
+
+
+def _bind_axes(sch, loops, kind: str):
+    """Bind the loops to `kind`.x (the innermost), .y, and .z (the others fused): one loop per
+    axis keeps the indices affine (a fused loop's // and % make every later check slower).
+    Returns the innermost bound loop."""
+    if len(loops) > 3:
+        loops = [_fused(sch, loops[:-2])] + loops[-2:]
+    for loop, axis in zip(reversed(loops), "xyz"):
+        sch.bind(loop, f"{kind}.{axis}")
+    return loops[-1]
+
+
+def _fused(sch, loops):
+    return sch.fuse(*loops) if len(loops) > 1 else loops[0]
+
+
+def _read_index(sch, block: str, buffer: str) -> int:
+    from sched.schedule.state import find_block
+
+    reads = [r.buffer.name for r in find_block(sch.func, block).block.reads]
+    return reads.index(buffer)
+
+
+def _axis_extents(extents: list[int]) -> list[int]:
+    """The extents of the z, y, x thread axes (as _bind_axes binds them), outermost first."""
+    if len(extents) > 3:
+        return [math.prod(extents[:-2])] + extents[-2:]
+    return extents
+
+
+def _stage(sch, sampler: Sampler, block, index: int, anchor, threads: list[int]) -> None:
+    """Input `index` of `block` in shared memory at `anchor`, fetched by all the block's
+    threads (`threads`: extents of its z, y, x axes) with a sampled number of lanes each."""
+    cache = sch.cache_read(block, index, "shared")
+    sch.compute_at(cache, anchor)
+    own = sch.get_loops(cache)[len(sch.get_loops(block)) - _depth_below(sch, block, anchor):]
+    if not own:
+        return
+    fused = _fused(sch, own)
+    lanes = sampler.choose([1, 2, 4], [2, 1, 1])
+    parts = sch.split(fused, factors=[None, *threads] + ([lanes] if lanes > 1 else []))
+    if lanes > 1:
+        sch.vectorize(parts.pop())
+    for loop, axis in zip(reversed(parts[1:]), "xyz"):
+        sch.bind(loop, f"threadIdx.{axis}")
+
+
+def _depth_below(sch, block, anchor) -> int:
+    """How many of `block`'s loops are inside `anchor`."""
+    names = [loop.name for loop in sch.get_loops(block)]
+    return len(names) - names.index(anchor.name) - 1
+
+
+def _unroll_small(sch, loop) -> None:
+    from sched.ir.nodes import IntImm
+    from sched.schedule.state import find_loop
+
+    extent = find_loop(sch.func, loop.name, "unroll").extent
+    if isinstance(extent, IntImm) and 1 < extent.value <= UNROLL_LIMIT:
+        sch.unroll(loop)

@@ -1,0 +1,243 @@
+"""`sched.tune`: search schedules for the blocks a function leaves unscheduled, measuring the
+best predicted candidates of each round and recording every measurement in a database.
+
+    result = sched.tune(func, target="c", trials=256, db="tune.db")
+    result.schedule, result.trace, result.kernel, result.best_seconds, result.table()
+    kernel = sched.build(func, target="c", db="tune.db")        # the best record
+
+The loop, per round: the evolutionary search proposes candidates (children of the fastest
+measured ones, random samples; every step of each checked by legality; duplicates of anything
+measured before dropped); the cost model ranks them (the analytical memory-movement model
+until the learned one has trained on enough measurements); the top of the ranking plus a few
+random ones are built, checked against the unscheduled function and timed in isolated
+processes; each result goes to the DB at once (a killed run loses nothing, `resume=True` goes
+on from the DB). At the end the best record is re-timed in a fresh process.
+
+A candidate whose outputs differ from the unscheduled function's is a legality bug: it is
+recorded with error kind "wrong", listed in `result.wrong` and warned about.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+import math
+import time
+import warnings
+
+from sched.autoscheduler.database import Database, Record
+from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingOptions
+from sched.autoscheduler.search import EvolutionarySearch
+from sched.autoscheduler.space.sketch import SearchSpace
+from sched.autoscheduler.workload import Workload
+from sched.schedule.trace import Trace
+
+DEFAULT_ROUND = 16          # candidates measured per round
+
+
+@dataclasses.dataclass
+class TuneResult:
+    workload: Workload
+    trace: Trace | None                  # the best schedule's steps (user's and searched)
+    best_seconds: float                  # the best median the search measured
+    retimed_seconds: float               # the same candidate timed again in a fresh process
+    baseline_seconds: float | None       # the function with the user's steps only
+    trials: int                          # candidates measured in this run
+    errors: dict[str, int]               # per error kind, this run
+    wrong: list[Record]                  # candidates whose outputs differed (legality bugs)
+    curve: list[float]                   # the best time after each trial
+    correlations: dict[str, float]       # Spearman of each model with measured speed
+    stats: dict[str, float]              # replays, refused, duplicates, replays per second
+    sketches: list[str]
+
+    @functools.cached_property
+    def schedule(self):
+        """The best schedule, replayed (and so checked) on the function."""
+        if self.trace is None:
+            return None
+        return self.trace.apply(self.workload.func)
+
+    @functools.cached_property
+    def kernel(self):
+        import sched
+
+        return sched.build(self.schedule.func, target=self.workload.target,
+                           arch=self.workload.arch)
+
+    def table(self):
+        from sched.autoscheduler.progress import results_table
+
+        return results_table([{"workload": self.workload.name, "target": self.workload.target,
+                               "trials": self.trials, "errors": sum(self.errors.values()),
+                               "best_seconds": self.best_seconds,
+                               "flops": self.workload.flops(),
+                               "baseline_seconds": self.baseline_seconds}])
+
+
+def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
+         db=None, resume: bool | None = False, workers: int | None = None,
+         time_budget: float | None = None, seed: int | None = None,
+         runner: str | None = "local", address: str | None = None,
+         timing: TimingOptions | None = None, per_round: int | None = None,
+         progress: bool = True, console=None, plot: str | None = None) -> TuneResult:
+    """Tune `func` (a PrimFunc, or a Schedule whose steps are kept) for `target` ("c" or
+    "cuda", with `arch`): `trials` measurements (with `resume`, those already in `db` count),
+    or fewer when `time_budget` seconds run out or the space is exhausted. `db`: a SQLite
+    file (None: in memory). `runner`: "local" (a build pool of `workers` processes and an
+    isolated runner) or "ray" (`address` of a cluster; None starts a local one). `seed`
+    makes the search deterministic with one worker. `plot`: a PNG path for the tuning curve
+    (needs matplotlib; otherwise a sparkline is printed)."""
+    from sched.autoscheduler.cost import LearnedModel, MemoryMovementModel
+    from sched.autoscheduler.measure import make_measurer
+    from sched.autoscheduler.progress import TuneProgress, tuning_curve
+    from sched.build import _parse_target
+
+    target, arch = _parse_target(target, arch)
+    workload = Workload.of(func, target, arch)
+    timing = timing or TimingOptions()
+    database = Database(db if db is not None else ":memory:")
+    space = SearchSpace(workload, seed=seed or 0)
+    if not space.sketches:
+        raise ValueError(f"tune: no schedule sketch applies to {workload.name!r} on "
+                         f"{target}: schedule its blocks by hand (see tutorial 08)")
+    search = EvolutionarySearch(space, seed=seed)
+    previous = database.records(workload)
+    search.remember(r.func_hash for r in previous)
+    search.seed_genomes(_genomes(previous, space))
+    analytical = MemoryMovementModel(target)
+    learned = LearnedModel(seed=seed or 0)
+    _pretrain(learned, workload, previous)
+    done = len(previous) if resume else 0
+    per_round = per_round or DEFAULT_ROUND
+    errors: collections.Counter = collections.Counter()
+    wrong: list[Record] = []
+    scored: dict[str, list] = {"memory_movement": [], "learned": []}
+    best = min((r.median for r in previous if r.ok), default=math.inf)
+    curve: list[float] = []
+    measured = 0
+    start = time.monotonic()
+    with make_measurer(runner or "local", workers=workers, address=address,
+                       timing=timing) as measurer, \
+            TuneProgress(workload.name, trials, workload.flops(), enabled=progress,
+                         console=console, time_budget=time_budget) as bar:
+        baseline = _baseline(workload, measurer)
+        while done < trials and (time_budget is None or
+                                 time.monotonic() - start < time_budget):
+            model = learned if learned.trained else analytical
+            batch = search.propose(min(per_round, trials - done), model=model,
+                                   workload=workload)
+            if not batch:
+                break
+            funcs = [s.schedule.func for s in batch]
+            a_scores = analytical.predict(workload, funcs)
+            l_scores = learned.predict(workload, funcs) if learned.trained else None
+            results = measurer.measure(workload, [
+                Candidate(s.schedule.trace.to_json(), s.schedule.func.script())
+                for s in batch])
+            for sample, result, a, i in zip(batch, results, a_scores, range(len(batch))):
+                record = _record(workload, sample, result, space)
+                database.add(workload, record)
+                if result.ok:
+                    scored["memory_movement"].append((a, -math.log(result.median)))
+                    if l_scores is not None:
+                        scored["learned"].append((l_scores[i], -math.log(result.median)))
+                    best = min(best, result.median)
+                else:
+                    errors[result.error_kind] += 1
+                    if result.error_kind == "wrong":
+                        wrong.append(record)
+                        warnings.warn(f"tune: a candidate of {workload.name!r} computed a "
+                                      f"different result than the unscheduled function (a "
+                                      f"legality bug; please report it with its trace):\n"
+                                      f"{sample.schedule.trace}\n{result.error}", stacklevel=2)
+                curve.append(best)
+            search.tell(batch, [r.median if r.ok else math.inf for r in results])
+            learned.update(workload, funcs, results)
+            measured += len(batch)
+            done += len(batch)
+            bar.update(done, best if math.isfinite(best) else None, sum(errors.values()))
+        top = database.best(workload)
+        retimed = math.inf
+        trace = None
+        if top:
+            trace = Trace.from_json(top[0].trace_json)
+            from sched.autoscheduler.measure import retime
+
+            script = trace.apply(workload.func).func.script()
+            again = retime(workload, Candidate(top[0].trace_json, script), timing)
+            retimed = again.median
+    if plot is not None or curve:
+        text = tuning_curve(curve, plot)
+        if progress and console is not None:
+            console.print(f"tuning curve: {text}")
+    elapsed = search.stats.replay_seconds
+    from sched.autoscheduler.cost import spearman
+
+    correlations = {name: spearman([p for p, _ in pairs], [m for _, m in pairs])
+                    for name, pairs in scored.items() if len(pairs) >= 3}
+    stats = {"proposed": search.stats.proposed, "refused": search.stats.refused,
+             "duplicates": search.stats.duplicates,
+             "replays_per_second": search.stats.proposed / elapsed if elapsed else 0.0,
+             "seconds": time.monotonic() - start}
+    database.close()
+    return TuneResult(workload, trace, top[0].median if top else math.inf, retimed, baseline,
+                      measured, dict(errors), wrong, curve, correlations, stats,
+                      [s.name for s in space.sketches])
+
+
+def _baseline(workload: Workload, measurer) -> float | None:
+    """The time of the function with only the user's steps (C target; a GPU function needs
+    bindings first)."""
+    if workload.target != "c":
+        return None
+    base = workload.base_schedule()
+    result, = measurer.measure(workload, [Candidate(base.trace.to_json(), base.func.script())])
+    return result.median if result.ok else None
+
+
+def _record(workload: Workload, sample, result: MeasureResult, space: SearchSpace) -> Record:
+    decisions = json.dumps({"sketch": space.sketches[sample.sketch].name,
+                            "genome": _plain(sample.genome), "kinds": list(sample.kinds)})
+    return Record(trace_json=sample.schedule.trace.to_json(), func_hash=sample.hash,
+                  seconds=tuple(result.seconds), error_kind=result.error_kind,
+                  error=result.error, decisions=decisions, target=workload.target,
+                  arch=workload.arch)
+
+
+def _plain(value):
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _genomes(records: list[Record], space: SearchSpace):
+    """(median, sketch index, genome, kinds) of the DB's records of this space's sketches."""
+    names = {s.name: i for i, s in enumerate(space.sketches)}
+    found = []
+    for record in records:
+        try:
+            decisions = json.loads(record.decisions)
+        except ValueError:
+            continue
+        if not isinstance(decisions, dict) or decisions.get("sketch") not in names:
+            continue
+        genome = tuple(tuple(d) if isinstance(d, list) else d for d in decisions["genome"])
+        found.append((record.median if record.ok else math.inf, names[decisions["sketch"]],
+                      genome, tuple(decisions["kinds"])))
+    return found
+
+
+def _pretrain(learned, workload: Workload, records: list[Record]) -> None:
+    """Train the learned model on the DB's records of this workload (replayed)."""
+    pairs = []
+    for record in records[-256:]:
+        try:
+            func = Trace.from_json(record.trace_json).apply(workload.func).func
+        except Exception:       # a record of an older sched that no longer replays
+            continue
+        pairs.append((func, MeasureResult(seconds=record.seconds,
+                                          error_kind=record.error_kind)))
+    if pairs:
+        learned.pretrain(workload, pairs)
