@@ -22,7 +22,7 @@ from sched.autoscheduler.cost import (
     features,
     spearman,
 )
-from sched.autoscheduler.cost.memory_movement import by_buffer, union_box
+from sched.autoscheduler.cost.levels import by_buffer, union_box
 from sched.autoscheduler.cost.nests import interval, loop_nests
 from sched.autoscheduler.cost.rank import ranks
 from sched.autoscheduler.measure.common import MeasureResult
@@ -190,7 +190,7 @@ def test_a_failing_analysis_gives_a_conservative_estimate(monkeypatch):
     func = matmul(64)
     model = MemoryMovementModel("c", CPU)
     good = model.estimate(Workload.of(func), hand_schedules.cpu_matmul(64, 64, 64).func)
-    monkeypatch.setattr(memory_movement, "_cpu_nest", broken)
+    monkeypatch.setattr(memory_movement, "estimate_cpu_nest", broken)
     parts = model.estimate(Workload.of(func), func)
     assert parts["nests"][0]["conservative"] and "not understood" in parts["nests"][0]["note"]
     assert parts["seconds"] > good["seconds"]

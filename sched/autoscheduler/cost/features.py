@@ -21,7 +21,8 @@ import math
 
 import numpy as np
 
-from sched.autoscheduler.cost.memory_movement import MemoryMovementModel, element_bytes
+from sched.autoscheduler.cost.levels import element_bytes
+from sched.autoscheduler.cost.memory_movement import MemoryMovementModel
 from sched.autoscheduler.cost.nests import LoopNest, loop_nests
 
 _KINDS = ("serial", "parallel", "vectorized", "unrolled", "blockIdx", "threadIdx")
