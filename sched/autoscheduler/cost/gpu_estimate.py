@@ -34,6 +34,12 @@ def loops_of_others(nests: list[LoopNest], nest: LoopNest) -> frozenset:
     return frozenset(lp.var for lp in nest.loops) & others
 
 
+def kernel_of(nest: LoopNest):
+    """What identifies the kernel a nest runs in: its outermost blockIdx loop's variable (a
+    nest with none is a kernel of its own)."""
+    return next((lp.var for lp in nest.loops if _is_block(lp)), nest)
+
+
 def _is_thread(loop) -> bool:
     return loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("threadIdx")
 
@@ -42,7 +48,10 @@ def _is_block(loop) -> bool:
     return loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("blockIdx")
 
 
-def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: set) -> dict:
+def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: frozenset) -> dict:
+    """Seconds and bytes of one block's nest (the kernel launch is counted by the caller);
+    `shared_with_others`: its loop variables other blocks are under (its own loops outside
+    them are a stage's tile, which is what a shared buffer holds)."""
     loops = nest.loops
     blocks = math.prod(lp.extent for lp in loops if _is_block(lp))
     extents: dict[str, int] = {}          # one thread index per tag, however often bound
@@ -109,7 +118,7 @@ def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: set) -> di
     parts = [compute, global_bytes / (m.l2_bytes_per_s * max(busy, 1 / m.cores)),
              dram / m.dram_bytes_per_s,
              shared_cycles / (m.cores * busy * m.clock_hz)]
-    seconds = combine(parts) + overhead_s + m.launch_seconds
+    seconds = combine(parts) + overhead_s
     return {"name": nest.name, "seconds": seconds, "flops": flops,
             "bytes": {"global": global_bytes, "dram": dram, "shared": shared_traffic},
             "blocks": blocks, "threads": threads, "blocks_per_sm": blocks_per_sm,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from sched.autoscheduler.cost.cpu_estimate import estimate_cpu_nest
-from sched.autoscheduler.cost.gpu_estimate import estimate_gpu_nest, loops_of_others
+from sched.autoscheduler.cost.gpu_estimate import estimate_gpu_nest, kernel_of, loops_of_others
 from sched.autoscheduler.cost.levels import element_bytes
 from sched.autoscheduler.cost.machine import Machine
 from sched.autoscheduler.cost.nests import LoopNest, loop_nests
@@ -54,6 +54,8 @@ class MemoryMovementModel:
             total["flops"] += part["flops"]
             for level, value in part["bytes"].items():
                 total["bytes"][level] = total["bytes"].get(level, 0.0) + value
+        if self.machine.is_gpu:
+            total["seconds"] += self.machine.launch_seconds * len({kernel_of(n) for n in nests})
         total["seconds"] = max(total["seconds"], 1e-9)
         return total
 
