@@ -87,6 +87,7 @@ class LearnedModel:
         xgb = _xgboost()
         data = xgb.DMatrix(np.stack(self._features), label=targets)
         params = {"max_depth": 6, "eta": 0.2, "subsample": 0.9, "min_child_weight": 1,
+                  "tree_method": "hist", "max_bin": 64,
                   "objective": "reg:squarederror", "seed": self.seed, "nthread": 1,
                   "verbosity": 0}
         self._booster = xgb.train(params, data, num_boost_round=self.rounds)
