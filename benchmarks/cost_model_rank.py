@@ -1,8 +1,10 @@
 """How well the cost models rank real C-target times: random schedules of a fp32 matmul (split
 factors, loop order, parallel outer loop, vectorized or unrolled inner loops), each built and
 timed, against the memory-movement model's scores (Spearman rank correlation), and the learned
-model's, cross-validated (trained on the other folds). Also the time each model's `predict`
-takes per candidate on a 256^3 matmul (CPU and GPU schedules).
+model's, cross-validated (trained on the other folds); then the register tiles of
+hand_schedules.cpu_matmul at 512^3 (the family a tuner explores most) against the analytical
+model. Also the time each model's `predict` takes per candidate on a 256^3 matmul (CPU and GPU
+schedules).
 
     python benchmarks/cost_model_rank.py [count] [size] [seed]
     # writes benchmarks/results/<cpu>/cost_model_rank.json
@@ -157,13 +159,37 @@ def main(count: int = 20, n: int = 256, seed: int = 0, rescore: bool = False) ->
                                                         gpu_workload, gpu_funcs),
     }
     print({k: f"{v * 1e3:.2f} ms" for k, v in predict.items()})
+    tiles = register_tiles(analytical, None if previous is None else previous.get("tiles"))
     rows = [{"steps": steps, "measured_s": s, "estimated_s": e}
             for (_, steps), s, e in zip(candidates, seconds, estimates)]
     path = write_results(_name(seed), cpu_name(), {
         "size": n, "seed": seed, "candidates": len(funcs), "spearman_memory_movement": rho,
         "spearman_learned_cross_validated": learned_rho, "predict_seconds_per_candidate":
-        predict, "machine": repr(analytical.machine), "rows": rows})
+        predict, "machine": repr(analytical.machine), "tiles": tiles, "rows": rows})
     print(f"wrote {path}")
+
+
+def register_tiles(model, previous: dict | None, n: int = 512) -> dict:
+    """The family the tuner explores most: hand_schedules.cpu_matmul's register tile (rows x
+    columns of C kept in registers), 16 sizes at n^3, timed (or the times of `previous`)."""
+    from sched import hand_schedules
+    from sched.autoscheduler.cost import spearman
+    from sched.autoscheduler.workload import Workload
+
+    n = previous["size"] if previous else n
+    old = {(r["row_tile"], r["col_tile"]): r["measured_s"] for r in previous["rows"]} \
+        if previous else {}
+    rows = []
+    for row_tile in (1, 2, 4, 8):
+        for col_tile in (8, 16, 32, 64):
+            sch = hand_schedules.cpu_matmul(n, n, n, row_tile=row_tile, col_tile=col_tile)
+            measured = old.get((row_tile, col_tile)) or time_kernel(sch.func, n)
+            estimated = model.estimate(Workload.of(sch.original_func), sch.func)["seconds"]
+            rows.append({"row_tile": row_tile, "col_tile": col_tile, "measured_s": measured,
+                         "estimated_s": estimated})
+    rho = spearman([-r["estimated_s"] for r in rows], [-r["measured_s"] for r in rows])
+    print(f"Spearman over cpu_matmul's register tiles at {n}^3: {rho:.3f}")
+    return {"size": n, "spearman_memory_movement": rho, "rows": rows}
 
 
 def _name(seed: int) -> str:

@@ -20,6 +20,7 @@ from sched.autoscheduler.cost.levels import (
     fill_bytes,
     independent_chains,
     loads_issued,
+    register_level,
 )
 from sched.autoscheduler.cost.machine import Machine
 from sched.autoscheduler.cost.nests import LoopNest
@@ -36,16 +37,19 @@ def estimate_cpu_nest(nest: LoopNest, m: Machine) -> dict:
     parallel = math.prod(lp.extent for lp in nest.loops if lp.kind == "parallel")
     speedup = parallel / math.ceil(parallel / m.cores) if parallel > 1 else 1.0
     lanes, contiguous = _lanes(nest, lanes_max)
+    register_bytes = m.registers * m.vector_bytes
 
     flops = float(nest.iterations * nest.operations)
     compute = flops / (2.0 * m.fma_units * lanes)
     latency = 0.0
     if nest.reduce_depth is not None and nest.operations:
         chains = max(1.0, independent_chains(nest) / lanes)
-        step = m.fma_latency + (0 if _accumulates_in_registers(nest) else m.store_forward)
+        in_registers = _accumulates_in_registers(nest, groups, register_bytes)
+        step = m.fma_latency + (0 if in_registers else m.store_forward)
         latency = nest.iterations / lanes * step / min(chains, step * m.fma_units)
-    loaded = loads_issued(nest, groups, positions, m.registers * m.vector_bytes * 0.75)
-    load_cycles = loaded / (lanes if contiguous else 1) / m.loads_per_cycle
+    loaded, stored = loads_issued(nest, groups, positions, register_bytes)
+    width = lanes if contiguous else 1
+    load_cycles = loaded / width / m.loads_per_cycle + stored / width / m.stores_per_cycle
     l1 = fill_bytes(nest, groups, positions, m.l1_bytes, m.line_bytes, m.ways)
     l2 = fill_bytes(nest, groups, positions, m.l2_bytes, m.line_bytes, m.ways)
     llc = fill_bytes(nest, groups, positions, m.llc_bytes * 0.75, m.line_bytes)
@@ -67,13 +71,15 @@ def estimate_cpu_nest(nest: LoopNest, m: Machine) -> dict:
                        "overhead": overhead}}
 
 
-def _accumulates_in_registers(nest: LoopNest) -> bool:
+def _accumulates_in_registers(nest: LoopNest, groups, register_bytes: float) -> bool:
     """Whether a reduction's accumulators can stay in registers: a "local" buffer (cache_write)
-    indexed by unrolled or vectorized loops only inside the reduction loop."""
+    indexed by unrolled or vectorized loops only inside the reduction loop, whose tile there
+    fits the register file."""
     written = [a for a in nest.accesses if a.is_write]
-    inside = nest.loops[nest.reduce_depth + 1:]
+    inside = list(range(nest.reduce_depth + 1, len(nest.loops)))
     return bool(written) and all(a.buffer.scope == "local" for a in written) \
-        and all(lp.kind in ("unrolled", "vectorized") for lp in inside)
+        and all(nest.loops[p].kind in ("unrolled", "vectorized") for p in inside) \
+        and register_level(nest, groups, inside, register_bytes) == 0
 
 
 def _lanes(nest: LoopNest, lanes_max: int) -> tuple[float, bool]:

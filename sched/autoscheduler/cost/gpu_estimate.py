@@ -97,7 +97,7 @@ def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: frozenset)
         scope = accesses[0].buffer.scope
         if scope == "local":
             continue
-        per_thread = loads_issued(nest, {storage: accesses}, own, m.registers * 4 * 0.75)
+        per_thread = sum(loads_issued(nest, {storage: accesses}, own, m.registers * 4 * 0.75))
         vector = _thread_vector(nest, accesses, own)
         instructions = per_thread / vector * warps_per_block * blocks
         element = element_bytes(accesses[0])

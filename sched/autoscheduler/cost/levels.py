@@ -133,22 +133,33 @@ def register_tile(nest: LoopNest, positions: list[int]) -> int:
     return start
 
 
-def loads_issued(nest: LoopNest, groups, positions: list[int], register_bytes: float) -> float:
-    """Elements loaded into registers: the register tile keeps what fits (the level of the
-    tile or inside it), the loop just outside it reuses what does not move (an accumulator
-    over a reduction loop stays in a register)."""
-    start = register_tile(nest, positions)
+def register_level(nest: LoopNest, groups, positions: list[int], register_bytes: float) -> int:
+    """Index in `positions` of the outermost level of the register tile whose footprint fits
+    `register_bytes` (len(positions): not even one iteration's)."""
     fits = len(positions)
-    for level in range(len(positions), start - 1, -1):
-        elements = sum(math.prod(union_box(nest, accesses, positions[level:]))
-                       * element_bytes(accesses[0]) for accesses in groups.values())
-        if elements > register_bytes:
+    for level in range(len(positions), register_tile(nest, positions) - 1, -1):
+        size = sum(math.prod(union_box(nest, accesses, positions[level:]))
+                   * element_bytes(accesses[0]) for accesses in groups.values())
+        if size > register_bytes:
             break
         fits = level
-    outer = max(0, fits - 1)
+    return fits
+
+
+def loads_issued(nest: LoopNest, groups, positions: list[int],
+                 register_bytes: float) -> tuple[float, float]:
+    """(elements loaded into registers, elements stored from them): the register tile keeps
+    what fits (the level of the tile or inside it), the loop just outside it reuses what
+    does not move (an accumulator over a reduction loop stays in a register); a written
+    buffer is loaded and stored."""
+    outer = max(0, register_level(nest, groups, positions, register_bytes) - 1)
     trips = math.prod(nest.loops[p].extent for p in positions[:outer])
-    return float(trips * sum(math.prod(union_box(nest, accesses, positions[outer:]))
-                             for accesses in groups.values()))
+    loads = stores = 0.0
+    for accesses in groups.values():
+        moved = trips * math.prod(union_box(nest, accesses, positions[outer:]))
+        loads += moved
+        stores += moved if any(a.is_write for a in accesses) else 0.0
+    return loads, stores
 
 
 def independent_chains(nest: LoopNest) -> int:

@@ -26,6 +26,7 @@ class Machine:
     fma_latency: int = 4              # cycles before an FMA's result can be used
     store_forward: int = 6            # extra cycles when an accumulator goes through memory
     loads_per_cycle: int = 2          # vector loads per cycle per core
+    stores_per_cycle: int = 1         # vector stores per cycle per core
     registers: int = 16               # vector registers (CPU) or 32-bit registers per thread
     line_bytes: int = 64              # cache line (CPU) or sector (GPU: 32)
     l1_bytes: int = 32 << 10          # per core (GPU: unused; shared memory below)
