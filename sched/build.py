@@ -12,7 +12,7 @@ CHECK_BOUNDS = ("static", "strict", "off")
 
 def build(func, target: str = "c", *, arch: str | None = None,
           compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static",
-          thread_order: str | None = None, fast_math: bool = False):
+          thread_order: str | None = None, fast_math: bool = False, db=None):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
@@ -39,15 +39,24 @@ def build(func, target: str = "c", *, arch: str | None = None,
     too; the hardware rsqrt estimate with one Newton step; x / s for a lane-invariant s as
     x * (1 / s)), with no compiler flag changed; the error of each function, exact and fast,
     is stated in `sched.c.vector_math`. On CUDA: NVRTC's `--use_fast_math`.
+
+    `db` (a tuning database, see `sched.tune`): the best record of this function (and, for a
+    Schedule, its steps) on this target is applied first. Without one, a CUDA function with
+    no thread bindings gets the default schedule the cost model picks
+    (`sched.autoscheduler.default`), with a note saying so.
     """
     from sched.schedule import Schedule
 
+    target, arch = _parse_target(target, arch)
+    if db is not None:
+        func = _best_recorded(func, target, arch, db)
     trace = None
     if isinstance(func, Schedule):
         func, trace = func.func, func.trace
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
-    target, arch = _parse_target(target, arch)
+    if target == "cuda" and not _has_thread_bindings(func):
+        func, trace = _default_cuda(func, arch)
     if target not in TARGETS:
         raise ValueError(f"build: unknown target {target!r}: expected one of "
                          f"{', '.join(repr(t) for t in TARGETS)}")
@@ -70,6 +79,42 @@ def build(func, target: str = "c", *, arch: str | None = None,
         elif getattr(kernel, "_binder", None) is not None:
             kernel._binder.entry_check = None
     return kernel
+
+
+def _best_recorded(func, target: str, arch: str | None, db):
+    """The schedule of the best record of `func` in `db` (replayed, so checked), else
+    `func` as given."""
+    from sched.autoscheduler.database import Database
+    from sched.autoscheduler.workload import Workload
+    from sched.schedule import Schedule, Trace
+
+    with Database(db) as database:
+        record = database.best_for(func, target, arch)
+    if record is None:
+        return func
+    original = Workload.of(func, target, arch).func
+    return Trace.from_json(record.trace_json).apply(original) if isinstance(
+        func, Schedule | PrimFunc) else func
+
+
+def _has_thread_bindings(func: PrimFunc) -> bool:
+    from sched.ir.functor import collect
+    from sched.ir.nodes import For
+
+    return any(loop.kind == "thread_binding" for loop in collect(func.body, For))
+
+
+def _default_cuda(func: PrimFunc, arch: str | None):
+    import warnings
+
+    from sched.autoscheduler.default import default_schedule
+
+    sch = default_schedule(func, "cuda", arch)
+    warnings.warn(f"build: {func.name!r} has no thread bindings and no tuning record: "
+                  f"applied the default schedule the cost model picked (sched.tune finds "
+                  f"faster ones; sched.autoscheduler.default.default_schedule(func).trace "
+                  f"shows its steps)", stacklevel=3)
+    return sch.func, sch.trace
 
 
 def _check_bounds(func: PrimFunc, check_bounds: str) -> None:

@@ -23,6 +23,8 @@ from sched.autoscheduler.space.sampler import SketchRefused
 from sched.autoscheduler.space.sketch import Sample, SearchSpace, func_hash
 from sched.errors import ScheduleError
 
+POOL_PER_MEASURED = 2       # candidates replayed and ranked per candidate measured
+
 
 @dataclasses.dataclass
 class SearchStats:
@@ -42,6 +44,7 @@ class EvolutionarySearch:
         self.population_size = population
         self.epsilon, self.mutation, self.random_share = epsilon, mutation, random_share
         self.seen: set[str] = set()
+        self.tried: set[tuple] = set()      # (sketch, genome) applied: the same schedule
         # measured: (median seconds, sketch, genome, kinds)
         self.measured: list[tuple[float, int, tuple, tuple]] = []
         self.stats = SearchStats()
@@ -65,7 +68,7 @@ class EvolutionarySearch:
         start = time.perf_counter()
         pool: list[Sample] = []
         attempts = 0
-        target = max(count * 4, self.population_size) if model is not None else count
+        target = count * POOL_PER_MEASURED if model is not None else count
         while len(pool) < target and attempts < target * 4:
             attempts += 1
             sample = self._child()
@@ -117,6 +120,11 @@ class EvolutionarySearch:
         return self.rng.choices(parents, weights=weights)[0]
 
     def _apply(self, sketch: int, genome: tuple | None) -> Sample | None:
+        if genome is not None:
+            if (sketch, genome) in self.tried:
+                self.stats.duplicates += 1
+                return None
+            self.tried.add((sketch, genome))
         self.stats.proposed += 1
         try:
             return self.space.sample(sketch, genome, self.rng)

@@ -55,13 +55,13 @@ def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tup
         sch.reverse_compute_at(writer, anchor)
     for name in epilogues:
         sch.reverse_compute_inline(sch.get_block(name))
-    if local and reduce[0]:
-        init = sch.decompose_reduction(block, reduce[0][0][0])
-        _vectorize_last(sch, init)
-    if local:
-        _vectorize_last(sch, writer)
+    init = sch.decompose_reduction(block, reduce[0][0][0]) if local and reduce[0] else None
+    # loop kinds last: a step after a parallel or vector loop re-checks it
     outer = [loop for loop, _ in spatial[0]]
     sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    for stage in (init, writer if local else None):
+        if stage is not None:
+            _vectorize_last(sch, stage)
     inner, inner_extent = spatial[3][-1]
     if inner_extent > 1:
         sch.vectorize(inner)
