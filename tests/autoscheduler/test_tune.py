@@ -1,0 +1,201 @@
+"""sched.tune end to end on the C target: records, resume (also after kill -9), the user's
+steps kept, a wrong candidate caught, build(db=), determinism, the command line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.autoscheduler import tune as tune_module
+from sched.autoscheduler.database import Database
+from sched.autoscheduler.measure.common import TimingOptions
+from sched.autoscheduler.tune import tune
+from sched.autoscheduler.workload import Workload
+
+FAST = TimingOptions(repeat=2, min_repeat_ms=1.0, timeout=20.0)
+
+
+def _matmul(n=16):
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    return te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+
+
+def _two_blocks():
+    """B = A * 2 (elementwise output), C = A @ A (matmul output)."""
+    A = te.placeholder((16, 16), name="A")
+    B = te.compute((16, 16), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.ops.matmul(A, A)
+    return te.create_prim_func([A, B, C], name="two")
+
+
+def _check_matmul(kernel, n=16):
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    c = np.zeros((n, n), np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_records_every_trial_and_returns_a_correct_kernel(tmp_path):
+    db = tmp_path / "tune.db"
+    result = tune(_matmul(), "c", trials=6, db=db, seed=0, per_round=3, workers=1,
+                  timing=FAST, progress=False)
+    assert result.trials == 6 and np.isfinite(result.best_seconds)
+    assert np.isfinite(result.retimed_seconds) and result.baseline_seconds > 0
+    assert len(result.curve) == 6 and result.curve == sorted(result.curve, reverse=True)
+    assert "sample_perfect_tile" in str(result.trace)
+    _check_matmul(result.kernel)
+    with Database(db) as database:
+        records = database.records(Workload.of(_matmul()))
+    assert len(records) == 6
+    assert len({r.func_hash for r in records}) == 6              # nothing measured twice
+    assert all(json.loads(r.decisions)["sketch"] in result.sketches for r in records)
+    # build(db=) applies the best record
+    kernel = sched.build(_matmul(), target="c", db=db)
+    assert kernel.func.script() == result.schedule.func.script()
+    _check_matmul(kernel)
+
+
+def test_resume_counts_the_records_already_there_and_measures_nothing_twice(tmp_path):
+    db = tmp_path / "tune.db"
+    tune(_matmul(), "c", trials=3, db=db, seed=0, per_round=3, workers=1, timing=FAST,
+         progress=False)
+    again = tune(_matmul(), "c", trials=5, db=db, seed=1, per_round=3, workers=1,
+                 timing=FAST, progress=False, resume=True)
+    assert again.trials == 2
+    with Database(db) as database:
+        records = database.records(Workload.of(_matmul()))
+    assert len(records) == 5 and len({r.func_hash for r in records}) == 5
+
+
+def test_a_run_killed_with_sigkill_resumes_from_the_db(tmp_path):
+    db = tmp_path / "tune.db"
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        from sched import compute as te
+        from sched.autoscheduler.measure.common import TimingOptions
+        from sched.autoscheduler.tune import tune
+        if __name__ == "__main__":
+            A = te.placeholder((16, 16), name="A")
+            B = te.placeholder((16, 16), name="B")
+            func = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+            tune(func, "c", trials=200, db={str(db)!r}, seed=0, per_round=2, workers=1,
+                 timing=TimingOptions(repeat=2, min_repeat_ms=1.0), progress=False)
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    workload = Workload.of(_matmul())
+    deadline = time.time() + 240
+    count = 0
+    while time.time() < deadline and count < 4:
+        time.sleep(1.0)
+        if db.exists():
+            with Database(db) as database:
+                count = len(database.records(workload))
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert count >= 4
+    with Database(db) as database:
+        before = database.records(workload)
+    assert len(before) >= count
+    result = tune(_matmul(), "c", trials=len(before) + 2, db=db, seed=0, per_round=2,
+                  workers=1, timing=FAST, progress=False, resume=True)
+    assert result.trials == 2
+    with Database(db) as database:
+        after = database.records(workload)
+    assert after[:len(before)] == before and len(after) == len(before) + 2
+
+
+def test_the_users_steps_are_kept_and_only_other_blocks_are_searched():
+    sch = sched.Schedule(_two_blocks())
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i)
+    sch.vectorize(sch.split(j, [None, 4])[1])
+    user = str(sch.trace)
+    result = tune(sch, "c", trials=3, seed=0, per_round=3, workers=1, timing=FAST,
+                  progress=False)
+    assert str(result.trace).startswith(user + "\n")
+    assert all("tile_cpu(C" in name for name in result.sketches)
+    assert all("(B)" not in name for name in result.sketches)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    b, c = np.zeros_like(a), np.zeros_like(a)
+    result.kernel(a, b, c)
+    np.testing.assert_allclose(b, a * 2)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
+
+
+def test_a_wrong_candidate_is_caught_recorded_and_warned_about(monkeypatch):
+    """A legality bug, simulated: the first candidate's script is changed to compute
+    something else before it is measured."""
+    real = tune_module.Candidate
+    calls = []
+
+    def corrupt(trace_json, script):
+        calls.append(script)
+        if len(calls) == 2:           # the first searched candidate (after the baseline)
+            script = script.replace("A[v_i, v_k] * B[v_k, v_j]", "A[v_i, v_k] * B[v_k, v_j] * "
+                                    "T.float32(2.0)")
+            assert "T.float32(2.0)" in script
+        return real(trace_json, script)
+
+    monkeypatch.setattr(tune_module, "Candidate", corrupt)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = tune(_matmul(), "c", trials=3, seed=0, per_round=3, workers=1, timing=FAST,
+                      progress=False)
+    assert result.errors.get("wrong") == 1 and len(result.wrong) == 1
+    assert "differ" in result.wrong[0].error or "largest" in result.wrong[0].error
+    assert any("legality bug" in str(w.message) for w in caught)
+    _check_matmul(result.kernel)         # the best is one of the right ones
+
+
+def test_same_seed_same_first_round(tmp_path):
+    """With one worker the search is deterministic given its measurements: the first round
+    (which no measurement has influenced yet) is the same candidates in the same order."""
+    traces = []
+    for run in range(2):
+        db = tmp_path / f"{run}.db"
+        tune(_matmul(), "c", trials=3, seed=7, per_round=3, workers=1, timing=FAST,
+             progress=False, db=db)
+        with Database(db) as database:
+            traces.append([r.trace_json for r in database.records(Workload.of(_matmul()))])
+    assert len(traces[0]) == 3 and traces[0] == traces[1]
+
+
+def test_build_for_cuda_without_bindings_applies_a_default_schedule_that_is_correct():
+    with pytest.warns(UserWarning, match="no thread bindings and no tuning record"):
+        kernel = sched.build(_matmul(32), target="cuda", arch="sm_90")
+    assert "blockIdx" in kernel.source and "threadIdx" in kernel.source
+    # the same schedule's numbers, on the C target
+    from sched.autoscheduler.default import default_schedule
+
+    sch = default_schedule(_matmul(32), "cuda", "sm_90")
+    _check_matmul(sched.build(sch.func, target="c"), n=32)
+
+
+def test_the_command_line_tunes_a_file(tmp_path):
+    source = tmp_path / "kernels.py"
+    source.write_text(textwrap.dedent("""
+        from sched import compute as te
+        A = te.placeholder((16, 16), name="A")
+        B = te.placeholder((16, 16), name="B")
+        matmul = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+    """))
+    db = tmp_path / "tune.db"
+    done = subprocess.run([sys.executable, "-m", "sched", "tune", f"{source}:matmul",
+                           "--trials", "2", "--db", str(db), "--seed", "0", "--workers", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "sample_perfect_tile" in done.stdout
+    with Database(db) as database:
+        assert database.workloads()[0]["records"] == 2
