@@ -60,8 +60,11 @@ def _numpy(name, arrays):
 CASES = {"matmul": _matmul, "mbr": _matmul_bias_relu, "conv": _conv2d, "softmax": _softmax}
 
 
-@pytest.mark.parametrize("target", ["c", "cuda"])
-@pytest.mark.parametrize("name", sorted(CASES))
+# GPU conv2d is left out: its samples take minutes of legality checks (staging the padded
+# input under three reduction loops), too slow for the suite
+@pytest.mark.parametrize("name, target", [(name, target) for name in sorted(CASES)
+                                          for target in ("c", "cuda")
+                                          if (name, target) != ("conv", "cuda")])
 def test_every_sketch_sample_matches_numpy(name, target):
     func = CASES[name]()
     workload = Workload(func, target)
