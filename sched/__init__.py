@@ -5,6 +5,7 @@
     func = te.create_prim_func([...])
     sch = sched.Schedule(func)            # split, reorder, compute_at, ... each step checked
     kernel = sched.build(sch.func, target="c")
+    result = sched.tune(func, target="c", trials=64, db="tune.db")   # the autoscheduler
 
 `import sched` never touches CUDA (nor torch): those load when first used.
 """
@@ -16,6 +17,14 @@ from sched.interpreter import interpret
 from sched.schedule import Schedule, Trace
 
 
+def tune(func, target: str = "c", **options):
+    """Search schedules for the blocks `func` leaves unscheduled (see
+    `sched.autoscheduler.tune.tune` for the options: trials, db, resume, workers, ...)."""
+    from sched.autoscheduler.tune import tune as run_tune
+
+    return run_tune(func, target, **options)
+
+
 def parse(text: str):
     """The PrimFunc that TVMScript-style `text` describes (see sched.ir.parser)."""
     from sched.ir.parser import parse as parse_text
@@ -24,4 +33,4 @@ def parse(text: str):
 
 
 __all__ = ["BuildError", "DSLError", "KernelArgumentError", "Schedule", "ScheduleError",
-           "ScriptError", "Trace", "build", "interpret", "ir", "parse"]
+           "ScriptError", "Trace", "build", "interpret", "ir", "parse", "tune"]

@@ -27,6 +27,7 @@ from sched.autoscheduler.space.analysis import BlockInfo
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 
 MAX_THREADS = 1024
+MIN_THREADS = 32          # a warp: fewer threads leave most of each warp idle
 UNROLL_LIMIT = 16
 
 
@@ -35,9 +36,15 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
     """`staged`: the inputs (buffer names) to stage in shared memory."""
     block = sch.get_block(info.name)
     loops = {loop.name: loop for loop in sch.get_loops(block)}
+    tiles = {name: sampler.tile(loops[name], n=4, max_innermost_factor=8)
+             for name in info.spatial}
+    threads = math.prod(int(factors[1]) for factors in tiles.values())
+    enough = min(MIN_THREADS, math.prod(math.prod(int(f) for f in factors)
+                                        for factors in tiles.values()))
+    if not enough <= threads <= MAX_THREADS:
+        raise SketchRefused(f"{threads} threads per block (from {enough} to {MAX_THREADS})")
     spatial = [[], [], [], []]
-    for name in info.spatial:
-        factors = sampler.tile(loops[name], n=4, max_innermost_factor=8)
+    for name, factors in tiles.items():
         for level, part in enumerate(sch.split(loops[name], factors=factors)):
             spatial[level].append((part, int(factors[level])))
     reduce = [[], []]
@@ -46,9 +53,6 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
         for level, part in enumerate(sch.split(loops[name], factors=factors)):
             reduce[level].append((part, int(factors[level])))
     thread_extents = _axis_extents([extent for _, extent in spatial[1]])
-    threads = math.prod(thread_extents)
-    if threads > MAX_THREADS:
-        raise SketchRefused(f"{threads} threads per block (at most {MAX_THREADS})")
     order = spatial[0] + spatial[1] + reduce[0] + spatial[2] + reduce[1] + spatial[3]
     sch.reorder(*[loop for loop, _ in order])
     _bind_axes(sch, [loop for loop, _ in spatial[0]], "blockIdx")
