@@ -114,7 +114,7 @@ def test_footprints_agree_with_isl_box_at_every_loop(schedule):
     # block, buffer and loop level of the hand schedules
     func = schedule().func
     compared = 0
-    for nest in loop_nests(func):
+    for nest in loop_nests(func, compact=False):     # isl sees buffers as declared
         for accesses in by_buffer(nest).values():
             for position, loop in enumerate(nest.loops):
                 region = buffer_region(func, nest.name, accesses[0].buffer.name,

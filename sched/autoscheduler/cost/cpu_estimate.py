@@ -57,6 +57,8 @@ def estimate_cpu_nest(nest: LoopNest, m: Machine) -> dict:
     tlb = pages / m.page_bytes * m.tlb_miss_cycles
     overhead = sum(nest.trips(p + 1) for p, lp in enumerate(nest.loops)
                    if lp.kind not in ("unrolled", "vectorized")) * _OVERHEAD_CYCLES
+    if nest.has_init:            # `if (k == 0) C = 0` before every update (no decompose)
+        overhead += nest.iterations / lanes
     core = [compute, latency, load_cycles, l1 / m.l2_bytes_per_cycle,
             l2 / m.llc_bytes_per_cycle, tlb]
     per_core = 1.0 / (speedup * m.clock_hz)         # cycles of one core -> seconds
@@ -83,14 +85,17 @@ def _accumulates_in_registers(nest: LoopNest, groups, register_bytes: float) -> 
 
 
 def _lanes(nest: LoopNest, lanes_max: int) -> tuple[float, bool]:
-    """(vector lanes the arithmetic reaches, whether the innermost loop's accesses are
-    contiguous)."""
-    if not nest.loops:
+    """(vector lanes the arithmetic reaches, whether the accesses are contiguous along the
+    loop that gets them): the innermost loop that stays a loop after unrolling (unrolled loops
+    and loops of one iteration are straight-line code), vectorized by the schedule, or by gcc
+    when serial, contiguous and not carrying the reduction."""
+    loops = [p for p, lp in enumerate(nest.loops)
+             if lp.kind != "unrolled" and lp.extent > 1]
+    if not loops:
         return 1.0, False
-    position = len(nest.loops) - 1
+    position = loops[-1]
     inner = nest.loops[position]
-    strides = [nest.stride(a, position) for a in nest.accesses]
-    contiguous = all(s in (0, 1) for s in strides)
+    contiguous = all(nest.stride(a, position) in (0, 1) for a in nest.accesses)
     if inner.kind == "vectorized":
         width = min(inner.extent, lanes_max)
         return (float(width) if contiguous else 1.0), contiguous

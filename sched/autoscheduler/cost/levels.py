@@ -65,25 +65,22 @@ def footprint_bytes(nest: LoopNest, groups, varying, line: int,
                     sets: int = 0, ways: int = 0) -> dict[str, float]:
     """Bytes of each buffer's box in whole lines; a written buffer counts twice (read for
     ownership, then written back). With `sets` and `ways` (checking whether the box fits a
-    cache), boxes whose rows map to few sets (rows a power-of-two stride apart) and together
-    need more lines in those sets than it has ways count as the share of the cache they can
-    use: they evict each other."""
-    found, crowded, pressure = {}, {}, 0.0
+    cache), a box whose rows map to few sets (rows a power-of-two stride apart) and needs more
+    lines in those sets than they have ways counts as the share of the cache it can use: its
+    lines evict each other."""
+    found, counts, reaches = {}, {}, {}
     for storage, accesses in groups.items():
         access = accesses[0]
         element = element_bytes(access)
         box = union_box(nest, accesses, varying)
         spans = union_spans(nest, accesses, varying)
-        count = lines(box, access.shape, element, line, spans)
+        counts[storage] = lines(box, access.shape, element, line, spans)
         written = 2 if any(a.is_write for a in accesses) else 1
-        found[storage] = written * count * line
-        if sets and count > 1:
-            reach = _sets_reached(box, spans, access.shape, element, line, sets)
-            if reach < sets:
-                crowded[storage] = reach
-                pressure += count / reach
-    if pressure > ways:
-        for storage, reach in crowded.items():
+        found[storage] = written * counts[storage] * line
+        if sets and counts[storage] > 1:
+            reaches[storage] = _sets_reached(box, spans, access.shape, element, line, sets)
+    for storage, reach in reaches.items():
+        if reach < sets and counts[storage] / reach > ways:   # its own lines per set
             found[storage] *= sets / reach
     return found
 
@@ -134,13 +131,21 @@ def register_tile(nest: LoopNest, positions: list[int]) -> int:
 
 
 def register_level(nest: LoopNest, groups, positions: list[int], register_bytes: float) -> int:
-    """Index in `positions` of the outermost level of the register tile whose footprint fits
-    `register_bytes` (len(positions): not even one iteration's)."""
+    """Index in `positions` of the outermost level of the register tile that fits the
+    register file (len(positions): not even one iteration's). What is written (the
+    accumulators) must fit `register_bytes`; what is only read may overflow it by a quarter
+    (an FMA takes one operand from memory, and the compiler reloads a few)."""
     fits = len(positions)
     for level in range(len(positions), register_tile(nest, positions) - 1, -1):
-        size = sum(math.prod(union_box(nest, accesses, positions[level:]))
-                   * element_bytes(accesses[0]) for accesses in groups.values())
-        if size > register_bytes:
+        written = read = 0
+        for accesses in groups.values():
+            size = math.prod(union_box(nest, accesses, positions[level:])) \
+                * element_bytes(accesses[0])
+            if any(a.is_write for a in accesses):
+                written += size
+            else:
+                read += size
+        if written > register_bytes or written + read > 1.25 * register_bytes:
             break
         fits = level
     return fits

@@ -36,8 +36,8 @@ class Machine:
     tlb_entries: int = 64             # first-level data TLB
     page_bytes: int = 4096
     tlb_miss_cycles: float = 7.0      # a miss that the second-level TLB serves
-    l2_bytes_per_cycle: float = 32.0  # into L1, per core
-    llc_bytes_per_cycle: float = 16.0  # into L2, per core
+    l2_bytes_per_cycle: float = 16.0  # into L1, per core (sustained, not the 32-64 peak)
+    llc_bytes_per_cycle: float = 8.0   # into L2, per core (sustained)
     dram_bytes_per_s: float = 20e9    # for the whole chip
     # GPU
     peak_flops: float = 0.0           # fp32 FLOP/s of the whole GPU

@@ -65,9 +65,12 @@ class Access:
     buffer: Buffer
     is_write: bool
     indices: tuple[Expr, ...]  # in the variables of the nest's loops (bindings substituted)
+    extents: tuple[int, ...] | None = None     # the compacted shape of an allocated buffer
 
     @functools.cached_property
     def shape(self) -> tuple[int, ...]:
+        if self.extents is not None:
+            return self.extents
         return tuple(d.value if isinstance(d, IntImm) else SYMBOLIC_EXTENT
                      for d in self.buffer.shape)
 
@@ -82,6 +85,7 @@ class LoopNest:
     accesses: tuple[Access, ...]
     operations: int            # arithmetic operations per iteration (0 for a copy)
     reduce_depth: int | None   # position of the innermost loop that carries a reduction
+    has_init: bool = False     # the reduction's init runs in the same nest, under a test
     _boxes: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -125,11 +129,27 @@ class LoopNest:
                 spans.append(dim)
                 continue
             reach = math.prod(self.loops[p].extent for p in varying
-                              if _moves(index, self.loops[p], ranges))
+                              if self._moves(index, p))
             spans.append(max(1, min(span[1] - span[0] + 1, dim)))
             sizes.append(max(1, min(spans[-1], reach)))
         self._boxes[("spans", id(access), varying)] = tuple(spans)
         return tuple(sizes)
+
+    def _moves(self, index: Expr, position: int) -> bool:
+        """Whether loop `position` changes `index` (the other loops at their first value)."""
+        loop = self.loops[position]
+        if loop.extent <= 1:
+            return False
+        key = ("moves", id(index), position)
+        if key not in self._boxes:
+            form = _linear_form(index)
+            if form is not None:
+                moves = any(var == loop.var for var, _ in form[1])
+            else:
+                span = interval(index, {loop.var: (0, loop.extent - 1)})
+                moves = span is None or span[1] > span[0]
+            self._boxes[key] = moves
+        return self._boxes[key]
 
     def stride(self, access: Access, position: int) -> int | None:
         """Elements between the addresses `access` touches in consecutive iterations of loop
@@ -147,20 +167,6 @@ class LoopNest:
                 scale *= dim
             offsets.append(offset)
         return abs(offsets[1] - offsets[0])
-
-
-def _moves(index: Expr, loop: Loop, ranges: dict) -> bool:
-    if loop.extent <= 1:
-        return False
-    form = _linear_form(index)
-    if form is not None:
-        return any(var == loop.var for var, _ in form[1])
-    alone = dict(ranges)
-    for var in alone:
-        alone[var] = (0, 0)
-    alone[loop.var] = (0, loop.extent - 1)
-    span = interval(index, alone)
-    return span is None or span[1] > span[0]
 
 
 def interval(expr: Expr, ranges: dict) -> tuple[int, int] | None:
@@ -208,6 +214,11 @@ def _collect_linear(expr: Expr, scale: int, terms: dict) -> int | None:
         return 0
     if isinstance(expr, Cast):
         return _collect_linear(expr.value, scale, terms)
+    if isinstance(expr, BinaryOp) and expr.b == IntImm(1, expr.b.dtype):
+        if expr.op == "floormod":              # x % 1 -> 0 (fused loops of extent 1)
+            return 0
+        if expr.op == "floordiv":              # x // 1 -> x
+            return _collect_linear(expr.a, scale, terms)
     if not isinstance(expr, BinaryOp) or expr.op not in ("add", "sub", "mul"):
         return None
     if expr.op == "mul":
@@ -257,12 +268,42 @@ def _interval(expr: Expr, ranges: dict) -> tuple[int, int] | None:
 # -- collecting the nests ----------------------------------------------------------------------
 
 
-def loop_nests(func: PrimFunc) -> list[LoopNest]:
+def loop_nests(func: PrimFunc, compact: bool = True) -> list[LoopNest]:
     """Every block of `func` that does work (a body without nested blocks), in program order,
-    with its loops and accesses."""
+    with its loops and accesses. A buffer the function allocates has the shape the lowering
+    compacts it to (`_compact`), not the shape it was declared with (with `compact`)."""
     found: list[LoopNest] = []
     _walk(func.body, [], {}, found)
-    return found
+    return _compact(found, {b.storage_name for b in func.buffers}) if compact else found
+
+
+def _compact(nests: list[LoopNest], parameters: set[str]) -> list[LoopNest]:
+    """The nests with each allocated buffer given the box its blocks touch inside the loops
+    they all share (where the lowering allocates it: a cache stage's tile, a packed panel):
+    its rows are that box's rows apart, which is what strides and cache sets depend on."""
+    users: dict[str, list[LoopNest]] = {}
+    for nest in nests:
+        for access in nest.accesses:
+            if access.buffer.storage_name not in parameters:
+                users.setdefault(access.buffer.storage_name, [])
+                if nest not in users[access.buffer.storage_name]:
+                    users[access.buffer.storage_name].append(nest)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for storage, using in users.items():
+        common = set.intersection(*({lp.var for lp in n.loops} for n in using))
+        boxes = []
+        for nest in using:
+            inner = [p for p, lp in enumerate(nest.loops) if lp.var not in common]
+            boxes += [nest.box(a, inner) for a in nest.accesses
+                      if a.buffer.storage_name == storage]
+        shapes[storage] = tuple(max(sizes) for sizes in zip(*boxes))
+    for nest in nests:
+        if any(a.buffer.storage_name in shapes for a in nest.accesses):
+            nest.accesses = tuple(
+                dataclasses.replace(a, extents=shapes[a.buffer.storage_name])
+                if a.buffer.storage_name in shapes else a for a in nest.accesses)
+            nest._boxes.clear()
+    return nests
 
 
 def _walk(stmt: Stmt, loops: list[Loop], env: dict, found: list[LoopNest]) -> None:
@@ -305,7 +346,8 @@ def _block(realize: BlockRealize, loops: list[Loop], env: dict, found: list) -> 
     for position, loop in enumerate(loops):
         if any(_uses(inner_env.get(v), loop.var) for v in reduce_vars):
             reduce_depth = position
-    found.append(LoopNest(block.name, tuple(loops), tuple(accesses), operations, reduce_depth))
+    found.append(LoopNest(block.name, tuple(loops), tuple(accesses), operations, reduce_depth,
+                          block.init is not None))
 
 
 def _has_blocks(stmt: Stmt) -> bool:
