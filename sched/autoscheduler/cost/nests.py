@@ -346,8 +346,31 @@ def _block(realize: BlockRealize, loops: list[Loop], env: dict, found: list) -> 
     for position, loop in enumerate(loops):
         if any(_uses(inner_env.get(v), loop.var) for v in reduce_vars):
             reduce_depth = position
-    found.append(LoopNest(block.name, tuple(loops), tuple(accesses), operations, reduce_depth,
-                          block.init is not None))
+    found.append(LoopNest(block.name, _compiler_unrolled(loops), tuple(accesses), operations,
+                          reduce_depth, block.init is not None))
+
+
+COMPLETE_UNROLL = 16     # gcc -O3 (and nvcc) unroll inner loops of up to 16 iterations
+
+
+def _compiler_unrolled(loops: list[Loop]) -> tuple[Loop, ...]:
+    """The loops with the innermost serial ones the compiler unrolls completely (a constant
+    trip count, 16 iterations of the innermost body at most, gcc's
+    max-completely-peel-times) marked "unrolled": the code is straight-line there, whatever
+    the schedule said."""
+    result, body = list(loops), 1
+    for position in range(len(result) - 1, -1, -1):
+        loop = result[position]
+        if loop.kind == "vectorized":
+            body *= max(1, loop.extent // 8)
+        elif loop.kind == "unrolled" or (loop.kind == "serial"
+                                         and body * loop.extent <= COMPLETE_UNROLL):
+            body *= loop.extent
+            if loop.kind == "serial":
+                result[position] = dataclasses.replace(loop, kind="unrolled")
+        else:
+            break
+    return tuple(result)
 
 
 def _has_blocks(stmt: Stmt) -> bool:
