@@ -3,8 +3,9 @@ factors, loop order, parallel outer loop, vectorized or unrolled inner loops), e
 timed, against the memory-movement model's scores (Spearman rank correlation), and the learned
 model's, cross-validated (trained on the other folds); then the register tiles of
 hand_schedules.cpu_matmul at 512^3 (the family a tuner explores most) against the analytical
-model. Also the time each model's `predict` takes per candidate on a 256^3 matmul (CPU and GPU
-schedules).
+model; then 24 candidates drawn from the tuner's own search space (sched.autoscheduler.space)
+at 512^3. Also the time each model's `predict` takes per candidate on a 256^3 matmul (CPU and
+GPU schedules).
 
     python benchmarks/cost_model_rank.py [count] [size] [seed]
     # writes benchmarks/results/<cpu>/cost_model_rank.json
@@ -160,12 +161,14 @@ def main(count: int = 20, n: int = 256, seed: int = 0, rescore: bool = False) ->
     }
     print({k: f"{v * 1e3:.2f} ms" for k, v in predict.items()})
     tiles = register_tiles(analytical, None if previous is None else previous.get("tiles"))
+    sketches = sketch_samples(analytical, None if previous is None else previous.get("sketches"))
     rows = [{"steps": steps, "measured_s": s, "estimated_s": e}
             for (_, steps), s, e in zip(candidates, seconds, estimates)]
     path = write_results(_name(seed), cpu_name(), {
         "size": n, "seed": seed, "candidates": len(funcs), "spearman_memory_movement": rho,
         "spearman_learned_cross_validated": learned_rho, "predict_seconds_per_candidate":
-        predict, "machine": repr(analytical.machine), "tiles": tiles, "rows": rows})
+        predict, "machine": repr(analytical.machine), "tiles": tiles, "sketches": sketches,
+        "rows": rows})
     print(f"wrote {path}")
 
 
@@ -190,6 +193,47 @@ def register_tiles(model, previous: dict | None, n: int = 512) -> dict:
     rho = spearman([-r["estimated_s"] for r in rows], [-r["measured_s"] for r in rows])
     print(f"Spearman over cpu_matmul's register tiles at {n}^3: {rho:.3f}")
     return {"size": n, "spearman_memory_movement": rho, "rows": rows}
+
+
+def sketch_samples(model, previous: dict | None, n: int = 512, count: int = 24) -> dict:
+    """Candidates as the tuner draws them (sched.autoscheduler.space: the CPU multi-level
+    tiling sketches, random decisions), timed (or the times of `previous`), against the
+    analytical model."""
+    import ast
+    import random
+
+    from sched.autoscheduler.cost import spearman
+    from sched.autoscheduler.space.sampler import SketchRefused
+    from sched.autoscheduler.space.sketch import SearchSpace, func_hash
+    from sched.autoscheduler.workload import Workload
+    from sched.errors import ScheduleError
+
+    n = previous["size"] if previous else n
+    workload = Workload.of(matmul(n))
+    space = SearchSpace(workload)
+    drawn = []
+    if previous:
+        drawn = [(space.sample(r["sketch"], ast.literal_eval(r["genome"]),
+                               random.Random(0)).schedule.func, r["sketch"], r["genome"],
+                  r["measured_s"]) for r in previous["rows"]]
+    rng, seen = random.Random(1), set()
+    while len(drawn) < count:
+        sketch = rng.randrange(len(space.sketches))
+        try:
+            sample = space.sample(sketch, None, rng)
+        except (SketchRefused, ScheduleError):
+            continue
+        if func_hash(sample.schedule.func) not in seen:
+            seen.add(func_hash(sample.schedule.func))
+            drawn.append((sample.schedule.func, sketch, str(sample.genome),
+                          time_kernel(sample.schedule.func, n)))
+    rows = [{"sketch": sketch, "genome": genome, "measured_s": measured,
+             "estimated_s": model.estimate(workload, func)["seconds"]}
+            for func, sketch, genome, measured in drawn]
+    rho = spearman([-r["estimated_s"] for r in rows], [-r["measured_s"] for r in rows])
+    print(f"Spearman over {len(rows)} sketch samples at {n}^3: {rho:.3f}")
+    return {"size": n, "sketches": [s.name for s in space.sketches],
+            "spearman_memory_movement": rho, "rows": rows}
 
 
 def _name(seed: int) -> str:
