@@ -18,6 +18,11 @@ thousands of candidates.
 `floordiv`/`floormod` by constants (split and fuse) are followed exactly where a tile does not
 straddle a period; an index that is not piecewise affine (a load, a product of loops) covers
 its whole dimension, which is the conservative answer (everything comes from memory).
+
+Two things the lowering and the C compiler do are applied here, because they change what the
+machine runs: a buffer the function allocates takes the shape the lowering compacts it to
+(the box its blocks touch inside the loops they share), and inner serial loops of at most 16
+iterations in all count as unrolled (gcc -O3 unrolls them completely).
 """
 
 from __future__ import annotations
