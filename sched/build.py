@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from sched.ir.nodes import PrimFunc
-
-TARGETS = ("c", "cuda")
-
+from sched.targets import parse_target
 
 CHECK_BOUNDS = ("static", "strict", "off")
 
@@ -47,7 +45,7 @@ def build(func, target: str = "c", *, arch: str | None = None,
     """
     from sched.schedule import Schedule
 
-    target, arch = _parse_target(target, arch)
+    target, arch = parse_target(target, arch)
     if db is not None:
         func = _best_recorded(func, target, arch, db)
     trace = None
@@ -57,9 +55,6 @@ def build(func, target: str = "c", *, arch: str | None = None,
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
     if target == "cuda" and not _has_thread_bindings(func):
         func, trace = _default_cuda(func, arch)
-    if target not in TARGETS:
-        raise ValueError(f"build: unknown target {target!r}: expected one of "
-                         f"{', '.join(repr(t) for t in TARGETS)}")
     _check_bounds(func, check_bounds)
     if target == "c":
         from sched.c.kernel import build_c
@@ -130,18 +125,3 @@ def _check_bounds(func: PrimFunc, check_bounds: str) -> None:
     if found is not None:
         raise out_of_bounds_error(func, found, "build")
 
-
-def _parse_target(target: str, arch: str | None) -> tuple[str, str | None]:
-    """("cuda", "sm_90") from "cuda -arch=sm_90" (TVM's target string) or ("cuda", arch)."""
-    if not isinstance(target, str):
-        raise TypeError(f"build: target must be a string, got {type(target).__name__}")
-    name, *options = target.split()
-    for option in options:
-        key, _, value = option.lstrip("-").partition("=")
-        if key != "arch" or not value:
-            raise ValueError(f"build: unknown target option {option!r} in {target!r}: "
-                             f"expected '-arch=sm_XX'")
-        if arch is not None and arch != value:
-            raise ValueError(f"build: arch given twice ({arch!r} and {value!r})")
-        arch = value
-    return name, arch

@@ -184,12 +184,25 @@ def _resample(values: list[float], width: int) -> list[float]:
     return [values[round(i * step)] for i in range(width)]
 
 
-def results_table(rows: list[dict]) -> Table:
+class ResultsTable(Table):
+    """A rich Table that `print()` also shows as text (rich's console draws it in color)."""
+
+    def __str__(self) -> str:
+        import io
+
+        from rich.console import Console
+
+        text = io.StringIO()
+        Console(file=text, width=120, color_system=None).print(self)
+        return text.getvalue().rstrip("\n")
+
+
+def results_table(rows: list[dict]) -> ResultsTable:
     """The end-of-run table. Each row: "workload", "target", "trials", "errors",
     "best_seconds" (None when nothing ran), and optionally "flops" (of one call) and
     "baseline_seconds" (the unscheduled or reference time: "vs baseline" is its ratio to the
     best, above 1 when tuning won)."""
-    table = Table(title="tuning results")
+    table = ResultsTable(title="tuning results")
     for name in ("workload", "target", "trials", "errors", "best ms", "GFLOP/s",
                  "vs baseline"):
         table.add_column(name, justify="left" if name in ("workload", "target") else "right")

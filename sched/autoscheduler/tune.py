@@ -33,6 +33,7 @@ from sched.autoscheduler.search import EvolutionarySearch
 from sched.autoscheduler.space.sketch import SearchSpace
 from sched.autoscheduler.workload import Workload
 from sched.schedule.trace import Trace
+from sched.targets import parse_target
 
 DEFAULT_ROUND = 16          # candidates measured per round
 
@@ -92,9 +93,8 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     from sched.autoscheduler.cost import LearnedModel, MemoryMovementModel
     from sched.autoscheduler.measure import make_measurer
     from sched.autoscheduler.progress import TuneProgress, tuning_curve
-    from sched.build import _parse_target
 
-    target, arch = _parse_target(target, arch)
+    target, arch = parse_target(target, arch)
     workload = Workload.of(func, target, arch)
     timing = timing or TimingOptions()
     database = Database(db if db is not None else ":memory:")

@@ -159,3 +159,10 @@ def test_formats():
     assert [format_ms(s) for s in (1.2345e-3, 0.95e-3, 4.512e-5, 1.2346)] == \
         ["1.234", "0.9500", "0.04512", "1235"]
     assert [format_duration(s) for s in (12.34, 158, 3840)] == ["12.3s", "2m38s", "1h04m"]
+
+
+def test_results_table_prints_as_text():
+    text = str(results_table([{"workload": "matmul", "target": "c", "trials": 4, "errors": 0,
+                               "best_seconds": 1e-3}]))
+    assert "tuning results" in text and "matmul" in text and "1.000" in text
+    assert "\x1b[" not in text and "Table object" not in text

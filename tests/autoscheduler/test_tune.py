@@ -183,6 +183,22 @@ def test_build_for_cuda_without_bindings_applies_a_default_schedule_that_is_corr
     _check_matmul(sched.build(sch.func, target="c"), n=32)
 
 
+def test_default_cuda_schedule_of_symbolic_shapes_binds_without_fusing():
+    n = te.var("n")
+    A = te.placeholder((n, n), name="A")
+    func = te.create_prim_func([A, te.compute((n, n), lambda i, j: A[i, j] * 2, name="B")])
+    from sched.autoscheduler.default import default_schedule
+
+    sch = default_schedule(func, "cuda", "sm_90")
+    script = sch.func.script()
+    assert "blockIdx.y" in script and "fused" not in script
+    kernel = sched.build(sch.func, target="c")
+    a = np.random.default_rng(0).random((37, 37), dtype=np.float32)
+    b = np.zeros_like(a)
+    kernel(a, b)
+    np.testing.assert_allclose(b, 2 * a)
+
+
 def test_the_command_line_tunes_a_file(tmp_path):
     source = tmp_path / "kernels.py"
     source.write_text(textwrap.dedent("""
@@ -199,3 +215,18 @@ def test_the_command_line_tunes_a_file(tmp_path):
     assert "sample_perfect_tile" in done.stdout
     with Database(db) as database:
         assert database.workloads()[0]["records"] == 2
+
+
+def test_the_readme_tuning_snippet_runs_on_its_own(tmp_path):
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    snippet, = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+                if "sched.tune(" in block]
+    (tmp_path / "snippet.py").write_text(snippet)
+    done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "tuning results" in done.stdout and "sample_perfect_tile" in done.stdout
+    assert (tmp_path / "tune.db").exists()

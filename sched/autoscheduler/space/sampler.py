@@ -42,25 +42,48 @@ class Sampler:
 
     def tile(self, loop, n: int, max_innermost_factor: int = 64) -> list[int]:
         """n factors of the loop's extent (outermost first), recorded in the trace."""
+        return self.tiles([loop], n, max_innermost_factor)[0]
+
+    def tiles(self, loops: list, n: int, max_innermost_factor: int = 64,
+              accept=None, tries: int = 256) -> list[list[int]]:
+        """`tile` for each of `loops`, drawn together: the decisions the genome lacks are drawn
+        again (up to `tries` times) until `accept(decisions)` holds, e.g. a thread count in
+        range. Decisions the genome gives are kept even when `accept` fails: the caller
+        refuses them, so a mutation is never silently replaced."""
+        extents = [self.extent(loop) for loop in loops]
+        start = len(self.decisions)
+        given = []
+        for offset, extent in enumerate(extents):
+            position = start + offset
+            decision = self.given[position] if position < len(self.given) else None
+            try:
+                decision = check_tile(decision, extent, n, max_innermost_factor) \
+                    if decision is not None else None
+            except (ScheduleError, TypeError):
+                decision = None
+            given.append(decision)
+        for _ in range(tries):
+            drawn = [decision or sample_tile(self.rng, extent, n, max_innermost_factor)
+                     for decision, extent in zip(given, extents)]
+            if accept is None or accept(drawn) or all(given):
+                break
+        values = []
+        for loop, extent, decision in zip(loops, extents, drawn):
+            values.append(self.sch.sample_perfect_tile(
+                loop, n=n, max_innermost_factor=max_innermost_factor, decision=list(decision)))
+            self.decisions.append(tuple(decision))
+            self.kinds.append(f"tile:{extent}:{n}:{max_innermost_factor}")
+        return values
+
+    def extent(self, loop) -> int:
+        """The constant extent of `loop` (a symbolic one: SketchRefused)."""
         from sched.ir.nodes import IntImm
         from sched.schedule.state import find_loop
 
         extent = find_loop(self.sch.func, loop.name, "sample_perfect_tile").extent
         if not isinstance(extent, IntImm):
             raise SketchRefused(f"loop {loop.name} has a symbolic extent")
-        decision = self._given()
-        try:
-            decision = check_tile(decision, extent.value, n, max_innermost_factor) \
-                if decision is not None else None
-        except (ScheduleError, TypeError):
-            decision = None
-        if decision is None:
-            decision = sample_tile(self.rng, extent.value, n, max_innermost_factor)
-        values = self.sch.sample_perfect_tile(loop, n=n, max_innermost_factor=max_innermost_factor,
-                                              decision=list(decision))
-        self.decisions.append(tuple(decision))
-        self.kinds.append(f"tile:{extent.value}:{n}:{max_innermost_factor}")
-        return values
+        return extent.value
 
     def choose(self, candidates: list[int], probs: list[float] | None = None) -> int:
         """One of `candidates` (its value), recorded in the trace."""

@@ -36,11 +36,15 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
     """`staged`: the inputs (buffer names) to stage in shared memory."""
     block = sch.get_block(info.name)
     loops = {loop.name: loop for loop in sch.get_loops(block)}
-    tiles = {name: sampler.tile(loops[name], n=4, max_innermost_factor=8)
-             for name in info.spatial}
+    enough = min(MIN_THREADS, math.prod(sampler.extent(loops[name]) for name in info.spatial))
+
+    def threads_in_range(decisions) -> bool:
+        return enough <= math.prod(factors[1] for factors in decisions) <= MAX_THREADS
+
+    tiles = dict(zip(info.spatial, sampler.tiles([loops[name] for name in info.spatial], n=4,
+                                                 max_innermost_factor=8,
+                                                 accept=threads_in_range)))
     threads = math.prod(int(factors[1]) for factors in tiles.values())
-    enough = min(MIN_THREADS, math.prod(math.prod(int(f) for f in factors)
-                                        for factors in tiles.values()))
     if not enough <= threads <= MAX_THREADS:
         raise SketchRefused(f"{threads} threads per block (from {enough} to {MAX_THREADS})")
     spatial = [[], [], [], []]
