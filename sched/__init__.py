@@ -12,7 +12,16 @@
 
 from sched import ir
 from sched.build import build
-from sched.errors import BuildError, DSLError, KernelArgumentError, ScheduleError, ScriptError
+from sched.errors import (
+    BuildError,
+    ConservativeAnalysisWarning,
+    CudaError,
+    DSLError,
+    KernelArgumentError,
+    NoGPUError,
+    ScheduleError,
+    ScriptError,
+)
 from sched.interpreter import interpret
 from sched.schedule import Schedule, Trace
 
@@ -32,5 +41,6 @@ def parse(text: str):
     return parse_text(text)
 
 
-__all__ = ["BuildError", "DSLError", "KernelArgumentError", "Schedule", "ScheduleError",
-           "ScriptError", "Trace", "build", "interpret", "ir", "parse", "tune"]
+__all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
+           "KernelArgumentError", "NoGPUError", "Schedule", "ScheduleError", "ScriptError",
+           "Trace", "build", "interpret", "ir", "parse", "tune"]

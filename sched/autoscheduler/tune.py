@@ -95,13 +95,14 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     from sched.autoscheduler.progress import TuneProgress, tuning_curve
 
     target, arch = parse_target(target, arch)
+    _check_a_gpu_measures(target, runner or "local")
     workload = Workload.of(func, target, arch)
     timing = timing or TimingOptions()
     database = Database(db if db is not None else ":memory:")
     space = SearchSpace(workload, seed=seed or 0)
     if not space.sketches:
         raise ValueError(f"tune: no schedule sketch applies to {workload.name!r} on "
-                         f"{target}: schedule its blocks by hand (see tutorial 08)")
+                         f"{target}: schedule its blocks by hand (tutorials 02 and 07)")
     search = EvolutionarySearch(space, seed=seed)
     previous = database.records(workload)
     search.remember(r.func_hash for r in previous)
@@ -185,6 +186,18 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     return TuneResult(workload, trace, top[0].median if top else math.inf, retimed, baseline,
                       measured, dict(errors), wrong, curve, correlations, stats,
                       [s.name for s in space.sketches])
+
+
+def _check_a_gpu_measures(target: str, runner: str) -> None:
+    """CUDA candidates are timed on a GPU: with the local runner, this machine needs one."""
+    from sched.cuda.device import gpu_available
+    from sched.errors import NoGPUError
+
+    if target == "cuda" and runner == "local" and not gpu_available():
+        raise NoGPUError("tune: CUDA candidates are timed on a GPU and this machine has none: "
+                         "tune on a GPU machine or a Ray cluster with GPU nodes "
+                         "(runner='ray'), or build without tuning: sched.build(func, "
+                         "target='cuda') applies the default schedule the cost model picks")
 
 
 def _baseline(workload: Workload, measurer) -> float | None:

@@ -20,6 +20,7 @@ from sched.autoscheduler.database import Database
 from sched.autoscheduler.measure.common import TimingOptions
 from sched.autoscheduler.tune import tune
 from sched.autoscheduler.workload import Workload
+from sched.cuda.device import gpu_available
 
 FAST = TimingOptions(repeat=2, min_repeat_ms=1.0, timeout=20.0)
 
@@ -230,3 +231,9 @@ def test_the_readme_tuning_snippet_runs_on_its_own(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "tuning results" in done.stdout and "sample_perfect_tile" in done.stdout
     assert (tmp_path / "tune.db").exists()
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the refusal on a machine with no GPU")
+def test_tuning_for_cuda_without_a_gpu_says_what_to_do_instead():
+    with pytest.raises(sched.NoGPUError, match=r"no(ne)?\b.*runner='ray'.*sched.build"):
+        sched.tune(_matmul(16), target="cuda", arch="sm_90", trials=2, progress=False)

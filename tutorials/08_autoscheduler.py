@@ -1,10 +1,10 @@
-"""Tutorial 9: the autoscheduler. `sched.tune` writes the schedules you leave out: it samples
+"""Tutorial 8: the autoscheduler. `sched.tune` writes the schedules you leave out: it samples
 candidates from sketches (multi-level tiling, inlining, parallel + vectorize...), checks every
 step for legality like any schedule, ranks them with cost models, measures the best in
 isolated processes against the unscheduled function's numbers, and records every measurement
 in a SQLite database that `sched.build(..., db=...)` reads.
 
-Run: `python tutorials/09_autoscheduler.py` (about a minute on two cores).
+Run: `python tutorials/08_autoscheduler.py` (about a minute on two cores).
 
 A script that calls `sched.tune` keeps its top level under `if __name__ == "__main__":`: the
 build processes import the main module, as with any Python multiprocessing pool.

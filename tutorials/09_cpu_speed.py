@@ -1,7 +1,7 @@
-"""Tutorial 8: fast kernels on the CPU: the host's vector width, vector math, relaxed math,
+"""Tutorial 9: fast kernels on the CPU: the host's vector width, vector math, relaxed math,
 the CPU hand schedules, and what a call costs.
 
-Run: `python tutorials/08_cpu_speed.py`. Timings are of this machine, in this process.
+Run: `python tutorials/09_cpu_speed.py`. Timings are of this machine, in this process.
 """
 
 import time
