@@ -104,6 +104,26 @@ def test_cpu_matmul_sketch_has_the_ssrsrs_structure():
     assert trace.count("sample_perfect_tile") == 3        # i, j in 4 levels, k in 2
 
 
+def test_cpu_matmul_sketch_packs_b_in_a_contiguous_panel_outside_the_reduction():
+    func = _matmul(48, 64, 32)
+    space = SearchSpace(Workload(func, "c"))
+    names = [s.name for s in space.sketches]
+    assert "tile_cpu(C+local+pack(B))" in names and "tile_cpu(C+pack(B))" in names
+    sketch = names.index("tile_cpu(C+local+pack(B))")
+    for seed in range(4):
+        sample = space.sample(sketch, None, random.Random(seed))
+        text = sample.schedule.func.script()
+        assert 'T.block("B_global")' in text and "B_global[v_k, v_j]" in text
+        # the copy is placed before the reduction loop, not inside it
+        assert text.index('T.block("B_global")') < text.index("for k_0")
+        arrays = [np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+                  for shape in ((48, 32), (32, 64))]
+        out = np.zeros((48, 64), np.float32)
+        sched.build(sample.schedule.func, target="c")(*arrays, out)
+        np.testing.assert_allclose(out, arrays[0].astype(np.float64) @ arrays[1], rtol=1e-4,
+                                   atol=1e-4)
+
+
 def test_gpu_matmul_sketch_stages_both_inputs_in_shared_memory_and_compiles():
     space = SearchSpace(Workload(_matmul(32, 32, 32), "cuda"))
     sample = space.sample(0, None, random.Random(1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.functor import collect
-from sched.ir.nodes import BlockRealize, Buffer, PrimFunc, Select, Var
+from sched.ir.nodes import BlockRealize, Buffer, IntImm, PrimFunc, Select, Var
 from sched.schedule.state import enclosing_loops, find_block
 
 
@@ -20,6 +20,7 @@ class BlockInfo:
     reads: tuple[str, ...]          # storage names read
     elementwise: bool               # spatial only, one store, no reduction
     padding: bool                   # an if_then_else in its value (padding, boundaries)
+    packable: tuple[str, ...] = ()  # inputs worth packing in panels (see _packable)
 
     @property
     def is_reduction(self) -> bool:
@@ -50,12 +51,35 @@ def block_info(func: PrimFunc, name: str) -> BlockInfo:
         if any(v.name not in used for v in spatial_vars):
             reuse = True
     padding = bool(collect(block.body, Select))
-    return BlockInfo(
+    return BlockInfo(packable=_packable(block, spatial_vars),
         name=name, spatial=spatial, reduce=reduce, simple_loops=simple,
         writes_param=writes_param, has_reuse=reuse,
         reads=tuple(r.buffer.storage_name for r in block.reads),
         elementwise=all(k == "spatial" for k in kinds.values()) and block.init is None,
         padding=padding)
+
+
+def _packable(block, spatial_vars) -> tuple[str, ...]:
+    """Inputs read at plain iteration variables (B[vk, vj]) whose last index is the innermost
+    spatial variable (the vectorized one) and that miss some spatial variable (so a panel is
+    reused): matmul's B. A copy of such a panel is contiguous along the vector loop, where
+    the buffer itself has a row stride between consecutive reduction steps."""
+    if not spatial_vars:
+        return ()
+    written = {r.buffer.storage_name for r in block.writes}
+    names = []
+    for region in block.reads:
+        indices = [rng.min for rng in region.region]
+        points = all(isinstance(rng.extent, IntImm) and rng.extent.value == 1
+                     for rng in region.region)
+        if region.buffer.storage_name in written or not indices or not points or \
+                not all(isinstance(i, Var) for i in indices):
+            continue
+        used = {i.name for i in indices}
+        if indices[-1].name == spatial_vars[-1].name and \
+                any(v.name not in used for v in spatial_vars):
+            names.append(region.buffer.name)
+    return tuple(names)
 
 
 def leaf_blocks(func: PrimFunc) -> list[str]:

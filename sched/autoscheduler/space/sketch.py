@@ -42,9 +42,9 @@ VALIDATION_TRIES = 6
 
 @dataclasses.dataclass(frozen=True)
 class Sketch:
-    """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues),
-    ("tile_gpu", block, epilogues, staged), ("place", block, consumer), ("parallel", block),
-    ("threads", block)."""
+    """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues,
+    packed), ("tile_gpu", block, epilogues, staged), ("place", block, consumer),
+    ("parallel", block), ("threads", block)."""
 
     steps: tuple[tuple, ...]
 
@@ -56,7 +56,8 @@ class Sketch:
             extra = ""
             if kind == "tile_cpu":
                 extra = ("+local" if options[0] else "") + \
-                    "".join(f"+{e}" for e in options[1])
+                    "".join(f"+{e}" for e in options[1]) + \
+                    "".join(f"+pack({b})" for b in options[2])
             elif kind == "tile_gpu":
                 extra = "".join(f"+{e}" for e in options[0])
             parts.append(f"{kind}({block}{extra})")
@@ -159,8 +160,10 @@ def _sketches(workload) -> list[Sketch]:
                                if r.buffer.name not in written)
                 choices.append([("tile_gpu", name, e, staged) for e in variants])
             else:
-                choices.append([("tile_cpu", name, local, e)
-                                for local in (True, False) for e in variants])
+                packs = [info.packable, ()] if info.packable else [()]
+                choices.append([("tile_cpu", name, local, e, pack)
+                                for local in (True, False) for e in variants
+                                for pack in packs])
         elif any(name in fused for fused in epilogues.values()):
             # fused into its producer's tile in the variants that say so, else on its own
             choices.append([("maybe_" + ("threads" if gpu else "parallel"), name)])

@@ -6,7 +6,9 @@ S0 S1 R0 S2 R1 S3: S0 runs in parallel (fused), S3 is the register tile (its las
 vectorized, the others unrolled when the sampled unroll flag says so), and with `local` the
 accumulator tile lives in a "local" buffer written back once per S1 iteration, with the
 initialisation split off (decompose_reduction) so that it vectorizes too. Elementwise
-consumers (`epilogues`) are fused into the write-back.
+consumers (`epilogues`) are fused into the write-back. With `packed`, an operand read along
+the vector loop (matmul's B) is copied into a contiguous panel at a sampled outer loop, as in
+the hand schedule `cpu_matmul`: its rows are then one stride apart, not a row of B apart.
 
     before                          after (matmul, local=True)
     for i, j, k:                    for i0_j0 (parallel):
@@ -31,7 +33,10 @@ def vector_lanes() -> int:
     return host_isa().lanes("float32")
 
 
-def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tuple[str, ...]):
+def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tuple[str, ...],
+             packed: tuple[str, ...] = ()):
+    """`packed`: inputs (buffer names, see BlockInfo.packable) copied into contiguous panels
+    at a sampled loop outside the reduction."""
     block = sch.get_block(info.name)
     loops = {loop.name: loop for loop in sch.get_loops(block)}
     lanes = vector_lanes()
@@ -55,11 +60,19 @@ def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tup
         sch.reverse_compute_at(writer, anchor)
     for name in epilogues:
         sch.reverse_compute_inline(sch.get_block(name))
+    # a panel is packed at the last parallel loop or a loop of the S1 level: outside those
+    # the S0 loops are fused (a fuse needs nothing between them)
+    places = [spatial[0][-1][0]] + [loop for loop, _ in spatial[1]]
+    panels = []
+    for buffer in packed:
+        panel = sch.cache_read(block, _read_index(sch, info.name, buffer), "global")
+        sch.compute_at(panel, places[sampler.choose(list(range(len(places))))])
+        panels.append(panel)
     init = sch.decompose_reduction(block, reduce[0][0][0]) if local and reduce[0] else None
     # loop kinds last: a step after a parallel or vector loop re-checks it
     outer = [loop for loop, _ in spatial[0]]
     sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
-    for stage in (init, writer if local else None):
+    for stage in (init, writer if local else None, *panels):
         if stage is not None:
             _vectorize_last(sch, stage)
     inner, inner_extent = spatial[3][-1]
@@ -69,6 +82,12 @@ def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tup
         for loop, extent in spatial[3][:-1] + reduce[1]:
             if 1 < extent <= UNROLL_LIMIT:
                 sch.unroll(loop)
+
+
+def _read_index(sch, block: str, buffer: str) -> int:
+    from sched.schedule.state import find_block
+
+    return [r.buffer.name for r in find_block(sch.func, block).block.reads].index(buffer)
 
 
 def _vectorize_last(sch, block) -> None:
