@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import json
 import math
+import threading
 import time
 import warnings
 
@@ -36,6 +37,8 @@ from sched.schedule.trace import Trace
 from sched.targets import parse_target
 
 DEFAULT_ROUND = 16          # candidates measured per round
+HOPELESS = 4.0              # a candidate whose checked run is this much slower than the best
+                            # so far (or of its round) keeps that run as its time
 
 
 @dataclasses.dataclass
@@ -124,19 +127,24 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             TuneProgress(workload.name, trials, workload.flops(), enabled=progress,
                          console=console, time_budget=time_budget) as bar:
         baseline = _baseline(workload, measurer)
-        while done < trials and (time_budget is None or
-                                 time.monotonic() - start < time_budget):
+
+        def time_left() -> bool:
+            return time_budget is None or time.monotonic() - start < time_budget
+
+        def propose(count: int):
             model = learned if learned.trained else analytical
-            batch = search.propose(min(per_round, trials - done), model=model,
-                                   workload=workload)
-            if not batch:
-                break
+            return search.propose(count, model=model, workload=workload)
+
+        batch = propose(min(per_round, trials - done)) if done < trials and time_left() else []
+        while batch:
             funcs = [s.schedule.func for s in batch]
             a_scores = analytical.predict(workload, funcs)
             l_scores = learned.predict(workload, funcs) if learned.trained else None
+            following = _Proposal(propose, min(per_round, trials - done - len(batch)))
             results = measurer.measure(workload, [
                 Candidate(s.schedule.trace.to_json(), s.schedule.func.script())
-                for s in batch])
+                for s in batch], hopeless=HOPELESS, best_seconds=best,
+                before_timing=following.join)
             for sample, result, a, i in zip(batch, results, a_scores, range(len(batch))):
                 record = _record(workload, sample, result, space)
                 database.add(workload, record)
@@ -159,6 +167,7 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             measured += len(batch)
             done += len(batch)
             bar.update(done, best if math.isfinite(best) else None, sum(errors.values()))
+            batch = following.result() if time_left() else []
         top = database.best(workload)
         retimed = math.inf
         trace = None
@@ -167,7 +176,8 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             from sched.autoscheduler.measure import retime
 
             script = trace.apply(workload.func).func.script()
-            again = retime(workload, Candidate(top[0].trace_json, script), timing)
+            again = retime(workload, Candidate(top[0].trace_json, script), timing,
+                           references=measurer.references())
             retimed = again.median
     if plot is not None or curve:
         text = tuning_curve(curve, plot)
@@ -200,12 +210,49 @@ def _check_a_gpu_measures(target: str, runner: str) -> None:
                          "target='cuda') applies the default schedule the cost model picks")
 
 
+class _Proposal:
+    """The search's next round, proposed in a thread while this round builds and is checked
+    (the main thread only waits on other processes then). It sees the measurements up to the
+    previous round: the round being measured is told to the search after `result`. Joined
+    before this round's timings, so that no replay runs beside a timing."""
+
+    def __init__(self, propose, count: int):
+        self._batch: list = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(propose, count), daemon=True)
+        if count > 0:
+            self._thread.start()
+
+    def _run(self, propose, count: int) -> None:
+        try:
+            self._batch = propose(count)
+        except BaseException as error:  # noqa: BLE001 - raised again in the tuner's thread
+            self._error = error
+
+    def join(self) -> None:
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def result(self) -> list:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._batch
+
+
 def _baseline(workload: Workload, measurer) -> float | None:
     """The time of the function with only the user's steps (C target; a GPU function needs
-    bindings first)."""
+    bindings first). With no user steps that function is the reference every candidate is
+    checked against: the reference's own run is its time when it lasted a timing repeat or
+    longer (the unscheduled kernel is often seconds long, and timed again it would cost more
+    than a round of candidates)."""
     if workload.target != "c":
         return None
     base = workload.base_schedule()
+    if not workload.user_trace.instructions:
+        seconds = measurer.reference_seconds(workload)
+        if seconds is not None and seconds * 1e3 >= measurer.timing.min_repeat_ms:
+            return seconds
     result, = measurer.measure(workload, [Candidate(base.trace.to_json(), base.func.script())])
     return result.median if result.ok else None
 

@@ -145,6 +145,53 @@ def test_retime_measures_in_a_fresh_process():
     assert retime(workload, script_candidate(add(5.0, n=48)), TIMING).error_kind == "wrong"
 
 
+def test_retime_uses_the_references_it_is_given_instead_of_running_the_function_again():
+    workload = Workload.of(add(1.0, n=48))
+    candidate = split_candidate(add(1.0, n=48), 16)
+    with LocalMeasurer(workers=1, timing=TIMING) as measurer:
+        assert measurer.reference_seconds(workload) > 0      # made by this measurer's worker
+        references = measurer.references()
+    assert retime(workload, candidate, TIMING, references=references).ok
+    # a reference that is not the function's output makes a right candidate "wrong": the
+    # fresh process compared with what it was given, not with a run of its own
+    off = {workload.key: [r + 1.0 for r in references[workload.key]]}
+    assert retime(workload, candidate, TIMING, references=off).error_kind == "wrong"
+
+
+def test_a_hopeless_candidate_keeps_its_checked_run_as_its_only_time(measurer):
+    workload = Workload.of(add(1.0))
+    candidates = [split_candidate(add(1.0), 8), split_candidate(add(1.0), 4)]
+    calls = []
+    hopeless = measurer.measure(workload, candidates, hopeless=4.0, best_seconds=1e-12,
+                                before_timing=lambda: calls.append("before timing"))
+    assert [len(r.seconds) for r in hopeless] == [1, 1] and all(r.ok for r in hopeless)
+    assert calls == ["before timing"]
+    timed = measurer.measure(workload, candidates, hopeless=1e6)
+    assert [len(r.seconds) for r in timed] == [TIMING.repeat] * 2
+
+
+def test_hopeless_compares_with_the_fastest_checked_run_of_the_batch(measurer):
+    schedule = hand_schedules.cpu_matmul(128, 128, 128)
+    workload = Workload.of(schedule.original_func)
+    fast = Candidate(schedule.trace.to_json(), schedule.func.script())
+    slow = script_candidate(schedule.original_func)     # tens of times slower, unscheduled
+    results = measurer.measure(workload, [slow, fast], hopeless=4.0)
+    assert all(r.ok for r in results)
+    assert [len(r.seconds) for r in results] == [1, TIMING.repeat]
+    assert results[0].median > 4 * results[1].median
+
+
+def test_the_check_reports_its_one_run_time(measurer):
+    workload = Workload.of(add(1.0))
+    runner = IsolatedRunner(TIMING)
+    try:
+        checked = runner.check(workload, split_candidate(add(1.0), 8).script)
+        assert checked.error_kind is None and len(checked.seconds) == 1
+        assert 0 < checked.seconds[0] < checked.run_seconds
+    finally:
+        runner.close()
+
+
 def test_the_reference_is_the_unscheduled_functions_output():
     func = sched.hand_schedules.cpu_matmul(16, 24, 8).original_func
     measurement = Measurement(func.script(), "c", None, seed=3)

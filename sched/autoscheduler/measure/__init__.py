@@ -12,6 +12,7 @@ legality bug, to report).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from sched.autoscheduler.measure.builder import BuildPool
@@ -36,7 +37,15 @@ RUNNERS = ("local", "ray")
 class Measurer(Protocol):
     """What the tuner measures with: `measure` returns one result per candidate, in order."""
 
-    def measure(self, workload, candidates: list[Candidate]) -> list[MeasureResult]: ...
+    timing: TimingOptions
+
+    def measure(self, workload, candidates: list[Candidate], *,
+                hopeless: float | None = None, best_seconds: float = ...,
+                before_timing: Callable[[], None] | None = None) -> list[MeasureResult]: ...
+
+    def reference_seconds(self, workload) -> float | None: ...
+
+    def references(self) -> dict[str, list]: ...
 
     def close(self) -> None: ...
 

@@ -14,7 +14,9 @@ each for "c", a GPU each for "cuda"), so a task starts when it is submitted.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 
 from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingOptions
 
@@ -35,9 +37,10 @@ _MEASUREMENTS: dict = {}       # in a Ray worker: (workload key, seed) -> worker
 
 
 def measure_task(key: str, workload_script: str, target: str, arch: str | None, seed: int,
-                 script: str, timing: TimingOptions) -> tuple:
+                 script: str, timing: TimingOptions, hopeless_after: float | None = None
+                 ) -> tuple:
     """One candidate built, checked and timed in this (Ray worker) process: (kind, error,
-    seconds, build_seconds, run_seconds)."""
+    seconds, build_seconds, run_seconds); see `Measurement.measure` for `hopeless_after`."""
     from sched.autoscheduler.measure.builder import build_script
     from sched.autoscheduler.measure.worker import Measurement, describe
 
@@ -55,7 +58,7 @@ def measure_task(key: str, workload_script: str, target: str, arch: str | None, 
                     time.perf_counter() - start)
         _MEASUREMENTS.clear()                # one workload's arrays at a time
         _MEASUREMENTS[key, seed] = measurement
-    outcome = measurement.measure(script, timing)
+    outcome = measurement.measure(script, timing, hopeless_after)
     return (outcome.kind, outcome.error, outcome.seconds, build_seconds,
             time.perf_counter() - start)
 
@@ -94,8 +97,15 @@ class RayMeasurer:
             return max(1, int(resources.get("GPU", 1)))
         return max(1, int(resources.get("CPU", 1) // self.task_cpus))
 
-    def measure(self, workload, candidates: list[Candidate]) -> list[MeasureResult]:
-        """One result per candidate, in order."""
+    def measure(self, workload, candidates: list[Candidate], *,
+                hopeless: float | None = None, best_seconds: float = math.inf,
+                before_timing: Callable[[], None] | None = None) -> list[MeasureResult]:
+        """One result per candidate, in order. `hopeless` and `best_seconds` as
+        `LocalMeasurer`'s, except that each task compares with `best_seconds` alone (not with
+        the other tasks of the batch); `before_timing` is called at the end (timings run on
+        the cluster, not beside this process's work)."""
+        hopeless_after = (hopeless * best_seconds
+                          if hopeless is not None and math.isfinite(best_seconds) else None)
         ray = self._ray
         remote, slots = self._remote(workload.target), self._slots(workload.target)
         arguments = (workload.key, workload.script, workload.target, workload.arch,
@@ -106,7 +116,8 @@ class RayMeasurer:
         submitted = 0
         while submitted < len(candidates) or pending:
             while submitted < len(candidates) and len(pending) < slots:
-                reference = remote.remote(*arguments, candidates[submitted].script, self.timing)
+                reference = remote.remote(*arguments, candidates[submitted].script, self.timing,
+                                          hopeless_after)
                 pending[reference] = (submitted, time.monotonic())
                 submitted += 1
             first_deadline = min(start for _, start in pending.values()) + limit
@@ -125,7 +136,17 @@ class RayMeasurer:
                         error=f"the candidate's task ran longer than {limit:g} s (timeout "
                               f"{self.timing.timeout:g} s + {self.build_allowance:g} s to "
                               f"build); it was cancelled and its worker killed")
+        if before_timing is not None:
+            before_timing()
         return results
+
+    def reference_seconds(self, workload) -> float | None:
+        """None: the reference runs in the cluster's processes."""
+        return None
+
+    def references(self) -> dict[str, list]:
+        """Empty: the reference outputs stay in the cluster's processes."""
+        return {}
 
     def _collect(self, reference, start: float) -> MeasureResult:
         exceptions = self._ray.exceptions

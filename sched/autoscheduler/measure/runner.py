@@ -16,12 +16,14 @@ waits for the next build.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from sched.autoscheduler.measure.builder import BuildPool, build_script
@@ -125,11 +127,14 @@ def _worker_environment() -> dict[str, str]:
 class IsolatedRunner:
     """Runs one candidate at a time in a persistent worker process (see the module's doc)."""
 
-    def __init__(self, timing: TimingOptions = DEFAULT_TIMING, reference_seed: int = 0):
+    def __init__(self, timing: TimingOptions = DEFAULT_TIMING, reference_seed: int = 0,
+                 references: dict[str, list] | None = None):
         self.timing = timing
         self.reference_seed = reference_seed
         self._worker: WorkerProcess | None = WorkerProcess()
-        self._references: dict[str, list] = {}      # workload key -> reference outputs
+        # workload key -> reference outputs (`references`: computed by another runner)
+        self._references: dict[str, list] = dict(references or {})
+        self.reference_seconds: dict[str, float] = {}   # workload key -> its reference run
         self._failed: dict[str, str] = {}            # workload key -> why it has none
         self.restarts = 0                            # workers killed or dead, for reports
 
@@ -140,7 +145,8 @@ class IsolatedRunner:
 
     def check(self, workload, script: str) -> MeasureResult:
         """`script` run once and compared with the reference; one that passes (error_kind None,
-        no seconds yet) stays loaded in the worker for `time`."""
+        `seconds` the time of that one run: a first estimate) stays loaded in the worker for
+        `time`."""
         return self._request(workload, ("check", script))
 
     def time(self, workload, script: str) -> MeasureResult:
@@ -149,7 +155,7 @@ class IsolatedRunner:
 
     def _request(self, workload, message: tuple) -> MeasureResult:
         start = time.perf_counter()
-        error = self._prepare(workload)
+        error = self.prepare(workload)
         if error is not None:
             return MeasureResult(error_kind="run", error=error,
                                  run_seconds=time.perf_counter() - start)
@@ -162,7 +168,7 @@ class IsolatedRunner:
         return MeasureResult(seconds=tuple(seconds), error_kind=kind, error=error,
                              run_seconds=time.perf_counter() - start)
 
-    def _prepare(self, workload) -> str | None:
+    def prepare(self, workload) -> str | None:
         """Load `workload` into the worker (computing its reference the first time); the
         reason when that fails, else None."""
         if workload.key in self._failed:
@@ -184,8 +190,14 @@ class IsolatedRunner:
                                           f"{reply[1]}")
             return self._failed[workload.key]
         self._references[workload.key] = reply[1]
+        if reply[2] is not None:
+            self.reference_seconds[workload.key] = reply[2]
         self._worker.workload_key = workload.key
         return None
+
+    def references(self) -> dict[str, list]:
+        """Workload key -> the reference outputs computed so far (for another runner)."""
+        return dict(self._references)
 
     def _replace_worker(self) -> None:
         if self._worker is not None:
@@ -200,10 +212,12 @@ class IsolatedRunner:
 
 
 def retime(workload, candidate: Candidate, timing: TimingOptions = DEFAULT_TIMING,
-           reference_seed: int = 0) -> MeasureResult:
+           reference_seed: int = 0, references: dict[str, list] | None = None
+           ) -> MeasureResult:
     """`candidate` built here (or found in the disk cache), then checked and timed in a fresh
-    worker process: the tuner's second opinion on its best record."""
-    runner = IsolatedRunner(timing, reference_seed)
+    worker process: the tuner's second opinion on its best record. `references` (a runner's
+    `references()`) spares the fresh process the unscheduled function's run."""
+    runner = IsolatedRunner(timing, reference_seed, references)
     try:
         error, build_seconds = build_script(candidate.script, workload.target, workload.arch)
         if error is not None:
@@ -221,7 +235,14 @@ class LocalMeasurer:
     as it is built, while later ones build; the checked ones are timed once every build is
     done, so that no compiler competes with a timing (on a 2-core machine, timings taken
     beside gcc read about 1.7x slow). `time_during_builds=True` times each one at once: more
-    candidates a minute, noisier times."""
+    candidates a minute, noisier times.
+
+    `measure(..., hopeless=f, best_seconds=b)`: a candidate whose checked run took more than
+    `f` times the fastest of `b` and this batch's checked runs is not timed again; its one
+    checked run is its time. Its rank among the slow ones is all the search needs, and slow
+    candidates' repeats are most of a round's timing. `before_timing`: called once the
+    builds and checks are done, before the first timing (the tuner joins the thread that
+    proposes its next round there, so that no replay competes with a timing either)."""
 
     def __init__(self, workers: int | None = None, timing: TimingOptions = DEFAULT_TIMING,
                  reference_seed: int = 0, *, time_during_builds: bool = False):
@@ -230,8 +251,11 @@ class LocalMeasurer:
         self._builder = BuildPool(workers, timeout=max(timing.timeout, 60.0))
         self._runner = IsolatedRunner(timing, reference_seed)
 
-    def measure(self, workload, candidates: list[Candidate]) -> list[MeasureResult]:
-        """One result per candidate, in order (see `MeasureResult` and `ERROR_KINDS`)."""
+    def measure(self, workload, candidates: list[Candidate], *, hopeless: float | None = None,
+                best_seconds: float = math.inf,
+                before_timing: Callable[[], None] | None = None) -> list[MeasureResult]:
+        """One result per candidate, in order (see `MeasureResult` and `ERROR_KINDS`; the
+        class's doc for `hopeless`, `best_seconds` and `before_timing`)."""
         results: list[MeasureResult] = []
         checked = []              # (index, build seconds, check seconds) of those to time
         for candidate, built in zip(candidates, self._builder.outcomes(workload, candidates)):
@@ -246,11 +270,26 @@ class LocalMeasurer:
                 if result.error_kind is None:
                     checked.append((len(results), built.seconds, result.run_seconds))
             results.append(dataclasses.replace(result, build_seconds=built.seconds))
+        if hopeless is not None:
+            fastest = min([best_seconds, *(results[i].median for i, _, _ in checked)])
+            checked = [c for c in checked if results[c[0]].median <= hopeless * fastest]
+        if before_timing is not None:
+            before_timing()
         for index, build_seconds, check_seconds in checked:
             timed = self._runner.time(workload, candidates[index].script)
             results[index] = dataclasses.replace(timed, build_seconds=build_seconds,
                                                  run_seconds=check_seconds + timed.run_seconds)
         return results
+
+    def reference_seconds(self, workload) -> float | None:
+        """The time of the run that made `workload`'s reference outputs (made now when they
+        are not yet), or None when another process made them or they could not be made."""
+        self._runner.prepare(workload)
+        return self._runner.reference_seconds.get(workload.key)
+
+    def references(self) -> dict[str, list]:
+        """Workload key -> reference outputs, for `retime`."""
+        return self._runner.references()
 
     @property
     def restarts(self) -> int:

@@ -4,10 +4,12 @@ The parent (`runner.IsolatedRunner`) starts this module as its own Python proces
 
     python -m sched.autoscheduler.measure.worker READ_FD WRITE_FD
 
-and talks to it through two pipes, one request and one reply at a time, pickled:
+and talks to it through two pipes, one request and one reply at a time, pickled (`seconds` of
+"ready": the reference run's time, None when the reference was given; `run` of "check": the
+time of the candidate's one checked run, a first estimate):
 
-    ("workload", key, script, target, arch, seed, reference)  -> ("ready", reference)
-    ("check", script)                                         -> ("done", kind, error, ())
+    ("workload", key, script, target, arch, seed, reference)  -> ("ready", reference, seconds)
+    ("check", script)                                         -> ("done", kind, error, (run,))
     ("time", script, timing)                                  -> ("done", kind, error, seconds)
     ("measure", script, timing)    (check, then time)         -> ("done", kind, error, seconds)
     ("stop",)                                                 -> the process exits
@@ -62,6 +64,7 @@ class Measurement:
         self.arrays = self.workload.arrays(seed)
         self.dtypes = [b.dtype for b in self.workload.buffers]
         self.names = [b.name for b in self.workload.buffers]
+        self.reference_seconds: float | None = None     # the reference run's, when made here
         self.reference = reference if reference is not None else self.reference_outputs()
         self._flush = None
         self._arguments = None
@@ -74,27 +77,38 @@ class Measurement:
 
         kernel = sched.build(self.workload.func, target="c")
         arguments = [_to_kernel(a, d, "c") for a, d in zip(self.arrays, self.dtypes)]
+        start = time.perf_counter()
         kernel(*arguments)
+        self.reference_seconds = time.perf_counter() - start
         return [_to_numpy(arguments[i], self.dtypes[i]) for i in self.workload.outputs]
 
-    def measure(self, script: str, timing: TimingOptions) -> Outcome:
-        """`check`, then `time`."""
+    def measure(self, script: str, timing: TimingOptions,
+                hopeless_after: float | None = None) -> Outcome:
+        """`check`, then `time`; a candidate whose checked run took longer than
+        `hopeless_after` seconds keeps that run as its only time."""
         outcome = self.check(script)
-        return outcome if outcome.kind is not None else self.time(script, timing)
+        if outcome.kind is not None:
+            return outcome
+        if hopeless_after is not None and outcome.seconds[0] > hopeless_after:
+            self.checked.pop(script, None)
+            return outcome
+        return self.time(script, timing)
 
     def check(self, script: str) -> Outcome:
         """Build `script` (its library is in the disk cache when a builder made it), run it once
         on fresh copies of the inputs and compare its outputs with the reference; a candidate
-        that passes is kept loaded for `time`."""
+        that passes is kept loaded for `time`; its `seconds` hold that one run's time."""
         kernel = self._build(script)
         if isinstance(kernel, Outcome):
             return kernel
         arguments = [_to_kernel(a.copy(), d, self.target)
                      for a, d in zip(self.arrays, self.dtypes)]
         try:
+            start = time.perf_counter()
             kernel(*arguments)
             if self.target == "cuda":
                 _synchronize()
+            run = time.perf_counter() - start
         except Exception as error:  # noqa: BLE001 - any failure is this candidate's
             # a failed launch may leave the CUDA context unusable (an illegal address is
             # sticky): the process ends after replying, and the next candidate gets a fresh one
@@ -108,7 +122,7 @@ class Measurement:
         self.checked[script] = kernel
         while len(self.checked) > MAX_CHECKED:          # a parent that never timed them
             del self.checked[next(iter(self.checked))]
-        return Outcome()
+        return Outcome(seconds=(run,))
 
     def time(self, script: str, timing: TimingOptions) -> Outcome:
         """Time a candidate `check` passed (built again when this process did not check it: a
@@ -314,7 +328,7 @@ def serve(requests, replies) -> None:
             _, _key, script, target, arch, seed, reference = request
             try:
                 measurement = Measurement(script, target, arch, seed, reference)
-                replies.send(("ready", measurement.reference))
+                replies.send(("ready", measurement.reference, measurement.reference_seconds))
             except Exception as error:  # noqa: BLE001 - reported to the parent
                 measurement = None
                 replies.send(("failed", describe(error)))
