@@ -67,7 +67,7 @@ def crossing_runs(dep: Dependence, between: tuple) -> tuple[isl.Map, isl.Map] | 
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def _crossing_runs_by_key(key: tuple, between: tuple):
-    relation, _ = pair_relation(*key[:4])
+    relation = pair_relation(*key[:3])
     source, sink, params = key[2]
     return _crossing_runs(relation, schedule_map(*source, params), schedule_map(*sink, params),
                           between)

@@ -38,7 +38,13 @@ from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFu
 from sched.polyhedral import names
 from sched.polyhedral.isl_text import parse_union_map
 from sched.polyhedral.model import PolyModel, Statement, build_model
-from sched.polyhedral.pairs import order_key, pair_relation, schedule_key, schedule_map
+from sched.polyhedral.pairs import (
+    order_key,
+    pair_distance,
+    pair_relation,
+    schedule_key,
+    schedule_map,
+)
 
 KINDS = ("flow", "anti", "output")
 ASSOCIATIVE_OPS = ("add", "mul", "min", "max")
@@ -53,12 +59,17 @@ class Dependence:
     sink: Statement
     buffer: str               # the storage name of the buffer
     relation: isl.Map         # source instance -> sink instance
-    distance: tuple[int, ...] | None   # constant difference of the common loops, if any
     is_reduction: bool
     exact: bool
     # what `relation` was computed from (pairs.pair_relation's arguments): the two accesses'
-    # texts, the order key of the pair (pairs.order_key) and the common loops' positions
+    # texts, the order key of the pair (pairs.order_key), then the common loops' positions
     key: tuple | None = None
+
+    @functools.cached_property
+    def distance(self) -> tuple[int, ...] | None:
+        """The constant difference of the common loops' iterations, if any (computed when
+        asked: only descriptions use it)."""
+        return None if self.key is None else pair_distance(*self.key)
 
     def __str__(self) -> str:
         tags = " (reduction)" if self.is_reduction else ""
@@ -201,10 +212,10 @@ def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statemen
     ((text, map) pairs) on `buffer`, as a one-element list, or [] when no pair of instances
     conflicts."""
     key = (first[0], second[0], order_key(source, sink), _common_positions(source, sink))
-    relation, distance = pair_relation(*key, first[1], second[1])
+    relation = pair_relation(*key[:3], first[1], second[1])
     if relation.is_empty():
         return []
-    return [Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation, distance,
+    return [Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation,
                        reduction, model.is_exact, key)]
 
 

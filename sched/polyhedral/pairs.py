@@ -109,28 +109,34 @@ def order_between(source, sink) -> isl.Map:
 _RELATIONS = BoundedCache(1 << 15)       # pair_relation's answers, by its key
 
 
-def pair_relation(first_text: str, second_text: str, order: tuple, common: tuple[int, ...],
-                  first: isl.Map | None = None, second: isl.Map | None = None,
-                  ) -> tuple[isl.Map, tuple[int, ...] | None]:
+def pair_relation(first_text: str, second_text: str, order: tuple,
+                  first: isl.Map | None = None, second: isl.Map | None = None) -> isl.Map:
     """The pairs (source instance -> sink instance) where the source's access `first_text`
     and the sink's access `second_text` (instance -> element maps, as text; `first` and
     `second` are the same maps when the caller has them) touch one element and the source
-    runs first, coalesced, and the constant distance of that relation at the time positions
-    `common` (the loops both are under), or None when it is not constant. Remembered by the
-    texts, the order key and the positions."""
-    key = (first_text, second_text, order, common)
+    runs first (`order`, an `order_key`), coalesced. Remembered by the texts and the order
+    key."""
+    key = (first_text, second_text, order)
     found = _RELATIONS.recall(key)
     if found is not None:
         return found
     first = first if first is not None else isl.Map(first_text)
     second = second if second is not None else isl.Map(second_text)
     relation = first.apply_range(second.reverse()).intersect(_order(*order)).coalesce()
-    return _RELATIONS.remember(key, (relation, _distance(relation, order, common)))
+    return _RELATIONS.remember(key, relation)
 
 
-def _distance(relation: isl.Map, order: tuple,
-              common: tuple[int, ...]) -> tuple[int, ...] | None:
-    if not common or relation.is_empty():
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def pair_distance(first_text: str, second_text: str, order: tuple,
+                  common: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The constant distance of `pair_relation(first_text, second_text, order)` at the time
+    positions `common` (the loops both are under), or None when it is not constant. Asked
+    only to describe a dependence: legality never needs it."""
+    if not common:
+        return None
+    relation = pair_relation(first_text, second_text, order)
+    if relation.is_empty():
         return None
     source_key, sink_key, params_text = order
     in_time = relation.apply_domain(schedule_map(*source_key, params_text)) \
@@ -148,6 +154,6 @@ def breaks_order(relation_key: tuple, order: tuple) -> str | None:
     """The pairs of the relation `pair_relation(*relation_key)` that the order `order` (an
     `order_key`) does not keep (source before sink), as isl text, or None when it keeps them
     all."""
-    relation, _ = pair_relation(*relation_key[:4])
+    relation = pair_relation(*relation_key[:3])
     broken = relation.subtract(_order(*order))
     return None if broken.is_empty() else str(broken)
