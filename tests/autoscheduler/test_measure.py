@@ -3,6 +3,7 @@ in an isolated worker; wrong, crashing, hanging and unbuildable candidates cost 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -170,15 +171,24 @@ def test_a_hopeless_candidate_keeps_its_checked_run_as_its_only_time(measurer):
     assert [len(r.seconds) for r in timed] == [TIMING.repeat] * 2
 
 
-def test_hopeless_compares_with_the_fastest_checked_run_of_the_batch(measurer):
-    schedule = hand_schedules.cpu_matmul(128, 128, 128)
-    workload = Workload.of(schedule.original_func)
-    fast = Candidate(schedule.trace.to_json(), schedule.func.script())
-    slow = script_candidate(schedule.original_func)     # tens of times slower, unscheduled
-    results = measurer.measure(workload, [slow, fast], hopeless=4.0)
-    assert all(r.ok for r in results)
-    assert [len(r.seconds) for r in results] == [1, TIMING.repeat]
-    assert results[0].median > 4 * results[1].median
+def test_hopeless_compares_with_the_fastest_checked_run_of_the_batch(monkeypatch):
+    workload = Workload.of(add(1.0))
+    slow, fast = split_candidate(add(1.0), 8), split_candidate(add(1.0), 4)
+    with LocalMeasurer(workers=1, timing=TIMING) as measurer:
+        real_check = measurer._runner.check
+
+        def check(workload, script):       # the checked runs' times, made 1 s and 0.1 s
+            result = real_check(workload, script)
+            return dataclasses.replace(result, seconds=(1.0 if script == slow.script else 0.1,))
+
+        monkeypatch.setattr(measurer._runner, "check", check)
+        results = measurer.measure(workload, [slow, fast], hopeless=4.0)
+        assert all(r.ok for r in results)
+        assert [len(r.seconds) for r in results] == [1, TIMING.repeat]
+        assert results[0].seconds == (1.0,)
+        # no faster run in the batch, but a best so far: both are 10x slower than that
+        again = measurer.measure(workload, [slow, fast], hopeless=4.0, best_seconds=0.01)
+        assert [r.seconds for r in again] == [(1.0,), (0.1,)]
 
 
 def test_the_check_reports_its_one_run_time(measurer):
