@@ -4,7 +4,12 @@
     sched tune kernels/matmul.py:matmul --target c --trials 256 --db tune.db
     sched tune kernels/matmul.py:matmul --db tune.db --resume --time-budget 1h30m
     sched db tune.db                              # the workloads a tuning database holds
+    sched show kernels/matmul.py:matmul --lowered --source c --trace
+    sched build kernels/matmul.py:matmul --target cuda --arch sm_90   # the resource report
+    sched export kernels/matmul.py:matmul --target cuda --arch sm_90 --out build/matmul
     sched --version
+
+`show`, `build` and `export` live in `sched.cli_kernels`.
 
 A mistake (a bad option, a missing file, a function that cannot be tuned) is one line on stderr
 and exit status 1; `--debug` shows the traceback instead. `sched --help` lists the commands,
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 
 TUNE_EXAMPLE = "sched tune kernels/matmul.py:matmul --target c --trials 256 --db tune.db"
 
@@ -45,9 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         from sched.demo import run_demo
 
         return 0 if run_demo() else 1
-    command = {"tune": _tune, "db": _db}[args.command]
+    from sched import cli_kernels
+
+    command = {"tune": _tune, "db": _db, "show": cli_kernels.run_show,
+               "build": cli_kernels.run_build, "export": cli_kernels.run_export}[args.command]
     try:
-        return command(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(args.command)
+            return command(args)
     except KeyboardInterrupt:
         print(f"sched {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -81,6 +92,9 @@ def _parser() -> _Parser:
                              "database")
     db.add_argument("path", metavar="DB", help="the database file (e.g. tune.db)")
     db.add_argument("--debug", action="store_true", help="show tracebacks")
+    from sched.cli_kernels import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -207,6 +221,13 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _one_line_warning(command: str):
+    """A `warnings.showwarning` that prints `sched COMMAND: warning: message` on stderr."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"sched {command}: warning: {message}", file=sys.stderr)
+    return show
 
 
 def _describe(error: BaseException) -> str:

@@ -18,13 +18,22 @@ call and the CUresult. With no GPU, constructing a kernel works and calling it r
 from __future__ import annotations
 
 import ctypes
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from sched.arguments import ArgumentBinder
 from sched.cuda.compile import compile_cuda
-from sched.cuda.device import check, default_arch, device_arch, require_gpu, runs_on
+from sched.cuda.device import (
+    DEFAULT_ARCH,
+    check,
+    default_arch,
+    device_arch,
+    gpu_available,
+    require_gpu,
+    runs_on,
+)
 from sched.cuda.resources import Resources
 from sched.errors import BuildError, KernelArgumentError
 from sched.ir.functor import free_vars
@@ -48,6 +57,16 @@ def _scalar_bits(value, dtype: str):
         bits = int(np.float32(value).view(np.uint32))
         return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
     return value
+
+
+def _chosen_arch(kernel_name: str) -> str:
+    """The arch to compile for when none is named: the GPU's, else DEFAULT_ARCH, said so."""
+    if gpu_available():
+        return default_arch()
+    warnings.warn(f"kernel '{kernel_name}': no arch named and no GPU here: compiled for "
+                  f"{DEFAULT_ARCH}; name one (arch='sm_80', or --arch on the command line) to "
+                  f"run it on another GPU", stacklevel=4)
+    return DEFAULT_ARCH
 
 
 class CudaModule:
@@ -124,7 +143,7 @@ class CudaKernel:
         # buffers the kernel moves as float4: their data must be 16-byte aligned
         self._aligned = [i for i, b in enumerate(func.buffers) if b.name in aligned_params]
         self.kernel_name, self.launch = kernel_name, launch
-        self.arch = arch or default_arch()
+        self.arch = arch or _chosen_arch(kernel_name)
         self.compiler = compiler
         self.compiled = compile_cuda(source, self.arch, compiler, tuple(flags),
                                      cache_dir=cache_dir)
