@@ -133,6 +133,7 @@ class CudaKernel:
     Attributes: `func`, `lowered` (the loop IR, when given), `source`, `kernel_name`, `launch`,
     `arch`, `compiler`, `compiled` (the CompiledModule), `cubin`, `resources` (a Resources
     report: print it, or `rich.print(kernel.resources.table())`).
+    `export(directory)` writes it for a C program that runs it without Python.
     """
 
     def __init__(self, func: PrimFunc, source: str, kernel_name: str, launch: LaunchConfig,
@@ -208,6 +209,19 @@ class CudaKernel:
         check("cuLaunchKernel", driver.cuLaunchKernel(
             function, *grid, *self.launch.block, self.launch.dynamic_shared_bytes, stream,
             ctypes.addressof(addresses), 0))
+
+    @property
+    def checks_bounds(self) -> bool:
+        """Whether calls check that every access is in bounds (`check_bounds` not "off")."""
+        return self._binder.entry_check is not None
+
+    def export(self, directory, name: str | None = None):
+        """Write this kernel for a program without Python to `directory`: the cubin as a C
+        byte array, a C header, a launcher on the CUDA driver API and a CMakeLists.txt (see
+        `sched.cuda.export`). Returns what was written (an `ExportedKernel`)."""
+        from sched.cuda.export import export_cuda
+
+        return export_cuda(self, directory, name)
 
     def _load(self, ordinal: int):
         """The module and function on device `ordinal`, loaded on first use."""

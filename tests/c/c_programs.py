@@ -32,12 +32,13 @@ def program_arrays(args: list, more: tuple = ()) -> list[np.ndarray]:
     return [a for a in args if isinstance(a, np.ndarray)] + list(more)
 
 
-def c_program(name: str, args: list, more: tuple = (), *,
-              allocate: str = "malloc(bytes)") -> str:
+def c_program(name: str, args: list, more: tuple = (), *, allocate: str = "malloc(bytes)",
+              cuda: bool = False) -> str:
     """A C program calling `name` once with `args`: numpy arrays (read from a{k}.bin),
     Python ints and floats (their C literal), or `Pointer`s (into the arrays, `more` loaded
     after those of `args`). `allocate` is a C expression template of `bytes` that allocates
-    an array."""
+    an array. With `cuda`, the arrays are copied to the GPU (device 0's primary context), the
+    call gets device pointers and a stream argument (0), and the results are copied back."""
     arrays = program_arrays(args, more)
     lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <stdint.h>",
              f'#include "{name}.h"', "",
@@ -49,18 +50,34 @@ def c_program(name: str, args: list, more: tuple = (), *,
              "int main(void) {"]
     for k, array in enumerate(arrays):
         lines.append(f'    char *a{k} = load("a{k}.bin", {array.nbytes});')
+    pointer = "(void *)(a{} + {})"
+    if cuda:
+        pointer = "(CUdeviceptr)(d{} + {})"
+        lines += ["    CUdevice device;", "    CUcontext context;",
+                  "    if (cuInit(0) || cuDeviceGet(&device, 0) || "
+                  "cuDevicePrimaryCtxRetain(&context, device) || cuCtxSetCurrent(context)) "
+                  "return 3;"]
+        for k, array in enumerate(arrays):
+            lines += [f"    CUdeviceptr d{k};",
+                      f"    if (cuMemAlloc(&d{k}, {array.nbytes} + 64) || "
+                      f"cuMemcpyHtoD(d{k}, a{k}, {array.nbytes})) return 3;"]
     values, k = [], 0
     for arg in args:
         if isinstance(arg, np.ndarray):
-            values.append(f"(void *)a{k}")
+            values.append(pointer.format(k, 0))
             k += 1
         elif isinstance(arg, Pointer):
-            values.append("NULL" if arg.array is None else f"(void *)(a{arg.array} + "
-                                                           f"{arg.offset})")
+            values.append("0" if arg.array is None else pointer.format(arg.array, arg.offset))
         else:
             values.append(repr(arg))
+    if cuda:
+        values.append("0")
     lines += [f"    int status = {name}({', '.join(values)});",
               f'    printf("%d\\n%s\\n", status, status ? {name}_error_message() : "");']
+    if cuda:
+        lines.append("    if (cuCtxSynchronize()) return 4;")
+        lines += [f"    if (cuMemcpyDtoH(a{k}, d{k}, {array.nbytes})) return 3;"
+                  for k, array in enumerate(arrays)]
     for k, array in enumerate(arrays):
         lines += [f'    FILE *o{k} = fopen("a{k}.out", "wb");',
                   f"    fwrite(a{k}, 1, {array.nbytes}, o{k});", f"    fclose(o{k});"]
