@@ -44,7 +44,7 @@ def add_commands(commands) -> None:
     _add_target_arguments(build)
 
     export = commands.add_parser(
-        "export", help="write a kernel as C files to build into a product, without Python",
+        "export", help="write C files that run a kernel without Python",
         description="Build FILE.py:NAME and write it to --out as files a product compiles "
         "without Python or sched: on CUDA the cubin as a byte array, a C header and a "
         "launcher on the driver API, and a CMakeLists.txt; on C a .c and a .h.")
