@@ -34,6 +34,16 @@ def tune(func, target: str = "c", **options):
     return run_tune(func, target, **options)
 
 
+def __getattr__(name: str):
+    """`sched.torch`: kernels as torch operators (sched.torch_ops), imported when first used
+    so that `import sched` loads no torch."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module("sched.torch_ops")
+    raise AttributeError(f"module 'sched' has no attribute {name!r}")
+
+
 def parse(text: str):
     """The PrimFunc that TVMScript-style `text` describes (see sched.ir.parser)."""
     from sched.ir.parser import parse as parse_text
