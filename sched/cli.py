@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from sched.demo import run_demo
 
-        return 0 if run_demo() else 1
+        return 0 if run_demo(tune_trials=args.tune) else 1
     from sched import cli_kernels
 
     command = {"tune": _tune, "db": _db, "show": cli_kernels.run_show,
@@ -79,8 +79,12 @@ def _parser() -> _Parser:
     parser.add_argument("--version", action="version", version=f"sched {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
-    commands.add_parser("demo", help="compile, check and time a few kernels on this machine",
-                        description="compile, check and time a few kernels on this machine")
+    demo = commands.add_parser("demo", help="compile, check and time a few kernels on this "
+                               "machine", description="compile, check and time a few kernels "
+                               "on this machine")
+    demo.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                      help="also tune the 512^3 matmul in TRIALS trials and time it "
+                      "(default: 0, no tuning)")
     _add_tune_arguments(commands.add_parser(
         "tune", help="search schedules for a function's unscheduled blocks, measuring each",
         formatter_class=argparse.RawDescriptionHelpFormatter,
