@@ -23,6 +23,8 @@ from sched.errors import (
     ScriptError,
 )
 from sched.interpreter import interpret
+from sched.interpreter.runtime import InterpretError
+from sched.polyhedral.in_bounds import OutOfBoundsError
 from sched.schedule import Schedule, Trace
 
 
@@ -52,5 +54,6 @@ def parse(text: str):
 
 
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
-           "KernelArgumentError", "NoGPUError", "Schedule", "ScheduleError", "ScriptError",
-           "Trace", "build", "interpret", "ir", "parse", "tune"]
+           "InterpretError", "KernelArgumentError", "NoGPUError", "OutOfBoundsError",
+           "Schedule", "ScheduleError", "ScriptError", "Trace", "build", "interpret", "ir",
+           "parse", "tune"]
