@@ -125,6 +125,8 @@ def _build_from_spec(args: argparse.Namespace):
 
 
 def _build(loaded, target: str, arch: str | None, db):
+    from rich.console import Console
+
     import sched
 
     if db is not None:
@@ -132,7 +134,11 @@ def _build(loaded, target: str, arch: str | None, db):
 
         if not Path(db).expanduser().is_file():
             raise FileNotFoundError(f"no tuning database {db!r}")
-    return sched.build(loaded, target=target, arch=arch, db=db)
+    console = Console(stderr=True)
+    if not console.is_terminal:             # a spinner only where someone watches
+        return sched.build(loaded, target=target, arch=arch, db=db)
+    with console.status(f"building for {target}..."):
+        return sched.build(loaded, target=target, arch=arch, db=db)
 
 
 def _section(title: str, text: str) -> None:

@@ -131,6 +131,19 @@ int {name}_init(void) {{
     return status;
 }}
 
+/* the calling thread's context must be the one the cubin was loaded into: a thread with
+   none gets it; a thread on another context is refused (the module is not loaded there) */
+static int {name}_use_context(void) {{
+    CUcontext current = NULL;
+    int status = {name}_check_cuda(cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    if (status != SCHED_OK || current == {name}_context) return status;
+    if (current == NULL)
+        return {name}_check_cuda(cuCtxSetCurrent({name}_context), "cuCtxSetCurrent");
+    return {name}_fail(SCHED_ERROR_CUDA, "{name}: the calling thread's CUDA context is not the "
+                       "one the kernel was loaded into: call {name}_unload() and {name}_init() "
+                       "with this context current");
+}}
+
 int {name}_unload(void) {{
     pthread_mutex_lock(&{name}_lock);
     int status = SCHED_OK;
@@ -147,7 +160,8 @@ int {name}_unload(void) {{
 def _launch(name: str, args, func, kernel, grid: list[str]) -> list[str]:
     """C lines: load on first use, the grid, the parameters in the kernel's order, the launch."""
     by_ir = {arg.ir: arg for arg in args}
-    lines = [f"    int status = {name}_init();", "    if (status != SCHED_OK) return status;"]
+    lines = [f"    int status = {name}_init();", "    if (status != SCHED_OK) return status;",
+             f"    if ((status = {name}_use_context()) != SCHED_OK) return status;"]
     for axis, (extent, limit) in enumerate(zip(grid, MAX_GRID)):
         lines.append(f"    const int64_t sched_grid_{'xyz'[axis]} = {extent};")
         lines.append(f"    if (sched_grid_{'xyz'[axis]} < 0 || sched_grid_{'xyz'[axis]} > "
@@ -186,7 +200,8 @@ def _header(name: str, args, signature: str, kernel) -> str:
  * It returns SCHED_OK (0) when the kernel was launched, else a sched_status without launching;
  * {name}_error_message() then says what was wrong (per thread). The cubin is loaded on the
  * first call, or by {name}_init(), into the context current on the calling thread (the
- * primary context of device 0 when none is); {name}_unload() unloads it.
+ * primary context of device 0 when none is); later calls use that context (a thread with no
+ * current context is given it); {name}_unload() unloads it.
  * The cubin runs on {kernel.arch} (and newer minor versions of the same major).
  * Link with the CUDA driver library (-lcuda) and pthreads; nothing else.
  */

@@ -141,3 +141,50 @@ def test_the_cmake_file_builds_the_library(tmp_path):
         done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "build" / f"lib{exported.name}.a").is_file()
+
+
+@T.prim_func
+def scaled_copy(x: T.handle, y: T.handle, alpha: T.float32, n: T.int32):
+    X = T.match_buffer(x, (n,), "float32")
+    Y = T.match_buffer(y, (n,), "float32")
+    for i in range(n):
+        with T.block("Y"):
+            vi = T.axis.spatial(n, i)
+            Y[vi] = X[vi] * alpha
+
+
+def test_a_scalar_in_a_shape_is_checked_non_negative(tmp_path, rng):
+    exported = sched.build(scaled_copy, target="c").export(tmp_path)
+    assert "int scaled_copy(const float * X, float * Y, float alpha, int32_t n);" in \
+        exported.header.read_text()
+    x = rng.standard_normal(6).astype(np.float32)
+    done = run(exported, [x, np.zeros(6, np.float32), 2.0, 6], tmp_path)
+    assert done.status == 0
+    np.testing.assert_allclose(done.arrays[1], x * 2)
+    done = run(exported, [x, np.zeros(6, np.float32), 2.0, -1], tmp_path)
+    assert (done.status, done.message) == (
+        4, "scaled_copy: X's dimension 0 (n) is -1 with these scalars")
+
+
+def test_two_exports_link_into_one_program(tmp_path, rng):
+    first = sched.build(matmul_func(), target="c").export(tmp_path)
+    second = sched.build(scaled_copy, target="c").export(tmp_path)
+    (tmp_path / "main.c").write_text(f"""
+#include <stdio.h>
+#include "{first.name}.h"
+#include "{second.name}.h"
+int main(void) {{
+    static float a[2 * 24], b[24 * 16], c[2 * 16], y[2 * 16];
+    for (int k = 0; k < 2 * 24; ++k) a[k] = 1.0f;
+    for (int k = 0; k < 24 * 16; ++k) b[k] = 0.5f;
+    int s1 = {first.name}(a, b, c, 2);
+    int s2 = {second.name}(c, y, 3.0f, 2 * 16);
+    printf("%d %d %g\\n", s1, s2, y[5]);
+    return s1 || s2 || y[5] != 36.0f;
+}}
+""")
+    built = subprocess.run([*GCC, "main.c", "matmul.c", "scaled_copy.c", "-o", "main", "-lm"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "0 0 36\n")

@@ -142,3 +142,29 @@ def test_the_exported_symbolic_kernel_on_the_gpu_and_its_checks(tmp_path, rng):
     assert (done.status, done.message) == (3, "scale: dim n = 0: sizes must be at least 1")
     done = run_on_gpu(exported, [a, Pointer(0), 4])
     assert done.status == 5 and "overlap" in done.message
+
+
+@needs_cuda_h
+def test_scalars_of_each_kind_compile_into_the_launcher(tmp_path):
+    from sched.script import T
+
+    @T.prim_func
+    def axpy(x: T.handle, y: T.handle, alpha: T.float32, beta: T.float16, n: T.int32):
+        X = T.match_buffer(x, (n,), "float32")
+        Y = T.match_buffer(y, (n,), "float32")
+        for i in range(n):
+            with T.block("Y"):
+                vi = T.axis.spatial(n, i)
+                Y[vi] = X[vi] * alpha + T.Cast("float32", beta)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kernel = sched.build(axpy, target="cuda", arch="sm_80")
+    exported = kernel.export(tmp_path)
+    assert ("int axpy(CUdeviceptr X, CUdeviceptr Y, float alpha, uint16_t beta, int32_t n, "
+            "CUstream stream);") in exported.header.read_text()
+    source = (tmp_path / "axpy.c").read_text()
+    assert "void *sched_params[] = {&X, &Y, &alpha, &beta, &n};" in source
+    done = subprocess.run([*GCC, f"-I{INCLUDE}", "-c", "axpy.c", "-o", "k.o"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
