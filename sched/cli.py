@@ -86,7 +86,7 @@ def _parser() -> _Parser:
                       help="also tune the 512^3 matmul in TRIALS trials and time it "
                       "(default: 0, no tuning)")
     _add_tune_arguments(commands.add_parser(
-        "tune", help="search schedules for a function's unscheduled blocks, measuring each",
+        "tune", help="search schedules for the blocks a function leaves unscheduled",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Search schedules for the blocks of FILE.py:NAME that have none, measure\n"
         "them on this machine (or a Ray cluster), and record them in a tuning database.\n\n"

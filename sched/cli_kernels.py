@@ -53,6 +53,8 @@ def add_commands(commands) -> None:
                         help="the directory to write (created if missing)")
     export.add_argument("--name", help="the C name of the exported function (default: the "
                         "function's)")
+    export.add_argument("--shared-library", action="store_true",
+                        help="--target c: also build libNAME.so from the files here")
 
 
 def _add_target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,8 +97,12 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.shared_library and args.target != "c":
+        raise ValueError("--shared-library is for --target c (a CUDA export is built with its "
+                         "CMakeLists.txt)")
     kernel = _build_from_spec(args)
-    exported = kernel.export(args.out, name=args.name)
+    options = {"shared_library": True} if args.shared_library else {}
+    exported = kernel.export(args.out, name=args.name, **options)
     print(exported.summary())
     return 0
 

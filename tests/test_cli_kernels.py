@@ -101,6 +101,8 @@ def test_build_without_arch_or_gpu_says_which_arch(kernels, capsys, monkeypatch)
                                                                  "name 'int' is not a C"),
     (["build", "{k}:gpu", "--target", "cuda", "--arch", "sm_1"], "sched build: error: arch "
                                                                  "'sm_1': expected 'sm_'"),
+    (["export", "{k}:gpu", "--target", "cuda", "--out", "{k}.d", "--shared-library"],
+     "sched export: error: --shared-library is for --target c"),
 ])
 def test_mistakes_are_one_line_with_status_1(kernels, capsys, argv, message):
     argv = [a.replace("{k}", str(kernels)) for a in argv]
@@ -119,7 +121,21 @@ def test_export_writes_the_files(kernels, capsys, tmp_path):
     assert main(["export", f"{kernels}:scale", "--out", str(tmp_path / "c")]) == 0
     assert "exported 'scale' (c)" in capsys.readouterr().out
     assert (tmp_path / "c" / "scale.h").is_file() and (tmp_path / "c" / "scale.c").is_file()
+    assert main(["export", f"{kernels}:scale", "--out", str(tmp_path / "so"),
+                 "--shared-library"]) == 0
+    assert (tmp_path / "so" / "libscale.so").is_file()
     assert main(["export", f"{kernels}:gpu", "--target", "cuda", "--arch", "sm_90", "--out",
                  str(tmp_path / "cu"), "--name", "mm"]) == 0
     assert sorted(p.name for p in (tmp_path / "cu").iterdir()) == \
         ["CMakeLists.txt", "mm.c", "mm.cu", "mm.h"]
+
+
+def test_every_command_has_a_one_line_description_at_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.strip() == "COMMAND")
+    described = lines[start + 1:lines.index("", start)]
+    commands = [line.split()[0] for line in described]
+    assert commands == ["demo", "tune", "db", "show", "build", "export"], described
+    assert all(len(line.split()) > 1 for line in described)    # name and text on one line

@@ -5,6 +5,7 @@ alone (no Python, no sched), and a CMakeLists.txt that builds them as a static l
     # out/matmul/matmul.h   int matmul(const float *A, const float *B, float *C, int64_t n);
     # out/matmul/matmul.c   the generated kernel (matmul_kernel) and the checked entry point
     # out/matmul/CMakeLists.txt
+    # out/matmul/libmatmul.so     with shared_library=True: built here with gcc
 
 The interface is `sched.c.export_interface`'s: the parameters in order, symbolic dims as
 `int64_t`, a `sched_status` result and `matmul_error_message()`. The kernel's C is the code the
@@ -15,9 +16,13 @@ extensions (`sched.c.isa.host_isa()` names them).
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
-from sched.c.build import compiler_flags
+from sched.c.build import COMPILER, compiler_flags
 from sched.c.codegen import generate_c
 from sched.c.dtypes import STORAGE_TYPES
 from sched.c.export_interface import (
@@ -29,13 +34,16 @@ from sched.c.export_interface import (
     status_enum,
     write_files,
 )
+from sched.errors import BuildError
 
 _BUILD_FLAGS_SKIPPED = ("-shared", "-fPIC", "-fopenmp")   # the CMake file adds its own
 
 
-def export_c(kernel, directory, name: str | None = None) -> ExportedKernel:
+def export_c(kernel, directory, name: str | None = None, *,
+             shared_library: bool = False) -> ExportedKernel:
     """Write the C files of built C-target `kernel` (a CKernel) to `directory`; see the module
-    doc. `name` is the C name of the function (default: the PrimFunc's)."""
+    doc. `name` is the C name of the function (default: the PrimFunc's). `shared_library`
+    also builds `libNAME.so` from them with gcc (listed last in the files)."""
     func = kernel.func
     name = export_name(func, name)
     args = arguments(func, _pointer_type, lambda var: STORAGE_TYPES[var.dtype])
@@ -56,8 +64,22 @@ def export_c(kernel, directory, name: str | None = None) -> ExportedKernel:
             f"{signature} {{", *lines, f"    {call}", "    return SCHED_OK;", "}", ""]),
         "CMakeLists.txt": _cmake(name, flags),
     }
-    directory_files = write_files(directory, files)
-    return ExportedKernel(name, "c", directory_files[0].parent, directory_files)
+    written = write_files(directory, files)
+    if shared_library:
+        written = (*written, _build_shared_library(written[1], name, fast_math))
+    return ExportedKernel(name, "c", written[0].parent, written)
+
+
+def _build_shared_library(source: Path, name: str, fast_math: bool) -> Path:
+    """`libNAME.so` next to `source`, built with the flags sched builds its kernels with."""
+    library = source.with_name(f"lib{name}.so")
+    command = [COMPILER, *compiler_flags(fast_math), source.name, "-o", library.name, "-lm"]
+    done = subprocess.run(command, cwd=source.parent, capture_output=True, text=True,
+                          env={**os.environ, "LC_ALL": "C"})
+    if done.returncode != 0:
+        raise BuildError(f"export: gcc failed (exit status {done.returncode}) building "
+                         f"{library}:\n{done.stderr.rstrip()}\ncommand: {shlex.join(command)}")
+    return library
 
 
 def _pointer_type(buffer, written: bool) -> str:

@@ -152,13 +152,13 @@ class CKernel:
         """Whether calls check that every access is in bounds (`check_bounds` not "off")."""
         return self._binder.entry_check is not None
 
-    def export(self, directory, name: str | None = None):
+    def export(self, directory, name: str | None = None, *, shared_library: bool = False):
         """Write this kernel as a `.c` and a `.h` (and a CMakeLists.txt) to `directory`, to
-        build into a program without Python: see `sched.c.export`. Returns what was written
-        (an `ExportedKernel`)."""
+        build into a program without Python, and with `shared_library` a prebuilt
+        `libNAME.so`: see `sched.c.export`. Returns what was written (an `ExportedKernel`)."""
         from sched.c.export import export_c
 
-        return export_c(self, directory, name)
+        return export_c(self, directory, name, shared_library=shared_library)
 
     def disable_entry_check(self) -> None:
         """Check no access bounds at calls (`sched.build(..., check_bounds="off")`)."""

@@ -188,3 +188,21 @@ int main(void) {{
     assert built.returncode == 0, built.stderr
     done = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "0 0 36\n")
+
+
+def test_a_prebuilt_shared_library_runs_through_ctypes(tmp_path, rng):
+    import ctypes
+
+    exported = sched.build(matmul_func(), target="c").export(tmp_path, shared_library=True)
+    assert exported.files[-1] == tmp_path / "libmatmul.so"
+    library = ctypes.CDLL(str(exported.files[-1]))
+    library.matmul.restype = ctypes.c_int
+    library.matmul.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64]
+    a = rng.standard_normal((5, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 16)).astype(np.float32)
+    c = np.zeros((5, 16), np.float32)
+    assert library.matmul(a.ctypes.data, b.ctypes.data, c.ctypes.data, 5) == 0
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    library.matmul_error_message.restype = ctypes.c_char_p
+    assert library.matmul(a.ctypes.data, b.ctypes.data, c.ctypes.data, 0) == 3
+    assert library.matmul_error_message() == b"matmul: dim n = 0: sizes must be at least 1"
