@@ -27,13 +27,12 @@ from sched.c.codegen import generate_c
 from sched.c.dtypes import STORAGE_TYPES
 from sched.c.export_interface import (
     CheckWriter,
-    ExportedKernel,
     arguments,
     export_name,
     messages,
     status_enum,
-    write_files,
 )
+from sched.c.exported import ExportedKernel, write_files
 from sched.errors import BuildError
 
 _BUILD_FLAGS_SKIPPED = ("-shared", "-fPIC", "-fopenmp")   # the CMake file adds its own

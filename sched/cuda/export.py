@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from sched.c.export_interface import (
     CheckWriter,
-    ExportedKernel,
     arguments,
     export_name,
     messages,
     status_enum,
-    write_files,
 )
+from sched.c.exported import ExportedKernel, write_files
 from sched.cuda.codegen import STATIC_SHARED_LIMIT
 from sched.ir.nodes import Var
 from sched.lower.launch import MAX_GRID
