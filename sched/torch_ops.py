@@ -11,8 +11,9 @@ Two operators are registered for a function `f(A, B, alpha, C)` whose kernel wri
 - `ns::name(Tensor A, Tensor B, float alpha) -> Tensor`: the functional form. Its outputs (by
   default the buffers the kernel writes; `outputs=` names them) are allocated by the operator
   (`torch.empty`: every element must be written by the kernel, as a `te.compute` output is),
-  with shapes from the function's: symbolic dims are read off the inputs' shapes, so an
-  output dim that no input fixes is refused at registration (use the out form).
+  with shapes from the function's: symbolic dims are read off the inputs' shapes. There is no
+  functional form (`op.functional` is None and `op.unsized` says why) when an output dim is
+  fixed by no input, or when a block updates an output in place (reads it with no init).
 - `ns::name_out(Tensor A, Tensor B, float alpha, Tensor(a!) C) -> ()`: the out form, the
   parameters in the function's order, the written buffers mutated in place.
 
@@ -81,7 +82,7 @@ def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
     inputs = [p for p in func.params if p not in op.outputs]
     returns = ", ".join("Tensor" for _ in op.outputs)
     returns = returns if len(op.outputs) == 1 else f"({returns})"
-    op.unsized = _unsized(func, op.dim_sources)
+    op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs)
     try:
         if op.unsized is None:
             library.define(f"{name}({_schema_args(inputs, ())}) -> {returns}")
@@ -163,6 +164,26 @@ def _unsized(func: PrimFunc, sources) -> str | None:
         if var not in sources:
             return (f"symbolic dim '{var.name}' of '{func.name}' is a whole dimension of no "
                     f"input, so the functional form cannot size its outputs: use the out form")
+    return None
+
+
+def _updated_in_place(func: PrimFunc, outputs) -> str | None:
+    """Why an output allocated empty would be read before the kernel writes it (a block that
+    reads and writes it with no init, `C[i] = C[i] + ...`), or None."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import Block, BufferLoad
+
+    names = {buffer.storage_name: buffer.name for buffer in outputs}
+    for block in collect(func.body, Block):
+        if block.init is not None:
+            continue
+        written = {region.buffer.storage_name for region in block.writes}
+        read = {region.buffer.storage_name for region in block.reads}
+        read |= {load.buffer.storage_name for load in collect(block.body, BufferLoad)}
+        for storage in sorted(written & read & set(names)):
+            return (f"block '{block.name}' of '{func.name}' reads output '{names[storage]}' "
+                    f"before writing it (an update in place, with no init), so the functional "
+                    f"form cannot allocate it empty: use the out form")
     return None
 
 

@@ -171,3 +171,33 @@ def test_cpu_and_cuda_kernels_of_one_function():
     torch.testing.assert_close(compiled(a.cuda(), b.cuda()).cpu(), a @ b + 1, rtol=1e-4,
                                atol=1e-4)
     np.testing.assert_allclose(op(a, b).numpy(), (a @ b).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_an_output_updated_in_place_leaves_only_the_out_form():
+    from sched.script import T
+
+    @T.prim_func
+    def accumulate(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[vi] = C[vi] + A[vi]
+
+    op = sched.torch.custom_op(unique("accumulate"), sched.build(accumulate, target="c"))
+    assert op.functional is None
+    assert op.unsized == ("block 'C' of 'accumulate' reads output 'C' before writing it (an "
+                          "update in place, with no init), so the functional form cannot "
+                          "allocate it empty: use the out form")
+    a, c = torch.randn(8), torch.ones(8)
+    op.out(a, c)
+    torch.testing.assert_close(c, a + 1)
+
+
+def test_a_reduction_output_has_a_functional_form():
+    # the reduction block reads C too, but its init writes it first
+    A = te.placeholder((8, 4), "float32", name="A")
+    B = te.placeholder((4, 8), "float32", name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+    op = sched.torch.custom_op(unique("matmul"), sched.build(func, target="c"))
+    a, b = torch.randn(8, 4), torch.randn(4, 8)
+    torch.testing.assert_close(op.functional(a, b), a @ b, rtol=1e-5, atol=1e-5)
