@@ -23,6 +23,8 @@ from sched.errors import (
     ScriptError,
 )
 from sched.interpreter import interpret
+from sched.interpreter.runtime import InterpretError
+from sched.polyhedral.in_bounds import OutOfBoundsError
 from sched.schedule import Schedule, Trace
 
 
@@ -34,6 +36,16 @@ def tune(func, target: str = "c", **options):
     return run_tune(func, target, **options)
 
 
+def __getattr__(name: str):
+    """`sched.torch`: kernels as torch operators (sched.torch_ops), imported when first used
+    so that `import sched` loads no torch."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module("sched.torch_ops")
+    raise AttributeError(f"module 'sched' has no attribute {name!r}")
+
+
 def parse(text: str):
     """The PrimFunc that TVMScript-style `text` describes (see sched.ir.parser)."""
     from sched.ir.parser import parse as parse_text
@@ -42,5 +54,6 @@ def parse(text: str):
 
 
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
-           "KernelArgumentError", "NoGPUError", "Schedule", "ScheduleError", "ScriptError",
-           "Trace", "build", "interpret", "ir", "parse", "tune"]
+           "InterpretError", "KernelArgumentError", "NoGPUError", "OutOfBoundsError",
+           "Schedule", "ScheduleError", "ScriptError", "Trace", "build", "interpret", "ir",
+           "parse", "tune"]

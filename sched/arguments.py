@@ -290,7 +290,7 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
     by_name = {isl_name(v): v for v in (*func.symbolic_vars, *scalars)}
     conditions, names = [], None
     for violation in bounds_report(func).conditional:
-        condition = violation.condition
+        condition = _without_unused_params(violation.condition)
         found = [condition.get_dim_name(isl.dim_type.param, i)
                  for i in range(condition.dim(isl.dim_type.param))]
         names = found if names is None else names
@@ -307,3 +307,14 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
     if not conditions:
         return None
     return tuple(by_name[name] for name in names), " || ".join(conditions)
+
+
+def _without_unused_params(condition):
+    """`condition` without the isl parameters it does not involve (e.g. a float scalar the
+    model carries along), which are then no argument of the C condition."""
+    import islpy as isl
+
+    for i in reversed(range(condition.dim(isl.dim_type.param))):
+        if not condition.involves_dims(isl.dim_type.param, i, 1):
+            condition = condition.project_out(isl.dim_type.param, i, 1)
+    return condition

@@ -4,7 +4,12 @@
     sched tune kernels/matmul.py:matmul --target c --trials 256 --db tune.db
     sched tune kernels/matmul.py:matmul --db tune.db --resume --time-budget 1h30m
     sched db tune.db                              # the workloads a tuning database holds
+    sched show kernels/matmul.py:matmul --lowered --source c --trace
+    sched build kernels/matmul.py:matmul --target cuda --arch sm_90   # the resource report
+    sched export kernels/matmul.py:matmul --target cuda --arch sm_90 --out build/matmul
     sched --version
+
+`show`, `build` and `export` live in `sched.cli_kernels`.
 
 A mistake (a bad option, a missing file, a function that cannot be tuned) is one line on stderr
 and exit status 1; `--debug` shows the traceback instead. `sched --help` lists the commands,
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 
 TUNE_EXAMPLE = "sched tune kernels/matmul.py:matmul --target c --trials 256 --db tune.db"
 
@@ -44,10 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from sched.demo import run_demo
 
-        return 0 if run_demo() else 1
-    command = {"tune": _tune, "db": _db}[args.command]
+        return 0 if run_demo(tune_trials=args.tune) else 1
+    from sched import cli_kernels
+
+    command = {"tune": _tune, "db": _db, "show": cli_kernels.run_show,
+               "build": cli_kernels.run_build, "export": cli_kernels.run_export}[args.command]
     try:
-        return command(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(args.command)
+            return command(args)
     except KeyboardInterrupt:
         print(f"sched {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -68,10 +79,14 @@ def _parser() -> _Parser:
     parser.add_argument("--version", action="version", version=f"sched {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
-    commands.add_parser("demo", help="compile, check and time a few kernels on this machine",
-                        description="compile, check and time a few kernels on this machine")
+    demo = commands.add_parser("demo", help="compile, check and time a few kernels on this "
+                               "machine", description="compile, check and time a few kernels "
+                               "on this machine")
+    demo.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                      help="also tune the 512^3 matmul in TRIALS trials and time it "
+                      "(default: 0, no tuning)")
     _add_tune_arguments(commands.add_parser(
-        "tune", help="search schedules for a function's unscheduled blocks, measuring each",
+        "tune", help="search schedules for the blocks a function leaves unscheduled",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Search schedules for the blocks of FILE.py:NAME that have none, measure\n"
         "them on this machine (or a Ray cluster), and record them in a tuning database.\n\n"
@@ -81,6 +96,9 @@ def _parser() -> _Parser:
                              "database")
     db.add_argument("path", metavar="DB", help="the database file (e.g. tune.db)")
     db.add_argument("--debug", action="store_true", help="show tracebacks")
+    from sched.cli_kernels import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -207,6 +225,13 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _one_line_warning(command: str):
+    """A `warnings.showwarning` that prints `sched COMMAND: warning: message` on stderr."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"sched {command}: warning: {message}", file=sys.stderr)
+    return show
 
 
 def _describe(error: BaseException) -> str:

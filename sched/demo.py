@@ -1,8 +1,12 @@
 """`sched demo`: compile, check and time scheduled kernels on this machine.
 
-On the C target it runs matmul + bias + ReLU and a row softmax (as computed, one loop nest per
-stage), and a 512^3 matmul unscheduled and with the hand schedule (sched.hand_schedules), each
-checked against numpy, with the IR of one, the C of another and a table of times against numpy.
+On the C target it runs matmul + bias + ReLU (as computed, one loop nest per stage), a row
+softmax and a 512^3 matmul unscheduled and with the hand schedule (sched.hand_schedules), and
+with `tune_trials` the matmul as `sched.tune` schedules it, each checked against numpy, with the
+IR of one, the C of another and a table: each row labelled with its variant, each time the
+median of several runs with their min-max (sched and numpy in alternating rounds), and a
+warning when the spread says the machine is busy. Written to a file or a pipe, nothing is
+wrapped (see `make_console`).
 Then the CUDA target: with a GPU it builds the GPU hand schedules, checks them against torch and
 times them; without one it compiles one to a cubin and prints its CUDA source and resource
 report, and runs the same GPU schedule on the C target (threads as loops) against numpy.
@@ -10,8 +14,6 @@ report, and runs the same GPU schedule on the C target (threads as loops) agains
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,24 +25,18 @@ from rich.table import Table
 import sched
 from sched import compute as te
 from sched import hand_schedules
+from sched.timings import Timing, busy_warning, measure_alternating, ratio_text
+
+REPEATS = 10          # timed runs of each variant
 
 
 @dataclass
 class Workload:
     name: str
+    variant: str                       # "unscheduled", "scheduled" (by hand) or "tuned"
     func: sched.ir.PrimFunc
     input_shapes: list[tuple[int, ...]]
     reference: Callable[..., np.ndarray]
-
-
-def _median_seconds(run: Callable[[], object], repeats: int = 10) -> float:
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _softmax_reference(x):
@@ -48,7 +44,7 @@ def _softmax_reference(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _c_workloads() -> list[Workload]:
+def _c_workloads(tune_trials: int = 0) -> list[Workload]:
     M, K, N = 200, 160, 120
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
@@ -58,16 +54,35 @@ def _c_workloads() -> list[Workload]:
     X = te.placeholder((512, 1000), name="X")
     softmax = te.create_prim_func([X, te.ops.softmax(X)], name="softmax")
     size = 512
-    return [
-        Workload("matmul + bias + relu", mbr, [(M, K), (K, N), (N,)],
+    matmul = hand_schedules._matmul_func(size, size, size)
+    works = [
+        Workload("matmul + bias + relu", "unscheduled", mbr, [(M, K), (K, N), (N,)],
                  lambda a, b, c: np.maximum(a @ b + c, 0)),
-        Workload("row softmax", softmax, [(512, 1000)], _softmax_reference),
-        Workload(f"matmul {size}^3, unscheduled", hand_schedules._matmul_func(size, size, size),
-                 [(size, size)] * 2, lambda a, b: a @ b),
-        Workload(f"matmul {size}^3, hand schedule",
-                 hand_schedules.cpu_matmul(size, size, size).func, [(size, size)] * 2,
+        Workload("row softmax 512 x 1000", "unscheduled", softmax, [(512, 1000)],
+                 _softmax_reference),
+        Workload("row softmax 512 x 1000", "scheduled", hand_schedules.cpu_softmax(
+            512, 1000).func, [(512, 1000)], _softmax_reference),
+        Workload(f"matmul {size}^3", "unscheduled", matmul, [(size, size)] * 2,
                  lambda a, b: a @ b),
+        Workload(f"matmul {size}^3", "scheduled", hand_schedules.cpu_matmul(size, size, size).func,
+                 [(size, size)] * 2, lambda a, b: a @ b),
     ]
+    if tune_trials:
+        works.append(Workload(f"matmul {size}^3", "tuned", _tuned(matmul, tune_trials),
+                              [(size, size)] * 2, lambda a, b: a @ b))
+    return works
+
+
+def _tuned(func, trials: int):
+    """`func` with the best schedule `sched.tune` finds in `trials` measured candidates."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as directory:
+        db = str(Path(directory) / "demo.db")
+        sched.tune(func, target="c", trials=trials, db=db)
+        kernel = sched.build(func, target="c", db=db)
+    return kernel.func
 
 
 def _check(output, expected) -> tuple[bool, float]:
@@ -75,39 +90,80 @@ def _check(output, expected) -> tuple[bool, float]:
     return error < 1e-4, error
 
 
-def _table(title: str, columns: tuple[str, ...]) -> Table:
-    table = Table(title=title)
+def _table(title: str, columns: tuple[str, ...], caption: str | None = None) -> Table:
+    table = Table(title=title, caption=caption)
     for column in columns:
-        table.add_column(column, justify="right" if "ms" in column or "/" in column else "left")
+        table.add_column(column, justify="right" if "ms" in column or " vs " in column
+                         else "left")
     return table
 
 
-def _run_c(console: Console, rng: np.random.Generator) -> bool:
-    console.rule("[bold]sched demo: the C target")
-    table = _table("Kernels against numpy (median of 10 runs)",
-                   ("workload", "matches numpy", "max error / max |value|", "sched (ms)",
-                    "numpy (ms)", "numpy / sched"))
+def make_console(file=None) -> Console:
+    """The demo's console: on a terminal, rich's; to a file or a pipe, no line is wrapped
+    (generated code stays intact, tables take the width they need)."""
+    console = Console(file=file)
+    if console.is_terminal:
+        return console
+    return Console(file=file, width=200, soft_wrap=True)
+
+
+def heading(console: Console, text: str) -> None:
+    """A rule across a terminal; a plain line in a file or a pipe."""
+    if console.is_terminal:
+        console.rule(f"[bold]{text}")
+    else:
+        console.print(f"== {text} ==", markup=False)
+
+
+def print_code(console: Console, code: str, lexer: str) -> None:
+    """Generated code: highlighted on a terminal, else the text as it is."""
+    if console.is_terminal:
+        console.print(Syntax(code, lexer, theme="ansi_dark", word_wrap=True))
+    else:
+        console.print(code, markup=False, highlight=False, soft_wrap=True)
+
+
+def _run_c(console: Console, rng: np.random.Generator, tune_trials: int = 0) -> bool:
+    heading(console, "sched demo: the C target")
+    caption = None if tune_trials else (
+        "a tuned row: sched demo --tune 32 (tunes the 512^3 matmul first), or sched tune")
+    table = _table(f"Kernels against numpy ({REPEATS} runs each, alternating: median "
+                   f"(min-max))", ("workload", "variant", "matches numpy",
+                                   "max error / max |value|", "sched ms", "numpy ms",
+                                   "sched vs numpy"), caption)
     all_match = True
-    for index, work in enumerate(_c_workloads()):
-        kernel = sched.build(work.func, target="c")
+    timings: dict[str, Timing] = {}
+    if tune_trials:       # the tuner shows its own progress bar
+        console.print(f"tuning the 512^3 matmul ({tune_trials} trials)...")
+    works = _c_workloads(tune_trials)
+    for index, work in enumerate(works):
+        with console.status(f"compiling {work.name} ({work.variant})..."):
+            kernel = sched.build(work.func, target="c")
         if index == 0:
             console.print("[bold]The IR of", work.name)
-            console.print(Syntax(work.func.script(), "python", theme="ansi_dark", word_wrap=True))
-        if index == 3:
-            console.print("[bold]The C of", work.name)
-            console.print(Syntax(kernel.source, "c", theme="ansi_dark", word_wrap=True))
+            print_code(console, work.func.script(), "python")
+        if index == 4:
+            console.print(f"[bold]The C of {work.name}, {work.variant}")
+            print_code(console, kernel.source, "c")
         inputs = [rng.standard_normal(s).astype(np.float32) for s in work.input_shapes]
         expected = work.reference(*[x.astype(np.float64) for x in inputs])
         output = np.zeros(expected.shape, np.float32)
         kernel(*inputs, output)
         matches, error = _check(output, expected)
         all_match &= matches
-        repeats = 3 if "unscheduled" in work.name else 10
-        ours = _median_seconds(lambda k=kernel, i=inputs, o=output: k(*i, o), repeats)
-        theirs = _median_seconds(lambda w=work, i=inputs: w.reference(*i), repeats)
-        table.add_row(work.name, "yes" if matches else "[red]NO", f"{error:.1e}",
-                      f"{ours * 1e3:.2f}", f"{theirs * 1e3:.2f}", f"{theirs / ours:.2f}x")
+        repeats = 3 if work.variant == "unscheduled" and "matmul 512" in work.name else REPEATS
+        ours, theirs = measure_alternating(
+            [lambda k=kernel, i=inputs, o=output: k(*i, o), lambda w=work, i=inputs:
+             w.reference(*i)], repeats, pause=0.02)
+        timings[f"{work.name} ({work.variant})"] = ours
+        timings[f"numpy {work.name}"] = theirs
+        table.add_row(work.name, work.variant, "yes" if matches else "[red]NO", f"{error:.1e}",
+                      ours.text(), theirs.text(), ratio_text(theirs.median / ours.median))
     console.print(table)
+    console.print("sched vs numpy: numpy's median time / sched's (above 1x: sched is faster)")
+    warning = busy_warning(timings)
+    if warning:
+        console.print(f"[yellow]{warning}")
     return all_match
 
 
@@ -123,16 +179,19 @@ def _gpu_workloads() -> list[tuple[str, sched.Schedule, list, Callable]]:
 def _run_cuda(console: Console, rng: np.random.Generator) -> bool:
     from sched.cuda.device import gpu_available
 
-    console.rule("[bold]sched demo: the CUDA target")
+    heading(console, "sched demo: the CUDA target")
     if not gpu_available():
         return _show_cuda_without_gpu(console, rng)
     import torch
 
-    table = _table("GPU hand schedules against torch (median of 10 runs, synchronized)",
-                   ("workload", "matches torch", "sched (ms)", "torch (ms)", "torch / sched"))
+    table = _table(f"GPU hand schedules against torch ({REPEATS} runs each, synchronized: "
+                   f"median (min-max))", ("workload", "variant", "matches torch", "sched ms",
+                                          "torch ms", "sched vs torch"))
     all_match = True
+    timings: dict[str, Timing] = {}
     for name, schedule, shapes, reference in _gpu_workloads():
-        kernel = sched.build(schedule.func, target="cuda")
+        with console.status(f"compiling {name}..."):
+            kernel = sched.build(schedule.func, target="cuda")
         inputs = [torch.randn(*s, device="cuda") for s in shapes]
         expected = reference(*[x.double().cpu().numpy() for x in inputs])
         output = torch.empty(expected.shape, device="cuda")
@@ -141,24 +200,28 @@ def _run_cuda(console: Console, rng: np.random.Generator) -> bool:
         matches, _ = _check(output.cpu().numpy(), expected)
         all_match &= matches
         torch_op = (lambda a, b: a @ b) if "matmul" in name else (lambda x: x.softmax(1))
-
-        def timed(run):
-            return _median_seconds(lambda: (run(), torch.cuda.synchronize()))
-        ours = timed(lambda k=kernel, i=inputs, o=output: k(*i, o))
-        theirs = timed(lambda f=torch_op, i=inputs: f(*i))
-        table.add_row(name, "yes" if matches else "[red]NO", f"{ours * 1e3:.3f}",
-                      f"{theirs * 1e3:.3f}", f"{theirs / ours:.2f}x")
+        ours, theirs = measure_alternating(
+            [lambda k=kernel, i=inputs, o=output: (k(*i, o), torch.cuda.synchronize()),
+             lambda f=torch_op, i=inputs: (f(*i), torch.cuda.synchronize())], REPEATS)
+        timings[name], timings[f"torch {name}"] = ours, theirs
+        table.add_row(name, "scheduled", "yes" if matches else "[red]NO", ours.text(),
+                      theirs.text(), ratio_text(theirs.median / ours.median))
     console.print(table)
+    console.print("sched vs torch: torch's median time / sched's (above 1x: sched is faster)")
+    warning = busy_warning(timings)
+    if warning:
+        console.print(f"[yellow]{warning}")
     return all_match
 
 
 def _show_cuda_without_gpu(console: Console, rng: np.random.Generator) -> bool:
     name, schedule, shapes, reference = _gpu_workloads()[0]
     console.print("No GPU here: compiling the GPU schedule of", name, "to a cubin anyway "
-                  "(sm_90), and running it on the C target, each thread block as loops over "
-                  "its threads.")
-    kernel = sched.build(schedule.func, target="cuda", arch="sm_90")
-    console.print(Syntax(kernel.source, "cuda", theme="ansi_dark", word_wrap=True))
+                  "(for sm_90, the arch named here), and running it on the C target, each "
+                  "thread block as loops over its threads.")
+    with console.status("compiling to a cubin..."):
+        kernel = sched.build(schedule.func, target="cuda", arch="sm_90")
+    print_code(console, kernel.source, "cuda")
     console.print(kernel.resources.table())
     small = hand_schedules.gpu_matmul(256, 192, 128)
     inputs = [rng.standard_normal(s).astype(np.float32) for s in ((256, 128), (128, 192))]
@@ -170,10 +233,11 @@ def _show_cuda_without_gpu(console: Console, rng: np.random.Generator) -> bool:
     return matches
 
 
-def run_demo(console: Console | None = None) -> bool:
-    """Run the demo; True when every kernel matched its reference."""
-    console = console or Console()
+def run_demo(console: Console | None = None, tune_trials: int = 0) -> bool:
+    """Run the demo; True when every kernel matched its reference. `tune_trials` > 0 adds a
+    row for the 512^3 matmul as `sched.tune` schedules it in that many trials."""
+    console = console or make_console()
     rng = np.random.default_rng(0)
-    c_ok = _run_c(console, rng)
+    c_ok = _run_c(console, rng, tune_trials)
     cuda_ok = _run_cuda(console, rng)
     return c_ok and cuda_ok

@@ -58,7 +58,7 @@ def test_imports_flow_one_way():
 
 
 def test_import_sched_loads_neither_torch_nor_cuda():
-    code = ("import sys, sched, sched.compute, sched.ir; "
+    code = ("import sys, sched, sched.compute, sched.ir, sched.cli_kernels; "
             "print(sorted(m for m in ('torch', 'cuda', 'cuda.bindings') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

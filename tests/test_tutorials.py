@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
 
 import pytest
 
-TUTORIALS = sorted((pathlib.Path(__file__).resolve().parent.parent / "tutorials").glob("*.py"))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TUTORIALS = sorted((ROOT / "tutorials").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
 def test_tutorial_runs(path, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}       # this checkout's sched
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=600)
+                            cwd=tmp_path, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "T.prim_func" in result.stdout       # each prints the IR it teaches

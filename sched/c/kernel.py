@@ -43,7 +43,8 @@ class CKernel:
 
     Attributes: `func` (the PrimFunc it was built from), `lowered` (the loop IR), `source`
     (the C code), `library_path` (the shared library in the cache), `entry` (the C entry point
-    that checks calls on numpy arrays, or None, then `entry_unused` says why).
+    that checks calls on numpy arrays, or None, then `entry_unused` says why), `fast_math`.
+    `export(directory)` writes it as C files for a program without Python.
     """
 
     def __init__(self, func: PrimFunc, lowered: PrimFunc, source: str, library_path: Path,
@@ -66,6 +67,7 @@ class CKernel:
         self._scalar_checks = _scalar_checks(func)
         self._dtypes_of_scalars = [v.dtype for v in scalars]
         self._half_scalars = any(d in ("float16", "bfloat16") for d in self._dtypes_of_scalars)
+        self.fast_math = False       # set by build_c
         self.slow_calls = 0          # calls whose arguments were checked in Python
         self._torch_calls = TorchCalls(self._binder)
         if entry is not None:
@@ -145,6 +147,19 @@ class CKernel:
             values.append(value if dtype is None else scalar_bits(value, dtype))
         return values
 
+    @property
+    def checks_bounds(self) -> bool:
+        """Whether calls check that every access is in bounds (`check_bounds` not "off")."""
+        return self._binder.entry_check is not None
+
+    def export(self, directory, name: str | None = None, *, shared_library: bool = False):
+        """Write this kernel as a `.c` and a `.h` (and a CMakeLists.txt) to `directory`, to
+        build into a program without Python, and with `shared_library` a prebuilt
+        `libNAME.so`: see `sched.c.export`. Returns what was written (an `ExportedKernel`)."""
+        from sched.c.export import export_c
+
+        return export_c(self, directory, name, shared_library=shared_library)
+
     def disable_entry_check(self) -> None:
         """Check no access bounds at calls (`sched.build(..., check_bounds="off")`)."""
         self._binder.entry_check = None
@@ -202,6 +217,7 @@ def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = N
             entry, reason = None, "the entry point did not compile"
     kernel = CKernel(func, lowered, source, library, binder=binder, entry=entry,
                      launcher=launcher[0] if launcher else None)
+    kernel.fast_math = fast_math
     if reason:
         kernel.entry_unused = reason
     return kernel

@@ -18,13 +18,22 @@ call and the CUresult. With no GPU, constructing a kernel works and calling it r
 from __future__ import annotations
 
 import ctypes
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from sched.arguments import ArgumentBinder
 from sched.cuda.compile import compile_cuda
-from sched.cuda.device import check, default_arch, device_arch, require_gpu, runs_on
+from sched.cuda.device import (
+    DEFAULT_ARCH,
+    check,
+    default_arch,
+    device_arch,
+    gpu_available,
+    require_gpu,
+    runs_on,
+)
 from sched.cuda.resources import Resources
 from sched.errors import BuildError, KernelArgumentError
 from sched.ir.functor import free_vars
@@ -48,6 +57,16 @@ def _scalar_bits(value, dtype: str):
         bits = int(np.float32(value).view(np.uint32))
         return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
     return value
+
+
+def _chosen_arch(kernel_name: str) -> str:
+    """The arch to compile for when none is named: the GPU's, else DEFAULT_ARCH, said so."""
+    if gpu_available():
+        return default_arch()
+    warnings.warn(f"kernel '{kernel_name}': no arch named and no GPU here: compiled for "
+                  f"{DEFAULT_ARCH}; name one (arch='sm_80', or --arch on the command line) to "
+                  f"run it on another GPU", stacklevel=4)
+    return DEFAULT_ARCH
 
 
 class CudaModule:
@@ -114,6 +133,7 @@ class CudaKernel:
     Attributes: `func`, `lowered` (the loop IR, when given), `source`, `kernel_name`, `launch`,
     `arch`, `compiler`, `compiled` (the CompiledModule), `cubin`, `resources` (a Resources
     report: print it, or `rich.print(kernel.resources.table())`).
+    `export(directory)` writes it for a C program that runs it without Python.
     """
 
     def __init__(self, func: PrimFunc, source: str, kernel_name: str, launch: LaunchConfig,
@@ -124,7 +144,7 @@ class CudaKernel:
         # buffers the kernel moves as float4: their data must be 16-byte aligned
         self._aligned = [i for i, b in enumerate(func.buffers) if b.name in aligned_params]
         self.kernel_name, self.launch = kernel_name, launch
-        self.arch = arch or default_arch()
+        self.arch = arch or _chosen_arch(kernel_name)
         self.compiler = compiler
         self.compiled = compile_cuda(source, self.arch, compiler, tuple(flags),
                                      cache_dir=cache_dir)
@@ -189,6 +209,19 @@ class CudaKernel:
         check("cuLaunchKernel", driver.cuLaunchKernel(
             function, *grid, *self.launch.block, self.launch.dynamic_shared_bytes, stream,
             ctypes.addressof(addresses), 0))
+
+    @property
+    def checks_bounds(self) -> bool:
+        """Whether calls check that every access is in bounds (`check_bounds` not "off")."""
+        return self._binder.entry_check is not None
+
+    def export(self, directory, name: str | None = None):
+        """Write this kernel for a program without Python to `directory`: the cubin as a C
+        byte array, a C header, a launcher on the CUDA driver API and a CMakeLists.txt (see
+        `sched.cuda.export`). Returns what was written (an `ExportedKernel`)."""
+        from sched.cuda.export import export_cuda
+
+        return export_cuda(self, directory, name)
 
     def _load(self, ordinal: int):
         """The module and function on device `ordinal`, loaded on first use."""

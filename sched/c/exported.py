@@ -1,0 +1,46 @@
+"""What an export wrote (`ExportedKernel`), and writing its files: shared by the C and the
+CUDA export (`sched.c.export`, `sched.cuda.export`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ExportedKernel:
+    """What `kernel.export(directory)` wrote: the function's C `name`, the `target`, the
+    `directory` and its `files` (header first)."""
+
+    name: str
+    target: str
+    directory: Path
+    files: tuple[Path, ...]
+
+    @property
+    def header(self) -> Path:
+        return self.files[0]
+
+    def summary(self) -> str:
+        """What `sched export` prints: the files, and how to build against them."""
+        listed = "\n".join(f"  {path}" for path in self.files)
+        how = ("cmake -S DIR -B DIR/build && cmake --build DIR/build (links CUDA::cuda_driver)"
+               if self.target == "cuda" else "cmake -S DIR -B DIR/build && cmake --build "
+               "DIR/build, or compile NAME.c with gcc -O3 -march=native -fopenmp")
+        return (f"exported {self.name!r} ({self.target}) to {self.directory}:\n{listed}\n"
+                f"call it as declared in {self.header.name}; build: "
+                f"{how.replace('DIR', str(self.directory)).replace('NAME', self.name)}")
+
+
+def write_files(directory, contents: dict[str, str]) -> tuple[Path, ...]:
+    """Write each `file name -> text` under `directory` (created if missing)."""
+    directory = Path(directory).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"export: {str(directory)!r} exists and is not a directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for file_name, text in contents.items():
+        path = directory / file_name
+        path.write_text(text)
+        paths.append(path)
+    return tuple(paths)

@@ -1,0 +1,248 @@
+"""`kernel.export(directory)` for CUDA: what a product needs to run the kernel with the CUDA
+toolkit alone (no Python, no sched, no NVRTC, no compilation at run time).
+
+    exported = sched.build(sch.func, target="cuda", arch="sm_90").export("out/matmul")
+    # out/matmul/matmul.h      int matmul(CUdeviceptr A, ..., int64_t n, CUstream stream);
+    # out/matmul/matmul.c      the cubin as a byte array and the launcher (driver API only)
+    # out/matmul/matmul.cu     the CUDA C the cubin was compiled from (for reading)
+    # out/matmul/CMakeLists.txt
+
+The launcher loads the cubin on first use (or at `matmul_init()`) into the CUDA context current
+on the calling thread (the device's primary context, the one the runtime API and torch use,
+when none is), opts the kernel into more than 48 KB of dynamic shared memory when it needs it,
+checks the arguments (`sched.c.export_interface`), computes the grid from the dims and launches
+with `cuLaunchKernel` on the given stream, without synchronizing. The cubin runs on GPUs of the
+arch it was built for (`runs_on`: same major, minor no newer); the header names it.
+"""
+
+from __future__ import annotations
+
+from sched.c.export_interface import (
+    CheckWriter,
+    arguments,
+    export_name,
+    messages,
+    status_enum,
+)
+from sched.c.exported import ExportedKernel, write_files
+from sched.cuda.codegen import STATIC_SHARED_LIMIT
+from sched.ir.nodes import Var
+from sched.lower.launch import MAX_GRID
+
+# the kernel's own type of a scalar (16-bit floats as their bits: __half is no C type)
+_SCALAR_TYPES = {"float16": "uint16_t", "bfloat16": "uint16_t", "float32": "float",
+                 "float64": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+                 "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
+                 "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool"}
+VECTOR_ALIGNMENT = 16       # buffers the kernel moves as float4
+
+
+def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
+    """Write the files of built CUDA `kernel` (a CudaKernel) to `directory`; see the module
+    doc. `name` is the C name of the launch function (default: the PrimFunc's)."""
+    func = kernel.func
+    name = export_name(func, name)
+    args = arguments(func, lambda buffer, written: "CUdeviceptr",
+                     lambda var: _SCALAR_TYPES[var.dtype])
+    aligned = {func.buffers[i].name: VECTOR_ALIGNMENT for i in kernel._aligned}
+    checks = CheckWriter(func, name, args, check_bounds=kernel.checks_bounds,
+                         alignments=aligned, pointer_value=lambda arg: f"(uint64_t){arg.name}")
+    lines = checks.write()
+    grid = [checks.expression(extent) for extent in kernel.launch.grid]
+    signature = (f"int {name}({', '.join(f'{a.c_type} {a.name}' for a in args)}, "
+                 f"CUstream stream)")
+    files = {
+        f"{name}.h": _header(name, args, signature, kernel),
+        f"{name}.c": "\n".join([
+            f"// {name}: sched's export of PrimFunc '{func.name}' for CUDA {kernel.arch} "
+            f"(see {name}.h).", "#include <pthread.h>", "#include <stdarg.h>",
+            "#include <stdio.h>", f'#include "{name}.h"', "",
+            _cubin_array(name, kernel.cubin), messages(name), *checks.helpers,
+            _loader(name, kernel), f"{signature} {{", *lines,
+            *_launch(name, args, func, kernel, grid), "}", ""]),
+        f"{name}.cu": kernel.source,
+        "CMakeLists.txt": _cmake(name),
+    }
+    written = write_files(directory, files)
+    return ExportedKernel(name, "cuda", written[0].parent, written)
+
+
+def _cubin_array(name: str, cubin: bytes) -> str:
+    rows = [", ".join(f"0x{byte:02x}" for byte in cubin[k:k + 16])
+            for k in range(0, len(cubin), 16)]
+    body = ",\n    ".join(rows)
+    return (f"// the cubin ({len(cubin)} bytes), 8-byte aligned as cuModuleLoadData reads it\n"
+            f"static const unsigned char {name}_cubin[{len(cubin)}] "
+            f"__attribute__((aligned(8))) = {{\n    {body}\n}};\n")
+
+
+def _loader(name: str, kernel) -> str:
+    """C: the module and function, loaded once per process into the current context."""
+    dynamic = kernel.launch.dynamic_shared_bytes
+    attribute = ""
+    if dynamic > STATIC_SHARED_LIMIT:
+        attribute = f"""
+    if (status == SCHED_OK)
+        status = {name}_check_cuda(cuFuncSetAttribute({name}_function,
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dynamic}),
+            "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dynamic})");"""
+    return f"""static pthread_mutex_t {name}_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext {name}_context;
+static CUmodule {name}_module;
+static CUfunction {name}_function;
+
+static int {name}_check_cuda(CUresult result, const char *call) {{
+    if (result == CUDA_SUCCESS) return SCHED_OK;
+    const char *error = "unknown", *text = "";
+    cuGetErrorName(result, &error);
+    cuGetErrorString(result, &text);
+    return {name}_fail(SCHED_ERROR_CUDA, "{name}: %s failed: %s (%d): %s%s", call, error,
+                       (int)result, text, result == CUDA_ERROR_NO_BINARY_FOR_GPU
+                       ? " (the cubin is for {kernel.arch}: export it for this GPU's arch)" : "");
+}}
+
+static int {name}_load(void) {{
+    CUcontext current = NULL;
+    int status = {name}_check_cuda(cuInit(0), "cuInit");
+    if (status == SCHED_OK) status = {name}_check_cuda(cuCtxGetCurrent(&current),
+                                                        "cuCtxGetCurrent");
+    if (status == SCHED_OK && current == NULL) {{    /* the primary context of device 0 */
+        CUdevice device;
+        status = {name}_check_cuda(cuDeviceGet(&device, 0), "cuDeviceGet");
+        if (status == SCHED_OK) status = {name}_check_cuda(
+            cuDevicePrimaryCtxRetain(&current, device), "cuDevicePrimaryCtxRetain");
+        if (status == SCHED_OK) status = {name}_check_cuda(cuCtxSetCurrent(current),
+                                                            "cuCtxSetCurrent");
+    }}
+    if (status == SCHED_OK) status = {name}_check_cuda(
+        cuModuleLoadData(&{name}_module, {name}_cubin), "cuModuleLoadData");
+    if (status == SCHED_OK) status = {name}_check_cuda(
+        cuModuleGetFunction(&{name}_function, {name}_module, "{kernel.kernel_name}"),
+        "cuModuleGetFunction");{attribute}
+    if (status == SCHED_OK) {name}_context = current;
+    return status;
+}}
+
+int {name}_init(void) {{
+    pthread_mutex_lock(&{name}_lock);
+    int status = {name}_context ? SCHED_OK : {name}_load();
+    pthread_mutex_unlock(&{name}_lock);
+    return status;
+}}
+
+/* the calling thread's context must be the one the cubin was loaded into: a thread with
+   none gets it; a thread on another context is refused (the module is not loaded there) */
+static int {name}_use_context(void) {{
+    CUcontext current = NULL;
+    int status = {name}_check_cuda(cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    if (status != SCHED_OK || current == {name}_context) return status;
+    if (current == NULL)
+        return {name}_check_cuda(cuCtxSetCurrent({name}_context), "cuCtxSetCurrent");
+    return {name}_fail(SCHED_ERROR_CUDA, "{name}: the calling thread's CUDA context is not the "
+                       "one the kernel was loaded into: call {name}_unload() and {name}_init() "
+                       "with this context current");
+}}
+
+int {name}_unload(void) {{
+    pthread_mutex_lock(&{name}_lock);
+    int status = SCHED_OK;
+    if ({name}_context) {{
+        status = {name}_check_cuda(cuModuleUnload({name}_module), "cuModuleUnload");
+        {name}_context = NULL;
+    }}
+    pthread_mutex_unlock(&{name}_lock);
+    return status;
+}}
+"""
+
+
+def _launch(name: str, args, func, kernel, grid: list[str]) -> list[str]:
+    """C lines: load on first use, the grid, the parameters in the kernel's order, the launch."""
+    by_ir = {arg.ir: arg for arg in args}
+    lines = [f"    int status = {name}_init();", "    if (status != SCHED_OK) return status;",
+             f"    if ((status = {name}_use_context()) != SCHED_OK) return status;"]
+    for axis, (extent, limit) in enumerate(zip(grid, MAX_GRID)):
+        lines.append(f"    const int64_t sched_grid_{'xyz'[axis]} = {extent};")
+        lines.append(f"    if (sched_grid_{'xyz'[axis]} < 0 || sched_grid_{'xyz'[axis]} > "
+                     f"INT64_C({limit})) return {name}_fail(SCHED_ERROR_LAUNCH, \"{name}: the "
+                     f"grid has %lld blocks along {'xyz'[axis]}, beyond CUDA's {limit}\", "
+                     f"(long long)sched_grid_{'xyz'[axis]});")
+    lines.append("    if (sched_grid_x == 0 || sched_grid_y == 0 || sched_grid_z == 0) "
+                 "return SCHED_OK;   /* nothing to compute */")
+    params = [f"&{by_ir[buffer].name}" for buffer in func.buffers]
+    for arg in args:
+        if arg.kind == "scalar":
+            params.append(f"&{arg.name}")
+    for k, var in enumerate(func.symbolic_vars):
+        lines.append(f"    {_SCALAR_TYPES[var.dtype]} sched_dim{k} = "
+                     f"({_SCALAR_TYPES[var.dtype]}){by_ir[var].name};")
+        params.append(f"&sched_dim{k}")
+    assert all(isinstance(v, Var) for v in func.symbolic_vars)
+    block = ", ".join(str(b) for b in kernel.launch.block)
+    lines += [f"    void *sched_params[] = {{{', '.join(params) or 'NULL'}}};",
+              f"    return {name}_check_cuda(cuLaunchKernel({name}_function, "
+              f"(unsigned)sched_grid_x, (unsigned)sched_grid_y, (unsigned)sched_grid_z, "
+              f"{block}, {kernel.launch.dynamic_shared_bytes}, stream, sched_params, NULL), "
+              f"\"cuLaunchKernel\");"]
+    return lines
+
+
+def _header(name: str, args, signature: str, kernel) -> str:
+    guard = f"SCHED_EXPORT_{name.upper()}_H"
+    described = "\n".join(f" *   {arg.describe()}" for arg in args)
+    return f"""/* {name}.h: PrimFunc '{kernel.func.name}' exported by sched for CUDA {kernel.arch}.
+ *
+ * int {name}(...) checks its arguments and launches the kernel on `stream` (no
+ * synchronization); buffers are device pointers to dense, row-major (C order) arrays:
+{described}
+ * Launch: {kernel.launch}.
+ * It returns SCHED_OK (0) when the kernel was launched, else a sched_status without launching;
+ * {name}_error_message() then says what was wrong (per thread). The cubin is loaded on the
+ * first call, or by {name}_init(), into the context current on the calling thread (the
+ * primary context of device 0 when none is); later calls use that context (a thread with no
+ * current context is given it); {name}_unload() unloads it.
+ * The cubin runs on {kernel.arch} (and newer minor versions of the same major).
+ * Link with the CUDA driver library (-lcuda) and pthreads; nothing else.
+ */
+#ifndef {guard}
+#define {guard}
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+{status_enum()}
+
+{signature};
+int {name}_init(void);
+int {name}_unload(void);
+const char *{name}_error_message(void);
+const char *{name}_status_string(int status);
+
+#ifdef __cplusplus
+}}
+#endif
+
+#endif
+"""
+
+
+def _cmake(name: str) -> str:
+    return f"""# Builds sched's CUDA export '{name}' as a static library on the CUDA driver API
+# only: add_subdirectory() this directory and link {name}.
+cmake_minimum_required(VERSION 3.18)
+project({name} LANGUAGES C)
+
+find_package(CUDAToolkit REQUIRED)
+find_package(Threads REQUIRED)
+add_library({name} STATIC {name}.c)
+target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}})
+set_target_properties({name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                      POSITION_INDEPENDENT_CODE ON)
+target_link_libraries({name} PUBLIC CUDA::cuda_driver Threads::Threads)
+"""

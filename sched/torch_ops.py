@@ -1,0 +1,280 @@
+"""sched kernels as PyTorch operators (`torch.library`), also reached as `sched.torch`.
+
+    kernel = sched.build(func, target="c")                   # and/or a CUDA kernel
+    op = sched.torch.custom_op("mylib::matmul_relu", kernel)
+    c = torch.ops.mylib.matmul_relu(a, b)                    # functional: allocates C
+    torch.ops.mylib.matmul_relu_out(a, b, c)                 # out form: writes C in place
+    torch.compile(lambda a, b: torch.ops.mylib.matmul_relu(a, b) + 1, fullgraph=True)
+
+Two operators are registered for a function `f(A, B, alpha, C)` whose kernel writes C:
+
+- `ns::name(Tensor A, Tensor B, float alpha) -> Tensor`: the functional form. Its outputs (by
+  default the buffers the kernel writes; `outputs=` names them) are allocated by the operator
+  (`torch.empty`: every element must be written by the kernel, as a `te.compute` output is),
+  with shapes from the function's: symbolic dims are read off the inputs' shapes. There is no
+  functional form (`op.functional` is None and `op.unsized` says why) when an output dim is
+  fixed by no input, or when a block updates an output in place (reads it with no init).
+- `ns::name_out(Tensor A, Tensor B, float alpha, Tensor(a!) C) -> ()`: the out form, the
+  parameters in the function's order, the written buffers mutated in place.
+
+Both have a fake (meta) implementation computing the output shapes from the function's, so
+they trace under `torch.compile(fullgraph=True)` and in inference graphs; there is no autograd
+formula. Several kernels of one function may be given, one per device type (a C kernel for
+"cpu", a CUDA kernel for "cuda"). Inputs that are not contiguous are copied; the kernel checks
+the rest (shapes, dtypes, devices) and raises `KernelArgumentError` naming the argument.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sched.ir.nodes import BinaryOp, Buffer, Cast, IntImm, PrimFunc, Var
+
+_TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32",
+                 "float64": "float64", "int8": "int8", "int16": "int16", "int32": "int32",
+                 "int64": "int64", "uint8": "uint8", "bool": "bool"}
+_QUALNAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)")
+_LIBRARIES: dict[str, object] = {}     # namespace -> torch.library.Library, kept alive
+
+
+@dataclass
+class CustomOp:
+    """What `custom_op` registered: `functional` and `out` (the torch.ops overloads), the
+    qualified names, and the kernels by device type."""
+
+    qualname: str
+    func: PrimFunc
+    kernels: dict[str, object]
+    outputs: tuple[Buffer, ...]
+    functional: object = None
+    out: object = None
+    dim_sources: dict = field(default_factory=dict)
+    unsized: str | None = None      # why there is no functional form, if there is none
+
+    def __call__(self, *args):
+        if self.functional is None:
+            raise TypeError(f"{self.qualname}: no functional form: {self.unsized}")
+        return self.functional(*args)
+
+
+def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
+    """Register built `kernels` (of one PrimFunc; at most one per device type) as the
+    operators `qualname` ("namespace::name") and `qualname + "_out"`; see the module doc.
+    `outputs`: the names of the buffers the functional form returns (default: those written).
+    """
+    import torch
+
+    match = _QUALNAME.fullmatch(qualname) if isinstance(qualname, str) else None
+    if match is None:
+        raise ValueError(f"custom_op: expected a name 'namespace::name' (letters, digits, '_'), "
+                         f"got {qualname!r}")
+    if not kernels:
+        raise TypeError("custom_op: give at least one kernel built by sched.build")
+    by_device = _kernels_by_device(kernels)
+    func = next(iter(by_device.values())).func
+    op = CustomOp(qualname, func, by_device, _outputs(func, kernels[0], outputs))
+    op.dim_sources = _dim_sources(func, op.outputs)
+    namespace, name = match[1], match[2]
+    library = _LIBRARIES.get(namespace)
+    if library is None:
+        library = _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
+    inputs = [p for p in func.params if p not in op.outputs]
+    returns = ", ".join("Tensor" for _ in op.outputs)
+    returns = returns if len(op.outputs) == 1 else f"({returns})"
+    op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs)
+    try:
+        if op.unsized is None:
+            library.define(f"{name}({_schema_args(inputs, ())}) -> {returns}")
+        library.define(f"{name}_out({_schema_args(func.params, op.outputs)}) -> ()")
+    except RuntimeError as error:
+        raise ValueError(f"custom_op: cannot register {qualname!r}: {error}") from None
+    for device in by_device:
+        key = "CPU" if device == "cpu" else "CUDA"
+        if op.unsized is None:
+            library.impl(name, lambda *args, _op=op: _run_functional(_op, args), key)
+        library.impl(f"{name}_out", lambda *args, _op=op: _run_out(_op, args), key)
+    namespace_ops = getattr(torch.ops, namespace)
+    if op.unsized is None:
+        torch.library.register_fake(qualname, lambda *args, _op=op: _fake(_op, args),
+                                    lib=library)
+        op.functional = getattr(namespace_ops, name).default
+    torch.library.register_fake(f"{qualname}_out", lambda *args: None, lib=library)
+    op.out = getattr(namespace_ops, f"{name}_out").default
+    return op
+
+
+def _kernels_by_device(kernels) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for kernel in kernels:
+        device = "cuda" if hasattr(kernel, "cubin") else "cpu" if hasattr(
+            kernel, "library_path") else None
+        if device is None:
+            raise TypeError(f"custom_op: expected kernels built by sched.build, got "
+                            f"{type(kernel).__name__}")
+        if device in found:
+            raise ValueError(f"custom_op: two kernels for {device}: give one per device type")
+        first = next(iter(found.values()), None)
+        if first is not None and [(p.name, getattr(p, "dtype", None)) for p in
+                                  first.func.params] != [(p.name, getattr(p, "dtype", None))
+                                                         for p in kernel.func.params]:
+            raise ValueError(f"custom_op: the kernels compute different functions "
+                             f"('{first.func.name}' and '{kernel.func.name}' differ in their "
+                             f"parameters)")
+        found[device] = kernel
+    return found
+
+
+def _outputs(func: PrimFunc, kernel, names) -> tuple[Buffer, ...]:
+    buffers = {b.name: b for b in func.buffers}
+    if names is None:
+        written = kernel._binder.written
+        chosen = tuple(b for b in func.buffers if b.storage_name in written)
+    else:
+        unknown = [n for n in names if n not in buffers]
+        if unknown:
+            raise ValueError(f"custom_op: outputs {unknown} are not buffers of '{func.name}' "
+                             f"(its buffers: {', '.join(buffers)})")
+        chosen = tuple(buffers[n] for n in names)
+    if not chosen:
+        raise ValueError(f"custom_op: '{func.name}' writes no buffer: nothing to return")
+    for buffer in chosen:
+        if buffer.dtype not in _TORCH_DTYPES:
+            raise ValueError(f"custom_op: output '{buffer.name}' has dtype {buffer.dtype}, "
+                             f"which torch has no tensor of")
+    return chosen
+
+
+def _dim_sources(func: PrimFunc, outputs) -> dict[Var, tuple[int, int]]:
+    """Each symbolic dim -> (position among the functional form's arguments, dimension) of
+    an input whose shape has it as a dimension; a ValueError for a dim only outputs have."""
+    inputs = [p for p in func.params if p not in outputs]
+    sources: dict[Var, tuple[int, int]] = {}
+    for position, param in enumerate(inputs):
+        if isinstance(param, Buffer):
+            for d, dim in enumerate(param.shape):
+                if isinstance(dim, Var):
+                    sources.setdefault(dim, (position, d))
+    return sources
+
+
+def _unsized(func: PrimFunc, sources) -> str | None:
+    """Why the functional form cannot size its outputs, or None."""
+    for var in func.symbolic_vars:
+        if var not in sources:
+            return (f"symbolic dim '{var.name}' of '{func.name}' is a whole dimension of no "
+                    f"input, so the functional form cannot size its outputs: use the out form")
+    return None
+
+
+def _updated_in_place(func: PrimFunc, outputs) -> str | None:
+    """Why an output allocated empty would be read before the kernel writes it (a block that
+    reads and writes it with no init, `C[i] = C[i] + ...`), or None."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import Block, BufferLoad
+
+    names = {buffer.storage_name: buffer.name for buffer in outputs}
+    for block in collect(func.body, Block):
+        if block.init is not None:
+            continue
+        written = {region.buffer.storage_name for region in block.writes}
+        read = {region.buffer.storage_name for region in block.reads}
+        read |= {load.buffer.storage_name for load in collect(block.body, BufferLoad)}
+        for storage in sorted(written & read & set(names)):
+            return (f"block '{block.name}' of '{func.name}' reads output '{names[storage]}' "
+                    f"before writing it (an update in place, with no init), so the functional "
+                    f"form cannot allocate it empty: use the out form")
+    return None
+
+
+def _schema_args(params, mutated) -> str:
+    parts = []
+    for k, param in enumerate(params):
+        if isinstance(param, Buffer):
+            alias = f"({chr(ord('a') + k % 26)}!)" if param in mutated else ""
+            parts.append(f"Tensor{alias} {_identifier(param.name)}")
+        elif param.dtype == "bool":
+            parts.append(f"bool {_identifier(param.name)}")
+        elif param.dtype.startswith(("int", "uint")):
+            parts.append(f"SymInt {_identifier(param.name)}")
+        else:
+            parts.append(f"float {_identifier(param.name)}")
+    return ", ".join(parts)
+
+
+def _identifier(name: str) -> str:
+    text = re.sub(r"\W", "_", name)
+    return text if text[:1].isalpha() else f"v{text}"
+
+
+def _output_shapes(op: CustomOp, args) -> list[list]:
+    """The outputs' shapes from the inputs' (ints, or SymInts when traced)."""
+    values = {var: args[position].shape[d] for var, (position, d) in op.dim_sources.items()}
+    inputs = [p for p in op.func.params if p not in op.outputs]
+    for position, param in enumerate(inputs):
+        if isinstance(param, Var):
+            values[param] = args[position]
+    return [[_evaluate(dim, values) for dim in buffer.shape] for buffer in op.outputs]
+
+
+def _evaluate(expr, values):
+    import torch
+
+    if isinstance(expr, IntImm):
+        return expr.value
+    if isinstance(expr, Var):
+        return values[expr]
+    if isinstance(expr, Cast):
+        return _evaluate(expr.value, values)
+    if isinstance(expr, BinaryOp):
+        a, b = _evaluate(expr.a, values), _evaluate(expr.b, values)
+        operations = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+                      "floordiv": lambda: a // b, "floormod": lambda: a % b,
+                      "min": lambda: torch.sym_min(a, b), "max": lambda: torch.sym_max(a, b)}
+        if expr.op in operations:
+            return operations[expr.op]()
+    raise ValueError(f"custom_op: cannot compute the shape expression {expr.script()}")
+
+
+def _allocate(op: CustomOp, args, empty):
+    import torch
+
+    return [empty(shape, getattr(torch, _TORCH_DTYPES[buffer.dtype]))
+            for shape, buffer in zip(_output_shapes(op, args), op.outputs, strict=True)]
+
+
+def _device_of(args) -> str:
+    tensors = [a for a in args if hasattr(a, "device")]
+    return tensors[0].device.type if tensors else "cpu"
+
+
+def _kernel_for(op: CustomOp, device: str):
+    kernel = op.kernels.get(device)
+    if kernel is None:
+        raise RuntimeError(f"{op.qualname}: no sched kernel for {device} tensors (registered: "
+                           f"{', '.join(op.kernels)})")
+    return kernel
+
+
+def _run_functional(op: CustomOp, args):
+    device = _device_of(args)
+    args = [a.contiguous() if hasattr(a, "contiguous") else a for a in args]
+    first = next(a for a in args if hasattr(a, "device"))
+    outputs = _allocate(op, args, lambda shape, dtype: first.new_empty(shape, dtype=dtype))
+    produced = iter(outputs)
+    supplied = iter(args)
+    call = [next(produced) if p in op.outputs else next(supplied) for p in op.func.params]
+    _kernel_for(op, device)(*call)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _run_out(op: CustomOp, args) -> None:
+    args = [a.contiguous() if hasattr(a, "contiguous") and p not in op.outputs else a
+            for a, p in zip(args, op.func.params, strict=True)]
+    _kernel_for(op, _device_of(args))(*args)
+
+
+def _fake(op: CustomOp, args):
+    first = next(a for a in args if hasattr(a, "device"))
+    outputs = _allocate(op, args, lambda shape, dtype: first.new_empty(shape, dtype=dtype))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -1,0 +1,208 @@
+"""`kernel.export(dir)` on the C target: a .c and a .h that a C program builds with gcc alone
+and calls; its numbers against numpy, and each argument check's status and message."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched import hand_schedules
+from sched.script import T
+from tests.c.c_programs import Pointer, c_program, program_arrays, run_c_program
+
+# -Werror: the interface compiles without warnings (the kernel may leave a dim unused)
+GCC = ["gcc", "-std=c11", "-O2", "-march=native", "-fopenmp", "-Wall", "-Wextra", "-Werror",
+       "-Wno-unused-parameter"]
+
+
+def matmul_func():
+    n = te.var("n")
+    A = te.placeholder((n, 24), "float32", name="A")
+    B = te.placeholder((24, 16), "float32", name="B")
+    return te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+
+
+def run(exported, args, tmp_path, more=()):
+    arrays = program_arrays(args, more)
+    source = c_program(exported.name, args, more)
+    return run_c_program(exported.directory, source, arrays,
+                         [*GCC, "main.c", f"{exported.name}.c", "-o", "main", "-lm"])
+
+
+def test_exported_matmul_runs_from_c_and_matches_numpy(tmp_path, rng):
+    exported = sched.build(matmul_func(), target="c").export(tmp_path / "out")
+    assert [p.name for p in exported.files] == ["matmul.h", "matmul.c", "CMakeLists.txt"]
+    header = exported.header.read_text()
+    assert "int matmul(const float * A, const float * B, float * C, int64_t n);" in header
+    assert "const char *matmul_error_message(void);" in header
+    for n in (1, 37):
+        a = rng.standard_normal((n, 24)).astype(np.float32)
+        b = rng.standard_normal((24, 16)).astype(np.float32)
+        c = np.zeros((n, 16), np.float32)
+        done = run(exported, [a, b, c, n], tmp_path)
+        assert (done.status, done.message) == (0, "")
+        np.testing.assert_allclose(done.arrays[2], a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_exported_hand_schedule_with_openmp_and_vectors_matches_numpy(tmp_path, rng):
+    sch = hand_schedules.cpu_matmul(64, 48, 32)
+    exported = sched.build(sch.func, target="c").export(tmp_path, name="tiled")
+    assert "#pragma omp parallel for" in (tmp_path / "tiled.c").read_text()
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 48)).astype(np.float32)
+    c = np.zeros((64, 48), np.float32)
+    done = run(exported, [a, b, c], tmp_path)
+    assert done.status == 0
+    np.testing.assert_allclose(done.arrays[2], a @ b, rtol=1e-4, atol=1e-4)
+
+
+@T.prim_func
+def shift_scale(a: T.handle, b: T.handle, alpha: T.float32):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (m,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("S"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi + 1] * alpha
+
+
+def test_scalars_and_two_dims_in_parameter_order(tmp_path, rng):
+    exported = sched.build(shift_scale, target="c").export(tmp_path)
+    assert "int shift_scale(const float * A, float * B, float alpha, int64_t m, int64_t n);" \
+        in exported.header.read_text() or \
+        "int shift_scale(const float * A, float * B, float alpha, int64_t n, int64_t m);" \
+        in exported.header.read_text()
+    a = rng.standard_normal(9).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    dims = _dims_in_header_order(exported, m=9, n=8)
+    done = run(exported, [a, b, 0.5, *dims], tmp_path)
+    assert done.status == 0
+    np.testing.assert_allclose(done.arrays[1], a[1:] * np.float32(0.5), rtol=1e-6)
+
+
+def _dims_in_header_order(exported, **values):
+    header = exported.header.read_text()
+    order = sorted(values, key=lambda name: header.index(f"int64_t {name}"))
+    return [values[name] for name in order]
+
+
+@pytest.mark.parametrize("case, status, message", [
+    ("n_zero", 3, "shift_scale: dim n = 0: sizes must be at least 1"),
+    ("out_of_bounds", 6, "shift_scale: with m = 8, n = 8 some access of the kernel would be "
+                         "out of bounds"),
+    ("null", 1, "shift_scale: buffer A is NULL"),
+    ("misaligned", 2, "shift_scale: buffer B is not 4-byte aligned"),
+    ("overlap", 5, "shift_scale: buffers A and B overlap, and the kernel writes B"),
+])
+def test_argument_checks_return_a_status_and_a_message(tmp_path, rng, case, status, message):
+    # each call is refused before the kernel runs: B keeps its zeros
+    exported = sched.build(shift_scale, target="c").export(tmp_path)
+    a, b = np.ones(9, np.float32), np.zeros(8, np.float32)
+    m, n = {"n_zero": (9, 0), "out_of_bounds": (8, 8)}.get(case, (9, 8))
+    first, second, more = {"null": (Pointer(None), b, ()),
+                           "misaligned": (a, Pointer(1, 4 + 2), (b,)),
+                           "overlap": (a, Pointer(0), (b,))}.get(case, (a, b, ()))
+    done = run(exported, [first, second, 2.0, *_dims_in_header_order(exported, m=m, n=n)],
+               tmp_path, more)
+    assert (done.status, done.message) == (status, message)
+    np.testing.assert_array_equal(done.arrays[-1], np.zeros(8, np.float32))
+
+
+def test_check_bounds_off_exports_no_bounds_check(tmp_path):
+    exported = sched.build(shift_scale, target="c", check_bounds="off").export(tmp_path)
+    assert "out_of_bounds" not in (tmp_path / "shift_scale.c").read_text()
+    assert exported.name == "shift_scale"
+
+
+@pytest.mark.parametrize("name", ["2fast", "int", "sched_x", "a-b", ""])
+def test_a_name_that_is_no_c_identifier_is_refused(tmp_path, name):
+    kernel = sched.build(matmul_func(), target="c")
+    with pytest.raises(ValueError, match=f"export: name {name!r} is not a C identifier"):
+        kernel.export(tmp_path, name=name)
+
+
+def test_a_file_in_the_way_is_refused(tmp_path):
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(ValueError, match="exists and is not a directory"):
+        sched.build(matmul_func(), target="c").export(tmp_path / "taken")
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake on the PATH")
+def test_the_cmake_file_builds_the_library(tmp_path):
+    exported = sched.build(matmul_func(), target="c").export(tmp_path / "src")
+    for command in (["cmake", "-S", "src", "-B", "build"], ["cmake", "--build", "build"]):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "build" / f"lib{exported.name}.a").is_file()
+
+
+@T.prim_func
+def scaled_copy(x: T.handle, y: T.handle, alpha: T.float32, n: T.int32):
+    X = T.match_buffer(x, (n,), "float32")
+    Y = T.match_buffer(y, (n,), "float32")
+    for i in range(n):
+        with T.block("Y"):
+            vi = T.axis.spatial(n, i)
+            Y[vi] = X[vi] * alpha
+
+
+def test_a_scalar_in_a_shape_is_checked_non_negative(tmp_path, rng):
+    exported = sched.build(scaled_copy, target="c").export(tmp_path)
+    assert "int scaled_copy(const float * X, float * Y, float alpha, int32_t n);" in \
+        exported.header.read_text()
+    x = rng.standard_normal(6).astype(np.float32)
+    done = run(exported, [x, np.zeros(6, np.float32), 2.0, 6], tmp_path)
+    assert done.status == 0
+    np.testing.assert_allclose(done.arrays[1], x * 2)
+    done = run(exported, [x, np.zeros(6, np.float32), 2.0, -1], tmp_path)
+    assert (done.status, done.message) == (
+        4, "scaled_copy: X's dimension 0 (n) is -1 with these scalars")
+
+
+def test_two_exports_link_into_one_program(tmp_path, rng):
+    first = sched.build(matmul_func(), target="c").export(tmp_path)
+    second = sched.build(scaled_copy, target="c").export(tmp_path)
+    (tmp_path / "main.c").write_text(f"""
+#include <stdio.h>
+#include "{first.name}.h"
+#include "{second.name}.h"
+int main(void) {{
+    static float a[2 * 24], b[24 * 16], c[2 * 16], y[2 * 16];
+    for (int k = 0; k < 2 * 24; ++k) a[k] = 1.0f;
+    for (int k = 0; k < 24 * 16; ++k) b[k] = 0.5f;
+    int s1 = {first.name}(a, b, c, 2);
+    int s2 = {second.name}(c, y, 3.0f, 2 * 16);
+    printf("%d %d %g\\n", s1, s2, y[5]);
+    return s1 || s2 || y[5] != 36.0f;
+}}
+""")
+    built = subprocess.run([*GCC, "main.c", "matmul.c", "scaled_copy.c", "-o", "main", "-lm"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "0 0 36\n")
+
+
+def test_a_prebuilt_shared_library_runs_through_ctypes(tmp_path, rng):
+    import ctypes
+
+    exported = sched.build(matmul_func(), target="c").export(tmp_path, shared_library=True)
+    assert exported.files[-1] == tmp_path / "libmatmul.so"
+    library = ctypes.CDLL(str(exported.files[-1]))
+    library.matmul.restype = ctypes.c_int
+    library.matmul.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64]
+    a = rng.standard_normal((5, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 16)).astype(np.float32)
+    c = np.zeros((5, 16), np.float32)
+    assert library.matmul(a.ctypes.data, b.ctypes.data, c.ctypes.data, 5) == 0
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    library.matmul_error_message.restype = ctypes.c_char_p
+    assert library.matmul(a.ctypes.data, b.ctypes.data, c.ctypes.data, 0) == 3
+    assert library.matmul_error_message() == b"matmul: dim n = 0: sizes must be at least 1"

@@ -1,0 +1,203 @@
+"""sched kernels as torch operators (`sched.torch.custom_op`): functional and out forms, the
+fake implementation under torch.compile(fullgraph=True), and the refusals."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import sched
+from sched import compute as te
+from sched import hand_schedules
+
+_names = itertools.count()
+
+
+def unique(name: str) -> str:
+    """A fresh operator name: torch keeps registrations for the whole process."""
+    return f"sched_test::{name}_{next(_names)}"
+
+
+def matmul_bias_relu():
+    n = te.var("n")
+    A = te.placeholder((n, 16), "float32", name="A")
+    B = te.placeholder((16, 8), "float32", name="B")
+    bias = te.placeholder((8,), "float32", name="bias")
+    return te.create_prim_func([A, B, bias, te.ops.matmul_bias_relu(A, B, bias)], name="mbr")
+
+
+@pytest.fixture(scope="module")
+def mbr():
+    return sched.build(matmul_bias_relu(), target="c")
+
+
+def reference(a, b, bias):
+    return torch.relu(a.double() @ b.double() + bias.double()).float()
+
+
+def test_functional_form_allocates_the_output(mbr):
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+    a, b, bias = torch.randn(5, 16), torch.randn(16, 8), torch.randn(8)
+    out = op.functional(a, b, bias)
+    assert out.shape == (5, 8) and out.dtype == torch.float32
+    torch.testing.assert_close(out, reference(a, b, bias), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(op(a.T.contiguous().T, b, bias), out)   # non-contiguous input
+
+
+def test_out_form_writes_in_place(mbr):
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+    a, b, bias = torch.randn(3, 16), torch.randn(16, 8), torch.randn(8)
+    c = torch.full((3, 8), 7.0)
+    assert op.out(a, b, bias, c) is None
+    torch.testing.assert_close(c, reference(a, b, bias), rtol=1e-4, atol=1e-4)
+
+
+def test_torch_compile_fullgraph_with_changing_sizes(mbr):
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+    compiled = torch.compile(lambda a, b, bias: op.functional(a, b, bias) * 2 + 1,
+                             fullgraph=True)
+    b, bias = torch.randn(16, 8), torch.randn(8)
+    for n in (4, 9, 17):
+        a = torch.randn(n, 16)
+        torch.testing.assert_close(compiled(a, b, bias), reference(a, b, bias) * 2 + 1,
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_torch_compile_of_the_out_form(mbr):
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+
+    def run(a, b, bias):
+        c = torch.empty(a.shape[0], 8)
+        op.out(a, b, bias, c)
+        return c - 1
+
+    a, b, bias = torch.randn(6, 16), torch.randn(16, 8), torch.randn(8)
+    torch.testing.assert_close(torch.compile(run, fullgraph=True)(a, b, bias),
+                               reference(a, b, bias) - 1, rtol=1e-4, atol=1e-4)
+
+
+def test_opcheck_passes(mbr):
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+    args = (torch.randn(5, 16), torch.randn(16, 8), torch.randn(8))
+    results = torch.library.opcheck(op.functional, args)
+    assert set(results.values()) == {"SUCCESS"}, results
+
+
+def test_a_scheduled_kernel_with_a_scalar(rng):
+    from sched.script import T
+
+    @T.prim_func
+    def axpy(x: T.handle, y: T.handle, alpha: T.float32, n: T.int32):
+        X = T.match_buffer(x, (n,), "float32")
+        Y = T.match_buffer(y, (n,), "float32")
+        for i in range(n):
+            with T.block("Y"):
+                vi = T.axis.spatial(n, i)
+                Y[vi] = X[vi] * alpha + T.float32(1)
+
+    op = sched.torch.custom_op(unique("axpy"), sched.build(axpy, target="c"))
+    x = torch.randn(10)
+    torch.testing.assert_close(op(x, 3.0, 10), x * 3 + 1)
+
+
+def test_a_cpu_hand_schedule_as_an_operator():
+    kernel = sched.build(hand_schedules.cpu_matmul(32, 32, 32).func, target="c")
+    op = sched.torch.custom_op(unique("cpu_matmul"), kernel)
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    torch.testing.assert_close(op(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_wrong_shapes_are_refused_by_the_kernel_checks(mbr):
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+    with pytest.raises(sched.KernelArgumentError, match="B"):
+        op(torch.randn(5, 16), torch.randn(15, 8), torch.randn(8))
+
+
+def test_an_output_dim_no_input_fixes_leaves_only_the_out_form():
+    n = te.var("n")
+    A = te.placeholder((4,), "float32", name="A")
+    B = te.compute((n, 4), lambda i, j: A[j], name="B")
+    kernel = sched.build(te.create_prim_func([A, B], name="spread"), target="c")
+    op = sched.torch.custom_op(unique("spread"), kernel)
+    assert op.functional is None
+    with pytest.raises(TypeError, match="symbolic dim 'n' of 'spread' is a whole dimension of "
+                                        "no input.*use the out form"):
+        op(torch.randn(4))
+    b = torch.empty(3, 4)
+    a = torch.randn(4)
+    op.out(a, b)
+    torch.testing.assert_close(b, a.expand(3, 4))
+
+
+@pytest.mark.parametrize("qualname, message", [
+    ("nonamespace", "expected a name 'namespace::name'"),
+    ("a::b::c", "expected a name 'namespace::name'"),
+])
+def test_bad_names_are_refused(mbr, qualname, message):
+    with pytest.raises(ValueError, match=message):
+        sched.torch.custom_op(qualname, mbr)
+
+
+def test_registering_a_name_twice_is_refused(mbr):
+    name = unique("mbr")
+    sched.torch.custom_op(name, mbr)
+    with pytest.raises(ValueError, match=f"cannot register '{name}'"):
+        sched.torch.custom_op(name, mbr)
+
+
+def test_not_a_kernel_and_unknown_outputs_are_refused(mbr):
+    with pytest.raises(TypeError, match="expected kernels built by sched.build, got PrimFunc"):
+        sched.torch.custom_op(unique("x"), matmul_bias_relu())
+    with pytest.raises(ValueError, match=r"outputs \['nothing'\] are not buffers of 'mbr'"):
+        sched.torch.custom_op(unique("x"), mbr, outputs=["nothing"])
+    with pytest.raises(ValueError, match="two kernels for cpu"):
+        sched.torch.custom_op(unique("x"), mbr, mbr)
+
+
+@pytest.mark.gpu
+def test_cpu_and_cuda_kernels_of_one_function():
+    func = hand_schedules.gpu_matmul(64, 64, 32)
+    op = sched.torch.custom_op(unique("mm"), sched.build(func.func, target="c"),
+                               sched.build(func.func, target="cuda"))
+    a, b = torch.randn(64, 32), torch.randn(32, 64)
+    torch.testing.assert_close(op(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    out = op(a.cuda(), b.cuda())
+    assert out.is_cuda
+    torch.testing.assert_close(out.cpu(), a @ b, rtol=1e-4, atol=1e-4)
+    compiled = torch.compile(lambda x, y: op.functional(x, y) + 1, fullgraph=True)
+    torch.testing.assert_close(compiled(a.cuda(), b.cuda()).cpu(), a @ b + 1, rtol=1e-4,
+                               atol=1e-4)
+    np.testing.assert_allclose(op(a, b).numpy(), (a @ b).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_an_output_updated_in_place_leaves_only_the_out_form():
+    from sched.script import T
+
+    @T.prim_func
+    def accumulate(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[vi] = C[vi] + A[vi]
+
+    op = sched.torch.custom_op(unique("accumulate"), sched.build(accumulate, target="c"))
+    assert op.functional is None
+    assert op.unsized == ("block 'C' of 'accumulate' reads output 'C' before writing it (an "
+                          "update in place, with no init), so the functional form cannot "
+                          "allocate it empty: use the out form")
+    a, c = torch.randn(8), torch.ones(8)
+    op.out(a, c)
+    torch.testing.assert_close(c, a + 1)
+
+
+def test_a_reduction_output_has_a_functional_form():
+    # the reduction block reads C too, but its init writes it first
+    A = te.placeholder((8, 4), "float32", name="A")
+    B = te.placeholder((4, 8), "float32", name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
+    op = sched.torch.custom_op(unique("matmul"), sched.build(func, target="c"))
+    a, b = torch.randn(8, 4), torch.randn(4, 8)
+    torch.testing.assert_close(op.functional(a, b), a @ b, rtol=1e-5, atol=1e-5)
