@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 import time
 
 import numpy as np
@@ -253,6 +254,39 @@ def fake_build(script: str, target: str, arch):
     if script == "die":
         os.abort()
     return ("BuildError: refused", 0.01) if script == "fail" else (None, 0.01)
+
+
+def spawning_build(script: str, target: str, arch):
+    """A build that starts a long compiler-like child process (its pid written to the file
+    `script` names) and hangs."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "600"])
+    pathlib.Path(script).write_text(str(child.pid))
+    time.sleep(600)
+    return None, 0.0
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"          # a zombie nobody reaped has stopped running
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_timed_out_build_takes_its_compiler_processes_with_it(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    workload = Workload.of(add(1.0))
+    with BuildPool(workers=1, timeout=2.0, function=spawning_build) as pool:
+        (outcome,) = pool.outcomes(workload, [Candidate("[]", str(pid_file))])
+        assert outcome.kind == "timeout"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(child), "the hung build's child process outlived the pool's restart"
 
 
 def test_the_build_pool_survives_hung_and_dying_builds():

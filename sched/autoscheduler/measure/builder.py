@@ -21,6 +21,7 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
@@ -72,6 +73,23 @@ def _context():
     return context
 
 
+def _own_process_group() -> None:
+    """Each pool process leads a process group of its own, so that killing the group takes
+    the compilers it started too (killed alone, it would leave a gcc compiling for minutes)."""
+    os.setpgrp()
+
+
+def _kill_group(process) -> None:
+    """Kill a pool process and everything it started (its process group)."""
+    try:
+        if os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, signal.SIGKILL)
+            return
+    except ProcessLookupError:
+        return
+    process.kill()           # not yet in its own group: it has started nothing
+
+
 class BuildPool:
     """`workers` build processes (default: os.cpu_count()); a build that lasts longer than
     `timeout` seconds is reported as "timeout" and its processes are replaced."""
@@ -86,7 +104,7 @@ class BuildPool:
     def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._executor is None:
             self._executor = concurrent.futures.ProcessPoolExecutor(
-                self.workers, mp_context=_context())
+                self.workers, mp_context=_context(), initializer=_own_process_group)
         return self._executor
 
     def outcomes(self, workload, candidates: list[Candidate]) -> Iterator[BuildOutcome]:
@@ -140,7 +158,7 @@ class BuildPool:
         executor.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             if process.is_alive():
-                process.kill()
+                _kill_group(process)
         for process in processes:
             process.join(timeout=5)
 
