@@ -169,3 +169,47 @@ def test_search_never_proposes_a_schedule_twice():
             assert sample.hash not in seen
             seen.add(sample.hash)
     assert len(seen) >= 12
+
+
+def _unrolled_copies(func) -> int:
+    """The most copies of a statement the unrolled loops around it make together."""
+    import dataclasses
+
+    from sched.ir.nodes import For, IntImm, Stmt
+
+    def walk(node, copies):
+        if isinstance(node, For) and node.kind == "unrolled":
+            copies *= node.extent.value if isinstance(node.extent, IntImm) else 1
+        found = copies
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Stmt) or type(child).__name__ == "Block":
+                    found = max(found, walk(child, copies))
+        return found
+
+    return walk(func.body, 1)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_unrolled_loops_stay_within_the_sampled_budget(target):
+    """Each small loop unrolled on its own multiplied into tens of thousands of copies of a
+    conv2d tile's body, which gcc compiled for minutes: the loops unrolled together make at
+    most the sampled budget of copies (a CPU vector loop's vectors count too)."""
+    from sched.autoscheduler.space.unroll import CPU_BUDGETS, GPU_BUDGETS
+
+    D = te.placeholder((1, 16, 14, 14), name="D")
+    W = te.placeholder((16, 16, 3, 3), name="W")
+    func = te.create_prim_func([D, W, te.ops.conv2d_nchw(D, W, stride=1, padding=1)])
+    func = func if target == "c" else _matmul(64, 64, 64)
+    space = SearchSpace(Workload(func, target))
+    largest = max(CPU_BUDGETS if target == "c" else GPU_BUDGETS)
+    seen = 0
+    for seed in range(6):
+        try:
+            sample = space.sample(seed % len(space.sketches), None, random.Random(seed))
+        except sched.ScheduleError:
+            continue
+        assert _unrolled_copies(sample.schedule.func) <= largest
+        seen += 1
+    assert seen >= 3

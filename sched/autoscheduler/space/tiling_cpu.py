@@ -3,9 +3,9 @@ reuse (matmul, conv, batch matmul).
 
 Each spatial loop is split in four (S0..S3), each reduce loop in two (R0, R1), ordered
 S0 S1 R0 S2 R1 S3: S0 runs in parallel (fused), S3 is the register tile (its last loop
-vectorized, the others unrolled when the sampled unroll flag says so), and with `local` the
-accumulator tile lives in a "local" buffer written back once per S1 iteration, with the
-initialisation split off (decompose_reduction) so that it vectorizes too. Elementwise
+vectorized; its others, then R1, unrolled within a sampled budget: space/unroll.py), and with
+`local` the accumulator tile lives in a "local" buffer written back once per S1 iteration, with
+the initialisation split off (decompose_reduction) so that it vectorizes too. Elementwise
 consumers (`epilogues`) are fused into the write-back. With `packed`, an operand read along
 the vector loop (matmul's B) is copied into a contiguous panel at a sampled outer loop, as in
 the hand schedule `cpu_matmul`: its rows are then one stride apart, not a row of B apart.
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from sched.autoscheduler.space.analysis import BlockInfo
 from sched.autoscheduler.space.sampler import Sampler
-
-UNROLL_LIMIT = 16           # unroll register-tile loops up to this extent
+from sched.autoscheduler.space.unroll import CPU_BUDGETS, sample_budget, unroll_within
 
 
 def vector_lanes() -> int:
@@ -78,10 +77,9 @@ def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tup
     inner, inner_extent = spatial[3][-1]
     if inner_extent > 1:
         sch.vectorize(inner)
-    if sampler.choose([0, 1], [1, 2]):
-        for loop, extent in spatial[3][:-1] + reduce[1]:
-            if 1 < extent <= UNROLL_LIMIT:
-                sch.unroll(loop)
+    budget = sample_budget(sampler, CPU_BUDGETS)
+    vectors = max(1, inner_extent // lanes)
+    unroll_within(sch, spatial[3][:-1][::-1] + reduce[1][::-1], budget, vectors)
 
 
 def _read_index(sch, block: str, buffer: str) -> int:

@@ -15,7 +15,7 @@ by each thread, with elementwise consumers fused into the write-back.
                                         C_local = 0
                                         for k0:
                                             A_shared, B_shared = tiles (all threads)
-                                            for i2, j2, k1, i3, j3 (unrolled): C_local += ...
+                                            for i2, j2, k1, i3, j3 (unrolled within a budget): ...
                                         C[...] = C_local
 """
 
@@ -25,10 +25,10 @@ import math
 
 from sched.autoscheduler.space.analysis import BlockInfo
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
+from sched.autoscheduler.space.unroll import GPU_BUDGETS, sample_budget, unroll_within
 
 MAX_THREADS = 1024
 MIN_THREADS = 32          # a warp: fewer threads leave most of each warp idle
-UNROLL_LIMIT = 16
 
 
 def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
@@ -70,12 +70,14 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
         for buffer in staged:
             _stage(sch, sampler, block, _read_index(sch, info.name, buffer), anchor,
                    thread_extents)
+    budget = sample_budget(sampler, GPU_BUDGETS)
+    if reduce[0]:
         init = sch.decompose_reduction(block, reduce[0][0][0])
-        for loop in sch.get_loops(init)[-len(info.spatial):]:
-            _unroll_small(sch, loop)
-    for loop, extent in reduce[1] + spatial[2] + spatial[3]:
-        if 1 < extent <= UNROLL_LIMIT:
-            sch.unroll(loop)
+        init_loops = sch.get_loops(init)[-len(info.spatial):]
+        unroll_within(sch, [(loop, _constant_extent(sch, loop)) for loop in init_loops[::-1]],
+                      budget)
+    # the nest inside the threads: R0, S2, R1, S3; unrolled from the innermost
+    unroll_within(sch, (spatial[2] + reduce[1] + spatial[3])[::-1], budget)
 
 
 def _bind_axes(sch, loops, kind: str):
@@ -130,10 +132,10 @@ def _depth_below(sch, block, anchor) -> int:
     return len(names) - names.index(anchor.name) - 1
 
 
-def _unroll_small(sch, loop) -> None:
+def _constant_extent(sch, loop) -> int:
+    """The loop's extent, or 0 when it is not a constant (never unrolled)."""
     from sched.ir.nodes import IntImm
     from sched.schedule.state import find_loop
 
     extent = find_loop(sch.func, loop.name, "unroll").extent
-    if isinstance(extent, IntImm) and 1 < extent.value <= UNROLL_LIMIT:
-        sch.unroll(loop)
+    return extent.value if isinstance(extent, IntImm) else 0
