@@ -6,10 +6,9 @@ predefines for this host: `__AVX512F__` (64 bytes: one zmm register holds 16 fp3
 `__ARM_FEATURE_SVE_BITS`. Hosts differ between machines (Zen 3 with AVX2, Zen 4 with AVX-512):
 detect, never assume.
 
-    >>> host_isa()
-    VectorISA(name='avx2', vector_bytes=32)
-    >>> host_isa().lanes("float32")
-    8
+    >>> isa = host_isa()               # e.g. VectorISA(name='avx2', vector_bytes=32)
+    >>> isa.lanes("float32") == isa.vector_bytes // 4
+    True
 """
 
 from __future__ import annotations
