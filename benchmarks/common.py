@@ -76,10 +76,15 @@ def host_vector_isa() -> dict[str, object]:
 
 def write_results(name: str, device: str, payload: dict) -> pathlib.Path:
     """Write `payload` with the device, the host's vector ISA and the versions to
-    results/<device-slug>/<name>.json."""
-    path = RESULTS / slug(device) / f"{name}.json"
+    results/<device-slug>/<name>.json; for this machine's CPU the slug ends with its vector
+    ISA (a model name such as "AMD EPYC" covers hosts with AVX2 and with AVX-512)."""
+    isa = host_vector_isa()
+    directory = slug(device)
+    if device == cpu_name() and not str(isa["name"]).startswith("unknown"):
+        directory = f"{directory}-{isa['name']}"
+    path = RESULTS / directory / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {"benchmark": name, "device": device, "host_vector_isa": host_vector_isa(),
+    document = {"benchmark": name, "device": device, "host_vector_isa": isa,
                 "versions": versions(), **payload}
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
