@@ -213,3 +213,28 @@ def test_unrolled_loops_stay_within_the_sampled_budget(target):
         assert _unrolled_copies(sample.schedule.func) <= largest
         seen += 1
     assert seen >= 3
+
+
+def test_cpu_matmul_ssrs_sketch_puts_the_register_tile_under_the_whole_reduction():
+    func = _matmul(48, 64, 32)
+    space = SearchSpace(Workload(func, "c"))
+    names = [s.name for s in space.sketches]
+    assert "tile_cpu(C+local+pack(B)+SSRS)" in names and "tile_cpu(C+local+SSRS)" in names
+    sketch = names.index("tile_cpu(C+local+pack(B)+SSRS)")
+    for seed in range(3):
+        sample = space.sample(sketch, None, random.Random(seed))
+        text = sample.schedule.func.script()
+        trace = str(sample.schedule.trace)
+        # i and j in three levels, k not split: one reduction loop, inside the C_local tile
+        assert trace.count("sample_perfect_tile") == 2 and "n=3" in trace
+        loops = [loop.name for loop in sample.schedule.get_loops(sample.schedule.get_block("C"))]
+        assert "k" in loops and not any(name.startswith("k_") for name in loops)
+        # S0 (fused, parallel), S1 (two), the reduction, S3 (two): the tile right under k
+        assert len(loops) == 6 and loops[3] == "k"
+        assert text.index('T.block("C_init")') < text.index('T.block("C")')
+        arrays = [np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+                  for shape in ((48, 32), (32, 64))]
+        out = np.zeros((48, 64), np.float32)
+        sched.build(sample.schedule.func, target="c")(*arrays, out)
+        np.testing.assert_allclose(out, arrays[0].astype(np.float64) @ arrays[1], rtol=1e-4,
+                                   atol=1e-4)

@@ -36,14 +36,14 @@ from sched.autoscheduler.space.tiling_gpu import tile_gpu
 from sched.errors import ScheduleError
 from sched.schedule.state import find_block
 
-MAX_SKETCHES = 8
+MAX_SKETCHES = 12
 VALIDATION_TRIES = 6
 
 
 @dataclasses.dataclass(frozen=True)
 class Sketch:
     """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues,
-    packed), ("tile_gpu", block, epilogues, staged), ("place", block, consumer),
+    packed, compact), ("tile_gpu", block, epilogues, staged), ("place", block, consumer),
     ("parallel", block), ("threads", block)."""
 
     steps: tuple[tuple, ...]
@@ -57,7 +57,8 @@ class Sketch:
             if kind == "tile_cpu":
                 extra = ("+local" if options[0] else "") + \
                     "".join(f"+{e}" for e in options[1]) + \
-                    "".join(f"+pack({b})" for b in options[2])
+                    "".join(f"+pack({b})" for b in options[2]) + \
+                    ("+SSRS" if options[3] else "")
             elif kind == "tile_gpu":
                 extra = "".join(f"+{e}" for e in options[0])
             parts.append(f"{kind}({block}{extra})")
@@ -161,9 +162,10 @@ def _sketches(workload) -> list[Sketch]:
                 choices.append([("tile_gpu", name, e, staged) for e in variants])
             else:
                 packs = [info.packable, ()] if info.packable else [()]
-                choices.append([("tile_cpu", name, local, e, pack)
-                                for local in (True, False) for e in variants
-                                for pack in packs])
+                choices.append([("tile_cpu", name, local, e, pack, compact)
+                                for local, compact in ((True, False), (True, True),
+                                                       (False, False))
+                                for e in variants for pack in packs])
         elif any(name in fused for fused in epilogues.values()):
             # fused into its producer's tile in the variants that say so, else on its own
             choices.append([("maybe_" + ("threads" if gpu else "parallel"), name)])

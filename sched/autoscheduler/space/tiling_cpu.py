@@ -33,20 +33,28 @@ def vector_lanes() -> int:
 
 
 def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tuple[str, ...],
-             packed: tuple[str, ...] = ()):
+             packed: tuple[str, ...] = (), compact: bool = False):
     """`packed`: inputs (buffer names, see BlockInfo.packable) copied into contiguous panels
-    at a sampled loop outside the reduction."""
+    at a sampled loop outside the reduction. `compact`: "SSRS", the levels S2 and R1 left
+    out: the register tile S3 right under the whole reduction, as in a BLAS micro-kernel
+    and the hand schedule `cpu_matmul` (SSRSRS reaches that shape only when it draws 1 for
+    every S2 and R1 factor at once)."""
     block = sch.get_block(info.name)
     loops = {loop.name: loop for loop in sch.get_loops(block)}
     lanes = vector_lanes()
+    levels = (0, 1, 3) if compact else (0, 1, 2, 3)
     spatial = [[], [], [], []]
     for position, name in enumerate(info.spatial):
         innermost = 4 * lanes if position == len(info.spatial) - 1 else 16
-        factors = sampler.tile(loops[name], n=4, max_innermost_factor=innermost)
-        for level, part in enumerate(sch.split(loops[name], factors=factors)):
-            spatial[level].append((part, int(factors[level])))
+        factors = sampler.tile(loops[name], n=len(levels), max_innermost_factor=innermost)
+        for level, part, factor in zip(levels, sch.split(loops[name], factors=factors),
+                                       factors):
+            spatial[level].append((part, int(factor)))
     reduce = [[], []]
     for name in info.reduce:
+        if compact:
+            reduce[0].append((loops[name], sampler.extent(loops[name])))
+            continue
         factors = sampler.tile(loops[name], n=2, max_innermost_factor=64)
         for level, part in enumerate(sch.split(loops[name], factors=factors)):
             reduce[level].append((part, int(factors[level])))
