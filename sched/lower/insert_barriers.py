@@ -3,7 +3,8 @@
 Threads of a block see each other's shared-memory writes only after a barrier. This pass walks
 the code under the thread loops in execution order, keeping the shared buffers read and written
 since the last barrier; before a statement that reads a buffer written since then (read after
-write) or writes one read since then (write after read), it puts a `Barrier`. A serial loop
+write) or writes one read or written since then (write after read, write after write), it puts
+a `Barrier`. A serial loop
 is also checked against itself: when what the end of its body touches conflicts with what the
 start of the next iteration touches (the k loop of a tiled matmul: the
 compute reads the tile that the next iteration's fetch overwrites), a barrier closes the body.
@@ -60,10 +61,14 @@ class _Accesses:
         return False
 
     def conflicts(self, later: _Accesses) -> bool:
-        """Read after write or write after read by another thread. Two writes need no barrier
-        between them: the threads of a cooperative fetch write different elements (a program
-        whose threads write one element with different values races with or without one)."""
-        return self._clash(self.writes, later.reads) or self._clash(self.reads, later.writes)
+        """Read after write, write after read or write after write, by another thread. Two
+        writes of one element by different threads need the barrier too: the schedule's
+        order says which value stays (`S[t] = x` then `S[31 - t] = y` leaves y everywhere
+        with a barrier between them; without one, thread 0's second write can come before
+        thread 31's first, and x stays in S[31]); the concurrency rule accepts such a pair as
+        ordered by a barrier, so the pass must put one there."""
+        return (self._clash(self.writes, later.reads) or self._clash(self.reads, later.writes)
+                or self._clash(self.writes, later.writes))
 
     def add(self, other: _Accesses) -> None:
         self.reads |= other.reads

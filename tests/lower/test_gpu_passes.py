@@ -72,6 +72,45 @@ def test_tiled_matmul_gets_a_barrier_before_compute_and_at_the_end_of_the_k_loop
     assert ko_body.rstrip().splitlines()[-2].strip() == 'T.tvm_storage_sync("shared")'
 
 
+@T.prim_func
+def overwritten_by_other_threads(X: T.Buffer((32,), "float32"), Y: T.Buffer((32,), "float32"),
+                                 O: T.Buffer((32,), "float32")):
+    S = T.alloc_buffer((32,), "float32", scope="shared")
+    for i in range(32):
+        with T.block("first"):
+            vi = T.axis.remap("S", [i])
+            S[vi] = X[vi]
+    for i in range(32):
+        with T.block("second"):
+            vi = T.axis.remap("S", [i])
+            S[31 - vi] = Y[vi]
+    for i in range(32):
+        with T.block("read"):
+            vi = T.axis.remap("S", [i])
+            O[vi] = S[vi]
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse", "shuffle"])
+def test_a_write_after_another_threads_write_waits_for_a_barrier(order):
+    """Thread t writes S[t], then S[31 - t]: the second write must come after every thread's
+    first, or thread 31's first write can land after thread 0's second and leave X[31] in
+    S[31]. The three binds are accepted (the concurrency rule orders the pair by a barrier),
+    so the lowering must put that barrier between the writes (it once tracked only read after
+    write and write after read, and this schedule computed a wrong O)."""
+    sch = sched.Schedule(overwritten_by_other_threads)
+    for name in ("first", "second", "read"):
+        (loop,) = sch.get_loops(sch.get_block(name))
+        sch.bind(loop, "threadIdx.x")
+    x = np.arange(32, dtype=np.float32)
+    y = 100 + np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    sched.build(sch.func, target="c", thread_order=order)(x, y, out)
+    np.testing.assert_array_equal(out, y[::-1])
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    first, second = source.index("S[i] = X[i];"), source.index("S[31 - i_1] = Y[i_1];")
+    assert "__syncthreads();" in source[first:second]
+
+
 def test_no_shared_memory_no_barrier():
     assert not collect(lower(elementwise_no_shared, target="cuda").body, Barrier)
 
