@@ -4,7 +4,8 @@ A program is a sequence of 1-4 stages over a few buffers (inputs, outputs, inter
 allocated at the root). Each stage is one loop nest with one block, of a kind:
 
 - `map`: `X[v] = f(reads)` into a fresh buffer; `inplace`: `X[v] = X[v] * 2 + f(reads)` over
-  a buffer already written; `scan`: `X[v] = X[v - 1] + f(reads)` (guarded at 0);
+  a buffer already written; `overwrite`: `X[v] = f(reads)` over one (two stages writing the
+  same elements in another order: the threads of one may overwrite the other's); `scan`: `X[v] = X[v - 1] + f(reads)` (guarded at 0);
 - `reduce`: `X[v] = X[v] + g(reads, vk)` with an init (sometimes one that reads the old value),
   an associative op (`+` or `max`); `reduce_other`: its update also reads another element of
   its own output (`X[v] = X[v] + X[(v + 1) % n] * ...`, an ordinary dependence).
@@ -283,12 +284,13 @@ class _Builder:
         if self.strangeness:
             if any(b not in self.inputs for b in self.written):
                 kinds += ["inplace"] if allowed("inplace") else []
+                kinds += ["overwrite"] if allowed("overwrite") else []
             kinds += ["scan"] if allowed("scan") else []
             kinds += ["reduce_other"] if allowed("reduce_other") else []
         kind = self.draw(st.sampled_from(kinds))
         self.features.add(kind)
         name = self.names.pick(BLOCK_NAMES, self.odd)
-        if kind in ("inplace",):
+        if kind in ("inplace", "overwrite"):
             out = self.draw(st.sampled_from([b for b in self.written if b not in self.inputs]))
         else:
             # a scan or a reduction reading other elements reads elements it has not written
@@ -309,6 +311,8 @@ class _Builder:
             value = self.value(iter_vars)
         elif kind == "inplace":
             value = BufferLoad(out, index) * f32(2) + self.value(iter_vars, exclude=out)
+        elif kind == "overwrite":
+            value = self.value(iter_vars, exclude=out)
         elif kind == "scan":
             last = spatial[-1].var
             previous = index[:-1] + (last - 1,)
