@@ -13,6 +13,8 @@ LowerCrossThreadReduction does):
   (serial, unrolled) appear only in the block's reduce bindings, and no loop outside it does;
 - each instance of the block runs once (no recomputation: the threads' iterations are
   distinct iterations of the reduction);
+- thread 0 (which stores the result) runs an iteration of the block wherever another
+  thread does;
 - the loop is the only thread loop around the block, and the function binds no loop to
   threadIdx.y or threadIdx.z (blocks of threads are one-dimensional: a warp is 32 consecutive
   threads of the loop).
@@ -25,9 +27,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import islpy as isl
+
 from sched.ir.functor import collect, free_vars
-from sched.ir.nodes import BinaryOp, BlockRealize, BufferLoad, BufferStore, Expr, For, PrimFunc
+from sched.ir.nodes import (
+    BinaryOp,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+)
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
+from sched.polyhedral.statements import Statement
 
 REDUCE_TAG = "threadIdx.x"
 _OTHER_THREAD_TAGS = ("threadIdx.y", "threadIdx.z", "vthread")
@@ -95,7 +109,27 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
                     f"reduction needs one-dimensional thread blocks (threadIdx.x only)")
         if other.thread_tag == REDUCE_TAG and any(n is loop for n in collect(other.body, For)):
             return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
+    if not isinstance(loop.min, IntImm):
+        return f"loop '{loop.loop_var.name}' starts at a symbolic value"
     model, _ = model_and_dependences(func)
-    if not all(s.runs_once for s in model.statements_of_block(block.name)):
+    statements = model.statements_of_block(block.name)
+    if not all(s.runs_once for s in statements):
         return f"an instance of block '{block.name}' runs more than once"
+    update_statement = next(s for s in statements if not s.is_init)
+    if not _first_thread_works(update_statement, loop):
+        return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
+                f"'{block.name}' where another thread does")
     return CrossThreadReduction(loop, realize, combine.op, update, value)
+
+
+def _first_thread_works(statement: Statement, loop: For) -> bool:
+    """Whether, in every iteration of the loops outside `loop` where `statement` runs, it
+    runs in the loop's first iteration (thread 0, which stores the result). Then a thread
+    that reads the result in global or local memory (which the concurrency rule allows only
+    within one thread) can only be thread 0."""
+    position = next(lp.position for lp in statement.loops if lp.var == loop.loop_var)
+    times = statement.schedule.range()
+    width = times.dim(isl.dim_type.set)
+    outer = times.project_out(isl.dim_type.set, position, width - position)
+    first = times.fix_dim_si(position, loop.min.value)
+    return outer.is_subset(first.project_out(isl.dim_type.set, position, width - position))
