@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.errors import ScheduleError
 from sched.ir.dtype import max_value, min_value
-from sched.ir.functor import IRMutator, collect, substitute
+from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
@@ -89,6 +90,7 @@ class _Lowerer(IRMutator):
             found = cross_thread_reduction(self.func, loop)
             if isinstance(found, CrossThreadReduction):
                 return self.allreduce(found)
+            _refuse_reduction_across_threads(loop, found)
         return self.visit_children(loop)
 
     def allreduce(self, reduction: CrossThreadReduction) -> Stmt:
@@ -218,6 +220,21 @@ class _Combine:
 
 def _fresh_var(lowerer: _Lowerer, base: str, dtype: str) -> Var:
     return Var(lowerer.fresh(f"{base}_combine"), dtype)
+
+
+def _refuse_reduction_across_threads(loop: For, reason: str) -> None:
+    """Refuse a threadIdx.x loop that is a reduce loop of a block under it but not a
+    cross-thread reduction (a function built without the schedule's checks): its threads would
+    update one element at the same time."""
+    for realize in collect(loop.body, BlockRealize):
+        for iv, bound in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+            if iv.kind == "reduce" and loop.loop_var in free_vars(bound):
+                raise ScheduleError(
+                    "build", f"loop '{loop.loop_var.name}' is bound to threadIdx.x and is a "
+                    f"reduce loop of block '{realize.block.name}', but not a cross-thread "
+                    f"reduction ({reason}): its threads would update the same elements at the "
+                    f"same time; rfactor the loop (sch.rfactor) and bind the factored block's "
+                    f"loop instead")
 
 
 def _store(scalar: Buffer, value: Expr) -> BufferStore:
