@@ -14,7 +14,9 @@ value of the dtype for max, the highest for min), then the block combines the pa
   thread writes its partial to a shared array of one element per thread, and thread 0 combines
   them in thread order.
 
-Thread 0 then runs the block's init (if it has one) and stores `X[idx] = X[idx] op total`, so
+Thread 0 then runs the block's init (if it has one) and stores `X[idx] = X[idx] op total`
+(after a barrier: every thread's earlier store to X, such as a decomposed init that runs in
+every thread, lands first), so
 the result is the element's init combined with every iteration, as before (reassociated, as
 rfactor does). Consumers in other threads read it after a barrier (the concurrency rule has
 checked that every other use of X is ordered, through shared memory).
@@ -34,6 +36,7 @@ from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.nodes import (
     Allocate,
+    Barrier,
     BlockRealize,
     Buffer,
     BufferLoad,
@@ -84,6 +87,12 @@ class _Lowerer(IRMutator):
             name, n = f"{base}_{n}", n + 1
         self.taken.add(name)
         return name
+
+    def written_elsewhere(self, reduction: CrossThreadReduction) -> bool:
+        """Whether a store outside the reduction's block writes its output's storage."""
+        own = {id(store) for store in collect(reduction.realize, BufferStore)}
+        return any(store.buffer.storage_name == reduction.storage and id(store) not in own
+                   for store in collect(self.func.body, BufferStore))
 
     def visit_For(self, loop: For):
         if loop.kind == "thread_binding" and loop.thread_tag == REDUCE_TAG:
@@ -196,6 +205,10 @@ class _Combine:
                 identity(self.op, self.dtype)))
             steps.append(IfThenElse(binary("lt", self.thread, self.index(WARP_SIZE)), seq(
                 gather, self.warp_reduce(tmp, lane, self.index(WARP_SIZE), warps))))
+        elif self.lowerer.written_elsewhere(self.reduction):
+            # (one warp, no barrier yet) another block's store to the element, in every thread
+            # (an init outside the thread loop), must land before thread 0's
+            steps.append(Barrier())
         steps.append(self.write_result(self.partial[0]))
         return _Result(Allocate(tmp, seq(*steps)), shared)
 

@@ -136,3 +136,16 @@ def test_row_reduction_on_the_gpu(op, threads):
     kernel(a, out)
     expected = {"sum": a.sum(1), "max": a.amax(1), "min": a.amin(1)}[op]
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [32, 64])
+def test_decomposed_init_in_every_thread_lands_before_the_result(rng, threads):
+    # decompose_reduction puts B's init outside the thread loop: every thread stores it, so
+    # thread 0's store of the result must come after a barrier (one warp has none otherwise)
+    sch = row_reduction("sum", 4, 100, threads)
+    sch.decompose_reduction(sch.get_block("B"), sch.get_loops(sch.get_block("B"))[1])
+    a = rng.standard_normal((4, 100)).astype("float32")
+    assert_close(run_c(sch, a), a.sum(axis=1), rtol=1e-4, atol=1e-4)
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    assert source.count("__syncthreads();") == 1
+    assert source.index("__syncthreads();") < source.index("B[i] = B[i] + B_partial[0];")
