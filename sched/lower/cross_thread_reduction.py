@@ -210,19 +210,29 @@ class _Combine:
             # (an init outside the thread loop), must land before thread 0's
             steps.append(Barrier())
         steps.append(self.write_result(self.partial[0]))
-        return _Result(Allocate(tmp, seq(*steps)), shared)
+        body = seq(*steps)
+        if any(store.buffer == tmp for store in collect(body, BufferStore)):
+            body = Allocate(tmp, body)      # a partial warp's shuffles go through it
+        return _Result(body, shared)
 
     def warp_reduce(self, tmp: Buffer, lane: Expr, lanes: Expr, width: int) -> Stmt:
         """A shuffle-down tree over the first `width` lanes of each warp, into lane 0: at each
-        offset every lane of the warp shuffles (the call needs them all), and a lane adds what
-        it received only from a lane that exists (`lanes` of them in this warp)."""
+        offset every lane of the warp shuffles (the call needs them all), and, in a partial
+        warp, a lane adds what it received only from a lane that exists (`lanes` of them)."""
         steps = []
         offset = 1
         while offset * 2 < width:
             offset *= 2
+        full = isinstance(lanes, IntImm) and lanes.value == WARP_SIZE
         while offset >= 1:
             shuffled = Call(SHUFFLE_DOWN, (self.partial[0], self.index(offset), lanes),
                             self.dtype)
+            if full:
+                # a lane past the warp's end gets its own value back and counts it twice, but
+                # lane 0 only ever reads lanes 0 + a sum of distinct offsets < 32
+                steps.append(_store(self.partial, self.combined(self.partial[0], shuffled)))
+                offset //= 2
+                continue
             steps.append(_store(tmp, shuffled))
             steps.append(IfThenElse(
                 binary("lt", lane + self.index(offset), lanes),
