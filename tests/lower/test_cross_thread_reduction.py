@@ -13,6 +13,7 @@ from sched.ir.functor import collect
 from sched.ir.nodes import Allocate, Call
 from sched.lower.cross_thread_reduction import identity
 from sched.lower.pipeline import lower
+from sched.script import T
 from tests.conftest import assert_close
 
 REDUCERS = {"sum": (te.sum, np.sum), "max": (te.max, np.max), "min": (te.min, np.min)}
@@ -149,3 +150,31 @@ def test_decomposed_init_in_every_thread_lands_before_the_result(rng, threads):
     source = sched.build(sch.func, target="cuda", arch="sm_90").source
     assert source.count("__syncthreads();") == 1
     assert source.index("__syncthreads();") < source.index("B[i] = B[i] + B_partial[0];")
+
+
+@T.prim_func
+def row_product(A: T.Buffer((3, 40), "float32"), B: T.Buffer((3,), "float32")):
+    for i, k in T.grid(3, 40):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(1)
+            B[vi] = B[vi] * A[vi, vk]
+
+
+def test_product_over_more_threads_than_columns_matches_numpy(rng):
+    # 48 threads, 40 columns: threads 40..47 contribute the identity 1
+    sch = sched.Schedule(row_product)
+    i, k = sch.get_loops(sch.get_block("B"))
+    k_0, k_1 = sch.split(k, [None, 48])
+    sch.reorder(k_1, k_0)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k_1, "threadIdx.x")
+    a = rng.uniform(0.5, 1.5, (3, 40)).astype("float32")
+    assert_close(run_c(sch, a), a.prod(axis=1), rtol=1e-5)
+
+
+def test_half_max_matches_numpy(rng):
+    a = rng.standard_normal((4, 300)).astype("float16")
+    np.testing.assert_array_equal(run_c(row_reduction("max", 4, 300, 96, dtype="float16"), a),
+                                  a.max(axis=1))
