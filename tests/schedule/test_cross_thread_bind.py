@@ -147,3 +147,24 @@ def test_build_refuses_a_reduction_across_threads_it_cannot_combine():
                                             "loop of block 'B', but not a cross-thread "
                                             "reduction"):
         sched.build(unchecked_reduction_on_two_thread_axes, target="c")
+
+
+@T.prim_func
+def upper_half_sum(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 64):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            vk = T.axis.reduce(32, k - 32)
+            T.where(k >= 32)
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk + 32]
+
+
+def test_reduction_that_thread_0_takes_no_part_in_is_refused():
+    # thread 0 stores the combined result: it must run an iteration wherever another does
+    sch = sched.Schedule(upper_half_sum)
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="loop 'k' carries a reduction of block B"):
+        sch.bind(k, "threadIdx.x")
