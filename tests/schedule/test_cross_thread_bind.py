@@ -58,7 +58,9 @@ def test_reduce_loop_on_threadidx_y_is_refused():
     i, k = sch.get_loops(sch.get_block("B"))
     sch.bind(i, "blockIdx.x")
     with pytest.raises(ScheduleError, match=r"loop 'k' carries a reduction of block B"
-                                            r"(.|\n)*sch.rfactor\(k, factor_axis=0\)"):
+                                            r"(.|\n)*sch.rfactor\(k, factor_axis=0\)"
+                                            r"(.|\n)*# a reduce loop reduces across threads "
+                                            r"only on threadIdx.x"):
         sch.bind(k, "threadIdx.y")
 
 
@@ -68,7 +70,10 @@ def test_part_of_the_reduction_outside_the_thread_loop_is_refused():
     i, k = sch.get_loops(sch.get_block("B"))
     _, k_1 = sch.split(k, [None, 32])
     sch.bind(i, "blockIdx.x")
-    with pytest.raises(ScheduleError, match="loop 'k_1' carries a reduction of block B"):
+    with pytest.raises(ScheduleError, match="loop 'k_1' carries a reduction of block B(.|\n)*"
+                                            "# not a cross-thread reduction on threadIdx.x: "
+                                            "the reduce axis 'v_k' of block 'B' also runs over "
+                                            "loops outside loop 'k_1'"):
         sch.bind(k_1, "threadIdx.x")
 
 
