@@ -17,6 +17,9 @@ GPU (CUDA; on the C target each thread block runs as loops over its threads):
 - `gpu_matmul_bias_relu`: the same, with the epilogue applied as the tile leaves registers.
 - `gpu_softmax` / `gpu_layer_norm`: one block per row; row reductions spread over the threads
   with rfactor into shared memory.
+- `gpu_softmax_rows` / `gpu_layer_norm_rows`: one block per row; each row reduction a
+  cross-thread reduction (its reduce loop bound to threadIdx.x: warp shuffles, then shared
+  memory across warps), its result in shared memory for every thread.
 - `gpu_elementwise`: every loop fused, then blocks of threads.
 - `gpu_conv2d`: output pixels over blocks and threads, padding inlined, the reduction in a
   register.
@@ -347,6 +350,50 @@ def gpu_layer_norm(rows: int, cols: int, threads: int = 128) -> Schedule:
     sch.bind(row, "blockIdx.x")
     for name in ("layer_norm_sum", "layer_norm_sqsum"):
         _row_reduction(sch, sch.get_block(name), threads)
+    _spread_row(sch, sch.get_block("layer_norm"), threads)
+    return sch
+
+
+def _cross_thread_row_reduction(sch: Schedule, block, threads: int) -> None:
+    """Reduce the row over `threads` threads: thread t takes the columns t, t + threads, ...
+    (consecutive threads read consecutive columns), and the block combines the threads'
+    partial results (a cross-thread reduction) into a shared element every thread reads."""
+    k = sch.get_loops(block)[-1]
+    k_outer, k_thread = sch.split(k, [None, threads])
+    sch.reorder(k_thread, k_outer)
+    sch.set_scope(block, 0, "shared")
+    sch.bind(k_thread, "threadIdx.x")
+
+
+def gpu_softmax_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Row softmax, one thread block per row, the row max and sum cross-thread reductions."""
+    X = te.placeholder((rows, cols), name="X")
+    sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
+    sch.compute_inline(sch.get_block("softmax_exp"))
+    row = sch.get_loops(sch.get_block("softmax_max"))[0]
+    for name in ("softmax_sum", "softmax"):
+        sch.reverse_compute_at(sch.get_block(name), row)
+    sch.bind(row, "blockIdx.x")
+    for name in ("softmax_max", "softmax_sum"):
+        _cross_thread_row_reduction(sch, sch.get_block(name), threads)
+    _spread_row(sch, sch.get_block("softmax"), threads)
+    return sch
+
+
+def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Layer norm over rows, one thread block per row, the row sums cross-thread
+    reductions."""
+    X = te.placeholder((rows, cols), name="X")
+    gamma = te.placeholder((cols,), name="gamma")
+    beta = te.placeholder((cols,), name="beta")
+    out = te.ops.layer_norm(X, gamma, beta)
+    sch = Schedule(te.create_prim_func([X, gamma, beta, out], name="layer_norm"))
+    row = sch.get_loops(sch.get_block("layer_norm"))[0]
+    for name in ("layer_norm_sum", "layer_norm_sqsum"):
+        sch.compute_at(sch.get_block(name), row)
+    sch.bind(row, "blockIdx.x")
+    for name in ("layer_norm_sum", "layer_norm_sqsum"):
+        _cross_thread_row_reduction(sch, sch.get_block(name), threads)
     _spread_row(sch, sch.get_block("layer_norm"), threads)
     return sch
 

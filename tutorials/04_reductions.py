@@ -1,10 +1,12 @@
-"""Tutorial 4: reductions: decompose_reduction and rfactor.
+"""Tutorial 4: reductions: decompose_reduction, rfactor and cross-thread reductions.
 
 A reduction block carries its init (`with T.init():`), which runs at the first iteration of
 its reduce loops. decompose_reduction hoists the init into a block of its own, before a loop,
 so the reduce loops run without that test. rfactor splits a reduction in two: partial results
 indexed by one reduce loop, which becomes a spatial loop (so it may run in parallel or
-vectorized), then a small reduction that combines them. Run: `python tutorials/04_reductions.py`.
+vectorized), then a small reduction that combines them. On the GPU a reduce loop may also be
+bound to threadIdx.x itself: the threads combine their partial results (a cross-thread
+reduction). Run: `python tutorials/04_reductions.py`.
 """
 
 import numpy as np
@@ -124,3 +126,24 @@ kernel(x, s)
 np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
 print("rfactor + vectorize matches numpy")
 print(sch.trace)
+
+# 4. Cross-thread reductions (GPU): bind the reduce loop itself to threadIdx.x. Each thread
+# sums every 128th column of its row, then the threads of the block combine their partial
+# sums: warp shuffles (__shfl_down_sync) then shared memory across warps in CUDA, a shared
+# array combined by thread 0 on the C target, where the block's threads run as loops. Only
+# one associative update block (sum, max, min, product) whose whole reduction runs under the
+# thread loop is accepted; anything else is refused with the advice to rfactor.
+sch = sched.Schedule(row_sum)
+i, k = sch.get_loops(sch.get_block("S"))
+k_0, k_1 = sch.split(k, factors=[None, 128])
+sch.reorder(k_1, k_0)
+sch.bind(i, "blockIdx.x")
+sch.bind(k_1, "threadIdx.x")
+show("k_1 (a reduce loop) bound to threadIdx.x: a cross-thread reduction", sch)
+cuda = sched.build(sch.func, target="cuda", arch="sm_90").source
+print("== the CUDA: the first warp shuffle ==")
+print(next(line.strip() for line in cuda.splitlines() if "__shfl_down_sync" in line))
+s = np.zeros(rows, "float32")
+sched.build(sch.func, target="c")(x, s)
+np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
+print("cross-thread reduction (C target) matches numpy")

@@ -11,6 +11,8 @@ CUDA C is the C target's language plus qualifiers, so the emitter extends the C 
 - `Barrier` -> `__syncthreads()`, unrolled loops -> `#pragma unroll`; a vectorized copy
   loop -> float4 moves where both sides are contiguous and 16-byte aligned (the kernel then
   checks at each call that those arguments are aligned), other vectorized loops are unrolled;
+- `T.shfl_down_sync(value, offset, lanes)` (cross-thread reductions) -> `__shfl_down_sync`
+  with the mask of the warp's first `lanes` lanes (every one of them makes the call);
 - float16/bfloat16 are `__half`/`__nv_bfloat16` in memory (cuda_fp16.h, cuda_bf16.h),
   computed in float; pointers are `__restrict__`; helpers are `__device__` functions.
 NVRTC has no standard headers: the prelude declares the fixed-width integer types for it.
@@ -30,6 +32,7 @@ from sched.ir.nodes import (
     Barrier,
     BufferLoad,
     BufferStore,
+    Call,
     Cast,
     FloatImm,
     For,
@@ -60,6 +63,10 @@ typedef unsigned long long uint64_t;
 #include <stdint.h>
 #endif"""
 
+# what a value of each dtype is shuffled as (16-bit floats are computed in float; narrow ints
+# are promoted to int, which __shfl_down_sync has an overload for)
+_SHUFFLE_TYPES = {"float16": "float", "bfloat16": "float", "int8": "int", "int16": "int",
+                  "uint8": "unsigned int", "uint16": "unsigned int"}
 _STORAGE = {**dtypes.STORAGE_TYPES, "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _TO_FLOAT = {"float16": "__half2float", "bfloat16": "__bfloat162float"}
 _FROM_FLOAT = {"float16": "__float2half_rn", "bfloat16": "__float2bfloat16_rn"}
@@ -249,6 +256,21 @@ class _CudaEmitter(_CEmitter):
         text = f"{self.name(node.buffer.storage_name)}[{self.expr(index)}]"
         if node.buffer.dtype in _TO_FLOAT:
             return f"{_TO_FLOAT[node.buffer.dtype]}({text})", 16
+        return text, 16
+
+    def expr_Call(self, node: Call):
+        if node.op != "shfl_down_sync":
+            return super().expr_Call(node)
+        value, offset, lanes = node.args
+        if isinstance(lanes, IntImm):
+            mask = f"{(1 << min(lanes.value, 32)) - 1:#010x}u"
+        else:
+            count = self.operand(lanes, 9)
+            mask = f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))"
+        ctype = _SHUFFLE_TYPES.get(node.dtype) or dtypes.storage_type(node.dtype)
+        text = f"__shfl_down_sync({mask}, ({ctype})({self.expr(value)}), {self.expr(offset)}, 32)"
+        if ctype != dtypes.storage_type(node.dtype) and node.dtype not in _TO_FLOAT:
+            return f"({dtypes.storage_type(node.dtype)}){text}", 15
         return text, 16
 
     def expr_Cast(self, node: Cast):

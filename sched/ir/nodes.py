@@ -26,6 +26,10 @@ COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC_OPS = ("and", "or")
 MATH_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid", "pow",
                   "sin", "cos", "floor", "ceil", "round")
+# GPU intrinsics the lowering emits for the CUDA target only (never in block IR):
+# `T.shfl_down_sync(value, offset, lanes)` is `__shfl_down_sync` over the first `lanes` lanes
+# of the warp (lower/cross_thread_reduction.py)
+GPU_INTRINSICS = ("shfl_down_sync",)
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z",
                "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread")

@@ -23,6 +23,7 @@ from sched.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
     FOR_KINDS,
+    GPU_INTRINSICS,
     ITER_KINDS,
     LOGIC_OPS,
     MATH_FUNCTIONS,
@@ -155,7 +156,7 @@ class _Verifier(IRVisitor):
         self.visit_children(node)
 
     def visit_Call(self, node: Call) -> None:
-        if node.op not in MATH_FUNCTIONS:
+        if node.op not in MATH_FUNCTIONS + GPU_INTRINSICS:
             self.fail(f"unknown intrinsic {node.op!r}: expected one of {MATH_FUNCTIONS}")
         self.visit_children(node)
 

@@ -14,6 +14,7 @@ from sched.ir.verify import VerifyError, verify
 from sched.lower.align_storage import align_storage
 from sched.lower.compact_buffers import compact_buffers
 from sched.lower.convert_blocks import convert_blocks_to_loops
+from sched.lower.cross_thread_reduction import lower_cross_thread_reductions
 from sched.lower.flatten_buffers import flatten_buffers
 from sched.lower.gpu_threads import unify_thread_loops
 from sched.lower.insert_barriers import insert_barriers
@@ -54,6 +55,12 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
     func = run(plan_buffer_allocation, func)
     func = run(compact_buffers, func)
     func = run(align_storage, func)
+
+    def lower_cross_thread_reductions_for_target(f: PrimFunc) -> PrimFunc:
+        return lower_cross_thread_reductions(f, target)
+
+    lower_cross_thread_reductions_for_target.__name__ = "lower_cross_thread_reductions"
+    func = run(lower_cross_thread_reductions_for_target, func)
     func = run(lower_reduction_init, func)
     func = run(convert_blocks_to_loops, func)
     func = run(unify_thread_loops, func)

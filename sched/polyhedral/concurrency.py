@@ -14,6 +14,7 @@ from sched.ir.functor import collect
 from sched.ir.memo import register
 from sched.ir.nodes import Allocate, Block, Buffer, For, Node, PrimFunc
 from sched.polyhedral import names
+from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
     Dependence,
     crosses_iterations,
@@ -99,7 +100,11 @@ except dependences through
   orders them. Nothing orders global memory between threads: a dependence through it counts.
 A threadIdx loop and the other loops bound to the same axis (in one iteration of the loops
 around both) run on the same threads, one phase after the other: a dependence between them
-on different threads counts as one carried by the loop."""
+on different threads counts as one carried by the loop.
+A threadIdx.x loop that is the reduce loop of a cross-thread reduction (cross_thread.py: one
+associative update block, the whole reduction of an element under the loop) may carry the
+dependences of that block with itself through its output: the lowering combines the threads'
+partial results (an allreduce). Its other dependences count as usual."""
 
 
 def concurrent_kind(loop: For | None = None, kind: str | None = None,
@@ -173,6 +178,23 @@ class _Concurrency:
     @property
     def target(self) -> Loop:
         return next(lp for lp in self.statements[0].loops if lp.var.name == self.name)
+
+    @functools.cached_property
+    def cross_thread(self) -> CrossThreadReduction | None:
+        """The cross-thread reduction this loop is the reduce loop of, if it is one."""
+        if self.kind != "threadIdx" or self.thread_tag != REDUCE_TAG or not self.statements:
+            return None
+        found = cross_thread_reduction(self.func, self.loop)
+        return found if isinstance(found, CrossThreadReduction) else None
+
+    def combined_across_threads(self, dep: Dependence) -> bool:
+        """Whether `dep` is between two instances of this loop's cross-thread reduction
+        through its output: the allreduce orders them (the rule's exception)."""
+        if not (dep.source.block.name == dep.sink.block.name and self.under(dep.source)):
+            return False
+        reduction = self.cross_thread
+        return reduction is not None and dep.source.block.name == reduction.block_name \
+            and dep.buffer == reduction.storage
 
     def under(self, statement: Statement) -> bool:
         return any(s is statement for s in self.statements)
@@ -258,6 +280,8 @@ class _Concurrency:
                 between = self.across_sibling_loops(dep)
                 if between is None:
                     continue
+            if self.combined_across_threads(dep):
+                continue
             found = crossing_runs(dep, between)
             if found is None or self.private(dep.buffer):
                 continue

@@ -13,6 +13,11 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
+from sched.polyhedral.cross_thread import (
+    REDUCE_TAG,
+    CrossThreadReduction,
+    cross_thread_reduction,
+)
 from sched.polyhedral.legality import concurrency_violation, concurrent_kind, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.state import blocks_under, find_block, find_loop, replace
@@ -38,7 +43,9 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
                 verb = {"bind": "bind", "parallel": "parallelize",
                         "vectorize": "vectorize"}.get(primitive, primitive)
                 alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {verb} "
-                                f"the new loop of the factored block",)
+                                f"the new loop of the factored block",
+                                *(_cross_thread_hint(func, loop, thread_tag) if render
+                                  else ()))
             raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
                                  alternatives=alternatives)
     if kind == "vectorized" and not isinstance(loop.extent, IntImm):
@@ -47,6 +54,18 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
                             f"vectorize the inner loop")
     new_loop = dataclasses.replace(loop, kind=kind, thread_tag=thread_tag)
     return replace(func, loop, new_loop)
+
+
+def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> tuple[str, ...]:
+    """Why binding the reduce `loop` to a thread axis is not a cross-thread reduction, as a
+    comment line for the refusal's alternatives (none for other loop kinds)."""
+    if not (thread_tag or "").startswith("threadIdx"):
+        return ()
+    if thread_tag != REDUCE_TAG:
+        return (f"# a reduce loop reduces across threads only on {REDUCE_TAG}",)
+    found = cross_thread_reduction(func, loop)
+    return () if isinstance(found, CrossThreadReduction) else \
+        (f"# not a cross-thread reduction on {REDUCE_TAG}: {found}",)
 
 
 def parallel(func: PrimFunc, loop_name: str, render: bool = True) -> PrimFunc:

@@ -4,7 +4,9 @@ The iterations of a bound loop run at the same time, on different thread blocks 
 `bind` asks polyhedral/ the same question as `parallel`: no dependence, reductions included, may
 be carried by the loop (the one rule, `polyhedral.legality.CONCURRENT_RULE`, also asked again
 after every later step). A reduction is spread over threads with rfactor first (partial results
-per thread in a buffer, then a final reduction over it).
+per thread in a buffer, then a final reduction over it), or, for one associative update block
+whose whole reduction runs under the loop, by binding its reduce loop to threadIdx.x (a
+cross-thread reduction: polyhedral/cross_thread.py; the lowering makes it an allreduce).
 
 A function is one kernel: every loop bound to one axis gives that axis its extent, so loops
 bound to the same axis must have the same extent (as the build requires). `bind` refuses a loop
@@ -18,6 +20,11 @@ from __future__ import annotations
 from sched.errors import ScheduleError
 from sched.ir.functor import collect
 from sched.ir.nodes import THREAD_TAGS, For, IntImm, PrimFunc
+from sched.polyhedral.cross_thread import (
+    REDUCE_TAG,
+    CrossThreadReduction,
+    cross_thread_reduction,
+)
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
 from sched.schedule.state import enclosing_loops, find_loop
@@ -31,6 +38,7 @@ def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) 
         raise ScheduleError("bind", f"argument 'thread_axis': unknown axis {thread_axis!r}; "
                             f"expected one of {', '.join(GPU_TAGS)}")
     _check_thread_count(func, loop_name, thread_axis)
+    _check_cross_thread_layout(func, loop_name, thread_axis)
     _check_nested_block_axis(func, loop_name, thread_axis)
     _check_axis_extent(func, loop_name, thread_axis)
     return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis)
@@ -45,6 +53,23 @@ def _check_thread_count(func: PrimFunc, loop_name: str, thread_axis: str) -> Non
                             f"{loop.extent.script()}; thread counts must be constants: split it "
                             f"by a constant (sch.split({loop_name}, [None, 128])) and bind the "
                             f"inner loop to {thread_axis}, the outer one to a blockIdx axis")
+
+
+def _check_cross_thread_layout(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
+    """Refuse a second thread axis in a function with a cross-thread reduction: its reduce
+    loop on threadIdx.x combines the threads of a one-dimensional block (the concurrency rule
+    accepted it as one; binding a loop to threadIdx.y or z would make it another)."""
+    if thread_axis not in ("threadIdx.y", "threadIdx.z"):
+        return
+    for other in collect(func.body, For):
+        if other.kind == "thread_binding" and other.thread_tag == REDUCE_TAG and \
+                isinstance(cross_thread_reduction(func, other), CrossThreadReduction):
+            raise ScheduleError(
+                "bind", f"loop {other.loop_var.name!r} is bound to threadIdx.x and reduces "
+                f"across the threads of a block (a cross-thread reduction), which needs "
+                f"threadIdx.x to be the only thread axis: cannot bind loop {loop_name!r} to "
+                f"{thread_axis}; bind it to a blockIdx axis instead, or rfactor the reduction "
+                f"(sch.rfactor) and bind the factored block's loops")
 
 
 def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None:

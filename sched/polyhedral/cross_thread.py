@@ -1,0 +1,135 @@
+"""Cross-thread reductions: which reduce loops may be bound to threadIdx.x.
+
+A reduce loop bound to threadIdx.x carries its reduction from one thread to another, which the
+one rule for concurrent loops (concurrency.py, CONCURRENT_RULE) refuses in general. One class is
+safe, because the lowering (sched/lower/cross_thread_reduction.py) turns it into an allreduce
+(each thread accumulates a partial result, then the block combines them, as TVM's
+LowerCrossThreadReduction does):
+
+- the loop holds exactly one block, an associative, commutative update `X[idx] = X[idx] op v`
+  (`op` one of add, mul, min, max: `dependences.is_reduction_update`) whose value `v` reads no
+  element of X's storage, with no buffer of its own and a dtype other than bool;
+- the whole reduction of one element happens under the loop: the loop and the loops inside it
+  (serial, unrolled) appear only in the block's reduce bindings, and no loop outside it does;
+- each instance of the block runs once (no recomputation: the threads' iterations are
+  distinct iterations of the reduction);
+- thread 0 (which stores the result) runs an iteration of the block wherever another
+  thread does;
+- the loop is the only thread loop around the block, and the function binds no loop to
+  threadIdx.y or threadIdx.z (blocks of threads are one-dimensional: a warp is 32 consecutive
+  threads of the loop).
+
+Only the dependences of the block with itself through X are exempt from the rule; every other
+use of X (an init block, a consumer) is checked as usual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from sched.ir.functor import collect, free_vars
+from sched.ir.nodes import (
+    BinaryOp,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+)
+from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
+from sched.polyhedral.statements import Statement
+
+REDUCE_TAG = "threadIdx.x"
+_OTHER_THREAD_TAGS = ("threadIdx.y", "threadIdx.z", "vthread")
+
+
+@dataclass(frozen=True)
+class CrossThreadReduction:
+    """A reduction whose reduce loop `loop` runs on the threads of one block."""
+
+    loop: For
+    realize: BlockRealize
+    op: str                  # "add", "mul", "min" or "max"
+    update: BufferStore      # X[idx] = X[idx] op value (the block's body)
+    value: Expr              # the operand that is not the accumulator
+
+    @property
+    def block_name(self) -> str:
+        return self.realize.block.name
+
+    @property
+    def storage(self) -> str:
+        return self.update.buffer.storage_name
+
+
+def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | str:
+    """The cross-thread reduction of `loop` bound to threadIdx.x (whatever its kind now), or
+    the reason (a phrase) why binding it would not be one (see the module docstring)."""
+    realizes = collect(loop.body, BlockRealize)
+    if len(realizes) != 1:
+        return f"loop '{loop.loop_var.name}' holds {len(realizes)} blocks, not one reduction"
+    realize = realizes[0]
+    block = realize.block
+    if not is_reduction_update(block):
+        return f"block '{block.name}' is not an associative update X[i] = X[i] op value"
+    update: BufferStore = block.body
+    own = BufferLoad(update.buffer, update.indices)
+    combine: BinaryOp = update.value
+    value = combine.b if combine.a == own else combine.a
+    storage = update.buffer.storage_name
+    if any(load.buffer.storage_name == storage for load in collect(value, BufferLoad)):
+        return f"the update of block '{block.name}' reads '{update.buffer.name}' again"
+    if block.alloc_buffers or update.buffer.dtype == "bool":
+        return f"block '{block.name}' allocates buffers or reduces bools"
+    inner = collect(loop.body, For)
+    if any(lp.kind in ("thread_binding", "parallel") for lp in inner):
+        return f"a loop inside loop '{loop.loop_var.name}' is bound or parallel"
+    under = {loop.loop_var} | {lp.loop_var for lp in inner}
+    every_loop = {lp.loop_var for lp in collect(func.body, For)}
+    for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True):
+        used = set(free_vars(bound))
+        if iv.kind == "reduce" and (used & every_loop) - under:
+            return (f"the reduce axis '{iv.var.name}' of block '{block.name}' also runs over "
+                    f"loops outside loop '{loop.loop_var.name}'")
+        if iv.kind != "reduce" and used & under:
+            return (f"the spatial axis '{iv.var.name}' of block '{block.name}' depends on a "
+                    f"loop inside the reduce loop")
+    if not any(iv.kind == "reduce" and loop.loop_var in free_vars(bound)
+               for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True)):
+        return f"block '{block.name}' does not use loop '{loop.loop_var.name}'"
+    for other in collect(func.body, For):
+        if other.kind != "thread_binding" or other is loop:
+            continue
+        if other.thread_tag in _OTHER_THREAD_TAGS:
+            return (f"loop '{other.loop_var.name}' is bound to {other.thread_tag}: a cross-thread "
+                    f"reduction needs one-dimensional thread blocks (threadIdx.x only)")
+        if other.thread_tag == REDUCE_TAG and any(n is loop for n in collect(other.body, For)):
+            return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
+    if not isinstance(loop.min, IntImm):
+        return f"loop '{loop.loop_var.name}' starts at a symbolic value"
+    model, _ = model_and_dependences(func)
+    statements = model.statements_of_block(block.name)
+    if not all(s.runs_once for s in statements):
+        return f"an instance of block '{block.name}' runs more than once"
+    update_statement = next(s for s in statements if not s.is_init)
+    if not _first_thread_works(update_statement, loop):
+        return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
+                f"'{block.name}' where another thread does")
+    return CrossThreadReduction(loop, realize, combine.op, update, value)
+
+
+def _first_thread_works(statement: Statement, loop: For) -> bool:
+    """Whether, in every iteration of the loops outside `loop` where `statement` runs, it
+    runs in the loop's first iteration (thread 0, which stores the result). Then a thread
+    that reads the result in global or local memory (which the concurrency rule allows only
+    within one thread) can only be thread 0."""
+    position = next(lp.position for lp in statement.loops if lp.var == loop.loop_var)
+    times = statement.schedule.range()
+    width = times.dim(isl.dim_type.set)
+    outer = times.project_out(isl.dim_type.set, position, width - position)
+    first = times.fix_dim_si(position, loop.min.value)
+    return outer.is_subset(first.project_out(isl.dim_type.set, position, width - position))

@@ -1,0 +1,180 @@
+"""lower_cross_thread_reductions: a reduce loop bound to threadIdx.x as an allreduce, numbers
+against numpy on the C target (every thread order), the CUDA source (warp shuffles, then shared
+memory across warps) compiled with NVRTC, and on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.ir.functor import collect
+from sched.ir.nodes import Allocate, Call
+from sched.lower.cross_thread_reduction import identity
+from sched.lower.pipeline import lower
+from sched.script import T
+from tests.conftest import assert_close
+
+REDUCERS = {"sum": (te.sum, np.sum), "max": (te.max, np.max), "min": (te.min, np.min)}
+
+
+def row_reduction(op: str, rows: int, cols: int, threads: int, dtype: str = "float32",
+                  layout: str = "strided", init=None) -> sched.Schedule:
+    """B[i] = op over k of A[i, k]: one thread block per row, the columns over `threads`
+    threads: "strided" (thread t takes columns t, t + threads, ...) or "chunked" (thread t a
+    contiguous run), the loop inside the thread loop serial."""
+    A = te.placeholder((rows, cols), dtype, name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    reducer = REDUCERS[op][0]
+    B = te.compute((rows,), lambda i: reducer(A[i, k], axis=k, init=init), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    i, kk = sch.get_loops(sch.get_block("B"))
+    if layout == "strided":
+        outer, thread = sch.split(kk, [None, threads])
+        sch.reorder(thread, outer)
+    else:
+        thread, _ = sch.split(kk, [threads, None])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(thread, "threadIdx.x")
+    return sch
+
+
+def run_c(sch: sched.Schedule, a: np.ndarray, thread_order: str | None = None) -> np.ndarray:
+    kernel = sched.build(sch.func, target="c", thread_order=thread_order)
+    out = np.zeros(a.shape[0], a.dtype)
+    kernel(a, out)
+    return out
+
+
+@pytest.mark.parametrize("threads", [32, 64, 128, 48, 96])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_row_reduction_over_threads_matches_numpy(rng, op, threads):
+    # 100 columns: a multiple of no thread count, so the last columns are guarded
+    a = rng.standard_normal((5, 100)).astype("float32")
+    out = run_c(row_reduction(op, 5, 100, threads), a)
+    assert_close(out, REDUCERS[op][1](a, axis=1))
+
+
+@pytest.mark.parametrize("threads, cols", [(48, 100), (128, 1000), (32, 7), (96, 96)])
+def test_contiguous_chunks_per_thread_match_numpy(rng, threads, cols):
+    a = rng.standard_normal((3, cols)).astype("float32")
+    out = run_c(row_reduction("sum", 3, cols, threads, layout="chunked"), a)
+    assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("order", ["reverse", "shuffle:3"])
+def test_result_does_not_depend_on_thread_order(rng, order):
+    a = rng.standard_normal((4, 300)).astype("float32")
+    out = run_c(row_reduction("max", 4, 300, 96), a, thread_order=order)
+    assert_close(out, a.max(axis=1))
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_integer_rows_use_the_integer_identity(rng, op):
+    # all values negative for max, positive for min: an identity of 0 would show
+    low, high = (-1000, -1) if op == "max" else (1, 1000)
+    a = rng.integers(low, high, size=(4, 70)).astype("int32")
+    out = run_c(row_reduction(op, 4, 70, 48, dtype="int32"), a)
+    np.testing.assert_array_equal(out, REDUCERS[op][1](a, axis=1))
+
+
+def test_an_init_that_is_not_the_identity_is_added_once(rng):
+    a = rng.standard_normal((4, 130)).astype("float32")
+    out = run_c(row_reduction("sum", 4, 130, 64, init=5.0), a)
+    assert_close(out, a.sum(axis=1) + 5.0, rtol=1e-4, atol=1e-4)
+
+
+def test_identities_per_dtype():
+    values = {(op, dtype): identity(op, dtype).value
+              for op in ("add", "mul", "max", "min")
+              for dtype in ("float16", "float32", "int8", "int32", "uint8")}
+    assert values[("add", "int32")] == 0 and values[("mul", "float32")] == 1.0
+    assert values[("max", "float16")] == float("-inf") and values[("min", "float32")] == \
+        float("inf")
+    assert (values[("max", "int8")], values[("min", "int8")]) == (-128, 127)
+    assert (values[("max", "uint8")], values[("min", "uint8")]) == (0, 255)
+    assert values[("max", "int32")] == -(2 ** 31)
+
+
+def test_c_target_combines_a_shared_array_of_partials():
+    lowered = lower(row_reduction("sum", 2, 100, 48).func, target="c")
+    scopes = {a.buffer.name: a.buffer.scope for a in collect(lowered.body, Allocate)}
+    assert scopes["B_partials"] == "shared" and scopes["B_partial"] == "local"
+    assert not [c for c in collect(lowered.body, Call) if c.op == "shfl_down_sync"]
+
+
+@pytest.mark.parametrize("threads, warps", [(32, 1), (48, 2), (96, 3), (128, 4)])
+def test_cuda_source_shuffles_within_warps_then_across_them(threads, warps):
+    kernel = sched.build(row_reduction("sum", 8, 1000, threads).func, target="cuda",
+                         arch="sm_90")
+    source = kernel.source
+    assert "__shfl_down_sync(" in source
+    if warps == 1:
+        assert "__syncthreads" not in source and "__shared__" not in source
+    else:
+        assert f"float B_warp_partials[{warps}];" in source
+        assert source.count("__syncthreads();") == 1
+    if threads % 32:     # the last warp is partial: its mask holds only its lanes
+        assert "(1u << " in source
+
+
+def test_cuda_source_of_a_half_max_shuffles_floats():
+    kernel = sched.build(row_reduction("max", 4, 256, 64, dtype="float16").func,
+                         target="cuda", arch="sm_80")
+    assert "__shfl_down_sync(0xffffffffu, (float)(" in kernel.source
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [32, 48, 96, 128])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_row_reduction_on_the_gpu(op, threads):
+    import torch
+
+    kernel = sched.build(row_reduction(op, 64, 1000, threads).func, target="cuda")
+    a = torch.randn(64, 1000, device="cuda")
+    out = torch.empty(64, device="cuda")
+    kernel(a, out)
+    expected = {"sum": a.sum(1), "max": a.amax(1), "min": a.amin(1)}[op]
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [32, 64])
+def test_decomposed_init_in_every_thread_lands_before_the_result(rng, threads):
+    # decompose_reduction puts B's init outside the thread loop: every thread stores it, so
+    # thread 0's store of the result must come after a barrier (one warp has none otherwise)
+    sch = row_reduction("sum", 4, 100, threads)
+    sch.decompose_reduction(sch.get_block("B"), sch.get_loops(sch.get_block("B"))[1])
+    a = rng.standard_normal((4, 100)).astype("float32")
+    assert_close(run_c(sch, a), a.sum(axis=1), rtol=1e-4, atol=1e-4)
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    assert source.count("__syncthreads();") == 1
+    assert source.index("__syncthreads();") < source.index("B[i] = B[i] + B_partial[0];")
+
+
+@T.prim_func
+def row_product(A: T.Buffer((3, 40), "float32"), B: T.Buffer((3,), "float32")):
+    for i, k in T.grid(3, 40):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(1)
+            B[vi] = B[vi] * A[vi, vk]
+
+
+def test_product_over_more_threads_than_columns_matches_numpy(rng):
+    # 48 threads, 40 columns: threads 40..47 contribute the identity 1
+    sch = sched.Schedule(row_product)
+    i, k = sch.get_loops(sch.get_block("B"))
+    k_0, k_1 = sch.split(k, [None, 48])
+    sch.reorder(k_1, k_0)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k_1, "threadIdx.x")
+    a = rng.uniform(0.5, 1.5, (3, 40)).astype("float32")
+    assert_close(run_c(sch, a), a.prod(axis=1), rtol=1e-5)
+
+
+def test_half_max_matches_numpy(rng):
+    a = rng.standard_normal((4, 300)).astype("float16")
+    np.testing.assert_array_equal(run_c(row_reduction("max", 4, 300, 96, dtype="float16"), a),
+                                  a.max(axis=1))

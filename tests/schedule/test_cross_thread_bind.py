@@ -1,0 +1,175 @@
+"""bind of a reduce loop to threadIdx.x: accepted for a cross-thread reduction (one associative
+update block, its whole reduction under the loop), refused otherwise with the rule's message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.script import T
+from tests.conftest import assert_close
+
+
+def row_sum(rows: int = 4, cols: int = 64, consumer: bool = False):
+    A = te.placeholder((rows, cols), name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    B = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    if not consumer:
+        return te.create_prim_func([A, B])
+    C = te.compute((rows, cols), lambda i, j: A[i, j] / B[i], name="C")
+    return te.create_prim_func([A, C])
+
+
+def test_reduce_loop_on_threadidx_x_is_accepted_and_replays():
+    sch = sched.Schedule(row_sum())
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k, "threadIdx.x")
+    assert 'for k in T.thread_binding(64, thread="threadIdx.x"):' in sch.func.script()
+    assert sch.trace.apply(row_sum()).func == sch.func
+
+
+@T.prim_func
+def decaying_sum(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 64):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] * T.float32(0.5) + A[vi, vk]
+
+
+def test_non_associative_update_on_threads_is_refused():
+    # B = B * 0.5 + A: the order of the updates matters, no combine of partials exists
+    sch = sched.Schedule(decaying_sum)
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="loop 'k' carries a flow dependence of block B "
+                                            "through 'B' in global memory"):
+        sch.bind(k, "threadIdx.x")
+
+
+def test_reduce_loop_on_threadidx_y_is_refused():
+    # only threadIdx.x reduces across threads (its warps are consecutive threads)
+    sch = sched.Schedule(row_sum())
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match=r"loop 'k' carries a reduction of block B"
+                                            r"(.|\n)*sch.rfactor\(k, factor_axis=0\)"
+                                            r"(.|\n)*# a reduce loop reduces across threads "
+                                            r"only on threadIdx.x"):
+        sch.bind(k, "threadIdx.y")
+
+
+def test_part_of_the_reduction_outside_the_thread_loop_is_refused():
+    # k_0 outside the thread loop: each of its iterations would start the element again
+    sch = sched.Schedule(row_sum())
+    i, k = sch.get_loops(sch.get_block("B"))
+    _, k_1 = sch.split(k, [None, 32])
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="loop 'k_1' carries a reduction of block B(.|\n)*"
+                                            "# not a cross-thread reduction on threadIdx.x: "
+                                            "the reduce axis 'v_k' of block 'B' also runs over "
+                                            "loops outside loop 'k_1'"):
+        sch.bind(k_1, "threadIdx.x")
+
+
+def test_a_second_thread_axis_after_a_cross_thread_reduction_is_refused():
+    # the combine is over a one-dimensional block of threads
+    sch = sched.Schedule(row_sum(rows=8))
+    i, k = sch.get_loops(sch.get_block("B"))
+    i_0, i_1 = sch.split(i, [None, 2])
+    sch.bind(i_0, "blockIdx.x")
+    sch.bind(k, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="loop 'k' is bound to threadIdx.x and reduces "
+                                            "across the threads of a block.*cannot bind loop "
+                                            "'i_1' to threadIdx.y"):
+        sch.bind(i_1, "threadIdx.y")
+
+
+def test_a_second_block_moved_under_the_thread_loop_is_refused():
+    # a producer computed at the reduce loop: the loop no longer holds one reduction
+    A = te.placeholder((4, 64), name="A")
+    D = te.compute((4, 64), lambda i, j: A[i, j] * 2.0, name="D")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((4,), lambda i: te.sum(D[i, k], axis=k), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    sch.set_scope(sch.get_block("D"), 0, "local")
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="carries a reduction of block B"):
+        sch.compute_at(sch.get_block("D"), k)
+
+
+def test_consumer_on_other_threads_through_global_memory_is_refused():
+    # thread 0 stores B[i]; nothing orders global memory between the threads that read it
+    sch = sched.Schedule(row_sum(consumer=True))
+    row = sch.get_loops(sch.get_block("B"))[0]
+    sch.reverse_compute_at(sch.get_block("C"), row)
+    sch.bind(row, "blockIdx.x")
+    sch.bind(sch.get_loops(sch.get_block("B"))[-1], "threadIdx.x")
+    with pytest.raises(ScheduleError, match="both bound to threadIdx.x, run on the same threads "
+                                            "one after the other, and a flow dependence"):
+        sch.bind(sch.get_loops(sch.get_block("C"))[-1], "threadIdx.x")
+
+
+def test_consumer_on_other_threads_through_shared_memory_matches_numpy(rng):
+    sch = sched.Schedule(row_sum(rows=3, cols=100, consumer=True))
+    row = sch.get_loops(sch.get_block("B"))[0]
+    sch.reverse_compute_at(sch.get_block("C"), row)
+    sch.bind(row, "blockIdx.x")
+    sch.set_scope(sch.get_block("B"), 0, "shared")
+    _, k_1 = sch.split(sch.get_loops(sch.get_block("B"))[-1], [None, 48])
+    sch.reorder(k_1, sch.get_loops(sch.get_block("B"))[-2])
+    sch.bind(k_1, "threadIdx.x")
+    _, j_1 = sch.split(sch.get_loops(sch.get_block("C"))[-1], [None, 48])
+    sch.bind(j_1, "threadIdx.x")
+    a = rng.standard_normal((3, 100)).astype("float32")
+    out = np.zeros_like(a)
+    sched.build(sch.func, target="c", thread_order="shuffle:1")(a, out)
+    assert_close(out, a / a.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-5)
+
+
+@T.prim_func
+def unchecked_reduction_on_two_thread_axes(A: T.Buffer((4, 64), "float32"),
+                                           B: T.Buffer((4,), "float32")):
+    for i in T.thread_binding(4, thread="threadIdx.y"):
+        for k in T.thread_binding(64, thread="threadIdx.x"):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+
+
+def test_build_refuses_a_reduction_across_threads_it_cannot_combine():
+    # written by hand, never checked by a schedule: the threads would race on B[vi]
+    with pytest.raises(ScheduleError, match="loop 'k' is bound to threadIdx.x and is a reduce "
+                                            "loop of block 'B', but not a cross-thread "
+                                            "reduction"):
+        sched.build(unchecked_reduction_on_two_thread_axes, target="c")
+
+
+@T.prim_func
+def upper_half_sum(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 64):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            vk = T.axis.reduce(32, k - 32)
+            T.where(k >= 32)
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk + 32]
+
+
+def test_reduction_that_thread_0_takes_no_part_in_is_refused():
+    # thread 0 stores the combined result: it must run an iteration wherever another does
+    sch = sched.Schedule(upper_half_sum)
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="loop 'k' carries a reduction of block B"):
+        sch.bind(k, "threadIdx.x")
