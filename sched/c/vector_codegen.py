@@ -157,7 +157,9 @@ class VectorCode:
         return method(node, guard)
 
     def scalar(self, node: Expr, guard) -> VectorValue:
-        text = self.c.expr(node)
+        # parenthesized: the scalar printer leaves its top operator bare (`c ? a : b`), and
+        # this text becomes an operand (`v + (c ? a : b)`, not `(v + c) ? a : b`)
+        text = f"({self.c.expr(node)})"
         risky = [load for load in collect(node, BufferLoad) if load not in self.unconditional]
         risky += [op for op in collect(node, BinaryOp)
                   if op.op in ("div", "floordiv", "floormod") and not is_float(op.dtype)]

@@ -264,3 +264,26 @@ def test_mixed_element_sizes_in_one_vectorized_loop(rng, width):
     f = (d * 0.5).astype(np.float32) + (n + d).astype(np.float32)
     np.testing.assert_array_equal(run(kernel, d, n, out_shape=(4, 32), out_dtype=np.float64),
                                   f.astype(np.float64) * d)
+
+
+def test_a_uniform_select_added_to_a_vector_keeps_its_parentheses(rng):
+    """`W[x, y] + if_then_else(x + 1 < 8, X[x + 1], 0)` with y vectorized: the select is the
+    same on every lane and printed by the scalar code as `c ? a : b`; as an operand it needs
+    its parentheses (`v + c ? a : b` is `(v + c) ? a : b`: gcc refused it, a fuzz finding)."""
+    from sched.script import T
+
+    @T.prim_func
+    def shifted(X: T.Buffer((8,), "float32"), W: T.Buffer((8, 16), "float32"),
+                O: T.Buffer((8, 16), "float32")):
+        for x, y in T.grid(8, 16):
+            with T.block("O"):
+                vx, vy = T.axis.remap("SS", [x, y])
+                O[vx, vy] = W[vx, vy] + T.if_then_else(vx + 1 < 8, X[vx + 1], T.float32(0))
+
+    sch = sched.Schedule(shifted)
+    sch.vectorize(sch.get_loops(sch.get_block("O"))[1])
+    x = rng.standard_normal(8).astype(np.float32)
+    w = rng.standard_normal((8, 16)).astype(np.float32)
+    out = np.zeros((8, 16), np.float32)
+    sched.build(sch.func, target="c")(x, w, out)
+    np.testing.assert_array_equal(out, w + np.append(x[1:], np.float32(0))[:, None])
