@@ -17,6 +17,7 @@ from sched.errors import (
     ConservativeAnalysisWarning,
     CudaError,
     DSLError,
+    EmulationError,
     KernelArgumentError,
     NoGPUError,
     ScheduleError,
@@ -42,5 +43,5 @@ def parse(text: str):
 
 
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
-           "KernelArgumentError", "NoGPUError", "Schedule", "ScheduleError", "ScriptError",
-           "Trace", "build", "interpret", "ir", "parse", "tune"]
+           "EmulationError", "KernelArgumentError", "NoGPUError", "Schedule", "ScheduleError",
+           "ScriptError", "Trace", "build", "interpret", "ir", "parse", "tune"]
