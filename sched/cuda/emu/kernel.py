@@ -169,6 +169,8 @@ class EmulatedKernel:
                     f"bounds?)")
         else:
             head = f"{name}: the emulator exited with status {status}"
+        if race:
+            stderr = tidy_report(stderr)
         lines = sorted({int(n) for n in re.findall(r"kernel\.cu:(\d+)", stderr)}
                        | {int(n) for n in re.findall(r"\bline (\d+)", head)})
         source = self.source.splitlines()
@@ -185,6 +187,19 @@ class EmulatedKernel:
         sanitizer = f", sanitize={self.sanitize!r}" if self.sanitize else ""
         return (f"<EmulatedKernel {self.func.name}({names}): {self.kernel_name} on the CPU, "
                 f"{self.launch}{sanitizer}>")
+
+
+# frames of ThreadSanitizer's stacks inside the emulator or the C++ library, left out
+_EMULATOR_FRAME = re.compile(r"^\s+#\d+ .*(/sched/cuda/emu/|/include/c\+\+/|<null>|libstdc\+\+|tsan_interceptors|/entry\.cc:)")
+
+
+def tidy_report(report: str) -> str:
+    """ThreadSanitizer's `report` with the kernel's file named kernel.cu (not its path in the
+    cache) and the frames of the emulator's own code left out. Its threads are named
+    "t<threadIdx> b<blockIdx>" (x,y,z each; cut at 15 characters)."""
+    lines = [re.sub(r"\S*/kernel\.cu:", "kernel.cu:", line) for line in report.splitlines()
+             if not _EMULATOR_FRAME.match(line)]
+    return "\n".join(lines)
 
 
 def _text(data) -> str:

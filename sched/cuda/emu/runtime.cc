@@ -13,6 +13,7 @@
 #include "cuda_emu.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,6 +266,10 @@ void run_thread(Block* b, unsigned id, void (*body)(void*), void* context) {
     thread_index = {id % block_dim.x, id / block_dim.x % block_dim.y,
                     id / (block_dim.x * block_dim.y)};
     block_index = b->index;
+    char name[16];    // ThreadSanitizer's reports and gdb show it: "t<threadIdx> b<blockIdx>"
+    snprintf(name, sizeof name, "t%u,%u,%u b%u,%u,%u", thread_index.x, thread_index.y,
+             thread_index.z, block_index.x, block_index.y, block_index.z);
+    pthread_setname_np(pthread_self(), name);
     try {
         body(context);
     } catch (const Aborted&) {
@@ -290,10 +295,11 @@ bool run_block(Block& b, void (*body)(void*), void* context, size_t dynamic_byte
     while (b.returned < b.size && !b.failed) {
         if (b.block_done.wait_until(lock, limit) == std::cv_status::timeout &&
             b.returned < b.size && !b.failed) {
-            fail(b, "watchdog: " + block_name(b) + " has run for " +
-                    std::to_string((int)timeout_seconds) + " s (SCHED_EMU_TIMEOUT) without "
-                    "finishing: a barrier that not every thread reaches?" +
-                    where_threads_are(b));
+            char seconds[32];
+            snprintf(seconds, sizeof seconds, "%g", timeout_seconds);
+            fail(b, "watchdog: " + block_name(b) + " has run for " + seconds +
+                    " s (SCHED_EMU_TIMEOUT) without finishing: a barrier that not every "
+                    "thread reaches?" + where_threads_are(b));
         }
     }
     if (b.failed) {            // the waiting threads unwind; a running one may never return

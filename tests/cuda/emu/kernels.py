@@ -1,0 +1,152 @@
+"""Hand-written CUDA C for the emulator's tests, and how to run a source on it."""
+
+from __future__ import annotations
+
+from sched.cuda.emu.kernel import EmulatedKernel
+from sched.ir import Buffer, BufferStore, IntImm, PrimFunc, SeqStmt
+from sched.lower.launch import LaunchConfig
+
+
+def copy_func(name: str, shapes, dtypes=None) -> PrimFunc:
+    """A PrimFunc with buffers P0, P1... of `shapes`, the first read, the others written: the
+    parameters an emulated kernel's arguments are checked against (its body is never run)."""
+    dtypes = dtypes or ["float32"] * len(shapes)
+    buffers = [Buffer(f"P{k}", tuple(IntImm(d) for d in shape), dtype)
+               for k, (shape, dtype) in enumerate(zip(shapes, dtypes))]
+    zero = IntImm(0)
+    stores = tuple(BufferStore(b, b[(zero,) * b.ndim], (zero,) * b.ndim) for b in buffers[1:])
+    return PrimFunc(name, tuple(buffers), stores[0] if len(stores) == 1 else SeqStmt(stores))
+
+
+def emulate(source: str, name: str, shapes, block, grid=(1, 1, 1), dtypes=None,
+            **options) -> EmulatedKernel:
+    """`source`'s kernel `name` on the emulator, taking arrays of `shapes`."""
+    return EmulatedKernel(copy_func(name, shapes, dtypes), source, name,
+                          LaunchConfig(grid=grid, block=block), **options)
+
+
+# each lane of two warps writes what every shuffle gives it (out[op, thread])
+SHUFFLES = r"""
+extern "C" __global__ void shuffles(const int* __restrict__ in, int* __restrict__ out) {
+    int t = threadIdx.x, v = in[t];
+    int k = 0;
+    out[k++ * 64 + t] = __shfl_sync(0xffffffff, v, (t + 3) % 32);
+    out[k++ * 64 + t] = __shfl_sync(0xffffffff, v, 37);
+    out[k++ * 64 + t] = __shfl_sync(0xffffffff, v, t + 5, 8);
+    out[k++ * 64 + t] = __shfl_up_sync(0xffffffff, v, 3);
+    out[k++ * 64 + t] = __shfl_up_sync(0xffffffff, v, 3, 16);
+    out[k++ * 64 + t] = __shfl_down_sync(0xffffffff, v, 5);
+    out[k++ * 64 + t] = __shfl_down_sync(0xffffffff, v, 5, 8);
+    out[k++ * 64 + t] = __shfl_xor_sync(0xffffffff, v, 1);
+    out[k++ * 64 + t] = __shfl_xor_sync(0xffffffff, v, 19);
+    out[k++ * 64 + t] = __shfl_xor_sync(0xffffffff, v, 12, 8);
+    out[k++ * 64 + t] = (int)__ballot_sync(0xffffffff, v % 3 == 0);
+    out[k++ * 64 + t] = __any_sync(0xffffffff, v == 40);
+    out[k++ * 64 + t] = __all_sync(0xffffffff, v >= 0);
+    out[k++ * 64 + t] = (int)__activemask();
+}
+"""
+SHUFFLE_COUNT = 14
+
+# one warp per row: each lane sums a strided part of the row, then a __shfl_down_sync tree
+WARP_ROW_SUM = r"""
+extern "C" __global__ void warp_row_sum(const float* __restrict__ x, float* __restrict__ sums) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    float partial = 0.0f;
+    for (int j = lane; j < 100; j += 32) partial += x[row * 100 + j];
+    for (int offset = 16; offset > 0; offset /= 2)
+        partial += __shfl_down_sync(0xffffffff, partial, offset);
+    if (lane == 0) sums[row] = partial;
+}
+"""
+
+# threads 32..63 return before the barrier the others wait at
+EARLY_RETURN = r"""
+extern "C" __global__ void early_return(const float* __restrict__ a, float* __restrict__ b) {
+    __shared__ float tile[64];
+    if (threadIdx.x >= 32) return;
+    tile[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    b[threadIdx.x] = tile[31 - threadIdx.x];
+}
+"""
+
+# odd and even threads wait at different barriers
+DIVERGENT_BARRIERS = r"""
+extern "C" __global__ void divergent(const float* __restrict__ a, float* __restrict__ b) {
+    if (threadIdx.x % 2) {
+        __syncthreads();
+    } else {
+        __syncthreads();
+    }
+    b[threadIdx.x] = a[threadIdx.x];
+}
+"""
+
+# thread 0 spins on a flag nobody sets, the others wait at the barrier
+SPIN = r"""
+extern "C" __global__ void spin(const float* __restrict__ a, float* __restrict__ b) {
+    if (threadIdx.x == 0) {
+        volatile float* flag = b;
+        while (flag[1] != 42.0f) {
+        }
+    }
+    __syncthreads();
+    b[threadIdx.x] = a[threadIdx.x];
+}
+"""
+
+# lanes 16..31 of the warp leave before the shuffle that lanes 0..15 make with the full mask
+SHUFFLE_WITHOUT_LANES = r"""
+extern "C" __global__ void partial_warp(const float* __restrict__ a, float* __restrict__ b) {
+    float v = a[threadIdx.x];
+    if (threadIdx.x >= 16) return;
+    b[threadIdx.x] = __shfl_down_sync(0xffffffff, v, 1);
+}
+"""
+
+# each thread writes its element to shared memory and reads its neighbour's: no barrier
+MISSING_BARRIER = r"""
+extern "C" __global__ void shift(const float* __restrict__ a, float* __restrict__ b) {
+    __shared__ float tile[64];
+    tile[threadIdx.x] = a[threadIdx.x];
+    b[threadIdx.x] = tile[(threadIdx.x + 1) % 64];
+}
+"""
+
+# every thread of every block adds into b[0] without an atomic
+GLOBAL_RACE = r"""
+extern "C" __global__ void global_sum(const float* __restrict__ a, float* __restrict__ b) {
+    b[0] += a[threadIdx.x];
+}
+"""
+
+# the same with atomicAdd: no race
+ATOMIC_SUM = r"""
+extern "C" __global__ void atomic_sum(const float* __restrict__ a, float* __restrict__ b) {
+    atomicAdd(&b[0], a[blockIdx.x * blockDim.x + threadIdx.x]);
+}
+"""
+
+# __half and __nv_bfloat16 through the conversions the code generator uses
+HALF_ROUND_TRIP = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void round_trip(const float* __restrict__ x, __half* __restrict__ h,
+                                      __nv_bfloat16* __restrict__ b) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    h[i] = __float2half_rn(x[i]);
+    b[i] = __float2bfloat16_rn(__half2float(h[i]) * 0.0f + x[i]);
+}
+"""
+
+# dynamic shared memory: a 64 KB `extern __shared__` array
+DYNAMIC_SHARED = r"""
+extern "C" __global__ void reverse(const float* __restrict__ a, float* __restrict__ b) {
+  extern __shared__ float tile[];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[16383 - threadIdx.x] = a[i];
+  __syncthreads();
+  b[i] = tile[16383 - threadIdx.x] + tile[16383 - (threadIdx.x ^ 1)];
+}
+"""
