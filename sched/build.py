@@ -56,6 +56,9 @@ def build(func, target: str = "c", *, arch: str | None = None,
     from sched.schedule import Schedule
 
     target, arch = parse_target(target, arch, BUILD_TARGETS)
+    if thread_order is not None and target == "cuda-emu":
+        raise ValueError("build: thread_order applies to the C target only (the emulator "
+                         "runs a block's threads at once, as host threads)")
     if sanitize is not None and target != "cuda-emu":
         raise ValueError(f"build: sanitize applies to the \"cuda-emu\" target only, not "
                          f"{target!r}")
@@ -75,9 +78,6 @@ def build(func, target: str = "c", *, arch: str | None = None,
 
         kernel = build_c(func, debug=debug, thread_order=thread_order, fast_math=fast_math)
     elif target == "cuda-emu":
-        if thread_order is not None:
-            raise ValueError("build: thread_order applies to the C target only (the emulator "
-                             "runs a block's threads at once, as host threads)")
         from sched.cuda.emu.build import build_cuda_emu
 
         kernel = build_cuda_emu(func, debug=debug, trace=trace, sanitize=sanitize)
