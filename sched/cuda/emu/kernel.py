@@ -190,7 +190,8 @@ class EmulatedKernel:
 
 
 # frames of ThreadSanitizer's stacks inside the emulator or the C++ library, left out
-_EMULATOR_FRAME = re.compile(r"^\s+#\d+ .*(/sched/cuda/emu/|/include/c\+\+/|<null>|libstdc\+\+|tsan_interceptors|/entry\.cc:)")
+_EMULATOR_FRAME = re.compile(r"^\s+#\d+ .*(/sched/cuda/emu/|/include/c\+\+/|<null>|libstdc\+\+"
+                             r"|tsan_interceptors|/entry\.cc:)")
 
 
 def tidy_report(report: str) -> str:
