@@ -6,7 +6,8 @@ a block, blocks one after another.
     kernel(a, b, c)                                       # numpy arrays or CPU torch tensors
 
 Modules: `include/cuda_emu.h` (what CUDA C names mean on the host: indices, __shared__,
-__syncthreads, warp shuffles and votes, atomics, 16-bit floats, math), `runtime.cc` (blocks,
+__syncthreads, warp shuffles and votes, atomics, 16-bit floats, math; `mma.h`: wmma fragments;
+`cuda_pipeline.h`: asynchronous copies), `runtime.cc` (blocks,
 barriers, warp collectives, the deadlock watchdog, the launch program), `compile`
 (`compile_emulator`: g++, cached on disk), `kernel` (`EmulatedKernel`: a call), `build`
 (`build_cuda_emu`). Unlike an interpreter of sched's IR (or Triton's interpreter mode, which

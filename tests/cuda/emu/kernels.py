@@ -150,3 +150,46 @@ extern "C" __global__ void reverse(const float* __restrict__ a, float* __restric
   b[i] = tile[16383 - threadIdx.x] + tile[16383 - (threadIdx.x ^ 1)];
 }
 """
+
+# C = A @ B for (32, 32) half matrices, float out: four warps, each a 16 x 16 tile of C, k in
+# steps of 16; B is read column-major (B_T holds its transpose)
+WMMA_MATMUL = r"""
+#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void wmma_matmul(const __half* __restrict__ A, const __half* __restrict__ B_T,
+                                       float* __restrict__ C) {
+    int warp = threadIdx.x / 32, row = warp / 2 * 16, col = warp % 2 * 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::fill_fragment(c, 0.0f);
+    for (int k = 0; k < 32; k += 16) {
+        wmma::load_matrix_sync(a, A + row * 32 + k, 32);
+        wmma::load_matrix_sync(b, B_T + col * 32 + k, 32);
+        wmma::mma_sync(c, a, b, c);
+    }
+    for (int i = 0; i < c.num_elements; ++i) c.x[i] *= 2.0f;
+    wmma::store_matrix_sync(C + row * 32 + col, c, 32, wmma::mem_row_major);
+}
+"""
+
+# b = 2 * a through shared memory, 4 floats per thread per step, double-buffered with
+# asynchronous copies; WAIT is the group the step waits for (0: its own, right; 1: the one
+# before, wrong: its own copy has not landed)
+PIPELINED_COPY = r"""
+#include <cuda_pipeline.h>
+extern "C" __global__ void pipelined(const float* __restrict__ a, float* __restrict__ b) {
+    __shared__ __align__(16) float tile[2][128];
+    int t = threadIdx.x;
+    __pipeline_memcpy_async(&tile[0][t * 4], &a[t * 4], 16);
+    __pipeline_commit();
+    for (int step = 0; step < 4; ++step) {
+        if (step + 1 < 4) {
+            __pipeline_memcpy_async(&tile[(step + 1) % 2][t * 4], &a[(step + 1) * 128 + t * 4], 16);
+        }
+        __pipeline_commit();
+        __pipeline_wait_prior(WAIT + 1);
+        for (int j = 0; j < 4; ++j) b[step * 128 + t * 4 + j] = 2.0f * tile[step % 2][t * 4 + j];
+    }
+}
+"""

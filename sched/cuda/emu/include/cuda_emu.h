@@ -8,7 +8,13 @@
 // memory no thread of the block wrote is NaN), __syncthreads() (a barrier of the block's host
 // threads, watched for deadlocks), warp shuffles, votes and __syncwarp with PTX's reference
 // semantics over the 32 lanes of a warp, atomics, __half/__nv_bfloat16, the vector types and
-// the fast-math intrinsics (computed exactly). The file has no other dependency than libstdc++.
+// the fast-math intrinsics (computed exactly). mma.h (nvcuda::wmma, emu_wmma.h) and
+// cuda_pipeline.h (asynchronous copies, emu_pipeline.h) give the tensor-core fragments and
+// cp.async their reference semantics. No other dependency than libstdc++.
+//
+// Not emulated: inline PTX (asm(...)): a code generator that wants its kernels to run here
+// reaches such instructions through functions the emulator can define (wmma, the pipeline
+// primitives).
 #ifndef SCHED_CUDA_EMU_H
 #define SCHED_CUDA_EMU_H
 
