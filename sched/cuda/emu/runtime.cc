@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -261,35 +262,60 @@ void kernel_error(int line, const char* message) {
 }
 
 namespace {
+// the launch's threads: one per CUDA thread of a block, each running its thread of every
+// block in turn, started by its own semaphore (so that, for ThreadSanitizer, starting a block
+// orders nothing between its threads: only their barriers do), reporting to `block_done`
+struct Pool {
+    std::vector<sem_t> start;
+    bool finished = false;
+};
+Pool pool;
+
+void name_thread() {    // ThreadSanitizer's reports and gdb show it: "t<threadIdx> b<blockIdx>"
+    char name[16];
+    snprintf(name, sizeof name, "t%u,%u,%u b%u,%u,%u", thread_index.x, thread_index.y,
+             thread_index.z, block_index.x, block_index.y, block_index.z);
+    pthread_setname_np(pthread_self(), name);
+}
+
 void run_thread(Block* b, unsigned id, void (*body)(void*), void* context) {
     linear_id = id;
     thread_index = {id % block_dim.x, id / block_dim.x % block_dim.y,
                     id / (block_dim.x * block_dim.y)};
-    block_index = b->index;
-    char name[16];    // ThreadSanitizer's reports and gdb show it: "t<threadIdx> b<blockIdx>"
-    snprintf(name, sizeof name, "t%u,%u,%u b%u,%u,%u", thread_index.x, thread_index.y,
-             thread_index.z, block_index.x, block_index.y, block_index.z);
-    pthread_setname_np(pthread_self(), name);
-    try {
-        body(context);
-    } catch (const Aborted&) {
+    for (;;) {
+        while (sem_wait(&pool.start[id]) != 0) {
+        }
+        if (pool.finished) return;
+        block_index = b->index;
+        name_thread();
+        try {
+            body(context);
+        } catch (const Aborted&) {
+        }
+        std::unique_lock<std::mutex> lock(b->mutex);
+        b->state[id] = RETURNED;
+        ++b->returned;
+        check_deadlock(*b);
+        if (b->returned == b->size) b->block_done.notify_all();
     }
-    std::unique_lock<std::mutex> lock(b->mutex);
-    b->state[id] = RETURNED;
-    ++b->returned;
-    check_deadlock(*b);
-    if (b->returned == b->size) b->block_done.notify_all();
 }
 
-// run one block; false (with the message in b.error) when it failed
-bool run_block(Block& b, void (*body)(void*), void* context, size_t dynamic_bytes) {
+// start block `index` on the pool's threads (holding `lock`)
+void start_block(Block& b, uint3 index, size_t dynamic_bytes) {
     memset(__start_sched_emu_shared, 0xff, __stop_sched_emu_shared - __start_sched_emu_shared);
     memset(dynamic_shared, 0xff, dynamic_bytes);
-    block = &b;
-    std::vector<std::thread> threads;
-    threads.reserve(b.size);
-    for (unsigned t = 0; t < b.size; ++t) threads.emplace_back(run_thread, &b, t, body, context);
-    std::unique_lock<std::mutex> lock(b.mutex);
+    b.index = index;
+    b.arrived = b.waiting = b.returned = 0;
+    b.state.assign(b.size, RUNNING);
+    b.waits_for.assign(b.size, "");
+    for (Lane& lane : b.lanes) lane.arrived = false;
+    ++block_serial;
+    for (sem_t& start : pool.start) sem_post(&start);
+}
+
+// wait (holding `lock`) for the running block; false (with the message in b.error) when it
+// failed; exits the process when a failed block's thread does not return
+bool finish_block(Block& b, std::unique_lock<std::mutex>& lock) {
     auto limit = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(timeout_seconds));
     while (b.returned < b.size && !b.failed) {
@@ -302,20 +328,19 @@ bool run_block(Block& b, void (*body)(void*), void* context, size_t dynamic_byte
                     "thread reaches?" + where_threads_are(b));
         }
     }
-    if (b.failed) {            // the waiting threads unwind; a running one may never return
-        auto grace = Clock::now() + std::chrono::seconds(2);
-        while (b.returned < b.size)
-            if (b.block_done.wait_until(lock, grace) == std::cv_status::timeout) {
-                fprintf(stderr, "sched-emu: %s\n", b.error.c_str());
-                fflush(stderr);
-                _exit(3);
-            }
-    }
-    lock.unlock();
-    for (auto& thread : threads) thread.join();
-    return !b.failed;
+    if (!b.failed) return true;
+    auto grace = Clock::now() + std::chrono::seconds(2);   // the waiting threads unwind
+    while (b.returned < b.size)
+        if (b.block_done.wait_until(lock, grace) == std::cv_status::timeout) {
+            fprintf(stderr, "sched-emu: %s\n", b.error.c_str());   // one never returns
+            fflush(stderr);
+            _exit(3);
+        }
+    return false;
 }
 }  // namespace
+
+unsigned long block_serial;
 
 int run_grid(const char* kernel, const unsigned* grid, const unsigned* block_extent,
              unsigned long long dynamic_shared_bytes, void (*body)(void*), void* context) {
@@ -324,22 +349,34 @@ int run_grid(const char* kernel, const unsigned* grid, const unsigned* block_ext
     std::vector<unsigned char> dynamic(dynamic_shared_bytes + 16);
     dynamic_shared = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<uintptr_t>(dynamic.data()) + 15) & ~uintptr_t(15));
-    unsigned size = block_dim.x * block_dim.y * block_dim.z;
-    for (unsigned z = 0; z < grid_dim.z; ++z)
-        for (unsigned y = 0; y < grid_dim.y; ++y)
-            for (unsigned x = 0; x < grid_dim.x; ++x) {
-                Block b;
-                b.kernel = kernel;
-                b.size = size;
-                b.index = {x, y, z};
-                b.state.assign(size, RUNNING);
-                b.waits_for.assign(size, "");
-                b.lanes.resize(size);
-                if (!run_block(b, body, context, dynamic_shared_bytes)) {
-                    fprintf(stderr, "sched-emu: %s\n", b.error.c_str());
-                    return 3;
+    Block b;
+    b.kernel = kernel;
+    b.size = block_dim.x * block_dim.y * block_dim.z;
+    b.lanes.resize(b.size);
+    block = &b;
+    pool.start.resize(b.size);
+    for (sem_t& start : pool.start) sem_init(&start, 0, 0);
+    std::vector<std::thread> threads;
+    threads.reserve(b.size);
+    for (unsigned t = 0; t < b.size; ++t) threads.emplace_back(run_thread, &b, t, body, context);
+    bool ok = true;
+    {
+        std::unique_lock<std::mutex> lock(b.mutex);
+        for (unsigned z = 0; z < grid_dim.z && ok; ++z)
+            for (unsigned y = 0; y < grid_dim.y && ok; ++y)
+                for (unsigned x = 0; x < grid_dim.x && ok; ++x) {
+                    start_block(b, {x, y, z}, dynamic_shared_bytes);
+                    ok = finish_block(b, lock);
                 }
-            }
+        pool.finished = true;
+        for (sem_t& start : pool.start) sem_post(&start);
+    }
+    for (auto& thread : threads) thread.join();
+    for (sem_t& start : pool.start) sem_destroy(&start);
+    if (!ok) {
+        fprintf(stderr, "sched-emu: %s\n", b.error.c_str());
+        return 3;
+    }
     return 0;
 }
 }  // namespace sched_emu

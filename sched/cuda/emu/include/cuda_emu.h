@@ -52,6 +52,7 @@ extern thread_local uint3 thread_index;      // threadIdx of this host thread
 extern thread_local uint3 block_index;       // blockIdx of the block it runs
 extern dim3 block_dim, grid_dim;
 extern unsigned char* dynamic_shared;        // the `extern __shared__` array of the launch
+extern unsigned long block_serial;           // blocks started so far (1 while the first runs)
 
 // the runtime (runtime.cc)
 void syncthreads(int line);

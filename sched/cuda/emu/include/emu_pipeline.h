@@ -23,9 +23,19 @@ struct CopyQueue {
     PendingCopy copies[MAX_PENDING_COPIES];
     int count = 0;
     unsigned committed = 0;    // groups committed so far; uncommitted copies join the next
+    unsigned long block = 0;   // the block they belong to (a host thread runs one per block)
 };
 
-inline thread_local CopyQueue copy_queue;
+inline thread_local CopyQueue thread_copies;
+
+// this thread's queue, emptied when it runs the thread of a new block (as a new CUDA thread
+// starts with none pending)
+inline CopyQueue& copy_queue() {
+    CopyQueue& queue = thread_copies;
+    if (queue.block != block_serial) queue.count = 0, queue.committed = 0,
+                                     queue.block = block_serial;
+    return queue;
+}
 
 inline void pipeline_memcpy_async(int line, void* destination, const void* source, size_t size,
                                   size_t zero_fill) {
@@ -35,7 +45,7 @@ inline void pipeline_memcpy_async(int line, void* destination, const void* sourc
     if (((uintptr_t)destination | (uintptr_t)source) % size)
         kernel_error(line, "__pipeline_memcpy_async: source and destination must be aligned "
                      "to the size of the copy");
-    CopyQueue& queue = copy_queue;
+    CopyQueue& queue = copy_queue();
     if (queue.count == MAX_PENDING_COPIES)
         kernel_error(line, "more than 1024 asynchronous copies pending in one thread: wait "
                      "for some (__pipeline_wait_prior)");
@@ -43,11 +53,11 @@ inline void pipeline_memcpy_async(int line, void* destination, const void* sourc
                                    queue.committed};
 }
 
-inline void pipeline_commit() { ++copy_queue.committed; }
+inline void pipeline_commit() { ++copy_queue().committed; }
 
 // perform the copies of every committed group but the `newest` most recent ones
 inline void pipeline_wait_prior(size_t newest) {
-    CopyQueue& queue = copy_queue;
+    CopyQueue& queue = copy_queue();
     unsigned limit = queue.committed > newest ? queue.committed - (unsigned)newest : 0;
     int kept = 0;
     for (int k = 0; k < queue.count; ++k) {
