@@ -1,14 +1,15 @@
 """Compiling CUDA C for the emulator: g++ builds an executable from the kernel's source, the
-emulation header (include/cuda_emu.h) and the runtime (runtime.cc), cached on disk by content.
+emulation header (include/cuda_emu.h) and the runtime (runtime/*.cc), cached on disk by
+content.
 
-The CUDA source is compiled as it ships, with two rewrites that keep every line where it was
-(so a line the emulator names is that line of `kernel.source`): an `extern __shared__` array
-(dynamic shared memory) becomes a pointer to the launch's dynamic shared memory, and nothing
-else changes. `#include <cuda_fp16.h>` and friends find the emulator's own headers.
+The CUDA source is compiled as it ships, but for its `__shared__` declarations, which become
+references to the running block's shared memory, every line where it was (`source.py`: so a
+line the emulator names is that line of `kernel.source`). `#include <cuda_fp16.h>` and
+friends find the emulator's own headers.
 
 Files live at `<cache dir>/cuda-emu/<key>/` (kernel.cu, entry.cc, the executable), where the key
 is the sha256 of the source, the kernel's name, the flags, the header, the runtime and g++'s
-version; the runtime is compiled once per sanitizer into `<cache dir>/cuda-emu/runtime-<key>.o`.
+version; the runtime is compiled once per sanitizer into `<cache dir>/cuda-emu/runtime-<key>/`.
 """
 
 from __future__ import annotations
@@ -23,30 +24,19 @@ import uuid
 from pathlib import Path
 
 from sched import env
+from sched.cuda.emu.source import emulated_source
 from sched.errors import BuildError
 
 COMPILER = "g++"
 HERE = Path(__file__).parent
 INCLUDE = HERE / "include"
-RUNTIME = HERE / "runtime.cc"
+RUNTIME = HERE / "runtime"
+RUNTIME_SOURCES = ("sync.cc", "launch.cc", "main.cc")
 # -O1 -g: quick to compile and good to step through in gdb; -fno-strict-aliasing: CUDA code
 # reinterprets memory (float4 moves) as nvcc allows
 FLAGS = ("-std=c++17", "-O1", "-g", "-pthread", "-fno-strict-aliasing", "-w")
 SANITIZERS = {None: (), "thread": ("-fsanitize=thread",)}
 CONTEXT_LINES = 2
-
-_EXTERN_SHARED = re.compile(
-    r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s+)?(?P<type>[A-Za-z_][\w\s]*?)\s+"
-    r"(?:__align__\s*\(\s*\d+\s*\)\s+)?(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
-
-
-def emulated_source(source: str) -> str:
-    """`source` with each `extern __shared__ T name[];` as a pointer to the launch's dynamic
-    shared memory, on the same line."""
-    return _EXTERN_SHARED.sub(
-        lambda m: f"{m['type']}* const {m['name']} = "
-                  f"reinterpret_cast<{m['type']}*>(::sched_emu::dynamic_shared);", source)
-
 
 def entry_source(kernel_name: str) -> str:
     """The translation unit: the kernel's file and `sched_emu_entry`, which launches it."""
@@ -78,8 +68,8 @@ def _flags(sanitize: str | None) -> tuple[str, ...]:
 
 
 def _key(*parts: str) -> str:
-    header = "".join(p.read_text() for p in sorted(INCLUDE.iterdir()))
-    text = "\0".join([*parts, header, RUNTIME.read_text(), compiler_version()])
+    files = [*sorted(INCLUDE.iterdir()), *sorted(RUNTIME.iterdir()), HERE / "source.py"]
+    text = "\0".join([*parts, *(p.read_text() for p in files), compiler_version()])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -107,25 +97,27 @@ def _excerpt(source: str, file_name: str, text: str) -> str:
     return "\n".join(shown) if shown else "(g++ named no line of the kernel)"
 
 
-def runtime_object(sanitize: str | None, cache_dir: Path | None = None) -> Path:
-    """runtime.cc compiled for `sanitize` (cached)."""
+def runtime_objects(sanitize: str | None, cache_dir: Path | None = None) -> list[Path]:
+    """The runtime's sources (runtime/*.cc) compiled for `sanitize` (cached)."""
     flags = _flags(sanitize)
     root = (cache_dir or env.CACHE_DIR.value()) / "cuda-emu"
-    target = root / f"runtime-{_key(' '.join(flags))}.o"
-    if target.exists():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    temporary = root / f"runtime.{os.getpid()}.{uuid.uuid4().hex}.o.tmp"
-    _run([COMPILER, *flags, f"-I{INCLUDE}", "-c", str(RUNTIME), "-o", str(temporary)],
-         "the emulator's runtime")
-    os.replace(temporary, target)
-    return target
+    directory = root / f"runtime-{_key(' '.join(flags))}"
+    objects = [directory / source.replace(".cc", ".o") for source in RUNTIME_SOURCES]
+    if all(o.exists() for o in objects):
+        return objects
+    directory.mkdir(parents=True, exist_ok=True)
+    for source, target in zip(RUNTIME_SOURCES, objects):
+        temporary = directory / f"{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        _run([COMPILER, *flags, f"-I{INCLUDE}", "-c", str(RUNTIME / source), "-o",
+              str(temporary)], f"the emulator's runtime ({source})")
+        os.replace(temporary, target)
+    return objects
 
 
 def compile_emulator(source: str, kernel_name: str, *, sanitize: str | None = None,
                      cache_dir: Path | None = None) -> Path:
     """The executable that runs kernel `kernel_name` of CUDA `source` on the CPU (see
-    runtime.cc for how it is called). Raises BuildError with g++'s message, the offending
+    runtime/main.cc for how it is called). Raises BuildError with g++'s message, the offending
     lines of `source` and the command."""
     flags = _flags(sanitize)
     directory = (cache_dir or env.CACHE_DIR.value()) / "cuda-emu" / _key(
@@ -133,13 +125,13 @@ def compile_emulator(source: str, kernel_name: str, *, sanitize: str | None = No
     executable = directory / "kernel"
     if executable.exists():
         return executable
-    runtime = runtime_object(sanitize, cache_dir)
+    runtime = runtime_objects(sanitize, cache_dir)
     directory.mkdir(parents=True, exist_ok=True)
     _write_atomically(directory / "kernel.cu", emulated_source(source))
     _write_atomically(directory / "entry.cc", entry_source(kernel_name))
     temporary = directory / f"kernel.{os.getpid()}.{uuid.uuid4().hex}.tmp"
     _run([COMPILER, *flags, f"-I{INCLUDE}", f"-I{directory}", str(directory / "entry.cc"),
-          str(runtime), "-o", str(temporary)], f"kernel '{kernel_name}'", source,
+          *map(str, runtime), "-o", str(temporary)], f"kernel '{kernel_name}'", source,
          directory / "kernel.cu")
     os.replace(temporary, executable)
     return executable

@@ -19,10 +19,10 @@ def copy_func(name: str, shapes, dtypes=None) -> PrimFunc:
 
 
 def emulate(source: str, name: str, shapes, block, grid=(1, 1, 1), dtypes=None,
-            **options) -> EmulatedKernel:
+            dynamic_shared_bytes=0, **options) -> EmulatedKernel:
     """`source`'s kernel `name` on the emulator, taking arrays of `shapes`."""
-    return EmulatedKernel(copy_func(name, shapes, dtypes), source, name,
-                          LaunchConfig(grid=grid, block=block), **options)
+    launch = LaunchConfig(grid=grid, block=block, dynamic_shared_bytes=dynamic_shared_bytes)
+    return EmulatedKernel(copy_func(name, shapes, dtypes), source, name, launch, **options)
 
 
 # each lane of two warps writes what every shuffle gives it (out[op, thread])

@@ -104,6 +104,15 @@ def test_unsynchronized_update_of_global_memory_is_a_race_under_tsan():
 
 
 @needs_tsan
+def test_blocks_updating_the_same_element_race_under_tsan():
+    # one thread per block, two blocks: the GPU runs them at once, so the emulator orders
+    # nothing between blocks for ThreadSanitizer, though it runs them one after the other
+    with pytest.raises(EmulationError, match=r"(?s)data race.*global_sum kernel.cu:3.*"
+                       r"Thread T\d+ 't0,0,0 b[01],0,0'"):
+        run(GLOBAL_RACE, "global_sum", block=(1, 1, 1), grid=(2, 1, 1), sanitize="thread")
+
+
+@needs_tsan
 def test_atomics_and_barriers_are_not_races_under_tsan():
     a = np.arange(128, dtype=np.float32)
     b = np.zeros(64, np.float32)

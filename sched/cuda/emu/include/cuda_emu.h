@@ -1,14 +1,14 @@
 // sched's CUDA emulation header: CUDA C compiled as C++ by g++, one host thread per CUDA
-// thread of a block, blocks one after another (sched/cuda/emu/runtime.cc runs them).
+// thread of a block, blocks one after another (sched/cuda/emu/runtime/ runs them).
 //
 // What it maps: threadIdx/blockIdx (thread-local), blockDim/gridDim, the qualifiers
 // (__global__, __device__, __host__, __forceinline__, __launch_bounds__, __align__),
-// __shared__ (static storage in the section "sched_emu_shared": one copy shared by the
-// threads of the running block, filled with 0xff bytes before each block, so a read of shared
-// memory no thread of the block wrote is NaN), __syncthreads() (a barrier of the block's host
-// threads, watched for deadlocks), warp shuffles, votes and __syncwarp with PTX's reference
-// semantics over the 32 lanes of a warp, atomics, __half/__nv_bfloat16, the vector types and
-// the fast-math intrinsics (computed exactly). mma.h (nvcuda::wmma, emu_wmma.h) and
+// __shared__ (with sched/cuda/emu/source.py: each block's own shared memory, filled with 0xff
+// bytes before it starts, so a read of shared memory no thread of the block wrote is NaN),
+// __syncthreads() (a barrier of the block's host threads, watched for deadlocks), warp
+// shuffles, votes and __syncwarp with PTX's reference semantics over the 32 lanes of a warp,
+// atomics, __half/__nv_bfloat16, the vector types and the fast-math intrinsics (computed
+// exactly). mma.h (nvcuda::wmma, emu_wmma.h) and
 // cuda_pipeline.h (asynchronous copies, emu_pipeline.h) give the tensor-core fragments and
 // cp.async their reference semantics. No other dependency than libstdc++.
 //
@@ -35,7 +35,10 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__ __attribute__((section("sched_emu_shared"))) static
+// sched/cuda/emu/source.py rewrites each `__shared__ T name[...];` it recognizes into a
+// reference to the block's shared memory (`shared_variable` below); one it does not is a
+// single static copy for every block, neither reset nor refilled between blocks
+#define __shared__ static
 #define __constant__ static
 
 #include "emu_types.h"
@@ -51,8 +54,9 @@ namespace sched_emu {
 extern thread_local uint3 thread_index;      // threadIdx of this host thread
 extern thread_local uint3 block_index;       // blockIdx of the block it runs
 extern dim3 block_dim, grid_dim;
-extern unsigned char* dynamic_shared;        // the `extern __shared__` array of the launch
-extern unsigned long block_serial;           // blocks started so far (1 while the first runs)
+extern thread_local unsigned char* shared_base;    // the block's shared memory: the
+                                                   // `extern __shared__` array, then the rest
+extern thread_local unsigned long block_serial;    // the block's number in the launch, from 1
 
 // the runtime (runtime.cc)
 void syncthreads(int line);
@@ -62,6 +66,20 @@ const uint64_t* warp_collective(unsigned mask, uint64_t value, int line, const c
 unsigned lane_id();
 unsigned active_lanes();
 [[noreturn]] void kernel_error(int line, const char* message);
+
+// a __shared__ variable: its offset in every block's shared memory, given at its first use
+struct SharedSlot {
+    long offset;
+};
+long assign_shared(SharedSlot& slot, size_t size, size_t align);
+
+template <typename T>
+T& shared_variable(SharedSlot& slot, size_t align) {
+    long offset = __atomic_load_n(&slot.offset, __ATOMIC_RELAXED);
+    if (offset < 0)
+        offset = assign_shared(slot, sizeof(T), align > alignof(T) ? align : alignof(T));
+    return *reinterpret_cast<T*>(shared_base + offset);
+}
 int run_grid(const char* kernel, const unsigned* grid, const unsigned* block,
              unsigned long long dynamic_shared_bytes, void (*body)(void*), void* context);
 }  // namespace sched_emu
@@ -108,7 +126,8 @@ struct Call {
 template <typename... P>
 int launch(void (*kernel)(P...), const char* name, void** params, const unsigned* grid,
            const unsigned* block, unsigned long long dynamic_shared_bytes) {
-    Call<P...> call{kernel, params};
+    static Call<P...> call;     // static: the kernel's threads may outlive this frame
+    call = {kernel, params};
     return run_grid(name, grid, block, dynamic_shared_bytes, &Call<P...>::body, &call);
 }
 }  // namespace sched_emu
