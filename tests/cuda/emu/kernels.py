@@ -193,3 +193,20 @@ extern "C" __global__ void pipelined(const float* __restrict__ a, float* __restr
     }
 }
 """
+
+# thread 3 dereferences a null pointer
+CRASH = r"""
+extern "C" __global__ void crash(const float* __restrict__ a, float* __restrict__ b) {
+    float* nowhere = nullptr;
+    b[threadIdx.x] = threadIdx.x == 3 ? *nowhere : a[threadIdx.x];
+}
+"""
+
+# printf from a kernel, and a syntax error on line 4 when BROKEN is defined
+PRINTS = r"""
+#include <stdio.h>
+extern "C" __global__ void prints(const float* __restrict__ a, float* __restrict__ b) {
+    if (threadIdx.x == 0) printf("block %d says %g\n", (int)blockIdx.x, a[0]) BROKEN;
+    b[threadIdx.x] = a[threadIdx.x];
+}
+"""
