@@ -192,7 +192,7 @@ def test_generated_kernel_with_a_block_wide_barrier_runs():
 
 
 @needs_tsan
-@pytest.mark.parametrize("name", ["matmul", "softmax"])
+@pytest.mark.parametrize("name", ["matmul", "softmax", "layer_norm"])
 def test_hand_gpu_schedules_are_race_free_under_tsan(name):
     import sched
     from tests.test_hand_schedules import GPU_CASES, inputs_for

@@ -167,3 +167,35 @@ def test_a_wrong_candidate_computes_wrong_numbers():
         results.append(c)
     np.testing.assert_allclose(results[0], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(results[1], results[0] + 1, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["matmul", "mbr"])
+def test_gpu_sketch_samples_match_numpy_on_emulated_cuda(name):
+    # tests/autoscheduler/test_space.py runs them on the C target; here their CUDA C, under
+    # ThreadSanitizer where g++ has it
+    import random
+
+    from sched.autoscheduler.space.sketch import SearchSpace
+    from sched.autoscheduler.workload import Workload
+    from tests.autoscheduler.test_space import CASES, _numpy
+    from tests.cuda.emu.test_checks import has_tsan
+
+    workload = Workload(CASES[name](), "cuda")
+    space = SearchSpace(workload)
+    rng = random.Random(1)
+    arrays = workload.arrays(1)
+    expected = _numpy(name, arrays)
+    built = 0
+    for attempt in range(10):
+        try:
+            sample = space.sample(attempt % len(space.sketches), None, rng)
+        except Exception:            # a refused genome or sketch is dropped, never built
+            continue
+        got = [a.copy() for a in arrays]
+        sched.build(sample.schedule.func, target="cuda-emu",
+                    sanitize="thread" if has_tsan() else None)(*got)
+        np.testing.assert_allclose(got[-1], expected, rtol=1e-4, atol=1e-4)
+        built += 1
+        if built == 2:
+            break
+    assert built == 2
