@@ -68,7 +68,8 @@ def _flags(sanitize: str | None) -> tuple[str, ...]:
 
 
 def _key(*parts: str) -> str:
-    files = [*sorted(INCLUDE.iterdir()), *sorted(RUNTIME.iterdir()), HERE / "source.py"]
+    files = [*sorted(INCLUDE.iterdir()), *sorted(RUNTIME.iterdir()), HERE / "source.py",
+             HERE / "ptx.py"]
     text = "\0".join([*parts, *(p.read_text() for p in files), compiler_version()])
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from sched.cuda.emu.ptx import rewrite_inline_ptx
+
 _DECLARATION = re.compile(
     r"(?P<extern>\bextern\s+)?(?:\bstatic\s+)?\b__shared__\s+"
     r"(?:__align__\s*\(\s*(?P<align>\d+)\s*\)\s*)?"
@@ -32,7 +34,9 @@ _TOKENS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n]
 
 
 def emulated_source(source: str) -> str:
-    """`source` with its `__shared__` declarations rewritten (see the module doc)."""
+    """`source` with its `__shared__` declarations rewritten (see the module doc) and its
+    inline PTX made calls (`sched.cuda.emu.ptx`)."""
+    source = rewrite_inline_ptx(source)
     out, position, depth = [], 0, 0
     depths = _brace_depths(source)
     for match in _DECLARATION.finditer(source):

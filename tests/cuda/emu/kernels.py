@@ -210,3 +210,51 @@ extern "C" __global__ void prints(const float* __restrict__ a, float* __restrict
     b[threadIdx.x] = a[threadIdx.x];
 }
 """
+
+# one warp: D (16 x 8, float) = A (16 x 16, half, row-major) @ B (16 x 8; B_T holds it as
+# 8 x 16), the tiles staged in shared memory by cp.async, loaded by ldmatrix, multiplied by
+# mma.sync, all written as inline PTX the way TVM's code generator writes it
+PTX_MMA = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ unsigned shared_int(const void* pointer) {
+    unsigned address;
+    asm volatile("{ .reg .u64 smem_int; cvta.to.shared.u64 smem_int, %1; "
+                 "cvt.u32.u64 %0, smem_int; }\n" : "=r"(address) : "l"(pointer));
+    return address;
+}
+extern "C" __global__ void ptx_mma(const __half* __restrict__ A, const __half* __restrict__ B_T,
+                                   float* __restrict__ D) {
+    __shared__ __align__(16) __half A_shared[256];
+    __shared__ __align__(16) __half B_shared[128];
+    int lane = threadIdx.x;
+    for (int k = lane; k < 32; k += 32) {        // 32 copies of 8 halves for A, 16 for B
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     :: "r"(shared_int(A_shared + k * 8)), "l"(A + k * 8));
+        if (k < 16) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                         :: "r"(shared_int(B_shared + k * 8)), "l"(B_T + k * 8), "n"(16));
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();
+    unsigned a[4], b[2];
+    int r = lane % 8, j = lane / 8;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(shared_int(A_shared + (r + 8 * (j & 1)) * 16 + 8 * (j >> 1))));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b[0]), "=r"(b[1])
+                 : "r"(shared_int(B_shared + r * 16 + 8 * (j & 1))));
+    float d[4], c[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) D[(g + 8 * (i >= 2)) * 8 + 2 * t + (i & 1)] = d[i];
+}
+"""

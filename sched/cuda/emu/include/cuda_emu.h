@@ -12,9 +12,9 @@
 // cuda_pipeline.h (asynchronous copies, emu_pipeline.h) give the tensor-core fragments and
 // cp.async their reference semantics. No other dependency than libstdc++.
 //
-// Not emulated: inline PTX (asm(...)): a code generator that wants its kernels to run here
-// reaches such instructions through functions the emulator can define (wmma, the pipeline
-// primitives).
+// Inline PTX (asm(...)) is emulated for the tensor-core and asynchronous-copy instructions
+// only (mma.sync, ldmatrix, cp.async, cvta.to.shared: emu_ptx.h, read by
+// sched/cuda/emu/ptx.py); other inline assembly is refused when the kernel is built.
 #ifndef SCHED_CUDA_EMU_H
 #define SCHED_CUDA_EMU_H
 
@@ -102,6 +102,8 @@ int run_grid(const char* kernel, const unsigned* grid, const unsigned* block,
 #include "emu_fp16.h"
 #include "emu_math.h"
 #include "emu_warp.h"
+#include "emu_pipeline.h"
+#include "emu_ptx.h"
 
 // -- launching: a kernel's parameters from cuLaunchKernel's array of argument addresses --
 namespace sched_emu {

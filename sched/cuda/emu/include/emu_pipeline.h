@@ -4,14 +4,12 @@
 // the wait: so a thread that reads the destination without waiting (or a schedule that waits
 // for the wrong group) reads what was there before, NaN in fresh shared memory.
 // Copies are per thread, as in CUDA: a wait covers the calling thread's groups only.
-// Part of sched's CUDA emulation header: included by cuda_pipeline.h.
+// Part of sched's CUDA emulation header: included by cuda_emu.h (cuda_pipeline.h includes it).
 #ifndef SCHED_EMU_PIPELINE_H
 #define SCHED_EMU_PIPELINE_H
 
-#include "cuda_emu.h"
-
 namespace sched_emu {
-constexpr int MAX_PENDING_COPIES = 1024;
+constexpr int MAX_PENDING_COPIES = 256;
 
 struct PendingCopy {
     void* destination;
@@ -47,7 +45,7 @@ inline void pipeline_memcpy_async(int line, void* destination, const void* sourc
                      "to the size of the copy");
     CopyQueue& queue = copy_queue();
     if (queue.count == MAX_PENDING_COPIES)
-        kernel_error(line, "more than 1024 asynchronous copies pending in one thread: wait "
+        kernel_error(line, "more than 256 asynchronous copies pending in one thread: wait "
                      "for some (__pipeline_wait_prior)");
     queue.copies[queue.count++] = {destination, source, (unsigned)size, (unsigned)zero_fill,
                                    queue.committed};
