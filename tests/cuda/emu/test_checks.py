@@ -204,3 +204,12 @@ def test_hand_gpu_schedules_are_race_free_under_tsan(name):
     sched.build(schedule().func, target="cuda-emu", sanitize="thread")(*arrays, out)
     np.testing.assert_allclose(out, reference(*[a.astype(np.float64) for a in arrays]),
                                rtol=1e-4, atol=1e-4)
+
+
+@needs_tsan
+def test_sanitizer_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SCHED_EMU_SANITIZE", "thread")
+    kernel = emulate(ATOMIC_SUM, "atomic_sum", [(32,), (64,)], block=(32, 1, 1))
+    assert kernel.sanitize == "thread" and "sanitize='thread'" in repr(kernel)
+    monkeypatch.delenv("SCHED_EMU_SANITIZE")
+    assert emulate(ATOMIC_SUM, "atomic_sum", [(32,), (64,)], block=(32, 1, 1)).sanitize is None
