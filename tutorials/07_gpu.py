@@ -84,8 +84,8 @@ print("the GPU schedule, run on the C target, matches numpy")
 #    shuffles... onto host threads): one host thread per CUDA thread of a block, blocks one
 #    after another. A barrier that not every thread reaches is reported at once with its line,
 #    and sanitize="thread" runs it under ThreadSanitizer, where a race on global or shared memory
-#    is an EmulationError with both accesses. Step through it with gdb: the program is
-#    `emulated.executable`, its source `kernel.cu` next to it.
+#    is an EmulationError with both accesses. Step through it with gdb:
+#    `emulated.save_launch("matmul.launch", a, b, c)` returns the command.
 emulated = sched.build(sch.func, target="cuda-emu")
 assert emulated.source == kernel.source
 c = np.zeros((M, N), "float32")

@@ -27,7 +27,7 @@ import numpy as np
 from sched import env
 from sched.arguments import ArgumentBinder, numpy_dtype
 from sched.cuda.emu.compile import compile_emulator
-from sched.cuda.runtime import _CTYPES, _scalar_bits
+from sched.cuda.runtime import PARAMETER_CTYPES, parameter_value
 from sched.errors import BuildError, EmulationError, KernelArgumentError
 from sched.ir.functor import free_vars
 from sched.ir.nodes import PrimFunc, Var
@@ -51,7 +51,8 @@ class EmulatedKernel:
     Raises BuildError when g++ cannot compile the source.
 
     Attributes: `func`, `lowered` (when given), `source` (the CUDA C, as the CUDA target
-    ships it), `kernel_name`, `launch`, `sanitize`, `executable` (the program that runs it).
+    ships it), `kernel_name`, `launch`, `sanitize`, `executable` (the program that runs it;
+    `save_launch` gives the command that runs one call of it under gdb).
     """
 
     def __init__(self, func: PrimFunc, source: str, kernel_name: str, launch: LaunchConfig, *,
@@ -74,21 +75,10 @@ class EmulatedKernel:
                                  f"scalar parameter of '{func.name}'")
 
     def __call__(self, *args) -> None:
-        bound = self._binder.bind(args)
-        for index in self._aligned:
-            if bound.pointers[index] % 16:
-                raise KernelArgumentError(
-                    f"argument '{self.func.buffers[index].name}': its data is not 16-byte "
-                    f"aligned (a view with an offset?); this kernel moves it as float4: pass a "
-                    f"copy or build without vectorizing its copy loop")
-        values = (*bound.scalars, *bound.dims)
-        grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
-        if 0 in grid:
-            return
-        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
-        sizes = [numpy_dtype(b.dtype).itemsize * math.prod(np.shape(a))
-                 for b, a in zip(self.func.buffers, arrays)]
-        blob, offsets = self._launch_file(grid, bound.pointers, sizes, values)
+        prepared = self._prepare(args)
+        if prepared is None:
+            return                      # an empty grid: nothing to run
+        blob, offsets, bound, sizes = prepared
         handle, path = tempfile.mkstemp(prefix="sched-emu-", suffix=".launch")
         try:
             with os.fdopen(handle, "wb") as file:
@@ -102,8 +92,39 @@ class EmulatedKernel:
             if buffer.storage_name in self._binder.written and size:
                 ctypes.memmove(pointer, result.ctypes.data + offset, size)
 
+    def save_launch(self, path, *args) -> str:
+        """Write the launch of `kernel(*args)` to file `path` and return the command that runs
+        it under gdb (the program is built with -g; its source is kernel.cu beside it): step
+        through the CUDA C of one thread on the CPU. The arguments are only read."""
+        prepared = self._prepare(args)
+        if prepared is None:
+            raise ValueError("save_launch: the grid is empty for these arguments: nothing runs")
+        Path(path).write_bytes(prepared[0])
+        return (f"gdb --args {self.executable} {Path(path).resolve()} "
+                f"{env.EMU_TIMEOUT.value()!r}")
+
+    def _prepare(self, args):
+        """(launch file, buffer offsets in it, bound arguments, buffer sizes), or None when
+        the grid is empty."""
+        bound = self._binder.bind(args)
+        for index in self._aligned:
+            if bound.pointers[index] % 16:
+                raise KernelArgumentError(
+                    f"argument '{self.func.buffers[index].name}': its data is not 16-byte "
+                    f"aligned (a view with an offset?); this kernel moves it as float4: pass a "
+                    f"copy or build without vectorizing its copy loop")
+        values = (*bound.scalars, *bound.dims)
+        grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
+        if 0 in grid:
+            return None
+        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
+        sizes = [numpy_dtype(b.dtype).itemsize * math.prod(np.shape(a))
+                 for b, a in zip(self.func.buffers, arrays)]
+        blob, offsets = self._launch_file(grid, bound.pointers, sizes, values)
+        return blob, offsets, bound, sizes
+
     def _launch_file(self, grid, pointers, sizes, values) -> tuple[bytearray, list[int]]:
-        """The launch file runtime.cc's main() reads (its layout is described there)."""
+        """The launch file runtime/main.cc's main() reads (its layout is described there)."""
         count = len(pointers) + len(values)
         words = [int.from_bytes(MAGIC, "little"), *grid, *self.launch.block,
                  self.launch.dynamic_shared_bytes, count, len(pointers)]
@@ -111,8 +132,8 @@ class EmulatedKernel:
         for k in range(len(pointers)):
             slots += [k, 0]
         for value, var in zip(values, self._grid_vars):
-            scalar = _CTYPES[var.dtype](_scalar_bits(value, var.dtype))
-            slots += [-1 & (2 ** 64 - 1), int.from_bytes(bytes(scalar).ljust(8, b"\0"),
+            scalar = PARAMETER_CTYPES[var.dtype](parameter_value(value, var.dtype))
+            slots += [2 ** 64 - 1, int.from_bytes(bytes(scalar).ljust(8, b"\0"),
                                                           "little")]
         header = 8 * (len(words) + len(slots) + 2 * len(pointers))
         offsets, end = [], header

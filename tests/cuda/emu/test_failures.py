@@ -30,3 +30,18 @@ def test_printf_reaches_stdout(capfd):
             grid=(2, 1, 1))(a, b)
     out = capfd.readouterr().out
     assert "block 0 says 2.5" in out and "block 1 says 2.5" in out
+
+
+def test_a_saved_launch_runs_as_the_printed_command(tmp_path):
+    import shlex
+    import subprocess
+
+    a, b = np.full(8, 2.5, np.float32), np.zeros(8, np.float32)
+    kernel = emulate(PRINTS.replace("BROKEN", ""), "prints", [(8,), (8,)], block=(8, 1, 1))
+    command = kernel.save_launch(tmp_path / "prints.launch", a, b)
+    assert command.startswith(f"gdb --args {kernel.executable} ")
+    assert (kernel.executable.parent / "kernel.cu").exists()      # the source gdb shows
+    program = shlex.split(command)[2:]                            # without gdb
+    result = subprocess.run(program, capture_output=True, text=True)
+    assert result.returncode == 0 and "block 0 says 2.5" in result.stdout
+    assert not b.any()                                            # only the file was written
