@@ -32,9 +32,10 @@ HERE = Path(__file__).parent
 INCLUDE = HERE / "include"
 RUNTIME = HERE / "runtime"
 RUNTIME_SOURCES = ("sync.cc", "launch.cc", "main.cc")
-# -O1 -g: quick to compile and good to step through in gdb; -fno-strict-aliasing: CUDA code
-# reinterprets memory (float4 moves) as nvcc allows
-FLAGS = ("-std=c++17", "-O1", "-g", "-pthread", "-fno-strict-aliasing", "-w")
+# -O1 -g3: quick to compile and good to step through in gdb (-g3 keeps the macros, so that
+# `print threadIdx` works there); -fno-strict-aliasing: CUDA code reinterprets memory (float4
+# moves) as nvcc allows
+FLAGS = ("-std=c++17", "-O1", "-g3", "-pthread", "-fno-strict-aliasing", "-w")
 SANITIZERS = {None: (), "thread": ("-fsanitize=thread",)}
 CONTEXT_LINES = 2
 
