@@ -6,7 +6,7 @@ A declaration `__shared__ [__align__(n)] T name[d1][d2]...;` (the form sched's c
 writes, and the common hand-written one) becomes, on its line,
 
     static ::sched_emu::SharedSlot sched_emu_slot_name = {-1}; auto& name =
-        ::sched_emu::shared_variable<T[d1][d2]>(sched_emu_slot_name, n);
+        ::sched_emu::shared_variable<T[d1][d2]>(sched_emu_slot_name, n, <line>);
 
 (the slot holds the variable's offset, the same in every block; `shared_variable` adds the
 running block's base), and `extern __shared__ T name[];` (dynamic shared memory) becomes a
@@ -62,7 +62,7 @@ def _rewrite(match: re.Match, namespace_scope: bool, line: int) -> str:
             return f"\n#define {name} ({value})\n#line {line + 1}"
         return f"{ctype}* const {name} = {value};"
     slot = f"sched_emu_slot_{name}"
-    value = f"::sched_emu::shared_variable<{ctype}{dims}>({slot}, {align})"
+    value = f"::sched_emu::shared_variable<{ctype}{dims}>({slot}, {align}, {line})"
     if namespace_scope:
         return (f"static ::sched_emu::SharedSlot {slot} = {{-1}};\n#define {name} ({value})\n"
                 f"#line {line + 1}")

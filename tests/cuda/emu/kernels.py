@@ -258,3 +258,13 @@ extern "C" __global__ void ptx_mma(const __half* __restrict__ A, const __half* _
     for (int i = 0; i < 4; ++i) D[(g + 8 * (i >= 2)) * 8 + 2 * t + (i & 1)] = d[i];
 }
 """
+
+# 300 KB of shared memory in one block: more than any GPU has
+TOO_MUCH_SHARED = r"""
+extern "C" __global__ void hog(const float* __restrict__ a, float* __restrict__ b) {
+    __shared__ float tile[75000];
+    tile[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    b[threadIdx.x] = tile[threadIdx.x];
+}
+"""

@@ -45,3 +45,12 @@ def test_a_saved_launch_runs_as_the_printed_command(tmp_path):
     result = subprocess.run(program, capture_output=True, text=True)
     assert result.returncode == 0 and "block 0 says 2.5" in result.stdout
     assert not b.any()                                            # only the file was written
+
+
+def test_more_shared_memory_than_a_gpu_has_is_an_error():
+    from tests.cuda.emu.kernels import TOO_MUCH_SHARED
+
+    a, b = np.ones(64, np.float32), np.zeros(64, np.float32)
+    with pytest.raises(EmulationError, match=r"the kernel's __shared__ variables need more than "
+                                             r"256 KB \(line 3, thread \d+ of block \(0, 0, 0\)"):
+        emulate(TOO_MUCH_SHARED, "hog", [(64,), (64,)], block=(64, 1, 1))(a, b)

@@ -54,8 +54,8 @@ def test_function_scope_declarations_become_references():
     assert len(rewritten) == 5
     assert rewritten[1] == ("    static ::sched_emu::SharedSlot sched_emu_slot_A_shared = {-1}; "
                             "auto& A_shared = ::sched_emu::shared_variable<float[512]>("
-                            "sched_emu_slot_A_shared, 16);")
-    assert "shared_variable<unsigned char[2][64]>(sched_emu_slot_bytes, 1)" in rewritten[2]
+                            "sched_emu_slot_A_shared, 16, 2);")
+    assert "shared_variable<unsigned char[2][64]>(sched_emu_slot_bytes, 1, 3)" in rewritten[2]
     assert rewritten[3] == ("    unsigned char* const sched_shared = reinterpret_cast<unsigned "
                             "char*>(::sched_emu::shared_base);")
 

@@ -71,13 +71,13 @@ unsigned active_lanes();
 struct SharedSlot {
     long offset;
 };
-long assign_shared(SharedSlot& slot, size_t size, size_t align);
+long assign_shared(SharedSlot& slot, size_t size, size_t align, int line);
 
 template <typename T>
-T& shared_variable(SharedSlot& slot, size_t align) {
+T& shared_variable(SharedSlot& slot, size_t align, int line) {
     long offset = __atomic_load_n(&slot.offset, __ATOMIC_RELAXED);
     if (offset < 0)
-        offset = assign_shared(slot, sizeof(T), align > alignof(T) ? align : alignof(T));
+        offset = assign_shared(slot, sizeof(T), align > alignof(T) ? align : alignof(T), line);
     return *reinterpret_cast<T*>(shared_base + offset);
 }
 int run_grid(const char* kernel, const unsigned* grid, const unsigned* block,

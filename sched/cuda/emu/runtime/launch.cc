@@ -196,16 +196,25 @@ bool run_blocks(Block& b, void (*body)(void*), void* context) {
 #endif
 }  // namespace
 
-long assign_shared(SharedSlot& slot, size_t size, size_t align) {
-    // relaxed: the offset is a number, and ThreadSanitizer must see no order through it
+// the offset of a __shared__ variable at its first use: the first thread there claims the
+// slot (-1 -> -2) and places the variable; the others wait for the offset. Relaxed: the offset
+// is a number, and ThreadSanitizer must see no order between threads through it
+long assign_shared(SharedSlot& slot, size_t size, size_t align, int line) {
+    long expected = -1;
+    if (!__atomic_compare_exchange_n(&slot.offset, &expected, -2L, false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED)) {
+        long offset;
+        while ((offset = __atomic_load_n(&slot.offset, __ATOMIC_RELAXED)) < 0) {
+            if (current_block->failed.load(std::memory_order_relaxed)) throw Aborted();
+            std::this_thread::yield();
+        }
+        return offset;
+    }
     size_t start = static_used.fetch_add(size + align, std::memory_order_relaxed);
     size_t offset = (dynamic_bytes + start + align - 1) / align * align;
-    long expected = -1;
-    if (!__atomic_compare_exchange_n(&slot.offset, &expected, (long)offset, false,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return expected;                                   // another thread was first
     if (offset + size > shared_capacity())
-        kernel_error(0, "the kernel's __shared__ variables need more than 256 KB");
+        kernel_error(line, "the kernel's __shared__ variables need more than 256 KB");
+    __atomic_store_n(&slot.offset, (long)offset, __ATOMIC_RELAXED);
     return (long)offset;
 }
 
