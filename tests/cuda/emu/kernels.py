@@ -268,3 +268,13 @@ extern "C" __global__ void hog(const float* __restrict__ a, float* __restrict__ 
     b[threadIdx.x] = tile[threadIdx.x];
 }
 """
+
+# thread 63 writes no element of the tile, which thread 62 reads after the barrier
+UNWRITTEN_SHARED = r"""
+extern "C" __global__ void unwritten(const float* __restrict__ a, float* __restrict__ b) {
+    __shared__ float tile[64];
+    if (threadIdx.x < 63) tile[threadIdx.x] = a[blockIdx.x * 64 + threadIdx.x];
+    __syncthreads();
+    b[blockIdx.x * 64 + threadIdx.x] = tile[(threadIdx.x + 1) % 64];
+}
+"""

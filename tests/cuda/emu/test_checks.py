@@ -79,10 +79,17 @@ def test_watchdog_reports_a_block_that_never_finishes(monkeypatch):
         run(SPIN, "spin")
 
 
-def test_shared_memory_no_thread_wrote_reads_as_nan():
-    # without a barrier a thread may read its neighbour's element before it is written: the
-    # emulator fills shared memory with NaN before each block, so such reads show
-    assert np.isnan(run(MISSING_BARRIER, "shift")).any()
+def test_shared_memory_no_thread_of_the_block_wrote_reads_as_nan():
+    # the emulator fills each block's shared memory with NaN before it starts (the second
+    # block does not see what the first wrote)
+    from tests.cuda.emu.kernels import UNWRITTEN_SHARED
+
+    a, b = np.arange(128, dtype=np.float32), np.zeros(128, np.float32)
+    emulate(UNWRITTEN_SHARED, "unwritten", [(128,), (128,)], block=(64, 1, 1),
+            grid=(2, 1, 1))(a, b)
+    expected = np.roll(a.reshape(2, 64), -1, axis=1)
+    expected[:, 62] = np.nan
+    np.testing.assert_array_equal(b.reshape(2, 64), expected)
 
 
 @needs_tsan
