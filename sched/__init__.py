@@ -17,6 +17,7 @@ from sched.errors import (
     ConservativeAnalysisWarning,
     CudaError,
     DSLError,
+    EmulationError,
     KernelArgumentError,
     NoGPUError,
     ScheduleError,
@@ -54,6 +55,6 @@ def parse(text: str):
 
 
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
-           "InterpretError", "KernelArgumentError", "NoGPUError", "OutOfBoundsError",
-           "Schedule", "ScheduleError", "ScriptError", "Trace", "build", "interpret", "ir",
-           "parse", "tune"]
+           "EmulationError", "InterpretError", "KernelArgumentError", "NoGPUError",
+           "OutOfBoundsError", "Schedule", "ScheduleError", "ScriptError", "Trace", "build",
+           "interpret", "ir", "parse", "tune"]

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from sched.ir.nodes import PrimFunc
-from sched.targets import parse_target
+from sched.targets import BUILD_TARGETS, parse_target
 
 CHECK_BOUNDS = ("static", "strict", "off")
 
 
 def build(func, target: str = "c", *, arch: str | None = None,
           compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static",
-          thread_order: str | None = None, fast_math: bool = False, db=None):
+          thread_order: str | None = None, fast_math: bool = False, db=None,
+          sanitize: str | None = None):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
     (NVRTC or nvcc to a cubin for `arch`, e.g. "sm_90": the GPU's by default; takes torch CUDA
-    tensors). TVM's spelling "cuda -arch=sm_90" is accepted. `debug` verifies the IR after
+    tensors), and "cuda-emu": the CUDA C of the "cuda" target, compiled by g++ against sched's
+    emulation header and run on the CPU with one host thread per CUDA thread (numpy arrays
+    and CPU torch tensors; see `sched.cuda.emu`). TVM's spelling "cuda -arch=sm_90" is
+    accepted. `debug` verifies the IR after
     every lowering pass. The kernel has `.source` (generated code), `.func` and `.lowered`;
     a CUDA kernel also `.cubin` and `.resources`. `func` may be a Schedule: its function is
     built, and a compile error then lists the schedule's steps.
@@ -36,7 +40,13 @@ def build(func, target: str = "c", *, arch: str | None = None,
     shorter exp polynomial, results below 2^-126 flushed to 0, used by tanh, erf and sigmoid
     too; the hardware rsqrt estimate with one Newton step; x / s for a lane-invariant s as
     x * (1 / s)), with no compiler flag changed; the error of each function, exact and fast,
-    is stated in `sched.c.vector_math`. On CUDA: NVRTC's `--use_fast_math`.
+    is stated in `sched.c.vector_math`. On CUDA: NVRTC's `--use_fast_math`. The emulator
+    ("cuda-emu") computes every math function exactly either way.
+
+    `sanitize` ("cuda-emu" only): "thread" runs the kernel under ThreadSanitizer, so that a
+    data race on global or shared memory is an EmulationError with both accesses (default:
+    the SCHED_EMU_SANITIZE environment variable, else none). Deadlocks at barriers are
+    reported in every mode.
 
     `db` (a tuning database, see `sched.tune`): the best record of this function (and, for a
     Schedule, its steps) on this target is applied first. Without one, a CUDA function with
@@ -45,21 +55,32 @@ def build(func, target: str = "c", *, arch: str | None = None,
     """
     from sched.schedule import Schedule
 
-    target, arch = parse_target(target, arch)
+    target, arch = parse_target(target, arch, BUILD_TARGETS)
+    if thread_order is not None and target == "cuda-emu":
+        raise ValueError("build: thread_order applies to the C target only (the emulator "
+                         "runs a block's threads at once, as host threads)")
+    if sanitize is not None and target != "cuda-emu":
+        raise ValueError(f"build: sanitize applies to the \"cuda-emu\" target only, not "
+                         f"{target!r}")
     if db is not None:
-        func = _best_recorded(func, target, arch, db)
+        # the emulator runs the code the "cuda" target ships: the same records apply
+        func = _best_recorded(func, "cuda" if target == "cuda-emu" else target, arch, db)
     trace = None
     if isinstance(func, Schedule):
         func, trace = func.func, func.trace
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
-    if target == "cuda" and not _has_thread_bindings(func):
+    if target in ("cuda", "cuda-emu") and not _has_thread_bindings(func):
         func, trace = _default_cuda(func, arch)
     _check_bounds(func, check_bounds)
     if target == "c":
         from sched.c.kernel import build_c
 
         kernel = build_c(func, debug=debug, thread_order=thread_order, fast_math=fast_math)
+    elif target == "cuda-emu":
+        from sched.cuda.emu.build import build_cuda_emu
+
+        kernel = build_cuda_emu(func, debug=debug, trace=trace, sanitize=sanitize)
     else:
         if thread_order is not None:
             raise ValueError("build: thread_order applies to the C target only (a GPU runs "

@@ -100,4 +100,34 @@ OMP_WAIT_POLICY: EnvVar[str] = EnvVar(
     "idle machine) or default (libgomp's own spin-then-sleep). OMP_WAIT_POLICY or "
     "GOMP_SPINCOUNT set by the user win over it.")
 
-ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER, VECTOR_BYTES, OMP_WAIT_POLICY)
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("expected a positive number of seconds")
+    return value
+
+
+EMU_TIMEOUT: EnvVar[float] = EnvVar(
+    "SCHED_EMU_TIMEOUT", _seconds, lambda: 60.0,
+    "The CUDA emulator's watchdog (target \"cuda-emu\"): seconds a thread block may run before "
+    "it is reported with where each of its threads is (a barrier that not every thread "
+    "reaches, an endless loop). A deadlock where every thread waits or has returned is "
+    "reported at once, without waiting for it.")
+
+
+def _sanitizer(text: str) -> str:
+    if text != "thread":
+        raise ValueError("expected thread (ThreadSanitizer)")
+    return text
+
+
+EMU_SANITIZE: EnvVar[str | None] = EnvVar(
+    "SCHED_EMU_SANITIZE", _sanitizer, lambda: None,
+    "The sanitizer the CUDA emulator compiles kernels with when `sched.build` is given none: "
+    "thread (ThreadSanitizer: a data race on global or shared memory is an EmulationError "
+    "with both accesses).")
+
+ALL: tuple[EnvVar, ...] = (CACHE_DIR, THREAD_ORDER, VECTOR_BYTES, OMP_WAIT_POLICY, EMU_TIMEOUT,
+                           EMU_SANITIZE)

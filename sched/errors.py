@@ -41,6 +41,13 @@ class NoGPUError(RuntimeError):
     and compiling for a named arch (`sm_90`) still work there; only running needs the GPU."""
 
 
+class EmulationError(RuntimeError):
+    """A kernel run by the CUDA emulator (target "cuda-emu") that went wrong: a barrier or warp
+    collective not every thread reaches (the message says where each thread of the block is,
+    with the kernel's source lines), a data race ThreadSanitizer saw (its report, both
+    accesses), a crash or a watchdog timeout."""
+
+
 class CudaError(RuntimeError):
     """A CUDA driver call that failed: the message names the call and its CUresult."""
 

@@ -128,6 +128,43 @@ def test_gpu_matmul_symbolic_rows_on_the_device():
         assert_close(out.cpu().numpy(), a @ b)
 
 
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_gpu_schedule_matches_numpy_on_emulated_cuda(name):
+    # the twin of the device test: the same CUDA C, run on the CPU by the emulator
+    schedule, shapes, reference, _ = GPU_CASES[name]
+    arrays = inputs_for(shapes)
+    expected = reference(*[a.astype(np.float64) for a in arrays])
+    out = np.zeros(expected.shape, np.float32)
+    kernel = sched.build(schedule().func, target="cuda-emu")
+    assert kernel.source == sched.build(schedule().func, target="cuda", arch="sm_90").source
+    kernel(*arrays, out)
+    assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_gpu_matmul_symbolic_rows_on_emulated_cuda():
+    sch = hs.gpu_matmul(te.var("m"), 32, 32, block_tile=(32, 32), thread_tile=(2, 2))
+    kernel = sched.build(sch.func, target="cuda-emu")
+    for rows in (17, 40):
+        a, b = inputs_for([(rows, 32), (32, 32)], seed=rows)
+        out = np.zeros((rows, 32), np.float32)
+        kernel(a, b, out)
+        assert_close(out, a @ b)
+
+
+def test_float4_kernel_refuses_a_misaligned_view_on_emulated_cuda():
+    kernel = sched.build(hs.gpu_matmul(64, 64, 64).func, target="cuda-emu")
+    assert "float4" in kernel.source
+    storage = np.zeros(64 * 64 + 1, np.float32)
+    a = storage[1:].reshape(64, 64)             # 4 bytes past an aligned address
+    b = np.ones((64, 64), np.float32)
+    with pytest.raises(sched.KernelArgumentError, match="argument 'A': its data is not 16-byte"):
+        kernel(a, b, np.zeros((64, 64), np.float32))
+    a = np.ones((64, 64), np.float32)
+    out = np.zeros((64, 64), np.float32)
+    kernel(a, b, out)
+    assert_close(out, np.full((64, 64), 64.0))
+
+
 def test_shared_tiles_load_as_float4_only_where_alignment_is_proven():
     aligned = sched.build(hs.gpu_matmul(256, 128, 64).func, target="cuda", arch="sm_90")
     moves = [line for line in aligned.source.splitlines() if "= *(const float4*)&" in line]

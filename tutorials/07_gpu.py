@@ -4,7 +4,9 @@ the CUDA source and the resource report.
 It runs to the end on a machine without a GPU: the kernel is still compiled to a cubin (NVRTC,
 for sm_90), and the same schedule runs on the C target, where each thread block is a loop over
 its threads, split into phases at every barrier, so the numbers can be checked against numpy.
-With a GPU it also runs there, on torch tensors. Run: `python tutorials/07_gpu.py`.
+The CUDA source itself runs on the CPU too, with target "cuda-emu": g++ compiles it against
+sched's emulation header, one host thread per CUDA thread. With a GPU it also runs there, on
+torch tensors. Run: `python tutorials/07_gpu.py`.
 """
 
 import numpy as np
@@ -77,7 +79,21 @@ sched.build(sch.func, target="c")(a, b, c)
 np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 print("the GPU schedule, run on the C target, matches numpy")
 
-# 7. On a GPU: torch tensors, torch's current stream.
+# 7. The CUDA source that ships, run on the CPU: target "cuda-emu" compiles `kernel.source` as
+#    C++ (g++, with a header of sched's that maps threadIdx, __shared__, __syncthreads, warp
+#    shuffles... onto host threads): one host thread per CUDA thread of a block, blocks one
+#    after another. A barrier that not every thread reaches is reported at once with its line,
+#    and sanitize="thread" runs it under ThreadSanitizer, where a race on global or shared memory
+#    is an EmulationError with both accesses. Step through it with gdb:
+#    `emulated.save_launch("matmul.launch", a, b, c)` returns the command.
+emulated = sched.build(sch.func, target="cuda-emu")
+assert emulated.source == kernel.source
+c = np.zeros((M, N), "float32")
+emulated(a, b, c)
+np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+print("the CUDA source, emulated on the CPU, matches numpy:", emulated)
+
+# 8. On a GPU: torch tensors, torch's current stream.
 if gpu_available():
     import torch
 

@@ -24,12 +24,7 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
     `fast_math` compiles with the compiler's relaxed math (`--use_fast_math`)."""
     from sched.cuda.runtime import CudaKernel
 
-    lowered = lower(func, target="cuda", debug=debug)
-    launch = launch_config(lowered)
-    shared = shared_bytes(lowered)
-    if shared > STATIC_SHARED_LIMIT:
-        launch = with_shared_bytes(launch, shared)
-    source, name, aligned = generate_cuda(lowered, launch)
+    lowered, launch, source, name, aligned = generate_kernel(func, debug=debug)
     try:
         flags = ("--use_fast_math",) if fast_math else ()
         return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler, flags=flags,
@@ -39,3 +34,15 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
             raise
         raise BuildError(f"{error}\n\nthe schedule that made this kernel:\n{trace}") \
             from None
+
+
+def generate_kernel(func: PrimFunc, *, debug: bool = False):
+    """(lowered, launch, source, kernel name, 16-byte aligned parameters) of `func`: the CUDA
+    C that ships, shared by the "cuda" target and its emulation ("cuda-emu")."""
+    lowered = lower(func, target="cuda", debug=debug)
+    launch = launch_config(lowered)
+    shared = shared_bytes(lowered)
+    if shared > STATIC_SHARED_LIMIT:
+        launch = with_shared_bytes(launch, shared)
+    source, name, aligned = generate_cuda(lowered, launch)
+    return lowered, launch, source, name, aligned

@@ -42,14 +42,16 @@ from sched.lower.launch import LaunchConfig
 
 STATIC_SHARED_LIMIT = 48 * 1024   # more dynamic shared memory than this needs an opt-in
 
-_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
-           "bfloat16": ctypes.c_uint16, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
-           "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
-           "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-           "bool": ctypes.c_bool}
+# the ctypes type each dtype of scalar parameter is passed as (16-bit floats: their bits)
+PARAMETER_CTYPES = {
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
+    "bfloat16": ctypes.c_uint16, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+    "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+    "bool": ctypes.c_bool}
 
 
-def _scalar_bits(value, dtype: str):
+def parameter_value(value, dtype: str):
     """`value` as the kernel receives it: half-precision floats as their 16 bits."""
     if dtype == "float16":
         return int(np.float16(value).view(np.uint16))
@@ -155,7 +157,7 @@ class CudaKernel:
         self._grid_vars = (*self._scalars, *func.symbolic_vars)
         self._check_grid_vars()
         self._param_types = ([ctypes.c_void_p] * len(func.buffers)
-                             + [_CTYPES[v.dtype] for v in self._grid_vars])
+                             + [PARAMETER_CTYPES[v.dtype] for v in self._grid_vars])
         self._loaded: dict[int, tuple[CudaModule, object]] = {}   # device -> module, function
 
     def _read_resources(self) -> Resources:
@@ -200,7 +202,7 @@ class CudaKernel:
             return                      # an empty problem: nothing to launch
         module, function = self._load(torch.cuda.current_device())
         module.make_current()
-        scalars = [t(_scalar_bits(value, v.dtype)) for t, value, v in
+        scalars = [t(parameter_value(value, v.dtype)) for t, value, v in
                    zip(self._param_types[len(bound.pointers):], values, self._grid_vars)]
         params = [ctypes.c_void_p(p) for p in bound.pointers] + scalars
         addresses = (ctypes.c_void_p * len(params))(*(ctypes.addressof(p) for p in params))

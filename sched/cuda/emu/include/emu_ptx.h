@@ -1,0 +1,84 @@
+// The inline PTX that tensor-core and asynchronous-copy kernels are written with, as
+// functions with the instructions' reference semantics (sched/cuda/emu/ptx.py turns each
+// recognized `asm volatile(...)` statement into a call of one of these):
+// - mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: the fragments laid out
+//   over the warp as the PTX ISA specifies them (groupID = lane / 4, threadID_in_group =
+//   lane % 4), products summed in float in k order;
+// - ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16: lanes 8j..8j+7 give the row
+//   addresses of matrix j, each lane receives the two 16-bit elements of row lane / 4 (column
+//   lane / 4 when transposed) at columns 2 (lane % 4), +1;
+// - cp.async.{ca,cg}.shared.global (with src-size), commit_group, wait_group, wait_all: the
+//   pipeline primitives of emu_pipeline.h (a copy lands at the wait that covers it);
+// - cvta.to.shared: a shared memory address is an offset in the block's shared memory.
+// Part of sched's CUDA emulation header: included by cuda_emu.h.
+#ifndef SCHED_EMU_PTX_H
+#define SCHED_EMU_PTX_H
+
+namespace sched_emu {
+namespace ptx {
+inline unsigned shared_address(const void* pointer) {
+    return (unsigned)(static_cast<const unsigned char*>(pointer) - shared_base);
+}
+inline unsigned char* shared_pointer(unsigned address) { return shared_base + address; }
+
+inline float half_bits(uint16_t bits, bool bfloat) {
+    return bfloat ? bfloat16_to_float(bits) : half_to_float(bits);
+}
+
+// ldmatrix.sync.aligned.m8n8.x<N>[.trans].shared.b16 {out...}, [address]
+template <int N>
+void ldmatrix(int line, bool transposed, unsigned* const (&out)[N], unsigned address) {
+    unsigned group;
+    const uint64_t* rows = warp_collective(0xffffffffu, address, line, "ldmatrix", &group);
+    unsigned lane = lane_id(), r = lane / 4, c = 2 * (lane % 4);
+    for (int j = 0; j < N; ++j) {
+        auto element = [&](unsigned row, unsigned column) {
+            uint16_t value;
+            memcpy(&value, shared_pointer((unsigned)rows[8 * j + row]) + 2 * column, 2);
+            return (unsigned)value;
+        };
+        unsigned low = transposed ? element(c, r) : element(r, c);
+        unsigned high = transposed ? element(c + 1, r) : element(r, c + 1);
+        *out[j] = low | high << 16;
+    }
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.<ab>.<ab>.f32 {d0-d3}, {a0-a3}, {b0-b1}, {c0-c3}
+inline void mma_m16n8k16(int line, bool bfloat, float* const (&d)[4], const unsigned (&a)[4],
+                         const unsigned (&b)[2], const float (&c)[4]) {
+    struct Fragments { unsigned a[4], b[2]; } mine;
+    memcpy(mine.a, a, sizeof mine.a);
+    memcpy(mine.b, b, sizeof mine.b);
+    unsigned group;
+    const uint64_t* lanes = warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&mine, line,
+                                            "mma.sync", &group);
+    auto fragments = [&](unsigned l) { return (const Fragments*)(uintptr_t)lanes[l]; };
+    auto a_element = [&](unsigned row, unsigned k) {       // A is 16 x 16, row-major
+        unsigned l = (row % 8) * 4 + (k % 8) / 2, reg = (row >= 8) + 2 * (k >= 8);
+        return half_bits((uint16_t)(fragments(l)->a[reg] >> (16 * (k % 2))), bfloat);
+    };
+    auto b_element = [&](unsigned k, unsigned n) {          // B is 16 x 8, column-major
+        unsigned l = n * 4 + (k % 8) / 2, reg = k >= 8;
+        return half_bits((uint16_t)(fragments(l)->b[reg] >> (16 * (k % 2))), bfloat);
+    };
+    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    float result[4];
+    for (int i = 0; i < 4; ++i) {
+        unsigned row = g + 8 * (i >= 2), column = 2 * t + (i & 1);
+        float sum = c[i];
+        for (unsigned k = 0; k < 16; ++k) sum = fmaf(a_element(row, k), b_element(k, column), sum);
+        result[i] = sum;
+    }
+    warp_collective(0xffffffffu, 0, line, "mma.sync", &group);  // every lane has read `mine`
+    for (int i = 0; i < 4; ++i) *d[i] = result[i];
+}
+
+inline void cp_async(int line, unsigned destination, const void* source, unsigned size,
+                     unsigned source_size) {
+    pipeline_memcpy_async(line, shared_pointer(destination), source, size,
+                          source_size < size ? size - source_size : 0);
+}
+}  // namespace ptx
+}  // namespace sched_emu
+
+#endif  // SCHED_EMU_PTX_H
