@@ -21,6 +21,7 @@ from sched.errors import (
     NoGPUError,
     ScheduleError,
     ScriptError,
+    ScriptWarning,
 )
 from sched.interpreter import interpret
 from sched.schedule import Schedule, Trace
@@ -43,4 +44,4 @@ def parse(text: str):
 
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
            "KernelArgumentError", "NoGPUError", "Schedule", "ScheduleError", "ScriptError",
-           "Trace", "build", "interpret", "ir", "parse", "tune"]
+           "ScriptWarning", "Trace", "build", "interpret", "ir", "parse", "tune"]

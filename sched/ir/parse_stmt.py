@@ -11,11 +11,13 @@ the statements after it in its sequence, as in TVM; the `with T.LetStmt(e) as x:
 from __future__ import annotations
 
 import ast
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from sched.errors import ScriptWarning
 from sched.ir.dtype import DTYPES
-from sched.ir.functor import collect
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     THREAD_TAGS,
     TRUE,
@@ -40,18 +42,21 @@ from sched.ir.nodes import (
     binary,
     const,
 )
+from sched.ir.parse_buffer import BufferParser
 from sched.ir.parse_expr import _BINARY_OPS, ExprParser, call_name
 from sched.ir.regions import infer_block_regions
 
 _BLOCK_HEADER = {"axis", "remap", "where", "reads", "writes", "block_attr", "alloc_buffer",
-                 "init", "skip"}
+                 "match_buffer", "init", "skip"}
 _PLACE = {  # where a header item belongs, for the error when it is found elsewhere
-    "func_attr": "at the start of the function", "match_buffer": "at the start of the function",
+    "func_attr": "at the start of the function",
+    "match_buffer": "at the start of the function (a T.handle) or of a T.block (a region)",
     "symbolic": "at the start of the function",
     "alloc_buffer": "at the start of a T.block or of the function",
 }
 _AXIS_KINDS = {"axis.spatial": "spatial", "axis.S": "spatial",
-               "axis.reduce": "reduce", "axis.R": "reduce"}
+               "axis.reduce": "reduce", "axis.R": "reduce",
+               "axis.scan": "scan", "axis.opaque": "opaque"}
 _REMAP_KINDS = {"S": "spatial", "R": "reduce"}
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
                "unroll": "unrolled", "thread_binding": "thread_binding"}
@@ -128,7 +133,7 @@ class _BlockParts:
         setattr(self, what, value)
 
 
-class StmtParser(ExprParser):
+class StmtParser(BufferParser):
     """Statements, loops and blocks; `parser._Parser` adds the function around them."""
 
     def __init__(self, line_offset: int, filename: str | None, source: str) -> None:
@@ -137,6 +142,8 @@ class StmtParser(ExprParser):
         self.depth = 0                                       # enclosing loops and blocks
         self.block_names: set[str] = set()
         self.unnamed_blocks = 0
+        self.block_lines: dict[str, int] = {}     # block name -> line of its T.block
+        self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
 
     @contextmanager
     def scope(self, nested: bool = False):
@@ -321,13 +328,20 @@ class StmtParser(ExprParser):
         if call.keywords or len(call.args) > 1 or (call.args and not (
                 isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str))):
             raise self.error(node, "T.block takes one argument, the block's name")
-        parts = _BlockParts(call.args[0].value if call.args else self._fresh_block_name())
+        parts = _BlockParts(self._unique_block_name(node, call.args[0].value) if call.args
+                            else self._fresh_block_name())
         top_level = self.depth == 0
         header, rest = split_header(node.body, _BLOCK_HEADER)
         with self.scope(nested=True):
             for item in header:
                 getattr(self, "_block_" + statement_kind(item))(item, parts)
-            body = self.stmts(rest)
+            self.block_axes.append([(iv.var, iv.dom.min, iv.dom.extent)
+                                    for iv in parts.iter_vars])
+            try:
+                body = self.stmts(rest)
+            finally:
+                self.block_axes.pop()
+        body = self._bind_enclosing_vars(node, parts, body)
         allocs = tuple(parts.alloc_buffers)
         iter_vars = tuple(parts.iter_vars)
         if parts.reads is None or parts.writes is None:
@@ -345,6 +359,67 @@ class StmtParser(ExprParser):
                       allocs, parts.annotations or ())
         predicate = TRUE if parts.predicate is None else parts.predicate
         return BlockRealize(tuple(parts.iter_values), predicate, block)
+
+    def _bind_enclosing_vars(self, node: ast.With, parts: _BlockParts, body: Stmt) -> Stmt:
+        """A block that uses variables of enclosing loops or blocks without binding them (TVM
+        calls it opaque) gets one `T.axis.opaque` iteration variable per such variable, bound
+        to it: `v_k = T.axis.opaque(64, k)`, with the body, init and regions using `v_k`.
+        The block computes the same thing, it is isolated again (so the analyses see its
+        accesses exactly), and schedules keep the order of those loops
+        (schedule/ordered_axes.py)."""
+        outer = {}            # enclosing blocks' axes, then loops, outermost first
+        for axes in self.block_axes:
+            outer.update({var: (lo, extent) for var, lo, extent in axes})
+        outer.update({var: (lo, extent) for var, lo, extent in self.loops})
+        parts_used = [body, parts.init, *(parts.reads or ()), *(parts.writes or ())]
+        used = dict.fromkeys(v for part in parts_used if part is not None
+                             for v in free_vars(part))
+        enclosing = [var for var in outer if var in used]
+        if not enclosing:
+            return body
+        taken = {v.name for part in parts_used if part is not None for v in collect(part, Var)} | {
+            name for scope in self.scopes for name in scope} | {
+            iv.var.name for iv in parts.iter_vars}
+        mapping: dict[Var, Expr] = {}
+        for var in enclosing:
+            lo, extent = outer[var]
+            if any(v in outer for v in free_vars(lo) + free_vars(extent)):
+                raise self.error(node, f"block '{parts.name}' uses '{var.name}', a variable of "
+                                       f"an enclosing loop whose bounds depend on other loops: "
+                                       f"bind it to a block iteration variable "
+                                       f"(T.axis.spatial) instead")
+            name = f"v_{var.name}"
+            while name in taken:
+                name = "v_" + name
+            taken.add(name)
+            new = Var(name, var.dtype)
+            mapping[var] = new
+            parts.iter_vars.append(IterVar(new, Range(lo, extent), "opaque"))
+            parts.iter_values.append(var)
+        if parts.reads is not None:
+            parts.reads = tuple(substitute(r, mapping) for r in parts.reads)
+        if parts.writes is not None:
+            parts.writes = tuple(substitute(r, mapping) for r in parts.writes)
+        if parts.init is not None:
+            parts.init = substitute(parts.init, mapping)
+        return substitute(body, mapping)
+
+    def _unique_block_name(self, node: ast.With, name: str) -> str:
+        """`name`, or, when a block before it has that name, `name_1` (`name_2`...) with a
+        warning naming both lines: schedules find blocks by name, so names are unique."""
+        line = node.lineno + self.line_offset
+        first = self.block_lines.setdefault(name, line)
+        if first == line:
+            return name
+        count = 1
+        while f"{name}_{count}" in self.block_names:
+            count += 1
+        unique = f"{name}_{count}"
+        self.block_names.add(unique)
+        self.block_lines[unique] = line
+        warnings.warn(f"line {line}: block name {name!r} is already used by the block at line "
+                      f"{first}; this block is named {unique!r}", ScriptWarning, stacklevel=2)
+        return unique
 
     def _fresh_block_name(self) -> str:
         while f"b{self.unnamed_blocks}" in self.block_names:
@@ -426,6 +501,16 @@ class StmtParser(ExprParser):
         buffer = self.buffer(node.targets[0].id, node.value, "T.alloc_buffer")
         parts.alloc_buffers.append(buffer)
         self.bind(buffer.name, buffer)
+
+    def _block_match_buffer(self, node: ast.Assign, parts: _BlockParts) -> None:
+        """`X = T.match_buffer(A[vi * 16:vi * 16 + 16, 0:16], (16, 16))`: a window onto the
+        region, read as accesses of `A` (see parse_buffer)."""
+        call = node.value
+        if not call.args or not isinstance(call.args[0], ast.Subscript | ast.Name):
+            raise self.error(node, "T.match_buffer in a block takes a buffer region, as in "
+                                   "T.match_buffer(A[vi * 16:vi * 16 + 16, 0:16], (16, 16))")
+        name = node.targets[0].id
+        self.bind(name, self.region_view(name, call))
 
     def _bind_view(self, node: ast.Assign) -> None:
         """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement."""

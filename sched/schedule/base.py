@@ -31,6 +31,7 @@ import islpy as isl
 from sched.errors import ConservativeAnalysisWarning, ScheduleError
 from sched.ir.nodes import PrimFunc
 from sched.ir.verify import verify
+from sched.schedule.ordered_axes import check_block_keeps_order
 from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquify_loop_names
 from sched.schedule.trace import RV, Instruction, Trace
 
@@ -221,7 +222,7 @@ class ScheduleBase:
                                 f"(sch.get_block), got {type(handle).__name__}")
         self._check_owner(handle, "block", primitive)
         self._check_current(handle, "block", primitive)
-        find_block(self._func, handle.name, primitive)
+        check_block_keeps_order(find_block(self._func, handle.name, primitive).block, primitive)
         return handle.name
 
     def _loop(self, handle, primitive: str, argument: str = "loop") -> str:

@@ -15,6 +15,7 @@ from sched.errors import ScheduleError
 from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
 from sched.polyhedral.legality import concurrency_violation, concurrent_kind, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.ordered_axes import check_loop_keeps_order
 from sched.schedule.state import blocks_under, find_block, find_loop, replace
 
 
@@ -25,6 +26,7 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
         raise ScheduleError(primitive, f"loop {loop_name!r} is already {loop.kind}; a loop has "
                             f"one kind")
     if kind in ("parallel", "vectorized", "thread_binding"):
+        check_loop_keeps_order(loop, primitive, "run concurrently")
         blocks = blocks_under(loop)
         if not blocks:
             raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")

@@ -26,6 +26,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.polyhedral.legality import check_order, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.ordered_axes import check_loop_keeps_order
 from sched.schedule.state import (
     and_predicate,
     blocks_under,
@@ -167,6 +168,8 @@ def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
     new_chain = list(chain)
     for slot, name in zip(slots, loop_names):
         new_chain[slot] = by_name[name]
+        if chain[slot].loop_var.name != name:
+            check_loop_keeps_order(by_name[name], "reorder", "reordered")
     for depth, lp in enumerate(new_chain):
         outer_vars = {x.loop_var for x in new_chain[depth:]}
         if free_vars(lp.extent) and set(free_vars(lp.extent)) & outer_vars - {lp.loop_var}:
