@@ -72,6 +72,7 @@ def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
 def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]:
     """Split loop `loop_name` into len(factors) nested loops (see Schedule.split)."""
     loop = find_loop(func, loop_name, "split")
+    _check_plain(loop, "split")
     factors = _check_factors(factors, loop.extent, loop_name)
     known = math.prod(f for f in factors if f is not None)
     extents: list[Expr] = [
@@ -93,6 +94,22 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     for var, extent in reversed(list(zip(new_vars, extents))):
         body = For(var, const(0, var.dtype), extent, "serial", body)
     return replace(func, loop, body), names
+
+
+def _check_plain(loop: For, primitive: str) -> None:
+    """Refuse to split or fuse a loop whose kind or annotations the new loops could not keep
+    (which of them would inherit a thread binding or a pragma is the user's choice)."""
+    name = loop.loop_var.name
+    if loop.kind != "serial":
+        shown = loop.thread_tag if loop.kind == "thread_binding" else loop.kind
+        raise ScheduleError(primitive, f"loop {name!r} is {shown}; {primitive} makes serial "
+                            f"loops and would drop that: {primitive} it first, then give the "
+                            f"loop you mean its kind")
+    if loop.annotations:
+        keys = ", ".join(repr(key) for key, _ in loop.annotations)
+        raise ScheduleError(primitive, f"loop {name!r} carries the annotations {keys}, which "
+                            f"{primitive} would drop: {primitive} it first, then annotate the "
+                            f"loop you mean (sch.annotate)")
 
 
 def _perfect_chain(outer: For, inner_names: set[str], primitive: str) -> list[For]:
@@ -131,6 +148,8 @@ def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
         order = ", ".join(lp.loop_var.name for lp in chain)
         raise ScheduleError("fuse", f"loops {', '.join(loop_names)} must be consecutive and "
                             f"given outermost first; the nest is {order}")
+    for lp in chain:
+        _check_plain(lp, "fuse")
     for lp in chain[1:]:
         used = {v.name for v in (*free_vars(lp.extent), *free_vars(lp.min))}
         if used & set(loop_names):

@@ -69,8 +69,17 @@ def _check_scope(scope, primitive: str, position: int) -> str:
 
 def _check_index(index, regions: tuple[BufferRegion, ...], block: Block, primitive: str,
                  argument: str, kind: str) -> Buffer:
-    """The buffer of `regions[index]`, or a ScheduleError listing the valid indices."""
+    """The buffer of `regions[index]`, or a ScheduleError listing the valid indices. As in
+    TVM, `index` may also name the buffer (`"A"`) or be the Buffer itself."""
     listing = ", ".join(f"{i}: {r.buffer.name}" for i, r in enumerate(regions)) or "none"
+    if isinstance(index, str | Buffer):
+        name = index if isinstance(index, str) else index.name
+        found = [r.buffer for r in regions if r.buffer.name == name]
+        if not found:
+            raise ScheduleError(primitive, f"argument 2, {argument!r} to {primitive}: block "
+                                f"{block.name!r} has no buffer {name!r} in its {kind} "
+                                f"({listing})")
+        return found[0]
     if not isinstance(index, int) or isinstance(index, bool) \
             or not 0 <= index < len(regions):
         raise ScheduleError(primitive, f"argument 2, {argument!r} to {primitive}: expected an "
@@ -324,7 +333,8 @@ class MemoryPrimitives(ScheduleBase):
         nest that holds `block` (the copy would miss those writes). Only `block` reads the
         cache; other readers keep reading the buffer.
 
-        Arguments: `block` a block handle; `read_buffer_index` an index into its reads
+        Arguments: `block` a block handle; `read_buffer_index` an index into its reads (or the
+        buffer's name, as in TVM)
         (`T.reads`); `storage_scope` one of "global", "shared", "local".
         Returns: a handle to the copy block; place it with compute_at. Handles stay valid.
         Also known as: `cache_read` in TVM; Halide's `in()` (`f.in(g)`), with
@@ -377,7 +387,8 @@ class MemoryPrimitives(ScheduleBase):
         `<buffer>_<scope>_fill` first copies the box it reads into the cache (isl decides;
         a reduction with its init needs none).
 
-        Arguments: `block` a block handle; `write_buffer_index` an index into its writes
+        Arguments: `block` a block handle; `write_buffer_index` an index into its writes (or the
+        buffer's name)
         (`T.writes`); `storage_scope` one of "global", "shared", "local".
         Returns: a handle to the write-back block; place it with reverse_compute_at.
         Also known as: `cache_write` in TVM; Halide's `compute_at` of an `in()` wrapper of the
@@ -420,7 +431,8 @@ class MemoryPrimitives(ScheduleBase):
         """Put a buffer that `block` writes in another storage scope.
 
         Requires: the buffer is allocated by the function (not a parameter).
-        Arguments: `block` a block handle; `buffer_index` an index into its writes;
+        Arguments: `block` a block handle; `buffer_index` an index into its writes (or the
+        buffer's name);
         `storage_scope` one of "global", "shared", "local".
         Also known as: `set_scope` in TVM; `store_in(MemoryType)` in Halide.
 
@@ -447,7 +459,8 @@ class MemoryPrimitives(ScheduleBase):
         "buffer_dim_align"; the lowering pads the buffer once compacted.
 
         Requires: the buffer is allocated by the function; `axis` is not the innermost axis.
-        Arguments: `block` a block handle; `buffer_index` an index into its writes; `axis`
+        Arguments: `block` a block handle; `buffer_index` an index into its writes (or the
+        buffer's name); `axis`
         (negative counts from the end); `factor` positive; `offset` in [0, factor).
         Also known as: `storage_align` in TVM; Halide's `align_storage` aligns the extent of
         one dimension instead.

@@ -1,0 +1,95 @@
+"""TVM's spellings of schedule arguments, and the steps that would lose something refused."""
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+
+
+def scale_then_shift():
+    A = te.placeholder((32, 16), "float32", name="A")
+    B = te.compute((32, 16), lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((32, 16), lambda i, j: B[i, j] + 1, name="C")
+    return te.create_prim_func([A, C])
+
+
+def test_buffers_given_by_name_as_in_tvm():
+    func = scale_then_shift()
+    by_name = sched.Schedule(func)
+    by_name.cache_read(by_name.get_block("B"), "A", "shared")
+    by_name.set_scope(by_name.get_block("B"), "B", "shared")
+    by_name.cache_write(by_name.get_block("C"), "C", "local")
+    by_index = sched.Schedule(func)
+    by_index.cache_read(by_index.get_block("B"), 0, "shared")
+    by_index.set_scope(by_index.get_block("B"), 0, "shared")
+    by_index.cache_write(by_index.get_block("C"), 0, "local")
+    assert by_name.func == by_index.func
+    assert "sch.cache_read(b0, 'A', 'shared')" in str(by_name.trace)
+    assert by_name.trace.apply(func).func == by_name.func
+    a = np.random.default_rng(0).random((32, 16), dtype=np.float32)
+    c = np.zeros((32, 16), np.float32)
+    sched.build(by_name.func, target="c")(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+
+
+def test_unknown_buffer_name_lists_the_blocks_buffers():
+    sch = sched.Schedule(scale_then_shift())
+    with pytest.raises(ScheduleError, match=r"argument 2, 'read_buffer_index' to cache_read: "
+                                            r"block 'C' has no buffer 'A' in its reads "
+                                            r"\(0: B\)"):
+        sch.cache_read(sch.get_block("C"), "A", "shared")
+
+
+def test_split_of_an_annotated_loop_is_refused():
+    sch = sched.Schedule(scale_then_shift())
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+    # the annotation would be silently lost: which new loop should carry it?
+    with pytest.raises(ScheduleError, match=r"split: loop 'i' carries the annotations "
+                                            r"'pragma_auto_unroll_max_step', which split would "
+                                            r"drop"):
+        sch.split(i, [None, 4])
+    with pytest.raises(ScheduleError, match=r"fuse: loop 'i' carries the annotations"):
+        sch.fuse(i, j)
+
+
+def test_fuse_of_a_parallel_loop_is_refused():
+    sch = sched.Schedule(scale_then_shift())
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i)
+    # fuse makes a serial loop: the parallel kind would be dropped
+    with pytest.raises(ScheduleError, match=r"fuse: loop 'i' is parallel; fuse makes serial "
+                                            r"loops and would drop that"):
+        sch.fuse(i, j)
+
+
+def test_unroll_of_a_thread_bound_loop_is_refused_with_the_reason():
+    sch = sched.Schedule(scale_then_shift())
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.bind(j, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"unroll: loop 'j' is already thread_binding; a "
+                                            r"loop has one kind"):
+        sch.unroll(j)
+
+
+def test_split_of_a_loop_starting_above_zero_keeps_its_start():
+    from sched.script import T
+
+    @T.prim_func
+    def shifted(A: T.Buffer((20,), "float32"), B: T.Buffer((20,), "float32")):
+        for i in T.serial(4, 20):
+            with T.block("B"):
+                vi = T.axis.spatial(20, i)
+                B[vi] = A[vi] + T.float32(1)
+
+    sch = sched.Schedule(shifted)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.split(i, [None, 5])
+    assert "vi = T.axis.spatial(20, i_0 * 5 + i_1 + 4)" in sch.func.script()
+    a = np.arange(20, dtype=np.float32)
+    b = np.zeros(20, np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_allclose(b[4:], a[4:] + 1)
+    assert not b[:4].any()
