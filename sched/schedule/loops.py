@@ -13,8 +13,9 @@ import dataclasses
 import math
 
 from sched.errors import ScheduleError
-from sched.ir.functor import free_vars, substitute
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
+    BlockRealize,
     Expr,
     For,
     IntImm,
@@ -94,6 +95,13 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     for var, extent in reversed(list(zip(new_vars, extents))):
         body = For(var, const(0, var.dtype), extent, "serial", body)
     return replace(func, loop, body), names
+
+
+def _added_guard(old: PrimFunc, new: PrimFunc) -> bool:
+    """Whether a split of `old` into `new` added a guard predicate to a block."""
+    predicates = {r.block.name: r.predicate for r in collect(old.body, BlockRealize)}
+    return any(r.predicate != predicates.get(r.block.name)
+               for r in collect(new.body, BlockRealize))
 
 
 def _check_plain(loop: For, primitive: str) -> None:
@@ -239,7 +247,8 @@ def add_unit_loop(func: PrimFunc, target: str, is_block: bool) -> tuple[PrimFunc
 class LoopPrimitives(ScheduleBase):
     """split, fuse, reorder, add_unit_loop, tile."""
 
-    def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
+    def split(self, loop: LoopRV, factors: list[int | None], *,
+              disable_predication: bool = False) -> list[LoopRV]:
         """Split a loop into nested loops whose extents are `factors`, outermost first.
 
         Requires: the loop's extent is known or one factor is None. At most one factor is
@@ -247,7 +256,9 @@ class LoopPrimitives(ScheduleBase):
         do not divide the extent, the blocks under the loop get a guard predicate, so no
         iteration runs twice or out of range.
 
-        Arguments: `loop` a loop handle; `factors` positive ints and at most one None.
+        Arguments: `loop` a loop handle; `factors` positive ints and at most one None;
+        `disable_predication` (TVM's flag) promises that no guard is needed: the split is
+        refused when the factors do not divide the extent (a guard would be).
         Returns: handles to the new loops, outermost first. Invalidates `loop`.
         Also known as: `split` in Halide and TVM, `divide_loop` in Exo.
 
@@ -274,8 +285,16 @@ class LoopPrimitives(ScheduleBase):
         """
         name = self._loop(loop, "split")
         new_func, names = split(self._func, name, factors)
+        if disable_predication and _added_guard(self._func, new_func):
+            raise ScheduleError("split", f"disable_predication=True: the factors {factors} do "
+                                f"not divide the extent of loop {name!r}, so without the guard "
+                                f"iterations past the end would run; use factors that divide "
+                                f"it, or keep the guard (the default)")
         handles = [LoopRV(n, self._new_rv("l")) for n in names]
-        self._record("split", new_func, (loop,), (("factors", list(factors)),), tuple(handles))
+        attrs = (("factors", list(factors)),)
+        if disable_predication:
+            attrs += (("disable_predication", True),)
+        self._record("split", new_func, (loop,), attrs, tuple(handles))
         self._note_replaced("loop", name, f"split replaced it by {', '.join(names)}")
         return handles
 

@@ -93,3 +93,16 @@ def test_split_of_a_loop_starting_above_zero_keeps_its_start():
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_allclose(b[4:], a[4:] + 1)
     assert not b[:4].any()
+
+
+def test_split_with_disable_predication():
+    func = scale_then_shift()
+    sch = sched.Schedule(func)
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.split(i, [None, 8], disable_predication=True)      # 8 divides 32: no guard needed
+    assert "disable_predication=True" in str(sch.trace)
+    assert sch.trace.apply(func).func == sch.func
+    # 5 does not divide 16: without the guard j would run past the end
+    with pytest.raises(ScheduleError, match=r"split: disable_predication=True: the factors "
+                                            r"\[None, 5\] do not divide the extent of loop 'j'"):
+        sch.split(j, [None, 5], disable_predication=True)
