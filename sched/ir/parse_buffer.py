@@ -25,16 +25,39 @@ and printing gives the accesses of `A`. Its strides and offset are those of the 
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable
 
 from sched.ir.functor import free_vars
-from sched.ir.nodes import SCOPES, Buffer, Expr, IntImm, Range, Var, const
+from sched.ir.nodes import (
+    SCOPES,
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    IntImm,
+    Range,
+    Stmt,
+    Var,
+    const,
+    seq,
+)
 from sched.ir.parse_expr import ExprParser, RegionView, _subscript_elements
 from sched.ir.simplify import simplify
 
 _LAYOUT_KEYWORDS = ("strides", "elem_offset", "align", "offset_factor")
 # the dense layout of a declared shape: (strides, element offset)
 Layout = tuple[tuple[Expr, ...], Expr]
+
+
+def _flatten(node: ast.AST) -> list[ast.AST]:
+    """The items of a (nested) list or tuple literal, in order."""
+    if isinstance(node, ast.List | ast.Tuple):
+        return [leaf for item in node.elts for leaf in _flatten(item)]
+    return [node]
 
 
 def dense_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
@@ -180,6 +203,45 @@ class BufferParser(ExprParser):
     def _declared_dtype(self, name: str) -> str:
         found = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
         return found.dtype if isinstance(found, Var) else "int32"
+
+    def allocate_const(self, name: str, call: ast.Call, block_name: str) -> tuple[Buffer, Stmt]:
+        """`X = T.allocate_const([1, 2, 3, 4], "int32", [2, 2])`: a buffer `X` of constants.
+
+        Read as an allocation (the caller adds it to the enclosing block) and a block
+        `block_name` that stores the values, row-major, where the statement stands, so that
+        the IR needs no constant node and prints back as `T.alloc_buffer` and a block."""
+        keywords = {k.arg for k in call.keywords} - {"annotations"}
+        if len(call.args) != 3 or keywords:
+            raise self.error(call, "T.allocate_const takes (values, dtype, shape), as in "
+                                   "T.allocate_const([1, 2, 3, 4], \"int32\", [4])")
+        values_node, dtype_node, shape_node = call.args
+        dtype = self.dtype(dtype_node)
+        shape = self.shape(shape_node)
+        values = [self._constant(item) for item in _flatten(values_node)]
+        if not all(isinstance(d, IntImm) for d in shape) \
+                or math.prod(d.value for d in shape) != len(values):
+            raise self.error(call, f"T.allocate_const '{name}': {len(values)} values for the "
+                                   f"shape ({', '.join(d.script() for d in shape)}); the shape "
+                                   f"must be constant and hold exactly the values")
+        buffer = Buffer(name, shape, dtype)
+        extents = [d.value for d in shape]
+        stores = []
+        for flat, value in enumerate(values):
+            index = []
+            for extent in reversed(extents):
+                index.append(const(flat % extent, shape[0].dtype))
+                flat //= extent
+            stores.append(BufferStore(buffer, self._guard(call, lambda v=value: const(v, dtype)),
+                                      tuple(reversed(index))))
+        whole = BufferRegion(buffer, tuple(Range(const(0, d.dtype), d) for d in shape))
+        fill = Block(block_name, (), (), (whole,), seq(*stores))
+        return buffer, BlockRealize((), TRUE, fill)
+
+    def _constant(self, node: ast.AST) -> int | float:
+        value = self.value(node)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(node, f"T.allocate_const: '{ast.unparse(node)}' is not a number")
+        return value
 
     def _scope(self, node: ast.AST) -> str:
         if isinstance(node, ast.Constant) and node.value == "":

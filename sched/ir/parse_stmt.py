@@ -143,6 +143,7 @@ class StmtParser(BufferParser):
         self.block_names: set[str] = set()
         self.unnamed_blocks = 0
         self.block_lines: dict[str, int] = {}     # block name -> line of its T.block
+        self.alloc_targets: list[list[Buffer]] = []   # where T.allocate_const allocates
         self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
 
     @contextmanager
@@ -169,6 +170,10 @@ class StmtParser(BufferParser):
             elif kind != "stmt" and kind != "skip":
                 place = _PLACE.get(kind, "at the start of a T.block")
                 raise self.error(node, f"'{_construct(node)}' is only allowed {place}")
+            elif kind == "stmt" and isinstance(node, ast.Assign) \
+                    and isinstance(node.targets[0], ast.Name) \
+                    and call_name(node.value) == "allocate_const":
+                out.append(self._allocate_const(node))
             elif kind == "stmt" and (isinstance(node, ast.AnnAssign) or (
                     isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))):
                 out.append(self._scoped(node, nodes[index + 1:]))
@@ -176,6 +181,16 @@ class StmtParser(BufferParser):
             elif kind == "stmt":
                 out.append(self.stmt(node))
         return out[0] if len(out) == 1 else SeqStmt(tuple(out))
+
+    def _allocate_const(self, node: ast.Assign) -> Stmt:
+        """`X = T.allocate_const(values, dtype, shape)`: X joins the allocations of the
+        enclosing block (the root at the function's level); the values are stored here."""
+        name = node.targets[0].id
+        block_name = self._unique_block_name(node, f"{name}_const", warn=False)
+        buffer, fill = self.allocate_const(name, node.value, block_name)
+        self.alloc_targets[-1].append(buffer)
+        self.bind(name, buffer)
+        return fill
 
     def stmt(self, node: ast.stmt) -> Stmt:
         handler = getattr(self, "_stmt_" + type(node).__name__, None)
@@ -223,7 +238,15 @@ class StmtParser(BufferParser):
         if name is None:
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
         if name == "evaluate":
-            raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
+            inner = node.value.args[0] if node.value.args else None
+            if call_name(inner) is None:
+                raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
+            raise self.error(node, f"unknown construct 'T.evaluate' of 'T.{call_name(inner)}': "
+                                   f"sched has no "
+                                   f"opaque calls (T.call_extern, T.call_packed...): the "
+                                   f"analyses could not see what they read and write, nor the "
+                                   f"C and CUDA targets link them; write the computation as "
+                                   f"buffer stores")
         if name == "tvm_storage_sync":
             args = node.value.args
             scope = args[0].value if len(args) == 1 and isinstance(args[0], ast.Constant) \
@@ -337,10 +360,12 @@ class StmtParser(BufferParser):
                 getattr(self, "_block_" + statement_kind(item))(item, parts)
             self.block_axes.append([(iv.var, iv.dom.min, iv.dom.extent)
                                     for iv in parts.iter_vars])
+            self.alloc_targets.append(parts.alloc_buffers)
             try:
                 body = self.stmts(rest)
             finally:
                 self.block_axes.pop()
+                self.alloc_targets.pop()
         body = self._bind_enclosing_vars(node, parts, body)
         allocs = tuple(parts.alloc_buffers)
         iter_vars = tuple(parts.iter_vars)
@@ -404,12 +429,15 @@ class StmtParser(BufferParser):
             parts.init = substitute(parts.init, mapping)
         return substitute(body, mapping)
 
-    def _unique_block_name(self, node: ast.With, name: str) -> str:
+    def _unique_block_name(self, node: ast.stmt, name: str, warn: bool = True) -> str:
         """`name`, or, when a block before it has that name, `name_1` (`name_2`...) with a
         warning naming both lines: schedules find blocks by name, so names are unique."""
         line = node.lineno + self.line_offset
-        first = self.block_lines.setdefault(name, line)
-        if first == line:
+        first = self.block_lines.get(name)
+        # a name the parser makes (warn=False) must not be any T.block's name in the function
+        if first is None and (warn or name not in self.block_names):
+            self.block_lines[name] = line
+            self.block_names.add(name)
             return name
         count = 1
         while f"{name}_{count}" in self.block_names:
@@ -417,8 +445,10 @@ class StmtParser(BufferParser):
         unique = f"{name}_{count}"
         self.block_names.add(unique)
         self.block_lines[unique] = line
-        warnings.warn(f"line {line}: block name {name!r} is already used by the block at line "
-                      f"{first}; this block is named {unique!r}", ScriptWarning, stacklevel=2)
+        if warn:
+            warnings.warn(f"line {line}: block name {name!r} is already used by the block at "
+                          f"line {first}; this block is named {unique!r}", ScriptWarning,
+                          stacklevel=2)
         return unique
 
     def _fresh_block_name(self) -> str:
@@ -513,8 +543,20 @@ class StmtParser(BufferParser):
         self.bind(name, self.region_view(name, call))
 
     def _bind_view(self, node: ast.Assign) -> None:
-        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement."""
-        self.bind(node.targets[0].id, self.buffer(node.targets[0].id, node.value, "T.Buffer"))
+        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement.
+        `B_1 = T.Buffer((10,), data=B)` of a `T.allocate_const` B of that shape and dtype (as
+        TVM prints it) is B itself."""
+        name = node.targets[0].id
+        data = next((k.value for k in node.value.keywords if k.arg == "data"), None)
+        if isinstance(data, ast.Name):
+            source = self.lookup_buffer(data)
+            view = self.buffer(name, _without_keyword(node.value, "data"), "T.Buffer")
+            if (view.shape, view.dtype) != (source.shape, source.dtype):
+                raise self.error(node, f"T.Buffer '{name}' (data={data.id}) must have the "
+                                       f"shape and dtype of '{data.id}'")
+            self.bind(name, source)
+            return
+        self.bind(name, self.buffer(name, node.value, "T.Buffer"))
 
     def _block_init(self, node: ast.With, parts: _BlockParts) -> None:
         if node.items[0].optional_vars is not None or node.items[0].context_expr.args:
@@ -524,6 +566,11 @@ class StmtParser(BufferParser):
 
     def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
         pass
+
+
+def _without_keyword(call: ast.Call, name: str) -> ast.Call:
+    return ast.Call(call.func, call.args, [k for k in call.keywords if k.arg != name],
+                    lineno=call.lineno, col_offset=call.col_offset)
 
 
 def _with_header_loads(reads: tuple, exprs: list) -> tuple:

@@ -126,6 +126,7 @@ class _Parser(StmtParser):
             if isinstance(value, Handle) and not value.matched:
                 raise self.error(node, f"parameter '{name}' is a T.handle that no "
                                        f"T.match_buffer matches")
+        self.alloc_targets.append(parts.alloc_buffers)
         body = self._root(node, self.stmts(rest), parts.alloc_buffers)
         return PrimFunc(node.name, tuple(parts.params), body, parts.attrs or ())
 

@@ -349,3 +349,47 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 '''
     with pytest.raises(ScriptError, match=f"line 7: .*{re.escape(construct)}"):
         parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# T.allocate_const
+
+
+@T.prim_func
+def weighted(A: T.Buffer((2, 3), "float32"), C: T.Buffer((2, 3), "float32")):
+    K = T.allocate_const([[1, 2, 3], [4, 5, -6.5]], "float32", [2, 3])
+    K_1 = T.Buffer((2, 3), "float32", data=K)
+    for i, j in T.grid(2, 3):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * K_1[vi, vj] + K[vi, 0]
+
+
+def test_allocate_const_is_an_allocation_filled_by_a_block():
+    text = weighted.script()
+    assert 'K = T.alloc_buffer((2, 3), "float32")' in text
+    assert 'with T.block("K_const"):' in text and "K[1, 2] = T.float32(-6.5)" in text
+    round_trips(weighted)
+    a = np.random.default_rng(4).random((2, 3), dtype=np.float32)
+    c = np.zeros((2, 3), np.float32)
+    run_c(weighted, a, c)
+    k = np.array([[1, 2, 3], [4, 5, -6.5]], np.float32)
+    np.testing.assert_allclose(c, a * k + k[:, :1], rtol=1e-6)
+    # schedules see an ordinary producer block
+    sch = sched.Schedule(weighted)
+    assert [b.name for b in sch.get_producers(sch.get_block("C"))] == ["K_const"]
+
+
+def test_allocate_const_with_the_wrong_number_of_values_is_refused():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32")):
+    K = T.allocate_const([1, 2, 3], "int32", [4])
+    for i in range(4):
+        with T.block("A"):
+            vi = T.axis.spatial(4, i)
+            A[vi] = K[vi]
+'''
+    with pytest.raises(ScriptError, match=r"line 4: T.allocate_const 'K': 3 values for the "
+                                          r"shape \(4\)"):
+        parse(text)
