@@ -106,3 +106,21 @@ def test_split_with_disable_predication():
     with pytest.raises(ScheduleError, match=r"split: disable_predication=True: the factors "
                                             r"\[None, 5\] do not divide the extent of loop 'j'"):
         sch.split(j, [None, 5], disable_predication=True)
+
+
+def test_get_loops_stops_at_the_enclosing_block():
+    from sched.script import T
+
+    @T.prim_func
+    def nested(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        for o in range(4):
+            with T.block("outer"):
+                vo = T.axis.spatial(4, o)
+                for i in range(4):
+                    with T.block("inner"):
+                        vi = T.axis.spatial(16, vo * 4 + i)
+                        B[vi] = A[vi] * T.float32(2)
+
+    sch = sched.Schedule(nested)
+    assert [lp.name for lp in sch.get_loops(sch.get_block("outer"))] == ["o"]
+    assert [lp.name for lp in sch.get_loops(sch.get_block("inner"))] == ["i"]
