@@ -124,3 +124,69 @@ def test_get_loops_stops_at_the_enclosing_block():
     sch = sched.Schedule(nested)
     assert [lp.name for lp in sch.get_loops(sch.get_block("outer"))] == ["o"]
     assert [lp.name for lp in sch.get_loops(sch.get_block("inner"))] == ["i"]
+
+
+def two_consumers():
+    A = te.placeholder((16, 8), "float32", name="A")
+    B = te.compute((16, 8), lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((16, 8), lambda i, j: B[i, j] + 1, name="C")
+    E = te.compute((16, 8), lambda i, j: B[i, j] - 1, name="E")
+    return te.create_prim_func([A, C, E])
+
+
+def body_blocks(sch, loop):
+    from sched.ir.functor import collect
+    from sched.ir.nodes import BlockRealize, SeqStmt
+    from sched.schedule.state import find_loop
+
+    body = find_loop(sch.func, loop.name, "test").body
+    children = body.stmts if isinstance(body, SeqStmt) else (body,)
+    return [[r.block.name for r in collect(child, BlockRealize)][0] for child in children]
+
+
+def check_numbers(func):
+    a = np.random.default_rng(5).random((16, 8), dtype=np.float32)
+    c, e = np.zeros((16, 8), np.float32), np.zeros((16, 8), np.float32)
+    sched.build(func, target="c")(a, c, e)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(e, a * 2 - 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("index, order", [(None, ["B", "E", "C"]), (-2, ["B", "E", "C"]),
+                                          (1, ["B", "E", "C"]), (-1, ["B", "C", "E"]),
+                                          (2, ["B", "C", "E"])])
+def test_reverse_compute_at_index_picks_the_position_in_the_loop_body(index, order):
+    func = two_consumers()
+    sch = sched.Schedule(func)
+    (i, _) = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    # E may go anywhere after its producer B: position 1 or 2 of [B, C]
+    sch.reverse_compute_at(sch.get_block("E"), i, index=index)
+    assert body_blocks(sch, i) == order
+    assert sch.trace.apply(func).func == sch.func
+    check_numbers(sch.func)
+
+
+def test_reverse_compute_at_index_before_the_producer_is_refused():
+    sch = sched.Schedule(two_consumers())
+    (i, _) = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    with pytest.raises(ScheduleError, match=r"argument 'index' to reverse_compute_at: expected "
+                                            r"-1 .*a position in \[1, 2\] of the 2 statements "
+                                            r"in the body of loop 'i'"):
+        sch.reverse_compute_at(sch.get_block("E"), i, index=0)
+
+
+def test_compute_at_index_between_the_producers_and_the_consumers():
+    func = two_consumers()
+    sch = sched.Schedule(func)
+    (i, _) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), i, index=-2)
+    assert body_blocks(sch, i) == ["B", "C"]
+    check_numbers(sch.func)
+    # B's consumer C is at 0 of C's loop body: B can only go at 0
+    sch2 = sched.Schedule(func)
+    (i2, _) = sch2.get_loops(sch2.get_block("C"))
+    with pytest.raises(ScheduleError, match=r"argument 'index' to compute_at: expected -1 .*a "
+                                            r"position in \[0, 0\] of the 1 statements"):
+        sch2.compute_at(sch2.get_block("B"), i2, index=1)
