@@ -324,14 +324,17 @@ class MemoryPrimitives(ScheduleBase):
     """cache_read, cache_write, set_scope, storage_align."""
 
     def cache_read(self, block: BlockRV, read_buffer_index: int,
-                   storage_scope: str) -> BlockRV:
+                   storage_scope: str, consumer_blocks: list[BlockRV] | None = None) -> BlockRV:
         """Make `block` read a buffer through a cache: a new buffer `<buffer>_<scope>` filled
         by a copy block of the same name, placed in the block's scope right before the loop
         nest that holds the block, over the box of the buffer the block reads.
 
         Requires: `block` does not write the buffer, and no block writes it inside the loop
         nest that holds `block` (the copy would miss those writes). Only `block` reads the
-        cache; other readers keep reading the buffer.
+        cache; other readers keep reading the buffer. With `consumer_blocks` (TVM's option),
+        the listed blocks read the cache instead (it holds the box they all read, and the copy
+        goes before the first nest holding one of them): they must be in one scope, read the
+        buffer without writing it, and no block may write it between them.
 
         Arguments: `block` a block handle; `read_buffer_index` an index into its reads (or the
         buffer's name, as in TVM)
@@ -367,10 +370,20 @@ class MemoryPrimitives(ScheduleBase):
                         B[v_i, v_j] = A_shared[v_i, v_j] * T.float32(2.0)
         """
         name = self._block(block, "cache_read")
-        new_func, copy = cache_read(self._func, name, read_buffer_index, storage_scope)
+        if consumer_blocks is None:
+            new_func, copy = cache_read(self._func, name, read_buffer_index, storage_scope)
+            attrs: tuple = ()
+        else:
+            from sched.schedule.cache_consumers import cache_read_for
+
+            consumers = [self._block(b, "cache_read", "consumer_blocks")
+                         for b in consumer_blocks]
+            new_func, copy = cache_read_for(self._func, name, read_buffer_index,
+                                            storage_scope, consumers)
+            attrs = (("consumer_blocks", list(consumer_blocks)),)
         handle = BlockRV(copy, self._new_rv("b"))
         self._record("cache_read", new_func, (block, read_buffer_index, storage_scope),
-                     outputs=(handle,))
+                     attrs, outputs=(handle,))
         return handle
 
     def cache_write(self, block: BlockRV, write_buffer_index: int,

@@ -190,3 +190,44 @@ def test_compute_at_index_between_the_producers_and_the_consumers():
     with pytest.raises(ScheduleError, match=r"argument 'index' to compute_at: expected -1 .*a "
                                             r"position in \[0, 0\] of the 1 statements"):
         sch2.compute_at(sch2.get_block("B"), i2, index=1)
+
+
+def test_cache_read_shared_by_consumer_blocks():
+    func = two_consumers()             # C and E both read B
+    sch = sched.Schedule(func)
+    c, e = sch.get_block("C"), sch.get_block("E")
+    copy = sch.cache_read(c, "B", "local", consumer_blocks=[c, e])
+    script = sch.func.script()
+    assert script.count("T.reads(B_local[v_i, v_j])") == 2     # both consumers read the cache
+    assert script.count("T.reads(B[") == 1                      # the copy alone reads B
+    assert [b.name for b in sch.get_producers(e)] == [copy.name]
+    assert "consumer_blocks=[b0, b1]" in str(sch.trace)
+    assert sch.trace.apply(func).func == sch.func
+    check_numbers(sch.func)
+
+
+def test_cache_read_for_consumers_separated_by_a_write_is_refused():
+    from sched.script import T
+
+    @T.prim_func
+    def rewrite_between(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"),
+                        D: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[vi] = A[vi] + T.float32(1)
+        for i in range(8):
+            with T.block("W"):
+                vi = T.axis.spatial(8, i)
+                A[vi] = T.float32(0)
+        for i in range(8):
+            with T.block("D"):
+                vi = T.axis.spatial(8, i)
+                D[vi] = A[vi] * T.float32(2)
+
+    sch = sched.Schedule(rewrite_between)
+    c, d = sch.get_block("C"), sch.get_block("D")
+    # D must see W's zeros: a cache filled before C would hold the old values
+    with pytest.raises(ScheduleError, match=r"cache_read: block\(s\) W write 'A' between the "
+                                            r"consumers C, D"):
+        sch.cache_read(c, "A", "shared", consumer_blocks=[c, d])
