@@ -494,7 +494,8 @@ def test_reverse_compute_inline_refuses_a_read_that_is_not_one_to_one():
     sch = sched.Schedule(first_column())
     block = sch.get_block("C")
     refused(sch, lambda: sch.reverse_compute_inline(block),
-            r"block 'C' reads B\[v_i, 0\]: the indices must be its iteration variables")
+            r"block 'C' reads B\[v_i, 0\]: the elements it reads are not exactly those block "
+            r"'B' writes")
 
 
 def test_reverse_compute_inline_refuses_a_guarded_consumer():
