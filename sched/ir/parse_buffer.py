@@ -96,8 +96,9 @@ class BufferParser(ExprParser):
         for keyword in keywords:
             known = ("shape", "dtype", "scope", "data", *_LAYOUT_KEYWORDS)
             if keyword.arg not in known or keyword.arg in given:
-                raise self.error(node, f"{construct}: unsupported argument '{keyword.arg}'"
-                                       f"{'' if keyword.arg in known else ': expected one of ' + ', '.join(known)}")
+                hint = "" if keyword.arg in known else f": expected one of {', '.join(known)}"
+                raise self.error(node, f"{construct}: unsupported argument "
+                                       f"'{keyword.arg}'{hint}")
             given[keyword.arg] = keyword.value
         if "shape" not in given:
             raise self.error(node, f"{construct}: missing the shape")

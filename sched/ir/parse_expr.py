@@ -27,7 +27,6 @@ from sched.ir.dtype import (
 )
 from sched.ir.nodes import (
     MATH_FUNCTIONS,
-    SCOPES,
     Annotations,
     BinaryOp,
     Buffer,

@@ -33,7 +33,6 @@ from sched.ir.nodes import BlockRealize, For, PrimFunc
 from sched.ir.verify import verify
 from sched.schedule.ordered_axes import check_block_keeps_order
 from sched.schedule.state import (
-    enclosing_loops,
     find_block,
     find_loop,
     path_to,
