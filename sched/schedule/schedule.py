@@ -13,12 +13,14 @@ unroll, annotate), mapping.py (bind), sampling.py (sample_perfect_tile, sample_c
 placement.py (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline; their pure
 functions are in compute_at.py and inlining.py), reduction.py (decompose_reduction, rfactor),
 memory.py (cache_read, cache_write, set_scope, storage_align; cache_consumers.py for
-cache_read with consumer_blocks), layout.py (transform_layout), blockize.py (blockize).
+cache_read with consumer_blocks), layout.py (transform_layout), block_layout.py (transform_block_layout), blockize.py
+(blockize).
 """
 
 from __future__ import annotations
 
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
@@ -32,7 +34,7 @@ from sched.schedule.sampling import SamplingPrimitives
 
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
-               BlockizePrimitives, ScheduleBase):
+               BlockizePrimitives, BlockLayoutPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
