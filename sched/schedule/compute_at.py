@@ -124,7 +124,18 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     exact: dict[str, list[Range]] = {}
     relaxed: dict[str, list] = {}
     result = []
+    preimage = None
     for iv in block.iter_vars:
+        if iv.var not in sources and reverse and _indexes_producers(block, here, iv.var):
+            # indices that are not the variable itself (B[i * 4 + j]): the instances whose
+            # reads one iteration makes available, as isl finds them
+            if preimage is None:
+                from sched.schedule.preimage import preimage_ranges
+
+                preimage = preimage_ranges(func, loop, realize, here)
+            if iv.var in preimage:
+                result.append((*preimage[iv.var], True))
+                continue
         if iv.var not in sources:
             result.append((iv.dom.min, iv.dom.extent, False))
             continue
@@ -149,6 +160,15 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
                                 f"no linear bound that does not")
         result.append((bound.min, bound.extent, True))
     return result
+
+
+def _indexes_producers(block, here: list[BlockRealize], var: Var) -> bool:
+    """Whether `var` is in an index, other than itself alone, of a load of `block` from a
+    buffer one of `here` writes."""
+    written = {r.buffer.name for p in here for r in p.block.writes}
+    return any(index != var and var in free_vars(index)
+               for load in block_accesses(block, BufferLoad) if load.buffer.name in written
+               for index in load.indices)
 
 
 def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
