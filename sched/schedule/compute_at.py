@@ -106,8 +106,10 @@ def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> 
     stores = {s.indices for s in collect(block.body, BufferStore) if s.buffer == buffer}
     indices = next(iter(stores), ())
     found = {index: (buffer, d) for d, index in enumerate(indices) if index in own}
+    in_indices = {v for index in indices for v in free_vars(index)}
     for iv in block.iter_vars:
-        if iv.kind == "spatial" and (len(stores) != 1 or iv.var not in found):
+        # a variable in an affine store index (D[15 - vi]) is sized by _iteration_ranges
+        if iv.kind == "spatial" and (len(stores) != 1 or iv.var not in in_indices):
             raise ScheduleError(primitive, f"block {block.name!r} does not store "
                                 f"{buffer.name!r} at its spatial iteration variables "
                                 f"({iv.var.name!r} is not an index of every store), so the "
@@ -126,16 +128,22 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     result = []
     preimage = None
     for iv in block.iter_vars:
-        if iv.var not in sources and reverse and _indexes_producers(block, here, iv.var):
-            # indices that are not the variable itself (B[i * 4 + j]): the instances whose
-            # reads one iteration makes available, as isl finds them
+        if iv.var not in sources and _indexes_neighbours(block, here, iv.var, reverse):
+            # indices that are not the variable itself (B[i * 4 + j], D[15 - vi]): the
+            # instances one iteration makes available or needs, as isl finds them
             if preimage is None:
                 from sched.schedule.preimage import preimage_ranges
 
-                preimage = preimage_ranges(func, loop, realize, here)
+                preimage = preimage_ranges(func, loop, realize, here, reverse)
             if iv.var in preimage:
                 result.append((*preimage[iv.var], True))
                 continue
+            if not reverse and iv.kind == "spatial":
+                raise ScheduleError(primitive, f"block {block.name!r} stores at indices of "
+                                    f"{iv.var.name!r} whose instances under loop "
+                                    f"{loop.loop_var.name!r} have no constant-extent range "
+                                    f"(transform_block_layout can make it store at its "
+                                    f"variables)")
         if iv.var not in sources:
             result.append((iv.dom.min, iv.dom.extent, False))
             continue
@@ -162,13 +170,15 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     return result
 
 
-def _indexes_producers(block, here: list[BlockRealize], var: Var) -> bool:
+def _indexes_neighbours(block, here: list[BlockRealize], var: Var, reverse: bool) -> bool:
     """Whether `var` is in an index, other than itself alone, of a load of `block` from a
-    buffer one of `here` writes."""
-    written = {r.buffer.name for p in here for r in p.block.writes}
+    buffer one of `here` writes (`reverse`), or of a store of `block` to one they read."""
+    kind = BufferLoad if reverse else BufferStore
+    touched = {r.buffer.name for p in here
+               for r in (p.block.writes if reverse else p.block.reads)}
     return any(index != var and var in free_vars(index)
-               for load in block_accesses(block, BufferLoad) if load.buffer.name in written
-               for index in load.indices)
+               for access in block_accesses(block, kind) if access.buffer.name in touched
+               for index in access.indices)
 
 
 def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,

@@ -1,6 +1,7 @@
 """The consumer instances that one iteration of a loop makes computable, for
 reverse_compute_at of a consumer whose indices are not its variables (`B[i * 4 + j]`,
-`B[i // 2, i % 2]`).
+`B[i // 2, i % 2]`), and the producer instances it needs, for compute_at of a producer that
+stores at such indices (`D[15 - vi]`).
 
 Under the loop, the producers write a box of their buffer (`needed_region.exact_box`); the
 consumer instances whose loads of those buffers all fall in that box are a set isl describes
@@ -15,7 +16,16 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.functor import free_vars
-from sched.ir.nodes import BlockRealize, BufferLoad, Expr, For, IntImm, PrimFunc, Var
+from sched.ir.nodes import (
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+    Var,
+)
 from sched.ir.simplify import simplify
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
 from sched.schedule.inlining import block_accesses
@@ -24,13 +34,20 @@ from sched.schedule.state import enclosing_loops
 
 
 def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
-                    here: list[BlockRealize]) -> dict[Var, tuple[Expr, Expr]]:
-    """(low, extent) of the consumer's iteration variables over the instances whose loads of
-    the buffers `here` write under `loop` fall in what one iteration writes; only variables
+                    here: list[BlockRealize], reverse: bool = True
+                    ) -> dict[Var, tuple[Expr, Expr]]:
+    """(low, extent) of the moved block's iteration variables over the instances whose loads
+    of the buffers `here` write under `loop` fall in what one iteration writes (`reverse`: a
+    consumer), or whose stores fall in what `here` read there (a producer); only variables
     with a constant extent there (none when an index or a bound is not affine)."""
     block = realize.block
-    written = {r.buffer.name: r.buffer for p in here for r in p.block.writes}
-    loads = [load for load in block_accesses(block, BufferLoad) if load.buffer.name in written]
+    if reverse:
+        touched = {r.buffer.name for p in here for r in p.block.writes}
+        loads = [x for x in block_accesses(block, BufferLoad) if x.buffer.name in touched]
+    else:
+        touched = {r.buffer.name for p in here for r in p.block.reads}
+        loads = [x for x in block_accesses(block, BufferStore) if x.buffer.name in touched]
+    access = "write" if reverse else "read"
     outer = [*enclosing_loops(func, loop), loop]
     params = {isl_name(lp.loop_var): lp.loop_var for lp in outer}
     params.update({isl_name(v): v for v in func.symbolic_vars})
@@ -50,8 +67,9 @@ def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
     for load in loads:
         name = load.buffer.name
         if name not in boxes:
-            users = [r for r in here if any(w.buffer.name == name for w in r.block.writes)]
-            boxes[name] = exact_box(func, loop, users, name, "write",
+            users = [r for r in here if any(w.buffer.name == name for w in
+                                            (r.block.writes if reverse else r.block.reads))]
+            boxes[name] = exact_box(func, loop, users, name, access,
                                     load.buffer.scope == "shared")
         for index, r in zip(load.indices, boxes[name]):
             texts = [to_isl(index), to_isl(r.min), to_isl(r.extent)]

@@ -1,4 +1,5 @@
-"""reverse_compute_at of a consumer that reads its producer at affine indices of several of its
+"""compute_at and reverse_compute_at with affine indices (sched/schedule/preimage.py): a consumer
+that reads its producer, or a producer that stores, at affine indices of several of its
 variables, `//` and `%` included (sched/schedule/preimage.py): the new loops cover the instances
 one iteration makes computable; the move is checked as every move is."""
 
@@ -68,3 +69,29 @@ def test_a_stencil_across_tiles_is_refused():
     with pytest.raises(ScheduleError, match=r"reverse_compute_at: the new order runs C before B"):
         sch.reverse_compute_at(sch.get_block("C"), io)
     assert sch.func == before
+
+
+def test_compute_at_of_a_producer_storing_at_an_affine_index():
+    from sched.script import T
+
+    @T.prim_func
+    def reversed_store(A: T.Buffer((16,), "float32"), E: T.Buffer((16,), "float32")):
+        D = T.alloc_buffer((16,), "float32")
+        for i in range(16):
+            with T.block("D"):
+                vi = T.axis.spatial(16, i)
+                D[15 - vi] = A[vi] + T.float32(1)
+        for i in range(16):
+            with T.block("E"):
+                vi = T.axis.spatial(16, i)
+                E[vi] = D[vi] * T.float32(3)
+
+    sch = sched.Schedule(reversed_store)
+    (i,) = sch.get_loops(sch.get_block("E"))
+    io, _ = sch.split(i, [None, 4])
+    # tile io of E reads D[4 io : 4 io + 4], stored by instances 12 - 4 io ... 15 - 4 io
+    sch.compute_at(sch.get_block("D"), io)
+    assert "vi = T.axis.spatial(16, i_1_0 * -4 + 12 + ax0)" in sch.func.script()
+    assert sched.parse(sch.func.script()) == sch.func
+    a, e = run(sch, (16,))
+    np.testing.assert_allclose(e, (a[::-1] + 1) * 3, rtol=1e-6)
