@@ -1,7 +1,7 @@
 """compute_at and reverse_compute_at with affine indices (sched/schedule/preimage.py): a consumer
 that reads its producer, or a producer that stores, at affine indices of several of its
-variables, `//` and `%` included (sched/schedule/preimage.py): the new loops cover the instances
-one iteration makes computable; the move is checked as every move is."""
+variables, `//` and `%` included: the new loops cover the instances one iteration makes
+computable or needs; the move is checked as every move is."""
 
 import numpy as np
 import pytest
