@@ -47,6 +47,7 @@ from sched.polyhedral.isl_expr import isl_name, to_isl
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.scope import block_names, taken_names
 from sched.schedule.state import find_block, refuse_other_views, replace
+from sched.schedule.trace import JSON_READERS
 
 PRIMITIVE = "transform_layout"
 
@@ -85,6 +86,27 @@ class IndexMap:
         results = ", ".join(r.script() for r in self.results)
         comma = "," if len(self.results) == 1 else ""
         return f"lambda {', '.join(p.name for p in self.params)}: ({results}{comma})"
+
+    json_key = "index_map"
+
+    def to_json(self) -> dict:
+        """The map in a trace's JSON: its lambda text and the dtype of its indices."""
+        return {"lambda": repr(self), "dtype": self.params[0].dtype if self.params else "int32"}
+
+    @classmethod
+    def from_json(cls, value: dict) -> IndexMap:
+        """The map `to_json` wrote, read back with the TVMScript expression parser."""
+        import ast
+
+        from sched.ir.parse_expr import ExprParser
+
+        node = ast.parse(value["lambda"], mode="eval").body
+        parser = ExprParser()
+        params = tuple(Var(a.arg, value["dtype"]) for a in node.args.args)
+        for param in params:
+            parser.bind(param.name, param)
+        body = node.body.elts if isinstance(node.body, ast.Tuple) else [node.body]
+        return cls(params, tuple(parser.expr(e, value["dtype"]) for e in body))
 
 
 def transform_layout(func: PrimFunc, block_name: str, buffer_ref, index_map,
@@ -167,6 +189,9 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
         shape.append(const(high + 1, buffer.shape[0].dtype))
         box = box.intersect(isl.Set(f"{{ [{', '.join(outputs)}] : {name} <= {high} }}"))
     return tuple(shape), not image.is_equal(box)
+
+
+JSON_READERS[IndexMap.json_key] = IndexMap.from_json
 
 
 class _Relayout(IRMutator):

@@ -6,6 +6,7 @@ import pytest
 
 import sched
 from sched.errors import ScheduleError
+from sched.schedule.trace import Trace
 from sched.script import T
 
 
@@ -32,6 +33,7 @@ def test_a_producer_storing_at_an_affine_index_then_computed_at():
     sch.compute_at(sch.get_block("D"), io)
     assert sched.parse(sch.func.script()) == sch.func
     assert sch.trace.apply(reversed_store).func == sch.func
+    assert Trace.from_json(sch.trace.to_json()).apply(reversed_store).func == sch.func
     a = np.random.default_rng(0).random(16, dtype=np.float32)
     e = np.zeros(16, np.float32)
     sched.build(sch.func, target="c")(a, e)

@@ -7,6 +7,7 @@ import pytest
 import sched
 from sched import compute as te
 from sched.errors import ScheduleError
+from sched.schedule.trace import Trace
 from sched.script import T
 
 
@@ -52,6 +53,8 @@ def test_a_padding_map_with_pad_value_fills_the_rest_first():
     assert "B[v_i // 4, v_j, v_i % 4] = A[v_i, v_j] * T.float32(2.0)" in script
     assert "lambda i, j: (i // 4, j, i % 4), pad_value=0.0" in str(sch.trace)
     assert sch.trace.apply(func).func == sch.func
+    # the map survives the trace's JSON (the tuning database stores traces so)
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
     check_numbers(sch.func)
 
 
