@@ -22,6 +22,7 @@ from sched.errors import (
     NoGPUError,
     ScheduleError,
     ScriptError,
+    ScriptWarning,
 )
 from sched.interpreter import interpret
 from sched.interpreter.runtime import InterpretError
@@ -56,5 +57,5 @@ def parse(text: str):
 
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
            "EmulationError", "InterpretError", "KernelArgumentError", "NoGPUError",
-           "OutOfBoundsError", "Schedule", "ScheduleError", "ScriptError", "Trace", "build",
-           "interpret", "ir", "parse", "tune"]
+           "OutOfBoundsError", "Schedule", "ScheduleError", "ScriptError", "ScriptWarning",
+           "Trace", "build", "interpret", "ir", "parse", "tune"]

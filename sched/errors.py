@@ -22,6 +22,11 @@ class ScriptError(SyntaxError):
         return self.msg   # SyntaxError would repeat the line number
 
 
+class ScriptWarning(UserWarning):
+    """A TVMScript text sched reads with a change it states (a repeated block name made
+    unique)."""
+
+
 class DSLError(ValueError):
     """A compute definition that does not describe a computation (a reduce axis used outside a
     reducer, a lambda of the wrong arity...)."""

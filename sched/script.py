@@ -52,6 +52,11 @@ class _Namespace:
             return parse_function
         return parse_function(func)
 
+    def index_map(self, function, **_):
+        """`T.index_map(lambda i, j: (j, i))`, as schedules take it (transform_layout): the
+        function itself."""
+        return function
+
     def __getattr__(self, name: str) -> _Placeholder:
         if name.startswith("__"):
             raise AttributeError(name)

@@ -26,6 +26,7 @@ from sched.c.vectorize import plan_vector_loop
 from sched.ir.dtype import bits, is_float, is_int
 from sched.ir.functor import collect
 from sched.ir.nodes import (
+    INT_FUNCTIONS,
     Allocate,
     BinaryOp,
     Buffer,
@@ -297,6 +298,8 @@ class _CEmitter:
 
     def expr_Call(self, node: Call):
         args = [self.expr(arg) for arg in node.args]
+        if node.op in INT_FUNCTIONS:
+            return _int_call(node.op, args, node.dtype), _ATOM
         if node.op == "abs" and not is_float(node.dtype):
             return self.call(f"sched_abs_{dtypes.short_name(node.dtype)}", args, node.dtype)
         return dtypes.math_call(node.op, args, node.dtype), _ATOM
@@ -369,6 +372,24 @@ class _CEmitter:
             if node.op == "max":
                 return self.is_nonneg(a) or self.is_nonneg(b)
         return False
+
+
+_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}
+
+
+def _int_call(op: str, args: list[str], dtype: str) -> str:
+    """An integer intrinsic in C, converted back to `dtype` (C computes narrow ints as int).
+    A left shift is done unsigned (shifting a negative signed value is undefined in C); a
+    right shift of a signed value is arithmetic, as gcc and nvcc define it."""
+    ctype = dtypes.storage_type(dtype)
+    if op == "bitwise_not":
+        text = f"~({args[0]})"
+    elif op == "shift_left":
+        unsigned = dtypes.storage_type(dtype if dtype.startswith("u") else "u" + dtype)
+        text = f"({unsigned})({args[0]}) << ({args[1]})"
+    else:
+        text = f"({args[0]}) {_BITWISE[op]} ({args[1]})"
+    return f"(({ctype})({text}))"
 
 
 def _is_zero(node: Expr) -> bool:

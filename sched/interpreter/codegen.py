@@ -16,6 +16,7 @@ from sched.interpreter import runtime
 from sched.interpreter.runtime import InterpretError
 from sched.ir.dtype import is_bool, is_float
 from sched.ir.nodes import (
+    VTHREAD_TAGS,
     Allocate,
     Barrier,
     BinaryOp,
@@ -45,6 +46,8 @@ CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
 _INT_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}
 _FLOAT_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xor": "({} ^ {})",
+              "bitwise_not": "(~{})", "shift_left": "({} << {})", "shift_right": "({} >> {})"}
 _NUMPY_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
                "cos": "cos", "floor": "floor", "ceil": "ceil", "round": "rint", "pow": "power"}
 
@@ -179,6 +182,8 @@ class Emitter:
 
     def expr_Call(self, node: Call) -> str:
         args = [self.expr(arg) for arg in node.args]
+        if node.op in _INT_CALLS:     # Python ints are two's complement of unbounded width
+            return runtime.wrap_source(node.dtype, _INT_CALLS[node.op].format(*args))
         if node.op == "abs":
             if is_float(node.dtype):
                 return f"_np.abs({args[0]})"
@@ -261,7 +266,8 @@ class Emitter:
     def stmt_For(self, node: For) -> None:
         start, extent = self.expr(node.min), self.expr(node.extent)
         var = self.fresh("v", node.loop_var.name)
-        order = "_order" if node.kind in CONCURRENT_KINDS else "range"
+        concurrent = node.kind in CONCURRENT_KINDS and node.thread_tag not in VTHREAD_TAGS
+        order = "_order" if concurrent else "range"     # a virtual thread is a serial loop
         if order == "range":
             self.line(f"for {var} in range({start}, {start} + {extent}):")
         else:

@@ -30,11 +30,18 @@ MATH_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid"
 # `T.shfl_down_sync(value, offset, lanes)` is `__shfl_down_sync` over the first `lanes` lanes
 # of the warp (lower/cross_thread_reduction.py)
 GPU_INTRINSICS = ("shfl_down_sync",)
+# integer intrinsics, TVM's names: `T.bitwise_and(a, b)`, `T.shift_left(a, b)`, `T.bitwise_not(a)`
+INT_FUNCTIONS = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+                 "shift_left", "shift_right")
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z",
-               "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread")
+               "threadIdx.x", "threadIdx.y", "threadIdx.z",
+               "vthread", "vthread.x", "vthread.y", "vthread.z")
+# virtual threads (TVM's register tiling): checked and lowered as serial loops on both targets
+VTHREAD_TAGS = ("vthread", "vthread.x", "vthread.y", "vthread.z")
 SCOPES = ("global", "shared", "local")
-ITER_KINDS = ("spatial", "reduce")
+# scan and opaque variables keep their order under every schedule (schedule/ordered_axes.py)
+ITER_KINDS = ("spatial", "reduce", "scan", "opaque")
 
 
 class Node:
@@ -182,7 +189,11 @@ class Select(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Call(Expr):
-    """A math intrinsic (one of MATH_FUNCTIONS). Printed: `T.exp(x)`."""
+    """A math intrinsic (one of MATH_FUNCTIONS) or an integer one (INT_FUNCTIONS).
+
+    Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`. Shifts of signed
+    integers are arithmetic; a shift by a negative amount or by the bit width or more is
+    undefined, as in C."""
 
     op: str
     args: tuple[Expr, ...]
@@ -267,6 +278,7 @@ class IterVar(Node):
     """A block iteration variable over `dom`, spatial or reduce.
 
     Printed with its binding: `vi = T.axis.spatial(128, i)`, `vk = T.axis.reduce((0, 64), k)`,
+    `vt = T.axis.scan(128, t)`, `vx = T.axis.opaque(128, x)`,
     or several at once: `vi, vj, vk = T.axis.remap("SSR", [i, j, k])`.
     """
 

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import dataclass
 
 from sched.errors import ScriptError
-from sched.ir.dtype import DTYPES, INDEX_DTYPE, check_dtype, is_float
+from sched.ir.dtype import (
+    DTYPES,
+    INDEX_DTYPE,
+    check_dtype,
+    is_float,
+    is_int,
+    max_value,
+    min_value,
+)
 from sched.ir.nodes import (
     MATH_FUNCTIONS,
-    SCOPES,
     Annotations,
     BinaryOp,
     Buffer,
@@ -46,6 +54,12 @@ _BINARY_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
                ast.FloorDiv: "floordiv", ast.Mod: "floormod"}
 _COMPARE_OPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
                 ast.GtE: "ge"}
+# the largest finite value of each float dtype (T.max_value; T.min_value is its negation)
+_FLOAT_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+                 "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+# Python's bitwise operators on integers: `a & b` is T.bitwise_and(a, b) (on bools, `and`)
+_BITWISE_OPS = {ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
+                ast.LShift: "shift_left", ast.RShift: "shift_right"}
 _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
@@ -94,6 +108,31 @@ def _unify(a: Value, b: Value) -> tuple[Expr, Expr]:
     return a, convert(b, a.dtype)
 
 
+@dataclass(frozen=True)
+class RegionView:
+    """`X = T.match_buffer(A[lo:hi, ...], shape)` inside a block: `buffer` is X as declared,
+    a window onto `region` of `source`. An access of X is read as one of `source` at the
+    region's start plus its indices; `dims` says which dimension of the region each of X's
+    dimensions is (the others have extent 1)."""
+
+    buffer: Buffer
+    source: Buffer
+    region: tuple[Range, ...]
+    dims: tuple[int, ...]
+
+    def place(self, ranges: list[Range]) -> tuple[Range, ...]:
+        """Ranges of the view as ranges of the source."""
+        placed = [Range(r.min, const(1, r.min.dtype)) for r in self.region]
+        for dim, r in zip(self.dims, ranges, strict=True):
+            lo = self.region[dim].min
+            placed[dim] = Range(r.min if _is_zero(lo) else simplify(lo + r.min), r.extent)
+        return tuple(placed)
+
+
+def _is_zero(expr: Expr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 0
+
+
 class ExprParser:
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
@@ -130,9 +169,15 @@ class ExprParser:
 
     def lookup_buffer(self, node: ast.AST) -> Buffer:
         found = self.lookup(node)
+        if isinstance(found, RegionView):
+            return found.source
         if not isinstance(found, Buffer):
             raise self.error(node, f"'{ast.unparse(node)}' is not a buffer")
         return found
+
+    def _view_of(self, node: ast.AST) -> RegionView | None:
+        found = self.lookup(node) if isinstance(node, ast.Name) else None
+        return found if isinstance(found, RegionView) else None
 
     # ----------------------------------------------------------------------------------------
     # Expressions
@@ -158,6 +203,8 @@ class ExprParser:
 
     def _value_Name(self, node: ast.Name) -> Value:
         found = self.lookup(node)
+        if isinstance(found, Expr):        # a variable bound to its value (see parse_buffer)
+            return found
         if not isinstance(found, Var):
             raise self.error(node, f"'{node.id}' is a buffer or handle, not a value: index it "
                                    f"as {node.id}[...]")
@@ -170,6 +217,9 @@ class ExprParser:
 
     def _value_BinOp(self, node: ast.BinOp) -> Value:
         op = _BINARY_OPS.get(type(node.op))
+        if type(node.op) in _BITWISE_OPS:
+            return self._bitwise(node, _BITWISE_OPS[type(node.op)],
+                                 _unify(self.value(node.left), self.value(node.right)))
         if op is None:
             raise self.error(node, f"unsupported operator in '{ast.unparse(node)}'")
         return binary(op, *_unify(self.value(node.left), self.value(node.right)))
@@ -182,7 +232,21 @@ class ExprParser:
             return -operand
         if isinstance(node.op, ast.UAdd):
             return operand
+        if isinstance(node.op, ast.Invert):
+            if isinstance(operand, Expr) and operand.dtype == "bool":
+                return Not(operand)
+            return self._bitwise(node, "bitwise_not", (convert(operand),))
         raise self.error(node, f"unsupported operator in '{ast.unparse(node)}': write 'not'")
+
+    def _bitwise(self, node: ast.AST, name: str, operands) -> Expr:
+        """`a & b`, `a | b` on bools are `and`/`or`; on integers, and `^ << >> ~`, the integer
+        intrinsics."""
+        if all(o.dtype == "bool" for o in operands) and name in ("bitwise_and", "bitwise_or"):
+            return binary("and" if name == "bitwise_and" else "or", *operands)
+        if not all(is_int(o.dtype) for o in operands):
+            raise self.error(node, f"'{ast.unparse(node)}': bitwise operators take integers, "
+                                   f"got {', '.join(o.dtype for o in operands)}")
+        return Call(name, tuple(operands), operands[0].dtype)
 
     def _value_BoolOp(self, node: ast.BoolOp) -> Value:
         op = "and" if isinstance(node.op, ast.And) else "or"
@@ -212,12 +276,17 @@ class ExprParser:
         return BufferLoad(buffer, indices)
 
     def _value_Call(self, node: ast.Call) -> Value:
+        """`T.exp(x)`, `T.max(a, b)`, `T.float32(x)`, `T.Cast("float16", x)`, `T.cast(x, "int8")`,
+        `T.min_value("float32")`, `T.shift_left(a, b)`... `dtype=` (TVM's keyword) gives the
+        result's dtype: literal operands take it, expressions must already have it."""
         name = call_name(node)
         if name is None:
             raise self.error(node, f"unknown function '{ast.unparse(node.func)}'")
-        if node.keywords:
+        keywords = {k.arg: k.value for k in node.keywords}
+        dtype = self.dtype(keywords.pop("dtype")) if "dtype" in keywords else None
+        if keywords:
             raise self.error(node, f"T.{name}: unexpected keyword argument "
-                                   f"'{node.keywords[0].arg}'")
+                                   f"'{next(iter(keywords))}'")
         if name in DTYPES:
             return self._dtype_call(node, name)
         rule = _CALLS.get(name) or (("math", 2 if name == "pow" else 1)
@@ -228,7 +297,11 @@ class ExprParser:
         if len(node.args) != arity:
             raise self.error(node, f"T.{name} takes {arity} argument"
                                    f"{'s' if arity > 1 else ''}, got {len(node.args)}")
-        return getattr(self, "_call_" + kind)(node, name)
+        value = getattr(self, "_call_" + kind)(node, name, dtype)
+        if dtype is not None and isinstance(value, Expr) and value.dtype != dtype:
+            raise self.error(node, f"T.{name}(..., dtype=\"{dtype}\") has {value.dtype} "
+                                   f"operands: cast them first (T.Cast(\"{dtype}\", x))")
+        return value if dtype is None else convert(value, dtype)
 
     def _dtype_call(self, node: ast.Call, dtype: str) -> Value:
         """`T.float32(0.5)` a constant, `T.float32("inf")`, `T.float32(i)` a cast."""
@@ -243,22 +316,51 @@ class ExprParser:
         value = self.value(arg)
         return Cast(dtype, value) if isinstance(value, Expr) else const(value, dtype)
 
-    def _call_binary(self, node: ast.Call, name: str) -> Value:
+    def _operands(self, node: ast.Call, dtype: str | None) -> list[Expr]:
+        """The arguments of a call, of one dtype: `dtype` when given, else the first
+        expression's (a literal takes it)."""
+        values = [self.value(arg) for arg in node.args]
+        typed = dtype or next((v.dtype for v in values if isinstance(v, Expr)), None)
+        return [convert(v, typed) for v in values]
+
+    def _call_binary(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+        if dtype is not None:
+            return binary(name, *self._operands(node, dtype))
         return binary(name, *_unify(self.value(node.args[0]), self.value(node.args[1])))
 
-    def _call_cast(self, node: ast.Call, name: str) -> Value:
-        return Cast(self.dtype(node.args[0]), self.expr(node.args[1]))
+    def _call_cast(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+        """`T.Cast("float16", x)` (TVM's node) or `T.cast(x, "float16")` (TVM's function)."""
+        type_node, value_node = node.args if name == "Cast" else node.args[::-1]
+        return Cast(self.dtype(type_node), self.expr(value_node))
 
-    def _call_math(self, node: ast.Call, name: str) -> Value:
-        first = self.expr(node.args[0])
-        rest = [self.expr(arg, first.dtype) for arg in node.args[1:]]
-        return Call(name, (first, *rest), first.dtype)
+    def _call_math(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+        args = self._operands(node, dtype)
+        return Call(name, tuple(args), args[0].dtype)
 
-    def _call_select(self, node: ast.Call, name: str) -> Value:
+    def _call_integer(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+        """`T.bitwise_and(a, b)`, `T.shift_left(a, b)`, `T.bitwise_not(a)` on integers."""
+        args = self._operands(node, dtype)
+        if not is_int(args[0].dtype) or any(a.dtype != args[0].dtype for a in args):
+            raise self.error(node, f"T.{name} takes integer operands of one dtype, got "
+                                   f"{', '.join(a.dtype for a in args)}: cast them first")
+        return Call(name, tuple(args), args[0].dtype)
+
+    def _call_limit(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+        """`T.min_value("float32")`: the lowest finite value of the dtype (as TVM's), and
+        `T.max_value` the highest."""
+        target = self.dtype(node.args[0])
+        if is_float(target):
+            limit = float(_FLOAT_LIMITS[target])
+            return const(-limit if name == "min_value" else limit, target)
+        return const(min_value(target) if name == "min_value" else max_value(target), target)
+
+    def _call_select(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         condition, a, b = node.args
+        if dtype is not None:
+            return Select(self.expr(condition), self.expr(a, dtype), self.expr(b, dtype))
         return Select(self.expr(condition), *_unify(self.value(a), self.value(b)))
 
-    def _call_likely(self, node: ast.Call, name: str) -> Value:
+    def _call_likely(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         return self.value(node.args[0])
 
     # ----------------------------------------------------------------------------------------
@@ -266,7 +368,8 @@ class ExprParser:
 
     def access(self, node: ast.Subscript) -> tuple[Buffer, tuple[Expr, ...]]:
         """The buffer and indices of `A[i, j]` (a load or a store)."""
-        buffer = self.lookup_buffer(node.value)
+        view = self._view_of(node.value)
+        buffer = view.buffer if view is not None else self.lookup_buffer(node.value)
         elements = _subscript_elements(node)
         if any(isinstance(e, ast.Slice) for e in elements):
             raise self.error(node, f"'{ast.unparse(node)}': a slice is only allowed in "
@@ -275,7 +378,11 @@ class ExprParser:
             raise self.error(node, f"buffer '{buffer.name}' has {buffer.ndim} dimension"
                                    f"{'' if buffer.ndim == 1 else 's'} but "
                                    f"'{ast.unparse(node)}' gives {len(elements)} indices")
-        return buffer, tuple(self.expr(e) for e in elements)
+        indices = tuple(self.expr(e) for e in elements)
+        if view is not None:
+            return view.source, tuple(r.min for r in view.place([Range(i, const(1, i.dtype))
+                                                                   for i in indices]))
+        return buffer, indices
 
     def bounds(self, lo_node: ast.AST | None, hi_node: ast.AST | None,
                default_hi: Expr | None = None) -> tuple[Expr, Expr]:
@@ -288,6 +395,14 @@ class ExprParser:
 
     def region(self, node: ast.AST) -> BufferRegion:
         """`A[vi, 0:128]` (a bare index is a range of extent 1), or `A` for all of it."""
+        view = self._view_of(node.value if isinstance(node, ast.Subscript) else node)
+        if view is not None:
+            shown = view.buffer
+            if isinstance(node, ast.Name):
+                ranges = [Range(const(0, d.dtype), d) for d in shown.shape]
+            else:
+                ranges = list(self._ranges(node, shown))
+            return BufferRegion(view.source, view.place(ranges))
         if isinstance(node, ast.Name):
             buffer = self.lookup_buffer(node)
             return BufferRegion(buffer, tuple(Range(const(0, d.dtype), d) for d in buffer.shape))
@@ -295,6 +410,9 @@ class ExprParser:
             raise self.error(node, f"expected a buffer region such as A[vi, 0:128], got "
                                    f"'{ast.unparse(node)}'")
         buffer = self.lookup_buffer(node.value)
+        return BufferRegion(buffer, self._ranges(node, buffer))
+
+    def _ranges(self, node: ast.Subscript, buffer: Buffer) -> tuple[Range, ...]:
         elements = _subscript_elements(node)
         if len(elements) != buffer.ndim:
             raise self.error(node, f"buffer '{buffer.name}' has {buffer.ndim} dimensions but "
@@ -308,7 +426,7 @@ class ExprParser:
             else:
                 index = self.expr(element)
                 ranges.append(Range(index, const(1, index.dtype)))
-        return BufferRegion(buffer, tuple(ranges))
+        return tuple(ranges)
 
     # ----------------------------------------------------------------------------------------
     # Declarations: dtypes, shapes, buffers, annotations
@@ -326,47 +444,6 @@ class ExprParser:
     def shape(self, node: ast.AST) -> tuple[Expr, ...]:
         elements = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]
         return tuple(self.expr(e) for e in elements)
-
-    def buffer(self, name: str, node: ast.Call | ast.Subscript, construct: str) -> Buffer:
-        """The buffer `name` declared by `T.Buffer((128, 64), "float32", scope=..., data=X.data)`,
-        `T.Buffer[(128, 64), "float32"]`, `T.alloc_buffer(...)`, `T.decl_buffer(...)` or the
-        arguments after the handle of `T.match_buffer(...)`. The dtype defaults to float32."""
-        if isinstance(node, ast.Subscript):
-            items = _subscript_elements(node)
-            last = items[-1] if items else None
-            if not (isinstance(last, ast.Constant) and isinstance(last.value, str)):
-                items = [node.slice]
-            args, keywords = items, []
-        else:
-            args, keywords = node.args, node.keywords
-            if construct == "T.match_buffer":
-                args = args[1:]
-        if len(args) > 2:
-            raise self.error(node, f"{construct}: expected (shape, dtype), got "
-                                   f"{len(args)} positional arguments")
-        given = dict(zip(("shape", "dtype"), args, strict=False))
-        for keyword in keywords:
-            if keyword.arg not in ("shape", "dtype", "scope", "data") or keyword.arg in given:
-                raise self.error(node, f"{construct}: unsupported argument '{keyword.arg}'")
-            given[keyword.arg] = keyword.value
-        if "shape" not in given:
-            raise self.error(node, f"{construct}: missing the shape")
-        dtype = self.dtype(given["dtype"]) if "dtype" in given else "float32"
-        scope = self._scope(given["scope"]) if "scope" in given else "global"
-        data = self._data(given["data"]) if "data" in given else None
-        return Buffer(name, self.shape(given["shape"]), dtype, scope, data)
-
-    def _scope(self, node: ast.AST) -> str:
-        if not (isinstance(node, ast.Constant) and node.value in SCOPES):
-            raise self.error(node, f"unknown storage scope '{ast.unparse(node)}': expected one "
-                                   f"of {', '.join(SCOPES)}")
-        return node.value
-
-    def _data(self, node: ast.AST) -> str:
-        if not (isinstance(node, ast.Attribute) and node.attr == "data"
-                and isinstance(node.value, ast.Name)):
-            raise self.error(node, f"expected data=X.data, got '{ast.unparse(node)}'")
-        return node.value.id
 
     def annotations(self, node: ast.AST) -> Annotations:
         """`{"key": value, ...}` with number, string or bool values."""
@@ -396,7 +473,11 @@ class ExprParser:
 _CALLS = {
     "min": ("binary", 2), "max": ("binary", 2),                    # T.max(a, b)
     "floordiv": ("binary", 2), "floormod": ("binary", 2),          # T.floordiv(a, b) -> a // b
-    "Cast": ("cast", 2),                                           # T.Cast("float16", x)
+    "Cast": ("cast", 2), "cast": ("cast", 2),       # T.Cast("float16", x), T.cast(x, "float16")
+    "min_value": ("limit", 1), "max_value": ("limit", 1),          # T.min_value("float32")
+    "bitwise_and": ("integer", 2), "bitwise_or": ("integer", 2),   # T.bitwise_and(a, b)
+    "bitwise_xor": ("integer", 2), "bitwise_not": ("integer", 1),
+    "shift_left": ("integer", 2), "shift_right": ("integer", 2),   # T.shift_left(a, b) a << b
     "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
     "likely": ("likely", 1),                                       # T.likely(c) -> c
 }

@@ -40,18 +40,22 @@ from sched.ir.nodes import (
     binary,
     const,
 )
+from sched.ir.parse_block_context import BlockContext
+from sched.ir.parse_buffer import BufferParser
 from sched.ir.parse_expr import _BINARY_OPS, ExprParser, call_name
 from sched.ir.regions import infer_block_regions
 
 _BLOCK_HEADER = {"axis", "remap", "where", "reads", "writes", "block_attr", "alloc_buffer",
-                 "init", "skip"}
+                 "match_buffer", "init", "skip"}
 _PLACE = {  # where a header item belongs, for the error when it is found elsewhere
-    "func_attr": "at the start of the function", "match_buffer": "at the start of the function",
+    "func_attr": "at the start of the function",
+    "match_buffer": "at the start of the function (a T.handle) or of a T.block (a region)",
     "symbolic": "at the start of the function",
     "alloc_buffer": "at the start of a T.block or of the function",
 }
 _AXIS_KINDS = {"axis.spatial": "spatial", "axis.S": "spatial",
-               "axis.reduce": "reduce", "axis.R": "reduce"}
+               "axis.reduce": "reduce", "axis.R": "reduce",
+               "axis.scan": "scan", "axis.opaque": "opaque"}
 _REMAP_KINDS = {"S": "spatial", "R": "reduce"}
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
                "unroll": "unrolled", "thread_binding": "thread_binding"}
@@ -128,7 +132,7 @@ class _BlockParts:
         setattr(self, what, value)
 
 
-class StmtParser(ExprParser):
+class StmtParser(BlockContext, BufferParser):
     """Statements, loops and blocks; `parser._Parser` adds the function around them."""
 
     def __init__(self, line_offset: int, filename: str | None, source: str) -> None:
@@ -137,6 +141,9 @@ class StmtParser(ExprParser):
         self.depth = 0                                       # enclosing loops and blocks
         self.block_names: set[str] = set()
         self.unnamed_blocks = 0
+        self.block_lines: dict[str, int] = {}     # block name -> line of its T.block
+        self.alloc_targets: list[list[Buffer]] = []   # where T.allocate_const allocates
+        self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
 
     @contextmanager
     def scope(self, nested: bool = False):
@@ -162,6 +169,10 @@ class StmtParser(ExprParser):
             elif kind != "stmt" and kind != "skip":
                 place = _PLACE.get(kind, "at the start of a T.block")
                 raise self.error(node, f"'{_construct(node)}' is only allowed {place}")
+            elif kind == "stmt" and isinstance(node, ast.Assign) \
+                    and isinstance(node.targets[0], ast.Name) \
+                    and call_name(node.value) == "allocate_const":
+                out.append(self._allocate_const(node))
             elif kind == "stmt" and (isinstance(node, ast.AnnAssign) or (
                     isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))):
                 out.append(self._scoped(node, nodes[index + 1:]))
@@ -216,7 +227,15 @@ class StmtParser(ExprParser):
         if name is None:
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
         if name == "evaluate":
-            raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
+            inner = node.value.args[0] if node.value.args else None
+            if call_name(inner) is None:
+                raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
+            raise self.error(node, f"unknown construct 'T.evaluate' of 'T.{call_name(inner)}': "
+                                   f"sched has no "
+                                   f"opaque calls (T.call_extern, T.call_packed...): the "
+                                   f"analyses could not see what they read and write, nor the "
+                                   f"C and CUDA targets link them; write the computation as "
+                                   f"buffer stores")
         if name == "tvm_storage_sync":
             args = node.value.args
             scope = args[0].value if len(args) == 1 and isinstance(args[0], ast.Constant) \
@@ -321,13 +340,22 @@ class StmtParser(ExprParser):
         if call.keywords or len(call.args) > 1 or (call.args and not (
                 isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str))):
             raise self.error(node, "T.block takes one argument, the block's name")
-        parts = _BlockParts(call.args[0].value if call.args else self._fresh_block_name())
+        parts = _BlockParts(self._unique_block_name(node, call.args[0].value) if call.args
+                            else self._fresh_block_name())
         top_level = self.depth == 0
         header, rest = split_header(node.body, _BLOCK_HEADER)
         with self.scope(nested=True):
             for item in header:
                 getattr(self, "_block_" + statement_kind(item))(item, parts)
-            body = self.stmts(rest)
+            self.block_axes.append([(iv.var, iv.dom.min, iv.dom.extent)
+                                    for iv in parts.iter_vars])
+            self.alloc_targets.append(parts.alloc_buffers)
+            try:
+                body = self.stmts(rest)
+            finally:
+                self.block_axes.pop()
+                self.alloc_targets.pop()
+        body = self._bind_enclosing_vars(node, parts, body)
         allocs = tuple(parts.alloc_buffers)
         iter_vars = tuple(parts.iter_vars)
         if parts.reads is None or parts.writes is None:
@@ -345,12 +373,6 @@ class StmtParser(ExprParser):
                       allocs, parts.annotations or ())
         predicate = TRUE if parts.predicate is None else parts.predicate
         return BlockRealize(tuple(parts.iter_values), predicate, block)
-
-    def _fresh_block_name(self) -> str:
-        while f"b{self.unnamed_blocks}" in self.block_names:
-            self.unnamed_blocks += 1
-        self.block_names.add(f"b{self.unnamed_blocks}")
-        return f"b{self.unnamed_blocks}"
 
     def _block_axis(self, node: ast.Assign, parts: _BlockParts) -> None:
         """`vi = T.axis.spatial(128, i)`, `vk = T.axis.reduce((0, 64), k)`."""
@@ -427,9 +449,31 @@ class StmtParser(ExprParser):
         parts.alloc_buffers.append(buffer)
         self.bind(buffer.name, buffer)
 
+    def _block_match_buffer(self, node: ast.Assign, parts: _BlockParts) -> None:
+        """`X = T.match_buffer(A[vi * 16:vi * 16 + 16, 0:16], (16, 16))`: a window onto the
+        region, read as accesses of `A` (see parse_buffer)."""
+        call = node.value
+        if not call.args or not isinstance(call.args[0], ast.Subscript | ast.Name):
+            raise self.error(node, "T.match_buffer in a block takes a buffer region, as in "
+                                   "T.match_buffer(A[vi * 16:vi * 16 + 16, 0:16], (16, 16))")
+        name = node.targets[0].id
+        self.bind(name, self.region_view(name, call))
+
     def _bind_view(self, node: ast.Assign) -> None:
-        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement."""
-        self.bind(node.targets[0].id, self.buffer(node.targets[0].id, node.value, "T.Buffer"))
+        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement.
+        `B_1 = T.Buffer((10,), data=B)` of a `T.allocate_const` B of that shape and dtype (as
+        TVM prints it) is B itself."""
+        name = node.targets[0].id
+        data = next((k.value for k in node.value.keywords if k.arg == "data"), None)
+        if isinstance(data, ast.Name):
+            source = self.lookup_buffer(data)
+            view = self.buffer(name, _without_keyword(node.value, "data"), "T.Buffer")
+            if (view.shape, view.dtype) != (source.shape, source.dtype):
+                raise self.error(node, f"T.Buffer '{name}' (data={data.id}) must have the "
+                                       f"shape and dtype of '{data.id}'")
+            self.bind(name, source)
+            return
+        self.bind(name, self.buffer(name, node.value, "T.Buffer"))
 
     def _block_init(self, node: ast.With, parts: _BlockParts) -> None:
         if node.items[0].optional_vars is not None or node.items[0].context_expr.args:
@@ -439,6 +483,11 @@ class StmtParser(ExprParser):
 
     def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
         pass
+
+
+def _without_keyword(call: ast.Call, name: str) -> ast.Call:
+    return ast.Call(call.func, call.args, [k for k in call.keywords if k.arg != name],
+                    lineno=call.lineno, col_offset=call.col_offset)
 
 
 def _with_header_loads(reads: tuple, exprs: list) -> tuple:

@@ -7,7 +7,22 @@ prints, so that `parse(to_script(f)) == f`, and TensorIR scripts as TVM users wr
 
 Anything it does not know is a ScriptError naming the line and the construct
 (`line 12: unknown construct 'T.blok'`); nothing is silently dropped. Expressions are read by
-`parse_expr.py`, statements and blocks by `parse_stmt.py`; this module reads the function.
+`parse_expr.py`, buffer declarations by `parse_buffer.py`, statements and blocks by
+`parse_stmt.py`; this module reads the function.
+
+Read as TVM means them, in sched's terms (each prints back in a form this parser reads):
+layout arguments (`strides=`, `elem_offset=`, `align=`, `offset_factor=`, `scope=""`) against
+sched's dense layout; `T.match_buffer` of a region in a block, as a window on the region;
+`T.allocate_const`, as an allocation and a block that stores the values; a block that uses
+enclosing loop variables, with `T.axis.opaque` variables bound to them; repeated block names,
+made unique with a ScriptWarning; `vthread` bindings, as serial loops.
+
+Not read (an error naming the line says so): opaque calls (`T.evaluate(T.call_extern(...))`,
+`T.call_packed`, `T.tvm_access_ptr`...), layouts that are not dense (constant strides or
+offsets other than the dense ones), storage scopes other than global/shared/local
+(`"wmma.matrix_a"`, `"shared.dyn"`...), `T.Buffer` with `axis_separators=`/`buffer_type=`,
+`T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors, `T.while`, IRModules
+(`@I.ir_module`) and more than one function per text.
 """
 
 from __future__ import annotations
@@ -126,6 +141,7 @@ class _Parser(StmtParser):
             if isinstance(value, Handle) and not value.matched:
                 raise self.error(node, f"parameter '{name}' is a T.handle that no "
                                        f"T.match_buffer matches")
+        self.alloc_targets.append(parts.alloc_buffers)
         body = self._root(node, self.stmts(rest), parts.alloc_buffers)
         return PrimFunc(node.name, tuple(parts.params), body, parts.attrs or ())
 

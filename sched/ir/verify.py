@@ -26,6 +26,7 @@ from sched.ir.nodes import (
     GPU_INTRINSICS,
     ITER_KINDS,
     LOGIC_OPS,
+    INT_FUNCTIONS,
     MATH_FUNCTIONS,
     SCOPES,
     Allocate,
@@ -156,8 +157,13 @@ class _Verifier(IRVisitor):
         self.visit_children(node)
 
     def visit_Call(self, node: Call) -> None:
-        if node.op not in MATH_FUNCTIONS + GPU_INTRINSICS:
-            self.fail(f"unknown intrinsic {node.op!r}: expected one of {MATH_FUNCTIONS}")
+        if node.op in INT_FUNCTIONS:
+            if not is_int(node.dtype) or any(a.dtype != node.dtype for a in node.args):
+                self.fail(f"T.{node.op} needs integer operands of its dtype {node.dtype}, got "
+                          f"{', '.join(a.dtype for a in node.args)}")
+        elif node.op not in MATH_FUNCTIONS + GPU_INTRINSICS:
+            self.fail(f"unknown intrinsic {node.op!r}: expected one of "
+                      f"{MATH_FUNCTIONS + INT_FUNCTIONS}")
         self.visit_children(node)
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:

@@ -21,6 +21,7 @@ from sched.lower.insert_barriers import insert_barriers
 from sched.lower.lower_init import lower_reduction_init
 from sched.lower.partition_loops import partition_guarded_loops
 from sched.lower.plan_buffer_allocation import plan_buffer_allocation
+from sched.lower.serialize_vthreads import serialize_virtual_threads
 from sched.lower.simplify_indices import simplify_indices
 from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
@@ -52,6 +53,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
     """
     _verify(func, "the input of lower()")
     run = _PassRunner(debug)
+    func = run(serialize_virtual_threads, func)
     func = run(plan_buffer_allocation, func)
     func = run(compact_buffers, func)
     func = run(align_storage, func)

@@ -29,9 +29,15 @@ import warnings
 import islpy as isl
 
 from sched.errors import ConservativeAnalysisWarning, ScheduleError
-from sched.ir.nodes import PrimFunc
+from sched.ir.nodes import BlockRealize, For, PrimFunc
 from sched.ir.verify import verify
-from sched.schedule.state import enclosing_loops, find_block, find_loop, uniquify_loop_names
+from sched.schedule.ordered_axes import check_block_keeps_order
+from sched.schedule.state import (
+    find_block,
+    find_loop,
+    path_to,
+    uniquify_loop_names,
+)
 from sched.schedule.trace import RV, Instruction, Trace
 
 _IDENTITIES = itertools.count()      # one identity per Schedule (and per copy)
@@ -221,7 +227,7 @@ class ScheduleBase:
                                 f"(sch.get_block), got {type(handle).__name__}")
         self._check_owner(handle, "block", primitive)
         self._check_current(handle, "block", primitive)
-        find_block(self._func, handle.name, primitive)
+        check_block_keeps_order(find_block(self._func, handle.name, primitive).block, primitive)
         return handle.name
 
     def _loop(self, handle, primitive: str, argument: str = "loop") -> str:
@@ -334,11 +340,15 @@ class ScheduleBase:
         return handle
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
-        """The loops around `block`, outermost first."""
+        """The loops around `block` up to the block that encloses it, outermost first (as
+        TVM's: a block nested in another gets the loops between the two)."""
         name = self._block(block, "get_loops")
         realize = find_block(self._func, name)
+        path = path_to(self._func.body, realize)
+        inner = max((i for i, node in enumerate(path) if isinstance(node, BlockRealize)),
+                    default=-1)
         handles = [LoopRV(lp.loop_var.name, self._new_rv("l"))
-                   for lp in enclosing_loops(self._func, realize)]
+                   for lp in path[inner + 1:] if isinstance(lp, For)]
         self._record("get_loops", self._func, (block,), outputs=tuple(handles))
         return handles
 

@@ -106,8 +106,10 @@ def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> 
     stores = {s.indices for s in collect(block.body, BufferStore) if s.buffer == buffer}
     indices = next(iter(stores), ())
     found = {index: (buffer, d) for d, index in enumerate(indices) if index in own}
+    in_indices = {v for index in indices for v in free_vars(index)}
     for iv in block.iter_vars:
-        if iv.kind == "spatial" and (len(stores) != 1 or iv.var not in found):
+        # a variable in an affine store index (D[15 - vi]) is sized by _iteration_ranges
+        if iv.kind == "spatial" and (len(stores) != 1 or iv.var not in in_indices):
             raise ScheduleError(primitive, f"block {block.name!r} does not store "
                                 f"{buffer.name!r} at its spatial iteration variables "
                                 f"({iv.var.name!r} is not an index of every store), so the "
@@ -124,7 +126,24 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     exact: dict[str, list[Range]] = {}
     relaxed: dict[str, list] = {}
     result = []
+    preimage = None
     for iv in block.iter_vars:
+        if iv.var not in sources and _indexes_neighbours(block, here, iv.var, reverse):
+            # indices that are not the variable itself (B[i * 4 + j], D[15 - vi]): the
+            # instances one iteration makes available or needs, as isl finds them
+            if preimage is None:
+                from sched.schedule.preimage import preimage_ranges
+
+                preimage = preimage_ranges(func, loop, realize, here, reverse)
+            if iv.var in preimage:
+                result.append((*preimage[iv.var], True))
+                continue
+            if not reverse and iv.kind == "spatial":
+                raise ScheduleError(primitive, f"block {block.name!r} stores at indices of "
+                                    f"{iv.var.name!r} whose instances under loop "
+                                    f"{loop.loop_var.name!r} have no constant-extent range "
+                                    f"(transform_block_layout can make it store at its "
+                                    f"variables)")
         if iv.var not in sources:
             result.append((iv.dom.min, iv.dom.extent, False))
             continue
@@ -149,6 +168,17 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
                                 f"no linear bound that does not")
         result.append((bound.min, bound.extent, True))
     return result
+
+
+def _indexes_neighbours(block, here: list[BlockRealize], var: Var, reverse: bool) -> bool:
+    """Whether `var` is in an index, other than itself alone, of a load of `block` from a
+    buffer one of `here` writes (`reverse`), or of a store of `block` to one they read."""
+    kind = BufferLoad if reverse else BufferStore
+    touched = {r.buffer.name for p in here
+               for r in (p.block.writes if reverse else p.block.reads)}
+    return any(index != var and var in free_vars(index)
+               for access in block_accesses(block, kind) if access.buffer.name in touched
+               for index in access.indices)
 
 
 def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
@@ -178,16 +208,42 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
     return stmt
 
 
-def _place(func: PrimFunc, realize, loop_name: str, nest: Stmt, names, reverse) -> PrimFunc:
+def _place(func: PrimFunc, realize, loop_name: str, nest: Stmt, names, reverse,
+           index: int | None = None) -> PrimFunc:
     """`func` with the block's old nest removed and `nest` in the body of the loop: before the
-    first statement holding a consumer, or after the last holding a producer."""
+    first statement holding a consumer, or after the last holding a producer (`index` None).
+
+    `index` (TVM's) picks the position among the statements of the loop's body instead:
+    -1 the last possible one, -2 the first, or a position within those two. The possible
+    positions are between the statements holding the moved block's producers and those
+    holding its consumers; the dependence check that follows judges the result anyway."""
     primitive = "reverse_compute_at" if reverse else "compute_at"
+    block_name = realize.block.name
+    producers, consumers = (neighbours(func, block_name, kind)
+                            for kind in ("producers", "consumers"))
     func = remove_block(func, realize)
     loop = find_loop(func, loop_name, primitive)
     children = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
-    hits = [i for i, child in enumerate(children)
-            if any(r.block.name in names for r in collect(child, BlockRealize))]
-    children.insert(hits[-1] + 1 if reverse else hits[0], nest)
+
+    def positions(blocks) -> list[int]:
+        return [i for i, child in enumerate(children)
+                if any(r.block.name in blocks for r in collect(child, BlockRealize))]
+    first = max(positions(producers), default=-1) + 1
+    last = min(positions(consumers), default=len(children))
+    default = positions(names)[-1] + 1 if reverse else positions(names)[0]
+    if index is None:
+        position = default
+    elif index in (-1, -2):
+        position = last if index == -1 else first
+    elif isinstance(index, int) and not isinstance(index, bool) and first <= index <= last:
+        position = index
+    else:
+        raise ScheduleError(primitive, f"argument 'index' to {primitive}: expected -1 (the last "
+                            f"possible position), -2 (the first) or a position in [{first}, "
+                            f"{last}] of the {len(children)} statements in the body of loop "
+                            f"{loop_name!r} (between the producers and the consumers of block "
+                            f"{block_name!r}), got {index!r}")
+    children.insert(position, nest)
     return replace(func, loop, dataclasses.replace(loop, body=seq(*children)))
 
 
@@ -203,7 +259,8 @@ def _partial_reduction(here: list[BlockRealize], loop: For) -> str | None:
 
 
 def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: bool = False,
-               reverse: bool = False, render: bool = True, suggest: bool = True) -> PrimFunc:
+               reverse: bool = False, render: bool = True, suggest: bool = True,
+               index: int | None = None) -> PrimFunc:
     """compute_at (or, with `reverse`, reverse_compute_at) of `block` under `loop_name`."""
     primitive = "reverse_compute_at" if reverse else "compute_at"
     kind = "producers" if reverse else "consumers"
@@ -226,7 +283,7 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
     ranges = _iteration_ranges(func, realize, loop, here, reverse, primitive)
     _check_in_scope(func, loop, ranges, primitive)
     nest = _new_nest(func, realize, loop, ranges, preserve_unit_loops)
-    new_func = _place(func, realize, loop_name, nest, exchanged, reverse)
+    new_func = _place(func, realize, loop_name, nest, exchanged, reverse, index)
     violation = _violation(func, new_func, block, loop, here, reverse)
     if violation is not None:
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render,

@@ -22,6 +22,7 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Expr,
     For,
     IfThenElse,
     LetStmt,
@@ -33,6 +34,7 @@ from sched.ir.nodes import (
     seq,
 )
 from sched.ir.regions import infer_block_regions
+from sched.ir.simplify import simplify
 from sched.polyhedral import dependences
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.state import find_block, path_to, refuse_other_views, replace
@@ -238,16 +240,25 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
     return _drop_allocation(new_func, buffer)
 
 
-def _consumer_mapping(block: Block, producer: Block, store: BufferStore, primitive: str) -> dict:
+def _consumer_mapping(func: PrimFunc, realize: BlockRealize, p_realize: BlockRealize,
+                      store: BufferStore, primitive: str) -> dict:
     """The consumer's iteration variables as the producer's: each load of the producer's
-    buffer must be at the same indices, distinct iteration variables covering all of them."""
+    buffer must be at the same indices, either distinct iteration variables covering all of
+    them, or an affine function of them that matches the instances one to one
+    (inverse_access.py)."""
+    block, producer = realize.block, p_realize.block
     loads = {load.indices for load in collect(block.body, BufferLoad)
              if load.buffer.name == store.buffer.name}
     own = {iv.var: iv for iv in block.iter_vars}
     indices = next(iter(loads))
     theirs = {iv.var: iv for iv in producer.iter_vars}
-    if len(loads) != 1 or len(set(indices)) != len(indices) or set(indices) != set(own) or \
-            any(own[c].dom != theirs[p].dom for c, p in zip(indices, store.indices)):
+    plain = len(set(indices)) == len(indices) and set(indices) == set(own) and all(
+        own[c].dom == theirs[p].dom for c, p in zip(indices, store.indices))
+    if len(loads) == 1 and not plain and p_realize.predicate == TRUE:
+        from sched.schedule.inverse_access import invert_consumer_access
+
+        return invert_consumer_access(func, realize, p_realize, store, indices)
+    if not plain or len(loads) != 1:
         shown = "; ".join(f"{store.buffer.name}[{', '.join(i.script() for i in idx)}]"
                           for idx in loads)
         raise ScheduleError(primitive, f"block {block.name!r} reads {shown}: the indices must "
@@ -290,7 +301,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     if others:
         raise ScheduleError(primitive, f"{buffer.name!r} is also read by block(s) "
                             f"{', '.join(others)}: it must stay stored")
-    mapping = _consumer_mapping(block, p_realize.block, p_store, primitive)
+    mapping = _consumer_mapping(func, realize, p_realize, p_store, primitive)
     start = _top_position(func, p_realize.block.name)
     between = [d for d in dependences(func) if d.kind in ("anti", "output")
                and d.sink.block is block and d.source.block not in (block, p_realize.block)
@@ -299,8 +310,9 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         f"block {d.source.block.name!r} accesses {d.buffer!r} between producer "
         f"{p_realize.block.name!r} and {block_name!r}, which would then write it earlier"),
         render)
-    value = _LoadReplacer(p_store).visit(substitute(store.value, mapping))
-    indices = tuple(substitute(index, mapping) for index in store.indices)
+    # the consumer loads one element per instance, the one its producer instance stores
+    value = _LoadReplacer(p_store).visit(_at_store(substitute(store.value, mapping), p_store))
+    indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)
     new_store = BufferStore(store.buffer, value, indices)
     producer = p_realize.block
     reads, writes = infer_block_regions(new_store, None, producer.iter_vars,
@@ -309,6 +321,19 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     new_func = replace(func, p_realize, dataclasses.replace(p_realize, block=new_block))
     new_func = remove_block(new_func, find_block(new_func, block_name))
     return _drop_allocation(new_func, buffer)
+
+
+def _at_store(value: Expr, store: BufferStore) -> Expr:
+    """`value` with every load of the stored buffer at the store's indices (what the loads
+    are, once the consumer's variables are the inverse of its single access)."""
+
+    class AtStore(IRMutator):
+        def visit_BufferLoad(self, load: BufferLoad):
+            load = self.visit_children(load)
+            if load.buffer.name == store.buffer.name:
+                return BufferLoad(load.buffer, store.indices)
+            return load
+    return AtStore().visit(value)
 
 
 def _readers(func: PrimFunc, buffer: Buffer) -> dict[str, None]:

@@ -20,6 +20,7 @@ from sched.polyhedral.cross_thread import (
 )
 from sched.polyhedral.legality import concurrency_violation, concurrent_kind, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.ordered_axes import check_loop_keeps_order
 from sched.schedule.state import blocks_under, find_block, find_loop, replace
 
 
@@ -27,9 +28,15 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
               thread_tag: str | None = None) -> PrimFunc:
     loop = find_loop(func, loop_name, primitive)
     if loop.kind not in ("serial", kind):
+        if loop.kind == "thread_binding" and kind == "unrolled":
+            raise ScheduleError(primitive, f"loop {loop_name!r} is already thread_binding "
+                                f"({loop.thread_tag}): its iterations run on different threads, "
+                                f"so there is nothing to unroll in one thread; a loop has one "
+                                f"kind (split it and unroll the inner, serial loop)")
         raise ScheduleError(primitive, f"loop {loop_name!r} is already {loop.kind}; a loop has "
                             f"one kind")
     if kind in ("parallel", "vectorized", "thread_binding"):
+        check_loop_keeps_order(loop, primitive, "run concurrently")
         blocks = blocks_under(loop)
         if not blocks:
             raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")

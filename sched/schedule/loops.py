@@ -13,8 +13,9 @@ import dataclasses
 import math
 
 from sched.errors import ScheduleError
-from sched.ir.functor import free_vars, substitute
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
+    BlockRealize,
     Expr,
     For,
     IntImm,
@@ -26,6 +27,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.polyhedral.legality import check_order, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.ordered_axes import check_loop_keeps_order
 from sched.schedule.state import (
     and_predicate,
     blocks_under,
@@ -71,6 +73,7 @@ def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
 def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]:
     """Split loop `loop_name` into len(factors) nested loops (see Schedule.split)."""
     loop = find_loop(func, loop_name, "split")
+    _check_plain(loop, "split")
     factors = _check_factors(factors, loop.extent, loop_name)
     known = math.prod(f for f in factors if f is not None)
     extents: list[Expr] = [
@@ -92,6 +95,29 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     for var, extent in reversed(list(zip(new_vars, extents))):
         body = For(var, const(0, var.dtype), extent, "serial", body)
     return replace(func, loop, body), names
+
+
+def _added_guard(old: PrimFunc, new: PrimFunc) -> bool:
+    """Whether a split of `old` into `new` added a guard predicate to a block."""
+    predicates = {r.block.name: r.predicate for r in collect(old.body, BlockRealize)}
+    return any(r.predicate != predicates.get(r.block.name)
+               for r in collect(new.body, BlockRealize))
+
+
+def _check_plain(loop: For, primitive: str) -> None:
+    """Refuse to split or fuse a loop whose kind or annotations the new loops could not keep
+    (which of them would inherit a thread binding or a pragma is the user's choice)."""
+    name = loop.loop_var.name
+    if loop.kind != "serial":
+        shown = loop.thread_tag if loop.kind == "thread_binding" else loop.kind
+        raise ScheduleError(primitive, f"loop {name!r} is {shown}; {primitive} makes serial "
+                            f"loops and would drop that: {primitive} it first, then give the "
+                            f"loop you mean its kind")
+    if loop.annotations:
+        keys = ", ".join(repr(key) for key, _ in loop.annotations)
+        raise ScheduleError(primitive, f"loop {name!r} carries the annotations {keys}, which "
+                            f"{primitive} would drop: {primitive} it first, then annotate the "
+                            f"loop you mean (sch.annotate)")
 
 
 def _perfect_chain(outer: For, inner_names: set[str], primitive: str) -> list[For]:
@@ -130,6 +156,8 @@ def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
         order = ", ".join(lp.loop_var.name for lp in chain)
         raise ScheduleError("fuse", f"loops {', '.join(loop_names)} must be consecutive and "
                             f"given outermost first; the nest is {order}")
+    for lp in chain:
+        _check_plain(lp, "fuse")
     for lp in chain[1:]:
         used = {v.name for v in (*free_vars(lp.extent), *free_vars(lp.min))}
         if used & set(loop_names):
@@ -167,6 +195,8 @@ def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
     new_chain = list(chain)
     for slot, name in zip(slots, loop_names):
         new_chain[slot] = by_name[name]
+        if chain[slot].loop_var.name != name:
+            check_loop_keeps_order(by_name[name], "reorder", "reordered")
     for depth, lp in enumerate(new_chain):
         outer_vars = {x.loop_var for x in new_chain[depth:]}
         if free_vars(lp.extent) and set(free_vars(lp.extent)) & outer_vars - {lp.loop_var}:
@@ -217,7 +247,8 @@ def add_unit_loop(func: PrimFunc, target: str, is_block: bool) -> tuple[PrimFunc
 class LoopPrimitives(ScheduleBase):
     """split, fuse, reorder, add_unit_loop, tile."""
 
-    def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
+    def split(self, loop: LoopRV, factors: list[int | None], *,
+              disable_predication: bool = False) -> list[LoopRV]:
         """Split a loop into nested loops whose extents are `factors`, outermost first.
 
         Requires: the loop's extent is known or one factor is None. At most one factor is
@@ -225,7 +256,9 @@ class LoopPrimitives(ScheduleBase):
         do not divide the extent, the blocks under the loop get a guard predicate, so no
         iteration runs twice or out of range.
 
-        Arguments: `loop` a loop handle; `factors` positive ints and at most one None.
+        Arguments: `loop` a loop handle; `factors` positive ints and at most one None;
+        `disable_predication` (TVM's flag) promises that no guard is needed: the split is
+        refused when the factors do not divide the extent (a guard would be).
         Returns: handles to the new loops, outermost first. Invalidates `loop`.
         Also known as: `split` in Halide and TVM, `divide_loop` in Exo.
 
@@ -252,8 +285,16 @@ class LoopPrimitives(ScheduleBase):
         """
         name = self._loop(loop, "split")
         new_func, names = split(self._func, name, factors)
+        if disable_predication and _added_guard(self._func, new_func):
+            raise ScheduleError("split", f"disable_predication=True: the factors {factors} do "
+                                f"not divide the extent of loop {name!r}, so without the guard "
+                                f"iterations past the end would run; use factors that divide "
+                                f"it, or keep the guard (the default)")
         handles = [LoopRV(n, self._new_rv("l")) for n in names]
-        self._record("split", new_func, (loop,), (("factors", list(factors)),), tuple(handles))
+        attrs = (("factors", list(factors)),)
+        if disable_predication:
+            attrs += (("disable_predication", True),)
+        self._record("split", new_func, (loop,), attrs, tuple(handles))
         self._note_replaced("loop", name, f"split replaced it by {', '.join(names)}")
         return handles
 

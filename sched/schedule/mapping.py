@@ -29,7 +29,7 @@ from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
 from sched.schedule.state import enclosing_loops, find_loop
 
-GPU_TAGS = tuple(tag for tag in THREAD_TAGS if tag != "vthread")
+GPU_TAGS = THREAD_TAGS      # vthread.x...: checked and lowered as serial loops
 
 
 def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) -> PrimFunc:

@@ -69,8 +69,17 @@ def _check_scope(scope, primitive: str, position: int) -> str:
 
 def _check_index(index, regions: tuple[BufferRegion, ...], block: Block, primitive: str,
                  argument: str, kind: str) -> Buffer:
-    """The buffer of `regions[index]`, or a ScheduleError listing the valid indices."""
+    """The buffer of `regions[index]`, or a ScheduleError listing the valid indices. As in
+    TVM, `index` may also name the buffer (`"A"`) or be the Buffer itself."""
     listing = ", ".join(f"{i}: {r.buffer.name}" for i, r in enumerate(regions)) or "none"
+    if isinstance(index, str | Buffer):
+        name = index if isinstance(index, str) else index.name
+        found = [r.buffer for r in regions if r.buffer.name == name]
+        if not found:
+            raise ScheduleError(primitive, f"argument 2, {argument!r} to {primitive}: block "
+                                f"{block.name!r} has no buffer {name!r} in its {kind} "
+                                f"({listing})")
+        return found[0]
     if not isinstance(index, int) or isinstance(index, bool) \
             or not 0 <= index < len(regions):
         raise ScheduleError(primitive, f"argument 2, {argument!r} to {primitive}: expected an "
@@ -315,16 +324,20 @@ class MemoryPrimitives(ScheduleBase):
     """cache_read, cache_write, set_scope, storage_align."""
 
     def cache_read(self, block: BlockRV, read_buffer_index: int,
-                   storage_scope: str) -> BlockRV:
+                   storage_scope: str, consumer_blocks: list[BlockRV] | None = None) -> BlockRV:
         """Make `block` read a buffer through a cache: a new buffer `<buffer>_<scope>` filled
         by a copy block of the same name, placed in the block's scope right before the loop
         nest that holds the block, over the box of the buffer the block reads.
 
         Requires: `block` does not write the buffer, and no block writes it inside the loop
         nest that holds `block` (the copy would miss those writes). Only `block` reads the
-        cache; other readers keep reading the buffer.
+        cache; other readers keep reading the buffer. With `consumer_blocks` (TVM's option),
+        the listed blocks read the cache instead (it holds the box they all read, and the copy
+        goes before the first nest holding one of them): they must be in one scope, read the
+        buffer without writing it, and no block may write it between them.
 
-        Arguments: `block` a block handle; `read_buffer_index` an index into its reads
+        Arguments: `block` a block handle; `read_buffer_index` an index into its reads (or the
+        buffer's name, as in TVM)
         (`T.reads`); `storage_scope` one of "global", "shared", "local".
         Returns: a handle to the copy block; place it with compute_at. Handles stay valid.
         Also known as: `cache_read` in TVM; Halide's `in()` (`f.in(g)`), with
@@ -357,10 +370,20 @@ class MemoryPrimitives(ScheduleBase):
                         B[v_i, v_j] = A_shared[v_i, v_j] * T.float32(2.0)
         """
         name = self._block(block, "cache_read")
-        new_func, copy = cache_read(self._func, name, read_buffer_index, storage_scope)
+        if consumer_blocks is None:
+            new_func, copy = cache_read(self._func, name, read_buffer_index, storage_scope)
+            attrs: tuple = ()
+        else:
+            from sched.schedule.cache_consumers import cache_read_for
+
+            consumers = [self._block(b, "cache_read", "consumer_blocks")
+                         for b in consumer_blocks]
+            new_func, copy = cache_read_for(self._func, name, read_buffer_index,
+                                            storage_scope, consumers)
+            attrs = (("consumer_blocks", list(consumer_blocks)),)
         handle = BlockRV(copy, self._new_rv("b"))
         self._record("cache_read", new_func, (block, read_buffer_index, storage_scope),
-                     outputs=(handle,))
+                     attrs, outputs=(handle,))
         return handle
 
     def cache_write(self, block: BlockRV, write_buffer_index: int,
@@ -377,7 +400,8 @@ class MemoryPrimitives(ScheduleBase):
         `<buffer>_<scope>_fill` first copies the box it reads into the cache (isl decides;
         a reduction with its init needs none).
 
-        Arguments: `block` a block handle; `write_buffer_index` an index into its writes
+        Arguments: `block` a block handle; `write_buffer_index` an index into its writes (or the
+        buffer's name)
         (`T.writes`); `storage_scope` one of "global", "shared", "local".
         Returns: a handle to the write-back block; place it with reverse_compute_at.
         Also known as: `cache_write` in TVM; Halide's `compute_at` of an `in()` wrapper of the
@@ -420,7 +444,8 @@ class MemoryPrimitives(ScheduleBase):
         """Put a buffer that `block` writes in another storage scope.
 
         Requires: the buffer is allocated by the function (not a parameter).
-        Arguments: `block` a block handle; `buffer_index` an index into its writes;
+        Arguments: `block` a block handle; `buffer_index` an index into its writes (or the
+        buffer's name);
         `storage_scope` one of "global", "shared", "local".
         Also known as: `set_scope` in TVM; `store_in(MemoryType)` in Halide.
 
@@ -447,7 +472,8 @@ class MemoryPrimitives(ScheduleBase):
         "buffer_dim_align"; the lowering pads the buffer once compacted.
 
         Requires: the buffer is allocated by the function; `axis` is not the innermost axis.
-        Arguments: `block` a block handle; `buffer_index` an index into its writes; `axis`
+        Arguments: `block` a block handle; `buffer_index` an index into its writes (or the
+        buffer's name); `axis`
         (negative counts from the end); `factor` positive; `offset` in [0, factor).
         Also known as: `storage_align` in TVM; Halide's `align_storage` aligns the extent of
         one dimension instead.

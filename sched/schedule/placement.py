@@ -24,7 +24,8 @@ def _check_flag(value, primitive: str) -> None:
 class PlacementPrimitives(ScheduleBase):
     """compute_at, reverse_compute_at, compute_inline, reverse_compute_inline."""
 
-    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:
+    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
+                   index: int = -1) -> None:
         """Move a producer block under a loop of its consumers, computing per iteration of the
         loop (and the loops outside it) the region of its buffer they read there.
 
@@ -37,7 +38,10 @@ class PlacementPrimitives(ScheduleBase):
         goes before the first statement of the loop's body that holds a consumer. Overlapping
         regions (a stencil) are computed again in each iteration.
 
-        Arguments: `block` a block handle; `loop` a loop handle; `preserve_unit_loops` a bool.
+        Arguments: `block` a block handle; `loop` a loop handle; `preserve_unit_loops` a bool;
+        `index` (TVM's) the position among the statements of the loop's body: -1 the last
+        possible one (before the first consumer, the default), -2 the first (after the
+        block's producers), or a position between those.
         Returns: nothing. Handles: `block` and `loop` stay valid; the block's old loops go.
         Also known as: `compute_at` in Halide (with `store_at` the same loop) and in TVM.
 
@@ -89,10 +93,11 @@ class PlacementPrimitives(ScheduleBase):
                             T.writes(C[v_i])
                             C[v_i] = B[v_i] + T.float32(1.0)
         """
-        self._move("compute_at", block, loop, preserve_unit_loops, reverse=False)
+        self._move("compute_at", block, loop, preserve_unit_loops, reverse=False,
+                   index=None if index == -1 else index)
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
-                           preserve_unit_loops: bool = False) -> None:
+                           preserve_unit_loops: bool = False, index: int | None = None) -> None:
         """Move a consumer block under a loop of its producers, computing per iteration of the
         loop what it can from the region of their buffers they wrote there.
 
@@ -104,7 +109,10 @@ class PlacementPrimitives(ScheduleBase):
         reduction) their whole domain. The block goes after the last statement of the loop's
         body that holds a producer.
 
-        Arguments: `block` a block handle; `loop` a loop handle; `preserve_unit_loops` a bool.
+        Arguments: `block` a block handle; `loop` a loop handle; `preserve_unit_loops` a bool;
+        `index` (TVM's) the position among the statements of the loop's body: None (the
+        default) right after the last statement holding a producer, -1 the last possible
+        position (before the block's consumers there), -2 the first, or a position between.
         Returns: nothing. Handles: `block` and `loop` stay valid; the block's old loops go.
         Also known as: `reverse_compute_at` in TVM; in Halide, compute_at of the producer
         at the consumer's loop, seen from the other side.
@@ -157,16 +165,20 @@ class PlacementPrimitives(ScheduleBase):
                             T.writes(C[v_i, v_j])
                             C[v_i, v_j] = B[v_i, v_j] + T.float32(1.0)
         """
-        self._move("reverse_compute_at", block, loop, preserve_unit_loops, reverse=True)
+        self._move("reverse_compute_at", block, loop, preserve_unit_loops, reverse=True,
+                   index=index)
 
-    def _move(self, primitive: str, block, loop, preserve_unit_loops, reverse: bool) -> None:
+    def _move(self, primitive: str, block, loop, preserve_unit_loops, reverse: bool,
+              index: int | None = None) -> None:
         name = self._block(block, primitive)
         loop_name = self._loop(loop, primitive)
         _check_flag(preserve_unit_loops, primitive)
         new_func = move_under(self._func, name, loop_name, preserve_unit_loops, reverse,
-                              render=self.render_errors)
-        self._record(primitive, new_func, (block, loop),
-                     (("preserve_unit_loops", preserve_unit_loops),))
+                              render=self.render_errors, index=index)
+        attrs = (("preserve_unit_loops", preserve_unit_loops),)
+        if index is not None:
+            attrs += (("index", index),)
+        self._record(primitive, new_func, (block, loop), attrs)
 
     def compute_inline(self, block: BlockRV) -> None:
         """Inline a block into its consumers: each load of its buffer becomes the value it

@@ -12,23 +12,31 @@ loops.py (split, fuse, reorder, add_unit_loop, tile), loop_kinds.py (parallel, v
 unroll, annotate), mapping.py (bind), sampling.py (sample_perfect_tile, sample_categorical),
 placement.py (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline; their pure
 functions are in compute_at.py and inlining.py), reduction.py (decompose_reduction, rfactor),
-memory.py (cache_read, cache_write, set_scope, storage_align).
+memory.py (cache_read, cache_write, set_scope, storage_align; cache_consumers.py for
+cache_read with consumer_blocks), layout.py (transform_layout), block_layout.py
+(transform_block_layout), blockize.py (blockize), reindex.py (reindex). ordered_axes.py holds
+the rule for scan and opaque iteration variables that several families apply.
 """
 
 from __future__ import annotations
 
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.block_layout import BlockLayoutPrimitives
+from sched.schedule.blockize import BlockizePrimitives
+from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
 from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
+from sched.schedule.reindex import ReindexPrimitives
 from sched.schedule.sampling import SamplingPrimitives
 
 
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
-               SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, ScheduleBase):
+               SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
+               BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the

@@ -59,17 +59,27 @@ def _python(value) -> str:
     return repr(value)
 
 
+# arguments that are objects of their own (an index map): JSON key -> reader of the value;
+# such an object has `json_key` and `to_json()`, and its class registers its reader here
+JSON_READERS: dict = {}
+
+
 def _to_json(value):
     if isinstance(value, RV):
         return {"rv": value.name}
     if isinstance(value, list | tuple):
         return [_to_json(v) for v in value]
+    if hasattr(value, "json_key"):
+        return {value.json_key: value.to_json()}
     return value
 
 
 def _from_json(value):
     if isinstance(value, dict) and set(value) == {"rv"}:
         return RV(value["rv"])
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in JSON_READERS:
+        key = next(iter(value))
+        return JSON_READERS[key](value[key])
     if isinstance(value, list):
         return [_from_json(v) for v in value]
     return value

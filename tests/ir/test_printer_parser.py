@@ -376,6 +376,10 @@ def expressions(draw, dtype: str, depth: int = 4):
     if kind == "special" and dtype == "float32":
         op = draw(st.sampled_from(["exp", "sqrt", "tanh", "pow"]))
         return Call(op, (sub(), sub()) if op == "pow" else (sub(),), "float32")
+    if kind == "special" and dtype == "int32":           # integer intrinsics (INT_FUNCTIONS)
+        op = draw(st.sampled_from(["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+                                   "shift_left", "shift_right"]))
+        return Call(op, (sub(),) if op == "bitwise_not" else (sub(), sub()), "int32")
     op = draw(st.sampled_from(["add", "sub", "mul", "div", "floordiv", "floormod", "min", "max"]))
     return BinaryOp(op, sub(), sub())
 

@@ -218,7 +218,10 @@ def test_every_loop_kind_of_a_tvm_script():
         (k, IntImm(0), IntImm(4), "vectorized", ()),
         (u, IntImm(0), IntImm(2), "unrolled", ()),
         (w, IntImm(3), IntImm(2), "serial", ())]
-    assert second.body.body.body.body.body.block.iter_vars == (axis("vi", 4, "reduce", lo=4),)
+    # the loops the block uses without binding them become opaque iteration variables
+    assert second.body.body.body.body.body.block.iter_vars == (
+        axis("vi", 4, "reduce", lo=4), axis("v_j", 2, "opaque"), axis("v_k", 4, "opaque"),
+        axis("v_u", 2, "opaque"), axis("v_w", 2, "opaque", lo=3))
     assert parse(to_script(gpu_loops)) == gpu_loops
 
 

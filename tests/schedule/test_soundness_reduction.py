@@ -105,7 +105,7 @@ def main(A: T.Buffer((8, 16), "float32"), C: T.Buffer((8,), "float32")):
 @pytest.mark.parametrize("step", ["decompose_reduction", "rfactor"])
 def test_a_reduction_nested_in_a_block_binds_the_outer_variables_as_parameters(step):
     sch = sched.Schedule(parse(NESTED.replace("BINDING", "k")))
-    (k,) = sch.get_loops(sch.get_block("C"))[1:]
+    (k,) = sch.get_loops(sch.get_block("C"))     # the loops inside "outer", as in TVM
     if step == "rfactor":
         sch.rfactor(sch.split(k, [None, 4])[1], 0)
     else:
@@ -117,6 +117,6 @@ def test_a_reduction_nested_in_a_block_binds_the_outer_variables_as_parameters(s
 
 def test_a_nested_reversed_reduction_is_refused():
     sch = sched.Schedule(parse(NESTED.replace("BINDING", "15 - k")))
-    (k,) = sch.get_loops(sch.get_block("C"))[1:]
+    (k,) = sch.get_loops(sch.get_block("C"))     # the loops inside "outer", as in TVM
     with pytest.raises(ScheduleError, match="do not start each reduction at the first point"):
         sch.decompose_reduction(sch.get_block("C"), k)

@@ -1,0 +1,104 @@
+"""What a block takes from around it, for the statement parser (`parse_stmt.StmtParser` mixes
+this in): the variables of enclosing loops and blocks it uses (bound to `T.axis.opaque`
+variables), a name unique in the function, and the allocations of `T.allocate_const`.
+
+TVM accepts a block that uses enclosing loop variables without binding them and calls it
+opaque; sched makes the binding explicit, which keeps block isolation (a block's body uses only
+its own variables) true for every parsed function, so every analysis sees the accesses exactly.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+
+from sched.errors import ScriptWarning
+from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.nodes import Expr, IterVar, Range, Stmt, Var
+
+
+class BlockContext:
+    """Mixed into StmtParser, whose state (`loops`, `block_axes`, `scopes`, `block_names`,
+    `block_lines`, `alloc_targets`) and methods (`error`, `bind`, `allocate_const`) it uses."""
+
+    def _allocate_const(self, node: ast.Assign) -> Stmt:
+        """`X = T.allocate_const(values, dtype, shape)`: X joins the allocations of the
+        enclosing block (the root at the function's level); the values are stored here."""
+        name = node.targets[0].id
+        block_name = self._unique_block_name(node, f"{name}_const", warn=False)
+        buffer, fill = self.allocate_const(name, node.value, block_name)
+        self.alloc_targets[-1].append(buffer)
+        self.bind(name, buffer)
+        return fill
+
+    def _bind_enclosing_vars(self, node: ast.With, parts, body: Stmt) -> Stmt:
+        """A block that uses variables of enclosing loops or blocks without binding them (TVM
+        calls it opaque) gets one `T.axis.opaque` iteration variable per such variable, bound
+        to it: `v_k = T.axis.opaque(64, k)`, with the body, init and regions using `v_k`.
+        The block computes the same thing, it is isolated again (so the analyses see its
+        accesses exactly), and schedules keep the order of those loops
+        (schedule/ordered_axes.py)."""
+        outer = {}            # enclosing blocks' axes, then loops, outermost first
+        for axes in self.block_axes:
+            outer.update({var: (lo, extent) for var, lo, extent in axes})
+        outer.update({var: (lo, extent) for var, lo, extent in self.loops})
+        parts_used = [body, parts.init, *(parts.reads or ()), *(parts.writes or ())]
+        used = dict.fromkeys(v for part in parts_used if part is not None
+                             for v in free_vars(part))
+        enclosing = [var for var in outer if var in used]
+        if not enclosing:
+            return body
+        taken = {v.name for part in parts_used if part is not None for v in collect(part, Var)} | {
+            name for scope in self.scopes for name in scope} | {
+            iv.var.name for iv in parts.iter_vars}
+        mapping: dict[Var, Expr] = {}
+        for var in enclosing:
+            lo, extent = outer[var]
+            if any(v in outer for v in free_vars(lo) + free_vars(extent)):
+                raise self.error(node, f"block '{parts.name}' uses '{var.name}', a variable of "
+                                       f"an enclosing loop whose bounds depend on other loops: "
+                                       f"bind it to a block iteration variable "
+                                       f"(T.axis.spatial) instead")
+            name = f"v_{var.name}"
+            while name in taken:
+                name = "v_" + name
+            taken.add(name)
+            new = Var(name, var.dtype)
+            mapping[var] = new
+            parts.iter_vars.append(IterVar(new, Range(lo, extent), "opaque"))
+            parts.iter_values.append(var)
+        if parts.reads is not None:
+            parts.reads = tuple(substitute(r, mapping) for r in parts.reads)
+        if parts.writes is not None:
+            parts.writes = tuple(substitute(r, mapping) for r in parts.writes)
+        if parts.init is not None:
+            parts.init = substitute(parts.init, mapping)
+        return substitute(body, mapping)
+
+    def _unique_block_name(self, node: ast.stmt, name: str, warn: bool = True) -> str:
+        """`name`, or, when a block before it has that name, `name_1` (`name_2`...) with a
+        warning naming both lines: schedules find blocks by name, so names are unique."""
+        line = node.lineno + self.line_offset
+        first = self.block_lines.get(name)
+        # a name the parser makes (warn=False) must not be any T.block's name in the function
+        if first is None and (warn or name not in self.block_names):
+            self.block_lines[name] = line
+            self.block_names.add(name)
+            return name
+        count = 1
+        while f"{name}_{count}" in self.block_names:
+            count += 1
+        unique = f"{name}_{count}"
+        self.block_names.add(unique)
+        self.block_lines[unique] = line
+        if warn:
+            warnings.warn(f"line {line}: block name {name!r} is already used by the block at "
+                          f"line {first}; this block is named {unique!r}", ScriptWarning,
+                          stacklevel=2)
+        return unique
+
+    def _fresh_block_name(self) -> str:
+        while f"b{self.unnamed_blocks}" in self.block_names:
+            self.unnamed_blocks += 1
+        self.block_names.add(f"b{self.unnamed_blocks}")
+        return f"b{self.unnamed_blocks}"

@@ -1,0 +1,259 @@
+"""Buffer declarations of TVMScript: `T.Buffer`, `T.match_buffer`, `T.alloc_buffer`,
+`T.decl_buffer`, and `T.match_buffer` of a region inside a block (a view).
+
+sched's buffers are dense and row-major, starting at their first element. TVM's layout
+arguments are read against that layout, never dropped:
+
+- `strides=` and `elem_offset=` must describe it. A constant (or an expression of known
+  variables) must equal the dense value; a variable of its own (`strides=[s0, s1]` with `s0`
+  declared `s0 = T.int32()` or not declared at all, or a string `"s0"`) is bound to the dense
+  value, in the rest of the scope too. That is sound because a kernel only ever receives dense
+  arrays (the argument check refuses others: `np.ascontiguousarray` / `tensor.contiguous()`),
+  so the variable can take no other value. Anything else is an error naming the argument and
+  the dense value.
+- `align=` and `offset_factor=` (non-negative integers) constrain where a buffer may start;
+  a dense buffer passed at its first element meets any `offset_factor`, and sched's
+  allocations are aligned for the widest vector it emits, so they change nothing and are
+  checked and then not kept (`func.script()` does not print them).
+- `scope=""` is TVM's spelling of the global scope.
+
+A view `X = T.match_buffer(A[vi * 16:vi * 16 + 16, 0:16], (16, 16))` in a block is read as a
+window: `X[i, j]` is `A[vi * 16 + i, j]` (see `parse_expr.RegionView`), so the IR holds no view
+and printing gives the accesses of `A`. Its strides and offset are those of the window in `A`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable
+
+from sched.ir.functor import free_vars
+from sched.ir.nodes import (
+    SCOPES,
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    IntImm,
+    Range,
+    Stmt,
+    Var,
+    const,
+    seq,
+)
+from sched.ir.parse_expr import ExprParser, RegionView, _subscript_elements
+from sched.ir.simplify import simplify
+
+_LAYOUT_KEYWORDS = ("strides", "elem_offset", "align", "offset_factor")
+# the dense layout of a declared shape: (strides, element offset)
+Layout = tuple[tuple[Expr, ...], Expr]
+
+
+def _flatten(node: ast.AST) -> list[ast.AST]:
+    """The items of a (nested) list or tuple literal, in order."""
+    if isinstance(node, ast.List | ast.Tuple):
+        return [leaf for item in node.elts for leaf in _flatten(item)]
+    return [node]
+
+
+def dense_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """Row-major strides of `shape`: `(n * m, m, 1)` for `(k, n, m)`."""
+    strides: list[Expr] = []
+    stride: Expr = const(1, shape[-1].dtype if shape else "int32")
+    for dim in reversed(shape):
+        strides.append(stride)
+        stride = simplify(stride * dim)
+    return tuple(reversed(strides))
+
+
+class BufferParser(ExprParser):
+    """Buffer declarations, on top of expressions; `parse_stmt.StmtParser` builds on it."""
+
+    def buffer(self, name: str, node: ast.Call | ast.Subscript, construct: str,
+               layout: Callable[[tuple[Expr, ...]], Layout] | None = None) -> Buffer:
+        """The buffer `name` declared by `T.Buffer((128, 64), "float32", scope=..., data=X.data)`,
+        `T.Buffer[(128, 64), "float32"]`, `T.alloc_buffer(...)`, `T.decl_buffer(...)` or the
+        arguments after the handle of `T.match_buffer(...)`. The dtype defaults to float32.
+        `layout` gives the strides and offset the declaration may state (dense by default)."""
+        if isinstance(node, ast.Subscript):
+            items = _subscript_elements(node)
+            last = items[-1] if items else None
+            if not (isinstance(last, ast.Constant) and isinstance(last.value, str)):
+                items = [node.slice]
+            args, keywords = items, []
+        else:
+            args, keywords = node.args, node.keywords
+            if construct == "T.match_buffer":
+                args = args[1:]
+        if len(args) > 2:
+            raise self.error(node, f"{construct}: expected (shape, dtype), got "
+                                   f"{len(args)} positional arguments")
+        given = dict(zip(("shape", "dtype"), args, strict=False))
+        for keyword in keywords:
+            known = ("shape", "dtype", "scope", "data", *_LAYOUT_KEYWORDS)
+            if keyword.arg not in known or keyword.arg in given:
+                hint = "" if keyword.arg in known else f": expected one of {', '.join(known)}"
+                raise self.error(node, f"{construct}: unsupported argument "
+                                       f"'{keyword.arg}'{hint}")
+            given[keyword.arg] = keyword.value
+        if "shape" not in given:
+            raise self.error(node, f"{construct}: missing the shape")
+        dtype = self.dtype(given["dtype"]) if "dtype" in given else "float32"
+        scope = self._scope(given["scope"]) if "scope" in given else "global"
+        data = self._data(given["data"]) if "data" in given else None
+        shape = self.shape(given["shape"])
+        strides, offset = (layout or (lambda s: (dense_strides(s), const(0, "int32"))))(shape)
+        self._check_layout(node, f"{construct} '{name}'", given, strides, offset)
+        return Buffer(name, shape, dtype, scope, data)
+
+    def region_view(self, name: str, call: ast.Call) -> RegionView:
+        """`X = T.match_buffer(A[lo:hi, ...], shape, ...)` in a block: the window of the
+        region, whose shape must be the region's extents (extent-1 dimensions may be left
+        out)."""
+        region = self.region(call.args[0])
+        source = region.buffer
+        dims_of: list[tuple[int, ...]] = []
+
+        def layout(shape: tuple[Expr, ...]) -> Layout:
+            dims = self._view_dims(call, name, region.region, shape)
+            dims_of.append(dims)
+            strides = dense_strides(source.shape)
+            offset = const(0, "int32")
+            for r, stride in zip(region.region, strides, strict=True):
+                offset = simplify(offset + r.min * stride)
+            return tuple(strides[d] for d in dims), offset
+
+        view = self.buffer(name, call, "T.match_buffer", layout)
+        if view.dtype != source.dtype or view.scope != source.scope:
+            raise self.error(call, f"T.match_buffer '{name}': a view of '{source.name}' has "
+                                   f"its dtype {source.dtype} and scope {source.scope}, "
+                                   f"got {view.dtype} and {view.scope}")
+        return RegionView(view, source, region.region, dims_of[0])
+
+    def _view_dims(self, node: ast.AST, name: str, region: tuple[Range, ...],
+                   shape: tuple[Expr, ...]) -> tuple[int, ...]:
+        extents = [simplify(r.extent) for r in region]
+        if len(shape) == len(region):
+            dims = tuple(range(len(shape)))
+        else:
+            dims = tuple(d for d, e in enumerate(extents)
+                         if not (isinstance(e, IntImm) and e.value == 1))
+        mismatch = len(dims) != len(shape) or any(
+            simplify(extents[d]) != simplify(dim) for d, dim in zip(dims, shape, strict=False))
+        if mismatch:
+            shown = ", ".join(e.script() for e in extents)
+            raise self.error(node, f"T.match_buffer '{name}': shape "
+                                   f"({', '.join(d.script() for d in shape)}) is not the "
+                                   f"region's extents ({shown}) (dimensions of extent 1 may "
+                                   f"be left out)")
+        return dims
+
+    def _check_layout(self, node: ast.AST, what: str, given: dict, strides: tuple[Expr, ...],
+                      offset: Expr) -> None:
+        """`strides=`/`elem_offset=` must be the dense layout (a new variable is bound to it);
+        `align=`/`offset_factor=` must be non-negative integers."""
+        for key in ("align", "offset_factor"):
+            if key in given and not (isinstance(given[key], ast.Constant)
+                                     and type(given[key].value) is int
+                                     and given[key].value >= -1):
+                raise self.error(node, f"{what}: {key}= must be an integer, got "
+                                       f"'{ast.unparse(given[key])}'")
+        if "elem_offset" in given:
+            self._match_layout(node, what, "elem_offset", given["elem_offset"], offset)
+        if "strides" in given:
+            items = given["strides"]
+            items = items.elts if isinstance(items, ast.Tuple | ast.List) else [items]
+            if len(items) not in (0, len(strides)):
+                raise self.error(node, f"{what}: strides= has {len(items)} entries for "
+                                       f"{len(strides)} dimensions")
+            for item, stride in zip(items, strides, strict=False):
+                self._match_layout(node, what, "strides", item, stride)
+
+    def _match_layout(self, node: ast.AST, what: str, key: str, item: ast.AST,
+                      dense: Expr) -> None:
+        name = item.value if isinstance(item, ast.Constant) and isinstance(item.value, str) \
+            else item.id if isinstance(item, ast.Name) else None
+        if name is not None and self._is_free_layout_var(name):
+            self.bind(name, dense.astype(self._declared_dtype(name)))
+            return
+        value = self.expr(item)
+        if simplify(value.astype(dense.dtype)) != simplify(dense):
+            raise self.error(node, f"{what}: {key}={ast.unparse(item)} is not sched's dense "
+                                   f"row-major layout, whose {key} is {dense.script()}: sched "
+                                   f"buffers are dense (copy a strided or offset array into a "
+                                   f"dense one first)")
+
+    def _is_free_layout_var(self, name: str) -> bool:
+        """Whether `name` is undeclared, or a variable declared for the layout alone (no
+        buffer shape in scope uses it), so that binding it to the dense value is sound."""
+        found = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+        if found is None:
+            return True
+        if not isinstance(found, Var):
+            return False
+        for scope in self.scopes:
+            for value in scope.values():
+                if isinstance(value, Buffer) and any(found in free_vars(d) for d in value.shape):
+                    return False
+        return True
+
+    def _declared_dtype(self, name: str) -> str:
+        found = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+        return found.dtype if isinstance(found, Var) else "int32"
+
+    def allocate_const(self, name: str, call: ast.Call, block_name: str) -> tuple[Buffer, Stmt]:
+        """`X = T.allocate_const([1, 2, 3, 4], "int32", [2, 2])`: a buffer `X` of constants.
+
+        Read as an allocation (the caller adds it to the enclosing block) and a block
+        `block_name` that stores the values, row-major, where the statement stands, so that
+        the IR needs no constant node and prints back as `T.alloc_buffer` and a block."""
+        keywords = {k.arg for k in call.keywords} - {"annotations"}
+        if len(call.args) != 3 or keywords:
+            raise self.error(call, "T.allocate_const takes (values, dtype, shape), as in "
+                                   "T.allocate_const([1, 2, 3, 4], \"int32\", [4])")
+        values_node, dtype_node, shape_node = call.args
+        dtype = self.dtype(dtype_node)
+        shape = self.shape(shape_node)
+        values = [self._constant(item) for item in _flatten(values_node)]
+        if not all(isinstance(d, IntImm) for d in shape) \
+                or math.prod(d.value for d in shape) != len(values):
+            raise self.error(call, f"T.allocate_const '{name}': {len(values)} values for the "
+                                   f"shape ({', '.join(d.script() for d in shape)}); the shape "
+                                   f"must be constant and hold exactly the values")
+        buffer = Buffer(name, shape, dtype)
+        extents = [d.value for d in shape]
+        stores = []
+        for flat, value in enumerate(values):
+            index = []
+            for extent in reversed(extents):
+                index.append(const(flat % extent, shape[0].dtype))
+                flat //= extent
+            stores.append(BufferStore(buffer, self._guard(call, lambda v=value: const(v, dtype)),
+                                      tuple(reversed(index))))
+        whole = BufferRegion(buffer, tuple(Range(const(0, d.dtype), d) for d in shape))
+        fill = Block(block_name, (), (), (whole,), seq(*stores))
+        return buffer, BlockRealize((), TRUE, fill)
+
+    def _constant(self, node: ast.AST) -> int | float:
+        value = self.value(node)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(node, f"T.allocate_const: '{ast.unparse(node)}' is not a number")
+        return value
+
+    def _scope(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Constant) and node.value == "":
+            return "global"                    # TVM's default scope, written ""
+        if not (isinstance(node, ast.Constant) and node.value in SCOPES):
+            raise self.error(node, f"unknown storage scope '{ast.unparse(node)}': expected one "
+                                   f"of {', '.join(SCOPES)}")
+        return node.value
+
+    def _data(self, node: ast.AST) -> str:
+        if not (isinstance(node, ast.Attribute) and node.attr == "data"
+                and isinstance(node.value, ast.Name)):
+            raise self.error(node, f"expected data=X.data, got '{ast.unparse(node)}'")
+        return node.value.id

@@ -1,0 +1,250 @@
+"""transform_block_layout: give a block new iteration variables, a function of the old ones,
+and loops over them.
+
+    sch.transform_block_layout(block, lambda i, j: (j, i))        # loops interchanged
+    sch.transform_block_layout(block, lambda i: (15 - i,))        # stores at its variable again
+
+The new variables are `w = index_map(v)`; the body uses `v = index_map⁻¹(w)`, the inverse isl
+computes; the loops that held only the block are replaced by loops over the image of the map.
+Requires the map to be affine and injective on the instances the block runs, with an image that
+is a box (so the new loops run each instance once). The new order is checked like any reorder:
+the block's new schedule, read back on its old instances through the map, must keep every
+dependence of the function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import islpy as isl
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, free_vars, substitute
+from sched.ir.names import fresh
+from sched.ir.nodes import (
+    TRUE,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IterVar,
+    PrimFunc,
+    Range,
+    Var,
+    const,
+)
+from sched.ir.simplify import simplify
+from sched.polyhedral import build_model
+from sched.polyhedral.dependences import first_runs
+from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.legality import check_schedule, schedule_error
+from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.layout import IndexMap
+from sched.schedule.scope import taken_names
+from sched.schedule.state import find_block, path_to, replace
+
+PRIMITIVE = "transform_block_layout"
+
+
+def transform_block_layout(func: PrimFunc, block_name: str, index_map,
+                           render: bool = True) -> PrimFunc:
+    """`func` with block `block_name` iterating over `index_map` of its variables (see
+    Schedule.transform_block_layout)."""
+    realize = find_block(func, block_name, PRIMITIVE)
+    block = realize.block
+    if block.init is not None or any(iv.kind != "spatial" for iv in block.iter_vars):
+        raise ScheduleError(PRIMITIVE, f"block {block_name!r} has reduce, scan or opaque "
+                            f"variables: transform_block_layout changes spatial blocks")
+    if realize.predicate != TRUE or not block.iter_vars:
+        raise ScheduleError(PRIMITIVE, f"block {block_name!r} runs under a predicate or has "
+                            f"no iteration variable: its instances are not its loops' box")
+    chain = _loops_holding_only(func, realize)
+    loop_vars = {lp.loop_var for lp in chain}
+    used = {v for value in realize.iter_values for v in free_vars(value)}
+    if not chain or not loop_vars <= used or used & _outer_loop_vars(func, chain) - loop_vars:
+        raise ScheduleError(PRIMITIVE, f"block {block_name!r} must be bound by the loops that "
+                            f"hold it alone (each used, no other loop in its bindings)")
+    dtype = block.iter_vars[0].var.dtype
+    mapping = IndexMap.from_callable(index_map, len(block.iter_vars), dtype)
+    mapping = IndexMap(tuple(iv.var for iv in block.iter_vars),
+                       mapping(*[iv.var for iv in block.iter_vars]))
+    domain = _domain(func, block_name)
+    taken = taken_names(func)
+    new_vars = [Var(fresh(f"v{k}", taken), dtype) for k in range(len(mapping.results))]
+    loops = [Var(fresh(f"ax{k}", taken), dtype) for k in range(len(mapping.results))]
+    relation, box = _relation(mapping, domain, block_name, [isl_name(v) for v in new_vars])
+    inverse = relation.reverse().as_pw_multi_aff()
+    names = {isl_name(var): var for var in new_vars}
+    old_of_new = {iv.var: pw_aff_to_expr(inverse.get_pw_aff(k), box, names)
+                  for k, iv in enumerate(block.iter_vars)}
+    ranges = [(box.dim_min_val(k).to_python(), box.dim_max_val(k).to_python())
+              for k in range(len(new_vars))]
+    iter_vars = tuple(IterVar(v, Range(const(lo, dtype), const(hi - lo + 1, dtype)))
+                      for v, (lo, hi) in zip(new_vars, ranges))
+    rewrite = _Rewrite(old_of_new, box, names)
+    new_block = dataclasses.replace(
+        block, iter_vars=iter_vars, body=rewrite.visit(block.body),
+        reads=tuple(rewrite.visit(r) for r in block.reads),
+        writes=tuple(rewrite.visit(r) for r in block.writes))
+    values = tuple(var if lo == 0 else var + lo for var, (lo, _) in zip(loops, ranges))
+    stmt = BlockRealize(values, TRUE, new_block)
+    for var, (lo, hi) in reversed(list(zip(loops, ranges))):
+        stmt = For(var, const(0, dtype), const(hi - lo + 1, dtype), "serial", stmt)
+    new_func = replace(func, chain[0], stmt)
+    violation = _check(func, new_func, block_name, relation)
+    if violation is not None:
+        raise schedule_error(PRIMITIVE, violation, func, render=render)
+    return new_func
+
+
+def _loops_holding_only(func: PrimFunc, realize: BlockRealize) -> list[For]:
+    """The perfectly nested serial loops right around `realize`, outermost first."""
+    path = path_to(func.body, realize) or []
+    chain: list[For] = []
+    child = realize
+    for node in reversed(path):
+        if not (isinstance(node, For) and node.body is child and node.kind == "serial"
+                and not node.annotations):
+            break
+        chain.insert(0, node)
+        child = node
+    return chain
+
+
+def _outer_loop_vars(func: PrimFunc, chain: list[For]) -> set[Var]:
+    path = path_to(func.body, chain[0]) or []
+    return {node.loop_var for node in path if isinstance(node, For)}
+
+
+def _domain(func: PrimFunc, block_name: str) -> isl.Set:
+    statements = [s for s in build_model(func).statements_of_block(block_name)
+                  if not s.is_init]
+    if len(statements) != 1 or not statements[0].exact:
+        raise ScheduleError(PRIMITIVE, f"the instances of block {block_name!r} are not known "
+                            f"exactly (a non-affine binding)")
+    return statements[0].domain
+
+
+def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list[str]):
+    """{ S[v] -> [w] : w = index_map(v) } on the block's instances, and the box of its image
+    (dims named `outputs`); refuses a map that is not affine, injective or onto a box."""
+    names = domain.get_var_names(isl.dim_type.set)
+    renamed = {var: Var(name, var.dtype) for var, name in zip(mapping.params, names)}
+    texts = [to_isl(substitute(r, renamed)) for r in mapping.results]
+    if any(t is None for t in texts):
+        raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} is not affine")
+    params = ", ".join(domain.get_space().get_var_names(isl.dim_type.param))
+    relation = isl.Map(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] -> "
+                       f"[{', '.join(outputs)}] : "
+                       f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}"
+                       ).intersect_domain(domain)
+    if not relation.is_injective():
+        raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} sends two instances of "
+                            f"block {block_name!r} to one: it must be injective")
+    image = relation.range()
+    box = isl.Set(f"[{params}] -> {{ [{', '.join(outputs)}] }}")
+    for k, name in enumerate(outputs):
+        low, high = image.dim_min_val(k), image.dim_max_val(k)
+        if not (low.is_int() and high.is_int()):
+            raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} has no "
+                                f"constant bounds")
+        box = box.intersect(isl.Set(f"[{params}] -> {{ [{', '.join(outputs)}] : "
+                                    f"{low.to_python()} <= {name} <= {high.to_python()} }}"))
+    if not image.is_equal(box):
+        raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} is {image}, "
+                            f"not a box: loops over it would run points that are no instance "
+                            f"of block {block_name!r}")
+    return relation, box
+
+
+def _check(func: PrimFunc, new_func: PrimFunc, block_name: str, relation: isl.Map):
+    """The new order, with the block's new instances read back as its old ones."""
+    new_model = build_model(new_func)
+    schedule = None
+    for statement in new_model.statements.values():
+        own = statement.schedule
+        if statement.block.name == block_name:
+            named = relation.set_tuple_name(isl.dim_type.out, statement.domain.get_tuple_name())
+            own = named.apply_range(own)
+        own = isl.UnionMap.from_map(own)
+        schedule = own if schedule is None else schedule.union(own)
+    return check_schedule(func, first_runs(schedule))
+
+
+class _Rewrite(IRMutator):
+    """The old variables replaced by their values in the new ones; buffer indices and region
+    bounds simplified by isl over the new domain (`7 - (7 - v0)` is `v0`)."""
+
+    def __init__(self, values: dict[Var, Expr], box: isl.Set, names: dict[str, Var]) -> None:
+        self.values, self.box, self.names = values, box, names
+        self.params = ", ".join(box.get_space().get_var_names(isl.dim_type.param))
+        self.dims = ", ".join(box.get_var_names(isl.dim_type.set))
+
+    def index(self, expr: Expr) -> Expr:
+        expr = substitute(expr, self.values)
+        text = to_isl(expr)
+        if text is None:
+            return simplify(expr)
+        aff = isl.PwAff(f"[{self.params}] -> {{ [{self.dims}] -> [({text})] }}")
+        return pw_aff_to_expr(aff, self.box, self.names)
+
+    def visit_Var(self, var: Var):
+        return self.values.get(var, var)
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        return BufferLoad(node.buffer, tuple(self.index(i) for i in node.indices))
+
+    def visit_BufferStore(self, node: BufferStore):
+        return BufferStore(node.buffer, self.visit(node.value),
+                           tuple(self.index(i) for i in node.indices))
+
+    def visit_Range(self, node: Range):
+        return Range(self.index(node.min), simplify(substitute(node.extent, self.values)))
+
+
+class BlockLayoutPrimitives(ScheduleBase):
+    """transform_block_layout."""
+
+    def transform_block_layout(self, block: BlockRV, index_map) -> None:
+        """Give a spatial block the iteration variables `index_map(v)` of its old ones `v`,
+        with new loops (`ax0`, `ax1`...) over them in place of the loops that held it alone.
+
+        Requires: the block is spatial, without predicate, bound by the perfectly nested serial
+        loops that hold it alone; the map is affine and injective on its instances, onto a
+        box; the new order keeps every dependence (polyhedral/ checks).
+
+        Arguments: `block` a block handle; `index_map` a function of the block's iteration
+        variables (`lambda i, j: (j, i)`), as for transform_layout.
+        Returns: nothing. Handles: `block` stays valid; its old loops go.
+        Also known as: `transform_block_layout` in TVM.
+
+        >>> import sched
+        >>> from sched.script import T
+        >>> @T.prim_func
+        ... def flip(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        ...     for i in range(8):
+        ...         with T.block("B"):
+        ...             vi = T.axis.spatial(8, i)
+        ...             B[7 - vi] = A[vi]
+        >>> sch = sched.Schedule(flip)
+        >>> sch.transform_block_layout(sch.get_block("B"), lambda vi: (7 - vi,))
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def flip(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+            with T.block("root"):
+                for ax0 in range(8):
+                    with T.block("B"):
+                        v0 = T.axis.remap("S", [ax0])
+                        T.reads(A[7 - v0])
+                        T.writes(B[v0])
+                        B[v0] = A[7 - v0]
+        """
+        name = self._block(block, PRIMITIVE)
+        new_func = transform_block_layout(self._func, name, index_map, self.render_errors)
+        realize = find_block(self._func, name, PRIMITIVE)
+        dtype = realize.block.iter_vars[0].var.dtype
+        mapping = IndexMap.from_callable(index_map, len(realize.block.iter_vars), dtype)
+        self._record(PRIMITIVE, new_func, (block, mapping))

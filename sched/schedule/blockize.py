@@ -1,0 +1,170 @@
+"""blockize: the subtree under a loop (the loop included) becomes one block, the blocks in it
+nested inside.
+
+The new block `<block>_o` takes one iteration variable per variable of the enclosing loops (and
+blocks) that the subtree uses, bound to it: spatial when only spatial variables of the nested
+blocks use it, reduce when only reduce ones do (TVM's subspace division gives the same
+`vio = T.axis.spatial(4, io)` for a split loop). Its regions are the boxes its nested blocks
+touch in one of its instances, found by polyhedral/ (the whole buffer where an access is not
+affine). Nothing runs in another order, so no dependence check is needed: the invariant is
+that the new block computes, instance by instance, what the subtree computed.
+"""
+
+from __future__ import annotations
+
+from sched.errors import ScheduleError
+from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.nodes import (
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    For,
+    IterVar,
+    PrimFunc,
+    Range,
+    Var,
+    const,
+)
+from sched.polyhedral import buffer_region
+from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.memory import _hull
+from sched.schedule.scope import block_names, taken_names
+from sched.schedule.state import find_loop, path_to, replace
+
+PRIMITIVE = "blockize"
+
+
+def blockize(func: PrimFunc, loop_name: str) -> tuple[PrimFunc, str]:
+    """`func` with the subtree of loop `loop_name` in a new block (see Schedule.blockize)."""
+    loop = find_loop(func, loop_name, PRIMITIVE)
+    inner = collect(loop, BlockRealize)
+    if not inner:
+        raise ScheduleError(PRIMITIVE, f"loop {loop_name!r} holds no block")
+    domains = _enclosing_domains(func, loop)
+    used = [v for v in free_vars(loop) if v in domains]
+    taken = taken_names(func)
+    mapping: dict[Var, Var] = {}
+    iter_vars = []
+    for var in used:
+        new = Var(_fresh(f"v_{var.name}", taken), var.dtype)
+        mapping[var] = new
+        iter_vars.append(IterVar(new, domains[var], _kind(var, inner, loop_name)))
+    name = _fresh(f"{inner[0].block.name}_o", block_names(func))
+    reads = _regions(func, loop, inner, "read", mapping)
+    writes = _regions(func, loop, inner, "write", mapping)
+    block = Block(name, tuple(iter_vars), reads, writes, substitute(loop, mapping))
+    return replace(func, loop, BlockRealize(tuple(used), TRUE, block)), name
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    from sched.ir.names import fresh
+
+    return fresh(base, taken)
+
+
+def _enclosing_domains(func: PrimFunc, loop: For) -> dict[Var, Range]:
+    """The loops and block iteration variables around `loop`, with their domains."""
+    domains: dict[Var, Range] = {}
+    for node in path_to(func.body, loop) or []:
+        if isinstance(node, For):
+            domains[node.loop_var] = Range(node.min, node.extent)
+        elif isinstance(node, BlockRealize):
+            domains.update({iv.var: iv.dom for iv in node.block.iter_vars})
+    return domains
+
+
+def _kind(var: Var, inner: list[BlockRealize], loop_name: str) -> str:
+    """The kind of the new iteration variable bound to `var`: that of the nested blocks'
+    variables whose bindings use it (refused when it feeds both spatial and reduce ones)."""
+    kinds = {iv.kind for realize in inner
+             for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
+             if var in free_vars(value)}
+    if {"scan", "opaque"} & kinds:
+        return "opaque"
+    if kinds == {"spatial", "reduce"}:
+        raise ScheduleError(PRIMITIVE, f"loop {var.name!r} outside loop {loop_name!r} feeds both "
+                            f"spatial and reduce iteration variables of the blocks under it (a "
+                            f"fused loop): the new block's variable would be neither; split or "
+                            f"reorder so that the blockized loops separate them")
+    return "reduce" if kinds == {"reduce"} else "spatial"
+
+
+def _regions(func: PrimFunc, loop: For, inner: list[BlockRealize], access: str,
+             mapping: dict[Var, Var]) -> tuple[BufferRegion, ...]:
+    """The box of each buffer the nested blocks `access` in one iteration of the loops
+    outside `loop`, in the new block's variables."""
+    local = {b for realize in inner for b in realize.block.alloc_buffers}
+    boxes: dict[str, tuple[Buffer, tuple[Range, ...]]] = {}
+    for realize in inner:
+        regions = realize.block.reads if access == "read" else realize.block.writes
+        for region in regions:
+            buffer = region.buffer
+            if buffer in local:
+                continue
+            box = _box(func, realize.block.name, buffer, loop.loop_var.name, access)
+            box = tuple(Range(substitute(r.min, mapping), substitute(r.extent, mapping))
+                        for r in box)
+            if buffer.name in boxes:
+                box = _hull(boxes[buffer.name][1], box)
+            boxes[buffer.name] = (buffer, box)
+    return tuple(BufferRegion(buffer, box) for buffer, box in boxes.values())
+
+
+def _box(func: PrimFunc, block: str, buffer: Buffer, loop: str, access: str):
+    whole = tuple(Range(const(0, d.dtype), d) for d in buffer.shape)
+    try:
+        box = buffer_region(func, block, buffer.name, loop, access)
+    except ValueError:
+        return whole
+    return box if len(box) == buffer.ndim else whole
+
+
+class BlockizePrimitives(ScheduleBase):
+    """blockize."""
+
+    def blockize(self, loop: LoopRV) -> BlockRV:
+        """Make the subtree under `loop` (the loop included) one block, `<block>_o`, with the
+        blocks under it nested inside; schedules then treat it as one unit (compute_at,
+        cache_read, parallel...), and `get_loops` of a nested block stops at it.
+
+        Requires: a block under `loop`; no loop outside it feeds both spatial and reduce
+        variables of the blocks under it. Its iteration variables are bound to the loops
+        (and enclosing block variables) that the subtree uses; its regions are what the
+        nested blocks touch in one of its instances.
+
+        Arguments: `loop` a loop handle.
+        Returns: a handle to the new block. Handles stay valid.
+        Also known as: `blockize` in TVM.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((8,), name="A")
+        >>> B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> i_0, i_1 = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 4])
+        >>> outer = sch.blockize(i_1)
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+            with T.block("root"):
+                for i_0 in range(2):
+                    with T.block("B_o"):
+                        v_i_0 = T.axis.remap("S", [i_0])
+                        T.reads(A[v_i_0 * 4:v_i_0 * 4 + 4])
+                        T.writes(B[v_i_0 * 4:v_i_0 * 4 + 4])
+                        for i_1 in range(4):
+                            with T.block("B"):
+                                v_i = T.axis.spatial(8, v_i_0 * 4 + i_1)
+                                T.reads(A[v_i])
+                                T.writes(B[v_i])
+                                B[v_i] = A[v_i] * T.float32(2.0)
+        """
+        name = self._loop(loop, PRIMITIVE)
+        new_func, block_name = blockize(self._func, name)
+        handle = BlockRV(block_name, self._new_rv("b"))
+        self._record(PRIMITIVE, new_func, (loop,), outputs=(handle,))
+        return handle

@@ -1,0 +1,327 @@
+"""transform_layout: store a buffer in another layout, given by an index map.
+
+    sch.transform_layout(block, "B", lambda i, j: (i // 4, j, i % 4))
+
+Every access `B[i, j]` becomes `B[i // 4, j, i % 4]` and the buffer gets the shape of the
+map's image (its bounding box). The invariant: the map is injective on the buffer's elements
+(checked with isl), so distinct elements stay distinct and every load still reads what the
+matching store wrote; no order changes, so no dependence can break. Where the image does not
+fill the new shape (a map that pads, such as `i // 4` of 10 rows), the extra elements are
+never read; `pad_value=` fills them first with a block `<B>_pad`, as TVM does, so that later
+steps that read whole rows see a defined value. The regions of the blocks that access the
+buffer are inferred again from their accesses (over-approximated where not affine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import islpy as isl
+
+from sched.errors import ScheduleError
+from sched.ir.dtype import is_int
+from sched.ir.functor import IRMutator, collect, free_vars, substitute
+from sched.ir.names import fresh
+from sched.ir.nodes import (
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    IterVar,
+    PrimFunc,
+    Range,
+    Var,
+    const,
+    convert,
+    seq,
+)
+from sched.ir.regions import infer_block_regions
+from sched.ir.simplify import simplify
+from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.scope import block_names, taken_names
+from sched.schedule.state import find_block, refuse_other_views, replace
+from sched.schedule.trace import JSON_READERS
+
+PRIMITIVE = "transform_layout"
+
+
+class IndexMap:
+    """An index map given as a Python function of the old indices (`lambda i, j: (i // 4, j,
+    i % 4)`), kept as IR expressions so that it prints back as that lambda in a trace."""
+
+    def __init__(self, params: tuple[Var, ...], results: tuple[Expr, ...]) -> None:
+        self.params, self.results = params, results
+
+    @classmethod
+    def from_callable(cls, function, ndim: int, dtype: str) -> IndexMap:
+        if isinstance(function, IndexMap):
+            return function
+        if not callable(function):
+            raise ScheduleError(PRIMITIVE, f"argument 'index_map': expected a function of the "
+                                f"{ndim} indices (lambda i, j: (i // 4, j, i % 4)), got "
+                                f"{function!r}")
+        names = getattr(getattr(function, "__code__", None), "co_varnames", ())[:ndim]
+        params = tuple(Var(n if n else f"i{d}", dtype)
+                       for d, n in enumerate(list(names) + [""] * (ndim - len(names))))
+        try:
+            results = function(*params)
+        except TypeError as exc:
+            raise ScheduleError(PRIMITIVE, f"argument 'index_map': calling it with the {ndim} "
+                                f"indices of the buffer failed: {exc}") from None
+        results = results if isinstance(results, tuple | list) else (results,)
+        return cls(params, tuple(convert(r, dtype) for r in results))
+
+    def __call__(self, *indices: Expr) -> tuple[Expr, ...]:
+        mapping = dict(zip(self.params, indices, strict=True))
+        return tuple(simplify(substitute(r, mapping)) for r in self.results)
+
+    def __repr__(self) -> str:
+        results = ", ".join(r.script() for r in self.results)
+        comma = "," if len(self.results) == 1 else ""
+        return f"lambda {', '.join(p.name for p in self.params)}: ({results}{comma})"
+
+    json_key = "index_map"
+
+    def to_json(self) -> dict:
+        """The map in a trace's JSON: its lambda text and the dtype of its indices."""
+        return {"lambda": repr(self), "dtype": self.params[0].dtype if self.params else "int32"}
+
+    @classmethod
+    def from_json(cls, value: dict) -> IndexMap:
+        """The map `to_json` wrote, read back with the TVMScript expression parser."""
+        import ast
+
+        from sched.ir.parse_expr import ExprParser
+
+        node = ast.parse(value["lambda"], mode="eval").body
+        parser = ExprParser()
+        params = tuple(Var(a.arg, value["dtype"]) for a in node.args.args)
+        for param in params:
+            parser.bind(param.name, param)
+        body = node.body.elts if isinstance(node.body, ast.Tuple) else [node.body]
+        return cls(params, tuple(parser.expr(e, value["dtype"]) for e in body))
+
+
+def transform_layout(func: PrimFunc, block_name: str, buffer_ref, index_map,
+                     pad_value=None) -> PrimFunc:
+    """`func` with the buffer `buffer_ref` of block `block_name` stored through `index_map`
+    (see Schedule.transform_layout)."""
+    realize = find_block(func, block_name, PRIMITIVE)
+    buffer = _buffer(realize.block, buffer_ref)
+    if buffer in func.buffers:
+        raise ScheduleError(PRIMITIVE, f"{buffer.name!r} is a parameter of the function: its "
+                            f"layout is the caller's; transform the layout of a cache of it "
+                            f"(cache_read / cache_write) instead")
+    refuse_other_views(func, buffer, PRIMITIVE, "changing its layout")
+    if not all(isinstance(d, IntImm) for d in buffer.shape):
+        raise ScheduleError(PRIMITIVE, f"{buffer.name!r} has a symbolic shape; the image of "
+                            f"the index map is computed for constant shapes")
+    dtype = buffer.shape[0].dtype if buffer.shape else "int32"
+    mapping = IndexMap.from_callable(index_map, buffer.ndim, dtype)
+    if len(mapping.params) != buffer.ndim:
+        raise ScheduleError(PRIMITIVE, f"the index map takes {len(mapping.params)} indices; "
+                            f"{buffer.name!r} has {buffer.ndim}")
+    shape, padded = _image_shape(buffer, mapping)
+    new = Buffer(buffer.name, shape, buffer.dtype, buffer.scope)
+    new_func = dataclasses.replace(func, body=_Relayout(buffer, new, mapping).visit(func.body))
+    if pad_value is not None and padded:
+        new_func = _fill_padding(new_func, new, pad_value)
+    return new_func
+
+
+def _buffer(block: Block, ref) -> Buffer:
+    """The buffer named by `ref`: a name, a Buffer, or ("read" | "write", index)."""
+    regions = {"read": block.reads, "write": block.writes}
+    if isinstance(ref, tuple | list) and len(ref) == 2 and ref[0] in regions:
+        kind, index = ref
+        if not isinstance(index, int) or not 0 <= index < len(regions[kind]):
+            raise ScheduleError(PRIMITIVE, f"argument 'buffer': block {block.name!r} has "
+                                f"{len(regions[kind])} {kind} regions, got index {index!r}")
+        return regions[kind][index].buffer
+    name = ref.name if isinstance(ref, Buffer) else ref
+    for region in (*block.reads, *block.writes):
+        if region.buffer.name == name:
+            return region.buffer
+    listed = ", ".join(dict.fromkeys(r.buffer.name for r in (*block.reads, *block.writes)))
+    raise ScheduleError(PRIMITIVE, f"argument 'buffer': block {block.name!r} accesses no "
+                        f"buffer {name!r} (it accesses {listed or 'none'}); give a name, a "
+                        f"Buffer or (\"read\" | \"write\", index)")
+
+
+def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], bool]:
+    """The new shape (the bounding box of the map's image) and whether the image leaves part
+    of it empty; refuses a map that is not affine, not injective or reaches below 0."""
+    stray = {v.name for r in mapping.results for v in free_vars(r)} - \
+        {p.name for p in mapping.params}
+    bad = [r for r in mapping.results if not is_int(r.dtype) or to_isl(r) is None]
+    if stray or bad:
+        what = f"uses {', '.join(sorted(stray))}" if stray else \
+            f"has the non-affine index {bad[0].script()}"
+        raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} {what}: it must be an "
+                            f"affine function of the indices (+, -, * and // or % by "
+                            f"constants)")
+    names = [isl_name(p) for p in mapping.params]
+    domain = " and ".join(f"0 <= {n} < {d.value}" for n, d in zip(names, buffer.shape))
+    outputs = [f"o{d}" for d in range(len(mapping.results))]
+    equalities = " and ".join(f"{o} = {to_isl(r)}" for o, r in zip(outputs, mapping.results))
+    relation = isl.Map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
+                       f"{domain or 'true'} and {equalities or 'true'} }}")
+    if not relation.is_injective():
+        raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} sends two elements of "
+                            f"{buffer.name!r} to one place: it must be injective on the shape "
+                            f"({', '.join(d.script() for d in buffer.shape)})")
+    image = relation.range()
+    shape, box = [], isl.Set("{ [" + ", ".join(outputs) + "] : " +
+                             " and ".join(f"0 <= {o}" for o in outputs) + " }")
+    for d, name in enumerate(outputs):
+        low = image.dim_min_val(d).to_python()
+        high = image.dim_max_val(d).to_python()
+        if low < 0:
+            raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} the "
+                                f"value {low}: indices start at 0")
+        shape.append(const(high + 1, buffer.shape[0].dtype))
+        box = box.intersect(isl.Set(f"{{ [{', '.join(outputs)}] : {name} <= {high} }}"))
+    return tuple(shape), not image.is_equal(box)
+
+
+JSON_READERS[IndexMap.json_key] = IndexMap.from_json
+
+
+class _Relayout(IRMutator):
+    """Accesses of the old buffer through the map; regions of the blocks that access it
+    inferred again; the allocation replaced."""
+
+    def __init__(self, old: Buffer, new: Buffer, mapping: IndexMap) -> None:
+        self.old, self.new, self.mapping = old, new, mapping
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.visit_children(node)
+        if node.buffer == self.old:
+            return BufferLoad(self.new, self.mapping(*node.indices))
+        return node
+
+    def visit_BufferStore(self, node: BufferStore):
+        node = self.visit_children(node)
+        if node.buffer == self.old:
+            return BufferStore(self.new, node.value, self.mapping(*node.indices))
+        return node
+
+    def visit_Block(self, block: Block):
+        body = self.visit(block.body)
+        init = None if block.init is None else self.visit(block.init)
+        allocs = tuple(self.new if b == self.old else b for b in block.alloc_buffers)
+        touched = any(r.buffer == self.old for r in (*block.reads, *block.writes))
+        reads, writes = block.reads, block.writes
+        if touched:
+            reads_new, writes_new = infer_block_regions(body, init, block.iter_vars, allocs)
+            reads = _swap(block.reads, self.old, reads_new, self.new)
+            writes = _swap(block.writes, self.old, writes_new, self.new)
+        return dataclasses.replace(block, body=body, init=init, alloc_buffers=allocs,
+                                   reads=reads, writes=writes)
+
+
+def _swap(regions, old: Buffer, inferred, new: Buffer) -> tuple[BufferRegion, ...]:
+    """`regions` with those of `old` replaced by the inferred ones of `new` (the whole new
+    buffer when the block declared `old` without accessing it in its own body)."""
+    ours = [r for r in inferred if r.buffer == new] or \
+        [BufferRegion(new, tuple(Range(const(0, d.dtype), d) for d in new.shape))]
+    out, placed = [], False
+    for region in regions:
+        if region.buffer != old:
+            out.append(region)
+        elif not placed:
+            out.extend(ours)
+            placed = True
+    return tuple(out)
+
+
+def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:
+    """`func` with a block `<buffer>_pad` storing `pad_value` in every element of `buffer`,
+    first in the body of the block that allocates it (the program's stores then overwrite the
+    elements of the image)."""
+    owner = next(r for r in collect(func.body, BlockRealize)
+                 if buffer in r.block.alloc_buffers)
+    taken = taken_names(func)
+    loops = [Var(fresh(f"ax{d}", taken), d_.dtype) for d, d_ in enumerate(buffer.shape)]
+    taken |= {v.name for v in loops}
+    iter_vars = tuple(IterVar(Var(fresh(f"v{d}", taken), dim.dtype),
+                              Range(const(0, dim.dtype), dim))
+                      for d, dim in enumerate(buffer.shape))
+    indices = tuple(iv.var for iv in iter_vars)
+    value = convert(pad_value, buffer.dtype)
+    if value.dtype != buffer.dtype:
+        raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r} is {value.dtype}; "
+                            f"{buffer.name!r} holds {buffer.dtype}")
+    whole = BufferRegion(buffer, tuple(Range(v, const(1, v.dtype)) for v in indices))
+    block = Block(fresh(f"{buffer.name}_pad", block_names(func)), iter_vars, (), (whole,),
+                  BufferStore(buffer, value, indices))
+    nest = BlockRealize(tuple(loops), TRUE, block)
+    for var, dim in reversed(list(zip(loops, buffer.shape))):
+        nest = For(var, const(0, dim.dtype), dim, "serial", nest)
+    new_block = dataclasses.replace(owner.block, body=seq(nest, owner.block.body))
+    return replace(func, owner, dataclasses.replace(owner, block=new_block))
+
+
+class LayoutPrimitives(ScheduleBase):
+    """transform_layout."""
+
+    def transform_layout(self, block: BlockRV, buffer, index_map, pad_value=None) -> None:
+        """Store a buffer the block accesses in another layout: element `idx` goes to
+        `index_map(*idx)`, in a buffer of the shape of the map's image.
+
+        Requires: the buffer is allocated by the function (not a parameter) and has a constant
+        shape; the map is affine (`+ - *`, `//` and `%` by constants) and injective on the
+        shape, with no negative index. Nothing runs in another order, so no dependence check
+        is needed; the accessing blocks' regions are inferred again.
+
+        Arguments: `block` a block handle; `buffer` the buffer's name, ("read" | "write",
+        index) into the block's regions, or the Buffer; `index_map` a function of the old
+        indices (`lambda i, j: (i // 4, j, i % 4)`, also through `T.index_map`);
+        `pad_value` stored first in the whole buffer, so that the elements no old index maps
+        to (the map pads: the image is not the whole new shape) hold it.
+        Returns: nothing. Handles stay valid.
+        Also known as: `transform_layout` in TVM; Halide's `storage_folding`/`reorder_storage`
+        cover its permutations.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((6, 4), name="A")
+        >>> B = te.compute((6, 4), lambda i, j: A[i, j] * 2.0, name="B")
+        >>> C = te.compute((6, 4), lambda i, j: B[i, j] + 1.0, name="C")
+        >>> sch = sched.Schedule(te.create_prim_func([A, C]))
+        >>> sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (j, i))
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def main(A: T.Buffer((6, 4), "float32"), C: T.Buffer((6, 4), "float32")):
+            with T.block("root"):
+                B = T.alloc_buffer((4, 6), "float32")
+                for i, j in T.grid(6, 4):
+                    with T.block("B"):
+                        v_i, v_j = T.axis.remap("SS", [i, j])
+                        T.reads(A[v_i, v_j])
+                        T.writes(B[v_j, v_i])
+                        B[v_j, v_i] = A[v_i, v_j] * T.float32(2.0)
+                for i_1, j_1 in T.grid(6, 4):
+                    with T.block("C"):
+                        v_i, v_j = T.axis.remap("SS", [i_1, j_1])
+                        T.reads(B[v_j, v_i])
+                        T.writes(C[v_i, v_j])
+                        C[v_i, v_j] = B[v_j, v_i] + T.float32(1.0)
+        """
+        name = self._block(block, PRIMITIVE)
+        realize = find_block(self._func, name, PRIMITIVE)
+        target = _buffer(realize.block, buffer)
+        dtype = target.shape[0].dtype if target.shape else "int32"
+        mapping = IndexMap.from_callable(index_map, target.ndim, dtype)
+        new_func = transform_layout(self._func, name, buffer, mapping, pad_value)
+        attrs = (("pad_value", pad_value),) if pad_value is not None else ()
+        self._record(PRIMITIVE, new_func, (block, buffer, mapping), attrs)

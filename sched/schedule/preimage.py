@@ -1,0 +1,92 @@
+"""The consumer instances that one iteration of a loop makes computable, for
+reverse_compute_at of a consumer whose indices are not its variables (`B[i * 4 + j]`,
+`B[i // 2, i % 2]`), and the producer instances it needs, for compute_at of a producer that
+stores at such indices (`D[15 - vi]`).
+
+Under the loop, the producers write a box of their buffer (`needed_region.exact_box`); the
+consumer instances whose loads of those buffers all fall in that box are a set isl describes
+exactly (`{ [i, j] : io * 4 <= i * 4 + j < io * 4 + 4 }`); each variable's range over it is
+the range its new loop covers, when that range has a constant extent. Nothing here decides
+legality: the moved block is checked afterwards like every move (each instance run once, every
+dependence kept), so a range that is too wide or too narrow is refused there, not run.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.ir.functor import free_vars
+from sched.ir.nodes import (
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+    Var,
+)
+from sched.ir.simplify import simplify
+from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.schedule.inlining import block_accesses
+from sched.schedule.needed_region import exact_box
+from sched.schedule.state import enclosing_loops
+
+
+def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
+                    here: list[BlockRealize], reverse: bool = True
+                    ) -> dict[Var, tuple[Expr, Expr]]:
+    """(low, extent) of the moved block's iteration variables over the instances whose loads
+    of the buffers `here` write under `loop` fall in what one iteration writes (`reverse`: a
+    consumer), or whose stores fall in what `here` read there (a producer); only variables
+    with a constant extent there (none when an index or a bound is not affine)."""
+    block = realize.block
+    if reverse:
+        touched = {r.buffer.name for p in here for r in p.block.writes}
+        loads = [x for x in block_accesses(block, BufferLoad) if x.buffer.name in touched]
+    else:
+        touched = {r.buffer.name for p in here for r in p.block.reads}
+        loads = [x for x in block_accesses(block, BufferStore) if x.buffer.name in touched]
+    access = "write" if reverse else "read"
+    outer = [*enclosing_loops(func, loop), loop]
+    params = {isl_name(lp.loop_var): lp.loop_var for lp in outer}
+    params.update({isl_name(v): v for v in func.symbolic_vars})
+    dims = [isl_name(iv.var) for iv in block.iter_vars]
+    constraints = []
+    for iv in block.iter_vars:
+        low, extent = to_isl(iv.dom.min), to_isl(iv.dom.extent)
+        if low is None or extent is None:
+            return {}
+        constraints.append(f"{low} <= {isl_name(iv.var)} < {low} + {extent}")
+    for lp in outer:
+        low, extent = to_isl(lp.min), to_isl(lp.extent)
+        if low is None or extent is None:
+            return {}
+        constraints.append(f"{low} <= {isl_name(lp.loop_var)} < {low} + {extent}")
+    boxes = {}
+    for load in loads:
+        name = load.buffer.name
+        if name not in boxes:
+            users = [r for r in here if any(w.buffer.name == name for w in
+                                            (r.block.writes if reverse else r.block.reads))]
+            boxes[name] = exact_box(func, loop, users, name, access,
+                                    load.buffer.scope == "shared")
+        for index, r in zip(load.indices, boxes[name]):
+            texts = [to_isl(index), to_isl(r.min), to_isl(r.extent)]
+            if None in texts or set(free_vars(r.min)) - set(params.values()):
+                return {}
+            constraints.append(f"{texts[1]} <= {texts[0]} < {texts[1]} + {texts[2]}")
+    names = ", ".join(params)
+    instances = isl.Set(f"[{names}] -> {{ [{', '.join(dims)}] : {' and '.join(constraints)} }}")
+    context = instances.params()
+    found = {}
+    for k, iv in enumerate(block.iter_vars):
+        low, high = instances.dim_min(k), instances.dim_max(k)
+        if low.n_piece() != 1 or high.n_piece() != 1:
+            continue
+        extent = pw_aff_to_expr(high.sub(low), context, params)
+        if not isinstance(extent, IntImm):
+            continue
+        found[iv.var] = (simplify(pw_aff_to_expr(low, context, params)),
+                         IntImm(extent.value + 1, extent.dtype))
+    return found

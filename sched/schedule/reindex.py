@@ -1,0 +1,246 @@
+"""reindex: a copy of a buffer laid out by the iteration variables of the block that accesses it.
+
+    sch.reindex(block, ("read", 0))     # A[vk, vi] read through A_reindex[vi, vk]
+
+A block that reads `A[f(v)]` reads `A_reindex[u]` instead, `u` the iteration variables that
+`f` uses (in the block's order), filled by a block `A_reindex` before the loop nest that holds
+it: `A_reindex[u] = A[f(u)]` over the box of `u`. A block that writes `A[f(v)]` writes (and reads
+back) `A_reindex[u]`, and `A_reindex` copies the box back after the nest.
+
+What keeps it sound: the block runs every instance of its domain's box (no predicate, bindings
+that cover it, polyhedral/ checks), its one access pattern of the buffer is not under a
+condition, so the copy touches exactly the elements the block touched; nothing else in the nest
+writes (for a read) or accesses (for a write) the buffer; for a write, `f` is injective on the
+box (isl checks), so copying back writes each element once, with the value the block left there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import islpy as isl
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRMutator, collect, free_vars, substitute
+from sched.ir.names import fresh
+from sched.ir.nodes import (
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    IntImm,
+    IterVar,
+    PrimFunc,
+    Select,
+    Var,
+    const,
+)
+from sched.ir.regions import infer_block_regions
+from sched.polyhedral import build_model
+from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.layout import _buffer
+from sched.schedule.scope import (
+    add_allocation,
+    block_names,
+    blocks_accessing,
+    scope_of,
+    splice,
+    taken_names,
+)
+from sched.schedule.state import find_block, refuse_other_views, replace_in
+
+PRIMITIVE = "reindex"
+
+
+def reindex(func: PrimFunc, block_name: str, buffer_ref) -> tuple[PrimFunc, str]:
+    """`func` with block `block_name` accessing `buffer_ref` through a reindexed copy (see
+    Schedule.reindex)."""
+    realize = find_block(func, block_name, PRIMITIVE)
+    block = realize.block
+    buffer = _buffer(block, buffer_ref)
+    write = any(r.buffer == buffer for r in block.writes)
+    refuse_other_views(func, buffer, PRIMITIVE, "copying it")
+    indices = _one_pattern(block, buffer, write)
+    used = [iv for iv in block.iter_vars if any(iv.var in free_vars(i) for i in indices)]
+    if any(not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0) for iv in used):
+        raise ScheduleError(PRIMITIVE, f"block {block_name!r}: the iteration variables that "
+                            f"index {buffer.name!r} must start at 0")
+    _check_every_instance(func, realize)
+    if write:
+        _check_injective(buffer, indices, used)
+    scope = scope_of(func, realize, PRIMITIVE)
+    others = [b.name for b in blocks_accessing(scope.top, buffer, "write" if not write else
+                                               "read") if b.name != block_name]
+    others += [b.name for b in blocks_accessing(scope.top, buffer, "write")
+               if write and b.name != block_name]
+    if others:
+        raise ScheduleError(PRIMITIVE, f"block(s) {', '.join(dict.fromkeys(others))} access "
+                            f"{buffer.name!r} in the loop nest of block {block_name!r}, where "
+                            f"the copy would not see them; reindex before placing them there")
+    taken = taken_names(func)
+    copy = Buffer(fresh(f"{buffer.name}_reindex", taken), tuple(iv.dom.extent for iv in used),
+                  buffer.dtype, buffer.scope)
+    name = fresh(copy.name, block_names(func))
+    nest = _copy_nest(name, buffer, copy, indices, used, write, taken)
+    new_block = _Redirect(buffer, copy, tuple(iv.var for iv in used)).visit(block)
+    reads, writes = infer_block_regions(new_block.body, new_block.init, new_block.iter_vars,
+                                        new_block.alloc_buffers)
+    new_block = dataclasses.replace(new_block, reads=reads, writes=writes)
+    stages = [replace_in(scope.top, realize, dataclasses.replace(realize, block=new_block))]
+    stages = stages + [nest] if write else [nest] + stages
+    return splice(add_allocation(func, scope.realize, copy), scope.top, stages), name
+
+
+def _one_pattern(block: Block, buffer: Buffer, write: bool) -> tuple:
+    """The indices of the block's accesses of `buffer` (one pattern, in no condition)."""
+    nodes = collect(block.body, BufferLoad) + collect(block.body, BufferStore)
+    if block.init is not None:
+        nodes += collect(block.init, BufferLoad) + collect(block.init, BufferStore)
+    patterns = {n.indices for n in nodes if n.buffer == buffer}
+    guarded = [load for select in collect(block.body, Select)
+               for load in collect(select, BufferLoad) if load.buffer == buffer]
+    if len(patterns) != 1 or guarded or not isinstance(block.body, BufferStore):
+        condition = " (some under a condition)" if guarded else ""
+        raise ScheduleError(PRIMITIVE, f"block {block.name!r} accesses {buffer.name!r} at "
+                            f"{len(patterns)} index pattern(s){condition} or has more than one "
+                            f"statement: reindex needs one store with one access pattern, run "
+                            f"in every instance")
+    if write and block.body.buffer != buffer:
+        raise ScheduleError(PRIMITIVE, f"block {block.name!r} writes {buffer.name!r} in its "
+                            f"init alone")
+    reads_first = any(n.buffer == buffer for n in collect(block.body, BufferLoad))
+    initialized = block.init is not None and any(
+        s.buffer == buffer for s in collect(block.init, BufferStore))
+    if write and reads_first and not initialized:
+        raise ScheduleError(PRIMITIVE, f"block {block.name!r} reads the values of "
+                            f"{buffer.name!r} that were there before it, which a new copy "
+                            f"would not hold: use cache_write, which fills its cache first")
+    return next(iter(patterns))
+
+
+def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
+    """Refuse a block that does not run every point of its domain's box."""
+    block = realize.block
+    statements = [s for s in build_model(func).statements_of_block(block.name)
+                  if not s.is_init]
+    if len(statements) != 1 or not statements[0].exact:
+        raise ScheduleError(PRIMITIVE, f"the instances of block {block.name!r} are not known "
+                            f"exactly")
+    domain = statements[0].domain
+    names = domain.get_var_names(isl.dim_type.set)
+    params = ", ".join(domain.get_space().get_var_names(isl.dim_type.param))
+    bounds = []
+    for name, iv in zip(names, block.iter_vars):
+        low, extent = to_isl(iv.dom.min), to_isl(iv.dom.extent)
+        if low is None or extent is None:
+            raise ScheduleError(PRIMITIVE, f"the domain of {iv.var.name!r} is not affine")
+        bounds.append(f"{low} <= {name} < {low} + {extent}")
+    box = isl.Set(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] : "
+                  f"{' and '.join(bounds) or 'true'} }}")
+    if not domain.is_equal(box):
+        raise ScheduleError(PRIMITIVE, f"block {block.name!r} runs part of its domain "
+                            f"({domain}): the copy would touch elements it does not")
+
+
+def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> None:
+    names = [isl_name(iv.var) for iv in used]
+    texts = [to_isl(i) for i in indices]
+    if any(t is None for t in texts) or any(to_isl(iv.dom.extent) is None for iv in used):
+        raise ScheduleError(PRIMITIVE, f"the indices of {buffer.name!r} are not affine")
+    domain = " and ".join(f"0 <= {n} < {to_isl(iv.dom.extent)}" for n, iv in zip(names, used))
+    outputs = [f"o{k}" for k in range(len(texts))]
+    relation = isl.Map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
+                       f"{domain or 'true'} and "
+                       f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}")
+    if not relation.is_injective():
+        raise ScheduleError(PRIMITIVE, f"two instances of the block write one element of "
+                            f"{buffer.name!r}: copied back, the last write could change")
+
+
+def _copy_nest(name: str, buffer: Buffer, copy: Buffer, indices: tuple, used: list[IterVar],
+               write: bool, taken: set[str]):
+    loops = [Var(fresh(f"ax{d}", taken), iv.var.dtype) for d, iv in enumerate(used)]
+    new = {iv.var: Var(fresh(f"v{d}", taken), iv.var.dtype) for d, iv in enumerate(used)}
+    iter_vars = tuple(IterVar(new[iv.var], iv.dom) for iv in used)
+    at = tuple(substitute(i, new) for i in indices)
+    own = tuple(new[iv.var] for iv in used)
+    body = BufferStore(buffer, copy[own], at) if write else BufferStore(copy, buffer[at], own)
+    reads, writes = infer_block_regions(body, None, iter_vars)
+    stmt = BlockRealize(tuple(loops), TRUE, Block(name, iter_vars, reads, writes, body))
+    for loop, iv in reversed(list(zip(loops, used))):
+        stmt = For(loop, const(0, loop.dtype), iv.dom.extent, "serial", stmt)
+    return stmt
+
+
+class _Redirect(IRMutator):
+    """Accesses of `old` (at its one pattern) as accesses of `new` at the used variables."""
+
+    def __init__(self, old: Buffer, new: Buffer, at: tuple) -> None:
+        self.old, self.new, self.at = old, new, at
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.visit_children(node)
+        return BufferLoad(self.new, self.at) if node.buffer == self.old else node
+
+    def visit_BufferStore(self, node: BufferStore):
+        node = self.visit_children(node)
+        return BufferStore(self.new, node.value, self.at) if node.buffer == self.old else node
+
+
+class ReindexPrimitives(ScheduleBase):
+    """reindex."""
+
+    def reindex(self, block: BlockRV, buffer) -> BlockRV:
+        """Access a buffer through a copy laid out by the block's iteration variables: the
+        block reads or writes `<buffer>_reindex[u]`, `u` the variables its indices use, and a
+        copy block of that name fills it before the block's loop nest (read) or copies it back
+        after (write).
+
+        Requires: the block is one store that runs in every point of its domain's box, with
+        one access pattern of the buffer, not under a condition; the variables it uses start
+        at 0; nothing else in the nest accesses the buffer in a way the copy would miss; for a
+        write, the indices are injective on the box.
+
+        Arguments: `block` a block handle; `buffer` ("read" | "write", index), a name or a
+        Buffer. Returns: a handle to the copy block. Handles stay valid.
+        Also known as: `reindex` in TVM.
+
+        >>> import sched
+        >>> from sched.script import T
+        >>> @T.prim_func
+        ... def transpose_add(A: T.Buffer((4, 8), "float32"), B: T.Buffer((8, 4), "float32")):
+        ...     for i, j in T.grid(8, 4):
+        ...         with T.block("B"):
+        ...             vi, vj = T.axis.remap("SS", [i, j])
+        ...             B[vi, vj] = A[vj, vi] + T.float32(1)
+        >>> sch = sched.Schedule(transpose_add)
+        >>> copy = sch.reindex(sch.get_block("B"), ("read", 0))
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def transpose_add(A: T.Buffer((4, 8), "float32"), B: T.Buffer((8, 4), "float32")):
+            with T.block("root"):
+                A_reindex = T.alloc_buffer((8, 4), "float32")
+                for ax0, ax1 in T.grid(8, 4):
+                    with T.block("A_reindex"):
+                        v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                        T.reads(A[v1, v0])
+                        T.writes(A_reindex[v0, v1])
+                        A_reindex[v0, v1] = A[v1, v0]
+                for i, j in T.grid(8, 4):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        T.reads(A_reindex[vi, vj])
+                        T.writes(B[vi, vj])
+                        B[vi, vj] = A_reindex[vi, vj] + T.float32(1.0)
+        """
+        name = self._block(block, PRIMITIVE)
+        new_func, copy = reindex(self._func, name, buffer)
+        handle = BlockRV(copy, self._new_rv("b"))
+        self._record(PRIMITIVE, new_func, (block, buffer), outputs=(handle,))
+        return handle

@@ -1,0 +1,395 @@
+"""TVMScript constructs of TVM users' TensorIR that sched reads: layout arguments of buffer
+declarations, views in blocks, integer intrinsics and `dtype=`, virtual threads, scan/opaque
+axes, blocks that use enclosing loop variables, repeated block names. Each parses, prints back
+to the same function and computes what numpy does on the C target.
+
+No `from __future__ import annotations`: the `@T.prim_func` signatures are evaluated.
+"""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import ScriptError, ScriptWarning
+from sched.ir import Call
+from sched.ir.parser import parse
+from sched.script import T
+
+
+def round_trips(func) -> None:
+    assert parse(func.script()) == func
+
+
+def run_c(func, *arrays):
+    sched.build(func, target="c")(*arrays)
+    return arrays
+
+
+# --------------------------------------------------------------------------------------------
+# integer intrinsics, casts, dtype=, limits
+
+
+@T.prim_func
+def bit_tricks(A: T.Buffer((32,), "int32"), B: T.Buffer((32,), "int32"),
+               C: T.Buffer((32,), "int8"), D: T.Buffer((32,), "float32")):
+    for i in range(32):
+        with T.block("B"):
+            vi = T.axis.spatial(32, i)
+            B[vi] = (T.shift_left(A[vi], 3) ^ (A[vi] >> 2)) | (A[vi] & 12) + ~A[vi]
+            C[vi] = T.cast(T.bitwise_and(A[vi], 255), "int8") + T.shift_right(T.int8(-64), 2)
+            D[vi] = T.if_then_else(A[vi] > 0, T.sqrt(T.Cast("float32", A[vi]), dtype="float32"),
+                                   -1, dtype="float32") + T.max(T.min_value("float32"), 0.5)
+
+
+def test_bitwise_shift_and_casts_match_numpy():
+    round_trips(bit_tricks)
+    calls = {c.op for c in sched.ir.functor.collect(bit_tricks.body, Call)}
+    assert {"shift_left", "shift_right", "bitwise_xor", "bitwise_or", "bitwise_and",
+            "bitwise_not", "sqrt"} <= calls
+    a = np.arange(-16, 16, dtype=np.int32) * 37
+    b, c, d = np.zeros(32, np.int32), np.zeros(32, np.int8), np.zeros(32, np.float32)
+    run_c(bit_tricks, a, b, c, d)
+    np.testing.assert_array_equal(b, ((a << 3) ^ (a >> 2)) | ((a & 12) + ~a))
+    np.testing.assert_array_equal(c, ((a & 255).astype(np.int8) + np.int8(-16)).astype(np.int8))
+    expected = np.where(a > 0, np.sqrt(np.maximum(a, 0).astype(np.float32)), -1) + 0.5
+    np.testing.assert_allclose(d, expected.astype(np.float32), rtol=1e-6)
+    # the reference interpreter agrees
+    b2, c2, d2 = np.zeros(32, np.int32), np.zeros(32, np.int8), np.zeros(32, np.float32)
+    sched.interpret(bit_tricks, a, b2, c2, d2)
+    np.testing.assert_array_equal(b2, b)
+    np.testing.assert_array_equal(c2, c)
+
+
+@T.prim_func
+def limits(A: T.Buffer((4,), "float16"), B: T.Buffer((2,), "int32"), C: T.Buffer((2,), "int8")):
+    with T.block("L"):
+        A[0] = T.max_value("float16")
+        A[1] = T.min_value("float16")
+        A[2] = T.float16(2)
+        A[3] = T.exp(T.float16(0), dtype="float16")
+        B[0] = T.max_value("int32")
+        B[1] = T.min_value("int32")
+        C[0] = T.max_value("int8")
+        C[1] = T.min_value("int8")
+
+
+def test_min_value_and_max_value_are_the_finite_limits():
+    round_trips(limits)
+    a, b, c = np.zeros(4, np.float16), np.zeros(2, np.int32), np.zeros(2, np.int8)
+    run_c(limits, a, b, c)
+    np.testing.assert_array_equal(a, [65504, -65504, 2, 1])
+    np.testing.assert_array_equal(b, [2 ** 31 - 1, -2 ** 31])
+    np.testing.assert_array_equal(c, [127, -128])
+
+
+def test_dtype_keyword_disagreeing_with_the_operands_is_refused():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "float16"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = T.exp(A[vi], dtype="float32")
+'''
+    with pytest.raises(ScriptError, match=r'line 7: T.exp\(..., dtype="float32"\) has float16 '
+                                          r'operands: cast them first'):
+        parse(text)
+
+
+def test_bitwise_operator_on_floats_is_refused():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("A"):
+            vi = T.axis.spatial(4, i)
+            A[vi] = A[vi] & A[vi]
+'''
+    with pytest.raises(ScriptError, match="line 7: .*bitwise operators take integers"):
+        parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# layout arguments: strides=, elem_offset=, align=, offset_factor=, scope=""
+
+
+@T.prim_func
+def strided_params(a: T.handle, b: T.handle):
+    s0 = T.int32()
+    A = T.match_buffer(a, (8, 16), "float32", strides=[s0, 1], elem_offset=A_offset, align=64,
+                       offset_factor=16, scope="")
+    B = T.match_buffer(b, (8, 16), "float32", strides=(16, 1), elem_offset=0, scope="global")
+    C = T.alloc_buffer((8, 16), "float32", scope="", align=128, offset_factor=1)
+    for i, j in T.grid(8, 16):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * T.Cast("float32", s0 + A_offset)
+    for i, j in T.grid(8, 16):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = C[vi, vj] + T.float32(1)
+
+
+def test_layout_arguments_of_dense_buffers():
+    round_trips(strided_params)
+    A, B = strided_params.params
+    assert A.scope == B.scope == "global"
+    # a stride variable is the dense stride (16), the offset variable 0
+    a = np.random.default_rng(0).random((8, 16), dtype=np.float32)
+    b = np.zeros((8, 16), np.float32)
+    run_c(strided_params, a, b)
+    np.testing.assert_allclose(b, a * 16 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("argument, shown", [
+    ("strides=(32, 1)", r"strides=32 is not sched's dense row-major layout, whose strides is 16"),
+    ("elem_offset=4", r"elem_offset=4 is not sched's dense row-major layout, whose "
+                      r"elem_offset is 0"),
+    ("align=T.int32()", r"align= must be an integer"),
+])
+def test_layout_that_is_not_dense_is_refused(argument, shown):
+    text = f'''
+@T.prim_func
+def f(a: T.handle):
+    A = T.match_buffer(a, (8, 16), "float32", {argument})
+    for i in range(8):
+        with T.block("A"):
+            vi = T.axis.spatial(8, i)
+            A[vi, 0] = T.float32(0)
+'''
+    with pytest.raises(ScriptError, match="line 4: T.match_buffer 'A': " + shown):
+        parse(text)
+
+
+def test_stride_variable_used_in_a_shape_must_equal_the_dense_stride():
+    text = '''
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, 16), "float32")
+    B = T.match_buffer(b, (8, 16), "float32", strides=[n, 1])
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi, 0] = A[vi, 0]
+'''
+    with pytest.raises(ScriptError, match="line 6: .*strides=n is not sched's dense"):
+        parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# T.match_buffer of a region inside a block
+
+
+@T.prim_func
+def tiled_views(A: T.Buffer((32, 16), "float32"), B: T.Buffer((32, 16), "float32")):
+    for io, jo in T.grid(4, 2):
+        with T.block("tile"):
+            vi, vj = T.axis.remap("SS", [io, jo])
+            T.reads(A[vi * 8:vi * 8 + 8, vj * 8:vj * 8 + 8])
+            T.writes(B[vi * 8:vi * 8 + 8, vj * 8:vj * 8 + 8])
+            A_tile = T.match_buffer(A[vi * 8:vi * 8 + 8, vj * 8:vj * 8 + 8], (8, 8),
+                                    strides=[s0, s1], elem_offset=offset, offset_factor=1)
+            B_row = T.match_buffer(B[vi * 8:vi * 8 + 8, vj * 8], (8,))
+            for i in range(8):
+                with T.block("row_sum"):
+                    ii = T.axis.spatial(8, i)
+                    B_row[ii] = A_tile[ii, 0] + A_tile[ii, 7] + T.Cast("float32", offset + s0)
+            for i, j in T.grid(8, 7):
+                with T.block("copy"):
+                    ii, jj = T.axis.remap("SS", [i, j])
+                    B[vi * 8 + ii, vj * 8 + jj + 1] = A_tile[ii, jj + 1]
+
+
+def test_match_buffer_in_a_block_is_a_window_of_the_region():
+    round_trips(tiled_views)
+    a = np.random.default_rng(1).random((32, 16), dtype=np.float32)
+    b = np.zeros((32, 16), np.float32)
+    run_c(tiled_views, a, b)
+    expected = a.copy()
+    for vi in range(4):
+        for vj in range(2):
+            rows = slice(vi * 8, vi * 8 + 8)
+            offset = vi * 8 * 16 + vj * 8
+            expected[rows, vj * 8] = a[rows, vj * 8] + a[rows, vj * 8 + 7] + offset + 16
+    np.testing.assert_allclose(b, expected, rtol=1e-6)
+
+
+def test_view_whose_shape_is_not_the_region_is_refused():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((32, 16), "float32")):
+    for io in range(4):
+        with T.block("tile"):
+            vi = T.axis.spatial(4, io)
+            X = T.match_buffer(A[vi * 8:vi * 8 + 8, 0:16], (8, 8))
+            X[0, 0] = T.float32(0)
+'''
+    with pytest.raises(ScriptError, match=r"line 7: T.match_buffer 'X': shape \(8, 8\) is not "
+                                          r"the region's extents \(8, 16\)"):
+        parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# blocks that use enclosing loop variables; scan and opaque axes
+
+
+@T.prim_func
+def uses_outer_loop(A: T.Buffer((8, 4), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        for k in range(4):
+            with T.block("acc"):
+                T.reads(A[i, k], B[i])
+                T.writes(B[i])
+                B[i] = T.if_then_else(k == 0, T.float32(0), B[i]) + A[i, k]
+
+
+def test_block_using_enclosing_loops_gets_opaque_axes():
+    block = uses_outer_loop.body.block.body.body.body.block
+    assert [(iv.var.name, iv.kind) for iv in block.iter_vars] == [("v_i", "opaque"),
+                                                                  ("v_k", "opaque")]
+    assert "v_i = T.axis.opaque(8, i)" in uses_outer_loop.script()
+    assert "T.reads(A[v_i, v_k], B[v_i])" in uses_outer_loop.script()
+    round_trips(uses_outer_loop)
+    a = np.random.default_rng(2).random((8, 4), dtype=np.float32)
+    b = np.full(8, 7, np.float32)
+    run_c(uses_outer_loop, a, b)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-6)
+
+
+@T.prim_func
+def prefix_sum(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for t in range(16):
+        with T.block("scan"):
+            vt = T.axis.scan(16, t)
+            B[vt] = T.if_then_else(vt == 0, A[vt], B[vt - 1] + A[vt])
+
+
+def test_scan_axis_round_trips_and_computes_in_order():
+    assert "vt = T.axis.scan(16, t)" in prefix_sum.script()
+    round_trips(prefix_sum)
+    a = np.arange(16, dtype=np.float32)
+    b = np.zeros(16, np.float32)
+    run_c(prefix_sum, a, b)
+    np.testing.assert_allclose(b, np.cumsum(a))
+
+
+# --------------------------------------------------------------------------------------------
+# virtual threads
+
+
+@T.prim_func
+def register_tiles(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for vx in T.thread_binding(4, thread="vthread.x"):
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(64, vx * 16 + i)
+                B[vi] = A[vi] * T.float32(3)
+
+
+def test_vthread_loops_run_as_serial_loops():
+    assert 'T.thread_binding(4, thread="vthread.x")' in register_tiles.script()
+    round_trips(register_tiles)
+    from sched.lower.pipeline import lower
+    for target in ("c", "cuda"):
+        loops = sched.ir.functor.collect(lower(register_tiles, target=target).body, sched.ir.For)
+        assert [lp.kind for lp in loops] == ["serial", "serial"], target
+    a = np.random.default_rng(3).random(64, dtype=np.float32)
+    b = np.zeros(64, np.float32)
+    run_c(register_tiles, a, b)
+    np.testing.assert_allclose(b, a * 3, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# block names, unknown constructs
+
+
+def test_repeated_block_name_is_made_unique_with_a_warning():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("compute"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + T.float32(1)
+    for i in range(8):
+        with T.block("compute"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = B[vi] * T.float32(2)
+'''
+    with pytest.warns(ScriptWarning, match=r"line 9: block name 'compute' is already used by "
+                                           r"the block at line 5; this block is named "
+                                           r"'compute_1'"):
+        func = parse(text)
+    assert re.findall(r'T.block\("(\w+)"\)', func.script()) == ["root", "compute", "compute_1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        round_trips(func)
+    a = np.arange(8, dtype=np.float32)
+    b = np.zeros(8, np.float32)
+    run_c(func, a, b)
+    np.testing.assert_allclose(b, (a + 1) * 2)
+
+
+@pytest.mark.parametrize("line, construct", [
+    ("B[vi] = T.frobnicate(A[vi])", "T.frobnicate"),
+    ("T.evaluate(T.call_extern(\"float32\", \"f\", A[vi]))", "T.evaluate"),
+])
+def test_unknown_construct_names_the_line_and_the_construct(line, construct):
+    text = f'''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            {line}
+'''
+    with pytest.raises(ScriptError, match=f"line 7: .*{re.escape(construct)}"):
+        parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# T.allocate_const
+
+
+@T.prim_func
+def weighted(A: T.Buffer((2, 3), "float32"), C: T.Buffer((2, 3), "float32")):
+    K = T.allocate_const([[1, 2, 3], [4, 5, -6.5]], "float32", [2, 3])
+    K_1 = T.Buffer((2, 3), "float32", data=K)
+    for i, j in T.grid(2, 3):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * K_1[vi, vj] + K[vi, 0]
+
+
+def test_allocate_const_is_an_allocation_filled_by_a_block():
+    text = weighted.script()
+    assert 'K = T.alloc_buffer((2, 3), "float32")' in text
+    assert 'with T.block("K_const"):' in text and "K[1, 2] = T.float32(-6.5)" in text
+    round_trips(weighted)
+    a = np.random.default_rng(4).random((2, 3), dtype=np.float32)
+    c = np.zeros((2, 3), np.float32)
+    run_c(weighted, a, c)
+    k = np.array([[1, 2, 3], [4, 5, -6.5]], np.float32)
+    np.testing.assert_allclose(c, a * k + k[:, :1], rtol=1e-6)
+    # schedules see an ordinary producer block
+    sch = sched.Schedule(weighted)
+    assert [b.name for b in sch.get_producers(sch.get_block("C"))] == ["K_const"]
+
+
+def test_allocate_const_with_the_wrong_number_of_values_is_refused():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32")):
+    K = T.allocate_const([1, 2, 3], "int32", [4])
+    for i in range(4):
+        with T.block("A"):
+            vi = T.axis.spatial(4, i)
+            A[vi] = K[vi]
+'''
+    with pytest.raises(ScriptError, match=r"line 4: T.allocate_const 'K': 3 values for the "
+                                          r"shape \(4\)"):
+        parse(text)

@@ -1,0 +1,86 @@
+"""transform_block_layout (sched/schedule/block_layout.py): new iteration variables as a
+function of the old ones, new loops over them, the order checked like any reorder."""
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import ScheduleError
+from sched.schedule.trace import Trace
+from sched.script import T
+
+
+@T.prim_func
+def reversed_store(A: T.Buffer((16,), "float32"), E: T.Buffer((16,), "float32")):
+    D = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("D"):
+            vi = T.axis.spatial(16, i)
+            D[15 - vi] = A[vi] + T.float32(1)
+    for i in range(16):
+        with T.block("E"):
+            vi = T.axis.spatial(16, i)
+            E[vi] = D[vi] * T.float32(3)
+
+
+def test_a_producer_storing_at_an_affine_index_then_computed_at():
+    sch = sched.Schedule(reversed_store)
+    (i,) = sch.get_loops(sch.get_block("E"))
+    io, ii = sch.split(i, [None, 4])
+    # D stores at 15 - vi; after the transform it stores at its variable
+    sch.transform_block_layout(sch.get_block("D"), lambda vi: (15 - vi,))
+    assert "D[v0] = A[15 - v0] + T.float32(1.0)" in sch.func.script()
+    sch.compute_at(sch.get_block("D"), io)
+    assert sched.parse(sch.func.script()) == sch.func
+    assert sch.trace.apply(reversed_store).func == sch.func
+    assert Trace.from_json(sch.trace.to_json()).apply(reversed_store).func == sch.func
+    a = np.random.default_rng(0).random(16, dtype=np.float32)
+    e = np.zeros(16, np.float32)
+    sched.build(sch.func, target="c")(a, e)
+    np.testing.assert_allclose(e, (a[::-1] + 1) * 3, rtol=1e-6)
+
+
+@T.prim_func
+def add_one(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    for i, j in T.grid(4, 8):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+
+
+def test_an_interchange_of_an_elementwise_block():
+    sch = sched.Schedule(add_one)
+    sch.transform_block_layout(sch.get_block("B"), lambda i, j: (j, i))
+    script = sch.func.script()
+    assert "for ax0, ax1 in T.grid(8, 4):" in script
+    assert "B[v1, v0] = A[v1, v0] + T.float32(1.0)" in script
+    a = np.random.default_rng(1).random((4, 8), dtype=np.float32)
+    b = np.zeros((4, 8), np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_allclose(b, a + 1, rtol=1e-6)
+
+
+@T.prim_func
+def running_sum(A: T.Buffer((8,), "float32")):
+    for i in range(7):
+        with T.block("S"):
+            vi = T.axis.spatial((1, 8), i + 1)
+            A[vi] = A[vi - 1] + A[vi]
+
+
+def test_reversing_a_block_that_carries_a_dependence_is_refused():
+    sch = sched.Schedule(running_sum)
+    # each instance reads what the one before wrote: reversed, it would read old values
+    with pytest.raises(ScheduleError, match=r"(?s)transform_block_layout: the new order runs S "
+                                            r"before S.*flow dependence on .A.: S\[vi=2\] "
+                                            r"reads A\[1\] written by S\[vi=1\]"):
+        sch.transform_block_layout(sch.get_block("S"), lambda vi: (8 - vi,))
+    assert sch.func == running_sum
+
+
+def test_maps_that_are_not_injective_or_not_onto_a_box_are_refused():
+    sch = sched.Schedule(add_one)
+    with pytest.raises(ScheduleError, match=r"sends two instances of block 'B' to one"):
+        sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i + j,))
+    with pytest.raises(ScheduleError, match=r"is .*not a box"):
+        sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i, i + j))

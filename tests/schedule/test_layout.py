@@ -1,0 +1,98 @@
+"""transform_layout (sched/schedule/layout.py): the accesses go through the index map, the
+buffer takes the shape of the map's image, and the numbers do not change."""
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.schedule.trace import Trace
+from sched.script import T
+
+
+def scale_then_shift(rows=10, cols=8):
+    A = te.placeholder((rows, cols), "float32", name="A")
+    B = te.compute((rows, cols), lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((rows, cols), lambda i, j: B[i, j] + 1, name="C")
+    return te.create_prim_func([A, C])
+
+
+def check_numbers(func, rows=10, cols=8):
+    a = np.random.default_rng(0).random((rows, cols), dtype=np.float32)
+    c = np.zeros((rows, cols), np.float32)
+    sched.build(func, target="c")(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    c2 = np.zeros((rows, cols), np.float32)
+    sched.interpret(func, a, c2)
+    np.testing.assert_allclose(c2, c, rtol=1e-6)
+
+
+def test_a_permutation_transposes_the_buffer():
+    func = scale_then_shift()
+    sch = sched.Schedule(func)
+    sch.transform_layout(sch.get_block("C"), "B", T.index_map(lambda i, j: (j, i)))
+    script = sch.func.script()
+    assert 'B = T.alloc_buffer((8, 10), "float32")' in script
+    assert "B[v_j, v_i] = A[v_i, v_j] * T.float32(2.0)" in script
+    assert "T.reads(B[v_j, v_i])" in script
+    assert sched.parse(script) == sch.func
+    assert sch.trace.apply(func).func == sch.func
+    check_numbers(sch.func)
+
+
+def test_a_padding_map_with_pad_value_fills_the_rest_first():
+    func = scale_then_shift()
+    sch = sched.Schedule(func)
+    # 10 rows in blocks of 4: the third block has 2 rows of padding
+    sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i, j: (i // 4, j, i % 4),
+                         pad_value=0.0)
+    script = sch.func.script()
+    assert 'B = T.alloc_buffer((3, 8, 4), "float32")' in script
+    assert 'with T.block("B_pad"):' in script
+    assert "B[v_i // 4, v_j, v_i % 4] = A[v_i, v_j] * T.float32(2.0)" in script
+    assert "lambda i, j: (i // 4, j, i % 4), pad_value=0.0" in str(sch.trace)
+    assert sch.trace.apply(func).func == sch.func
+    # the map survives the trace's JSON (the tuning database stores traces so)
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+    check_numbers(sch.func)
+
+
+def test_a_padding_map_without_pad_value_leaves_the_padding_unwritten():
+    sch = sched.Schedule(scale_then_shift())
+    sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4))
+    assert "B_pad" not in sch.func.script()
+    check_numbers(sch.func)
+
+
+def test_later_steps_work_on_the_new_layout():
+    sch = sched.Schedule(scale_then_shift(16, 8))
+    sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (j, i))
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.reorder(j, i)
+    sch.cache_read(sch.get_block("C"), "B", "local")
+    sch.parallel(sch.get_loops(sch.get_block("C"))[0])
+    check_numbers(sch.func, 16, 8)
+
+
+def test_a_map_that_is_not_injective_is_refused():
+    sch = sched.Schedule(scale_then_shift())
+    # rows 2k and 2k + 1 would share a place
+    with pytest.raises(ScheduleError, match=r"transform_layout: the index map lambda i, j: "
+                                            r"\(i // 2, j\) sends two elements of 'B' to one "
+                                            r"place: it must be injective on the shape "
+                                            r"\(10, 8\)"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 2, j))
+
+
+def test_a_parameter_and_a_non_affine_map_are_refused():
+    sch = sched.Schedule(scale_then_shift())
+    # the caller passes A in its layout
+    with pytest.raises(ScheduleError, match=r"'A' is a parameter of the function"):
+        sch.transform_layout(sch.get_block("B"), "A", lambda i, j: (j, i))
+    with pytest.raises(ScheduleError, match=r"has the non-affine index i \* j"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i * j, i))
+    with pytest.raises(ScheduleError, match=r"gives index o0 the value -9: indices start at 0"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (-i, j))
+    with pytest.raises(ScheduleError, match=r"block 'B' accesses no buffer 'Z'"):
+        sch.transform_layout(sch.get_block("B"), "Z", lambda i, j: (j, i))

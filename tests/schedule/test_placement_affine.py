@@ -1,0 +1,97 @@
+"""compute_at and reverse_compute_at with affine indices (sched/schedule/preimage.py): a consumer
+that reads its producer, or a producer that stores, at affine indices of several of its
+variables, `//` and `%` included: the new loops cover the instances one iteration makes
+computable or needs; the move is checked as every move is."""
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+
+A = te.placeholder((16,), "float32", name="A")
+B = te.compute((16,), lambda i: A[i] * 2, name="B")
+
+
+def moved(consumer, factor):
+    func = te.create_prim_func([A, consumer])
+    sch = sched.Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    io, _ = sch.split(i, [None, factor])
+    sch.reverse_compute_at(sch.get_block(consumer.name), io)
+    assert sch.trace.apply(func).func == sch.func
+    return sch
+
+
+def run(sch, shape):
+    a = np.random.default_rng(0).random(16, dtype=np.float32)
+    out = np.zeros(shape, np.float32)
+    sched.build(sch.func, target="c")(a, out)
+    out2 = np.zeros(shape, np.float32)
+    sched.interpret(sch.func, a, out2)
+    np.testing.assert_allclose(out2, out, rtol=1e-6)
+    return a, out
+
+
+def test_a_reshaping_consumer_runs_one_row_per_tile():
+    C = te.compute((4, 4), lambda i, j: B[i * 4 + j] + 1, name="C")
+    sch = moved(C, 4)
+    assert 'v_i, v_j = T.axis.remap("SS", [i_0, ax0])' in sch.func.script()
+    a, c = run(sch, (4, 4))
+    np.testing.assert_allclose(c, (a * 2 + 1).reshape(4, 4), rtol=1e-6)
+
+
+def test_a_consumer_with_floordiv_and_floormod_indices():
+    C = te.compute((16,), lambda i: B[i // 4 * 4 + (3 - i % 4)] + 1, name="C")
+    sch = moved(C, 4)
+    assert "v_i = T.axis.spatial(16, i_0 * 4 + ax0)" in sch.func.script()
+    a, c = run(sch, (16,))
+    np.testing.assert_allclose(c, (a * 2 + 1).reshape(4, 4)[:, ::-1].reshape(16), rtol=1e-6)
+
+
+def test_several_rows_per_tile():
+    C = te.compute((8, 2), lambda i, j: B[i * 2 + j] * 3, name="C")
+    sch = moved(C, 8)
+    assert "v_i = T.axis.spatial(8, i_0 * 4 + ax0)" in sch.func.script()
+    a, c = run(sch, (8, 2))
+    np.testing.assert_allclose(c, (a * 6).reshape(8, 2), rtol=1e-6)
+
+
+def test_a_stencil_across_tiles_is_refused():
+    # C[i] needs B[i + 1], written in the next tile for the last i of each tile
+    C = te.compute((15,), lambda i: B[i] + B[i + 1], name="C")
+    func = te.create_prim_func([A, C])
+    sch = sched.Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    io, _ = sch.split(i, [None, 4])
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"reverse_compute_at: the new order runs C before B"):
+        sch.reverse_compute_at(sch.get_block("C"), io)
+    assert sch.func == before
+
+
+def test_compute_at_of_a_producer_storing_at_an_affine_index():
+    from sched.script import T
+
+    @T.prim_func
+    def reversed_store(A: T.Buffer((16,), "float32"), E: T.Buffer((16,), "float32")):
+        D = T.alloc_buffer((16,), "float32")
+        for i in range(16):
+            with T.block("D"):
+                vi = T.axis.spatial(16, i)
+                D[15 - vi] = A[vi] + T.float32(1)
+        for i in range(16):
+            with T.block("E"):
+                vi = T.axis.spatial(16, i)
+                E[vi] = D[vi] * T.float32(3)
+
+    sch = sched.Schedule(reversed_store)
+    (i,) = sch.get_loops(sch.get_block("E"))
+    io, _ = sch.split(i, [None, 4])
+    # tile io of E reads D[4 io : 4 io + 4], stored by instances 12 - 4 io ... 15 - 4 io
+    sch.compute_at(sch.get_block("D"), io)
+    assert "vi = T.axis.spatial(16, i_1_0 * -4 + 12 + ax0)" in sch.func.script()
+    assert sched.parse(sch.func.script()) == sch.func
+    a, e = run(sch, (16,))
+    np.testing.assert_allclose(e, (a[::-1] + 1) * 3, rtol=1e-6)

@@ -1,0 +1,112 @@
+"""reindex (sched/schedule/reindex.py): a copy of a buffer laid out by the iteration variables
+of the block that accesses it; numbers unchanged, unsound cases refused."""
+
+import re
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.script import T
+
+
+def matmul_transposed_b(n=16):
+    A = te.placeholder((n, n), "float32", name="A")
+    B = te.placeholder((n, n), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[j, k], axis=k), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+def check(func, n=16):
+    rng = np.random.default_rng(0)
+    a, b = (rng.random((n, n), dtype=np.float32) for _ in range(2))
+    c = np.zeros((n, n), np.float32)
+    sched.build(func, target="c")(a, b, c)
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+def test_reindex_the_reads_and_the_write_of_a_matmul():
+    func = matmul_transposed_b()
+    sch = sched.Schedule(func)
+    block = sch.get_block("C")
+    sch.reindex(block, ("read", 1))            # A (read 0 is C, the accumulator)
+    sch.reindex(block, "B")
+    copy_back = sch.reindex(block, ("write", 0))
+    script = sch.func.script()
+    # B[j, k] is read as B_reindex[i', k'] laid out by (vj, vk); C goes back after the nest
+    assert re.search(r"B_reindex\[(\w+), (\w+)\] = B\[\1, \2\]", script)
+    assert re.search(r"C\[(\w+), (\w+)\] = C_reindex\[\1, \2\]", script)
+    assert "C_reindex[v_i, v_j] = C_reindex[v_i, v_j] + A_reindex[v_i, v_k] * " \
+           "B_reindex[v_j, v_k]" in script
+    assert copy_back.name == "C_reindex"
+    assert sched.parse(script) == sch.func
+    assert sch.trace.apply(func).func == sch.func
+    check(sch.func)
+
+
+def test_a_reindexed_read_follows_the_iteration_order():
+    @T.prim_func
+    def transpose_add(A: T.Buffer((4, 8), "float32"), B: T.Buffer((8, 4), "float32")):
+        for i, j in T.grid(8, 4):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vj, vi] + T.float32(1)
+
+    sch = sched.Schedule(transpose_add)
+    sch.reindex(sch.get_block("B"), ("read", 0))
+    assert "B[vi, vj] = A_reindex[vi, vj] + T.float32(1.0)" in sch.func.script()
+    a = np.random.default_rng(1).random((4, 8), dtype=np.float32)
+    b = np.zeros((8, 4), np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_allclose(b, a.T + 1, rtol=1e-6)
+
+
+def test_a_guard_that_only_skips_points_outside_the_domain_is_fine():
+    sch = sched.Schedule(matmul_transposed_b())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 5])                   # 4 * 5 > 16: the guard skips no instance
+    sch.reindex(sch.get_block("C"), "A")
+    check(sch.func)
+
+
+def test_a_block_running_part_of_its_domain_is_refused():
+    @T.prim_func
+    def first_half(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        for i in range(4):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = A[vi] + T.float32(1)
+
+    sch = sched.Schedule(first_half)
+    # a copy over the domain would write B[4:8], which the block never writes
+    with pytest.raises(ScheduleError, match=r"reindex: block 'B' runs part of its domain"):
+        sch.reindex(sch.get_block("B"), ("write", 0))
+
+
+def test_a_write_reading_old_values_and_a_non_injective_write_are_refused():
+    @T.prim_func
+    def accumulate(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = B[vi] + A[vi]
+
+    sch = sched.Schedule(accumulate)
+    # B's old values are read: a fresh copy would start from garbage
+    with pytest.raises(ScheduleError, match=r"reads the values of 'B' that were there before"):
+        sch.reindex(sch.get_block("B"), ("write", 0))
+
+    @T.prim_func
+    def halves(A: T.Buffer((8,), "float32"), B: T.Buffer((4,), "float32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi // 2] = A[vi]
+
+    sch = sched.Schedule(halves)
+    # two instances write B[0]: copied back in another order, the other value could win
+    with pytest.raises(ScheduleError, match=r"two instances of the block write one element"):
+        sch.reindex(sch.get_block("B"), ("write", 0))

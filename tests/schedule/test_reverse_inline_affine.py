@@ -1,0 +1,66 @@
+"""reverse_compute_inline of a consumer that reads its producer at an affine function of its
+variables (sched/schedule/inverse_access.py): inlined when the reads match the producer's
+instances one to one, refused otherwise."""
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import ScheduleError
+
+
+def run_c(func, *arrays):
+    sched.build(func, target="c")(*arrays)
+    return arrays
+
+
+def test_a_transposing_and_reversing_consumer_is_inlined():
+    A = te.placeholder((8, 4), "float32", name="A")
+    B = te.compute((8, 4), lambda i, j: A[i, j] * 2, name="B")
+    D = te.compute((4, 8), lambda i, j: B[j, 3 - i] + 1, name="D")
+    func = te.create_prim_func([A, D])
+    sch = sched.Schedule(func)
+    sch.reverse_compute_inline(sch.get_block("D"))
+    script = sch.func.script()
+    assert "D[3 - v_j, v_i] = A[v_i, v_j] * T.float32(2.0) + T.float32(1.0)" in script
+    assert 'T.block("D")' not in script and "alloc_buffer" not in script
+    assert sch.trace.apply(func).func == sch.func
+    a = np.random.default_rng(0).random((8, 4), dtype=np.float32)
+    (_, d) = run_c(sch.func, a, np.zeros((4, 8), np.float32))
+    np.testing.assert_allclose(d, (a * 2 + 1)[:, ::-1].T, rtol=1e-6)
+
+
+def test_a_reshaping_consumer_is_inlined():
+    A = te.placeholder((16,), "float32", name="A")
+    B = te.compute((16,), lambda i: A[i] * 2, name="B")
+    D = te.compute((4, 4), lambda i, j: B[i * 4 + j] - 1, name="D")
+    sch = sched.Schedule(te.create_prim_func([A, D]))
+    sch.reverse_compute_inline(sch.get_block("D"))
+    assert "D[v_i // 4, v_i % 4] = A[v_i] * T.float32(2.0) - T.float32(1.0)" in \
+        sch.func.script()
+    a = np.random.default_rng(1).random(16, dtype=np.float32)
+    (_, d) = run_c(sch.func, a, np.zeros((4, 4), np.float32))
+    np.testing.assert_allclose(d, (a * 2 - 1).reshape(4, 4), rtol=1e-6)
+
+
+def test_a_consumer_reading_every_other_row_is_refused():
+    A = te.placeholder((8, 4), "float32", name="A")
+    B = te.compute((8, 4), lambda i, j: A[i, j] * 2, name="B")
+    E = te.compute((4, 4), lambda i, j: B[2 * i, j] + 1, name="E")
+    sch = sched.Schedule(te.create_prim_func([A, E]))
+    # the odd rows of B have no consumer instance: inlined, they would compute nothing useful
+    # and the producer's instances could not each run one consumer instance
+    with pytest.raises(ScheduleError, match=r"reverse_compute_inline: block 'E' reads "
+                                            r"B\[2 \* v_i, v_j\]: the elements it reads are not "
+                                            r"exactly those block 'B' writes"):
+        sch.reverse_compute_inline(sch.get_block("E"))
+
+
+def test_a_consumer_reading_one_element_twice_is_refused():
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), lambda i: A[i] * 2, name="B")
+    E = te.compute((8, 2), lambda i, j: B[i] + 1, name="E")
+    sch = sched.Schedule(te.create_prim_func([A, E]))
+    with pytest.raises(ScheduleError, match=r"two of its instances read one element"):
+        sch.reverse_compute_inline(sch.get_block("E"))
