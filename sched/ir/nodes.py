@@ -189,9 +189,11 @@ class Select(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Call(Expr):
-    """A math intrinsic (one of MATH_FUNCTIONS) or an integer one (INT_FUNCTIONS).
+    """A math intrinsic (one of MATH_FUNCTIONS), an integer one (INT_FUNCTIONS) or, in the
+    CUDA lowering only, a GPU one (GPU_INTRINSICS).
 
-    Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`. Shifts of signed
+    Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`,
+    `T.shfl_down_sync(x, 16, 32)`. Shifts of signed
     integers are arithmetic; a shift by a negative amount or by the bit width or more is
     undefined, as in C."""
 

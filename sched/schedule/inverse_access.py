@@ -63,8 +63,8 @@ def invert_consumer_access(func: PrimFunc, consumer: BlockRealize, producer: Blo
         f"[{', '.join(map(isl_name, p_names))}] : {' and '.join(equalities) or 'true'} }}"
     ).intersect_domain(c_domain)
     if not relation.is_injective():
-        raise refuse(f"two of its instances read one element, so the producer's instances "
-                     f"cannot each run one of them")
+        raise refuse("two of its instances read one element, so the producer's instances "
+                     "cannot each run one of them")
     if not relation.range().is_equal(p_domain):
         raise refuse(f"the elements it reads are not exactly those block "
                      f"{producer.block.name!r} writes ({relation.range()} against "

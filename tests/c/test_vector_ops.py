@@ -274,14 +274,14 @@ def test_a_uniform_select_added_to_a_vector_keeps_its_parentheses(rng):
 
     @T.prim_func
     def shifted(X: T.Buffer((8,), "float32"), W: T.Buffer((8, 16), "float32"),
-                O: T.Buffer((8, 16), "float32")):
+                Out: T.Buffer((8, 16), "float32")):
         for x, y in T.grid(8, 16):
-            with T.block("O"):
+            with T.block("Out"):
                 vx, vy = T.axis.remap("SS", [x, y])
-                O[vx, vy] = W[vx, vy] + T.if_then_else(vx + 1 < 8, X[vx + 1], T.float32(0))
+                Out[vx, vy] = W[vx, vy] + T.if_then_else(vx + 1 < 8, X[vx + 1], T.float32(0))
 
     sch = sched.Schedule(shifted)
-    sch.vectorize(sch.get_loops(sch.get_block("O"))[1])
+    sch.vectorize(sch.get_loops(sch.get_block("Out"))[1])
     x = rng.standard_normal(8).astype(np.float32)
     w = rng.standard_normal((8, 16)).astype(np.float32)
     out = np.zeros((8, 16), np.float32)

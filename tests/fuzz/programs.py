@@ -3,9 +3,10 @@
 A program is a sequence of 1-4 stages over a few buffers (inputs, outputs, intermediates
 allocated at the root). Each stage is one loop nest with one block, of a kind:
 
-- `map`: `X[v] = f(reads)` into a fresh buffer; `inplace`: `X[v] = X[v] * 2 + f(reads)` over
-  a buffer already written; `overwrite`: `X[v] = f(reads)` over one (two stages writing the
-  same elements in another order: the threads of one may overwrite the other's); `scan`: `X[v] = X[v - 1] + f(reads)` (guarded at 0);
+- `map`: `X[v] = f(reads)` into a fresh buffer; `inplace`: `X[v] = X[v] * 2 + f(reads)`
+  over a buffer already written; `overwrite`: `X[v] = f(reads)` over one (two stages writing
+  the same elements in another order: the threads of one may overwrite the other's);
+  `scan`: `X[v] = X[v - 1] + f(reads)` (guarded at 0);
 - `reduce`: `X[v] = X[v] + g(reads, vk)` with an init (sometimes one that reads the old value),
   an associative op (`+` or `max`); `reduce_other`: its update also reads another element of
   its own output (`X[v] = X[v] + X[(v + 1) % n] * ...`, an ordinary dependence).

@@ -74,7 +74,7 @@ def test_tiled_matmul_gets_a_barrier_before_compute_and_at_the_end_of_the_k_loop
 
 @T.prim_func
 def overwritten_by_other_threads(X: T.Buffer((32,), "float32"), Y: T.Buffer((32,), "float32"),
-                                 O: T.Buffer((32,), "float32")):
+                                 Out: T.Buffer((32,), "float32")):
     S = T.alloc_buffer((32,), "float32", scope="shared")
     for i in range(32):
         with T.block("first"):
@@ -87,7 +87,7 @@ def overwritten_by_other_threads(X: T.Buffer((32,), "float32"), Y: T.Buffer((32,
     for i in range(32):
         with T.block("read"):
             vi = T.axis.remap("S", [i])
-            O[vi] = S[vi]
+            Out[vi] = S[vi]
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse", "shuffle"])
