@@ -241,7 +241,7 @@ def test_division_by_a_row_value_exact_and_fast_math(rng, width):
     with np.errstate(all="ignore"):
         assert_same_bits(run(exact, a, s, out_shape=(8, 64)), a / s[:, None])
     fast = build([A, S, B], "B", True, fast_math=True)
-    assert "* (1.0f / S[i])" in fast.source
+    assert "* (1.0f / (S[i]))" in fast.source
     out = run(fast, a, s, out_shape=(8, 64))
     with np.errstate(all="ignore"):
         errors = ulp_errors(out[3:], a[3:].astype(np.float64) / s[3:, None])
