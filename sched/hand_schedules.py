@@ -324,34 +324,12 @@ def _spread_row(sch: Schedule, block, threads: int) -> None:
 
 def gpu_softmax(rows: int, cols: int, threads: int = 128) -> Schedule:
     """Row softmax, one thread block per row."""
-    X = te.placeholder((rows, cols), name="X")
-    sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
-    sch.compute_inline(sch.get_block("softmax_exp"))
-    row = sch.get_loops(sch.get_block("softmax_max"))[0]
-    for name in ("softmax_sum", "softmax"):
-        sch.reverse_compute_at(sch.get_block(name), row)
-    sch.bind(row, "blockIdx.x")
-    for name in ("softmax_max", "softmax_sum"):
-        _row_reduction(sch, sch.get_block(name), threads)
-    _spread_row(sch, sch.get_block("softmax"), threads)
-    return sch
+    return _gpu_softmax(rows, cols, threads, _row_reduction)
 
 
 def gpu_layer_norm(rows: int, cols: int, threads: int = 128) -> Schedule:
     """Layer norm over rows, one thread block per row."""
-    X = te.placeholder((rows, cols), name="X")
-    gamma = te.placeholder((cols,), name="gamma")
-    beta = te.placeholder((cols,), name="beta")
-    out = te.ops.layer_norm(X, gamma, beta)
-    sch = Schedule(te.create_prim_func([X, gamma, beta, out], name="layer_norm"))
-    row = sch.get_loops(sch.get_block("layer_norm"))[0]
-    for name in ("layer_norm_sum", "layer_norm_sqsum"):
-        sch.compute_at(sch.get_block(name), row)
-    sch.bind(row, "blockIdx.x")
-    for name in ("layer_norm_sum", "layer_norm_sqsum"):
-        _row_reduction(sch, sch.get_block(name), threads)
-    _spread_row(sch, sch.get_block("layer_norm"), threads)
-    return sch
+    return _gpu_layer_norm(rows, cols, threads, _row_reduction)
 
 
 def _cross_thread_row_reduction(sch: Schedule, block, threads: int) -> None:
@@ -367,6 +345,18 @@ def _cross_thread_row_reduction(sch: Schedule, block, threads: int) -> None:
 
 def gpu_softmax_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
     """Row softmax, one thread block per row, the row max and sum cross-thread reductions."""
+    return _gpu_softmax(rows, cols, threads, _cross_thread_row_reduction)
+
+
+def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Layer norm over rows, one thread block per row, the row sums cross-thread
+    reductions."""
+    return _gpu_layer_norm(rows, cols, threads, _cross_thread_row_reduction)
+
+
+def _gpu_softmax(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
+    """One thread block per row; `reduce_row(sch, block, threads)` schedules the row max and
+    the row sum."""
     X = te.placeholder((rows, cols), name="X")
     sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
     sch.compute_inline(sch.get_block("softmax_exp"))
@@ -375,14 +365,13 @@ def gpu_softmax_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
         sch.reverse_compute_at(sch.get_block(name), row)
     sch.bind(row, "blockIdx.x")
     for name in ("softmax_max", "softmax_sum"):
-        _cross_thread_row_reduction(sch, sch.get_block(name), threads)
+        reduce_row(sch, sch.get_block(name), threads)
     _spread_row(sch, sch.get_block("softmax"), threads)
     return sch
 
 
-def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
-    """Layer norm over rows, one thread block per row, the row sums cross-thread
-    reductions."""
+def _gpu_layer_norm(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
+    """One thread block per row; `reduce_row(sch, block, threads)` schedules the row sums."""
     X = te.placeholder((rows, cols), name="X")
     gamma = te.placeholder((cols,), name="gamma")
     beta = te.placeholder((cols,), name="beta")
@@ -393,7 +382,7 @@ def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
         sch.compute_at(sch.get_block(name), row)
     sch.bind(row, "blockIdx.x")
     for name in ("layer_norm_sum", "layer_norm_sqsum"):
-        _cross_thread_row_reduction(sch, sch.get_block(name), threads)
+        reduce_row(sch, sch.get_block(name), threads)
     _spread_row(sch, sch.get_block("layer_norm"), threads)
     return sch
 
