@@ -11,7 +11,7 @@ CHECK_BOUNDS = ("static", "strict", "off")
 def build(func, target: str = "c", *, arch: str | None = None,
           compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static",
           thread_order: str | None = None, fast_math: bool = False, db=None,
-          sanitize: str | None = None):
+          sanitize: str | None = None, check_races: bool = True):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
@@ -48,6 +48,15 @@ def build(func, target: str = "c", *, arch: str | None = None,
     the SCHED_EMU_SANITIZE environment variable, else none). Deadlocks at barriers are
     reported in every mode.
 
+    `check_races` (on by default): every loop whose iterations run at the same time
+    (parallel, vectorized, bound to blockIdx or threadIdx) is checked by the rule schedule
+    steps use (`sched.polyhedral.concurrency`), so a function written with such loops by hand
+    (TVMScript's `T.parallel`, `T.thread_binding`) that races is a BuildError naming the loop
+    and the dependence, as `sch.parallel` would refuse it (stores written outside any block,
+    lowered-IR style, are not statements of the model and go unchecked). For a function a
+    Schedule made, the answers are remembered and the check costs about a millisecond; the
+    autoscheduler's builders, whose candidates were checked step by step, pass False.
+
     `db` (a tuning database, see `sched.tune`): the best record of this function (and, for a
     Schedule, its steps) on this target is applied first. Without one, a CUDA function with
     no thread bindings gets the default schedule the cost model picks
@@ -73,6 +82,8 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if target in ("cuda", "cuda-emu") and not _has_thread_bindings(func):
         func, trace = _default_cuda(func, arch)
     _check_bounds(func, check_bounds)
+    if check_races:
+        _check_races(func)
     if target == "c":
         from sched.c.kernel import build_c
 
@@ -146,3 +157,19 @@ def _check_bounds(func: PrimFunc, check_bounds: str) -> None:
     if found is not None:
         raise out_of_bounds_error(func, found, "build")
 
+
+def _check_races(func: PrimFunc) -> None:
+    """Refuse `func` when a loop that runs its iterations at the same time lets them race
+    (see build's `check_races`)."""
+    from sched.errors import BuildError
+    from sched.polyhedral.concurrency import check_concurrent_loops
+
+    found = check_concurrent_loops(func)
+    if found is None:
+        return
+    loop, violation = found
+    raise BuildError(f"build: the iterations of loop {loop!r} of {func.name!r} run at the same "
+                     f"time but depend on each other: {violation}; make the loop serial, or "
+                     f"schedule the function with sched.Schedule (sch.parallel, sch.bind, ... "
+                     f"refuse such a loop with the same reason, and rfactor or a cross-thread "
+                     f"reduction may make a reduction concurrent)")

@@ -117,7 +117,9 @@ def check_c(program: Program, func, expected, log) -> None:
 def _check_c_once(program: Program, func, expected, log, how: str) -> None:
     got = program.arrays(0)
     try:
-        kernel = sched.build(func, target="c")
+        # the race check at build is the steps' own rule: the oracle here is running the
+        # threads in every order, which shares no code with it
+        kernel = sched.build(func, target="c", check_races=False)
     except (sched.BuildError, sched.ScheduleError, BuildOutOfBounds) as error:
         if REFUSED_AT_BUILD_IS_A_FINDING and not known_build_refusal(str(error)) and not any(
                 fine in str(error) for fine in BUILD_REFUSALS_THAT_ARE_FINE):
