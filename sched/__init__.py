@@ -11,6 +11,7 @@
 """
 
 from sched import ir
+from sched import tensor_intrin as _builtin_intrinsics  # noqa: E402,F401  (registers them)
 from sched.build import build
 from sched.errors import (
     BuildError,
@@ -29,7 +30,6 @@ from sched.interpreter.runtime import InterpretError
 from sched.polyhedral.in_bounds import OutOfBoundsError
 from sched.schedule import Schedule, Trace
 from sched.schedule.tensor_intrin import TensorIntrin
-from sched import tensor_intrin as _builtin_intrinsics  # noqa: E402,F401  (registers them)
 
 
 def tune(func, target: str = "c", **options):

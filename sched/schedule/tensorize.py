@@ -218,6 +218,7 @@ class TensorizePrimitives(ScheduleBase):
 
         >>> import sched
         >>> from sched import compute as te
+        >>> from sched.schedule.state import find_block, find_loop
         >>> A = te.placeholder((8, 8), name="A")
         >>> B = te.placeholder((8, 8), name="B")
         >>> k = te.reduce_axis((0, 8), name="k")
@@ -225,38 +226,35 @@ class TensorizePrimitives(ScheduleBase):
         >>> sch = sched.Schedule(te.create_prim_func([A, B, D]))
         >>> i, k = sch.get_loops(sch.get_block("D"))
         >>> _ = sch.decompose_reduction(sch.get_block("D"), k)
+        >>> print(find_loop(sch.func, "k", "").script())
+        for k in range(8):
+            with T.block("D"):
+                v_i = T.axis.spatial(8, i)
+                v_k = T.axis.reduce(8, k)
+                T.reads(D[v_i], A[v_i, v_k], B[v_i, v_k])
+                T.writes(D[v_i])
+                D[v_i] = D[v_i] + A[v_i, v_k] * B[v_i, v_k]
         >>> sch.tensorize(k, "dot_product_8_f32")
-        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
-        # from sched.script import T
-        <BLANKLINE>
-        @T.prim_func
-        def main(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32"), D: T.Buffer((8,), "float32")):
-            with T.block("root"):
-                for i in range(8):
-                    with T.block("D_init"):
-                        v_i = T.axis.remap("S", [i])
-                        T.reads()
-                        T.writes(D[v_i])
-                        D[v_i] = T.float32(0.0)
-                    with T.block("D_o"):
-                        v_i_1 = T.axis.remap("S", [i])
-                        T.reads(D[v_i_1], A[v_i_1, 0:8], B[v_i_1, 0:8])
-                        T.writes(D[v_i_1])
-                        products = T.alloc_buffer((8,), "float32", scope="local")
-                        for k_1 in T.vectorized(8):
-                            with T.block("D_o_multiply"):
-                                vk_1 = T.axis.spatial(8, k_1)
-                                v_i_1_1 = T.axis.spatial(8, v_i_1)
-                                T.reads(A[v_i_1_1, vk_1], B[v_i_1_1, vk_1])
-                                T.writes(products[vk_1])
-                                products[vk_1] = A[v_i_1_1, vk_1] * B[v_i_1_1, vk_1]
-                        for k_2 in range(8):
-                            with T.block("D_o_sum"):
-                                vk_1 = T.axis.reduce(8, k_2)
-                                v_i_1_2 = T.axis.spatial(8, v_i_1)
-                                T.reads(D[v_i_1_2], products[vk_1])
-                                T.writes(D[v_i_1_2])
-                                D[v_i_1_2] = D[v_i_1_2] + products[vk_1]
+        >>> print(find_block(sch.func, "D_o").script())
+        with T.block("D_o"):
+            v_i_1 = T.axis.spatial(8, i)
+            T.reads(D[v_i_1], A[v_i_1, 0:8], B[v_i_1, 0:8])
+            T.writes(D[v_i_1])
+            products = T.alloc_buffer((8,), "float32", scope="local")
+            for k_1 in T.vectorized(8):
+                with T.block("D_o_multiply"):
+                    vk_1 = T.axis.spatial(8, k_1)
+                    v_i_1_1 = T.axis.spatial(8, v_i_1)
+                    T.reads(A[v_i_1_1, vk_1], B[v_i_1_1, vk_1])
+                    T.writes(products[vk_1])
+                    products[vk_1] = A[v_i_1_1, vk_1] * B[v_i_1_1, vk_1]
+            for k_2 in range(8):
+                with T.block("D_o_sum"):
+                    vk_1 = T.axis.reduce(8, k_2)
+                    v_i_1_2 = T.axis.spatial(8, v_i_1)
+                    T.reads(D[v_i_1_2], products[vk_1])
+                    T.writes(D[v_i_1_2])
+                    D[v_i_1_2] = D[v_i_1_2] + products[vk_1]
         """
         if isinstance(block_or_loop, LoopRV):
             target, is_loop = self._loop(block_or_loop, PRIMITIVE, "block_or_loop"), True

@@ -197,7 +197,7 @@ class _Comparator:
             if getattr(ours, what) != getattr(theirs, what):
                 raise Mismatch(f"{theirs.name} of block {self.block.name!r} has {what} "
                                f"{getattr(theirs, what)!r}, the intrinsic's {ours.name} has "
-                               f"{getattr(ours, what)!r}")
+                               f"{what} {getattr(ours, what)!r}")
         region = _region(self.block, theirs)
         lead = len(region) - ours.ndim
         extents = [simplify(r.extent) for r in region]
