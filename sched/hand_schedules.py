@@ -6,6 +6,8 @@ CPU (the C target):
 - `cpu_matmul`: column panels of B packed per thread (cache_read "global" at the panel loop),
   a register tile of C (cache_write "local") sized from the host's vector width, vectorized
   and unrolled, panels in parallel.
+- `cpu_matmul_tensorized`: C in 4x16 tiles, each k step one `outer_product_4x16_f32`
+  tensor intrinsic (tensorize: 4 rows of 16-lane FMAs), row panels in parallel.
 - `cpu_conv2d`: a register tile of output channels x rows x columns (one vector along the
   columns), the weights of each channel tile packed, the padded input computed first.
 - `cpu_softmax` / `cpu_layer_norm`: rows in parallel, row reductions into vectors of partial
@@ -96,6 +98,29 @@ def cpu_matmul(M: int, N: int, K: int, row_tile: int | None = None,
     sch.parallel(jo)
     for stage in (init, local, packed):
         sch.vectorize(sch.get_loops(stage)[-1])
+    return sch
+
+
+def cpu_matmul_tensorized(M: int, N: int, K: int) -> Schedule:
+    """matmul for the C target through the tensor intrinsic `outer_product_4x16_f32`
+    (sched/tensor_intrin/cpu.py): C in 4x16 tiles, and for each k one rank-1 update of the
+    tile (tensorize puts the intrinsic's 4 rows of 16-lane FMAs in place of the tile's
+    loops); the zeroing of C split off first (decompose_reduction), row panels in parallel.
+    M must be a multiple of 4 and N of 16: the intrinsic covers whole tiles only."""
+    if M % 4 or N % 16:
+        raise ValueError(f"cpu_matmul_tensorized: M must be a multiple of 4 and N of 16 (the "
+                         f"intrinsic's 4x16 tile), got M={M}, N={N}")
+    sch = Schedule(_matmul_func(M, N, K))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 16])
+    ko, ki = sch.split(k, [None, 1])
+    sch.reorder(io, jo, ko, ii, ji, ki)
+    init = sch.decompose_reduction(block, ko)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.tensorize(ii, "outer_product_4x16_f32")
+    sch.parallel(io)
     return sch
 
 

@@ -166,7 +166,7 @@ class _Place(IRMutator):
 class _Isolate(IRMutator):
     """Keeps the implementation's blocks isolated: a block that now uses an iteration
     variable of the tensorized block (through a corner) gets its own iteration variable of the
-    same domain and kind, bound to it (to its parent's copy, for a block nested deeper)."""
+    same domain, bound to it (to its parent's copy, for a block nested deeper)."""
 
     def __init__(self, outer: dict[Var, IterVar], taken: set[str]) -> None:
         self.outer, self.taken = outer, taken
@@ -181,10 +181,19 @@ class _Isolate(IRMutator):
         block = substitute(realize.block, copies)
         block = dataclasses.replace(block, body=self.visit(block.body))
         self.visible = saved
-        added = tuple(IterVar(copies[v], self.outer[v].dom, self.outer[v].kind) for v in used)
+        added = tuple(IterVar(copies[v], self.outer[v].dom, _copied_kind(self.outer[v]))
+                      for v in used)
         block = dataclasses.replace(block, iter_vars=block.iter_vars + added)
         values = realize.iter_values + tuple(self.visible[v] for v in used)
         return dataclasses.replace(realize, iter_values=values, block=block)
+
+
+def _copied_kind(outer: IterVar) -> str:
+    """The kind of an implementation block's copy of the tensorized block's variable: spatial
+    stays spatial; any other becomes opaque (its order kept under every later step), since
+    the implementation's blocks are no reduction updates of their own over it (a block that
+    fills a scratch buffer is not), and a reduce kind would let the analysis reorder it."""
+    return "spatial" if outer.kind == "spatial" else "opaque"
 
 
 def _shifted(binding: Binding, indices: tuple) -> tuple:

@@ -13,7 +13,8 @@ in order:
 4. every access, relative to the region of the block that holds it (its lowest corner), is the
    description's access: `C[v_i_0 * 4 + i_1, ...]` in the region `C[v_i_0 * 4:v_i_0 * 4 + 4,
    ...]` is `C[i, ...]`, compared as affine forms of the loops; the region's extents are the
-   description buffer's shape (leading dimensions of extent 1 dropped).
+   description buffer's shape (leading dimensions of extent 1 dropped). A variable of the
+   block over a single value counts as that value.
 
 Then each instance of the block computes, loop for loop, what the description computes on the
 sub-regions at those corners; `Binding` records where each description buffer lies. The first
@@ -131,6 +132,11 @@ class _Comparator:
 
     def __init__(self, block: Block, loop_vars: set[Var]) -> None:
         self.block, self.loop_vars = block, loop_vars
+        # a variable of the block over one value is that value (the region's corner, found by
+        # polyhedral/, already says 0 where the access says v_i_0 * 4)
+        self.fixed = {iv.var: iv.dom.min for iv in block.iter_vars
+                      if isinstance(simplify(iv.dom.extent), IntImm)
+                      and simplify(iv.dom.extent).value == 1}
         self.bindings: dict[Buffer, Binding] = {}
         self._taken: dict[Buffer, Buffer] = {}
 
@@ -173,7 +179,7 @@ class _Comparator:
         binding = self._bind(ours.buffer, theirs.buffer)
         lead = len(theirs.indices) - len(ours.indices)
         for dim, (corner, index) in enumerate(zip(binding.corner, theirs.indices)):
-            relative = _difference(index, corner)
+            relative = _difference(substitute(index, self.fixed), substitute(corner, self.fixed))
             expected = _linear(ours.indices[dim - lead]) if dim >= lead else {}
             if relative is None or expected is None or relative != expected:
                 raise Mismatch(f"block {self.block.name!r} accesses {theirs.buffer.name}"
