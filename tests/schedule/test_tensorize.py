@@ -226,3 +226,64 @@ def test_every_registered_implementation_computes_its_description(name):
     sched.interpret(intrin.impl, *got)
     for want, have in zip(expected, got):
         np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+
+
+def gpu_tensorized_matmul():
+    # thread blocks over row tiles, one thread per 16-column tile: the intrinsic is block IR,
+    # so it runs under thread bindings as any code does
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(m=32, n=64, k=16))
+    sch.bind(io, "blockIdx.x")
+    sch.bind(jo, "threadIdx.x")
+    sch.tensorize(ii, "outer_product_4x16_f32")
+    return sch.func
+
+
+def test_a_cpu_intrinsic_in_a_gpu_schedule_on_c_and_emulated_cuda():
+    func = gpu_tensorized_matmul()
+    rng = np.random.default_rng(2)
+    a, b = rng.random((32, 16), dtype=np.float32), rng.random((16, 64), dtype=np.float32)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float32)
+        sched.build(func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5, err_msg=target)
+
+
+@pytest.mark.gpu
+def test_a_cpu_intrinsic_in_a_gpu_schedule_on_the_device():
+    import torch
+
+    rng = np.random.default_rng(2)
+    a, b = rng.random((32, 16), dtype=np.float32), rng.random((16, 64), dtype=np.float32)
+    out = torch.zeros((32, 64), device="cuda")
+    sched.build(gpu_tensorized_matmul(), target="cuda")(torch.from_numpy(a).cuda(),
+                                                         torch.from_numpy(b).cuda(), out)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), a @ b, rtol=1e-5)
+
+
+def test_refused_when_an_access_is_not_affine():
+    # A[i, (3 * k) % 64]: the 8 elements a k tile reads are no 8-element window of A
+    A = te.placeholder((8, 64), name="A")
+    B = te.placeholder((8, 64), name="B")
+    r = te.reduce_axis((0, 64), name="k")
+    D = te.compute((8,), lambda i: te.sum(A[i, (r * 3) % 64] * B[i, r], axis=r), name="D")
+    sch = sched.Schedule(te.create_prim_func([A, B, D]))
+    i, k = sch.get_loops(sch.get_block("D"))
+    ko, ki = sch.split(k, [None, 8])
+    sch.decompose_reduction(sch.get_block("D"), ko)
+    with pytest.raises(ScheduleError, match=r"the region of A in block 'D_o' is 1x.*, the "
+                       r"intrinsic's A is 8"):
+        sch.tensorize(ki, "dot_product_8_f32")
+
+
+def test_refused_for_a_symbolic_dim_that_may_leave_a_partial_tile():
+    # n rows split by 4: the last tile may be partial (a predicate), the intrinsic covers 4
+    n = te.var("n")
+    A = te.placeholder((n, 16), name="A")
+    B = te.placeholder((16, 32), name="B")
+    r = te.reduce_axis((0, 16), name="k")
+    C = te.compute((n, 32), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch, (io, jo, ko, ii, ji, ki) = tiled(te.create_prim_func([A, B, C]))
+    with pytest.raises(ScheduleError, match=r"block 'C' has the predicate v_i_0 \* 4 \+ i_1 "
+                       r"< n .* the intrinsic covers whole tiles"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
