@@ -11,8 +11,8 @@ keeps across phases must survive the fission:
 - code outside the thread loops runs in every thread on the GPU: it is put in loops over all
   threads too (a reduction each thread finishes for itself, into a local buffer, is computed
   by each);
-- every "local" buffer (and tensor-core fragment) gets one copy per thread (leading dimensions for threadIdx.z, y, x,
-  indexed by the thread at each access) and, like every "shared" buffer (one per block), is
+- every "local" buffer (and tensor-core fragment) gets one copy per thread (leading
+  dimensions for threadIdx.z, y, x, indexed by the thread at each access) and, like every "shared" buffer (one per block), is
   allocated once per block, inside the innermost blockIdx loop.
 
 Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
