@@ -12,8 +12,9 @@ keeps across phases must survive the fission:
   threads too (a reduction each thread finishes for itself, into a local buffer, is computed
   by each);
 - every "local" buffer (and tensor-core fragment) gets one copy per thread (leading
-  dimensions for threadIdx.z, y, x, indexed by the thread at each access) and, like every "shared" buffer (one per block), is
-  allocated once per block, inside the innermost blockIdx loop.
+  dimensions for threadIdx.z, y, x, indexed by the thread at each access) and, like every
+  "shared" buffer (one per block), is allocated once per block, inside the innermost blockIdx
+  loop.
 
 Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
 buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
