@@ -53,9 +53,7 @@ def tensorize(func: PrimFunc, target: str, is_loop: bool, intrin_name: str,
     except ValueError as error:
         raise ScheduleError(PRIMITIVE, str(error)) from None
     given = func
-    block_name = blockize(func, target)[1] if is_loop else target
-    if is_loop:
-        func = blockize(func, target)[0]
+    func, block_name = blockize(func, target) if is_loop else (func, target)
     realize = find_block(func, block_name, PRIMITIVE)
     what = f"loop {target!r}" if is_loop else f"block {target!r}"
     try:
@@ -83,12 +81,11 @@ def _instantiate(func: PrimFunc, block: Block, impl: PrimFunc,
     for node in collect(body, IterVar):
         renames[node.var] = Var(fresh(node.var.name, taken), node.var.dtype)
     for inner in collect(body, Block):
-        renames[inner.name] = fresh(f"{block.name}_{inner.name}", blocks)
         for buffer in inner.alloc_buffers:
             renames[buffer] = dataclasses.replace(buffer, name=fresh(buffer.name, taken))
     for buffer in allocated:
         renames[buffer] = dataclasses.replace(buffer, name=fresh(buffer.name, taken))
-    placer = _Place(places, renames, taken)
+    placer = _Place(places, renames, taken, (block.name, blocks))
     new_body = _Isolate({iv.var: iv for iv in block.iter_vars}, taken).visit(placer.visit(body))
     reads, writes = _widened(block.reads, placer.read), _widened(block.writes, placer.written)
     allocations = block.alloc_buffers + tuple(renames[b] for b in allocated)
@@ -106,8 +103,10 @@ class _Place(IRMutator):
     """Renames impl's own variables, blocks and buffers; places its parameters: element `idx`
     of a parameter is element `corner + idx` of the buffer it is bound to."""
 
-    def __init__(self, places: dict[Buffer, Binding], renames: dict, taken: set[str]) -> None:
+    def __init__(self, places: dict[Buffer, Binding], renames: dict, taken: set[str],
+                 block_names: tuple[str, set[str]]) -> None:
         self.places, self.renames, self.taken = places, renames, taken
+        self.prefix, self.block_names = block_names     # blocks become <prefix>_<name>
         self.read: dict[str, BufferRegion] = {}
         self.written: dict[str, BufferRegion] = {}
 
@@ -126,7 +125,8 @@ class _Place(IRMutator):
 
     def visit_Block(self, block: Block):
         block = self.visit_children(block)
-        return dataclasses.replace(block, name=self.renames.get(block.name, block.name))
+        return dataclasses.replace(block, name=fresh(f"{self.prefix}_{block.name}",
+                                                     self.block_names))
 
     def visit_BufferLoad(self, load: BufferLoad):
         indices = tuple(self.visit(i) for i in load.indices)

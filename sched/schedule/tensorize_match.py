@@ -205,6 +205,9 @@ class _Comparator:
                                f"{getattr(theirs, what)!r}, the intrinsic's {ours.name} has "
                                f"{what} {getattr(ours, what)!r}")
         region = _region(self.block, theirs)
+        if region is None:
+            raise Mismatch(f"{theirs.name} is allocated inside block {self.block.name!r}; the "
+                           f"intrinsic's {ours.name} must be a region the block reads or writes")
         lead = len(region) - ours.ndim
         extents = [simplify(r.extent) for r in region]
         wanted = [IntImm(1, "int32")] * max(lead, 0) + [simplify(d) for d in ours.shape]
@@ -218,12 +221,14 @@ class _Comparator:
         return binding
 
 
-def _region(block: Block, buffer: Buffer) -> tuple[Range, ...]:
-    """The region of `buffer` that `block` reads or writes (their hull when both)."""
+def _region(block: Block, buffer: Buffer) -> tuple[Range, ...] | None:
+    """The region of `buffer` that `block` reads or writes (their hull when both); None when
+    the block declares neither (a buffer allocated inside it)."""
     from sched.schedule.memory import _hull
 
     boxes = [r.region for r in block.reads + block.writes if r.buffer == buffer]
-    assert boxes, f"{buffer.name} accessed in {block.name} outside its regions"
+    if not boxes:
+        return None
     box = boxes[0]
     for other in boxes[1:]:
         if other != box:
