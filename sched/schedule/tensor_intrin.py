@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sched.ir.functor import collect
 from sched.ir.nodes import BlockRealize, Buffer, For, PrimFunc, Stmt
 
 
@@ -60,16 +61,10 @@ def pattern_of(desc: PrimFunc) -> IntrinPattern:
         raise ValueError(f"TensorIntrin: the description {desc.name!r} must be a nest of loops "
                          f"around one block (with no buffers allocated), as in TVM's tensor "
                          f"intrinsics")
-    if any(isinstance(s, BlockRealize) for s in _children(inner.block.body)):
+    if collect(inner.block.body, BlockRealize):
         raise ValueError(f"TensorIntrin: the block {inner.block.name!r} of description "
                          f"{desc.name!r} must not hold other blocks")
     return IntrinPattern(loops, inner)
-
-
-def _children(stmt) -> list:
-    from sched.ir.functor import collect
-
-    return collect(stmt, BlockRealize)
 
 
 class TensorIntrin:
