@@ -205,6 +205,17 @@ def test_register_refuses_a_taken_name_and_mismatched_parameters():
     with pytest.raises(ValueError, match="must take the same number of buffer parameters"):
         TensorIntrin.register("bad", cpu.dot_product_8_f32_desc, _two_buffer_impl())
     assert TensorIntrin.get("bad", allow_missing=True) is None
+    # two stages are no single block to match against
+    with pytest.raises(ValueError, match="must be a nest of loops around one block"):
+        TensorIntrin.register("bad", _two_stages(), _two_stages())
+    with pytest.raises(TypeError, match="argument 'desc': expected a PrimFunc"):
+        TensorIntrin.register("bad", "not a function", cpu.dot_product_8_f32_impl)
+
+
+def _two_stages():
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    return te.create_prim_func([A, B, te.compute((8,), lambda i: B[i] + 1.0, name="C")])
 
 
 def _two_buffer_impl():
