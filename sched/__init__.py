@@ -11,6 +11,7 @@
 """
 
 from sched import ir
+from sched import tensor_intrin as _builtin_intrinsics  # noqa: E402,F401  (registers them)
 from sched.build import build
 from sched.errors import (
     BuildError,
@@ -28,6 +29,7 @@ from sched.interpreter import interpret
 from sched.interpreter.runtime import InterpretError
 from sched.polyhedral.in_bounds import OutOfBoundsError
 from sched.schedule import Schedule, Trace
+from sched.schedule.tensor_intrin import TensorIntrin
 
 
 def tune(func, target: str = "c", **options):
@@ -58,4 +60,4 @@ def parse(text: str):
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
            "EmulationError", "InterpretError", "KernelArgumentError", "NoGPUError",
            "OutOfBoundsError", "Schedule", "ScheduleError", "ScriptError", "ScriptWarning",
-           "Trace", "build", "interpret", "ir", "parse", "tune"]
+           "TensorIntrin", "Trace", "build", "interpret", "ir", "parse", "tune"]

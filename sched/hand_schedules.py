@@ -6,6 +6,8 @@ CPU (the C target):
 - `cpu_matmul`: column panels of B packed per thread (cache_read "global" at the panel loop),
   a register tile of C (cache_write "local") sized from the host's vector width, vectorized
   and unrolled, panels in parallel.
+- `cpu_matmul_tensorized`: C in 4x16 tiles, each k step one `outer_product_4x16_f32`
+  tensor intrinsic (tensorize: 4 rows of 16-lane FMAs), row panels in parallel.
 - `cpu_conv2d`: a register tile of output channels x rows x columns (one vector along the
   columns), the weights of each channel tile packed, the padded input computed first.
 - `cpu_softmax` / `cpu_layer_norm`: rows in parallel, row reductions into vectors of partial
@@ -23,6 +25,9 @@ GPU (CUDA; on the C target each thread block runs as loops over its threads):
 - `gpu_elementwise`: every loop fused, then blocks of threads.
 - `gpu_conv2d`: output pixels over blocks and threads, padding inlined, the reduction in a
   register.
+- `gpu_matmul_tensor_core`: fp16 in, fp32 out through the wmma m16n16k16 intrinsics
+  (tensorize): each thread block a tile of 16x16 fragments, the fragments of A and B loaded
+  from global memory per k step, the accumulators filled, multiplied and stored.
 """
 
 from __future__ import annotations
@@ -96,6 +101,29 @@ def cpu_matmul(M: int, N: int, K: int, row_tile: int | None = None,
     sch.parallel(jo)
     for stage in (init, local, packed):
         sch.vectorize(sch.get_loops(stage)[-1])
+    return sch
+
+
+def cpu_matmul_tensorized(M: int, N: int, K: int) -> Schedule:
+    """matmul for the C target through the tensor intrinsic `outer_product_4x16_f32`
+    (sched/tensor_intrin/cpu.py): C in 4x16 tiles, and for each k one rank-1 update of the
+    tile (tensorize puts the intrinsic's 4 rows of 16-lane FMAs in place of the tile's
+    loops); the zeroing of C split off first (decompose_reduction), row panels in parallel.
+    M must be a multiple of 4 and N of 16: the intrinsic covers whole tiles only."""
+    if M % 4 or N % 16:
+        raise ValueError(f"cpu_matmul_tensorized: M must be a multiple of 4 and N of 16 (the "
+                         f"intrinsic's 4x16 tile), got M={M}, N={N}")
+    sch = Schedule(_matmul_func(M, N, K))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 16])
+    ko, ki = sch.split(k, [None, 1])
+    sch.reorder(io, jo, ko, ii, ji, ki)
+    init = sch.decompose_reduction(block, ko)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.tensorize(ii, "outer_product_4x16_f32")
+    sch.parallel(io)
     return sch
 
 
@@ -422,3 +450,66 @@ def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
     sch.unroll(ry)
     sch.unroll(rx)
     return sch
+
+
+def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2)) -> Schedule:
+    """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) with tensor-core
+    intrinsics, TVM's names (sched/tensor_intrin/cuda.py): a thread block per tile of
+    `fragments` 16x16 fragments of C in "wmma.accumulator" (filled with
+    wmma_fill_16x16x16_f32, stored with wmma_store_16x16x16_f32_global); for each k step of
+    16 the A and B fragments ("wmma.matrix_a"/"wmma.matrix_b") loaded from global memory
+    (wmma_load_16x16x16_f16_a_global/_b_global) and multiplied (wmma_sync_16x16x16_f16f16f32).
+
+    The intrinsics run their reference semantics today on every target (each thread holds
+    whole fragments); staging A and B through shared memory (TVM's wmma_load_..._a/_b) needs
+    compute_at to accept the shared tile refilled per thread block under the fragments.
+    M and N must be multiples of 16 times `fragments`, K of 16."""
+    tile_m, tile_n = 16 * fragments[0], 16 * fragments[1]
+    if M % tile_m or N % tile_n or K % 16:
+        raise ValueError(f"gpu_matmul_tensor_core: M must be a multiple of {tile_m}, N of "
+                         f"{tile_n} and K of 16 (whole fragments), got M={M}, N={N}, K={K}")
+    A = te.placeholder((M, K), "float16", name="A")
+    B = te.placeholder((K, N), "float16", name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
+                                               * te.cast(B[k, j], "float32"), axis=k), name="C")
+    sch = Schedule(te.create_prim_func([A, B, C], name="matmul_tensor_core"))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    bi, fi, ii = sch.split(i, [None, fragments[0], 16])
+    bj, fj, jj = sch.split(j, [None, fragments[1], 16])
+    ko, kk = sch.split(r, [None, 16])
+    sch.reorder(bi, bj, ko, fi, fj, ii, jj, kk)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(accumulator, bj)
+    a_fragment = sch.cache_read(block, 1, "wmma.matrix_a")
+    b_fragment = sch.cache_read(block, 2, "wmma.matrix_b")
+    sch.compute_at(a_fragment, ko)
+    sch.compute_at(b_fragment, ko)
+    init = sch.decompose_reduction(block, ko)
+    sch.tensorize(_fragment_loops(sch, a_fragment, (True, False)),
+                  "wmma_load_16x16x16_f16_a_global")
+    sch.tensorize(_fragment_loops(sch, b_fragment, (False, True)),
+                  "wmma_load_16x16x16_f16_b_global")
+    sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
+    sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_f16f16f32")
+    sch.tensorize(_fragment_loops(sch, accumulator, (True, True)),
+                  "wmma_store_16x16x16_f32_global")
+    return sch
+
+
+def _fragment_loops(sch: Schedule, stage, split: tuple[bool, bool]):
+    """The two innermost loops of `stage` split by 16 where `split` says, the 16-loops
+    innermost: returns the outer of the 16x16 loops (to tensorize)."""
+    outer, inner = [], []
+    for loop, divide in zip(sch.get_loops(stage)[-2:], split):
+        if divide:
+            o, i = sch.split(loop, [None, 16])
+            outer.append(o)
+            inner.append(i)
+        else:
+            inner.append(loop)
+    sch.reorder(*outer, *inner)
+    return inner[0]

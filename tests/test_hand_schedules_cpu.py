@@ -123,3 +123,20 @@ def test_cpu_layer_norm_structure():
     assert "T.parallel(" in text
     assert text.count("T.vectorized(") >= 3
     assert "layer_norm_sum_rf" in text and "layer_norm_sqsum_rf" in text
+
+
+@pytest.mark.parametrize("shape", [(32, 48, 16), (4, 16, 3)])
+def test_cpu_matmul_tensorized_matches_numpy(shape):
+    M, N, K = shape
+    rng = np.random.default_rng(0)
+    a, b = rng.random((M, K), dtype=np.float32), rng.random((K, N), dtype=np.float32)
+    out = np.zeros((M, N), np.float32)
+    sch = hs.cpu_matmul_tensorized(M, N, K)
+    assert "outer_product_4x16_f32" in str(sch.trace)
+    sched.build(sch.func, target="c")(a, b, out)
+    assert _relative_error(out, a @ b) < 1e-5
+
+
+def test_cpu_matmul_tensorized_refuses_partial_tiles():
+    with pytest.raises(ValueError, match="M must be a multiple of 4 and N of 16"):
+        hs.cpu_matmul_tensorized(30, 32, 8)

@@ -234,7 +234,7 @@ class _CudaEmitter(_CEmitter):
         elif buffer.scope == "shared":
             self.line(f"__shared__ __align__(16) {ctype} {name}[{size}];")
         else:
-            self.line(f"{ctype} {name}[{size}];  // local: registers")
+            self.line(f"{ctype} {name}[{size}];  // {buffer.scope}: registers")
         self.stmt(node.body)
 
     def stmt_BufferStore(self, node: BufferStore) -> None:

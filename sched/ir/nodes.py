@@ -39,9 +39,17 @@ THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z",
                "vthread", "vthread.x", "vthread.y", "vthread.z")
 # virtual threads (TVM's register tiling): checked and lowered as serial loops on both targets
 VTHREAD_TAGS = ("vthread", "vthread.x", "vthread.y", "vthread.z")
-SCOPES = ("global", "shared", "local")
+# tensor-core fragments (TVM's names): in block IR each is private to a thread, as "local" is
+# (every thread holds the whole tile: the reference semantics the C target runs)
+FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+SCOPES = ("global", "shared", "local", *FRAGMENT_SCOPES)
 # scan and opaque variables keep their order under every schedule (schedule/ordered_axes.py)
 ITER_KINDS = ("spatial", "reduce", "scan", "opaque")
+
+
+def is_thread_private(scope: str) -> bool:
+    """Whether each thread has its own copy of a buffer of `scope` ("local" and fragments)."""
+    return scope == "local" or scope in FRAGMENT_SCOPES
 
 
 class Node:

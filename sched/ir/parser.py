@@ -19,10 +19,10 @@ made unique with a ScriptWarning; `vthread` bindings, as serial loops.
 
 Not read (an error naming the line says so): opaque calls (`T.evaluate(T.call_extern(...))`,
 `T.call_packed`, `T.tvm_access_ptr`...), layouts that are not dense (constant strides or
-offsets other than the dense ones), storage scopes other than global/shared/local
-(`"wmma.matrix_a"`, `"shared.dyn"`...), `T.Buffer` with `axis_separators=`/`buffer_type=`,
-`T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors, `T.while`, IRModules
-(`@I.ir_module`) and more than one function per text.
+offsets other than the dense ones), storage scopes other than global/shared/local and the
+wmma fragment scopes (`"shared.dyn"`, `"warp"`...), `T.Buffer` with `axis_separators=`/
+`buffer_type=`, `T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors,
+`T.while`, IRModules (`@I.ir_module`) and more than one function per text.
 """
 
 from __future__ import annotations

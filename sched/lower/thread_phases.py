@@ -11,9 +11,10 @@ keeps across phases must survive the fission:
 - code outside the thread loops runs in every thread on the GPU: it is put in loops over all
   threads too (a reduction each thread finishes for itself, into a local buffer, is computed
   by each);
-- every "local" buffer gets one copy per thread (leading dimensions for threadIdx.z, y, x,
-  indexed by the thread at each access) and, like every "shared" buffer (one per block), is
-  allocated once per block, inside the innermost blockIdx loop.
+- every "local" buffer (and tensor-core fragment) gets one copy per thread (leading
+  dimensions for threadIdx.z, y, x, indexed by the thread at each access) and, like every
+  "shared" buffer (one per block), is allocated once per block, inside the innermost blockIdx
+  loop.
 
 Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
 buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
@@ -51,6 +52,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    is_thread_private,
     seq,
 )
 from sched.ir.simplify import simplify
@@ -76,7 +78,7 @@ class _HoistAllocations(IRMutator):
 
     def visit_Allocate(self, node: Allocate):
         buffer = node.buffer
-        if buffer.scope == "local":
+        if is_thread_private(buffer.scope):
             dims = tuple(IntImm(self.block_extents[tag]) for tag in _THREAD_ORDER)
             buffer = dataclasses.replace(buffer, shape=dims + buffer.shape)
             self.expanded[node.buffer.name] = buffer

@@ -148,7 +148,8 @@ def _clip(r: Range, dim: Expr) -> Range:
 
 
 def _cache_buffer(func: PrimFunc, buffer: Buffer, scope: str) -> Buffer:
-    name = fresh(f"{buffer.name}_{scope}", taken_names(func))
+    # "wmma.matrix_a" -> A_wmma_matrix_a: names are identifiers (in the script, C and CUDA)
+    name = fresh(f"{buffer.name}_{scope.replace('.', '_')}", taken_names(func))
     return Buffer(name, buffer.shape, buffer.dtype, scope)
 
 

@@ -1,0 +1,298 @@
+"""tensorize and the TensorIntrin registry (sched/schedule/tensorize.py, tensor_intrin.py,
+tensorize_match.py; the CPU intrinsics in sched/tensor_intrin/cpu.py): a matched block computes
+the same numbers through the implementation; every mismatch is refused, the first one named."""
+
+import numpy as np
+import pytest
+
+import sched
+from sched import TensorIntrin
+from sched import compute as te
+from sched.errors import ScheduleError
+from sched.interpreter.runtime import numpy_dtype
+
+
+def matmul(m=32, n=32, k=16, dtype="float32", transposed_b=False):
+    A = te.placeholder((m, k), dtype, name="A")
+    B = te.placeholder((n, k) if transposed_b else (k, n), dtype, name="B")
+    r = te.reduce_axis((0, k), name="k")
+    if transposed_b:
+        C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[j, r], axis=r), name="C")
+    else:
+        C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+def tiled(func, tile_i=4, tile_j=16, tile_k=1, decompose=True):
+    """The matmul's loops as (i_0, j_0, k_0, i_1, j_1, k_1), the reduction split off its init
+    under k_0 when `decompose`."""
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, [None, tile_i])
+    jo, ji = sch.split(j, [None, tile_j])
+    ko, ki = sch.split(k, [None, tile_k])
+    sch.reorder(io, jo, ko, ii, ji, ki)
+    if decompose:
+        sch.decompose_reduction(sch.get_block("C"), ko)
+    return sch, (io, jo, ko, ii, ji, ki)
+
+
+def run_matmul(func, m=32, n=32, k=16, transposed_b=False):
+    rng = np.random.default_rng(0)
+    a = rng.random((m, k), dtype=np.float32)
+    b = rng.random((n, k) if transposed_b else (k, n), dtype=np.float32)
+    c = np.zeros((m, n), np.float32)
+    sched.build(func, target="c")(a, b, c)
+    np.testing.assert_allclose(c, a @ (b.T if transposed_b else b), rtol=1e-5, atol=1e-5)
+
+
+def test_outer_product_micro_kernel_matches_numpy_on_c():
+    func = matmul()
+    sch, (io, jo, ko, ii, ji, ki) = tiled(func)
+    sch.tensorize(ii, "outer_product_4x16_f32")
+    script = sch.func.script()
+    assert 'with T.block("C_o_fma")' in script and "T.vectorized(16)" in script
+    assert "v_i_0 * 4:v_i_0 * 4 + 4" in script      # the block keeps its regions
+    assert sched.parse(script) == sch.func
+    assert sch.trace.apply(func).func == sch.func
+    assert sched.Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+    kernel = sched.build(sch.func, target="c")
+    assert "16 lanes" in kernel.source               # the implementation's vector FMA
+    run_matmul(sch.func)
+    c = np.zeros((32, 32), np.float32)
+    rng = np.random.default_rng(0)
+    a, b = rng.random((32, 16), dtype=np.float32), rng.random((16, 32), dtype=np.float32)
+    sched.interpret(sch.func, a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_tensorize_a_blockized_block_by_its_handle():
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
+    tile = sch.blockize(ii)
+    sch.tensorize(tile, "outer_product_4x16_f32")
+    assert "C_o_fma" in sch.func.script()
+    run_matmul(sch.func)
+
+
+def test_dot_product_on_an_inner_product_and_steps_after_it():
+    # C[i, j] = sum_k A[i, k] * B[j, k]: the k loop split by 8 is one dot product
+    func = matmul(m=8, n=8, k=32, transposed_b=True)
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, [None, 8])
+    sch.decompose_reduction(sch.get_block("C"), ko)
+    sch.tensorize(ki, "dot_product_8_f32")
+    sch.parallel(i)                          # spatial: still checked, and legal
+    run_matmul(sch.func, m=8, n=8, k=32, transposed_b=True)
+    assert sch.trace.apply(func).func == sch.func
+
+
+def test_the_tensorized_block_stays_visible_to_the_dependence_analysis():
+    # k_0 carries the accumulation into C through the tensorized block: running it in
+    # parallel would race, and the analysis must still see that after tensorize
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
+    sch.tensorize(ii, "outer_product_4x16_f32")
+    with pytest.raises(ScheduleError, match="parallel.*'k_0'"):
+        sch.parallel(ko)
+    sch.parallel(io)
+    run_matmul(sch.func)
+
+
+def test_refused_when_a_tile_is_not_the_intrinsic_shape():
+    # j split by 8: the block's tile is 4x8, the intrinsic's 4x16
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(), tile_j=8)
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"tensorize: cannot tensorize loop 'i_1' with "
+                       r"'outer_product_4x16_f32': loop 1 \('j_1'\) has extent 8, the "
+                       r"intrinsic's loop 'j' has extent 16"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
+    assert sch.func == before and "tensorize" not in str(sch.trace)    # nothing changed
+
+
+def test_refused_with_the_loop_count():
+    # the loops under j_1 are two (16, 1), the intrinsic's three (4, 16, 1)
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
+    with pytest.raises(ScheduleError, match=r"the intrinsic has 3 loops \(4, 16, 1\), the "
+                       r"block 2 \(16, 1\)"):
+        sch.tensorize(ji, "outer_product_4x16_f32")
+
+
+def test_refused_while_the_block_still_has_its_init():
+    # the intrinsic only accumulates; the block would also zero C
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(), decompose=False)
+    sch.reorder(ko, io)      # keep the shape: loops i_1, j_1, k_1 under k_0 hold the init too
+    with pytest.raises(ScheduleError, match=r"has init, the intrinsic's block does not; "
+                       r"sch.decompose_reduction\(block, loop\) first"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
+
+
+def test_refused_when_an_access_differs():
+    # B is read transposed (B[j, k]): the intrinsic reads B[k, j]
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(transposed_b=True))
+    with pytest.raises(ScheduleError, match=r"the region of B in block 'C_o' is 16x1, the "
+                       r"intrinsic's B is 1x16"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
+
+
+def test_refused_when_the_dtype_differs():
+    # a float16 matmul against a float32 intrinsic
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(dtype="float16"))
+    with pytest.raises(ScheduleError, match=r"C of block 'C_o' has dtype 'float16', the "
+                       r"intrinsic's C has dtype 'float32'"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
+
+
+def test_refused_when_the_scope_differs():
+    # A staged in shared memory: the intrinsic's A is global
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
+    sch.cache_read(sch.get_block("C"), 1, "shared")   # reads: C, A, B
+    with pytest.raises(ScheduleError, match=r"A_shared of block 'C_o' has scope 'shared', the "
+                       r"intrinsic's A has scope 'global'"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
+
+
+def test_refused_when_a_spatial_loop_stands_for_a_reduce_one():
+    # an elementwise product over 8 elements is not a dot product
+    A = te.placeholder((64,), name="A")
+    B = te.placeholder((64,), name="B")
+    C = te.compute((64,), lambda i: A[i] * B[i], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    io, ii = sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 8])
+    with pytest.raises(ScheduleError, match=r"loop 0 \('i_1'\) feeds spatial iteration "
+                       r"variables, the intrinsic's loop 'k' feeds reduce ones"):
+        sch.tensorize(ii, "dot_product_8_f32")
+
+
+def test_refused_when_the_body_differs():
+    # C += A * A is not C += A * B (one buffer cannot stand for both A and B)
+    A = te.placeholder((8, 32), name="A")
+    r = te.reduce_axis((0, 32), name="k")
+    C = te.compute((8,), lambda i: te.sum(A[i, r] * A[i, r], axis=r), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    i, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, [None, 8])
+    sch.decompose_reduction(sch.get_block("C"), ko)
+    with pytest.raises(ScheduleError, match=r"A of block 'C_o' would be both A and B of the "
+                       r"intrinsic"):
+        sch.tensorize(ki, "dot_product_8_f32")
+
+
+def test_refused_under_a_predicate():
+    # 30 split by 8 leaves a partial tile: the intrinsic covers whole ones
+    func = matmul(m=4, n=4, k=30, transposed_b=True)
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, [None, 8])
+    sch.decompose_reduction(sch.get_block("C"), ko)
+    with pytest.raises(ScheduleError, match=r"has the predicate .* the intrinsic covers whole"):
+        sch.tensorize(ki, "dot_product_8_f32")
+
+
+def test_refused_for_an_unknown_intrinsic():
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
+    with pytest.raises(ScheduleError, match=r"no tensor intrinsic named 'nope'; registered: "
+                       r".*outer_product_4x16_f32"):
+        sch.tensorize(ii, "nope")
+
+
+def test_register_refuses_a_taken_name_and_mismatched_parameters():
+    from sched.tensor_intrin import cpu
+
+    with pytest.raises(ValueError, match="'dot_product_8_f32' is already registered; pass "
+                       "override=True"):
+        TensorIntrin.register("dot_product_8_f32", cpu.dot_product_8_f32_desc,
+                              cpu.dot_product_8_f32_impl)
+    with pytest.raises(ValueError, match="must take the same number of buffer parameters"):
+        TensorIntrin.register("bad", cpu.dot_product_8_f32_desc, _two_buffer_impl())
+    assert TensorIntrin.get("bad", allow_missing=True) is None
+    # two stages are no single block to match against
+    with pytest.raises(ValueError, match="must be a nest of loops around one block"):
+        TensorIntrin.register("bad", _two_stages(), _two_stages())
+    with pytest.raises(TypeError, match="argument 'desc': expected a PrimFunc"):
+        TensorIntrin.register("bad", "not a function", cpu.dot_product_8_f32_impl)
+
+
+def _two_stages():
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    return te.create_prim_func([A, B, te.compute((8,), lambda i: B[i] + 1.0, name="C")])
+
+
+def _two_buffer_impl():
+    A = te.placeholder((8,), name="A")
+    return te.create_prim_func([A, te.compute((8,), lambda i: A[i], name="B")])
+
+
+@pytest.mark.parametrize("name", TensorIntrin.names())
+def test_every_registered_implementation_computes_its_description(name):
+    # the contract tensorize relies on, checked with the reference interpreter
+    intrin = TensorIntrin.get(name)
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal([int(d.value) for d in b.shape]).astype(numpy_dtype(b.dtype))
+              for b in intrin.desc.params]
+    expected, got = [x.copy() for x in inputs], [x.copy() for x in inputs]
+    sched.interpret(intrin.desc, *expected)
+    sched.interpret(intrin.impl, *got)
+    for want, have in zip(expected, got):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+
+
+def gpu_tensorized_matmul():
+    # thread blocks over row tiles, one thread per 16-column tile: the intrinsic is block IR,
+    # so it runs under thread bindings as any code does
+    sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(m=32, n=64, k=16))
+    sch.bind(io, "blockIdx.x")
+    sch.bind(jo, "threadIdx.x")
+    sch.tensorize(ii, "outer_product_4x16_f32")
+    return sch.func
+
+
+def test_a_cpu_intrinsic_in_a_gpu_schedule_on_c_and_emulated_cuda():
+    func = gpu_tensorized_matmul()
+    rng = np.random.default_rng(2)
+    a, b = rng.random((32, 16), dtype=np.float32), rng.random((16, 64), dtype=np.float32)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float32)
+        sched.build(func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5, err_msg=target)
+
+
+@pytest.mark.gpu
+def test_a_cpu_intrinsic_in_a_gpu_schedule_on_the_device():
+    import torch
+
+    rng = np.random.default_rng(2)
+    a, b = rng.random((32, 16), dtype=np.float32), rng.random((16, 64), dtype=np.float32)
+    out = torch.zeros((32, 64), device="cuda")
+    sched.build(gpu_tensorized_matmul(), target="cuda")(torch.from_numpy(a).cuda(),
+                                                         torch.from_numpy(b).cuda(), out)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), a @ b, rtol=1e-5)
+
+
+def test_refused_when_an_access_is_not_affine():
+    # A[i, (3 * k) % 64]: the 8 elements a k tile reads are no 8-element window of A
+    A = te.placeholder((8, 64), name="A")
+    B = te.placeholder((8, 64), name="B")
+    r = te.reduce_axis((0, 64), name="k")
+    D = te.compute((8,), lambda i: te.sum(A[i, (r * 3) % 64] * B[i, r], axis=r), name="D")
+    sch = sched.Schedule(te.create_prim_func([A, B, D]))
+    i, k = sch.get_loops(sch.get_block("D"))
+    ko, ki = sch.split(k, [None, 8])
+    sch.decompose_reduction(sch.get_block("D"), ko)
+    with pytest.raises(ScheduleError, match=r"the region of A in block 'D_o' is 1x.*, the "
+                       r"intrinsic's A is 8"):
+        sch.tensorize(ki, "dot_product_8_f32")
+
+
+def test_refused_for_a_symbolic_dim_that_may_leave_a_partial_tile():
+    # n rows split by 4: the last tile may be partial (a predicate), the intrinsic covers 4
+    n = te.var("n")
+    A = te.placeholder((n, 16), name="A")
+    B = te.placeholder((16, 32), name="B")
+    r = te.reduce_axis((0, 16), name="k")
+    C = te.compute((n, 32), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch, (io, jo, ko, ii, ji, ki) = tiled(te.create_prim_func([A, B, C]))
+    with pytest.raises(ScheduleError, match=r"block 'C' has the predicate v_i_0 \* 4 \+ i_1 "
+                       r"< n .* the intrinsic covers whole tiles"):
+        sch.tensorize(ii, "outer_product_4x16_f32")
