@@ -344,3 +344,19 @@ def test_features_have_fixed_length_and_carry_the_analytical_estimate():
     position = FEATURE_NAMES.index("log_estimate_seconds")
     assert vectors[0][position] == pytest.approx(
         math.log2(model.estimate(workload, func)["seconds"]))
+
+
+def test_tensor_core_fragments_count_as_per_thread_storage_in_both_models():
+    """A function with wmma fragment buffers (tensorize) is scored, not a KeyError: the
+    fragments are per thread (or warp) storage, like "local"."""
+    from sched import hand_schedules
+    from sched.autoscheduler.cost import MemoryMovementModel
+    from sched.autoscheduler.cost.features import features
+    from sched.autoscheduler.workload import Workload
+
+    schedule = hand_schedules.gpu_matmul_tensor_core(32, 32, 32)
+    workload = Workload.of(schedule.original_func, target="cuda", arch="sm_80")
+    model = MemoryMovementModel("cuda")
+    (score,) = model.predict(workload, [schedule.func])
+    assert np.isfinite(score)
+    assert np.all(np.isfinite(features(workload, schedule.func, model)))

@@ -24,6 +24,7 @@ from sched.autoscheduler.cost.levels import (
 )
 from sched.autoscheduler.cost.machine import Machine
 from sched.autoscheduler.cost.nests import LoopNest
+from sched.ir.nodes import is_thread_private
 
 _OVERHEAD_CYCLES = 0.5     # per iteration of a loop that is neither unrolled nor vectorized
 
@@ -79,7 +80,7 @@ def _accumulates_in_registers(nest: LoopNest, groups, register_bytes: float) -> 
     fits the register file."""
     written = [a for a in nest.accesses if a.is_write]
     inside = list(range(nest.reduce_depth + 1, len(nest.loops)))
-    return bool(written) and all(a.buffer.scope == "local" for a in written) \
+    return bool(written) and all(is_thread_private(a.buffer.scope) for a in written) \
         and all(nest.loops[p].kind in ("unrolled", "vectorized") for p in inside) \
         and register_level(nest, groups, inside, register_bytes) == 0
 

@@ -24,6 +24,7 @@ import numpy as np
 from sched.autoscheduler.cost.levels import element_bytes
 from sched.autoscheduler.cost.memory_movement import MemoryMovementModel
 from sched.autoscheduler.cost.nests import LoopNest, loop_nests
+from sched.ir.nodes import is_thread_private
 
 _KINDS = ("serial", "parallel", "vectorized", "unrolled", "blockIdx", "threadIdx")
 _LEVELS = ("registers", "l1", "l2", "llc", "global", "dram", "shared")
@@ -98,7 +99,8 @@ def _nest_features(nest: LoopNest, values: dict, strides: list[int]) -> None:
     values["operations"] = max(values["operations"], nest.operations)
     footprints: dict[str, int] = {}
     for access in nest.accesses:
-        scope = access.buffer.scope
+        # tensor-core fragments are per thread (or per warp) storage, as "local" is
+        scope = "local" if is_thread_private(access.buffer.scope) else access.buffer.scope
         values[f"accesses_{scope}"] += 1
         size = math.prod(access.shape) * element_bytes(access)
         footprints[access.buffer.storage_name] = size

@@ -23,6 +23,7 @@ from sched.autoscheduler.cost.levels import (
 )
 from sched.autoscheduler.cost.machine import Machine
 from sched.autoscheduler.cost.nests import Access, LoopNest, interval
+from sched.ir.nodes import is_thread_private
 
 
 def loops_of_others(nests: list[LoopNest], nest: LoopNest) -> frozenset:
@@ -95,7 +96,7 @@ def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: frozenset)
     dram = 0.0
     for storage, accesses in by_buffer(nest).items():
         scope = accesses[0].buffer.scope
-        if scope == "local":
+        if is_thread_private(scope):          # registers ("local", tensor-core fragments)
             continue
         per_thread = sum(loads_issued(nest, {storage: accesses}, own, m.registers * 4 * 0.75))
         vector = _thread_vector(nest, accesses, own)
