@@ -46,7 +46,9 @@ print("== ...which the C tests in every iteration ==")
 print(function_of(sched.build(sch.func, target="c").source))
 
 # The init may go before a loop that is not inside a reduce loop: before k_0 here (before k_1
-# it would run again for every k_0). It gets copies of the spatial loops inside (i_1, j).
+# it would run again for every k_0). It gets copies of the spatial loops inside (i_1, j). As in
+# TVM, the init block is C_init and the reduction block, left with the update, is renamed
+# C_update; the handle `block` follows it (sch.get_block("C") no longer finds it).
 print("== decompose_reduction(C, k_1): refused, k_1 is inside the reduce loop k_0 ==")
 try:
     sch.decompose_reduction(block, k_1)
@@ -54,7 +56,7 @@ except sched.ScheduleError as error:
     print(error)
 
 init = sch.decompose_reduction(block, k_0)
-show("decompose_reduction(C, k_0): C_init zeroes a 16-row block, then the updates", sch)
+show("decompose_reduction(C, k_0): C_init zeroes a 16-row block, then C_update", sch)
 kernel = sched.build(sch.func, target="c")
 print("== the C: no test left in the reduce loops ==")
 print(function_of(kernel.source))
