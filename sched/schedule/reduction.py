@@ -221,10 +221,14 @@ class ReductionPrimitives(ScheduleBase):
         under copies of the spatial loops and of `loop`, combines them.
 
         Requires: `loop` holds one block, a reduction whose body is an associative update
-        `X[i] = X[i] op value` (op one of +, *, min, max; `value` does not read X); `loop`
-        binds reduce iteration variables only, and no loop binds both kinds. The partial
-        results start from op's identity; the combining block keeps the original init, and a
-        predicate where the partial results of a non-dividing split do not all exist.
+        `X[i] = X[i] op value` (op one of +, *, min, max; `value` does not read X), or an
+        argmax/argmin over two buffers (index, value) as TVM writes it (tuple_reducers.py;
+        one `<buffer>_rf` per buffer; a first-wins `>=`/`<=` form only over the outermost
+        reduce loop, a smallest-index-on-ties form over any); `loop` binds reduce iteration
+        variables only, and no loop binds both kinds. The partial results start from op's
+        identity (argmax/argmin: from the block's init); the combining block keeps the
+        original init, and a predicate where the partial results of a non-dividing split do
+        not all exist.
 
         Arguments: `loop` a reduce loop handle (typically the inner or outer part of a split
         reduce loop); `factor_axis` where the new dimension goes in `<buffer>_rf`, in
