@@ -129,6 +129,34 @@ np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
 print("rfactor + vectorize matches numpy")
 print(sch.trace)
 
+# 3b. argmax: a reducer of two values (index, value), written with te.comm_reducer; one block
+# writes both outputs. `>=` keeps the first of equal values in iteration order (numpy's
+# argmax): combining partial results is then correct only in the order of their chunks, so
+# rfactor accepts the outer part of the split reduce loop and refuses the inner one.
+def fcombine(x, y):
+    keep = x[1] >= y[1]
+    return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+
+
+argmax = te.comm_reducer(fcombine, lambda t0, t1: (-1, te.min_value(t1)), name="argmax")
+ka = te.reduce_axis((0, cols), name="k")
+index, value = te.compute((rows,), lambda i: argmax((ka, X[i, ka]), axis=ka), name="M")
+sch = sched.Schedule(te.create_prim_func([X, index, value]))
+i, k = sch.get_loops(sch.get_block("M"))
+k_0, k_1 = sch.split(k, factors=[8, None])
+try:
+    sch.rfactor(k_1, factor_axis=0)
+except sched.ScheduleError as error:
+    print("== rfactor(k_1) of argmax: refused ==")
+    print(str(error).splitlines()[0])
+sch.rfactor(k_0, factor_axis=0)
+show("argmax: rfactor(k_0), partial (index, value) pairs per chunk of columns", sch)
+ties = rng.integers(0, 5, (rows, cols)).astype("float32")
+found, best = np.zeros(rows, "int32"), np.zeros(rows, "float32")
+sched.build(sch.func, target="c")(ties, found, best)
+np.testing.assert_array_equal(found, ties.argmax(axis=1))
+print("argmax with rfactor matches numpy's (the first maximum)")
+
 # 4. Cross-thread reductions (GPU): bind the reduce loop itself to threadIdx.x. Each thread
 # sums every 128th column of its row, then the threads of the block combine their partial
 # sums: warp shuffles (__shfl_down_sync) then shared memory across warps in CUDA, a shared

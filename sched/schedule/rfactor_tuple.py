@@ -99,5 +99,6 @@ def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render)
                       f"combining partial results over loop {loop.loop_var.name!r}, inside "
                       f"reduce loop {outer!r}, would pick another index on ties. Factor the "
                       f"outermost reduce loop, or break ties by the smaller index in the "
-                      f"update (x_val > y_val or (x_val == y_val and x_idx < y_idx))",
+                      f"update (keep x where x_val > y_val, or the values are equal and "
+                      f"x_idx < y_idx)",
                       func, loop.loop_var.name, render, (f"sch.rfactor({outer}, factor_axis=0)",))
