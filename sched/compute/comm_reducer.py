@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sched.compute.reduction import _axes
+from sched.compute.reduction import _axes, check_where
 from sched.errors import DSLError
 from sched.ir.functor import substitute
 from sched.ir.nodes import Expr, Var, const, convert
@@ -41,6 +41,7 @@ class CommReducer:
     def __call__(self, source, axis, where=None) -> TupleReduce:
         sources = tuple(convert(s) for s in source) if isinstance(source, tuple | list) \
             else (convert(source),)
+        check_where(where, self.name)
         condition = None if where is None else convert(where)
         if condition is not None and condition.dtype != "bool":
             raise DSLError(f"{self.name}: where= must be a condition, got a {condition.dtype}")

@@ -125,3 +125,31 @@ def test_comm_reducer_mistakes_are_reported():
         te.create_prim_func([A, *T])
     with pytest.raises(DSLError, match="both must be functions"):
         te.comm_reducer(None, lambda t: 0)
+
+
+def test_argmax_with_where_rfactor_and_decomposed_partials_matches_numpy():
+    A = te.placeholder((8, 32), name="A")
+    k = te.reduce_axis((0, 32), name="k")
+    argmax = _arg_reducer("argmax", "first")
+    idx, val = te.compute((8,), lambda i: argmax((k, A[i, k]), axis=k,
+                                                 where=te.not_equal(k % 3, 1)), name="T")
+    sch = sched.Schedule(te.create_prim_func([A, idx, val]))
+    _, kk = sch.get_loops(sch.get_block("T"))
+    ko, _ = sch.split(kk, factors=[4, 8])
+    rf = sch.rfactor(ko, factor_axis=0)
+    init = sch.decompose_reduction(rf, sch.get_loops(rf)[2])
+    assert init.name == "T_rf_init"
+    sch.parallel(sch.get_loops(rf)[0])
+    a = _tied((8, 32), 2)
+    masked = np.where(np.arange(32) % 3 != 1, a, -np.inf)
+    np.testing.assert_array_equal(_run(sch.func, a)[0], masked.argmax(axis=1))
+
+
+def test_where_given_a_python_bool_is_refused():
+    # `k != 1` on expressions is Python's object comparison in sched: True, not a condition
+    A = te.placeholder((4, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    with pytest.raises(DSLError, match=r"where= is the Python bool True: .*te.not_equal"):
+        _arg_reducer("argmax", "first")((k, A[0, k]), axis=k, where=k != 1)
+    with pytest.raises(DSLError, match="te.sum: where= is the Python bool"):
+        te.sum(A[0, k], axis=k, where=k != 1)
