@@ -60,21 +60,25 @@ class TupleReducer:
     commutative: bool
 
 
-def _arg(compare: str, first_wins: bool):
-    """argmax (`compare` "gt") or argmin ("lt") over (index, value) pairs."""
+def _arg(compare: str, first_wins: bool, value_on_tie: bool = False):
+    """argmax (`compare` "gt") or argmin ("lt") over (index, value) pairs; with
+    `value_on_tie` the smallest-index form picks the value with the index's condition too
+    (the same value: they are equal on a tie)."""
     def combine(x, y):
         if first_wins:
             keep = binary(compare[0] + "e", x[1], y[1])          # >= or <=
             return [Select(keep, x[0], y[0]), Select(keep, x[1], y[1])]
         better = binary(compare, x[1], y[1])
         tie = binary("and", binary("eq", x[1], y[1]), binary("lt", x[0], y[0]))
-        return [Select(binary("or", better, tie), x[0], y[0]), Select(better, x[1], y[1])]
+        keep = binary("or", better, tie)
+        return [Select(keep, x[0], y[0]), Select(keep if value_on_tie else better, x[1], y[1])]
     kind = "argmax" if compare == "gt" else "argmin"
     return TupleReducer(f"{kind} ({'first of equal values' if first_wins else 'smallest index'}"
                         f" wins ties)", combine, commutative=not first_wins)
 
 
-REDUCERS = (_arg("gt", True), _arg("gt", False), _arg("lt", True), _arg("lt", False))
+REDUCERS = (_arg("gt", True), _arg("gt", False), _arg("gt", False, True),
+            _arg("lt", True), _arg("lt", False), _arg("lt", False, True))
 
 
 @dataclasses.dataclass(frozen=True)

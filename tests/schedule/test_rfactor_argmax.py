@@ -34,7 +34,7 @@ def argmax_first(A: T.Buffer((8, 32), "float32"), idx: T.Buffer((8,), "int32"),
 def argmin_smallest(A: T.Buffer((8, 30), "float32"), idx: T.Buffer((8,), "int32"),
                     val: T.Buffer((8,), "float32")):
     for i, k in T.grid(8, 30):
-        with T.block("argmin"):
+        with T.block("arg"):
             vi, vk = T.axis.remap("SR", [i, k])
             with T.init():
                 idx[vi] = -1
@@ -91,17 +91,34 @@ def test_argmax_rfactor_of_an_inner_reduce_loop_is_refused():
     assert sch.func is before
 
 
-def test_argmin_breaking_ties_by_index_factors_any_reduce_loop():
+@T.prim_func
+def argmax_smallest_one_condition(A: T.Buffer((8, 30), "float32"),
+                                  idx: T.Buffer((8,), "int32"), val: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 30):
+        with T.block("arg"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                idx[vi] = -1
+                val[vi] = T.min_value("float32")
+            keep: T.bool = val[vi] > A[vi, vk] or (val[vi] == A[vi, vk] and idx[vi] < vk)
+            v_idx: T.int32 = T.Select(keep, idx[vi], vk)
+            v_val: T.float32 = T.Select(keep, val[vi], A[vi, vk])
+            idx[vi] = v_idx
+            val[vi] = v_val
+
+
+@pytest.mark.parametrize("func", [argmin_smallest, argmax_smallest_one_condition])
+def test_breaking_ties_by_index_factors_any_reduce_loop(func):
+    arg = np.argmin if func is argmin_smallest else np.argmax
     for inner in (False, True):
-        sch = sched.Schedule(argmin_smallest)
-        _, k = sch.get_loops(sch.get_block("argmin"))
+        sch = sched.Schedule(func)
+        _, k = sch.get_loops(sch.get_block("arg"))
         parts = sch.split(k, factors=[None, 4])        # 30 = 7 * 4 + 2: a predicate too
         sch.rfactor(parts[1] if inner else parts[0], factor_axis=1)
         for seed in range(3):
             a = _tied((8, 30), seed)
-            idx, val = _run(sch.func, a)
-            np.testing.assert_array_equal(idx, a.argmin(axis=1))
-            np.testing.assert_array_equal(val, a.min(axis=1))
+            idx, _ = _run(sch.func, a)
+            np.testing.assert_array_equal(idx, arg(a, axis=1))
 
 
 def test_a_two_buffer_reduction_is_not_reordered_as_an_associative_update():
