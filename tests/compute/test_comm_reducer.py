@@ -153,3 +153,47 @@ def test_where_given_a_python_bool_is_refused():
         _arg_reducer("argmax", "first")((k, A[0, k]), axis=k, where=k != 1)
     with pytest.raises(DSLError, match="te.sum: where= is the Python bool"):
         te.sum(A[0, k], axis=k, where=k != 1)
+
+
+def _argmax_on_threads():
+    """argmax of 256 columns: 32 threads each reduce a chunk of 8 into shared memory (the
+    outer reduce loop factored), then the block combines the chunks in order."""
+    A = te.placeholder((8, 256), name="A")
+    k = te.reduce_axis((0, 256), name="k")
+    idx, val = te.compute((8,), lambda i: _arg_reducer("argmax", "first")((k, A[i, k]),
+                                                                          axis=k), name="T")
+    sch = sched.Schedule(te.create_prim_func([A, idx, val]))
+    _, kk = sch.get_loops(sch.get_block("T"))
+    ko, _ = sch.split(kk, factors=[32, None])
+    rf = sch.rfactor(ko, factor_axis=0)
+    i, ko, _ = sch.get_loops(rf)
+    sch.reverse_compute_at(sch.get_block("T"), i)
+    sch.set_scope(rf, 0, "shared")
+    sch.set_scope(rf, 1, "shared")
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ko, "threadIdx.x")
+    return sch
+
+
+def test_argmax_on_threads_matches_numpy_in_the_cuda_source_run_on_the_cpu():
+    source = sched.build(_argmax_on_threads().func, target="cuda", arch="sm_90").source
+    # the block reads every thread's partial (index, value) in let values: after a barrier
+    assert source.index("__syncthreads();") < source.index("const int32_t v_T_v0_1 =")
+    a = _tied((8, 256), 3)
+    idx, val = np.zeros(8, np.int32), np.zeros(8, np.float32)
+    sched.build(_argmax_on_threads().func, target="cuda-emu")(a, idx, val)
+    np.testing.assert_array_equal(idx, a.argmax(axis=1))
+    np.testing.assert_array_equal(val, a.max(axis=1))
+
+
+@pytest.mark.gpu
+def test_argmax_on_threads_on_the_gpu():
+    import torch
+
+    kernel = sched.build(_argmax_on_threads().func, target="cuda")
+    a = torch.randint(0, 4, (8, 256), device="cuda").float()
+    idx = torch.empty(8, dtype=torch.int32, device="cuda")
+    val = torch.empty(8, device="cuda")
+    kernel(a, idx, val)
+    expected = np.argmax(a.cpu().numpy(), axis=1)       # the first maximum, as numpy's
+    np.testing.assert_array_equal(idx.cpu().numpy(), expected)
