@@ -89,6 +89,37 @@ class ReindexCachePrimitives(ScheduleBase):
         of all the block's iteration variables (`lambda vi, vj, vk: (vk, vi)`) or an IndexMap.
         Returns: a handle to the cache block. Handles stay valid.
         Also known as: `reindex_cache_read` in TVM.
+
+        >>> import sched
+        >>> from sched.script import T
+        >>> @T.prim_func
+        ... def scale(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4, 6), "float32")):
+        ...     for i, j in T.grid(4, 6):
+        ...         with T.block("B"):
+        ...             vi, vj = T.axis.remap("SS", [i, j])
+        ...             B[vi, vj] = A[vi, vj] * T.float32(2)
+        >>> sch = sched.Schedule(scale)
+        >>> cache = sch.reindex_cache_read(sch.get_block("B"), "A", "shared",
+        ...                                lambda vi, vj: (vj, vi))
+        >>> print(sch.func.script())  # doctest: +NORMALIZE_WHITESPACE
+        # from sched.script import T
+        <BLANKLINE>
+        @T.prim_func
+        def scale(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4, 6), "float32")):
+            with T.block("root"):
+                A_shared = T.alloc_buffer((6, 4), "float32", scope="shared")
+                for ax0, ax1 in T.grid(4, 6):
+                    with T.block("A_shared"):
+                        v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                        T.reads(A[v0, v1])
+                        T.writes(A_shared[v1, v0])
+                        A_shared[v1, v0] = A[v0, v1]
+                for i, j in T.grid(4, 6):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        T.reads(A_shared[vj, vi])
+                        T.writes(B[vi, vj])
+                        B[vi, vj] = A_shared[vj, vi] * T.float32(2.0)
         """
         return self._reindex_cache(block, read_buffer_index, storage_scope, index_map, False)
 
