@@ -46,7 +46,9 @@ print("== ...which the C tests in every iteration ==")
 print(function_of(sched.build(sch.func, target="c").source))
 
 # The init may go before a loop that is not inside a reduce loop: before k_0 here (before k_1
-# it would run again for every k_0). It gets copies of the spatial loops inside (i_1, j).
+# it would run again for every k_0). It gets copies of the spatial loops inside (i_1, j). As in
+# TVM, the init block is C_init and the reduction block, left with the update, is renamed
+# C_update; the handle `block` follows it (sch.get_block("C") no longer finds it).
 print("== decompose_reduction(C, k_1): refused, k_1 is inside the reduce loop k_0 ==")
 try:
     sch.decompose_reduction(block, k_1)
@@ -54,7 +56,7 @@ except sched.ScheduleError as error:
     print(error)
 
 init = sch.decompose_reduction(block, k_0)
-show("decompose_reduction(C, k_0): C_init zeroes a 16-row block, then the updates", sch)
+show("decompose_reduction(C, k_0): C_init zeroes a 16-row block, then C_update", sch)
 kernel = sched.build(sch.func, target="c")
 print("== the C: no test left in the reduce loops ==")
 print(function_of(kernel.source))
@@ -126,6 +128,34 @@ kernel(x, s)
 np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
 print("rfactor + vectorize matches numpy")
 print(sch.trace)
+
+# 3b. argmax: a reducer of two values (index, value), written with te.comm_reducer; one block
+# writes both outputs. `>=` keeps the first of equal values in iteration order (numpy's
+# argmax): combining partial results is then correct only in the order of their chunks, so
+# rfactor accepts the outer part of the split reduce loop and refuses the inner one.
+def fcombine(x, y):
+    keep = x[1] >= y[1]
+    return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+
+
+argmax = te.comm_reducer(fcombine, lambda t0, t1: (-1, te.min_value(t1)), name="argmax")
+ka = te.reduce_axis((0, cols), name="k")
+index, value = te.compute((rows,), lambda i: argmax((ka, X[i, ka]), axis=ka), name="M")
+sch = sched.Schedule(te.create_prim_func([X, index, value]))
+i, k = sch.get_loops(sch.get_block("M"))
+k_0, k_1 = sch.split(k, factors=[8, None])
+try:
+    sch.rfactor(k_1, factor_axis=0)
+except sched.ScheduleError as error:
+    print("== rfactor(k_1) of argmax: refused ==")
+    print(str(error).splitlines()[0])
+sch.rfactor(k_0, factor_axis=0)
+show("argmax: rfactor(k_0), partial (index, value) pairs per chunk of columns", sch)
+ties = rng.integers(0, 5, (rows, cols)).astype("float32")
+found, best = np.zeros(rows, "int32"), np.zeros(rows, "float32")
+sched.build(sch.func, target="c")(ties, found, best)
+np.testing.assert_array_equal(found, ties.argmax(axis=1))
+print("argmax with rfactor matches numpy's (the first maximum)")
 
 # 4. Cross-thread reductions (GPU): bind the reduce loop itself to threadIdx.x. Each thread
 # sums every 128th column of its row, then the threads of the block combine their partial

@@ -175,6 +175,17 @@ np.testing.assert_allclose(y_c, x * 2 + 1, rtol=1e-6)
 np.testing.assert_allclose(y_d, x * 2 - 1, rtol=1e-6)
 print("the new layout computes what the old one did")
 
+# reindex_cache_read (TVM's): a cache whose layout is a map of the block's iteration variables.
+# Here C reads A[i, k] through A_shared[k, i], filled before C's loop nest; reindex_cache_write
+# does the same for a written buffer, copied back after the nest.
+sch = sched.Schedule(matmul(16, 8, 12))
+sch.reindex_cache_read(sch.get_block("C"), "A", "shared", lambda vi, vj, vk: (vk, vi))
+show("reindex_cache_read(C, 'A', 'shared', lambda vi, vj, vk: (vk, vi))", sch)
+a_small, b_small, c_small = inputs(16, 8, 12)
+sched.build(sch.func, target="c")(a_small, b_small, c_small)
+np.testing.assert_allclose(c_small, a_small @ b_small, rtol=1e-4, atol=1e-4)
+print("reindex_cache_read matches numpy")
+
 naive = sched.build(matmul(S, S, S), target="c")
 
 

@@ -8,6 +8,7 @@
 """
 
 from sched.compute import library as ops
+from sched.compute.comm_reducer import comm_reducer, max_value, min_value
 from sched.compute.create import create_prim_func
 from sched.compute.intrinsics import (
     abs,
@@ -30,8 +31,9 @@ from sched.compute.reduction import Reduce, max, min, sum
 from sched.compute.tensor import ReduceAxis, Tensor, compute, placeholder, reduce_axis, var
 
 __all__ = [
-    "Reduce", "ReduceAxis", "Tensor", "abs", "all", "any", "cast", "compute",
-    "create_prim_func", "equal", "erf", "exp", "if_then_else", "log", "max", "min",
+    "Reduce", "ReduceAxis", "Tensor", "abs", "all", "any", "cast", "comm_reducer", "compute",
+    "create_prim_func", "equal", "erf", "exp", "if_then_else", "log", "max", "max_value",
+    "min", "min_value",
     "not_equal", "ops", "placeholder", "power", "reduce_axis", "rsqrt", "sigmoid", "sqrt",
     "sum", "tanh", "var",
 ]

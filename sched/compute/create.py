@@ -26,6 +26,7 @@ Computes that are not arguments become buffers allocated by the root block.
 
 from __future__ import annotations
 
+from sched.compute.comm_reducer import TupleReduce
 from sched.compute.reduction import Reduce
 from sched.compute.tensor import Tensor
 from sched.errors import DSLError
@@ -38,6 +39,7 @@ from sched.ir.nodes import (
     BufferStore,
     For,
     IterVar,
+    LetStmt,
     PrimFunc,
     Range,
     Select,
@@ -77,7 +79,7 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     op = tensor.op
     assert op is not None
     body = op.body
-    reduce_axes = body.axes if isinstance(body, Reduce) else ()
+    reduce_axes = body.axes if isinstance(body, Reduce | TupleReduce) else ()
     axis_vars = list(op.axes) + [axis.var for axis in reduce_axes]
     doms = [Range(convert(0), dim) for dim in tensor.shape] + [a.dom for a in reduce_axes]
     kinds = ["spatial"] * len(op.axes) + ["reduce"] * len(reduce_axes)
@@ -89,7 +91,10 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     spatial = tuple(iv.var for iv in iter_vars[:len(op.axes)])
 
     init = None
-    if isinstance(body, Reduce):
+    if isinstance(body, TupleReduce):
+        outputs = op.outputs or (tensor.buffer,)
+        stmt, init = _tuple_reduction(body, outputs, spatial, to_iter, local_names)
+    elif isinstance(body, Reduce):
         output = tensor.buffer[spatial]
         source = substitute(body.source, to_iter)
         if body.condition is not None:
@@ -101,11 +106,34 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
         stmt = BufferStore(tensor.buffer, substitute(body, to_iter), spatial)
 
     reads, writes = infer_block_regions(stmt, init, tuple(iter_vars))
-    block = Block(tensor.name, tuple(iter_vars), reads, writes, stmt, init)
+    block = Block(op.name or tensor.name, tuple(iter_vars), reads, writes, stmt, init)
     nest: Stmt = BlockRealize(tuple(loop_vars), TRUE, block)
     for loop_var, dom in reversed(list(zip(loop_vars, doms))):
         nest = For(loop_var, dom.min, dom.extent, "serial", nest)
     return nest
+
+
+def _tuple_reduction(body: TupleReduce, outputs, spatial, to_iter, names: set[str]):
+    """(update, init) of a te.comm_reducer's block: the init stores the identity in each
+    output; the update binds each new value (`v_<output>: dtype = ...`, from the old values)
+    and then stores them all, as TVM writes it."""
+    reducer = body.reducer
+    dtypes = [b.dtype for b in outputs]
+    identity = reducer.identity(dtypes)
+    incoming = [substitute(s, to_iter) for s in body.sources]
+    if body.condition is not None:
+        condition = substitute(body.condition, to_iter)
+        incoming = [Select(condition, v, e) for v, e in zip(incoming, identity)]
+    accumulated = tuple(b[spatial] for b in outputs)
+    new_values = reducer.combine(accumulated, tuple(incoming))
+    init = seq(*[BufferStore(b, e, spatial) for b, e in zip(outputs, identity)])
+    if len(outputs) == 1:
+        return BufferStore(outputs[0], new_values[0], spatial), init
+    temps = [Var(fresh(f"v_{b.name}", names), b.dtype) for b in outputs]
+    stmt: Stmt = seq(*[BufferStore(b, t, spatial) for b, t in zip(outputs, temps)])
+    for temp, value in reversed(list(zip(temps, new_values))):
+        stmt = LetStmt(temp, value, stmt)
+    return stmt, init
 
 
 def create_prim_func(args: list, name: str = "main") -> PrimFunc:
@@ -141,8 +169,13 @@ def create_prim_func(args: list, name: str = "main") -> PrimFunc:
         for dim in tensor.shape:
             taken |= {v.name for v in free_vars(dim)}
     taken |= {v.name for v in scalars}
-    nests = [_compute_nest(t, taken) for t in computes]
-    intermediates = tuple(t.buffer for t in computes if id(t) not in in_args)
+    ops: dict[int, Tensor] = {}            # one nest per compute (several outputs: one op)
+    for tensor in computes:
+        ops.setdefault(id(tensor.op), tensor)
+    nests = [_compute_nest(t, taken) for t in ops.values()]
+    params = {a.buffer for a in tensors}
+    written = [b for t in ops.values() for b in (t.op.outputs or (t.buffer,))]
+    intermediates = tuple(b for b in written if b not in params)
     root = Block("root", (), (), (), seq(*nests), None, intermediates)
     params = tuple(a.buffer if isinstance(a, Tensor) else a for a in args)
     return PrimFunc(name, params, BlockRealize((), TRUE, root))

@@ -69,8 +69,18 @@ def _axes(axis) -> tuple[ReduceAxis, ...]:
     return axes
 
 
+def check_where(where, who: str) -> None:
+    """A Python bool as where= is almost always `a != b` or `a == b` on expressions, which
+    compare them structurally in sched (as dataclasses): refuse it rather than reduce over
+    every point or none."""
+    if isinstance(where, bool):
+        raise DSLError(f"{who}: where= is the Python bool {where}: `==` and `!=` on expressions "
+                       f"compare them as objects; write te.equal(a, b) / te.not_equal(a, b)")
+
+
 def _reducer(combiner: str, source, axis, where, init) -> Reduce:
     source = convert(source)
+    check_where(where, f"te.{combiner}")
     condition = None if where is None else convert(where)
     if condition is not None and condition.dtype != "bool":
         raise DSLError(f"te.{combiner}: where= must be a condition, got a {condition.dtype}")

@@ -116,12 +116,15 @@ class Tensor:
 
 @dataclass(frozen=True)
 class ComputeOp:
-    """What a compute tensor is: `buffer[axes] = body` (body may be a `Reduce`)."""
+    """What a compute tensor is: `buffer[axes] = body` (body may be a `Reduce`, or a
+    `TupleReduce` whose values go to `outputs`, one buffer each, written by one block `name`)."""
 
     axes: tuple[Var, ...]
-    body: object                       # Expr or Reduce
+    body: object                       # Expr, Reduce or TupleReduce
     inputs: tuple[Tensor, ...]
     attrs: tuple[tuple[str, object], ...] = ()
+    outputs: tuple[Buffer, ...] = ()
+    name: str = ""
 
 
 def _shape(shape) -> tuple[Expr, ...]:
@@ -152,12 +155,14 @@ def _axis_names(fcompute, ndim: int, name: str) -> list[str]:
     return [p.name for p in parameters]
 
 
-def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None) -> Tensor:
+def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None):
     """A tensor of `shape` whose element at (i, j, ...) is `fcompute(i, j, ...)`.
 
-    The body is an expression of the axes, or a reducer (`te.sum/max/min(..., axis=k)`) as the
-    whole body. Its dtype is the dtype of the body.
+    The body is an expression of the axes, or a reducer (`te.sum/max/min(..., axis=k)`, or a
+    `te.comm_reducer`'s) as the whole body. Its dtype is the dtype of the body. A reducer of
+    several values gives a list of tensors, `<name>_v0`, `<name>_v1`..., one block writing all.
     """
+    from sched.compute.comm_reducer import TupleReduce
     from sched.compute.reduction import Reduce
 
     name = name or _unique_default("compute")
@@ -168,6 +173,19 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
         body = fcompute(*axes)
     finally:
         inputs = _recording.pop()
+    if isinstance(body, TupleReduce):
+        reduce_vars = {axis.var for axis in body.axes}
+        for part in (*body.sources, body.condition):
+            if part is not None:
+                _check_no_foreign_reduce_axes(name, part, set(axes) | reduce_vars)
+        inputs = tuple(dict.fromkeys(inputs))
+        if body.several:
+            outputs = tuple(Buffer(f"{name}_v{j}", shape, s.dtype)
+                            for j, s in enumerate(body.sources))
+            op = ComputeOp(axes, body, inputs, tuple((attrs or {}).items()), outputs, name)
+            return [Tensor(b, op, next(_creation_order)) for b in outputs]
+        op = ComputeOp(axes, body, inputs, tuple((attrs or {}).items()))
+        return Tensor(Buffer(name, shape, body.sources[0].dtype), op, next(_creation_order))
     if isinstance(body, Reduce):
         reduce_vars = {axis.var for axis in body.axes}
         for part in (body.source, body.condition, body.init):

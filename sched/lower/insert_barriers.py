@@ -143,6 +143,21 @@ class _Inserter:
                         body.has_barrier)
 
     def wrapper(self, stmt: IfThenElse | LetStmt | Allocate) -> _Summary:
+        """The summary of the body (both branches), with the shared reads of the condition or
+        the bound value first: they come before anything in the body."""
+        summary = self._wrapped(stmt)
+        own = stmt.condition if isinstance(stmt, IfThenElse) else \
+            stmt.value if isinstance(stmt, LetStmt) else None
+        if own is None:
+            return summary
+        reads = _shared_accesses(own, self.shared, self.private)
+        first = _Accesses(reads.reads | summary.first.reads, set(summary.first.writes),
+                          self.private)
+        last = summary.last if summary.has_barrier else \
+            _Accesses(reads.reads | summary.last.reads, set(summary.last.writes), self.private)
+        return _Summary(summary.stmt, first, last, summary.has_barrier)
+
+    def _wrapped(self, stmt: IfThenElse | LetStmt | Allocate) -> _Summary:
         if isinstance(stmt, IfThenElse):
             then = self.visit(stmt.then_body)
             other = self.visit(stmt.else_body) if stmt.else_body is not None else None

@@ -14,7 +14,8 @@ name.
 Handles name what they point to: a `BlockRV` a block name, a `LoopRV` a loop variable name. Both
 are unique in the function (the Schedule renames duplicate loop names when it starts), so a handle
 stays valid across steps until a primitive replaces its loop (split and fuse do; the error then
-says which handles replaced it).
+says which handles replaced it). A step that renames a block (decompose_reduction: `C` becomes
+`C_update`, as in TVM) records the rename, and the handles made before it follow to the new name.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ class ScheduleBase:
         # stale even if a later step reuses the name), and why it was last removed
         self._generation: dict[str, int] = {}
         self._replaced: dict[str, str] = {}
+        # ("block:C", generation) -> ("C_update", its generation): a step renamed the block
+        self._renames: dict[tuple[str, int], tuple[str, int]] = {}
         self.rng = random.Random(seed)          # for the sampling primitives
         # whose handles this schedule accepts: {schedule identity: handles made before serial}
         self._identity = next(_IDENTITIES)
@@ -165,6 +168,7 @@ class ScheduleBase:
         other._counter = itertools.count(self._peek_counter())
         other._replaced = dict(self._replaced)
         other._generation = dict(self._generation)
+        other._renames = dict(self._renames)
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())
         other.notes = list(self.notes)
@@ -183,14 +187,15 @@ class ScheduleBase:
         """Run a step made of several steps (tile) as one: if a part is refused, the function,
         the trace, the handles' generations and the notes are as before the first part."""
         saved = (self._func, len(self.trace.instructions), dict(self._generation),
-                 dict(self._replaced), len(self.notes), self._analysis_calls)
+                 dict(self._replaced), dict(self._renames), len(self.notes),
+                 self._analysis_calls)
         try:
             yield
         except BaseException:
-            func, steps, generation, replaced, notes, calls = saved
+            func, steps, generation, replaced, renames, notes, calls = saved
             self._func = func
             del self.trace.instructions[steps:]
-            self._generation, self._replaced = generation, replaced
+            self._generation, self._replaced, self._renames = generation, replaced, renames
             del self.notes[notes:]
             self._analysis_calls = calls
             raise
@@ -226,9 +231,9 @@ class ScheduleBase:
             raise ScheduleError(primitive, f"argument {argument!r}: expected a block handle "
                                 f"(sch.get_block), got {type(handle).__name__}")
         self._check_owner(handle, "block", primitive)
-        self._check_current(handle, "block", primitive)
-        check_block_keeps_order(find_block(self._func, handle.name, primitive).block, primitive)
-        return handle.name
+        name = self._check_current(handle, "block", primitive)
+        check_block_keeps_order(find_block(self._func, name, primitive).block, primitive)
+        return name
 
     def _loop(self, handle, primitive: str, argument: str = "loop") -> str:
         if not isinstance(handle, LoopRV):
@@ -239,11 +244,27 @@ class ScheduleBase:
         find_loop(self._func, handle.name, primitive)
         return handle.name
 
-    def _check_current(self, handle, kind: str, primitive: str) -> None:
-        key = f"{kind}:{handle.name}"
-        if handle.generation != self._generation.get(key, 0):
+    def _check_current(self, handle, kind: str, primitive: str) -> str:
+        """The name the handle's loop or block has now (following renames); refused if a
+        step removed it."""
+        name, generation = handle.name, handle.generation
+        while (f"{kind}:{name}", generation) in self._renames:
+            name, generation = self._renames[(f"{kind}:{name}", generation)]
+        key = f"{kind}:{name}"
+        if generation != self._generation.get(key, 0):
             reason = self._replaced.get(key, "a later step removed it")
-            raise ScheduleError(primitive, f"{kind} {handle.name!r} no longer exists: {reason}")
+            raise ScheduleError(primitive, f"{kind} {name!r} no longer exists: {reason}")
+        return name
+
+    def _current_generation(self, kind: str, name: str) -> int:
+        return self._generation.get(f"{kind}:{name}", 0)
+
+    def _note_renamed(self, kind: str, old: str, old_generation: int, new: str) -> None:
+        """Say that the step just recorded renamed `old` (of `old_generation`, before the
+        step) to `new`: handles to `old` follow to `new`."""
+        self._renames[(f"{kind}:{old}", old_generation)] = (new,
+                                                            self._current_generation(kind, new))
+        self._replaced[f"{kind}:{old}"] = f"a step renamed it {new!r}"
 
     def _note_replaced(self, kind: str, name: str, reason: str) -> None:
         """Say why the loop or block `name`, just removed, is gone (for stale handles)."""

@@ -45,13 +45,14 @@ from sched.schedule.scope import (
     splice,
     taken_names,
 )
-from sched.schedule.state import find_block, find_loop, replace_in
+from sched.schedule.state import find_block, find_loop, replace, replace_in
 
 
 def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
-                        render: bool = True) -> tuple[PrimFunc, str]:
+                        render: bool = True) -> tuple[PrimFunc, str, str]:
     """Hoist the init of block `block_name` before loop `loop_name` (see
-    Schedule.decompose_reduction). Returns the new function and the init block's name."""
+    Schedule.decompose_reduction). Returns the new function, the init block's name and the
+    update block's (`<name>_init`, `<name>_update`, as TVM names them)."""
     primitive = "decompose_reduction"
     realize = find_block(func, block_name, primitive)
     loop = find_loop(func, loop_name, primitive)
@@ -81,13 +82,20 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
     violation = _check_init_moved(func, new_func, block_name, init_name)
     if violation is not None:
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render)
-    return new_func, init_name
+    # checked with the update under its old name (the dependences are by block name); then
+    # renamed as TVM names it
+    update_name = fresh(f"{block_name}_update", block_names(new_func))
+    update = find_block(new_func, block_name, primitive)
+    renamed = dataclasses.replace(update, block=dataclasses.replace(update.block,
+                                                                    name=update_name))
+    return replace(new_func, update, renamed), init_name, update_name
 
 
 def _hoist_init(func: PrimFunc, realize: BlockRealize, loop: For,
                 inner_loops) -> tuple[PrimFunc, str]:
     """The init block, under copies of the loops of `inner_loops` that its spatial bindings
-    use, spliced in before `loop` (TVM's DecomposeReduction, steps 1 to 6)."""
+    use, spliced in before `loop`; the block keeps its update (TVM's DecomposeReduction,
+    steps 1 to 6; the caller renames it)."""
     block = realize.block
     spatial = [(iv, value) for iv, value in zip(block.iter_vars, realize.iter_values)
                if iv.kind == "spatial"]
@@ -154,7 +162,8 @@ class ReductionPrimitives(ScheduleBase):
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move the init of a reduction block into a block of its own, `<name>_init`, right
-        before `loop`; the reduction block keeps only its update.
+        before `loop`; the reduction block keeps only its update and is renamed
+        `<name>_update` (TVM's names; a fresh suffix if the name is taken).
 
         Requires: `block` is a reduction with an init (`T.init`); `loop` is around it and not
         inside any loop that binds a reduce iteration variable (the init must run once per
@@ -163,7 +172,8 @@ class ReductionPrimitives(ScheduleBase):
         bindings use; the others are dropped with the parts of the predicate that use them.
 
         Arguments: `block` a block handle; `loop` a loop handle around it.
-        Returns: a handle to the init block. Handles stay valid.
+        Returns: a handle to the init block. Handles stay valid: a handle to the reduction
+        block now names `<name>_update` (`sch.get_block("<name>")` no longer finds it).
         Also known as: `decompose_reduction` in TVM; Halide writes the init as the pure
         definition and the update as an update definition from the start.
 
@@ -188,7 +198,7 @@ class ReductionPrimitives(ScheduleBase):
                         T.writes(B[v_i])
                         B[v_i] = T.float32(0.0)
                 for i, k in T.grid(4, 6):
-                    with T.block("B"):
+                    with T.block("B_update"):
                         v_i, v_k = T.axis.remap("SR", [i, k])
                         T.reads(B[v_i], A[v_i, v_k])
                         T.writes(B[v_i])
@@ -196,10 +206,12 @@ class ReductionPrimitives(ScheduleBase):
         """
         block_name = self._block(block, "decompose_reduction")
         loop_name = self._loop(loop, "decompose_reduction")
-        new_func, init_name = decompose_reduction(self._func, block_name, loop_name,
-                                                  self.render_errors)
+        new_func, init_name, update_name = decompose_reduction(self._func, block_name, loop_name,
+                                                               self.render_errors)
         handle = BlockRV(init_name, self._new_rv("b"))
+        generation = self._current_generation("block", block_name)
         self._record("decompose_reduction", new_func, (block, loop), outputs=(handle,))
+        self._note_renamed("block", block_name, generation, update_name)
         return handle
 
     def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
@@ -209,10 +221,14 @@ class ReductionPrimitives(ScheduleBase):
         under copies of the spatial loops and of `loop`, combines them.
 
         Requires: `loop` holds one block, a reduction whose body is an associative update
-        `X[i] = X[i] op value` (op one of +, *, min, max; `value` does not read X); `loop`
-        binds reduce iteration variables only, and no loop binds both kinds. The partial
-        results start from op's identity; the combining block keeps the original init, and a
-        predicate where the partial results of a non-dividing split do not all exist.
+        `X[i] = X[i] op value` (op one of +, *, min, max; `value` does not read X), or an
+        argmax/argmin over two buffers (index, value) as TVM writes it (tuple_reducers.py;
+        one `<buffer>_rf` per buffer; a first-wins `>=`/`<=` form only over the outermost
+        reduce loop, a smallest-index-on-ties form over any); `loop` binds reduce iteration
+        variables only, and no loop binds both kinds. The partial results start from op's
+        identity (argmax/argmin: from the block's init); the combining block keeps the
+        original init, and a predicate where the partial results of a non-dividing split do
+        not all exist.
 
         Arguments: `loop` a reduce loop handle (typically the inner or outer part of a split
         reduce loop); `factor_axis` where the new dimension goes in `<buffer>_rf`, in

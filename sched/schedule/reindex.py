@@ -56,9 +56,12 @@ from sched.schedule.state import find_block, refuse_other_views, replace_in
 PRIMITIVE = "reindex"
 
 
-def reindex(func: PrimFunc, block_name: str, buffer_ref) -> tuple[PrimFunc, str]:
+def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None,
+            storage_scope: str | None = None) -> tuple[PrimFunc, str]:
     """`func` with block `block_name` accessing `buffer_ref` through a reindexed copy (see
-    Schedule.reindex)."""
+    Schedule.reindex), named `name` (default `<buffer>_reindex`) and stored in
+    `storage_scope` (default the buffer's). Returns the function and the copy block's name
+    (the copy buffer's too)."""
     realize = find_block(func, block_name, PRIMITIVE)
     block = realize.block
     buffer = _buffer(block, buffer_ref)
@@ -82,9 +85,11 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref) -> tuple[PrimFunc, str]
                             f"{buffer.name!r} in the loop nest of block {block_name!r}, where "
                             f"the copy would not see them; reindex before placing them there")
     taken = taken_names(func)
-    copy = Buffer(fresh(f"{buffer.name}_reindex", taken), tuple(iv.dom.extent for iv in used),
-                  buffer.dtype, buffer.scope)
-    name = fresh(copy.name, block_names(func))
+    taken |= set(block_names(func))
+    copy = Buffer(fresh(name or f"{buffer.name}_reindex", taken),
+                  tuple(iv.dom.extent for iv in used), buffer.dtype,
+                  storage_scope or buffer.scope)
+    name = copy.name
     nest = _copy_nest(name, buffer, copy, indices, used, write, taken)
     new_block = _Redirect(buffer, copy, tuple(iv.var for iv in used)).visit(block)
     reads, writes = infer_block_regions(new_block.body, new_block.init, new_block.iter_vars,

@@ -10,6 +10,8 @@ onto the loops the combining block keeps, so it reads only those that exist.
 
 from __future__ import annotations
 
+import dataclasses
+
 import islpy as isl
 
 from sched.errors import ScheduleError
@@ -29,6 +31,7 @@ from sched.ir.nodes import (
     IterVar,
     PrimFunc,
     Range,
+    Stmt,
     Var,
     binary,
     const,
@@ -66,7 +69,8 @@ def _associative_update(func: PrimFunc, block: Block, render: bool):
     body = block.body.script().strip().splitlines()[0]
     raise refusal("rfactor", f"block {block.name!r} is not an associative update "
                   f"`X[i] = X[i] op value` (op one of +, *, min, max; value not reading X; "
-                  f"X[i] indexed by spatial variables and initialized there): its body is "
+                  f"X[i] indexed by spatial variables and initialized there), nor an argmax/"
+                  f"argmin pair (index, value) as TVM writes it: its body is "
                   f"`{body}`", func, None, render)
 
 
@@ -246,47 +250,89 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
                       f"loop over one reduction block", func, loop_name, render)
     realize = blocks[0]
     scope, top, kept, removed = _rfactor_loops(func, realize, loop, render)
+    from sched.schedule.tuple_reducers import match_tuple_update
+
+    update = match_tuple_update(realize.block)
+    if update is not None:              # argmax, argmin: several accumulators at once
+        from sched.schedule.rfactor_tuple import rfactor_tuple
+
+        check_reduction_runs_once(func, realize, scope.loops, "rfactor", render)
+        return rfactor_tuple(func, realize, update, loop, (scope, top, kept, removed),
+                             factor_axis, render)
     store, op, value, accumulator_first = _associative_update(func, realize.block, render)
     check_reduction_runs_once(func, realize, scope.loops, "rfactor", render)
     axis = _check_factor_axis(factor_axis, store.buffer)
-    taken = taken_names(func)
-    rf_var = Var(fresh(f"v_{loop_name}", taken), loop.loop_var.dtype)
-    reduce_vars = {lp.loop_var: Var(fresh(f"v_{lp.loop_var.name}", taken), lp.loop_var.dtype)
-                   for lp in removed}
+    parts = _rfactor_parts(func, loop, removed, axis)
+    taken, rf_var, rf_indices = parts.taken, parts.rf_var, parts.rf_indices
+    rf_buffer = parts.buffer_for(store.buffer)
 
-    def rf_indices(indices):
-        return (*indices[:axis], simplify(rf_var - loop.min), *indices[axis:])
-
-    shape = store.buffer.shape
-    rf_buffer = Buffer(fresh(f"{store.buffer.name}_rf", taken),
-                       (*shape[:axis], loop.extent, *shape[axis:]), store.buffer.dtype)
-    rf_realize = _partial_block(realize, loop, removed, rf_var, reduce_vars, rf_buffer,
-                                rf_indices, fresh(f"{realize.block.name}_rf", block_names(func)),
-                                op, value, accumulator_first)
+    def partial(reduce_values):
+        indices = rf_indices(tuple(substitute(i, reduce_values) for i in store.indices))
+        accumulator = BufferLoad(rf_buffer, indices)
+        incoming = substitute(value, reduce_values)
+        combined = binary(op, accumulator, incoming) if accumulator_first \
+            else binary(op, incoming, accumulator)
+        return (BufferStore(rf_buffer, combined, indices),
+                BufferStore(rf_buffer, _identity(op, rf_buffer.dtype), indices))
+    rf_realize = _partial_block(realize, loop, removed, parts,
+                                fresh(f"{realize.block.name}_rf", block_names(func)), partial)
+    accumulator = BufferLoad(store.buffer, store.indices)
+    partial_result = BufferLoad(rf_buffer, rf_indices(store.indices))
+    combined = binary(op, accumulator, partial_result) if accumulator_first \
+        else binary(op, partial_result, accumulator)
     write_back = _combining_nest(func, realize, loop, scope.loops, kept, removed, rf_var,
-                                 BufferLoad(rf_buffer, rf_indices(store.indices)), op,
-                                 accumulator_first, taken, render)
+                                 BufferStore(store.buffer, combined, store.indices), taken,
+                                 render)
     new_func = add_allocation(func, scope.realize, rf_buffer)
     new_top = replace_in(top, realize, rf_realize)
     return splice(new_func, top, [new_top, write_back]), rf_realize.block.name
 
 
-def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, partial, op,
-                    accumulator_first, taken, render) -> For:
-    """The original block, now `X[idx] op= X_rf[.., v_rf, ..]` with `v_rf` a reduce variable,
-    under copies of the loops it keeps (`loop` and the spatial ones), in their order."""
+@dataclasses.dataclass
+class RfactorParts:
+    """What the partial block and the combining block share: the names taken, the new
+    spatial variable of the factored loop, those of the other reduce loops, and where the new
+    dimension goes in each partial-result buffer."""
+
+    loop: For
+    axis: int
+    taken: set[str]
+    rf_var: Var
+    reduce_vars: dict
+
+    def rf_indices(self, indices):
+        return (*indices[:self.axis], simplify(self.rf_var - self.loop.min),
+                *indices[self.axis:])
+
+    def buffer_for(self, buffer: Buffer) -> Buffer:
+        """`<buffer>_rf`: the partial results, one more dimension (the factored loop's)."""
+        shape = buffer.shape
+        name = fresh(f"{buffer.name}_rf", self.taken)
+        self.taken.add(name)
+        return Buffer(name, (*shape[:self.axis], self.loop.extent, *shape[self.axis:]),
+                      buffer.dtype)
+
+
+def _rfactor_parts(func: PrimFunc, loop: For, removed, axis: int) -> RfactorParts:
+    taken = taken_names(func)
+    rf_var = Var(fresh(f"v_{loop.loop_var.name}", taken), loop.loop_var.dtype)
+    reduce_vars = {lp.loop_var: Var(fresh(f"v_{lp.loop_var.name}", taken), lp.loop_var.dtype)
+                   for lp in removed}
+    return RfactorParts(loop, axis, taken, rf_var, reduce_vars)
+
+
+def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, body: Stmt, taken,
+                    render) -> For:
+    """The original block, now `body` (which combines the partial results indexed by the
+    reduce variable `rf_var`), under copies of the loops it keeps (`loop` and the spatial
+    ones), in their order."""
     block = realize.block
-    store = block.body
     copies = {lp.loop_var: Var(fresh(lp.loop_var.name, taken), lp.loop_var.dtype)
               for lp in kept}
-    accumulator = BufferLoad(store.buffer, store.indices)
-    combined = binary(op, accumulator, partial) if accumulator_first \
-        else binary(op, partial, accumulator)
     spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
                if iv.kind == "spatial"]
     iter_vars = (IterVar(rf_var, Range(loop.min, loop.extent), "reduce"),
                  *[iv for iv, _ in spatial])
-    body = BufferStore(store.buffer, combined, store.indices)
     reads, writes = infer_block_regions(body, block.init, iter_vars)
     nest = BlockRealize(
         (copies[loop.loop_var], *[substitute(v, copies) for _, v in spatial]),
@@ -300,21 +346,16 @@ def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, partial, 
     return nest
 
 
-def _partial_block(realize, loop, removed, rf_var, reduce_vars, rf_buffer, rf_indices, name,
-                   op, value, accumulator_first) -> BlockRealize:
-    """The block `<name>_rf`: `X_rf[.., v_rf, ..] op= value`, with `loop` bound to the spatial
-    `v_rf` and every other reduce loop to a reduce variable of its own."""
+def _partial_block(realize, loop, removed, parts: RfactorParts, name,
+                   make_body) -> BlockRealize:
+    """The block `<name>_rf`, body and init `make_body(reduce bindings)`, with `loop` bound
+    to the spatial `v_rf` and every other reduce loop to a reduce variable of its own."""
     block = realize.block
+    rf_var, reduce_vars = parts.rf_var, parts.reduce_vars
     to_iter = {loop.loop_var: rf_var, **reduce_vars}
     reduce_values = {iv.var: substitute(v, to_iter)
                      for iv, v in zip(block.iter_vars, realize.iter_values) if iv.kind == "reduce"}
-    indices = rf_indices(tuple(substitute(i, reduce_values) for i in block.body.indices))
-    accumulator = BufferLoad(rf_buffer, indices)
-    value = substitute(value, reduce_values)
-    combined = binary(op, accumulator, value) if accumulator_first \
-        else binary(op, value, accumulator)
-    body = BufferStore(rf_buffer, combined, indices)
-    init = BufferStore(rf_buffer, _identity(op, rf_buffer.dtype), indices)
+    body, init = make_body(reduce_values)
     spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
                if iv.kind == "spatial"]
     iter_vars = (IterVar(rf_var, Range(loop.min, loop.extent), "spatial"),

@@ -11,12 +11,14 @@ polyhedral/) and a mixin with the methods that take handles and record the trace
 loops.py (split, fuse, reorder, add_unit_loop, tile), loop_kinds.py (parallel, vectorize,
 unroll, annotate), mapping.py (bind), sampling.py (sample_perfect_tile, sample_categorical),
 placement.py (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline; their pure
-functions are in compute_at.py and inlining.py), reduction.py (decompose_reduction, rfactor),
+functions are in compute_at.py and inlining.py), reduction.py (decompose_reduction, rfactor;
+rfactor_tuple.py and tuple_reducers.py for argmax/argmin over two buffers),
 memory.py (cache_read, cache_write, set_scope, storage_align; cache_consumers.py for
 cache_read with consumer_blocks), layout.py (transform_layout), block_layout.py
-(transform_block_layout), blockize.py (blockize), reindex.py (reindex), tensorize.py
-(tensorize; the intrinsic registry in tensor_intrin.py, the matching in tensorize_match.py).
-ordered_axes.py holds the rule for scan and opaque iteration variables that several families apply.
+(transform_block_layout), blockize.py (blockize), reindex.py (reindex), reindex_cache.py
+(reindex_cache_read, reindex_cache_write), tensorize.py (tensorize; the intrinsic registry in
+tensor_intrin.py, the matching in tensorize_match.py). ordered_axes.py holds the rule for scan
+and opaque iteration variables that several families apply.
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ from sched.schedule.memory import MemoryPrimitives
 from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.reindex import ReindexPrimitives
+from sched.schedule.reindex_cache import ReindexCachePrimitives
 from sched.schedule.sampling import SamplingPrimitives
 from sched.schedule.tensorize import TensorizePrimitives
 
 
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
-               BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives, TensorizePrimitives,
-               ScheduleBase):
+               BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
+               ReindexCachePrimitives, TensorizePrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the

@@ -71,9 +71,9 @@ def splice(func: PrimFunc, target: Stmt, stmts: list[Stmt]) -> PrimFunc:
     return replace(func, target, seq(*stmts))
 
 
-def add_allocation(func: PrimFunc, scope: BlockRealize, buffer: Buffer) -> PrimFunc:
-    """`func` with `buffer` allocated by the scope block (its body keeps its identity)."""
-    block = dataclasses.replace(scope.block, alloc_buffers=scope.block.alloc_buffers + (buffer,))
+def add_allocation(func: PrimFunc, scope: BlockRealize, *buffers: Buffer) -> PrimFunc:
+    """`func` with `buffers` allocated by the scope block (its body keeps its identity)."""
+    block = dataclasses.replace(scope.block, alloc_buffers=scope.block.alloc_buffers + buffers)
     return replace(func, scope, dataclasses.replace(scope, block=block))
 
 

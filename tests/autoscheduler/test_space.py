@@ -227,11 +227,12 @@ def test_cpu_matmul_ssrs_sketch_puts_the_register_tile_under_the_whole_reduction
         trace = str(sample.schedule.trace)
         # i and j in three levels, k not split: one reduction loop, inside the C_local tile
         assert trace.count("sample_perfect_tile") == 2 and "n=3" in trace
-        loops = [loop.name for loop in sample.schedule.get_loops(sample.schedule.get_block("C"))]
+        update = sample.schedule.get_block("C_update")       # decompose_reduction renamed C
+        loops = [loop.name for loop in sample.schedule.get_loops(update)]
         assert "k" in loops and not any(name.startswith("k_") for name in loops)
         # S0 (fused, parallel), S1 (two), the reduction, S3 (two): the tile right under k
         assert len(loops) == 6 and loops[3] == "k"
-        assert text.index('T.block("C_init")') < text.index('T.block("C")')
+        assert text.index('T.block("C_init")') < text.index('T.block("C_update")')
         arrays = [np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
                   for shape in ((48, 32), (32, 64))]
         out = np.zeros((48, 64), np.float32)

@@ -149,7 +149,7 @@ def test_decomposed_init_in_every_thread_lands_before_the_result(rng, threads):
     assert_close(run_c(sch, a), a.sum(axis=1), rtol=1e-4, atol=1e-4)
     source = sched.build(sch.func, target="cuda", arch="sm_90").source
     assert source.count("__syncthreads();") == 1
-    assert source.index("__syncthreads();") < source.index("B[i] = B[i] + B_partial[0];")
+    assert source.index("__syncthreads();") < source.index("B[i] = B[i] + B_update_partial[0];")
 
 
 @T.prim_func

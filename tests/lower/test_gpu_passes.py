@@ -62,6 +62,37 @@ def test_barrier_between_a_shared_write_and_the_read_of_another_thread():
            '            if t == 0:' in text
 
 
+@T.prim_func
+def block_sum_through_a_let(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8,), "float32")):
+    for b in T.thread_binding(8, thread="blockIdx.x"):
+        X = T.decl_buffer((64,), "float32", scope="shared")
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            X[t] = A[b, t]
+            if t == 0:
+                B[b] = T.float32(0)
+                for r in range(64):
+                    v: T.float32 = X[r]
+                    B[b] = B[b] + v
+
+
+@T.prim_func
+def condition_on_shared(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8, 64), "float32")):
+    for b in T.thread_binding(8, thread="blockIdx.x"):
+        X = T.decl_buffer((64,), "float32", scope="shared")
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            X[t] = A[b, t]
+            if X[63 - t] > T.float32(0):
+                B[b, t] = T.float32(1)
+
+
+# the shared reads of a let's value (argmax's `v_idx: T.int32 = ...`) and of an if's condition
+# are reads too: without the barrier, thread 0 read X[r] before thread r wrote it
+@pytest.mark.parametrize("func", [block_sum_through_a_let, condition_on_shared])
+def test_a_shared_read_in_a_let_value_or_a_condition_waits_for_the_barrier(func):
+    text = lower(func, target="cuda").script()
+    assert 'X[t] = A_flat[b * 64 + t]\n            T.tvm_storage_sync("shared")\n' in text
+
+
 def test_tiled_matmul_gets_a_barrier_before_compute_and_at_the_end_of_the_k_loop():
     text = lower(tiled_matmul, target="cuda").script()
     ko_body = text[text.index("for ko in range(3):"):]

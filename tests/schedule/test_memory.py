@@ -240,7 +240,7 @@ def test_cache_write_refuses_a_buffer_with_another_writer():
     sch.decompose_reduction(sch.get_block("C"), k)
     with pytest.raises(ScheduleError, match="block\\(s\\) C_init write 'C' too; cache_write "
                        "needs the only block that writes it"):
-        sch.cache_write(sch.get_block("C"), 0, "local")
+        sch.cache_write(sch.get_block("C_update"), 0, "local")
 
 
 @T.prim_func

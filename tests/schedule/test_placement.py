@@ -566,7 +566,8 @@ def test_recomputing_an_init_under_its_reduction_is_refused():
     init = sch.decompose_reduction(conv, sch.get_loops(conv)[0])
     ry = sch.get_loops(conv)[5]
     with pytest.raises(ScheduleError, match="block 'conv2d_init' would run some instances more "
-                                            "than once, but block 'conv2d' also writes"):
+                                            "than once, but block 'conv2d_update' also "
+                                            "writes"):
         sch.compute_at(init, ry)
 
 

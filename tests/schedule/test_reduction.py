@@ -57,7 +57,7 @@ def row_sum_init_hoisted_out_of_i(A: T.Buffer((4, 6), "float32"),
                 T.writes(B[v_i])
                 B[v_i] = T.float32(0.0)
         for i, k in T.grid(4, 6):
-            with T.block("B"):
+            with T.block("B_update"):
                 v_i, v_k = T.axis.remap("SR", [i, k])
                 T.reads(B[v_i], A[v_i, v_k])
                 T.writes(B[v_i])
@@ -74,7 +74,7 @@ def row_sum_init_inside_i(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "flo
                 T.writes(B[v_i])
                 B[v_i] = T.float32(0.0)
             for k in range(6):
-                with T.block("B"):
+                with T.block("B_update"):
                     v_i, v_k = T.axis.remap("SR", [i, k])
                     T.reads(B[v_i], A[v_i, v_k])
                     T.writes(B[v_i])
@@ -180,10 +180,46 @@ def test_decompose_reduction_refuses_a_block_that_is_not_a_reduction():
 # once decomposed, the update block has no init left
 def test_decompose_reduction_refuses_a_block_decomposed_already():
     sch = sched.Schedule(row_sum())
-    _, k = sch.get_loops(sch.get_block("B"))
-    sch.decompose_reduction(sch.get_block("B"), k)
-    with pytest.raises(ScheduleError, match=r"block 'B' has no init \(T.init\) to decompose"):
-        sch.decompose_reduction(sch.get_block("B"), k)
+    block = sch.get_block("B")
+    _, k = sch.get_loops(block)
+    sch.decompose_reduction(block, k)
+    with pytest.raises(ScheduleError, match=r"block 'B_update' has no init \(T.init\) to "
+                       r"decompose"):
+        sch.decompose_reduction(block, k)
+
+
+# as in TVM: the update is renamed <name>_update and the handle to the block follows it
+def test_decompose_reduction_renames_the_update_and_the_handle_follows():
+    sch = sched.Schedule(matmul())
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    copy = sch.copy()
+    init = sch.decompose_reduction(block, k)
+    assert (init.name, sched.schedule.state.block_names(sch.func)) == ("C_init",
+                                                                        ["C_init", "C_update"])
+    with pytest.raises(ScheduleError, match="no block named 'C'; the blocks are 'C_init', "
+                       "'C_update'"):
+        sch.get_block("C")
+    assert [lp.name for lp in sch.get_loops(block)] == ["i", "j", "k"]
+    sch.split(k, factors=[None, 4])               # the handle reaches the update's loops
+    assert [lp.name for lp in sch.get_loops(sch.get_block("C_update"))] == \
+        ["i", "j", "k_0", "k_1"]
+    sch.unroll(sch.get_loops(block)[-1])
+    # the copy made before the step still sees C (and its handle there is still C)
+    assert [lp.name for lp in copy.get_loops(block)] == ["i", "j", "k"]
+    assert_replays(sch, matmul())
+
+
+# a taken <name>_update gets a fresh suffix, as the init does
+def test_decompose_reduction_update_name_is_fresh():
+    sch = sched.Schedule(row_sum())
+    sch.get_block("B")
+    func = sch.func
+    taken = sched.parse(func.script().replace('T.block("B")', 'T.block("B_update")'))
+    sch = sched.Schedule(taken)
+    block = sch.get_block("B_update")
+    sch.decompose_reduction(block, sch.get_loops(block)[0])
+    assert sched.schedule.state.block_names(sch.func) == ["B_update_init", "B_update_update"]
 
 
 @T.prim_func

@@ -1,0 +1,104 @@
+"""rfactor of a reduction over several accumulators (argmax, argmin: tuple_reducers.py).
+
+The same two blocks as rfactor.py's: `<name>_rf` computes partial results into one buffer
+`<buffer>_rf` per accumulator, indexed by the factored loop; the original block combines them.
+Each body is the reducer's combination written as TVM prints it: one `LetStmt` per
+accumulator (all computed from the old values), then the stores.
+
+A first-wins reducer (argmax with `>=`) is not commutative: the partial results must be whole
+runs of consecutive iterations, combined in order, so only the outermost reduce loop may be
+factored.
+"""
+
+from __future__ import annotations
+
+from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.names import fresh
+from sched.ir.nodes import BufferLoad, BufferStore, LetStmt, PrimFunc, SeqStmt, Var
+from sched.schedule.rfactor import (
+    _check_factor_axis,
+    _combining_nest,
+    _partial_block,
+    _rfactor_parts,
+)
+from sched.schedule.scope import add_allocation, block_names, loop_roles, refusal, splice
+from sched.schedule.state import replace_in
+from sched.schedule.tuple_reducers import TupleUpdate
+
+
+def rfactor_tuple(func: PrimFunc, realize, update: TupleUpdate, loop, loops, factor_axis,
+                  render: bool) -> tuple[PrimFunc, str]:
+    """rfactor.rfactor for a block matched by tuple_reducers.match_tuple_update (`loops` is
+    rfactor._rfactor_loops' answer)."""
+    scope, top, kept, removed = loops
+    block = realize.block
+    _check_tuple_update(func, realize, update, loop, scope.loops, render)
+    axis = _check_factor_axis(factor_axis, update.stores[0].buffer)
+    parts = _rfactor_parts(func, loop, removed, axis)
+    rf_buffers = [parts.buffer_for(s.buffer) for s in update.stores]
+    combine = update.reducer.combine
+
+    def body(stores, xs, ys):
+        """`t_j = combine_j(xs, ys)` for each j, then `stores[j] = t_j`."""
+        temps = [Var(fresh(f"v_{s.buffer.name}", parts.taken), s.buffer.dtype) for s in stores]
+        parts.taken.update(t.name for t in temps)
+        stmt = SeqStmt(tuple(BufferStore(s.buffer, t, s.indices) for s, t in zip(stores, temps)))
+        for temp, value in reversed(list(zip(temps, combine(xs, ys)))):
+            stmt = LetStmt(temp, value, stmt)
+        return stmt
+
+    def partial(reduce_values):
+        indices = parts.rf_indices(tuple(substitute(i, reduce_values)
+                                         for i in update.stores[0].indices))
+        stores = [BufferStore(b, BufferLoad(b, indices), indices) for b in rf_buffers]
+        xs = [s.value for s in stores]
+        ys = [substitute(v, reduce_values) for v in update.values]
+        init = SeqStmt(tuple(BufferStore(b, value, indices)
+                             for b, value in zip(rf_buffers, update.init)))
+        return body(stores, xs, ys), init
+    rf_realize = _partial_block(realize, loop, removed, parts,
+                                fresh(f"{block.name}_rf", block_names(func)), partial)
+    indices = parts.rf_indices(update.stores[0].indices)
+    partials = [BufferLoad(b, indices) for b in rf_buffers]
+    write_back = _combining_nest(func, realize, loop, scope.loops, kept, removed, parts.rf_var,
+                                 body(update.stores, [s.value for s in update.stores], partials),
+                                 parts.taken, render)
+    new_func = add_allocation(func, scope.realize, *rf_buffers)
+    new_top = replace_in(top, realize, rf_realize)
+    return splice(new_func, top, [new_top, write_back]), rf_realize.block.name
+
+
+def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render) -> None:
+    """Refuse what would change the result: an init other than one store per accumulator
+    free of the reduce variables, accumulators at indices of reduce variables, a block writing
+    another buffer, and (first-wins reducers) a factored loop that is not the outermost reduce
+    loop."""
+    block = realize.block
+    accumulators = {s.buffer for s in update.stores}
+    reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+    names = ", ".join(s.buffer.name for s in update.stores)
+    what = f"block {block.name!r} ({update.reducer.name} over {names})"
+    if update.init is None or any(set(free_vars(v)) & reduce_vars or
+                                  {ld.buffer for ld in collect(v, BufferLoad)} & accumulators
+                                  for v in update.init):
+        raise refusal("rfactor", f"{what} needs an init (T.init) that stores each accumulator "
+                      f"once, at the element the update writes, from values free of the reduce "
+                      f"variables and of the accumulators: the partial results start from it",
+                      func, None, render)
+    if any(set(free_vars(i)) & reduce_vars for i in update.stores[0].indices) or \
+            {w.buffer for w in block.writes} != accumulators:
+        raise refusal("rfactor", f"{what} must write only its accumulators, at indices free of "
+                      f"the reduce variables", func, None, render)
+    if update.reducer.commutative:
+        return
+    roles = loop_roles(realize, loops)
+    reduce_loops = [lp for lp in loops if "reduce" in roles[lp.loop_var]]
+    if reduce_loops[0] is not loop:
+        outer = reduce_loops[0].loop_var.name
+        raise refusal("rfactor", f"{what} keeps the first of equal values in iteration order: "
+                      f"combining partial results over loop {loop.loop_var.name!r}, inside "
+                      f"reduce loop {outer!r}, would pick another index on ties. Factor the "
+                      f"outermost reduce loop, or break ties by the smaller index in the "
+                      f"update (keep x where x_val > y_val, or the values are equal and "
+                      f"x_idx < y_idx)",
+                      func, loop.loop_var.name, render, (f"sch.rfactor({outer}, factor_axis=0)",))

@@ -1,0 +1,216 @@
+"""Reducers over several buffers at once (argmax, argmin): recognized in a block, for rfactor.
+
+A block such as TVM's argmax
+
+    with T.init():
+        idx[vi] = -1
+        val[vi] = T.min_value("float32")
+    v_idx: T.int32 = T.Select(val[vi] >= A[vi, vk], idx[vi], vk)
+    v_val: T.float32 = T.Select(val[vi] >= A[vi, vk], val[vi], A[vi, vk])
+    idx[vi] = v_idx
+    val[vi] = v_val
+
+updates two accumulators together: `(idx, val) = combine((idx, val), (vk, A[vi, vk]))`. It
+is not one associative update `X = X op value`, so the dependence analysis never reorders its
+reduce loops (polyhedral/dependences.is_reduction_update says no). `match_tuple_update` runs
+the body symbolically (the final value of each accumulator in terms of their old values) and
+matches it against the reducers known here, binding the incoming values (`vk`, `A[vi, vk]`).
+
+Two families, as TVM registers them:
+- first-wins (`>=` for argmax, `<=` for argmin): of equal values the first in iteration order
+  wins. Associative, not commutative: partial results may only be combined in the order of
+  their chunks, so rfactor accepts only the outermost reduce loop (each partial result is then
+  a contiguous run of iterations, combined in order).
+- smallest-index (ties broken by `idx < y_idx`): associative and commutative, any reduce loop.
+
+Both hold for values in a total order (no NaN). The partial results start from the block's
+own init (which must not depend on the reduce variables): both reducers are idempotent, so a
+copy of the init at the start of each chunk changes no result, whatever the init is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+
+from sched.ir.functor import IRMutator, collect, field_names
+from sched.ir.nodes import (
+    Block,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    LetStmt,
+    Node,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+    binary,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TupleReducer:
+    """A reducer of several accumulators: `combine(xs, ys)` gives their new values from the
+    old ones (`xs`) and the incoming ones (`ys`)."""
+
+    name: str
+    combine: Callable[[list[Expr], list[Expr]], list[Expr]]
+    commutative: bool
+
+
+def _arg(compare: str, first_wins: bool, value_on_tie: bool = False):
+    """argmax (`compare` "gt") or argmin ("lt") over (index, value) pairs; with
+    `value_on_tie` the smallest-index form picks the value with the index's condition too
+    (the same value: they are equal on a tie)."""
+    def combine(x, y):
+        if first_wins:
+            keep = binary(compare[0] + "e", x[1], y[1])          # >= or <=
+            return [Select(keep, x[0], y[0]), Select(keep, x[1], y[1])]
+        better = binary(compare, x[1], y[1])
+        tie = binary("and", binary("eq", x[1], y[1]), binary("lt", x[0], y[0]))
+        keep = binary("or", better, tie)
+        return [Select(keep, x[0], y[0]), Select(keep if value_on_tie else better, x[1], y[1])]
+    kind = "argmax" if compare == "gt" else "argmin"
+    return TupleReducer(f"{kind} ({'first of equal values' if first_wins else 'smallest index'}"
+                        f" wins ties)", combine, commutative=not first_wins)
+
+
+REDUCERS = (_arg("gt", True), _arg("gt", False), _arg("gt", False, True),
+            _arg("lt", True), _arg("lt", False), _arg("lt", False, True))
+
+
+@dataclasses.dataclass(frozen=True)
+class TupleUpdate:
+    """A block's update matched: `stores[j]` is accumulator j (in the reducer's order), its
+    value `combine(accumulators, values)`; `init` the values its init stores (or None)."""
+
+    reducer: TupleReducer
+    stores: tuple[BufferStore, ...]
+    values: tuple[Expr, ...]
+    init: tuple[Expr, ...] | None
+
+
+class _Resolve(IRMutator):
+    """Let variables by their values, loads of buffers already stored by their stored value."""
+
+    def __init__(self, lets: dict, stored: dict) -> None:
+        self.lets, self.stored = lets, stored
+
+    def visit_Var(self, node):
+        return self.lets.get(node, node)
+
+    def visit_BufferLoad(self, node):
+        node = self.visit_children(node)
+        found = self.stored.get(node.buffer)
+        return found[1] if found is not None and found[0] == node.indices else node
+
+
+class _AccumulatorsAsVars(IRMutator):
+    """Loads of the accumulators at `index` as their variables; `stray` if one is loaded
+    elsewhere."""
+
+    def __init__(self, accumulators: dict, index: tuple) -> None:
+        self.accumulators, self.index, self.stray = accumulators, index, False
+
+    def visit_BufferLoad(self, node):
+        node = self.visit_children(node)
+        if node.buffer in self.accumulators:
+            if node.indices == self.index:
+                return self.accumulators[node.buffer]
+            self.stray = True
+        return node
+
+
+def _final_values(body: Stmt) -> dict | None:
+    """{buffer: (indices, value in terms of the values before the body)}, each buffer stored
+    once, or None for a body of another shape."""
+    lets: dict = {}
+    stored: dict = {}
+
+    def run(stmt) -> bool:
+        if isinstance(stmt, LetStmt):
+            lets[stmt.var] = _Resolve(lets, stored).visit(stmt.value)
+            return run(stmt.body)
+        if isinstance(stmt, SeqStmt):
+            return all(run(s) for s in stmt.stmts)
+        if isinstance(stmt, BufferStore) and stmt.buffer not in stored:
+            resolve = _Resolve(lets, stored)
+            stored[stmt.buffer] = (tuple(resolve.visit(i) for i in stmt.indices),
+                                   resolve.visit(stmt.value))
+            return True
+        return False
+    return stored if run(body) and len(stored) >= 2 else None
+
+
+def _init_values(init: Stmt | None, order) -> tuple[Expr, ...] | None:
+    found = _final_values(init) if init is not None else None
+    if found is None or set(found) != {s.buffer for s in order}:
+        return None
+    if any(found[s.buffer][0] != s.indices for s in order):
+        return None
+    return tuple(found[s.buffer][1] for s in order)
+
+
+def _unify(pattern, actual, holes: dict, bound: dict) -> bool:
+    """Whether `actual` is `pattern` with each hole variable replaced by one expression
+    (the same at each occurrence); fills `bound`."""
+    if isinstance(pattern, Var) and pattern in holes:
+        if pattern in bound:
+            return bound[pattern] == actual
+        if actual.dtype != pattern.dtype:
+            return False
+        bound[pattern] = actual
+        return True
+    if type(pattern) is not type(actual):
+        return False
+    if not isinstance(pattern, Node):
+        return pattern == actual
+    for name in field_names(type(pattern)):
+        a, b = getattr(pattern, name), getattr(actual, name)
+        if isinstance(a, tuple):
+            if not isinstance(b, tuple) or len(a) != len(b) or \
+                    not all(_unify(x, y, holes, bound) for x, y in zip(a, b)):
+                return False
+        elif isinstance(a, Node):
+            if not _unify(a, b, holes, bound):
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def match_tuple_update(block: Block) -> TupleUpdate | None:
+    """The reducer (of REDUCERS) the body of `block` applies to its accumulators, with the
+    incoming values bound; None if it applies none of them."""
+    final = _final_values(block.body)
+    if final is None:
+        return None
+    indices = {idx for idx, _ in final.values()}
+    if len(indices) != 1:
+        return None
+    (index,) = indices
+    buffers = list(final)
+    for order in itertools.permutations(buffers):
+        xs = [Var(f"x{j}", b.dtype) for j, b in enumerate(order)]
+        accumulators = {b: x for b, x in zip(order, xs)}
+        mine = _AccumulatorsAsVars(accumulators, index)
+        actual = [mine.visit(final[b][1]) for b in order]
+        if mine.stray:
+            continue
+        for reducer in REDUCERS:
+            ys = [Var(f"y{j}", b.dtype) for j, b in enumerate(order)]
+            pattern = reducer.combine(xs, ys)
+            if len(pattern) != len(order):
+                continue
+            bound: dict = {}
+            holes = dict.fromkeys(ys)
+            if not all(_unify(p, a, holes, bound) for p, a in zip(pattern, actual)):
+                continue
+            values = tuple(bound.get(y) for y in ys)
+            if None in values or any(set(collect(v, Var)) & set(xs) for v in values):
+                continue
+            stores = tuple(BufferStore(b, BufferLoad(b, index), index) for b in order)
+            return TupleUpdate(reducer, stores, values, _init_values(block.init, stores))
+    return None
