@@ -162,8 +162,12 @@ def _check_races(func: PrimFunc) -> None:
     """Refuse `func` when a loop that runs its iterations at the same time lets them race
     (see build's `check_races`)."""
     from sched.errors import BuildError
+    from sched.lower.thread_redundancy import redundant_update
     from sched.polyhedral.concurrency import check_concurrent_loops
 
+    reason = redundant_update(func)
+    if reason is not None:
+        raise BuildError(f"build: {reason}")
     found = check_concurrent_loops(func)
     if found is None:
         return

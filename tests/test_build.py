@@ -125,3 +125,34 @@ def test_a_hand_written_parallel_loop_without_a_race_builds():
     b = np.zeros(8, np.float32)
     sched.build(parallel_rows, target="c")(a, b)
     np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def _sum_combined_outside_the_threads():
+    """Row sums: 32 threads each add a chunk into shared partials (rfactor), then the
+    combining block runs under the blockIdx loop only, so in every thread."""
+    from sched import compute as te
+
+    A = te.placeholder((8, 256), name="A")
+    k = te.reduce_axis((0, 256), name="k")
+    S = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    sch = sched.Schedule(te.create_prim_func([A, S]))
+    _, kk = sch.get_loops(sch.get_block("S"))
+    ko, _ = sch.split(kk, factors=[32, None])
+    rf = sch.rfactor(ko, factor_axis=0)
+    i, ko, _ = sch.get_loops(rf)
+    sch.reverse_compute_at(sch.get_block("S"), i)
+    sch.set_scope(rf, 0, "shared")
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ko, "threadIdx.x")
+    return sch
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_an_update_every_thread_would_run_at_once_is_refused(target):
+    """Each thread's copy of the combining block computes the right sum alone (the C target,
+    running the copies in turn, gets it), but on a GPU they run at once and one thread's
+    S[i] = 0 lands between another's read and write."""
+    sch = _sum_combined_outside_the_threads()
+    with pytest.raises(BuildError, match=r"block 'S' runs outside the threadIdx loops of its "
+                                         r"kernel, so every thread of a block runs it"):
+        sched.build(sch.func, target=target, arch="sm_90" if target == "cuda" else None)

@@ -237,28 +237,28 @@ class TensorizePrimitives(ScheduleBase):
         >>> _ = sch.decompose_reduction(sch.get_block("D"), k)
         >>> print(find_loop(sch.func, "k", "").script())
         for k in range(8):
-            with T.block("D"):
+            with T.block("D_update"):
                 v_i = T.axis.spatial(8, i)
                 v_k = T.axis.reduce(8, k)
                 T.reads(D[v_i], A[v_i, v_k], B[v_i, v_k])
                 T.writes(D[v_i])
                 D[v_i] = D[v_i] + A[v_i, v_k] * B[v_i, v_k]
         >>> sch.tensorize(k, "dot_product_8_f32")
-        >>> print(find_block(sch.func, "D_o").script())
-        with T.block("D_o"):
+        >>> print(find_block(sch.func, "D_update_o").script())
+        with T.block("D_update_o"):
             v_i_1 = T.axis.spatial(8, i)
             T.reads(D[v_i_1], A[v_i_1, 0:8], B[v_i_1, 0:8])
             T.writes(D[v_i_1])
             products = T.alloc_buffer((8,), "float32", scope="local")
             for k_1 in T.vectorized(8):
-                with T.block("D_o_multiply"):
+                with T.block("D_update_o_multiply"):
                     vk_1 = T.axis.spatial(8, k_1)
                     v_i_1_1 = T.axis.spatial(8, v_i_1)
                     T.reads(A[v_i_1_1, vk_1], B[v_i_1_1, vk_1])
                     T.writes(products[vk_1])
                     products[vk_1] = A[v_i_1_1, vk_1] * B[v_i_1_1, vk_1]
             for k_2 in range(8):
-                with T.block("D_o_sum"):
+                with T.block("D_update_o_sum"):
                     vk_1 = T.axis.reduce(8, k_2)
                     v_i_1_2 = T.axis.spatial(8, v_i_1)
                     T.reads(D[v_i_1_2], products[vk_1])

@@ -51,7 +51,7 @@ def test_outer_product_micro_kernel_matches_numpy_on_c():
     sch, (io, jo, ko, ii, ji, ki) = tiled(func)
     sch.tensorize(ii, "outer_product_4x16_f32")
     script = sch.func.script()
-    assert 'with T.block("C_o_fma")' in script and "T.vectorized(16)" in script
+    assert 'with T.block("C_update_o_fma")' in script and "T.vectorized(16)" in script
     assert "v_i_0 * 4:v_i_0 * 4 + 4" in script      # the block keeps its regions
     assert sched.parse(script) == sch.func
     assert sch.trace.apply(func).func == sch.func
@@ -70,7 +70,7 @@ def test_tensorize_a_blockized_block_by_its_handle():
     sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
     tile = sch.blockize(ii)
     sch.tensorize(tile, "outer_product_4x16_f32")
-    assert "C_o_fma" in sch.func.script()
+    assert "C_update_o_fma" in sch.func.script()
     run_matmul(sch.func)
 
 
@@ -129,7 +129,7 @@ def test_refused_while_the_block_still_has_its_init():
 def test_refused_when_an_access_differs():
     # B is read transposed (B[j, k]): the intrinsic reads B[k, j]
     sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(transposed_b=True))
-    with pytest.raises(ScheduleError, match=r"the region of B in block 'C_o' is 16x1, the "
+    with pytest.raises(ScheduleError, match=r"the region of B in block 'C_update_o' is 16x1, the "
                        r"intrinsic's B is 1x16"):
         sch.tensorize(ii, "outer_product_4x16_f32")
 
@@ -137,7 +137,7 @@ def test_refused_when_an_access_differs():
 def test_refused_when_the_dtype_differs():
     # a float16 matmul against a float32 intrinsic
     sch, (io, jo, ko, ii, ji, ki) = tiled(matmul(dtype="float16"))
-    with pytest.raises(ScheduleError, match=r"C of block 'C_o' has dtype 'float16', the "
+    with pytest.raises(ScheduleError, match=r"C of block 'C_update_o' has dtype 'float16', the "
                        r"intrinsic's C has dtype 'float32'"):
         sch.tensorize(ii, "outer_product_4x16_f32")
 
@@ -145,9 +145,9 @@ def test_refused_when_the_dtype_differs():
 def test_refused_when_the_scope_differs():
     # A staged in shared memory: the intrinsic's A is global
     sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
-    sch.cache_read(sch.get_block("C"), 1, "shared")   # reads: C, A, B
-    with pytest.raises(ScheduleError, match=r"A_shared of block 'C_o' has scope 'shared', the "
-                       r"intrinsic's A has scope 'global'"):
+    sch.cache_read(sch.get_block("C_update"), 1, "shared")   # reads: C, A, B
+    with pytest.raises(ScheduleError, match=r"A_shared of block 'C_update_o' has scope "
+                       r"'shared', the intrinsic's A has scope 'global'"):
         sch.tensorize(ii, "outer_product_4x16_f32")
 
 
@@ -172,7 +172,7 @@ def test_refused_when_the_body_differs():
     i, k = sch.get_loops(sch.get_block("C"))
     ko, ki = sch.split(k, [None, 8])
     sch.decompose_reduction(sch.get_block("C"), ko)
-    with pytest.raises(ScheduleError, match=r"A of block 'C_o' would be both A and B of the "
+    with pytest.raises(ScheduleError, match=r"A of block 'C_update_o' would be both A and B of the "
                        r"intrinsic"):
         sch.tensorize(ki, "dot_product_8_f32")
 
@@ -280,7 +280,7 @@ def test_refused_when_an_access_is_not_affine():
     i, k = sch.get_loops(sch.get_block("D"))
     ko, ki = sch.split(k, [None, 8])
     sch.decompose_reduction(sch.get_block("D"), ko)
-    with pytest.raises(ScheduleError, match=r"the region of A in block 'D_o' is 1x.*, the "
+    with pytest.raises(ScheduleError, match=r"the region of A in block 'D_update_o' is 1x.*, the "
                        r"intrinsic's A is 8"):
         sch.tensorize(ki, "dot_product_8_f32")
 
@@ -293,6 +293,6 @@ def test_refused_for_a_symbolic_dim_that_may_leave_a_partial_tile():
     r = te.reduce_axis((0, 16), name="k")
     C = te.compute((n, 32), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
     sch, (io, jo, ko, ii, ji, ki) = tiled(te.create_prim_func([A, B, C]))
-    with pytest.raises(ScheduleError, match=r"block 'C' has the predicate v_i_0 \* 4 \+ i_1 "
+    with pytest.raises(ScheduleError, match=r"block 'C_update' has the predicate v_i_0 \* 4 \+ i_1 "
                        r"< n .* the intrinsic covers whole tiles"):
         sch.tensorize(ii, "outer_product_4x16_f32")

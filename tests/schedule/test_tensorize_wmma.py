@@ -94,7 +94,7 @@ def _fp16_matmul_tiles(caches=()):
 def test_sync_refused_on_global_operands():
     # the multiply reads A and B where they are (global), not from fragments
     sch, block, ii = _fp16_matmul_tiles()
-    with pytest.raises(ScheduleError, match=r"C of block 'C_o' has scope 'global', the "
+    with pytest.raises(ScheduleError, match=r"C of block 'C_update_o' has scope 'global', the "
                        r"intrinsic's C has scope 'wmma.accumulator'"):
         sch.tensorize(ii, "wmma_sync_16x16x16_f16f16f32")
 
@@ -104,6 +104,6 @@ def test_sync_refused_on_a_fragment_of_the_wrong_kind():
     sch, block, ii = _fp16_matmul_tiles([
         (sched.Schedule.cache_write, 0, "wmma.accumulator"),
         (sched.Schedule.cache_read, 1, "wmma.matrix_b")])
-    with pytest.raises(ScheduleError, match=r"A_wmma_matrix_b of block 'C_o' has scope "
+    with pytest.raises(ScheduleError, match=r"A_wmma_matrix_b of block 'C_update_o' has scope "
                        r"'wmma.matrix_b', the intrinsic's A has scope 'wmma.matrix_a'"):
         sch.tensorize(ii, "wmma_sync_16x16x16_f16f16f32")

@@ -1,0 +1,92 @@
+"""Updates that every thread of a block would run at once: refused before lowering.
+
+Code of a kernel outside its threadIdx loops runs in every thread of a block: the GPU has no
+other way to run it (`thread_phases.py` models that on the C target). A store there of a value
+that does not depend on what it overwrites is the same store in each thread, and harmless. A
+block there that reads what it writes in shared or global memory (a reduction's combine, an
+in-place update) is not: one thread's `S[i] = 0` or partial sum lands between another
+thread's read and write of `S[i]`, and the result depends on the interleaving. Each thread's
+copy computes the right value alone, so the C target, which runs the copies one after
+another, cannot show it; ThreadSanitizer on `cuda-emu` reports it.
+
+    for i in T.thread_binding(8, thread="blockIdx.x"):
+        for t in T.thread_binding(32, thread="threadIdx.x"):
+            ... S_rf[t] = partial sums (shared) ...
+        for t in range(32):                 # outside the thread loop: every thread runs it
+            with T.block("S"):              # S[i] = S[i] + S_rf[t]: refused
+"""
+
+from __future__ import annotations
+
+from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Stmt, is_thread_private
+
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+def redundant_update(func: PrimFunc) -> str | None:
+    """Why a block of `func` would race with its copies in the other threads of its thread
+    block (see the module doc), or None when none would."""
+    for realize, loops in _leaf_blocks(func.body, []):
+        kernel = next((loop for loop in loops if _tag(loop) in BLOCK_TAGS), None)
+        if kernel is None or any(_tag(loop).startswith("threadIdx") for loop in loops):
+            continue
+        if not any(_tag(loop).startswith("threadIdx") for loop in _loops(kernel.body)):
+            continue                              # a kernel of one thread per block
+        block = realize.block
+        written = {r.buffer.storage_name for r in block.writes
+                   if not is_thread_private(r.buffer.scope)}
+        updated = sorted(written & {r.buffer.storage_name for r in block.reads})
+        if updated:
+            return (f"block {block.name!r} runs outside the threadIdx loops of its kernel, so "
+                    f"every thread of a block runs it at the same time, and it reads what it "
+                    f"writes ({', '.join(updated)}): the threads' copies would race. Bind one "
+                    f"of its loops to threadIdx (a cross-thread reduction may need "
+                    f"sch.decompose_reduction first), or move it under a thread loop "
+                    f"(sch.reverse_compute_at / sch.compute_at)")
+    return None
+
+
+def _tag(loop: For) -> str:
+    """The loop's thread tag ("" unless it is bound)."""
+    return (loop.thread_tag or "") if loop.kind == "thread_binding" else ""
+
+
+def _leaf_blocks(node, loops: list[For]):
+    """(block realize, enclosing loops) of each block with no block inside it."""
+    if isinstance(node, For):
+        yield from _leaf_blocks(node.body, [*loops, node])
+    elif isinstance(node, BlockRealize):
+        inner = list(_leaf_blocks(node.block, loops))
+        yield from inner if inner else [(node, loops)]
+    elif isinstance(node, Block):
+        for child in (node.init, node.body):
+            if child is not None:
+                yield from _leaf_blocks(child, loops)
+    elif isinstance(node, Stmt):
+        for child in _children(node):
+            yield from _leaf_blocks(child, loops)
+
+
+def _children(node: Stmt):
+    import dataclasses
+
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        for child in value if isinstance(value, tuple) else (value,):
+            if isinstance(child, Stmt):
+                yield child
+
+
+def _loops(node):
+    if isinstance(node, For):
+        yield node
+        yield from _loops(node.body)
+    elif isinstance(node, BlockRealize):
+        yield from _loops(node.block)
+    elif isinstance(node, Block):
+        for child in (node.init, node.body):
+            if child is not None:
+                yield from _loops(child)
+    elif isinstance(node, Stmt):
+        for child in _children(node):
+            yield from _loops(child)
