@@ -239,3 +239,31 @@ def test_cpu_matmul_ssrs_sketch_puts_the_register_tile_under_the_whole_reduction
         sched.build(sample.schedule.func, target="c")(*arrays, out)
         np.testing.assert_allclose(out, arrays[0].astype(np.float64) @ arrays[1], rtol=1e-4,
                                    atol=1e-4)
+
+
+def test_cpu_row_reductions_keep_vector_partials_in_the_rf_sketch():
+    """softmax's row max and sum: the "+rf" variant splits each row into vectors of partial
+    results (rfactor), computed under the row loop and vectorized, as cpu_softmax does."""
+    X = te.placeholder((8, 96), name="X")
+    func = te.create_prim_func([X, te.ops.softmax(X)], name="softmax")
+    workload = Workload(func, "c")
+    space = SearchSpace(workload)
+    names = [s.name for s in space.sketches]
+    sketch = next(i for i, name in enumerate(names)
+                  if "place(softmax_sum+rf)" in name and "parallel(softmax_max+rf)" in name)
+    arrays = workload.arrays(1)
+    expected = _numpy("softmax", arrays)
+    built = 0
+    for seed in range(12):
+        try:
+            sample = space.sample(sketch, None, random.Random(seed))
+        except sched.ScheduleError:
+            continue                       # a compute location inside the row: refused
+        text = sample.schedule.func.script()
+        assert 'T.block("softmax_max_rf' in text and 'T.block("softmax_sum_rf' in text
+        assert text.count("T.vectorized(") >= 3
+        got = [a.copy() for a in arrays]
+        sched.build(sample.schedule.func, target="c")(*got)
+        np.testing.assert_allclose(got[-1], expected, rtol=1e-5, atol=1e-6)
+        built += 1
+    assert built >= 2

@@ -17,16 +17,15 @@ def inline(sch, name: str) -> None:
     sch.compute_inline(sch.get_block(name))
 
 
-def compute_location(sch, sampler: Sampler, name: str, consumer: str,
-                     vector_loops: int) -> bool:
+def compute_location(sch, sampler: Sampler, name: str, consumer: str, vector_loops: int):
     """Sample a loop of `consumer` (outside its `vector_loops` innermost ones) to compute
-    `name` at; 0 keeps it at the root. Returns whether it moved."""
+    `name` at; 0 keeps it at the root. Returns the loop it moved to, or None."""
     loops = sch.get_loops(sch.get_block(consumer))
     candidates = loops[:max(0, len(loops) - vector_loops)]
     if not candidates:
-        return False
+        return None
     choice = sampler.choose(list(range(len(candidates) + 1)), [1] * (len(candidates) + 1))
     if choice == 0:
-        return False
+        return None
     sch.compute_at(sch.get_block(name), candidates[choice - 1])
-    return True
+    return candidates[choice - 1]

@@ -29,6 +29,7 @@ import random
 from sched.autoscheduler.space.analysis import block_info, leaf_blocks
 from sched.autoscheduler.space.loops_cpu import parallel_vectorize
 from sched.autoscheduler.space.placement import compute_location, inline
+from sched.autoscheduler.space.rfactor_cpu import place_partials, vector_rfactor
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 from sched.autoscheduler.space.threads_gpu import THREAD_CHOICES, bind_threads
 from sched.autoscheduler.space.tiling_cpu import tile_cpu
@@ -43,8 +44,8 @@ VALIDATION_TRIES = 6
 @dataclasses.dataclass(frozen=True)
 class Sketch:
     """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues,
-    packed, compact), ("tile_gpu", block, epilogues, staged), ("place", block, consumer),
-    ("parallel", block), ("threads", block)."""
+    packed, compact), ("tile_gpu", block, epilogues, staged), ("place", block, consumer,
+    rfactor), ("parallel", block, rfactor), ("threads", block)."""
 
     steps: tuple[tuple, ...]
 
@@ -61,6 +62,8 @@ class Sketch:
                     ("+SSRS" if options[3] else "")
             elif kind == "tile_gpu":
                 extra = "".join(f"+{e}" for e in options[0])
+            elif kind in ("place", "parallel") and options and options[-1] is True:
+                extra = "+rf"
             parts.append(f"{kind}({block}{extra})")
         return " ".join(parts) or "(nothing to schedule)"
 
@@ -105,11 +108,20 @@ def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
         elif kind == "tile_gpu":
             tile_gpu(sch, sampler, block_info(sch.func, block), *options)
         elif kind == "place":
-            consumer, = options
-            if not compute_location(sch, sampler, block, consumer, vector_loops=1):
+            consumer, *rf = options
+            partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
+                if rf and rf[0] else None
+            loop = compute_location(sch, sampler, block, consumer, vector_loops=1)
+            if loop is None:
                 parallel_vectorize(sch, sampler, block_info(sch.func, block))
+            if partial is not None:
+                place_partials(sch, partial, block, loop)
         elif kind == "parallel":
+            partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
+                if options and options[0] else None
             parallel_vectorize(sch, sampler, block_info(sch.func, block))
+            if partial is not None:
+                place_partials(sch, partial, block)
         elif kind == "threads":
             if threads is None:
                 threads = sampler.choose(THREAD_CHOICES, [1, 1, 2, 2, 1, 1])
@@ -173,11 +185,17 @@ def _sketches(workload) -> list[Sketch]:
             choices.append([("threads", name)])
         elif not info.writes_param and len(consumers[name]) == 1 and \
                 consumers[name][0] in blocks:
-            choices.append([("place", name, consumers[name][0])])
+            choices.append([("place", name, consumers[name][0], rf)
+                            for rf in _rfactor_variants(info)])
         else:
-            choices.append([("parallel", name)])
+            choices.append([("parallel", name, rf) for rf in _rfactor_variants(info)])
     combos = itertools.islice(itertools.product(*choices), MAX_SKETCHES)
     return [Sketch(tuple(inlined) + _resolve(combo)) for combo in combos]
+
+
+def _rfactor_variants(info) -> list[bool]:
+    """A reduction without reuse (a row max or sum) may keep vector partials (rfactor_cpu.py)."""
+    return [True, False] if info.is_reduction and info.reduce else [False]
 
 
 def _resolve(combo: tuple) -> tuple:

@@ -1,0 +1,51 @@
+"""rfactor for row reductions on the CPU: a reduction over the innermost loop (a row max, a row
+sum) keeps a sampled number of partial results side by side, accumulated as vectors and combined
+after, as the hand schedules `cpu_softmax` and `cpu_layer_norm` do. The partial block goes where
+the reduction goes (under its consumer's row loop, or its own parallel row loop).
+
+    before                      after (16 lanes, 32 partials)
+    for i, k in grid(R, 1024):  for i (parallel):
+        M[i] = max(M[i], X[i, k])   M_rf[i, 0:32] = -inf                        (vectorized)
+                                    for k0 in range(32):
+                                        for k1 (vectorized): M_rf[i, k1] = max(M_rf[i, k1], ..)
+                                    for k1 in range(32): M[i] = max(M[i], M_rf[i, k1])
+"""
+
+from __future__ import annotations
+
+from sched.autoscheduler.space.analysis import BlockInfo
+from sched.autoscheduler.space.sampler import Sampler, SketchRefused
+from sched.autoscheduler.space.tiling_cpu import vector_lanes
+
+PARTIAL_VECTORS = (1, 2, 4)        # partial results: this many vectors of the host's lanes
+
+
+def vector_rfactor(sch, sampler: Sampler, info: BlockInfo):
+    """Split the block's innermost loop (a reduce loop of constant extent) by a sampled number
+    of partial results that divides it in two steps or more, and rfactor them. Returns the
+    partial block; SketchRefused where the rule does not apply."""
+    loops = sch.get_loops(sch.get_block(info.name))
+    if not info.reduce or not loops or loops[-1].name != info.reduce[-1]:
+        raise SketchRefused(f"block {info.name!r}: its innermost loop is no reduce loop")
+    extent = sampler.extent(loops[-1])
+    lanes = vector_lanes()
+    options = [lanes * vectors for vectors in PARTIAL_VECTORS
+               if extent % (lanes * vectors) == 0 and extent // (lanes * vectors) >= 2]
+    if lanes < 2 or not options:
+        raise SketchRefused(f"block {info.name!r}: no vector of partials divides {extent}")
+    partials = sampler.choose(options)
+    _, lane = sch.split(loops[-1], factors=[None, partials])
+    return sch.rfactor(lane, 0)
+
+
+def place_partials(sch, partial, block: str, loop=None) -> None:
+    """Compute the partial block at `loop` (where the reduction `block` now is; None: the
+    reduction's own outermost loop), its partial axis innermost and vectorized, initialised
+    before the reduction loop."""
+    target = loop if loop is not None else sch.get_loops(sch.get_block(block))[0]
+    sch.compute_at(partial, target)
+    loops = sch.get_loops(partial)
+    sch.reorder(loops[-1], loops[-2])
+    loops = sch.get_loops(partial)
+    sch.vectorize(loops[-1])
+    sch.decompose_reduction(partial, loops[-2])
