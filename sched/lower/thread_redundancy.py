@@ -18,6 +18,8 @@ another, cannot show it; ThreadSanitizer on `cuda-emu` reports it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Stmt, is_thread_private
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -68,8 +70,6 @@ def _leaf_blocks(node, loops: list[For]):
 
 
 def _children(node: Stmt):
-    import dataclasses
-
     for field in dataclasses.fields(node):
         value = getattr(node, field.name)
         for child in value if isinstance(value, tuple) else (value,):
