@@ -88,6 +88,7 @@ def _softmax(arrays):
 
 def run(name: str, entry, trials: int, time_budget: float | None, seed: int) -> dict:
     import sched
+    from sched.autoscheduler.measure.worker import aligned_copy
     from sched.autoscheduler.tune import tune
     from sched.autoscheduler.workload import Workload
 
@@ -106,7 +107,7 @@ def run(name: str, entry, trials: int, time_budget: float | None, seed: int) -> 
         kernels["hand schedule"] = sched.build(hand().func, target="c")
     calls, errors = {}, {}
     for label, kernel in kernels.items():
-        got = [a.copy() for a in arrays]
+        got = [aligned_copy(a) for a in arrays]     # as the tuner measured (64-byte aligned)
         kernel(*got)
         errors[label] = relative_error(got[out], expected[out])
         calls[label] = lambda k=kernel, g=got: k(*g)

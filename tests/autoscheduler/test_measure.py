@@ -327,3 +327,16 @@ def test_make_measurer_names_its_runners():
         make_measurer("slurm")
     with pytest.raises(ValueError, match="runner='ray'"):
         make_measurer("local", address="auto")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool", "uint16"])
+def test_candidates_are_measured_on_64_byte_aligned_copies(dtype):
+    from sched.autoscheduler.measure.worker import ARRAY_ALIGNMENT, aligned_copy
+
+    array = (np.arange(3 * 17) % 5).astype(dtype).reshape(3, 17)
+    copy = aligned_copy(array)
+    assert ARRAY_ALIGNMENT == 64 and copy.ctypes.data % 64 == 0
+    assert copy.shape == array.shape and copy.dtype == array.dtype and copy.flags.c_contiguous
+    np.testing.assert_array_equal(copy, array)
+    copy[0, 0] = 1
+    assert array[0, 0] == 0                 # a copy, not a view

@@ -36,6 +36,7 @@ FLOAT_TOLERANCE = 1e-3       # rtol, and atol as a fraction of the largest refer
 HALF_TOLERANCE = 1e-2        # the same for float16 and bfloat16 outputs
 DEFAULT_CACHE_BYTES = 32 << 20
 MAX_CHECKED = 512            # checked kernels kept loaded, waiting to be timed
+ARRAY_ALIGNMENT = 64         # bytes: where candidates' inputs start (see aligned_copy)
 
 
 @dataclasses.dataclass
@@ -101,7 +102,7 @@ class Measurement:
         kernel = self._build(script)
         if isinstance(kernel, Outcome):
             return kernel
-        arguments = [_to_kernel(a.copy(), d, self.target)
+        arguments = [_to_kernel(aligned_copy(a), d, self.target)
                      for a, d in zip(self.arrays, self.dtypes)]
         try:
             start = time.perf_counter()
@@ -133,7 +134,7 @@ class Measurement:
         if isinstance(kernel, Outcome):
             return kernel
         if self._arguments is None:         # one set for every timing: outputs overwritten
-            self._arguments = [_to_kernel(a.copy(), d, self.target)
+            self._arguments = [_to_kernel(aligned_copy(a), d, self.target)
                                for a, d in zip(self.arrays, self.dtypes)]
         try:
             if self.target == "cuda":
@@ -277,6 +278,19 @@ def last_level_cache_bytes() -> int:
     except (OSError, ValueError, KeyError):
         pass
     return max(sizes, default=DEFAULT_CACHE_BYTES)
+
+
+def aligned_copy(array: np.ndarray, alignment: int = ARRAY_ALIGNMENT) -> np.ndarray:
+    """A copy of `array` whose data starts at a multiple of `alignment` bytes, as torch
+    allocates (numpy's large arrays start 16 bytes past a page). Candidates are measured on
+    such inputs: a matmul that reads B in place ran 4.7 ms on numpy's placement and 10.4 ms on
+    64-byte aligned rows (the rows of A, B and C, 4 KB apart, then fight over the same cache
+    sets), while the hand schedule, which packs B, ran 4.4 ms on both."""
+    buffer = np.empty(array.nbytes + alignment, np.uint8)
+    start = -buffer.ctypes.data % alignment
+    copy = buffer[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
 
 
 def _to_kernel(array: np.ndarray, dtype: str, target: str):
