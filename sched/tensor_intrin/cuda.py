@@ -18,60 +18,40 @@ with the right numbers, on every target today.
 
 from __future__ import annotations
 
+from sched.ir.parser import parse
 from sched.schedule.tensor_intrin import TensorIntrin
 from sched.script import T
 
-
+# a 16x16 tile copied between two scopes: the loads (memory -> fragment) and the store
+_COPY = """
 @T.prim_func
-def wmma_load_16x16x16_f16_a_desc(a: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "float16", offset_factor=16, scope="shared")
-    C = T.match_buffer(c, (16, 16), "float16", offset_factor=16, scope="wmma.matrix_a")
+def {name}(a: T.handle, c: T.handle):
+    A = T.match_buffer(a, (16, 16), "{dtype}", offset_factor=16, scope="{source}")
+    C = T.match_buffer(c, (16, 16), "{dtype}", offset_factor=16, scope="{target}")
     with T.block("root"):
         T.reads(A[0:16, 0:16])
         T.writes(C[0:16, 0:16])
         for i, j in T.grid(16, 16):
-            with T.block("load"):
+            with T.block("{block}"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 C[vi, vj] = A[vi, vj]
+"""
 
 
-@T.prim_func
-def wmma_load_16x16x16_f16_a_global_desc(a: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "float16", offset_factor=16)
-    C = T.match_buffer(c, (16, 16), "float16", offset_factor=16, scope="wmma.matrix_a")
-    with T.block("root"):
-        T.reads(A[0:16, 0:16])
-        T.writes(C[0:16, 0:16])
-        for i, j in T.grid(16, 16):
-            with T.block("load"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = A[vi, vj]
+def _copy_desc(name: str, dtype: str, source: str, target: str, block: str):
+    return parse(_COPY.format(name=name, dtype=dtype, source=source, target=target,
+                              block=block))
 
 
-@T.prim_func
-def wmma_load_16x16x16_f16_b_desc(a: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "float16", offset_factor=16, scope="shared")
-    C = T.match_buffer(c, (16, 16), "float16", offset_factor=16, scope="wmma.matrix_b")
-    with T.block("root"):
-        T.reads(A[0:16, 0:16])
-        T.writes(C[0:16, 0:16])
-        for i, j in T.grid(16, 16):
-            with T.block("load"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = A[vi, vj]
+wmma_load_16x16x16_f16_a_desc = _copy_desc(
+    "wmma_load_16x16x16_f16_a_desc", "float16", "shared", "wmma.matrix_a", "load")
+wmma_load_16x16x16_f16_a_global_desc = _copy_desc(
+    "wmma_load_16x16x16_f16_a_global_desc", "float16", "global", "wmma.matrix_a", "load")
+wmma_load_16x16x16_f16_b_desc = _copy_desc(
+    "wmma_load_16x16x16_f16_b_desc", "float16", "shared", "wmma.matrix_b", "load")
+wmma_load_16x16x16_f16_b_global_desc = _copy_desc(
+    "wmma_load_16x16x16_f16_b_global_desc", "float16", "global", "wmma.matrix_b", "load")
 
-
-@T.prim_func
-def wmma_load_16x16x16_f16_b_global_desc(a: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "float16", offset_factor=16)
-    C = T.match_buffer(c, (16, 16), "float16", offset_factor=16, scope="wmma.matrix_b")
-    with T.block("root"):
-        T.reads(A[0:16, 0:16])
-        T.writes(C[0:16, 0:16])
-        for i, j in T.grid(16, 16):
-            with T.block("load"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = A[vi, vj]
 
 @T.prim_func
 def wmma_fill_16x16x16_f32_desc(c: T.handle):
@@ -99,17 +79,8 @@ def wmma_sync_16x16x16_f16f16f32_desc(a: T.handle, b: T.handle, c: T.handle):
                 C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
 
 
-@T.prim_func
-def wmma_store_16x16x16_f32_global_desc(a: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "float32", offset_factor=16, scope="wmma.accumulator")
-    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16)
-    with T.block("root"):
-        T.reads(A[0:16, 0:16])
-        T.writes(C[0:16, 0:16])
-        for i, j in T.grid(16, 16):
-            with T.block("store"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = A[vi, vj]
+wmma_store_16x16x16_f32_global_desc = _copy_desc(
+    "wmma_store_16x16x16_f32_global_desc", "float32", "wmma.accumulator", "global", "store")
 
 
 WMMA_LOAD_16x16x16_F16_A_INTRIN = "wmma_load_16x16x16_f16_a"
