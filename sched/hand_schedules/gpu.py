@@ -1,0 +1,253 @@
+"""GPU hand schedules (CUDA; on the C target each thread block runs as loops over its
+threads): see the package docstring."""
+
+from __future__ import annotations
+
+from sched import compute as te
+from sched.hand_schedules.common import _matmul_func
+from sched.schedule import Schedule
+
+
+def _stage_in_shared(sch: Schedule, block, index: int, loop, threads: tuple[int, int],
+                     tile_elements: int) -> None:
+    """Cache input `index` of `block` in shared memory at `loop`, loaded by all threads, four
+    floats at a time (float4) when the tile splits evenly that way."""
+    cache = sch.cache_read(block, index, "shared")
+    sch.compute_at(cache, loop)
+    loops = sch.get_loops(cache)
+    fused = sch.fuse(*loops[-2:])
+    if tile_elements % (threads[0] * threads[1] * 4) == 0:
+        _, ty, tx, lanes = sch.split(fused, [None, threads[0], threads[1], 4])
+        sch.vectorize(lanes)
+    else:
+        _, ty, tx = sch.split(fused, [None, threads[0], threads[1]])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+
+
+def _tile_matmul(sch: Schedule, block, block_tile, thread_tile, k_tile):
+    threads = (block_tile[0] // thread_tile[0], block_tile[1] // thread_tile[1])
+    i, j, k = sch.get_loops(block)
+    bi, ty, ii = sch.split(i, [None, threads[0], thread_tile[0]])
+    bj, tx, ji = sch.split(j, [None, threads[1], thread_tile[1]])
+    ko, ki = sch.split(k, [None, k_tile])
+    sch.reorder(bi, bj, ty, tx, ko, ki, ii, ji)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, tx)
+    _stage_in_shared(sch, block, 1, ko, threads, block_tile[0] * k_tile)
+    _stage_in_shared(sch, block, 2, ko, threads, k_tile * block_tile[1])
+    init = sch.decompose_reduction(block, ko)
+    for loop in (ki, ii, ji, *sch.get_loops(init)[-2:], *sch.get_loops(local)[-2:]):
+        sch.unroll(loop)        # constant indices keep the register tile in registers
+    return local
+
+
+def gpu_matmul(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
+               k_tile: int | None = None) -> Schedule:
+    """fp32 matmul: block_tile of C per thread block, thread_tile per thread, K in k_tile
+    steps through shared memory (default: 16 where K is a multiple of 16, so the tiles load
+    as float4; else 8, where ptxas keeps the guarded tile in registers)."""
+    if k_tile is None:
+        k_tile = 16 if isinstance(K, int) and K % 16 == 0 else 8
+    sch = Schedule(_matmul_func(M, N, K))
+    _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
+    return sch
+
+
+def gpu_matmul_bias_relu(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
+                         k_tile: int = 8) -> Schedule:
+    """relu(A @ B + bias) in one kernel: the epilogue runs on the register tile (K in steps of
+    8: with 16, ptxas spills a few registers on sm_80)."""
+    sch = Schedule(_matmul_func(M, N, K, epilogue=True))
+    _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
+    sch.reverse_compute_inline(sch.get_block("D"))
+    return sch
+
+
+def _row_reduction(sch: Schedule, block, threads: int) -> None:
+    """Spread a row reduction over `threads` threads: partial results per thread in shared
+    memory (rfactor), then every thread combines them into its own register (no thread waits
+    for another to finish the sum)."""
+    _, k = sch.get_loops(block)[-2:]
+    _, k_inner = sch.split(k, [None, threads])
+    partial = sch.rfactor(k_inner, 0)
+    sch.set_scope(partial, 0, "shared")
+    sch.set_scope(block, 0, "local")
+    loops = sch.get_loops(partial)
+    sch.reorder(loops[-1], loops[-2])
+    sch.bind(sch.get_loops(partial)[-2], "threadIdx.x")
+
+
+def _spread_row(sch: Schedule, block, threads: int) -> None:
+    j = sch.get_loops(block)[-1]
+    _, tx = sch.split(j, [None, threads])
+    sch.bind(tx, "threadIdx.x")
+
+
+def gpu_softmax(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Row softmax, one thread block per row."""
+    return _gpu_softmax(rows, cols, threads, _row_reduction)
+
+
+def gpu_layer_norm(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Layer norm over rows, one thread block per row."""
+    return _gpu_layer_norm(rows, cols, threads, _row_reduction)
+
+
+def _cross_thread_row_reduction(sch: Schedule, block, threads: int) -> None:
+    """Reduce the row over `threads` threads: thread t takes the columns t, t + threads, ...
+    (consecutive threads read consecutive columns), and the block combines the threads'
+    partial results (a cross-thread reduction) into a shared element every thread reads."""
+    k = sch.get_loops(block)[-1]
+    k_outer, k_thread = sch.split(k, [None, threads])
+    sch.reorder(k_thread, k_outer)
+    sch.set_scope(block, 0, "shared")
+    sch.bind(k_thread, "threadIdx.x")
+
+
+def gpu_softmax_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Row softmax, one thread block per row, the row max and sum cross-thread reductions."""
+    return _gpu_softmax(rows, cols, threads, _cross_thread_row_reduction)
+
+
+def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
+    """Layer norm over rows, one thread block per row, the row sums cross-thread
+    reductions."""
+    return _gpu_layer_norm(rows, cols, threads, _cross_thread_row_reduction)
+
+
+def _gpu_softmax(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
+    """One thread block per row; `reduce_row(sch, block, threads)` schedules the row max and
+    the row sum."""
+    X = te.placeholder((rows, cols), name="X")
+    sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
+    sch.compute_inline(sch.get_block("softmax_exp"))
+    row = sch.get_loops(sch.get_block("softmax_max"))[0]
+    for name in ("softmax_sum", "softmax"):
+        sch.reverse_compute_at(sch.get_block(name), row)
+    sch.bind(row, "blockIdx.x")
+    for name in ("softmax_max", "softmax_sum"):
+        reduce_row(sch, sch.get_block(name), threads)
+    _spread_row(sch, sch.get_block("softmax"), threads)
+    return sch
+
+
+def _gpu_layer_norm(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
+    """One thread block per row; `reduce_row(sch, block, threads)` schedules the row sums."""
+    X = te.placeholder((rows, cols), name="X")
+    gamma = te.placeholder((cols,), name="gamma")
+    beta = te.placeholder((cols,), name="beta")
+    out = te.ops.layer_norm(X, gamma, beta)
+    sch = Schedule(te.create_prim_func([X, gamma, beta, out], name="layer_norm"))
+    row = sch.get_loops(sch.get_block("layer_norm"))[0]
+    for name in ("layer_norm_sum", "layer_norm_sqsum"):
+        sch.compute_at(sch.get_block(name), row)
+    sch.bind(row, "blockIdx.x")
+    for name in ("layer_norm_sum", "layer_norm_sqsum"):
+        reduce_row(sch, sch.get_block(name), threads)
+    _spread_row(sch, sch.get_block("layer_norm"), threads)
+    return sch
+
+
+def gpu_elementwise(shape: tuple[int, ...], threads: int = 256) -> Schedule:
+    """relu(X * 2 + Y): every loop fused, split into blocks of `threads` threads."""
+    X = te.placeholder(shape, name="X")
+    Y = te.placeholder(shape, name="Y")
+    Z = te.compute(shape, lambda *i: te.max(X[i] * 2.0 + Y[i], 0.0), name="Z")
+    sch = Schedule(te.create_prim_func([X, Y, Z], name="elementwise"))
+    loops = sch.get_loops(sch.get_block("Z"))
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    bx, tx = sch.split(fused, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return sch
+
+
+def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int = 1,
+               padding: int = 1, threads: int = 128) -> Schedule:
+    """conv2d NCHW: one output pixel per thread, the padding inlined, the sum in a register."""
+    data = te.placeholder((N, C, H, W), name="data")
+    weight = te.placeholder((K, C, R, R), name="weight")
+    out = te.ops.conv2d_nchw(data, weight, stride=stride, padding=padding)
+    sch = Schedule(te.create_prim_func([data, weight, out], name="conv2d"))
+    if padding:
+        sch.compute_inline(sch.get_block("conv2d_pad"))
+    block = sch.get_block("conv2d")
+    n, k, p, q, rc, ry, rx = sch.get_loops(block)
+    fused = sch.fuse(n, k, p, q)
+    bx, tx = sch.split(fused, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, tx)
+    sch.decompose_reduction(block, rc)
+    sch.unroll(ry)
+    sch.unroll(rx)
+    return sch
+
+
+def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2)) -> Schedule:
+    """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) with tensor-core
+    intrinsics, TVM's names (sched/tensor_intrin/cuda.py): a thread block per tile of
+    `fragments` 16x16 fragments of C in "wmma.accumulator" (filled with
+    wmma_fill_16x16x16_f32, stored with wmma_store_16x16x16_f32_global); for each k step of
+    16 the A and B fragments ("wmma.matrix_a"/"wmma.matrix_b") loaded from global memory
+    (wmma_load_16x16x16_f16_a_global/_b_global) and multiplied (wmma_sync_16x16x16_f16f16f32).
+
+    The intrinsics run their reference semantics today on every target (each thread holds
+    whole fragments); staging A and B through shared memory (TVM's wmma_load_..._a/_b) needs
+    compute_at to accept the shared tile refilled per thread block under the fragments.
+    M and N must be multiples of 16 times `fragments`, K of 16."""
+    tile_m, tile_n = 16 * fragments[0], 16 * fragments[1]
+    if M % tile_m or N % tile_n or K % 16:
+        raise ValueError(f"gpu_matmul_tensor_core: M must be a multiple of {tile_m}, N of "
+                         f"{tile_n} and K of 16 (whole fragments), got M={M}, N={N}, K={K}")
+    A = te.placeholder((M, K), "float16", name="A")
+    B = te.placeholder((K, N), "float16", name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
+                                               * te.cast(B[k, j], "float32"), axis=k), name="C")
+    sch = Schedule(te.create_prim_func([A, B, C], name="matmul_tensor_core"))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    bi, fi, ii = sch.split(i, [None, fragments[0], 16])
+    bj, fj, jj = sch.split(j, [None, fragments[1], 16])
+    ko, kk = sch.split(r, [None, 16])
+    sch.reorder(bi, bj, ko, fi, fj, ii, jj, kk)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(accumulator, bj)
+    a_fragment = sch.cache_read(block, 1, "wmma.matrix_a")
+    b_fragment = sch.cache_read(block, 2, "wmma.matrix_b")
+    sch.compute_at(a_fragment, ko)
+    sch.compute_at(b_fragment, ko)
+    init = sch.decompose_reduction(block, ko)
+    sch.tensorize(_fragment_loops(sch, a_fragment, (True, False)),
+                  "wmma_load_16x16x16_f16_a_global")
+    sch.tensorize(_fragment_loops(sch, b_fragment, (False, True)),
+                  "wmma_load_16x16x16_f16_b_global")
+    sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
+    sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_f16f16f32")
+    sch.tensorize(_fragment_loops(sch, accumulator, (True, True)),
+                  "wmma_store_16x16x16_f32_global")
+    return sch
+
+
+def _fragment_loops(sch: Schedule, stage, split: tuple[bool, bool]):
+    """The two innermost loops of `stage` split by 16 where `split` says, the 16-loops
+    innermost: returns the outer of the 16x16 loops (to tensorize)."""
+    outer, inner = [], []
+    for loop, divide in zip(sch.get_loops(stage)[-2:], split):
+        if divide:
+            o, i = sch.split(loop, [None, 16])
+            outer.append(o)
+            inner.append(i)
+        else:
+            inner.append(loop)
+    sch.reorder(*outer, *inner)
+    return inner[0]
