@@ -23,7 +23,11 @@ result the IR defines:
 - loops of every kind; parallel, vectorized and thread-bound loops (blockIdx, threadIdx,
   vthread) run their iterations in `thread_order`: "forward", "reverse" or "shuffle" (a fresh
   permutation, from `seed`, each time the loop starts). A legal concurrent loop gives the same
-  result in every order: running a schedule in all three is a cheap race detector.
+  result in every order: running a schedule in all three is a cheap race detector. A
+  thread-bound loop that a reduce iteration variable of a block with an `init` runs over (a
+  reduction across threads, which TVM lowers to an allreduce) runs its first iteration first
+  and the others in `thread_order`: the init, at the reduction's first iteration, lands before
+  every other thread's update, so the element is the init combined with all of them;
 - blocks: bindings evaluated and checked against each iteration variable's domain,
   `T.where` predicates, `init` run when every reduce iteration variable is at its domain's
   minimum (always, when the block has none), `alloc_buffers` fresh at each block instance and

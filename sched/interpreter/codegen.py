@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sched.interpreter import runtime
 from sched.interpreter.runtime import InterpretError
 from sched.ir.dtype import is_bool, is_float
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     VTHREAD_TAGS,
     Allocate,
@@ -83,6 +84,23 @@ class Program:
     source: str
     globals: dict
     sites: list[Site] = field(default_factory=list)
+
+
+def _reduces_across_threads(loop: For) -> bool:
+    """Whether `loop` is thread-bound and a reduce iteration variable of a block with an init
+    runs over it: a reduction across threads. Its first iteration runs before the others,
+    so the init, which runs at the reduction's first iteration, comes before every other
+    thread's update: the element is the init combined with every iteration, in some order (the
+    meaning TVM gives a thread-bound reduce loop, an allreduce)."""
+    if loop.kind != "thread_binding":
+        return False
+    for realize in collect(loop.body, BlockRealize):
+        if realize.block.init is None:
+            continue
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+            if iv.kind == "reduce" and loop.loop_var in free_vars(value):
+                return True
+    return False
 
 
 def _ident(prefix: str, number: int, name: str) -> str:
@@ -270,6 +288,8 @@ class Emitter:
         order = "_order" if concurrent else "range"     # a virtual thread is a serial loop
         if order == "range":
             self.line(f"for {var} in range({start}, {start} + {extent}):")
+        elif _reduces_across_threads(node):
+            self.line(f"for {var} in _order({start}, {extent}, first=True):")
         else:
             self.line(f"for {var} in _order({start}, {extent}):")
 

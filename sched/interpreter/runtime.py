@@ -150,12 +150,17 @@ class LoopOrder:
         self.order = order
         self.rng = random.Random(seed)
 
-    def __call__(self, start: int, extent: int):
+    def __call__(self, start: int, extent: int, first: bool = False):
+        if first and extent > 0:     # the first iteration, then the others in the order
+            yield start
+            yield from self(start + 1, extent - 1)
+            return
         values = range(start, start + extent)
         if self.order == "forward":
-            return values
-        if self.order == "reverse":
-            return reversed(values)
-        values = list(values)
-        self.rng.shuffle(values)
-        return values
+            yield from values
+        elif self.order == "reverse":
+            yield from reversed(values)
+        else:
+            values = list(values)
+            self.rng.shuffle(values)
+            yield from values

@@ -13,6 +13,9 @@ LowerCrossThreadReduction does):
   (serial, unrolled) appear only in the block's reduce bindings, and no loop outside it does;
 - each instance of the block runs once (no recomputation: the threads' iterations are
   distinct iterations of the reduction);
+- the block's init (if any) runs before every iteration of its element's reduction, as the
+  allreduce runs it (a binding that reaches the reduce variables' first values late would
+  otherwise make the init discard the iterations before it);
 - thread 0 (which stores the result) runs an iteration of the block wherever another
   thread does;
 - the loop is the only thread loop around the block, and the function binds no loop to
@@ -111,15 +114,36 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
             return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
     if not isinstance(loop.min, IntImm):
         return f"loop '{loop.loop_var.name}' starts at a symbolic value"
-    model, _ = model_and_dependences(func)
+    model, found = model_and_dependences(func)
     statements = model.statements_of_block(block.name)
     if not all(s.runs_once for s in statements):
         return f"an instance of block '{block.name}' runs more than once"
     update_statement = next(s for s in statements if not s.is_init)
+    if _init_runs_late(found, update_statement):
+        return (f"the init of block '{block.name}' runs after other iterations of its "
+                f"reduction (its reduce variables reach their first values late in this loop "
+                f"order) and discards them; a cross-thread reduction would keep them")
     if not _first_thread_works(update_statement, loop):
         return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
                 f"'{block.name}' where another thread does")
     return CrossThreadReduction(loop, realize, combine.op, update, value)
+
+
+def _init_runs_late(found, update: Statement) -> bool:
+    """Whether an iteration of the reduction runs before the init of its element (same
+    spatial iteration values), which then overwrites it (a dependence from the update to the
+    block's init): the allreduce would combine that iteration with the init instead."""
+    spatial = [p for p, iv in enumerate(update.block.iter_vars) if iv.kind != "reduce"]
+    for dep in found:
+        if not (dep.source is update and dep.sink.is_init and dep.sink.block is update.block):
+            continue
+        same_element = dep.relation
+        for position in spatial:
+            same_element = same_element.equate(isl.dim_type.in_, position,
+                                               isl.dim_type.out, position)
+        if not same_element.is_empty():
+            return True
+    return False
 
 
 def _first_thread_works(statement: Statement, loop: For) -> bool:

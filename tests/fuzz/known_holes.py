@@ -9,16 +9,7 @@ from __future__ import annotations
 
 import os
 
-KNOWN_HOLES: dict[str, str] = {
-    # A reduce loop of a block with an init, bound to threadIdx (a cross-thread reduction,
-    # issue 12 item 2): the lowering runs the init once, before every thread's part (TVM's
-    # meaning), so the C and CUDA kernels give the unscheduled result in every thread order;
-    # the interpreter runs the init when the reduce variables are at their minimum, in
-    # whatever order the thread loop runs, so in reverse the init lands last and the oracle
-    # disagrees. One semantics must be chosen for both (or the rule must ask for
-    # decompose_reduction first). Found by the hunt after the merge, 5 reproducers.
-    "bind_reduce_init": "issue 12 item 2: init semantics under a cross-thread reduction",
-}
+KNOWN_HOLES: dict[str, str] = {}
 
 
 # Refusals at build after accepted steps (a step should have refused): message part -> item.

@@ -77,9 +77,6 @@ def apply_random_step(sch: sched.Schedule, data, log: list[str],
     elif step == "bind":
         loop = data.draw(st.sampled_from(loops))
         axis = data.draw(st.sampled_from(THREAD_AXES))
-        if axis.startswith("threadIdx") and not allowed("bind_reduce_init") and \
-                _binds_reduce_of_init(sch, name, loop):
-            return
         log.append(f"sch.bind({loop_text(loop)}, {axis!r})")
         sch.bind(loop, axis)
     elif step in ("compute_at", "reverse_compute_at"):
@@ -128,16 +125,3 @@ def apply_random_step(sch: sched.Schedule, data, log: list[str],
         axis = data.draw(st.integers(0, 1))
         log.append(f"sch.rfactor({loop_text(loop)}, {axis})")
         sch.rfactor(loop, axis)
-
-
-def _binds_reduce_of_init(sch: sched.Schedule, block: str, loop) -> bool:
-    """Whether `loop` feeds a reduce variable of `block` and the block has an init (a
-    cross-thread reduction with its init inside: see known_holes.py)."""
-    from sched.ir.functor import free_vars
-    from sched.schedule.state import find_block
-
-    realize = find_block(sch.func, block)
-    if realize.block.init is None:
-        return False
-    return any(iv.kind == "reduce" and any(v.name == loop.name for v in free_vars(value))
-               for iv, value in zip(realize.block.iter_vars, realize.iter_values))

@@ -177,3 +177,48 @@ def test_reduction_that_thread_0_takes_no_part_in_is_refused():
     sch.bind(i, "blockIdx.x")
     with pytest.raises(ScheduleError, match="loop 'k' carries a reduction of block B"):
         sch.bind(k, "threadIdx.x")
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse", "shuffle"])
+def test_interpreter_runs_the_init_before_the_other_threads(order, rng):
+    # the init runs at the reduction's first iteration; on threads, before every other
+    # thread's update (an allreduce), so the result is the sum in every thread order
+    sch = sched.Schedule(row_sum())
+    i, k = sch.get_loops(sch.get_block("B"))
+    _, k_1 = sch.split(k, [16, None])
+    sch.reorder(k_1, _)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k_1, "threadIdx.x")
+    a = rng.random((4, 64), dtype=np.float32)
+    b = np.full(4, 7.0, np.float32)
+    sched.interpret(sch.func, a, b, thread_order=order, seed=5)
+    assert_close(b, a.sum(1))
+    c = np.full(4, 7.0, np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    assert_close(c, a.sum(1))
+
+
+@T.prim_func
+def sum_with_late_init(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4,), "float32")):
+    for i, t in T.grid(4, 32):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            vk = T.axis.reduce(32, 31 - t)
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+
+
+def test_init_that_discards_earlier_iterations_is_refused(rng):
+    # the init runs at vk = 0, the last iteration of t: it discards the others, so the
+    # function computes B = A[:, 0]; an allreduce would keep every iteration
+    a = rng.random((4, 32), dtype=np.float32)
+    b = np.zeros(4, np.float32)
+    sched.build(sum_with_late_init, target="c")(a, b)
+    assert_close(b, a[:, 0])
+    sch = sched.Schedule(sum_with_late_init)
+    i, t = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="the init of block 'B' runs after other iterations "
+                                            "of its reduction"):
+        sch.bind(t, "threadIdx.x")
