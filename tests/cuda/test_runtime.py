@@ -183,11 +183,16 @@ def test_launch_is_on_the_current_stream():
 
 
 @pytest.mark.gpu
-def test_empty_problem_launches_nothing():
+def test_empty_problem_is_refused_as_on_the_c_target():
+    # accesses are proven in bounds for symbolic sizes of at least 1 (a loop of constant
+    # extent may read element 0 of an n-element buffer): a size of 0 is refused with advice,
+    # on every target, rather than launched
     import torch
 
     empty = torch.empty(0, device="cuda")
-    vector_add()(empty, empty, empty)
+    with pytest.raises(KernelArgumentError, match="is 0: a kernel with symbolic dims runs on "
+                                                  "sizes of at least 1"):
+        vector_add()(empty, empty, empty)
 
 
 @pytest.mark.gpu

@@ -3,6 +3,8 @@ its first reproducers written to a log (no shrinking: reduce a class afterwards)
 
     python -m tests.fuzz.hunt --examples 5000 --log /tmp/fuzz_hunt.md [--c-every 5] [--all]
     python -m tests.fuzz.hunt --match "IndexError"      # shrink the first such finding
+    python -m tests.fuzz.hunt --sketches                # the autoscheduler's sketches instead
+                                                        # of random steps (test_fuzz_sketches)
 
 `--all` includes the known holes. Prints a summary of classes and counts at the end (and to the
 log every 100 examples).
@@ -38,6 +40,9 @@ def main() -> None:
     parser.add_argument("--log", default="/tmp/fuzz_hunt.md")
     parser.add_argument("--c-every", type=int, default=5, help="build for C every n-th example")
     parser.add_argument("--all", action="store_true", help="include the known holes")
+    parser.add_argument("--sketches", action="store_true",
+                        help="schedule with a random sample of the autoscheduler's sketches "
+                             "(test_fuzz_sketches.py) instead of random steps")
     parser.add_argument("--match", default=None,
                         help="shrink: stop at the first finding whose text matches this regex "
                              "and print its smallest reproducer")
@@ -49,6 +54,7 @@ def main() -> None:
     from tests.fuzz.check import Finding, check_c, check_interpreted, oracle
     from tests.fuzz.programs import programs
     from tests.fuzz.test_fuzz_schedules import schedule
+    from tests.fuzz.test_fuzz_sketches import sketch_schedule
 
     classes: collections.Counter = collections.Counter()
     counts = collections.Counter()
@@ -77,10 +83,11 @@ def main() -> None:
             return
         steps: list[str] = []
         try:
-            sch = schedule(program, data, steps)
+            sch = (sketch_schedule if args.sketches else schedule)(program, data, steps)
             for step in steps:
-                kind = re.search(r"sch\.(\w+)\(", step).group(1)
-                took[("refused " if step.startswith("try:") else "took ") + kind] += 1
+                kind = re.search(r"sch\.(\w+)\(", step)
+                if kind is not None:
+                    took[("refused " if step.startswith("try:") else "took ") + kind.group(1)] += 1
             if sch is not None:
                 check_interpreted(program, sch.func, expected, steps)
                 if counts["examples"] % args.c_every == 0:
