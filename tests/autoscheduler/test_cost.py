@@ -261,6 +261,32 @@ def test_uncoalesced_thread_index_scores_worse():
     assert good > bad
 
 
+def test_gpu_estimate_counts_a_launch_for_a_nest_with_no_block_loop():
+    # a schedule in progress: one nest bound to blocks, one not (found by the sketch fuzzer:
+    # the estimate crashed instead of counting it as a kernel of its own)
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
+    func = te.create_prim_func([A, B, C])
+    sch = sched.Schedule(func)
+    sch.bind(sch.get_loops(sch.get_block("C"))[0], "blockIdx.x")
+    model = MemoryMovementModel("cuda")
+    estimate = model.estimate(Workload.of(func, "cuda"), sch.func)
+    both_bound = model.estimate(Workload.of(func, "cuda"), _bound_both(func))
+    machine = model.machine
+    assert estimate["seconds"] - sum(p["seconds"] for p in estimate["nests"]) == \
+        pytest.approx(2 * machine.launch_seconds)
+    assert both_bound["seconds"] - sum(p["seconds"] for p in both_bound["nests"]) == \
+        pytest.approx(2 * machine.launch_seconds)
+
+
+def _bound_both(func):
+    sch = sched.Schedule(func)
+    for name in ("B", "C"):
+        sch.bind(sch.get_loops(sch.get_block(name))[0], "blockIdx.x")
+    return sch.func
+
+
 def test_gpu_estimate_reports_occupancy_and_shared_memory():
     func = hand_schedules.gpu_matmul(256, 256, 256).func
     parts = MemoryMovementModel("cuda").estimate(Workload.of(matmul(256), "cuda"), func)

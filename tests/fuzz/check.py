@@ -135,3 +135,28 @@ def _check_c_once(program: Program, func, expected, log, how: str) -> None:
         raise Finding(reproducer(program, log, f"the C kernel's call fails{how}: "
                                  f"{type(error).__name__}: {error}")) from None
     compare(program, expected, got, log, "built for C" + how)
+
+
+def check_cuda_emu(program: Program, func, expected, log) -> bool:
+    """`func`, a GPU schedule (some loop bound to a thread axis), as the CUDA source the "cuda"
+    target ships, run by the emulator (target "cuda-emu": host threads, so a race may show as
+    a wrong value), gives `expected`. A build refusal is not a finding here (the C check
+    judges those); a crash or a wrong value is. Returns whether it ran."""
+    if not any(isinstance(node, For) and node.kind == "thread_binding"
+               for node in collect(func.body, For)):
+        return False
+    got = program.arrays(0)
+    try:
+        kernel = sched.build(func, target="cuda-emu", check_races=False)
+    except (sched.BuildError, sched.ScheduleError, BuildOutOfBounds):
+        return False
+    except Exception as error:     # noqa: BLE001 - a crash of the build is a finding
+        raise Finding(reproducer(program, log, f"cuda-emu build crashes: "
+                                 f"{type(error).__name__}: {error}")) from None
+    try:
+        kernel(*got)
+    except Exception as error:     # noqa: BLE001
+        raise Finding(reproducer(program, log, f"the cuda-emu kernel's call fails: "
+                                 f"{type(error).__name__}: {error}")) from None
+    compare(program, expected, got, log, "the CUDA source run by cuda-emu")
+    return True

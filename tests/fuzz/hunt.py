@@ -51,7 +51,7 @@ def main() -> None:
         os.environ["SCHED_FUZZ_ALL"] = "1"
 
     from tests.fuzz import check
-    from tests.fuzz.check import Finding, check_c, check_interpreted, oracle
+    from tests.fuzz.check import Finding, check_c, check_cuda_emu, check_interpreted, oracle
     from tests.fuzz.programs import programs
     from tests.fuzz.test_fuzz_schedules import schedule
     from tests.fuzz.test_fuzz_sketches import sketch_schedule
@@ -65,7 +65,8 @@ def main() -> None:
 
     def summary() -> str:
         lines = [f"{counts['examples']} examples ({counts['skipped']} skipped), "
-                 f"{counts['c builds']} C builds, {time.time() - start:.0f} s"]
+                 f"{counts['c builds']} C builds, {counts['cuda-emu runs']} cuda-emu runs, "
+                 f"{time.time() - start:.0f} s"]
         lines.append("steps: " + ", ".join(f"{k} {n}" for k, n in sorted(took.items())))
         lines += [f"  {n:5d}  {c}" for c, n in classes.most_common()]
         return "\n".join(lines)
@@ -93,6 +94,8 @@ def main() -> None:
                 if counts["examples"] % args.c_every == 0:
                     counts["c builds"] += 1
                     check_c(program, sch.func, expected, steps)
+                    if check_cuda_emu(program, sch.func, expected, steps):
+                        counts["cuda-emu runs"] += 1
         except Finding as finding:
             if args.match and re.search(args.match, str(finding)):
                 raise

@@ -7,8 +7,9 @@ of: tiles bound to blocks and threads, operands staged in shared memory with coo
 fetches, several stages under one thread block with barriers between them. The sketches build
 exactly that (and the CPU's tiles, packing, rfactor and parallel loops), on programs far from
 the operators they were written for. Whatever a sketch builds must give the original's result,
-interpreted with concurrent loops in every order and built for C with its threads in every
-order; a sketch step may be refused (a ScheduleError), never crash.
+interpreted with concurrent loops in every order, built for C with its threads in every
+order, and, for a GPU schedule, as the CUDA source run by the emulator (cuda-emu); a sketch
+step may be refused (a ScheduleError), never crash.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from sched.autoscheduler.space.sampler import SketchRefused
 from sched.autoscheduler.space.sketch import SearchSpace
 from sched.autoscheduler.workload import Workload
 from sched.errors import ScheduleError
-from tests.fuzz.check import Finding, check_c, check_interpreted, oracle, reproducer
+from tests.fuzz.check import (
+    Finding,
+    check_c,
+    check_cuda_emu,
+    check_interpreted,
+    oracle,
+    reproducer,
+)
 from tests.fuzz.profile import fuzz_settings
 from tests.fuzz.programs import Program, programs
 
@@ -81,3 +89,5 @@ def test_sketch_samples_built_for_c_keep_the_result(program, data):
     sch = sketch_schedule(program, data, log)
     if sch is not None:
         check_c(program, sch.func, expected, log)
+        if check_cuda_emu(program, sch.func, expected, log):
+            event("ran on cuda-emu")

@@ -37,8 +37,8 @@ def loops_of_others(nests: list[LoopNest], nest: LoopNest) -> frozenset:
 
 def kernel_of(nest: LoopNest):
     """What identifies the kernel a nest runs in: its outermost blockIdx loop's variable (a
-    nest with none is a kernel of its own)."""
-    return next((lp.var for lp in nest.loops if _is_block(lp)), nest)
+    nest with none is a kernel of its own: its identity)."""
+    return next((lp.var for lp in nest.loops if _is_block(lp)), id(nest))
 
 
 def _is_thread(loop) -> bool:
