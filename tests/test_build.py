@@ -156,3 +156,31 @@ def test_an_update_every_thread_would_run_at_once_is_refused(target):
     with pytest.raises(BuildError, match=r"block 'S' runs outside the threadIdx loops of its "
                                          r"kernel, so every thread of a block runs it"):
         sched.build(sch.func, target=target, arch="sm_90" if target == "cuda" else None)
+
+
+def test_an_update_in_a_nest_with_no_thread_loop_of_its_own_is_refused(rng):
+    """The function is one kernel: a nest bound to blockIdx only still runs in each of the
+    threads another nest's threadIdx loop gives the kernel (found by the GPU-recipe fuzzer:
+    the accumulation into shared X ran once per thread, 8 times too often on the C target)."""
+    from sched import compute as te
+
+    A = te.placeholder((16, 4), name="A")
+    k = te.reduce_axis((0, 4), name="k")
+    X = te.compute((16,), lambda i: te.sum(A[i, k], axis=k), name="X")
+    Y = te.compute((16,), lambda i: X[i] * 2.0, name="Y")
+    sch = sched.Schedule(te.create_prim_func([A, Y]))
+    xo, _ = sch.split(sch.get_loops(sch.get_block("X"))[0], factors=[2, None])
+    sch.bind(xo, "blockIdx.x")
+    yo, yi = sch.split(sch.get_loops(sch.get_block("Y"))[0], factors=[2, None])
+    sch.bind(yo, "blockIdx.x")
+    sch.bind(yi, "threadIdx.x")
+    sch.set_scope(sch.get_block("X"), 0, "shared")
+    with pytest.raises(BuildError, match=r"block 'X' runs outside the threadIdx loops of its "
+                                         r"kernel"):
+        sched.build(sch.func, target="c")
+    # bound to the threads too, it builds and computes the sums
+    sch.bind(sch.get_loops(sch.get_block("X"))[1], "threadIdx.x")
+    a = rng.random((16, 4), dtype=np.float32)
+    y = np.zeros(16, np.float32)
+    sched.build(sch.func, target="c")(a, y)
+    np.testing.assert_allclose(y, a.sum(1) * 2, rtol=1e-5)

@@ -28,12 +28,14 @@ BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 def redundant_update(func: PrimFunc) -> str | None:
     """Why a block of `func` would race with its copies in the other threads of its thread
     block (see the module doc), or None when none would."""
+    # the function is one kernel: its thread blocks have the threads of every threadIdx
+    # loop, whichever nest holds it (a nest with no thread loop of its own runs in all of them)
+    if not any(_tag(loop).startswith("threadIdx") for loop in _loops(func.body)):
+        return None                               # a kernel of one thread per block
     for realize, loops in _leaf_blocks(func.body, []):
         kernel = next((loop for loop in loops if _tag(loop) in BLOCK_TAGS), None)
         if kernel is None or any(_tag(loop).startswith("threadIdx") for loop in loops):
             continue
-        if not any(_tag(loop).startswith("threadIdx") for loop in _loops(kernel.body)):
-            continue                              # a kernel of one thread per block
         block = realize.block
         written = {r.buffer.storage_name for r in block.writes
                    if not is_thread_private(r.buffer.scope)}

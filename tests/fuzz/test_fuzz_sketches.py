@@ -1,6 +1,7 @@
 """The sketch fuzzer: random programs (programs.py) scheduled by the autoscheduler's own rules
-(its sketches, sched/autoscheduler/space) with random decisions, checked against
-`sched.interpret` of the original (check.py).
+(its sketches, sched/autoscheduler/space) with random decisions, or by a GPU recipe written as
+people write GPU schedules (steps_gpu.py), checked against `sched.interpret` of the original
+(check.py).
 
 The random-step fuzzer (test_fuzz_schedules.py) rarely builds what a real GPU schedule is made
 of: tiles bound to blocks and threads, operands staged in shared memory with cooperative
@@ -19,6 +20,7 @@ import random
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
+import sched
 from sched.autoscheduler.space.sampler import SketchRefused
 from sched.autoscheduler.space.sketch import SearchSpace
 from sched.autoscheduler.workload import Workload
@@ -33,14 +35,18 @@ from tests.fuzz.check import (
 )
 from tests.fuzz.profile import fuzz_settings
 from tests.fuzz.programs import Program, programs
+from tests.fuzz.steps_gpu import apply_gpu_recipe
 
-TARGETS = ("c", "cuda")
+TARGETS = ("c", "cuda", "gpu recipe")
 
 
 def sketch_schedule(program: Program, data, log: list[str]):
-    """A candidate schedule of `program` from a random sketch of a random target, or None
-    when the program has no sketch or the sample was refused. `log` gets the steps."""
+    """A candidate schedule of `program` from a random sketch of a random target, or from the
+    GPU recipe (steps_gpu.py), or None when the program has no sketch or the sample was
+    refused. `log` gets the steps."""
     target = data.draw(st.sampled_from(TARGETS))
+    if target == "gpu recipe":
+        return _recipe_schedule(program, data, log)
     log.append(f"# a sample of the autoscheduler's sketches for target {target!r}")
     try:
         space = SearchSpace(Workload.of(program.func, target=target), seed=0)
@@ -67,6 +73,20 @@ def sketch_schedule(program: Program, data, log: list[str]):
                                  f"{type(error).__name__}: {error}")) from None
     log.extend(instruction.to_python() for instruction in sample.schedule.trace.instructions)
     return sample.schedule
+
+
+def _recipe_schedule(program: Program, data, log: list[str]):
+    event("gpu recipe")
+    try:
+        sch = sched.Schedule(program.func)
+    except ScheduleError:
+        return None
+    try:
+        apply_gpu_recipe(sch, data, log)
+    except Exception as error:     # noqa: BLE001 - a step must refuse, never crash
+        raise Finding(reproducer(program, log, f"the last step crashes: "
+                                 f"{type(error).__name__}: {error}")) from None
+    return sch
 
 
 @fuzz_settings(0.5)
