@@ -101,7 +101,9 @@ except dependences through
   orders them. Nothing orders global memory between threads: a dependence through it counts.
 A threadIdx loop and the other loops bound to the same axis (in one iteration of the loops
 around both) run on the same threads, one phase after the other: a dependence between them
-on different threads counts as one carried by the loop.
+on different threads counts as one carried by the loop. Likewise loops bound to the same
+blockIdx axis are one kernel's thread blocks: a dependence between them on different blocks
+counts (nothing orders thread blocks).
 A threadIdx.x loop that is the reduce loop of a cross-thread reduction (cross_thread.py: one
 associative update block, the whole reduction of an element under the loop) may carry the
 dependences of that block with itself through its output: the lowering combines the threads'
@@ -301,11 +303,13 @@ class _Concurrency:
                      if lp.kind == "thread_binding" and lp.thread_tag == self.thread_tag), None)
 
     def across_sibling_loops(self, dep: Dependence) -> tuple | None:
-        """For a threadIdx loop: the runs of `dep` between this loop and another loop bound to
-        the same axis (one kernel: the two are phases of the same threads), in one iteration
-        of the loops around both, on different threads (as a `time_pairs` key); None if `dep`
-        is not between them."""
-        if self.kind != "threadIdx" or not (self.under(dep.source) or self.under(dep.sink)):
+        """For a loop bound to a thread or block axis: the runs of `dep` between this loop
+        and another loop bound to the same axis (one kernel: the two are phases of the same
+        threads, or of the same thread blocks), in one iteration of the loops around both, on
+        different threads or blocks (as a `time_pairs` key); None if `dep` is not between
+        them."""
+        if self.kind not in ("threadIdx", "blockIdx") or \
+                not (self.under(dep.source) or self.under(dep.sink)):
             return None
         here, there = self.thread_position(dep.source), self.thread_position(dep.sink)
         if here is None or there is None:
@@ -337,9 +341,10 @@ class _Concurrency:
             other = dep.sink if self.under(dep.source) else dep.source
             sibling = next(lp.var.name for lp in other.loops if lp.position ==
                            self.thread_position(other))
+            unit = "thread" if self.kind == "threadIdx" else "thread block"
             reason = (f"loops '{name}' and '{sibling}', both bound to {self.thread_tag}, run "
-                      f"on the same threads one after the other, and {what} goes from one "
-                      f"thread to another between them")
+                      f"on the same {unit}s one after the other (one kernel), and {what} goes "
+                      f"from one {unit} to another between them")
         if dep.is_reduction:
             return reason
         storage = dep.buffer
@@ -354,6 +359,10 @@ class _Concurrency:
             reason += (f" through '{storage}' in {_scope_of(self.func, storage)} memory: "
                        f"nothing orders it between threads (a barrier orders only shared "
                        f"memory)")
+        elif self.kind == "blockIdx" and not (self.under(dep.source) and self.under(dep.sink)):
+            reason += (f" through '{storage}': nothing orders thread blocks in one kernel; map "
+                       f"both loops so that each block uses what it produced itself, or "
+                       f"compute the producer at the consumer's block loop (sch.compute_at)")
         return reason
 
     def _why_shared(self, storage: str) -> str:

@@ -113,7 +113,8 @@ def test_consumer_on_other_threads_through_global_memory_is_refused():
     sch.bind(row, "blockIdx.x")
     sch.bind(sch.get_loops(sch.get_block("B"))[-1], "threadIdx.x")
     with pytest.raises(ScheduleError, match="both bound to threadIdx.x, run on the same threads "
-                                            "one after the other, and a flow dependence"):
+                                            "one after the other \\(one kernel\\), and a flow "
+                                            "dependence"):
         sch.bind(sch.get_loops(sch.get_block("C"))[-1], "threadIdx.x")
 
 

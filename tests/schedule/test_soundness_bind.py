@@ -56,3 +56,46 @@ def test_bind_refuses_nested_loops_of_one_block_axis(inner_first):
     b = np.zeros((4, 6), "float32")
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_array_equal(b, a + 1)
+
+
+def _rotate(shift: int):
+    """X = A + 1 and Y[i] = 2 * X[(i + shift) % 8]: Y reads what X's nest wrote elsewhere."""
+    A = te.placeholder((8,), name="A")
+    X = te.compute((8,), lambda i: A[i] + 1.0, name="X")
+    Y = te.compute((8,), lambda i: X[(i + shift) % 8] * 2.0, name="Y")
+    return te.create_prim_func([A, X, Y])
+
+
+def _bind_blocks_and_threads(sch, names):
+    for name in names:
+        outer, inner = sch.split(sch.get_loops(sch.get_block(name))[0], factors=[2, 4])
+        sch.bind(inner, "threadIdx.x")
+        sch.bind(outer, "blockIdx.x")
+
+
+def test_sibling_nests_on_one_block_axis_may_not_pass_data_between_blocks():
+    # one kernel: block b runs both nests' b-th iteration; Y's block 0 reads X[4:8], which
+    # block 1 writes, and nothing orders thread blocks (found by the GPU-recipe fuzzer: the
+    # C target computed zeros in forward block order; each thread reads its own lane of the
+    # other block, so the thread rule alone did not see it)
+    sch = sched.Schedule(_rotate(4))
+    _bind_blocks_and_threads(sch, ["X"])
+    yo, yi = sch.split(sch.get_loops(sch.get_block("Y"))[0], factors=[2, 4])
+    sch.bind(yi, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"loops '\w+' and '\w+', both bound to blockIdx.x, "
+                                            r"run on the same thread blocks one after the other "
+                                            r"\(one kernel\), and a flow dependence goes from "
+                                            r"one thread block to another between them through "
+                                            r"'X': nothing orders thread blocks"):
+        sch.bind(yo, "blockIdx.x")
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse", "shuffle:2"])
+def test_sibling_nests_on_one_block_axis_that_stay_in_their_block_run(order):
+    # Y[i] reads X[i], which the same thread of the same block wrote: legal in one kernel
+    sch = sched.Schedule(_rotate(0))
+    _bind_blocks_and_threads(sch, ["X", "Y"])
+    a = np.arange(8, dtype="float32")
+    x, y = np.zeros(8, "float32"), np.zeros(8, "float32")
+    sched.build(sch.func, target="c", thread_order=order)(a, x, y)
+    np.testing.assert_array_equal(y, (a + 1) * 2)
