@@ -55,7 +55,7 @@ class ExternCallParser:
             if not args:
                 raise self.error(node, f"T.{name} takes the result dtype first: "
                                        f'T.{name}("float32", "f", x)')
-            dtype = self._result_dtype(args.pop(0))
+            dtype = self._result_dtype(args.pop(0), name)
         if not args or not (isinstance(args[0], ast.Constant)
                             and isinstance(args[0].value, str)):
             raise self.error(node, f"T.{name}: expected the function's name (a string) "
@@ -66,9 +66,13 @@ class ExternCallParser:
         values = [self._extern_argument(a, name) for a in args]
         return Call(name, (StringImm(function), *values), dtype)
 
-    def _result_dtype(self, node: ast.AST) -> str:
+    def _result_dtype(self, node: ast.AST, name: str) -> str:
         if isinstance(node, ast.Constant) and node.value in _RESULT_DTYPES:
             return node.value
+        if isinstance(node, ast.Constant):
+            raise self.error(node, f"T.{name} takes the result dtype first (\"float32\", "
+                                   f"\"int32\", \"handle\"...), then the function's name, "
+                                   f"got {node.value!r}")
         return self.dtype(node)
 
     def _extern_argument(self, node: ast.AST, name: str) -> Expr:
