@@ -453,3 +453,43 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 '''
     with pytest.raises(ScriptError, match=f"line 9: .*{re.escape(message)}"):
         parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# buffer_type= and axis_separators=: TVM's defaults accepted, anything else refused
+
+
+def test_default_buffer_type_and_axis_separators_are_accepted():
+    text = '''
+@T.prim_func
+def f(a: T.handle, B: T.Buffer((8,), "float32")):
+    A = T.match_buffer(a, (8,), "float32", buffer_type="default", axis_separators=[])
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + T.float32(1)
+'''
+    func = parse(text)
+    round_trips(func)
+    a = np.arange(8, dtype=np.float32)
+    b = np.zeros(8, np.float32)
+    run_c(func, a, b)
+    np.testing.assert_allclose(b, a + 1)
+
+
+@pytest.mark.parametrize("argument, message", [
+    ('buffer_type="auto_broadcast"', "buffer_type='auto_broadcast' is not supported"),
+    ("axis_separators=[1]", r"axis_separators=\[1\] is not supported"),
+])
+def test_other_buffer_type_or_axis_separators_are_refused(argument, message):
+    text = f'''
+@T.prim_func
+def f(a: T.handle, B: T.Buffer((8,), "float32")):
+    A = T.match_buffer(a, (8,), "float32", {argument})
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi]
+'''
+    with pytest.raises(ScriptError, match=f"line 4: .*{message}"):
+        parse(text)
