@@ -11,7 +11,7 @@ CHECK_BOUNDS = ("static", "strict", "off")
 def build(func, target: str = "c", *, arch: str | None = None,
           compiler: str = "nvrtc", debug: bool = False, check_bounds: str = "static",
           thread_order: str | None = None, fast_math: bool = False, db=None,
-          sanitize: str | None = None, check_races: bool = True):
+          sanitize: str | None = None, check_races: bool = True, extern_c: str = ""):
     """A kernel computing `func` on `target`: call it with the arguments in parameter order.
 
     Targets: "c" (the CPU, through gcc; takes numpy arrays and CPU torch tensors) and "cuda"
@@ -57,6 +57,11 @@ def build(func, target: str = "c", *, arch: str | None = None,
     Schedule made, the answers are remembered and the check costs about a millisecond; the
     autoscheduler's builders, whose candidates were checked step by step, pass False.
 
+    `extern_c`: the code of the functions that opaque calls (`T.call_extern("float32", "f",
+    ...)`, `T.call_packed`) call, as C for "c" and CUDA device code for "cuda"/"cuda-emu",
+    placed before the kernel (with the #includes it needs); without it a call is to a
+    function the compiler already knows (`expf`, `__expf`...).
+
     `db` (a tuning database, see `sched.tune`): the best record of this function (and, for a
     Schedule, its steps) on this target is applied first. Without one, a CUDA function with
     no thread bindings gets the default schedule the cost model picks
@@ -87,11 +92,13 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if target == "c":
         from sched.c.kernel import build_c
 
-        kernel = build_c(func, debug=debug, thread_order=thread_order, fast_math=fast_math)
+        kernel = build_c(func, debug=debug, thread_order=thread_order, fast_math=fast_math,
+                         extern_c=extern_c)
     elif target == "cuda-emu":
         from sched.cuda.emu.build import build_cuda_emu
 
-        kernel = build_cuda_emu(func, debug=debug, trace=trace, sanitize=sanitize)
+        kernel = build_cuda_emu(func, debug=debug, trace=trace, sanitize=sanitize,
+                                extern_c=extern_c)
     else:
         if thread_order is not None:
             raise ValueError("build: thread_order applies to the C target only (a GPU runs "
@@ -99,7 +106,7 @@ def build(func, target: str = "c", *, arch: str | None = None,
         from sched.cuda.build import build_cuda
 
         kernel = build_cuda(func, arch=arch, compiler=compiler, debug=debug, trace=trace,
-                            fast_math=fast_math)
+                            fast_math=fast_math, extern_c=extern_c)
     if check_bounds == "off":
         if hasattr(kernel, "disable_entry_check"):
             kernel.disable_entry_check()

@@ -157,6 +157,30 @@ sched.build(sch.func, target="c")(ties, found, best)
 np.testing.assert_array_equal(found, ties.argmax(axis=1))
 print("argmax with rfactor matches numpy's (the first maximum)")
 
+# Other te.comm_reducer reducers rfactor can prove: accumulators each reduced by +, *, min
+# or max (a (sum, sum of squares) pair) and logsumexp's (max, scaled sum), the online-softmax
+# state. Their partial results start from the reducer's identity; any other user reducer is
+# refused (its associativity is not proved).
+def lse_combine(x, y):
+    m = te.max(x[0], y[0])
+    return m, x[1] * te.exp(x[0] - m) + y[1] * te.exp(y[0] - m)
+
+
+logsumexp = te.comm_reducer(lse_combine, lambda t0, t1: (te.min_value(t0), te.cast(0, t1)),
+                            name="logsumexp")
+kl = te.reduce_axis((0, cols), name="k")
+top, scaled = te.compute((rows,), lambda i: logsumexp((X[i, kl], te.cast(1.0, "float32")),
+                                                       axis=kl), name="L")
+sch = sched.Schedule(te.create_prim_func([X, top, scaled]))
+i, k = sch.get_loops(sch.get_block("L"))
+k_0, k_1 = sch.split(k, factors=[None, 8])
+sch.rfactor(k_1, factor_axis=0)
+m, s = np.zeros(rows, "float32"), np.zeros(rows, "float32")
+sched.build(sch.func, target="c")(x, m, s)
+np.testing.assert_allclose(m + np.log(s), np.log(np.exp(x.astype("float64")).sum(axis=1)),
+                           rtol=1e-4)
+print("logsumexp's (max, scaled sum) with rfactor(k_1) matches numpy")
+
 # 4. Cross-thread reductions (GPU): bind the reduce loop itself to threadIdx.x. Each thread
 # sums every 128th column of its row, then the threads of the block combine their partial
 # sums: warp shuffles (__shfl_down_sync) then shared memory across warps in CUDA, a shared

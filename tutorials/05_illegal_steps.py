@@ -55,3 +55,31 @@ try:
     sch.parallel(k)
 except sched.ScheduleError as error:
     print(error)
+
+
+# An opaque block calls C code (T.call_extern, its code given to sched.build(extern_c=...));
+# what it reads and writes is only its declared regions, and only as a MAY: the loops around
+# it can be split, reordered or made parallel where the regions prove it, but a step that needs
+# to know what it certainly writes (compute_inline, cache_write) or that would change it is
+# refused.
+@T.prim_func
+def scaled_rows(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8, 16), "float32")):
+    for i in range(8):
+        with T.block("E"):
+            vi = T.axis.spatial(8, i)
+            T.reads(A[vi, 0:16])
+            T.writes(B[vi, 0:16])
+            T.evaluate(T.call_extern("int32", "scale_row", T.address_of(A[vi, 0]),
+                                     T.address_of(B[vi, 0]), 16))
+
+
+sch = sched.Schedule(scaled_rows)
+(i,) = sch.get_loops(sch.get_block("E"))
+sch.parallel(i)            # each row's call touches its own row: legal
+print("\n== an opaque block's loop made parallel (its regions are disjoint rows) ==")
+print(sch.func.script())
+print("\n== cache_write of the opaque block: refused ==")
+try:
+    sch.cache_write(sch.get_block("E"), 0, "local")
+except sched.ScheduleError as error:
+    print(str(error).splitlines()[0])

@@ -192,13 +192,13 @@ def _scalar_checks(func: PrimFunc) -> list[tuple[int, str, int, int, str | None]
 
 
 def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = None,
-            fast_math: bool = False) -> CKernel:
+            fast_math: bool = False, extern_c: str = "") -> CKernel:
     """`func` (block IR) lowered, generated as C, compiled (or found in the cache) and loaded.
     A GPU schedule's blocks and threads run in `thread_order` (forward, reverse,
     shuffle[:seed]; default: the SCHED_THREAD_ORDER environment variable). `fast_math`: see
     `sched.build`."""
     lowered = lower(func, debug=debug, thread_order=thread_order)
-    source = generate_c(lowered, fast_math=fast_math)
+    source = generate_c(lowered, fast_math=fast_math, extern_c=extern_c)
     binder = ArgumentBinder(func, device="cpu")
     launcher = launcher_source(func, lowered)        # for float16 scalars: see sched.c.entry
     compiled = source + (launcher[1] if launcher else "")

@@ -14,7 +14,9 @@ A reducer of several values makes a compute with one output per value (`T_v0`, `
 written by one block: its init stores the identity, its update computes every new value from
 the old ones (one `LetStmt` each, as TVM prints it) and then stores them. Schedules check
 the block like any other; rfactor accepts the reducers it can prove (schedule/tuple_reducers.py:
-argmax/argmin over (index, value), and single-value +, *, min, max) and refuses the others.
+argmax/argmin over (index, value); accumulators each reduced on their own by +, *, min or max,
+such as (sum, sum of squares); the (max, scaled sum) of logsumexp; and single-value +, *, min,
+max) and refuses the others.
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ from sched.lower.pipeline import lower
 
 
 def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrtc",
-               debug: bool = False, trace=None, fast_math: bool = False):
+               debug: bool = False, trace=None, fast_math: bool = False, extern_c: str = ""):
     """The CudaKernel of `func` for `arch` (default: the GPU's, or sm_90 without one). When
     `trace` (the schedule that made `func`) is given, a compile error lists its steps.
     `fast_math` compiles with the compiler's relaxed math (`--use_fast_math`)."""
     from sched.cuda.runtime import CudaKernel
 
-    lowered, launch, source, name, aligned = generate_kernel(func, debug=debug)
+    lowered, launch, source, name, aligned = generate_kernel(func, debug=debug,
+                                                             extern_c=extern_c)
     try:
         flags = ("--use_fast_math",) if fast_math else ()
         return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler, flags=flags,
@@ -36,13 +37,18 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
             from None
 
 
-def generate_kernel(func: PrimFunc, *, debug: bool = False):
+def generate_kernel(func: PrimFunc, *, debug: bool = False, extern_c: str = ""):
     """(lowered, launch, source, kernel name, 16-byte aligned parameters) of `func`: the CUDA
-    C that ships, shared by the "cuda" target and its emulation ("cuda-emu")."""
+    C that ships, shared by the "cuda" target and its emulation ("cuda-emu"). `extern_c`:
+    device code for the functions opaque calls call, placed before the kernel."""
     lowered = lower(func, target="cuda", debug=debug)
     launch = launch_config(lowered)
     shared = shared_bytes(lowered)
     if shared > STATIC_SHARED_LIMIT:
         launch = with_shared_bytes(launch, shared)
     source, name, aligned = generate_cuda(lowered, launch)
+    if extern_c:
+        kernel = source.index('extern "C" __global__')
+        source = (f"{source[:kernel]}// extern code given to sched.build (extern_c=)\n"
+                  f"{extern_c}\n\n{source[kernel:]}")
     return lowered, launch, source, name, aligned

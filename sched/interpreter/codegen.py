@@ -17,6 +17,7 @@ from sched.interpreter.runtime import InterpretError
 from sched.ir.dtype import is_bool, is_float
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
+    EXTERN_CALLS,
     VTHREAD_TAGS,
     Allocate,
     Barrier,
@@ -199,6 +200,10 @@ class Emitter:
         return f"bool({text})" if is_bool(dtype) else text
 
     def expr_Call(self, node: Call) -> str:
+        if node.op in EXTERN_CALLS or node.op == "address_of":
+            raise NotImplementedError(
+                f"interpret: T.{node.op} calls C or CUDA code the reference interpreter cannot "
+                f"run; check an opaque block with sched.build(..., extern_c=...) instead")
         args = [self.expr(arg) for arg in node.args]
         if node.op in _INT_CALLS:     # Python ints are two's complement of unbounded width
             return runtime.wrap_source(node.dtype, _INT_CALLS[node.op].format(*args))
@@ -248,6 +253,9 @@ class Emitter:
         return f"{storage}[{flat} if {checks} else _oob({site}, ({', '.join(codes)},))]"
 
     # -- statements ---------------------------------------------------------------------------
+
+    def stmt_Evaluate(self, node) -> None:
+        self.expr(node.value)          # refused there (see expr_Call)
 
     def stmt(self, node: Stmt) -> None:
         method = getattr(self, "stmt_" + type(node).__name__, None)

@@ -33,6 +33,13 @@ GPU_INTRINSICS = ("shfl_down_sync",)
 # integer intrinsics, TVM's names: `T.bitwise_and(a, b)`, `T.shift_left(a, b)`, `T.bitwise_not(a)`
 INT_FUNCTIONS = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
                  "shift_left", "shift_right")
+# opaque calls (TVM's names): `T.call_extern("float32", "f", x, A.data)` calls the C or CUDA
+# function `f`, whose code the user gives to `sched.build(..., extern_c=...)`; `T.call_packed`
+# likewise (an int32 result); `T.call_pure_extern` a pure function of its scalar arguments. A
+# block that makes a call_extern/call_packed or takes an address (`T.address_of(A[i, j])`,
+# `A.data`) is opaque: its accesses are its declared regions (schedule/opaque_blocks.py)
+EXTERN_CALLS = ("call_extern", "call_packed", "call_pure_extern")
+IMPURE_CALLS = ("call_extern", "call_packed")
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z",
                "threadIdx.x", "threadIdx.y", "threadIdx.z",
@@ -203,11 +210,24 @@ class Call(Expr):
     Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`,
     `T.shfl_down_sync(x, 16, 32)`. Shifts of signed
     integers are arithmetic; a shift by a negative amount or by the bit width or more is
-    undefined, as in C."""
+    undefined, as in C.
+
+    Also an opaque call (EXTERN_CALLS; its first argument the function's name, a StringImm):
+    `T.call_extern("float32", "f", x)`, `T.call_packed("f", x)`; and the address of an element
+    (op "address_of", one BufferLoad argument, dtype "handle"): `T.address_of(A[i, j])`."""
 
     op: str
     args: tuple[Expr, ...]
     dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class StringImm(Expr):
+    """The name of the function an opaque call calls (its first argument after the dtype).
+    Printed: `"f"`."""
+
+    value: str
+    dtype: str = "handle"
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +408,16 @@ class Barrier(Stmt):
     """
 
     scope: str = "shared"
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluate(Stmt):
+    """An opaque call run for its effect; its block declares what it reads and writes.
+
+    Printed: `T.evaluate(T.call_extern("int32", "f", T.address_of(A[vi, 0]), 16))`.
+    """
+
+    value: Expr
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,12 +94,14 @@ class BufferParser(ExprParser):
                                    f"{len(args)} positional arguments")
         given = dict(zip(("shape", "dtype"), args, strict=False))
         for keyword in keywords:
-            known = ("shape", "dtype", "scope", "data", *_LAYOUT_KEYWORDS)
+            known = ("shape", "dtype", "scope", "data", "buffer_type", "axis_separators",
+                     *_LAYOUT_KEYWORDS)
             if keyword.arg not in known or keyword.arg in given:
                 hint = "" if keyword.arg in known else f": expected one of {', '.join(known)}"
                 raise self.error(node, f"{construct}: unsupported argument "
                                        f"'{keyword.arg}'{hint}")
             given[keyword.arg] = keyword.value
+        self._check_default_only(node, construct, given)
         if "shape" not in given:
             raise self.error(node, f"{construct}: missing the shape")
         dtype = self.dtype(given["dtype"]) if "dtype" in given else "float32"
@@ -109,6 +111,22 @@ class BufferParser(ExprParser):
         strides, offset = (layout or (lambda s: (dense_strides(s), const(0, "int32"))))(shape)
         self._check_layout(node, f"{construct} '{name}'", given, strides, offset)
         return Buffer(name, shape, dtype, scope, data)
+
+    def _check_default_only(self, node: ast.AST, construct: str, given: dict) -> None:
+        """`buffer_type="default"` and `axis_separators=[]` are TVM's defaults, which sched's
+        buffers have; any other value is refused."""
+        kind = given.pop("buffer_type", None)
+        if kind is not None and not (isinstance(kind, ast.Constant) and kind.value in
+                                     ("", "default")):
+            raise self.error(node, f"{construct}: buffer_type={ast.unparse(kind)} is not "
+                                   f"supported: sched's buffers are dense arrays (TVM's "
+                                   f"\"default\"); drop the argument")
+        separators = given.pop("axis_separators", None)
+        if separators is not None and not (isinstance(separators, ast.List | ast.Tuple)
+                                           and not separators.elts):
+            raise self.error(node, f"{construct}: axis_separators={ast.unparse(separators)} "
+                                   f"is not supported: sched flattens every buffer to one "
+                                   f"dimension (axis_separators=[]); drop the argument")
 
     def region_view(self, name: str, call: ast.Call) -> RegionView:
         """`X = T.match_buffer(A[lo:hi, ...], shape, ...)` in a block: the window of the

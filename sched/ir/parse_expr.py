@@ -45,6 +45,7 @@ from sched.ir.nodes import (
     const,
     convert,
 )
+from sched.ir.parse_extern import EXTERN_PARSED, ExternCallParser
 from sched.ir.simplify import simplify
 
 Literal = int | float | bool
@@ -133,7 +134,7 @@ def _is_zero(expr: Expr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
 
 
-class ExprParser:
+class ExprParser(ExternCallParser):
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
     def __init__(self, line_offset: int = 0, filename: str | None = None,
@@ -282,6 +283,8 @@ class ExprParser:
         name = call_name(node)
         if name is None:
             raise self.error(node, f"unknown function '{ast.unparse(node.func)}'")
+        if name in EXTERN_PARSED:
+            return self._extern_call(node, name)
         keywords = {k.arg: k.value for k in node.keywords}
         dtype = self.dtype(keywords.pop("dtype")) if "dtype" in keywords else None
         if keywords:

@@ -28,6 +28,7 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Evaluate,
     Expr,
     For,
     IfThenElse,
@@ -227,15 +228,11 @@ class StmtParser(BlockContext, BufferParser):
         if name is None:
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
         if name == "evaluate":
-            inner = node.value.args[0] if node.value.args else None
-            if call_name(inner) is None:
-                raise self.error(node, "T.evaluate of anything but 0 has no effect in sched")
-            raise self.error(node, f"unknown construct 'T.evaluate' of 'T.{call_name(inner)}': "
-                                   f"sched has no "
-                                   f"opaque calls (T.call_extern, T.call_packed...): the "
-                                   f"analyses could not see what they read and write, nor the "
-                                   f"C and CUDA targets link them; write the computation as "
-                                   f"buffer stores")
+            inner = node.value.args[0] if len(node.value.args) == 1 else None
+            if call_name(inner) not in ("call_extern", "call_packed", "call_pure_extern"):
+                raise self.error(node, "T.evaluate takes one opaque call (T.call_extern, "
+                                       "T.call_packed...); anything else has no effect in sched")
+            return Evaluate(self.expr(inner))
         if name == "tvm_storage_sync":
             args = node.value.args
             scope = args[0].value if len(args) == 1 and isinstance(args[0], ast.Constant) \

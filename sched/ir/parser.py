@@ -17,13 +17,15 @@ sched's dense layout; `T.match_buffer` of a region in a block, as a window on th
 enclosing loop variables, with `T.axis.opaque` variables bound to them; repeated block names,
 made unique with a ScriptWarning; `vthread` bindings, as serial loops; a block whose update
 binds values (`v_idx: T.int32 = ...`) and then stores several buffers (TVM's argmax/argmin,
-which rfactor factors).
+which rfactor factors); opaque calls (`T.evaluate(T.call_extern(...))`, `T.call_packed`,
+`T.call_pure_extern`) with `T.address_of(A[i])`, `A.data` and `T.tvm_access_ptr` arguments
+(`parse_extern.py`; a block making one is opaque, see `sched/ir/extern.py`); `buffer_type=` and
+`axis_separators=` at TVM's defaults ("default", []).
 
-Not read (an error naming the line says so): opaque calls (`T.evaluate(T.call_extern(...))`,
-`T.call_packed`, `T.tvm_access_ptr`...), layouts that are not dense (constant strides or
+Not read (an error naming the line says so): layouts that are not dense (constant strides or
 offsets other than the dense ones), storage scopes other than global/shared/local and the
-wmma fragment scopes (`"shared.dyn"`, `"warp"`...), `T.Buffer` with `axis_separators=`/
-`buffer_type=`, `T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors,
+wmma fragment scopes (`"shared.dyn"`, `"warp"`...), other `axis_separators=`/`buffer_type=`,
+`T.call_intrin`, `T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors,
 `T.while`, IRModules (`@I.ir_module`) and more than one function per text, and what TVM's
 lowering leaves (`T.comm_reducer` in a `T.attr`, `T.tvm_thread_allreduce`: write the reduction
 as a block).

@@ -39,6 +39,7 @@ from sched.ir.nodes import (
     BufferStore,
     Call,
     Cast,
+    Evaluate,
     Expr,
     FloatImm,
     For,
@@ -52,6 +53,7 @@ from sched.ir.nodes import (
     Select,
     SeqStmt,
     Stmt,
+    StringImm,
     Var,
     const,
 )
@@ -145,6 +147,15 @@ def _not(e: Not) -> tuple[str, int]:
     return f"not {operand if level >= _NOT else f'({operand})'}", _NOT
 
 
+def _call(e: Call) -> str:
+    """`T.exp(x)`; an opaque call with its result dtype first, as TVM prints it:
+    `T.call_extern("float32", "f", x)` (`T.call_packed("f", x)` has none)."""
+    args = [_text(a) for a in e.args]
+    if e.op in ("call_extern", "call_pure_extern"):
+        args.insert(0, json.dumps(e.dtype))
+    return f"T.{e.op}({', '.join(args)})"
+
+
 def _indices(indices) -> str:
     return ", ".join(_text(i) for i in indices) if indices else "()"
 
@@ -158,7 +169,8 @@ _EXPRESSIONS = {
     Cast: lambda e: (f'T.Cast("{e.dtype}", {_text(e.value)})', _ATOM),
     Select: lambda e: (f"T.if_then_else({_text(e.condition)}, {_text(e.true_value)}, "
                        f"{_text(e.false_value)})", _ATOM),
-    Call: lambda e: (f"T.{e.op}({', '.join(_text(a) for a in e.args)})", _ATOM),
+    Call: lambda e: (_call(e), _ATOM),
+    StringImm: lambda e: (json.dumps(e.value), _ATOM),
     BufferLoad: lambda e: (f"{e.buffer.name}[{_indices(e.indices)}]", _ATOM),
 }
 
@@ -298,6 +310,9 @@ class _Printer:
 
     def _Barrier(self, barrier: Barrier, last: bool) -> None:
         self.emit(f'T.tvm_storage_sync("{barrier.scope}")')
+
+    def _Evaluate(self, evaluate: Evaluate, last: bool) -> None:
+        self.emit(f"T.evaluate({_text(evaluate.value)})")
 
     def _LetStmt(self, let: LetStmt, last: bool) -> None:
         if last:                                 # x: T.int32 = value, then the body

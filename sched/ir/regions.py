@@ -6,10 +6,12 @@ indexes a dimension with the same expression of the block's iteration variables,
 expression plus different constants (a stencil: `A[vi - 1]`, `A[vi]`, `A[vi + 1]` give
 `A[vi - 1:vi + 2]`). Anything else, such as an index that uses a loop inside the block, covers the
 whole dimension: a safe over-approximation (polyhedral/ computes exact bounds where it matters).
+A buffer whose element address goes to an opaque call is read and written whole.
 """
 
 from __future__ import annotations
 
+from sched.ir.extern import addressed_buffers
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     BinaryOp,
@@ -94,9 +96,16 @@ def infer_block_regions(
     for stmt in statements:
         loads += [(load.buffer, load.indices) for load in collect(stmt, BufferLoad)]
         stores += [(store.buffer, store.indices) for store in collect(stmt, BufferStore)]
+    # an element address passed to an opaque call: the call may read and write the whole
+    # buffer (declare T.reads/T.writes to say less)
+    addressed = set().union(*(addressed_buffers(stmt) for stmt in statements))
+    whole = tuple(BufferRegion(b, tuple(Range(IntImm(0), d) for d in b.shape))
+                  for b in sorted(addressed, key=lambda b: b.name) if b not in alloc_buffers)
+    loads = [(b, i) for b, i in loads if b not in addressed]
+    stores = [(b, i) for b, i in stores if b not in addressed]
     allowed = {iv.var for iv in iter_vars} | set(outer_vars)
     for buffer, _ in loads + stores:
         for dim in buffer.shape:
             allowed |= set(free_vars(dim))
     skip = set(alloc_buffers)
-    return _regions(loads, allowed, skip), _regions(stores, allowed, skip)
+    return (_regions(loads, allowed, skip) + whole, _regions(stores, allowed, skip) + whole)

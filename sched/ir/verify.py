@@ -18,10 +18,12 @@ Lowered functions (no blocks, flattened buffers) are checked by the same rules.
 from __future__ import annotations
 
 from sched.ir.dtype import DTYPES, is_int
+from sched.ir.extern import ADDRESS_OF
 from sched.ir.functor import IRVisitor
 from sched.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
+    EXTERN_CALLS,
     FOR_KINDS,
     GPU_INTRINSICS,
     INT_FUNCTIONS,
@@ -37,11 +39,13 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferStore,
     Call,
+    Evaluate,
     For,
     IfThenElse,
     LetStmt,
     PrimFunc,
     Select,
+    StringImm,
     Var,
 )
 
@@ -157,6 +161,19 @@ class _Verifier(IRVisitor):
         self.visit_children(node)
 
     def visit_Call(self, node: Call) -> None:
+        if node.op in EXTERN_CALLS:
+            if not node.args or not isinstance(node.args[0], StringImm):
+                self.fail(f"T.{node.op} needs the function's name as its first argument")
+            for arg in node.args[1:]:
+                if isinstance(arg, StringImm):
+                    self.fail(f"T.{node.op}: a string is only allowed as the function's name")
+                self.visit(arg)
+            return
+        if node.op == ADDRESS_OF:
+            if len(node.args) != 1 or not isinstance(node.args[0], BufferLoad):
+                self.fail("T.address_of takes one buffer element")
+            self.visit_children(node)
+            return
         if node.op in INT_FUNCTIONS:
             if not is_int(node.dtype) or any(a.dtype != node.dtype for a in node.args):
                 self.fail(f"T.{node.op} needs integer operands of its dtype {node.dtype}, got "
@@ -165,6 +182,15 @@ class _Verifier(IRVisitor):
             self.fail(f"unknown intrinsic {node.op!r}: expected one of "
                       f"{MATH_FUNCTIONS + INT_FUNCTIONS}")
         self.visit_children(node)
+
+    def visit_Evaluate(self, node: Evaluate) -> None:
+        if not (isinstance(node.value, Call) and node.value.op in EXTERN_CALLS):
+            self.fail(f"T.evaluate of {node.value.script()}: only an opaque call "
+                      f"(T.call_extern...) may be evaluated for its effect")
+        self.visit(node.value)
+
+    def visit_StringImm(self, node: StringImm) -> None:
+        self.fail(f"the string {node.value!r} is only allowed as the name of an opaque call")
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self._check_access(node.buffer, node.indices, "loaded")

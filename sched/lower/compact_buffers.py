@@ -21,6 +21,7 @@ import dataclasses
 
 import islpy as isl
 
+from sched.ir.extern import addressed_storages
 from sched.ir.functor import IRMutator
 from sched.ir.nodes import (
     Allocate,
@@ -231,7 +232,10 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
         return func
     model = build_model(func)
     body = func.body
+    addressed = addressed_storages(func.body)    # an opaque call's callee assumes the layout
     for buffer, loops in allocations:
+        if buffer.storage_name in addressed:
+            continue
         found = _compaction(model, buffer, loops)
         if found is None:
             continue

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from sched.ir.extern import addressed_storages
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     Allocate,
@@ -30,6 +31,7 @@ from sched.ir.nodes import (
     BufferStore,
     For,
     IfThenElse,
+    IntImm,
     LetStmt,
     PrimFunc,
     SeqStmt,
@@ -83,7 +85,11 @@ def _shared_accesses(stmt: Stmt, shared: set[str], private: frozenset) -> _Acces
              if load.buffer.storage_name in shared}
     writes = {(store.buffer.storage_name, store.indices)
               for store in collect(stmt, BufferStore) if store.buffer.storage_name in shared}
-    return _Accesses(reads, writes, private)
+    # an address passed to an opaque call: the callee may read and write any element (an
+    # index no other access has, so it clashes with every access of the buffer)
+    anywhere = {(storage, (IntImm(-1),)) for storage in addressed_storages(stmt)
+                if storage in shared}
+    return _Accesses(reads | anywhere, writes | anywhere, private)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.ir.extern import is_opaque
 from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Stmt, is_thread_private
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -40,6 +41,12 @@ def redundant_update(func: PrimFunc) -> str | None:
         written = {r.buffer.storage_name for r in block.writes
                    if not is_thread_private(r.buffer.scope)}
         updated = sorted(written & {r.buffer.storage_name for r in block.reads})
+        if written and is_opaque(block):
+            return (f"block {block.name!r} runs outside the threadIdx loops of its kernel, so "
+                    f"every thread of a block runs it at the same time, and it makes an "
+                    f"opaque call that may write {', '.join(sorted(written))}: the threads' "
+                    f"calls could race. Bind one of its loops to threadIdx, or move it "
+                    f"under a thread loop (sch.reverse_compute_at / sch.compute_at)")
         if updated:
             return (f"block {block.name!r} runs outside the threadIdx loops of its kernel, so "
                     f"every thread of a block runs it at the same time, and it reads what it "

@@ -5,7 +5,8 @@ is the exact set of elements touched. An access under a condition inside the blo
 the branches of `T.if_then_else`) happens only where the condition holds; a condition isl cannot
 represent is dropped (the access is assumed to happen: conservative). Blocks nested inside are
 statements of their own and are not visited. An index isl cannot represent covers the whole
-dimension, and the model's notes say so.
+dimension, and the model's notes say so. An opaque block (a call to C or CUDA code, see
+`sched/ir/extern.py`) accesses its declared regions (`region_accesses`).
 
 The model turns an `Access` into a relation in two spaces (`element_constraints`): the view's
 own dimensions (bounds checks, regions) and its storage (dependences: every view of one
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from sched.ir.functor import IRVisitor, substitute
 from sched.ir.nodes import (
+    Block,
     BlockRealize,
     Buffer,
     BufferLoad,
@@ -30,6 +32,7 @@ from sched.ir.nodes import (
     LetStmt,
     Select,
     Stmt,
+    Var,
 )
 from sched.polyhedral import names
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
@@ -180,6 +183,37 @@ class _AccessCollector(IRVisitor):
 
     def visit_Buffer(self, node: Buffer) -> None:
         pass
+
+
+def region_accesses(block: Block, note: Callable[[str], None],
+                    env: dict | None = None) -> list[Access]:
+    """The declared regions of an opaque block (`sched/ir/extern.py`) as accesses: every
+    element of a read region may be read, every element of a write region may be written (a
+    MAY-write: the model's writes are over-approximations, never kills; steps that need to
+    know what is certainly written refuse opaque blocks). A region bound isl cannot represent
+    covers its whole dimension."""
+    env = env or {}
+    found = []
+    for regions, is_write in ((block.reads, False), (block.writes, True)):
+        for region in regions:
+            indices, loops, bounds = [], [], []
+            exact = True
+            for d, (r, dim) in enumerate(zip(region.region, region.buffer.shape)):
+                var = Var(f"region.{d}")
+                lo, extent = (to_isl(substitute(x, env)) for x in (r.min, r.extent))
+                if lo is None or extent is None:
+                    lo, extent, exact = "0", to_isl(dim), False
+                    note(f"a region of '{region.buffer.name}' declared by opaque block "
+                         f"'{block.name}' is not affine; the whole dimension is assumed")
+                name = isl_name(var)
+                indices.append(var)
+                loops.append(name)
+                bounds.append(f"{name} >= {lo}")
+                if extent is not None:
+                    bounds.append(f"{name} < {lo} + {extent}")
+            found.append(Access(region.buffer, tuple(indices), tuple(loops), tuple(bounds),
+                                (), is_write, exact))
+    return found
 
 
 def collect_accesses(body: Stmt, note: Callable[[str], None],

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from sched.ir.extern import is_opaque
 from sched.ir.functor import collect, field_names
 from sched.ir.memo import identity_cache, register
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
@@ -85,8 +86,8 @@ def _describe(statement: Statement) -> str:
 def is_reduction_update(block: Block) -> bool:
     """Whether `block` has reduce iteration variables and its body is one associative update
     `X[idx] = X[idx] op value` (either operand order)."""
-    if not any(iv.kind == "reduce" for iv in block.iter_vars):
-        return False
+    if not any(iv.kind == "reduce" for iv in block.iter_vars) or is_opaque(block):
+        return False                 # (an opaque call's order may matter)
     store = block.body
     if not isinstance(store, BufferStore) or not isinstance(store.value, BinaryOp):
         return False

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from sched.ir.extern import is_opaque
 from sched.ir.functor import collect
 from sched.ir.memo import BoundedCache, identity_cache
 from sched.ir.nodes import (
@@ -69,7 +70,12 @@ from sched.ir.nodes import (
     PrimFunc,
 )
 from sched.polyhedral import names
-from sched.polyhedral.accesses import Access, collect_accesses, row_major_offset
+from sched.polyhedral.accesses import (
+    Access,
+    collect_accesses,
+    region_accesses,
+    row_major_offset,
+)
 from sched.polyhedral.isl_expr import isl_name, to_isl
 from sched.polyhedral.isl_text import (
     parse_union_map,
@@ -156,6 +162,10 @@ def _views(func: PrimFunc) -> dict[str, tuple[Buffer, ...]]:
     found: dict[str, dict[Buffer, None]] = {}
     for node in collect(func.body, BufferLoad) + collect(func.body, BufferStore):
         found.setdefault(node.buffer.storage_name, {})[node.buffer] = None
+    for block in collect(func.body, Block):      # an opaque block's regions are its accesses
+        if is_opaque(block):
+            for region in (*block.reads, *block.writes):
+                found.setdefault(region.buffer.storage_name, {})[region.buffer] = None
     return {storage: tuple(views) for storage, views in found.items()}
 
 
@@ -205,8 +215,10 @@ class _Relations:
         body = statement.block.init if statement.is_init else statement.block.body
         owners = tuple((s, self.owners[s].shape) for s in sorted(self.linearized)
                        if s in self.owners)
-        key = (id(body), statement.is_init, tuple(statement.env.items()), statement.instance(),
-               statement.domain_texts, self.params, self.linearized, owners)
+        regions = ((statement.block.reads, statement.block.writes)
+                   if is_opaque(statement.block) else None)
+        key = (id(body), regions, statement.is_init, tuple(statement.env.items()),
+               statement.instance(), statement.domain_texts, self.params, self.linearized, owners)
         entry = _ACCESSES.recall(key)
         if entry is None or entry[0] is not body:
             notes: list[str] = []
@@ -222,7 +234,10 @@ class _Relations:
         empty = isl.UnionMap(f"{self.params} {{ }}")
         reads = writes = empty
         accesses: list[ViewAccess] = []
-        for access in collect_accesses(body, notes.append, statement.env):
+        found = collect_accesses(body, notes.append, statement.env)
+        if is_opaque(statement.block):
+            found += region_accesses(statement.block, notes.append, statement.env)
+        for access in found:
             buffer = access.buffer
             elements = [names.local("a", d) for d in range(buffer.ndim)]
             view = self.relation(statement, access, names.buffer_tuple(buffer.name), elements,

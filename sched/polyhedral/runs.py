@@ -9,6 +9,7 @@ import functools
 
 import islpy as isl
 
+from sched.ir.extern import is_opaque
 from sched.ir.memo import register
 from sched.polyhedral.dependences import (
     first_runs,
@@ -49,6 +50,8 @@ def runs_are_idempotent(model, statement: Statement) -> bool:
     with the (cached) model, which the next step's check reads again."""
     if statement.runs_once:
         return True
+    if is_opaque(statement.block):
+        return False                 # an opaque call may do anything each time it runs
     schedule = statement.schedule
     key = ("runs_are_idempotent", statement.name)
     if key not in model.derived:

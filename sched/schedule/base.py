@@ -32,6 +32,7 @@ import islpy as isl
 from sched.errors import ConservativeAnalysisWarning, ScheduleError
 from sched.ir.nodes import BlockRealize, For, PrimFunc
 from sched.ir.verify import verify
+from sched.schedule.opaque_blocks import check_block_not_opaque, check_opaque_blocks_kept
 from sched.schedule.ordered_axes import check_block_keeps_order
 from sched.schedule.state import (
     find_block,
@@ -232,7 +233,9 @@ class ScheduleBase:
                                 f"(sch.get_block), got {type(handle).__name__}")
         self._check_owner(handle, "block", primitive)
         name = self._check_current(handle, "block", primitive)
-        check_block_keeps_order(find_block(self._func, name, primitive).block, primitive)
+        block = find_block(self._func, name, primitive).block
+        check_block_keeps_order(block, primitive)
+        check_block_not_opaque(block, primitive)
         return name
 
     def _loop(self, handle, primitive: str, argument: str = "loop") -> str:
@@ -317,6 +320,8 @@ class ScheduleBase:
                 outputs: tuple = (), decision=None) -> None:
         if self.verify_steps and new_func is not self._func:
             verify(new_func)        # (a step that changed nothing leaves a verified function)
+        if new_func is not self._func:
+            check_opaque_blocks_kept(self._func, new_func, kind)
         # marking a loop asks the rule itself; unroll, annotate and storage_align change no
         # order and no storage scope, so no loop can start carrying a dependence
         if new_func is not self._func and kind not in (

@@ -53,8 +53,10 @@ def rfactor_tuple(func: PrimFunc, realize, update: TupleUpdate, loop, loops, fac
         stores = [BufferStore(b, BufferLoad(b, indices), indices) for b in rf_buffers]
         xs = [s.value for s in stores]
         ys = [substitute(v, reduce_values) for v in update.values]
+        starts = update.init if update.reducer.identity is None else \
+            update.reducer.identity([b.dtype for b in rf_buffers])
         init = SeqStmt(tuple(BufferStore(b, value, indices)
-                             for b, value in zip(rf_buffers, update.init)))
+                             for b, value in zip(rf_buffers, starts)))
         return body(stores, xs, ys), init
     rf_realize = _partial_block(realize, loop, removed, parts,
                                 fresh(f"{block.name}_rf", block_names(func)), partial)

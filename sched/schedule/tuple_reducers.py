@@ -26,6 +26,14 @@ Two families, as TVM registers them:
 Both hold for values in a total order (no NaN). The partial results start from the block's
 own init (which must not depend on the reduce variables): both reducers are idempotent, so a
 copy of the init at the start of each chunk changes no result, whatever the init is.
+
+Reducers that are not idempotent start their partial results from their identity (the
+block's init is then combined once, by the write-back):
+- componentwise: each accumulator by its own `x_j op y_j`, op +, *, min or max, y_j free of
+  the accumulators ((sum, sum of squares), (min, max)): associative and commutative;
+- (max, scaled sum), logsumexp's and online softmax's: `m = max(x0, y0)`,
+  `s = x1 * exp(x0 - m) + y1 * exp(y0 - m)`, associative and commutative up to rounding.
+Any other user reducer (te.comm_reducer) is refused: its associativity is not proved here.
 """
 
 from __future__ import annotations
@@ -34,11 +42,14 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 
+from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import IRMutator, collect, field_names
 from sched.ir.nodes import (
+    BinaryOp,
     Block,
     BufferLoad,
     BufferStore,
+    Call,
     Expr,
     LetStmt,
     Node,
@@ -47,7 +58,9 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     binary,
+    const,
 )
+from sched.ir.parse_expr import _FLOAT_LIMITS  # the largest finite values, by dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +71,14 @@ class TupleReducer:
     name: str
     combine: Callable[[list[Expr], list[Expr]], list[Expr]]
     commutative: bool
+    # the values partial results start from, by the accumulators' dtypes; None for an
+    # idempotent reducer, whose partial results start from the block's own init
+    identity: Callable[[list[str]], list[Expr]] | None = None
+
+
+def _identity(op: str, dtype: str) -> Expr:
+    value = {"add": 0, "mul": 1, "max": min_value(dtype), "min": max_value(dtype)}[op]
+    return const(value, dtype)
 
 
 def _arg(compare: str, first_wins: bool, value_on_tie: bool = False):
@@ -77,8 +98,54 @@ def _arg(compare: str, first_wins: bool, value_on_tie: bool = False):
                         f" wins ties)", combine, commutative=not first_wins)
 
 
+def _scaled_sum() -> TupleReducer:
+    """(max, scaled sum), as online softmax and logsumexp keep them: `m = max(x0, y0)`,
+    `s = x1 * exp(x0 - m) + y1 * exp(y0 - m)` (so s * exp(m) is the sum of exp of the
+    values). Associative and commutative (up to rounding, as a sum); the identity is (the
+    lowest finite value, 0): for finite values `(lo, 0)` combined with `(m, s)` gives
+    `(m, 0 * exp(lo - m) + s)`, and two identities give the identity (with -inf the
+    difference `-inf - -inf` would be NaN)."""
+    def combine(x, y):
+        m = binary("max", x[0], y[0])
+        return [m, binary("add", binary("mul", x[1], Call("exp", (binary("sub", x[0], m),),
+                                                            x[0].dtype)),
+                          binary("mul", y[1], Call("exp", (binary("sub", y[0], m),),
+                                                   y[0].dtype)))]
+
+    def identity(dtypes):
+        return [const(-float(_FLOAT_LIMITS[dtypes[0]]), dtypes[0]), const(0, dtypes[1])]
+    return TupleReducer("(max, scaled sum) of logsumexp", combine, commutative=True,
+                        identity=identity)
+
+
 REDUCERS = (_arg("gt", True), _arg("gt", False), _arg("gt", False, True),
-            _arg("lt", True), _arg("lt", False), _arg("lt", False, True))
+            _arg("lt", True), _arg("lt", False), _arg("lt", False, True), _scaled_sum())
+# reducers of each accumulator on its own (a (sum, sum of squares) pair, a (min, max)...)
+_COMPONENT_OPS = ("add", "mul", "min", "max")
+
+
+def _componentwise(actual: list[Expr], xs: list[Var]) -> tuple[TupleReducer, list] | None:
+    """A reducer that updates each accumulator j by `x_j op_j y_j` (either operand order)
+    with y_j free of every accumulator: associative and commutative, each op with its
+    identity; the incoming values with it, or None."""
+    ops, values = [], []
+    for x, value in zip(xs, actual):
+        if not (isinstance(value, BinaryOp) and value.op in _COMPONENT_OPS):
+            return None
+        incoming = value.b if value.a == x else value.a if value.b == x else None
+        if incoming is None or set(collect(incoming, Var)) & set(xs):
+            return None
+        ops.append(value.op)
+        values.append(incoming)
+
+    def combine(a, b):
+        return [binary(op, p, q) for op, p, q in zip(ops, a, b)]
+
+    def identity(dtypes):
+        return [_identity(op, dtype) for op, dtype in zip(ops, dtypes)]
+    symbols = {"add": "sum", "mul": "product", "min": "min", "max": "max"}
+    name = f"({', '.join(symbols[op] for op in ops)}) of each accumulator"
+    return TupleReducer(name, combine, commutative=True, identity=identity), values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,9 +266,17 @@ def match_tuple_update(block: Block) -> TupleUpdate | None:
         actual = [mine.visit(final[b][1]) for b in order]
         if mine.stray:
             continue
+        stores = tuple(BufferStore(b, BufferLoad(b, index), index) for b in order)
+        found = _componentwise(actual, xs)
+        if found is not None:
+            reducer, values = found
+            return TupleUpdate(reducer, stores, tuple(values), _init_values(block.init, stores))
         for reducer in REDUCERS:
             ys = [Var(f"y{j}", b.dtype) for j, b in enumerate(order)]
-            pattern = reducer.combine(xs, ys)
+            try:
+                pattern = reducer.combine(xs, ys)
+            except TypeError:           # the reducer does not apply to these dtypes
+                continue
             if len(pattern) != len(order):
                 continue
             bound: dict = {}
@@ -211,6 +286,5 @@ def match_tuple_update(block: Block) -> TupleUpdate | None:
             values = tuple(bound.get(y) for y in ys)
             if None in values or any(set(collect(v, Var)) & set(xs) for v in values):
                 continue
-            stores = tuple(BufferStore(b, BufferLoad(b, index), index) for b in order)
             return TupleUpdate(reducer, stores, values, _init_values(block.init, stores))
     return None

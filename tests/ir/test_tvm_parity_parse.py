@@ -336,7 +336,7 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 
 @pytest.mark.parametrize("line, construct", [
     ("B[vi] = T.frobnicate(A[vi])", "T.frobnicate"),
-    ("T.evaluate(T.call_extern(\"float32\", \"f\", A[vi]))", "T.evaluate"),
+    ("T.evaluate(T.tvm_thread_allreduce(A[vi]))", "T.evaluate"),
 ])
 def test_unknown_construct_names_the_line_and_the_construct(line, construct):
     text = f'''
@@ -392,4 +392,104 @@ def f(A: T.Buffer((4,), "int32")):
 '''
     with pytest.raises(ScriptError, match=r"line 4: T.allocate_const 'K': 3 values for the "
                                           r"shape \(4\)"):
+        parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# Opaque calls: T.call_extern, T.call_packed, T.address_of, A.data, T.tvm_access_ptr
+
+
+def test_opaque_call_forms_parse_to_addresses_and_round_trip():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    for i in range(4):
+        with T.block("E"):
+            vi = T.axis.spatial(4, i)
+            T.reads(A[vi, 0:8])
+            T.writes(B[vi, 0:8])
+            T.evaluate(T.call_packed("copy_row", A, T.tvm_access_ptr(
+                T.type_annotation("float32"), B.data, vi * 8, 8, 2)))
+            T.evaluate(T.call_extern("handle", "touch", T.address_of(B[vi, 0]), A.data))
+'''
+    func = parse(text)
+    printed = func.script()
+    # T.tvm_access_ptr's row-major offset, as the element's indices
+    assert ('T.call_packed("copy_row", T.address_of(A[0, 0]), '
+            'T.address_of(B[vi * 8 // 8, vi * 8 % 8]))') in printed
+    assert 'T.call_extern("handle", "touch", T.address_of(B[vi, 0]), T.address_of(A[0, 0]))' \
+        in printed
+    round_trips(func)
+    extern_c = """
+int copy_row(const float* a, float* b) { return 0; }
+void touch(float* b, const float* a) { (void)a; b[0] += 1.0f; }
+"""
+    import sched
+
+    a = np.ones((4, 8), np.float32)
+    b = np.zeros((4, 8), np.float32)
+    sched.build(func, target="c", extern_c=extern_c)(a, b)
+    expected = np.zeros((4, 8), np.float32)
+    expected[:, 0] = 1
+    np.testing.assert_allclose(b, expected)
+
+
+@pytest.mark.parametrize("line, message", [
+    ('T.evaluate(T.call_extern("f", A[vi]))', "takes the result dtype first"),
+    ('T.evaluate(T.call_extern("float32", "not a name", A[vi]))', "not a C identifier"),
+    ("T.evaluate(T.address_of(A[vi]))", "T.evaluate takes one opaque call"),
+    ("T.evaluate(T.address_of(vi))", "T.evaluate takes one opaque call"),
+])
+def test_malformed_opaque_calls_are_errors_naming_the_line(line, message):
+    text = f'''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            T.reads(A[vi])
+            T.writes(B[vi])
+            {line}
+'''
+    with pytest.raises(ScriptError, match=f"line 9: .*{re.escape(message)}"):
+        parse(text)
+
+
+# --------------------------------------------------------------------------------------------
+# buffer_type= and axis_separators=: TVM's defaults accepted, anything else refused
+
+
+def test_default_buffer_type_and_axis_separators_are_accepted():
+    text = '''
+@T.prim_func
+def f(a: T.handle, B: T.Buffer((8,), "float32")):
+    A = T.match_buffer(a, (8,), "float32", buffer_type="default", axis_separators=[])
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + T.float32(1)
+'''
+    func = parse(text)
+    round_trips(func)
+    a = np.arange(8, dtype=np.float32)
+    b = np.zeros(8, np.float32)
+    run_c(func, a, b)
+    np.testing.assert_allclose(b, a + 1)
+
+
+@pytest.mark.parametrize("argument, message", [
+    ('buffer_type="auto_broadcast"', "buffer_type='auto_broadcast' is not supported"),
+    ("axis_separators=[1]", r"axis_separators=\[1\] is not supported"),
+])
+def test_other_buffer_type_or_axis_separators_are_refused(argument, message):
+    text = f'''
+@T.prim_func
+def f(a: T.handle, B: T.Buffer((8,), "float32")):
+    A = T.match_buffer(a, (8,), "float32", {argument})
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi]
+'''
+    with pytest.raises(ScriptError, match=f"line 4: .*{message}"):
         parse(text)

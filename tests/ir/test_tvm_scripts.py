@@ -350,7 +350,7 @@ def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16, 16), "float32"), x: T.floa
     ("A[vi] = x + vi", "line 7: 'add' on float32 and int32: cast one operand first"),
     ("A[vi] = max(x, x)", "line 7: unknown function 'max'"),
     ("A[vi] = A[vi:vi + 1]", "line 7: .* a slice is only allowed in T.reads/T.writes"),
-    ("T.evaluate(x)", "line 7: T.evaluate of anything but 0 has no effect"),
+    ("T.evaluate(x)", "line 7: T.evaluate takes one opaque call"),
     ("while x:\n                pass", "line 7: unsupported statement 'while x:'"),
     ("with T.init():\n                pass\n            A[vi] = x\n            T.reads(A[vi])",
      r"line 10: 'T.reads' is only allowed at the start of a T.block"),

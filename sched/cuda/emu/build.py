@@ -12,13 +12,14 @@ from sched.ir.nodes import PrimFunc
 
 
 def build_cuda_emu(func: PrimFunc, *, debug: bool = False, trace=None,
-                   sanitize: str | None = None):
+                   sanitize: str | None = None, extern_c: str = ""):
     """The EmulatedKernel of `func`. When `trace` (the schedule that made `func`) is given, a
     compile error lists its steps. `sanitize`: see `EmulatedKernel`."""
     from sched.cuda.build import generate_kernel
     from sched.cuda.emu.kernel import EmulatedKernel
 
-    lowered, launch, source, name, aligned = generate_kernel(func, debug=debug)
+    lowered, launch, source, name, aligned = generate_kernel(func, debug=debug,
+                                                             extern_c=extern_c)
     try:
         return EmulatedKernel(func, source, name, launch, lowered=lowered,
                               aligned_params=aligned, sanitize=sanitize)

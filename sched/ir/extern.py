@@ -1,0 +1,93 @@
+"""Opaque calls and element addresses: what makes a block opaque.
+
+TVM users call C or CUDA functions from TensorIR with `T.evaluate(T.call_extern(...))`, passing
+element addresses (`T.address_of(A[i, 0])`, `A.data`), and declare in `T.reads`/`T.writes` what
+the call reads and writes. sched keeps such calls as `Call` nodes (ops in `EXTERN_CALLS`,
+`"address_of"`) and the statement as `Evaluate`.
+
+A block is opaque when its body or init makes an impure call (`call_extern`, `call_packed`) or
+takes an address: nothing is known of what the call does but what the block declares. Then:
+
+- its accesses are its declared regions (and its visible loads and stores), over-approximated:
+  every element of a read region may be read, every element of a write region MAY be written
+  (`polyhedral/accesses.py: region_accesses`);
+- schedules keep it whole (`schedule/opaque_blocks.py`): only the loops around it and its
+  bindings change, never its body, its regions or the buffers it points into;
+- the lowering keeps the layout of a buffer whose address is taken (no compaction).
+
+`call_pure_extern` with scalar arguments is an ordinary pure function: its block is not opaque.
+"""
+
+from __future__ import annotations
+
+from sched.ir.functor import IRVisitor, collect
+from sched.ir.nodes import (
+    IMPURE_CALLS,
+    Block,
+    Buffer,
+    BufferLoad,
+    Call,
+    Evaluate,
+    Stmt,
+)
+
+ADDRESS_OF = "address_of"
+
+
+def address_of(load: BufferLoad) -> Call:
+    """`T.address_of(A[i, j])`: the address of an element (C `&A[...]`)."""
+    return Call(ADDRESS_OF, (load,), "handle")
+
+
+def is_opaque_call(call: Call) -> bool:
+    return call.op in IMPURE_CALLS or call.op == ADDRESS_OF
+
+
+def has_opaque_calls(stmt: Stmt | None) -> bool:
+    """Whether `stmt` (blocks nested in it included) makes an opaque call or takes an
+    address."""
+    if stmt is None:
+        return False
+    return bool(collect(stmt, Evaluate)) or any(is_opaque_call(c) for c in collect(stmt, Call))
+
+
+class _OwnCalls(IRVisitor):
+    """Finds an opaque call outside nested blocks."""
+
+    found = False
+
+    def visit_Evaluate(self, node: Evaluate) -> None:
+        self.found = True
+
+    def visit_Call(self, node: Call) -> None:
+        self.found = self.found or is_opaque_call(node)
+        self.visit_children(node)
+
+    def visit_BlockRealize(self, node) -> None:
+        pass                       # a nested block is opaque or not on its own
+
+    def visit_Buffer(self, node) -> None:
+        pass
+
+
+def is_opaque(block: Block) -> bool:
+    """Whether `block` is opaque (see the module doc): its own body or init makes an opaque
+    call (a block nested in it is judged on its own)."""
+    if not has_opaque_calls(block.body) and not has_opaque_calls(block.init):
+        return False
+    finder = _OwnCalls()
+    for stmt in (block.init, block.body):
+        if stmt is not None:
+            finder.visit(stmt)
+    return finder.found
+
+
+def addressed_buffers(stmt: Stmt) -> set[Buffer]:
+    """The buffers whose element addresses `stmt` takes."""
+    return {c.args[0].buffer for c in collect(stmt, Call)
+            if c.op == ADDRESS_OF and isinstance(c.args[0], BufferLoad)}
+
+
+def addressed_storages(stmt: Stmt) -> set[str]:
+    """The storage names of the buffers whose addresses `stmt` takes."""
+    return {b.storage_name for b in addressed_buffers(stmt)}
