@@ -230,3 +230,34 @@ def test_kernel_sequences_on_the_gpu(rng):
     d = torch.empty_like(a)
     sched.build(matmul_then_transpose(), target="cuda")(a, b, d)
     torch.testing.assert_close(d, (a @ b).T, rtol=1e-4, atol=1e-4)
+
+
+def test_export_launches_every_kernel_with_a_stream_ordered_workspace(tmp_path):
+    import subprocess
+
+    from tests.cuda.test_export import GCC, INCLUDE
+
+    kernel = sched.build(softmax_three_stages(), target="cuda", arch="sm_90")
+    exported = kernel.export(tmp_path, name="softmax3")
+    source = (tmp_path / "softmax3.c").read_text()
+    for k, name in enumerate(["main_kernel0", "main_kernel1", "main_kernel2"]):
+        assert f'"{name}"' in source and f"cuLaunchKernel({name})" in source
+    assert source.count("cuMemAllocAsync(&") == 2 and source.count("cuMemFreeAsync(") == 2
+    if INCLUDE is None:
+        pytest.skip("no cuda.h to compile the launcher against")
+    done = subprocess.run([*GCC, f"-I{INCLUDE}", "-c", f"{exported.name}.c", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.gpu
+def test_exported_kernel_sequence_runs_from_c_on_the_gpu(tmp_path, rng):
+    from sched.cuda.device import current_arch
+    from tests.cuda.test_export import run_on_gpu
+
+    kernel = sched.build(softmax_three_stages(), target="cuda", arch=current_arch())
+    exported = kernel.export(tmp_path)
+    x = rng.standard_normal((37, 128)).astype(np.float32)
+    done = run_on_gpu(exported, [x, np.zeros_like(x), 37])
+    assert done.status == 0, done.message
+    assert_close(done.arrays[1], _softmax(x))
