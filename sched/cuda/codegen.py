@@ -70,6 +70,7 @@ _SHUFFLE_TYPES = {"float16": "float", "bfloat16": "float", "int8": "int", "int16
 _STORAGE = {**dtypes.STORAGE_TYPES, "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _TO_FLOAT = {"float16": "__half2float", "bfloat16": "__bfloat162float"}
 _FROM_FLOAT = {"float16": "__float2half_rn", "bfloat16": "__float2bfloat16_rn"}
+_PAIRS = {"float16": "__half2", "bfloat16": "__nv_bfloat162"}     # 4-byte vector moves
 
 
 def element_bytes(dtype: str) -> int:
@@ -186,17 +187,24 @@ class _CudaEmitter(_CEmitter):
         super().stmt_For(node)
 
     def vector_copy(self, node: For) -> bool:
-        """A vectorized copy loop of float32 as float4 moves (16 bytes), when both sides are
-        contiguous in the loop and provably 16-byte aligned; False to fall back to scalars."""
+        """A vectorized copy loop as 16-byte moves (float4: 4 floats, 8 halves...), else, for
+        16-bit floats, as `half2`/`__nv_bfloat162` moves, when both sides are contiguous in the
+        loop and provably aligned to the move; False to fall back to scalars. Parameters moved
+        so are checked 16-byte aligned at each call (more than a pair needs: a sound bound)."""
         store = node.body
         if not (isinstance(store, BufferStore) and isinstance(store.value, BufferLoad)
-                and isinstance(node.extent, IntImm) and node.extent.value % 4 == 0
-                and isinstance(node.min, IntImm) and node.min.value % 4 == 0):
+                and store.buffer.dtype == store.value.buffer.dtype != "bool"
+                and isinstance(node.extent, IntImm) and isinstance(node.min, IntImm)):
             return False
-        load = store.value
+        load, dtype = store.value, store.buffer.dtype
         accesses = ((store.buffer, store.indices[0]), (load.buffer, load.indices[0]))
-        if any(buffer.dtype != "float32" or not self._contiguous_aligned(index, node)
-               for buffer, index in accesses):
+        moves = [(16 // element_bytes(dtype), "float4")] + \
+            ([(2, _PAIRS[dtype])] if dtype in _PAIRS else [])
+        for lanes, vector in moves:
+            if node.extent.value % lanes == 0 and node.min.value % lanes == 0 and all(
+                    self._contiguous_aligned(index, node, lanes) for _, index in accesses):
+                break
+        else:
             return False
         self.aligned_params |= {b.storage_name for b, _ in accesses
                                 if b.storage_name in {p.name for p in self.func.buffers}}
@@ -204,25 +212,25 @@ class _CudaEmitter(_CEmitter):
         end = simplify(node.min + node.extent)
         ctype = dtypes.storage_type(node.loop_var.dtype)
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
-                  f"{var} += 4) {{  // vectorized: float4")
+                  f"{var} += {lanes}) {{  // vectorized: {vector}")
         self.depth += 1
         self.with_var(node.loop_var, True, lambda: self.line(
-            f"*(float4*)&{self.name(store.buffer.storage_name)}[{self.expr(store.indices[0])}] = "
-            f"*(const float4*)&{self.name(load.buffer.storage_name)}"
-            f"[{self.expr(load.indices[0])}];"))
+            f"*({vector}*)&{self.name(store.buffer.storage_name)}"
+            f"[{self.expr(store.indices[0])}] = *(const {vector}*)&"
+            f"{self.name(load.buffer.storage_name)}[{self.expr(load.indices[0])}];"))
         self.depth -= 1
         self.line("}")
         return True
 
-    def _contiguous_aligned(self, index, loop: For) -> bool:
-        """Whether `index` is `base + loop variable` with `base` a multiple of 4, for every
-        value of the loops around (isl decides, under their bounds)."""
+    def _contiguous_aligned(self, index, loop: For, lanes: int = 4) -> bool:
+        """Whether `index` is `base + loop variable` with `base` a multiple of `lanes`, for
+        every value of the loops around (isl decides, under their bounds)."""
         lane, start = loop.loop_var, loop.min
         context = (*self.loops, (lane, loop.min, loop.extent))
         base = substitute(index, {lane: start})
         offset = simplify_index(index - base - (lane - start), context)
         return offset == IntImm(0, offset.dtype) and \
-            simplify_index(base % 4, tuple(self.loops)) == IntImm(0, base.dtype)
+            simplify_index(base % lanes, tuple(self.loops)) == IntImm(0, base.dtype)
 
     def stmt_Barrier(self, node: Barrier) -> None:
         self.line("__syncthreads();")
@@ -247,7 +255,11 @@ class _CudaEmitter(_CEmitter):
 
     def stmt_BufferStore(self, node: BufferStore) -> None:
         (index,) = node.indices
-        value = self.expr(node.value)
+        value = node.value
+        if node.buffer.dtype in _FROM_FLOAT and isinstance(value, Cast) \
+                and value.dtype == node.buffer.dtype:
+            value = Cast("float32", value.value)     # the store rounds: cast once, on store
+        value = self.expr(value)
         if node.buffer.dtype in _FROM_FLOAT:
             value = f"{_FROM_FLOAT[node.buffer.dtype]}({value})"
         self.line(f"{self.name(node.buffer.storage_name)}[{self.expr(index)}] = {value};")
