@@ -200,12 +200,13 @@ class _CudaEmitter(_CEmitter):
         accesses = ((store.buffer, store.indices[0]), (load.buffer, load.indices[0]))
         moves = [(16 // element_bytes(dtype), "float4")] + \
             ([(2, _PAIRS[dtype])] if dtype in _PAIRS else [])
-        for lanes, vector in moves:
-            if node.extent.value % lanes == 0 and node.min.value % lanes == 0 and all(
-                    self._contiguous_aligned(index, node, lanes) for _, index in accesses):
-                break
-        else:
+        found = next(((lanes, vector) for lanes, vector in moves
+                      if node.extent.value % lanes == 0 and node.min.value % lanes == 0
+                      and all(self._contiguous_aligned(index, node, lanes)
+                              for _, index in accesses)), None)
+        if found is None:
             return False
+        lanes, vector = found
         self.aligned_params |= {b.storage_name for b, _ in accesses
                                 if b.storage_name in {p.name for p in self.func.buffers}}
         var = self.name(node.loop_var.name)

@@ -240,7 +240,7 @@ def test_export_launches_every_kernel_with_a_stream_ordered_workspace(tmp_path):
     kernel = sched.build(softmax_three_stages(), target="cuda", arch="sm_90")
     exported = kernel.export(tmp_path, name="softmax3")
     source = (tmp_path / "softmax3.c").read_text()
-    for k, name in enumerate(["main_kernel0", "main_kernel1", "main_kernel2"]):
+    for name in ["main_kernel0", "main_kernel1", "main_kernel2"]:
         assert f'"{name}"' in source and f"cuLaunchKernel({name})" in source
     assert source.count("cuMemAllocAsync(&") == 2 and source.count("cuMemFreeAsync(") == 2
     if INCLUDE is None:
