@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sched.errors import BuildError
 from sched.ir.nodes import PrimFunc
 from sched.targets import BUILD_TARGETS, parse_target
 
@@ -79,13 +80,31 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if db is not None:
         # the emulator runs the code the "cuda" target ships: the same records apply
         func = _best_recorded(func, "cuda" if target == "cuda-emu" else target, arch, db)
-    trace = None
+    trace = original = None
     if isinstance(func, Schedule):
-        func, trace = func.func, func.trace
+        func, trace, original = func.func, func.trace, func.original_func
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
     if target in ("cuda", "cuda-emu") and not _has_thread_bindings(func):
+        original = func
         func, trace = _default_cuda(func, arch)
+    try:
+        return _build_for_target(func, target, arch, compiler, debug, check_bounds,
+                                 thread_order, fast_math, sanitize, check_races, trace,
+                                 extern_c)
+    except BuildError as error:
+        narrowed = None
+        if trace is not None and len(trace) and original is not None:
+            from sched.schedule.blame import narrow_compile_error
+
+            narrowed = narrow_compile_error(str(error), original, trace, func)
+        if narrowed is None:
+            raise
+        raise BuildError(f"{error}\n\n{narrowed}") from None
+
+
+def _build_for_target(func, target, arch, compiler, debug, check_bounds, thread_order,
+                      fast_math, sanitize, check_races, trace, extern_c):
     _check_bounds(func, check_bounds)
     if check_races:
         _check_races(func)

@@ -14,6 +14,7 @@ from sched.cuda.codegen import STATIC_SHARED_LIMIT, generate_cuda, shared_bytes
 from sched.errors import BuildError
 from sched.ir.nodes import PrimFunc
 from sched.lower.gpu_threads import launch_config, with_shared_bytes
+from sched.lower.kernel_sequence import split_kernels
 from sched.lower.pipeline import lower
 
 
@@ -22,12 +23,20 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
     """The CudaKernel of `func` for `arch` (default: the GPU's, or sm_90 without one). When
     `trace` (the schedule that made `func`) is given, a compile error lists its steps.
     `fast_math` compiles with the compiler's relaxed math (`--use_fast_math`)."""
+    from sched.cuda.kernel_sequence import CudaKernelSequence, check_sequence, generate_sequence
     from sched.cuda.runtime import CudaKernel
 
-    lowered, launch, source, name, aligned = generate_kernel(func, debug=debug,
-                                                             extern_c=extern_c)
+    flags = ("--use_fast_math",) if fast_math else ()
+    plan = split_kernels(func)
     try:
-        flags = ("--use_fast_math",) if fast_math else ()
+        if plan is not None:
+            check_sequence(plan, func)
+            kernels, source, aligned = generate_sequence(plan, debug=debug,
+                                                          extern_c=extern_c)
+            return CudaKernelSequence(func, source, kernels, plan.workspace, arch=arch,
+                                      compiler=compiler, flags=flags, aligned_params=aligned)
+        lowered, launch, source, name, aligned = generate_kernel(func, debug=debug,
+                                                                 extern_c=extern_c)
         return CudaKernel(func, source, name, launch, arch=arch, compiler=compiler, flags=flags,
                           lowered=lowered, aligned_params=aligned)
     except BuildError as error:

@@ -48,7 +48,11 @@ def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
     checks = CheckWriter(func, name, args, check_bounds=kernel.checks_bounds,
                          alignments=aligned, pointer_value=lambda arg: f"(uint64_t){arg.name}")
     lines = checks.write()
-    grid = [checks.expression(extent) for extent in kernel.launch.grid]
+    grid = [[checks.expression(extent) for extent in launch.grid]
+            for _, launch in _kernels(kernel)]
+    workspace = [(buffer, " * ".join([f"(int64_t){_element_bytes(buffer.dtype)}", *(
+        f"(int64_t)({checks.expression(dim)})" for dim in buffer.shape)]))
+        for buffer in getattr(kernel, "workspace", ())]
     signature = (f"int {name}({', '.join(f'{a.c_type} {a.name}' for a in args)}, "
                  f"CUstream stream)")
     files = {
@@ -59,7 +63,7 @@ def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
             "#include <stdio.h>", f'#include "{name}.h"', "",
             _cubin_array(name, kernel.cubin), messages(name), *checks.helpers,
             _loader(name, kernel), f"{signature} {{", *lines,
-            *_launch(name, args, func, kernel, grid), "}", ""]),
+            *_launch(name, args, func, kernel, grid, workspace), "}", ""]),
         f"{name}.cu": kernel.source,
         "CMakeLists.txt": _cmake(name),
     }
@@ -76,20 +80,45 @@ def _cubin_array(name: str, cubin: bytes) -> str:
             f"__attribute__((aligned(8))) = {{\n    {body}\n}};\n")
 
 
+def _kernels(kernel) -> list[tuple[str, object]]:
+    """(name, launch) of each kernel the function runs, in order (a CudaKernelSequence has
+    several)."""
+    if hasattr(kernel, "kernels"):
+        return [(k.name, k.launch) for k in kernel.kernels]
+    return [(kernel.kernel_name, kernel.launch)]
+
+
+def _function(name: str, k: int) -> str:
+    return f"{name}_function" if k == 0 else f"{name}_function_{k}"
+
+
+def _element_bytes(dtype: str) -> int:
+    from sched.cuda.codegen import element_bytes
+
+    return element_bytes(dtype)
+
+
 def _loader(name: str, kernel) -> str:
-    """C: the module and function, loaded once per process into the current context."""
-    dynamic = kernel.launch.dynamic_shared_bytes
-    attribute = ""
-    if dynamic > STATIC_SHARED_LIMIT:
-        attribute = f"""
+    """C: the module and its functions, loaded once per process into the current context."""
+    getters, declarations = "", []
+    for k, (kernel_name, launch) in enumerate(_kernels(kernel)):
+        declarations.append(f"static CUfunction {_function(name, k)};")
+        getters += f"""
+    if (status == SCHED_OK) status = {name}_check_cuda(
+        cuModuleGetFunction(&{_function(name, k)}, {name}_module, "{kernel_name}"),
+        "cuModuleGetFunction");"""
+        dynamic = launch.dynamic_shared_bytes
+        if dynamic > STATIC_SHARED_LIMIT:
+            getters += f"""
     if (status == SCHED_OK)
-        status = {name}_check_cuda(cuFuncSetAttribute({name}_function,
+        status = {name}_check_cuda(cuFuncSetAttribute({_function(name, k)},
             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dynamic}),
             "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dynamic})");"""
+    functions = "\n".join(declarations)
     return f"""static pthread_mutex_t {name}_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext {name}_context;
 static CUmodule {name}_module;
-static CUfunction {name}_function;
+{functions}
 
 static int {name}_check_cuda(CUresult result, const char *call) {{
     if (result == CUDA_SUCCESS) return SCHED_OK;
@@ -115,10 +144,7 @@ static int {name}_load(void) {{
                                                             "cuCtxSetCurrent");
     }}
     if (status == SCHED_OK) status = {name}_check_cuda(
-        cuModuleLoadData(&{name}_module, {name}_cubin), "cuModuleLoadData");
-    if (status == SCHED_OK) status = {name}_check_cuda(
-        cuModuleGetFunction(&{name}_function, {name}_module, "{kernel.kernel_name}"),
-        "cuModuleGetFunction");{attribute}
+        cuModuleLoadData(&{name}_module, {name}_cubin), "cuModuleLoadData");{getters}
     if (status == SCHED_OK) {name}_context = current;
     return status;
 }}
@@ -156,20 +182,33 @@ int {name}_unload(void) {{
 """
 
 
-def _launch(name: str, args, func, kernel, grid: list[str]) -> list[str]:
-    """C lines: load on first use, the grid, the parameters in the kernel's order, the launch."""
+def _launch(name: str, args, func, kernel, grids: list[list[str]],
+            workspace: list) -> list[str]:
+    """C lines: load on first use, the grids, the workspace (cuMemAllocAsync on the stream),
+    the parameters in the kernels' order, the launches in order, the workspace freed on the
+    stream after them."""
     by_ir = {arg.ir: arg for arg in args}
     lines = [f"    int status = {name}_init();", "    if (status != SCHED_OK) return status;",
              f"    if ((status = {name}_use_context()) != SCHED_OK) return status;"]
-    for axis, (extent, limit) in enumerate(zip(grid, MAX_GRID)):
-        lines.append(f"    const int64_t sched_grid_{'xyz'[axis]} = {extent};")
-        lines.append(f"    if (sched_grid_{'xyz'[axis]} < 0 || sched_grid_{'xyz'[axis]} > "
-                     f"INT64_C({limit})) return {name}_fail(SCHED_ERROR_LAUNCH, \"{name}: the "
-                     f"grid has %lld blocks along {'xyz'[axis]}, beyond CUDA's {limit}\", "
-                     f"(long long)sched_grid_{'xyz'[axis]});")
-    lines.append("    if (sched_grid_x == 0 || sched_grid_y == 0 || sched_grid_z == 0) "
-                 "return SCHED_OK;   /* nothing to compute */")
+    empty = []
+    for k, grid in enumerate(grids):
+        suffix = "" if k == 0 else f"_{k}"
+        for axis, (extent, limit) in enumerate(zip(grid, MAX_GRID)):
+            var = f"sched_grid_{'xyz'[axis]}{suffix}"
+            lines.append(f"    const int64_t {var} = {extent};")
+            lines.append(f"    if ({var} < 0 || {var} > INT64_C({limit})) return {name}_fail("
+                         f"SCHED_ERROR_LAUNCH, \"{name}: the grid has %lld blocks along "
+                         f"{'xyz'[axis]}, beyond CUDA's {limit}\", (long long){var});")
+        empty.append(" || ".join(f"sched_grid_{a}{suffix} == 0" for a in "xyz"))
+    if len(grids) == 1:
+        lines.append(f"    if ({empty[0]}) return SCHED_OK;   /* nothing to compute */")
     params = [f"&{by_ir[buffer].name}" for buffer in func.buffers]
+    for k, (buffer, size) in enumerate(workspace):
+        lines += [f"    CUdeviceptr sched_workspace{k} = 0;   /* {buffer.name} */",
+                  f"    if ((status = {name}_check_cuda(cuMemAllocAsync(&sched_workspace{k}, "
+                  f"(size_t)({size}), stream), \"cuMemAllocAsync({buffer.name})\")) != "
+                  f"SCHED_OK) return status;"]
+        params.append(f"&sched_workspace{k}")
     for arg in args:
         if arg.kind == "scalar":
             params.append(f"&{arg.name}")
@@ -178,13 +217,27 @@ def _launch(name: str, args, func, kernel, grid: list[str]) -> list[str]:
                      f"({_SCALAR_TYPES[var.dtype]}){by_ir[var].name};")
         params.append(f"&sched_dim{k}")
     assert all(isinstance(v, Var) for v in func.symbolic_vars)
-    block = ", ".join(str(b) for b in kernel.launch.block)
-    lines += [f"    void *sched_params[] = {{{', '.join(params) or 'NULL'}}};",
-              f"    return {name}_check_cuda(cuLaunchKernel({name}_function, "
-              f"(unsigned)sched_grid_x, (unsigned)sched_grid_y, (unsigned)sched_grid_z, "
-              f"{block}, {kernel.launch.dynamic_shared_bytes}, stream, sched_params, NULL), "
-              f"\"cuLaunchKernel\");"]
-    return lines
+    lines.append(f"    void *sched_params[] = {{{', '.join(params) or 'NULL'}}};")
+    if len(grids) == 1 and not workspace:
+        launch = kernel.launch
+        block = ", ".join(str(b) for b in launch.block)
+        return lines + [
+            f"    return {name}_check_cuda(cuLaunchKernel({name}_function, "
+            f"(unsigned)sched_grid_x, (unsigned)sched_grid_y, (unsigned)sched_grid_z, "
+            f"{block}, {launch.dynamic_shared_bytes}, stream, sched_params, NULL), "
+            f"\"cuLaunchKernel\");"]
+    for k, (kernel_name, launch) in enumerate(_kernels(kernel)):
+        suffix = "" if k == 0 else f"_{k}"
+        block = ", ".join(str(b) for b in launch.block)
+        lines.append(
+            f"    if (status == SCHED_OK && !({empty[k]})) status = {name}_check_cuda("
+            f"cuLaunchKernel({_function(name, k)}, (unsigned)sched_grid_x{suffix}, "
+            f"(unsigned)sched_grid_y{suffix}, (unsigned)sched_grid_z{suffix}, {block}, "
+            f"{launch.dynamic_shared_bytes}, stream, sched_params, NULL), "
+            f"\"cuLaunchKernel({kernel_name})\");")
+    for k in range(len(workspace)):
+        lines.append(f"    if (sched_workspace{k}) cuMemFreeAsync(sched_workspace{k}, stream);")
+    return lines + ["    return status;"]
 
 
 def _header(name: str, args, signature: str, kernel) -> str:
@@ -195,7 +248,7 @@ def _header(name: str, args, signature: str, kernel) -> str:
  * int {name}(...) checks its arguments and launches the kernel on `stream` (no
  * synchronization); buffers are device pointers to dense, row-major (C order) arrays:
 {described}
- * Launch: {kernel.launch}.
+ * Launch: {"; ".join(f"{n}: {launch}" for n, launch in _kernels(kernel))}.
  * It returns SCHED_OK (0) when the kernel was launched, else a sched_status without launching;
  * {name}_error_message() then says what was wrong (per thread). The cubin is loaded on the
  * first call, or by {name}_init(), into the context current on the calling thread (the

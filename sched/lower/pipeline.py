@@ -18,6 +18,7 @@ from sched.lower.cross_thread_reduction import lower_cross_thread_reductions
 from sched.lower.flatten_buffers import flatten_buffers
 from sched.lower.gpu_threads import unify_thread_loops
 from sched.lower.insert_barriers import insert_barriers
+from sched.lower.kernel_sequence import join_kernels, split_kernels
 from sched.lower.lower_init import lower_reduction_init
 from sched.lower.partition_loops import partition_guarded_loops
 from sched.lower.plan_buffer_allocation import plan_buffer_allocation
@@ -52,6 +53,14 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
     pass that changed it.
     """
     _verify(func, "the input of lower()")
+    if target == "c":           # several kernels: each lowered alone, run one after the other
+        plan = split_kernels(func)
+        if plan is not None and len(plan.kernels) > 1:
+            joined = join_kernels(func, [lower(k, target=target, debug=debug,
+                                               thread_order=thread_order)
+                                         for k in plan.kernels], plan.workspace)
+            _verify(joined, "the output of lower()")
+            return joined
     run = _PassRunner(debug)
     func = run(serialize_virtual_threads, func)
     func = run(plan_buffer_allocation, func)

@@ -28,9 +28,31 @@ BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 def redundant_update(func: PrimFunc) -> str | None:
     """Why a block of `func` would race with its copies in the other threads of its thread
-    block (see the module doc), or None when none would."""
-    # the function is one kernel: its thread blocks have the threads of every threadIdx
-    # loop, whichever nest holds it (a nest with no thread loop of its own runs in all of them)
+    block (see the module doc), or None when none would. Each kernel of the function
+    (lower/kernel_sequence.py) is asked on its own."""
+    if not any(_tag(loop).startswith("threadIdx") for loop in _loops(func.body)):
+        return None                               # kernels of one thread per block
+    for kernel in _kernels(func):
+        reason = _redundant_in_kernel(kernel)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _kernels(func: PrimFunc) -> list[PrimFunc]:
+    from sched.errors import ScheduleError
+    from sched.lower.kernel_sequence import split_kernels
+
+    try:
+        plan = split_kernels(func)
+    except ScheduleError:          # refused at build with its own message: ask the whole
+        return [func]
+    return [func] if plan is None else list(plan.kernels)
+
+
+def _redundant_in_kernel(func: PrimFunc) -> str | None:
+    # one kernel: its thread blocks have the threads of every threadIdx loop, whichever
+    # nest holds it (a nest with no thread loop of its own runs in all of them)
     if not any(_tag(loop).startswith("threadIdx") for loop in _loops(func.body)):
         return None                               # a kernel of one thread per block
     for realize, loops in _leaf_blocks(func.body, []):

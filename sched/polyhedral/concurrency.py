@@ -22,6 +22,7 @@ from sched.polyhedral.dependences import (
     model_and_dependences,
     value_flows,
 )
+from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement
 from sched.polyhedral.pairs import pair_relation, schedule_map
 from sched.polyhedral.violation import Violation, describe_instance_pair
@@ -282,7 +283,7 @@ class _Concurrency:
                 between = carried
             else:
                 between = self.across_sibling_loops(dep)
-                if between is None:
+                if between is None or self.between_kernels(dep):
                     continue
             if self.combined_across_threads(dep):
                 continue
@@ -293,6 +294,14 @@ class _Concurrency:
             if self.barrier_ordered(dep, crossing, between):
                 continue
             yield dep, pairs
+
+    def between_kernels(self, dep: Dependence) -> bool:
+        """Whether `dep` goes through global memory between two root stages: a kernel
+        boundary orders it when it crosses threads (sched/lower/kernel_sequence.py)."""
+        if dep.buffer in self.allocations and \
+                self.allocations[dep.buffer][0].scope != "global":
+            return False
+        return stage_of(dep.source, self.func) != stage_of(dep.sink, self.func)
 
     def thread_position(self, statement: Statement) -> int | None:
         """The time position of the loop binding `statement` to this loop's thread axis (this

@@ -25,6 +25,7 @@ from sched.polyhedral.cross_thread import (
     CrossThreadReduction,
     cross_thread_reduction,
 )
+from sched.polyhedral.kernel_stages import root_stages
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
 from sched.schedule.state import enclosing_loops, find_loop
@@ -74,9 +75,12 @@ def _check_cross_thread_layout(func: PrimFunc, loop_name: str, thread_axis: str)
 
 def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
     """Refuse binding loop `loop_name` to `thread_axis` when another loop bound to that axis has
-    a different extent: one kernel has one extent per axis."""
+    a different extent: one kernel has one extent per axis. Loops of different root stages
+    may differ: those stages become separate kernels (sched/lower/kernel_sequence.py)."""
     loop = find_loop(func, loop_name, "bind")
-    for other in collect(func.body, For):
+    stage = next((s for s in root_stages(func) if any(f is loop for f in collect(s, For))),
+                 func.body)
+    for other in collect(stage, For):
         if other is loop or other.kind != "thread_binding" or other.thread_tag != thread_axis:
             continue
         if other.extent != loop.extent:

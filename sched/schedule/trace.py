@@ -113,9 +113,10 @@ class Trace:
 
         return self.replay((schedule_class or Schedule)(func))
 
-    def replay(self, schedule):
+    def replay(self, schedule, on_step=None):
         """Apply the steps to `schedule` (of the function the trace started from, with no
-        step applied yet, or with steps that keep the trace's handles valid); returns it."""
+        step applied yet, or with steps that keep the trace's handles valid); returns it.
+        `on_step(index, schedule)`, when given, is called after each step."""
         handles: dict[str, object] = {}
 
         def resolve(value):
@@ -124,7 +125,7 @@ class Trace:
             if isinstance(value, list | tuple):
                 return [resolve(v) for v in value]
             return value
-        for instruction in self.instructions:
+        for index, instruction in enumerate(self.instructions):
             method = getattr(schedule, instruction.kind)
             kwargs = {key: resolve(value) for key, value in instruction.attrs}
             if instruction.decision is not None:
@@ -133,6 +134,8 @@ class Trace:
             outputs = list(result) if instruction.kind in LIST_RESULTS else [result]
             for name, handle in zip(instruction.outputs, outputs):
                 handles[name] = handle
+            if on_step is not None:
+                on_step(index, schedule)
         return schedule
 
     def to_json(self) -> str:

@@ -225,14 +225,43 @@ def two_nests(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
             C[vj] = A[vj] + T.float32(1)
 
 
-def test_two_extents_on_one_thread_axis_are_refused_at_bind():
-    # item 13: refused at the step, naming both loops, not at build
+@T.prim_func
+def two_nests_in_one_stage(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
+                           C: T.Buffer((64,), "float32")):
+    for o in range(1):
+        for i in range(32):
+            with T.block("B"):
+                vi = T.axis.spatial(64, i * 2 + o)
+                B[vi] = A[vi] * T.float32(2)
+        for j in range(64):
+            with T.block("C"):
+                vj = T.axis.spatial(64, j + o)
+                C[vj] = A[vj] + T.float32(1)
+
+
+def test_two_extents_on_one_thread_axis_in_one_stage_are_refused_at_bind():
+    # item 13: refused at the step, naming both loops, not at build: one root stage is one
+    # kernel, with one extent per axis
+    sch = sched.Schedule(two_nests_in_one_stage)
+    (_, i) = sch.get_loops(sch.get_block("B"))
+    (_, j) = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"loop 'j' \(extent 64\) and loop 'i' \(extent 32"):
+        sch.bind(j, "threadIdx.x")
+
+
+def test_two_extents_in_two_root_stages_make_two_kernels():
+    # issue 12 item 4: root stages with different launch dims run as two kernels
     sch = sched.Schedule(two_nests)
     (i,) = sch.get_loops(sch.get_block("B"))
     (j,) = sch.get_loops(sch.get_block("C"))
     sch.bind(i, "threadIdx.x")
-    with pytest.raises(ScheduleError, match=r"loop 'j' \(extent 64\) and loop 'i' \(extent 32"):
-        sch.bind(j, "threadIdx.x")
+    sch.bind(j, "threadIdx.x")
+    a = np.arange(64, dtype=np.float32)
+    b, c = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    sched.build(sch.func, target="c")(a, b, c)
+    assert_close(b[::2], a[::2] * 2)
+    assert_close(c, a + 1)
 
 
 def test_one_extent_on_one_thread_axis_is_accepted():
@@ -247,22 +276,23 @@ def test_one_extent_on_one_thread_axis_is_accepted():
 @pytest.mark.parametrize("func, block, race", [(neighbour_sum, "C", True),
                                                (through_shared, "S", False)])
 def test_two_loops_on_one_thread_axis_exchange_only_through_shared_memory(func, block, race):
-    # the loops are phases of the same threads: thread j of D reads what thread j - 1 of C
-    # wrote; a barrier between the phases orders shared memory only
+    # thread j of D reads what thread j - 1 of C wrote: through shared memory the loops are
+    # phases of one kernel, ordered by a barrier; through global memory (`race`), where
+    # nothing orders threads within a kernel, the two root stages become two kernels (issue
+    # 12 item 4), whose boundary orders them
     sch = sched.Schedule(func)
     (i,) = sch.get_loops(sch.get_block(block))
     (j,) = sch.get_loops(sch.get_block("D"))
     sch.bind(i, "threadIdx.x")
     _, j_1 = sch.split(j, [None, 8])
-    if race:
-        with pytest.raises(ScheduleError, match="loops 'j_1' and 'i', both bound to "
-                           "threadIdx.x, run on the same threads"):
-            sch.bind(j_1, "threadIdx.x")
-        return
     sch.bind(j_1, "threadIdx.x")
+    from sched.lower.kernel_sequence import split_kernels
+
+    plan = split_kernels(sch.func)
+    assert (plan is not None and len(plan.kernels) == 2) is race
     a = np.arange(8, dtype=np.float32)
     d = np.zeros(8, np.float32)
-    sched.build(sch.func, target="c")(a, d)
+    sched.build(sch.func, target="c")(*((a, np.zeros(8, np.float32), d) if race else (a, d)))
     expected = np.zeros(8, np.float32)
     expected[1:] = 2 * a[1:] + 2 * a[:-1]
     assert_close(d, expected)

@@ -39,16 +39,22 @@ FLAGS = ("-std=c++17", "-O1", "-g3", "-pthread", "-fno-strict-aliasing", "-w")
 SANITIZERS = {None: (), "thread": ("-fsanitize=thread",)}
 CONTEXT_LINES = 2
 
-def entry_source(kernel_name: str) -> str:
-    """The translation unit: the kernel's file and `sched_emu_entry`, which launches it."""
-    if not re.fullmatch(r"[A-Za-z_]\w*", kernel_name):
-        raise BuildError(f"cuda-emu: kernel name {kernel_name!r} is not a C identifier")
+def entry_source(kernel_name: str | tuple[str, ...]) -> str:
+    """The translation unit: the kernel's file and `sched_emu_entry`, which launches it (with
+    several kernels, a tuple of names: the one the SCHED_EMU_KERNEL variable numbers)."""
+    names = (kernel_name,) if isinstance(kernel_name, str) else tuple(kernel_name)
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise BuildError(f"cuda-emu: kernel name {name!r} is not a C identifier")
+    launches = [f'    case {k}: return ::sched_emu::launch(&{name}, "{name}", params, grid, '
+                "block, dynamic_shared_bytes);" for k, name in enumerate(names)]
     return "\n".join([
-        '#include "cuda_emu.h"', '#include "kernel.cu"', "",
+        "#include <cstdlib>", '#include "cuda_emu.h"', '#include "kernel.cu"', "",
         'extern "C" int sched_emu_entry(void** params, const unsigned* grid, '
         "const unsigned* block, unsigned long long dynamic_shared_bytes) {",
-        f'    return ::sched_emu::launch(&{kernel_name}, "{kernel_name}", params, grid, block, '
-        "dynamic_shared_bytes);", "}", ""])
+        '    const char* which = getenv("SCHED_EMU_KERNEL");',
+        "    switch (which ? atoi(which) : 0) {", *launches, "    }", "    return 2;", "}",
+        ""])
 
 
 @functools.cache
@@ -116,14 +122,15 @@ def runtime_objects(sanitize: str | None, cache_dir: Path | None = None) -> list
     return objects
 
 
-def compile_emulator(source: str, kernel_name: str, *, sanitize: str | None = None,
-                     cache_dir: Path | None = None) -> Path:
+def compile_emulator(source: str, kernel_name: str | tuple[str, ...], *,
+                     sanitize: str | None = None, cache_dir: Path | None = None) -> Path:
     """The executable that runs kernel `kernel_name` of CUDA `source` on the CPU (see
     runtime/main.cc for how it is called). Raises BuildError with g++'s message, the offending
     lines of `source` and the command."""
     flags = _flags(sanitize)
     directory = (cache_dir or env.CACHE_DIR.value()) / "cuda-emu" / _key(
-        source, kernel_name, " ".join(flags))
+        source, " ".join((kernel_name,) if isinstance(kernel_name, str) else kernel_name),
+        " ".join(flags))
     executable = directory / "kernel"
     if executable.exists():
         return executable
@@ -133,7 +140,7 @@ def compile_emulator(source: str, kernel_name: str, *, sanitize: str | None = No
     _write_atomically(directory / "entry.cc", entry_source(kernel_name))
     temporary = directory / f"kernel.{os.getpid()}.{uuid.uuid4().hex}.tmp"
     _run([COMPILER, *flags, f"-I{INCLUDE}", f"-I{directory}", str(directory / "entry.cc"),
-          *map(str, runtime), "-o", str(temporary)], f"kernel '{kernel_name}'", source,
+          *map(str, runtime), "-o", str(temporary)], f"kernel {kernel_name!r}", source,
          directory / "kernel.cu")
     os.replace(temporary, executable)
     return executable

@@ -146,14 +146,16 @@ class EmulatedKernel:
         blob[:header] = np.array(words + slots + extents, dtype=np.uint64).tobytes()
         view = (ctypes.c_char * len(blob)).from_buffer(blob)
         for pointer, offset, size in zip(pointers, offsets, sizes):
-            if size:
+            if size and pointer is not None:        # None: a workspace, zeroed
                 ctypes.memmove(ctypes.addressof(view) + offset, pointer, size)
         del view
         return blob, offsets
 
-    def _run(self, path: str) -> None:
+    def _run(self, path: str, kernel_index: int | None = None) -> None:
         timeout = env.EMU_TIMEOUT.value()
         environment = {**os.environ}
+        if kernel_index is not None:        # which kernel of a sequence (compile.entry_source)
+            environment["SCHED_EMU_KERNEL"] = str(kernel_index)
         if self.sanitize == "thread":
             environment["TSAN_OPTIONS"] = (TSAN_OPTIONS + " "
                                            + environment.get("TSAN_OPTIONS", "")).strip()

@@ -1,0 +1,191 @@
+"""Several kernels per function: a GPU function whose stages cannot share one launch becomes a
+sequence of kernels, launched in order, with its global intermediates in a workspace.
+
+Before (block IR): the root block allocates `B` in global memory; stage 0 writes it bound
+(blockIdx.x = i, threadIdx.x = j), stage 1 reads `B[j, i]`, the transpose, so a thread reads
+what other blocks wrote:
+
+    B = T.alloc_buffer((64, 64))
+    for i in T.thread_binding(64, thread="blockIdx.x"):
+        for j in T.thread_binding(64, thread="threadIdx.x"):
+            with T.block("B"): ... B[v_i, v_j] = A[v_i, v_j] * 2
+    for i_1 in T.thread_binding(64, thread="blockIdx.x"):
+        for j_1 in T.thread_binding(64, thread="threadIdx.x"):
+            with T.block("C"): ... C[v_i, v_j] = B[v_j, v_i] + 1
+
+After `split_kernels`: a KernelPlan of two PrimFuncs, `main_kernel0(A, C, B)` (stage 0) and
+`main_kernel1(A, C, B)` (stage 1), over the function's parameters and the workspace `(B,)`,
+which the caller allocates (torch's caching allocator on CUDA, a zeroed array in the
+emulator) and passes to every kernel.
+
+Stages are the root block's statements (polyhedral/kernel_stages.py). Consecutive stages share
+a kernel unless
+- their launches differ: an axis both bind has different extents (threads per block are fixed
+  per launch; grids too), or
+- a dependence between them goes through global memory from one GPU thread to another
+  (`crosses_threads`, asked of isl): only a kernel boundary orders that.
+A kernel boundary orders everything, so the split is always sound. Still refused (ScheduleError
+with the fix): a buffer in shared or local memory that stages of two different kernels use
+(it does not outlive a launch). A dependence between blocks inside one stage is refused by the
+concurrency rule when the loop is bound, as before; a stage that needs a grid-wide barrier
+must be written as two stages (two root statements), which this pass then splits.
+
+A function that needs one kernel and has no global intermediate is left as it is
+(`split_kernels` returns None), so single-kernel functions lower exactly as before.
+
+`join_kernels` (C target): the kernels lowered for C, run one after the other in one function,
+the workspace allocated around them: the C target runs the same sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sched.errors import ScheduleError
+from sched.ir.functor import IRVisitor, collect
+from sched.ir.nodes import (
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+    Stmt,
+    seq,
+)
+from sched.polyhedral.dependences import model_and_dependences
+from sched.polyhedral.kernel_stages import crosses_threads, root_stages, stage_of
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """`kernels`: PrimFuncs (block IR) over the function's parameters and then `workspace`
+    (its global intermediates), to run in order."""
+
+    kernels: tuple[PrimFunc, ...]
+    workspace: tuple[Buffer, ...]
+
+
+class _OuterExtents(IRVisitor):
+    """The extent of each GPU axis a stage binds (its outermost loop of that axis)."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, Expr] = {}
+        self.inside: set[str] = set()
+
+    def visit_For(self, loop: For) -> None:
+        tag = loop.thread_tag if loop.kind == "thread_binding" else None
+        if tag is None or tag in self.inside:
+            self.visit_children(loop)
+            return
+        self.found.setdefault(tag, loop.extent)
+        self.inside.add(tag)
+        self.visit_children(loop)
+        self.inside.discard(tag)
+
+
+def _outer_extents(stmt: Stmt) -> dict[str, Expr]:
+    reader = _OuterExtents()
+    reader.visit(stmt)
+    return reader.found
+
+
+def _compatible(launch: dict[str, Expr], stage: dict[str, Expr]) -> bool:
+    return all(launch[axis] == extent for axis, extent in stage.items() if axis in launch)
+
+
+def _storage_used(stmt: Stmt) -> set[str]:
+    used = {n.buffer.storage_name for n in collect(stmt, BufferLoad)}
+    used |= {n.buffer.storage_name for n in collect(stmt, BufferStore)}
+    for realize in collect(stmt, BlockRealize):
+        used |= {r.buffer.storage_name for r in realize.block.reads + realize.block.writes}
+    return used
+
+
+def split_kernels(func: PrimFunc) -> KernelPlan | None:
+    """The kernels `func` needs (module docstring), or None when one kernel with no workspace
+    runs it: no root stage is bound to the GPU, or every stage shares one launch and the
+    root allocates nothing in global memory."""
+    if not isinstance(func.body, BlockRealize) or not any(
+            loop.kind == "thread_binding" for loop in collect(func.body, For)):
+        return None
+    root = func.body.block
+    stages = root_stages(func)
+    workspace = tuple(b for b in root.alloc_buffers if b.scope == "global")
+    groups = _group_stages(func, stages)
+    if len(groups) == 1 and not workspace:
+        return None
+    _check_private_buffers(root, stages, groups)
+    kernels = []
+    for number, group in enumerate(groups):
+        body = seq(*(stages[k] for k in group))
+        used = _storage_used(body)
+        block = dataclasses.replace(root, body=body, alloc_buffers=tuple(
+            b for b in root.alloc_buffers if b.scope != "global" and b.name in used))
+        kernels.append(PrimFunc(f"{func.name}_kernel{number}", (*func.params, *workspace),
+                                dataclasses.replace(func.body, block=block), func.attrs))
+    return KernelPlan(tuple(kernels), workspace)
+
+
+def _group_stages(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
+    """Consecutive stages that share a kernel (module docstring), as lists of indices."""
+    if len(stages) == 1:
+        return [[0]]
+    model, deps = model_and_dependences(func)
+    private = {b.name for b in func.body.block.alloc_buffers if b.scope != "global"}
+    incoming: dict[int, list] = {}
+    for dep in deps:
+        if dep.buffer in private:
+            continue                  # shared/local: barriers, or refused when split
+        incoming.setdefault(stage_of(dep.sink, func), []).append(dep)
+    groups: list[list[int]] = [[0]]
+    launch = _outer_extents(stages[0])
+    for index in range(1, len(stages)):
+        extents = _outer_extents(stages[index])
+        members = set(groups[-1])
+        crossing = any(stage_of(dep.source, func) in members
+                       and crosses_threads(dep, model.params)
+                       for dep in incoming.get(index, ()))
+        if crossing or not _compatible(launch, extents):
+            groups.append([index])
+            launch = extents
+        else:
+            groups[-1].append(index)
+            launch = {**extents, **launch}
+    return groups
+
+
+def _check_private_buffers(root: Block, stages: tuple[Stmt, ...],
+                           groups: list[list[int]]) -> None:
+    for buffer in root.alloc_buffers:
+        if buffer.scope == "global":
+            continue
+        users = [k for k, group in enumerate(groups)
+                 if any(buffer.name in _storage_used(stages[s]) for s in group)]
+        if len(users) > 1:
+            raise ScheduleError(
+                "build", f"buffer '{buffer.name}' in {buffer.scope} memory is used by kernels "
+                f"{users[0]} and {users[1]} of this function (its stages cannot share one "
+                f"launch: different launch dims, or a dependence between GPU threads through "
+                f"global memory), and {buffer.scope} memory does not outlive a kernel: give "
+                f"it scope \"global\" (sch.set_scope) or keep its stages in one kernel (bind "
+                f"them alike, so that each thread reads what it wrote)")
+
+
+def join_kernels(func: PrimFunc, lowered: list[PrimFunc], workspace: tuple[Buffer, ...]
+                 ) -> PrimFunc:
+    """One loop-IR function (C target) running the lowered `kernels` one after the other,
+    with `workspace` allocated (flat) around them; the parameters of `func`."""
+    body = seq(*(kernel.body for kernel in lowered))
+    for buffer in reversed(workspace):
+        size: Expr = IntImm(1, "int64") if not buffer.shape else buffer.shape[0]
+        for dim in buffer.shape[1:]:
+            size = size * dim
+        flat = dataclasses.replace(buffer, shape=(size,))
+        body = Allocate(flat, body)
+    return dataclasses.replace(func, body=body)

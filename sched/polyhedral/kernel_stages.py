@@ -1,0 +1,79 @@
+"""Which statements of a GPU function may share one kernel launch.
+
+A function's stages are the statements of its root block's body (each a loop nest, usually
+bound to blockIdx/threadIdx). Stages that share one kernel run one after the other on the same
+threads: a value one stage stores in global memory and a later stage reads is ordered only
+when the same thread (same blockIdx, same threadIdx) did both; between threads nothing orders
+global memory (a barrier orders shared memory within a block, nothing orders blocks). Such a
+dependence therefore needs a kernel boundary, which orders everything before it: the lowering
+(sched/lower/kernel_sequence.py) starts a new kernel there, and the one rule for concurrent
+loops (concurrency.py) leaves dependences between stages to it (`stage_of`).
+
+`crosses_threads` asks isl whether any pair of runs of a dependence is on two different
+threads; a statement's thread index along an axis is its loop bound to that axis (minus the
+loop's start). A statement with no loop, or several loops, bound to an axis the other one is
+bound to counts as crossing (every thread runs it, or one index stands for several loops):
+the answer is conservative, never optimistic.
+
+    stage_of(statement, func)        # 0, 1, ... the root statement it belongs to
+    crosses_threads(dep)             # True: the two stages need separate kernels
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.ir.nodes import BlockRealize, IntImm, PrimFunc, SeqStmt, Stmt
+from sched.polyhedral import names
+from sched.polyhedral.dependences import Dependence
+from sched.polyhedral.statements import Statement
+
+GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+            "threadIdx.z")
+
+
+def root_stages(func: PrimFunc) -> tuple[Stmt, ...]:
+    """The statements of `func`'s root block body, in order (one when it is not a sequence)."""
+    body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
+    return body.stmts if isinstance(body, SeqStmt) else (body,)
+
+
+def stage_of(statement: Statement, func: PrimFunc) -> int:
+    """The index of the root stage `statement` runs in (the second entry of its time vector
+    when the root body is a sequence: the root block's slot, then the child's position)."""
+    if len(root_stages(func)) == 1:
+        return 0
+    return int(statement.time[1])
+
+
+def _axis_loop(statement: Statement, axis: str):
+    loops = [lp for lp in statement.loops if lp.kind == "thread_binding"
+             and lp.thread_tag == axis]
+    return loops[0] if len(loops) == 1 and isinstance(loops[0].min, IntImm) else \
+        ("several" if loops else None)
+
+
+def crosses_threads(dep: Dependence, params: list[str]) -> bool:
+    """Whether some run of `dep`'s source and the run of its sink that depends on it are on
+    different GPU threads (different blockIdx or threadIdx along some axis)."""
+    width = len(dep.source.time)
+    a = [names.local("a", i) for i in range(width)]
+    b = [names.local("b", i) for i in range(len(dep.sink.time))]
+    differ = []
+    for axis in GPU_AXES:
+        source, sink = _axis_loop(dep.source, axis), _axis_loop(dep.sink, axis)
+        if source is None and sink is None:
+            continue
+        if source is None or sink is None or "several" in (source, sink):
+            return True
+        differ.append(f"{a[source.position]} - {source.min.value} != "
+                      f"{b[sink.position]} - {sink.min.value}")
+    if not differ:
+        return False
+    prefix = f"[{', '.join(params)}] -> "
+    space = f"[{', '.join(a)}] -> [{', '.join(b)}]"
+    pairs = isl.UnionMap(f"{prefix}{{ {space} : {' or '.join(differ)} }}")
+    runs = isl.UnionMap.from_map(dep.relation).apply_domain(
+        isl.UnionMap.from_map(dep.source.schedule)).apply_range(
+        isl.UnionMap.from_map(dep.sink.schedule))
+    return not runs.intersect(pairs).is_empty()
