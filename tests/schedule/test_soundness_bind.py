@@ -58,12 +58,12 @@ def test_bind_refuses_nested_loops_of_one_block_axis(inner_first):
     np.testing.assert_array_equal(b, a + 1)
 
 
-def _rotate(shift: int):
+def _rotate(shift: int, intermediate: bool = False):
     """X = A + 1 and Y[i] = 2 * X[(i + shift) % 8]: Y reads what X's nest wrote elsewhere."""
     A = te.placeholder((8,), name="A")
     X = te.compute((8,), lambda i: A[i] + 1.0, name="X")
     Y = te.compute((8,), lambda i: X[(i + shift) % 8] * 2.0, name="Y")
-    return te.create_prim_func([A, X, Y])
+    return te.create_prim_func([A, Y] if intermediate else [A, X, Y])
 
 
 def _bind_blocks_and_threads(sch, names):
@@ -73,21 +73,30 @@ def _bind_blocks_and_threads(sch, names):
         sch.bind(outer, "blockIdx.x")
 
 
-def test_sibling_nests_on_one_block_axis_may_not_pass_data_between_blocks():
-    # one kernel: block b runs both nests' b-th iteration; Y's block 0 reads X[4:8], which
-    # block 1 writes, and nothing orders thread blocks (found by the GPU-recipe fuzzer: the
-    # C target computed zeros in forward block order; each thread reads its own lane of the
-    # other block, so the thread rule alone did not see it)
+@pytest.mark.parametrize("order", ["forward", "reverse", "shuffle:2"])
+def test_sibling_nests_that_pass_data_between_blocks_become_two_kernels(order):
+    # Y's block 0 reads X[4:8], which X's block 1 writes: in one kernel nothing would order
+    # the thread blocks (found by the GPU-recipe fuzzer: the C target computed zeros in
+    # forward block order); a kernel boundary between the stages orders them
     sch = sched.Schedule(_rotate(4))
-    _bind_blocks_and_threads(sch, ["X"])
-    yo, yi = sch.split(sch.get_loops(sch.get_block("Y"))[0], factors=[2, 4])
-    sch.bind(yi, "threadIdx.x")
-    with pytest.raises(ScheduleError, match=r"loops '\w+' and '\w+', both bound to blockIdx.x, "
-                                            r"run on the same thread blocks one after the other "
-                                            r"\(one kernel\), and a flow dependence goes from "
-                                            r"one thread block to another between them through "
-                                            r"'X': nothing orders thread blocks"):
-        sch.bind(yo, "blockIdx.x")
+    _bind_blocks_and_threads(sch, ["X", "Y"])
+    a = np.arange(8, dtype="float32")
+    expected = (np.roll(a, -4) + 1) * 2
+    for target, options in (("c", {"thread_order": order}), ("cuda-emu", {})):
+        x, y = np.zeros(8, "float32"), np.zeros(8, "float32")
+        sched.build(sch.func, target=target, **options)(a, x, y)
+        np.testing.assert_array_equal(y, expected)
+    assert sched.build(sch.func, target="cuda-emu").source.count("__global__") == 2
+
+
+def test_sibling_nests_that_pass_shared_data_between_blocks_are_refused():
+    # through shared memory the stages must share a launch, and the blocks may not exchange
+    sch = sched.Schedule(_rotate(4, intermediate=True))
+    _bind_blocks_and_threads(sch, ["X", "Y"])
+    with pytest.raises(ScheduleError, match=r"(?s)set_scope: it would make the concurrent loop "
+                                            r"'i_0' carry a dependence.*violated dependence: "
+                                            r"flow dependence on 'X': Y\[v_i=4\] reads X\[0\]"):
+        sch.set_scope(sch.get_block("X"), 0, "shared")
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse", "shuffle:2"])
