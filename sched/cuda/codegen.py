@@ -25,6 +25,7 @@ import math
 from sched.c import dtypes
 from sched.c.codegen import _CEmitter
 from sched.c.names import function_identifier
+from sched.cuda import wmma
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
@@ -45,7 +46,6 @@ from sched.ir.simplify import simplify
 from sched.lower.launch import LaunchConfig
 from sched.lower.simplify_indices import simplify_index
 from sched.lower.wmma_fragments import warp_intrinsic
-from sched.cuda import wmma
 
 STATIC_SHARED_LIMIT = 48 * 1024
 

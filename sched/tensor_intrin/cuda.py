@@ -23,9 +23,8 @@ fragment).
 from __future__ import annotations
 
 from sched.ir.parser import parse
-from sched.schedule.tensor_intrin import TensorIntrin
 from sched.lower.wmma_fragments import WARP_INTRINSIC
-from sched.script import T
+from sched.schedule.tensor_intrin import TensorIntrin
 
 # a 16x16 tile copied between two scopes: the loads (memory -> fragment) and the store
 _COPY = """
@@ -86,7 +85,8 @@ def {name}(a: T.handle, b: T.handle, c: T.handle):
             for j, k in T.grid(16, 16):
                 with T.block("update"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
+                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) \\
+                        * T.Cast("float32", B[vk, vj])
 """
 
 
