@@ -287,10 +287,16 @@ class _Uniformity(IRVisitor):
         if loop.kind == "thread_binding" and loop.thread_tag in self.uniform_tags:
             if not self.uniform_tags[loop.thread_tag]:
                 why = f"{loop.loop_var.name} is {loop.thread_tag}, which differs in a warp"
-        why = why or self._why(loop.min) or self._why(loop.extent)
+        bounds = self._why(loop.min) or self._why(loop.extent)
+        why = why or bounds
         if why:
             self.varying[loop.loop_var] = why
+        saved = self.divergent
+        if bounds and not saved:       # lanes may run the body a different number of times
+            self.divergent = (f"it runs in loop '{loop.loop_var.name}', whose bounds differ: "
+                              f"{bounds}")
         self.visit(loop.body)
+        self.divergent = saved
 
     def visit_LetStmt(self, node: LetStmt) -> None:
         why = self._why(node.value)

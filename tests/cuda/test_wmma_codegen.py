@@ -182,6 +182,17 @@ def test_an_intrinsic_whose_operands_differ_across_a_warp_is_refused():
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
 
 
+def test_an_intrinsic_nest_changed_after_tensorize_is_not_emitted_as_the_call():
+    # the store's column loop split in two after tensorize: no longer the 16x16 nest the call
+    # stands for (the C target still runs the loops)
+    sch = hs.gpu_matmul_tensor_core(64, 64, 32)
+    column = sch.get_loops(sch.get_block("C_wmma_accumulator_o_store"))[-1]
+    sch.split(column, [2, 8])
+    with pytest.raises(ScheduleError, match=r"cannot emit nvcuda::wmma::store_matrix_sync: "
+                                            r"loop '\w+' does not run 0..15"):
+        sched.build(sch.func, target="cuda", arch="sm_80")
+
+
 @pytest.mark.gpu
 def test_tensor_core_matmul_with_shared_staging_on_the_device():
     import torch
