@@ -276,6 +276,9 @@ class _Uniformity(IRVisitor):
         self.divergent: str | None = None     # why the code here may not run in every lane
 
     def _why(self, e: Expr) -> str | None:
+        loads = collect(e, BufferLoad)
+        if loads:        # a value read from memory may differ between lanes (a local buffer)
+            return f"{loads[0].script()} is read from memory, which may differ in a warp"
         return next((self.varying[v] for v in free_vars(e) if v in self.varying), None)
 
     def visit_For(self, loop: For) -> None:
