@@ -25,9 +25,11 @@ import math
 from sched.c import dtypes
 from sched.c.codegen import _CEmitter
 from sched.c.names import function_identifier
+from sched.cuda import wmma
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
+    FRAGMENT_SCOPES,
     Allocate,
     Barrier,
     BufferLoad,
@@ -43,6 +45,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.lower.launch import LaunchConfig
 from sched.lower.simplify_indices import simplify_index
+from sched.lower.wmma_fragments import warp_intrinsic
 
 STATIC_SHARED_LIMIT = 48 * 1024
 
@@ -80,10 +83,11 @@ def element_bytes(dtype: str) -> int:
 
 def shared_bytes(func: PrimFunc) -> int:
     """Bytes of shared memory the kernel allocates (each buffer aligned to 16 bytes)."""
-    total = 0
+    total, wmma_tiles = 0, wmma.wmma_shared_buffers(func)
     for allocate in collect(func.body, Allocate):
         if allocate.buffer.scope == "shared":
             total += _aligned(_size(allocate) * element_bytes(allocate.buffer.dtype))
+            total += 16 if allocate.buffer.name in wmma_tiles else 0   # to start 32-aligned
     return total
 
 
@@ -105,6 +109,7 @@ def _size(allocate: Allocate) -> int:
 def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str, frozenset]:
     """(CUDA source, kernel name, parameters that must be 16-byte aligned) of `lowered`, the
     output of `sched.lower.lower(func, target="cuda")`, launched with `launch`."""
+    wmma.check_warp_uniform(lowered, launch)
     emitter = _CudaEmitter(lowered, launch)
     return emitter.emit(), function_identifier(lowered.name), frozenset(emitter.aligned_params)
 
@@ -121,6 +126,7 @@ class _CudaEmitter(_CEmitter):
         self.shared_offset = 0
         self.aligned_params: set[str] = set()    # parameters read or written as float4
         self.loops: list = []                     # (variable, min, extent) of enclosing loops
+        self.wmma_shared = wmma.wmma_shared_buffers(func)   # shared tiles of wmma calls
 
     def emit(self) -> str:
         includes, helpers, kernel = self.parts()
@@ -143,6 +149,8 @@ class _CudaEmitter(_CEmitter):
             includes.append("#include <cuda_fp16.h>")
         if "bfloat16" in dtypes_used:
             includes.append("#include <cuda_bf16.h>")
+        if wmma.uses_wmma(self.func):
+            includes.append("#include <mma.h>")
         helpers = [dtypes.helper_source(name).replace("static inline",
                                                       "static __device__ __forceinline__")
                    + "\n" for name in self.helpers]
@@ -151,7 +159,7 @@ class _CudaEmitter(_CEmitter):
                      f"{self.names.function}({', '.join(self.parameters())})")
         dynamic = []
         if self.dynamic:
-            dynamic = ["    extern __shared__ __align__(16) unsigned char sched_shared[];"]
+            dynamic = ["    extern __shared__ __align__(32) unsigned char sched_shared[];"]
         return includes, helpers, [signature + " {", *dynamic, *self.lines, "}"]
 
     # -- statements ----------------------------------------------------------------------------
@@ -164,6 +172,10 @@ class _CudaEmitter(_CEmitter):
             self.loops.pop()
 
     def _loop(self, node: For) -> None:
+        if warp_intrinsic(node) is not None:     # a tensor-core call (cuda/wmma.py)
+            context = tuple(self.loops[:-1])
+            self.line(wmma.WmmaCall(self, node, context).emit())
+            return
         if node.kind == "thread_binding":
             var = self.name(node.loop_var.name)
             ctype = dtypes.storage_type(node.loop_var.dtype)
@@ -245,11 +257,16 @@ class _CudaEmitter(_CEmitter):
                                 f"\"shared\" or \"local\" (sch.set_scope, cache_read/"
                                 f"cache_write) or inline it (sch.compute_inline)")
         size = _size(node)
-        if buffer.scope == "shared" and self.dynamic:
+        if buffer.scope in FRAGMENT_SCOPES:
+            self.line(wmma.fragment_declaration(buffer, name, size))
+        elif buffer.scope == "shared" and self.dynamic:
+            if buffer.name in self.wmma_shared:          # wmma: 32 bytes (room counted)
+                self.shared_offset = (self.shared_offset + 31) // 32 * 32
             self.line(f"{ctype}* {name} = ({ctype}*)(sched_shared + {self.shared_offset});")
             self.shared_offset += _aligned(size * element_bytes(buffer.dtype))
         elif buffer.scope == "shared":
-            self.line(f"__shared__ __align__(16) {ctype} {name}[{size}];")
+            align = 32 if buffer.name in self.wmma_shared else 16     # wmma: 32 bytes
+            self.line(f"__shared__ __align__({align}) {ctype} {name}[{size}];")
         else:
             self.line(f"{ctype} {name}[{size}];  // {buffer.scope}: registers")
         self.stmt(node.body)

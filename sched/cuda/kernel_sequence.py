@@ -20,6 +20,7 @@ import ctypes
 import math
 from dataclasses import dataclass
 
+from sched.cuda import wmma
 from sched.cuda.codegen import _PRELUDE, STATIC_SHARED_LIMIT, _CudaEmitter, shared_bytes
 from sched.cuda.runtime import PARAMETER_CTYPES, CudaKernel, parameter_value
 from sched.errors import BuildError, KernelArgumentError
@@ -51,6 +52,7 @@ def generate_sequence(plan: KernelPlan, *, debug: bool = False, extern_c: str = 
         shared = shared_bytes(lowered)
         if shared > STATIC_SHARED_LIMIT:
             launch = with_shared_bytes(launch, shared)
+        wmma.check_warp_uniform(lowered, launch)
         emitter = _CudaEmitter(lowered, launch)
         kernel_includes, kernel_helpers, lines = emitter.parts()
         includes += [i for i in kernel_includes if i not in includes]

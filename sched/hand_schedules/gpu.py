@@ -190,22 +190,25 @@ def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
     return sch
 
 
-def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2)) -> Schedule:
-    """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) with tensor-core
-    intrinsics, TVM's names (sched/tensor_intrin/cuda.py): a thread block per tile of
-    `fragments` 16x16 fragments of C in "wmma.accumulator" (filled with
-    wmma_fill_16x16x16_f32, stored with wmma_store_16x16x16_f32_global); for each k step of
-    16 the A and B fragments ("wmma.matrix_a"/"wmma.matrix_b") loaded from global memory
-    (wmma_load_16x16x16_f16_a_global/_b_global) and multiplied (wmma_sync_16x16x16_f16f16f32).
+def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
+                           k_tiles: int = 2) -> Schedule:
+    """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) on tensor cores, as
+    TVM schedules it: a thread block of `warps` warps (threadIdx.z, threadIdx.y, 32 lanes on
+    threadIdx.x) computes a tile of C, each warp `fragments` 16x16 accumulator fragments
+    ("wmma.accumulator", wmma_fill_16x16x16_f32 / wmma_store_16x16x16_f32_global). K advances
+    in steps of 16 * `k_tiles`: the A and B tiles of the step are staged in shared memory by
+    every thread of the block (a cooperative fetch), and for each 16 of them each warp loads
+    its fragments from there ("wmma.matrix_a"/"wmma.matrix_b", wmma_load_16x16x16_f16_a/_b)
+    and multiplies (wmma_sync_16x16x16_f16f16f32).
 
-    The intrinsics run their reference semantics today on every target (each thread holds
-    whole fragments); staging A and B through shared memory (TVM's wmma_load_..._a/_b) needs
-    compute_at to accept the shared tile refilled per thread block under the fragments.
-    M and N must be multiples of 16 times `fragments`, K of 16."""
-    tile_m, tile_n = 16 * fragments[0], 16 * fragments[1]
-    if M % tile_m or N % tile_n or K % 16:
+    The CUDA target emits nvcuda::wmma calls; the C target runs the intrinsics' reference
+    loops. M must be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] *
+    fragments[1], K of 16 * k_tiles."""
+    tile_m, tile_n = 16 * warps[0] * fragments[0], 16 * warps[1] * fragments[1]
+    if M % tile_m or N % tile_n or K % (16 * k_tiles):
         raise ValueError(f"gpu_matmul_tensor_core: M must be a multiple of {tile_m}, N of "
-                         f"{tile_n} and K of 16 (whole fragments), got M={M}, N={N}, K={K}")
+                         f"{tile_n} and K of {16 * k_tiles} (whole fragments), got M={M}, "
+                         f"N={N}, K={K}")
     A = te.placeholder((M, K), "float16", name="A")
     B = te.placeholder((K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")
@@ -214,40 +217,48 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2)) -> Schedule
     sch = Schedule(te.create_prim_func([A, B, C], name="matmul_tensor_core"))
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)
-    bi, fi, ii = sch.split(i, [None, fragments[0], 16])
-    bj, fj, jj = sch.split(j, [None, fragments[1], 16])
-    ko, kk = sch.split(r, [None, 16])
-    sch.reorder(bi, bj, ko, fi, fj, ii, jj, kk)
+    bi, wi, fi, ii = sch.split(i, [None, warps[0], fragments[0], 16])
+    bj, wj, fj, jj = sch.split(j, [None, warps[1], fragments[1], 16])
+    ko, ki, kk = sch.split(r, [None, k_tiles, 16])
+    sch.reorder(bi, bj, wi, wj, ko, ki, fi, fj, ii, jj, kk)
     sch.bind(bi, "blockIdx.y")
     sch.bind(bj, "blockIdx.x")
+    sch.bind(wi, "threadIdx.z")
+    sch.bind(wj, "threadIdx.y")
     accumulator = sch.cache_write(block, 0, "wmma.accumulator")
-    sch.reverse_compute_at(accumulator, bj)
-    a_fragment = sch.cache_read(block, 1, "wmma.matrix_a")
-    b_fragment = sch.cache_read(block, 2, "wmma.matrix_b")
-    sch.compute_at(a_fragment, ko)
-    sch.compute_at(b_fragment, ko)
+    sch.reverse_compute_at(accumulator, wj)
+    for index, scope in ((1, "wmma.matrix_a"), (2, "wmma.matrix_b")):
+        shared = sch.cache_read(block, index, "shared")
+        fragment = sch.cache_read(block, index, scope)
+        sch.compute_at(fragment, ki)          # per warp, per 16 of k
+        sch.compute_at(shared, ko)            # per block, per step of K
+        _fetch_cooperatively(sch, shared, warps)
     init = sch.decompose_reduction(block, ko)
-    sch.tensorize(_fragment_loops(sch, a_fragment, (True, False)),
-                  "wmma_load_16x16x16_f16_a_global")
-    sch.tensorize(_fragment_loops(sch, b_fragment, (False, True)),
-                  "wmma_load_16x16x16_f16_b_global")
+    sch.tensorize(_fragment_loops(sch, sch.get_block("A_shared_wmma_matrix_a")),
+                  "wmma_load_16x16x16_f16_a")
+    sch.tensorize(_fragment_loops(sch, sch.get_block("B_shared_wmma_matrix_b")),
+                  "wmma_load_16x16x16_f16_b")
     sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
     sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_f16f16f32")
-    sch.tensorize(_fragment_loops(sch, accumulator, (True, True)),
-                  "wmma_store_16x16x16_f32_global")
+    sch.tensorize(_fragment_loops(sch, accumulator), "wmma_store_16x16x16_f32_global")
     return sch
 
 
-def _fragment_loops(sch: Schedule, stage, split: tuple[bool, bool]):
-    """The two innermost loops of `stage` split by 16 where `split` says, the 16-loops
-    innermost: returns the outer of the 16x16 loops (to tensorize)."""
-    outer, inner = [], []
-    for loop, divide in zip(sch.get_loops(stage)[-2:], split):
-        if divide:
-            o, i = sch.split(loop, [None, 16])
-            outer.append(o)
-            inner.append(i)
-        else:
-            inner.append(loop)
-    sch.reorder(*outer, *inner)
-    return inner[0]
+def _fetch_cooperatively(sch: Schedule, stage, warps: tuple[int, int]) -> None:
+    """Spread the copy of a shared tile over every thread of the block (warps on z and y, 32
+    lanes on x): each thread copies one element of each 32 * warps in turn."""
+    fused = sch.fuse(*sch.get_loops(stage)[-2:])
+    _, tz, ty, tx = sch.split(fused, [None, warps[0], warps[1], 32])
+    sch.bind(tz, "threadIdx.z")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+
+
+def _fragment_loops(sch: Schedule, stage):
+    """The two innermost loops of `stage` split by 16, the 16-loops innermost: returns the
+    outer of the 16x16 loops (to tensorize)."""
+    rows, cols = sch.get_loops(stage)[-2:]
+    row_tiles, row = sch.split(rows, [None, 16])
+    col_tiles, col = sch.split(cols, [None, 16])
+    sch.reorder(row_tiles, col_tiles, row, col)
+    return row

@@ -26,6 +26,7 @@ from sched.lower.serialize_vthreads import serialize_virtual_threads
 from sched.lower.simplify_indices import simplify_indices
 from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
+from sched.lower.wmma_fragments import layout_wmma_fragments
 
 logger = logging.getLogger("sched.lower")
 
@@ -84,6 +85,8 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
         emulate_threads_in_order.__name__ = "emulate_threads"
         func = run(emulate_threads_in_order, func)
         func = run(partition_guarded_loops, func)
+    else:
+        func = run(layout_wmma_fragments, func)
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
     func = run(fold_constants, func)

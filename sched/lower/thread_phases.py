@@ -10,7 +10,8 @@ keeps across phases must survive the fission:
 
 - code outside the thread loops runs in every thread on the GPU: it is put in loops over all
   threads too (a reduction each thread finishes for itself, into a local buffer, is computed
-  by each);
+  by each); so does code inside some thread loops but outside another axis's loop when it
+  touches a thread-private buffer (each thread of that axis on its own copy);
 - every "local" buffer (and tensor-core fragment) gets one copy per thread (leading
   dimensions for threadIdx.z, y, x, indexed by the thread at each access) and, like every
   "shared" buffer (one per block), is allocated once per block, inside the innermost blockIdx
@@ -205,6 +206,45 @@ class _EveryThread(IRMutator):
         return node if _is_thread_loop(node) else self.visit_children(node)
 
 
+class _PrivateCopiesPerThread(IRMutator):
+    """Inside some thread loops but outside a loop of another thread axis (a fragment's tile
+    op under threadIdx.y, outside threadIdx.x), a statement runs in every thread of that axis
+    on the GPU, each on its own copy of a "local" buffer or fragment. One run here would fill
+    only the copy of thread 0, and a later phase of thread t would read its own copy unset;
+    so a statement that touches a thread-private buffer gets loops over the axes it lacks
+    (one run per thread, as on the GPU). A statement that holds a barrier or a thread loop is
+    entered instead, to wrap its parts."""
+
+    def __init__(self, block: dict[str, int], private: set[str]) -> None:
+        self.block, self.private = block, private
+        self.in_scope: list[str] = []
+
+    def visit(self, node):
+        if isinstance(node, Stmt) and self.in_scope \
+                and not isinstance(node, SeqStmt | Barrier | Allocate) \
+                and not any(_is_thread_loop(loop) for loop in collect(node, For)) \
+                and not collect(node, Barrier) and self._touches_private(node):
+            missing = [tag for tag in _THREAD_ORDER
+                       if self.block[tag] > 1 and tag not in self.in_scope]
+            return _wrap([For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
+                              IntImm(self.block[tag]), "thread_binding", seq(), tag)
+                          for tag in missing], node) if missing else node
+        return super().visit(node)
+
+    def visit_For(self, node: For):
+        if not _is_thread_loop(node):
+            return self.visit_children(node)
+        self.in_scope.append(node.thread_tag)
+        try:
+            return self.visit_children(node)
+        finally:
+            self.in_scope.pop()
+
+    def _touches_private(self, node: Stmt) -> bool:
+        return any(access.buffer.name in self.private
+                   for access in collect(node, BufferLoad) + collect(node, BufferStore))
+
+
 class _MergeSiblings(IRMutator):
     """What the GPU runs in one block runs in one block here too: consecutive loops bound to
     one blockIdx axis become one loop, and consecutive thread nests (with the barriers between
@@ -307,7 +347,10 @@ def _emulate(func: PrimFunc) -> PrimFunc:
     extents = dict(zip(THREAD_TAGS, config.block))
     if not any(_is_thread_loop(loop) for loop in collect(func.body, For)):
         return _MergeSiblings(extents).visit(func)
-    func = _MergeSiblings(extents).visit(_EveryThread(extents).visit(func))
+    private = {a.buffer.name for a in collect(func.body, Allocate)
+               if is_thread_private(a.buffer.scope)}
+    func = _EveryThread(extents).visit(func)
+    func = _MergeSiblings(extents).visit(_PrivateCopiesPerThread(extents, private).visit(func))
     hoister = _HoistAllocations(extents)
     func = hoister.visit(func)
     body = func.body

@@ -29,7 +29,12 @@ computes and stores the same values, and only the first matters to the others. A
   asks for it), nor create runs that are not idempotent;
 - not change the runs of a block whose runs are not idempotent in the original (a user's
   `vr = p % 4` over `p < 8` accumulating into its output): it stays where it is, with its
-  loops, since a step could change how often each instance runs."""
+  loops, since a step could change how often each instance runs.
+A write between a block's runs to what it reads is harmless when it is a later run of an
+instance of another block whose runs are idempotent and whose first run came before the
+reader's first: from that first run to its last, only its runs write those elements, all the
+same value, which the reader's first run read too (two-level staging: a fragment loaded per
+warp from a shared tile that each warp refills with the same values)."""
 
 
 def repeated_instance(statement: Statement) -> str | None:
@@ -45,23 +50,28 @@ def repeated_instance(statement: Statement) -> str | None:
     return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
 
 
-def runs_are_idempotent(model, statement: Statement) -> bool:
+def runs_are_idempotent(model, statement: Statement,
+                        assumed: frozenset[str] = frozenset()) -> bool:
     """Whether the runs of each instance of `statement` are idempotent (RUNS_RULE); kept
-    with the (cached) model, which the next step's check reads again."""
+    with the (cached) model, which the next step's check reads again.
+
+    A write between its runs by a rerun of another statement counts as harmless only when
+    that statement's runs are idempotent, asked here with `statement` (and the statements
+    `assumed`, those asking already) left out of that relaxation: no proof rests on itself."""
     if statement.runs_once:
         return True
     if is_opaque(statement.block):
         return False                 # an opaque call may do anything each time it runs
-    schedule = statement.schedule
-    key = ("runs_are_idempotent", statement.name)
+    key = ("runs_are_idempotent", statement.name, assumed)
     if key not in model.derived:
-        model.derived[key] = _runs_are_idempotent(model, statement, schedule)
+        model.derived[key] = _runs_are_idempotent(model, statement, assumed | {statement.name})
     return model.derived[key]
 
 
-def _runs_are_idempotent(model, statement: Statement, schedule: isl.Map) -> bool:
+def _runs_are_idempotent(model, statement: Statement, assumed: frozenset[str]) -> bool:
     """Pair by pair with every statement that writes what `statement` touches: nothing it
-    reads is written from its first run to its last, and nothing it writes is written between
+    reads is written from its first run to its last (but by the later runs of an idempotent
+    statement's instance that first ran before it), and nothing it writes is written between
     them by another run. Each pair is asked in its canonical time form (pairs.py: the order of
     the two statements' runs is kept), remembered by content."""
     touched = _tuples(statement.reads) | _tuples(statement.writes)
@@ -71,8 +81,16 @@ def _runs_are_idempotent(model, statement: Statement, schedule: isl.Map) -> bool
             if buffer not in touched:
                 continue
             order = order_key(statement, other)
-            if not _idempotent_against(order, written, reads.get(buffer),
-                                       writes.get(buffer), other is statement):
+            itself = other is statement
+            if _idempotent_against(order, written, reads.get(buffer), writes.get(buffer),
+                                   itself, rerun_writer=False):
+                continue
+            if itself or other.runs_once or other.name in assumed or reads.get(buffer) is None:
+                return False
+            if not _idempotent_against(order, written, reads.get(buffer), writes.get(buffer),
+                                       itself, rerun_writer=True):
+                return False
+            if not runs_are_idempotent(model, other, assumed):
                 return False
     return True
 
@@ -88,19 +106,27 @@ def _texts_by_tuple(relation: isl.UnionMap) -> dict[str, str]:
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def _idempotent_against(order: tuple, written: str, reads: str | None, writes: str | None,
-                        itself: bool) -> bool:
+                        itself: bool, rerun_writer: bool) -> bool:
     """Whether the runs of the statement (`order[0]`) stay idempotent against the writes
     `written` (instance -> element) of the statement `order[1]` (the same one when `itself`):
     no element it `reads` is written from its first run to its last, no element it `writes`
-    is written strictly between them by another run."""
+    is written strictly between them by another run. With `rerun_writer` (the caller has
+    proven the other statement's runs idempotent), a write by a run of an instance whose
+    first run came before the statement's first run is not counted (RUNS_RULE)."""
     source_key, other_key, params = order
     runs = schedule_map(*source_key, params)
     first, last = first_runs(runs), last_runs(runs)
     times = isl.Set.universe(runs.get_space().range())
     window = first.apply_range(times.lex_le_set(times)).intersect(
         last.apply_range(times.lex_gt_set(times)))             # [first run, last run)
-    time_writes = schedule_map(*other_key, params).reverse().apply_range(isl.Map(written))
-    if reads is not None and not window.apply_range(time_writes).intersect(
+    other_runs = schedule_map(*other_key, params)
+    time_writes = other_runs.reverse().apply_range(isl.Map(written))
+    read_window = window
+    if rerun_writer:            # statement -> the runs of writers that first ran before it
+        rewrites = first.apply_range(times.lex_gt_set(times)).apply_range(
+            first_runs(other_runs).reverse()).apply_range(other_runs)
+        read_window = window.subtract(rewrites)
+    if reads is not None and not read_window.apply_range(time_writes).intersect(
             isl.Map(reads)).is_empty():
         return False                 # a later run would read another value
     if writes is None:

@@ -7,20 +7,24 @@ fragment scopes `wmma.matrix_a`, `wmma.matrix_b` and `wmma.accumulator`:
 - `wmma_fill_16x16x16_f32`: an accumulator fragment set to zero;
 - `wmma_sync_16x16x16_f16f16f32`: `C[i, j] += float32(A[i, k]) * float32(B[k, j])` on
   fragments (A row-major, B row-major: k along B's rows);
-- `wmma_store_16x16x16_f32_global`: an accumulator fragment into a "global" fp32 buffer.
+- `wmma_store_16x16x16_f32_global` / `wmma_store_16x16x16_f32_shared`: an accumulator fragment
+  into a "global" / "shared" fp32 buffer.
 
-The implementation of each is, for now, its reference semantics in block IR (the description
-itself): every target runs it as loops, each thread holding its own whole fragment (the
-fragment scopes are private to a thread in block IR, as "local" is). Emitting `nvcuda::wmma`
-calls for them on the CUDA target is not done yet; schedules written with these names run,
-with the right numbers, on every target today.
+The implementation of each is its description's loop nest with the outer loop annotated
+`{"warp_intrinsic": "<nvcuda::wmma call>"}`: the C target (and the interpreter) run the loops,
+each thread holding its own whole fragment, which is the reference semantics; the CUDA target
+emits the one `nvcuda::wmma` call the nest stands for (`load_matrix_sync`, `fill_fragment`,
+`mma_sync`, `store_matrix_sync`), run by the 32 lanes of a warp together on fragments declared
+as `wmma::fragment` (sched/lower/wmma_fragments.py, sched/cuda/wmma.py say when the two agree:
+every lane of a warp runs the call with the same operands, and only these calls touch a
+fragment).
 """
 
 from __future__ import annotations
 
 from sched.ir.parser import parse
+from sched.lower.wmma_fragments import WARP_INTRINSIC
 from sched.schedule.tensor_intrin import TensorIntrin
-from sched.script import T
 
 # a 16x16 tile copied between two scopes: the loads (memory -> fragment) and the store
 _COPY = """
@@ -31,57 +35,88 @@ def {name}(a: T.handle, c: T.handle):
     with T.block("root"):
         T.reads(A[0:16, 0:16])
         T.writes(C[0:16, 0:16])
-        for i, j in T.grid(16, 16):
-            with T.block("{block}"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = A[vi, vj]
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("{block}"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = A[vi, vj]
 """
 
 
-def _copy_desc(name: str, dtype: str, source: str, target: str, block: str):
+def _copy_desc(name: str, dtype: str, source: str, target: str, block: str,
+               call: str | None = None):
+    """The 16x16 copy from `source` to `target` scope; with `call`, the implementation that
+    the CUDA target emits as that warp intrinsic."""
+    annotation = f', annotations={{"{WARP_INTRINSIC}": "{call}"}}' if call else ""
     return parse(_COPY.format(name=name, dtype=dtype, source=source, target=target,
-                              block=block))
+                              block=block, annotation=annotation))
 
 
-wmma_load_16x16x16_f16_a_desc = _copy_desc(
-    "wmma_load_16x16x16_f16_a_desc", "float16", "shared", "wmma.matrix_a", "load")
-wmma_load_16x16x16_f16_a_global_desc = _copy_desc(
-    "wmma_load_16x16x16_f16_a_global_desc", "float16", "global", "wmma.matrix_a", "load")
-wmma_load_16x16x16_f16_b_desc = _copy_desc(
-    "wmma_load_16x16x16_f16_b_desc", "float16", "shared", "wmma.matrix_b", "load")
-wmma_load_16x16x16_f16_b_global_desc = _copy_desc(
-    "wmma_load_16x16x16_f16_b_global_desc", "float16", "global", "wmma.matrix_b", "load")
+def _copy_pair(name: str, dtype: str, source: str, target: str, block: str, call: str):
+    """(desc, impl) of a 16x16 copy intrinsic emitted as `call` on the CUDA target."""
+    return (_copy_desc(f"{name}_desc", dtype, source, target, block),
+            _copy_desc(f"{name}_impl", dtype, source, target, block, call))
 
 
+_FILL = """
 @T.prim_func
-def wmma_fill_16x16x16_f32_desc(c: T.handle):
+def {name}(c: T.handle):
     C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="wmma.accumulator")
     with T.block("root"):
         T.reads()
         T.writes(C[0:16, 0:16])
-        for i, j in T.grid(16, 16):
-            with T.block("init"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = T.float32(0)
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("init"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = T.float32(0)
+"""
 
-
+_SYNC = """
 @T.prim_func
-def wmma_sync_16x16x16_f16f16f32_desc(a: T.handle, b: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "float16", offset_factor=16, scope="wmma.matrix_a")
-    B = T.match_buffer(b, (16, 16), "float16", offset_factor=16, scope="wmma.matrix_b")
+def {name}(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (16, 16), "{dtype}", offset_factor=16, scope="wmma.matrix_a")
+    B = T.match_buffer(b, (16, 16), "{dtype}", offset_factor=16, scope="wmma.matrix_b")
     C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="wmma.accumulator")
     with T.block("root"):
         T.reads(C[0:16, 0:16], A[0:16, 0:16], B[0:16, 0:16])
         T.writes(C[0:16, 0:16])
-        for i, j, k in T.grid(16, 16, 16):
-            with T.block("update"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
+        for i in T.serial(16{annotation}):
+            for j, k in T.grid(16, 16):
+                with T.block("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) \\
+                        * T.Cast("float32", B[vk, vj])
+"""
 
 
-wmma_store_16x16x16_f32_global_desc = _copy_desc(
-    "wmma_store_16x16x16_f32_global_desc", "float32", "wmma.accumulator", "global", "store")
+def _pair(template: str, name: str, call: str, **fields):
+    """(desc, impl) from `template`: the impl is the desc with its outer loop annotated as the
+    warp intrinsic `call`."""
+    annotation = f', annotations={{"{WARP_INTRINSIC}": "{call}"}}'
+    return (parse(template.format(name=f"{name}_desc", annotation="", **fields)),
+            parse(template.format(name=f"{name}_impl", annotation=annotation, **fields)))
 
+
+_LOAD, _STORE = "nvcuda::wmma::load_matrix_sync", "nvcuda::wmma::store_matrix_sync"
+_SHORT = {"float16": "f16", "bfloat16": "bf16"}
+
+# name -> (desc, impl), TVM's names (bf16 and the loads from global: sched's, named alike)
+INTRINSICS = {}
+for _dtype, _short in _SHORT.items():
+    for _operand in ("a", "b"):
+        for _source, _suffix in (("shared", ""), ("global", "_global")):
+            _name = f"wmma_load_16x16x16_{_short}_{_operand}{_suffix}"
+            INTRINSICS[_name] = _copy_pair(_name, _dtype, _source, f"wmma.matrix_{_operand}",
+                                           "load", _LOAD)
+    _name = f"wmma_sync_16x16x16_{_short}{_short}f32"
+    INTRINSICS[_name] = _pair(_SYNC, _name, "nvcuda::wmma::mma_sync", dtype=_dtype)
+INTRINSICS["wmma_fill_16x16x16_f32"] = _pair(_FILL, "wmma_fill_16x16x16_f32",
+                                             "nvcuda::wmma::fill_fragment")
+for _target in ("global", "shared"):
+    _name = f"wmma_store_16x16x16_f32_{_target}"
+    INTRINSICS[_name] = _copy_pair(_name, "float32", "wmma.accumulator", _target, "store",
+                                   _STORE)
 
 WMMA_LOAD_16x16x16_F16_A_INTRIN = "wmma_load_16x16x16_f16_a"
 WMMA_LOAD_16x16x16_F16_B_INTRIN = "wmma_load_16x16x16_f16_b"
@@ -90,14 +125,7 @@ WMMA_LOAD_16x16x16_F16_B_GLOBAL_INTRIN = "wmma_load_16x16x16_f16_b_global"
 WMMA_FILL_16x16x16_F32_INTRIN = "wmma_fill_16x16x16_f32"
 WMMA_SYNC_16x16x16_f16f16f32_INTRIN = "wmma_sync_16x16x16_f16f16f32"
 WMMA_STORE_16x16x16_F32_GLOBAL_INTRIN = "wmma_store_16x16x16_f32_global"
+WMMA_STORE_16x16x16_F32_SHARED_INTRIN = "wmma_store_16x16x16_f32_shared"
 
-# (the reference implementation is the description: see the module docstring)
-for _name, _desc in (
-        (WMMA_LOAD_16x16x16_F16_A_INTRIN, wmma_load_16x16x16_f16_a_desc),
-        (WMMA_LOAD_16x16x16_F16_B_INTRIN, wmma_load_16x16x16_f16_b_desc),
-        (WMMA_LOAD_16x16x16_F16_A_GLOBAL_INTRIN, wmma_load_16x16x16_f16_a_global_desc),
-        (WMMA_LOAD_16x16x16_F16_B_GLOBAL_INTRIN, wmma_load_16x16x16_f16_b_global_desc),
-        (WMMA_FILL_16x16x16_F32_INTRIN, wmma_fill_16x16x16_f32_desc),
-        (WMMA_SYNC_16x16x16_f16f16f32_INTRIN, wmma_sync_16x16x16_f16f16f32_desc),
-        (WMMA_STORE_16x16x16_F32_GLOBAL_INTRIN, wmma_store_16x16x16_f32_global_desc)):
-    TensorIntrin.register(_name, _desc, _desc)
+for _name, (_desc, _impl) in INTRINSICS.items():
+    TensorIntrin.register(_name, _desc, _impl)

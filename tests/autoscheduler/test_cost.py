@@ -381,7 +381,7 @@ def test_tensor_core_fragments_count_as_per_thread_storage_in_both_models():
     from sched.autoscheduler.cost.features import features
     from sched.autoscheduler.workload import Workload
 
-    schedule = hand_schedules.gpu_matmul_tensor_core(32, 32, 32)
+    schedule = hand_schedules.gpu_matmul_tensor_core(64, 64, 32)
     workload = Workload.of(schedule.original_func, target="cuda", arch="sm_80")
     model = MemoryMovementModel("cuda")
     (score,) = model.predict(workload, [schedule.func])

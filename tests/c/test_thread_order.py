@@ -155,3 +155,51 @@ def test_sibling_block_loops_are_one_grid():
     b, c = np.zeros(8, np.float32), np.zeros(8, np.float32)
     build_c(sibling_blocks, thread_order="forward")(a, b, c)
     assert not np.array_equal(c, (a * 2)[::-1])
+
+
+def _accumulator_per_warp_stored_by_lanes():
+    """A local accumulator per (threadIdx.z, threadIdx.y), computed outside threadIdx.x after
+    a barrier (the shared tile of A), then stored by the 32 lanes of threadIdx.x: on the GPU
+    every lane computes its own copy of the accumulator."""
+    import sched
+    from sched import compute as te
+
+    A = te.placeholder((64, 32), name="A")
+    B = te.placeholder((32, 64), name="B")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((64, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C], name="mm"))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    bi, wi, fi = sch.split(i, [None, 2, 16])
+    bj, wj, fj = sch.split(j, [None, 2, 16])
+    ko, ki = sch.split(r, [None, 16])
+    sch.reorder(bi, bj, wi, wj, ko, fi, fj, ki)
+    for loop, tag in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (wi, "threadIdx.z"),
+                      (wj, "threadIdx.y")):
+        sch.bind(loop, tag)
+    accumulator = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(accumulator, wj)
+    shared = sch.cache_read(block, 1, "shared")
+    sch.compute_at(shared, ko)
+    fused = sch.fuse(*sch.get_loops(shared)[-2:])
+    for loop, tag in zip(sch.split(fused, [None, 2, 2, 32])[1:],
+                         ("threadIdx.z", "threadIdx.y", "threadIdx.x")):
+        sch.bind(loop, tag)
+    _, lanes = sch.split(sch.fuse(*sch.get_loops(accumulator)[-2:]), [None, 32])
+    sch.bind(lanes, "threadIdx.x")
+    return sch.func
+
+
+@pytest.mark.parametrize("order", ["forward", "shuffle:3"])
+def test_private_copies_filled_outside_a_thread_axis_are_filled_for_each_of_its_threads(
+        order):
+    # before the fix, only lane 0's copy of the accumulator was computed (the phase ran once
+    # for all lanes), and lanes 1..31 stored uninitialized values
+    func = _accumulator_per_warp_stored_by_lanes()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 64)).astype(np.float32)
+    c = np.zeros((64, 64), np.float32)
+    build_c(func, thread_order=order)(a, b, c)
+    assert_close(c, a @ b)

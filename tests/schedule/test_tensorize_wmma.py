@@ -1,7 +1,8 @@
 """The wmma tensor intrinsics (sched/tensor_intrin/cuda.py, TVM's names) and the fragment
-scopes: a tensor-core schedule (hand_schedules.gpu_matmul_tensor_core) computes fp16 x fp16 ->
-fp32 on the C target and on the emulated CUDA; mismatched scopes are refused. The
-intrinsics run their reference semantics on every target (no nvcuda::wmma calls yet)."""
+scopes: TVM's tensor-core matmul schedule (A and B staged global -> shared -> fragment, one
+accumulator tile per warp) computes fp16 x fp16 -> fp32 on the C target (reference loops) and on
+the emulated CUDA (nvcuda::wmma calls); mismatched scopes are refused.
+tests/cuda/test_wmma_codegen.py checks the CUDA source, cubin and SASS."""
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from sched import hand_schedules as hs
 from sched.errors import ScheduleError
 
 TVM_NAMES = ("wmma_load_16x16x16_f16_a", "wmma_load_16x16x16_f16_b", "wmma_fill_16x16x16_f32",
-             "wmma_sync_16x16x16_f16f16f32", "wmma_store_16x16x16_f32_global")
+             "wmma_sync_16x16x16_f16f16f32", "wmma_store_16x16x16_f32_global",
+             "wmma_store_16x16x16_f32_shared")
 
 
 def fp16_inputs(M, N, K, seed=0):
@@ -23,6 +25,16 @@ def fp16_inputs(M, N, K, seed=0):
     return a, b, a.astype(np.float32) @ b.astype(np.float32)
 
 
+def bf16_inputs(M, N, K, seed=0):
+    """bfloat16 operands as sched takes them from numpy (uint16 bit patterns: float32 with
+    the low 16 bits cut), and their fp32 product."""
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((M, K), (K, N)))
+    a_bits, b_bits = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (a, b))
+    a, b = ((x.astype(np.uint32) << 16).view(np.float32) for x in (a_bits, b_bits))
+    return a_bits, b_bits, a @ b
+
+
 def test_the_wmma_intrinsics_are_registered_under_tvm_names_with_fragment_scopes():
     assert set(TVM_NAMES) <= set(TensorIntrin.names())
     sync = TensorIntrin.get("wmma_sync_16x16x16_f16f16f32").desc
@@ -30,14 +42,20 @@ def test_the_wmma_intrinsics_are_registered_under_tvm_names_with_fragment_scopes
         ("float16", "wmma.matrix_a"), ("float16", "wmma.matrix_b"),
         ("float32", "wmma.accumulator")]
     assert TensorIntrin.get("wmma_load_16x16x16_f16_a").desc.params[0].scope == "shared"
+    # the impl is the reference loop nest, marked as the call the CUDA target emits
+    impl = TensorIntrin.get("wmma_sync_16x16x16_bf16bf16f32").impl.script()
+    assert 'annotations={"warp_intrinsic": "nvcuda::wmma::mma_sync"}' in impl
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 64), (32, 96, 48)])
-def test_tensor_core_matmul_matches_numpy_on_c_and_emulated_cuda(shape):
+@pytest.mark.parametrize("shape, options", [
+    ((64, 64, 64), {}),
+    ((32, 96, 48), {"fragments": (1, 2), "warps": (2, 3), "k_tiles": 3}),
+])
+def test_tensor_core_matmul_matches_numpy_on_c_and_emulated_cuda(shape, options):
     M, N, K = shape
-    sch = hs.gpu_matmul_tensor_core(M, N, K)
+    sch = hs.gpu_matmul_tensor_core(M, N, K, **options)
     script = sch.func.script()
-    for scope in ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"):
+    for scope in ("shared", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"):
         assert f'scope="{scope}"' in script
     assert sched.parse(script) == sch.func
     assert sch.trace.apply(sch.original_func).func == sch.func
@@ -48,27 +66,83 @@ def test_tensor_core_matmul_matches_numpy_on_c_and_emulated_cuda(shape):
         np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
 
 
-def test_tensor_core_matmul_compiles_to_a_cubin_for_sm_80():
-    # NVRTC, no GPU needed; the fragments are per-thread arrays for now
-    kernel = sched.build(hs.gpu_matmul_tensor_core(64, 64, 32).func, target="cuda", arch="sm_80")
-    assert "__global__" in kernel.source
+def _bf16_matmul(M, N, K):
+    A = te.placeholder((M, K), "bfloat16", name="A")
+    B = te.placeholder((K, N), "bfloat16", name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
+                                               * te.cast(B[k, j], "float32"), axis=k), name="C")
+    return te.create_prim_func([A, B, C], name="matmul_bf16")
+
+
+def test_tvm_style_two_level_staging_is_legal_and_exact():
+    # TVM's tensor-core schedule, step by step (bf16 here, one warp row, two warp columns):
+    # the shared tile is computed under k_0, inside the warp loops, so each warp recomputes
+    # (rewrites) it with the same values; each warp's fragment is reread per k_1 from it.
+    # RUNS_RULE allows the fragment's runs: between them only reruns of the shared tile's
+    # idempotent instances write what it reads.
+    M, N, K = 32, 64, 64
+    sch = sched.Schedule(_bf16_matmul(M, N, K))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    i0, i1, i2 = sch.split(i, [None, 2, 16])
+    j0, j1, j2 = sch.split(j, [None, 2, 16])
+    k0, k1, k2 = sch.split(r, [None, 2, 16])
+    sch.reorder(i0, j0, j1, k0, k1, i1, i2, j2, k2)
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(j0, "blockIdx.y")
+    sch.bind(j1, "threadIdx.y")
+    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(accumulator, j1)
+    stages = {}
+    for index, name in ((1, "a"), (2, "b")):
+        shared = sch.cache_read(block, index, "shared")
+        fragment = sch.cache_read(block, index, f"wmma.matrix_{name}")
+        sch.compute_at(fragment, k1)
+        sch.compute_at(shared, k0)
+        fused = sch.fuse(*sch.get_loops(shared)[-2:])
+        _, ty, tx = sch.split(fused, [None, 2, 32])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        stages[name] = fragment
+    init = sch.decompose_reduction(block, k0)
+    for name, stage in stages.items():
+        rows, cols = sch.get_loops(stage)[-2:]
+        ro, ri = sch.split(rows, [None, 16])
+        co, ci = sch.split(cols, [None, 16])
+        sch.reorder(ro, co, ri, ci)
+        sch.tensorize(ri, f"wmma_load_16x16x16_bf16_{name}")
+    sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
+    sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_bf16bf16f32")
+    rows, cols = sch.get_loops(accumulator)[-2:]
+    ro, ri = sch.split(rows, [None, 16])
+    sch.reorder(ro, ri, cols)
+    sch.tensorize(ri, "wmma_store_16x16x16_f32_global")
+    assert sched.parse(sch.func.script()) == sch.func
+    a, b, expected = bf16_inputs(M, N, K)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((M, N), np.float32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+    source = sched.build(sch.func, target="cuda", arch="sm_80").source
+    assert "nvcuda::wmma::mma_sync" in source and "__nv_bfloat16" in source
 
 
 @pytest.mark.gpu
 def test_tensor_core_matmul_on_the_device():
     import torch
 
-    a, b, expected = fp16_inputs(64, 64, 64)
-    out = torch.zeros((64, 64), device="cuda")
-    kernel = sched.build(hs.gpu_matmul_tensor_core(64, 64, 64).func, target="cuda")
+    a, b, expected = fp16_inputs(128, 128, 64)
+    out = torch.zeros((128, 128), device="cuda")
+    kernel = sched.build(hs.gpu_matmul_tensor_core(128, 128, 64).func, target="cuda")
     kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out)
     torch.cuda.synchronize()
     np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-4, atol=1e-3)
 
 
 def test_partial_fragments_are_refused_by_the_hand_schedule():
-    with pytest.raises(ValueError, match="M must be a multiple of 32, N of 32 and K of 16"):
-        hs.gpu_matmul_tensor_core(40, 32, 16)
+    with pytest.raises(ValueError, match="M must be a multiple of 64, N of 64 and K of 32"):
+        hs.gpu_matmul_tensor_core(40, 64, 32)
 
 
 def _fp16_matmul_tiles(caches=()):
