@@ -25,6 +25,7 @@ import math
 from sched.c import dtypes
 from sched.c.codegen import _CEmitter
 from sched.c.names import function_identifier
+from sched.cuda.async_copy import AsyncCopyEmitter
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
@@ -108,10 +109,10 @@ def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str, fr
     return emitter.emit(), function_identifier(lowered.name), frozenset(emitter.aligned_params)
 
 
-class _CudaEmitter(_CEmitter):
+class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
     RESTRICT = "__restrict__"
     STORAGE_TYPES = _STORAGE
-    TAKEN = ("sched_shared",)
+    TAKEN = ("sched_shared", "sched_dst")
 
     def __init__(self, func: PrimFunc, launch: LaunchConfig) -> None:
         super().__init__(func)
@@ -198,10 +199,14 @@ class _CudaEmitter(_CEmitter):
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
                   f"{var} += 4) {{  // vectorized: float4")
         self.depth += 1
-        self.with_var(node.loop_var, True, lambda: self.line(
-            f"*(float4*)&{self.name(store.buffer.storage_name)}[{self.expr(store.indices[0])}] = "
-            f"*(const float4*)&{self.name(load.buffer.storage_name)}"
-            f"[{self.expr(load.indices[0])}];"))
+
+        def move() -> None:
+            if not self.async_vector_copy(store, load):      # cp.async in an AsyncCopy
+                self.line(f"*(float4*)&{self.name(store.buffer.storage_name)}"
+                          f"[{self.expr(store.indices[0])}] = *(const float4*)&"
+                          f"{self.name(load.buffer.storage_name)}[{self.expr(load.indices[0])}];")
+
+        self.with_var(node.loop_var, True, move)
         self.depth -= 1
         self.line("}")
         return True
@@ -238,6 +243,8 @@ class _CudaEmitter(_CEmitter):
         self.stmt(node.body)
 
     def stmt_BufferStore(self, node: BufferStore) -> None:
+        if self.async_store(node):
+            return
         (index,) = node.indices
         value = self.expr(node.value)
         if node.buffer.dtype in _FROM_FLOAT:
