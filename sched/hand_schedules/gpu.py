@@ -67,7 +67,7 @@ def gpu_matmul_pipelined(M: int, N: int, K: int, block_tile=(64, 64), thread_til
         k_tile = 16 if isinstance(K, int) and K % 16 == 0 else 8
     sch = Schedule(_matmul_func(M, N, K))
     _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
-    k_outer = sch.get_loops(sch.get_block("A_shared"))[-5]
+    k_outer = sch.get_loops(sch.get_block("C_update"))[4]    # blocks, threads, then K
     sch.annotate(k_outer, "software_pipeline_stage", [0, 0, stages - 1])
     sch.annotate(k_outer, "software_pipeline_order", [0, 1, 2])
     sch.annotate(k_outer, "software_pipeline_async_stages", [0])

@@ -84,9 +84,13 @@ def read_plan(loop: For, primitive: str = PRIMITIVE, require_stage: bool = True
     if STAGE not in values:
         if not require_stage:
             return None
-        raise ScheduleError(primitive, f"loop {name!r} has {', '.join(k for k in KEYS if k in values)} "
-                            f"but no {STAGE}: annotate it too, one stage per statement of the "
-                            f"body (sch.annotate(loop, {STAGE!r}, [0] * {count}))")
+        present = ", ".join(k for k in KEYS if k in values)
+        raise ScheduleError(primitive, f"loop {name!r} has {present} but no {STAGE}: "
+                            f"annotate it too, one stage per statement of the body "
+                            f"(sch.annotate(loop, {STAGE!r}, [0] * {count}))")
+    if loop.kind not in ("serial", "unrolled"):
+        raise ScheduleError(primitive, f"loop {name!r} is {loop.kind}: only a serial loop can "
+                            f"be software-pipelined (its iterations run one after another)")
     stages = _int_list(values[STAGE], STAGE, name, primitive)
     orders = _int_list(values.get(ORDER, tuple(range(len(stages)))), ORDER, name, primitive)
     async_stages = _int_list(values.get(ASYNC_STAGES, ()), ASYNC_STAGES, name, primitive)
@@ -96,9 +100,6 @@ def read_plan(loop: For, primitive: str = PRIMITIVE, require_stage: bool = True
                                 f"entries, but the loop body has {count} statement"
                                 f"{'s' if count != 1 else ''} ({_summary(children)}): give one "
                                 f"entry per statement")
-    if loop.kind not in ("serial", "unrolled"):
-        raise ScheduleError(primitive, f"loop {name!r} is {loop.kind}: only a serial loop can "
-                            f"be software-pipelined (its iterations run one after another)")
     if any(s < 0 for s in stages):
         raise ScheduleError(primitive, f"{STAGE} of loop {name!r} is {list(stages)}: stages "
                             f"are numbers >= 0")

@@ -1,4 +1,4 @@
-"""Software-pipeline annotations on a loop, checked when they are set.
+r"""Software-pipeline annotations on a loop, checked when they are set.
 
 `sch.annotate(loop, "software_pipeline_stage", [0, 0, 1])` and
 `sch.annotate(loop, "software_pipeline_order", [0, 1, 2])` (TVM's names; optionally
@@ -8,11 +8,18 @@ body that many iterations behind, in that order, multi-buffering what a later st
 the dependences (polyhedral/software_pipeline.py) once both the stages and the order are there,
 and again when the loop is lowered (a later step may change the body).
 
->>> import sched
->>> from sched.hand_schedules.gpu import gpu_matmul_pipelined
->>> sch = gpu_matmul_pipelined(64, 64, 64, block_tile=(32, 32), stages=2)
->>> print(next(line for line in sch.func.script().splitlines() if "pipeline" in line).strip())
-for k_0 in T.serial(4, annotations={"software_pipeline_stage": [0, 0, 1], "software_pipeline_order": [0, 1, 2], "software_pipeline_async_stages": [0]}):
+>>> from sched.hand_schedules.gpu import gpu_matmul
+>>> sch = gpu_matmul(64, 64, 64, block_tile=(32, 32))
+>>> k_outer = sch.get_loops(sch.get_block("C_update"))[4]
+>>> sch.annotate(k_outer, "software_pipeline_stage", [0, 0, 1])   # copy A, copy B, compute
+>>> sch.annotate(k_outer, "software_pipeline_order", [0, 1, 2])
+>>> import re
+>>> print(re.findall(r'"(software_pipeline_\w+)": (\[[\d, ]*\])', sch.func.script()))
+[('software_pipeline_stage', '[0, 0, 1]'), ('software_pipeline_order', '[0, 1, 2]')]
+>>> sch.annotate(k_outer, "software_pipeline_stage", [1, 1, 0])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+sched.errors.ScheduleError: annotate: stages [1, 1, 0], order [0, 1, 2] of loop 'k_0' would ...
 """
 
 from __future__ import annotations
