@@ -26,7 +26,8 @@ iteration is one of the loop's (decided here for a constant extent; an `if` for 
 one). Barriers between threads come from insert_barriers, which runs next.
 
 Asynchronous stages (CUDA target): the statements of a stage in
-`software_pipeline_async_stages` are wrapped in `AsyncCopy` (their shared-memory copies from
+`software_pipeline_async_stages` that only copy global memory into shared memory are wrapped
+in `AsyncCopy` (their shared-memory copies from
 global memory become `cp.async`, sched/cuda/async_copy.py), each followed by an `AsyncCommit`
 in every body-iteration, whether or not it ran (an empty group keeps the count of groups the
 same in the prologue, steady state and epilogue). Before a statement that touches what an
@@ -196,6 +197,18 @@ class _Versioner(IRMutator):
                            (self.copy[node.buffer.name], *node.indices))
 
 
+def _is_copy_to_shared(stmt: Stmt) -> bool:
+    """Whether every store in `stmt` copies global memory into shared memory, reading nothing
+    else and with no barrier inside: what may land late, up to its wait. A statement of an
+    asynchronous stage that does more stays synchronous (it is complete before the wait
+    anyway; insert_barriers does not look inside an AsyncCopy)."""
+    stores = collect(stmt, BufferStore)
+    return bool(stores) and not collect(stmt, Barrier) and all(
+        store.buffer.scope == "shared" and isinstance(store.value, BufferLoad)
+        and store.value.buffer.scope == "global" for store in stores) and all(
+        load.buffer.scope == "global" for load in collect(stmt, BufferLoad))
+
+
 class _Steps:
     """The statements of one body-iteration, with their guards, copies and waits."""
 
@@ -203,7 +216,8 @@ class _Steps:
         self.loop, self.plan, self.children = loop, plan, children
         self.order = sorted(range(len(children)), key=lambda c: plan.orders[c])
         self.async_children = [c for c in range(len(children))
-                               if use_async and plan.stages[c] in plan.async_stages]
+                               if use_async and plan.stages[c] in plan.async_stages
+                               and _is_copy_to_shared(children[c])]
         self.waits = self._waits()
 
     def iteration(self, j: Expr, guarded: bool) -> list[Stmt]:
