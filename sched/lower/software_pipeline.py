@@ -57,6 +57,7 @@ from sched.ir.nodes import (
     IntImm,
     PrimFunc,
     Stmt,
+    binary,
     const,
     logical_and,
     seq,
@@ -151,14 +152,7 @@ def _pipeline(loop: For, plan: PipelinePlan, use_async: bool, params: set[str]) 
 
 
 def _max(a: Expr, b: int) -> Expr:
-    return a if isinstance(a, IntImm) and a.value >= b else \
-        const(b, a.dtype) if isinstance(a, IntImm) else _binary_max(a, b)
-
-
-def _binary_max(a: Expr, b: int) -> Expr:
-    from sched.ir.nodes import binary
-
-    return binary("max", a, b)
+    return simplify(binary("max", a, const(b, a.dtype)))
 
 
 def _local_names(children) -> list[str]:
