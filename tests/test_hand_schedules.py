@@ -35,6 +35,8 @@ def conv_reference(x, w):
 GPU_CASES = {
     "matmul": (lambda: hs.gpu_matmul(100, 90, 70), [(100, 70), (70, 90)],
                lambda a, b: a @ b, True),
+    "matmul_pipelined": (lambda: hs.gpu_matmul_pipelined(100, 90, 70, stages=3),
+                         [(100, 70), (70, 90)], lambda a, b: a @ b, True),
     "matmul_bias_relu": (lambda: hs.gpu_matmul_bias_relu(70, 66, 40),
                          [(70, 40), (40, 66), (66,)],
                          lambda a, b, c: np.maximum(a @ b + c, 0), True),

@@ -26,6 +26,7 @@ from sched.c import dtypes
 from sched.c.codegen import _CEmitter
 from sched.c.names import function_identifier
 from sched.cuda import wmma
+from sched.cuda.async_copy import AsyncCopyEmitter
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
@@ -114,10 +115,10 @@ def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str, fr
     return emitter.emit(), function_identifier(lowered.name), frozenset(emitter.aligned_params)
 
 
-class _CudaEmitter(_CEmitter):
+class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
     RESTRICT = "__restrict__"
     STORAGE_TYPES = _STORAGE
-    TAKEN = ("sched_shared",)
+    TAKEN = ("sched_shared", "sched_dst")
 
     def __init__(self, func: PrimFunc, launch: LaunchConfig) -> None:
         super().__init__(func)
@@ -227,10 +228,14 @@ class _CudaEmitter(_CEmitter):
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
                   f"{var} += {lanes}) {{  // vectorized: {vector}")
         self.depth += 1
-        self.with_var(node.loop_var, True, lambda: self.line(
-            f"*({vector}*)&{self.name(store.buffer.storage_name)}"
-            f"[{self.expr(store.indices[0])}] = *(const {vector}*)&"
-            f"{self.name(load.buffer.storage_name)}[{self.expr(load.indices[0])}];"))
+
+        def move() -> None:
+            if not self.async_vector_copy(store, load, lanes * element_bytes(dtype)):
+                self.line(f"*({vector}*)&{self.name(store.buffer.storage_name)}"
+                          f"[{self.expr(store.indices[0])}] = *(const {vector}*)&"
+                          f"{self.name(load.buffer.storage_name)}[{self.expr(load.indices[0])}];")
+
+        self.with_var(node.loop_var, True, move)
         self.depth -= 1
         self.line("}")
         return True
@@ -272,6 +277,8 @@ class _CudaEmitter(_CEmitter):
         self.stmt(node.body)
 
     def stmt_BufferStore(self, node: BufferStore) -> None:
+        if self.async_store(node):
+            return
         (index,) = node.indices
         value = node.value
         if node.buffer.dtype in _FROM_FLOAT and isinstance(value, Cast) \

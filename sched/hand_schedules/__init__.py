@@ -16,6 +16,8 @@ CPU (the C target):
 GPU (CUDA; on the C target each thread block runs as loops over its threads):
 - `gpu_matmul`: a block tile of C, A and B tiles staged in shared memory by all threads of
   the block, a 2-D register tile per thread.
+- `gpu_matmul_pipelined`: gpu_matmul with its K loop software-pipelined (the next tiles
+  copied by cp.async while the current one is multiplied, multi-buffered).
 - `gpu_matmul_bias_relu`: the same, with the epilogue applied as the tile leaves registers.
 - `gpu_softmax` / `gpu_layer_norm`: one block per row; row reductions spread over the threads
   with rfactor into shared memory.
@@ -49,6 +51,7 @@ from sched.hand_schedules.gpu import (
     gpu_layer_norm_rows,
     gpu_matmul,
     gpu_matmul_bias_relu,
+    gpu_matmul_pipelined,
     gpu_matmul_tensor_core,
     gpu_softmax,
     gpu_softmax_rows,
@@ -56,5 +59,5 @@ from sched.hand_schedules.gpu import (
 
 __all__ = ["cpu_conv2d", "cpu_layer_norm", "cpu_matmul", "cpu_matmul_tensorized", "cpu_softmax",
            "gpu_conv2d", "gpu_elementwise", "gpu_layer_norm", "gpu_layer_norm_rows",
-           "gpu_matmul", "gpu_matmul_bias_relu", "gpu_matmul_tensor_core", "gpu_softmax",
-           "gpu_softmax_rows", "_matmul_func"]
+           "gpu_matmul", "gpu_matmul_bias_relu", "gpu_matmul_pipelined", "gpu_matmul_tensor_core",
+           "gpu_softmax", "gpu_softmax_rows", "_matmul_func"]

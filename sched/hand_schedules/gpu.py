@@ -58,6 +58,22 @@ def gpu_matmul(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
     return sch
 
 
+def gpu_matmul_pipelined(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
+                         k_tile: int | None = None, stages: int = 2) -> Schedule:
+    """gpu_matmul with its K loop software-pipelined over `stages` stages: the shared tiles of
+    the next `stages - 1` K steps are copied (cp.async on the GPU, sm_80+) while the current
+    one is multiplied, each tile multi-buffered `stages` times."""
+    if k_tile is None:
+        k_tile = 16 if isinstance(K, int) and K % 16 == 0 else 8
+    sch = Schedule(_matmul_func(M, N, K))
+    _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
+    k_outer = sch.get_loops(sch.get_block("C_update"))[4]    # blocks, threads, then K
+    sch.annotate(k_outer, "software_pipeline_stage", [0, 0, stages - 1])
+    sch.annotate(k_outer, "software_pipeline_order", [0, 1, 2])
+    sch.annotate(k_outer, "software_pipeline_async_stages", [0])
+    return sch
+
+
 def gpu_matmul_bias_relu(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
                          k_tile: int = 8) -> Schedule:
     """relu(A @ B + bias) in one kernel: the epilogue runs on the register tile (K in steps of

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from sched.ir.dtype import INDEX_DTYPE, bits, check_dtype, is_bool, is_float
 
-AnnotationValue = int | float | str | bool
+# a tuple of ints is TVM's list-valued loop annotation (`software_pipeline_stage: [0, 0, 1]`)
+AnnotationValue = int | float | str | bool | tuple[int, ...]
 Annotations = tuple[tuple[str, AnnotationValue], ...]
 
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
@@ -418,6 +419,38 @@ class Evaluate(Stmt):
     """
 
     value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncCopy(Stmt):
+    """The shared-memory stores in `body` may land at any point until the `AsyncWait` that
+    covers the commit group they join (`cp.async` on sm_80+; a plain copy elsewhere). Made by
+    lower/software_pipeline.py for the CUDA target, never by hand.
+
+    Printed: `with T.async_copy():`, then the body.
+    """
+
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncCommit(Stmt):
+    """The asynchronous copies issued by this thread since the last commit form a group.
+
+    Printed: `T.ptx_commit_group()` (TVM's spelling); `cp.async.commit_group` in CUDA.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncWait(Stmt):
+    """This thread waits until at most `pending` of its most recent commit groups are still in
+    flight (their copies landed in shared memory); other threads need a `Barrier` after it to
+    see them.
+
+    Printed: `T.ptx_wait_group(1)` (TVM's spelling); `cp.async.wait_group 1` in CUDA.
+    """
+
+    pending: int = 0
 
 
 @dataclass(frozen=True, slots=True)

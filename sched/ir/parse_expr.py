@@ -471,6 +471,12 @@ class ExprParser(ExternCallParser):
     def _annotation_value(self, node: ast.AST):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
+        if isinstance(node, ast.List | ast.Tuple):      # `[0, 0, 1]`: a tuple of ints
+            items = [self._annotation_value(item) for item in node.elts]
+            if not all(type(item) is int for item in items):
+                raise self.error(node, f"annotation value '{ast.unparse(node)}': a list "
+                                       f"annotation holds ints only")
+            return tuple(items)
         value = self.value(node) if isinstance(node, ast.Constant | ast.UnaryOp | ast.Call) \
             else None
         if isinstance(value, IntImm | FloatImm):

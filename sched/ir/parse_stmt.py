@@ -21,6 +21,9 @@ from sched.ir.nodes import (
     TRUE,
     Allocate,
     Annotations,
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     Barrier,
     Block,
     BlockRealize,
@@ -240,6 +243,14 @@ class StmtParser(BlockContext, BufferParser):
             if scope not in ("shared", "global"):
                 raise self.error(node, 'expected T.tvm_storage_sync("shared")')
             return Barrier(scope)
+        if name == "ptx_commit_group" and not node.value.args:
+            return AsyncCommit()
+        if name == "ptx_wait_group":
+            args = node.value.args
+            if len(args) != 1 or not isinstance(args[0], ast.Constant) \
+                    or type(args[0].value) is not int or args[0].value < 0:
+                raise self.error(node, "expected T.ptx_wait_group(n) with a constant n >= 0")
+            return AsyncWait(args[0].value)
         raise self.error(node, f"unknown construct 'T.{name}'")
 
     def _stmt_If(self, node: ast.If) -> Stmt:
@@ -256,6 +267,10 @@ class StmtParser(BlockContext, BufferParser):
         call = node.items[0].context_expr
         name = call_name(call)
         target = node.items[0].optional_vars
+        if len(node.items) == 1 and name == "async_copy" and target is None \
+                and not call.args and not call.keywords:
+            with self.scope():
+                return AsyncCopy(self.stmts(node.body))
         if len(node.items) != 1 or name not in ("block", "decl_buffer", "LetStmt"):
             shown = f"T.{name}" if name else ast.unparse(call)
             raise self.error(node, f"unknown construct '{shown}' in a with statement")

@@ -29,6 +29,9 @@ from sched.ir.dtype import INDEX_DTYPE
 from sched.ir.functor import collect
 from sched.ir.nodes import (
     Allocate,
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     Barrier,
     BinaryOp,
     Block,
@@ -227,6 +230,8 @@ def _buffer_args(buffer: Buffer) -> str:
 def _literal(value) -> str:
     if isinstance(value, str):
         return json.dumps(value)
+    if isinstance(value, tuple):                    # a list-valued annotation
+        return "[" + ", ".join(repr(v) for v in value) + "]"
     if isinstance(value, float) and not math.isfinite(value):
         return f'T.float64("{value}")'
     return repr(value)
@@ -313,6 +318,17 @@ class _Printer:
 
     def _Evaluate(self, evaluate: Evaluate, last: bool) -> None:
         self.emit(f"T.evaluate({_text(evaluate.value)})")
+
+    def _AsyncCopy(self, node: AsyncCopy, last: bool) -> None:
+        self.emit("with T.async_copy():")
+        with self.nested():
+            self.stmt(node.body)
+
+    def _AsyncCommit(self, node: AsyncCommit, last: bool) -> None:
+        self.emit("T.ptx_commit_group()")
+
+    def _AsyncWait(self, node: AsyncWait, last: bool) -> None:
+        self.emit(f"T.ptx_wait_group({node.pending})")
 
     def _LetStmt(self, let: LetStmt, last: bool) -> None:
         if last:                                 # x: T.int32 = value, then the body

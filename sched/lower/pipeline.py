@@ -24,6 +24,7 @@ from sched.lower.partition_loops import partition_guarded_loops
 from sched.lower.plan_buffer_allocation import plan_buffer_allocation
 from sched.lower.serialize_vthreads import serialize_virtual_threads
 from sched.lower.simplify_indices import simplify_indices
+from sched.lower.software_pipeline import check_software_pipelines, inject_software_pipelines
 from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
 from sched.lower.wmma_fragments import layout_wmma_fragments
@@ -63,6 +64,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
             _verify(joined, "the output of lower()")
             return joined
     run = _PassRunner(debug)
+    func = run(check_software_pipelines, func)
     func = run(serialize_virtual_threads, func)
     func = run(plan_buffer_allocation, func)
     func = run(compact_buffers, func)
@@ -76,6 +78,12 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
     func = run(lower_reduction_init, func)
     func = run(convert_blocks_to_loops, func)
     func = run(unify_thread_loops, func)
+
+    def inject_software_pipelines_for_target(f: PrimFunc) -> PrimFunc:
+        return inject_software_pipelines(f, target)
+
+    inject_software_pipelines_for_target.__name__ = "inject_software_pipelines"
+    func = run(inject_software_pipelines_for_target, func)
     func = run(insert_barriers, func)
     func = run(uniform_barriers, func)
     if target == "c":

@@ -21,6 +21,7 @@ from sched.polyhedral.cross_thread import (
 from sched.polyhedral.legality import concurrency_violation, concurrent_kind, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.ordered_axes import check_loop_keeps_order
+from sched.schedule.software_pipeline import check_pipeline_annotation
 from sched.schedule.state import blocks_under, find_block, find_loop, replace
 
 
@@ -88,14 +89,18 @@ def unroll(func: PrimFunc, loop_name: str) -> PrimFunc:
 
 
 def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
-             value: AnnotationValue) -> PrimFunc:
-    """Add `key = value` to the annotations of a loop or a block (replacing an older value)."""
+             value: AnnotationValue, render: bool = True) -> PrimFunc:
+    """Add `key = value` to the annotations of a loop or a block (replacing an older value);
+    a list of ints is kept as a tuple. Software-pipeline keys are checked
+    (schedule/software_pipeline.py)."""
+    if isinstance(value, list | tuple) and all(type(v) is int for v in value):
+        value = tuple(value)
     if not isinstance(key, str) or not key:
         raise ScheduleError("annotate", f"argument 'key': expected a non-empty string, got "
                             f"{key!r}")
-    if not isinstance(value, int | float | str | bool):
-        raise ScheduleError("annotate", f"argument 'value': expected an int, float, str or "
-                            f"bool, got {type(value).__name__}")
+    if not isinstance(value, int | float | str | bool | tuple):
+        raise ScheduleError("annotate", f"argument 'value': expected an int, float, str, "
+                            f"bool or list of ints, got {type(value).__name__}")
     if is_block:
         realize = find_block(func, target, "annotate")
         block: Block = realize.block
@@ -105,7 +110,9 @@ def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
         return replace(func, realize, new)
     loop: For = find_loop(func, target, "annotate")
     annotations = tuple((k, v) for k, v in loop.annotations if k != key) + ((key, value),)
-    return replace(func, loop, dataclasses.replace(loop, annotations=annotations))
+    new_func = replace(func, loop, dataclasses.replace(loop, annotations=annotations))
+    check_pipeline_annotation(new_func, target, key, render)
+    return new_func
 
 
 class LoopKindPrimitives(ScheduleBase):
@@ -156,8 +163,11 @@ class LoopKindPrimitives(ScheduleBase):
         """Attach `key = value` to a block or a loop (read by later passes and the
         autoscheduler); printed in the script.
 
-        Requires: a string key; an int, float, str or bool value (a new value replaces an old
-        one). Also known as: `annotate` in TVM.
+        Requires: a string key; an int, float, str or bool value, or a list of ints (a new
+        value replaces an old one). The software-pipeline keys (`software_pipeline_stage`,
+        `software_pipeline_order`, `software_pipeline_async_stages`) must fit the loop body
+        and keep its dependences (schedule/software_pipeline.py). Also known as: `annotate`
+        in TVM.
 
         >>> import sched
         >>> from sched import compute as te
@@ -175,5 +185,6 @@ class LoopKindPrimitives(ScheduleBase):
         is_block = isinstance(target, BlockRV)
         name = self._block(target, "annotate", "target") if is_block \
             else self._loop(target, "annotate", "target")
-        self._record("annotate", annotate(self._func, name, is_block, key, value),
+        self._record("annotate", annotate(self._func, name, is_block, key, value,
+                                          self.render_errors),
                      (target, key, value))
