@@ -316,6 +316,15 @@ class ScheduleBase:
             raise schedule_error(kind, violation, new_func, loop=loop,
                                  render=self.render_errors)
 
+    def _check_nested_thread_axes(self, kind: str, new_func: PrimFunc) -> None:
+        """A step must not nest a loop in a loop of its thread tag that cannot share its index
+        (lower/gpu_threads.py: the build refuses it)."""
+        from sched.lower.gpu_threads import nested_axis_problem
+
+        problem = nested_axis_problem(new_func)
+        if problem is not None:
+            raise ScheduleError(kind, problem)
+
     def _record(self, kind: str, new_func: PrimFunc, inputs: tuple, attrs: tuple = (),
                 outputs: tuple = (), decision=None) -> None:
         if self.verify_steps and new_func is not self._func:
@@ -327,6 +336,8 @@ class ScheduleBase:
         if new_func is not self._func and kind not in (
                 "parallel", "vectorize", "bind", "unroll", "annotate", "storage_align"):
             self._check_concurrent_loops(kind, new_func)
+        if new_func is not self._func and kind not in ("unroll", "annotate", "storage_align"):
+            self._check_nested_thread_axes(kind, new_func)
         if new_func is not self._func and kind != "storage_align":
             from sched.schedule.memory import check_storage_align
 
