@@ -99,7 +99,7 @@ class _Lowerer(IRMutator):
             found = cross_thread_reduction(self.func, loop)
             if isinstance(found, CrossThreadReduction):
                 return self.allreduce(found)
-            _refuse_reduction_across_threads(loop, found)
+            _refuse_reduction_across_threads(self.func, loop, found)
         return self.visit_children(loop)
 
     def allreduce(self, reduction: CrossThreadReduction) -> Stmt:
@@ -245,13 +245,19 @@ def _fresh_var(lowerer: _Lowerer, base: str, dtype: str) -> Var:
     return Var(lowerer.fresh(f"{base}_combine"), dtype)
 
 
-def _refuse_reduction_across_threads(loop: For, reason: str) -> None:
+def _refuse_reduction_across_threads(func: PrimFunc, loop: For, reason: str) -> None:
     """Refuse a threadIdx.x loop that is a reduce loop of a block under it but not a
     cross-thread reduction (a function built without the schedule's checks): its threads would
-    update one element at the same time."""
+    update one element at the same time. Unless the concurrency rule finds no dependence
+    between its iterations (one thread per element of the reduction, such as a loop whose
+    other iterations a predicate leaves out): then it is an ordinary thread loop."""
+    from sched.polyhedral.concurrency import concurrency_violation
+
     for realize in collect(loop.body, BlockRealize):
         for iv, bound in zip(realize.block.iter_vars, realize.iter_values, strict=True):
             if iv.kind == "reduce" and loop.loop_var in free_vars(bound):
+                if concurrency_violation(func, loop.loop_var.name) is None:
+                    return
                 raise ScheduleError(
                     "build", f"loop '{loop.loop_var.name}' is bound to threadIdx.x and is a "
                     f"reduce loop of block '{realize.block.name}', but not a cross-thread "

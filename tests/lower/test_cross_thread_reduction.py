@@ -178,3 +178,30 @@ def test_half_max_matches_numpy(rng):
     a = rng.standard_normal((4, 300)).astype("float16")
     np.testing.assert_array_equal(run_c(row_reduction("max", 4, 300, 96, dtype="float16"), a),
                                   a.max(axis=1))
+
+
+@T.prim_func
+def _one_live_thread(A: T.Buffer((4, 2), "float32"), B: T.Buffer((4,), "float32")):
+    for i, t in T.grid(4, 2):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            vk = T.axis.reduce(1, t)
+            T.where(t < 1)
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk] + B[(vi + 1) % 4]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_reduce_loop_on_threads_with_no_carried_dependence_is_a_plain_thread_loop(target):
+    # not a cross-thread reduction (the update reads another element of B), but only thread 0
+    # runs an iteration: the rule finds nothing carried and accepts the bind, so the build
+    # lowers an ordinary thread loop (it refused, found by the GPU-recipe fuzzer)
+    sch = sched.Schedule(_one_live_thread)
+    _, t = sch.get_loops(sch.get_block("B"))
+    sch.bind(t, "threadIdx.x")
+    a = np.arange(8, dtype="float32").reshape(4, 2)
+    expected, got = np.zeros(4, "float32"), np.zeros(4, "float32")
+    sched.interpret(_one_live_thread, a, expected)
+    sched.build(sch.func, target=target)(a, got)
+    np.testing.assert_array_equal(got, expected)
