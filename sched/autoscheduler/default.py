@@ -20,7 +20,8 @@ DEFAULT_SAMPLES = 8
 
 def default_schedule(func, target: str = "cuda", arch: str | None = None,
                      samples: int = DEFAULT_SAMPLES, seed: int = 0):
-    """The best of `samples` random candidates by the memory-movement model."""
+    """The best of `samples` random candidates by the memory-movement model (for CUDA, the
+    best that lowers); for CUDA, when no sketch gives one, every stage serial on one thread."""
     from sched.autoscheduler.cost import MemoryMovementModel
 
     workload = Workload.of(func, target, arch)
@@ -34,10 +35,52 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
             drawn.append(space.sample(attempt % len(space.sketches), None, rng))
         except (ScheduleError, SketchRefused):
             continue
-    if not drawn:
-        raise ScheduleError("build", f"no default {target} schedule applies to "
-                            f"{workload.name!r}: schedule it by hand (bind its loops to "
-                            f"blockIdx/threadIdx) or tune it with sched.tune")
-    scores = MemoryMovementModel(target).predict(workload, [s.schedule.func for s in drawn])
-    best = max(range(len(drawn)), key=lambda i: scores[i])
-    return drawn[best].schedule
+    if drawn:
+        scores = MemoryMovementModel(target).predict(workload, [s.schedule.func for s in drawn])
+        ranked = sorted(range(len(drawn)), key=lambda i: -scores[i])
+        for index in ranked:
+            if target != "cuda" or _lowers_for_cuda(drawn[index].schedule.func):
+                return drawn[index].schedule
+    if target == "cuda":
+        serial = _one_thread_schedule(workload)
+        if serial is not None:
+            return serial
+    raise ScheduleError("build", f"no default {target} schedule applies to "
+                        f"{workload.name!r}: schedule it by hand (bind its loops to "
+                        f"blockIdx/threadIdx) or tune it with sched.tune")
+
+
+def _lowers_for_cuda(func) -> bool:
+    """Whether `func` passes what the CUDA build asks before compiling: its kernels (a local
+    buffer may not join two), the thread-redundancy rule, the lowering."""
+    from sched.errors import BuildError
+    from sched.lower.kernel_sequence import split_kernels
+    from sched.lower.pipeline import lower
+    from sched.lower.thread_redundancy import redundant_update
+
+    try:
+        if redundant_update(func) is not None:
+            return False
+        plan = split_kernels(func)
+        for kernel in plan.kernels if plan is not None else (func,):
+            lower(kernel, target="cuda")
+    except (ScheduleError, BuildError):
+        return False
+    return True
+
+
+def _one_thread_schedule(workload):
+    """Every stage serial on one thread of a kernel of its own (threads_gpu.run_in_one_thread):
+    slow, but legal for every function the sketches cannot schedule. None if it does not
+    lower either."""
+    from sched.autoscheduler.space.threads_gpu import run_in_one_thread
+    from sched.schedule.state import block_names
+
+    sch = workload.base_schedule()
+    for name in block_names(sch.func):
+        if name != "root":
+            try:
+                run_in_one_thread(sch, name)
+            except ScheduleError:       # a block nested in one bound already: covered
+                continue
+    return sch if _lowers_for_cuda(sch.func) else None

@@ -21,6 +21,7 @@ from sched.autoscheduler.measure.common import TimingOptions
 from sched.autoscheduler.tune import tune
 from sched.autoscheduler.workload import Workload
 from sched.cuda.device import gpu_available
+from sched.script import T
 
 FAST = TimingOptions(repeat=2, min_repeat_ms=1.0, timeout=20.0)
 
@@ -200,6 +201,37 @@ def test_default_cuda_schedule_of_symbolic_shapes_binds_without_fusing():
     b = np.zeros_like(a)
     kernel(a, b)
     np.testing.assert_allclose(b, 2 * a)
+
+
+@T.prim_func
+def _prefix_sum_then_scale(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
+                           C: T.Buffer((64,), "float32")):
+    for i in range(64):
+        with T.block("scan"):
+            vi = T.axis.spatial(64, i)
+            B[vi] = T.if_then_else(vi > 0, B[vi - 1], T.float32(0)) + A[vi]
+    for i in range(64):
+        with T.block("scale"):
+            vi = T.axis.spatial(64, i)
+            C[vi] = B[vi] * T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["cuda-emu", "c"])
+def test_default_cuda_schedule_runs_a_scan_on_one_thread(target):
+    # the scan's iterations depend on each other: no sketch can spread them, so it runs
+    # serially on one thread (a kernel of its own), and the scale beside it on many (before,
+    # sched.build(target="cuda") refused such functions, 3 in 4 random programs)
+    from sched.autoscheduler.default import default_schedule
+
+    sch = default_schedule(_prefix_sum_then_scale, "cuda", "sm_90")
+    script = sch.func.script()
+    assert 'T.thread_binding(1, thread="blockIdx.x")' in script
+    assert 'T.thread_binding(1, thread="threadIdx.x")' in script
+    a = np.arange(64, dtype=np.float32) % 7
+    b, c = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    sched.build(sch.func, target=target)(a, b, c)
+    np.testing.assert_array_equal(b, np.cumsum(a))
+    np.testing.assert_array_equal(c, 2 * np.cumsum(a))
 
 
 def test_the_command_line_tunes_a_file(tmp_path):

@@ -30,6 +30,7 @@ from tests.fuzz.check import (
     check_c,
     check_cuda_emu,
     check_interpreted,
+    compare,
     oracle,
     reproducer,
 )
@@ -111,3 +112,21 @@ def test_sketch_samples_built_for_c_keep_the_result(program, data):
         check_c(program, sch.func, expected, log)
         if check_cuda_emu(program, sch.func, expected, log):
             event("ran on cuda-emu")
+
+
+@fuzz_settings(0.1)
+@given(program=programs())
+def test_default_cuda_schedule_of_random_programs_runs_correctly(program):
+    # sched.build(func, target="cuda") of a function with no bindings takes the default
+    # schedule: it must exist for every function and give the original's result
+    expected = oracle(program)
+    assume(expected is not None)
+    log = ["# sched.build(func, target='cuda-emu'): the default schedule"]
+    try:
+        kernel = sched.build(program.func, target="cuda-emu")
+    except Exception as error:     # noqa: BLE001 - every function gets a default schedule
+        raise Finding(reproducer(program, log, f"no default CUDA schedule: "
+                                 f"{type(error).__name__}: {error}")) from None
+    got = program.arrays(0)
+    kernel(*got)
+    compare(program, expected, got, log, "the default CUDA schedule on cuda-emu")

@@ -7,12 +7,17 @@ bound to blockIdx.y and .z.
     before                      after (threads = 256)
     for i, j:                   for i_j_0 (blockIdx.x):
         B[i, j] = f(A[i, j])        for i_j_1 (threadIdx.x): B[...] = f(A[...])
+
+A block whose iterations cannot be spread (a scan; an update that reads other elements of
+what it writes; no leading spatial loop) runs serially on one thread, in a kernel of its own
+(`run_in_one_thread`): slow, but every function gets a GPU schedule.
 """
 
 from __future__ import annotations
 
 from sched.autoscheduler.space.analysis import BlockInfo
 from sched.autoscheduler.space.sampler import SketchRefused
+from sched.errors import ScheduleError
 
 THREAD_CHOICES = [32, 64, 128, 256, 512, 1024]
 
@@ -25,13 +30,42 @@ def bind_threads(sch, info: BlockInfo, threads: int) -> None:
             break
         leading.append(loop)
     if not leading:
+        run_in_one_thread(sch, info.name)
         return
+    try:
+        _spread(sch, leading, threads)
+    except ScheduleError:
+        # its iterations depend on each other (a scan, an update reading other elements):
+        # serial, on one thread of a kernel of its own
+        run_in_one_thread(sch, info.name)
+
+
+def run_in_one_thread(sch, name: str) -> None:
+    """Block `name`'s loops run serially on one GPU thread: its outermost loop split by 1,
+    the unit loops bound to blockIdx.x and threadIdx.x (other extents than the other stages':
+    a kernel of its own, lower/kernel_sequence.py). Always legal: a loop of one iteration
+    carries nothing. A block under loops bound already, or with no loop, is left as it is."""
+    loops = sch.get_loops(sch.get_block(name))
+    if not loops or any(_bound(sch, loop) for loop in loops):
+        return
+    block_loop, thread_loop, _ = sch.split(loops[0], factors=[1, 1, None])
+    sch.bind(block_loop, "blockIdx.x")
+    sch.bind(thread_loop, "threadIdx.x")
+
+
+def _bound(sch, loop) -> bool:
+    from sched.schedule.state import find_loop
+
+    return find_loop(sch.func, loop.name, "bind").kind == "thread_binding"
+
+
+def _spread(sch, leading: list, threads: int) -> None:
     if _all_constant(sch, leading):
         leading = [sch.fuse(*leading) if len(leading) > 1 else leading[0]]
     elif len(leading) > 3:
         # fusing loops of symbolic extent divides by a symbol: no longer affine, so every
         # later legality check would be conservative; three grid axes are what there is
-        raise SketchRefused(f"{len(leading)} spatial loops of symbolic extent in {info.name}")
+        raise SketchRefused(f"{len(leading)} spatial loops of symbolic extent")
     bx, tx = sch.split(leading[-1], factors=[None, threads])
     sch.bind(tx, "threadIdx.x")
     for loop, axis in zip([bx, *reversed(leading[:-1])], "xyz"):
