@@ -47,6 +47,14 @@ from sched.ir.nodes import (
 from sched.ir.parse_block_context import BlockContext
 from sched.ir.parse_buffer import BufferParser
 from sched.ir.parse_expr import _BINARY_OPS, ExprParser, call_name
+from sched.ir.parse_lowered import (
+    SCOPING,
+    LoweredStmtParser,
+    is_assume,
+    is_scoping,
+    root_regions,
+)
+from sched.ir.parse_vector import vector_calls
 from sched.ir.regions import infer_block_regions
 
 _BLOCK_HEADER = {"axis", "remap", "where", "reads", "writes", "block_attr", "alloc_buffer",
@@ -136,7 +144,7 @@ class _BlockParts:
         setattr(self, what, value)
 
 
-class StmtParser(BlockContext, BufferParser):
+class StmtParser(LoweredStmtParser, BlockContext, BufferParser):
     """Statements, loops and blocks; `parser._Parser` adds the function around them."""
 
     def __init__(self, line_offset: int, filename: str | None, source: str) -> None:
@@ -148,6 +156,7 @@ class StmtParser(BlockContext, BufferParser):
         self.block_lines: dict[str, int] = {}     # block name -> line of its T.block
         self.alloc_targets: list[list[Buffer]] = []   # where T.allocate_const allocates
         self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
+        self.pending_scopes: dict = {}        # T.attr storage_scope before its T.allocate
 
     @contextmanager
     def scope(self, nested: bool = False):
@@ -177,6 +186,11 @@ class StmtParser(BlockContext, BufferParser):
                     and isinstance(node.targets[0], ast.Name) \
                     and call_name(node.value) == "allocate_const":
                 out.append(self._allocate_const(node))
+            elif kind == "stmt" and is_scoping(node):       # parse_lowered: over the rest
+                scoped = self.scoping(node, nodes[index + 1:])
+                if scoped is not None:
+                    out.append(scoped)
+                    break
             elif kind == "stmt" and (isinstance(node, ast.AnnAssign) or (
                     isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))):
                 out.append(self._scoped(node, nodes[index + 1:]))
@@ -213,6 +227,8 @@ class StmtParser(BlockContext, BufferParser):
         target = node.targets[0]
         if len(node.targets) != 1 or not isinstance(target, ast.Subscript):
             raise self.error(node, f"unsupported assignment '{ast.unparse(node)}'")
+        if vector_calls(node):                         # T.ramp / T.broadcast: parse_vector
+            return self.vector_store(node)
         buffer, indices = self.access(target)
         return BufferStore(buffer, self.expr(node.value, buffer.dtype), indices)
 
@@ -230,6 +246,8 @@ class StmtParser(BlockContext, BufferParser):
         name = call_name(node.value)
         if name is None:
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
+        if is_assume(node):
+            return self.assume(node)
         if name == "evaluate":
             inner = node.value.args[0] if len(node.value.args) == 1 else None
             if call_name(inner) not in ("call_extern", "call_packed", "call_pure_extern"):
@@ -271,6 +289,8 @@ class StmtParser(BlockContext, BufferParser):
                 and not call.args and not call.keywords:
             with self.scope():
                 return AsyncCopy(self.stmts(node.body))
+        if len(node.items) == 1 and name in SCOPING:
+            return self.lowered_with(node)
         if len(node.items) != 1 or name not in ("block", "decl_buffer", "LetStmt"):
             shown = f"T.{name}" if name else ast.unparse(call)
             raise self.error(node, f"unknown construct '{shown}' in a with statement")
@@ -372,7 +392,7 @@ class StmtParser(BlockContext, BufferParser):
         iter_vars = tuple(parts.iter_vars)
         if parts.reads is None or parts.writes is None:
             if top_level and parts.name == "root":
-                inferred: tuple = ((), ())
+                inferred: tuple = root_regions(body, tuple(parts.alloc_buffers))
             else:
                 # a T.decl_buffer in the block allocates a buffer of its own, not a region
                 local = tuple(a.buffer for a in collect(body, Allocate) if a.buffer.data is None)

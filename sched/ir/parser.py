@@ -52,6 +52,7 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.ir.parse_expr import Handle, call_name, t_name
+from sched.ir.parse_lowered import root_regions
 from sched.ir.parse_stmt import StmtParser, one_arg, split_header, statement_kind
 
 _FUNCTION_HEADER = {"func_attr", "match_buffer", "symbolic", "view", "alloc_buffer", "skip"}
@@ -171,7 +172,8 @@ class _Parser(StmtParser):
             return body
         if not alloc_buffers and not collect(body, BlockRealize):
             return body
-        return BlockRealize((), TRUE, Block("root", (), (), (), body,
+        reads, writes = root_regions(body, tuple(alloc_buffers))
+        return BlockRealize((), TRUE, Block("root", (), reads, writes, body,
                                             alloc_buffers=tuple(alloc_buffers)))
 
     def _function_symbolic(self, node: ast.Assign, parts: _FunctionParts) -> None:

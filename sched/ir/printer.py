@@ -29,6 +29,7 @@ from sched.ir.dtype import INDEX_DTYPE
 from sched.ir.functor import collect
 from sched.ir.nodes import (
     Allocate,
+    Assume,
     AsyncCommit,
     AsyncCopy,
     AsyncWait,
@@ -58,6 +59,7 @@ from sched.ir.nodes import (
     Stmt,
     StringImm,
     Var,
+    While,
     const,
 )
 from sched.ir.parse_expr import extent_between
@@ -318,6 +320,14 @@ class _Printer:
 
     def _Evaluate(self, evaluate: Evaluate, last: bool) -> None:
         self.emit(f"T.evaluate({_text(evaluate.value)})")
+
+    def _Assume(self, node: Assume, last: bool) -> None:
+        self.emit(f"T.assume({_text(node.condition)})")
+
+    def _While(self, node: While, last: bool) -> None:
+        self.emit(f"while {_text(node.condition)}:")
+        with self.nested():
+            self.stmt(node.body)
 
     def _AsyncCopy(self, node: AsyncCopy, last: bool) -> None:
         self.emit("with T.async_copy():")

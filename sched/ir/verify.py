@@ -32,6 +32,7 @@ from sched.ir.nodes import (
     MATH_FUNCTIONS,
     SCOPES,
     Allocate,
+    Assume,
     BinaryOp,
     Block,
     BlockRealize,
@@ -47,6 +48,7 @@ from sched.ir.nodes import (
     Select,
     StringImm,
     Var,
+    While,
 )
 
 
@@ -223,6 +225,16 @@ class _Verifier(IRVisitor):
     def visit_IfThenElse(self, node: IfThenElse) -> None:
         if node.condition.dtype != "bool":
             self.fail(f"an if condition must be bool, got {node.condition.dtype}")
+        self.visit_children(node)
+
+    def visit_While(self, node: While) -> None:
+        if node.condition.dtype != "bool":
+            self.fail(f"a while condition must be bool, got {node.condition.dtype}")
+        self.visit_children(node)
+
+    def visit_Assume(self, node: Assume) -> None:
+        if node.condition.dtype != "bool":
+            self.fail(f"T.assume takes a bool condition, got {node.condition.dtype}")
         self.visit_children(node)
 
     def visit_LetStmt(self, node: LetStmt) -> None:
