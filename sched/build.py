@@ -194,7 +194,11 @@ def _check_races(func: PrimFunc) -> None:
     reason = redundant_update(func)
     if reason is not None:
         raise BuildError(f"build: {reason}")
-    found = check_concurrent_loops(func)
+    try:
+        found = check_concurrent_loops(func)
+    except UnmodelledError as error:
+        raise BuildError(f"build: cannot check the concurrent loops of {func.name!r}: "
+                         f"{error}. To build it unchecked, pass check_races=False") from None
     if found is None:
         return
     loop, violation = found

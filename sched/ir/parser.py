@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from sched.errors import ScriptError
 from sched.ir.dtype import DTYPES
 from sched.ir.functor import collect
+from sched.ir.module import IRModule
 from sched.ir.nodes import (
     TRUE,
     Annotations,
@@ -53,14 +54,15 @@ from sched.ir.nodes import (
 )
 from sched.ir.parse_expr import Handle, call_name, t_name
 from sched.ir.parse_lowered import root_regions
+from sched.ir.parse_module import is_module, parse_module
 from sched.ir.parse_stmt import StmtParser, one_arg, split_header, statement_kind
 
 _FUNCTION_HEADER = {"func_attr", "match_buffer", "symbolic", "view", "alloc_buffer", "skip"}
 
 
-def parse(text: str) -> PrimFunc:
-    """The PrimFunc of a TVMScript text holding one `@T.prim_func` function (imports and
-    comments around it are allowed)."""
+def parse(text: str) -> PrimFunc | IRModule:
+    """The PrimFunc of a TVMScript text holding one `@T.prim_func` function, or the IRModule
+    of one holding an `@I.ir_module` class (imports and comments around it are allowed)."""
     return _parse_source(textwrap.dedent(text), 0, None)
 
 
@@ -75,23 +77,25 @@ def parse_function(pyfunc) -> PrimFunc:
                          inspect.getsourcefile(pyfunc))
 
 
-def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFunc:
+def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFunc | IRModule:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = None if exc.lineno is None else exc.lineno + line_offset
         raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
     parser = _Parser(line_offset, filename, source)
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef | ast.Import | ast.ImportFrom) \
+        if not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom) \
                 and statement_kind(node) != "skip":
-            raise parser.error(node, "only imports and one @T.prim_func function may appear at "
-                                     "the top level")
+            raise parser.error(node, "only imports and one @T.prim_func function or "
+                                     "@I.ir_module class may appear at the top level")
     if len(functions) != 1:
-        raise ScriptError(f"expected one @T.prim_func function, found {len(functions)}",
-                          None, filename)
+        raise ScriptError(f"expected one @T.prim_func function or @I.ir_module class, found "
+                          f"{len(functions)}", None, filename)
     try:
+        if is_module(functions[0]):                       # parse_module.py
+            return parse_module(functions[0], lambda: _Parser(line_offset, filename, source))
         return parser.function(functions[0])
     except ScriptError as exc:      # the user's line is what matters, not the parser's frames
         raise exc.with_traceback(None) from None

@@ -30,6 +30,7 @@ import warnings
 import islpy as isl
 
 from sched.errors import ConservativeAnalysisWarning, ScheduleError
+from sched.ir.module import IRModule
 from sched.ir.nodes import BlockRealize, For, PrimFunc
 from sched.ir.verify import verify
 from sched.schedule.opaque_blocks import check_block_not_opaque, check_opaque_blocks_kept
@@ -115,8 +116,11 @@ class ScheduleBase:
 
     def __init__(self, func: PrimFunc, *, render_errors: bool = True,
                  verify_steps: bool = True, seed: int | None = None) -> None:
+        if isinstance(func, IRModule):         # "main" or the only function
+            func = func.main_function("Schedule")
         if not isinstance(func, PrimFunc):
-            raise TypeError(f"Schedule: expected a PrimFunc, got {type(func).__name__}")
+            raise TypeError(f"Schedule: expected a PrimFunc or an IRModule, got "
+                            f"{type(func).__name__}")
         verify(func)
         self.original_func = func               # as given: what the trace replays on
         self._func = uniquify_loop_names(func)
