@@ -221,6 +221,8 @@ class _Walker:
         statement comes before the next run of the first), so the model refuses it. For
         footprints alone (which elements may be accessed: bounds proofs), its body is what an
         `if` of unknown condition would guard, the same accesses in every run."""
+        if not collect(loop.body, BlockRealize):
+            return                      # no statement of the model (lowered-IR stores)
         if not self.while_as_if:
             raise UnmodelledError(
                 f"the function has a while loop (`while {loop.condition.script()}:`), which "
