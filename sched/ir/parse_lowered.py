@@ -23,24 +23,20 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from sched.ir.functor import IRMutator
 from sched.ir.nodes import (
     SCOPES,
     THREAD_TAGS,
     VTHREAD_TAGS,
     Allocate,
     Assume,
-    BlockRealize,
     Buffer,
     For,
-    SeqStmt,
     Stmt,
     Var,
     While,
     const,
 )
 from sched.ir.parse_names import call_name
-from sched.ir.regions import infer_block_regions
 
 # constructs that scope over the statements after them (or over a `with` body)
 SCOPING = ("launch_thread", "env_thread", "attr", "allocate")
@@ -67,18 +63,6 @@ def is_assume(node: ast.Expr) -> bool:
     if call_name(call) == "evaluate" and len(call.args) == 1:
         call = call.args[0]
     return call_name(call) == "assume"
-
-
-class _WithoutBlocks(IRMutator):
-    def visit_BlockRealize(self, node: BlockRealize) -> Stmt:
-        return SeqStmt(())
-
-
-def root_regions(body: Stmt, alloc_buffers: tuple[Buffer, ...]) -> tuple[tuple, tuple]:
-    """The regions of the root block: what its body accesses outside the blocks nested in it
-    (a while or if condition of lowered TIR, `n[0] > 0`), the whole buffer where an index is
-    in loop variables; nothing for a root of blocks alone, as TVM's."""
-    return infer_block_regions(_WithoutBlocks().visit(body), None, (), alloc_buffers)
 
 
 class LoweredStmtParser:

@@ -52,7 +52,6 @@ from sched.ir.parse_lowered import (
     LoweredStmtParser,
     is_assume,
     is_scoping,
-    root_regions,
 )
 from sched.ir.parse_vector import vector_calls
 from sched.ir.regions import infer_block_regions
@@ -392,7 +391,7 @@ class StmtParser(LoweredStmtParser, BlockContext, BufferParser):
         iter_vars = tuple(parts.iter_vars)
         if parts.reads is None or parts.writes is None:
             if top_level and parts.name == "root":
-                inferred: tuple = root_regions(body, tuple(parts.alloc_buffers))
+                inferred: tuple = ((), ())
             else:
                 # a T.decl_buffer in the block allocates a buffer of its own, not a region
                 local = tuple(a.buffer for a in collect(body, Allocate) if a.buffer.data is None)
@@ -491,22 +490,6 @@ class StmtParser(LoweredStmtParser, BlockContext, BufferParser):
         name = node.targets[0].id
         self.bind(name, self.region_view(name, call))
 
-    def _bind_view(self, node: ast.Assign) -> None:
-        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement.
-        `B_1 = T.Buffer((10,), data=B)` of a `T.allocate_const` B of that shape and dtype (as
-        TVM prints it) is B itself."""
-        name = node.targets[0].id
-        data = next((k.value for k in node.value.keywords if k.arg == "data"), None)
-        if isinstance(data, ast.Name):
-            source = self.lookup_buffer(data)
-            view = self.buffer(name, _without_keyword(node.value, "data"), "T.Buffer")
-            if (view.shape, view.dtype) != (source.shape, source.dtype):
-                raise self.error(node, f"T.Buffer '{name}' (data={data.id}) must have the "
-                                       f"shape and dtype of '{data.id}'")
-            self.bind(name, source)
-            return
-        self.bind(name, self.buffer(name, node.value, "T.Buffer"))
-
     def _block_init(self, node: ast.With, parts: _BlockParts) -> None:
         if node.items[0].optional_vars is not None or node.items[0].context_expr.args:
             raise self.error(node, "expected 'with T.init():'")
@@ -515,11 +498,6 @@ class StmtParser(LoweredStmtParser, BlockContext, BufferParser):
 
     def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
         pass
-
-
-def _without_keyword(call: ast.Call, name: str) -> ast.Call:
-    return ast.Call(call.func, call.args, [k for k in call.keywords if k.arg != name],
-                    lineno=call.lineno, col_offset=call.col_offset)
 
 
 def _with_header_loads(reads: tuple, exprs: list) -> tuple:
