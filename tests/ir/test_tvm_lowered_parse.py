@@ -339,6 +339,21 @@ def test_while_loop_in_a_block_runs_and_the_block_stays_schedulable():
     np.testing.assert_array_equal(b3, b)
 
 
+def test_while_loop_in_a_thread_bound_block_runs_on_cuda_emu():
+    func = parse(COLLATZ.replace('(1,), "int32")', '(1,), "int32", scope="local")'))
+    sch = sched.Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("steps"))
+    bx, tx = sch.split(i, [2, 4])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    kernel = sched.build(sch, target="cuda-emu")
+    assert "while (x[0] != 1) {" in kernel.source
+    a = np.arange(1, 9, dtype=np.int32)
+    b = np.zeros(8, np.int32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, _collatz_steps(a))
+
+
 REPEAT = '''
 @T.prim_func
 def main(A: T.Buffer((8,), "float32"), n: T.Buffer((1,), "int32")):
