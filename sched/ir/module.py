@@ -67,12 +67,7 @@ class IRModule(Mapping):
         """The module as TVMScript: `@I.ir_module class Module:` with one method a function."""
         from sched.ir.printer import to_script
 
-        lines = ["# from sched.script import I, T", "", "@I.ir_module", f"class {self.name}:"]
-        for index, func in enumerate(self._functions.values()):
-            text = to_script(func).split("\n")
-            body = text[text.index("@T.prim_func"):]
-            lines += ([""] if index else []) + ["    " + line if line else line for line in body]
-        return "\n".join(lines)
+        return to_script(self)
 
     def __str__(self) -> str:
         return self.script()

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from sched.ir.dtype import INDEX_DTYPE
 from sched.ir.functor import collect
+from sched.ir.module import IRModule
 from sched.ir.nodes import (
     Allocate,
     Assume,
@@ -84,6 +85,8 @@ def to_script(node) -> str:
     other node (expression, statement, buffer, region...) alone."""
     if isinstance(node, PrimFunc):
         return _Printer().function(node)
+    if isinstance(node, IRModule):
+        return _module(node)
     if isinstance(node, Expr):
         return _text(node)
     if isinstance(node, Block):
@@ -101,6 +104,16 @@ def to_script(node) -> str:
     if isinstance(node, IterVar):
         return f"{node.var.name} = T.axis.{node.kind}({_dom(node.dom)})"
     raise TypeError(f"to_script: not an IR node: {node!r}")
+
+
+def _module(mod: IRModule) -> str:
+    """`@I.ir_module class Module:`, each function a `@T.prim_func` method."""
+    lines = ["# from sched.script import I, T", "", "@I.ir_module", f"class {mod.name}:"]
+    for index, func in enumerate(mod.values()):
+        text = _Printer().function(func).split("\n")
+        body = text[text.index("@T.prim_func"):]
+        lines += ([""] if index else []) + ["    " + line if line else line for line in body]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
