@@ -25,6 +25,7 @@ import dataclasses
 import importlib
 import itertools
 import random
+import sys
 import warnings
 
 import islpy as isl
@@ -58,6 +59,15 @@ def _analysis_calls() -> int | None:
         return None
     found = info()
     return found.hits + found.misses
+
+
+def _callers_level() -> int:
+    """The stacklevel of the first frame outside sched, for a warning at the user's call
+    (however deep in sched, through `unmodelled.refuse_unmodelled` too, it was raised)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("sched."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class BlockRV:
@@ -305,7 +315,7 @@ class ScheduleBase:
         self.notes.extend(new)
         for note in new:
             warnings.warn(f"{kind}: accepted on a conservative analysis: {note}",
-                          ConservativeAnalysisWarning, stacklevel=4)
+                          ConservativeAnalysisWarning, stacklevel=_callers_level())
 
     def _check_concurrent_loops(self, kind: str, new_func: PrimFunc) -> None:
         """A step must not put a dependence under a loop that runs its iterations at once."""
