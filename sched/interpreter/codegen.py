@@ -352,7 +352,12 @@ class Emitter:
         self.scoped(emit)
 
     def stmt_Barrier(self, node: Barrier) -> None:
-        pass
+        # a barrier orders the threads of a block, which run here one after another: its
+        # semantics would need the threads interleaved (lowered GPU TIR, T.tvm_storage_sync)
+        raise InterpretError("interpret: T.tvm_storage_sync (a barrier between a block's "
+                             "threads) has no semantics here, where threads run one after "
+                             "another; run the function on the C target, which splits "
+                             "thread loops at barriers")
 
     def stmt_BlockRealize(self, node: BlockRealize) -> None:
         block = node.block

@@ -230,6 +230,9 @@ def main(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
     for order in ("forward", "reverse"):
         (_, b) = run_c(func, a, np.zeros(64, np.float32), thread_order=order)
         np.testing.assert_array_equal(b, a.reshape(2, 32)[:, ::-1].reshape(64))
+    # the interpreter runs threads one after another: it refuses a barrier, never ignores it
+    with pytest.raises(InterpretError, match="T.tvm_storage_sync .* has no semantics here"):
+        sched.interpret(func, a, np.zeros(64, np.float32))
 
 
 def test_virtual_thread_attr_is_a_vthread_loop():
