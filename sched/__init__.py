@@ -24,6 +24,7 @@ from sched.errors import (
     ScheduleError,
     ScriptError,
     ScriptWarning,
+    UnmodelledError,
 )
 from sched.interpreter import interpret
 from sched.interpreter.runtime import InterpretError
@@ -51,7 +52,8 @@ def __getattr__(name: str):
 
 
 def parse(text: str):
-    """The PrimFunc that TVMScript-style `text` describes (see sched.ir.parser)."""
+    """The PrimFunc (or, for an `@I.ir_module` class, the IRModule) that TVMScript-style
+    `text` describes (see sched.ir.parser)."""
     from sched.ir.parser import parse as parse_text
 
     return parse_text(text)
@@ -60,4 +62,5 @@ def parse(text: str):
 __all__ = ["BuildError", "ConservativeAnalysisWarning", "CudaError", "DSLError",
            "EmulationError", "InterpretError", "KernelArgumentError", "NoGPUError",
            "OutOfBoundsError", "Schedule", "ScheduleError", "ScriptError", "ScriptWarning",
-           "TensorIntrin", "Trace", "build", "interpret", "ir", "parse", "tune"]
+           "TensorIntrin", "Trace", "UnmodelledError", "build", "interpret", "ir", "parse",
+           "tune"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sched.errors import BuildError
+from sched.errors import BuildError, UnmodelledError
+from sched.ir.module import IRModule
 from sched.ir.nodes import PrimFunc
 from sched.targets import BUILD_TARGETS, parse_target
 
@@ -83,6 +84,8 @@ def build(func, target: str = "c", *, arch: str | None = None,
     trace = original = None
     if isinstance(func, Schedule):
         func, trace, original = func.func, func.trace, func.original_func
+    if isinstance(func, IRModule):          # "main" or the only function
+        func = func.main_function("build")
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
     if target in ("cuda", "cuda-emu") and not _has_thread_bindings(func):
@@ -194,7 +197,11 @@ def _check_races(func: PrimFunc) -> None:
     reason = redundant_update(func)
     if reason is not None:
         raise BuildError(f"build: {reason}")
-    found = check_concurrent_loops(func)
+    try:
+        found = check_concurrent_loops(func)
+    except UnmodelledError as error:
+        raise BuildError(f"build: cannot check the concurrent loops of {func.name!r}: "
+                         f"{error}. To build it unchecked, pass check_races=False") from None
     if found is None:
         return
     loop, violation = found

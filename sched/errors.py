@@ -82,6 +82,12 @@ class ScheduleError(ValueError):
         super().__init__("\n".join(lines))
 
 
+class UnmodelledError(ValueError):
+    """The polyhedral model cannot represent the function (a while loop): an analysis that
+    needs the order of its statements refuses. A Schedule step turns it into a ScheduleError
+    naming the step."""
+
+
 class ConservativeAnalysisWarning(UserWarning):
     """A schedule step was accepted on an analysis that over-approximates the function (an
     index, binding, bound or predicate isl cannot represent exactly): the step is legal for

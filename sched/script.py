@@ -18,6 +18,7 @@ decides what is valid and reports what is not, with its line.
 
 from __future__ import annotations
 
+from sched.ir.nodes import PrimFunc
 from sched.ir.parser import parse_function
 
 
@@ -67,3 +68,20 @@ class _Namespace:
 
 
 T = _Namespace()
+
+
+class _ModuleNamespace:
+    """`I`: `@I.ir_module` makes an IRModule of a class whose methods are `@T.prim_func`s."""
+
+    def ir_module(self, cls):
+        from sched.ir.module import IRModule
+
+        functions = {name: value for name, value in vars(cls).items()
+                     if isinstance(value, PrimFunc)}
+        return IRModule(functions, cls.__name__)
+
+    def __repr__(self) -> str:
+        return "sched.script.I"
+
+
+I = _ModuleNamespace()  # noqa: E741  (TVM's name)

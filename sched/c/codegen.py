@@ -30,6 +30,7 @@ from sched.ir.nodes import (
     EXTERN_CALLS,
     INT_FUNCTIONS,
     Allocate,
+    Assume,
     BinaryOp,
     Buffer,
     BufferLoad,
@@ -49,6 +50,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    While,
 )
 from sched.ir.simplify import simplify
 
@@ -224,6 +226,14 @@ class _CEmitter:
             self.line("} else {")
             self.block(node.else_body)
         self.line("}")
+
+    def stmt_While(self, node: While) -> None:
+        self.line(f"while ({self.expr(node.condition)}) {{")
+        self.block(node.body)
+        self.line("}")
+
+    def stmt_Assume(self, node: Assume) -> None:
+        self.line(f"// T.assume({node.condition.script()}): a hint, no code")
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         ctype = dtypes.compute_type(node.var.dtype)

@@ -34,7 +34,11 @@ result the IR defines:
   filled with NaN (integers: 0x5A5A...) so that a read before a write shows in the result,
   nested blocks;
 - views (`T.Buffer(..., data=A.data)`): every buffer is a row-major view of its storage's flat
-  memory; `T.decl_buffer`/`Allocate`, LetStmt, IfThenElse, Select (only the chosen side runs);
+  memory; `T.decl_buffer`/`Allocate`, LetStmt, IfThenElse, Select (only the chosen side runs),
+  while loops; `T.assume(c)` checked: a false one raises InterpretError (TVM leaves it
+  undefined);
+- a barrier (`T.tvm_storage_sync`, lowered GPU TIR) raises InterpretError: threads run one
+  after another here, with no barrier semantics (the C target has them);
 - arithmetic in the dtype: integers wrap (int32 wraparound), `//` and `%` floor, `/` on
   integers truncates as in C, float32 rounds at every operation, float16 and bfloat16 compute
   in float32 and round when cast or stored (as the C target), float min/max propagate NaN;

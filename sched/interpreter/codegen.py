@@ -20,6 +20,7 @@ from sched.ir.nodes import (
     EXTERN_CALLS,
     VTHREAD_TAGS,
     Allocate,
+    Assume,
     Barrier,
     BinaryOp,
     Block,
@@ -41,6 +42,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    While,
 )
 
 CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
@@ -314,6 +316,18 @@ class Emitter:
             self.line("else:")
             self.scoped(lambda: self.body(node.else_body))
 
+    def stmt_While(self, node: While) -> None:
+        self.statement = f"while {node.condition}"
+        self.line(f"while {self.expr(node.condition)}:")
+        self.scoped(lambda: self.body(node.body))
+
+    def stmt_Assume(self, node: Assume) -> None:
+        """A false assumption makes the program undefined (TVM's definition): said here."""
+        self.statement = f"T.assume({node.condition})"
+        text = repr(f"T.assume({node.condition}) does not hold (block '{self.block}')")
+        self.line(f"if not ({self.expr(node.condition)}):")
+        self.line(f"    raise _rt.InterpretError({text})")
+
     def stmt_LetStmt(self, node: LetStmt) -> None:
         self.statement = f"{node.var.name} = {node.value}"
         value = self.expr(node.value)
@@ -338,7 +352,12 @@ class Emitter:
         self.scoped(emit)
 
     def stmt_Barrier(self, node: Barrier) -> None:
-        pass
+        # a barrier orders the threads of a block, which run here one after another: its
+        # semantics would need the threads interleaved (lowered GPU TIR, T.tvm_storage_sync)
+        raise InterpretError("interpret: T.tvm_storage_sync (a barrier between a block's "
+                             "threads) has no semantics here, where threads run one after "
+                             "another; run the function on the C target, which splits "
+                             "thread loops at barriers")
 
     def stmt_BlockRealize(self, node: BlockRealize) -> None:
         block = node.block

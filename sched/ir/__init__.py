@@ -2,9 +2,11 @@
 
 from sched.ir.dtype import DTYPES, INDEX_DTYPE
 from sched.ir.functor import IRMutator, IRVisitor, collect, free_vars, substitute
+from sched.ir.module import IRModule
 from sched.ir.nodes import (
     TRUE,
     Allocate,
+    Assume,
     Barrier,
     BinaryOp,
     Block,
@@ -30,6 +32,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    While,
     binary,
     const,
     convert,

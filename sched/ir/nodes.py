@@ -422,6 +422,31 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True, slots=True)
+class Assume(Stmt):
+    """A hint that `condition` holds here (TVM's `T.assume`): kept and printed, no code. An
+    analysis may ignore it and never trusts it unless it proves it; the interpreter checks it
+    (a false assumption makes the program undefined, as in TVM).
+
+    Printed: `T.assume(n % 4 == 0)` (TVM prints `T.evaluate(T.assume(...))`: read too).
+    """
+
+    condition: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class While(Stmt):
+    """Runs `body` while `condition` holds (TVM's `T.While`; lowered TIR). The polyhedral
+    model cannot see it: schedule steps that need the analysis refuse a function holding one
+    (polyhedral/statements.py), and the GPU lowering refuses one inside thread loops.
+
+    Printed: `while A[0] < 10:`, then the body.
+    """
+
+    condition: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
 class AsyncCopy(Stmt):
     """The shared-memory stores in `body` may land at any point until the `AsyncWait` that
     covers the commit group they join (`cp.async` on sm_80+; a plain copy elsewhere). Made by

@@ -223,6 +223,22 @@ class BufferParser(ExprParser):
         found = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
         return found.dtype if isinstance(found, Var) else "int32"
 
+    def _bind_view(self, node: ast.Assign) -> None:
+        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement.
+        `B_1 = T.Buffer((10,), data=B)` of a `T.allocate_const` B of that shape and dtype (as
+        TVM prints it) is B itself."""
+        name = node.targets[0].id
+        data = next((k.value for k in node.value.keywords if k.arg == "data"), None)
+        if isinstance(data, ast.Name):
+            source = self.lookup_buffer(data)
+            view = self.buffer(name, _without_keyword(node.value, "data"), "T.Buffer")
+            if (view.shape, view.dtype) != (source.shape, source.dtype):
+                raise self.error(node, f"T.Buffer '{name}' (data={data.id}) must have the "
+                                       f"shape and dtype of '{data.id}'")
+            self.bind(name, source)
+            return
+        self.bind(name, self.buffer(name, node.value, "T.Buffer"))
+
     def allocate_const(self, name: str, call: ast.Call, block_name: str) -> tuple[Buffer, Stmt]:
         """`X = T.allocate_const([1, 2, 3, 4], "int32", [2, 2])`: a buffer `X` of constants.
 
@@ -275,3 +291,8 @@ class BufferParser(ExprParser):
                 and isinstance(node.value, ast.Name)):
             raise self.error(node, f"expected data=X.data, got '{ast.unparse(node)}'")
         return node.value.id
+
+
+def _without_keyword(call: ast.Call, name: str) -> ast.Call:
+    return ast.Call(call.func, call.args, [k for k in call.keywords if k.arg != name],
+                    lineno=call.lineno, col_offset=call.col_offset)

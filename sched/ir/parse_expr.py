@@ -46,6 +46,9 @@ from sched.ir.nodes import (
     convert,
 )
 from sched.ir.parse_extern import EXTERN_PARSED, ExternCallParser
+from sched.ir.parse_intrin import INTRIN_CALLS, IntrinCallParser
+from sched.ir.parse_names import call_name, t_name
+from sched.ir.parse_vector import VECTOR_CALLS, VectorParser
 from sched.ir.simplify import simplify
 
 Literal = int | float | bool
@@ -69,22 +72,6 @@ class Handle:
 
     def __init__(self, name: str, position: int) -> None:
         self.name, self.position, self.matched = name, position, False
-
-
-def t_name(node: ast.AST) -> str | None:
-    """`"axis.remap"` for the ast of `T.axis.remap`, None for anything not under `T.`."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name) and node.id == "T" and parts:
-        return ".".join(reversed(parts))
-    return None
-
-
-def call_name(node: ast.AST) -> str | None:
-    """The `T.` name of a call (`"block"` for `T.block("C")`), None otherwise."""
-    return t_name(node.func) if isinstance(node, ast.Call) else None
 
 
 def extent_between(lo: Expr, hi: Expr) -> Expr:
@@ -134,7 +121,7 @@ def _is_zero(expr: Expr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
 
 
-class ExprParser(ExternCallParser):
+class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
     def __init__(self, line_offset: int = 0, filename: str | None = None,
@@ -285,6 +272,8 @@ class ExprParser(ExternCallParser):
             raise self.error(node, f"unknown function '{ast.unparse(node.func)}'")
         if name in EXTERN_PARSED:
             return self._extern_call(node, name)
+        if name in VECTOR_CALLS or name in INTRIN_CALLS:     # parse_vector, parse_intrin
+            return (self._vector_call if name in VECTOR_CALLS else self._intrin_call)(node, name)
         keywords = {k.arg: k.value for k in node.keywords}
         dtype = self.dtype(keywords.pop("dtype")) if "dtype" in keywords else None
         if keywords:

@@ -47,6 +47,13 @@ from sched.ir.nodes import (
 from sched.ir.parse_block_context import BlockContext
 from sched.ir.parse_buffer import BufferParser
 from sched.ir.parse_expr import _BINARY_OPS, ExprParser, call_name
+from sched.ir.parse_lowered import (
+    SCOPING,
+    LoweredStmtParser,
+    is_assume,
+    is_scoping,
+)
+from sched.ir.parse_vector import vector_calls
 from sched.ir.regions import infer_block_regions
 
 _BLOCK_HEADER = {"axis", "remap", "where", "reads", "writes", "block_attr", "alloc_buffer",
@@ -136,7 +143,7 @@ class _BlockParts:
         setattr(self, what, value)
 
 
-class StmtParser(BlockContext, BufferParser):
+class StmtParser(LoweredStmtParser, BlockContext, BufferParser):
     """Statements, loops and blocks; `parser._Parser` adds the function around them."""
 
     def __init__(self, line_offset: int, filename: str | None, source: str) -> None:
@@ -148,6 +155,7 @@ class StmtParser(BlockContext, BufferParser):
         self.block_lines: dict[str, int] = {}     # block name -> line of its T.block
         self.alloc_targets: list[list[Buffer]] = []   # where T.allocate_const allocates
         self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
+        self.pending_scopes: dict = {}        # T.attr storage_scope before its T.allocate
 
     @contextmanager
     def scope(self, nested: bool = False):
@@ -177,6 +185,11 @@ class StmtParser(BlockContext, BufferParser):
                     and isinstance(node.targets[0], ast.Name) \
                     and call_name(node.value) == "allocate_const":
                 out.append(self._allocate_const(node))
+            elif kind == "stmt" and is_scoping(node):       # parse_lowered: over the rest
+                scoped = self.scoping(node, nodes[index + 1:])
+                if scoped is not None:
+                    out.append(scoped)
+                    break
             elif kind == "stmt" and (isinstance(node, ast.AnnAssign) or (
                     isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))):
                 out.append(self._scoped(node, nodes[index + 1:]))
@@ -213,6 +226,8 @@ class StmtParser(BlockContext, BufferParser):
         target = node.targets[0]
         if len(node.targets) != 1 or not isinstance(target, ast.Subscript):
             raise self.error(node, f"unsupported assignment '{ast.unparse(node)}'")
+        if vector_calls(node):                         # T.ramp / T.broadcast: parse_vector
+            return self.vector_store(node)
         buffer, indices = self.access(target)
         return BufferStore(buffer, self.expr(node.value, buffer.dtype), indices)
 
@@ -230,6 +245,8 @@ class StmtParser(BlockContext, BufferParser):
         name = call_name(node.value)
         if name is None:
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
+        if is_assume(node):
+            return self.assume(node)
         if name == "evaluate":
             inner = node.value.args[0] if len(node.value.args) == 1 else None
             if call_name(inner) not in ("call_extern", "call_packed", "call_pure_extern"):
@@ -271,6 +288,8 @@ class StmtParser(BlockContext, BufferParser):
                 and not call.args and not call.keywords:
             with self.scope():
                 return AsyncCopy(self.stmts(node.body))
+        if len(node.items) == 1 and name in SCOPING:
+            return self.lowered_with(node)
         if len(node.items) != 1 or name not in ("block", "decl_buffer", "LetStmt"):
             shown = f"T.{name}" if name else ast.unparse(call)
             raise self.error(node, f"unknown construct '{shown}' in a with statement")
@@ -471,22 +490,6 @@ class StmtParser(BlockContext, BufferParser):
         name = node.targets[0].id
         self.bind(name, self.region_view(name, call))
 
-    def _bind_view(self, node: ast.Assign) -> None:
-        """`A_flat = T.Buffer((8192,), "float32", data=A.data)`: a name, no statement.
-        `B_1 = T.Buffer((10,), data=B)` of a `T.allocate_const` B of that shape and dtype (as
-        TVM prints it) is B itself."""
-        name = node.targets[0].id
-        data = next((k.value for k in node.value.keywords if k.arg == "data"), None)
-        if isinstance(data, ast.Name):
-            source = self.lookup_buffer(data)
-            view = self.buffer(name, _without_keyword(node.value, "data"), "T.Buffer")
-            if (view.shape, view.dtype) != (source.shape, source.dtype):
-                raise self.error(node, f"T.Buffer '{name}' (data={data.id}) must have the "
-                                       f"shape and dtype of '{data.id}'")
-            self.bind(name, source)
-            return
-        self.bind(name, self.buffer(name, node.value, "T.Buffer"))
-
     def _block_init(self, node: ast.With, parts: _BlockParts) -> None:
         if node.items[0].optional_vars is not None or node.items[0].context_expr.args:
             raise self.error(node, "expected 'with T.init():'")
@@ -495,11 +498,6 @@ class StmtParser(BlockContext, BufferParser):
 
     def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
         pass
-
-
-def _without_keyword(call: ast.Call, name: str) -> ast.Call:
-    return ast.Call(call.func, call.args, [k for k in call.keywords if k.arg != name],
-                    lineno=call.lineno, col_offset=call.col_offset)
 
 
 def _with_header_loads(reads: tuple, exprs: list) -> tuple:

@@ -8,7 +8,9 @@ prints, so that `parse(to_script(f)) == f`, and TensorIR scripts as TVM users wr
 Anything it does not know is a ScriptError naming the line and the construct
 (`line 12: unknown construct 'T.blok'`); nothing is silently dropped. Expressions are read by
 `parse_expr.py`, buffer declarations by `parse_buffer.py`, statements and blocks by
-`parse_stmt.py`; this module reads the function.
+`parse_stmt.py`, what TVM's lowering leaves by `parse_lowered.py` (statements),
+`parse_vector.py` (vectors) and `parse_intrin.py` (`T.call_intrin`), modules by
+`parse_module.py`; this module reads the function.
 
 Read as TVM means them, in sched's terms (each prints back in a form this parser reads):
 layout arguments (`strides=`, `elem_offset=`, `align=`, `offset_factor=`, `scope=""`) against
@@ -22,13 +24,25 @@ which rfactor factors); opaque calls (`T.evaluate(T.call_extern(...))`, `T.call_
 (`parse_extern.py`; a block making one is opaque, see `sched/ir/extern.py`); `buffer_type=` and
 `axis_separators=` at TVM's defaults ("default", []).
 
+Lowered TIR: `T.assume(c)` / `T.evaluate(T.assume(c))`, an `Assume` (a hint, no code);
+`T.ramp(b, s, n)` / `T.broadcast(v, n)` (`T.Ramp`, `T.Broadcast`) in the indices and value of a
+buffer store, as a vectorized loop over the lanes, refused where a vector and a loop could
+differ; `x = T.launch_thread("blockIdx.x", n)`, `T.env_thread` + `T.launch_thread(x, n)` and
+`T.attr(x, "thread_extent" | "virtual_thread", n)`, as thread-bound loops; `T.attr(_,
+"pragma_*", v)` around a loop, as the loop's annotation; `T.attr(X, "storage_scope", s)` and
+`X = T.allocate(extents, dtype, scope)`, as an allocation (`T.decl_buffer`); `while c:`, a
+`While` (the polyhedral model refuses one around blocks: steps that need it say so);
+`T.call_intrin(dtype, "tir.exp", x)` for the intrinsics sched knows, as `T.exp(x)`.
+`@I.ir_module class Module:` with `@T.prim_func` methods, as an `IRModule` (`mod["main"]`;
+`Schedule(mod)` takes "main" or the only function).
+
 Not read (an error naming the line says so): layouts that are not dense (constant strides or
 offsets other than the dense ones), storage scopes other than global/shared/local and the
 wmma fragment scopes (`"shared.dyn"`, `"warp"`...), other `axis_separators=`/`buffer_type=`,
-`T.call_intrin`, `T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors,
-`T.while`, IRModules (`@I.ir_module`) and more than one function per text, and what TVM's
-lowering leaves (`T.comm_reducer` in a `T.attr`, `T.tvm_thread_allreduce`: write the reduction
-as a block).
+other `T.attr` keys, other intrinsics in `T.call_intrin`, vector-typed values outside a buffer
+store (`x: T.float32x4`), functions of a module calling each other (`T.call_tir`, Relax), and
+what TVM's lowering leaves for reductions (`T.comm_reducer` in a `T.attr`,
+`T.tvm_thread_allreduce`: write the reduction as a block).
 """
 
 from __future__ import annotations
@@ -41,6 +55,7 @@ from dataclasses import dataclass, field
 from sched.errors import ScriptError
 from sched.ir.dtype import DTYPES
 from sched.ir.functor import collect
+from sched.ir.module import IRModule
 from sched.ir.nodes import (
     TRUE,
     Annotations,
@@ -52,14 +67,15 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.ir.parse_expr import Handle, call_name, t_name
+from sched.ir.parse_module import is_module, parse_module
 from sched.ir.parse_stmt import StmtParser, one_arg, split_header, statement_kind
 
 _FUNCTION_HEADER = {"func_attr", "match_buffer", "symbolic", "view", "alloc_buffer", "skip"}
 
 
-def parse(text: str) -> PrimFunc:
-    """The PrimFunc of a TVMScript text holding one `@T.prim_func` function (imports and
-    comments around it are allowed)."""
+def parse(text: str) -> PrimFunc | IRModule:
+    """The PrimFunc of a TVMScript text holding one `@T.prim_func` function, or the IRModule
+    of one holding an `@I.ir_module` class (imports and comments around it are allowed)."""
     return _parse_source(textwrap.dedent(text), 0, None)
 
 
@@ -74,23 +90,25 @@ def parse_function(pyfunc) -> PrimFunc:
                          inspect.getsourcefile(pyfunc))
 
 
-def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFunc:
+def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFunc | IRModule:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = None if exc.lineno is None else exc.lineno + line_offset
         raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
     parser = _Parser(line_offset, filename, source)
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef | ast.Import | ast.ImportFrom) \
+        if not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom) \
                 and statement_kind(node) != "skip":
-            raise parser.error(node, "only imports and one @T.prim_func function may appear at "
-                                     "the top level")
+            raise parser.error(node, "only imports and one @T.prim_func function or "
+                                     "@I.ir_module class may appear at the top level")
     if len(functions) != 1:
-        raise ScriptError(f"expected one @T.prim_func function, found {len(functions)}",
-                          None, filename)
+        raise ScriptError(f"expected one @T.prim_func function or @I.ir_module class, found "
+                          f"{len(functions)}", None, filename)
     try:
+        if is_module(functions[0]):                       # parse_module.py
+            return parse_module(functions[0], lambda: _Parser(line_offset, filename, source))
         return parser.function(functions[0])
     except ScriptError as exc:      # the user's line is what matters, not the parser's frames
         raise exc.with_traceback(None) from None

@@ -27,8 +27,10 @@ from contextlib import contextmanager
 
 from sched.ir.dtype import INDEX_DTYPE
 from sched.ir.functor import collect
+from sched.ir.module import IRModule
 from sched.ir.nodes import (
     Allocate,
+    Assume,
     AsyncCommit,
     AsyncCopy,
     AsyncWait,
@@ -58,6 +60,7 @@ from sched.ir.nodes import (
     Stmt,
     StringImm,
     Var,
+    While,
     const,
 )
 from sched.ir.parse_expr import extent_between
@@ -82,6 +85,8 @@ def to_script(node) -> str:
     other node (expression, statement, buffer, region...) alone."""
     if isinstance(node, PrimFunc):
         return _Printer().function(node)
+    if isinstance(node, IRModule):
+        return _module(node)
     if isinstance(node, Expr):
         return _text(node)
     if isinstance(node, Block):
@@ -99,6 +104,16 @@ def to_script(node) -> str:
     if isinstance(node, IterVar):
         return f"{node.var.name} = T.axis.{node.kind}({_dom(node.dom)})"
     raise TypeError(f"to_script: not an IR node: {node!r}")
+
+
+def _module(mod: IRModule) -> str:
+    """`@I.ir_module class Module:`, each function a `@T.prim_func` method."""
+    lines = ["# from sched.script import I, T", "", "@I.ir_module", f"class {mod.name}:"]
+    for index, func in enumerate(mod.values()):
+        text = _Printer().function(func).split("\n")
+        body = text[text.index("@T.prim_func"):]
+        lines += ([""] if index else []) + ["    " + line if line else line for line in body]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,6 +333,14 @@ class _Printer:
 
     def _Evaluate(self, evaluate: Evaluate, last: bool) -> None:
         self.emit(f"T.evaluate({_text(evaluate.value)})")
+
+    def _Assume(self, node: Assume, last: bool) -> None:
+        self.emit(f"T.assume({_text(node.condition)})")
+
+    def _While(self, node: While, last: bool) -> None:
+        self.emit(f"while {_text(node.condition)}:")
+        with self.nested():
+            self.stmt(node.body)
 
     def _AsyncCopy(self, node: AsyncCopy, last: bool) -> None:
         self.emit("with T.async_copy():")

@@ -32,6 +32,7 @@ from sched.ir.nodes import (
     MATH_FUNCTIONS,
     SCOPES,
     Allocate,
+    Assume,
     BinaryOp,
     Block,
     BlockRealize,
@@ -47,6 +48,7 @@ from sched.ir.nodes import (
     Select,
     StringImm,
     Var,
+    While,
 )
 
 
@@ -61,6 +63,7 @@ class _Verifier(IRVisitor):
         self.scopes: list[set[Var]] = [set()]
         self.buffers: list[set[str]] = [set()]
         self.block_names: set[str] = set()
+        self.undeclared_reads_allowed = 0      # inside a while condition of the root
         self.blocks: list[tuple[Block, set[Var]]] = []   # enclosing blocks, vars visible in each
         # buffers a T.decl_buffer (Allocate) declares inside the current block: its own
         self.local_buffers: list[set[str]] = [set()]
@@ -107,7 +110,8 @@ class _Verifier(IRVisitor):
         if buffer.storage_name not in visible:
             self.fail(f"buffer '{buffer.name}' is {access} but is neither a parameter nor "
                       f"allocated in an enclosing block")
-        if self.blocks and buffer.data is None and access != "declared":
+        if self.blocks and buffer.data is None and access != "declared" \
+                and not (access == "loaded" and self.undeclared_reads_allowed):
             block = self.blocks[-1][0]
             writes = {r.buffer.name for r in block.writes}
             allowed = writes | {b.name for b in block.alloc_buffers}
@@ -223,6 +227,24 @@ class _Verifier(IRVisitor):
     def visit_IfThenElse(self, node: IfThenElse) -> None:
         if node.condition.dtype != "bool":
             self.fail(f"an if condition must be bool, got {node.condition.dtype}")
+        self.visit_children(node)
+
+    def visit_While(self, node: While) -> None:
+        if node.condition.dtype != "bool":
+            self.fail(f"a while condition must be bool, got {node.condition.dtype}")
+        # the root declares no regions (as TVM's): what a while loop of it reads to decide
+        # is the loop's, and a function holding such a loop around blocks is not analysed
+        # (polyhedral/statements.py), so nothing relies on the root declaring it
+        at_root = len(self.blocks) == 1 and self.blocks[0][0].name == "root" \
+            and not self.blocks[0][0].iter_vars
+        self.undeclared_reads_allowed += at_root
+        self.visit(node.condition)
+        self.undeclared_reads_allowed -= at_root
+        self.visit(node.body)
+
+    def visit_Assume(self, node: Assume) -> None:
+        if node.condition.dtype != "bool":
+            self.fail(f"T.assume takes a bool condition, got {node.condition.dtype}")
         self.visit_children(node)
 
     def visit_LetStmt(self, node: LetStmt) -> None:

@@ -27,6 +27,7 @@ from sched.lower.simplify_indices import simplify_indices
 from sched.lower.software_pipeline import check_software_pipelines, inject_software_pipelines
 from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
+from sched.lower.while_loops import check_while_loops
 from sched.lower.wmma_fragments import layout_wmma_fragments
 
 logger = logging.getLogger("sched.lower")
@@ -84,6 +85,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
 
     inject_software_pipelines_for_target.__name__ = "inject_software_pipelines"
     func = run(inject_software_pipelines_for_target, func)
+    func = run(check_while_loops, func)
     func = run(insert_barriers, func)
     func = run(uniform_barriers, func)
     if target == "c":

@@ -38,6 +38,7 @@ from sched.ir.nodes import (
     Select,
     SeqStmt,
     Stmt,
+    While,
     const,
     logical_and,
     seq,
@@ -73,6 +74,13 @@ class _Uniform:
             return dataclasses.replace(stmt, value=value, body=self.visit(stmt.body, guards))
         if isinstance(stmt, Allocate):
             return dataclasses.replace(stmt, body=self.visit(stmt.body, guards))
+        if isinstance(stmt, While):
+            raise ScheduleError("build", f"a barrier sits in the while loop `while "
+                                f"{stmt.condition.script()}:`, whose trip count sched cannot "
+                                f"prove the same for every thread of a block (every thread "
+                                f"must reach every barrier, and the C target splits thread "
+                                f"loops at barriers): write it as a for loop with uniform "
+                                f"bounds")
         raise AssertionError(f"unexpected {type(stmt).__name__} holding a barrier")
 
     def branch(self, stmt: IfThenElse, guards: tuple[Expr, ...]) -> Stmt:

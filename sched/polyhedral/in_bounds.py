@@ -36,7 +36,12 @@ from sched.ir.memo import identity_cache
 from sched.ir.nodes import PrimFunc, Var
 from sched.polyhedral import names
 from sched.polyhedral.isl_expr import isl_name, to_isl
-from sched.polyhedral.model import PolyModel, Statement, ViewAccess, build_model
+from sched.polyhedral.model import (
+    PolyModel,
+    Statement,
+    ViewAccess,
+    build_footprint_model,
+)
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,7 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
 @identity_cache(maxsize=64)
 def bounds_report(func: PrimFunc) -> BoundsReport:
     """Every access of `func` checked against its buffer's shape (see the module doc)."""
-    model = build_model(func)
+    model = build_footprint_model(func)
     dims = [f"{isl_name(v)} >= 1" for v in func.symbolic_vars]   # sizes: at least 1
     context = isl.Set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
     violations, unproven = [], []

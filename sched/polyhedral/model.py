@@ -68,6 +68,7 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferStore,
     PrimFunc,
+    While,
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import (
@@ -283,8 +284,22 @@ def build_model(func: PrimFunc) -> PolyModel:
     """The polyhedral model of `func`. Blocks without iteration variables still count as
     statements (one instance each), except the root block. Cached per function (a step's
     check builds the new function's model, which the next step reads again): callers must
-    not modify it; what they derive from it may go in `derived`."""
-    walker = _Walker(func)
+    not modify it; what they derive from it may go in `derived`. A function with a while
+    loop has none: UnmodelledError (see `build_footprint_model`)."""
+    return _build(func, _Walker(func))
+
+
+@identity_cache(maxsize=16)
+def build_footprint_model(func: PrimFunc) -> PolyModel:
+    """The model of `func` for what its statements may access (bounds), also where it has a
+    while loop, whose body is modelled as guarded by a condition that may hold: its accesses
+    are right, its order is not (ask `build_model` for anything about order)."""
+    if not collect(func.body, While):
+        return build_model(func)
+    return _build(func, _Walker(func, while_as_if=True))
+
+
+def _build(func: PrimFunc, walker: _Walker) -> PolyModel:
     walker.walk(func.body, [], [], [], {})
     params = _params(func)
     param_text = f"[{', '.join(params)}] ->"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from sched.errors import UnmodelledError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     TRUE,
@@ -26,6 +27,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    While,
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
@@ -156,8 +158,9 @@ class Statement:
 class _Walker:
     """Collects statements, with their constraints and time vectors, from a function body."""
 
-    def __init__(self, func: PrimFunc) -> None:
+    def __init__(self, func: PrimFunc, while_as_if: bool = False) -> None:
         self.func = func
+        self.while_as_if = while_as_if      # footprints only (bounds): see `walk`
         self.statements: list[Statement] = []
         self.notes: list[str] = []
 
@@ -209,6 +212,27 @@ class _Walker:
             self.walk(stmt.body, loops, conds, time, env, exact)
         elif isinstance(stmt, BlockRealize):
             self.block(stmt, loops, conds, time, env, exact)
+        elif isinstance(stmt, While):
+            self.while_loop(stmt, loops, conds, time, env)
+
+    def while_loop(self, loop: While, loops, conds, time, env) -> None:
+        """A while loop runs its body any number of times, with no variable to tell the runs
+        apart: an order the model would give its statements is wrong (a run of the second
+        statement comes before the next run of the first), so the model refuses it. For
+        footprints alone (which elements may be accessed: bounds proofs), its body is what an
+        `if` of unknown condition would guard, the same accesses in every run."""
+        if not collect(loop.body, BlockRealize):
+            return                      # no statement of the model (lowered-IR stores)
+        if not self.while_as_if:
+            raise UnmodelledError(
+                f"the function has a while loop (`while {loop.condition.script()}:`), which "
+                f"the polyhedral model cannot see: sched cannot prove a step legal that "
+                f"depends on the order of the statements. Schedule the function before the "
+                f"while loop is added, or write the loop as a for loop over a bound with an "
+                f"if inside")
+        self.note("a while loop's body is modelled as running under a condition that may "
+                  "hold (its accesses only)")
+        self.walk(loop.body, loops, conds, time + ["0"], env, False)
 
     def block(self, realize: BlockRealize, loops, conds, time, env, exact=True) -> None:
         block = realize.block

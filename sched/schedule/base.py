@@ -25,11 +25,13 @@ import dataclasses
 import importlib
 import itertools
 import random
+import sys
 import warnings
 
 import islpy as isl
 
 from sched.errors import ConservativeAnalysisWarning, ScheduleError
+from sched.ir.module import IRModule
 from sched.ir.nodes import BlockRealize, For, PrimFunc
 from sched.ir.verify import verify
 from sched.schedule.opaque_blocks import check_block_not_opaque, check_opaque_blocks_kept
@@ -57,6 +59,15 @@ def _analysis_calls() -> int | None:
         return None
     found = info()
     return found.hits + found.misses
+
+
+def _callers_level() -> int:
+    """The stacklevel of the first frame outside sched, for a warning at the user's call
+    (however deep in sched, through `unmodelled.refuse_unmodelled` too, it was raised)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("sched."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class BlockRV:
@@ -115,8 +126,11 @@ class ScheduleBase:
 
     def __init__(self, func: PrimFunc, *, render_errors: bool = True,
                  verify_steps: bool = True, seed: int | None = None) -> None:
+        if isinstance(func, IRModule):         # "main" or the only function
+            func = func.main_function("Schedule")
         if not isinstance(func, PrimFunc):
-            raise TypeError(f"Schedule: expected a PrimFunc, got {type(func).__name__}")
+            raise TypeError(f"Schedule: expected a PrimFunc or an IRModule, got "
+                            f"{type(func).__name__}")
         verify(func)
         self.original_func = func               # as given: what the trace replays on
         self._func = uniquify_loop_names(func)
@@ -301,7 +315,7 @@ class ScheduleBase:
         self.notes.extend(new)
         for note in new:
             warnings.warn(f"{kind}: accepted on a conservative analysis: {note}",
-                          ConservativeAnalysisWarning, stacklevel=4)
+                          ConservativeAnalysisWarning, stacklevel=_callers_level())
 
     def _check_concurrent_loops(self, kind: str, new_func: PrimFunc) -> None:
         """A step must not put a dependence under a loop that runs its iterations at once."""

@@ -37,8 +37,10 @@ from sched.schedule.reindex import ReindexPrimitives
 from sched.schedule.reindex_cache import ReindexCachePrimitives
 from sched.schedule.sampling import SamplingPrimitives
 from sched.schedule.tensorize import TensorizePrimitives
+from sched.schedule.unmodelled import refuse_unmodelled
 
 
+@refuse_unmodelled
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
