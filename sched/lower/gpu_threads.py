@@ -20,9 +20,8 @@ import dataclasses
 import math
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, IRVisitor, free_vars, substitute
+from sched.ir.functor import IRMutator, IRVisitor, substitute
 from sched.ir.nodes import (
-    BlockRealize,
     BufferStore,
     Expr,
     For,
@@ -33,6 +32,7 @@ from sched.ir.nodes import (
     const,
 )
 from sched.lower.launch import MAX_THREADS_PER_BLOCK, LaunchConfig
+from sched.polyhedral.nested_threads import nested_loop_problem
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -62,79 +62,6 @@ class _Unify(IRMutator):
         if loop.extent != outer.extent:
             body = IfThenElse(binary("lt", outer.loop_var, loop.extent), body)
         return body
-
-
-def nested_loop_problem(loop: For, outer: For, outer_vars: frozenset = frozenset()) -> str | None:
-    """Why `loop`, nested in `outer` bound to the same tag, cannot run as `outer`'s iterations
-    (the inner loop's work shared among the outer loop's threads), or None when it can.
-
-    Unified, thread t runs only the inner iteration t: the threads of the outer loop share the
-    inner loop's work (TVM's convention for a cooperative fetch), and barriers give every
-    thread what the others wrote. That is the inner loop's work only when it has at most the
-    outer loop's threads and its body does not use the outer index; otherwise one index would
-    stand for two (the loops' diagonal). Blocks have no barrier: a loop nested in one of the
-    same blockIdx axis is always refused. `outer_vars`: variables that stand for the outer
-    index too (in block IR, the iteration variables of blocks between the loops bound to it).
-    """
-    tag, name, outer_name = loop.thread_tag, loop.loop_var.name, outer.loop_var.name
-    if tag in BLOCK_TAGS:
-        return (f"loop {name!r} is bound to {tag} inside loop {outer_name!r} bound to {tag} "
-                f"too: nested loops of one block axis would share one block index and compute "
-                f"only part of the iterations; fuse the two loops and bind the fused loop, or "
-                f"bind them to different axes (blockIdx.x, blockIdx.y)")
-    if isinstance(loop.extent, IntImm) and isinstance(outer.extent, IntImm) \
-            and loop.extent.value > outer.extent.value:
-        return (f"loop {name!r} is bound to {tag} with extent {loop.extent.value}, inside loop "
-                f"{outer_name!r} bound to it with extent {outer.extent.value}: a nested loop of "
-                f"one thread axis cannot use more threads than the outer one; split it by "
-                f"{outer.extent.value}")
-    if ({outer.loop_var} | set(outer_vars)) & set(free_vars(loop.body)):
-        return (f"loop {name!r} is bound to {tag} inside loop {outer_name!r} bound to {tag} "
-                f"too, and its body uses {outer_name!r}: one thread index cannot stand for "
-                f"both loops; fuse them and bind the fused loop, or bind them to different "
-                f"axes (threadIdx.x, threadIdx.y)")
-    return None
-
-
-class _NestedAxes(IRVisitor):
-    def __init__(self) -> None:
-        self.outer: dict[str, tuple[For, frozenset]] = {}   # tag -> (loop, its variables)
-        self.problem: str | None = None
-
-    def visit_For(self, loop: For) -> None:
-        if self.problem is not None:
-            return
-        if not _is_bound(loop):
-            self.visit_children(loop)
-            return
-        found = self.outer.get(loop.thread_tag)
-        if found is not None:
-            self.problem = nested_loop_problem(loop, *found)
-            self.visit_children(loop)
-            return
-        self.outer[loop.thread_tag] = (loop, frozenset())
-        self.visit_children(loop)
-        del self.outer[loop.thread_tag]
-
-    def visit_BlockRealize(self, realize: BlockRealize) -> None:
-        saved = dict(self.outer)
-        for tag, (loop, variables) in saved.items():     # block variables standing for it
-            bound = {loop.loop_var} | variables
-            uses = frozenset(iv.var for iv, value in zip(realize.block.iter_vars,
-                                                         realize.iter_values)
-                             if bound & set(free_vars(value)))
-            self.outer[tag] = (loop, variables | uses)
-        self.visit_children(realize)
-        self.outer = saved
-
-
-def nested_axis_problem(func: PrimFunc) -> str | None:
-    """The first loop of `func` nested in a loop of its own thread tag that cannot share that
-    loop's index (`nested_loop_problem`), or None. Asked after schedule steps too (block IR),
-    so a step refuses what the build would."""
-    visitor = _NestedAxes()
-    visitor.visit(func.body)
-    return visitor.problem
 
 
 def unify_thread_loops(func: PrimFunc) -> PrimFunc:

@@ -332,8 +332,8 @@ class ScheduleBase:
 
     def _check_nested_thread_axes(self, kind: str, new_func: PrimFunc) -> None:
         """A step must not nest a loop in a loop of its thread tag that cannot share its index
-        (lower/gpu_threads.py: the build refuses it)."""
-        from sched.lower.gpu_threads import nested_axis_problem
+        (polyhedral/nested_threads.py: the build refuses it)."""
+        from sched.polyhedral.nested_threads import nested_axis_problem
 
         problem = nested_axis_problem(new_func)
         if problem is not None:
