@@ -23,8 +23,8 @@ which rfactor factors); opaque calls (`T.evaluate(T.call_extern(...))`, `T.call_
 `axis_separators=` at TVM's defaults ("default", []).
 
 Not read (an error naming the line says so): layouts that are not dense (constant strides or
-offsets other than the dense ones), storage scopes other than global/shared/local and the
-wmma fragment scopes (`"shared.dyn"`, `"warp"`...), other `axis_separators=`/`buffer_type=`,
+offsets other than the dense ones), storage scopes other than global/shared/local, the
+wmma fragment scopes and "warp" (`"shared.dyn"`...), other `axis_separators=`/`buffer_type=`,
 `T.call_intrin`, `T.launch_thread`/`T.attr`/`T.assume`, `T.ramp`/`T.broadcast` vectors,
 `T.while`, IRModules (`@I.ir_module`) and more than one function per text, and what TVM's
 lowering leaves (`T.comm_reducer` in a `T.attr`, `T.tvm_thread_allreduce`: write the reduction
