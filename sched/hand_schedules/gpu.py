@@ -292,7 +292,8 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
     sch.tensorize(_fragment_loops(sch, fragment_blocks[1]), intrinsics["load_b"])
     sch.tensorize(sch.get_loops(init)[-2], intrinsics["fill"])
     sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
-    sch.tensorize(_fragment_loops(sch, accumulator), intrinsics["store"])
+    if intrinsics["store"]:
+        sch.tensorize(_fragment_loops(sch, accumulator), intrinsics["store"])
     return sch
 
 
