@@ -9,10 +9,12 @@ than one element, the bytes that access needs and why (`ParamAlignments.require`
   CUDA programming guide asks a 256-bit aligned pointer).
 
 Every runtime that launches the kernel checks the pointers with `check_pointer_alignment`
-before the launch: the "cuda" target (`CudaKernel`, `CudaKernelSequence`) and its emulation
-("cuda-emu", which checks the caller's arrays exactly as the GPU target would), and the export
+before the launch: the "cuda" target (`CudaKernel`, `CudaKernelSequence`), and the export
 launcher writes the same checks in C (`alignment_bytes`, `alignment_reasons`). Tensors torch
-allocates are 256-byte aligned; a view with an offset may not be.
+allocates on the GPU are 256-byte aligned; a view with an offset may not be. Its emulation
+("cuda-emu") checks the offset of each host array in its allocation
+(`allocation_offsets`): the GPU would refuse the same view of a copied allocation, while the
+host allocator's own alignment (numpy's: 16 bytes) says nothing about the GPU's.
 """
 
 from __future__ import annotations
@@ -58,20 +60,41 @@ def parameter_alignments(func, aligned_params) -> list[tuple[int, Alignment]]:
             if b.name in aligned_params]
 
 
-def check_pointer_alignment(func, needs: list[tuple[int, Alignment]], pointers) -> None:
+def check_pointer_alignment(func, needs: list[tuple[int, Alignment]], pointers,
+                            what: str = "address") -> None:
     """Raise KernelArgumentError naming the first buffer argument whose pointer (an int) is not
-    aligned as `needs` (from `parameter_alignments`) says."""
+    aligned as `needs` (from `parameter_alignments`) says. `what` the pointers are, for the
+    message ("address", or "offset in its allocation" for `allocation_offsets`)."""
     for index, alignment in needs:
         pointer = pointers[index]
         if pointer is not None and pointer % alignment.bytes:
             name = func.buffers[index].name
             raise KernelArgumentError(
-                f"argument '{name}': its data is not {alignment.bytes}-byte aligned (address "
+                f"argument '{name}': its data is not {alignment.bytes}-byte aligned ({what} "
                 f"{pointer:#x}, {pointer % alignment.bytes} bytes past a multiple of "
                 f"{alignment.bytes}; a view with an offset?): this kernel {alignment.why}, "
                 f"which needs {alignment.bytes}-byte aligned addresses. Pass a copy "
                 f"(tensor.clone(), np.ascontiguousarray of a fresh array) or a view that starts "
                 f"{alignment.bytes}-byte aligned")
+
+
+def allocation_offsets(arrays) -> list[int | None]:
+    """The byte offset of each array's data in the allocation it views (numpy arrays and CPU
+    torch tensors; None for anything else): what decides its alignment once the allocation is
+    copied to the GPU, which aligns allocations to 256 bytes. The emulator ("cuda-emu") checks
+    these, so a call that the GPU would refuse is refused there too, whatever the host
+    allocator's own alignment."""
+    offsets = []
+    for array in arrays:
+        if hasattr(array, "untyped_storage") and hasattr(array, "data_ptr"):   # torch
+            offsets.append(array.data_ptr() - array.untyped_storage().data_ptr())
+            continue
+        root = array
+        while getattr(root, "base", None) is not None and hasattr(root.base, "ctypes"):
+            root = root.base
+        offsets.append(array.ctypes.data - root.ctypes.data if hasattr(array, "ctypes")
+                       else None)
+    return offsets
 
 
 def alignment_bytes(needs: list[tuple[int, Alignment]], func) -> dict[str, int]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from sched import env
 from sched.arguments import ArgumentBinder, numpy_dtype
-from sched.cuda.alignment import check_pointer_alignment, parameter_alignments
+from sched.cuda.alignment import allocation_offsets, check_pointer_alignment, parameter_alignments
 from sched.cuda.emu.compile import compile_emulator
 from sched.cuda.runtime import PARAMETER_CTYPES, parameter_value
 from sched.errors import BuildError, EmulationError
@@ -108,12 +108,13 @@ class EmulatedKernel:
         """(launch file, buffer offsets in it, bound arguments, buffer sizes), or None when
         the grid is empty."""
         bound = self._binder.bind(args)
-        check_pointer_alignment(self.func, self._aligned, bound.pointers)
+        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
+        check_pointer_alignment(self.func, self._aligned, allocation_offsets(arrays),
+                                "offset in its allocation")
         values = (*bound.scalars, *bound.dims)
         grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
         if 0 in grid:
             return None
-        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
         sizes = [numpy_dtype(b.dtype).itemsize * math.prod(np.shape(a))
                  for b, a in zip(self.func.buffers, arrays)]
         blob, offsets = self._launch_file(grid, bound.pointers, sizes, values)

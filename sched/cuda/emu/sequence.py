@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 from sched.arguments import numpy_dtype
-from sched.cuda.alignment import check_pointer_alignment
+from sched.cuda.alignment import allocation_offsets, check_pointer_alignment
 from sched.cuda.emu.kernel import EmulatedKernel
 from sched.cuda.kernel_sequence import KernelLaunch, workspace_shapes
 from sched.errors import BuildError
@@ -50,11 +50,12 @@ class EmulatedKernelSequence(EmulatedKernel):
 
     def __call__(self, *args) -> None:
         bound = self._binder.bind(args)
-        check_pointer_alignment(self.func, self._aligned, bound.pointers)
+        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
+        check_pointer_alignment(self.func, self._aligned, allocation_offsets(arrays),
+                                "offset in its allocation")
         values = (*bound.scalars, *bound.dims)
         by_var = dict(zip(self._grid_vars, values))
         grids = [k.launch.grid_dims(by_var) for k in self.kernels]
-        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
         sizes = [numpy_dtype(b.dtype).itemsize * math.prod(np.shape(a))
                  for b, a in zip(self.func.buffers, arrays)]
         sizes += [numpy_dtype(b.dtype).itemsize * math.prod(shape) for b, shape in
