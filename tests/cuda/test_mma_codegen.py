@@ -65,6 +65,14 @@ def test_mma_matmul_numbers(target):
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
 
 
+def test_the_interpreter_runs_the_mma_intrinsics_reference_loops():
+    a, b, expected = fp16_inputs(32, 32, 32)
+    c = np.zeros((32, 32), np.float32)
+    sched.interpret(gpu_matmul_mma(32, 32, 32, fragments=(1, 1), warps=(1, 1), k_tiles=1).func,
+                    a, b, c)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
 def transposed_matmul(M=32, N=32, K=32):
     """C = AT^T @ BT^T with AT stored (K, M) and BT (N, K), one warp per 16x16 tile of C: the
     warp tiles take the operands' logical layout (reindex_cache_read from the shared tiles)
