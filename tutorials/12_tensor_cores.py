@@ -7,7 +7,8 @@ In sched, as in TVM, a fragment is a buffer of scope "wmma.matrix_a", "wmma.matr
 11). Each intrinsic's implementation is its reference loop nest marked as one warp-wide call: the
 C target runs the loops (every thread holds a whole fragment), the CUDA target emits
 `nvcuda::wmma` calls, run by a warp together; the build checks that every lane of a warp makes
-each call with the same operands. Run: `python tutorials/12_tensor_cores.py`.
+each call with the same operands. Step 8 does the same with mma.sync and ldmatrix (scope
+"warp"). Run: `python tutorials/12_tensor_cores.py`.
 """
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 import sched
 from sched import compute as te
 from sched.cuda.device import gpu_available
+from sched.hand_schedules import gpu_matmul_mma
 
 M, N, K = 128, 128, 64
 A = te.placeholder((M, K), "float16", name="A")
@@ -129,15 +131,31 @@ sched.build(by_threads.func, target="c")(a, b, c)
 np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
 print("and it matches numpy on the C target")
 
-# 8. On a GPU: torch tensors in, the same numbers out.
+# 8. mma.sync instead of wmma (TVM's mma intrinsics): the same steps with scope "warp" for the
+#    accumulator and operand tiles and the intrinsics mma_fill_16x16_f32, mma_ldmatrix_f16_a /
+#    mma_ldmatrix_f16_b (ldmatrix from the shared tiles), mma_f16f16f32 (two m16n8k16 each) and
+#    mma_store_16x16_f32_global; hand_schedules.gpu_matmul_mma is that schedule. The CUDA
+#    target emits inline PTX and gives each lane its part of every tile, in the registers the
+#    PTX ISA assigns it (sched/cuda/mma.py); cuda-emu runs that PTX by its reference semantics.
+mma_sch = gpu_matmul_mma(M, N, K)
+c = np.zeros((M, N), np.float32)
+mma_kernel = sched.build(mma_sch.func, target="cuda-emu")
+mma_kernel(a, b, c)
+np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+print("mma.sync on cuda-emu matches numpy; its PTX:")
+print("\n".join(sorted({line.strip()[:110] for line in mma_kernel.source.splitlines()
+                        if "ldmatrix.sync" in line or "mma.sync" in line})))
+
+# 9. On a GPU: torch tensors in, the same numbers out.
 if gpu_available():
     import torch
 
-    out = torch.zeros((M, N), device="cuda")
-    sched.build(sch.func, target="cuda")(torch.from_numpy(a).cuda(),
-                                         torch.from_numpy(b).cuda(), out)
-    torch.cuda.synchronize()
-    np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-4, atol=1e-3)
+    for schedule in (sch, mma_sch):
+        out = torch.zeros((M, N), device="cuda")
+        sched.build(schedule.func, target="cuda")(torch.from_numpy(a).cuda(),
+                                                  torch.from_numpy(b).cuda(), out)
+        torch.cuda.synchronize()
+        np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-4, atol=1e-3)
     print("on the GPU too")
 else:
     print("(no GPU here: the kernel was compiled but not launched)")

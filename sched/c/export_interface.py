@@ -151,11 +151,13 @@ class CheckWriter:
 
     `values` maps each symbolic dim and integer scalar to its int64 C expression;
     `alignments` maps a buffer's name to the bytes its pointer must be aligned to (default: its
-    element size); `pointer_value(argument)` is the pointer as an unsigned integer.
+    element size) and `alignment_reasons` what needs it (said in the message);
+    `pointer_value(argument)` is the pointer as an unsigned integer.
     """
 
     def __init__(self, func: PrimFunc, name: str, args: list[Argument], *, check_bounds: bool,
-                 alignments: dict[str, int], pointer_value) -> None:
+                 alignments: dict[str, int], pointer_value,
+                 alignment_reasons: dict[str, str] | None = None) -> None:
         self.func, self.name, self.args = func, name, args
         self.lines: list[str] = []
         self.helpers: list[str] = []
@@ -165,6 +167,7 @@ class CheckWriter:
                 self.values[arg.ir] = f"(int64_t){arg.name}"
         self.check_bounds = check_bounds
         self.alignments = alignments
+        self.alignment_reasons = alignment_reasons or {}
         self.pointer_value = pointer_value
         self.temporaries = 0
 
@@ -220,8 +223,10 @@ class CheckWriter:
                   f"buffer {arg.name} is NULL")
         alignment = self.alignments.get(arg.ir.name, numpy_dtype(arg.ir.dtype).itemsize)
         if alignment > 1:
+            why = self.alignment_reasons.get(arg.ir.name)
+            because = f": the kernel {c_text(why)}" if why else ""
             self.fail(f"{pointer} % {alignment}u != 0", "SCHED_ERROR_MISALIGNED",
-                      f"buffer {arg.name} is not {alignment}-byte aligned")
+                      f"buffer {arg.name} is not {alignment}-byte aligned{because}")
 
     def check_overlaps(self, sizes: dict[str, str]) -> None:
         buffers = [arg for arg in self.args if arg.kind == "buffer"]

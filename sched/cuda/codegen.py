@@ -25,12 +25,14 @@ import math
 from sched.c import dtypes
 from sched.c.codegen import _CEmitter
 from sched.c.names import function_identifier
-from sched.cuda import wmma
+from sched.cuda import mma, wmma
+from sched.cuda.alignment import ParamAlignments
 from sched.cuda.async_copy import AsyncCopyEmitter
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
     FRAGMENT_SCOPES,
+    WARP_SCOPE,
     Allocate,
     Barrier,
     BufferLoad,
@@ -107,12 +109,14 @@ def _size(allocate: Allocate) -> int:
     return math.prod(extents)
 
 
-def generate_cuda(lowered: PrimFunc, launch: LaunchConfig) -> tuple[str, str, frozenset]:
-    """(CUDA source, kernel name, parameters that must be 16-byte aligned) of `lowered`, the
-    output of `sched.lower.lower(func, target="cuda")`, launched with `launch`."""
+def generate_cuda(lowered: PrimFunc, launch: LaunchConfig
+                  ) -> tuple[str, str, ParamAlignments]:
+    """(CUDA source, kernel name, the buffer parameters that must be aligned beyond their
+    element size: sched/cuda/alignment.py) of `lowered`, the output of
+    `sched.lower.lower(func, target="cuda")`, launched with `launch`."""
     wmma.check_warp_uniform(lowered, launch)
     emitter = _CudaEmitter(lowered, launch)
-    return emitter.emit(), function_identifier(lowered.name), frozenset(emitter.aligned_params)
+    return emitter.emit(), function_identifier(lowered.name), emitter.aligned_params
 
 
 class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
@@ -125,9 +129,11 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         self.launch = launch
         self.dynamic = shared_bytes(func) > STATIC_SHARED_LIMIT
         self.shared_offset = 0
-        self.aligned_params: set[str] = set()    # parameters read or written as float4
+        self.aligned_params = ParamAlignments()   # parameters moved wider than an element
+        self.vector_moved: dict[str, int] = {}    # shared/local arrays -> bytes a move needs
         self.loops: list = []                     # (variable, min, extent) of enclosing loops
         self.wmma_shared = wmma.wmma_shared_buffers(func)   # shared tiles of wmma calls
+        self.warp_roles: dict[str, tuple[str, str]] = {}     # warp buffer -> role (cuda/mma.py)
 
     def emit(self) -> str:
         includes, helpers, kernel = self.parts()
@@ -173,9 +179,11 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
             self.loops.pop()
 
     def _loop(self, node: For) -> None:
-        if warp_intrinsic(node) is not None:     # a tensor-core call (cuda/wmma.py)
+        if warp_intrinsic(node) is not None:     # a tensor-core call (cuda/wmma.py, mma.py)
             context = tuple(self.loops[:-1])
-            self.line(wmma.WmmaCall(self, node, context).emit())
+            call = mma.MmaCall if mma.is_mma_call(warp_intrinsic(node)) else wmma.WmmaCall
+            for line in call(self, node, context).emit().split("\n"):
+                self.line(line)
             return
         if node.kind == "thread_binding":
             var = self.name(node.loop_var.name)
@@ -203,7 +211,8 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         """A vectorized copy loop as 16-byte moves (float4: 4 floats, 8 halves...), else, for
         16-bit floats, as `half2`/`__nv_bfloat162` moves, when both sides are contiguous in the
         loop and provably aligned to the move; False to fall back to scalars. Parameters moved
-        so are checked 16-byte aligned at each call (more than a pair needs: a sound bound)."""
+        so are checked aligned to the move at each call; shared and local arrays moved so are
+        declared with that alignment."""
         store = node.body
         if not (isinstance(store, BufferStore) and isinstance(store.value, BufferLoad)
                 and store.buffer.dtype == store.value.buffer.dtype != "bool"
@@ -220,8 +229,14 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         if found is None:
             return False
         lanes, vector = found
-        self.aligned_params |= {b.storage_name for b, _ in accesses
-                                if b.storage_name in {p.name for p in self.func.buffers}}
+        size = lanes * element_bytes(dtype)
+        params = {p.name for p in self.func.buffers}
+        for buffer, _ in accesses:
+            name = buffer.storage_name
+            if name in params:
+                self.aligned_params.require(name, size, f"moves it as {vector} ({size} bytes)")
+            else:            # declared with the alignment (stmt_Allocate)
+                self.vector_moved[name] = max(self.vector_moved.get(name, 1), size)
         var = self.name(node.loop_var.name)
         end = simplify(node.min + node.extent)
         ctype = dtypes.storage_type(node.loop_var.dtype)
@@ -262,7 +277,9 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
                                 f"\"shared\" or \"local\" (sch.set_scope, cache_read/"
                                 f"cache_write) or inline it (sch.compute_inline)")
         size = _size(node)
-        if buffer.scope in FRAGMENT_SCOPES:
+        if buffer.scope == WARP_SCOPE:
+            self.line(mma.warp_declaration(buffer, name, size))
+        elif buffer.scope in FRAGMENT_SCOPES:
             self.line(wmma.fragment_declaration(buffer, name, size))
         elif buffer.scope == "shared" and self.dynamic:
             if buffer.name in self.wmma_shared:          # wmma: 32 bytes (room counted)
@@ -272,8 +289,15 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         elif buffer.scope == "shared":
             align = 32 if buffer.name in self.wmma_shared else 16     # wmma: 32 bytes
             self.line(f"__shared__ __align__({align}) {ctype} {name}[{size}];")
-        else:
+        else:       # aligned as its vector moves need, once the body has said (vector_copy)
+            declaration = len(self.lines)
             self.line(f"{ctype} {name}[{size}];  // {buffer.scope}: registers")
+            self.stmt(node.body)
+            align = self.vector_moved.get(buffer.name, 1)
+            if align > element_bytes(buffer.dtype):
+                self.lines[declaration] = self.lines[declaration].replace(
+                    f"{ctype} {name}[", f"__align__({align}) {ctype} {name}[", 1)
+            return
         self.stmt(node.body)
 
     def stmt_BufferStore(self, node: BufferStore) -> None:

@@ -25,6 +25,7 @@ from sched.c.export_interface import (
     status_enum,
 )
 from sched.c.exported import ExportedKernel, write_files
+from sched.cuda.alignment import alignment_bytes, alignment_reasons
 from sched.cuda.codegen import STATIC_SHARED_LIMIT
 from sched.ir.nodes import Var
 from sched.lower.launch import MAX_GRID
@@ -34,7 +35,6 @@ _SCALAR_TYPES = {"float16": "uint16_t", "bfloat16": "uint16_t", "float32": "floa
                  "float64": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                  "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                  "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool"}
-VECTOR_ALIGNMENT = 16       # buffers the kernel moves as float4
 
 
 def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
@@ -44,9 +44,10 @@ def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
     name = export_name(func, name)
     args = arguments(func, lambda buffer, written: "CUdeviceptr",
                      lambda var: _SCALAR_TYPES[var.dtype])
-    aligned = {func.buffers[i].name: VECTOR_ALIGNMENT for i in kernel._aligned}
     checks = CheckWriter(func, name, args, check_bounds=kernel.checks_bounds,
-                         alignments=aligned, pointer_value=lambda arg: f"(uint64_t){arg.name}")
+                         alignments=alignment_bytes(kernel._aligned, func),
+                         alignment_reasons=alignment_reasons(kernel._aligned, func),
+                         pointer_value=lambda arg: f"(uint64_t){arg.name}")
     lines = checks.write()
     grid = [[checks.expression(extent) for extent in launch.grid]
             for _, launch in _kernels(kernel)]

@@ -21,9 +21,10 @@ import math
 from dataclasses import dataclass
 
 from sched.cuda import wmma
+from sched.cuda.alignment import ParamAlignments, check_pointer_alignment
 from sched.cuda.codegen import _PRELUDE, STATIC_SHARED_LIMIT, _CudaEmitter, shared_bytes
 from sched.cuda.runtime import PARAMETER_CTYPES, CudaKernel, parameter_value
-from sched.errors import BuildError, KernelArgumentError
+from sched.errors import BuildError
 from sched.ir.nodes import Buffer, PrimFunc
 from sched.lower.gpu_threads import launch_config, with_shared_bytes
 from sched.lower.kernel_sequence import KernelPlan
@@ -41,11 +42,11 @@ class KernelLaunch:
 
 
 def generate_sequence(plan: KernelPlan, *, debug: bool = False, extern_c: str = ""
-                      ) -> tuple[tuple[KernelLaunch, ...], str, frozenset]:
-    """(the kernels, the CUDA source holding all of them, buffer parameters moved as
-    float4) of `plan`. `extern_c`: device code for the functions opaque calls call, placed
-    before the kernels."""
-    launches, includes, helpers, bodies, aligned = [], [], [], [], set()
+                      ) -> tuple[tuple[KernelLaunch, ...], str, ParamAlignments]:
+    """(the kernels, the CUDA source holding all of them, the buffer parameters that must be
+    aligned beyond their element size: sched/cuda/alignment.py) of `plan`. `extern_c`: device
+    code for the functions opaque calls call, placed before the kernels."""
+    launches, includes, helpers, bodies, aligned = [], [], [], [], ParamAlignments()
     for kernel in plan.kernels:
         lowered = lower(kernel, target="cuda", debug=debug)
         launch = launch_config(lowered)
@@ -60,7 +61,7 @@ def generate_sequence(plan: KernelPlan, *, debug: bool = False, extern_c: str = 
         bodies += [f"// kernel {len(launches)}: grid "
                    f"({', '.join(g.script() for g in launch.grid)}), block {launch.block}",
                    *lines, ""]
-        aligned |= emitter.aligned_params
+        aligned.merge(emitter.aligned_params)
         launches.append(KernelLaunch(emitter.names.function, launch, lowered))
     workspace = {b.name for b in plan.workspace}
     name = plan.kernels[0].name.rsplit("_kernel", 1)[0]
@@ -68,7 +69,7 @@ def generate_sequence(plan: KernelPlan, *, debug: bool = False, extern_c: str = 
               f"launched in order.", *includes, _PRELUDE, ""]
     extern = ["// extern code given to sched.build (extern_c=)", extern_c, ""] if extern_c else []
     source = "\n".join([*header, *helpers, *extern, *bodies])
-    return tuple(launches), source, frozenset(aligned - workspace)
+    return tuple(launches), source, aligned.without(workspace)
 
 
 def workspace_shapes(workspace: tuple[Buffer, ...], values) -> list[tuple[int, ...]]:
@@ -84,8 +85,8 @@ class CudaKernelSequence(CudaKernel):
 
     def __init__(self, func: PrimFunc, source: str, kernels: tuple[KernelLaunch, ...],
                  workspace: tuple[Buffer, ...], arch: str | None = None,
-                 compiler: str = "nvrtc", flags=(), *, aligned_params: frozenset = frozenset(),
-                 cache_dir=None) -> None:
+                 compiler: str = "nvrtc", flags=(), *,
+                 aligned_params: dict | frozenset = frozenset(), cache_dir=None) -> None:
         self.kernels, self.workspace = kernels, workspace
         super().__init__(func, source, kernels[0].name, kernels[0].launch, arch, compiler,
                          flags, lowered=kernels[0].lowered, cache_dir=cache_dir,
@@ -114,12 +115,7 @@ class CudaKernelSequence(CudaKernel):
         import torch
 
         bound = self._binder.bind(args)
-        for index in self._aligned:
-            if bound.pointers[index] % 16:
-                raise KernelArgumentError(
-                    f"argument '{self.func.buffers[index].name}': its data is not 16-byte "
-                    f"aligned (a view with an offset?); this kernel moves it as float4: pass a "
-                    f"copy (tensor.clone())")
+        check_pointer_alignment(self.func, self._aligned, bound.pointers)
         values = (*bound.scalars, *bound.dims)
         by_var = dict(zip(self._grid_vars, values))
         grids = [kernel.launch.grid_dims(by_var) for kernel in self.kernels]

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sched.arguments import ArgumentBinder
+from sched.cuda.alignment import check_pointer_alignment, parameter_alignments
 from sched.cuda.compile import compile_cuda
 from sched.cuda.device import (
     DEFAULT_ARCH,
@@ -35,7 +36,7 @@ from sched.cuda.device import (
     runs_on,
 )
 from sched.cuda.resources import Resources
-from sched.errors import BuildError, KernelArgumentError
+from sched.errors import BuildError
 from sched.ir.functor import free_vars
 from sched.ir.nodes import PrimFunc, Var
 from sched.lower.launch import LaunchConfig
@@ -141,10 +142,10 @@ class CudaKernel:
     def __init__(self, func: PrimFunc, source: str, kernel_name: str, launch: LaunchConfig,
                  arch: str | None = None, compiler: str = "nvrtc", flags=(), *,
                  lowered: PrimFunc | None = None, cache_dir: Path | None = None,
-                 aligned_params: frozenset = frozenset()) -> None:
+                 aligned_params: dict | frozenset = frozenset()) -> None:
         self.func, self.lowered, self.source = func, lowered, source
-        # buffers the kernel moves as float4: their data must be 16-byte aligned
-        self._aligned = [i for i, b in enumerate(func.buffers) if b.name in aligned_params]
+        # buffers the kernel moves wider than an element: (index, Alignment)
+        self._aligned = parameter_alignments(func, aligned_params)
         self.kernel_name, self.launch = kernel_name, launch
         self.arch = arch or _chosen_arch(kernel_name)
         self.compiler = compiler
@@ -189,13 +190,7 @@ class CudaKernel:
         import torch
 
         bound = self._binder.bind(args)
-        for index in self._aligned:
-            if bound.pointers[index] % 16:
-                name = self.func.buffers[index].name
-                raise KernelArgumentError(
-                    f"argument '{name}': its data is not 16-byte aligned (a view with an "
-                    f"offset?); this kernel moves it as float4: pass a copy "
-                    f"(tensor.clone()) or build without vectorizing its copy loop")
+        check_pointer_alignment(self.func, self._aligned, bound.pointers)
         values = (*bound.scalars, *bound.dims)
         grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
         if 0 in grid:

@@ -11,8 +11,8 @@ checked here on the lowered (flattened) code, and refused otherwise with the rea
   its stride 16; a memory operand's stride is the call's `ldm`, and its base and stride keep
   the 32-byte alignment wmma requires (a multiple of 16 bytes for `ldm`, of 32 for the
   corner: shared arrays that a call reads or writes are declared 32-byte aligned; a global
-  parameter is checked 16-byte aligned at each call, and the tensors torch allocates are
-  256-byte aligned);
+  parameter is checked 32-byte aligned at each call (sched/cuda/alignment.py), and the
+  tensors torch allocates are 256-byte aligned);
 - the warp: every lane of a warp runs the call with the same operands (a warp collective).
   The block's threads must fill whole warps, and nothing that decides whether or how the call
   runs may differ between the lanes of a warp: the lanes differ in threadIdx.x, and in
@@ -141,9 +141,13 @@ class WmmaCall:
             context = (*context, (body.loop_var, body.min, body.extent))
             body = body.body
         self.context, self.store = context, body
-        depth = 3 if self.call == MMA else 2
+        depth = self.depth()
         if len(self.nest) != depth or not isinstance(body, BufferStore):
             raise _refuse(self.call, f"expected {depth} loops around one store")
+
+    def depth(self) -> int:
+        """How many loops the nest has."""
+        return 3 if self.call == MMA else 2
 
     def emit(self) -> str:
         handler = {LOAD: self._load, STORE: self._store, FILL: self._fill, MMA: self._mma}
@@ -179,7 +183,10 @@ class WmmaCall:
             raise _refuse(self.call, f"the tile of '{place.buffer.name}' starts at element "
                           f"{place.base.script()}, which wmma needs 32-byte aligned")
         if place.buffer.storage_name in {p.name for p in self.emitter.func.buffers}:
-            self.emitter.aligned_params.add(place.buffer.storage_name)
+            verb = "loads" if self.call == LOAD else "stores"
+            self.emitter.aligned_params.require(
+                place.buffer.storage_name, 32, f"{verb} 16x16 tiles of it with {self.call} "
+                f"(wmma needs 32-byte aligned tile pointers)")
         name = self.emitter.name(place.buffer.storage_name)
         return f"&{name}[{self.emitter.expr(place.base)}]", self.emitter.expr(ldm)
 

@@ -30,6 +30,8 @@ GPU (CUDA; on the C target each thread block runs as loops over its threads):
 - `gpu_matmul_tensor_core`: fp16 in, fp32 out through the wmma m16n16k16 intrinsics
   (tensorize): each thread block a tile of 16x16 fragments, the fragments of A and B loaded
   from global memory per k step, the accumulators filled, multiplied and stored.
+- `gpu_matmul_mma`: the same blocking through mma.sync m16n8k16 and ldmatrix (TVM's mma
+  intrinsics on "warp" buffers: inline PTX, the warp's tiles in registers).
 
 The CPU schedules are in `cpu.py`, the GPU ones in `gpu.py`; both build on `common.py`.
 """
@@ -51,6 +53,7 @@ from sched.hand_schedules.gpu import (
     gpu_layer_norm_rows,
     gpu_matmul,
     gpu_matmul_bias_relu,
+    gpu_matmul_mma,
     gpu_matmul_pipelined,
     gpu_matmul_tensor_core,
     gpu_softmax,
@@ -59,5 +62,5 @@ from sched.hand_schedules.gpu import (
 
 __all__ = ["cpu_conv2d", "cpu_layer_norm", "cpu_matmul", "cpu_matmul_tensorized", "cpu_softmax",
            "gpu_conv2d", "gpu_elementwise", "gpu_layer_norm", "gpu_layer_norm_rows",
-           "gpu_matmul", "gpu_matmul_bias_relu", "gpu_matmul_pipelined", "gpu_matmul_tensor_core",
-           "gpu_softmax", "gpu_softmax_rows", "_matmul_func"]
+           "gpu_matmul", "gpu_matmul_bias_relu", "gpu_matmul_pipelined", "gpu_matmul_mma",
+           "gpu_matmul_tensor_core", "gpu_softmax", "gpu_softmax_rows", "_matmul_func"]

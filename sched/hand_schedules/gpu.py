@@ -220,9 +220,43 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     The CUDA target emits nvcuda::wmma calls; the C target runs the intrinsics' reference
     loops. M must be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] *
     fragments[1], K of 16 * k_tiles."""
+    return _tensor_core_matmul("gpu_matmul_tensor_core", M, N, K, fragments, warps, k_tiles,
+                               _WMMA)
+
+
+# the scopes and intrinsics of a tensor-core matmul: accumulator, A and B operands; fill,
+# load A, load B, multiply, store
+_WMMA = {"scopes": ("wmma.accumulator", "wmma.matrix_a", "wmma.matrix_b"),
+         "fill": "wmma_fill_16x16x16_f32", "load_a": "wmma_load_16x16x16_f16_a",
+         "load_b": "wmma_load_16x16x16_f16_b", "compute": "wmma_sync_16x16x16_f16f16f32",
+         "store": "wmma_store_16x16x16_f32_global"}
+_MMA = {"scopes": ("warp", "warp", "warp"), "fill": "mma_fill_16x16_f32",
+        "load_a": "mma_ldmatrix_f16_a", "load_b": "mma_ldmatrix_f16_b",
+        "compute": "mma_f16f16f32", "store": "mma_store_16x16_f32_global"}
+
+
+def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
+                   k_tiles: int = 2) -> Schedule:
+    """fp16 matmul accumulated in fp32 on tensor cores through mma.sync m16n8k16 and
+    ldmatrix (TVM's mma intrinsics on "warp" buffers), with the blocking of
+    `gpu_matmul_tensor_core`: each warp holds `fragments` 16x16 accumulator tiles in
+    registers (mma_fill_16x16_f32, mma_store_16x16_f32_global), the A and B tiles of each
+    step of K are staged in shared memory by the whole block, and for each 16 of them each
+    warp loads its operand tiles with ldmatrix (mma_ldmatrix_f16_a/_b) and multiplies
+    (mma_f16f16f32: two mma.sync per 16x16x16). The tile loops of each warp are unrolled, so
+    its tiles stay in registers.
+
+    The CUDA target emits inline PTX; the C target runs the intrinsics' reference loops. M must
+    be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] * fragments[1], K of
+    16 * k_tiles."""
+    return _tensor_core_matmul("gpu_matmul_mma", M, N, K, fragments, warps, k_tiles, _MMA)
+
+
+def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_tiles: int,
+                        intrinsics: dict) -> Schedule:
     tile_m, tile_n = 16 * warps[0] * fragments[0], 16 * warps[1] * fragments[1]
     if M % tile_m or N % tile_n or K % (16 * k_tiles):
-        raise ValueError(f"gpu_matmul_tensor_core: M must be a multiple of {tile_m}, N of "
+        raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "
                          f"{tile_n} and K of {16 * k_tiles} (whole fragments), got M={M}, "
                          f"N={N}, K={K}")
     A = te.placeholder((M, K), "float16", name="A")
@@ -230,7 +264,8 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
                                                * te.cast(B[k, j], "float32"), axis=k), name="C")
-    sch = Schedule(te.create_prim_func([A, B, C], name="matmul_tensor_core"))
+    func_name = "matmul_tensor_core" if intrinsics is _WMMA else "matmul_mma"
+    sch = Schedule(te.create_prim_func([A, B, C], name=func_name))
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)
     bi, wi, fi, ii = sch.split(i, [None, warps[0], fragments[0], 16])
@@ -241,22 +276,24 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     sch.bind(bj, "blockIdx.x")
     sch.bind(wi, "threadIdx.z")
     sch.bind(wj, "threadIdx.y")
-    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    scope_c, scope_a, scope_b = intrinsics["scopes"]
+    accumulator = sch.cache_write(block, 0, scope_c)
     sch.reverse_compute_at(accumulator, wj)
-    for index, scope in ((1, "wmma.matrix_a"), (2, "wmma.matrix_b")):
+    fragment_blocks = []
+    for index, scope in ((1, scope_a), (2, scope_b)):
         shared = sch.cache_read(block, index, "shared")
         fragment = sch.cache_read(block, index, scope)
         sch.compute_at(fragment, ki)          # per warp, per 16 of k
         sch.compute_at(shared, ko)            # per block, per step of K
         _fetch_cooperatively(sch, shared, warps)
+        fragment_blocks.append(fragment)
     init = sch.decompose_reduction(block, ko)
-    sch.tensorize(_fragment_loops(sch, sch.get_block("A_shared_wmma_matrix_a")),
-                  "wmma_load_16x16x16_f16_a")
-    sch.tensorize(_fragment_loops(sch, sch.get_block("B_shared_wmma_matrix_b")),
-                  "wmma_load_16x16x16_f16_b")
-    sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
-    sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_f16f16f32")
-    sch.tensorize(_fragment_loops(sch, accumulator), "wmma_store_16x16x16_f32_global")
+    sch.tensorize(_fragment_loops(sch, fragment_blocks[0]), intrinsics["load_a"])
+    sch.tensorize(_fragment_loops(sch, fragment_blocks[1]), intrinsics["load_b"])
+    sch.tensorize(sch.get_loops(init)[-2], intrinsics["fill"])
+    sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
+    if intrinsics["store"]:
+        sch.tensorize(_fragment_loops(sch, accumulator), intrinsics["store"])
     return sch
 
 

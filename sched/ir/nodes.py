@@ -50,14 +50,19 @@ VTHREAD_TAGS = ("vthread", "vthread.x", "vthread.y", "vthread.z")
 # tensor-core fragments (TVM's names): in block IR each is private to a thread, as "local" is
 # (every thread holds the whole tile: the reference semantics the C target runs)
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
-SCOPES = ("global", "shared", "local", *FRAGMENT_SCOPES)
+# mma.sync operands and accumulators (TVM's "warp"): in block IR private to a thread too, each
+# holding whole 16x16 tiles; on the GPU each lane holds its part of every tile (cuda/mma.py)
+WARP_SCOPE = "warp"
+TENSOR_CORE_SCOPES = (*FRAGMENT_SCOPES, WARP_SCOPE)
+SCOPES = ("global", "shared", "local", *TENSOR_CORE_SCOPES)
 # scan and opaque variables keep their order under every schedule (schedule/ordered_axes.py)
 ITER_KINDS = ("spatial", "reduce", "scan", "opaque")
 
 
 def is_thread_private(scope: str) -> bool:
-    """Whether each thread has its own copy of a buffer of `scope` ("local" and fragments)."""
-    return scope == "local" or scope in FRAGMENT_SCOPES
+    """Whether each thread has its own copy of a buffer of `scope` ("local", the wmma
+    fragments and "warp")."""
+    return scope == "local" or scope in TENSOR_CORE_SCOPES
 
 
 class Node:

@@ -1,7 +1,8 @@
 """Tensor-core fragments on the CUDA target: each buffer of a fragment scope ("wmma.matrix_a",
-"wmma.matrix_b", "wmma.accumulator") becomes an array of 16x16 tiles, tile after tile, and is
-accessed only by the warp intrinsics that the CUDA code generator emits as `nvcuda::wmma`
-calls.
+"wmma.matrix_b", "wmma.accumulator") or of scope "warp" becomes an array of 16x16 tiles, tile
+after tile, and is accessed only by the warp intrinsics that the CUDA code generator emits as
+`nvcuda::wmma` calls (cuda/wmma.py) or as mma.sync/ldmatrix inline PTX (cuda/mma.py, which
+gives each lane its part of every tile).
 
 In block IR a fragment is private to a thread, as "local" is, and every thread runs the whole
 tile operation of a wmma intrinsic (the C target does exactly that). On the GPU the 32 lanes of
@@ -30,7 +31,8 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator
 from sched.ir.nodes import (
-    FRAGMENT_SCOPES,
+    TENSOR_CORE_SCOPES,
+    WARP_SCOPE,
     Allocate,
     Buffer,
     BufferLoad,
@@ -43,6 +45,11 @@ from sched.ir.nodes import (
 
 WARP_INTRINSIC = "warp_intrinsic"     # the loop annotation that marks a warp intrinsic's nest
 TILE = 16
+# the warp intrinsics of mma.sync on "warp" buffers (TVM's builtin names; sched/cuda/mma.py
+# emits them): ldmatrix into an A or B operand, two m16n8k16 mma.sync, fill, store
+PTX_LDMATRIX_A, PTX_LDMATRIX_B = "ptx_ldmatrix_a", "ptx_ldmatrix_b"
+PTX_MMA, MMA_FILL, MMA_STORE = "ptx_mma_m16n8k16", "mma_fill", "mma_store"
+MMA_CALLS = (PTX_LDMATRIX_A, PTX_LDMATRIX_B, PTX_MMA, MMA_FILL, MMA_STORE)
 
 
 def warp_intrinsic(loop: For) -> str | None:
@@ -66,7 +73,7 @@ class _Tiles(IRMutator):
 
     def visit_Allocate(self, node: Allocate):
         buffer = node.buffer
-        if buffer.scope not in FRAGMENT_SCOPES:
+        if buffer.scope not in TENSOR_CORE_SCOPES:
             return self.visit_children(node)
         *lead, rows, cols = buffer.shape if len(buffer.shape) >= 2 else (None, None)
         if not all(isinstance(d, IntImm) and d.value % TILE == 0 for d in (rows, cols)):
@@ -105,6 +112,16 @@ class _Tiles(IRMutator):
         return BufferStore(buffer, store.value, indices)
 
     def _tiled(self, buffer: Buffer, indices: tuple):
+        if self.inside is None and buffer.scope == WARP_SCOPE:
+            raise ScheduleError("build", f"buffer '{buffer.name}' (warp) is accessed element "
+                                f"by element outside an mma intrinsic: on the GPU each lane "
+                                f"of a warp holds its own part of a warp buffer's tiles, so "
+                                f"only the mma intrinsics may touch them. Tensorize the "
+                                f"loops that access it (sch.tensorize(loop, "
+                                f"\"mma_ldmatrix_f16_a\"), \"mma_ldmatrix_f16_b\", "
+                                f"\"mma_fill_16x16_f32\", \"mma_f16f16f32\", "
+                                f"\"mma_store_16x16_f32_global\"...), or use scope "
+                                f"\"local\"; the C target runs it as it is")
         if self.inside is None:
             raise ScheduleError("build", f"fragment '{buffer.name}' ({buffer.scope}) is "
                                 f"accessed element by element outside a tensor-core "

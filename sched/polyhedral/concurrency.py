@@ -12,7 +12,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.memo import register
-from sched.ir.nodes import FRAGMENT_SCOPES, Allocate, Block, Buffer, For, Node, PrimFunc
+from sched.ir.nodes import TENSOR_CORE_SCOPES, Allocate, Block, Buffer, For, Node, PrimFunc
 from sched.polyhedral import names
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
@@ -96,7 +96,7 @@ except dependences through
   allocates it inside the loop (plan_buffer_allocation); and of a scope each iteration can
   have its own copy of: any for parallel and vectorized loops, "shared" or "local" for
   blockIdx (per thread block), "local" for threadIdx (per thread); the wmma fragment scopes
-  as "local" (in block IR each thread holds its own whole tile);
+  and "warp" as "local" (in block IR each thread holds its own whole tile);
 - for threadIdx loops, a "shared" buffer when the source runs before the sink in each thread's
   own program (thread loops left out): a barrier between them, which the lowering inserts,
   orders them. Nothing orders global memory between threads: a dependence through it counts.
@@ -128,8 +128,8 @@ def concurrent_kind(loop: For | None = None, kind: str | None = None,
     return None
 
 
-_PRIVATE_SCOPES = {"blockIdx": ("shared", "local", *FRAGMENT_SCOPES),
-                   "threadIdx": ("local", *FRAGMENT_SCOPES)}
+_PRIVATE_SCOPES = {"blockIdx": ("shared", "local", *TENSOR_CORE_SCOPES),
+                   "threadIdx": ("local", *TENSOR_CORE_SCOPES)}
 
 
 def _scope_can_be_private(scope: str, kind: str) -> bool:

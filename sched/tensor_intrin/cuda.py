@@ -10,12 +10,29 @@ fragment scopes `wmma.matrix_a`, `wmma.matrix_b` and `wmma.accumulator`:
 - `wmma_store_16x16x16_f32_global` / `wmma_store_16x16x16_f32_shared`: an accumulator fragment
   into a "global" / "shared" fp32 buffer.
 
+and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's names; each a
+16x16 tile, held in registers by the lanes of a warp as sched/cuda/mma.py says):
+
+- `mma_ldmatrix_f16_a` / `mma_ldmatrix_f16_b`: a 16x16 fp16 tile of a "shared" buffer into an
+  A (m x k) / B (k x n) operand; `..._trans`: from a shared tile that holds it transposed
+  (`W[i, j] = S[j, i]`);
+- `mma_fill_16x16_f32`: an accumulator tile set to zero;
+- `mma_f16f16f32`: `C[i, j] += float32(A[i, k]) * float32(B[k, j])` on warp tiles (two
+  `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`);
+- `mma_store_16x16_f32_global` (TVM: `mma_store_16x16_f32_global_`) /
+  `mma_store_16x16_f32_shared`: an accumulator tile into memory.
+
+Unlike TVM, a warp buffer keeps the tile's logical layout in block IR (no `transform_layout`
+to TVM's 32x8 `shared_16x16_to_ldmatrix_32x8_layout` first): the lanes' layout is applied
+when the CUDA code is generated.
+
 The implementation of each is its description's loop nest with the outer loop annotated
 `{"warp_intrinsic": "<nvcuda::wmma call>"}`: the C target (and the interpreter) run the loops,
 each thread holding its own whole fragment, which is the reference semantics; the CUDA target
 emits the one `nvcuda::wmma` call the nest stands for (`load_matrix_sync`, `fill_fragment`,
-`mma_sync`, `store_matrix_sync`), run by the 32 lanes of a warp together on fragments declared
-as `wmma::fragment` (sched/lower/wmma_fragments.py, sched/cuda/wmma.py say when the two agree:
+`mma_sync`, `store_matrix_sync`; for the mma intrinsics, inline PTX: sched/cuda/mma.py), run
+by the 32 lanes of a warp together on fragments declared as `wmma::fragment`
+(sched/lower/wmma_fragments.py, sched/cuda/wmma.py say when the two agree:
 every lane of a warp runs the call with the same operands, and only these calls touch a
 fragment).
 """
@@ -23,7 +40,14 @@ fragment).
 from __future__ import annotations
 
 from sched.ir.parser import parse
-from sched.lower.wmma_fragments import WARP_INTRINSIC
+from sched.lower.wmma_fragments import (
+    MMA_FILL,
+    MMA_STORE,
+    PTX_LDMATRIX_A,
+    PTX_LDMATRIX_B,
+    PTX_MMA,
+    WARP_INTRINSIC,
+)
 from sched.schedule.tensor_intrin import TensorIntrin
 
 # a 16x16 tile copied between two scopes: the loads (memory -> fragment) and the store
@@ -126,6 +150,75 @@ WMMA_FILL_16x16x16_F32_INTRIN = "wmma_fill_16x16x16_f32"
 WMMA_SYNC_16x16x16_f16f16f32_INTRIN = "wmma_sync_16x16x16_f16f16f32"
 WMMA_STORE_16x16x16_F32_GLOBAL_INTRIN = "wmma_store_16x16x16_f32_global"
 WMMA_STORE_16x16x16_F32_SHARED_INTRIN = "wmma_store_16x16x16_f32_shared"
+
+# -- mma.sync m16n8k16 with ldmatrix, on "warp" buffers (TVM's names) -----------------------
+
+_LDMATRIX = """
+@T.prim_func
+def {name}(w: T.handle, s: T.handle):
+    S = T.match_buffer(s, (16, 16), "{dtype}", offset_factor=16, scope="shared")
+    W = T.match_buffer(w, (16, 16), "{dtype}", offset_factor=16, scope="warp")
+    with T.block("root"):
+        T.reads(S[0:16, 0:16])
+        T.writes(W[0:16, 0:16])
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("shared_warp"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    W[vi, vj] = S[{source}]
+"""
+
+_MMA_SYNC = """
+@T.prim_func
+def {name}(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (16, 16), "{dtype}", offset_factor=16, scope="warp")
+    B = T.match_buffer(b, (16, 16), "{dtype}", offset_factor=16, scope="warp")
+    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="warp")
+    with T.block("root"):
+        T.reads(C[0:16, 0:16], A[0:16, 0:16], B[0:16, 0:16])
+        T.writes(C[0:16, 0:16])
+        for i in T.serial(16{annotation}):
+            for j, k in T.grid(16, 16):
+                with T.block("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) \\
+                        * T.Cast("float32", B[vk, vj])
+"""
+
+_MMA_FILL = """
+@T.prim_func
+def {name}(c: T.handle):
+    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="warp")
+    with T.block("root"):
+        T.reads()
+        T.writes(C[0:16, 0:16])
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("C_warp"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = T.float32(0)
+"""
+
+for _operand, _call in (("a", PTX_LDMATRIX_A), ("b", PTX_LDMATRIX_B)):
+    for _suffix, _source in (("", "vi, vj"), ("_trans", "vj, vi")):
+        _name = f"mma_ldmatrix_f16_{_operand}{_suffix}"
+        INTRINSICS[_name] = _pair(_LDMATRIX, _name, _call, dtype="float16", source=_source)
+INTRINSICS["mma_f16f16f32"] = _pair(_MMA_SYNC, "mma_f16f16f32", PTX_MMA, dtype="float16")
+INTRINSICS["mma_fill_16x16_f32"] = _pair(_MMA_FILL, "mma_fill_16x16_f32", MMA_FILL)
+for _target in ("global", "shared"):
+    _name = f"mma_store_16x16_f32_{_target}"
+    INTRINSICS[_name] = _copy_pair(_name, "float32", "warp", _target, "C_warp", MMA_STORE)
+# TVM spells its store intrinsic with a trailing underscore
+INTRINSICS["mma_store_16x16_f32_global_"] = INTRINSICS["mma_store_16x16_f32_global"]
+
+LDMATRIX_f16_A_INTRIN = "mma_ldmatrix_f16_a"
+LDMATRIX_f16_B_INTRIN = "mma_ldmatrix_f16_b"
+LDMATRIX_f16_A_TRANS_INTRIN = "mma_ldmatrix_f16_a_trans"
+LDMATRIX_f16_B_TRANS_INTRIN = "mma_ldmatrix_f16_b_trans"
+MMA_f16f16f32_INTRIN = "mma_f16f16f32"
+MMA_fill_16x16_f32_INTRIN = "mma_fill_16x16_f32"
+MMA_store_16x16_f32_global_INTRIN = "mma_store_16x16_f32_global_"
+MMA_store_16x16_f32_shared_INTRIN = "mma_store_16x16_f32_shared"
 
 for _name, (_desc, _impl) in INTRINSICS.items():
     TensorIntrin.register(_name, _desc, _impl)

@@ -66,13 +66,12 @@ def _cuobjdump() -> str | None:
     return None
 
 
-def test_the_sass_holds_tensor_core_instructions(tmp_path):
+def sass_of(kernel, tmp_path) -> str:
+    """`cuobjdump -sass` of a built kernel's cubin (skips the test without the tools)."""
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump "
                     "nvidia-cuda-nvdisasm)")
-    kernel = sched.build(hs.gpu_matmul_tensor_core(128, 128, 64).func, target="cuda",
-                         arch="sm_90")
     cubin = tmp_path / "kernel.cubin"
     cubin.write_bytes(kernel.cubin)
     env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ['PATH']}")
@@ -81,7 +80,13 @@ def test_the_sass_holds_tensor_core_instructions(tmp_path):
     if result.returncode != 0 and "nvdisasm" in result.stderr:
         pytest.skip("cuobjdump needs nvdisasm (pip install nvidia-cuda-nvdisasm)")
     assert result.returncode == 0, result.stderr
-    sass = result.stdout
+    return result.stdout
+
+
+def test_the_sass_holds_tensor_core_instructions(tmp_path):
+    kernel = sched.build(hs.gpu_matmul_tensor_core(128, 128, 64).func, target="cuda",
+                         arch="sm_90")
+    sass = sass_of(kernel, tmp_path)
     assert "HMMA.16816.F32" in sass           # the tensor-core multiply
     assert "LDSM" in sass                      # fragments loaded from shared by ldmatrix
     assert "LDL" not in sass and "STL" not in sass     # nothing in local memory

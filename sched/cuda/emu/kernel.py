@@ -26,9 +26,10 @@ import numpy as np
 
 from sched import env
 from sched.arguments import ArgumentBinder, numpy_dtype
+from sched.cuda.alignment import allocation_offsets, check_pointer_alignment, parameter_alignments
 from sched.cuda.emu.compile import compile_emulator
 from sched.cuda.runtime import PARAMETER_CTYPES, parameter_value
-from sched.errors import BuildError, EmulationError, KernelArgumentError
+from sched.errors import BuildError, EmulationError
 from sched.ir.functor import free_vars
 from sched.ir.nodes import PrimFunc, Var
 from sched.lower.launch import LaunchConfig
@@ -56,7 +57,7 @@ class EmulatedKernel:
     """
 
     def __init__(self, func: PrimFunc, source: str, kernel_name: str, launch: LaunchConfig, *,
-                 lowered: PrimFunc | None = None, aligned_params: frozenset = frozenset(),
+                 lowered: PrimFunc | None = None, aligned_params: dict | frozenset = frozenset(),
                  sanitize: str | None = None, cache_dir: Path | None = None) -> None:
         self.func, self.lowered, self.source = func, lowered, source
         self.kernel_name, self.launch = kernel_name, launch
@@ -64,7 +65,7 @@ class EmulatedKernel:
         self.executable = compile_emulator(source, kernel_name, sanitize=self.sanitize,
                                            cache_dir=cache_dir)
         self._binder = ArgumentBinder(func, device="cpu")
-        self._aligned = [i for i, b in enumerate(func.buffers) if b.name in aligned_params]
+        self._aligned = parameter_alignments(func, aligned_params)
         self._scalars = tuple(p for p in func.params if isinstance(p, Var))
         self._grid_vars = (*self._scalars, *func.symbolic_vars)
         for extent in launch.grid:
@@ -107,17 +108,13 @@ class EmulatedKernel:
         """(launch file, buffer offsets in it, bound arguments, buffer sizes), or None when
         the grid is empty."""
         bound = self._binder.bind(args)
-        for index in self._aligned:
-            if bound.pointers[index] % 16:
-                raise KernelArgumentError(
-                    f"argument '{self.func.buffers[index].name}': its data is not 16-byte "
-                    f"aligned (a view with an offset?); this kernel moves it as float4: pass a "
-                    f"copy or build without vectorizing its copy loop")
+        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
+        check_pointer_alignment(self.func, self._aligned, allocation_offsets(arrays),
+                                "offset in its allocation")
         values = (*bound.scalars, *bound.dims)
         grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
         if 0 in grid:
             return None
-        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
         sizes = [numpy_dtype(b.dtype).itemsize * math.prod(np.shape(a))
                  for b, a in zip(self.func.buffers, arrays)]
         blob, offsets = self._launch_file(grid, bound.pointers, sizes, values)

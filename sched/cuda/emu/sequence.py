@@ -18,9 +18,10 @@ import tempfile
 import numpy as np
 
 from sched.arguments import numpy_dtype
+from sched.cuda.alignment import allocation_offsets, check_pointer_alignment
 from sched.cuda.emu.kernel import EmulatedKernel
 from sched.cuda.kernel_sequence import KernelLaunch, workspace_shapes
-from sched.errors import BuildError, KernelArgumentError
+from sched.errors import BuildError
 from sched.ir.functor import free_vars
 from sched.ir.nodes import Buffer, PrimFunc
 
@@ -31,7 +32,7 @@ class EmulatedKernelSequence(EmulatedKernel):
     `kernels` and `workspace`."""
 
     def __init__(self, func: PrimFunc, source: str, kernels: tuple[KernelLaunch, ...],
-                 workspace: tuple[Buffer, ...], *, aligned_params: frozenset = frozenset(),
+                 workspace: tuple[Buffer, ...], *, aligned_params: dict | frozenset = frozenset(),
                  sanitize: str | None = None, cache_dir=None) -> None:
         self.kernels, self.workspace = kernels, workspace
         names = tuple(k.name for k in kernels)
@@ -49,16 +50,12 @@ class EmulatedKernelSequence(EmulatedKernel):
 
     def __call__(self, *args) -> None:
         bound = self._binder.bind(args)
-        for index in self._aligned:
-            if bound.pointers[index] % 16:
-                raise KernelArgumentError(
-                    f"argument '{self.func.buffers[index].name}': its data is not 16-byte "
-                    f"aligned (a view with an offset?); this kernel moves it as float4: pass a "
-                    f"copy")
+        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
+        check_pointer_alignment(self.func, self._aligned, allocation_offsets(arrays),
+                                "offset in its allocation")
         values = (*bound.scalars, *bound.dims)
         by_var = dict(zip(self._grid_vars, values))
         grids = [k.launch.grid_dims(by_var) for k in self.kernels]
-        arrays = [args[self.func.params.index(b)] for b in self.func.buffers]
         sizes = [numpy_dtype(b.dtype).itemsize * math.prod(np.shape(a))
                  for b, a in zip(self.func.buffers, arrays)]
         sizes += [numpy_dtype(b.dtype).itemsize * math.prod(shape) for b, shape in

@@ -1,0 +1,225 @@
+"""mma.sync for the CUDA target: "warp" buffers as per-lane registers, and each mma warp
+intrinsic's loop nest (sched/lower/wmma_fragments.py) as inline PTX:
+
+    ptx_ldmatrix_a/_b -> ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (one 16x16 tile)
+    ptx_mma_m16n8k16  -> two mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (n 0..7, 8..15)
+    mma_fill          -> the lane's 8 accumulator elements set
+    mma_store         -> the lane's 8 accumulator elements stored to memory
+
+The per-lane layout (PTX ISA, "Matrix Fragments for mma.m16n8k16"; TVM's
+`shared_16x16_to_ldmatrix_32x8_layout`): in a 16x16 tile of an A operand or an accumulator,
+element (r, c) is held by lane 4 (r % 8) + (c % 8) / 2 as its element
+4 (c / 8) + 2 (r / 8) + c % 2; a B operand (k, n) is held as its transpose (n, k) would be in
+that layout's registers: lane 4 (n % 8) + (k % 8) / 2, register pair 2 (n / 8) + k / 8. An
+operand tile is 4 32-bit registers per lane (two 16-bit elements each), an accumulator tile 8
+floats. Which of the two a tile has depends on its role, so each warp buffer must be used in
+one role only (A, B or accumulator), which is checked here; every other access to a warp
+buffer is refused by the lowering. With that, ldmatrix, mma.sync, fill and store agree on
+where each element is, and each nest computes what its loops compute on the C target.
+
+Checked as for wmma (cuda/wmma.py): the nest's loops are 16 x 16 (x 16) from 0 around one
+store of the description's form; warp tiles are whole tiles; a shared tile read by ldmatrix
+is row-major or transposed (stride 1 along one loop) with its rows 16-byte aligned (ldmatrix
+reads 8 x 16 bytes per matrix); a stored tile is row-major; every lane of a warp runs the
+call with the same operands (`wmma.check_warp_uniform`).
+"""
+
+from __future__ import annotations
+
+from sched.cuda.wmma import TILE_ELEMENTS, WmmaCall, _is, _Place, _product_operands, _refuse
+from sched.errors import ScheduleError
+from sched.ir.nodes import Buffer, BufferLoad, FloatImm, IntImm
+from sched.lower.simplify_indices import simplify_index
+from sched.lower.wmma_fragments import (
+    MMA_CALLS,
+    MMA_FILL,
+    MMA_STORE,
+    PTX_LDMATRIX_A,
+    PTX_LDMATRIX_B,
+    PTX_MMA,
+)
+
+_OPERAND_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+_REGISTERS = {"a": 4, "b": 4, "c": 8}          # per lane per 16x16 tile
+# the lane's index in its warp (the block's threads, x fastest, fill whole warps)
+_LANE = "(int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
+_SHARED_ADDRESS = ('asm volatile("{{ .reg .u64 sched_a; cvta.to.shared.u64 sched_a, %1; '
+                   'cvt.u32.u64 %0, sched_a; }}\\n" : "=r"(sched_address) : "l"({pointer}));')
+
+
+def is_mma_call(call: str) -> bool:
+    return call in MMA_CALLS
+
+
+def warp_declaration(buffer: Buffer, name: str, elements: int) -> str:
+    """The per-lane registers of a "warp" buffer of `elements` elements (whole 16x16 tiles):
+    `uint32_t name[4 * tiles]` for fp16/bf16 operands, `float name[8 * tiles]` for float32
+    accumulators."""
+    tiles = elements // TILE_ELEMENTS
+    if buffer.dtype in _OPERAND_TYPES:
+        return (f"uint32_t {name}[{4 * tiles}];  // warp: {tiles} {buffer.dtype} 16x16 "
+                f"tile(s), 4 registers per lane each")
+    if buffer.dtype == "float32":
+        return f"float {name}[{8 * tiles}];  // warp: {tiles} float32 16x16 tile(s), 8 per lane"
+    raise ScheduleError("build", f"warp buffer '{buffer.name}' holds {buffer.dtype}: the mma "
+                        f"intrinsics take float16 operands and float32 accumulators")
+
+
+class MmaCall(WmmaCall):
+    """The inline PTX for an mma warp intrinsic's nest (module doc), with the emitter's names
+    and expressions."""
+
+    def depth(self) -> int:
+        return 3 if self.call == PTX_MMA else 2
+
+    def emit(self) -> str:
+        handler = {PTX_LDMATRIX_A: self._ldmatrix, PTX_LDMATRIX_B: self._ldmatrix,
+                   PTX_MMA: self._mma_sync, MMA_FILL: self._fill_lanes,
+                   MMA_STORE: self._store_lanes}
+        return handler[self.call]()
+
+    def _tile(self, place: _Place, strides: tuple[int, ...], role: str) -> str:
+        """The index of the tile's first register in the warp buffer, its role checked."""
+        buffer = place.buffer
+        if buffer.scope != "warp":
+            raise _refuse(self.call, f"'{buffer.name}' is in scope {buffer.scope}, not warp")
+        if not all(_is(s, want, self.context) for s, want in zip(place.strides, strides)) \
+                or not _is(place.base % TILE_ELEMENTS, 0, self.context):
+            raise _refuse(self.call, f"warp buffer '{buffer.name}' is not accessed as one "
+                          f"whole 16x16 tile")
+        if (role == "c") != (buffer.dtype == "float32") \
+                or (role != "c" and buffer.dtype not in _OPERAND_TYPES):
+            raise _refuse(self.call, f"warp buffer '{buffer.name}' holds {buffer.dtype}; as "
+                          f"{_ROLE_NAMES[role]} it must hold "
+                          f"{'float32' if role == 'c' else 'float16'}")
+        roles = self.emitter.warp_roles
+        name = buffer.storage_name
+        if roles.setdefault(name, (role, self.call))[0] != role:
+            first, call = roles[name]
+            raise ScheduleError("build", f"warp buffer '{buffer.name}' is used as "
+                                f"{_ROLE_NAMES[first]} (by {call}) and as {_ROLE_NAMES[role]} "
+                                f"(by {self.call}): on the GPU a lane holds the elements of "
+                                f"an A operand, a B operand and an accumulator in different "
+                                f"places, so a warp buffer must keep one role. Load a "
+                                f"B operand with mma_ldmatrix_f16_b (or _b_trans) and an A "
+                                f"operand with mma_ldmatrix_f16_a (or _a_trans)")
+        tile = simplify_index(place.base // TILE_ELEMENTS, self.context)
+        return self._sum(self.emitter.expr(tile), _REGISTERS[role])
+
+    @staticmethod
+    def _sum(tile: str, registers: int) -> str:
+        return "0" if tile == "0" else f"{registers} * ({tile})"
+
+    def _ldmatrix(self) -> str:
+        target, source = self._copy_operands()
+        role = "a" if self.call == PTX_LDMATRIX_A else "b"
+        first = self._tile(target, (16, 1), role)
+        if source.buffer.scope != "shared":
+            raise _refuse(self.call, f"ldmatrix reads shared memory, and '{source.buffer.name}' "
+                          f"is {source.buffer.scope}: stage the tile in shared memory "
+                          f"(sch.cache_read(block, index, \"shared\")) and load from there")
+        row_stride, column_stride = source.strides
+        if _is(column_stride, 1, self.context):
+            transposed, ldm = False, row_stride       # W[i, j] = S[base + ldm * i + j]
+        elif _is(row_stride, 1, self.context):
+            transposed, ldm = True, column_stride     # W[i, j] = S[base + i + ldm * j]
+        else:
+            raise _refuse(self.call, f"the tile of '{source.buffer.name}' is neither row- nor "
+                          f"column-contiguous (strides {row_stride.script()}, "
+                          f"{column_stride.script()})")
+        per_16_bytes = 16 // 2
+        if not _is(ldm % per_16_bytes, 0, self.context) \
+                or not _is(source.base % per_16_bytes, 0, self.context):
+            raise _refuse(self.call, f"the rows of the tile of '{source.buffer.name}' (start "
+                          f"{source.base.script()}, {ldm.script()} elements apart) are not "
+                          f"16-byte aligned, as ldmatrix reads them: pad the shared tile's "
+                          f"rows to a multiple of 8 halves")
+        # each lane gives the address of one 8-element row of one of the four 8x8 matrices
+        if transposed:
+            row, column = "8 * (sched_lane >> 4) + (sched_lane & 7)", "8 * ((sched_lane >> 3) & 1)"
+        else:
+            row, column = "(sched_lane & 15)", "8 * (sched_lane >> 4)"
+        trans = ".trans" if transposed != (role == "b") else ""
+        name = self.emitter.name(source.buffer.storage_name)
+        pointer = (f"{name} + {self.emitter.operand(source.base, 13)} + "
+                   f"{self.emitter.operand(ldm, 13)} * ({row}) + {column}")
+        registers = self.emitter.name(target.buffer.storage_name)
+        outputs = ", ".join(f'"=r"({registers}[{first} + {q}])' for q in range(4))
+        return "\n".join([
+            "{  // ldmatrix: a 16x16 tile of 16-bit elements, 4 registers per lane",
+            f"    const int sched_lane = {_LANE};",
+            "    unsigned sched_address;",
+            "    " + _SHARED_ADDRESS.format(pointer=pointer),
+            f'    asm volatile("ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 '
+            f'{{%0, %1, %2, %3}}, [%4];\\n" : {outputs} : "r"(sched_address));',
+            "}"])
+
+    def _mma_sync(self) -> str:
+        # C[i, j] = C[i, j] + float(A[i, k]) * float(B[k, j])
+        store, value = self.store, self.store.value
+        operands = _product_operands(value)
+        if operands is None or not isinstance(value.a, BufferLoad) \
+                or value.a.buffer != store.buffer or value.a.indices != store.indices:
+            raise _refuse(self.call, "the store is not C = C + A * B")
+        a_load, b_load = operands
+        if a_load.buffer.dtype != b_load.buffer.dtype:
+            raise _refuse(self.call, "A and B have different dtypes")
+        i, j, k = self.nest
+        c = self._tile(self._access(store.buffer, store.indices[0], (i, j, k)), (16, 1, 0), "c")
+        a = self._tile(self._access(a_load.buffer, a_load.indices[0], (i, k, j)), (16, 1, 0),
+                       "a")
+        b = self._tile(self._access(b_load.buffer, b_load.indices[0], (k, j, i)), (16, 1, 0),
+                       "b")
+        kind = _OPERAND_TYPES[a_load.buffer.dtype]
+        cn, an, bn = (self.emitter.name(x.buffer.storage_name) for x in (store, a_load, b_load))
+        lines = ["{  // C (16x16) += A (16x16) * B (16x16): two m16n8k16, for n 0..7 and 8..15"]
+        for half in (0, 1):
+            d = [f"{cn}[{c} + {4 * half + r}]" for r in range(4)]
+            outputs = ", ".join(f'"=f"({x})' for x in d)
+            inputs = ", ".join([*(f'"r"({an}[{a} + {q}])' for q in range(4)),
+                                *(f'"r"({bn}[{b} + {2 * half + q}])' for q in range(2)),
+                                *(f'"f"({x})' for x in d)])
+            lines.append(f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.'
+                         f'{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
+                         f'{{%10, %11, %12, %13}};\\n" : {outputs} : {inputs});')
+        lines.append("}")
+        return "\n".join(lines)
+
+    def _fill_lanes(self) -> str:
+        value = self.store.value
+        if not isinstance(value, (FloatImm, IntImm)):
+            raise _refuse(self.call, "it fills an accumulator with a constant")
+        target = self._access(self.store.buffer, self.store.indices[0], tuple(self.nest))
+        first = self._tile(target, (16, 1), "c")
+        name = self.emitter.name(target.buffer.storage_name)
+        constant = self.emitter.expr(FloatImm(float(value.value), "float32"))
+        return (f"for (int sched_r = 0; sched_r < 8; ++sched_r) "
+                f"{name}[{first} + sched_r] = {constant};  // the lane's 8 elements")
+
+    def _store_lanes(self) -> str:
+        target, source = self._copy_operands()
+        first = self._tile(source, (16, 1), "c")
+        if target.buffer.scope not in ("global", "shared"):
+            raise _refuse(self.call, "it stores an accumulator to global or shared memory")
+        ldm, unit = target.strides
+        if not _is(unit, 1, self.context):
+            raise _refuse(self.call, f"the tile of '{target.buffer.name}' is not row-major "
+                          f"(consecutive columns {unit.script()} elements apart)")
+        name = self.emitter.name(target.buffer.storage_name)
+        registers = self.emitter.name(source.buffer.storage_name)
+        stride = self.emitter.operand(ldm, 13)
+        lines = ["{  // the lane's 8 accumulator elements: rows lane/4 (+8), columns "
+                 "2 (lane%4) (+1, +8)",
+                 f"    const int sched_lane = {_LANE};",
+                 f"    {self.emitter.STORAGE_TYPES[target.buffer.dtype]}* sched_tile = {name} + "
+                 f"{self.emitter.operand(target.base, 13)} + {stride} * (sched_lane >> 2) + "
+                 f"2 * (sched_lane & 3);"]
+        for r in range(8):
+            row, column = 8 * ((r % 4) // 2), 8 * (r // 4) + r % 2
+            offset = f"{stride} * {row} + {column}" if row else f"{column}"
+            lines.append(f"    sched_tile[{offset}] = {registers}[{first} + {r}];")
+        lines.append("}")
+        return "\n".join(lines)
+
+
+_ROLE_NAMES = {"a": "an A operand", "b": "a B operand", "c": "an accumulator"}
