@@ -43,15 +43,20 @@ def _carried_at(width: int, position: int, params: str) -> isl.Map:
 def time_pairs(key: tuple) -> isl.Map:
     """Pairs of times (source run -> sink run) by `key`: ("carried", width, position, params):
     in one iteration of the loops before `position` and different iterations of the loop at
-    it; ("across", width, common, here, there, params): equal before position `common`, and
-    different at `here` (source) and `there` (sink)."""
+    it; ("threads", width, equal, position, params): equal at the positions `equal`, different
+    at `position`; ("across", width, equal, here, there, params): equal at the positions
+    `equal`, and different at `here` (source) and `there` (sink)."""
     if key[0] == "carried":
         _, width, position, params = key
         return _carried_at(width, position, params)
-    _, width, common, here, there, params = key
+    if key[0] == "threads":
+        _, width, equal, position, params = key
+        here = there = position
+    else:
+        _, width, equal, here, there, params = key
     a = [names.local("a", i) for i in range(width)]
     b = [names.local("b", i) for i in range(width)]
-    same = [f"{a[i]} = {b[i]}" for i in range(common)]
+    same = [f"{a[i]} = {b[i]}" for i in equal]
     condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
     return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
 
@@ -277,7 +282,14 @@ class _Concurrency:
         if not self.statements:
             return
         params = f"[{', '.join(self.model.params)}] ->"
-        carried = ("carried", len(self.statements[0].time), self.target.position, params)
+        width, position = len(self.statements[0].time), self.target.position
+        carried = ("carried", width, position, params)
+        if self.kind == "threadIdx":
+            # the threads run the serial loops of the kernel around this loop each on its
+            # own, unsynchronised: only the thread block (and what encloses the kernel) is
+            # one iteration for both ends
+            carried = ("threads", width, self.same_block_positions(self.statements[0],
+                                                                   position), position, params)
         for dep in sorted(self.deps, key=lambda d: not d.is_reduction):
             if self.under(dep.source) and self.under(dep.sink):
                 between = carried
@@ -328,8 +340,22 @@ class _Concurrency:
             if a != b or dep.source.time[:a.position + 1] != dep.sink.time[:a.position + 1]:
                 break
             common = a.position + 1
-        return ("across", len(dep.source.time), common, here, there,
+        equal = tuple(range(common)) if self.kind == "blockIdx" else \
+            self.same_block_positions(dep.source, common)
+        return ("across", len(dep.source.time), equal, here, there,
                 f"[{', '.join(self.model.params)}] ->")
+
+    def same_block_positions(self, statement: Statement, before: int) -> tuple[int, ...]:
+        """The time positions before `before` at which two runs on threads of one thread
+        block agree: the constants, and the loops up to the innermost blockIdx loop (the
+        block, and what encloses the kernel). The serial loops between that and the thread
+        loops every thread runs on its own: their iterations are not in step across
+        threads (only a barrier orders them, and only through shared memory)."""
+        blocks = [lp.position for lp in statement.loops if lp.position < before
+                  and lp.kind == "thread_binding" and (lp.thread_tag or "").startswith("blockIdx")]
+        last_block = max(blocks, default=-1)
+        loops = {lp.position for lp in statement.loops}
+        return tuple(q for q in range(before) if q <= last_block or q not in loops)
 
     def rewrites_only(self, storage: str) -> bool:
         """Whether the function allocates `storage` and no value flows through it from one

@@ -137,3 +137,49 @@ def test_bind_refuses_a_thread_loop_nested_in_its_own_axis_that_uses_the_outer_i
     b = np.zeros((4, 8), "float32")
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_array_equal(b[:, :4], a[:, :4] * 2)
+
+
+@T.prim_func
+def _chain_of_rows(A: T.Buffer((8,), "float32"), W: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("W"):
+            vi = T.axis.spatial(8, i)
+            W[vi] = T.if_then_else(vi > 2, W[vi - 3], T.float32(0)) + A[vi]
+
+
+def test_threads_do_not_run_the_serial_loops_around_them_in_step():
+    # i = i_0 * 2 + t: W[i] reads W[i - 3], written by the other thread one or two iterations
+    # of i_0 before, never in the same one. Each thread runs the i_0 loop on its own, so
+    # nothing makes one finish i_0 = 0 before the other reads in i_0 = 1 (the rule compared
+    # only runs in one iteration of i_0 and accepted; the C target, which runs the threads in
+    # step at each i_0, agreed; the emulator's host threads did not: found by the GPU-recipe
+    # fuzzer)
+    sch = sched.Schedule(_chain_of_rows)
+    _, t = sch.split(sch.get_loops(sch.get_block("W"))[0], factors=[None, 2])
+    with pytest.raises(ScheduleError, match=r"bind: loop 'i_1' carries a flow dependence of block "
+                                            r"W through 'W' in global memory"):
+        sch.bind(t, "threadIdx.x")
+
+
+@T.prim_func
+def _every_other_row(A: T.Buffer((8,), "float32"), W: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("W"):
+            vi = T.axis.spatial(8, i)
+            W[vi] = T.if_then_else(vi > 1, W[vi - 2], T.float32(0)) + A[vi]
+
+
+def test_threads_that_only_read_their_own_earlier_rows_may_run_the_loop_on_their_own():
+    # W[i] reads W[i - 2]: with 2 threads, each thread reads only what it wrote itself in its
+    # previous iteration of i_0, in its own program order
+    sch = sched.Schedule(_every_other_row)
+    _, t = sch.split(sch.get_loops(sch.get_block("W"))[0], factors=[None, 2])
+    sch.bind(t, "threadIdx.x")
+    a = np.arange(8, dtype="float32")
+    for target in ("c", "cuda-emu"):
+        w = np.zeros(8, "float32")
+        sched.build(sch.func, target=target)(a, w)
+        expected = a.copy()
+        for i in range(2, 8):
+            expected[i] += expected[i - 2]
+        np.testing.assert_array_equal(w, expected)
