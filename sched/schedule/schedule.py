@@ -23,9 +23,12 @@ and opaque iteration variables that several families apply.
 
 from __future__ import annotations
 
+from sched.schedule.annotations import AnnotationPrimitives
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
+from sched.schedule.compute_location import ComputeLocationPrimitives
+from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loops import LoopPrimitives
@@ -42,7 +45,8 @@ from sched.schedule.tensorize import TensorizePrimitives
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
-               ReindexCachePrimitives, TensorizePrimitives, ScheduleBase):
+               ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
+               ComputeLocationPrimitives, IntrospectionPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
