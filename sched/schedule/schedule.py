@@ -26,7 +26,9 @@ from __future__ import annotations
 from sched.schedule.annotations import AnnotationPrimitives
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.block_layout import BlockLayoutPrimitives
+from sched.schedule.block_iters import BlockIterPrimitives
 from sched.schedule.blockize import BlockizePrimitives
+from sched.schedule.buffer_properties import BufferPropertyPrimitives
 from sched.schedule.compute_location import ComputeLocationPrimitives
 from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
@@ -46,7 +48,8 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
-               ComputeLocationPrimitives, IntrospectionPrimitives, ScheduleBase):
+               ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
+               BlockIterPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
