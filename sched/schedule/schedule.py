@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from sched.schedule.annotations import AnnotationPrimitives
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
-from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.block_iters import BlockIterPrimitives
+from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
 from sched.schedule.buffer_properties import BufferPropertyPrimitives
 from sched.schedule.compute_location import ComputeLocationPrimitives
