@@ -33,6 +33,7 @@ from sched.schedule.compute_location import ComputeLocationPrimitives
 from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
+from sched.schedule.loop_merge import LoopMergePrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
@@ -49,7 +50,7 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
-               BlockIterPrimitives, ScheduleBase):
+               BlockIterPrimitives, LoopMergePrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
