@@ -36,6 +36,7 @@ from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loop_merge import LoopMergePrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
+from sched.schedule.padding import PaddingPrimitives
 from sched.schedule.memory import MemoryPrimitives
 from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
@@ -50,7 +51,8 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
-               BlockIterPrimitives, LoopMergePrimitives, ScheduleBase):
+               BlockIterPrimitives, LoopMergePrimitives,
+               PaddingPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
