@@ -36,8 +36,8 @@ from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loop_merge import LoopMergePrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
-from sched.schedule.padding import PaddingPrimitives
 from sched.schedule.memory import MemoryPrimitives
+from sched.schedule.padding import PaddingPrimitives
 from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.reindex import ReindexPrimitives
