@@ -17,8 +17,12 @@ memory.py (cache_read, cache_write, set_scope, storage_align; cache_consumers.py
 cache_read with consumer_blocks), layout.py (transform_layout), block_layout.py
 (transform_block_layout), blockize.py (blockize), reindex.py (reindex), reindex_cache.py
 (reindex_cache_read, reindex_cache_write), tensorize.py (tensorize; the intrinsic registry in
-tensor_intrin.py, the matching in tensorize_match.py). ordered_axes.py holds the rule for scan
-and opaque iteration variables that several families apply.
+tensor_intrin.py, the matching in tensorize_match.py), annotations.py (unannotate),
+compute_location.py (sample_compute_location, and compute_at at its inline and root marks),
+introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
+(set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
+(merge), padding.py (decompose_padding, can_decompose_padding). ordered_axes.py holds the rule
+for scan and opaque iteration variables that several families apply.
 """
 
 from __future__ import annotations
