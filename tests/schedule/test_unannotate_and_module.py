@@ -32,7 +32,7 @@ def test_unannotate_removes_the_key_of_a_loop_and_of_a_block():
     block = sch.get_block("B")
     i, j = sch.get_loops(block)
     sch.annotate(i, "pragma_auto_unroll_max_step", 16)
-    sch.annotate(block, "meta_schedule.cooperative_fetch", 4)
+    sch.annotate(block_or_loop=block, ann_key="meta_schedule.cooperative_fetch", ann_val=4)
     sch.unannotate(block_or_loop=i, ann_key="pragma_auto_unroll_max_step")
     sch.unannotate(block, "meta_schedule.cooperative_fetch")
     sch.unannotate(block, "never_set")                    # as in TVM: nothing to remove
