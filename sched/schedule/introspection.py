@@ -25,7 +25,7 @@ def output_blocks(func, scope: str) -> list[str]:
 
 
 class IntrospectionPrimitives(ScheduleBase):
-    """mod, work_on, show, fork_seed, get_output_blocks."""
+    """mod, work_on, show, enter_postproc, fork_seed, get_output_blocks."""
 
     @property
     def mod(self) -> IRModule:
@@ -47,6 +47,11 @@ class IntrospectionPrimitives(ScheduleBase):
         self.mod.show()
         if len(self.trace):
             print(self.trace)
+
+    def enter_postproc(self) -> None:
+        """Mark, in the trace, where MetaSchedule's post-processing steps begin (TVM's);
+        changes nothing and replays as itself."""
+        self._record("enter_postproc", self._func, ())
 
     def fork_seed(self) -> int:
         """A new seed drawn from this schedule's random state (for another Schedule or

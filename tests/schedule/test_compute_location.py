@@ -97,8 +97,15 @@ def test_a_metaschedule_trace_runs_unchanged():
     sch = sched.Schedule(func)
     exec('b0 = sch.get_block(name="S", func_name="main")\n'
          'l1 = sch.sample_compute_location(block=b0, decision=1)\n'
-         'sch.compute_at(block=b0, loop=l1, preserve_unit_loops=True, index=-1)\n',
+         'sch.compute_at(block=b0, loop=l1, preserve_unit_loops=True, index=-1)\n'
+         'l2, l3, l4 = sch.get_loops(block=sch.get_block(name="C", func_name="main"))\n'
+         'l5, l6 = sch.split(loop=l3, factors=[None, 4], preserve_unit_iters=True)\n'
+         'l7 = sch.fuse(l2, l5, preserve_unit_iters=True)\n'
+         'sch.enter_postproc()\n'
+         'sch.annotate(block_or_loop=l7, ann_key="pragma_auto_unroll_max_step", ann_val=16)\n'
+         'sch.unannotate(block_or_loop=l7, ann_key="pragma_auto_unroll_max_step")\n',
          {"sch": sch})
+    assert "sch.enter_postproc()" in str(sch.trace)
     assert 'T.block("S")' in sch.func.script()
     check(sch.func)
     assert sch.trace.apply(func).func == sch.func
