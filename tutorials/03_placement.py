@@ -4,7 +4,8 @@ A function of several stages starts as one loop nest per stage, each intermediat
 in full before the next stage reads it. Placement moves a stage next to the one it feeds (or
 feeds from): compute_at puts a producer under a loop of its consumer, reverse_compute_at puts a
 consumer under a loop of its producer, and inlining computes a value where it is used. Each
-move is checked; a refused one says which dependence it would break. Run:
+move is checked; a refused one says which dependence it would break. A padding stage that stays
+can be split into its zeros and a copy without a condition (decompose_padding). Run:
 `python tutorials/03_placement.py`.
 """
 
@@ -109,6 +110,18 @@ expected = sum(np.einsum("nchw,kc->nkhw", padded[:, :, y:y + 12, x:x + 12], wt[:
                for y in range(3) for x in range(3))
 np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 print("conv2d with the padding inlined matches numpy")
+
+# Or keep the padded copy and take the condition out of it: decompose_padding splits the
+# padding stage into a block that fills the zeros (conv2d_pad_pad_const) and a copy of the
+# inside only, over loops that isl shrinks to the 12 x 12 box where the condition holds.
+sch = sched.Schedule(conv)
+pad = sch.get_block("conv2d_pad")
+sch.decompose_padding(pad, sch.get_loops(pad)[0])
+show("decompose_padding(conv2d_pad, n): zeros first, then the copy without a condition", sch)
+out = np.zeros((1, 4, 12, 12), "float32")
+sched.build(sch.func, target="c")(dt, wt, out)
+np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+print("conv2d with the padding decomposed matches numpy")
 
 # 4. reverse_compute_inline: the other way round, a consumer folded into its producer. With
 # bias_add and relu as two stages, relu goes into bias_add, which now writes the output. Inline

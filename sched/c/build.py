@@ -28,8 +28,15 @@ COMPILER = "gcc"
 # and the case was not reproduced here, so the pass stays off rather than trusted.
 # -fno-math-errno: math functions never set errno (no result changes), so sqrt of a vector's
 # lanes is one vsqrtps instead of a libm call per lane (sched/c/vector_math.py).
+# -fno-tree-loop-if-convert: gcc 12.2 at -O3 with AVX2 or AVX-512 (-march=native, also
+# x86-64-v3) miscompiles a row loop that fills a row and then copies into it under a guard
+# (`for w: P[h, w] = 0; for w: if (h >= 1 && w >= 1) P[h, w] = A[...]`, what
+# decompose_padding makes): the if-converted, vectorized copy loses rows. A plain 30-line C
+# program reproduces it (wrong at -O3 -march=native, right at -O2, at -O3 alone, and with this
+# flag); sched vectorizes its vector loops itself, so the pass is not what makes them fast.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-tree-loop-distribution",
-         "-fopenmp", "-shared", "-fPIC", "-std=c11", "-fno-math-errno")
+         "-fno-tree-loop-if-convert", "-fopenmp", "-shared", "-fPIC", "-std=c11",
+         "-fno-math-errno")
 CONTEXT_LINES = 2   # source lines shown around each line gcc complains about
 
 

@@ -2,6 +2,7 @@
 
     mod = sched.parse(text)          # a text holding `@I.ir_module class Module:`
     mod["main"]                       # a PrimFunc; `list(mod)` the names, in the text's order
+    sch.mod                           # a Schedule's function as "main", as TVM's `sch.mod`
     sch = sched.Schedule(mod)         # schedules "main", or the only function
     print(mod.script())               # prints back as the class, `parse` reads it again
 
@@ -31,7 +32,8 @@ class IRModule(Mapping):
                            for key, func in functions.items()}
         self.name = name
 
-    def __getitem__(self, name: str) -> PrimFunc:
+    def __getitem__(self, name) -> PrimFunc:
+        name = getattr(name, "name_hint", name)         # TVM's GlobalVar names itself so
         try:
             return self._functions[name]
         except KeyError:
@@ -54,6 +56,10 @@ class IRModule(Mapping):
     def __repr__(self) -> str:
         return f"IRModule({self.name}: {', '.join(self._functions)})"
 
+    @property
+    def functions(self) -> dict[str, PrimFunc]:
+        return dict(self._functions)
+
     def main_function(self, what: str = "Schedule") -> PrimFunc:
         """"main", or the only function: what `Schedule(mod)` and `build(mod)` take."""
         if "main" in self._functions:
@@ -68,6 +74,10 @@ class IRModule(Mapping):
         from sched.ir.printer import to_script
 
         return to_script(self)
+
+    def show(self, *args, **kwargs) -> None:
+        """Print `script()` (TVM's style and formatting arguments are accepted and ignored)."""
+        print(self.script())
 
     def __str__(self) -> str:
         return self.script()

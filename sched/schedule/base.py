@@ -47,7 +47,7 @@ from sched.schedule.trace import RV, Instruction, Trace
 _IDENTITIES = itertools.count()      # one identity per Schedule (and per copy)
 # steps that change only how loops run (kind, thread tag, annotations): the analysis of the
 # function before carries over to the function after
-_RELABEL_LOOPS = ("parallel", "vectorize", "bind", "unroll", "annotate")
+_RELABEL_LOOPS = ("parallel", "vectorize", "bind", "unroll", "annotate", "unannotate")
 
 
 def _analysis_calls() -> int | None:
@@ -348,9 +348,11 @@ class ScheduleBase:
         # marking a loop asks the rule itself; unroll, annotate and storage_align change no
         # order and no storage scope, so no loop can start carrying a dependence
         if new_func is not self._func and kind not in (
-                "parallel", "vectorize", "bind", "unroll", "annotate", "storage_align"):
+                "parallel", "vectorize", "bind", "unroll", "annotate", "unannotate",
+                "storage_align"):
             self._check_concurrent_loops(kind, new_func)
-        if new_func is not self._func and kind not in ("unroll", "annotate", "storage_align"):
+        if new_func is not self._func and kind not in ("unroll", "annotate", "unannotate",
+                                                        "storage_align"):
             self._check_nested_thread_axes(kind, new_func)
         if new_func is not self._func and kind != "storage_align":
             from sched.schedule.memory import check_storage_align
@@ -378,10 +380,21 @@ class ScheduleBase:
                                       tuple((k, _freeze(v)) for k, v in attrs),
                                       tuple(h.rv for h in outputs), _freeze(decision)))
 
+    def _check_func_name(self, func_name, primitive: str) -> None:
+        """A schedule holds one function, named "main" in `sch.mod` (as TVM's does for a
+        PrimFunc); another name is refused."""
+        if func_name not in ("main", self._func.name):
+            raise ScheduleError(primitive, f"argument 'func_name': this schedule holds one "
+                                f"function, 'main' ({self._func.name!r}), not {func_name!r}; "
+                                f"make a Schedule of the other function")
+
     # -- handles -------------------------------------------------------------------------------
 
-    def get_block(self, name: str) -> BlockRV:
-        """The block named `name`."""
+    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
+        """The block named `name` (in the function `func_name`: TVM's argument; a schedule
+        holds one function, "main")."""
+        if func_name is not None:
+            self._check_func_name(func_name, "get_block")
         if not isinstance(name, str):
             raise ScheduleError("get_block", f"argument 'name': expected a string, got "
                                 f"{type(name).__name__}")

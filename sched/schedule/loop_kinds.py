@@ -159,7 +159,7 @@ class LoopKindPrimitives(ScheduleBase):
         name = self._loop(loop, "unroll")
         self._record("unroll", unroll(self._func, name), (loop,))
 
-    def annotate(self, target: BlockRV | LoopRV, key: str, value) -> None:
+    def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val) -> None:
         """Attach `key = value` to a block or a loop (read by later passes and the
         autoscheduler); printed in the script.
 
@@ -182,9 +182,10 @@ class LoopKindPrimitives(ScheduleBase):
                 for i in T.unroll(4, annotations={"note": "rows"}):
                     for j in T.vectorized(16):
         """
+        target, key, value = block_or_loop, ann_key, ann_val        # TVM's argument names
         is_block = isinstance(target, BlockRV)
-        name = self._block(target, "annotate", "target") if is_block \
-            else self._loop(target, "annotate", "target")
+        name = self._block(target, "annotate", "block_or_loop") if is_block \
+            else self._loop(target, "annotate", "block_or_loop")
         self._record("annotate", annotate(self._func, name, is_block, key, value,
                                           self.render_errors),
                      (target, key, value))

@@ -248,6 +248,7 @@ class LoopPrimitives(ScheduleBase):
     """split, fuse, reorder, add_unit_loop, tile."""
 
     def split(self, loop: LoopRV, factors: list[int | None], *,
+              preserve_unit_iters: bool = True,
               disable_predication: bool = False) -> list[LoopRV]:
         """Split a loop into nested loops whose extents are `factors`, outermost first.
 
@@ -258,7 +259,9 @@ class LoopPrimitives(ScheduleBase):
 
         Arguments: `loop` a loop handle; `factors` positive ints and at most one None;
         `disable_predication` (TVM's flag) promises that no guard is needed: the split is
-        refused when the factors do not divide the extent (a guard would be).
+        refused when the factors do not divide the extent (a guard would be);
+        `preserve_unit_iters` (TVM's, in MetaSchedule traces) is accepted and changes nothing:
+        sched keeps bindings as they are (TVM's True; False only folds unit bindings).
         Returns: handles to the new loops, outermost first. Invalidates `loop`.
         Also known as: `split` in Halide and TVM, `divide_loop` in Exo.
 
@@ -298,13 +301,14 @@ class LoopPrimitives(ScheduleBase):
         self._note_replaced("loop", name, f"split replaced it by {', '.join(names)}")
         return handles
 
-    def fuse(self, *loops_to_fuse: LoopRV) -> LoopRV:
+    def fuse(self, *loops_to_fuse: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
         """Fuse perfectly nested loops into one loop over the product of their extents.
 
         Requires: the loops are consecutive in one nest, given outermost first, with nothing
         between them; no extent depends on another of them.
 
-        Arguments: the loop handles, outermost first.
+        Arguments: the loop handles, outermost first; `preserve_unit_iters` (TVM's) is
+        accepted and changes nothing, as for split.
         Returns: a handle to the fused loop. Invalidates the given handles.
         Also known as: `fuse` in Halide and TVM.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.compute_at import move_under
+from sched.schedule.compute_location import LocationMark
 from sched.schedule.inlining import compute_inline, reverse_compute_inline
 
 
@@ -93,6 +94,8 @@ class PlacementPrimitives(ScheduleBase):
                             T.writes(C[v_i])
                             C[v_i] = B[v_i] + T.float32(1.0)
         """
+        if isinstance(loop, LocationMark):     # from sample_compute_location: inline or root
+            return self._compute_at_mark("compute_at", block, loop, preserve_unit_loops, index)
         self._move("compute_at", block, loop, preserve_unit_loops, reverse=False,
                    index=None if index == -1 else index)
 
@@ -165,6 +168,9 @@ class PlacementPrimitives(ScheduleBase):
                             T.writes(C[v_i, v_j])
                             C[v_i, v_j] = B[v_i, v_j] + T.float32(1.0)
         """
+        if isinstance(loop, LocationMark):
+            return self._compute_at_mark("reverse_compute_at", block, loop,
+                                         preserve_unit_loops, index)
         self._move("reverse_compute_at", block, loop, preserve_unit_loops, reverse=True,
                    index=index)
 

@@ -17,20 +17,31 @@ memory.py (cache_read, cache_write, set_scope, storage_align; cache_consumers.py
 cache_read with consumer_blocks), layout.py (transform_layout), block_layout.py
 (transform_block_layout), blockize.py (blockize), reindex.py (reindex), reindex_cache.py
 (reindex_cache_read, reindex_cache_write), tensorize.py (tensorize; the intrinsic registry in
-tensor_intrin.py, the matching in tensorize_match.py). ordered_axes.py holds the rule for scan
-and opaque iteration variables that several families apply.
+tensor_intrin.py, the matching in tensorize_match.py), annotations.py (unannotate),
+compute_location.py (sample_compute_location, and compute_at at its inline and root marks),
+introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
+(set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
+(merge), padding.py (decompose_padding, can_decompose_padding). ordered_axes.py holds the rule
+for scan and opaque iteration variables that several families apply.
 """
 
 from __future__ import annotations
 
+from sched.schedule.annotations import AnnotationPrimitives
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.block_iters import BlockIterPrimitives
 from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
+from sched.schedule.buffer_properties import BufferPropertyPrimitives
+from sched.schedule.compute_location import ComputeLocationPrimitives
+from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
+from sched.schedule.loop_merge import LoopMergePrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
+from sched.schedule.padding import PaddingPrimitives
 from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.reindex import ReindexPrimitives
@@ -44,7 +55,10 @@ from sched.schedule.unmodelled import refuse_unmodelled
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
-               ReindexCachePrimitives, TensorizePrimitives, ScheduleBase):
+               ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
+               ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
+               BlockIterPrimitives, LoopMergePrimitives,
+               PaddingPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
