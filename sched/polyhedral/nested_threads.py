@@ -63,6 +63,16 @@ class _NestedAxes(IRVisitor):
         if not _is_bound(loop):
             self.visit_children(loop)
             return
+        if loop.thread_tag in BLOCK_TAGS:
+            thread = next((outer for tag, (outer, _) in self.outer.items()
+                           if tag in THREAD_TAGS), None)
+            if thread is not None:
+                self.problem = (f"loop {loop.loop_var.name!r} is bound to {loop.thread_tag} "
+                                f"inside loop {thread.loop_var.name!r} bound to "
+                                f"{thread.thread_tag}: a kernel's thread blocks hold its "
+                                f"threads, not the other way round; bind the outer loops to "
+                                f"blockIdx and the inner ones to threadIdx")
+                return
         found = self.outer.get(loop.thread_tag)
         if found is not None:
             self.problem = nested_loop_problem(loop, *found)
@@ -86,7 +96,8 @@ class _NestedAxes(IRVisitor):
 
 def nested_axis_problem(func: PrimFunc) -> str | None:
     """The first loop of `func` nested in a loop of its own thread tag that cannot share that
-    loop's index (`nested_loop_problem`), or None. Asked after schedule steps too (block IR),
+    loop's index (`nested_loop_problem`), or bound to a blockIdx axis inside a threadIdx loop,
+    or None. Asked after schedule steps too (block IR),
     so a step refuses what the build would."""
     visitor = _NestedAxes()
     visitor.visit(func.body)

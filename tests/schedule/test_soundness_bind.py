@@ -183,3 +183,20 @@ def test_threads_that_only_read_their_own_earlier_rows_may_run_the_loop_on_their
         for i in range(2, 8):
             expected[i] += expected[i - 2]
         np.testing.assert_array_equal(w, expected)
+
+
+@pytest.mark.parametrize("inner_first", [True, False])
+def test_bind_refuses_a_block_axis_inside_a_thread_loop(inner_first):
+    # thread blocks hold threads: a blockIdx loop inside a threadIdx loop (through a nested
+    # block here) is no kernel; the C target's thread emulation crashed on one after every
+    # step had accepted it (found by the GPU-recipe fuzzer)
+    sch = sched.Schedule(_rows_of_blocks)
+    inner = sch.get_loops(sch.get_block("inner"))[-1]
+    outer = sch.get_loops(sch.get_block("outer"))[0]
+    first, second = ((inner, "blockIdx.x"), (outer, "threadIdx.x")) if inner_first else \
+        ((outer, "threadIdx.x"), (inner, "blockIdx.x"))
+    sch.bind(*first)
+    with pytest.raises(ScheduleError, match=r"bind: loop 'j' is bound to blockIdx.x inside "
+                                            r"loop 'i' bound to threadIdx.x: a kernel's thread "
+                                            r"blocks hold its threads"):
+        sch.bind(*second)
