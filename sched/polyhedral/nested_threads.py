@@ -64,8 +64,12 @@ class _NestedAxes(IRVisitor):
             self.visit_children(loop)
             return
         if loop.thread_tag in BLOCK_TAGS:
+            # bound loops nested directly in each other are only the kernel's indices, in
+            # any order (TVM's `for i (threadIdx.x): for j (blockIdx.x)`); with anything
+            # between them, a blockIdx loop inside a threadIdx loop is no kernel
             thread = next((outer for tag, (outer, _) in self.outer.items()
-                           if tag in THREAD_TAGS), None)
+                           if tag in THREAD_TAGS and id(loop) not in _bound_chain(outer)),
+                          None)
             if thread is not None:
                 self.problem = (f"loop {loop.loop_var.name!r} is bound to {loop.thread_tag} "
                                 f"inside loop {thread.loop_var.name!r} bound to "
@@ -92,6 +96,16 @@ class _NestedAxes(IRVisitor):
             self.outer[tag] = (loop, variables | uses)
         self.visit_children(realize)
         self.outer = saved
+
+
+def _bound_chain(loop: For) -> set[int]:
+    """The loops bound to a thread or block axis nested directly in `loop`, one in the next
+    with nothing else between (ids)."""
+    chain, node = set(), loop.body
+    while isinstance(node, For) and _is_bound(node):
+        chain.add(id(node))
+        node = node.body
+    return chain
 
 
 def nested_axis_problem(func: PrimFunc) -> str | None:
