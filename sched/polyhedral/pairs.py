@@ -22,6 +22,7 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import BoundedCache, register
+from sched.polyhedral import names
 from sched.polyhedral.isl_text import parse_map, restricted_map
 
 
@@ -51,29 +52,46 @@ def canonical_times(first: list[str], second: list[str]) -> tuple[list[str], lis
     return a, b
 
 
-def own_times(time: list[str]) -> list[str]:
-    """`time` with its constant entries 0: the statement's own runs in the same order."""
-    return ["0" if _is_constant(entry) else entry for entry in time]
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def nest_map(nest_text: str, params_text: str) -> isl.Map:
+    """The nest map `nest_text` (Statement.nest_text) with its parameters restricted to
+    `params_text`: the one text isl parses per statement nest."""
+    return restricted_map(nest_text, None, params_text)
 
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
-def schedule_map(own_text: str, time: tuple[str, ...], params_text: str) -> isl.Map:
-    """The schedule whose text, with its constant time entries 0, is `own_text`, with the
-    time vector `time` (the same loop entries, other constants): isl parses each statement's
-    own text once, and the constants are set by a small relabelling map."""
-    own = restricted_map(own_text, None, params_text)
-    if all(entry == "0" or not _is_constant(entry) for entry in time):
-        return own
-    inputs = [f"_t{p}" for p in range(len(time))]
-    outputs = [entry if _is_constant(entry) else inputs[p] for p, entry in enumerate(time)]
-    relabel = parse_map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
-    return own.apply_range(relabel)
+def nest_domain(nest_text: str, params_text: str) -> isl.Set:
+    """The instances that run: the domain of `nest_map` (the constraints with the loops
+    quantified, as the statement's domain text says, without parsing it again)."""
+    return nest_map(nest_text, params_text).domain()
 
 
-def schedule_key(statement, time: list[str]) -> tuple[str, tuple[str, ...]]:
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _relabelling(loops: tuple[str, ...], time: tuple[str, ...]) -> isl.Map:
+    """`{ [_t0, _t1, ...] -> [time] }`: the values of the loops `loops` (in that order) to
+    the time vector `time`, whose entries are constants or names of `loops`."""
+    inputs = [names.local("t", p) for p in range(len(loops))]
+    position = {loop: inputs[p] for p, loop in enumerate(loops)}
+    outputs = [entry if _is_constant(entry) else position[entry] for entry in time]
+    return parse_map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
+
+
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def schedule_map(nest: tuple, time: tuple[str, ...], params_text: str) -> isl.Map:
+    """The schedule of the statement whose nest is `nest` (its `nest_text` and
+    `nest_loops`) at the time vector `time` (constants and loop names): isl parses each
+    nest's text once, and the time vector is set by a relabelling map."""
+    nest_text, loops = nest
+    return nest_map(nest_text, params_text).apply_range(_relabelling(loops, time))
+
+
+def schedule_key(statement, time: list[str]) -> tuple[tuple, tuple[str, ...]]:
     """What `schedule_map` needs for `statement` at the time vector `time`."""
-    return statement.schedule_text(own_times(time)), tuple(time)
+    return (statement.nest_text(), statement.nest_loops()), tuple(time)
 
 
 def order_key(source, sink) -> tuple:

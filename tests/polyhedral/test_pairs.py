@@ -24,6 +24,29 @@ def test_canonical_times(first, second, expected):
     assert canonical_times(first, second) == expected
 
 
+def test_reorder_keeps_the_nest_and_domain_texts():
+    """The nest map and the domain are written canonically (loops and constraints sorted), so
+    a reorder, which keeps a statement's loops and constraints, keeps both texts."""
+    func = te.create_prim_func(_matmul())
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    before = build_model(sch.func).statements["S_C"]
+    sch.reorder(k, i, j)
+    after = build_model(sch.func).statements["S_C"]
+    assert before.time != after.time
+    assert before.nest_text() == after.nest_text()
+    assert before.domain_texts == after.domain_texts
+    assert before.schedule.is_equal(after.schedule) is False
+
+
+def _matmul():
+    a = te.placeholder((16, 8), name="A")
+    b = te.placeholder((8, 16), name="B")
+    k = te.reduce_axis((0, 8), name="k")
+    c = te.compute((16, 16), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return [a, b, c]
+
+
 def _absolute_order(source, sink):
     def first(statement):
         schedule = statement.schedule
