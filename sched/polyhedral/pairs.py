@@ -101,6 +101,26 @@ def order_key(source, sink) -> tuple:
     return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
 
 
+def deciding_times(first: tuple[str, ...], second: tuple[str, ...]
+                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Two time vectors less the entries that cannot decide which comes first: the
+    positions where both hold the same constant (equal in every pair of runs), and every
+    position after the first where they hold different constants (the order is decided
+    there at the latest). Lexicographic order between the runs of the two, and among each
+    one's own runs (non-strictly: first runs stay first), is the same on what is left."""
+    a, b = [], []
+    for x, y in zip(first, second):
+        if _is_constant(x) and _is_constant(y):
+            if x == y:
+                continue
+            a.append(x)
+            b.append(y)
+            break
+        a.append(x)
+        b.append(y)
+    return tuple(a), tuple(b)
+
+
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
@@ -115,8 +135,12 @@ def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def _order(source_key: tuple, sink_key: tuple, params_text: str) -> isl.Map:
-    return first_run_schedule(source_key, params_text).lex_lt_map(
-        first_run_schedule(sink_key, params_text))
+    """{ S[x] -> T[y] : the first run of x comes before the first run of y }, asked on the
+    entries of the two time vectors that can decide it (deciding_times)."""
+    (source_nest, source_time), (sink_nest, sink_time) = source_key, sink_key
+    a, b = deciding_times(source_time, sink_time)
+    return first_run_schedule((source_nest, a), params_text).lex_lt_map(
+        first_run_schedule((sink_nest, b), params_text))
 
 
 def order_between(source, sink) -> isl.Map:

@@ -11,7 +11,7 @@ from sched import compute as te
 from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
-from sched.polyhedral.pairs import canonical_times, order_between, order_key
+from sched.polyhedral.pairs import canonical_times, deciding_times, order_between, order_key
 
 
 @pytest.mark.parametrize("first, second, expected", [
@@ -22,6 +22,17 @@ from sched.polyhedral.pairs import canonical_times, order_between, order_key
 ])
 def test_canonical_times(first, second, expected):
     assert canonical_times(first, second) == expected
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # equal constants never decide; the first differing constant does, nothing after it
+    (("0", "i", "0", "j", "0"), ("0", "i", "1", "k", "0"), (("i", "0"), ("i", "1"))),
+    (("0", "i", "j", "1"), ("0", "i", "j", "1"), (("i", "j"), ("i", "j"))),
+    # a loop against a constant may decide: kept
+    (("0", "i", "0"), ("0", "2", "j"), (("i", "0"), ("2", "j"))),
+])
+def test_deciding_times(first, second, expected):
+    assert deciding_times(first, second) == expected
 
 
 def test_reorder_keeps_the_nest_and_domain_texts():
