@@ -22,8 +22,7 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import BoundedCache, register
-from sched.polyhedral import names
-from sched.polyhedral.isl_text import parse_map, restricted_map
+from sched.polyhedral.isl_text import restricted_map
 
 
 def _is_constant(entry: str) -> bool:
@@ -72,11 +71,16 @@ def nest_domain(nest_text: str, params_text: str) -> isl.Set:
 @functools.lru_cache(maxsize=1 << 12)
 def _relabelling(loops: tuple[str, ...], time: tuple[str, ...]) -> isl.Map:
     """`{ [_t0, _t1, ...] -> [time] }`: the values of the loops `loops` (in that order) to
-    the time vector `time`, whose entries are constants or names of `loops`."""
-    inputs = [names.local("t", p) for p in range(len(loops))]
-    position = {loop: inputs[p] for p, loop in enumerate(loops)}
-    outputs = [entry if _is_constant(entry) else position[entry] for entry in time]
-    return parse_map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
+    the time vector `time`, whose entries are constants or names of `loops`. Built with
+    isl's API (each output fixed to its constant or equated to its loop): no text to parse."""
+    position = {loop: p for p, loop in enumerate(loops)}
+    relabel = isl.Map.universe(isl.Space.alloc(isl.DEFAULT_CONTEXT, 0, len(loops), len(time)))
+    for p, entry in enumerate(time):
+        if _is_constant(entry):
+            relabel = relabel.fix_val(isl.dim_type.out, p, int(entry))
+        else:
+            relabel = relabel.equate(isl.dim_type.in_, position[entry], isl.dim_type.out, p)
+    return relabel
 
 
 @register
