@@ -105,24 +105,49 @@ def order_key(source, sink) -> tuple:
     return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
 
 
-def deciding_times(first: tuple[str, ...], second: tuple[str, ...]
-                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Two time vectors less the entries that cannot decide which comes first: the
-    positions where both hold the same constant (equal in every pair of runs), and every
-    position after the first where they hold different constants (the order is decided
-    there at the latest). Lexicographic order between the runs of the two, and among each
-    one's own runs (non-strictly: first runs stay first), is the same on what is left."""
-    a, b = [], []
-    for x, y in zip(first, second):
+def deciding_positions(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[int, ...]:
+    """The positions of two time vectors (equal length) that can decide which comes first:
+    not those where both hold the same constant (equal in every pair of runs), nor any
+    after the first where they hold different constants (the order is decided there at the
+    latest). Lexicographic order between the runs of the two, and among each one's own runs
+    (non-strictly: first runs stay first), is the same on these positions."""
+    kept = []
+    for position, (x, y) in enumerate(zip(first, second)):
         if _is_constant(x) and _is_constant(y):
             if x == y:
                 continue
-            a.append(x)
-            b.append(y)
+            kept.append(position)
             break
-        a.append(x)
-        b.append(y)
-    return tuple(a), tuple(b)
+        kept.append(position)
+    return tuple(kept)
+
+
+def deciding_times(first: tuple[str, ...], second: tuple[str, ...]
+                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The two time vectors at their `deciding_positions`."""
+    kept = deciding_positions(first, second)
+    return tuple(first[p] for p in kept), tuple(second[p] for p in kept)
+
+
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _projection(width: int, kept: tuple[int, ...]) -> isl.Map:
+    """`{ [t0, ..., t(width-1)] -> [t(kept[0]), t(kept[1]), ...] }`, built with isl's API."""
+    projection = isl.Map.universe(isl.Space.alloc(isl.DEFAULT_CONTEXT, 0, width, len(kept)))
+    for p, position in enumerate(kept):
+        projection = projection.equate(isl.dim_type.in_, position, isl.dim_type.out, p)
+    return projection
+
+
+def ordered_before(first: isl.Map, first_time: tuple[str, ...], second: isl.Map,
+                   second_time: tuple[str, ...]) -> isl.Map:
+    """`first.lex_lt_map(second)` for two schedules (instance -> time; any number of runs)
+    whose runs have the time vectors `first_time` and `second_time` (constants and loop
+    names, equal length): asked on their deciding positions only (the same relation)."""
+    kept = deciding_positions(first_time, second_time)
+    width = len(first_time)
+    return first.apply_range(_projection(width, kept)).lex_lt_map(
+        second.apply_range(_projection(width, kept)))
 
 
 @register

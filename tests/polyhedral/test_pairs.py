@@ -11,7 +11,13 @@ from sched import compute as te
 from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
-from sched.polyhedral.pairs import canonical_times, deciding_times, order_between, order_key
+from sched.polyhedral.pairs import (
+    canonical_times,
+    deciding_times,
+    order_between,
+    order_key,
+    ordered_before,
+)
 
 
 @pytest.mark.parametrize("first, second, expected", [
@@ -112,3 +118,17 @@ def test_shifting_a_nest_keeps_the_keys_of_the_pairs_after_it():
     b3, b4 = "S_B3", "S_B4"
     assert before[b3].time != after[b3].time
     assert order_key(before[b3], before[b4]) == order_key(after[b3], after[b4])
+
+
+def test_ordered_before_equals_lex_order_of_the_absolute_schedules():
+    """The order of two schedules asked on their deciding positions (as decompose_reduction's
+    check does) is isl's lexicographic order of the whole time vectors."""
+    clear_caches()
+    model = build_model(hand_schedules.cpu_matmul(32, 32, 16).func)
+    statements = list(model.statements.values())
+    for source in statements:
+        for sink in statements:
+            expected = source.schedule.lex_lt_map(sink.schedule)
+            got = ordered_before(source.schedule, tuple(source.time), sink.schedule,
+                                 tuple(sink.time))
+            assert got.is_equal(expected), (source.name, sink.name)
