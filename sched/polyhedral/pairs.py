@@ -95,7 +95,7 @@ def schedule_map(nest: tuple, time: tuple[str, ...], params_text: str) -> isl.Ma
 
 def schedule_key(statement, time: list[str]) -> tuple[tuple, tuple[str, ...]]:
     """What `schedule_map` needs for `statement` at the time vector `time`."""
-    return (statement.nest_text(), statement.nest_loops()), tuple(time)
+    return statement.nest(), tuple(time)
 
 
 def order_key(source, sink) -> tuple:

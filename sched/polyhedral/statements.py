@@ -127,17 +127,22 @@ class Statement:
         sorted (each once). The constraints are a conjunction, so the order is no part of the
         set; the schedule at any time vector is this map relabelled (pairs.schedule_map), and
         a step that reorders loops or shifts the nest among others keeps the text."""
-        key = ("nest", self.param_text, len(self.constraints), len(self.loops))
-        if key not in self._texts:
-            loops = ", ".join(self.nest_loops())
-            constraints = " and ".join(sorted(set(self.constraints))) or "true"
-            self._texts[key] = (f"{self.param_text} {{ {self.instance()} -> [{loops}] : "
-                                f"{constraints} }}")
-        return self._texts[key]
+        return self.nest()[0]
 
     def nest_loops(self) -> tuple[str, ...]:
         """The output dims of `nest_text`: the loops' isl names, sorted, each once."""
-        return tuple(sorted(set(self.loop_names())))
+        return self.nest()[1]
+
+    def nest(self) -> tuple[str, tuple[str, ...]]:
+        """(`nest_text`, `nest_loops`), made once (pairs.schedule_key asks for every pair)."""
+        key = ("nest", self.param_text, len(self.constraints), len(self.loops))
+        found = self._texts.get(key)
+        if found is None:
+            loops = tuple(sorted(set(self.loop_names())))
+            constraints = " and ".join(sorted(set(self.constraints))) or "true"
+            found = self._texts[key] = (f"{self.param_text} {{ {self.instance()} -> "
+                                        f"[{', '.join(loops)}] : {constraints} }}", loops)
+        return found
 
     def loop_names(self) -> list[str]:
         return [isl_name(loop.var) for loop in self.loops]
