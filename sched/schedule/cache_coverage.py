@@ -10,11 +10,11 @@ import functools
 
 import islpy as isl
 
-from sched.ir.memo import register
+from sched.ir.memo import BoundedCache, register
 from sched.ir.nodes import Buffer, PrimFunc
 from sched.polyhedral import build_model
 from sched.polyhedral.accesses import buffer_tuple
-from sched.polyhedral.pairs import order_between
+from sched.polyhedral.pairs import order_between, order_key
 
 
 def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
@@ -59,17 +59,27 @@ def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -
     source iff some write of its element runs before it (every write is a must-source), so
     some read has none iff the reads are not all in { reader -> element : a write of the
     element runs before the reader }. The order of each (writer, reader) pair is the one
-    the dependences are built on (pairs.order_between, remembered)."""
-    covered = None
-    for writer in statements:
-        written = _on_buffer(writer.writes, buffer)
-        if written.is_empty():
-            continue
-        for reader in statements:
-            before = isl.UnionMap.from_map(order_between(writer, reader))
-            part = before.reverse().apply_range(written)          # reader -> element
-            covered = part if covered is None else covered.union(part)
-    return covered is None or not reads.is_subset(covered)
+    the dependences are built on (pairs.order_between, remembered); the answer is remembered
+    by the texts of the reads and writes and the pairs' order keys (a replayed trace asks
+    again)."""
+    writers = [(w, _on_buffer(w.writes, buffer)) for w in statements]
+    writers = [(w, written) for w, written in writers if not written.is_empty()]
+    key = (str(reads), tuple((str(written), tuple(order_key(w, r) for r in statements))
+                             for w, written in writers))
+    found = _READS_BEFORE_WRITES.recall(key)
+    if found is None:
+        covered = None
+        for writer, written in writers:
+            for reader in statements:
+                before = isl.UnionMap.from_map(order_between(writer, reader))
+                part = before.reverse().apply_range(written)          # reader -> element
+                covered = part if covered is None else covered.union(part)
+        found = _READS_BEFORE_WRITES.remember(
+            key, covered is None or not reads.is_subset(covered))
+    return found
+
+
+_READS_BEFORE_WRITES = BoundedCache(1024)      # _reads_before_every_write's answers, by key
 
 
 @register
