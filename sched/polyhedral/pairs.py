@@ -22,7 +22,7 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import BoundedCache, register
-from sched.polyhedral.isl_text import restricted_map
+from sched.polyhedral.isl_text import is_single_valued_map, restricted_map
 
 
 def _is_constant(entry: str) -> bool:
@@ -154,10 +154,15 @@ def ordered_before(first: isl.Map, first_time: tuple[str, ...], second: isl.Map,
 @functools.lru_cache(maxsize=1 << 14)
 def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
     """The schedule of `key` (schedule_key), each instance at its first run (see
-    dependences.first_runs)."""
+    dependences.first_runs). Where the time vector keeps every loop of the nest, two runs
+    have one time only if they are one point of the nest map: the schedule is single-valued
+    iff the nest map is (asked once per nest, as Statement.runs_once asks it)."""
     from sched.polyhedral.dependences import first_runs
 
     schedule = schedule_map(*key, params_text)
+    (nest_text, loops), time = key
+    if set(loops) <= set(time) and is_single_valued_map(nest_text, params_text):
+        return schedule
     return schedule if schedule.is_single_valued() else first_runs(schedule)
 
 
