@@ -21,6 +21,7 @@ takes an address: nothing is known of what the call does but what the block decl
 from __future__ import annotations
 
 from sched.ir.functor import IRVisitor, collect
+from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     IMPURE_CALLS,
     Block,
@@ -70,11 +71,11 @@ class _OwnCalls(IRVisitor):
         pass
 
 
+@identity_cache(maxsize=1 << 12)
 def is_opaque(block: Block) -> bool:
     """Whether `block` is opaque (see the module doc): its own body or init makes an opaque
-    call (a block nested in it is judged on its own)."""
-    if not has_opaque_calls(block.body) and not has_opaque_calls(block.init):
-        return False
+    call (a block nested in it is judged on its own). Remembered per block (blocks are
+    immutable; a step rebuilds few of them): one walk of the block's own statements."""
     finder = _OwnCalls()
     for stmt in (block.init, block.body):
         if stmt is not None:

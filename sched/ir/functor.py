@@ -37,6 +37,38 @@ def field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+# field types that never hold a node or a tuple (names, dtypes, kinds, constants' values)
+_SCALAR_TYPES = frozenset({"str", "int", "float", "bool", "str | None", "int | None"})
+# field types that may hold a statement or a block (every other field holds expressions,
+# buffers, ranges or iteration variables, none of which contains a statement)
+_STATEMENT_TYPES = frozenset({"Stmt", "Stmt | None", "tuple[Stmt, ...]", "Block",
+                              "Annotations"})
+_CHILD_FIELDS: dict[tuple[type, bool], tuple[str, ...]] = {}
+
+
+def child_field_names(cls: type, statements_only: bool = False) -> tuple[str, ...]:
+    """The fields of node class `cls` that may hold nodes (declaration order), or with
+    `statements_only` those that may hold statements or blocks: what a walk must enter.
+    Judged by the fields' declared types; a type not known here counts as holding nodes."""
+    key = (cls, statements_only)
+    names = _CHILD_FIELDS.get(key)
+    if names is None:
+        fields = [f for f in dataclasses.fields(cls) if str(f.type) not in _SCALAR_TYPES]
+        if statements_only:
+            fields = [f for f in fields if str(f.type) in _STATEMENT_TYPES
+                      or not _is_expression_type(str(f.type))]
+        names = _CHILD_FIELDS[key] = tuple(f.name for f in fields)
+    return names
+
+
+def _is_expression_type(text: str) -> bool:
+    """Whether a field declared `text` holds only expressions, buffers, variables, ranges,
+    regions or iteration variables (never a statement)."""
+    parts = text.removeprefix("tuple[").removesuffix(", ...]").split(" | ")
+    return all(p in ("Expr", "Buffer", "Var", "Range", "BufferRegion", "IterVar", "None")
+               for p in parts)
+
+
 class _Dispatching:
     """The `visit_<ClassName>` method of each node class, found once per visitor class."""
 
@@ -66,7 +98,7 @@ class IRVisitor(_Dispatching):
             self.visit_children(node)
 
     def visit_children(self, node) -> None:
-        for name in field_names(type(node)):
+        for name in child_field_names(type(node)):
             value = getattr(node, name)
             if isinstance(value, Node):
                 self.visit(value)
@@ -93,7 +125,7 @@ class IRMutator(_Dispatching):
 
     def visit_children(self, node):
         changes = None
-        for name in field_names(type(node)):
+        for name in child_field_names(type(node)):
             old = getattr(node, name)
             if isinstance(old, Node):
                 new = self.visit(old)
@@ -220,7 +252,7 @@ def _statement_level(node_type) -> bool:
 def _collect_into(node, node_type, skip_expressions: bool, found: list) -> None:
     if isinstance(node, node_type):
         found.append(node)
-    for name in field_names(type(node)):
+    for name in child_field_names(type(node), skip_expressions):
         value = getattr(node, name)
         if isinstance(value, Node):
             _collect_child(value, node_type, skip_expressions, found)

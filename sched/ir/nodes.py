@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sched.ir.dtype import INDEX_DTYPE, bits, check_dtype, is_bool, is_float
+from sched.ir.memo import identity_cache
 
 # a tuple of ints is TVM's list-valued loop annotation (`software_pipeline_stage: [0, 0, 1]`)
 AnnotationValue = int | float | str | bool | tuple[int, ...]
@@ -535,22 +536,32 @@ class PrimFunc(Node):
     @property
     def symbolic_vars(self) -> tuple[Var, ...]:
         """The symbolic dims: variables in parameter shapes that are not scalar parameters,
-        in order of first appearance."""
-        from sched.ir.functor import free_vars
-
-        scalars = {p for p in self.params if isinstance(p, Var)}
-        found: dict[Var, None] = {}
-        for buffer in self.buffers:
-            for dim in buffer.shape:
-                for var in free_vars(dim):
-                    if var not in scalars:
-                        found[var] = None
-        return tuple(found)
+        in order of first appearance (remembered per parameter tuple, which the functions a
+        schedule makes share)."""
+        return _symbolic_vars(self.params)
 
     def script(self) -> str:
         from sched.ir.printer import to_script
 
         return to_script(self)
+
+
+def _symbolic_vars_of(params: tuple) -> tuple[Var, ...]:
+    from sched.ir.functor import free_vars
+
+    scalars = {p for p in params if isinstance(p, Var)}
+    found: dict[Var, None] = {}
+    for buffer in params:
+        if not isinstance(buffer, Buffer):
+            continue
+        for dim in buffer.shape:
+            for var in free_vars(dim):
+                if var not in scalars:
+                    found[var] = None
+    return tuple(found)
+
+
+_symbolic_vars = identity_cache(maxsize=256)(_symbolic_vars_of)
 
 
 # --------------------------------------------------------------------------------------------

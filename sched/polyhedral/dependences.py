@@ -206,13 +206,25 @@ def _common_positions(source: Statement, sink: Statement) -> tuple[int, ...]:
     return tuple(loop.position for loop in source.loops[:common])
 
 
+def _pair_keys(model: PolyModel, source: Statement, sink: Statement) -> tuple:
+    """(order_key, _common_positions) of a pair of the model's statements, made once per
+    pair (every buffer and kind of the pair asks), kept with the model."""
+    key = ("pair_keys", source.name, sink.name)
+    found = model.derived.get(key)
+    if found is None:
+        found = model.derived[key] = (order_key(source, sink),
+                                      _common_positions(source, sink))
+    return found
+
+
 def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statement,
                       sink: Statement, first: tuple[str, isl.Map], second: tuple[str, isl.Map],
                       reduction: bool) -> list[Dependence]:
     """The dependence of `kind` from `source`'s access `first` to `sink`'s access `second`
     ((text, map) pairs) on `buffer`, as a one-element list, or [] when no pair of instances
     conflicts."""
-    key = (first[0], second[0], order_key(source, sink), _common_positions(source, sink))
+    pair = _pair_keys(model, source, sink)
+    key = (first[0], second[0], *pair)
     relation = pair_relation(*key[:3], first[1], second[1])
     if relation.is_empty():
         return []

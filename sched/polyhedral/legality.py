@@ -37,7 +37,7 @@ from sched.polyhedral.dependences import (
     model_and_dependences,
 )
 from sched.polyhedral.model import build_model
-from sched.polyhedral.pairs import breaks_order, order_key
+from sched.polyhedral.pairs import breaks_order, order_key, ordered_before
 from sched.polyhedral.runs import RUNS_RULE, check_runs, repeated_instance  # noqa: F401
 from sched.polyhedral.violation import (  # noqa: F401
     Violation,
@@ -63,6 +63,26 @@ def check_schedule(func: PrimFunc, schedule: isl.UnionMap,
         if not broken.is_empty():
             pair = isl.Map.from_union_map(broken)
             example = describe_instance_pair(dep, pair)
+            return Violation(f"the new order runs {dep.sink.block.name} before "
+                             f"{dep.source.block.name}", dep, example)
+    return None
+
+
+def check_schedules(schedules: dict[str, tuple[isl.Map, tuple[str, ...]]],
+                    deps: tuple[Dependence, ...]) -> Violation | None:
+    """`check_schedule` of the union of `schedules` (by statement tuple name: a schedule,
+    instance -> time, and the time vector its runs share, constants and loop names, all of
+    one length) for `deps`, whose statements it covers, asked pair by pair on the positions
+    that can decide each pair's order (pairs.ordered_before): the same answer, the same
+    first broken dependence, without ordering every pair of statements."""
+    for dep in deps:
+        if dep.is_reduction:
+            continue
+        (source, source_time), (sink, sink_time) = schedules[dep.source.name], \
+            schedules[dep.sink.name]
+        broken = dep.relation.subtract(ordered_before(source, source_time, sink, sink_time))
+        if not broken.is_empty():
+            example = describe_instance_pair(dep, broken)
             return Violation(f"the new order runs {dep.sink.block.name} before "
                              f"{dep.source.block.name}", dep, example)
     return None

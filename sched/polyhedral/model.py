@@ -54,13 +54,14 @@ time `[2, i, j, 1]`; `for i: {B; C}` gives `[2, i, 0, 1]` and `[2, i, 1, 1]`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from sched.ir.extern import is_opaque
 from sched.ir.functor import collect
-from sched.ir.memo import BoundedCache, identity_cache
+from sched.ir.memo import BoundedCache, identity_cache, register
 from sched.ir.nodes import (
     Allocate,
     Block,
@@ -78,12 +79,8 @@ from sched.polyhedral.accesses import (
     row_major_offset,
 )
 from sched.polyhedral.isl_expr import isl_name, to_isl
-from sched.polyhedral.isl_text import (
-    parse_union_map,
-    parse_union_set,
-    restricted_map,
-    restricted_set,
-)
+from sched.polyhedral.isl_text import parse_map, parse_union_map, parse_union_set
+from sched.polyhedral.pairs import nest_domain
 from sched.polyhedral.statements import (  # noqa: F401  (re-exported: the model's types)
     BODY_SLOT,
     INIT_SLOT,
@@ -205,7 +202,7 @@ class _Relations:
             body = statement.constraints + body
         text = (f"{self.params} {{ {statement.instance()} -> {tuple_name}"
                 f"[{', '.join(elements)}] : {_exists(quantified, body)} }}")
-        return restricted_map(text, *statement.domain_texts)
+        return _on_domain(text, statement.nest_text(), statement.domain_texts[1])
 
     def of(self, statement: Statement) -> tuple[isl.UnionMap, isl.UnionMap]:
         """The statement's reads and writes (instance -> storage element), its accesses
@@ -279,6 +276,13 @@ class _Relations:
         return self.relation(statement, access, storage, elements, constraints, (offset,))
 
 
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def _on_domain(text: str, nest_text: str, params_text: str) -> isl.Map:
+    """The map `text` restricted to the instances of the nest `nest_text` that run."""
+    return parse_map(text).intersect_domain(nest_domain(nest_text, params_text))
+
+
 @identity_cache(maxsize=64)
 def build_model(func: PrimFunc) -> PolyModel:
     """The polyhedral model of `func`. Blocks without iteration variables still count as
@@ -313,11 +317,11 @@ def _build(func: PrimFunc, walker: _Walker) -> PolyModel:
     empty = parse_union_map(f"{param_text} {{ }}")
     domain, reads, writes = parse_union_set(f"{param_text} {{ }}"), empty, empty
     for statement in walker.statements:
+        statement.param_text = param_text
         statement.domain_texts = (f"{param_text} {{ {statement.instance()} : "
                                   f"{statement.condition()} }}", positive_text)
-        statement.domain = restricted_set(*statement.domain_texts)
+        statement.domain = nest_domain(statement.nest_text(), positive_text)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
-        statement.param_text = param_text
         statement.reads, statement.writes = relations.of(statement)
         domain = domain.union(isl.UnionSet.from_set(statement.domain))
         reads, writes = reads.union(statement.reads), writes.union(statement.writes)

@@ -22,7 +22,7 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import BoundedCache, register
-from sched.polyhedral.isl_text import parse_map, restricted_map
+from sched.polyhedral.isl_text import is_single_valued_map, restricted_map
 
 
 def _is_constant(entry: str) -> bool:
@@ -51,29 +51,51 @@ def canonical_times(first: list[str], second: list[str]) -> tuple[list[str], lis
     return a, b
 
 
-def own_times(time: list[str]) -> list[str]:
-    """`time` with its constant entries 0: the statement's own runs in the same order."""
-    return ["0" if _is_constant(entry) else entry for entry in time]
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def nest_map(nest_text: str, params_text: str) -> isl.Map:
+    """The nest map `nest_text` (Statement.nest_text) with its parameters restricted to
+    `params_text`: the one text isl parses per statement nest."""
+    return restricted_map(nest_text, None, params_text)
 
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
-def schedule_map(own_text: str, time: tuple[str, ...], params_text: str) -> isl.Map:
-    """The schedule whose text, with its constant time entries 0, is `own_text`, with the
-    time vector `time` (the same loop entries, other constants): isl parses each statement's
-    own text once, and the constants are set by a small relabelling map."""
-    own = restricted_map(own_text, None, params_text)
-    if all(entry == "0" or not _is_constant(entry) for entry in time):
-        return own
-    inputs = [f"_t{p}" for p in range(len(time))]
-    outputs = [entry if _is_constant(entry) else inputs[p] for p, entry in enumerate(time)]
-    relabel = parse_map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
-    return own.apply_range(relabel)
+def nest_domain(nest_text: str, params_text: str) -> isl.Set:
+    """The instances that run: the domain of `nest_map` (the constraints with the loops
+    quantified, as the statement's domain text says, without parsing it again)."""
+    return nest_map(nest_text, params_text).domain()
 
 
-def schedule_key(statement, time: list[str]) -> tuple[str, tuple[str, ...]]:
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _relabelling(loops: tuple[str, ...], time: tuple[str, ...]) -> isl.Map:
+    """`{ [_t0, _t1, ...] -> [time] }`: the values of the loops `loops` (in that order) to
+    the time vector `time`, whose entries are constants or names of `loops`. Built with
+    isl's API (each output fixed to its constant or equated to its loop): no text to parse."""
+    position = {loop: p for p, loop in enumerate(loops)}
+    relabel = isl.Map.universe(isl.Space.alloc(isl.DEFAULT_CONTEXT, 0, len(loops), len(time)))
+    for p, entry in enumerate(time):
+        if _is_constant(entry):
+            relabel = relabel.fix_val(isl.dim_type.out, p, int(entry))
+        else:
+            relabel = relabel.equate(isl.dim_type.in_, position[entry], isl.dim_type.out, p)
+    return relabel
+
+
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def schedule_map(nest: tuple, time: tuple[str, ...], params_text: str) -> isl.Map:
+    """The schedule of the statement whose nest is `nest` (its `nest_text` and
+    `nest_loops`) at the time vector `time` (constants and loop names): isl parses each
+    nest's text once, and the time vector is set by a relabelling map."""
+    nest_text, loops = nest
+    return nest_map(nest_text, params_text).apply_range(_relabelling(loops, time))
+
+
+def schedule_key(statement, time: list[str]) -> tuple[tuple, tuple[str, ...]]:
     """What `schedule_map` needs for `statement` at the time vector `time`."""
-    return statement.schedule_text(own_times(time)), tuple(time)
+    return statement.nest(), tuple(time)
 
 
 def order_key(source, sink) -> tuple:
@@ -83,22 +105,76 @@ def order_key(source, sink) -> tuple:
     return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
 
 
+def deciding_positions(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[int, ...]:
+    """The positions of two time vectors (equal length) that can decide which comes first:
+    not those where both hold the same constant (equal in every pair of runs), nor any
+    after the first where they hold different constants (the order is decided there at the
+    latest). Lexicographic order between the runs of the two, and among each one's own runs
+    (non-strictly: first runs stay first), is the same on these positions."""
+    kept = []
+    for position, (x, y) in enumerate(zip(first, second)):
+        if _is_constant(x) and _is_constant(y):
+            if x == y:
+                continue
+            kept.append(position)
+            break
+        kept.append(position)
+    return tuple(kept)
+
+
+def deciding_times(first: tuple[str, ...], second: tuple[str, ...]
+                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The two time vectors at their `deciding_positions`."""
+    kept = deciding_positions(first, second)
+    return tuple(first[p] for p in kept), tuple(second[p] for p in kept)
+
+
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _projection(width: int, kept: tuple[int, ...]) -> isl.Map:
+    """`{ [t0, ..., t(width-1)] -> [t(kept[0]), t(kept[1]), ...] }`, built with isl's API."""
+    projection = isl.Map.universe(isl.Space.alloc(isl.DEFAULT_CONTEXT, 0, width, len(kept)))
+    for p, position in enumerate(kept):
+        projection = projection.equate(isl.dim_type.in_, position, isl.dim_type.out, p)
+    return projection
+
+
+def ordered_before(first: isl.Map, first_time: tuple[str, ...], second: isl.Map,
+                   second_time: tuple[str, ...]) -> isl.Map:
+    """`first.lex_lt_map(second)` for two schedules (instance -> time; any number of runs)
+    whose runs have the time vectors `first_time` and `second_time` (constants and loop
+    names, equal length): asked on their deciding positions only (the same relation)."""
+    kept = deciding_positions(first_time, second_time)
+    width = len(first_time)
+    return first.apply_range(_projection(width, kept)).lex_lt_map(
+        second.apply_range(_projection(width, kept)))
+
+
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
     """The schedule of `key` (schedule_key), each instance at its first run (see
-    dependences.first_runs)."""
+    dependences.first_runs). Where the time vector keeps every loop of the nest, two runs
+    have one time only if they are one point of the nest map: the schedule is single-valued
+    iff the nest map is (asked once per nest, as Statement.runs_once asks it)."""
     from sched.polyhedral.dependences import first_runs
 
     schedule = schedule_map(*key, params_text)
+    (nest_text, loops), time = key
+    if set(loops) <= set(time) and is_single_valued_map(nest_text, params_text):
+        return schedule
     return schedule if schedule.is_single_valued() else first_runs(schedule)
 
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def _order(source_key: tuple, sink_key: tuple, params_text: str) -> isl.Map:
-    return first_run_schedule(source_key, params_text).lex_lt_map(
-        first_run_schedule(sink_key, params_text))
+    """{ S[x] -> T[y] : the first run of x comes before the first run of y }, asked on the
+    entries of the two time vectors that can decide it (deciding_times)."""
+    (source_nest, source_time), (sink_nest, sink_time) = source_key, sink_key
+    a, b = deciding_times(source_time, sink_time)
+    return first_run_schedule((source_nest, a), params_text).lex_lt_map(
+        first_run_schedule((sink_nest, b), params_text))
 
 
 def order_between(source, sink) -> isl.Map:

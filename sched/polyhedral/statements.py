@@ -117,31 +117,42 @@ class Statement:
     @property
     def runs_once(self) -> bool:
         """Whether each instance runs once (the schedule is single-valued). Asked of the
-        schedule with its constant time entries 0, which orders the statement's own runs as the
-        schedule does (the constants are the same in every run) and stays the same across
-        steps that only move the statement's nest among others."""
-        from sched.polyhedral.pairs import own_times
+        nest map (`nest_text`): every loop of the statement is an entry of its time vector
+        and the other entries are constants, so the schedule maps two runs of an instance to
+        one time iff the nest map maps them to one point; the answer stays the same across
+        steps that only move the statement's nest among others or reorder its loops."""
+        return is_single_valued_map(self.nest_text(), self.domain_texts[1])
 
-        return is_single_valued_map(self.schedule_text(own_times(self.time)),
-                                    self.domain_texts[1])
+    def nest_text(self) -> str:
+        """`{ S[...] -> [i, j, k] : ... }`: the statement's instances at the values of its
+        loops, in a canonical form: the loops' isl names sorted (each once), the constraints
+        sorted (each once). The constraints are a conjunction, so the order is no part of the
+        set; the schedule at any time vector is this map relabelled (pairs.schedule_map), and
+        a step that reorders loops or shifts the nest among others keeps the text."""
+        return self.nest()[0]
 
-    def schedule_text(self, time: list[str] | None = None) -> str:
-        """`{ S[...] -> [2, i, 1] : ... }`: the statement's instances at their times (`time`,
-        default its own time vector): each entry a constant or a loop's value (the loops are
-        the map's output dimensions, named as in the constraints)."""
-        entries = ", ".join(self.time if time is None else time)
-        key = ("schedule", entries, self.param_text, len(self.constraints))
-        if key not in self._texts:
-            self._texts[key] = (f"{self.param_text} {{ {self.instance()} -> [{entries}] : "
-                                f"{' and '.join(self.constraints) or 'true'} }}")
-        return self._texts[key]
+    def nest_loops(self) -> tuple[str, ...]:
+        """The output dims of `nest_text`: the loops' isl names, sorted, each once."""
+        return self.nest()[1]
+
+    def nest(self) -> tuple[str, tuple[str, ...]]:
+        """(`nest_text`, `nest_loops`), made once (pairs.schedule_key asks for every pair)."""
+        key = ("nest", self.param_text, len(self.constraints), len(self.loops))
+        found = self._texts.get(key)
+        if found is None:
+            loops = tuple(sorted(set(self.loop_names())))
+            constraints = " and ".join(sorted(set(self.constraints))) or "true"
+            found = self._texts[key] = (f"{self.param_text} {{ {self.instance()} -> "
+                                        f"[{', '.join(loops)}] : {constraints} }}", loops)
+        return found
 
     def loop_names(self) -> list[str]:
         return [isl_name(loop.var) for loop in self.loops]
 
     def condition(self) -> str:
-        """The constraints with the loops quantified: which instances run."""
-        return _exists(self.loop_names(), self.constraints)
+        """The constraints with the loops quantified: which instances run (canonical: loops
+        and constraints sorted, each once, as in `nest_text`)."""
+        return _exists(list(self.nest_loops()), sorted(set(self.constraints)))
 
     def accesses_of(self, buffer_name: str, kind: str = "any") -> isl.Map | None:
         """The statement's accesses to the buffer (view) named `buffer_name`, in its own

@@ -10,10 +10,11 @@ import functools
 
 import islpy as isl
 
-from sched.ir.memo import register
+from sched.ir.memo import BoundedCache, register
 from sched.ir.nodes import Buffer, PrimFunc
 from sched.polyhedral import build_model
 from sched.polyhedral.accesses import buffer_tuple
+from sched.polyhedral.pairs import order_between, order_key
 
 
 def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
@@ -43,11 +44,42 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
     if not model.is_exact or scope.realize.block.name != "root" or not all(
             _writes_surely(s) for s in model.statements_of_block(block_name)):
         return True
+    statements = model.statements_of_block(block_name)
+    if all(s.runs_once for s in statements):
+        return _reads_before_every_write(statements, buffer, reads)
     schedule = None         # of the block's statements: the only sources and sinks here
-    for statement in model.statements_of_block(block_name):
+    for statement in statements:
         own = isl.UnionMap.from_map(statement.schedule)
         schedule = own if schedule is None else schedule.union(own)
     return _reads_without_source(str(reads), str(writes), str(schedule))
+
+
+def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -> bool:
+    """`_reads_without_source` where each instance runs once, pair by pair: a read has a
+    source iff some write of its element runs before it (every write is a must-source), so
+    some read has none iff the reads are not all in { reader -> element : a write of the
+    element runs before the reader }. The order of each (writer, reader) pair is the one
+    the dependences are built on (pairs.order_between, remembered); the answer is remembered
+    by the texts of the reads and writes and the pairs' order keys (a replayed trace asks
+    again)."""
+    writers = [(w, _on_buffer(w.writes, buffer)) for w in statements]
+    writers = [(w, written) for w, written in writers if not written.is_empty()]
+    key = (str(reads), tuple((str(written), tuple(order_key(w, r) for r in statements))
+                             for w, written in writers))
+    found = _READS_BEFORE_WRITES.recall(key)
+    if found is None:
+        covered = None
+        for writer, written in writers:
+            for reader in statements:
+                before = isl.UnionMap.from_map(order_between(writer, reader))
+                part = before.reverse().apply_range(written)          # reader -> element
+                covered = part if covered is None else covered.union(part)
+        found = _READS_BEFORE_WRITES.remember(
+            key, covered is None or not reads.is_subset(covered))
+    return found
+
+
+_READS_BEFORE_WRITES = BoundedCache(1024)      # _reads_before_every_write's answers, by key
 
 
 @register

@@ -31,7 +31,7 @@ from sched.polyhedral import build_model, model_and_dependences
 from sched.polyhedral.legality import (
     Violation,
     check_new_order,
-    check_schedule,
+    check_schedules,
     schedule_error,
 )
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
@@ -151,10 +151,12 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
     violation = check_new_order(func, new_model.statements, others)
     if violation is not None:
         return violation
-    schedule = moved.apply_range(isl.UnionMap.from_map(new_init.schedule))
+    moved_schedule = isl.Map.from_union_map(moved).apply_range(new_init.schedule)
+    schedules = {old_init.name: (moved_schedule, tuple(new_init.time))}
     for name in {n for d in of_init for n in (d.source.name, d.sink.name)} - {old_init.name}:
-        schedule = schedule.union(isl.UnionMap.from_map(new_model.statements[name].schedule))
-    return check_schedule(func, schedule, of_init)
+        statement = new_model.statements[name]
+        schedules[name] = (statement.schedule, tuple(statement.time))
+    return check_schedules(schedules, of_init)
 
 
 class ReductionPrimitives(ScheduleBase):

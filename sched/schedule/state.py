@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, collect, field_names
+from sched.ir.functor import IRMutator, child_field_names, collect, field_names
 from sched.ir.memo import identity_cache
 from sched.ir.names import fresh
 from sched.ir.nodes import (
@@ -47,7 +47,7 @@ class _Index:
         elif isinstance(node, For):
             self.loops.setdefault(node.loop_var.name, node)
             self.loop_order.append(node.loop_var.name)
-        for name in field_names(type(node)):
+        for name in child_field_names(type(node), statements_only=True):
             value = getattr(node, name)
             for child in value if isinstance(value, tuple) else (value,):
                 if isinstance(child, Stmt | Block) and id(child) not in self.parent:
@@ -119,7 +119,7 @@ def blocks_under(stmt: Stmt) -> list[BlockRealize]:
         if isinstance(node, BlockRealize):
             found.append(node)
             return
-        for name in field_names(type(node)):
+        for name in child_field_names(type(node), statements_only=True):
             value = getattr(node, name)
             for child in value if isinstance(value, tuple) else (value,):
                 if isinstance(child, Stmt):

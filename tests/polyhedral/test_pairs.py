@@ -11,7 +11,13 @@ from sched import compute as te
 from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
-from sched.polyhedral.pairs import canonical_times, order_between, order_key
+from sched.polyhedral.pairs import (
+    canonical_times,
+    deciding_times,
+    order_between,
+    order_key,
+    ordered_before,
+)
 
 
 @pytest.mark.parametrize("first, second, expected", [
@@ -22,6 +28,40 @@ from sched.polyhedral.pairs import canonical_times, order_between, order_key
 ])
 def test_canonical_times(first, second, expected):
     assert canonical_times(first, second) == expected
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # equal constants never decide; the first differing constant does, nothing after it
+    (("0", "i", "0", "j", "0"), ("0", "i", "1", "k", "0"), (("i", "0"), ("i", "1"))),
+    (("0", "i", "j", "1"), ("0", "i", "j", "1"), (("i", "j"), ("i", "j"))),
+    # a loop against a constant may decide: kept
+    (("0", "i", "0"), ("0", "2", "j"), (("i", "0"), ("2", "j"))),
+])
+def test_deciding_times(first, second, expected):
+    assert deciding_times(first, second) == expected
+
+
+def test_reorder_keeps_the_nest_and_domain_texts():
+    """The nest map and the domain are written canonically (loops and constraints sorted), so
+    a reorder, which keeps a statement's loops and constraints, keeps both texts."""
+    func = te.create_prim_func(_matmul())
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    before = build_model(sch.func).statements["S_C"]
+    sch.reorder(k, i, j)
+    after = build_model(sch.func).statements["S_C"]
+    assert before.time != after.time
+    assert before.nest_text() == after.nest_text()
+    assert before.domain_texts == after.domain_texts
+    assert before.schedule.is_equal(after.schedule) is False
+
+
+def _matmul():
+    a = te.placeholder((16, 8), name="A")
+    b = te.placeholder((8, 16), name="B")
+    k = te.reduce_axis((0, 8), name="k")
+    c = te.compute((16, 16), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return [a, b, c]
 
 
 def _absolute_order(source, sink):
@@ -78,3 +118,17 @@ def test_shifting_a_nest_keeps_the_keys_of_the_pairs_after_it():
     b3, b4 = "S_B3", "S_B4"
     assert before[b3].time != after[b3].time
     assert order_key(before[b3], before[b4]) == order_key(after[b3], after[b4])
+
+
+def test_ordered_before_equals_lex_order_of_the_absolute_schedules():
+    """The order of two schedules asked on their deciding positions (as decompose_reduction's
+    check does) is isl's lexicographic order of the whole time vectors."""
+    clear_caches()
+    model = build_model(hand_schedules.cpu_matmul(32, 32, 16).func)
+    statements = list(model.statements.values())
+    for source in statements:
+        for sink in statements:
+            expected = source.schedule.lex_lt_map(sink.schedule)
+            got = ordered_before(source.schedule, tuple(source.time), sink.schedule,
+                                 tuple(sink.time))
+            assert got.is_equal(expected), (source.name, sink.name)

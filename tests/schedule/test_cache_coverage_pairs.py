@@ -1,0 +1,68 @@
+"""cache_write's question "does the block read an element before writing it?" is answered pair
+by pair (writer before reader) where every instance runs once, and by isl's flow analysis
+otherwise: both answers agree."""
+
+from __future__ import annotations
+
+import islpy as isl
+import pytest
+
+import sched
+from sched import compute as te
+from sched.polyhedral import build_model
+from sched.schedule.cache_coverage import (
+    _on_buffer,
+    _reads_before_every_write,
+    _reads_without_source,
+)
+from sched.script import T
+
+
+def _matmul():
+    a = te.placeholder((8, 4), name="A")
+    b = te.placeholder((4, 8), name="B")
+    k = te.reduce_axis((0, 4), name="k")
+    c = te.compute((8, 8), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+@T.prim_func
+def accumulate_into_output(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = C[vi] + A[vi]
+
+
+@T.prim_func
+def write_then_read_back(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[vi]
+            C[vi] = C[vi] * T.float32(2.0)
+
+
+@pytest.mark.parametrize("func, block, buffer, expected", [
+    (_matmul(), "C", "C", False),                       # the init writes before each update
+    (accumulate_into_output, "C", "C", True),          # reads C's old value
+    # one statement instance: its read is not after its own write (the model orders
+    # statement instances, not the stores inside one), so the read counts as unwritten
+    (write_then_read_back, "C", "C", True),
+], ids=["matmul", "accumulate", "write_then_read"])
+def test_pairwise_answer_equals_flow_analysis(func, block, buffer, expected):
+    sch = sched.Schedule(func)
+    model = build_model(sch.func)
+    statements = model.statements_of_block(block)
+    (target,) = [b for b in sch.func.buffers if b.name == buffer]
+    reads = writes = isl.UnionMap("{ }")
+    schedule = None
+    for statement in statements:
+        reads = reads.union(_on_buffer(statement.reads, target))
+        writes = writes.union(_on_buffer(statement.writes, target))
+        own = isl.UnionMap.from_map(statement.schedule)
+        schedule = own if schedule is None else schedule.union(own)
+    assert all(s.runs_once for s in statements)
+    flow = _reads_without_source(str(reads), str(writes), str(schedule))
+    assert flow == expected
+    assert _reads_before_every_write(statements, target, reads) == expected
