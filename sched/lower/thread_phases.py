@@ -26,7 +26,9 @@ them forward, in reverse, or shuffled: each phase's thread nest becomes one loop
 block's threads, visited in the permutation `(a * f + c) mod n` (a coprime with n; a and c
 drawn from a generator seeded by the seed and the phase's position), and each blockIdx loop
 likewise (a rotation `(b + c) mod n` where its extent is symbolic). A kernel whose result
-changes with the order has a race.
+changes with the order has a race. A serial loop with no barrier in it runs inside its
+threads' loops (each thread runs all its iterations on its own, as on the GPU), so the orders
+also show a race between threads in different iterations of it.
 """
 
 from __future__ import annotations
@@ -318,6 +320,22 @@ class _MergeSiblings(IRMutator):
         return True
 
 
+class _ThreadsRunTheirOwnLoops(IRMutator):
+    """A serial loop of a kernel that holds no barrier and whose body is one thread nest runs
+    inside the nest: each thread runs all its iterations on its own, as on the GPU (where
+    nothing keeps the threads in step from one iteration to the next), instead of every
+    thread in step at each iteration, which would order the threads' iterations where a GPU
+    does not, and hide a race between them in the thread orders."""
+
+    def visit_For(self, node: For):
+        node = self.visit_children(node)
+        if node.kind == "thread_binding" or not _is_thread_loop(node.body) \
+                or collect(node.body, Barrier):
+            return node
+        nest, inner = _thread_nest(node.body)
+        return _wrap(nest, dataclasses.replace(node, body=inner))
+
+
 class _SplitPhases(IRMutator):
     def visit_For(self, node: For):
         if not _is_thread_loop(node):
@@ -356,7 +374,7 @@ def _emulate(func: PrimFunc) -> PrimFunc:
     body = func.body
     for buffer in reversed(hoister.hoisted[0]):        # allocations outside any blockIdx loop
         body = Allocate(buffer, body)
-    func = dataclasses.replace(func, body=body)
+    func = _ThreadsRunTheirOwnLoops().visit(dataclasses.replace(func, body=body))
     if not collect(func.body, Barrier):
         return func
     return _DropBarriers().visit(_SplitPhases().visit(func))

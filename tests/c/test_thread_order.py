@@ -203,3 +203,51 @@ def test_private_copies_filled_outside_a_thread_axis_are_filled_for_each_of_its_
     c = np.zeros((64, 64), np.float32)
     build_c(func, thread_order=order)(a, b, c)
     assert_close(c, a @ b)
+
+
+@T.prim_func
+def _rows_three_back(A: T.Buffer((8,), "float32"), W: T.Buffer((8,), "float32")):
+    for i0 in range(4):
+        for t in T.thread_binding(2, thread="threadIdx.x"):
+            with T.block("W"):
+                vi = T.axis.spatial(8, i0 * 2 + t)
+                W[vi] = T.if_then_else(vi > 2, W[vi - 3], T.float32(0)) + A[vi]
+
+
+@T.prim_func
+def _rows_two_back(A: T.Buffer((8,), "float32"), W: T.Buffer((8,), "float32")):
+    for i0 in range(4):
+        for t in T.thread_binding(2, thread="threadIdx.x"):
+            with T.block("W"):
+                vi = T.axis.spatial(8, i0 * 2 + t)
+                W[vi] = T.if_then_else(vi > 1, W[vi - 2], T.float32(0)) + A[vi]
+
+
+def _prefix(a, step):
+    out = a.copy()
+    for i in range(step, len(a)):
+        out[i] += out[i - step]
+    return out
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_threads_run_the_serial_loop_around_them_on_their_own(order):
+    # on a GPU nothing keeps the two threads in step across i0: W[i] reading W[i - 3] (the
+    # other thread's, an iteration or two before) races. The C target used to run both
+    # threads at each i0 in turn, which ordered them and hid it; each thread now runs its whole
+    # i0 loop in the thread order, so the race shows (built without the race check, which
+    # refuses the function)
+    a = np.arange(8, dtype=np.float32)
+    w = np.zeros(8, np.float32)
+    _build(_rows_three_back, order)(a, w)
+    assert not np.array_equal(w, _prefix(a, 3))
+    # each thread reading only what it wrote itself: the same in every order
+    w = np.zeros(8, np.float32)
+    _build(_rows_two_back, order)(a, w)
+    np.testing.assert_array_equal(w, _prefix(a, 2))
+
+
+def _build(func, order):
+    import sched
+
+    return sched.build(func, target="c", thread_order=order, check_races=False)
