@@ -191,3 +191,27 @@ def test_an_update_in_a_nest_with_no_thread_loop_of_its_own_is_refused(rng):
     y = np.zeros(16, np.float32)
     sched.build(sch.func, target="c")(a, y)
     np.testing.assert_allclose(y, a.sum(1) * 2, rtol=1e-5)
+
+
+@T.prim_func
+def _update_outside_the_block_loop(Z: T.Buffer((4,), "float32"), B: T.Buffer((2, 4), "float32")):
+    for x in range(4):
+        for t in T.thread_binding(1, thread="threadIdx.x"):  # noqa: B007
+            with T.block("P"):
+                vx = T.axis.spatial(4, x)
+                Z[vx] = Z[vx] + T.float32(1)
+        for j in T.thread_binding(2, thread="blockIdx.x"):
+            for t in T.thread_binding(1, thread="threadIdx.x"):  # noqa: B007
+                with T.block("Q"):
+                    vx, vj = T.axis.remap("SS", [x, j])
+                    B[vj, vx] = Z[vx]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_an_update_every_thread_block_would_run_is_refused(target):
+    # P is under a thread loop but no blockIdx loop of a kernel of 2 blocks: each block runs
+    # it, each adding 1 (the C target runs it once)
+    with pytest.raises(BuildError, match=r"block 'P' runs outside the blockIdx loops of its "
+                                         r"kernel, so every thread block runs it, and it reads "
+                                         r"what it writes \(Z\)"):
+        sched.build(_update_outside_the_block_loop, target=target)

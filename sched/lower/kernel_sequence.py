@@ -21,7 +21,8 @@ emulator) and passes to every kernel.
 Stages are the root block's statements (polyhedral/kernel_stages.py). Consecutive stages share
 a kernel unless
 - their launches differ: an axis both bind has different extents (threads per block are fixed
-  per launch; grids too), or
+  per launch; grids too), or their grids do (a stage that binds no blockIdx axis, beside one
+  of several blocks, would run in every block: it gets a kernel of one block), or
 - a dependence between them goes through global memory from one GPU thread to another
   (`crosses_threads`, asked of isl): only a kernel boundary orders that.
 A kernel boundary orders everything, so the split is always sound. Still refused (ScheduleError
@@ -71,6 +72,9 @@ class KernelPlan:
     workspace: tuple[Buffer, ...]
 
 
+BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
 class _OuterExtents(IRVisitor):
     """The extent of each GPU axis a stage binds (its outermost loop of that axis)."""
 
@@ -96,7 +100,19 @@ def _outer_extents(stmt: Stmt) -> dict[str, Expr]:
 
 
 def _compatible(launch: dict[str, Expr], stage: dict[str, Expr]) -> bool:
-    return all(launch[axis] == extent for axis, extent in stage.items() if axis in launch)
+    """Whether a stage binding the axes `stage` can join a kernel binding `launch`: the axes
+    both bind agree, and so do the grid's (a blockIdx axis a stage does not bind is one
+    block: in a kernel of several blocks along it, that stage would run in every block)."""
+    if any(launch[axis] != extent for axis, extent in stage.items() if axis in launch):
+        return False
+    one = IntImm(1, "int32")
+    return all(launch.get(axis, one) == stage.get(axis, one) or
+               _is_one(launch.get(axis, one)) and _is_one(stage.get(axis, one))
+               for axis in BLOCK_AXES)
+
+
+def _is_one(extent: Expr) -> bool:
+    return isinstance(extent, IntImm) and extent.value == 1
 
 
 def _storage_used(stmt: Stmt) -> set[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.extern import is_opaque
-from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Stmt, is_thread_private
+from sched.ir.nodes import Block, BlockRealize, For, IntImm, PrimFunc, Stmt, is_thread_private
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
@@ -50,7 +50,33 @@ def _kernels(func: PrimFunc) -> list[PrimFunc]:
     return [func] if plan is None else list(plan.kernels)
 
 
+def _redundant_in_blocks(func: PrimFunc) -> str | None:
+    """The same one level up: code of a kernel of several thread blocks outside its blockIdx
+    loops runs in every block, so a block there that reads what it writes in global memory
+    races with its copies in the other blocks (shared memory is a block's own)."""
+    if not any(_tag(loop) in BLOCK_TAGS and not (isinstance(loop.extent, IntImm)
+                                                 and loop.extent.value == 1)
+               for loop in _loops(func.body)):
+        return None
+    for realize, loops in _leaf_blocks(func.body, []):
+        if any(_tag(loop) in BLOCK_TAGS for loop in loops):
+            continue
+        block = realize.block
+        written = {r.buffer.storage_name for r in block.writes if r.buffer.scope == "global"}
+        updated = sorted(written & {r.buffer.storage_name for r in block.reads})
+        if updated:
+            return (f"block {block.name!r} runs outside the blockIdx loops of its kernel, so "
+                    f"every thread block runs it, and it reads what it writes "
+                    f"({', '.join(updated)}): the blocks' copies would race. Bind one of its "
+                    f"loops to blockIdx, or move it under a block loop (sch.compute_at / "
+                    f"sch.reverse_compute_at)")
+    return None
+
+
 def _redundant_in_kernel(func: PrimFunc) -> str | None:
+    reason = _redundant_in_blocks(func)
+    if reason is not None:
+        return reason
     # one kernel: its thread blocks have the threads of every threadIdx loop, whichever
     # nest holds it (a nest with no thread loop of its own runs in all of them)
     if not any(_tag(loop).startswith("threadIdx") for loop in _loops(func.body)):

@@ -11,6 +11,7 @@ import sched
 from sched import compute as te
 from sched.errors import BuildError, ScheduleError
 from sched.lower.kernel_sequence import split_kernels
+from sched.script import T
 from tests.conftest import assert_close
 
 
@@ -261,3 +262,36 @@ def test_exported_kernel_sequence_runs_from_c_on_the_gpu(tmp_path, rng):
     done = run_on_gpu(exported, [x, np.zeros_like(x), 37])
     assert done.status == 0, done.message
     assert_close(done.arrays[1], _softmax(x))
+
+
+@T.prim_func
+def _rows_then_running_sum(A: T.Buffer((4, 2), "float32"), Y: T.Buffer((4, 2), "float32"),
+                           X: T.Buffer((4, 2), "float32")):
+    for i, j in T.grid(4, 2):
+        with T.block("Y"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(4, 2):
+        with T.block("X"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            X[vi, vj] = T.if_then_else(vi > 0, X[vi - 1, vj], T.float32(0)) + A[vi, vj]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_stage_without_block_loops_beside_a_grid_gets_a_kernel_of_one_block(target):
+    # X's rows depend on each other (serial i), its columns on threads; Y runs on 4 blocks. In
+    # one kernel X would run in every one of Y's blocks, each adding to what another already
+    # added (found by the GPU-recipe fuzzer: wrong X on cuda-emu, right on the C target,
+    # which ran it once); a grid that differs now splits the kernels
+    sch = sched.Schedule(_rows_then_running_sum)
+    i, j = sch.get_loops(sch.get_block("Y"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    _, j = sch.get_loops(sch.get_block("X"))
+    sch.bind(j, "threadIdx.x")
+    assert len(split_kernels(sch.func).kernels) == 2
+    a = np.arange(8, dtype="float32").reshape(4, 2)
+    y, x = np.zeros_like(a), np.zeros_like(a)
+    sched.build(sch.func, target=target)(a, y, x)
+    np.testing.assert_array_equal(y, a * 2)
+    np.testing.assert_array_equal(x, np.cumsum(a, axis=0))
