@@ -11,9 +11,7 @@ import functools
 import islpy as isl
 
 from sched.ir.functor import collect
-from sched.ir.memo import register
 from sched.ir.nodes import TENSOR_CORE_SCOPES, Allocate, Block, Buffer, For, Node, PrimFunc
-from sched.polyhedral import names
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
     Dependence,
@@ -24,69 +22,13 @@ from sched.polyhedral.dependences import (
 )
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement
-from sched.polyhedral.pairs import pair_relation, schedule_map
+from sched.polyhedral.time_pairs import (
+    carried_at,
+    crossing_runs,
+    in_program_order,
+    in_program_order_by_key,
+)
 from sched.polyhedral.violation import Violation, describe_instance_pair
-
-
-@functools.lru_cache(maxsize=256)
-def _carried_at(width: int, position: int, params: str) -> isl.Map:
-    """{ [t] -> [t'] : t and t' agree before `position` and differ at it }."""
-    a = [names.local("a", i) for i in range(width)]
-    b = [names.local("b", i) for i in range(width)]
-    same = [f"{a[i]} = {b[i]}" for i in range(position)]
-    differ = f"{a[position]} != {b[position]}"
-    condition = " and ".join(same + [differ])
-    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
-
-
-@functools.lru_cache(maxsize=1024)
-def time_pairs(key: tuple) -> isl.Map:
-    """Pairs of times (source run -> sink run) by `key`: ("carried", width, position, params):
-    in one iteration of the loops before `position` and different iterations of the loop at
-    it; ("threads", width, equal, position, params): equal at the positions `equal`, different
-    at `position`; ("across", width, equal, here, there, params): equal at the positions
-    `equal`, and different at `here` (source) and `there` (sink)."""
-    if key[0] == "carried":
-        _, width, position, params = key
-        return _carried_at(width, position, params)
-    if key[0] == "threads":
-        _, width, equal, position, params = key
-        here = there = position
-    else:
-        _, width, equal, here, there, params = key
-    a = [names.local("a", i) for i in range(width)]
-    b = [names.local("b", i) for i in range(width)]
-    same = [f"{a[i]} = {b[i]}" for i in equal]
-    condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
-    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
-
-
-def crossing_runs(dep: Dependence, between: tuple) -> tuple[isl.Map, isl.Map] | None:
-    """The runs of `dep` (source time -> sink time) that are in `time_pairs(between)`, and the
-    instance pairs they relate; None when there are none. Asked in the pair's canonical time
-    form (pairs.py), which relates the same runs at the same positions, and remembered by the
-    dependence's key."""
-    if dep.key is None:
-        return _crossing_runs(dep.relation, dep.source.schedule, dep.sink.schedule, between)
-    return _crossing_runs_by_key(dep.key, between)
-
-
-@register
-@functools.lru_cache(maxsize=1 << 14)
-def _crossing_runs_by_key(key: tuple, between: tuple):
-    relation = pair_relation(*key[:3])
-    source, sink, params = key[2]
-    return _crossing_runs(relation, schedule_map(*source, params), schedule_map(*sink, params),
-                          between)
-
-
-def _crossing_runs(relation: isl.Map, source: isl.Map, sink: isl.Map, between: tuple):
-    crossing = relation.apply_domain(source).apply_range(sink).intersect(time_pairs(between))
-    if crossing.is_empty():
-        return None
-    return crossing, relation.intersect(crossing.apply_domain(source.reverse())
-                                        .apply_range(sink.reverse()))
-
 
 # -- the one rule for loops whose iterations run at the same time -------------------------------
 
@@ -254,8 +196,8 @@ class _Concurrency:
                          for s in (dep.source, dep.sink))
         params = f"[{', '.join(self.model.params)}] ->"
         if dep.key is None:
-            return _in_program_order(crossing, programs, params)
-        return _in_program_order_by_key(dep.key, between, programs, params)
+            return in_program_order(crossing, programs, params)
+        return in_program_order_by_key(dep.key, between, programs, params)
 
     def thread_positions(self, statement: Statement) -> tuple[int, ...]:
         """The time positions of the statement's threadIdx loops, with this loop's when the
@@ -364,7 +306,7 @@ class _Concurrency:
                 self.allocations[storage][0].scope.startswith("shared"):
             return False
         flows = value_flows(self.model, storage)
-        carried = _carried_at(len(self.statements[0].time), self.target.position,
+        carried = carried_at(len(self.statements[0].time), self.target.position,
                               f"[{', '.join(self.model.params)}] ->")
         return flows.intersect(isl.UnionMap.from_map(carried)).is_empty()
 
@@ -414,35 +356,6 @@ def _scope_of(func: PrimFunc, storage: str) -> str:
         if isinstance(p, Buffer) and p.storage_name == storage:
             return p.scope
     return "global"
-
-
-@register
-@functools.lru_cache(maxsize=1 << 12)
-def _in_program_order_by_key(key: tuple, between: tuple, programs: tuple, params: str) -> bool:
-    crossing, _ = _crossing_runs_by_key(key, between)
-    return _in_program_order(crossing, programs, params)
-
-
-def _in_program_order(crossing: isl.Map, programs: tuple, params: str) -> bool:
-    """Whether each pair of runs in `crossing` (source time -> sink time) is in order in the
-    threads' program: the times with the entries of the threadIdx loops set to 0 (`programs`:
-    the width and those positions, for the source and for the sink)."""
-    source, sink = (_without_thread_loops(width, zeroed, params) for width, zeroed in programs)
-    in_program = crossing.apply_domain(source).apply_range(sink)
-    # no pair out of order; cheaper than is_subset(domain.lex_lt_set(range)), which
-    # complements a product of two sets with existentials (minutes on small matmul tiles)
-    out_of_order = isl.Map.lex_ge(in_program.get_space().domain())
-    return in_program.intersect(out_of_order).is_empty()
-
-
-@functools.lru_cache(maxsize=1 << 10)
-def _without_thread_loops(width: int, zeroed: tuple[int, ...], params: str) -> isl.Map:
-    """{ time -> time with the entries at the positions `zeroed` (a statement's threadIdx
-    loops, and a loop about to be bound) set to 0 }: where a run is in one thread's
-    program."""
-    a = [names.local("a", i) for i in range(width)]
-    b = ["0" if i in zeroed else a[i] for i in range(width)]
-    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
 
 
 def _loops(func: PrimFunc) -> dict[str, For]:
