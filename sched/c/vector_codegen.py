@@ -225,6 +225,8 @@ class VectorCode:
     def min_max(self, op: str, dtype: str) -> str:
         """The name of the vector min or max of `dtype` lanes, its definition added: a < b ? a
         : b as the scalar code (NaN and -0.0 come out the same; vminps does exactly this)."""
+        if dtype in ("float32", "float64"):      # one minps/maxps on x86 (vector_math.py)
+            return self.function(op, dtype)
         vtype, name = self.type(dtype), f"sched_v{op}_{SHORT_NAMES[dtype]}x{self.lanes}"
         compare = "<" if op == "min" else ">"
         choice = self.select("m", "a", "b", dtype).text
