@@ -85,6 +85,12 @@ def test_cpu_conv2d_structure():
     assert "weight_global" in text                      # the packed weights
     trace = str(sch.trace)
     assert "cache_read" in trace and "cache_write" in trace
+    # the lanes are output channels: weights packed with the channel tile innermost, the
+    # accumulators laid out (row, column, channel)
+    assert trace.count("transform_layout") == 2
+    tile = min(8, LANES)
+    assert f"weight_global[v_k // {tile}, v_rc, v_ry, v_rx, v_k % {tile}]" in text
+    assert "conv2d_local[v_n, v_p, v_q, v_k] = conv2d_local[v_n, v_p, v_q, v_k] + " in text
 
 
 @pytest.mark.parametrize("shape", [(16, 64), (5, 37), (3, LANES)])

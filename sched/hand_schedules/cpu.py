@@ -86,43 +86,80 @@ def cpu_matmul_tensorized(M: int, N: int, K: int) -> Schedule:
 
 
 def cpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int = 1,
-               padding: int = 1, channel_tile: int = 4, row_tile: int = 2,
+               padding: int = 1, channel_tile: int | None = None, row_tile: int | None = None,
                col_tile: int | None = None, inline_padding: bool = False) -> Schedule:
-    """conv2d NCHW for the C target: a register tile of channel_tile output channels x row_tile
-    output rows x col_tile output columns (one vector along the contiguous columns), the
-    reduction (input channels, kernel rows and columns) outside it, the weights of each channel
-    tile packed contiguously (cache_read at the channel-tile loop), the padded input computed
-    once before (in parallel over the channels), the tiles in parallel."""
+    """conv2d NCHW for the C target: a register tile of channel_tile output channels (one
+    vector: the lanes are output channels) x row_tile output rows x col_tile output columns,
+    the reduction (input channels, kernel rows and columns) outside it; the weights packed
+    once with the channel tile innermost (cache_read + transform_layout (k, c, r, s) ->
+    (k // channel_tile, c, r, s, k % channel_tile): one vector load per (c, r, s)), so each
+    FMA multiplies that vector by one broadcast input pixel; the tile accumulated in a local
+    buffer laid out (row, column, channel) and written back after the reduction; the padded
+    input computed once before (in parallel over the channels), the tiles in parallel.
+
+    Defaults from the host's vector width: channel_tile the widest vector dividing K,
+    row_tile 2 (1 for an odd number of output rows), col_tile the largest divisor of the
+    output width that keeps the accumulators within 16 vector registers (AVX-512 has 32; 12
+    of AVX2's 16). On a Zen 5 (AVX-512) with N=1, C=K=64, 56x56, one thread, this took
+    1.05 ms of CPU time where the earlier tile along the columns (8 lanes: 56 has no divisor
+    16) took 2.2 ms.
+
+    Before (one block `conv2d` over n, k, p, q, rc, ry, rx) and after (AVX-512, K=64, 56x56):
+
+        weight_global[k // 16, c, r, s, k % 16] = weight[k, c, r, s]       # packed once
+        for n_k_0_p_0 in T.parallel(112):
+            for q_0 in range(7):
+                conv2d_local[.., p, q, k] = 0.0                           # 2 x 8 x 16
+                for rc, ry, rx in T.grid(64, 3, 3):
+                    for p_1 in T.unroll(2):
+                        for q_1 in T.unroll(8):
+                            for k_1 in T.vectorized(16):
+                                conv2d_local[.., p, q, k] += conv2d_pad[.., rc, p + ry, q + rx]
+                                                           * weight_global[.., rc, ry, rx, k_1]
+                conv2d[.., k, p, q] = conv2d_local[.., p, q, k]
+    """
+    lanes = _lanes()
+    P = (H + 2 * padding - R) // stride + 1
+    Q = (W + 2 * padding - R) // stride + 1
+    channel_tile = channel_tile or _widest_dividing(K, lanes)
+    row_tile = row_tile or (2 if P % 2 == 0 else 1)
+    vectors = max(1, channel_tile // lanes)
+    col_tile = col_tile or _largest_divisor(Q, max(1, (16 if lanes >= 16 else 12)
+                                                // (row_tile * vectors)))
     data = te.placeholder((N, C, H, W), name="data")
     weight = te.placeholder((K, C, R, R), name="weight")
     out = te.ops.conv2d_nchw(data, weight, stride=stride, padding=padding)
     sch = Schedule(te.create_prim_func([data, weight, out], name="conv2d"))
     block = sch.get_block("conv2d")
     n, k, p, q, rc, ry, rx = sch.get_loops(block)
-    Q = (W + 2 * padding - R) // stride + 1
-    col_tile = col_tile or max(2, _widest_dividing(Q, _lanes()))
     ko, ki = sch.split(k, [None, channel_tile])
     po, pi = sch.split(p, [None, row_tile])
     qo, qi = sch.split(q, [None, col_tile])
-    sch.reorder(n, ko, po, qo, rc, ry, rx, ki, pi, qi)
-    tiles = sch.fuse(n, ko)
+    sch.reorder(n, ko, po, qo, rc, ry, rx, pi, qi, ki)
+    tiles = sch.fuse(n, ko, po)
     sch.parallel(tiles)
     local = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(local, qo)
-    packed = sch.cache_read(block, 2, "global")     # reads: the output, the input, the weight
-    sch.compute_at(packed, tiles)
+    sch.transform_layout(block, ("write", 0), lambda n_, k_, p_, q_: (n_, p_, q_, k_))
+    sch.cache_read(block, 2, "global")     # reads: the output, the input, the weight
+    sch.transform_layout(block, ("read", 2), lambda k_, c_, r_, s_:
+                         (k_ // channel_tile, c_, r_, s_, k_ % channel_tile))
     init = sch.decompose_reduction(block, rc)
-    sch.unroll(ki)
     sch.unroll(pi)
-    sch.vectorize(qi)
-    for stage in (init, local):
-        sch.vectorize(sch.get_loops(stage)[-1])
+    sch.unroll(qi)
+    sch.vectorize(ki)
+    sch.vectorize(sch.get_loops(init)[-1])
     if padding and inline_padding:
         sch.compute_inline(sch.get_block("conv2d_pad"))
     elif padding:
         pad_loops = sch.get_loops(sch.get_block("conv2d_pad"))
         sch.parallel(sch.fuse(pad_loops[0], pad_loops[1]))
     return sch
+
+
+def _largest_divisor(extent: int, at_most: int) -> int:
+    """The largest divisor of `extent` not above `at_most` (1 at least)."""
+    return max(d for d in range(1, max(1, min(extent, at_most)) + 1) if extent % d == 0)
 
 
 def _partial_count(cols, lanes: int) -> int:
