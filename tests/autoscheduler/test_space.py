@@ -3,6 +3,7 @@ unscheduled function computes (numpy is the oracle), on the C target; GPU candid
 (their thread blocks run as loops on the C target), and they compile for CUDA with NVRTC."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -265,3 +266,43 @@ def test_cpu_row_reductions_keep_vector_partials_in_the_rf_sketch():
         np.testing.assert_allclose(got[-1], expected, rtol=1e-5, atol=1e-6)
         built += 1
     assert built >= 2
+
+
+def test_cpu_conv2d_offers_the_vector_lanes_along_output_channels():
+    """Output columns of 6 hold no whole vector; the output channels (a multiple of the
+    vector) do: a sketch puts the lanes there, with the accumulator tile laid out channels
+    innermost and the weights packed (k // lanes, c, r, s, k % lanes), as cpu_conv2d does."""
+    from sched.c.isa import host_isa
+
+    lanes = host_isa().lanes("float32")
+    D = te.placeholder((1, 3, 6, 6), name="D")
+    W = te.placeholder((2 * lanes, 3, 3, 3), name="W")
+    func = te.create_prim_func([D, W, te.ops.conv2d_nchw(D, W, stride=1, padding=1)],
+                               name="conv")
+    workload = Workload(func, "c")
+    space = SearchSpace(workload)
+    names = [s.name for s in space.sketches]
+    wanted = [i for i, name in enumerate(names) if "+lanes(axis 1)" in name]
+    assert len(wanted) == 2, names                     # with and without SSRS
+    arrays = workload.arrays(1)
+    d, w = arrays[0].astype(np.float64), arrays[1].astype(np.float64)
+    padded = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = sum(np.einsum("nchw,kc->nkhw", padded[:, :, r:r + 6, s:s + 6], w[:, :, r, s])
+                   for r in range(3) for s in range(3))
+    rng = random.Random(1)
+    for index in wanted:
+        sample = space.sample(index, None, rng)
+        text = sample.schedule.func.script()
+        assert f"W_global[v_k // {lanes}, v_rc, v_ry, v_rx, v_k % {lanes}]" in text
+        # the vector loop is the channel's lanes loop (k_1), innermost in the update
+        assert f"for k_1 in T.vectorized({lanes}):" in text
+        assert re.search(rf"v_k = T.axis.spatial\({2 * lanes}, [^\n]*\+ k_1\)", text)
+        assert "conv2d_local[v_n, v_p, v_q, v_k] = conv2d_local[v_n, v_p, v_q, v_k]" in text
+        got = [a.copy() for a in arrays]
+        sched.build(sample.schedule.func, target="c")(*got)
+        np.testing.assert_allclose(got[-1], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_no_lanes_along_another_axis_where_the_last_holds_whole_vectors():
+    names = [s.name for s in SearchSpace(Workload(_matmul(64, 64, 64), "c")).sketches]
+    assert not any("+lanes(" in name for name in names)

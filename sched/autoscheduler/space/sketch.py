@@ -32,7 +32,7 @@ from sched.autoscheduler.space.placement import compute_location, inline
 from sched.autoscheduler.space.rfactor_cpu import place_partials, vector_rfactor
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 from sched.autoscheduler.space.threads_gpu import THREAD_CHOICES, bind_threads
-from sched.autoscheduler.space.tiling_cpu import tile_cpu
+from sched.autoscheduler.space.tiling_cpu import tile_cpu, vector_axes, vector_lanes
 from sched.autoscheduler.space.tiling_gpu import tile_gpu
 from sched.errors import ScheduleError
 from sched.schedule.state import find_block
@@ -44,8 +44,8 @@ VALIDATION_TRIES = 6
 @dataclasses.dataclass(frozen=True)
 class Sketch:
     """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues,
-    packed, compact), ("tile_gpu", block, epilogues, staged), ("place", block, consumer,
-    rfactor), ("parallel", block, rfactor), ("threads", block)."""
+    packed, compact, vector_axis), ("tile_gpu", block, epilogues, staged), ("place", block,
+    consumer, rfactor), ("parallel", block, rfactor), ("threads", block)."""
 
     steps: tuple[tuple, ...]
 
@@ -59,7 +59,8 @@ class Sketch:
                 extra = ("+local" if options[0] else "") + \
                     "".join(f"+{e}" for e in options[1]) + \
                     "".join(f"+pack({b})" for b in options[2]) + \
-                    ("+SSRS" if options[3] else "")
+                    ("+SSRS" if options[3] else "") + \
+                    (f"+lanes(axis {options[4]})" if options[4] is not None else "")
             elif kind == "tile_gpu":
                 extra = "".join(f"+{e}" for e in options[0])
             elif kind in ("place", "parallel") and options and options[-1] is True:
@@ -174,7 +175,12 @@ def _sketches(workload) -> list[Sketch]:
                 choices.append([("tile_gpu", name, e, staged) for e in variants])
             else:
                 packs = [info.packable, ()] if info.packable else [()]
-                choices.append([("tile_cpu", name, local, e, pack, compact)
+                # lanes along another axis first (where offered, the last axis has no whole
+                # vectors): ahead of the cap on the number of sketches
+                choices.append([("tile_cpu", name, True, e, (), compact, axis)
+                                for axis in vector_axes(func, info, vector_lanes())
+                                for compact in (True, False) for e in variants] +
+                               [("tile_cpu", name, local, e, pack, compact, None)
                                 for local, compact in ((True, False), (True, True),
                                                        (False, False))
                                 for e in variants for pack in packs])

@@ -9,6 +9,12 @@ the initialisation split off (decompose_reduction) so that it vectorizes too. El
 consumers (`epilogues`) are fused into the write-back. With `packed`, an operand read along
 the vector loop (matmul's B) is copied into a contiguous panel at a sampled outer loop, as in
 the hand schedule `cpu_matmul`: its rows are then one stride apart, not a row of B apart.
+With `vector_axis` (a spatial axis other than the last, offered when the last axis is no
+multiple of the vector: conv2d's output channels beside 56 output columns), that axis carries
+the vector lanes instead: its S3 level ends in a loop of one vector, the accumulator tile is laid
+out with the axis innermost, and each input indexed by the axis is packed once with it
+innermost (transform_layout (.., d, ..) -> (.., d // lanes, .., d % lanes)), as the hand
+schedule `cpu_conv2d` does with the weights.
 
     before                          after (matmul, local=True)
     for i, j, k:                    for i0_j0 (parallel):
@@ -24,6 +30,7 @@ from __future__ import annotations
 from sched.autoscheduler.space.analysis import BlockInfo
 from sched.autoscheduler.space.sampler import Sampler
 from sched.autoscheduler.space.unroll import CPU_BUDGETS, sample_budget, unroll_within
+from sched.ir.nodes import IntImm, Var
 
 
 def vector_lanes() -> int:
@@ -33,23 +40,32 @@ def vector_lanes() -> int:
 
 
 def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tuple[str, ...],
-             packed: tuple[str, ...] = (), compact: bool = False):
+             packed: tuple[str, ...] = (), compact: bool = False,
+             vector_axis: int | None = None):
     """`packed`: inputs (buffer names, see BlockInfo.packable) copied into contiguous panels
     at a sampled loop outside the reduction. `compact`: "SSRS", the levels S2 and R1 left
     out: the register tile S3 right under the whole reduction, as in a BLAS micro-kernel
     and the hand schedule `cpu_matmul` (SSRSRS reaches that shape only when it draws 1 for
-    every S2 and R1 factor at once)."""
+    every S2 and R1 factor at once). `vector_axis`: the position in `info.spatial` of the
+    axis whose lanes are vectors (see `vector_axes`; needs `local`); None: the last."""
     block = sch.get_block(info.name)
     loops = {loop.name: loop for loop in sch.get_loops(block)}
     lanes = vector_lanes()
     levels = (0, 1, 3) if compact else (0, 1, 2, 3)
+    last = len(info.spatial) - 1 if vector_axis is None else vector_axis
     spatial = [[], [], [], []]
+    lane_loop = None
     for position, name in enumerate(info.spatial):
-        innermost = 4 * lanes if position == len(info.spatial) - 1 else 16
-        factors = sampler.tile(loops[name], n=len(levels), max_innermost_factor=innermost)
-        for level, part, factor in zip(levels, sch.split(loops[name], factors=factors),
-                                       factors):
+        loop, innermost = loops[name], (4 * lanes if position == last else 16)
+        if position == vector_axis:
+            loop, lane_loop = sch.split(loop, factors=[None, lanes])
+            innermost = 4
+        factors = sampler.tile(loop, n=len(levels), max_innermost_factor=innermost)
+        for level, part, factor in zip(levels, sch.split(loop, factors=factors), factors):
             spatial[level].append((part, int(factor)))
+    if lane_loop is not None:           # the axis's register-tile part, then its vector
+        tile = spatial[3].pop(vector_axis)
+        spatial[3] += [tile, (lane_loop, lanes)]
     reduce = [[], []]
     for name in info.reduce:
         if compact:
@@ -65,6 +81,8 @@ def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tup
     if local:
         writer = sch.cache_write(block, 0, "local")
         sch.reverse_compute_at(writer, anchor)
+    if vector_axis is not None:         # the accumulator's layout is ours: a local cache
+        _lanes_innermost(sch, block, info, vector_axis, lanes)
     for name in epilogues:
         sch.reverse_compute_inline(sch.get_block(name))
     # a panel is packed at the last parallel loop or a loop of the S1 level: outside those
@@ -88,6 +106,83 @@ def tile_cpu(sch, sampler: Sampler, info: BlockInfo, local: bool, epilogues: tup
     budget = sample_budget(sampler, CPU_BUDGETS)
     vectors = max(1, inner_extent // lanes)
     unroll_within(sch, spatial[3][:-1][::-1] + reduce[1][::-1], budget, vectors)
+
+
+def vector_axes(func, info: BlockInfo, lanes: int) -> tuple[int, ...]:
+    """Positions in `info.spatial` of the axes other than the last that can carry the vector
+    lanes when the last cannot (its extent is no multiple of `lanes`): an extent that is a
+    multiple of `lanes`, and every buffer the block accesses indexes the axis's variable, if
+    at all, as one whole index (conv2d's output channel k in conv2d[n, k, p, q] and
+    weight[k, c, r, s]), so a layout with that index innermost makes the lanes contiguous."""
+    from sched.schedule.state import find_block
+
+    block = find_block(func, info.name).block
+    spatial = [iv for iv in block.iter_vars if iv.kind == "spatial"]
+    if not info.spatial or len(spatial) != len(info.spatial) or len(block.writes) != 1:
+        return ()
+    extents = [iv.dom.extent.value if isinstance(iv.dom.extent, IntImm) else None
+               for iv in spatial]
+    if extents[-1] is None or extents[-1] % lanes == 0:
+        return ()
+    return tuple(position for position, (iv, extent) in enumerate(zip(spatial[:-1], extents))
+                 if extent is not None and extent % lanes == 0 and
+                 all(_whole_index(region, iv.var) is not False
+                     for region in (*block.reads, *block.writes)))
+
+
+def _whole_index(region, var: Var) -> int | None | bool:
+    """The dimension of `region` indexed by exactly `var` (a point), None where no index uses
+    `var`, False where one uses it in an expression (or more than one does)."""
+    from sched.ir.functor import free_vars
+
+    dims = [d for d, rng in enumerate(region.region) if var in free_vars(rng.min)]
+    if not dims:
+        return None
+    (dim, *more) = dims
+    rng = region.region[dim]
+    if more or rng.min != var or not (isinstance(rng.extent, IntImm) and rng.extent.value == 1):
+        return False
+    return dim
+
+
+def _lanes_innermost(sch, block, info: BlockInfo, vector_axis: int, lanes: int) -> None:
+    """Lay out the accumulator (the block's write, a "local" cache) with the vector axis's
+    index innermost, and pack each input indexed by it into a copy with that index split by
+    `lanes`, its remainder innermost (the copy once per call, its outer loop in parallel)."""
+    from sched.schedule.state import find_block
+
+    realize = find_block(sch.func, info.name)
+    var = [iv.var for iv in realize.block.iter_vars if iv.kind == "spatial"][vector_axis]
+    (write,) = realize.block.writes
+    dim = _whole_index(write, var)
+    if dim is not None and dim != len(write.region) - 1:
+        sch.transform_layout(block, ("write", 0), _moved_last(write.buffer, dim, None))
+    reads = [(index, region) for index, region in enumerate(realize.block.reads)
+             if region.buffer.name != write.buffer.name]
+    for index, region in reads:
+        dim = _whole_index(region, var)
+        if dim is None:
+            continue
+        copy = sch.cache_read(block, index, "global")
+        sch.transform_layout(block, ("read", index),
+                             _moved_last(region.buffer, dim, lanes))
+        sch.parallel(sch.get_loops(copy)[0])
+
+
+def _moved_last(buffer, dim: int, lanes: int | None):
+    """The index map of `buffer` moving index `dim` last (split by `lanes` first: its
+    quotient stays)."""
+    from sched.schedule.layout import IndexMap
+
+    dtype = buffer.shape[0].dtype
+    params = tuple(Var(f"i{d}", dtype) for d in range(buffer.ndim))
+    moved = params[dim]
+    if lanes is None:
+        results = params[:dim] + params[dim + 1:] + (moved,)
+    else:
+        results = params[:dim] + (moved // IntImm(lanes, dtype),) + params[dim + 1:] + \
+            (moved % IntImm(lanes, dtype),)
+    return IndexMap(params, results)
 
 
 def _read_index(sch, block: str, buffer: str) -> int:
