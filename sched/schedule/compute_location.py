@@ -63,11 +63,11 @@ def _consumer_loops(func: PrimFunc, block: str) -> list[For]:
     realizes = [r for r in collect(func.body, BlockRealize) if r.block.name in names]
     if not realizes:
         return []
-    paths = [path_to(func.body, r) for r in realizes]
+    paths = [path_to(func.body, r) for r in realizes]     # the realize itself excluded
     first = paths[0]
-    inner = max((i for i, node in enumerate(first[:-1]) if isinstance(node, BlockRealize)),
+    inner = max((i for i, node in enumerate(first) if isinstance(node, BlockRealize)),
                 default=-1)
-    loops = [node for node in first[inner + 1:-1] if isinstance(node, For)]
+    loops = [node for node in first[inner + 1:] if isinstance(node, For)]
     common = [lp for lp in loops if all(any(node is lp for node in p) for p in paths)]
     return loops[:loops.index(common[-1]) + 1] if common else []
 

@@ -140,3 +140,22 @@ def test_get_block_names_the_only_function():
     with pytest.raises(ScheduleError, match=r"get_block: argument 'func_name': this schedule "
                                             r"holds one function, 'main'"):
         sch.get_block("S", func_name="other")
+
+
+def test_the_innermost_consumer_loop_is_a_candidate():
+    # an elementwise chain: B may go under C's i and under its innermost loop j (the
+    # candidate list used to stop one loop short, so decision=1 fell back to 0)
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((8, 8), lambda i, j: B[i, j] + 1.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    assert [d for d, _ in compute_locations(sch, "B")] == [-2, -1, 0, 1]
+    block = sch.get_block("B")
+    loop = sch.sample_compute_location(block, decision=1)
+    sch.compute_at(block, loop)
+    assert "decision=1" in str(sch.trace)
+    assert "for i_1, j_1 in T.grid(8, 8):" in sch.func.script()   # B under C's j loop
+    a = np.random.default_rng(0).random((8, 8), dtype=np.float32)
+    c = np.zeros((8, 8), np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
