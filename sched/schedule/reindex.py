@@ -41,6 +41,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
 from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.names import local
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.layout import _buffer
 from sched.schedule.scope import (
@@ -152,13 +153,19 @@ def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
 
 
 def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> None:
+    """Refuse a write whose indices send two instances of the box of `used` to one element.
+    The other variables of the indices and extents (symbolic dims) are isl parameters; the
+    output dims have names of sched's own (`local`), which no variable takes."""
     names = [isl_name(iv.var) for iv in used]
     texts = [to_isl(i) for i in indices]
     if any(t is None for t in texts) or any(to_isl(iv.dom.extent) is None for iv in used):
         raise ScheduleError(PRIMITIVE, f"the indices of {buffer.name!r} are not affine")
     domain = " and ".join(f"0 <= {n} < {to_isl(iv.dom.extent)}" for n, iv in zip(names, used))
-    outputs = [f"o{k}" for k in range(len(texts))]
-    relation = isl.Map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
+    outputs = [local("o", k) for k in range(len(texts))]
+    params = sorted({isl_name(v) for e in (*indices, *(iv.dom.extent for iv in used))
+                     for v in free_vars(e)} - set(names))
+    relation = isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
+                       f"[{', '.join(outputs)}] : "
                        f"{domain or 'true'} and "
                        f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}")
     if not relation.is_injective():
