@@ -108,7 +108,8 @@ def _regions(func: PrimFunc, loop: For, inner: list[BlockRealize], access: str,
             box = _box(func, realize.block.name, buffer, loop.loop_var.name, access)
             box = tuple(Range(substitute(r.min, mapping), substitute(r.extent, mapping))
                         for r in box)
-            if any(v not in allowed for r in box for v in (*free_vars(r.min), *free_vars(r.extent))):
+            named = {v for r in box for v in (*free_vars(r.min), *free_vars(r.extent))}
+            if not named <= allowed:
                 # the box is over the loops around the block, some outside an enclosing
                 # block, which the new block (inside that one) may not name: the whole buffer
                 box = tuple(Range(const(0, d.dtype), d) for d in buffer.shape)
