@@ -77,6 +77,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
     if write:
         _check_injective(buffer, indices, used)
     scope = scope_of(func, realize, PRIMITIVE)
+    _check_inside_scope(func, realize, used, scope)
     others = [b.name for b in blocks_accessing(scope.top, buffer, "write" if not write else
                                                "read") if b.name != block_name]
     others += [b.name for b in blocks_accessing(scope.top, buffer, "write")
@@ -150,6 +151,28 @@ def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
     if not domain.is_equal(box):
         raise ScheduleError(PRIMITIVE, f"block {block.name!r} runs part of its domain "
                             f"({domain}): the copy would touch elements it does not")
+
+
+def _check_inside_scope(func: PrimFunc, realize: BlockRealize, used: list[IterVar],
+                        scope) -> None:
+    """Refuse a block whose variables `used` take, in one instance of the block that holds
+    it (where the copy goes), less than their whole box: bound to that block's variables or
+    to loops outside it (`vx = vo`), or under loops or a predicate that depend on them. The
+    copy, one nest over the whole box, would copy elements this instance does not touch."""
+    inner = {lp.loop_var for lp in scope.loops}
+    fixed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+    values = dict(zip(realize.block.iter_vars, realize.iter_values, strict=True))
+    exprs = [values[iv] for iv in used] + [realize.predicate] + \
+        [e for lp in scope.loops for e in (lp.min, lp.extent)]
+    outside = sorted({v.name for e in exprs for v in free_vars(e)} -
+                     {v.name for v in inner | fixed})
+    if outside:
+        raise ScheduleError(PRIMITIVE, f"block {realize.block.name!r} depends on "
+                            f"{', '.join(repr(n) for n in outside)}, from outside the block "
+                            f"{scope.realize.block.name!r} that holds it: in one instance of "
+                            f"that block it runs part of its domain, and the copy placed there "
+                            f"would copy the rest too; reindex a block of the root scope "
+                            f"(blockize or compute_at later)")
 
 
 def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> None:

@@ -155,3 +155,31 @@ def test_reindex_of_a_write_whose_variables_are_named_like_output_dims():
     sch = sched.Schedule(checkerboard)
     with pytest.raises(ScheduleError, match="two instances of the block write one element"):
         sch.reindex(sch.get_block("B"), ("write", 0))
+
+
+def test_reindex_of_a_nested_block_bound_to_its_outer_block_is_refused():
+    # vx = vo: in one instance of block "rows", block "B" writes one row, but the copy back,
+    # placed in "rows", copied the whole 7x5 box of (vx, vj) from a fresh buffer each time:
+    # NaN everywhere but the last row (found by the fuzzer, through reindex_cache_write)
+    @T.prim_func
+    def nested_rows(Y: T.Buffer((7, 5), "float32"), X: T.Buffer((7, 5), "float32")):
+        for i in range(7):
+            with T.block("rows"):
+                vo = T.axis.remap("S", [i])
+                T.reads(Y[vo, 0:5])
+                T.writes(X[vo, 0:5])
+                for j in range(5):
+                    with T.block("B"):
+                        vx = T.axis.spatial(7, vo)
+                        vj = T.axis.spatial(5, j)
+                        X[vx, vj] = Y[vx, vj] * T.float32(2)
+
+    for step in (lambda s: s.reindex(s.get_block("B"), ("write", 0)),
+                 lambda s: s.reindex_cache_write(s.get_block("B"), 0, "shared",
+                                                 lambda vx, vj: (6 - vx, vj)),
+                 lambda s: s.reindex(s.get_block("B"), ("read", 0))):
+        sch = sched.Schedule(nested_rows)
+        with pytest.raises(ScheduleError, match="block 'B' depends on 'vo', from outside the "
+                           "block 'rows' that holds it"):
+            step(sch)
+        assert sch.func == nested_rows
