@@ -61,7 +61,7 @@ from sched.errors import ScheduleError
 
 func = sched.parse("""
 {program.func.script()}""")
-sch = sched.Schedule(func)
+sch = sched.Schedule(func, seed=0)
 {steps}
 def arrays():
     rng = np.random.default_rng(0)
