@@ -339,3 +339,18 @@ def test_barriers_follow_every_wait():
 
     for sequence in collect(lowered.body, SeqStmt):
         check(sequence.stmts)
+
+
+@pytest.mark.parametrize("step", ["parallel", "vectorize", "bind"])
+def test_refuses_to_make_a_pipelined_loop_concurrent(step):
+    # the step was accepted and the build refused the pipeline on a parallel loop (found by
+    # the fuzzer): the step refuses, saying to unannotate first
+    sch = Schedule(sched.parse(CARRIED))
+    (k,) = sch.get_loops(sch.get_block("P"))
+    sch.annotate(k, "software_pipeline_stage", [0, 0])
+    before = sch.func
+    args = (k, "threadIdx.x") if step == "bind" else (k,)
+    with pytest.raises(ScheduleError, match=r"loop 'k' is software-pipelined "
+                       r"\(software_pipeline_stage\): .*sch.unannotate\(loop, key\)"):
+        getattr(sch, step)(*args)
+    assert sch.func == before
