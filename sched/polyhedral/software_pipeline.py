@@ -29,7 +29,16 @@ import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect
-from sched.ir.nodes import Allocate, BufferLoad, BufferStore, For, PrimFunc, SeqStmt, Stmt
+from sched.ir.nodes import (
+    Allocate,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    For,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 from sched.polyhedral.dependences import (
     crosses_iterations,
     first_runs,
@@ -88,6 +97,7 @@ def read_plan(loop: For, primitive: str = PRIMITIVE, require_stage: bool = True
         raise ScheduleError(primitive, f"loop {name!r} has {present} but no {STAGE}: "
                             f"annotate it too, one stage per statement of the body "
                             f"(sch.annotate(loop, {STAGE!r}, [0] * {count}))")
+    _refuse_one_block_of_several_statements(name, children, primitive)
     if loop.kind not in ("serial", "unrolled"):
         raise ScheduleError(primitive, f"loop {name!r} is {loop.kind}: only a serial loop can "
                             f"be software-pipelined (its iterations run one after another)")
@@ -121,6 +131,26 @@ def _int_list(value, key: str, loop: str, primitive: str) -> tuple[int, ...]:
         raise ScheduleError(primitive, f"{key} of loop {loop!r} must be a list of ints, got "
                             f"{value!r}")
     return value
+
+
+def _refuse_one_block_of_several_statements(name: str, children, primitive: str) -> None:
+    """Refuse a loop whose body is one block that the lowering runs as several statements (its
+    init and its update, or the statements of its body): the stages, one per statement of the
+    body, would be counted on the block here and on its statements once lowered."""
+    if len(children) != 1 or not isinstance(children[0], BlockRealize):
+        return
+    block = children[0].block
+    body = len(block.body.stmts) if isinstance(block.body, SeqStmt) else 1
+    if body + (block.init is not None) < 2:
+        return
+    parts = (["its init"] if block.init is not None else []) + \
+        ([f"the {body} statements of its body"] if body > 1 else ["its update"])
+    fix = (f"sch.decompose_reduction(sch.get_block({block.name!r}), loop) puts the init in a "
+           f"block of its own" if block.init is not None else
+           f"annotate a loop inside block {block.name!r}, whose body is the sequence")
+    raise ScheduleError(primitive, f"loop {name!r} holds one block, {block.name!r}, which runs "
+                        f"as several statements ({' and '.join(parts)}): a pipeline needs a "
+                        f"body that is a sequence of statements, one stage each; {fix}")
 
 
 def _summary(children) -> str:

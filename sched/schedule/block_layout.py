@@ -178,13 +178,17 @@ class _Rewrite(IRMutator):
 
     def __init__(self, values: dict[Var, Expr], box: isl.Set, names: dict[str, Var]) -> None:
         self.values, self.box, self.names = values, box, names
-        self.params = ", ".join(box.get_space().get_var_names(isl.dim_type.param))
+        params = box.get_space().get_var_names(isl.dim_type.param)
+        self.params = ", ".join(params)
         self.dims = ", ".join(box.get_var_names(isl.dim_type.set))
+        self.known = set(params) | set(box.get_var_names(isl.dim_type.set))
 
     def index(self, expr: Expr) -> Expr:
         expr = substitute(expr, self.values)
         text = to_isl(expr)
-        if text is None:
+        # an index that also uses the loops or the nested blocks' variables inside the block
+        # is not a function on the box: simplified without it
+        if text is None or any(isl_name(v) not in self.known for v in free_vars(expr)):
             return simplify(expr)
         aff = isl.PwAff(f"[{self.params}] -> {{ [{self.dims}] -> [({text})] }}")
         return pw_aff_to_expr(aff, self.box, self.names)

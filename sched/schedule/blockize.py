@@ -96,6 +96,8 @@ def _regions(func: PrimFunc, loop: For, inner: list[BlockRealize], access: str,
     """The box of each buffer the nested blocks `access` in one iteration of the loops
     outside `loop`, in the new block's variables."""
     local = {b for realize in inner for b in realize.block.alloc_buffers}
+    allowed = set(mapping.values()) | set(func.symbolic_vars) | \
+        {p for p in func.params if isinstance(p, Var)}
     boxes: dict[str, tuple[Buffer, tuple[Range, ...]]] = {}
     for realize in inner:
         regions = realize.block.reads if access == "read" else realize.block.writes
@@ -106,6 +108,11 @@ def _regions(func: PrimFunc, loop: For, inner: list[BlockRealize], access: str,
             box = _box(func, realize.block.name, buffer, loop.loop_var.name, access)
             box = tuple(Range(substitute(r.min, mapping), substitute(r.extent, mapping))
                         for r in box)
+            named = {v for r in box for v in (*free_vars(r.min), *free_vars(r.extent))}
+            if not named <= allowed:
+                # the box is over the loops around the block, some outside an enclosing
+                # block, which the new block (inside that one) may not name: the whole buffer
+                box = tuple(Range(const(0, d.dtype), d) for d in buffer.shape)
             if buffer.name in boxes:
                 box = _hull(boxes[buffer.name][1], box)
             boxes[buffer.name] = (buffer, box)

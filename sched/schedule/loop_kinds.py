@@ -19,6 +19,7 @@ from sched.polyhedral.cross_thread import (
     cross_thread_reduction,
 )
 from sched.polyhedral.legality import concurrency_violation, concurrent_kind, schedule_error
+from sched.polyhedral.software_pipeline import KEYS as PIPELINE_KEYS
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.ordered_axes import check_loop_keeps_order
 from sched.schedule.software_pipeline import check_pipeline_annotation
@@ -38,6 +39,12 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
                             f"one kind")
     if kind in ("parallel", "vectorized", "thread_binding"):
         check_loop_keeps_order(loop, primitive, "run concurrently")
+        pipelined = [key for key, _ in loop.annotations if key in PIPELINE_KEYS]
+        if pipelined:
+            raise ScheduleError(primitive, f"loop {loop_name!r} is software-pipelined "
+                                f"({', '.join(pipelined)}): its iterations run one after "
+                                f"another; sch.unannotate(loop, key) for each first, or make "
+                                f"another loop {kind}")
         blocks = blocks_under(loop)
         if not blocks:
             raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")

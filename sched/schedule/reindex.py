@@ -41,6 +41,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
 from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.names import local
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.layout import _buffer
 from sched.schedule.scope import (
@@ -76,6 +77,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
     if write:
         _check_injective(buffer, indices, used)
     scope = scope_of(func, realize, PRIMITIVE)
+    _check_inside_scope(func, realize, used, scope)
     others = [b.name for b in blocks_accessing(scope.top, buffer, "write" if not write else
                                                "read") if b.name != block_name]
     others += [b.name for b in blocks_accessing(scope.top, buffer, "write")
@@ -151,14 +153,42 @@ def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
                             f"({domain}): the copy would touch elements it does not")
 
 
+def _check_inside_scope(func: PrimFunc, realize: BlockRealize, used: list[IterVar],
+                        scope) -> None:
+    """Refuse a block whose variables `used` take, in one instance of the block that holds
+    it (where the copy goes), less than their whole box: bound to that block's variables or
+    to loops outside it (`vx = vo`), or under loops or a predicate that depend on them. The
+    copy, one nest over the whole box, would copy elements this instance does not touch."""
+    inner = {lp.loop_var for lp in scope.loops}
+    fixed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+    values = dict(zip(realize.block.iter_vars, realize.iter_values, strict=True))
+    exprs = [values[iv] for iv in used] + [realize.predicate] + \
+        [e for lp in scope.loops for e in (lp.min, lp.extent)]
+    outside = sorted({v.name for e in exprs for v in free_vars(e)} -
+                     {v.name for v in inner | fixed})
+    if outside:
+        raise ScheduleError(PRIMITIVE, f"block {realize.block.name!r} depends on "
+                            f"{', '.join(repr(n) for n in outside)}, from outside the block "
+                            f"{scope.realize.block.name!r} that holds it: in one instance of "
+                            f"that block it runs part of its domain, and the copy placed there "
+                            f"would copy the rest too; reindex a block of the root scope "
+                            f"(blockize or compute_at later)")
+
+
 def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> None:
+    """Refuse a write whose indices send two instances of the box of `used` to one element.
+    The other variables of the indices and extents (symbolic dims) are isl parameters; the
+    output dims have names of sched's own (`local`), which no variable takes."""
     names = [isl_name(iv.var) for iv in used]
     texts = [to_isl(i) for i in indices]
     if any(t is None for t in texts) or any(to_isl(iv.dom.extent) is None for iv in used):
         raise ScheduleError(PRIMITIVE, f"the indices of {buffer.name!r} are not affine")
     domain = " and ".join(f"0 <= {n} < {to_isl(iv.dom.extent)}" for n, iv in zip(names, used))
-    outputs = [f"o{k}" for k in range(len(texts))]
-    relation = isl.Map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
+    outputs = [local("o", k) for k in range(len(texts))]
+    params = sorted({isl_name(v) for e in (*indices, *(iv.dom.extent for iv in used))
+                     for v in free_vars(e)} - set(names))
+    relation = isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
+                       f"[{', '.join(outputs)}] : "
                        f"{domain or 'true'} and "
                        f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}")
     if not relation.is_injective():

@@ -1,4 +1,5 @@
-"""Random schedule steps from every primitive, each either taken or refused with ScheduleError.
+"""Random schedule steps from every primitive, each either taken or refused with ScheduleError
+(the primitives beyond the loop and block families below are drawn by steps_more.py).
 
 `apply_random_step(sch, data)` draws a block, then a primitive and its arguments among the
 block's loops and the function's blocks, and applies it. Anything but a ScheduleError
@@ -12,12 +13,13 @@ from hypothesis import strategies as st
 import sched
 from sched.schedule.state import block_names
 from tests.fuzz.known_holes import allowed
+from tests.fuzz.steps_more import EXTRA_STEPS, apply_extra_step
 
 LOOP_STEPS = ("split", "fuse", "reorder", "tile", "parallel", "vectorize", "unroll", "bind")
 BLOCK_STEPS = ("compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
                "cache_read", "cache_write", "set_scope", "storage_align",
                "decompose_reduction", "rfactor")
-STEPS = LOOP_STEPS + BLOCK_STEPS
+STEPS = LOOP_STEPS + BLOCK_STEPS + EXTRA_STEPS
 THREAD_AXES = ("blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y")
 SCOPES = ("global", "shared", "local")
 
@@ -48,6 +50,9 @@ def apply_random_step(sch: sched.Schedule, data, log: list[str],
     def loop_text(loop) -> str:
         return f"sch.get_loops({b})[{loops.index(loop)}]"
 
+    if step in EXTRA_STEPS:
+        apply_extra_step(sch, data, log, step, name, checkpoint)
+        return
     if step in LOOP_STEPS and not loops:
         return
     if step == "split":

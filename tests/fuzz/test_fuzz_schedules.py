@@ -15,16 +15,24 @@ from hypothesis import strategies as st
 import sched
 from sched.errors import ScheduleError
 from sched.ir.verify import verify
-from tests.fuzz.check import Finding, check_c, check_interpreted, oracle, reproducer
+from tests.fuzz.check import (
+    Finding,
+    check_c,
+    check_interpreted,
+    check_round_trip,
+    oracle,
+    reproducer,
+)
 from tests.fuzz.profile import fuzz_settings
 from tests.fuzz.programs import programs
 from tests.fuzz.steps import apply_random_step
+from tests.fuzz.steps_more import sampling_steps
 
 
 def schedule(program, data, log: list[str]) -> sched.Schedule | None:
     """A Schedule of the program after 1-8 random steps (None if Schedule() refuses it)."""
     try:
-        sch = sched.Schedule(program.func)
+        sch = sched.Schedule(program.func, seed=0)   # sampling steps draw the same
     except ScheduleError as error:
         event(f"Schedule() refused: {str(error)[:60]}")
         return None
@@ -37,6 +45,7 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
             apply_random_step(sch, data, log, checkpoint, program.features)
             if sch.func is not checkpoint["func"]:
                 event(f"took {log[-1].split('(')[0]}")
+                check_round_trip(program, sch.func, log)
         except ScheduleError:
             event(f"refused {log[-1].split('(')[0]}")
             log[-1] = f"try:\n    {log[-1]}\nexcept ScheduleError:\n    pass   # refused"
@@ -46,12 +55,44 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
         except Exception as error:     # noqa: BLE001
             raise Finding(reproducer(program, log, f"the last step crashes: "
                                      f"{type(error).__name__}: {error}")) from None
+    sch = replay_with_other_decision(program, sch, data, log)
     try:
         verify(sch.func)
     except Exception as error:     # noqa: BLE001
         raise Finding(reproducer(program, log, f"the scheduled function fails the verifier: "
                                  f"{error}")) from None
     return sch
+
+
+def replay_with_other_decision(program, sch, data, log: list[str]) -> sched.Schedule:
+    """Sometimes (when the trace has sampling steps) the trace of `sch` replayed on the
+    original function with one decision changed (`trace.with_decision`): the replay, or `sch`
+    when a step of it is refused."""
+    positions = sampling_steps(sch.trace)
+    if not positions or not data.draw(st.booleans()):
+        return sch
+    index = data.draw(st.sampled_from(positions))
+    instruction = sch.trace.instructions[index]
+    if instruction.kind == "sample_perfect_tile":
+        decision = data.draw(st.lists(st.sampled_from([1, 1, 2, 3, 4, 6, 9]),
+                                      min_size=len(instruction.decision),
+                                      max_size=len(instruction.decision)))
+    else:
+        decision = data.draw(st.integers(-3, 4))
+    text = f"sch = sch.trace.with_decision({index}, {decision!r}).apply(func)"
+    log.append(text)
+    try:
+        replayed = sch.trace.with_decision(index, decision).apply(program.func)
+    except ScheduleError:
+        event("replay refused")
+        log[-1] = f"try:\n    {text}\nexcept ScheduleError:\n    pass   # refused"
+        return sch
+    except Exception as error:     # noqa: BLE001
+        raise Finding(reproducer(program, log, f"the replay with another decision crashes: "
+                                 f"{type(error).__name__}: {error}")) from None
+    event("replayed with another decision")
+    check_round_trip(program, replayed.func, log)
+    return replayed
 
 
 @fuzz_settings()

@@ -263,6 +263,36 @@ def test_refuses_to_multi_buffer_a_buffer_read_in_the_next_iteration():
         sch.annotate(k, "software_pipeline_order", [0, 1])
 
 
+ROW_SUMS = """
+@T.prim_func
+def row_sums(A: T.Buffer((4, 3), "float32"), C: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 3):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                C[vi] = T.float32(0)
+            C[vi] = C[vi] + A[vi, vk]
+"""
+
+
+def test_refuses_a_loop_whose_one_block_runs_as_init_and_update():
+    # the block is one statement here, two once lowered (the init, then the update): the
+    # annotation was accepted with one stage and the build refused it (found by the fuzzer)
+    sch = Schedule(sched.parse(ROW_SUMS))
+    i, k = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match=r"loop 'k' holds one block, 'C', which runs as "
+                       r"several statements \(its init and its update\).*"
+                       r"decompose_reduction"):
+        sch.annotate(k, "software_pipeline_stage", [1])
+    # and the lowering refuses the same annotations written by hand, with the same message
+    text = ROW_SUMS.replace("for i, k in T.grid(4, 3):", 'for i in range(4):\n'
+                            '      for k in T.serial(3, annotations='
+                            '{"software_pipeline_stage": [1]}):')
+    assert "software_pipeline_stage" in sched.parse(text).script()
+    with pytest.raises(ScheduleError, match="holds one block, 'C', which runs as several"):
+        lower(sched.parse(text), target="c")
+
+
 def test_lowering_checks_annotations_written_by_hand():
     # the same annotations, legal when set by the schedule, made illegal in the script text:
     # lower() proves them again and refuses
@@ -309,3 +339,18 @@ def test_barriers_follow_every_wait():
 
     for sequence in collect(lowered.body, SeqStmt):
         check(sequence.stmts)
+
+
+@pytest.mark.parametrize("step", ["parallel", "vectorize", "bind"])
+def test_refuses_to_make_a_pipelined_loop_concurrent(step):
+    # the step was accepted and the build refused the pipeline on a parallel loop (found by
+    # the fuzzer): the step refuses, saying to unannotate first
+    sch = Schedule(sched.parse(CARRIED))
+    (k,) = sch.get_loops(sch.get_block("P"))
+    sch.annotate(k, "software_pipeline_stage", [0, 0])
+    before = sch.func
+    args = (k, "threadIdx.x") if step == "bind" else (k,)
+    with pytest.raises(ScheduleError, match=r"loop 'k' is software-pipelined "
+                       r"\(software_pipeline_stage\): .*sch.unannotate\(loop, key\)"):
+        getattr(sch, step)(*args)
+    assert sch.func == before

@@ -84,3 +84,31 @@ def test_maps_that_are_not_injective_or_not_onto_a_box_are_refused():
         sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i + j,))
     with pytest.raises(ScheduleError, match=r"is .*not a box"):
         sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i, i + j))
+
+
+def test_a_block_holding_a_nested_block_and_loops():
+    # the rewrite of the block's indices and regions read every affine index through isl
+    # over the new variables alone: the loops and nested block variables inside the block
+    # were undeclared names in the isl text, and the step crashed (found by the fuzzer)
+    @T.prim_func
+    def nested(A: T.Buffer((6, 2), "float32"), B: T.Buffer((6, 2), "float32")):
+        for t in range(6):
+            with T.block("outer"):
+                vo = T.axis.spatial(6, t)
+                T.reads(A[vo, 0:2])
+                T.writes(B[vo, 0:2])
+                for y in range(2):
+                    with T.block("inner"):
+                        vx = T.axis.spatial(6, vo)
+                        vy = T.axis.spatial(2, y)
+                        T.reads(A[vx, vy])
+                        T.writes(B[vx, vy])
+                        B[vx, vy] = A[vx, 1 - vy] * T.float32(2)
+
+    sch = sched.Schedule(nested)
+    sch.transform_block_layout(sch.get_block("outer"), lambda vo: (5 - vo,))
+    assert sched.parse(sch.func.script()) == sch.func
+    a = np.arange(12, dtype=np.float32).reshape(6, 2)
+    b = np.zeros((6, 2), np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a[:, ::-1] * 2)

@@ -7,6 +7,7 @@ import pytest
 import sched
 from sched import compute as te
 from sched.errors import ScheduleError
+from sched.script import T
 
 
 def matmul(n=16):
@@ -79,3 +80,34 @@ def test_blockize_of_a_loop_feeding_spatial_and_reduce_variables_is_refused():
                                             r"'i_k_fused_1' feeds both spatial and reduce "
                                             r"iteration variables"):
         sch.blockize(inner)
+
+
+@T.prim_func
+def rows_summed_twice(X: T.Buffer((4,), "float32"), Z: T.Buffer((4, 3), "float32")):
+    for i in range(8):
+        with T.block("outer"):
+            vo = T.axis.spatial(4, i % 4)
+            T.reads(Z[0:4, 0:3])
+            T.writes(X[0:4])
+            for t in range(3):
+                with T.block("inner"):
+                    vj = T.axis.spatial(4, vo)
+                    vk = T.axis.reduce(3, t)
+                    with T.init():
+                        X[vj] = T.float32(0)
+                    X[vj] = X[vj] + Z[vj, vk]
+
+
+def test_blockize_inside_a_nested_block():
+    # the new block's regions came from polyhedral/ over the loops around the nested block,
+    # including `i` outside block "outer", which the new block (inside "outer") may not name:
+    # the step crashed in the verifier (found by the fuzzer). Such a box is the whole buffer
+    sch = sched.Schedule(rows_summed_twice)
+    sch.blockize(sch.get_loops(sch.get_block("inner"))[0])
+    script = sch.func.script()
+    assert "v_vo = T.axis.spatial(4, vo)" in script
+    assert sched.parse(script) == sch.func
+    z = np.arange(12, dtype=np.float32).reshape(4, 3)
+    x = np.zeros(4, np.float32)
+    sched.build(sch.func, target="c")(x, z)
+    np.testing.assert_array_equal(x, z.sum(axis=1))

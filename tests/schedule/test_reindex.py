@@ -110,3 +110,76 @@ def test_a_write_reading_old_values_and_a_non_injective_write_are_refused():
     # two instances write B[0]: copied back in another order, the other value could win
     with pytest.raises(ScheduleError, match=r"two instances of the block write one element"):
         sch.reindex(sch.get_block("B"), ("write", 0))
+
+
+def test_reindex_of_a_write_over_a_symbolic_extent():
+    # the injectivity check of a written buffer's indices named the symbolic extent n in its
+    # isl text without declaring it a parameter: isl's syntax error crashed the step (found
+    # by the fuzzer, through reindex_cache_read of a reduction's accumulator)
+    @T.prim_func
+    def row_sum(var_A: T.handle, var_B: T.handle):
+        n = T.int32()
+        A = T.match_buffer(var_A, (n, 4), "float32")
+        B = T.match_buffer(var_B, (n,), "float32")
+        for i, k in T.grid(n, 4):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, 3 - vk]
+
+    sch = sched.Schedule(row_sum)
+    sch.reindex(sch.get_block("B"), ("write", 0))
+    assert sched.parse(sch.func.script()) == sch.func
+    a = np.arange(24, dtype=np.float32).reshape(6, 4)
+    b = np.zeros(6, np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a.sum(axis=1))
+    sch = sched.Schedule(row_sum)
+    with pytest.raises(ScheduleError, match="symbolic shape"):
+        sch.reindex_cache_read(sch.get_block("B"), 0, "global", lambda vi, vk: (vi,))
+
+
+def test_reindex_of_a_write_whose_variables_are_named_like_output_dims():
+    # the injectivity check named its output dims o0, o1...: iteration variables named o0
+    # and o1 became those dims in the isl text, the relation was the identity on a few
+    # points, and a write of two instances to one element was accepted; copied back in the
+    # variables' order (o0 outer) instead of the loops' (o1 outer), the last write changed
+    @T.prim_func
+    def checkerboard(A: T.Buffer((4, 4), "float32"), B: T.Buffer((2, 1), "float32")):
+        for i, j in T.grid(4, 4):
+            with T.block("B"):
+                o0, o1 = T.axis.remap("SS", [j, i])
+                B[(o0 + o1) % 2, 0] = A[o0, o1]
+
+    sch = sched.Schedule(checkerboard)
+    with pytest.raises(ScheduleError, match="two instances of the block write one element"):
+        sch.reindex(sch.get_block("B"), ("write", 0))
+
+
+def test_reindex_of_a_nested_block_bound_to_its_outer_block_is_refused():
+    # vx = vo: in one instance of block "rows", block "B" writes one row, but the copy back,
+    # placed in "rows", copied the whole 7x5 box of (vx, vj) from a fresh buffer each time:
+    # NaN everywhere but the last row (found by the fuzzer, through reindex_cache_write)
+    @T.prim_func
+    def nested_rows(Y: T.Buffer((7, 5), "float32"), X: T.Buffer((7, 5), "float32")):
+        for i in range(7):
+            with T.block("rows"):
+                vo = T.axis.remap("S", [i])
+                T.reads(Y[vo, 0:5])
+                T.writes(X[vo, 0:5])
+                for j in range(5):
+                    with T.block("B"):
+                        vx = T.axis.spatial(7, vo)
+                        vj = T.axis.spatial(5, j)
+                        X[vx, vj] = Y[vx, vj] * T.float32(2)
+
+    for step in (lambda s: s.reindex(s.get_block("B"), ("write", 0)),
+                 lambda s: s.reindex_cache_write(s.get_block("B"), 0, "shared",
+                                                 lambda vx, vj: (6 - vx, vj)),
+                 lambda s: s.reindex(s.get_block("B"), ("read", 0))):
+        sch = sched.Schedule(nested_rows)
+        with pytest.raises(ScheduleError, match="block 'B' depends on 'vo', from outside the "
+                           "block 'rows' that holds it"):
+            step(sch)
+        assert sch.func == nested_rows
