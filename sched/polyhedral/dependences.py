@@ -34,7 +34,7 @@ import islpy as isl
 
 from sched.ir.extern import is_opaque
 from sched.ir.functor import collect, field_names
-from sched.ir.memo import identity_cache, register
+from sched.ir.memo import BoundedCache, identity_cache, register
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
 from sched.polyhedral import names
 from sched.polyhedral.isl_text import parse_union_map
@@ -234,9 +234,19 @@ def dependences_where(func: PrimFunc, keep, model: PolyModel | None = None
     return tuple(found)
 
 
+_BY_BUFFER = BoundedCache(1 << 13)     # id(accesses) -> (accesses, _by_buffer's answer)
+
+
 def _by_buffer(accesses: isl.UnionMap) -> dict[str, tuple[str, isl.Map]]:
-    """The statement's accesses (instance -> element) by buffer tuple: (isl text, map)."""
-    return {m.get_tuple_name(isl.dim_type.out): (str(m), m) for m in maps(accesses)}
+    """The statement's accesses (instance -> element) by buffer tuple: (isl text, map).
+    Remembered by the union map's identity (kept alive in the entry): the model reuses the
+    access relations of a statement a step did not change (model._ACCESSES), and isl
+    objects are values, never modified."""
+    entry = _BY_BUFFER.recall(id(accesses))
+    if entry is None or entry[0] is not accesses:
+        found = {m.get_tuple_name(isl.dim_type.out): (str(m), m) for m in maps(accesses)}
+        entry = _BY_BUFFER.remember(id(accesses), (accesses, found))
+    return entry[1]
 
 
 def _map_text(union: isl.UnionMap) -> tuple[str, isl.Map] | None:

@@ -143,13 +143,22 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
 
 
 def _same_domains(old_model, new_model) -> bool:
-    """Whether the two models run the same instances (by the domains' texts where every
-    statement's is unchanged, else by isl)."""
-    if old_model.statements.keys() == new_model.statements.keys() and all(
-            s.domain_texts == new_model.statements[name].domain_texts
-            for name, s in old_model.statements.items()):
-        return True
-    return new_model.domain.is_equal(old_model.domain)
+    """Whether the two models run the same instances: statement by statement (by the
+    domains' texts where unchanged, else by isl) when both have the same statements, else by
+    isl on the union. Each statement's instances are a set in its own tuple (its name), so the
+    unions are equal iff each statement's sets are, where each pair shares its space (else
+    the unions are compared)."""
+    if old_model.statements.keys() != new_model.statements.keys():
+        return new_model.domain.is_equal(old_model.domain)
+    for name, old in old_model.statements.items():
+        new = new_model.statements[name]
+        if old.domain_texts == new.domain_texts:
+            continue
+        if not old.domain.get_space().is_equal(new.domain.get_space()):
+            return new_model.domain.is_equal(old_model.domain)     # (the union aligns them)
+        if not old.domain.is_equal(new.domain):
+            return False
+    return True
 
 
 def check_new_order(func: PrimFunc, statements: dict,
