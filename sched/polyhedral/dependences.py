@@ -484,6 +484,6 @@ def crosses_iterations(model: PolyModel, flows: isl.UnionMap, position: int) -> 
     a = [names.local("a", i) for i in range(width)]
     b = [names.local("b", i) for i in range(width)]
     same = " and ".join(f"{a[i]} = {b[i]}" for i in range(position + 1))
-    prefix = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
-                          f"[{', '.join(b)}] : {same} }}")
+    prefix = parse_union_map(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
+                             f"[{', '.join(b)}] : {same} }}")      # (parsed once per text)
     return not flows.is_subset(prefix)
