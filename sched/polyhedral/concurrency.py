@@ -16,12 +16,13 @@ from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cros
 from sched.polyhedral.dependences import (
     Dependence,
     crosses_iterations,
+    dependences_where,
     maps,
     model_and_dependences,
     value_flows,
 )
 from sched.polyhedral.kernel_stages import stage_of
-from sched.polyhedral.model import Loop, Statement
+from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.time_pairs import (
     carried_at,
     crossing_runs,
@@ -107,9 +108,15 @@ class _Concurrency:
     def __init__(self, func: PrimFunc, loop_name: str, kind: str | None,
                  loop: For | None = None, thread_tag: str | None = None) -> None:
         self.func, self.name, self._loop = func, loop_name, loop
-        self.model, self.deps = model_and_dependences(func)
+        self.model = build_model(func)
         self.statements = [s for s in self.model.statements.values()
                            if any(lp.var.name == loop_name for lp in s.loops)]
+        # the rule looks only at dependences with an end under the loop (`carried`: both
+        # ends for parallel and vectorized loops, one for sibling loops bound to the same
+        # axis), so only those are computed
+        under = {id(s) for s in self.statements}
+        self.deps = dependences_where(
+            func, lambda source, sink: id(source) in under or id(sink) in under, self.model)
         if kind is None and self.statements:
             kind = concurrent_kind(kind=self.target.kind, thread_tag=self.target.thread_tag)
         self.kind = kind or "parallel"

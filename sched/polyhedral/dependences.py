@@ -34,7 +34,7 @@ import islpy as isl
 
 from sched.ir.extern import is_opaque
 from sched.ir.functor import collect, field_names
-from sched.ir.memo import identity_cache, register
+from sched.ir.memo import BoundedCache, identity_cache, register
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
 from sched.polyhedral import names
 from sched.polyhedral.isl_text import parse_union_map
@@ -131,9 +131,32 @@ def _extreme_runs(schedule, later: bool):
     return schedule.subtract(schedule.apply_range(order))
 
 
+_ASKED = [0]       # calls of the analysis (whole or by pairs): see `asked`
+
+
+def asked() -> int:
+    """How many times the dependence analysis was asked so far, whole (`dependences`) or for
+    some pairs (`dependences_where`): a schedule step that asked was judged on it."""
+    info = _dependences.cache_info()
+    return info.hits + info.misses + _ASKED[0]
+
+
 @identity_cache(maxsize=64)
 def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     model = build_model(func)
+    found: list[Dependence] = []
+    for index in range(len(_candidates(model))):
+        found += _candidate_dependences(model, index)
+    return model, tuple(found)
+
+
+def _candidates(model: PolyModel) -> list[tuple]:
+    """Every pair of accesses that may make a dependence, in the order the dependences are
+    listed: (kind, buffer tuple, source, sink, first access, second access, is_reduction),
+    the accesses as (isl text, map). Made once per model (kept in `derived`)."""
+    found = model.derived.get("candidates")
+    if found is not None:
+        return found
     # Pair by pair (pairs.py), each remembered by content: a step pays for the pairs it
     # changed. A block placed under thread loops it does not use (a shared-memory fetch
     # computed at a loop inside them) runs each instance once per thread, writing the same
@@ -150,7 +173,7 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
     for name, chain in accumulators.items():
         if chain is not None:
             chains.setdefault(chain[0], []).append((name, chain))
-    found: list[Dependence] = []
+    found = []
     for buffer in sorted(touching):
         for kind in KINDS:
             firsts = reads if kind == "anti" else writes
@@ -165,8 +188,7 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
                     if second is None or (sink is source and chain is not None
                                           and chain[0] == buffer):
                         continue            # the chain's statement: split below
-                    found += _pair_dependences(model, kind, buffer, source, sink, first, second,
-                                               False)
+                    found.append((kind, buffer, source, sink, first, second, False))
         for name, chain in chains.get(buffer, ()):
             statement = model.statements[name]
             store, others = _map_text(chain[1]), _map_text(chain[2])
@@ -177,14 +199,54 @@ def _dependences(func: PrimFunc) -> tuple[PolyModel, tuple[Dependence, ...]]:
                 for first, second, reduction in split[kind]:
                     if first is None or second is None:
                         continue
-                    found += _pair_dependences(model, kind, buffer, statement, statement, first,
-                                               second, reduction)
-    return model, tuple(found)
+                    found.append((kind, buffer, statement, statement, first, second,
+                                  reduction))
+    model.derived["candidates"] = found
+    return found
+
+
+def _candidate_dependences(model: PolyModel, index: int) -> list[Dependence]:
+    """The dependence of `_candidates(model)[index]` as a list of at most one (kept in
+    `derived`: a step asking for some pairs and the next asking for all pay once)."""
+    key = ("candidate", index)
+    found = model.derived.get(key)
+    if found is None:
+        found = model.derived[key] = _pair_dependences(model, *_candidates(model)[index])
+    return found
+
+
+def dependences_where(func: PrimFunc, keep, model: PolyModel | None = None
+                      ) -> tuple[Dependence, ...]:
+    """The dependences of `func` whose statements (source, sink) `keep(source, sink)` accepts,
+    in the order `dependences(func)` lists them: the same Dependence objects where the whole
+    analysis of `func` is cached, else only the accepted pairs are computed (each by content,
+    as the whole analysis computes it). `model` is `build_model(func)` where the caller has
+    it (the statements `keep` sees are its own)."""
+    _ASKED[0] += 1
+    model = model if model is not None else build_model(func)
+    cached = _dependences.get(func)
+    if cached is not None and cached[0] is model:
+        return tuple(d for d in cached[1] if keep(d.source, d.sink))
+    found: list[Dependence] = []
+    for index, candidate in enumerate(_candidates(model)):
+        if keep(candidate[2], candidate[3]):
+            found += _candidate_dependences(model, index)
+    return tuple(found)
+
+
+_BY_BUFFER = BoundedCache(1 << 13)     # id(accesses) -> (accesses, _by_buffer's answer)
 
 
 def _by_buffer(accesses: isl.UnionMap) -> dict[str, tuple[str, isl.Map]]:
-    """The statement's accesses (instance -> element) by buffer tuple: (isl text, map)."""
-    return {m.get_tuple_name(isl.dim_type.out): (str(m), m) for m in maps(accesses)}
+    """The statement's accesses (instance -> element) by buffer tuple: (isl text, map).
+    Remembered by the union map's identity (kept alive in the entry): the model reuses the
+    access relations of a statement a step did not change (model._ACCESSES), and isl
+    objects are values, never modified."""
+    entry = _BY_BUFFER.recall(id(accesses))
+    if entry is None or entry[0] is not accesses:
+        found = {m.get_tuple_name(isl.dim_type.out): (str(m), m) for m in maps(accesses)}
+        entry = _BY_BUFFER.remember(id(accesses), (accesses, found))
+    return entry[1]
 
 
 def _map_text(union: isl.UnionMap) -> tuple[str, isl.Map] | None:
@@ -272,16 +334,16 @@ def _loads(expr) -> list:
 
 
 def carry_over_loop_kinds(func: PrimFunc, new_func: PrimFunc) -> bool:
-    """Give `new_func` the analysis of `func` (when cached) if the two differ only in how
-    loops run: kinds, thread tags, annotations (parallel, vectorize, unroll, bind, annotate of
-    a loop). The instances, their times and their accesses do not depend on those, so the
-    model's isl objects and the dependences carry over; the statements get the new loops'
-    kinds, which the rule for concurrent loops reads. Returns whether it carried over."""
-    cached = _dependences.get(func)
-    if cached is None or _dependences.get(new_func) is not None \
+    """Give `new_func` the analysis of `func` (its model, when cached, with the dependences
+    computed so far) if the two differ only in how loops run: kinds, thread tags, annotations
+    (parallel, vectorize, unroll, bind, annotate of a loop). The instances, their times and
+    their accesses do not depend on those, so the model's isl objects and the dependences
+    carry over; the statements get the new loops' kinds, which the rule for concurrent loops
+    reads. Returns whether it carried over."""
+    model = build_model.get(func)
+    if model is None or build_model.get(new_func) is not None \
             or not same_but_loop_kinds(func, new_func):
         return False
-    model, deps = cached
     loops = {loop.loop_var.name: loop for loop in collect(new_func.body, For)}
 
     def relabelled(statement: Statement) -> Statement:
@@ -290,11 +352,25 @@ def carry_over_loop_kinds(func: PrimFunc, new_func: PrimFunc) -> bool:
                       for lp in statement.loops)
         return dataclasses.replace(statement, loops=kinds)
     statements = {name: relabelled(s) for name, s in model.statements.items()}
-    new_model = dataclasses.replace(model, func=new_func, statements=statements, derived={})
-    new_deps = tuple(dataclasses.replace(d, source=statements[d.source.name],
-                                         sink=statements[d.sink.name]) for d in deps)
+
+    def moved(dep: Dependence) -> Dependence:
+        return dataclasses.replace(dep, source=statements[dep.source.name],
+                                   sink=statements[dep.sink.name])
+    derived: dict = {}          # what depends on nothing but the statements' instances,
+    candidates = model.derived.get("candidates")   # times and accesses: the candidate pairs
+    if candidates is not None:
+        derived["candidates"] = [(kind, buffer, statements[source.name],
+                                  statements[sink.name], *rest)
+                                 for kind, buffer, source, sink, *rest in candidates]
+        for key, found in model.derived.items():
+            if isinstance(key, tuple) and key[0] == "candidate":
+                derived[key] = [moved(d) for d in found]
+    new_model = dataclasses.replace(model, func=new_func, statements=statements,
+                                    derived=derived)
     build_model.put(new_func, new_model)
-    _dependences.put(new_func, (new_model, new_deps))
+    cached = _dependences.get(func)
+    if cached is not None and cached[0] is model and _dependences.get(new_func) is None:
+        _dependences.put(new_func, (new_model, tuple(moved(d) for d in cached[1])))
     return True
 
 
@@ -408,6 +484,6 @@ def crosses_iterations(model: PolyModel, flows: isl.UnionMap, position: int) -> 
     a = [names.local("a", i) for i in range(width)]
     b = [names.local("b", i) for i in range(width)]
     same = " and ".join(f"{a[i]} = {b[i]}" for i in range(position + 1))
-    prefix = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
-                          f"[{', '.join(b)}] : {same} }}")
+    prefix = parse_union_map(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
+                             f"[{', '.join(b)}] : {same} }}")      # (parsed once per text)
     return not flows.is_subset(prefix)

@@ -21,8 +21,11 @@ module re-exports the names of all three, so that callers have one place to ask.
 
 from __future__ import annotations
 
+import functools
+
 import islpy as isl
 
+from sched.ir.memo import register
 from sched.ir.nodes import PrimFunc
 from sched.polyhedral.concurrency import (  # noqa: F401  (re-exported: one place to ask)
     CONCURRENT_RULE,
@@ -33,11 +36,12 @@ from sched.polyhedral.concurrency import (  # noqa: F401  (re-exported: one plac
 )
 from sched.polyhedral.dependences import (
     Dependence,
+    dependences_where,
     first_runs,
     model_and_dependences,
 )
 from sched.polyhedral.model import build_model
-from sched.polyhedral.pairs import breaks_order, order_key, ordered_before
+from sched.polyhedral.pairs import breaks_order, order_key, ordered_before, pair_relation
 from sched.polyhedral.runs import RUNS_RULE, check_runs, repeated_instance  # noqa: F401
 from sched.polyhedral.violation import (  # noqa: F401
     Violation,
@@ -80,12 +84,31 @@ def check_schedules(schedules: dict[str, tuple[isl.Map, tuple[str, ...]]],
             continue
         (source, source_time), (sink, sink_time) = schedules[dep.source.name], \
             schedules[dep.sink.name]
-        broken = dep.relation.subtract(ordered_before(source, source_time, sink, sink_time))
-        if not broken.is_empty():
+        if dep.key is None:
+            broken = dep.relation.subtract(ordered_before(source, source_time, sink,
+                                                          sink_time))
+            broken = None if broken.is_empty() else broken
+        else:      # remembered by content: the relation's key and the schedules' texts
+            text = _broken_text(dep.key[:3], str(source), tuple(source_time), str(sink),
+                                tuple(sink_time))
+            broken = None if text is None else isl.Map(text)
+        if broken is not None:
             example = describe_instance_pair(dep, broken)
             return Violation(f"the new order runs {dep.sink.block.name} before "
                              f"{dep.source.block.name}", dep, example)
     return None
+
+
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _broken_text(relation_key: tuple, source: str, source_time: tuple[str, ...], sink: str,
+                 sink_time: tuple[str, ...]) -> str | None:
+    """The pairs of `pair_relation(*relation_key)` that the schedules `source` and `sink`
+    (isl texts, with the time vectors of their runs) do not run in order, as text, or None:
+    a function of its arguments' texts only, so remembered by them."""
+    broken = pair_relation(*relation_key).subtract(ordered_before(
+        isl.Map(source), source_time, isl.Map(sink), sink_time))
+    return None if broken.is_empty() else str(broken)
 
 
 def _union(deps: list[Dependence]) -> isl.UnionMap:
@@ -106,7 +129,7 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
     Unless `allow_recompute` (compute_at may recompute a producer's overlapping elements), a
     block whose instances each ran once must still run each once.
     """
-    old_model, _ = model_and_dependences(func)
+    old_model = build_model(func)
     new_model = build_model(new_func)
     if not _same_domains(old_model, new_model):
         missing = old_model.domain.subtract(new_model.domain)
@@ -120,24 +143,52 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
 
 
 def _same_domains(old_model, new_model) -> bool:
-    """Whether the two models run the same instances (by the domains' texts where every
-    statement's is unchanged, else by isl)."""
-    if old_model.statements.keys() == new_model.statements.keys() and all(
-            s.domain_texts == new_model.statements[name].domain_texts
-            for name, s in old_model.statements.items()):
-        return True
-    return new_model.domain.is_equal(old_model.domain)
+    """Whether the two models run the same instances: statement by statement (by the
+    domains' texts where unchanged, else by isl) when both have the same statements, else by
+    isl on the union. Each statement's instances are a set in its own tuple (its name), so the
+    unions are equal iff each statement's sets are, where each pair shares its space (else
+    the unions are compared)."""
+    if old_model.statements.keys() != new_model.statements.keys():
+        return new_model.domain.is_equal(old_model.domain)
+    for name, old in old_model.statements.items():
+        new = new_model.statements[name]
+        if old.domain_texts == new.domain_texts:
+            continue
+        if not old.domain.get_space().is_equal(new.domain.get_space()):
+            return new_model.domain.is_equal(old_model.domain)     # (the union aligns them)
+        if not old.domain.is_equal(new.domain):
+            return False
+    return True
 
 
 def check_new_order(func: PrimFunc, statements: dict,
-                    deps: tuple[Dependence, ...] | None = None) -> Violation | None:
+                    deps: tuple[Dependence, ...] | None = None,
+                    keep=None) -> Violation | None:
     """`check_schedule` of the (first-run) schedule of `statements` (by isl tuple name: a
     rescheduled `func`'s model's, with the same instances), pair by pair, for every
     dependence of `func` (or those of `deps`): a dependence whose two statements keep their
     order relative to each other (pairs.order_key) is kept without asking isl, and isl's
-    answer for the others is remembered by content."""
+    answer for the others is remembered by content.
+
+    Without `deps`, only the dependences of the pairs of statements whose order key changed
+    are computed (`dependences_where`): the others would be kept without asking isl whatever
+    their relation, so the answer, and the first broken dependence, are those of the whole
+    list. A pair with a statement missing from `statements` counts as changed (it takes the
+    whole check below, as before). `keep(source, sink)` (with no `deps`) limits the check to
+    the dependences of the pairs it accepts, as if `deps` listed those."""
     if deps is None:
-        _, deps = model_and_dependences(func)
+        model = build_model(func)
+
+        def changed(source, sink) -> bool:
+            if keep is not None and not keep(source, sink):
+                return False
+            new_source, new_sink = statements.get(source.name), statements.get(sink.name)
+            return new_source is None or new_sink is None or \
+                order_key(new_source, new_sink) != order_key(source, sink)
+        deps = dependences_where(func, changed, model)
+        whole = None
+    else:
+        whole = deps
     for dep in deps:
         if dep.is_reduction:
             continue
@@ -147,7 +198,10 @@ def check_new_order(func: PrimFunc, statements: dict,
             for statement in statements.values():
                 own = isl.UnionMap.from_map(statement.schedule)
                 schedule = own if schedule is None else schedule.union(own)
-            return check_schedule(func, first_runs(schedule), deps)
+            if whole is None:
+                whole = model_and_dependences(func)[1] if keep is None else \
+                    dependences_where(func, keep)
+            return check_schedule(func, first_runs(schedule), whole)
         order = order_key(source, sink)
         if order == dep.key[2]:
             continue

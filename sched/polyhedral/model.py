@@ -101,9 +101,6 @@ class PolyModel:
     func: PrimFunc
     statements: dict[str, Statement]
     params: list[str]
-    domain: isl.UnionSet
-    reads: isl.UnionMap
-    writes: isl.UnionMap
     notes: list[str]
     storages: dict[str, str] = field(default_factory=dict)       # isl tuple -> storage name
     views: dict[str, tuple[Buffer, ...]] = field(default_factory=dict)   # storage -> views
@@ -121,6 +118,38 @@ class PolyModel:
                 union = union.union(isl.UnionMap.from_map(statement.schedule))
             self.derived["schedule"] = union.coalesce()
         return self.derived["schedule"]
+
+    def _union(self, name: str, of):
+        """The union of `of(statement)` over the statements (kept in `derived`: built when
+        first asked, as most steps ask only pair by pair)."""
+        if name not in self.derived:
+            empty = f"[{', '.join(self.params)}] -> {{ }}"
+            if name == "domain":
+                union = parse_union_set(empty)
+                for statement in self.statements.values():
+                    union = union.union(isl.UnionSet.from_set(of(statement)))
+            else:
+                union = parse_union_map(empty)
+                for statement in self.statements.values():
+                    union = union.union(of(statement))
+                union = union.coalesce()
+            self.derived[name] = union
+        return self.derived[name]
+
+    @property
+    def domain(self) -> isl.UnionSet:
+        """The instances of every statement."""
+        return self._union("domain", lambda s: s.domain)
+
+    @property
+    def reads(self) -> isl.UnionMap:
+        """Every statement's reads (instance -> storage element)."""
+        return self._union("reads", lambda s: s.reads)
+
+    @property
+    def writes(self) -> isl.UnionMap:
+        """Every statement's writes (instance -> storage element)."""
+        return self._union("writes", lambda s: s.writes)
 
     @property
     def is_exact(self) -> bool:
@@ -314,8 +343,6 @@ def _build(func: PrimFunc, walker: _Walker) -> PolyModel:
                      if dims else f"{param_text} {{ : }}")
     views = _views(func)
     relations = _Relations(walker, param_text, views, _owners(func))
-    empty = parse_union_map(f"{param_text} {{ }}")
-    domain, reads, writes = parse_union_set(f"{param_text} {{ }}"), empty, empty
     for statement in walker.statements:
         statement.param_text = param_text
         statement.domain_texts = (f"{param_text} {{ {statement.instance()} : "
@@ -323,9 +350,7 @@ def _build(func: PrimFunc, walker: _Walker) -> PolyModel:
         statement.domain = nest_domain(statement.nest_text(), positive_text)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
         statement.reads, statement.writes = relations.of(statement)
-        domain = domain.union(isl.UnionSet.from_set(statement.domain))
-        reads, writes = reads.union(statement.reads), writes.union(statement.writes)
     statements = {s.name: s for s in walker.statements}
     storages = {names.buffer_tuple(storage): storage for storage in views}
-    return PolyModel(func, statements, params, domain, reads.coalesce(), writes.coalesce(),
-                     walker.notes, storages, views, relations.linearized)
+    return PolyModel(func, statements, params, walker.notes, storages, views,
+                     relations.linearized)

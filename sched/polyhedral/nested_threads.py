@@ -9,7 +9,7 @@ step never accepts what the build refuses. Structural: it asks no isl question.
 
 from __future__ import annotations
 
-from sched.ir.functor import IRVisitor, free_vars
+from sched.ir.functor import IRVisitor, collect, free_vars
 from sched.ir.nodes import BlockRealize, For, IntImm, PrimFunc
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -112,7 +112,13 @@ def nested_axis_problem(func: PrimFunc) -> str | None:
     """The first loop of `func` nested in a loop of its own thread tag that cannot share that
     loop's index (`nested_loop_problem`), or bound to a blockIdx axis inside a threadIdx loop,
     or None. Asked after schedule steps too (block IR),
-    so a step refuses what the build would."""
+    so a step refuses what the build would.
+
+    Only loops bound to a thread or block axis raise a problem, and the walk looks only at
+    those (with the blocks under them): a function with none has none, found from its loops
+    (`collect`, remembered per block across steps) without the walk."""
+    if not any(_is_bound(loop) for loop in collect(func.body, For)):
+        return None
     visitor = _NestedAxes()
     visitor.visit(func.body)
     return visitor.problem

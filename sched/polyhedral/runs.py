@@ -196,34 +196,39 @@ def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation
         old = old_model.statements.get(name)
         if old is None:
             continue
-        old_again, new_again = repeated_instance(old), repeated_instance(new)
-        if old_again is None and new_again is None:
+        # whether some instance runs more than once (repeated_instance is not None), the
+        # instance itself found only for a refusal's message
+        old_again, new_again = not old.runs_once, not new.runs_once
+        if not old_again and not new_again:
             continue
         block = new.block.name
-        if old_again is not None:
+        if old_again:
             if not runs_are_idempotent(old_model, old):
                 if _same_runs(old, new, width):
                     if _others_keep_their_place(old_model, new_model, name, width):
                         continue
                     return Violation(
-                        f"block {block!r} runs some instances more than once ({old_again} "
+                        f"block {block!r} runs some instances more than once "
+                        f"({repeated_instance(old)} "
                         f"among them) and its runs are not idempotent: another block that "
                         f"touches what it touches must stay on the same side of each of its "
                         f"runs")
                 return Violation(
-                    f"block {block!r} runs some instances more than once ({old_again} among "
-                    f"them) and its runs are not idempotent (a later run reads or overwrites "
+                    f"block {block!r} runs some instances more than once "
+                    f"({repeated_instance(old)} among them) and its runs are not idempotent "
+                    f"(a later run reads or overwrites "
                     f"what an earlier one or another block wrote in between): a step must not "
                     f"move it or change its loops, since that could change how often each "
                     f"instance runs")
-        if new_again is not None:
-            if old_again is None and not allow_recompute:
+        if new_again:
+            if not old_again and not allow_recompute:
                 return Violation(f"the new loops run some instances of block {block!r} more "
-                                 f"than once ({new_again} among them)")
+                                 f"than once ({repeated_instance(new)} among them)")
             if not runs_are_idempotent(new_model, new):
                 return Violation(
                     f"the new loops run some instances of block {block!r} more than once "
-                    f"({new_again} among them), and a later run would not compute what the "
+                    f"({repeated_instance(new)} among them), and a later run would not "
+                    f"compute what the "
                     f"first did (it reads or overwrites what is written in between)")
     return None
 

@@ -54,11 +54,8 @@ def _analysis_calls() -> int | None:
     """How many times the dependence analysis was asked so far (None if it cannot say): a step
     that asked was judged on it."""
     module = importlib.import_module("sched.polyhedral.dependences")
-    info = getattr(getattr(module, "_dependences", None), "cache_info", None)
-    if info is None:
-        return None
-    found = info()
-    return found.hits + found.misses
+    asked = getattr(module, "asked", None)
+    return None if asked is None else asked()
 
 
 def _callers_level() -> int:
@@ -301,12 +298,12 @@ class ScheduleBase:
         """Add to `notes` what the analysis over-approximated in `funcs` (the function a step
         was judged on), warning once per new note: the step was accepted on a conservative
         model."""
-        from sched.polyhedral.dependences import model_and_dependences
+        from sched.polyhedral.model import build_model
 
         new = []
         for func in funcs:
-            try:
-                notes = model_and_dependences(func)[0].notes
+            try:         # (the model the dependences are computed on: its notes are theirs)
+                notes = build_model(func).notes
             except (ValueError, isl.Error):       # no model: the step's own checks decided
                 continue
             for note in notes:
@@ -432,11 +429,12 @@ class ScheduleBase:
         return handles
 
     def _neighbours(self, block: BlockRV, kind: str) -> list[BlockRV]:
-        from sched.polyhedral import dependences
+        from sched.polyhedral.dependences import dependences_where
 
         name = self._block(block, f"get_{kind}")
         found: dict[str, None] = {}
-        for dep in dependences(self._func):
+        end = 0 if kind == "consumers" else 1      # only pairs with `block` there count
+        for dep in dependences_where(self._func, lambda *pair: pair[end].block.name == name):
             if dep.kind != "flow" or dep.source.block is dep.sink.block:
                 continue
             if kind == "producers" and dep.sink.block.name == name:

@@ -43,7 +43,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, check_order, check_schedule
-from sched.polyhedral.dependences import first_runs, model_and_dependences
+from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.legality import Violation, check_runs, schedule_error
 from sched.schedule.inlining import block_accesses, neighbours, remove_block
 from sched.schedule.needed_region import (
@@ -341,7 +341,7 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
     if rule is not None:     # refused: name the cause, with a dependence it breaks
         violation = check_schedule(func, first_runs(model.schedule))
         return dataclasses.replace(violation or Violation(rule), reason=rule)
-    runs = check_runs(model_and_dependences(func)[0], model, allow_recompute=True)
+    runs = check_runs(build_model(func), model, allow_recompute=True)
     if runs is not None:     # a block run more than once, not idempotently (RUNS_RULE)
         return Violation(_rerun_clobbers(new_func, block, loop_name) or runs.reason)
     violation = check_order(func, new_func, allow_recompute=True)

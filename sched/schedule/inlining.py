@@ -36,6 +36,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral import dependences
+from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.state import find_block, path_to, refuse_other_views, replace
 
@@ -44,7 +45,9 @@ def neighbours(func: PrimFunc, block: str, kind: str) -> dict[str, set[str]]:
     """The blocks that read what `block` writes (kind "consumers") or write what it reads
     ("producers"), each with the buffers they exchange."""
     found: dict[str, set[str]] = {}
-    for dep in dependences(func):
+    # only the pairs with `block` at the end asked about can count: only those are computed
+    end = 0 if kind == "consumers" else 1
+    for dep in dependences_where(func, lambda *pair: pair[end].block.name == block):
         if dep.kind != "flow" or dep.source.block is dep.sink.block:
             continue
         source, sink = dep.source.block.name, dep.sink.block.name

@@ -27,7 +27,8 @@ from sched.ir.nodes import (
     logical_and,
 )
 from sched.ir.regions import infer_block_regions
-from sched.polyhedral import build_model, model_and_dependences
+from sched.polyhedral import build_model
+from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import (
     Violation,
     check_new_order,
@@ -125,7 +126,7 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
                       init_name: str) -> Violation | None:
     """Whether the init block of `new_func` runs the instances of `func`'s init (one per
     element) in an order that keeps every dependence of `func`."""
-    old_model, _ = model_and_dependences(func)
+    old_model = build_model(func)
     new_model = build_model(new_func)
     (old_init,) = [s for s in old_model.statements_of_block(block_name) if s.is_init]
     (new_init,) = new_model.statements_of_block(init_name)
@@ -145,10 +146,11 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
         return check_new_order(func, statements)
     # the old init's instances (one per reduce value too) run when the new init runs their
     # element: the dependences of the init on that schedule, the others pair by pair
-    _, deps = model_and_dependences(func)
-    of_init = tuple(d for d in deps if old_init.name in (d.source.name, d.sink.name))
-    others = tuple(d for d in deps if old_init.name not in (d.source.name, d.sink.name))
-    violation = check_new_order(func, new_model.statements, others)
+    def touches_init(source, sink) -> bool:
+        return old_init.name in (source.name, sink.name)
+    of_init = dependences_where(func, touches_init, old_model)
+    violation = check_new_order(func, new_model.statements,
+                                keep=lambda source, sink: not touches_init(source, sink))
     if violation is not None:
         return violation
     moved_schedule = isl.Map.from_union_map(moved).apply_range(new_init.schedule)

@@ -11,12 +11,14 @@ onto the loops the combining block keeps, so it reads only those that exist.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.memo import register
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     BinaryOp,
@@ -192,36 +194,49 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
     params = f"[{', '.join(rename[v].name for v in outer)}] -> "
     loop_text = ", ".join(rename[lp.loop_var].name for lp in loops)
     s_names, r_names = names[:len(spatial)], names[len(spatial):]
-    mapping = isl.Map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : "
-                      f"{' and '.join(constraints) or 'true'} }}") \
-        .intersect_params(isl.Set(f"{params}{{ : {dims} }}"))
-    points = mapping.range()
-    instances = points.project_out(isl.dim_type.set, len(s_names), len(r_names))
-    reduce_box = " and ".join(box[len(s_names):]) or "true"
-    full = isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
-        .intersect(instances.flat_product(isl.Set(f"{params}{{ [{', '.join(r_names)}] }}")))
-    first_points = isl.Map(f"{params}{{ [{', '.join(s_names)}] -> [{', '.join(names)}] : "
-                           + " and ".join([f"{n} = {text(iv.dom.min)}"
-                                           for n, (iv, _) in zip(r_names, reduce)] or ["true"])
-                           + " }").intersect_domain(instances)
-    to_spatial = mapping.project_out(isl.dim_type.out, len(s_names), len(r_names))
-    problem = None
-    if not mapping.is_injective():
-        problem = "run some instances more than once (a many-to-one binding)"
-    elif not points.is_subset(isl.Set(f"{params}{{ [{', '.join(names)}] : "
-                                      f"{reduce_box} }}")):
-        problem = "run reduction instances outside the reduce domain"
-    elif not full.is_subset(points):
-        problem = "skip some points of the reduce domain (the init may never run)"
-    elif not to_spatial.reverse().lexmin().apply_range(mapping).is_equal(first_points):
-        problem = ("do not start each reduction at the first point of the reduce domain, "
-                   "where the init runs: the original runs its init after some updates")
+    first_text = " and ".join([f"{n} = {text(iv.dom.min)}"
+                               for n, (iv, _) in zip(r_names, reduce)] or ["true"])
+    problem = _runs_once_problem(params, loop_text, tuple(names), len(s_names),
+                                 " and ".join(constraints) or "true", dims,
+                                 " and ".join(box[len(s_names):]) or "true", first_text)
     if problem is not None:
         shown = ", ".join(f"{iv.var.name} = {v.script()}" for iv, v in reduce)
         raise refusal(primitive, f"the loops of block {block.name!r} ({shown}) {problem}; "
                       f"{primitive} needs the reduce variables bound one to one onto their "
                       f"domain, the first iteration at its first point (the init's), or the "
                       f"result would change", func, None, render)
+
+
+@register
+@functools.lru_cache(maxsize=1 << 10)
+def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spatial: int,
+                       constraints: str, dims: str, reduce_box: str,
+                       first_text: str) -> str | None:
+    """isl's part of `check_reduction_runs_once`, a function of its texts only (so
+    remembered by them): why the loops `[loop_text] -> [names]` (the first `spatial` names
+    the spatial iteration variables, the others the reduce ones) under `constraints` do not
+    run the reduction once per point of `reduce_box`, starting at `first_text`; None when
+    they do."""
+    s_names, r_names = names[:spatial], names[spatial:]
+    mapping = isl.Map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : {constraints} }}") \
+        .intersect_params(isl.Set(f"{params}{{ : {dims} }}"))
+    points = mapping.range()
+    instances = points.project_out(isl.dim_type.set, len(s_names), len(r_names))
+    full = isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
+        .intersect(instances.flat_product(isl.Set(f"{params}{{ [{', '.join(r_names)}] }}")))
+    first_points = isl.Map(f"{params}{{ [{', '.join(s_names)}] -> [{', '.join(names)}] : "
+                           f"{first_text} }}").intersect_domain(instances)
+    to_spatial = mapping.project_out(isl.dim_type.out, len(s_names), len(r_names))
+    if not mapping.is_injective():
+        return "run some instances more than once (a many-to-one binding)"
+    if not points.is_subset(isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}")):
+        return "run reduction instances outside the reduce domain"
+    if not full.is_subset(points):
+        return "skip some points of the reduce domain (the init may never run)"
+    if not to_spatial.reverse().lexmin().apply_range(mapping).is_equal(first_points):
+        return ("do not start each reduction at the first point of the reduce domain, "
+                "where the init runs: the original runs its init after some updates")
+    return None
 
 
 def _check_factor_axis(factor_axis, buffer: Buffer) -> int:

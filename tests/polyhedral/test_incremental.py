@@ -12,6 +12,7 @@ from sched.ir import For, collect
 from sched.polyhedral.dependences import (
     _dependences,
     carry_over_loop_kinds,
+    dependences_where,
     model_and_dependences,
     same_but_loop_kinds,
 )
@@ -85,3 +86,27 @@ def test_refused_steps_stay_refused_after_carried_analyses():
         assert "rfactor" in str(error)
     else:
         raise AssertionError("parallel over the reduce loop was accepted")
+
+
+def test_dependences_of_some_pairs_are_those_of_the_whole_analysis():
+    # dependences_where computes only the pairs asked for: each must be the dependence the
+    # whole analysis lists, in its order, and the pairs not asked for must not be computed
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((16,), lambda i: B[i] * 2.0, name="C")
+    k = te.reduce_axis((0, 16), name="k")
+    D = te.compute((1,), lambda i: te.sum(C[k], axis=k), name="D")
+    func = te.create_prim_func([A, D])
+    _dependences.cache_clear()
+    build_model.cache_clear()
+
+    def touches_c(source, sink):
+        return "C" in (source.block.name, sink.block.name)
+    some = dependences_where(func, touches_c)
+    assert _dependences.get(func) is None                      # the whole was not computed
+    assert _summary(some) == _summary(d for d in model_and_dependences(func)[1]
+                                      if touches_c(d.source, d.sink))
+    assert [(d.kind, d.source.name, d.sink.name) for d in dependences_where(func, touches_c)] \
+        == [(d.kind, d.source.name, d.sink.name) for d in some]
+    assert any(d.sink.block.name == "D" for d in some) and \
+        all(touches_c(d.source, d.sink) for d in some)
