@@ -55,6 +55,17 @@ def sched_kernels() -> dict:
 
 # -- the child, in TVM's venv -------------------------------------------------------------------
 
+def aligned(array: np.ndarray, alignment: int = 64) -> np.ndarray:
+    """A copy of `array` whose data starts on an `alignment`-byte boundary: TVM's tensors are
+    allocated so (and torch's CPU tensors are 64-byte aligned), numpy's usually only on 16, where
+    every 64-byte vector load crosses a cache line; both sides get aligned data."""
+    raw = np.empty(array.nbytes + alignment, np.uint8)
+    offset = -raw.ctypes.data % alignment
+    copy = raw[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
 def child(spec: dict, threads: int) -> dict:
     import ctypes
 
@@ -67,12 +78,12 @@ def child(spec: dict, threads: int) -> dict:
     target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": threads})
     dev = tvm.cpu()
     rng = np.random.default_rng(0)
-    a = rng.random((M, K), dtype=np.float32)
-    b = rng.random((K, N), dtype=np.float32)
-    x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+    a = aligned(rng.random((M, K), dtype=np.float32))
+    b = aligned(rng.random((K, N), dtype=np.float32))
+    x = aligned(rng.standard_normal((ROWS, COLS)).astype(np.float32))
     n, c, h, w, k, r = CONV
-    data = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    weight = rng.standard_normal((k, c, r, r)).astype(np.float32)
+    data = aligned(rng.standard_normal((n, c, h, w)).astype(np.float32))
+    weight = aligned(rng.standard_normal((k, c, r, r)).astype(np.float32))
 
     def np_softmax(v):
         e = np.exp(v - v.max(axis=1, keepdims=True))
@@ -101,7 +112,7 @@ def child(spec: dict, threads: int) -> dict:
         function = getattr(library, entry["function"])
         function.restype = None
         workload = entry["workload"]
-        out = np.full(shapes[workload], np.nan, np.float32)
+        out = aligned(np.full(shapes[workload], np.nan, np.float32))
         pointers = [ctypes.c_void_p(arr.ctypes.data) for arr in (*inputs[workload], out)]
         add(f"sched {name}", workload, lambda f=function, p=pointers: f(*p), out)
 
