@@ -21,6 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
     add_ratios,
+    aligned,
     alternate,
     child_threads,
     relative_error,
@@ -44,12 +45,12 @@ def child(threads: int) -> dict:
     from sched import hand_schedules
 
     rng = np.random.default_rng(0)
-    data = rng.standard_normal((N, C, H, W)).astype(np.float32)
-    weight = rng.standard_normal((K, C, R, R)).astype(np.float32)
+    data = aligned(rng.standard_normal((N, C, H, W)).astype(np.float32))
+    weight = aligned(rng.standard_normal((K, C, R, R)).astype(np.float32))
     expected = im2col_conv(data.astype(np.float64), weight.astype(np.float64))
     scheduled = hand_schedules.cpu_conv2d(N, C, H, W, K, R, padding=PADDING)
     kernel = sched.build(scheduled.func, target="c")
-    out = np.full(expected.shape, np.nan, np.float32)
+    out = aligned(np.full(expected.shape, np.nan, np.float32))
     kernel(data, weight, out)
     weight_matrix = weight.reshape(K, -1)
     columns = np.ascontiguousarray(

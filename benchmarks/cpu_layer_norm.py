@@ -19,6 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
     add_ratios,
+    aligned,
     alternate,
     child_threads,
     relative_error,
@@ -40,13 +41,13 @@ def child(threads: int) -> dict:
     from sched import hand_schedules
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+    x = aligned(rng.standard_normal((ROWS, COLS)).astype(np.float32))
     gamma = rng.standard_normal(COLS).astype(np.float32)
     beta = rng.standard_normal(COLS).astype(np.float32)
     expected = numpy_layer_norm(x.astype(np.float64), gamma, beta)
     scheduled = hand_schedules.cpu_layer_norm(ROWS, COLS)
     kernel = sched.build(scheduled.func, target="c")
-    out = np.full((ROWS, COLS), np.nan, np.float32)
+    out = aligned(np.full((ROWS, COLS), np.nan, np.float32))
     kernel(x, gamma, beta, out)
     errors = {"sched hand schedule": relative_error(out, expected),
               "numpy": relative_error(numpy_layer_norm(x, gamma, beta), expected)}

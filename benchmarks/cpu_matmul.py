@@ -22,6 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
     add_ratios,
+    aligned,
     alternate,
     child_threads,
     relative_error,
@@ -37,14 +38,14 @@ def child(threads: int) -> dict:
     from sched import hand_schedules
 
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((SIZE, SIZE)).astype(np.float32)
-    b = rng.standard_normal((SIZE, SIZE)).astype(np.float32)
+    a = aligned(rng.standard_normal((SIZE, SIZE)).astype(np.float32))
+    b = aligned(rng.standard_normal((SIZE, SIZE)).astype(np.float32))
     expected = a.astype(np.float64) @ b.astype(np.float64)
     scheduled = hand_schedules.cpu_matmul(SIZE, SIZE, SIZE)
     kernels = {"sched hand schedule": sched.build(scheduled.func, target="c")}
     checks, calls = {}, {}
     for name, kernel in kernels.items():
-        out = np.full((SIZE, SIZE), np.nan, np.float32)
+        out = aligned(np.full((SIZE, SIZE), np.nan, np.float32))
         kernel(a, b, out)
         checks[name] = relative_error(out, expected)
         calls[name] = lambda k=kernel, o=out: k(a, b, o)
@@ -58,7 +59,7 @@ def child(threads: int) -> dict:
     result = {"threads": threads, "variants": rows, "schedule_trace": str(scheduled.trace)}
     if threads == 1:
         naive = sched.build(hand_schedules._matmul_func(SIZE, SIZE, SIZE), target="c")
-        out = np.zeros((SIZE, SIZE), np.float32)
+        out = aligned(np.zeros((SIZE, SIZE), np.float32))
         timing = alternate({"unscheduled": lambda: naive(a, b, out)}, rounds=1, repeats=1,
                            warmup=0)["unscheduled"]
         result["scheduled_over_unscheduled"] = timing["median_s"] / rows[0]["median_s"]

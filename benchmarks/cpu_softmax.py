@@ -21,6 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.cpu_common import (  # noqa: E402
     add_ratios,
+    aligned,
     alternate,
     child_threads,
     relative_error,
@@ -40,7 +41,7 @@ def child(threads: int) -> dict:
     import sched
     from sched import hand_schedules
 
-    x = np.random.default_rng(0).standard_normal((ROWS, COLS)).astype(np.float32)
+    x = aligned(np.random.default_rng(0).standard_normal((ROWS, COLS)).astype(np.float32))
     expected = numpy_softmax(x.astype(np.float64))
     kernels = {}
     for store_exp in (False, True):
@@ -51,7 +52,7 @@ def child(threads: int) -> dict:
             sch.func, target="c", fast_math=True)
     calls, errors = {}, {}
     for name, kernel in kernels.items():
-        out = np.full((ROWS, COLS), np.nan, np.float32)
+        out = aligned(np.full((ROWS, COLS), np.nan, np.float32))
         kernel(x, out)
         errors[name] = relative_error(out, expected)
         calls[name] = lambda k=kernel, o=out: k(x, o)

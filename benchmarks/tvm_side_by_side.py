@@ -55,24 +55,16 @@ def sched_kernels() -> dict:
 
 # -- the child, in TVM's venv -------------------------------------------------------------------
 
-def aligned(array: np.ndarray, alignment: int = 64) -> np.ndarray:
-    """A copy of `array` whose data starts on an `alignment`-byte boundary: TVM's tensors are
-    allocated so (and torch's CPU tensors are 64-byte aligned), numpy's usually only on 16, where
-    every 64-byte vector load crosses a cache line; both sides get aligned data."""
-    raw = np.empty(array.nbytes + alignment, np.uint8)
-    offset = -raw.ctypes.data % alignment
-    copy = raw[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
-    copy[...] = array
-    return copy
-
-
 def child(spec: dict, threads: int) -> dict:
     import ctypes
 
     sys.path.insert(0, str(PEERS))
+    sys.path.insert(0, str(ROOT))
     import tvm
     import tvm_cpu as peer
     from tvm import te, topi
+
+    from benchmarks.cpu_common import aligned
 
     cpu = tvm.get_global_func("target.llvm_get_system_cpu")()       # as the peer script
     target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": threads})
