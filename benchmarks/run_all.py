@@ -9,7 +9,7 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 CPU = ["legality.py", "schedule_speed.py", "call_overhead.py", "cpu_matmul.py",
        "cpu_conv2d.py", "cpu_softmax.py", "cpu_layer_norm.py", "cpu_vector_math.py",
-       "cpu_threads.py", "cuda_compile.py"]
+       "cpu_threads.py", "cuda_compile.py", "tvm_side_by_side.py"]
 GPU = ["gpu_matmul.py", "gpu_rows.py"]
 
 
