@@ -31,18 +31,15 @@ TVM_COMMAND = ("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE [TVM_NUM_THREADS=1 
 
 
 def aligned(array, alignment: int = 64):
-    """A copy of numpy `array` whose data starts on an `alignment`-byte boundary. sched's vector
-    loads assume nothing about alignment, but on data that is only 16-byte aligned (numpy's
-    usual) every 64-byte load crosses a cache line: a row softmax took 1.9-2.0 ms of CPU time
-    where it took 1.3-1.5 ms on 64-byte-aligned data (Zen 5). torch's CPU tensors and TVM's
-    are 64-byte aligned; the benchmarks give sched and numpy the same aligned arrays."""
-    import numpy as np
+    """A copy of numpy `array` on an `alignment`-byte boundary (sched.autoscheduler's
+    `aligned_copy`, which the tuner measures on). sched's vector loads assume nothing about
+    alignment, but on numpy's usual 16-byte placement every 64-byte load crosses a cache line:
+    a row softmax took 1.9-2.0 ms of CPU time where it took 1.3-1.5 ms on 64-byte-aligned data
+    (Zen 5). torch's CPU tensors and TVM's are 64-byte aligned; the benchmarks give sched and
+    numpy the same aligned arrays."""
+    from sched.autoscheduler.measure.worker import aligned_copy
 
-    raw = np.empty(array.nbytes + alignment, np.uint8)
-    offset = -raw.ctypes.data % alignment
-    copy = raw[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
-    copy[...] = array
-    return copy
+    return aligned_copy(array, alignment)
 
 
 def isa_info() -> dict[str, object]:
