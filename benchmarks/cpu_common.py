@@ -36,10 +36,15 @@ def aligned(array, alignment: int = 64):
     alignment, but on numpy's usual 16-byte placement every 64-byte load crosses a cache line:
     a row softmax took 1.9-2.0 ms of CPU time where it took 1.3-1.5 ms on 64-byte-aligned data
     (Zen 5). torch's CPU tensors and TVM's are 64-byte aligned; the benchmarks give sched and
-    numpy the same aligned arrays."""
-    from sched.autoscheduler.measure.worker import aligned_copy
+    numpy the same aligned arrays. numpy only: tvm_side_by_side.py calls it in TVM's venv,
+    where sched does not import."""
+    import numpy as np
 
-    return aligned_copy(array, alignment)
+    raw = np.empty(array.nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
 
 
 def isa_info() -> dict[str, object]:
