@@ -27,8 +27,8 @@ from sched.lower.simplify_indices import simplify_indices
 from sched.lower.software_pipeline import check_software_pipelines, inject_software_pipelines
 from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
-from sched.lower.while_loops import check_while_loops
 from sched.lower.warp_layout import restore_warp_tiles
+from sched.lower.while_loops import check_while_loops
 from sched.lower.wmma_fragments import layout_wmma_fragments
 
 logger = logging.getLogger("sched.lower")
