@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator
 from sched.ir.nodes import WARP_SCOPE, Allocate, Buffer, BufferLoad, BufferStore, IntImm, PrimFunc
 
@@ -81,6 +82,14 @@ class _Tiles(IRMutator):
             return store
         buffer, indices = self._tile(store.buffer, store.indices)
         return BufferStore(buffer, store.value, indices)
+
+    def visit_Buffer(self, buffer: Buffer):
+        # a view of a 32x8 block's storage under another Buffer would keep the old order
+        if any(buffer.storage_name == t.storage_name and buffer != t for t in self.tiles):
+            raise ScheduleError("build", f"warp buffer '{buffer.name}' is a view of the "
+                                f"storage of a 32x8 warp buffer: only the mma intrinsics may "
+                                f"access a warp buffer; access it through the buffer itself")
+        return buffer
 
     def _tile(self, buffer: Buffer, indices: tuple):
         *lead, row, column = indices
