@@ -238,7 +238,10 @@ class TensorizePrimitives(ScheduleBase):
         init in both or neither (`decompose_reduction` first for an update-only intrinsic),
         the same body up to renaming, buffers of the same dtypes and scopes, and every access
         at the same offset from the corner of the block's region, whose extents are the
-        description buffers' shape. The first difference is refused, named.
+        description buffers' shape. An intrinsic with several forms
+        (`TensorIntrin.register_form`: the mma intrinsics over sched's 16x16 warp tiles and
+        over TVM's 32x8 layout) is matched form by form. The first difference is refused,
+        named (for each form).
 
         Arguments: `block_or_loop` a block or loop handle; `tensor_intrin` a registered name.
         Returns: None, as in TVM. Handles to the loops and blocks under the tensorized ones
