@@ -137,6 +137,13 @@ print("and it matches numpy on the C target")
 #    mma_store_16x16_f32_global; hand_schedules.gpu_matmul_mma is that schedule. The CUDA
 #    target emits inline PTX and gives each lane its part of every tile, in the registers the
 #    PTX ISA assigns it (sched/cuda/mma.py); cuda-emu runs that PTX by its reference semantics.
+#    A TVM schedule that first lays each warp buffer out in TVM's 32x8 register layout,
+#        sch.transform_layout(A_warp, ("write", 0), lambda i, j: (i // 16, j // 16,
+#            *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16)))   # sched.tensor_intrin.cuda
+#    tensorizes with the same names (each has a 32x8 form too) and builds to the same PTX
+#    (tests/cuda/test_mma_tvm_layout.py). The inner k loop can also double its warp operands,
+#    loading step k + 1 while multiplying step k: annotate it with software_pipeline_stage
+#    [0, 0, 1] (tests/cuda/test_register_pipeline.py).
 mma_sch = gpu_matmul_mma(M, N, K)
 c = np.zeros((M, N), np.float32)
 mma_kernel = sched.build(mma_sch.func, target="cuda-emu")

@@ -27,6 +27,7 @@ from sched.lower.simplify_indices import simplify_indices
 from sched.lower.software_pipeline import check_software_pipelines, inject_software_pipelines
 from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
+from sched.lower.warp_layout import restore_warp_tiles
 from sched.lower.while_loops import check_while_loops
 from sched.lower.wmma_fragments import layout_wmma_fragments
 
@@ -96,6 +97,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
         func = run(emulate_threads_in_order, func)
         func = run(partition_guarded_loops, func)
     else:
+        func = run(restore_warp_tiles, func)
         func = run(layout_wmma_fragments, func)
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)

@@ -85,7 +85,10 @@ class _HoistAllocations(IRMutator):
             dims = tuple(IntImm(self.block_extents[tag]) for tag in _THREAD_ORDER)
             buffer = dataclasses.replace(buffer, shape=dims + buffer.shape)
             self.expanded[node.buffer.name] = buffer
-        self.hoisted[-1].append(buffer)
+        # one allocation per buffer: a statement copied by a pipeline's prologue, steady
+        # state and epilogue allocates its buffer in each copy, with disjoint lifetimes
+        if buffer not in self.hoisted[-1]:
+            self.hoisted[-1].append(buffer)
         return self.visit(node.body)
 
     def visit_For(self, node: For):
@@ -260,17 +263,30 @@ class _MergeSiblings(IRMutator):
 
     def __init__(self, block: dict[str, int]) -> None:
         self.block = block
+        self.enclosing: list[str] = []    # the thread axes of the loops around the visit
+
+    def visit_For(self, node: For):
+        if not _is_thread_loop(node):
+            return self.visit_children(node)
+        self.enclosing.append(node.thread_tag)
+        try:
+            return self.visit_children(node)
+        finally:
+            self.enclosing.pop()
 
     def full_nest(self, loop: For) -> tuple[list[For], Stmt] | None:
+        """The nest completed with the block's axes that neither it nor the loops around it
+        have (a nest inside threadIdx.z/y loops, such as the sibling steps of a pipelined
+        loop of warp operations, gets threadIdx.x only)."""
         nest, body = _thread_nest(loop)
         by_tag = {inner.thread_tag: inner for inner in nest}
-        if len(by_tag) != len(nest):
+        if len(by_tag) != len(nest) or set(by_tag) & set(self.enclosing):
             return None
         full = []
         for tag in _THREAD_ORDER:
             if tag in by_tag:
                 full.append(by_tag[tag])
-            elif self.block[tag] > 1:
+            elif self.block[tag] > 1 and tag not in self.enclosing:
                 full.append(For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
                                 IntImm(self.block[tag]), "thread_binding", seq(), tag))
         return full, body

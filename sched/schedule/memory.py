@@ -189,15 +189,17 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
                           "write_buffer_index", "writes")
     _check_scope(storage_scope, primitive, 3)
     check_one_view(realize.block, buffer, primitive)
+    # blocks nested in the block (a blockized one's inner block) write through the cache too
+    inside = {b.name for b in collect(realize.block, Block)}
     writers = [b.name for b in blocks_accessing(func.body, buffer, "write")
-               if b.name != block_name]
+               if b.name not in inside]
     if writers:
         raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
                             f"too; cache_write needs the only block that writes it (cache "
                             f"before decompose_reduction, not after)")
     scope = scope_of(func, realize, primitive)
     readers = [b.name for b in blocks_accessing(scope.top, buffer, "read")
-               if b.name != block_name]
+               if b.name not in inside]
     if readers:
         raise ScheduleError(primitive, f"block(s) {', '.join(readers)} read {buffer.name!r} in "
                             f"the loop nest of block {block_name!r}, before the cache would be "

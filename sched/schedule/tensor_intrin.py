@@ -73,6 +73,7 @@ class TensorIntrin:
     with `TensorIntrin.get(name)`."""
 
     _registry: dict[str, TensorIntrin] = {}
+    _forms: dict[str, list[TensorIntrin]] = {}      # name -> its other forms (register_form)
 
     def __init__(self, desc: PrimFunc, impl: PrimFunc) -> None:
         for role, func in (("desc", desc), ("impl", impl)):
@@ -94,7 +95,26 @@ class TensorIntrin:
             raise ValueError(f"TensorIntrin.register: {name!r} is already registered; pass "
                              f"override=True to replace it")
         cls._registry[name] = cls(desc, impl)
+        cls._forms.pop(name, None)
         return cls._registry[name]
+
+    @classmethod
+    def register_form(cls, name: str, desc: PrimFunc, impl: PrimFunc) -> TensorIntrin:
+        """Give the registered intrinsic `name` another form: the same operation described
+        over another layout of its buffers (TVM's 32x8 warp-register layout of the mma
+        intrinsics, beside sched's 16x16 tiles). `tensorize(loop, name)` tries the registered
+        form, then each other form in turn, and uses the first that matches."""
+        if name not in cls._registry:
+            raise ValueError(f"TensorIntrin.register_form: {name!r} is not registered; "
+                             f"register it first (TensorIntrin.register)")
+        form = cls(desc, impl)
+        cls._forms.setdefault(name, []).append(form)
+        return form
+
+    @classmethod
+    def forms(cls, name: str) -> list[TensorIntrin]:
+        """The forms of `name`: the registered one first (ValueError when missing)."""
+        return [cls.get(name), *cls._forms.get(name, ())]
 
     @classmethod
     def get(cls, name: str, allow_missing: bool = False) -> TensorIntrin | None:

@@ -49,26 +49,46 @@ def tensorize(func: PrimFunc, target: str, is_loop: bool, intrin_name: str,
     """`func` with block `target` (or the loop `target`, blockized) computed by the intrinsic
     `intrin_name` (see Schedule.tensorize)."""
     try:
-        intrin = TensorIntrin.get(intrin_name)
+        forms = TensorIntrin.forms(intrin_name)
     except ValueError as error:
         raise ScheduleError(PRIMITIVE, str(error)) from None
     given = func
     func, block_name = blockize(func, target) if is_loop else (func, target)
     realize = find_block(func, block_name, PRIMITIVE)
     what = f"loop {target!r}" if is_loop else f"block {target!r}"
-    try:
-        bindings = match(intrin.pattern, realize.block)
-        missing = [b.name for b in intrin.desc.params if b not in bindings]
-        if missing:
-            raise Mismatch(f"the intrinsic's description never accesses {', '.join(missing)}, "
-                           f"so there is nothing to bind it to")
-    except Mismatch as mismatch:
+    mismatches = []
+    for intrin in forms:            # the registered form, then its other layouts
+        try:
+            bindings = _bind(intrin, realize.block)
+            break
+        except Mismatch as mismatch:
+            mismatches.append(mismatch)
+    else:
+        first = mismatches[0]
+        others = "".join(f" (its form over {_layout(form)}: {m.reason})"
+                         for form, m in zip(forms[1:], mismatches[1:]))
         raise refusal(PRIMITIVE, f"cannot tensorize {what} with {intrin_name!r}: "
-                      f"{mismatch.reason}", given, mismatch.loop or (target if is_loop else None),
-                      render) from None
+                      f"{first.reason}{others}", given,
+                      first.loop or (target if is_loop else None), render) from None
     places = {impl: bindings[desc] for desc, impl in zip(intrin.desc.params, intrin.impl.params)}
     block = _instantiate(func, realize.block, intrin.impl, places)
     return replace(func, realize, dataclasses.replace(realize, block=block))
+
+
+def _bind(intrin: TensorIntrin, block: Block) -> dict:
+    """Where the description's buffers lie in `block` (raises Mismatch)."""
+    bindings = match(intrin.pattern, block)
+    missing = [b.name for b in intrin.desc.params if b not in bindings]
+    if missing:
+        raise Mismatch(f"the intrinsic's description never accesses {', '.join(missing)}, "
+                       f"so there is nothing to bind it to")
+    return bindings
+
+
+def _layout(intrin: TensorIntrin) -> str:
+    """The shapes of a form's buffers, for a refusal: `32x8 warp, 16x16 global`."""
+    return ", ".join("x".join(str(d) for d in b.shape) + f" {b.scope}"
+                     for b in intrin.desc.params)
 
 
 def _instantiate(func: PrimFunc, block: Block, impl: PrimFunc,
@@ -218,7 +238,10 @@ class TensorizePrimitives(ScheduleBase):
         init in both or neither (`decompose_reduction` first for an update-only intrinsic),
         the same body up to renaming, buffers of the same dtypes and scopes, and every access
         at the same offset from the corner of the block's region, whose extents are the
-        description buffers' shape. The first difference is refused, named.
+        description buffers' shape. An intrinsic with several forms
+        (`TensorIntrin.register_form`: the mma intrinsics over sched's 16x16 warp tiles and
+        over TVM's 32x8 layout) is matched form by form. The first difference is refused,
+        named (for each form).
 
         Arguments: `block_or_loop` a block or loop handle; `tensor_intrin` a registered name.
         Returns: None, as in TVM. Handles to the loops and blocks under the tensorized ones

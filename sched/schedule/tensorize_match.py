@@ -12,9 +12,11 @@ in order:
    for one buffer of the block, of the same dtype and scope;
 4. every access, relative to the region of the block that holds it (its lowest corner), is the
    description's access: `C[v_i_0 * 4 + i_1, ...]` in the region `C[v_i_0 * 4:v_i_0 * 4 + 4,
-   ...]` is `C[i, ...]`, compared as affine forms of the loops; the region's extents are the
-   description buffer's shape (leading dimensions of extent 1 dropped). A variable of the
-   block over a single value counts as that value.
+   ...]` is `C[i, ...]`, compared as affine forms of the loops, or, where either side is only
+   quasi-affine (`W[4 * (i % 8) + j % 8 // 2, ...]`, a warp-register layout), by isl as
+   functions equal at every point of the loops' and the block's variables' ranges; the
+   region's extents are the description buffer's shape (leading dimensions of extent 1
+   dropped). A variable of the block over a single value counts as that value.
 
 Then each instance of the block computes, loop for loop, what the description computes on the
 sub-regions at those corners; `Binding` records where each description buffer lies. The first
@@ -42,6 +44,7 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.ir.simplify import simplify
+from sched.polyhedral.expr_equality import equal_on_box
 from sched.schedule.scope import loop_roles
 from sched.schedule.tensor_intrin import IntrinPattern, loop_nest
 
@@ -83,7 +86,7 @@ def match(pattern: IntrinPattern, block: Block) -> dict[Buffer, Binding]:
                        f"{'does not' if ours[1] is None else 'does'}"
                        + ("; sch.decompose_reduction(block, loop) first" if ours[1] is None
                           else ""))
-    comparator = _Comparator(block, {lp.loop_var for lp in loops})
+    comparator = _Comparator(block, {lp.loop_var: Range(lp.min, lp.extent) for lp in loops})
     for desc_part, block_part in zip(ours, theirs):
         if desc_part is not None:
             comparator.same(desc_part, block_part)
@@ -130,8 +133,8 @@ def _bound_body(realize: BlockRealize, renamed: dict[Var, Var]):
 class _Comparator:
     """Structural equality of a description's body with a block's, binding buffers."""
 
-    def __init__(self, block: Block, loop_vars: set[Var]) -> None:
-        self.block, self.loop_vars = block, loop_vars
+    def __init__(self, block: Block, loops: dict[Var, Range]) -> None:
+        self.block, self.loops = block, loops
         # a variable of the block over one value is that value (the region's corner, found by
         # polyhedral/, already says 0 where the access says v_i_0 * 4)
         self.fixed = {iv.var: iv.dom.min for iv in block.iter_vars
@@ -179,13 +182,26 @@ class _Comparator:
         binding = self._bind(ours.buffer, theirs.buffer)
         lead = len(theirs.indices) - len(ours.indices)
         for dim, (corner, index) in enumerate(zip(binding.corner, theirs.indices)):
-            relative = _difference(substitute(index, self.fixed), substitute(corner, self.fixed))
+            index, corner = substitute(index, self.fixed), substitute(corner, self.fixed)
+            relative = _difference(index, corner)
             expected = _linear(ours.indices[dim - lead]) if dim >= lead else {}
-            if relative is None or expected is None or relative != expected:
+            if relative is None or expected is None:
+                # quasi-affine (a warp-register layout's `4 * (i % 8) + j % 8 // 2`): the two
+                # must agree at every instance, which isl decides on the loops' and the
+                # block's variables' ranges
+                wanted = ours.indices[dim - lead] if dim >= lead else IntImm(0, index.dtype)
+                same = equal_on_box(index - corner, wanted, self._box())
+            else:
+                same = relative == expected
+            if not same:
                 raise Mismatch(f"block {self.block.name!r} accesses {theirs.buffer.name}"
                                f"[{_list(theirs.indices)}] in its region from "
                                f"[{_list(binding.corner)}], not as the intrinsic accesses "
                                f"{ours.buffer.name}[{_list(ours.indices)}]")
+
+    def _box(self) -> dict[Var, Range]:
+        """The ranges of the nest's loops and of the block's iteration variables."""
+        return {**{iv.var: iv.dom for iv in self.block.iter_vars}, **self.loops}
 
     def _bind(self, ours: Buffer, theirs: Buffer) -> Binding:
         found = self.bindings.get(ours)

@@ -22,9 +22,11 @@ and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's name
 - `mma_store_16x16_f32_global` (TVM: `mma_store_16x16_f32_global_`) /
   `mma_store_16x16_f32_shared`: an accumulator tile into memory.
 
-Unlike TVM, a warp buffer keeps the tile's logical layout in block IR (no `transform_layout`
-to TVM's 32x8 `shared_16x16_to_ldmatrix_32x8_layout` first): the lanes' layout is applied
-when the CUDA code is generated.
+A warp buffer may keep the tile's logical layout in block IR (sched's form: the lanes' layout
+is applied when the CUDA code is generated), or be laid out first, as TVM schedules do, with
+`transform_layout` to TVM's 32x8 `shared_16x16_to_ldmatrix_32x8_layout`: each mma intrinsic
+has a second form over that layout (sched/tensor_intrin/mma_layout.py), which tensorize tries
+when the first does not match.
 
 The implementation of each is its description's loop nest with the outer loop annotated
 `{"warp_intrinsic": "<nvcuda::wmma call>"}`: the C target (and the interpreter) run the loops,
@@ -222,3 +224,9 @@ MMA_store_16x16_f32_shared_INTRIN = "mma_store_16x16_f32_shared"
 
 for _name, (_desc, _impl) in INTRINSICS.items():
     TensorIntrin.register(_name, _desc, _impl)
+
+# TVM's 32x8 warp-register layout: a second form of the mma intrinsics (registered on import)
+from sched.tensor_intrin.mma_layout import (  # noqa: E402, F401
+    ldmatrix_32x8_to_shared_16x16_layout,
+    shared_16x16_to_ldmatrix_32x8_layout,
+)

@@ -223,10 +223,12 @@ def _two_buffer_impl():
     return te.create_prim_func([A, te.compute((8,), lambda i: A[i], name="B")])
 
 
-@pytest.mark.parametrize("name", TensorIntrin.names())
-def test_every_registered_implementation_computes_its_description(name):
-    # the contract tensorize relies on, checked with the reference interpreter
-    intrin = TensorIntrin.get(name)
+@pytest.mark.parametrize("name, form", [(name, form) for name in TensorIntrin.names()
+                                        for form in range(len(TensorIntrin.forms(name)))])
+def test_every_registered_implementation_computes_its_description(name, form):
+    # the contract tensorize relies on, checked with the reference interpreter (for each form
+    # of the intrinsic: TensorIntrin.register_form)
+    intrin = TensorIntrin.forms(name)[form]
     rng = np.random.default_rng(1)
     inputs = [rng.standard_normal([int(d.value) for d in b.shape]).astype(numpy_dtype(b.dtype))
               for b in intrin.desc.params]

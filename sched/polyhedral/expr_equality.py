@@ -1,0 +1,42 @@
+"""Whether two integer index expressions agree at every point of a box of their variables,
+decided by isl: used where an access is quasi-affine (`4 * (i % 8) + j % 8 // 2`, the lane of a
+warp-register layout) and a syntactic comparison of affine forms cannot see that two spellings
+are one function.
+
+    equal_on_box(a, b, {i: Range(0, 16), j: Range(0, 16)})   # True, False or None
+
+None when either expression is not quasi-affine (isl cannot read it) or a bound of the box is
+not a constant expression isl reads; variables missing from the box range over all integers.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.ir.functor import free_vars
+from sched.ir.nodes import Expr, Range, Var
+from sched.polyhedral.isl_expr import isl_name, to_isl
+
+
+def equal_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
+    """True when `a == b` for every integer point with each variable of `box` in its range
+    (`min <= v < min + extent`, the bounds may use other variables); False when some point
+    differs; None when isl cannot read `a`, `b` or a bound."""
+    left, right = to_isl(a), to_isl(b)
+    if left is None or right is None:
+        return None
+    names = set()
+    constraints = []
+    for var, extent in box.items():
+        low, size = to_isl(extent.min), to_isl(extent.extent)
+        if low is None or size is None:
+            return None
+        name = isl_name(var)
+        constraints.append(f"{low} <= {name} < ({low}) + ({size})")
+        names |= {isl_name(v) for v in (*free_vars(extent.min), *free_vars(extent.extent))}
+        names.add(name)
+    names |= {isl_name(v) for v in (*free_vars(a), *free_vars(b))}
+    differ = f"({left}) < ({right}) or ({left}) > ({right})"
+    where = " and ".join([*constraints, f"({differ})"])
+    points = isl.Set(f"{{ [{', '.join(sorted(names))}] : {where} }}")
+    return points.is_empty()

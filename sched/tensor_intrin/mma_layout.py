@@ -1,0 +1,144 @@
+"""TVM's 32x8 warp-register layout of the mma.sync m16n8k16 intrinsics, as a second form of
+each (TensorIntrin.register_form), so that a TVM schedule that lays its "warp" buffers out
+with `shared_16x16_to_ldmatrix_32x8_layout` before tensorizing carries over:
+
+    def index_map(i, j):
+        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
+    sch.transform_layout(A_warp, ("write", 0), index_map)
+    sch.transform_layout(C_warp, ("read", 0), index_map)
+    sch.tensorize(loop, "mma_ldmatrix_f16_a")          # matches the 32x8 form below
+
+Element (i, j) of a 16x16 tile is element (4 (i % 8) + (j % 8) / 2, 4 (j / 8) + 2 (i / 8) +
+j % 2) of its 32x8 block: row = the lane that holds it in an A operand or an accumulator,
+column = its place among the lane's 8 (PTX ISA, "Matrix Fragments for mma.m16n8k16"). The map
+is a bijection of [0, 16)^2 onto [0, 32) x [0, 8) (transform_layout proves it injective with
+isl; both sets have 256 points).
+
+The forms (TVM's descriptions; the buffers' first dims are the 32x8 blocks):
+
+- `mma_ldmatrix_f16_a` / `_b`: `W[map(i, j)] = S[i, j]` for a 16x16 fp16 shared tile S;
+- `mma_f16f16f32`: `C[map(i, j)] += float32(A[map(i, k)]) * float32(B[map(k, j)])`;
+- `mma_fill_16x16_f32`: `C[map(i, j)] = 0`;
+- `mma_store_16x16_f32_global_` (and `_global`, `_shared`): `D[i, j] = C[map(i, j)]`.
+
+TVM's `_trans` loads and `mma_f16f16f32_trans_*` keep a transposed operand (B as n x k) in
+the warp buffer; sched's CUDA code generator gives a warp buffer the roles A (m x k), B
+(k x n) and accumulator only, so those forms are not registered (a TVM `_trans` schedule is
+refused by tensorize with the mismatch; sched's own `_trans` loads read the transposed shared
+tile into the logical layout).
+
+Each implementation is its description with the outer loop annotated as the warp intrinsic
+(sched/tensor_intrin/cuda.py): the C target and the interpreter run the loops on the 32x8
+buffers as they are; for the CUDA target, sched/lower/warp_layout.py stores each 32x8 block
+back as the 16x16 tile it holds, which the mma code generator (sched/cuda/mma.py) emits.
+"""
+
+from __future__ import annotations
+
+from sched.ir.parser import parse
+from sched.lower.warp_layout import (  # noqa: F401  (TVM's names, exported here too)
+    ldmatrix_32x8_to_shared_16x16_layout,
+    shared_16x16_to_ldmatrix_32x8_layout,
+)
+from sched.lower.wmma_fragments import (
+    MMA_FILL,
+    MMA_STORE,
+    PTX_LDMATRIX_A,
+    PTX_LDMATRIX_B,
+    PTX_MMA,
+    WARP_INTRINSIC,
+)
+from sched.schedule.tensor_intrin import TensorIntrin
+
+
+def _place(i: str, j: str) -> str:
+    """`row, column` of element (i, j) in the 32x8 block, as script text."""
+    return f"4 * ({i} % 8) + {j} % 8 // 2, 4 * ({j} // 8) + {i} // 8 * 2 + {j} % 2"
+
+
+_LDMATRIX = """
+@T.prim_func
+def {name}(w: T.handle, s: T.handle):
+    S = T.match_buffer(s, (16, 16), "float16", offset_factor=16, scope="shared")
+    W = T.match_buffer(w, (32, 8), "float16", offset_factor=8, scope="warp")
+    with T.block("root"):
+        T.reads(S[0:16, 0:16])
+        T.writes(W[0:32, 0:8])
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("shared_warp"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    W[{ij}] = S[vi, vj]
+"""
+
+_MMA = """
+@T.prim_func
+def {name}(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (32, 8), "float16", offset_factor=8, scope="warp")
+    B = T.match_buffer(b, (32, 8), "float16", offset_factor=8, scope="warp")
+    C = T.match_buffer(c, (32, 8), "float32", offset_factor=8, scope="warp")
+    with T.block("root"):
+        T.reads(C[0:32, 0:8], A[0:32, 0:8], B[0:32, 0:8])
+        T.writes(C[0:32, 0:8])
+        for i in T.serial(16{annotation}):
+            for j, k in T.grid(16, 16):
+                with T.block("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    C[{ij}] = C[{ij}] + T.Cast("float32", A[{ik}]) \\
+                        * T.Cast("float32", B[{kj}])
+"""
+
+_FILL = """
+@T.prim_func
+def {name}(c: T.handle):
+    C = T.match_buffer(c, (32, 8), "float32", offset_factor=8, scope="warp")
+    with T.block("root"):
+        T.reads()
+        T.writes(C[0:32, 0:8])
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("C_warp"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[{ij}] = T.float32(0)
+"""
+
+_STORE = """
+@T.prim_func
+def {name}(a: T.handle, c: T.handle):
+    W = T.match_buffer(a, (32, 8), "float32", offset_factor=8, scope="warp")
+    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="{scope}")
+    with T.block("root"):
+        T.reads(W[0:32, 0:8])
+        T.writes(C[0:16, 0:16])
+        for i in T.serial(16{annotation}):
+            for j in range(16):
+                with T.block("C_warp"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = W[{ij}]
+"""
+
+_PLACES = {"ij": _place("vi", "vj"), "ik": _place("vi", "vk"), "kj": _place("vk", "vj")}
+
+
+def _form(template: str, name: str, call: str, **fields) -> tuple:
+    """(desc, impl) of the 32x8 form; the impl's outer loop is the warp intrinsic `call`."""
+    annotation = f', annotations={{"{WARP_INTRINSIC}": "{call}"}}'
+    return (parse(template.format(name=f"{name}_32x8_desc", annotation="", **_PLACES,
+                                  **fields)),
+            parse(template.format(name=f"{name}_32x8_impl", annotation=annotation, **_PLACES,
+                                  **fields)))
+
+
+FORMS = {
+    "mma_ldmatrix_f16_a": _form(_LDMATRIX, "mma_ldmatrix_f16_a", PTX_LDMATRIX_A),
+    "mma_ldmatrix_f16_b": _form(_LDMATRIX, "mma_ldmatrix_f16_b", PTX_LDMATRIX_B),
+    "mma_f16f16f32": _form(_MMA, "mma_f16f16f32", PTX_MMA),
+    "mma_fill_16x16_f32": _form(_FILL, "mma_fill_16x16_f32", MMA_FILL),
+}
+for _scope in ("global", "shared"):
+    FORMS[f"mma_store_16x16_f32_{_scope}"] = _form(_STORE, f"mma_store_16x16_f32_{_scope}",
+                                                   MMA_STORE, scope=_scope)
+FORMS["mma_store_16x16_f32_global_"] = FORMS["mma_store_16x16_f32_global"]
+
+for _name, (_desc, _impl) in FORMS.items():
+    TensorIntrin.register_form(_name, _desc, _impl)
