@@ -279,8 +279,11 @@ class _Verifier(IRVisitor):
         if node.predicate.dtype != "bool":
             self.fail(f"the predicate of block '{block.name}' must be bool")
         # the bindings and predicate decide the block's instances: what they load, the block
-        # declares in its reads (so the analyses see it), as its body would
-        self.blocks.append((block, set(self.defined)))
+        # declares in its reads (so the analyses see it), as its body would; the variables
+        # they use are those visible in the enclosing block (isolation of that block: a loop
+        # outside it is reached through its iteration variables)
+        self.blocks.append((block, set(self.blocks[-1][1]) if self.blocks else
+                            set(self.defined)))
         for value in (*node.iter_values, node.predicate):
             self.visit(value)
         self.blocks.pop()

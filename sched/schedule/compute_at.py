@@ -283,12 +283,54 @@ def move_under(func: PrimFunc, block: str, loop_name: str, preserve_unit_loops: 
     ranges = _iteration_ranges(func, realize, loop, here, reverse, primitive)
     _check_in_scope(func, loop, ranges, primitive)
     nest = _new_nest(func, realize, loop, ranges, preserve_unit_loops)
+    nest = _through_enclosing_block(func, loop, nest, block, primitive)
     new_func = _place(func, realize, loop_name, nest, exchanged, reverse, index)
     violation = _violation(func, new_func, block, loop, here, reverse)
     if violation is not None:
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
                              alternatives=alternatives())
     return new_func
+
+
+def _through_enclosing_block(func: PrimFunc, loop: For, nest: Stmt, block: str,
+                             primitive: str) -> Stmt:
+    """`nest` (the moved block's new loops and bindings, found in terms of every loop around
+    `loop`) using, for a loop outside the block that holds `loop`, that block's iteration
+    variable bound to it (`vo = x`: x becomes vo), as block isolation requires: a block's
+    bindings, predicate and loops inside another block see only that block's variables and
+    the loops inside it. Refused when such a loop has no iteration variable bound to it."""
+    path = path_to(func.body, loop) or []
+    holders = [i for i, node in enumerate(path) if isinstance(node, BlockRealize)]
+    if not holders:
+        return nest
+    holder = path[holders[-1]]
+    outside = {node.loop_var for node in path[:holders[-1]] if isinstance(node, For)}
+    mapping = {value: iv.var for iv, value in zip(holder.block.iter_vars, holder.iter_values)
+               if isinstance(value, Var) and value in outside}
+
+    def rewrite(stmt: Stmt) -> Stmt:
+        if isinstance(stmt, For):
+            return dataclasses.replace(stmt, min=substitute(stmt.min, mapping),
+                                       extent=substitute(stmt.extent, mapping),
+                                       body=rewrite(stmt.body))
+        values = tuple(substitute(v, mapping) for v in stmt.iter_values)
+        return dataclasses.replace(stmt, iter_values=values,
+                                   predicate=substitute(stmt.predicate, mapping))
+    nest = rewrite(nest)
+    used = set()
+    stmt = nest
+    while isinstance(stmt, For):
+        used |= set(free_vars(stmt.min)) | set(free_vars(stmt.extent))
+        stmt = stmt.body
+    used |= {v for value in (*stmt.iter_values, stmt.predicate) for v in free_vars(value)}
+    unbound = sorted(v.name for v in used & outside)
+    if unbound:
+        raise ScheduleError(primitive, f"under loop {loop.loop_var.name!r} block {block!r} "
+                            f"would depend on {', '.join(repr(n) for n in unbound)}, a loop "
+                            f"outside the block {holder.block.name!r} that holds it, which "
+                            f"binds no iteration variable to it as is; bind one "
+                            f"(T.axis.spatial(extent, loop)) or place the block elsewhere")
+    return nest
 
 
 def _carried_predicate(func: PrimFunc, realize: BlockRealize, values: list[Expr]):
