@@ -59,3 +59,18 @@ def test_a_racy_gpu_schedule_is_a_finding_on_the_c_target():
     wrong = marked(SCAN, "thread_binding", "threadIdx.x")
     with pytest.raises(Finding, match="SCHED_THREAD_ORDER=reverse"):
         check_c(program, wrong, expected, ["# loop bound to threadIdx.x by hand"])
+
+
+def test_values_are_compared_exactly_below_two_to_the_24():
+    import numpy as np
+
+    from tests.fuzz.check import same_values
+
+    small = np.array([1.0, -3.0, 7.0], np.float32)
+    assert same_values(small, small.copy())
+    assert not same_values(small, small + np.float32(1))
+    # past 2^24, float32 rounds: an FMA's last bits may differ, a wrong value may not
+    large = np.array([3.9546031e11, -1.7e10, 2.0], np.float32)
+    assert same_values(large, large * np.float32(1 + 2e-7))
+    assert not same_values(large, large * np.float32(1.01))
+    assert not same_values(large, np.where(np.arange(3) == 2, np.float32(np.nan), large))
