@@ -105,9 +105,14 @@ class _Pipeliner(IRMutator):
         self.params = params
 
     def visit_For(self, loop: For):
-        loop = self.visit_children(loop)
+        # outer loops first: an annotation counts the statements of the loop's body as
+        # written, where a pipelined loop inside is one statement (its own prologue and
+        # epilogue, made after, live in each copy of it); the stripped steady loop is not
+        # pipelined again
         plan = read_plan(loop)
-        return loop if plan is None else _pipeline(loop, plan, self.use_async, self.params)
+        if plan is None:
+            return self.visit_children(loop)
+        return self.visit(_pipeline(loop, plan, self.use_async, self.params))
 
 
 def _pipeline(loop: For, plan: PipelinePlan, use_async: bool, params: set[str]) -> Stmt:

@@ -351,6 +351,10 @@ class ScheduleBase:
         if new_func is not self._func and kind not in ("unroll", "annotate", "unannotate",
                                                         "storage_align"):
             self._check_nested_thread_axes(kind, new_func)
+        if new_func is not self._func and kind not in ("annotate", "unannotate"):
+            from sched.schedule.software_pipeline import check_pipelines_kept
+
+            check_pipelines_kept(self._func, new_func, kind)    # annotate checks its own
         if new_func is not self._func and kind != "storage_align":
             from sched.schedule.memory import check_storage_align
 

@@ -6,7 +6,8 @@ r"""Software-pipeline annotations on a loop, checked when they are set.
 body that many iterations behind, in that order, multi-buffering what a later stage reads
 (lower/software_pipeline.py). The shape of the annotations is checked as soon as one is set;
 the dependences (polyhedral/software_pipeline.py) once both the stages and the order are there,
-and again when the loop is lowered (a later step may change the body).
+and again after every later step that changes the loop (`check_pipelines_kept`: a split, a
+compute_at or an inlining in its body changes its statements), and when the loop is lowered.
 
 >>> from sched.hand_schedules.gpu import gpu_matmul
 >>> sch = gpu_matmul(64, 64, 64, block_tile=(32, 32))
@@ -24,7 +25,9 @@ sched.errors.ScheduleError: annotate: stages [1, 1, 0], order [0, 1, 2] of loop 
 
 from __future__ import annotations
 
-from sched.ir.nodes import PrimFunc
+from sched.errors import ScheduleError
+from sched.ir.functor import collect
+from sched.ir.nodes import For, PrimFunc
 from sched.polyhedral.software_pipeline import KEYS, ORDER, STAGE, pipeline_violation, read_plan
 from sched.polyhedral.violation import schedule_error
 from sched.schedule.state import find_loop
@@ -44,3 +47,28 @@ def check_pipeline_annotation(func: PrimFunc, loop_name: str, key: str, render: 
     violation = pipeline_violation(func, loop_name, plan)
     if violation is not None:
         raise schedule_error("annotate", violation, func, loop=loop_name, render=render)
+
+
+def check_pipelines_kept(func: PrimFunc, new_func: PrimFunc, primitive: str) -> None:
+    """Refuse step `primitive` (which made `new_func` from `func`) where it changed the body of
+    a software-pipelined loop so that its annotations no longer fit it (another number of
+    statements) or its stages would reorder what now depends. A loop whose subtree the step
+    left as it was (the same node) keeps its verdict: the pipeline reorders only the
+    statements inside it."""
+    before = {id(node) for node in collect(func.body, For)}
+    for loop in collect(new_func.body, For):
+        if id(loop) in before or not any(key in KEYS for key, _ in loop.annotations):
+            continue
+        name = loop.loop_var.name
+        undo = (f"unannotate it first (sch.unannotate(loop, {STAGE!r}) and "
+                f"{ORDER!r}) and annotate it again after this step")
+        try:
+            plan = read_plan(loop, primitive, require_stage=False)
+        except ScheduleError as error:
+            raise ScheduleError(primitive, f"loop {name!r} is software-pipelined and this step "
+                                f"changes its body: {error.reason}; or {undo}") from None
+        if plan is None or STAGE not in dict(loop.annotations):
+            continue
+        violation = pipeline_violation(new_func, name, plan)
+        if violation is not None:
+            raise schedule_error(primitive, violation, new_func, loop=name)
