@@ -142,6 +142,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024, help="matmul size")
     parser.add_argument("--time-budget", type=float, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", default="tune_cpu",
+                        help="results file name (several runs side by side)")
     args = parser.parse_args()
     table = workloads(args.size)
     results = []
@@ -151,7 +153,7 @@ def main() -> None:
         for row in results[-1]["variants"]:
             print(f"   {row['variant']:>14}: {row['median_s'] * 1e3:9.3f} ms  "
                   f"{row['gflops']:7.1f} GFLOP/s  {row['vs_tuned']:.2f}x tuned")
-    path = write_results("tune_cpu", cpu_name(), {"matmul_size": args.size,
+    path = write_results(args.name, cpu_name(), {"matmul_size": args.size,
                                                   "results": results})
     print(f"wrote {path}")
 
