@@ -103,8 +103,11 @@ def alternate(variants: dict[str, Callable[[], object]], rounds: int = 5, repeat
     Each round starts after a pause of `pause_s`: a thread pool that spins after its calls
     (OpenBLAS's, by default for about 2^28 cycles) would otherwise hold the cores while the
     next variant runs (sched's two-thread matmul measured 25 ms right after numpy, 12 ms
-    alone)."""
+    alone). `cpu_median_s` is the process's CPU time per call (all its threads): about twice
+    the wall time where two threads ran side by side, about equal where they shared a core
+    (another process held the other one)."""
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
     round_medians: dict[str, list[float]] = {name: [] for name in variants}
     for run in variants.values():
         for _ in range(warmup):
@@ -114,14 +117,16 @@ def alternate(variants: dict[str, Callable[[], object]], rounds: int = 5, repeat
             time.sleep(pause_s)
             times = []
             for _ in range(repeats):
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 run()
                 times.append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - cpu_start)
             samples[name] += times
             round_medians[name].append(statistics.median(times))
     return {name: {"median_s": statistics.median(times), "min_s": min(times),
                    "max_s": max(times), "calls": len(times),
-                   "median_of_round_medians_s": statistics.median(round_medians[name])}
+                   "median_of_round_medians_s": statistics.median(round_medians[name]),
+                   "cpu_median_s": statistics.median(cpu[name])}
             for name, times in samples.items()}
 
 
