@@ -157,15 +157,14 @@ def _lanes_innermost(sch, block, info: BlockInfo, vector_axis: int, lanes: int) 
     dim = _whole_index(write, var)
     if dim is not None and dim != len(write.region) - 1:
         sch.transform_layout(block, ("write", 0), _moved_last(write.buffer, dim, None))
-    reads = [(index, region) for index, region in enumerate(realize.block.reads)
-             if region.buffer.name != write.buffer.name]
-    for index, region in reads:
-        dim = _whole_index(region, var)
+    packed = [(region.buffer, _whole_index(region, var)) for region in realize.block.reads
+              if region.buffer.name != write.buffer.name]
+    for buffer, dim in packed:
         if dim is None:
             continue
-        copy = sch.cache_read(block, index, "global")
-        sch.transform_layout(block, ("read", index),
-                             _moved_last(region.buffer, dim, lanes))
+        copy = sch.cache_read(block, _read_index(sch, info.name, buffer.name), "global")
+        # the copy's own write names the new buffer, whatever the reads' order now is
+        sch.transform_layout(copy, ("write", 0), _moved_last(buffer, dim, lanes))
         sch.parallel(sch.get_loops(copy)[0])
 
 
