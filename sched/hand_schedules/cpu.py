@@ -137,7 +137,6 @@ def cpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
     qo, qi = sch.split(q, [None, col_tile])
     sch.reorder(n, ko, po, qo, rc, ry, rx, pi, qi, ki)
     tiles = sch.fuse(n, ko, po)
-    sch.parallel(tiles)
     local = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(local, qo)
     sch.transform_layout(block, ("write", 0), lambda n_, k_, p_, q_: (n_, p_, q_, k_))
@@ -149,6 +148,7 @@ def cpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
     sch.unroll(qi)
     sch.vectorize(ki)
     sch.vectorize(sch.get_loops(init)[-1])
+    sch.parallel(tiles)         # loop kinds last: each step after one re-checks that loop
     if padding and inline_padding:
         sch.compute_inline(sch.get_block("conv2d_pad"))
     elif padding:
