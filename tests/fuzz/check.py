@@ -66,7 +66,7 @@ sch = sched.Schedule(func, seed=0)
 def arrays():
     rng = np.random.default_rng(0)
     return [rng.integers(0, 4, s).astype(np.int32) if d == "int32" else
-            rng.integers(-3, 4, s).astype(np.float32) for s, d in zip({shapes!r}, {dtypes!r})]
+            rng.integers(-3, 4, s).astype(d) for s, d in zip({shapes!r}, {dtypes!r})]
 expected, got = arrays(), arrays()
 sched.interpret(func, *expected)
 sched.interpret(sch.func, *got, thread_order="forward")   # or reverse / shuffle, or:
