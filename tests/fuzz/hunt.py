@@ -82,6 +82,8 @@ def main() -> None:
                  f"{time.time() - start:.0f} s"]
         lines.append("steps: " + ", ".join(f"{k} {n}" for k, n in sorted(took.items())))
         lines += [f"  {n:5d}  {c}" for c, n in classes.most_common()]
+        lines += [f"  cuda-emu refused {n}: {c}"
+                  for c, n in check.CUDA_EMU_REFUSALS.most_common(6)]
         return "\n".join(lines)
 
     phases = [Phase.generate] + ([Phase.shrink] if args.match else [])
@@ -126,7 +128,6 @@ def main() -> None:
             log.write(f"\n### progress\n{summary()}\n")
             log.flush()
 
-    del check  # imported for its side effects on the path only
     try:
         run()
     except Finding as finding:
