@@ -404,6 +404,8 @@ class _Reorder(IRMutator):
         self.order = order
         self.seed = seed
         self.count = 0
+        self.nests = 0       # names each nest's loop variable: a nest may hold another nest,
+        #                      so the names differ in every order (count moves in shuffles only)
 
     def permutation(self, index: Expr, extent: Expr) -> Expr:
         """`index` in [0, extent) mapped to its place in the order."""
@@ -432,7 +434,8 @@ class _Reorder(IRMutator):
         nest, body = _thread_nest(node)
         body = self.visit(body)
         total = math.prod(loop.extent.value for loop in nest)
-        flat = Var(f"sched_threads_{self.count}", "int32")
+        self.nests += 1
+        flat = Var(f"sched_threads_{self.nests}", "int32")
         place = self.permutation(flat, IntImm(total))
         mapping, stride = {}, total
         for loop in nest:

@@ -251,3 +251,48 @@ def _build(func, order):
     import sched
 
     return sched.build(func, target="c", thread_order=order, check_races=False)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_thread_nests_inside_thread_nests_get_their_own_variables(order):
+    # found by the tensor-core fuzzer: warps on threadIdx.z/y (extent 1) around fragments
+    # (a private copy per thread) and a shared tile fetched on threadIdx.x under them: the
+    # x nests run inside the z/y nest, and in reverse order both nests' loop variables were
+    # named sched_threads_0 (the inner one hid the outer one: not well formed)
+    from sched import compute as te
+    from sched.schedule import Schedule
+
+    A = te.placeholder((16, 16), "float16", name="A")
+    B = te.placeholder((16, 16), "float16", name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((16, 16), lambda i, j: te.sum(te.cast(A[i, k], "float32")
+                                                 * te.cast(B[k, j], "float32"), axis=k),
+                   name="C")
+    sch = Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    bi, wi, ii = sch.split(i, [None, 1, 8])
+    bj, wj, jj = sch.split(j, [None, 1, 8])
+    ko, ki, kk = sch.split(r, [None, 1, 8])
+    sch.reorder(bi, bj, wi, wj, ko, ki, ii, jj, kk)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.bind(wi, "threadIdx.z")
+    sch.bind(wj, "threadIdx.y")
+    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(accumulator, wj)
+    for index, scope in ((1, "wmma.matrix_a"), (2, "wmma.matrix_b")):
+        shared = sch.cache_read(block, index, "shared")
+        fragment = sch.cache_read(block, index, scope)
+        sch.compute_at(fragment, ki)
+        sch.compute_at(shared, ko)
+        fused = sch.fuse(*sch.get_loops(shared)[-2:])
+        _, tz, ty, tx = sch.split(fused, [None, 1, 1, 32])
+        sch.bind(tz, "threadIdx.z")
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-3, 4, (16, 16)).astype(np.float16) for _ in range(2))
+    c = np.zeros((16, 16), np.float32)
+    build_c(sch.func, thread_order=order)(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))

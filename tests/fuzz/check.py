@@ -6,7 +6,9 @@ the interpreter with its concurrent loops forward, reversed and shuffled, and bu
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 
 import numpy as np
 
@@ -66,7 +68,7 @@ sch = sched.Schedule(func, seed=0)
 def arrays():
     rng = np.random.default_rng(0)
     return [rng.integers(0, 4, s).astype(np.int32) if d == "int32" else
-            rng.integers(-3, 4, s).astype(np.float32) for s, d in zip({shapes!r}, {dtypes!r})]
+            rng.integers(-3, 4, s).astype(d) for s, d in zip({shapes!r}, {dtypes!r})]
 expected, got = arrays(), arrays()
 sched.interpret(func, *expected)
 sched.interpret(sch.func, *got, thread_order="forward")   # or reverse / shuffle, or:
@@ -92,6 +94,9 @@ def check_round_trip(program: Program, func, log) -> None:
                                  f"to another function:\n{text}\n--- reparsed ---\n"
                                  f"{back.script()}"))
 
+
+# why cuda-emu did not run a GPU schedule (hunt.py prints the most common)
+CUDA_EMU_REFUSALS: collections.Counter = collections.Counter()
 
 EXACT_FLOAT32 = 2 ** 24      # integers up to here are exact in float32: any order of sums agrees
 
@@ -200,13 +205,16 @@ def check_cuda_emu(program: Program, func, expected, log) -> bool:
     judges those); a crash or a wrong value is. Returns whether it ran."""
     if not any(isinstance(node, For) and node.kind == "thread_binding"
                for node in collect(func.body, For)):
+        CUDA_EMU_REFUSALS["(no thread binding)"] += 1
         return False
     got = program.arrays(0)
     if in_progress(func):
+        CUDA_EMU_REFUSALS["(in progress: a redundant update outside threadIdx)"] += 1
         return False
     try:
         kernel = sched.build(func, target="cuda-emu", check_races=False)
-    except (sched.BuildError, sched.ScheduleError, BuildOutOfBounds):
+    except (sched.BuildError, sched.ScheduleError, BuildOutOfBounds) as error:
+        CUDA_EMU_REFUSALS[re.sub(r"'[^']*'|\b\d+\b", "..", str(error))[:90]] += 1
         return False
     except Exception as error:     # noqa: BLE001 - a crash of the build is a finding
         raise Finding(reproducer(program, log, f"cuda-emu build crashes: "

@@ -5,6 +5,8 @@ its first reproducers written to a log (no shrinking: reduce a class afterwards)
     python -m tests.fuzz.hunt --match "IndexError"      # shrink the first such finding
     python -m tests.fuzz.hunt --sketches                # the autoscheduler's sketches instead
                                                         # of random steps (test_fuzz_sketches)
+    python -m tests.fuzz.hunt --tensor-cores            # fp16 matmuls and the tensor-core
+                                                        # recipe (test_fuzz_tensorize)
 
 `--all` includes the known holes. Prints a summary of classes and counts at the end (and to the
 log every 100 examples).
@@ -43,6 +45,9 @@ def main() -> None:
     parser.add_argument("--sketches", action="store_true",
                         help="schedule with a random sample of the autoscheduler's sketches "
                              "(test_fuzz_sketches.py) instead of random steps")
+    parser.add_argument("--tensor-cores", action="store_true",
+                        help="fp16 matmuls scheduled by the tensor-core recipe "
+                             "(steps_tensor_core.py) instead of random programs and steps")
     parser.add_argument("--match", default=None,
                         help="shrink: stop at the first finding whose text matches this regex "
                              "and print its smallest reproducer")
@@ -53,8 +58,16 @@ def main() -> None:
     from tests.fuzz import check
     from tests.fuzz.check import Finding, check_c, check_cuda_emu, check_interpreted, oracle
     from tests.fuzz.programs import programs
+    from tests.fuzz.steps_tensor_core import tensor_core_programs
     from tests.fuzz.test_fuzz_schedules import schedule
     from tests.fuzz.test_fuzz_sketches import sketch_schedule
+    from tests.fuzz.test_fuzz_tensorize import tensor_core_schedule
+
+    if args.tensor_cores:
+        draw_program, draw_schedule = tensor_core_programs(), tensor_core_schedule
+    else:
+        draw_program = programs()
+        draw_schedule = sketch_schedule if args.sketches else schedule
 
     classes: collections.Counter = collections.Counter()
     counts = collections.Counter()
@@ -69,13 +82,15 @@ def main() -> None:
                  f"{time.time() - start:.0f} s"]
         lines.append("steps: " + ", ".join(f"{k} {n}" for k, n in sorted(took.items())))
         lines += [f"  {n:5d}  {c}" for c, n in classes.most_common()]
+        lines += [f"  cuda-emu refused {n}: {c}"
+                  for c, n in check.CUDA_EMU_REFUSALS.most_common(6)]
         return "\n".join(lines)
 
     phases = [Phase.generate] + ([Phase.shrink] if args.match else [])
 
     @settings(max_examples=args.examples, deadline=None, phases=phases,
               suppress_health_check=list(HealthCheck), database=None)
-    @given(program=programs(), data=st.data())
+    @given(program=draw_program, data=st.data())
     def run(program, data):
         counts["examples"] += 1
         expected = oracle(program)
@@ -84,7 +99,7 @@ def main() -> None:
             return
         steps: list[str] = []
         try:
-            sch = (sketch_schedule if args.sketches else schedule)(program, data, steps)
+            sch = draw_schedule(program, data, steps)
             for step in steps:
                 kind = re.search(r"sch\.(\w+)\(", step)
                 if kind is not None:
@@ -113,7 +128,6 @@ def main() -> None:
             log.write(f"\n### progress\n{summary()}\n")
             log.flush()
 
-    del check  # imported for its side effects on the path only
     try:
         run()
     except Finding as finding:

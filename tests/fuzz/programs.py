@@ -9,7 +9,9 @@ allocated at the root). Each stage is one loop nest with one block, of a kind:
   `scan`: `X[v] = X[v - 1] + f(reads)` (guarded at 0);
 - `reduce`: `X[v] = X[v] + g(reads, vk)` with an init (sometimes one that reads the old value),
   an associative op (`+` or `max`); `reduce_other`: its update also reads another element of
-  its own output (`X[v] = X[v] + X[(v + 1) % n] * ...`, an ordinary dependence).
+  its own output (`X[v] = X[v] + X[(v + 1) % n] * ...`, an ordinary dependence);
+- `pad`: `P[v] = T.if_then_else(cond, X[v - c], pad)` (a padded copy) followed by a `reduce`
+  that reads P.
 
 Reads index with `v`, `v +- c` (guarded with `T.if_then_else`), `(v + c) % n`, `v // 2`,
 `n - 1 - v`, another iteration variable, an index loaded from an int buffer
@@ -76,8 +78,8 @@ class Program:
     index_buffers: set[str] = field(default_factory=set)   # int32 buffers holding indices 0..3
 
     def arrays(self, seed: int) -> list[np.ndarray]:
-        """Arguments for a run: small integers in float32, int32 data in -9..9, index buffers
-        0..3."""
+        """Arguments for a run: small integers in float32 (or the buffer's float dtype), int32
+        data in -9..9, index buffers 0..3."""
         rng = np.random.default_rng(seed)
         arrays = []
         for buffer in self.func.buffers:
@@ -88,7 +90,7 @@ class Program:
             elif buffer.dtype == "int32":
                 arrays.append(rng.integers(-9, 10, shape).astype(np.int32))
             else:
-                arrays.append(rng.integers(-3, 4, shape).astype(np.float32))
+                arrays.append(rng.integers(-3, 4, shape).astype(np.dtype(buffer.dtype)))
         return arrays
 
 
@@ -134,6 +136,7 @@ class _Builder:
         self.written: list[Buffer] = []             # buffers fully written or inputs
         self.index_buffer: Buffer | None = None
         self.views: dict[str, Buffer] = {}
+        self.prefer: Buffer | None = None           # the buffer the next read loads
 
     def use(self, feature: str) -> bool:
         """Draws whether to use `feature` (never a known hole), more often the stranger the
@@ -188,9 +191,12 @@ class _Builder:
         return var, None
 
     def read(self, iter_vars: list[IterVar], exclude: Buffer | None = None) -> Expr:
-        """A guarded load of a written buffer, indexed from `iter_vars`."""
+        """A guarded load of a written buffer (`self.prefer` first, once), indexed from
+        `iter_vars`."""
         candidates = [b for b in self.written if b is not exclude] or self.inputs
         buffer = self.draw(st.sampled_from(candidates))
+        if self.prefer is not None:
+            buffer, self.prefer = self.prefer, None
         variables = [iv.var for iv in iter_vars]
         spatial = [iv for iv in iter_vars]
         view = self.views.get(buffer.name)
@@ -280,7 +286,7 @@ class _Builder:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def stage(self) -> Stmt:
+    def stage(self, kind: str | None = None) -> Stmt:
         kinds = ["map", "map", "map", "reduce", "reduce"]
         if self.strangeness:
             if any(b not in self.inputs for b in self.written):
@@ -288,7 +294,7 @@ class _Builder:
                 kinds += ["overwrite"] if allowed("overwrite") else []
             kinds += ["scan"] if allowed("scan") else []
             kinds += ["reduce_other"] if allowed("reduce_other") else []
-        kind = self.draw(st.sampled_from(kinds))
+        kind = kind or self.draw(st.sampled_from(kinds))
         self.features.add(kind)
         name = self.names.pick(BLOCK_NAMES, self.odd)
         if kind in ("inplace", "overwrite"):
@@ -345,6 +351,45 @@ class _Builder:
                 self.views[out.name] = Buffer(out.name + "_flat", (self.n * self.m,),
                                               data=out.name)
         return stmt
+
+    def pad_stage(self) -> Stmt:
+        """`P[v] = T.if_then_else(cond, X[v - c], pad)`: a written buffer X shifted by c in each
+        dimension (some c nonzero), the condition keeping its index inside X, the pad a
+        constant or a function of the indices, into a fresh buffer P of X's shape (the shape
+        decompose_padding takes, and compute_inline of a padding); the next read loads P (the
+        caller makes the next stage a reduction: a padded convolution's shape)."""
+        self.features.add("pad")
+        source = self.draw(st.sampled_from(self.written))
+        fresh = allowed("alloc") and self.draw(st.integers(0, 3)) > 0
+        out = Buffer(self.names.pick(BUFFER_NAMES, self.odd), source.shape)
+        (self.allocs if fresh else self.outputs).append(out)
+        spatial = [IterVar(Var(self.names.pick(("vi", "vj", "v0", "a0", "vx"), self.odd)),
+                           Range(IntImm(0), dim)) for dim in out.shape]
+        shifts = [self.draw(st.sampled_from([0, 1, 2, -1])) for _ in spatial]
+        if not any(shifts):
+            shifts[0] = 1
+        indices, conditions = [], []
+        for iv, dim, c in zip(spatial, out.shape, shifts):
+            v = iv.var
+            if c > 0:
+                indices.append(v - c)
+                conditions.append(v >= c)
+            elif c < 0:
+                indices.append(v + (-c))
+                conditions.append(v < dim - (-c))
+            else:
+                indices.append(v)
+        pad = self.draw(st.sampled_from(["zero", "constant", "index"]))
+        pad_value = f32(0) if pad == "zero" else f32(self.draw(st.sampled_from([-2, 7]))) \
+            if pad == "constant" else Cast("float32", spatial[-1].var)
+        value = Select(logical_and(*conditions), BufferLoad(source, tuple(indices)), pad_value)
+        body: Stmt = BufferStore(out, value, tuple(iv.var for iv in spatial))
+        reads, writes = infer_block_regions(body, None, tuple(spatial))
+        block = Block(self.names.pick(BLOCK_NAMES, self.odd), tuple(spatial), reads, writes,
+                      body)
+        self.written.append(out)
+        self.prefer = out
+        return self.realize(block, spatial)
 
     def int_stage(self) -> Stmt:
         """`O[v] = int arithmetic on I` (floor `//` and `%` by constants of either sign, min,
@@ -439,7 +484,12 @@ def programs(draw) -> Program:
     if builder.use("indirect"):
         builder.index_buffer = Buffer(builder.names.pick(("Idx", "a0"), builder.odd), (IntImm(16),),
                                       "int32")
-    stages = [builder.stage() for _ in range(draw(st.integers(1, 4)))]
+    stages = []
+    for _ in range(draw(st.integers(1, 4))):
+        if allowed("pad") and draw(st.integers(0, 6)) == 0:
+            stages += [builder.pad_stage(), builder.stage("reduce")]
+        else:
+            stages.append(builder.stage())
     if builder.use("int_math"):
         stages.append(builder.int_stage())
     params = builder.inputs + ([builder.index_buffer] if builder.index_buffer else []) + \

@@ -17,7 +17,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 import sched
-from sched.ir import SeqStmt
+from sched.ir import BlockRealize, BufferStore, IntImm, Select, SeqStmt, collect, free_vars
 from sched.schedule.state import find_block, find_loop
 from sched.schedule.tensor_intrin import TensorIntrin
 from sched.script import T
@@ -39,21 +39,27 @@ ANNOTATIONS = (("pragma_auto_unroll_max_step", st.sampled_from([0, 4, 16, 512]))
                ("software_pipeline_async_stages", st.sampled_from([[0], [1], []])),
                ("note", st.sampled_from(["rows", "", "a\"b"])))
 DTYPES = ("float64", "float16", "float32", "int32", "int64", "int8")
+WIDER = {"float16": ("float32", "float64"), "float32": ("float64",), "int8": ("int32", "int64"),
+         "int32": ("int64",)}            # dtypes that hold every value of the key's
 CPU_INTRINSICS = ("dot_product_8_f32", "outer_product_4x16_f32")
 
 
-def _index_map_text(data, names: list[str], extents: list[int | None]) -> str:
+def _index_map_text(data, names: list[str], extents: list[int | None], valid: bool = False,
+                    used: list[str] | None = None) -> str:
     """A random index map over `names` as lambda text: mostly permutations, splits and fusions
     of the variables (injective), sometimes not (a variable dropped or repeated, a shift that
-    goes negative)."""
+    goes negative). `valid`: only the injective forms with no negative index (a permutation of
+    the variables, each kept, split, flipped or fused with the next), over `used` only (the
+    variables an access uses; default all)."""
     outputs: list[str] = []
-    order = data.draw(st.permutations(names))
+    order = data.draw(st.permutations([n for n in names if used is None or n in used]))
     skip: set[str] = set()
+    forms = ["v", "v", "split", "flip", "fuse"] if valid else \
+        ["v", "v", "v", "split", "flip", "shift", "fuse", "drop", "repeat", "const", "scale"]
     for k, name in enumerate(order):
         if name in skip:
             continue
-        form = data.draw(st.sampled_from(["v", "v", "v", "split", "flip", "shift", "fuse",
-                                          "drop", "repeat", "const", "scale"]))
+        form = data.draw(st.sampled_from(forms))
         extent = extents[names.index(name)]
         if form == "split":
             c = data.draw(st.sampled_from([2, 3, 4]))
@@ -104,10 +110,14 @@ def apply_extra_step(sch: sched.Schedule, data, log: list[str], step: str, name:
     """Draws the arguments of `step` (one of EXTRA_STEPS) for block `name` and applies it;
     appends the Python it ran to `log`. A step of two (a sample and its use) sets
     `checkpoint["func"]` between them."""
+    fitting = _fitting_blocks(sch.func, step)
+    if fitting and data.draw(st.integers(0, 3)):   # mostly a block the step can take
+        name = data.draw(st.sampled_from(fitting))
     block = sch.get_block(name)
     loops = sch.get_loops(block)
     b = f"sch.get_block({name!r})"
     realize = find_block(sch.func, name)
+    valid = data.draw(st.integers(0, 3)) > 0        # mostly valid arguments (see _fitting_blocks)
 
     def loop_text(loop) -> str:
         return f"sch.get_loops({b})[{loops.index(loop)}]"
@@ -196,11 +206,18 @@ def apply_extra_step(sch: sched.Schedule, data, log: list[str], step: str, name:
     elif step == "reindex":
         run(f"sch.reindex({b}, {_buffer_spec(data, realize)})")
     elif step in ("reindex_cache_read", "reindex_cache_write"):
-        names = [iv.var.name for iv in realize.block.iter_vars]
-        extents = [getattr(iv.dom.extent, "value", None) for iv in realize.block.iter_vars]
-        index = data.draw(st.integers(0, 1 if step.endswith("write") else 2))
+        iter_vars = realize.block.iter_vars
+        extents = [getattr(iv.dom.extent, "value", None) for iv in iter_vars]
+        regions = realize.block.writes if step.endswith("write") else realize.block.reads
+        if valid and regions:
+            index = data.draw(st.integers(0, len(regions) - 1))
+            accessed = {v for r in regions[index].region for v in free_vars(r.min)}
+            used = [f"v{k}" for k, iv in enumerate(iter_vars) if iv.var in accessed]
+        else:
+            index, used = data.draw(st.integers(0, 1 if step.endswith("write") else 2)), None
         storage = data.draw(st.sampled_from(["global", "shared", "local"]))
-        text = _index_map_text(data, [f"v{k}" for k in range(len(names))], extents)
+        text = _index_map_text(data, [f"v{k}" for k in range(len(iter_vars))], extents,
+                               valid, used)
         run(f"sch.{step}({b}, {index}, {storage!r}, {text})")
     elif step == "reorder_block_iter_var":
         n = len(realize.block.iter_vars)
@@ -217,12 +234,15 @@ def apply_extra_step(sch: sched.Schedule, data, log: list[str], step: str, name:
         spec = _buffer_spec(data, realize)
         buffers = {r.buffer.name: r.buffer for r in (*realize.block.reads,
                                                       *realize.block.writes)}
+        allocated = [n for n, buf in buffers.items() if _allocated(sch.func, buf)]
+        if valid and allocated:
+            spec = repr(data.draw(st.sampled_from(allocated)))
         buffer = buffers.get(eval(spec)) if not spec.startswith("(") else None  # noqa: S307
         if buffer is None and buffers:
             buffer = next(iter(buffers.values()))
         rank = len(buffer.shape) if buffer is not None else 1
         extents = [getattr(d, "value", None) for d in buffer.shape] if buffer else [None]
-        text = _index_map_text(data, [f"i{k}" for k in range(rank)], extents)
+        text = _index_map_text(data, [f"i{k}" for k in range(rank)], extents, valid)
         pad = data.draw(st.sampled_from(["", "", ", pad_value=0.0", ", pad_value=7.0"]))
         run(f"sch.transform_layout({b}, {spec}, {text}{pad})")
     elif step == "decompose_padding":
@@ -233,8 +253,40 @@ def apply_extra_step(sch: sched.Schedule, data, log: list[str], step: str, name:
         separators = data.draw(st.sampled_from(["[]", "None", "[1]"]))
         run(f"sch.set_axis_separator({b}, {_buffer_spec(data, realize)}, {separators})")
     elif step == "unsafe_set_dtype":
-        run(f"sch.unsafe_set_dtype({b}, {data.draw(st.integers(0, 1))}, "
-            f"{data.draw(st.sampled_from(DTYPES))!r})")
+        written = realize.block.writes[0].buffer if realize.block.writes else None
+        if valid and written is not None and written.dtype in WIDER:
+            index, dtype = 0, data.draw(st.sampled_from(WIDER[written.dtype]))
+        else:
+            index, dtype = data.draw(st.integers(0, 1)), data.draw(st.sampled_from(DTYPES))
+        run(f"sch.unsafe_set_dtype({b}, {index}, {dtype!r})")
+
+
+def _allocated(func, buffer) -> bool:
+    """Whether `buffer` is one the function allocates, of a constant shape."""
+    return buffer not in func.buffers and all(isinstance(d, IntImm) for d in buffer.shape)
+
+
+def _fitting_blocks(func, step: str) -> list[str]:
+    """The blocks `step` can take (drawn mostly, so that the step is taken often enough to
+    matter): for decompose_padding a block storing a T.if_then_else at its iteration
+    variables, for unsafe_set_dtype one writing an allocated buffer, for transform_layout one
+    accessing one; [] for the other steps (any block)."""
+    if step not in ("decompose_padding", "unsafe_set_dtype", "transform_layout"):
+        return []
+    names = []
+    for realize in collect(func.body, BlockRealize):
+        block = realize.block
+        if block.name == "root":
+            continue
+        if step == "decompose_padding":
+            fits = isinstance(block.body, BufferStore) and isinstance(block.body.value, Select)
+        elif step == "unsafe_set_dtype":
+            fits = bool(block.writes) and block.writes[0].buffer not in func.buffers
+        else:
+            fits = any(_allocated(func, r.buffer) for r in (*block.reads, *block.writes))
+        if fits:
+            names.append(block.name)
+    return names
 
 
 def _block_names(sch) -> list[str]:

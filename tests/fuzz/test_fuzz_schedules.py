@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 import sched
 from sched.errors import ScheduleError
+from sched.ir import For, collect
 from sched.ir.verify import verify
 from tests.fuzz.check import (
     Finding,
     check_c,
+    check_cuda_emu,
     check_interpreted,
     check_round_trip,
     oracle,
@@ -26,6 +28,7 @@ from tests.fuzz.check import (
 from tests.fuzz.profile import fuzz_settings
 from tests.fuzz.programs import programs
 from tests.fuzz.steps import apply_random_step
+from tests.fuzz.steps_gpu import apply_gpu_recipe
 from tests.fuzz.steps_more import sampling_steps
 
 
@@ -39,6 +42,9 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
     except Exception as error:     # noqa: BLE001
         raise Finding(reproducer(program, log, f"Schedule() crashes: "
                                  f"{type(error).__name__}: {error}")) from None
+    gpu = data.draw(st.sampled_from(["after", "no", "before"]))
+    if gpu == "before":
+        finish_for_the_gpu(program, sch, data, log)
     for _ in range(data.draw(st.integers(1, 8))):
         checkpoint = {"func": sch.func}
         try:
@@ -55,6 +61,8 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
         except Exception as error:     # noqa: BLE001
             raise Finding(reproducer(program, log, f"the last step crashes: "
                                      f"{type(error).__name__}: {error}")) from None
+    if gpu == "after" and not has_thread_bindings(sch.func):
+        finish_for_the_gpu(program, sch, data, log)
     sch = replay_with_other_decision(program, sch, data, log)
     try:
         verify(sch.func)
@@ -62,6 +70,25 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
         raise Finding(reproducer(program, log, f"the scheduled function fails the verifier: "
                                  f"{error}")) from None
     return sch
+
+
+def has_thread_bindings(func) -> bool:
+    return any(loop.kind == "thread_binding" for loop in collect(func.body, For))
+
+
+def finish_for_the_gpu(program, sch, data, log: list[str]) -> None:
+    """The GPU recipe (steps_gpu.py) on `sch`: random steps alone seldom make a schedule the
+    CUDA targets build (blocks and threads over every nest, one thread count per kernel), so
+    two thirds of the schedules get the recipe before or after their random steps, and cuda-emu
+    (check.py) runs on a good share of them."""
+    log.append("# the GPU recipe (tests/fuzz/steps_gpu.py)")
+    try:
+        apply_gpu_recipe(sch, data, log)
+    except Exception as error:     # noqa: BLE001 - a step must refuse, never crash
+        raise Finding(reproducer(program, log, f"the last step crashes: "
+                                 f"{type(error).__name__}: {error}")) from None
+    event("gpu recipe" + (" bound threads" if has_thread_bindings(sch.func) else ""))
+    check_round_trip(program, sch.func, log)
 
 
 def replay_with_other_decision(program, sch, data, log: list[str]) -> sched.Schedule:
@@ -117,6 +144,8 @@ def test_random_schedules_built_for_c_keep_the_result(program, data):
     sch = schedule(program, data, log)
     if sch is not None:
         check_c(program, sch.func, expected, log)
+        if check_cuda_emu(program, sch.func, expected, log):
+            event("ran on cuda-emu")
 
 
 @fuzz_settings(0.2)

@@ -6,7 +6,8 @@ primitive before and after (steps.py), checked against `sched.interpret` of the 
 
 The random-step fuzzer's programs (programs.py) almost never have an intrinsic's shape, so
 tensorize is refused there; here it is taken often, and what follows it sees the tensorized
-block.
+block. The tensor-core intrinsics (wmma, mma) get fp16 matmuls of 16x16x16 multiples and the
+tensor-core recipe (steps_tensor_core.py), checked on the C target and on cuda-emu too.
 """
 
 from __future__ import annotations
@@ -17,10 +18,19 @@ from hypothesis import strategies as st
 import sched
 from sched import compute as te
 from sched.errors import ScheduleError
-from tests.fuzz.check import Finding, check_c, check_interpreted, oracle, reproducer
+from tests.fuzz.check import (
+    Finding,
+    check_c,
+    check_cuda_emu,
+    check_interpreted,
+    check_round_trip,
+    oracle,
+    reproducer,
+)
 from tests.fuzz.profile import fuzz_settings
 from tests.fuzz.programs import Program
 from tests.fuzz.steps import apply_random_step
+from tests.fuzz.steps_tensor_core import apply_tensor_core_recipe, tensor_core_programs
 
 
 @st.composite
@@ -130,3 +140,47 @@ def test_tensorized_schedules_keep_the_result(case, data):
     if sch is not None:
         check_interpreted(program, sch.func, expected, log)
         check_c(program, sch.func, expected, log)
+
+
+def tensor_core_schedule(program: Program, data, log: list[str]):
+    """`program` (tensor_core_programs) scheduled by the tensor-core recipe, with random steps
+    after it now and then."""
+    sch = sched.Schedule(program.func, seed=0)
+    shape = tuple(b.shape[d].value for b, d in ((program.func.buffers[2], 0),
+                                                 (program.func.buffers[2], 1),
+                                                 (program.func.buffers[0], 1)))
+    try:
+        apply_tensor_core_recipe(sch, data, log, shape)
+        taken = sorted({str(i.inputs[1]) for i in sch.trace.instructions
+                        if i.kind == "tensorize"})
+        event(f"tensorized {len(taken)} kinds")
+        for _ in range(data.draw(st.sampled_from([0, 0, 1, 2]))):
+            checkpoint = {"func": sch.func}
+            try:
+                apply_random_step(sch, data, log, checkpoint)
+            except ScheduleError:
+                log[-1] = f"try:\n    {log[-1]}\nexcept ScheduleError:\n    pass   # refused"
+                if sch.func is not checkpoint["func"]:
+                    raise Finding("a refused step changed the function") from None
+    except Finding as finding:
+        raise Finding(reproducer(program, log, str(finding))) from None
+    except Exception as error:     # noqa: BLE001 - a step must refuse, never crash
+        raise Finding(reproducer(program, log, f"the last step crashes: "
+                                 f"{type(error).__name__}: {error}")) from None
+    check_round_trip(program, sch.func, log)
+    return sch
+
+
+@fuzz_settings(0.1)
+@given(program=tensor_core_programs(), data=st.data())
+def test_tensor_core_schedules_keep_the_result(program, data):
+    # fp16 matmuls scheduled for wmma / mma (steps_tensor_core.py): interpreted, built for C
+    # (the intrinsics' reference loops) and as the CUDA source on cuda-emu
+    expected = oracle(program)
+    assume(expected is not None)
+    log: list[str] = []
+    sch = tensor_core_schedule(program, data, log)
+    check_interpreted(program, sch.func, expected, log)
+    check_c(program, sch.func, expected, log)
+    if check_cuda_emu(program, sch.func, expected, log):
+        event("ran on cuda-emu")
