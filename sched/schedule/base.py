@@ -351,6 +351,10 @@ class ScheduleBase:
         if new_func is not self._func and kind not in ("unroll", "annotate", "unannotate",
                                                         "storage_align"):
             self._check_nested_thread_axes(kind, new_func)
+        if new_func is not self._func and kind != "tensorize":
+            from sched.schedule.tensorized import check_intrinsic_nests_kept
+
+            check_intrinsic_nests_kept(self._func, new_func, kind)
         if new_func is not self._func and kind not in ("annotate", "unannotate"):
             from sched.schedule.software_pipeline import check_pipelines_kept
 
