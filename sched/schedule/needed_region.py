@@ -194,8 +194,26 @@ def guards(value: Expr, low: Expr, extent: Expr, dom: Range, outer: list[For]) -
     first, end = (_linear(e, set()) for e in (dom.min, simplify(dom.min + dom.extent)))
     conditions = []
     if span is None or first is None or not _provably(_combine(span[0], first, -1)):
-        conditions.append(value >= dom.min)
+        if not _holds(value, ">=", dom.min, low, extent, outer):
+            conditions.append(value >= dom.min)
     last = None if span is None else _combine(span[1], _linear(extent, set()) or {}, 1)
     if last is None or end is None or not _provably(_combine(end, last, -1)):
-        conditions.append(value < simplify(dom.min + dom.extent))
+        end_expr = simplify(dom.min + dom.extent)
+        if not _holds(value, "<", end_expr, low, extent, outer):
+            conditions.append(value < end_expr)
     return conditions
+
+
+def _holds(value: Expr, relation: str, bound: Expr, low: Expr, extent: Expr,
+           outer: list[For]) -> bool:
+    """Whether isl proves `value <relation> bound` on the ranges of the `outer` loops and of
+    the new loop (`value` is `low` plus it, over [0, extent)): a quasi-affine `low` (the
+    `ty // 2`, `ty % 2` of a fused thread loop) is beyond the linear forms above."""
+    from sched.polyhedral.expr_equality import holds_on_box
+
+    box = {lp.loop_var: Range(lp.min, lp.extent) for lp in outer}
+    known = set(box) | set(free_vars(low))
+    for var in free_vars(value):
+        if var not in known:                  # the new loop's variable
+            box[var] = Range(IntImm(0, extent.dtype), extent)
+    return holds_on_box(value, relation, bound, box) is True
