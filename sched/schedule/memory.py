@@ -296,13 +296,19 @@ def check_storage_align(func: PrimFunc, primitive: str) -> None:
     a stride no padding reaches fails at the step, not at build. The Schedule checks again
     after every later step while some request stands (a step can change the compacted
     shape)."""
-    if not any(DIM_ALIGN in dict(b.annotations) for b in collect(func.body, Block)):
+    requested: dict[Buffer, set[int]] = {}
+    for block in collect(func.body, Block):
+        for index, axis, _, _ in dim_align_requests(block):
+            buffer = block.writes[index].buffer
+            requested.setdefault(buffer, set()).add(axis % buffer.ndim)
+    if all(_always_met(buffer, axes) for buffer, axes in requested.items()):
         return
     from sched.lower.align_storage import align_storage
     from sched.lower.compact_buffers import compact_buffers
     from sched.lower.plan_buffer_allocation import plan_buffer_allocation
 
-    compacted = compact_buffers(plan_buffer_allocation(func))
+    compacted = compact_buffers(plan_buffer_allocation(func),
+                                only={buffer.name for buffer in requested})
     try:
         align_storage(compacted)
     except ValueError as error:
@@ -311,6 +317,14 @@ def check_storage_align(func: PrimFunc, primitive: str) -> None:
                             f"dimensions after the axis, with a stride the padding can reach: "
                             f"move the cache under compute_at first, or choose another factor "
                             f"or offset") from None
+
+
+def _always_met(buffer: Buffer, axes: set[int]) -> bool:
+    """Whether align_storage meets requests on `axes` of `buffer` whatever compact_buffers
+    makes of its shape (the check need not compact it): every request is on the axis before
+    the innermost, whose stride is the innermost length m, and some m in [length, length +
+    factor) is `offset` modulo `factor`; compaction leaves a constant length constant."""
+    return axes == {buffer.ndim - 2} and isinstance(buffer.shape[-1], IntImm)
 
 
 def _int(value, default: int = -(2**62)) -> int:
