@@ -44,6 +44,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.cache_coverage import reads_unwritten, writes_whole_copy
+from sched.schedule.cache_placement import copy_place
 from sched.schedule.scope import (
     add_allocation,
     block_names,
@@ -167,17 +168,17 @@ def cache_read(func: PrimFunc, block_name: str, index: int, storage_scope: str
                             f"reading it; a read cache would not see its writes: use "
                             f"sch.cache_write({block_name}, ...) instead")
     scope = scope_of(func, realize, primitive)
-    writers = [b.name for b in blocks_accessing(scope.top, buffer, "write")]
-    if writers:
-        raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
-                            f"in the loop nest of block {block_name!r}, after the cache would be "
-                            f"filled; cache before placing them there (compute_at)")
+    writers = blocks_accessing(scope.top, buffer, "write")
+    # written in the consumer's loop nest: the copy goes after the writers (TVM's place)
+    anchor, box = copy_place(func, scope.top, realize, buffer, writers) if writers \
+        else (scope.top, None)
+    region = _region(func, block_name, buffer, "read") if box is None else box
     cache = _cache_buffer(func, buffer, storage_scope)
     name = fresh(cache.name, block_names(func))
-    copy = _copy_nest(func, name, buffer, cache, _region(func, block_name, buffer, "read"))
+    copy = _copy_nest(func, name, buffer, cache, region)
     consumer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
     new_func = add_allocation(func, scope.realize, cache)
-    return splice(new_func, scope.top, [copy, replace_in(scope.top, realize, consumer)]), name
+    return splice(new_func, anchor, [copy, replace_in(anchor, realize, consumer)]), name
 
 
 def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
@@ -346,8 +347,12 @@ class MemoryPrimitives(ScheduleBase):
         by a copy block of the same name, placed in the block's scope right before the loop
         nest that holds the block, over the box of the buffer the block reads.
 
-        Requires: `block` does not write the buffer, and no block writes it inside the loop
-        nest that holds `block` (the copy would miss those writes). Only `block` reads the
+        Requires: `block` does not write the buffer. Where blocks write it inside the loop
+        nest that holds `block` (a stage placed there by compute_at), the copy goes where TVM
+        puts it: right before the statement holding `block` in the innermost sequence that
+        holds the writers too, over the box `block` reads in one iteration of the loops around
+        it; refused when a writer is inside that statement (schedule/cache_placement.py).
+        Only `block` reads the
         cache; other readers keep reading the buffer. With `consumer_blocks` (TVM's option),
         the listed blocks read the cache instead (it holds the box they all read, and the copy
         goes before the first nest holding one of them): they must be in one scope, read the
