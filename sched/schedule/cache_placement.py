@@ -24,6 +24,7 @@ from sched.ir.nodes import (
     Block,
     BlockRealize,
     Buffer,
+    BufferLoad,
     For,
     IntImm,
     PrimFunc,
@@ -32,8 +33,10 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
+from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
 from sched.polyhedral.expr_equality import holds_on_box
+from sched.polyhedral.isl_expr import to_isl
 from sched.schedule.state import path_to
 
 PRIMITIVE = "cache_read"
@@ -70,7 +73,7 @@ def copy_place(func: PrimFunc, top: Stmt, consumer: BlockRealize, buffer: Buffer
                             f"next to block {consumer.block.name!r}, after the cache would be "
                             f"filled; cache before placing them there (compute_at)")
     loops = [node for node in consumer_path[:common] if isinstance(node, For)]
-    return anchor, _box(func, consumer, buffer, loops)
+    return anchor, _box(func, consumer, buffer, loops, anchor)
 
 
 def _clip(r: Range, dim) -> Range:
@@ -79,8 +82,8 @@ def _clip(r: Range, dim) -> Range:
     return clip(r, dim)
 
 
-def _box(func: PrimFunc, consumer: BlockRealize, buffer: Buffer,
-         loops: list[For]) -> tuple[Range, ...] | None:
+def _box(func: PrimFunc, consumer: BlockRealize, buffer: Buffer, loops: list[For],
+         anchor: Stmt) -> tuple[Range, ...] | None:
     """The box of `buffer` the consumer reads in one iteration of `loops` (and the loops
     outside them), where it is written in those loops' variables; None otherwise."""
     if not loops:
@@ -101,6 +104,11 @@ def _box(func: PrimFunc, consumer: BlockRealize, buffer: Buffer,
         box = found if box is None else _hull(box, found)
     if box is None:
         return None
+    if any(to_isl(r.min) is None or to_isl(r.extent) is None for r in box):
+        # isl wrote a bound piecewise (`T.if_then_else(ty <= 1, 0, 32)`), which the model
+        # of the copy's bindings cannot read: the program's own index at the loops' first
+        # iteration, where isl proves it the least (`ty // 2 * 32`)
+        box = _program_box(consumer, buffer, loops, anchor) or box
     allowed: set[Var] = {lp.loop_var for lp in loops} | set(func.symbolic_vars) | \
         {p for p in func.params if isinstance(p, Var)}
     named = {v for r in box for v in (*free_vars(r.min), *free_vars(r.extent))}
@@ -117,3 +125,70 @@ def _inside(r: Range, dim, ranges: dict) -> bool:
     zero = IntImm(0, r.min.dtype)
     return holds_on_box(r.min, ">=", zero, ranges) is True and \
         holds_on_box(r.min + r.extent, "<=", dim, ranges) is True
+
+
+def _program_box(consumer: BlockRealize, buffer: Buffer, loops: list[For],
+                 anchor: Stmt) -> tuple[Range, ...] | None:
+    """The box of `buffer` that the consumer's blocks read, over the loops inside it (and
+    inside `loops`' last), as the reads' own index expressions at those loops' first
+    iteration, each proven by isl the least over the box, with a constant extent; or None."""
+    from sched.ir.functor import substitute
+    from sched.schedule.inlining import block_accesses
+
+    fixed = {lp.loop_var: Range(lp.min, lp.extent) for lp in loops}
+    between = {node.loop_var: Range(node.min, node.extent)
+               for node in [*path_to(anchor, consumer)] if isinstance(node, For)}
+    indices: list[tuple] = []       # (index expressions in loop variables, relaxed loops)
+    for realize in collect(consumer, BlockRealize):
+        loads = [load for load in block_accesses(realize.block, BufferLoad)
+                 if load.buffer == buffer]
+        if not loads:
+            continue
+        path = [*path_to(consumer, realize), realize]
+        env: dict[Var, object] = {}
+        relaxed: dict[Var, Range] = dict(between)
+        for node in [consumer, *path[1:]] if path[0] is consumer else path:
+            if isinstance(node, For):
+                relaxed[node.loop_var] = Range(node.min, node.extent)
+            elif isinstance(node, BlockRealize):
+                env.update({iv.var: substitute(v, env) for iv, v in
+                            zip(node.block.iter_vars, node.iter_values)})
+        for load in loads:
+            indices.append(([substitute(i, env) for i in load.indices], relaxed))
+    if not indices:
+        return None
+    box = []
+    for dim in range(buffer.ndim):
+        found = None
+        for exprs, relaxed in indices:
+            expr = exprs[dim]
+            low = simplify(substitute(expr, {v: r.min for v, r in relaxed.items()}))
+            ranges = {**fixed, **relaxed}
+            extent = _constant_extent(expr, low, ranges)
+            if extent is None or holds_on_box(expr, ">=", low, ranges) is not True:
+                return None
+            candidate = Range(low, IntImm(extent, low.dtype))
+            if found is not None and candidate != found:
+                return None
+            found = candidate
+        box.append(found)
+    return tuple(box)
+
+
+def _constant_extent(expr, low, ranges: dict) -> int | None:
+    """The least c with `expr < low + c` on the box, when isl proves one below 2**20."""
+    high = 1
+    while high < 2 ** 20:
+        if holds_on_box(expr, "<", low + IntImm(high, low.dtype), ranges) is True:
+            break
+        high *= 2
+    else:
+        return None
+    lo = high // 2
+    while lo + 1 < high:          # the least c in (lo, high]
+        mid = (lo + high) // 2
+        if holds_on_box(expr, "<", low + IntImm(mid, low.dtype), ranges) is True:
+            high = mid
+        else:
+            lo = mid
+    return high
