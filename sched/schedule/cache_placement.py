@@ -33,7 +33,6 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
-from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
 from sched.polyhedral.expr_equality import holds_on_box
 from sched.polyhedral.isl_expr import to_isl
@@ -129,66 +128,28 @@ def _inside(r: Range, dim, ranges: dict) -> bool:
 
 def _program_box(consumer: BlockRealize, buffer: Buffer, loops: list[For],
                  anchor: Stmt) -> tuple[Range, ...] | None:
-    """The box of `buffer` that the consumer's blocks read, over the loops inside it (and
-    inside `loops`' last), as the reads' own index expressions at those loops' first
-    iteration, each proven by isl the least over the box, with a constant extent; or None."""
+    """program_box of the consumer's reads of `buffer` (its nested blocks' too), the loops
+    from `anchor` down relaxed, `loops` fixed."""
     from sched.ir.functor import substitute
     from sched.schedule.inlining import block_accesses
+    from sched.schedule.program_box import program_box
 
     fixed = {lp.loop_var: Range(lp.min, lp.extent) for lp in loops}
     between = {node.loop_var: Range(node.min, node.extent)
-               for node in [*path_to(anchor, consumer)] if isinstance(node, For)}
-    indices: list[tuple] = []       # (index expressions in loop variables, relaxed loops)
+               for node in path_to(anchor, consumer) if isinstance(node, For)}
+    accesses: list[tuple] = []
     for realize in collect(consumer, BlockRealize):
         loads = [load for load in block_accesses(realize.block, BufferLoad)
                  if load.buffer == buffer]
         if not loads:
             continue
-        path = [*path_to(consumer, realize), realize]
         env: dict[Var, object] = {}
         relaxed: dict[Var, Range] = dict(between)
-        for node in [consumer, *path[1:]] if path[0] is consumer else path:
+        for node in [*path_to(consumer, realize), realize]:
             if isinstance(node, For):
                 relaxed[node.loop_var] = Range(node.min, node.extent)
             elif isinstance(node, BlockRealize):
                 env.update({iv.var: substitute(v, env) for iv, v in
                             zip(node.block.iter_vars, node.iter_values)})
-        for load in loads:
-            indices.append(([substitute(i, env) for i in load.indices], relaxed))
-    if not indices:
-        return None
-    box = []
-    for dim in range(buffer.ndim):
-        found = None
-        for exprs, relaxed in indices:
-            expr = exprs[dim]
-            low = simplify(substitute(expr, {v: r.min for v, r in relaxed.items()}))
-            ranges = {**fixed, **relaxed}
-            extent = _constant_extent(expr, low, ranges)
-            if extent is None or holds_on_box(expr, ">=", low, ranges) is not True:
-                return None
-            candidate = Range(low, IntImm(extent, low.dtype))
-            if found is not None and candidate != found:
-                return None
-            found = candidate
-        box.append(found)
-    return tuple(box)
-
-
-def _constant_extent(expr, low, ranges: dict) -> int | None:
-    """The least c with `expr < low + c` on the box, when isl proves one below 2**20."""
-    high = 1
-    while high < 2 ** 20:
-        if holds_on_box(expr, "<", low + IntImm(high, low.dtype), ranges) is True:
-            break
-        high *= 2
-    else:
-        return None
-    lo = high // 2
-    while lo + 1 < high:          # the least c in (lo, high]
-        mid = (lo + high) // 2
-        if holds_on_box(expr, "<", low + IntImm(mid, low.dtype), ranges) is True:
-            high = mid
-        else:
-            lo = mid
-    return high
+        accesses += [([substitute(i, env) for i in load.indices], relaxed) for load in loads]
+    return program_box(accesses, fixed, buffer.ndim)

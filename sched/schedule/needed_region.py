@@ -26,6 +26,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
+from sched.polyhedral.isl_expr import to_isl
 from sched.schedule.inlining import block_accesses
 from sched.schedule.state import (
     enclosing_loops,
@@ -61,6 +62,10 @@ def exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
     except ValueError as error:
         raise ScheduleError("compute_at", f"{error}; there is no region to compute at "
                             f"loop {loop.loop_var.name!r}") from None
+    if any(to_isl(r.min) is None or to_isl(r.extent) is None for b in boxes for r in b):
+        # a bound isl wrote piecewise, which a binding cannot be: the program's own form
+        found = _program_form(func, loop, blocks, buffer, access, relax_threads)
+        boxes = [found] if found is not None else boxes
     box = list(boxes[0])
     for other in boxes[1:]:
         for d, (a, b) in enumerate(zip(box, other)):
@@ -69,6 +74,29 @@ def exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
                 high = binary("max", a.min + a.extent, b.min + b.extent)
                 box[d] = Range(low, simplify(high - low))
     return box
+
+
+def _program_form(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
+                  relax_threads: bool):
+    """program_box of the accesses of `blocks` to `buffer`: the loops inside `loop` (and
+    threadIdx loops when `relax_threads`) relaxed, the others fixed."""
+    from sched.schedule.program_box import program_box
+
+    accesses, fixed, ndim = [], {}, None
+    for realize in blocks:
+        around = enclosing_loops(func, realize)
+        position = next(i for i, lp in enumerate(around) if lp is loop)
+        relaxed = {lp.loop_var: Range(lp.min, lp.extent) for i, lp in enumerate(around)
+                   if i > position or (relax_threads and is_thread_loop(lp))}
+        fixed |= {lp.loop_var: Range(lp.min, lp.extent) for lp in around
+                  if lp.loop_var not in relaxed}
+        env = _bindings_through_blocks(func, realize)
+        kind = BufferLoad if access == "read" else BufferStore
+        for node in block_accesses(realize.block, kind):
+            if node.buffer.name == buffer:
+                ndim = len(node.indices)
+                accesses.append(([substitute(i, env) for i in node.indices], relaxed))
+    return None if ndim is None else program_box(accesses, fixed, ndim)
 
 
 # -- relaxed boxes: linear forms over the loops between ----------------------------------------

@@ -187,3 +187,21 @@ def test_tvm_mma_schedule_on_a_tvmscript_matmul_with_tvms_reads():
     c = np.zeros((M, N), np.float32)
     sched.build(scheduled.func, target="c")(a, b, c)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def one_block():
+    # blockIdx loops of extent 1 and one k step: isl writes the warp's tile bounds
+    # piecewise (ty <= 1 ? 0 : 32); the copies and moved blocks take the program's ty // 2
+    return mma_schedule(matmul_te(64, 64, 32), 16, "float16", [1, 1, 2, 2, 1], [1, 1, 2, 1, 2],
+                        [1, 2, 1], index_map, index_map, index_map, LDMATRIX_16x16_A_INTRIN,
+                        LDMATRIX_16x16_B_INTRIN, MMA_f16f16f32_INTRIN,
+                        MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_tvm_mma_schedule_on_one_thread_block(target, one_block):
+    a, b, expected = fp16_inputs(64, 64, 32)
+    c = np.zeros((64, 64), np.float32)
+    sched.build(one_block.func, target=target)(a, b, c)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
