@@ -56,11 +56,11 @@ k_0, k_1 = sch.split(k, factors=[None, 8])
 sch.reorder(k_0, i_1, j_1, k_1)
 show("a tiled matmul", sch)
 
-# 2. Caches. The block writes C (writes index 0) and reads C, A, B (reads 0, 1, 2: it reads C
-# to accumulate). Each cache starts at the root, over the whole box the block touches.
+# 2. Caches. The block writes C (writes index 0) and reads A, B, C (reads 0, 1, 2: its inputs
+# first, as in TVM, then C, which it reads to accumulate). Each cache starts at the root, over the whole box the block touches.
 C_local = sch.cache_write(block, 0, "local")
-A_shared = sch.cache_read(block, 1, "shared")
-B_global = sch.cache_read(block, 2, "global")
+A_shared = sch.cache_read(block, 0, "shared")
+B_global = sch.cache_read(block, 1, "global")
 show("cache_write C (local), cache_read A (shared), cache_read B (global)", sch)
 
 # 3. Place them: the write-back of C after each tile of C (reverse_compute_at, as it consumes
@@ -133,7 +133,7 @@ j_0, j_1 = sch.split(j, factors=[None, TILE_N])
 sch.reorder(j_0, i_0, k, i_1, j_1)
 C_local = sch.cache_write(block, 0, "local")
 sch.reverse_compute_at(C_local, i_0)
-B_packed = sch.cache_read(block, 2, "global")
+B_packed = sch.cache_read(block, 1, "global")
 sch.compute_at(B_packed, j_0)
 init = sch.decompose_reduction(block, k)
 sch.unroll(i_1)

@@ -48,7 +48,7 @@ sch.reverse_compute_at(local, tx)
 
 # 4. Shared memory: the A and B tiles of each K step, loaded by all threads of the block
 #    together. A shared buffer placed under thread loops covers what all the threads need.
-for index in (1, 2):
+for index in (0, 1):
     tile = sch.cache_read(C, index, "shared")
     sch.compute_at(tile, ko)
     fused = sch.fuse(*sch.get_loops(tile)[-2:])

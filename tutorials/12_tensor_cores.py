@@ -55,7 +55,7 @@ def tensor_core_schedule(store_intrinsic: bool = True) -> sched.Schedule:
     #    reread in between reads those values again. The dependence analysis proves that
     #    (RUNS_RULE in sched/polyhedral/runs.py), so the step is legal. Then every thread of the
     #    block copies a share of the tile (a cooperative fetch: 32 lanes on threadIdx.x).
-    for index, scope in ((1, "wmma.matrix_a"), (2, "wmma.matrix_b")):
+    for index, scope in ((0, "wmma.matrix_a"), (1, "wmma.matrix_b")):
         shared = sch.cache_read(block, index, "shared")
         fragment = sch.cache_read(block, index, scope)
         sch.compute_at(fragment, ki)

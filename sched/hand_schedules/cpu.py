@@ -51,7 +51,7 @@ def cpu_matmul(M: int, N: int, K: int, row_tile: int | None = None,
     sch.reorder(jo, io, k, ii, ji)
     local = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(local, io)
-    packed = sch.cache_read(block, 2, "global")
+    packed = sch.cache_read(block, 1, "global")
     sch.compute_at(packed, jo)
     init = sch.decompose_reduction(block, k)
     sch.unroll(ii)
@@ -140,8 +140,8 @@ def cpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
     local = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(local, qo)
     sch.transform_layout(block, ("write", 0), lambda n_, k_, p_, q_: (n_, p_, q_, k_))
-    sch.cache_read(block, 2, "global")     # reads: the output, the input, the weight
-    sch.transform_layout(block, ("read", 2), lambda k_, c_, r_, s_:
+    sch.cache_read(block, 1, "global")     # reads: the input, the weight, the output
+    sch.transform_layout(block, ("read", 1), lambda k_, c_, r_, s_:
                          (k_ // channel_tile, c_, r_, s_, k_ % channel_tile))
     init = sch.decompose_reduction(block, rc)
     sch.unroll(pi)

@@ -38,8 +38,8 @@ def _tile_matmul(sch: Schedule, block, block_tile, thread_tile, k_tile):
     sch.bind(tx, "threadIdx.x")
     local = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(local, tx)
-    _stage_in_shared(sch, block, 1, ko, threads, block_tile[0] * k_tile)
-    _stage_in_shared(sch, block, 2, ko, threads, k_tile * block_tile[1])
+    _stage_in_shared(sch, block, 0, ko, threads, block_tile[0] * k_tile)
+    _stage_in_shared(sch, block, 1, ko, threads, k_tile * block_tile[1])
     init = sch.decompose_reduction(block, ko)
     for loop in (ki, ii, ji, *sch.get_loops(init)[-2:], *sch.get_loops(local)[-2:]):
         sch.unroll(loop)        # constant indices keep the register tile in registers
@@ -280,7 +280,7 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
     accumulator = sch.cache_write(block, 0, scope_c)
     sch.reverse_compute_at(accumulator, wj)
     fragment_blocks = []
-    for index, scope in ((1, scope_a), (2, scope_b)):
+    for index, scope in ((0, scope_a), (1, scope_b)):
         shared = sch.cache_read(block, index, "shared")
         fragment = sch.cache_read(block, index, scope)
         sch.compute_at(fragment, ki)          # per warp, per 16 of k

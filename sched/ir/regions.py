@@ -86,7 +86,8 @@ def infer_block_regions(
 ) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
     """The (reads, writes) of a block whose init and body are given.
 
-    A reduction update such as `C[vi, vj] = C[vi, vj] + ...` reads its output too, and says so.
+    A reduction update such as `C[vi, vj] = C[vi, vj] + ...` reads its output too, and says so,
+    after its inputs: `T.reads(A[vi, vk], B[vk, vj], C[vi, vj])`.
     Buffers the block allocates itself are not part of its regions. `outer_vars` are variables
     that an index may use besides the iteration variables (symbolic dims).
     """
@@ -108,4 +109,10 @@ def infer_block_regions(
         for dim in buffer.shape:
             allowed |= set(free_vars(dim))
     skip = set(alloc_buffers)
-    return (_regions(loads, allowed, skip) + whole, _regions(stores, allowed, skip) + whole)
+    # the inputs first, in the order they appear, then what the block reads of a buffer it
+    # writes (a reduction's accumulated output): read index i names the i-th input, as in
+    # TVM's te.create_prim_func (which lists the inputs only), so TVM's
+    # `cache_read(block, 0, ...)` caches A of `C[i, j] += A[i, k] * B[k, j]`
+    written = {buffer for buffer, _ in stores}
+    reads = sorted(_regions(loads, allowed, skip), key=lambda r: r.buffer in written)
+    return (tuple(reads) + whole, _regions(stores, allowed, skip) + whole)

@@ -213,7 +213,7 @@ class _Rebase(IRMutator):
         return BufferStore(store.buffer, store.value, self.rebase(store.indices))
 
 
-def compact_buffers(func: PrimFunc) -> PrimFunc:
+def compact_buffers(func: PrimFunc, only: set[str] | None = None) -> PrimFunc:
     """`func` with each allocated buffer as small as one execution of its allocation needs.
 
     Takes block IR. For a buffer allocated by a block or an `Allocate` under loops L, each
@@ -222,12 +222,14 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     smallest index touched in the current iteration of L, is written in the accessing block's
     iteration variables. Dimensions, or buffers, where that is not possible (a non-affine
     access, an offset the block's variables do not determine) keep their size; parameters
-    are unchanged.
+    are unchanged. `only`: the names of the buffers to compact (all when None; a schedule
+    step's check of storage_align asks for the aligned ones).
 
     Later passes may rely on: every access stays within the (new) shape; allocations do not
     move; blocks keep using only their own iteration variables.
     """
-    allocations = _allocations(func)
+    allocations = [(buffer, loops) for buffer, loops in _allocations(func)
+                   if only is None or buffer.name in only]
     if not allocations:
         return func
     model = build_model(func)

@@ -40,3 +40,25 @@ def equal_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
     where = " and ".join([*constraints, f"({differ})"])
     points = isl.Set(f"{{ [{', '.join(sorted(names))}] : {where} }}")
     return points.is_empty()
+
+
+def holds_on_box(left: Expr, relation: str, right: Expr, box: dict[Var, Range]) -> bool | None:
+    """True when `left <relation> right` (one of `<`, `<=`, `>`, `>=`) at every integer point
+    of `box` (as in equal_on_box), False when it fails at some point, None when isl cannot
+    read an expression or a bound. A guard that holds on the loops' ranges (`ty // 2 * 32 +
+    ax0 < 128` under `ty in [0, 4)`, `ax0 in [0, 32)`) need not be written."""
+    negation = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[relation]
+    low, high = to_isl(left), to_isl(right)
+    if low is None or high is None:
+        return None
+    names = {isl_name(v) for v in (*free_vars(left), *free_vars(right))}
+    constraints = []
+    for var, extent in box.items():
+        start, size = to_isl(extent.min), to_isl(extent.extent)
+        if start is None or size is None:
+            return None
+        constraints.append(f"{start} <= {isl_name(var)} < ({start}) + ({size})")
+        names |= {isl_name(v) for v in (*free_vars(extent.min), *free_vars(extent.extent))}
+        names.add(isl_name(var))
+    where = " and ".join([*constraints, f"({low}) {negation} ({high})"])
+    return isl.Set(f"{{ [{', '.join(sorted(names))}] : {where} }}").is_empty()

@@ -63,7 +63,7 @@ class BlockIterPrimitives(ScheduleBase):
                 for i, k in T.grid(4, 6):
                     with T.block("B"):
                         v_k, v_i = T.axis.remap("RS", [k, i])
-                        T.reads(B[v_i], A[v_i, v_k])
+                        T.reads(A[v_i, v_k], B[v_i])
                         T.writes(B[v_i])
                         with T.init():
                             B[v_i] = T.float32(0.0)

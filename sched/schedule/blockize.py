@@ -111,12 +111,36 @@ def _regions(func: PrimFunc, loop: For, inner: list[BlockRealize], access: str,
             named = {v for r in box for v in (*free_vars(r.min), *free_vars(r.extent))}
             if not named <= allowed:
                 # the box is over the loops around the block, some outside an enclosing
-                # block, which the new block (inside that one) may not name: the whole buffer
-                box = tuple(Range(const(0, d.dtype), d) for d in buffer.shape)
+                # block, which the new block (inside that one) may not name: the declared
+                # region relaxed over the loops from `loop` down, in the variables around
+                # `loop` (isl), else the whole buffer
+                box = _relaxed(func, loop, realize, region, mapping, allowed) or \
+                    tuple(Range(const(0, d.dtype), d) for d in buffer.shape)
             if buffer.name in boxes:
                 box = _hull(boxes[buffer.name][1], box)
             boxes[buffer.name] = (buffer, box)
     return tuple(BufferRegion(buffer, box) for buffer, box in boxes.values())
+
+
+def _relaxed(func: PrimFunc, loop: For, realize: BlockRealize, region: BufferRegion,
+             mapping: dict[Var, Var], allowed: set[Var]) -> tuple[Range, ...] | None:
+    """`region` of `realize` relaxed over the loops from `loop` down to it, in the new
+    block's variables (None where isl cannot, or a block lies between them)."""
+    from sched.schedule.relaxed_region import relaxed_region
+
+    path = path_to(loop, realize)
+    if path is None or any(isinstance(node, BlockRealize) for node in path):
+        return None
+    loops = [node for node in path if isinstance(node, For)]
+    bindings = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+    domains = _enclosing_domains(func, loop)
+    outer = {var: domains[var] for var in mapping}
+    box = relaxed_region(region, bindings, loops, outer)
+    if box is None:
+        return None
+    box = tuple(Range(substitute(r.min, mapping), substitute(r.extent, mapping)) for r in box)
+    named = {v for r in box for v in (*free_vars(r.min), *free_vars(r.extent))}
+    return box if named <= allowed else None
 
 
 def _box(func: PrimFunc, block: str, buffer: Buffer, loop: str, access: str):

@@ -10,8 +10,9 @@ import functools
 
 import islpy as isl
 
+from sched.ir.functor import collect
 from sched.ir.memo import BoundedCache, register
-from sched.ir.nodes import Buffer, PrimFunc
+from sched.ir.nodes import Block, Buffer, PrimFunc
 from sched.polyhedral import build_model
 from sched.polyhedral.accesses import buffer_tuple
 from sched.polyhedral.pairs import order_between, order_key
@@ -36,15 +37,15 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
     the root (its instances would each need their own analysis), any read counts."""
     model = build_model(func)
     reads = writes = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
-    for statement in model.statements_of_block(block_name):
+    statements = _statements(model, func, block_name)
+    for statement in statements:
         reads = reads.union(_on_buffer(statement.reads, buffer))
         writes = writes.union(_on_buffer(statement.writes, buffer))
     if reads.is_empty():
         return False
     if not model.is_exact or scope.realize.block.name != "root" or not all(
-            _writes_surely(s) for s in model.statements_of_block(block_name)):
+            _writes_surely(s) for s in statements):
         return True
-    statements = model.statements_of_block(block_name)
     if all(s.runs_once for s in statements):
         return _reads_before_every_write(statements, buffer, reads)
     schedule = None         # of the block's statements: the only sources and sinks here
@@ -93,6 +94,15 @@ def _reads_without_source(reads: str, writes: str, schedule: str) -> bool:
     return not flow.get_may_no_source().is_empty()
 
 
+def _statements(model, func: PrimFunc, block_name: str) -> list:
+    """The statements of block `block_name` and of the blocks nested in it (a blockized
+    block's accesses are its inner blocks')."""
+    from sched.schedule.state import find_block
+
+    names = {b.name for b in collect(find_block(func, block_name, "cache_write").block, Block)}
+    return [s for name in sorted(names) for s in model.statements_of_block(name)]
+
+
 def _writes_surely(statement) -> bool:
     """Whether every write the model gives `statement` happens (a store under a condition isl
     cannot represent, a data-dependent `if`, only may happen: it must not count as written,
@@ -109,7 +119,7 @@ def writes_whole_copy(func: PrimFunc, block_name: str, copy_name: str) -> bool:
     if not model.is_exact:
         return False
     written = None
-    for statement in model.statements_of_block(block_name):
+    for statement in _statements(model, func, block_name):
         if not _writes_surely(statement):
             return False
         found = statement.writes.range()

@@ -44,6 +44,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.cache_coverage import reads_unwritten, writes_whole_copy
+from sched.schedule.cache_placement import copy_place
 from sched.schedule.scope import (
     add_allocation,
     block_names,
@@ -167,17 +168,17 @@ def cache_read(func: PrimFunc, block_name: str, index: int, storage_scope: str
                             f"reading it; a read cache would not see its writes: use "
                             f"sch.cache_write({block_name}, ...) instead")
     scope = scope_of(func, realize, primitive)
-    writers = [b.name for b in blocks_accessing(scope.top, buffer, "write")]
-    if writers:
-        raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
-                            f"in the loop nest of block {block_name!r}, after the cache would be "
-                            f"filled; cache before placing them there (compute_at)")
+    writers = blocks_accessing(scope.top, buffer, "write")
+    # written in the consumer's loop nest: the copy goes after the writers (TVM's place)
+    anchor, box = copy_place(func, scope.top, realize, buffer, writers) if writers \
+        else (scope.top, None)
+    region = _region(func, block_name, buffer, "read") if box is None else box
     cache = _cache_buffer(func, buffer, storage_scope)
     name = fresh(cache.name, block_names(func))
-    copy = _copy_nest(func, name, buffer, cache, _region(func, block_name, buffer, "read"))
+    copy = _copy_nest(func, name, buffer, cache, region)
     consumer = dataclasses.replace(realize, block=replace_buffer(realize.block, buffer, cache))
     new_func = add_allocation(func, scope.realize, cache)
-    return splice(new_func, scope.top, [copy, replace_in(scope.top, realize, consumer)]), name
+    return splice(new_func, anchor, [copy, replace_in(anchor, realize, consumer)]), name
 
 
 def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
@@ -296,13 +297,19 @@ def check_storage_align(func: PrimFunc, primitive: str) -> None:
     a stride no padding reaches fails at the step, not at build. The Schedule checks again
     after every later step while some request stands (a step can change the compacted
     shape)."""
-    if not any(DIM_ALIGN in dict(b.annotations) for b in collect(func.body, Block)):
+    requested: dict[Buffer, set[int]] = {}
+    for block in collect(func.body, Block):
+        for index, axis, _, _ in dim_align_requests(block):
+            buffer = block.writes[index].buffer
+            requested.setdefault(buffer, set()).add(axis % buffer.ndim)
+    if all(_always_met(buffer, axes) for buffer, axes in requested.items()):
         return
     from sched.lower.align_storage import align_storage
     from sched.lower.compact_buffers import compact_buffers
     from sched.lower.plan_buffer_allocation import plan_buffer_allocation
 
-    compacted = compact_buffers(plan_buffer_allocation(func))
+    compacted = compact_buffers(plan_buffer_allocation(func),
+                                only={buffer.name for buffer in requested})
     try:
         align_storage(compacted)
     except ValueError as error:
@@ -311,6 +318,14 @@ def check_storage_align(func: PrimFunc, primitive: str) -> None:
                             f"dimensions after the axis, with a stride the padding can reach: "
                             f"move the cache under compute_at first, or choose another factor "
                             f"or offset") from None
+
+
+def _always_met(buffer: Buffer, axes: set[int]) -> bool:
+    """Whether align_storage meets requests on `axes` of `buffer` whatever compact_buffers
+    makes of its shape (the check need not compact it): every request is on the axis before
+    the innermost, whose stride is the innermost length m, and some m in [length, length +
+    factor) is `offset` modulo `factor`; compaction leaves a constant length constant."""
+    return axes == {buffer.ndim - 2} and isinstance(buffer.shape[-1], IntImm)
 
 
 def _int(value, default: int = -(2**62)) -> int:
@@ -332,8 +347,12 @@ class MemoryPrimitives(ScheduleBase):
         by a copy block of the same name, placed in the block's scope right before the loop
         nest that holds the block, over the box of the buffer the block reads.
 
-        Requires: `block` does not write the buffer, and no block writes it inside the loop
-        nest that holds `block` (the copy would miss those writes). Only `block` reads the
+        Requires: `block` does not write the buffer. Where blocks write it inside the loop
+        nest that holds `block` (a stage placed there by compute_at), the copy goes where TVM
+        puts it: right before the statement holding `block` in the innermost sequence that
+        holds the writers too, over the box `block` reads in one iteration of the loops around
+        it; refused when a writer is inside that statement (schedule/cache_placement.py).
+        Only `block` reads the
         cache; other readers keep reading the buffer. With `consumer_blocks` (TVM's option),
         the listed blocks read the cache instead (it holds the box they all read, and the copy
         goes before the first nest holding one of them): they must be in one scope, read the

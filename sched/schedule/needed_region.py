@@ -26,6 +26,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
+from sched.polyhedral.isl_expr import to_isl
 from sched.schedule.inlining import block_accesses
 from sched.schedule.state import (
     enclosing_loops,
@@ -61,6 +62,10 @@ def exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
     except ValueError as error:
         raise ScheduleError("compute_at", f"{error}; there is no region to compute at "
                             f"loop {loop.loop_var.name!r}") from None
+    if any(to_isl(r.min) is None or to_isl(r.extent) is None for b in boxes for r in b):
+        # a bound isl wrote piecewise, which a binding cannot be: the program's own form
+        found = _program_form(func, loop, blocks, buffer, access, relax_threads)
+        boxes = [found] if found is not None else boxes
     box = list(boxes[0])
     for other in boxes[1:]:
         for d, (a, b) in enumerate(zip(box, other)):
@@ -69,6 +74,29 @@ def exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
                 high = binary("max", a.min + a.extent, b.min + b.extent)
                 box[d] = Range(low, simplify(high - low))
     return box
+
+
+def _program_form(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
+                  relax_threads: bool):
+    """program_box of the accesses of `blocks` to `buffer`: the loops inside `loop` (and
+    threadIdx loops when `relax_threads`) relaxed, the others fixed."""
+    from sched.schedule.program_box import program_box
+
+    accesses, fixed, ndim = [], {}, None
+    for realize in blocks:
+        around = enclosing_loops(func, realize)
+        position = next(i for i, lp in enumerate(around) if lp is loop)
+        relaxed = {lp.loop_var: Range(lp.min, lp.extent) for i, lp in enumerate(around)
+                   if i > position or (relax_threads and is_thread_loop(lp))}
+        fixed |= {lp.loop_var: Range(lp.min, lp.extent) for lp in around
+                  if lp.loop_var not in relaxed}
+        env = _bindings_through_blocks(func, realize)
+        kind = BufferLoad if access == "read" else BufferStore
+        for node in block_accesses(realize.block, kind):
+            if node.buffer.name == buffer:
+                ndim = len(node.indices)
+                accesses.append(([substitute(i, env) for i in node.indices], relaxed))
+    return None if ndim is None else program_box(accesses, fixed, ndim)
 
 
 # -- relaxed boxes: linear forms over the loops between ----------------------------------------
@@ -194,8 +222,26 @@ def guards(value: Expr, low: Expr, extent: Expr, dom: Range, outer: list[For]) -
     first, end = (_linear(e, set()) for e in (dom.min, simplify(dom.min + dom.extent)))
     conditions = []
     if span is None or first is None or not _provably(_combine(span[0], first, -1)):
-        conditions.append(value >= dom.min)
+        if not _holds(value, ">=", dom.min, low, extent, outer):
+            conditions.append(value >= dom.min)
     last = None if span is None else _combine(span[1], _linear(extent, set()) or {}, 1)
     if last is None or end is None or not _provably(_combine(end, last, -1)):
-        conditions.append(value < simplify(dom.min + dom.extent))
+        end_expr = simplify(dom.min + dom.extent)
+        if not _holds(value, "<", end_expr, low, extent, outer):
+            conditions.append(value < end_expr)
     return conditions
+
+
+def _holds(value: Expr, relation: str, bound: Expr, low: Expr, extent: Expr,
+           outer: list[For]) -> bool:
+    """Whether isl proves `value <relation> bound` on the ranges of the `outer` loops and of
+    the new loop (`value` is `low` plus it, over [0, extent)): a quasi-affine `low` (the
+    `ty // 2`, `ty % 2` of a fused thread loop) is beyond the linear forms above."""
+    from sched.polyhedral.expr_equality import holds_on_box
+
+    box = {lp.loop_var: Range(lp.min, lp.extent) for lp in outer}
+    known = set(box) | set(free_vars(low))
+    for var in free_vars(value):
+        if var not in known:                  # the new loop's variable
+            box[var] = Range(IntImm(0, extent.dtype), extent)
+    return holds_on_box(value, relation, bound, box) is True

@@ -36,6 +36,7 @@ from sched.polyhedral.legality import (
     schedule_error,
 )
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.blockized_init import hoist_nested_init, nested_init
 from sched.schedule.rfactor import check_reduction_runs_once, rfactor
 from sched.schedule.scope import (
     block_names,
@@ -66,7 +67,8 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
     if not any(iv.kind == "reduce" for iv in block.iter_vars):
         raise refusal(primitive, f"block {block_name!r} is not a reduction: it has no reduce "
                       f"iteration variable", func, None, render)
-    if block.init is None:
+    nested = nested_init(block) if block.init is None else None
+    if block.init is None and nested is None:
         raise refusal(primitive, f"block {block_name!r} has no init (T.init) to decompose; was "
                       f"it decomposed already?", func, None, render)
     position = names.index(loop_name)
@@ -79,8 +81,14 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
                       f"every iteration of them", func, loop_name, render,
                       tuple(f"sch.decompose_reduction({block_name}, {n})" for n in legal))
     check_reduction_runs_once(func, realize, scope.loops, primitive, render)
-    new_func, init_name = _hoist_init(func, realize, loop, scope.loops[position:])
-    violation = _check_init_moved(func, new_func, block_name, init_name)
+    if nested is not None:       # a blockized reduction: its nested block's init (TVM's form)
+        new_func, init_name, inner_init = hoist_nested_init(func, realize, nested, loop,
+                                                            scope.loops[position:])
+        violation = _check_init_moved(func, new_func, nested.block.name, inner_init,
+                                      wrappers=(init_name,))
+    else:
+        new_func, init_name = _hoist_init(func, realize, loop, scope.loops[position:])
+        violation = _check_init_moved(func, new_func, block_name, init_name)
     if violation is not None:
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render)
     # checked with the update under its old name (the dependences are by block name); then
@@ -123,18 +131,24 @@ def _hoist_init(func: PrimFunc, realize: BlockRealize, loop: For,
 
 
 def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
-                      init_name: str) -> Violation | None:
+                      init_name: str, wrappers: tuple[str, ...] = ()) -> Violation | None:
     """Whether the init block of `new_func` runs the instances of `func`'s init (one per
-    element) in an order that keeps every dependence of `func`."""
+    element) in an order that keeps every dependence of `func`. `wrappers`: new blocks with
+    no accesses of their own around the init block (left out of the comparison)."""
     old_model = build_model(func)
     new_model = build_model(new_func)
+    new_domain = new_model.domain
+    for wrapper in wrappers:
+        for statement in new_model.statements_of_block(wrapper):
+            assert not statement.accesses, "a wrapper block has no accesses of its own"
+            new_domain = new_domain.subtract(isl.UnionSet.from_set(statement.domain))
     (old_init,) = [s for s in old_model.statements_of_block(block_name) if s.is_init]
     (new_init,) = new_model.statements_of_block(init_name)
     params = f"[{', '.join(old_model.params)}] -> "
     moved = isl.UnionMap(f"{params}{{ {old_init.instance()} -> {new_init.instance()} }}")
     old_domain = isl.UnionSet.from_set(old_init.domain)
     expected = old_model.domain.subtract(old_domain).union(old_domain.apply(moved))
-    if not expected.is_equal(new_model.domain):
+    if not expected.is_equal(new_domain):
         return Violation(f"the init block would not run once for each element the init of "
                          f"{block_name!r} initializes: {new_init.domain} instead of "
                          f"{old_domain.apply(moved)}")
@@ -174,6 +188,9 @@ class ReductionPrimitives(ScheduleBase):
         output element); the moved init keeps every dependence (polyhedral/ checks). The init
         block gets copies (`<loop>_init`) of the loops at or inside `loop` that its spatial
         bindings use; the others are dropped with the parts of the predicate that use them.
+        A blockized reduction (`blockize` keeps the init in the nested block) decomposes as
+        TVM's blockize + decompose_reduction do: `<outer>_init`, holding copies of the inner
+        loops and `<inner>_init` (sched/schedule/blockized_init.py).
 
         Arguments: `block` a block handle; `loop` a loop handle around it.
         Returns: a handle to the init block. Handles stay valid: a handle to the reduction
@@ -204,7 +221,7 @@ class ReductionPrimitives(ScheduleBase):
                 for i, k in T.grid(4, 6):
                     with T.block("B_update"):
                         v_i, v_k = T.axis.remap("SR", [i, k])
-                        T.reads(B[v_i], A[v_i, v_k])
+                        T.reads(A[v_i, v_k], B[v_i])
                         T.writes(B[v_i])
                         B[v_i] = B[v_i] + A[v_i, v_k]
         """
@@ -260,7 +277,7 @@ class ReductionPrimitives(ScheduleBase):
                 for i, k_0, k_1 in T.grid(4, 3, 2):
                     with T.block("B_rf"):
                         v_k_1, v_i, v_k_0 = T.axis.remap("SSR", [k_1, i, k_0])
-                        T.reads(B_rf[v_k_1, v_i], A[v_i, v_k_0 * 2 + v_k_1])
+                        T.reads(A[v_i, v_k_0 * 2 + v_k_1], B_rf[v_k_1, v_i])
                         T.writes(B_rf[v_k_1, v_i])
                         with T.init():
                             B_rf[v_k_1, v_i] = T.float32(0.0)
@@ -268,7 +285,7 @@ class ReductionPrimitives(ScheduleBase):
                 for i_1, k_1_1 in T.grid(4, 2):
                     with T.block("B"):
                         v_k_1, v_i = T.axis.remap("RS", [k_1_1, i_1])
-                        T.reads(B[v_i], B_rf[v_k_1, v_i])
+                        T.reads(B_rf[v_k_1, v_i], B[v_i])
                         T.writes(B[v_i])
                         with T.init():
                             B[v_i] = T.float32(0.0)

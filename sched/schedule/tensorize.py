@@ -263,14 +263,14 @@ class TensorizePrimitives(ScheduleBase):
             with T.block("D_update"):
                 v_i = T.axis.spatial(8, i)
                 v_k = T.axis.reduce(8, k)
-                T.reads(D[v_i], A[v_i, v_k], B[v_i, v_k])
+                T.reads(A[v_i, v_k], B[v_i, v_k], D[v_i])
                 T.writes(D[v_i])
                 D[v_i] = D[v_i] + A[v_i, v_k] * B[v_i, v_k]
         >>> sch.tensorize(k, "dot_product_8_f32")
         >>> print(find_block(sch.func, "D_update_o").script())
         with T.block("D_update_o"):
             v_i_1 = T.axis.spatial(8, i)
-            T.reads(D[v_i_1], A[v_i_1, 0:8], B[v_i_1, 0:8])
+            T.reads(A[v_i_1, 0:8], B[v_i_1, 0:8], D[v_i_1])
             T.writes(D[v_i_1])
             products = T.alloc_buffer((8,), "float32", scope="local")
             for k_1 in T.vectorized(8):
@@ -284,7 +284,7 @@ class TensorizePrimitives(ScheduleBase):
                 with T.block("D_update_o_sum"):
                     vk_1 = T.axis.reduce(8, k_2)
                     v_i_1_2 = T.axis.spatial(8, v_i_1)
-                    T.reads(D[v_i_1_2], products[vk_1])
+                    T.reads(products[vk_1], D[v_i_1_2])
                     T.writes(D[v_i_1_2])
                     D[v_i_1_2] = D[v_i_1_2] + products[vk_1]
         """

@@ -221,6 +221,10 @@ MMA_f16f16f32_INTRIN = "mma_f16f16f32"
 MMA_fill_16x16_f32_INTRIN = "mma_fill_16x16_f32"
 MMA_store_16x16_f32_global_INTRIN = "mma_store_16x16_f32_global_"
 MMA_store_16x16_f32_shared_INTRIN = "mma_store_16x16_f32_shared"
+# TVM's names for the 16x16 fp16 loads (tvm.tir.tensor_intrin.cuda), so that a TVM schedule
+# runs with only its imports changed
+LDMATRIX_16x16_A_INTRIN = LDMATRIX_f16_A_INTRIN
+LDMATRIX_16x16_B_INTRIN = LDMATRIX_f16_B_INTRIN
 
 for _name, (_desc, _impl) in INTRINSICS.items():
     TensorIntrin.register(_name, _desc, _impl)

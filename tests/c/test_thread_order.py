@@ -180,7 +180,7 @@ def _accumulator_per_warp_stored_by_lanes():
         sch.bind(loop, tag)
     accumulator = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(accumulator, wj)
-    shared = sch.cache_read(block, 1, "shared")
+    shared = sch.cache_read(block, 0, "shared")
     sch.compute_at(shared, ko)
     fused = sch.fuse(*sch.get_loops(shared)[-2:])
     for loop, tag in zip(sch.split(fused, [None, 2, 2, 32])[1:],

@@ -46,13 +46,13 @@ SCHEDULES = {
     "reverse_compute_at": lambda s: s.reverse_compute_at(s.get_block("B"),
                                                          s.get_loops(s.get_block("C"))[0]),
     "compute_inline": lambda s: s.compute_inline(s.get_block("C")),
-    "cache_read": lambda s: s.cache_read(s.get_block("B"), 1, "shared"),
+    "cache_read": lambda s: s.cache_read(s.get_block("B"), 0, "shared"),
     "cache_write": lambda s: s.cache_write(s.get_block("C"), 0, "local"),
     "rfactor": lambda s: s.rfactor(_split_k(s)[1], 0),
     "decompose_reduction": lambda s: s.decompose_reduction(s.get_block("B"),
                                                            s.get_loops(s.get_block("B"))[0]),
     "tile_and_cache": lambda s: (
-        s.compute_at(s.cache_read(s.get_block("B"), 1, "local"), _split_k(s)[0])),
+        s.compute_at(s.cache_read(s.get_block("B"), 0, "local"), _split_k(s)[0])),
 }
 
 
@@ -96,12 +96,12 @@ SYMBOLIC_SCHEDULES = {
     "split": lambda s: s.split(s.get_loops(s.get_block("B"))[0], [None, 4]),
     "fuse": lambda s: s.fuse(*s.get_loops(s.get_block("B"))),
     "rfactor": lambda s: s.rfactor(_split_k(s)[1], 0),
-    "cache_read": lambda s: s.cache_read(s.get_block("B"), 1, "global"),
+    "cache_read": lambda s: s.cache_read(s.get_block("B"), 0, "global"),
     "cache_write": lambda s: s.cache_write(s.get_block("B"), 0, "global"),
     "decompose_reduction": lambda s: s.decompose_reduction(s.get_block("B"),
                                                            s.get_loops(s.get_block("B"))[0]),
     "tile_and_cache": lambda s: s.compute_at(
-        s.cache_read(s.get_block("B"), 1, "local"),
+        s.cache_read(s.get_block("B"), 0, "local"),
         s.split(s.get_loops(s.get_block("B"))[0], [None, 4])[0]),
 }
 

@@ -114,8 +114,9 @@ def test_regions_left_out_are_inferred():
     first, second = nests[0].body.block, nests[1].body.body.block
     assert first.reads == (BufferRegion(A, (Range(vi, IntImm(3)),)),)    # A[vi:vi + 3]
     assert first.writes == (point(B, vi),)
-    # the update reads its own output; a literal 0.0 takes the stored buffer's dtype
-    assert second.reads == (point(S, vi), point(B, vi), point(A, vk))
+    # the update reads its own output, listed after its inputs (as TVM numbers the reads);
+    # a literal 0.0 takes the stored buffer's dtype
+    assert second.reads == (point(B, vi), point(A, vk), point(S, vi))
     assert second.writes == (point(S, vi),)
     assert second.init == BufferStore(S, FloatImm(0.0), (vi,))
 

@@ -263,7 +263,7 @@ def main(X: T.Buffer((6, 5), "float32"), W: T.Buffer((5, 4), "float32"),
         for i, j, k in T.grid(6, 4, 5):
             with T.block("C"):
                 v_i, v_j, v_k = T.axis.remap("SSR", [i, j, k])
-                T.reads(C[v_i, v_j], X[v_i, v_k], W[v_k, v_j])
+                T.reads(X[v_i, v_k], W[v_k, v_j], C[v_i, v_j])
                 T.writes(C[v_i, v_j])
                 with T.init():
                     C[v_i, v_j] = T.float32(0.0)

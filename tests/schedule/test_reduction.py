@@ -59,7 +59,7 @@ def row_sum_init_hoisted_out_of_i(A: T.Buffer((4, 6), "float32"),
         for i, k in T.grid(4, 6):
             with T.block("B_update"):
                 v_i, v_k = T.axis.remap("SR", [i, k])
-                T.reads(B[v_i], A[v_i, v_k])
+                T.reads(A[v_i, v_k], B[v_i])
                 T.writes(B[v_i])
                 B[v_i] = B[v_i] + A[v_i, v_k]
 
@@ -76,7 +76,7 @@ def row_sum_init_inside_i(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "flo
             for k in range(6):
                 with T.block("B_update"):
                     v_i, v_k = T.axis.remap("SR", [i, k])
-                    T.reads(B[v_i], A[v_i, v_k])
+                    T.reads(A[v_i, v_k], B[v_i])
                     T.writes(B[v_i])
                     B[v_i] = B[v_i] + A[v_i, v_k]
 
@@ -88,7 +88,7 @@ def row_sum_rfactor_inner(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "flo
         for i, k_0, k_1 in T.grid(4, 3, 2):
             with T.block("B_rf"):
                 v_k_1, v_i, v_k_0 = T.axis.remap("SSR", [k_1, i, k_0])
-                T.reads(B_rf[v_k_1, v_i], A[v_i, v_k_0 * 2 + v_k_1])
+                T.reads(A[v_i, v_k_0 * 2 + v_k_1], B_rf[v_k_1, v_i])
                 T.writes(B_rf[v_k_1, v_i])
                 with T.init():
                     B_rf[v_k_1, v_i] = T.float32(0.0)
@@ -96,7 +96,7 @@ def row_sum_rfactor_inner(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "flo
         for i_1, k_1_1 in T.grid(4, 2):
             with T.block("B"):
                 v_k_1, v_i = T.axis.remap("RS", [k_1_1, i_1])
-                T.reads(B[v_i], B_rf[v_k_1, v_i])
+                T.reads(B_rf[v_k_1, v_i], B[v_i])
                 T.writes(B[v_i])
                 with T.init():
                     B[v_i] = T.float32(0.0)

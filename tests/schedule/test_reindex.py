@@ -32,7 +32,7 @@ def test_reindex_the_reads_and_the_write_of_a_matmul():
     func = matmul_transposed_b()
     sch = sched.Schedule(func)
     block = sch.get_block("C")
-    sch.reindex(block, ("read", 1))            # A (read 0 is C, the accumulator)
+    sch.reindex(block, ("read", 0))            # A (the accumulator C is read 2)
     sch.reindex(block, "B")
     copy_back = sch.reindex(block, ("write", 0))
     script = sch.func.script()

@@ -145,7 +145,7 @@ def test_refused_when_the_dtype_differs():
 def test_refused_when_the_scope_differs():
     # A staged in shared memory: the intrinsic's A is global
     sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
-    sch.cache_read(sch.get_block("C_update"), 1, "shared")   # reads: C, A, B
+    sch.cache_read(sch.get_block("C_update"), 0, "shared")   # reads: A, B, C
     with pytest.raises(ScheduleError, match=r"A_shared of block 'C_update_o' has scope "
                        r"'shared', the intrinsic's A has scope 'global'"):
         sch.tensorize(ii, "outer_product_4x16_f32")

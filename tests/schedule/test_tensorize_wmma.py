@@ -95,7 +95,7 @@ def test_tvm_style_two_level_staging_is_legal_and_exact():
     accumulator = sch.cache_write(block, 0, "wmma.accumulator")
     sch.reverse_compute_at(accumulator, j1)
     stages = {}
-    for index, name in ((1, "a"), (2, "b")):
+    for index, name in ((0, "a"), (1, "b")):
         shared = sch.cache_read(block, index, "shared")
         fragment = sch.cache_read(block, index, f"wmma.matrix_{name}")
         sch.compute_at(fragment, k1)
@@ -177,7 +177,7 @@ def test_sync_refused_on_a_fragment_of_the_wrong_kind():
     # A cached as a matrix_b fragment cannot be the intrinsic's matrix_a operand
     sch, block, ii = _fp16_matmul_tiles([
         (sched.Schedule.cache_write, 0, "wmma.accumulator"),
-        (sched.Schedule.cache_read, 1, "wmma.matrix_b")])
+        (sched.Schedule.cache_read, 0, "wmma.matrix_b")])
     with pytest.raises(ScheduleError, match=r"A_wmma_matrix_b of block 'C_update_o' has scope "
                        r"'wmma.matrix_b', the intrinsic's A has scope 'wmma.matrix_a'"):
         sch.tensorize(ii, "wmma_sync_16x16x16_f16f16f32")
