@@ -281,7 +281,7 @@ def test_thread_nests_inside_thread_nests_get_their_own_variables(order):
     sch.bind(wj, "threadIdx.y")
     accumulator = sch.cache_write(block, 0, "wmma.accumulator")
     sch.reverse_compute_at(accumulator, wj)
-    for index, scope in ((1, "wmma.matrix_a"), (2, "wmma.matrix_b")):
+    for index, scope in ((0, "wmma.matrix_a"), (1, "wmma.matrix_b")):   # reads: A, B, C
         shared = sch.cache_read(block, index, "shared")
         fragment = sch.cache_read(block, index, scope)
         sch.compute_at(fragment, ki)

@@ -118,7 +118,7 @@ def apply_tensor_core_recipe(sch: sched.Schedule, data, log: list[str],
     # refuse): no cooperative fetch binds the 32 lanes on threadIdx.x, so only the C target
     # builds it (the CUDA build refuses it, saying to bind them)
     staged = r.draw(st.sampled_from(["shared"] * 5 + ["global"]))
-    for index, scope, name in ((1, scope_a, "a"), (2, scope_b, "b")):
+    for index, scope, name in ((0, scope_a, "a"), (1, scope_b, "b")):   # reads: A, B, C
         shared = None
         if staged == "shared":
             shared = r.step(f"shared_{name} = sch.cache_read(sch.get_block('C'), {index}, "
