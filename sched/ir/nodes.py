@@ -58,6 +58,14 @@ TENSOR_CORE_SCOPES = (*FRAGMENT_SCOPES, WARP_SCOPE)
 SCOPES = ("global", "shared", "local", *TENSOR_CORE_SCOPES)
 # scan and opaque variables keep their order under every schedule (schedule/ordered_axes.py)
 ITER_KINDS = ("spatial", "reduce", "scan", "opaque")
+# the loop annotation that marks the outer loop of a warp (tensor-core) intrinsic's nest, which
+# tensorize puts there (sched/tensor_intrin/cuda.py) and the CUDA target emits as one call
+WARP_INTRINSIC = "warp_intrinsic"
+
+
+def warp_intrinsic(loop) -> str | None:
+    """The call a loop stands for when it is the outer loop of a warp intrinsic, else None."""
+    return dict(loop.annotations).get(WARP_INTRINSIC)
 
 
 def is_thread_private(scope: str) -> bool:

@@ -41,20 +41,15 @@ from sched.ir.nodes import (
     IntImm,
     PrimFunc,
     const,
+    warp_intrinsic,
 )
 
-WARP_INTRINSIC = "warp_intrinsic"     # the loop annotation that marks a warp intrinsic's nest
 TILE = 16
 # the warp intrinsics of mma.sync on "warp" buffers (TVM's builtin names; sched/cuda/mma.py
 # emits them): ldmatrix into an A or B operand, two m16n8k16 mma.sync, fill, store
 PTX_LDMATRIX_A, PTX_LDMATRIX_B = "ptx_ldmatrix_a", "ptx_ldmatrix_b"
 PTX_MMA, MMA_FILL, MMA_STORE = "ptx_mma_m16n8k16", "mma_fill", "mma_store"
 MMA_CALLS = (PTX_LDMATRIX_A, PTX_LDMATRIX_B, PTX_MMA, MMA_FILL, MMA_STORE)
-
-
-def warp_intrinsic(loop: For) -> str | None:
-    """The call a loop stands for when it is the outer loop of a warp intrinsic, else None."""
-    return dict(loop.annotations).get(WARP_INTRINSIC)
 
 
 def layout_wmma_fragments(func: PrimFunc) -> PrimFunc:

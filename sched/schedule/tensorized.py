@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect
-from sched.ir.nodes import For, PrimFunc
-from sched.lower.wmma_fragments import warp_intrinsic
+from sched.ir.nodes import For, PrimFunc, warp_intrinsic
 
 
 def _intrinsic_nests(func: PrimFunc) -> dict[str, For]:

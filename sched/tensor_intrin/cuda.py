@@ -41,6 +41,7 @@ fragment).
 
 from __future__ import annotations
 
+from sched.ir.nodes import WARP_INTRINSIC
 from sched.ir.parser import parse
 from sched.lower.wmma_fragments import (
     MMA_FILL,
@@ -48,7 +49,6 @@ from sched.lower.wmma_fragments import (
     PTX_LDMATRIX_A,
     PTX_LDMATRIX_B,
     PTX_MMA,
-    WARP_INTRINSIC,
 )
 from sched.schedule.tensor_intrin import TensorIntrin
 

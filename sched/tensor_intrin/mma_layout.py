@@ -35,6 +35,7 @@ back as the 16x16 tile it holds, which the mma code generator (sched/cuda/mma.py
 
 from __future__ import annotations
 
+from sched.ir.nodes import WARP_INTRINSIC
 from sched.ir.parser import parse
 from sched.lower.warp_layout import (  # noqa: F401  (TVM's names, exported here too)
     ldmatrix_32x8_to_shared_16x16_layout,
@@ -46,7 +47,6 @@ from sched.lower.wmma_fragments import (
     PTX_LDMATRIX_A,
     PTX_LDMATRIX_B,
     PTX_MMA,
-    WARP_INTRINSIC,
 )
 from sched.schedule.tensor_intrin import TensorIntrin
 
