@@ -10,8 +10,13 @@ function, raw pointers: no argument checks on either side) and times every kerne
 alternating rounds on the same arrays, checking each result against numpy.
 
     python benchmarks/tvm_side_by_side.py [--tvm-python /tmp/peers/tvm/bin/python]
-Writes benchmarks/results/<cpu>/tvm_side_by_side.json. Both sides use 2 threads (TVM's pool,
-libgomp with OMP_WAIT_POLICY=passive, sched's default); `--threads 1` for one.
+Writes benchmarks/results/<cpu>/tvm_side_by_side_1_thread.json with `--threads 1`, the
+comparison this script is for. With 2 threads (the default, TVM's pool beside libgomp with
+OMP_WAIT_POLICY=passive) the figures are not a fair comparison: in TVM's process sched's
+kernels and numpy's matmul ran at their one-thread speed (measured twice on Zen 5, also with
+TVM_THREAD_POOL_SPIN_COUNT=0 and sched's threads started before TVM's binds the calling
+thread), while each alone uses both cores; time 2 threads in separate processes
+(cpu_matmul.py and the others beside tvm_cpu.py).
 """
 
 from __future__ import annotations
@@ -175,7 +180,8 @@ def main() -> None:
     spec_path.parent.mkdir(exist_ok=True)
     spec_path.write_text(json.dumps(spec))
     env = {**os.environ, "TVM_NUM_THREADS": str(args.threads),
-           "OMP_NUM_THREADS": str(args.threads), "OMP_WAIT_POLICY": "passive"}
+           "OMP_NUM_THREADS": str(args.threads), "OMP_WAIT_POLICY": "passive",
+           "TVM_THREAD_POOL_SPIN_COUNT": "0"}   # TVM's idle workers would hold the cores
     done = subprocess.run([args.tvm_python, __file__, "--child", str(spec_path),
                            "--threads", str(args.threads)], env=env, capture_output=True,
                           text=True)
