@@ -360,7 +360,7 @@ class ScheduleBase:
 
             check_pipelines_kept(self._func, new_func, kind)    # annotate checks its own
         if new_func is not self._func and kind != "storage_align":
-            from sched.schedule.memory import check_storage_align
+            from sched.schedule.storage_align import check_storage_align
 
             check_storage_align(new_func, kind)       # a step may change a compacted shape
         if new_func is not self._func and kind in _RELABEL_LOOPS:

@@ -47,13 +47,15 @@ from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.reindex import ReindexPrimitives
 from sched.schedule.reindex_cache import ReindexCachePrimitives
 from sched.schedule.sampling import SamplingPrimitives
+from sched.schedule.storage_align import StorageAlignPrimitives
 from sched.schedule.tensorize import TensorizePrimitives
 from sched.schedule.unmodelled import refuse_unmodelled
 
 
 @refuse_unmodelled
 class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
-               SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, LayoutPrimitives,
+               SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, StorageAlignPrimitives,
+               LayoutPrimitives,
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
