@@ -1,0 +1,26 @@
+#!/bin/bash
+# One lent-GPU session's checks, in one call (see ../README's "GPU" section): the GPU-marked
+# tests, then the GPU benchmarks; logs and result JSON go to $OUT (or ./gpu_out).
+# Needs islpy on the device: wheels in .whl/ (python 3.12), installed into /tmp/site.
+OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv \
+  | tee "$OUT/smi.txt"
+python3 -c "import sched, torch; from sched.cuda.device import gpu_available; \
+print('gpu_available', gpu_available(), torch.__version__, torch.cuda.get_device_name())" \
+  2>&1 | tee -a "$OUT/smi.txt"
+timeout "${TEST_SECONDS:-240}" python3 -m pytest -m gpu -q -n 8 --timeout 120 -rfE --tb=short \
+  -p no:cacheprovider --continue-on-collection-errors --junitxml="$OUT/gpu_tests.xml" \
+  > "$OUT/gpu_tests.log" 2>&1
+echo "pytest exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -3
+for bench in gpu_tensor_core gpu_rows gpu_matmul; do
+  timeout "${BENCH_SECONDS:-150}" python3 "benchmarks/$bench.py" >> "$OUT/bench.log" 2>&1
+  echo "$bench exit $?"
+done
+cp benchmarks/results/*/gpu_*.json "$OUT/" 2>/dev/null
+tail -40 "$OUT/bench.log"

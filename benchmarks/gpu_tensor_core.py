@@ -1,0 +1,83 @@
+"""fp16 matmul 4096^3 on tensor cores (fp16 in, fp32 accumulate): sched's hand schedules
+through mma.sync + ldmatrix (`gpu_matmul_mma`) and through wmma (`gpu_matmul_tensor_core`), at
+three register-tile sizes each, against torch.matmul on fp16 tensors (cuBLAS, fp32 accumulate,
+fp16 out: it writes half the bytes of C that sched's fp32 output writes), in one process.
+
+Target (issue 12, H100): >= 0.7x cuBLAS with mma.sync.
+
+    python benchmarks/gpu_tensor_core.py   # writes benchmarks/results/<gpu>/gpu_tensor_core.json
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import gpu_device, gpu_versions, measure_gpu, write_results  # noqa: E402
+
+SIZE = 4096
+# (fragments per warp, warps per block): 16x16 accumulator fragments; block tile
+# 16 * fragments * warps on each side
+TILES = (((2, 2), (2, 2)), ((4, 2), (2, 2)), ((4, 4), (2, 2)))
+
+
+def main() -> None:
+    device = gpu_device()
+    import torch
+
+    import sched
+    from sched import hand_schedules
+
+    a = torch.randn(SIZE, SIZE, device="cuda").half()
+    b = torch.randn(SIZE, SIZE, device="cuda").half()
+    reference = a.double() @ b.double()
+    scale = reference.abs().max().item()
+    flops = 2 * SIZE ** 3
+    c = torch.empty(SIZE, SIZE, device="cuda")
+    rows, errors = [], {}
+    for schedule in ("gpu_matmul_mma", "gpu_matmul_tensor_core"):
+        for fragments, warps in TILES:
+            name = f"{schedule} fragments={fragments} warps={warps}"
+            started = time.perf_counter()
+            try:
+                kernel = sched.build(getattr(hand_schedules, schedule)(
+                    SIZE, SIZE, SIZE, fragments=fragments, warps=warps).func, target="cuda")
+            except Exception as error:  # noqa: BLE001 - one failed variant is a finding, reported
+                rows.append({"variant": name, "error": f"{type(error).__name__}: {error}"[:2000]})
+                continue
+            build_s = time.perf_counter() - started
+            c.fill_(float("nan"))
+            kernel(a, b, c)
+            torch.cuda.synchronize()
+            errors[name] = ((c.double() - reference).abs().max() / scale).item()
+            timing = measure_gpu(lambda kernel=kernel: kernel(a, b, c))
+            rows.append({"variant": name, **timing, "tflops": flops / timing["median_s"] / 1e12,
+                         "build_s": build_s, "relative_error": errors[name],
+                         "resources": str(kernel.resources)})
+    half_out = torch.empty(SIZE, SIZE, device="cuda", dtype=torch.float16)
+    cublas = measure_gpu(lambda: torch.matmul(a, b, out=half_out))
+    rows.append({"variant": "torch.matmul fp16 (cuBLAS)", **cublas,
+                 "tflops": flops / cublas["median_s"] / 1e12})
+    timed = [row for row in rows if "median_s" in row and row is not rows[-1]]
+    best = {schedule: min((row for row in timed if row["variant"].startswith(schedule + " ")),
+                          key=lambda row: row["median_s"], default=None)
+            for schedule in ("gpu_matmul_mma", "gpu_matmul_tensor_core")}
+    ratios = {schedule: cublas["median_s"] / row["median_s"]
+              for schedule, row in best.items() if row is not None}
+    path = write_results("gpu_tensor_core", device, {
+        "versions": gpu_versions(),
+        "workload": {"M": SIZE, "N": SIZE, "K": SIZE, "in": "float16", "accumulate": "float32"},
+        "variants": rows, "matches": {name: error < 1e-3 for name, error in errors.items()},
+        "best_ratio_to_cublas": ratios, "targets": {"mma_ratio_to_cublas": 0.7}})
+    for row in rows:
+        figure = (f"{row['median_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOP/s"
+                  if "median_s" in row else row["error"][:200])
+        print(f"{row['variant']:60s} {figure}")
+    print(f"best/cuBLAS: {ratios}; wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
