@@ -32,6 +32,7 @@ COMPILERS = ("nvrtc", "nvcc")
 SOURCE_NAME = "kernel.cu"   # the name compiler messages use: `kernel.cu(12): error: ...`
 CONTEXT_LINES = 2           # source lines shown around each line the compiler complains about
 ERROR_LINE = re.compile(r"kernel\.cu\((\d+)\): (?:catastrophic )?error")
+MISSING_HEADER = re.compile(r"(could not|cannot) open source file")
 MISSING_HEADERS_HINT = (
     "hint: NVRTC finds <cuda_fp16.h>, <cuda_bf16.h> and <mma.h> in the wheels nvidia-cuda-runtime "
     "and nvidia-cuda-crt (13.0.*, dependencies of sched): reinstall sched with pip, or use "
@@ -115,7 +116,7 @@ def compiler_identity(compiler: str) -> str:
     if compiler == "nvrtc":
         nvrtc = _nvrtc()
         major, minor = _check_nvrtc(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
-        return f"nvrtc {major}.{minor} | headers {_header_directory()}"
+        return f"nvrtc {major}.{minor} | headers {' '.join(_header_directories())}"
     try:
         out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as error:
@@ -147,12 +148,34 @@ def _nvrtc():
 
 
 @functools.cache
-def _header_directory() -> str | None:
-    """Where <cuda_fp16.h>, <cuda_bf16.h> and <mma.h> are (the cudart headers), if found."""
+def _header_directories() -> tuple[str, ...]:
+    """Where NVRTC finds <cuda_fp16.h>, <cuda_bf16.h> and <mma.h>: the cudart headers, and,
+    when `crt/mma.h` (which <mma.h> includes) is not beside them, the first CUDA toolkit
+    include directory that has it (a torch install brings the cudart headers without crt/)."""
     from cuda.pathfinder import locate_nvidia_header_directory
 
     located = locate_nvidia_header_directory("cudart")
-    return None if located is None else str(located.abs_path)
+    found = [] if located is None else [str(located.abs_path)]
+    if not any(_has_crt(directory) for directory in found):
+        found += [directory for directory in _toolkit_include_directories()
+                  if _has_crt(directory)][:1]
+    return tuple(found)
+
+
+def _has_crt(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "crt", "mma.h"))
+
+
+def _toolkit_include_directories() -> list[str]:
+    """Include directories of CUDA toolkits: $CUDA_HOME, $CUDA_PATH, beside nvcc on the PATH,
+    then /usr/local/cuda."""
+    import shutil
+
+    roots = [os.environ.get(name) for name in ("CUDA_HOME", "CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    roots += [os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None,
+              "/usr/local/cuda"]
+    return [os.path.join(root, "include") for root in roots if root]
 
 
 def _check_nvrtc(nvrtc, call: str, result: tuple):
@@ -167,9 +190,8 @@ def _check_nvrtc(nvrtc, call: str, result: tuple):
 
 def nvrtc_options(arch: str, flags: tuple[str, ...]) -> list[str]:
     """The options NVRTC compiles with: arch, C++17, ptxas -v, the headers, then `flags`."""
-    headers = _header_directory()
     return [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v",
-            *([f"-I{headers}"] if headers else []), *flags]
+            *(f"-I{directory}" for directory in _header_directories()), *flags]
 
 
 def _compile_nvrtc(source: str, arch: str, flags: tuple[str, ...]) -> tuple[bytes, str, str]:
@@ -244,7 +266,7 @@ def offending_lines(source: str, log: str) -> str:
 def failure_message(what: str, source: str, log: str, command: str) -> str:
     """A compile error's message: what failed, the log, the offending lines, the command."""
     excerpt = offending_lines(source, log) or "(the compiler named no line of kernel.cu)"
-    hint = f"\n{MISSING_HEADERS_HINT}" if "could not open source file" in log else ""
+    hint = f"\n{MISSING_HEADERS_HINT}" if MISSING_HEADER.search(log) else ""
     return (f"{what} compiling {SOURCE_NAME}\n{log.rstrip()}\n"
             f"offending lines:\n{excerpt}\n"
             f"command: {command}{hint}")

@@ -340,3 +340,54 @@ def test_candidates_are_measured_on_64_byte_aligned_copies(dtype):
     np.testing.assert_array_equal(copy, array)
     copy[0, 0] = 1
     assert array[0, 0] == 0                 # a copy, not a view
+
+
+def _scripted_worker(replies_with_delays):
+    """A WorkerProcess whose 'worker' is a thread sending `replies_with_delays` ((seconds,
+    reply) pairs) after the first request; its process is a sleeping stand-in."""
+    import subprocess
+    import sys
+    import threading
+    from multiprocessing import Pipe
+
+    from sched.autoscheduler.measure.runner import WorkerProcess
+
+    worker = object.__new__(WorkerProcess)
+    worker._requests, child_requests = Pipe()
+    child_replies, worker._replies = Pipe()
+    worker._stderr = open(os.devnull, "rb")
+    worker.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                      start_new_session=True)
+
+    def play():
+        child_requests.recv()
+        for delay, reply in replies_with_delays:
+            time.sleep(delay)
+            try:
+                child_replies.send(reply)
+            except OSError:
+                return
+
+    threading.Thread(target=play, daemon=True).start()
+    return worker
+
+
+def test_the_run_time_limit_counts_from_the_run_not_from_the_workers_build():
+    """The worker's own build (lowering, the cache load) may take longer than the run's time
+    limit: the limit counts from its ("running",). Seen on the first GPU run: a CUDA matmul's
+    check was killed at 3 s while its worker was still lowering it."""
+    from sched.autoscheduler.measure.runner import WorkerDied
+
+    done = ("done", None, None, (0.001,))
+    slow_build = _scripted_worker([(0.6, ("running",)), (0.1, done)])
+    assert slow_build.request(("check", "script"), timeout=0.3, build_timeout=5.0) == done
+    slow_build.kill()
+    hung_build = _scripted_worker([(5.0, ("running",))])
+    with pytest.raises(WorkerDied, match=r"longer than 0.4 s \(its build in the worker\)"):
+        hung_build.request(("check", "script"), timeout=0.2, build_timeout=0.4)
+    hung_run = _scripted_worker([(0.1, ("running",)), (5.0, done)])
+    with pytest.raises(WorkerDied, match=r"longer than 0.3 s \(its run\)"):
+        hung_run.request(("check", "script"), timeout=0.3, build_timeout=5.0)
+    timing_too = _scripted_worker([(0.1, ("running",)), (0.2, ("running",)), (0.2, done)])
+    assert timing_too.request(("measure", "script"), timeout=0.3, build_timeout=5.0) == done
+    timing_too.kill()

@@ -119,3 +119,36 @@ def test_build_fast_math_reaches_nvrtc(tmp_path, monkeypatch):
     assert "--use_fast_math" in relaxed.compiled.command
     assert "--use_fast_math" not in exact.compiled.command
     assert relaxed.cubin.startswith(ELF_MAGIC) and relaxed.cubin != exact.cubin
+
+
+def test_toolkit_crt_headers_are_added_when_the_cudart_wheel_lacks_them(tmp_path, monkeypatch):
+    """A torch install brings the cudart headers without crt/ (seen on the lent H200: NVRTC
+    could not open "crt/mma.h" from <mma.h>): the toolkit's include directory that has crt/
+    is added after them, and a directory without crt/mma.h is not."""
+    import types
+
+    import cuda.pathfinder
+
+    wheel = tmp_path / "wheel" / "include"
+    wheel.mkdir(parents=True)
+    toolkit = tmp_path / "toolkit"
+    (toolkit / "include" / "crt").mkdir(parents=True)
+    (toolkit / "include" / "crt" / "mma.h").write_text("")
+    monkeypatch.setattr(cuda.pathfinder, "locate_nvidia_header_directory",
+                        lambda name: types.SimpleNamespace(abs_path=str(wheel)))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit-here"))
+    monkeypatch.setenv("CUDA_PATH", str(toolkit))
+    cuda_compile._header_directories.cache_clear()
+    try:
+        options = cuda_compile.nvrtc_options("sm_90", ())
+    finally:
+        cuda_compile._header_directories.cache_clear()
+    includes = [option for option in options if option.startswith("-I")]
+    assert includes == [f"-I{wheel}", f"-I{toolkit / 'include'}"]
+
+
+def test_a_missing_header_error_says_which_wheels_bring_the_headers():
+    message = cuda_compile.failure_message(
+        "NVRTC failed", "int x;\n",
+        '/x/include/mma.h(55): catastrophic error: cannot open source file "crt/mma.h"', "nvrtc")
+    assert "nvidia-cuda-crt" in message and "compiler='nvcc'" in message

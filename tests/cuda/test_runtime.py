@@ -275,4 +275,4 @@ def test_cubin_for_another_arch_family_is_refused_at_the_call():
     kernel = vector_add(arch=arch)
     a = torch.randn(8, device="cuda")
     with pytest.raises(BuildError, match=f"was compiled for {arch}, but CUDA device"):
-        kernel(a, a, a)
+        kernel(a, torch.randn_like(a), torch.empty_like(a))

@@ -5,9 +5,12 @@
 
 `IsolatedRunner` keeps one worker process (`worker.py`) alive across candidates: its imports,
 the workload's inputs and the reference outputs are loaded once. A candidate gets
-`timing.timeout` seconds for its check (the worker's own build from the disk cache, one run,
-the comparison with the reference) and as many for its timing; past that the worker is
-killed ("timeout"). A worker that
+`timing.timeout` seconds for its check (one run, the comparison with the reference) and as
+many for its timing, counted from the moment its kernel is loaded: the worker's own build
+(parsing and lowering the script, the cubin or library from the disk cache) has the builder's
+allowance, `build_timeout(timing)`, since on a busy machine it can take longer than a run (seen on
+the first GPU run: a CUDA matmul's check timed out at 3 s while its worker lowered it). Past
+either limit the worker is killed ("timeout"). A worker that
 dies under a candidate (a segfault, an abort) costs that candidate ("crash"). Either way the
 next candidate runs in a fresh worker, started at once so that it imports while the parent
 waits for the next build.
@@ -30,6 +33,11 @@ from sched.autoscheduler.measure.builder import BuildPool, build_script
 from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingOptions
 
 SETUP_TIMEOUT = 600.0      # seconds for a fresh worker to import and compute the reference
+
+
+def build_timeout(timing: TimingOptions) -> float:
+    """Seconds a candidate's build may take, in the build pool or in the worker."""
+    return max(timing.timeout, 60.0)
 STDERR_TAIL = 2000         # characters of a dead worker's stderr kept in the message
 DEFAULT_TIMING = TimingOptions()
 
@@ -61,20 +69,27 @@ class WorkerProcess:
         self._replies = Connection(from_child_read, writable=False)
         self.workload_key: str | None = None
 
-    def request(self, message: tuple, timeout: float):
+    def request(self, message: tuple, timeout: float, build_timeout: float | None = None):
         """The worker's reply to `message`; WorkerDied when it takes longer than `timeout`
-        seconds (the worker is then killed) or the worker dies."""
+        seconds (the worker is then killed) or the worker dies. With `build_timeout`, the
+        worker may first build the candidate for that long: each ("running",) it sends
+        (a check or a timing starts) gives `timeout` seconds from then."""
+        limit, what = ((build_timeout, "its build in the worker") if build_timeout is not None
+                       else (timeout, "it"))
         try:
             self._requests.send(message)
-            if self._replies.poll(timeout):
-                return self._replies.recv()
+            while self._replies.poll(limit):
+                reply = self._replies.recv()
+                if reply[0] != "running":
+                    return reply
+                limit, what = timeout, "its run"
         except (EOFError, OSError):
             raise WorkerDied("crash", self._death()) from None
         if self.process.poll() is not None:
             raise WorkerDied("crash", self._death())
         self.kill()
-        raise WorkerDied("timeout", f"ran longer than {timeout:g} s; the worker process was "
-                                    f"killed")
+        raise WorkerDied("timeout", f"ran longer than {limit:g} s ({what}); the worker process "
+                                    f"was killed")
 
     def _death(self) -> str:
         try:
@@ -160,7 +175,8 @@ class IsolatedRunner:
             return MeasureResult(error_kind="run", error=error,
                                  run_seconds=time.perf_counter() - start)
         try:
-            _, kind, error, seconds = self._worker.request(message, self.timing.timeout)
+            _, kind, error, seconds = self._worker.request(message, self.timing.timeout,
+                                                           build_timeout(self.timing))
         except WorkerDied as death:
             self._replace_worker()
             return MeasureResult(error_kind=death.kind, error=f"the candidate {death}",
@@ -248,7 +264,7 @@ class LocalMeasurer:
                  reference_seed: int = 0, *, time_during_builds: bool = False):
         self.timing = timing
         self.time_during_builds = time_during_builds
-        self._builder = BuildPool(workers, timeout=max(timing.timeout, 60.0))
+        self._builder = BuildPool(workers, timeout=build_timeout(timing))
         self._runner = IsolatedRunner(timing, reference_seed)
 
     def measure(self, workload, candidates: list[Candidate], *, hopeless: float | None = None,

@@ -71,6 +71,9 @@ class Measurement:
         self._arguments = None
         self.checked: dict[str, object] = {}      # script -> kernel that passed `check`
         self.poisoned = False                      # a CUDA error: this process must end
+        # called when a candidate's kernel is built and its run (check or timing) starts: the
+        # parent's time limit for the run counts from there, not from the build
+        self.on_run_start = None
 
     def reference_outputs(self) -> list[np.ndarray]:
         """The unscheduled function's outputs, built for the C target, on this seed's inputs."""
@@ -102,6 +105,7 @@ class Measurement:
         kernel = self._build(script)
         if isinstance(kernel, Outcome):
             return kernel
+        self._run_starts()
         arguments = [_to_kernel(aligned_copy(a), d, self.target)
                      for a, d in zip(self.arrays, self.dtypes)]
         try:
@@ -133,6 +137,7 @@ class Measurement:
             kernel = self._build(script)
         if isinstance(kernel, Outcome):
             return kernel
+        self._run_starts()
         if self._arguments is None:         # one set for every timing: outputs overwritten
             self._arguments = [_to_kernel(aligned_copy(a), d, self.target)
                                for a, d in zip(self.arrays, self.dtypes)]
@@ -145,6 +150,10 @@ class Measurement:
             self.poisoned = self.target == "cuda"
             return Outcome("run", describe(error))
         return Outcome(seconds=seconds)
+
+    def _run_starts(self) -> None:
+        if self.on_run_start is not None:
+            self.on_run_start()
 
     def _build(self, script: str):
         import sched
@@ -342,6 +351,7 @@ def serve(requests, replies) -> None:
             _, _key, script, target, arch, seed, reference = request
             try:
                 measurement = Measurement(script, target, arch, seed, reference)
+                measurement.on_run_start = lambda: replies.send(("running",))
                 replies.send(("ready", measurement.reference, measurement.reference_seconds))
             except Exception as error:  # noqa: BLE001 - reported to the parent
                 measurement = None
