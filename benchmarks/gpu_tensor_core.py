@@ -1,7 +1,8 @@
 """fp16 matmul 4096^3 on tensor cores (fp16 in, fp32 accumulate): sched's hand schedules
-through mma.sync + ldmatrix (`gpu_matmul_mma`) and through wmma (`gpu_matmul_tensor_core`), at
-three register-tile sizes each, against torch.matmul on fp16 tensors (cuBLAS, fp32 accumulate,
-fp16 out: it writes half the bytes of C that sched's fp32 output writes), in one process.
+through mma.sync + ldmatrix (`gpu_matmul_mma`) and through wmma (`gpu_matmul_tensor_core`), in
+several variants (register tile, 16-byte fetches, padded shared rows, a cp.async pipeline over
+K), against torch.matmul on fp16 tensors (cuBLAS, fp32 accumulate, fp16 out: it writes half the
+bytes of C that sched's fp32 output writes), in one process.
 
 Target (issue 12, H100): >= 0.7x cuBLAS with mma.sync.
 
@@ -19,9 +20,20 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from benchmarks.common import gpu_device, gpu_versions, measure_gpu, write_results  # noqa: E402
 
 SIZE = 4096
-# (fragments per warp, warps per block): 16x16 accumulator fragments; block tile
-# 16 * fragments * warps on each side
-TILES = (((2, 2), (2, 2)), ((4, 2), (2, 2)), ((4, 4), (2, 2)))
+# keyword arguments of the hand schedules: 16x16 accumulator `fragments` per warp, `warps` per
+# block (block tile 16 * fragments * warps on each side), K in steps of 16 * `k_tiles`, `lanes`
+# halves per fetch move (8: 16 bytes; 1: one at a time), shared rows padded by `pad` halves,
+# `stages` > 1: the K loop pipelined (cp.async)
+VARIANTS = (
+    {"fragments": (2, 2), "warps": (2, 2), "lanes": 1},
+    {"fragments": (4, 4), "warps": (2, 2), "lanes": 1},
+    {"fragments": (4, 4), "warps": (2, 2)},
+    {"fragments": (4, 4), "warps": (2, 2), "pad": 8},
+    {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 3},
+    {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 3, "k_tiles": 4},
+    {"fragments": (4, 2), "warps": (2, 4), "pad": 8, "stages": 3},
+    {"fragments": (2, 4), "warps": (4, 2), "pad": 8, "stages": 4},
+)
 
 
 def main() -> None:
@@ -39,12 +51,12 @@ def main() -> None:
     c = torch.empty(SIZE, SIZE, device="cuda")
     rows, errors = [], {}
     for schedule in ("gpu_matmul_mma", "gpu_matmul_tensor_core"):
-        for fragments, warps in TILES:
-            name = f"{schedule} fragments={fragments} warps={warps}"
+        for options in VARIANTS:
+            name = f"{schedule} " + " ".join(f"{k}={v}" for k, v in options.items())
             started = time.perf_counter()
             try:
                 kernel = sched.build(getattr(hand_schedules, schedule)(
-                    SIZE, SIZE, SIZE, fragments=fragments, warps=warps).func, target="cuda")
+                    SIZE, SIZE, SIZE, **options).func, target="cuda")
             except Exception as error:  # noqa: BLE001 - one failed variant is a finding, reported
                 rows.append({"variant": name, "error": f"{type(error).__name__}: {error}"[:2000]})
                 continue
@@ -75,7 +87,7 @@ def main() -> None:
     for row in rows:
         figure = (f"{row['median_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOP/s"
                   if "median_s" in row else row["error"][:200])
-        print(f"{row['variant']:60s} {figure}")
+        print(f"{row['variant']:90s} {figure}")
     print(f"best/cuBLAS: {ratios}; wrote {path}")
 
 

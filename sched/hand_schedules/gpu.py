@@ -207,7 +207,8 @@ def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
 
 
 def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
-                           k_tiles: int = 2) -> Schedule:
+                           k_tiles: int = 2, lanes: int = 8, stages: int = 1,
+                           pad: int = 0) -> Schedule:
     """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) on tensor cores, as
     TVM schedules it: a thread block of `warps` warps (threadIdx.z, threadIdx.y, 32 lanes on
     threadIdx.x) computes a tile of C, each warp `fragments` 16x16 accumulator fragments
@@ -221,7 +222,7 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     loops. M must be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] *
     fragments[1], K of 16 * k_tiles."""
     return _tensor_core_matmul("gpu_matmul_tensor_core", M, N, K, fragments, warps, k_tiles,
-                               _WMMA)
+                               _WMMA, lanes, stages, pad)
 
 
 # the scopes and intrinsics of a tensor-core matmul: accumulator, A and B operands; fill,
@@ -236,7 +237,7 @@ _MMA = {"scopes": ("warp", "warp", "warp"), "fill": "mma_fill_16x16_f32",
 
 
 def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
-                   k_tiles: int = 2) -> Schedule:
+                   k_tiles: int = 2, lanes: int = 8, stages: int = 1, pad: int = 0) -> Schedule:
     """fp16 matmul accumulated in fp32 on tensor cores through mma.sync m16n8k16 and
     ldmatrix (TVM's mma intrinsics on "warp" buffers), with the blocking of
     `gpu_matmul_tensor_core`: each warp holds `fragments` 16x16 accumulator tiles in
@@ -249,11 +250,12 @@ def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
     The CUDA target emits inline PTX; the C target runs the intrinsics' reference loops. M must
     be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] * fragments[1], K of
     16 * k_tiles."""
-    return _tensor_core_matmul("gpu_matmul_mma", M, N, K, fragments, warps, k_tiles, _MMA)
+    return _tensor_core_matmul("gpu_matmul_mma", M, N, K, fragments, warps, k_tiles, _MMA,
+                               lanes, stages, pad)
 
 
 def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_tiles: int,
-                        intrinsics: dict) -> Schedule:
+                        intrinsics: dict, lanes: int, stages: int, pad: int) -> Schedule:
     tile_m, tile_n = 16 * warps[0] * fragments[0], 16 * warps[1] * fragments[1]
     if M % tile_m or N % tile_n or K % (16 * k_tiles):
         raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "
@@ -285,9 +287,15 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
         fragment = sch.cache_read(block, index, scope)
         sch.compute_at(fragment, ki)          # per warp, per 16 of k
         sch.compute_at(shared, ko)            # per block, per step of K
-        _fetch_cooperatively(sch, shared, warps)
+        if pad:
+            sch.storage_align(shared, 0, axis=0, factor=32, offset=pad)
+        _fetch_cooperatively(sch, shared, warps, lanes)
         fragment_blocks.append(fragment)
     init = sch.decompose_reduction(block, ko)
+    if stages > 1:
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
+        sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+        sch.annotate(ko, "software_pipeline_async_stages", [0])
     sch.tensorize(_fragment_loops(sch, fragment_blocks[0]), intrinsics["load_a"])
     sch.tensorize(_fragment_loops(sch, fragment_blocks[1]), intrinsics["load_b"])
     sch.tensorize(sch.get_loops(init)[-2], intrinsics["fill"])
@@ -297,11 +305,18 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
     return sch
 
 
-def _fetch_cooperatively(sch: Schedule, stage, warps: tuple[int, int]) -> None:
+def _fetch_cooperatively(sch: Schedule, stage, warps: tuple[int, int], lanes: int) -> None:
     """Spread the copy of a shared tile over every thread of the block (warps on z and y, 32
-    lanes on x): each thread copies one element of each 32 * warps in turn."""
+    lanes on x): each thread copies `lanes` consecutive elements (8 halves: one 16-byte move)
+    of each 32 * warps * lanes in turn, one at a time where the tile does not split so."""
     fused = sch.fuse(*sch.get_loops(stage)[-2:])
-    _, tz, ty, tx = sch.split(fused, [None, warps[0], warps[1], 32])
+    threads = 32 * warps[0] * warps[1]
+    extent = getattr(sch.get(fused).extent, "value", None)       # None: not a constant
+    if lanes > 1 and extent is not None and extent % (threads * lanes) == 0:
+        _, tz, ty, tx, vector = sch.split(fused, [None, warps[0], warps[1], 32, lanes])
+        sch.vectorize(vector)
+    else:
+        _, tz, ty, tx = sch.split(fused, [None, warps[0], warps[1], 32])
     sch.bind(tz, "threadIdx.z")
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")

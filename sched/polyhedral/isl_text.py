@@ -63,3 +63,21 @@ def restricted_map(text: str, domain_text: str | None, params_text: str) -> isl.
 def is_single_valued_map(text: str, params_text: str) -> bool:
     """Whether `restricted_map(text, None, params_text)` is single-valued."""
     return restricted_map(text, None, params_text).is_single_valued()
+
+
+def within_operations(limit: int, compute):
+    """`compute()`, or None when isl needs more than `limit` operations for it (isl counts
+    them; an enclosing limit is restored after, with its count started again)."""
+    context = isl.DEFAULT_CONTEXT
+    enclosing = context.get_max_operations()
+    context.set_max_operations(limit)
+    context.reset_operations()
+    try:
+        return compute()
+    except isl.Error as error:
+        if "maximal number of operations exceeded" not in str(error):
+            raise
+        return None
+    finally:
+        context.set_max_operations(enclosing)
+        context.reset_operations()

@@ -22,7 +22,7 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import BoundedCache, register
-from sched.polyhedral.isl_text import is_single_valued_map, restricted_map
+from sched.polyhedral.isl_text import is_single_valued_map, restricted_map, within_operations
 
 
 def _is_constant(entry: str) -> bool:
@@ -61,10 +61,35 @@ def nest_map(nest_text: str, params_text: str) -> isl.Map:
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
+@register
+@functools.lru_cache(maxsize=1 << 12)
 def nest_domain(nest_text: str, params_text: str) -> isl.Set:
     """The instances that run: the domain of `nest_map` (the constraints with the loops
-    quantified, as the statement's domain text says, without parsing it again)."""
-    return nest_map(nest_text, params_text).domain()
+    quantified, as the statement's domain text says, without parsing it again), without
+    existentially quantified variables where they are redundant (see exact_domain)."""
+    return exact_domain(nest_map(nest_text, params_text))
+
+
+# isl operations (0.1 to 1 s) that exact_domain spends on proving a domain without its
+# existentials equal to it
+DOMAIN_OPERATIONS = 1_000_000
+
+
+def exact_domain(mapping: isl.Map) -> isl.Set:
+    """The domain of `mapping`, written without the existentially quantified variables that
+    projecting its outputs leaves (`exists (e0, e1: ...)`) when the set without them is
+    the same set. A cooperative fetch's block (a fused loop split by 3 and bound to threads)
+    covers a box, but as a projection its domain keeps five existentials, and every later
+    subtraction or comparison with it costs seconds (10 s for one equality test). The
+    smaller set is used only when proven equal: isl's lexmin writes the domain with its
+    divisions explicit, and against that the test is cheap."""
+    domain = mapping.domain()
+    if all(piece.dim(isl.dim_type.div) == 0 for piece in domain.get_basic_sets()):
+        return domain
+    plain = domain.remove_divs()
+    equal = within_operations(DOMAIN_OPERATIONS,
+                              lambda: plain.is_subset(mapping.lexmin().domain()))
+    return plain if equal else domain
 
 
 @register
@@ -231,5 +256,8 @@ def breaks_order(relation_key: tuple, order: tuple) -> str | None:
     `order_key`) does not keep (source before sink), as isl text, or None when it keeps them
     all."""
     relation = pair_relation(*relation_key[:3])
-    broken = relation.subtract(_order(*order))
+    kept = _order(*order)
+    if relation.is_subset(kept):        # isl's subset test: milliseconds where the subtraction
+        return None                     # below takes seconds (existentials, modulo constraints)
+    broken = relation.subtract(kept)
     return None if broken.is_empty() else str(broken)

@@ -114,6 +114,9 @@ def _idempotent_against(order: tuple, written: str, reads: str | None, writes: s
     proven the other statement's runs idempotent), a write by a run of an instance whose
     first run came before the statement's first run is not counted (RUNS_RULE)."""
     source_key, other_key, params = order
+    if reads is None and itself and _writes_each_element_once(written):
+        # another run between its first and its last writes an element of another instance
+        return True
     runs = schedule_map(*source_key, params)
     first, last = first_runs(runs), last_runs(runs)
     times = isl.Set.universe(runs.get_space().range())
@@ -135,6 +138,13 @@ def _idempotent_against(order: tuple, written: str, reads: str | None, writes: s
     if itself:
         between = between.subtract(runs)                       # not its own runs
     return between.apply_range(time_writes).intersect(isl.Map(writes)).is_empty()
+
+
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _writes_each_element_once(written: str) -> bool:
+    """Whether no two instances write one element (the write map `written` is injective)."""
+    return isl.Map(written).is_injective()
 
 
 def _padded(schedule: isl.Map, width: int) -> isl.Map:

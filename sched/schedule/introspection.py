@@ -1,5 +1,6 @@
 """What a TVM user asks of a schedule besides its steps: `mod`, `work_on`, `show`,
-`fork_seed`, and the output blocks of a scope (`get_output_blocks`, recorded like get_block).
+`fork_seed`, `get` (the loop or block a handle names), and the output blocks of a scope
+(`get_output_blocks`, recorded like get_block).
 
 None of these changes the function.
 """
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from sched.ir.functor import collect
 from sched.ir.module import IRModule
-from sched.ir.nodes import BlockRealize
-from sched.schedule.base import BlockRV, ScheduleBase
-from sched.schedule.state import find_block
+from sched.ir.nodes import Block, BlockRealize, For
+from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.state import find_block, find_loop
 
 
 def output_blocks(func, scope: str) -> list[str]:
@@ -25,7 +26,30 @@ def output_blocks(func, scope: str) -> list[str]:
 
 
 class IntrospectionPrimitives(ScheduleBase):
-    """mod, work_on, show, enter_postproc, fork_seed, get_output_blocks."""
+    """mod, work_on, show, enter_postproc, fork_seed, get, get_output_blocks."""
+
+    def get(self, handle: LoopRV | BlockRV) -> For | Block:
+        """The loop (a `For`: `.extent`, `.kind`, `.thread_tag`) or the block a handle names
+        now, as TVM's `sch.get(rv)`. Not recorded: it changes nothing.
+
+        >>> import sched
+        >>> from sched import compute as te
+        >>> A = te.placeholder((64,), name="A")
+        >>> B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = sched.Schedule(te.create_prim_func([A, B]))
+        >>> outer, inner = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 16])
+        >>> sch.get(outer).extent.value, sch.get(inner).extent.value
+        (4, 16)
+        >>> sch.get(sch.get_block("B")).name
+        'B'
+        """
+        if isinstance(handle, LoopRV):
+            return find_loop(self._func, self._loop(handle, "get", "handle"), "get")
+        if isinstance(handle, BlockRV):
+            self._check_owner(handle, "block", "get")
+            return find_block(self._func, self._check_current(handle, "block", "get"),
+                              "get").block
+        raise TypeError(f"get: expected a loop or block handle, got {type(handle).__name__}")
 
     @property
     def mod(self) -> IRModule:
