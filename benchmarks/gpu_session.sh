@@ -18,7 +18,7 @@ timeout "${TEST_SECONDS:-240}" python3 -m pytest -m gpu -q -n 8 --timeout 120 -r
   -p no:cacheprovider --continue-on-collection-errors --junitxml="$OUT/gpu_tests.xml" \
   > "$OUT/gpu_tests.log" 2>&1
 echo "pytest exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -3
-for bench in gpu_tensor_core gpu_rows gpu_matmul; do
+for bench in ${BENCHMARKS:-gpu_tensor_core gpu_rows gpu_matmul}; do
   timeout "${BENCH_SECONDS:-150}" python3 "benchmarks/$bench.py" >> "$OUT/bench.log" 2>&1
   echo "$bench exit $?"
 done

@@ -25,7 +25,6 @@ SIZE = 4096
 # halves per fetch move (8: 16 bytes; 1: one at a time), shared rows padded by `pad` halves,
 # `stages` > 1: the K loop pipelined (cp.async)
 VARIANTS = (
-    {"fragments": (2, 2), "warps": (2, 2), "lanes": 1},
     {"fragments": (4, 4), "warps": (2, 2), "lanes": 1},
     {"fragments": (4, 4), "warps": (2, 2)},
     {"fragments": (4, 4), "warps": (2, 2), "pad": 8},
@@ -33,6 +32,9 @@ VARIANTS = (
     {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 3, "k_tiles": 4},
     {"fragments": (4, 2), "warps": (2, 4), "pad": 8, "stages": 3},
     {"fragments": (2, 4), "warps": (4, 2), "pad": 8, "stages": 4},
+    {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 4, "k_tiles": 4},
+    {"fragments": (4, 4), "warps": (2, 4), "pad": 8, "stages": 3, "k_tiles": 4},
+    {"fragments": (2, 4), "warps": (4, 2), "pad": 8, "stages": 3, "k_tiles": 4},
 )
 
 

@@ -67,20 +67,28 @@ def gpu_matmul_pipelined(M: int, N: int, K: int, block_tile=(64, 64), thread_til
         k_tile = 16 if isinstance(K, int) and K % 16 == 0 else 8
     sch = Schedule(_matmul_func(M, N, K))
     _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
-    k_outer = sch.get_loops(sch.get_block("C_update"))[4]    # blocks, threads, then K
-    sch.annotate(k_outer, "software_pipeline_stage", [0, 0, stages - 1])
-    sch.annotate(k_outer, "software_pipeline_order", [0, 1, 2])
-    sch.annotate(k_outer, "software_pipeline_async_stages", [0])
+    _pipeline_k(sch, sch.get_loops(sch.get_block("C_update"))[4], stages)
     return sch
 
 
+def _pipeline_k(sch: Schedule, k_outer, stages: int) -> None:
+    """Software-pipeline the K loop whose body is (fetch A, fetch B, multiply) over `stages`
+    stages, the fetches asynchronous (cp.async)."""
+    if stages > 1:
+        sch.annotate(k_outer, "software_pipeline_stage", [0, 0, stages - 1])
+        sch.annotate(k_outer, "software_pipeline_order", [0, 1, 2])
+        sch.annotate(k_outer, "software_pipeline_async_stages", [0])
+
+
 def gpu_matmul_bias_relu(M: int, N: int, K: int, block_tile=(64, 64), thread_tile=(4, 4),
-                         k_tile: int = 8) -> Schedule:
+                         k_tile: int = 8, stages: int = 1) -> Schedule:
     """relu(A @ B + bias) in one kernel: the epilogue runs on the register tile (K in steps of
-    8: with 16, ptxas spills a few registers on sm_80)."""
+    8: with 16, ptxas spills a few registers on sm_80), the K loop pipelined over `stages`
+    stages as in gpu_matmul_pipelined."""
     sch = Schedule(_matmul_func(M, N, K, epilogue=True))
     _tile_matmul(sch, sch.get_block("C"), block_tile, thread_tile, k_tile)
     sch.reverse_compute_inline(sch.get_block("D"))
+    _pipeline_k(sch, sch.get_loops(sch.get_block("C_update"))[4], stages)
     return sch
 
 
@@ -292,10 +300,7 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
         _fetch_cooperatively(sch, shared, warps, lanes)
         fragment_blocks.append(fragment)
     init = sch.decompose_reduction(block, ko)
-    if stages > 1:
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
-        sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
-        sch.annotate(ko, "software_pipeline_async_stages", [0])
+    _pipeline_k(sch, ko, stages)
     sch.tensorize(_fragment_loops(sch, fragment_blocks[0]), intrinsics["load_a"])
     sch.tensorize(_fragment_loops(sch, fragment_blocks[1]), intrinsics["load_b"])
     sch.tensorize(sch.get_loops(init)[-2], intrinsics["fill"])
