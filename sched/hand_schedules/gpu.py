@@ -270,7 +270,8 @@ def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
 
 
 def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_tiles: int,
-                        intrinsics: dict, lanes: int, stages: int, pad: int) -> Schedule:
+                        intrinsics: dict, lanes: int = 8, stages: int = 1,
+                        pad: int = 0) -> Schedule:
     tile_m, tile_n = 16 * warps[0] * fragments[0], 16 * warps[1] * fragments[1]
     if M % tile_m or N % tile_n or K % (16 * k_tiles):
         raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "

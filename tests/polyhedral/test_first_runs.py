@@ -69,3 +69,48 @@ def test_decompose_reduction_keeps_the_init_after_an_earlier_read_of_its_element
     sched.interpret(func, *expected)
     sched.build(sch.func, target="c")(*got)
     np.testing.assert_array_equal(got[3], expected[3])
+
+
+@pytest.mark.parametrize("schedule", [
+    FUSED_INIT,
+    isl.Map("{ S[v] -> [t] : 0 <= t < 8 and v = t mod 4 }"),
+    # a cooperative fetch split by 3: each instance runs once per warp (o1), at a quasi-affine
+    # position of the fused loop
+    isl.Map("{ S[v] -> [o1, o2] : 0 <= v < 96 and 0 <= o1 < 2 and 0 <= o2 < 96 and "
+            "(v + 16 * o1 - o2) mod 48 = 0 }"),
+])
+def test_first_runs_through_lexmin_are_checked_against_the_schedule(schedule, monkeypatch):
+    """With the subtraction's budget spent at once, first and last runs come from isl's
+    lexmin/lexmax, used only when they pass the check (every instance, one run each, none
+    earlier): on FUSED_INIT, where lexmin loses instances, the subtraction answers."""
+    import importlib
+
+    dependences = importlib.import_module("sched.polyhedral.dependences")   # not the function
+    exact_first, exact_last = first_runs(schedule), last_runs(schedule)
+    monkeypatch.setattr(dependences, "SUBTRACT_OPERATIONS", 1)
+    assert first_runs(schedule).is_equal(exact_first)
+    assert last_runs(schedule).is_equal(exact_last)
+
+
+def test_the_lexmin_check_refuses_a_map_that_loses_an_instance_or_is_not_first():
+    from sched.polyhedral.dependences import _is_extreme
+
+    twice = isl.Map("{ S[v] -> [t] : 0 <= t < 8 and v = t mod 4 }")
+    times = isl.Set("{ [t] }")
+    earlier = times.lex_lt_set(times).reverse()
+    assert _is_extreme(isl.Map("{ S[v] -> [v] : 0 <= v < 4 }"), twice, earlier)
+    assert not _is_extreme(isl.Map("{ S[v] -> [v] : 0 <= v < 3 }"), twice, earlier)
+    assert not _is_extreme(isl.Map("{ S[v] -> [v + 4] : 0 <= v < 4 }"), twice, earlier)
+
+
+def test_a_domain_loses_its_existentials_only_where_that_is_the_same_set():
+    from sched.polyhedral.pairs import exact_domain
+
+    covered = isl.Map("{ S[v] -> [a, b] : v = 4a + b and 0 <= a < 3 and 0 <= b < 4 }")
+    assert str(exact_domain(covered)) == "{ S[v] : 0 <= v <= 11 }"
+    strided = isl.Map("{ S[v] -> [a] : v = 3a and 0 <= a < 4 }")
+    assert exact_domain(strided).is_equal(isl.Set("{ S[v] : v mod 3 = 0 and 0 <= v <= 9 }"))
+    assert not exact_domain(strided).is_equal(isl.Set("{ S[v] : 0 <= v <= 9 }"))
+    holes = isl.Map("{ S[v] -> [a, b] : v = 8a + b and 0 <= a < 3 and 0 <= b < 4 }")
+    assert exact_domain(holes).is_equal(holes.domain())
+    assert not exact_domain(holes).is_equal(isl.Set("{ S[v] : 0 <= v <= 19 }"))
