@@ -16,7 +16,7 @@ from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Not, Select, Var, binar
 from sched.polyhedral.names import isl_name
 
 __all__ = ["NotAffine", "ast_to_expr", "isl_name", "pw_aff_to_expr", "to_isl",
-           "to_isl_condition"]
+           "to_isl_comparison", "to_isl_condition"]
 
 
 def _constant(expr: Expr) -> int | None:
@@ -51,6 +51,22 @@ def to_isl(expr: Expr) -> str | None:
     if op in ("min", "max"):
         return f"{op}({a}, {b})"
     return None
+
+
+def to_isl_comparison(left: str, op: str, expr: Expr) -> str | None:
+    """The constraint `left op expr` (`left` in isl syntax, `op` one of < <= = >= >) where
+    `expr` may hold selects with affine conditions (`T.if_then_else(n == 4, 2, (n + 1) // 2)`,
+    as bounds from isl come back piecewise): one disjunct per piece; None when a piece or a
+    condition is not affine."""
+    if isinstance(expr, Select) and is_int(expr.dtype):
+        condition = to_isl_condition(expr.condition)
+        then = to_isl_comparison(left, op, expr.true_value)
+        otherwise = to_isl_comparison(left, op, expr.false_value)
+        if condition is None or then is None or otherwise is None:
+            return None
+        return f"((({condition}) and ({then})) or ((not ({condition})) and ({otherwise})))"
+    text = to_isl(expr)
+    return None if text is None else f"{left} {op} {text}"
 
 
 def to_isl_condition(expr: Expr) -> str | None:

@@ -31,7 +31,7 @@ from sched.ir.nodes import (
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
-from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_comparison, to_isl_condition
 from sched.polyhedral.isl_text import is_single_valued_map
 
 BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
@@ -77,6 +77,9 @@ class Statement:
     env: dict = field(default_factory=dict)                 # enclosing blocks' variables
     accesses: list[ViewAccess] = field(default_factory=list)
     exact: bool = True          # no condition or binding of it was over-approximated
+    # the loop bounds, `if` conditions and block predicates of it the model left out (not
+    # affine), as IR: where there are some, its domain may hold instances that do not run
+    unseen: tuple = ()
     context: list[str] = field(default_factory=list)       # conditions on the loops alone
     bindings: list[tuple] = field(default_factory=list)    # (iter var, value, lo, extent) texts
     domain_texts: tuple[str, str] = ("", "")               # the isl text of `domain`, and
@@ -192,37 +195,45 @@ class _Walker:
         return text
 
     def walk(self, stmt: Stmt, loops: list[Loop], conds: list[str], time: list[str],
-             env: dict, exact: bool = True) -> None:
-        """Statements of `stmt` under `loops` and the conditions `conds`, at `time`; `exact`
-        is False under a condition or loop bound the model left out."""
+             env: dict, unseen: tuple = ()) -> None:
+        """Statements of `stmt` under `loops` and the conditions `conds`, at `time`; `unseen`:
+        the conditions and loop bounds above it the model left out (IR)."""
         if isinstance(stmt, SeqStmt):
             for index, child in enumerate(stmt.stmts):
-                self.walk(child, loops, conds, time + [str(index)], env, exact)
+                self.walk(child, loops, conds, time + [str(index)], env, unseen)
         elif isinstance(stmt, For):
             loop = Loop(stmt.loop_var, substitute(stmt.min, env), substitute(stmt.extent, env),
                         len(time), stmt.kind, stmt.thread_tag)
             name = isl_name(stmt.loop_var)
             lo = self.affine(stmt.min, env, f"the start of loop '{stmt.loop_var.name}'")
-            extent = self.affine(stmt.extent, env, f"the extent of loop '{stmt.loop_var.name}'")
             bounds = [] if lo is None else [f"{name} >= {lo}"]
-            if lo is not None and extent is not None:
-                bounds.append(f"{name} < {lo} + {extent}")
+            below = None
+            if lo is not None:      # an extent may be piecewise (a bound isl computed)
+                below = to_isl_comparison(f"{name} - ({lo})", "<", loop.extent)
+                if below is None:
+                    self.note(f"the extent of loop '{stmt.loop_var.name}' is not affine; the "
+                              f"model over-approximates it")
+                else:
+                    bounds.append(below)
+            left_out = (() if lo is not None else (loop.min,)) + (
+                () if below is not None else (loop.extent,))
             self.walk(stmt.body, loops + [loop], conds + bounds, time + [name], env,
-                      exact and len(bounds) == 2)
+                      unseen + left_out)
         elif isinstance(stmt, IfThenElse):
             condition = self.condition(stmt.condition, env, "an if condition")
             then_conds = conds if condition is None else conds + [condition]
             else_conds = conds if condition is None else conds + [f"not ({condition})"]
-            exact = exact and condition is not None
-            self.walk(stmt.then_body, loops, then_conds, time + ["0"], env, exact)
+            if condition is None:
+                unseen = unseen + (substitute(stmt.condition, env),)
+            self.walk(stmt.then_body, loops, then_conds, time + ["0"], env, unseen)
             if stmt.else_body is not None:
-                self.walk(stmt.else_body, loops, else_conds, time + ["1"], env, exact)
+                self.walk(stmt.else_body, loops, else_conds, time + ["1"], env, unseen)
         elif isinstance(stmt, LetStmt):
-            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: stmt.value}, exact)
+            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: stmt.value}, unseen)
         elif isinstance(stmt, Allocate):
-            self.walk(stmt.body, loops, conds, time, env, exact)
+            self.walk(stmt.body, loops, conds, time, env, unseen)
         elif isinstance(stmt, BlockRealize):
-            self.block(stmt, loops, conds, time, env, exact)
+            self.block(stmt, loops, conds, time, env, unseen)
         elif isinstance(stmt, While):
             self.while_loop(stmt, loops, conds, time, env)
 
@@ -243,21 +254,22 @@ class _Walker:
                 f"if inside")
         self.note("a while loop's body is modelled as running under a condition that may "
                   "hold (its accesses only)")
-        self.walk(loop.body, loops, conds, time + ["0"], env, False)
+        self.walk(loop.body, loops, conds, time + ["0"], env, (loop.condition,))
 
-    def block(self, realize: BlockRealize, loops, conds, time, env, exact=True) -> None:
+    def block(self, realize: BlockRealize, loops, conds, time, env, unseen=()) -> None:
         block = realize.block
         context = list(conds)        # conditions on the loops alone
         if realize.predicate != TRUE:
             predicate = self.condition(realize.predicate, env,
                                        f"the predicate of block '{block.name}'")
             context += [predicate] if predicate is not None else []
-            exact = exact and predicate is not None
+            if predicate is None:
+                unseen = unseen + (substitute(realize.predicate, env),)
         bindings, own, in_domain, keys = self.bindings(realize, loops, env)
-        exact = exact and not keys
         constraints = context + own + [f"{names.local('k', k)} = {key}"
                                        for k, key in enumerate(keys)]
-        common = dict(keys=keys, env=env, exact=exact, context=context, bindings=bindings)
+        common = dict(keys=keys, env=env, exact=not unseen and not keys, unseen=unseen,
+                      context=context, bindings=bindings)
         if block.iter_vars or block.name != "root":
             if block.init is not None:
                 first = [f"{isl_name(iv.var)} = {to_isl(iv.dom.min)}"
@@ -276,8 +288,11 @@ class _Walker:
                           f"the model orders them before the nested blocks")
             inner_env = {**env, **{iv.var: substitute(v, env)
                                    for iv, v in zip(block.iter_vars, realize.iter_values)}}
+            # under a binding the model cannot see, which nested instances run is unseen too
+            hidden = tuple(v for (_, bound, _, _), v in zip(bindings, realize.iter_values)
+                           if bound is None)
             self.walk(block.body, loops, context + in_domain, time + [NESTED_SLOT], inner_env,
-                      exact)
+                      unseen + tuple(substitute(v, env) for v in hidden))
 
     def bindings(self, realize: BlockRealize, loops, env):
         """(per iteration variable: (iter var, value, lo, extent) in isl text; constraints on

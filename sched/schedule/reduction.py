@@ -34,6 +34,7 @@ from sched.polyhedral.legality import (
     check_new_order,
     check_schedules,
     schedule_error,
+    unmodelled_domain_change,
 )
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.blockized_init import hoist_nested_init, nested_init
@@ -137,6 +138,9 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
     no accesses of their own around the init block (left out of the comparison)."""
     old_model = build_model(func)
     new_model = build_model(new_func)
+    unseen = unmodelled_domain_change(old_model, new_model)
+    if unseen is not None:
+        return Violation(unseen)
     new_domain = new_model.domain
     for wrapper in wrappers:
         for statement in new_model.statements_of_block(wrapper):
