@@ -61,8 +61,6 @@ def nest_map(nest_text: str, params_text: str) -> isl.Map:
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
-@register
-@functools.lru_cache(maxsize=1 << 12)
 def nest_domain(nest_text: str, params_text: str) -> isl.Set:
     """The instances that run: the domain of `nest_map` (the constraints with the loops
     quantified, as the statement's domain text says, without parsing it again), without
