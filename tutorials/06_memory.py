@@ -57,7 +57,8 @@ sch.reorder(k_0, i_1, j_1, k_1)
 show("a tiled matmul", sch)
 
 # 2. Caches. The block writes C (writes index 0) and reads A, B, C (reads 0, 1, 2: its inputs
-# first, as in TVM, then C, which it reads to accumulate). Each cache starts at the root, over the whole box the block touches.
+# first, as in TVM, then C, which it reads to accumulate). Each cache starts at the root, over
+# the whole box the block touches.
 C_local = sch.cache_write(block, 0, "local")
 A_shared = sch.cache_read(block, 0, "shared")
 B_global = sch.cache_read(block, 1, "global")
