@@ -41,7 +41,13 @@ from sched.polyhedral.dependences import (
     model_and_dependences,
 )
 from sched.polyhedral.model import build_model
-from sched.polyhedral.pairs import breaks_order, order_key, ordered_before, pair_relation
+from sched.polyhedral.pairs import (
+    breaks_order,
+    kept_in_time_order,
+    order_key,
+    ordered_before,
+    pair_relation,
+)
 from sched.polyhedral.runs import RUNS_RULE, check_runs, repeated_instance  # noqa: F401
 from sched.polyhedral.violation import (  # noqa: F401
     Violation,
@@ -106,8 +112,11 @@ def _broken_text(relation_key: tuple, source: str, source_time: tuple[str, ...],
     """The pairs of `pair_relation(*relation_key)` that the schedules `source` and `sink`
     (isl texts, with the time vectors of their runs) do not run in order, as text, or None:
     a function of its arguments' texts only, so remembered by them."""
-    broken = pair_relation(*relation_key).subtract(ordered_before(
-        isl.Map(source), source_time, isl.Map(sink), sink_time))
+    relation = pair_relation(*relation_key)
+    first, second = isl.Map(source), isl.Map(sink)
+    if kept_in_time_order(relation, first, source_time, second, sink_time):
+        return None
+    broken = relation.subtract(ordered_before(first, source_time, second, sink_time))
     return None if broken.is_empty() else str(broken)
 
 

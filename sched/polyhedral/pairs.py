@@ -173,6 +173,19 @@ def ordered_before(first: isl.Map, first_time: tuple[str, ...], second: isl.Map,
         second.apply_range(_projection(width, kept)))
 
 
+def kept_in_time_order(relation: isl.Map, first: isl.Map, first_time: tuple[str, ...],
+                       second: isl.Map, second_time: tuple[str, ...]) -> bool:
+    """Whether `relation` is a subset of `ordered_before(first, ...)`, asked by
+    `kept_in_order` where both schedules are functions; False where they are not, where
+    pairs are out of order, or past the budget (the caller then subtracts)."""
+    if not (first.is_single_valued() and second.is_single_valued()):
+        return False
+    kept = deciding_positions(first_time, second_time)
+    width = len(first_time)
+    return kept_in_order(relation, first.apply_range(_projection(width, kept)),
+                         second.apply_range(_projection(width, kept)))
+
+
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
@@ -264,25 +277,29 @@ def breaks_order(relation_key: tuple, order: tuple) -> str | None:
 
 
 def _kept_by_first_runs(relation: isl.Map, order: tuple) -> bool:
-    """Whether every pair of `relation` has its source's first run before its sink's, asked
-    without a complement: no pair with the source's first run at or after the sink's, and no
-    instance without a run. The first-run schedules are functions, so this is the relation
-    being a subset of `_order(*order)`; where `relation` has existentials (a tensor-core
-    schedule's accumulator) the subset test costs 13 s a pair, this one 0.02 s. False when
-    it finds broken pairs or runs past its budget of isl operations (the caller then asks
-    the subset test)."""
+    """Whether every pair of `relation` has its source's first run before its sink's (the
+    relation is a subset of `_order(*order)`), asked by `kept_in_order` on the first-run
+    schedules."""
     source_key, sink_key, params_text = order
     a, b = deciding_times(source_key[1], sink_key[1])
-    source_first = first_run_schedule((source_key[0], a), params_text)
-    sink_first = first_run_schedule((sink_key[0], b), params_text)
+    return kept_in_order(relation, first_run_schedule((source_key[0], a), params_text),
+                         first_run_schedule((sink_key[0], b), params_text))
 
+
+def kept_in_order(relation: isl.Map, source: isl.Map, sink: isl.Map) -> bool:
+    """Whether every pair (x, y) of `relation` has `source(x)` lexicographically before
+    `sink(y)`, where both schedules are functions (one time per instance), asked without a
+    complement: no pair at or after, and no instance without a time. Where `relation` has
+    existentials (a tensor-core schedule's accumulator) isl's subset test costs 13 s a pair,
+    this 0.02 s. False when it finds such pairs or runs past its budget of isl operations
+    (the caller then asks the subset test or the subtraction)."""
     def kept() -> bool:
-        return (relation.intersect(source_first.lex_ge_map(sink_first)).is_empty()
-                and relation.domain().is_subset(source_first.domain())
-                and relation.range().is_subset(sink_first.domain()))
+        return (relation.intersect(source.lex_ge_map(sink)).is_empty()
+                and relation.domain().is_subset(source.domain())
+                and relation.range().is_subset(sink.domain()))
 
     return bool(within_operations(ORDER_OPERATIONS, kept))
 
 
-# isl operations (a few tenths of a second) _kept_by_first_runs may take
+# isl operations (a few tenths of a second) kept_in_order may take
 ORDER_OPERATIONS = 2_000_000
