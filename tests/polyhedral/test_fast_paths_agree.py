@@ -1,0 +1,75 @@
+"""The complement-free legality answers (order by lex_ge intersections, idempotence per writer
+instance) against the subtractions they replace, on every question some hand schedules ask:
+they must agree (the fast answers may only be more cautious where the old ones ran over
+budget)."""
+
+from __future__ import annotations
+
+import islpy as isl
+import pytest
+
+from sched import hand_schedules
+from sched.polyhedral import clear_caches, pairs, runs
+from sched.polyhedral.dependences import first_runs
+from sched.polyhedral.isl_text import within_operations
+
+BUDGET = 5_000_000      # isl operations the old answer may take; past them it is not compared
+
+
+def _old_idempotent(first, last, window, other_runs, written, reads, writes, itself,
+                    rerun_writer):
+    times = isl.Set.universe(first.get_space().range())
+    time_writes = other_runs.reverse().apply_range(isl.Map(written))
+    read_window = window
+    if rerun_writer:
+        rewrites = first.apply_range(times.lex_gt_set(times)).apply_range(
+            first_runs(other_runs).reverse()).apply_range(other_runs)
+        read_window = window.subtract(rewrites)
+    if reads is not None and not read_window.apply_range(time_writes).intersect(
+            isl.Map(reads)).is_empty():
+        return False
+    if writes is None:
+        return True
+    between = window.subtract(first)
+    if itself:
+        between = between.subtract(other_runs)
+    return between.apply_range(time_writes).intersect(isl.Map(writes)).is_empty()
+
+
+@pytest.mark.parametrize("schedule, recomputes", [
+    (lambda: hand_schedules.gpu_matmul_mma(64, 64, 96, k_tiles=3), True),
+    (lambda: hand_schedules.gpu_matmul_tensor_core(64, 64, 64, pad=8, stages=2), True),
+    (lambda: hand_schedules.gpu_matmul(128, 128, 64), False),
+    (lambda: hand_schedules.cpu_matmul(64, 64, 64), False),
+], ids=["mma_k_by_3", "wmma_pipelined", "gpu_matmul", "cpu_matmul"])
+def test_fast_order_and_idempotence_answers_agree_with_the_subtractions(schedule, recomputes,
+                                                                        monkeypatch):
+    compared = {"order": 0, "idempotence": 0}
+    fast_order, fast_idempotent = pairs.kept_in_order, runs._idempotent_by_instances
+
+    def order(relation, source, sink):
+        fast = fast_order(relation, source, sink)
+        old = within_operations(BUDGET, lambda: relation.subtract(
+            source.lex_lt_map(sink)).is_empty())
+        if old is not None:
+            compared["order"] += 1
+            assert not fast or old, f"kept_in_order said kept: {relation}"
+        return fast
+
+    def idempotent(*args):
+        fast = fast_idempotent(*args)
+        old = within_operations(BUDGET, lambda: _old_idempotent(*args))
+        if old is not None:
+            compared["idempotence"] += 1
+            assert fast == old
+        return fast
+
+    monkeypatch.setattr(pairs, "kept_in_order", order)
+    monkeypatch.setattr(runs, "_idempotent_by_instances", idempotent)
+    clear_caches()
+    try:
+        schedule()
+    finally:
+        clear_caches()          # no answer of the patched functions stays remembered
+    assert compared["order"] > 0
+    assert (compared["idempotence"] > 0) == recomputes     # the warps' recomputed fetches
