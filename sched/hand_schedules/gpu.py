@@ -62,7 +62,11 @@ def gpu_matmul_pipelined(M: int, N: int, K: int, block_tile=(64, 64), thread_til
                          k_tile: int | None = None, stages: int = 2) -> Schedule:
     """gpu_matmul with its K loop software-pipelined over `stages` stages: the shared tiles of
     the next `stages - 1` K steps are copied (cp.async on the GPU, sm_80+) while the current
-    one is multiplied, each tile multi-buffered `stages` times."""
+    one is multiplied, each tile multi-buffered `stages` times.
+
+    On an H200, 4096^3 fp32 (benchmarks/gpu_matmul.py): `block_tile=(128, 64),
+    thread_tile=(8, 4), stages=3` ran at 0.80x torch (cuBLAS, TF32 off), the defaults with 3
+    stages at 0.67x, gpu_matmul's defaults at 0.62x."""
     if k_tile is None:
         k_tile = 16 if isinstance(K, int) and K % 16 == 0 else 8
     sch = Schedule(_matmul_func(M, N, K))
