@@ -25,8 +25,8 @@ SIZE = 4096
 # halves per fetch move (8: 16 bytes; 1: one at a time), shared rows padded by `pad` halves,
 # `stages` > 1: the K loop pipelined (cp.async)
 VARIANTS = (
-    {"fragments": (4, 4), "warps": (2, 2), "lanes": 1},
-    {"fragments": (4, 4), "warps": (2, 2)},
+    {"fragments": (4, 4), "warps": (2, 2), "lanes": 1, "pad": 0},
+    {"fragments": (4, 4), "warps": (2, 2), "pad": 0},
     {"fragments": (4, 4), "warps": (2, 2), "pad": 8},
     {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 3},
     {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 3, "k_tiles": 4},

@@ -161,7 +161,7 @@ print("\n".join(sorted({line.strip()[:110] for line in mma_kernel.source.splitli
 #      vectorize it (one 16-byte move; `lanes=8`, now the hand schedules' default);
 #    - pad each row of the shared tiles by 8 halves, so that the rows a wmma or ldmatrix load
 #      reads at once fall in different shared-memory banks: sch.storage_align(shared, 0,
-#      axis=0, factor=32, offset=8) (`pad=8`, 2x alone);
+#      axis=0, factor=32, offset=8) (`pad=8`, also a default now; 2x alone);
 #    - pipeline the K loop: annotate it with software_pipeline_stage [0, 0, 2] (the two fetches
 #      at stage 0, the multiply at stage 2), software_pipeline_order [0, 1, 2] and
 #      software_pipeline_async_stages [0], so the fetches of the next two steps of K run

@@ -220,7 +220,7 @@ def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
 
 def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
                            k_tiles: int = 2, lanes: int = 8, stages: int = 1,
-                           pad: int = 0) -> Schedule:
+                           pad: int = 8) -> Schedule:
     """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) on tensor cores, as
     TVM schedules it: a thread block of `warps` warps (threadIdx.z, threadIdx.y, 32 lanes on
     threadIdx.x) computes a tile of C, each warp `fragments` 16x16 accumulator fragments
@@ -232,10 +232,11 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
 
     The tiles are fetched `lanes` halves at a time (8: 16-byte moves; 1 element by element
     where the tile does not split so), their rows padded by `pad` halves (8 spreads ldmatrix
-    and wmma loads over the shared-memory banks), and with `stages` > 1 the K loop is
-    software-pipelined: the fetches of the next `stages - 1` steps run ahead (cp.async),
-    each shared tile multi-buffered. On an H200, 4096^3: `fragments=(4, 4), pad=8, stages=3,
-    k_tiles=4` ran at 346 TFLOP/s, the defaults at 121 (benchmarks/gpu_tensor_core.py).
+    and wmma loads over the shared-memory banks; 0: unpadded), and with `stages` > 1 the K
+    loop is software-pipelined: the fetches of the next `stages - 1` steps run ahead
+    (cp.async), each shared tile multi-buffered. On an H200, 4096^3
+    (benchmarks/gpu_tensor_core.py): `fragments=(4, 4), stages=3, k_tiles=4` ran at 346
+    TFLOP/s, `fragments=(4, 4)` at 237, and at 121 unpadded (`pad=0`).
 
     The CUDA target emits nvcuda::wmma calls; the C target runs the intrinsics' reference
     loops. M must be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] *
@@ -256,7 +257,7 @@ _MMA = {"scopes": ("warp", "warp", "warp"), "fill": "mma_fill_16x16_f32",
 
 
 def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
-                   k_tiles: int = 2, lanes: int = 8, stages: int = 1, pad: int = 0) -> Schedule:
+                   k_tiles: int = 2, lanes: int = 8, stages: int = 1, pad: int = 8) -> Schedule:
     """fp16 matmul accumulated in fp32 on tensor cores through mma.sync m16n8k16 and
     ldmatrix (TVM's mma intrinsics on "warp" buffers), with the blocking of
     `gpu_matmul_tensor_core`: each warp holds `fragments` 16x16 accumulator tiles in
@@ -275,7 +276,7 @@ def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
 
 def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_tiles: int,
                         intrinsics: dict, lanes: int = 8, stages: int = 1,
-                        pad: int = 0) -> Schedule:
+                        pad: int = 8) -> Schedule:
     tile_m, tile_n = 16 * warps[0] * fragments[0], 16 * warps[1] * fragments[1]
     if M % tile_m or N % tile_n or K % (16 * k_tiles):
         raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "
