@@ -1,6 +1,8 @@
 #!/bin/bash
-# One lent-GPU session's checks, in one call (see ../README's "GPU" section): the GPU-marked
-# tests, then the GPU benchmarks; logs and result JSON go to $OUT (or ./gpu_out).
+# One lent-GPU session's checks, in one call: the GPU-marked tests, then the GPU benchmarks
+# ($BENCHMARKS, default all three), then with $DEMO_SECONDS set `sched demo --tune 16` on
+# CUDA; logs and result JSON go to $OUT (or ./gpu_out). Used by stop 21 on an H200:
+#   TEST_SECONDS=170 BENCH_SECONDS=150 bash benchmarks/gpu_session.sh
 # Needs islpy on the device: wheels in .whl/ (python 3.12), installed into /tmp/site.
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -22,5 +24,9 @@ for bench in ${BENCHMARKS:-gpu_tensor_core gpu_rows gpu_matmul}; do
   timeout "${BENCH_SECONDS:-150}" python3 "benchmarks/$bench.py" >> "$OUT/bench.log" 2>&1
   echo "$bench exit $?"
 done
+if [ -n "${DEMO_SECONDS:-}" ]; then          # the demo on CUDA, with a short tuning run
+  timeout "$DEMO_SECONDS" python3 -m sched demo --tune 16 > "$OUT/demo.log" 2>&1
+  echo "demo exit $?"; tail -5 "$OUT/demo.log"
+fi
 cp benchmarks/results/*/gpu_*.json "$OUT/" 2>/dev/null
 tail -40 "$OUT/bench.log"
