@@ -3,7 +3,9 @@
 # ($BENCHMARKS, default all three), then with $DEMO_SECONDS set `sched demo --tune 16` on
 # CUDA; logs and result JSON go to $OUT (or ./gpu_out). Used by stop 21 on an H200:
 #   TEST_SECONDS=170 BENCH_SECONDS=150 bash benchmarks/gpu_session.sh
-# Needs islpy on the device: wheels in .whl/ (python 3.12), installed into /tmp/site.
+# Needs islpy on the device: wheels in .whl/ (python 3.12), installed into /tmp/site; the
+# demo's tuning also needs xgboost (the 6 MB wheel xgboost-cpu does: pip download --no-deps
+# --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl ...).
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1; then
