@@ -1,4 +1,5 @@
-"""Barrier insertion: `__syncthreads()` where threads communicate through shared memory.
+"""Barrier insertion: `__syncthreads()` where threads communicate through shared or global
+memory.
 
 Threads of a block see each other's shared-memory writes only after a barrier. This pass walks
 the code under the thread loops in execution order, keeping the shared buffers read and written
@@ -9,12 +10,19 @@ is also checked against itself: when what the end of its body touches conflicts 
 start of the next iteration touches (the k loop of a tiled matmul: the
 compute reads the tile that the next iteration's fetch overwrites), a barrier closes the body.
 
-Only buffers of scope "shared" are tracked ("local" is private to a thread; blocks never
-synchronize). Two accesses with the same index built from a thread variable (`X[tx]` written,
-then read) touch one thread's own element and need no barrier; otherwise any two accesses to a
-buffer may be by different threads, so the pass may put a barrier that a finer analysis would
-drop, never omit one that is needed. It runs after block
-conversion and thread-loop unification, on flattened or unflattened buffers alike.
+Buffers of scope "shared" are tracked, and global ones (parameters, global allocations):
+threads of a block also see each other's global writes in order only across a barrier, and a
+stage computed inside the block (compute_at under its blockIdx loop, not bound to threads) runs
+in every thread: its redundant stores must land before another thread reads or overwrites the
+element (found by the fuzzer: a producer's late copy in one thread overwrote what another
+thread's consumer had just stored). Global elements reached only through an opaque call's
+address (the tensor-core store intrinsics: each warp stores its own tiles) are not tracked.
+"local" is private to a thread; blocks never synchronize. Two accesses with the same index
+built from a thread variable (`X[tx]` written, then read) touch one thread's own element and
+need no barrier; otherwise any two accesses to a buffer may be by different threads, so the
+pass may put a barrier that a finer analysis would drop, never omit one that is needed. It
+runs after block conversion and thread-loop unification, on flattened or unflattened buffers
+alike.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     Allocate,
     Barrier,
+    BinaryOp,
     BufferLoad,
     BufferStore,
     For,
@@ -37,24 +46,29 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     seq,
+    warp_intrinsic,
 )
 
-Access = tuple[str, tuple]          # (buffer, indices)
+# (buffer, indices, the one thread that makes it or None): an access under `if t == 0` (every
+# thread variable pinned to a constant) is made by that thread alone
+Access = tuple[str, tuple, frozenset | None]
 
 
 @dataclass
 class _Accesses:
-    """Shared-memory accesses: (buffer, indices) read and written."""
+    """Shared- and global-memory accesses: (buffer, indices, thread) read and written."""
 
     reads: set[Access] = field(default_factory=set)
     writes: set[Access] = field(default_factory=set)
     private: frozenset = frozenset()     # thread variables: an index using one is per thread
 
     def _clash(self, first: set[Access], second: set[Access]) -> bool:
-        for buffer, index in first:
-            for other_buffer, other_index in second:
+        for buffer, index, thread in first:
+            for other_buffer, other_index, other_thread in second:
                 if buffer != other_buffer:
                     continue
+                if thread is not None and thread == other_thread:
+                    continue            # both made by one thread: in its own program order
                 # the same index built from the thread's own index: one thread's element
                 if index == other_index and any(v in self.private for i in index
                                                 for v in free_vars(i)):
@@ -80,16 +94,30 @@ class _Accesses:
         return _Accesses(private=self.private)
 
 
-def _shared_accesses(stmt: Stmt, shared: set[str], private: frozenset) -> _Accesses:
-    reads = {(load.buffer.storage_name, load.indices) for load in collect(stmt, BufferLoad)
-             if load.buffer.storage_name in shared}
-    writes = {(store.buffer.storage_name, store.indices)
-              for store in collect(stmt, BufferStore) if store.buffer.storage_name in shared}
-    # an address passed to an opaque call: the callee may read and write any element (an
-    # index no other access has, so it clashes with every access of the buffer)
-    anywhere = {(storage, (IntImm(-1),)) for storage in addressed_storages(stmt)
-                if storage in shared}
+@dataclass(frozen=True)
+class _Tracked:
+    """The storages whose accesses the pass orders: shared ones, and global ones."""
+
+    shared: frozenset
+    global_: frozenset
+
+    @property
+    def all(self) -> frozenset:
+        return self.shared | self.global_
+
+
+def _shared_accesses(stmt: Stmt, tracked: _Tracked, private: frozenset,
+                     thread: frozenset | None = None) -> _Accesses:
+    reads = {(load.buffer.storage_name, load.indices, thread)
+             for load in collect(stmt, BufferLoad) if load.buffer.storage_name in tracked.all}
+    writes = {(store.buffer.storage_name, store.indices, thread)
+              for store in collect(stmt, BufferStore) if store.buffer.storage_name in tracked.all}
+    # an address of a shared buffer passed to an opaque call: the callee may read and write
+    # any element (an index no other access has, so it clashes with every access of it)
+    anywhere = {(storage, (IntImm(-1),), thread) for storage in addressed_storages(stmt)
+                if storage in tracked.shared}
     return _Accesses(reads | anywhere, writes | anywhere, private)
+
 
 
 @dataclass
@@ -103,18 +131,24 @@ class _Summary:
 
 
 class _Inserter:
-    def __init__(self, shared: set[str], private: frozenset) -> None:
-        self.shared = shared
+    def __init__(self, tracked: _Tracked, private: frozenset) -> None:
+        self.tracked = tracked
         self.private = private
+        self.thread: frozenset | None = None     # the one thread running the code visited
 
     def visit(self, stmt: Stmt) -> _Summary:
         if isinstance(stmt, SeqStmt):
             return self.sequence(list(stmt.stmts))
+        if isinstance(stmt, For) and warp_intrinsic(stmt) is not None:
+            # a tensor-core intrinsic's loops, emitted as one call by the whole warp: no
+            # barrier inside it (its stores to global memory are each warp's own tiles)
+            accesses = _shared_accesses(stmt, self.tracked, self.private, self.thread)
+            return _Summary(stmt, accesses, accesses, False)
         if isinstance(stmt, For):
             return self.loop(stmt)
         if isinstance(stmt, IfThenElse | LetStmt | Allocate):
             return self.wrapper(stmt)
-        accesses = _shared_accesses(stmt, self.shared, self.private)
+        accesses = _shared_accesses(stmt, self.tracked, self.private, self.thread)
         return _Summary(stmt, accesses, accesses, isinstance(stmt, Barrier))
 
     def sequence(self, stmts: list[Stmt]) -> _Summary:
@@ -156,16 +190,32 @@ class _Inserter:
             stmt.value if isinstance(stmt, LetStmt) else None
         if own is None:
             return summary
-        reads = _shared_accesses(own, self.shared, self.private)
+        reads = _shared_accesses(own, self.tracked, self.private, self.thread)
         first = _Accesses(reads.reads | summary.first.reads, set(summary.first.writes),
                           self.private)
         last = summary.last if summary.has_barrier else \
             _Accesses(reads.reads | summary.last.reads, set(summary.last.writes), self.private)
         return _Summary(summary.stmt, first, last, summary.has_barrier)
 
+    def _one_thread(self, condition) -> frozenset | None:
+        """The thread `condition` pins every thread variable to (`t == 0`, `tx == 0 and
+        ty == 1`), as (variable, value) pairs, or None when it does not."""
+        pinned = {}
+        for term in _conjuncts(condition):
+            if isinstance(term, BinaryOp) and term.op == "eq":
+                var, value = (term.a, term.b) if isinstance(term.b, IntImm) else (term.b, term.a)
+                if var in self.private and isinstance(value, IntImm):
+                    pinned[var] = value.value
+        return frozenset(pinned.items()) if pinned.keys() == set(self.private) else None
+
     def _wrapped(self, stmt: IfThenElse | LetStmt | Allocate) -> _Summary:
         if isinstance(stmt, IfThenElse):
-            then = self.visit(stmt.then_body)
+            enclosing = self.thread
+            self.thread = enclosing or self._one_thread(stmt.condition)
+            try:
+                then = self.visit(stmt.then_body)
+            finally:
+                self.thread = enclosing
             other = self.visit(stmt.else_body) if stmt.else_body is not None else None
             first, last = then.first, then.last
             if other is not None:
@@ -182,14 +232,24 @@ class _Inserter:
                         body.has_barrier)
 
 
+def _conjuncts(condition) -> list:
+    if isinstance(condition, BinaryOp) and condition.op == "and":
+        return _conjuncts(condition.a) + _conjuncts(condition.b)
+    return [condition]
+
+
 def insert_barriers(func: PrimFunc) -> PrimFunc:
-    """`func` with a Barrier wherever threads would otherwise race on shared memory (see the
-    module docstring). A function without shared buffers or without threadIdx loops (no
-    threads to synchronize) is returned unchanged."""
-    shared = {a.buffer.name for a in collect(func.body, Allocate) if a.buffer.scope == "shared"}
+    """`func` with a Barrier wherever threads would otherwise race on shared or global memory
+    (see the module docstring). A function without threadIdx loops (no threads to
+    synchronize) is returned unchanged."""
+    allocated = collect(func.body, Allocate)
+    tracked = _Tracked(
+        frozenset(a.buffer.name for a in allocated if a.buffer.scope == "shared"),
+        frozenset([b.storage_name for b in func.buffers]
+                  + [a.buffer.name for a in allocated if a.buffer.scope == "global"]))
     threads = [loop for loop in collect(func.body, For)
                if loop.kind == "thread_binding" and loop.thread_tag.startswith("threadIdx")]
-    if not shared or not threads:
+    if not threads:
         return func
     private = frozenset(loop.loop_var for loop in threads)
-    return dataclasses.replace(func, body=_Inserter(shared, private).visit(func.body).stmt)
+    return dataclasses.replace(func, body=_Inserter(tracked, private).visit(func.body).stmt)

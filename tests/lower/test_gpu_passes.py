@@ -203,3 +203,76 @@ def test_cuda_source_compiles_with_nvcc(tmp_path):
                              str(tmp_path / "kernel.cubin")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "0 bytes spill stores" in result.stderr
+
+
+@T.prim_func
+def redundant_then_per_thread(A: T.Buffer((64,), "float32"), Y: T.Buffer((64,), "float32")):
+    for b in T.thread_binding(1, thread="blockIdx.x"):
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            for i in range(64):              # every thread stores all of Y (the same values)
+                Y[i] = A[i]
+            Y[63 - t] = Y[63 - t] * T.float32(2)
+
+
+def test_barrier_between_a_redundant_global_store_and_another_threads_update():
+    """Global memory needs the barrier too: without it one thread may still be storing
+    Y[58] from A after the thread that doubles Y[58] has done so, undoing it (found by the
+    fuzzer on cuda-emu: a producer computed under the consumer's blockIdx loop). The pass
+    cannot tell the copy loop's iterations apart by thread, so it also closes each of them."""
+    text = lower(redundant_then_per_thread, target="cuda").script()
+    copy, update = text.index("Y[i] = A[i]"), text.index("Y[63 - t] = Y[63 - t]")
+    assert copy < text.index("T.tvm_storage_sync", copy) < update
+
+
+@T.prim_func
+def one_thread_sums(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8,), "float32")):
+    for b in T.thread_binding(8, thread="blockIdx.x"):
+        for t in T.thread_binding(64, thread="threadIdx.x"):
+            if t == 0:
+                B[b] = T.float32(0)
+                for r in range(64):
+                    B[b] = B[b] + A[b, r]
+
+
+def test_accesses_of_one_pinned_thread_need_no_barrier():
+    """Under `if t == 0` one thread makes every access, in its own order."""
+    assert not collect(lower(one_thread_sums, target="cuda").body, Barrier)
+
+
+# the fuzzer's program, reduced: C runs in every thread of T's block (computed under its
+# blockIdx loop, not bound to threads) and stores Y, which T's threads then update
+REDUNDANT_PRODUCER = """
+@T.prim_func
+def fuzz(W: T.Buffer((9,), "float32"), v0: T.Buffer((9, 4), "float32"),
+         Y: T.Buffer((9,), "float32")):
+    for y in range(9):
+        with T.block("C"):
+            vx = T.axis.spatial(9, 9 - 1 - y)
+            T.reads(W[0:9], v0[vx, vx % 4])
+            T.writes(Y[vx])
+            if vx % 2 == 0:
+                Y[vx] = T.max(W[vx], W[vx // 2]) + v0[vx, vx % 4]
+    for t in range(9):
+        with T.block("T"):
+            vi = T.axis.remap("S", [t])
+            T.reads(W[vi // 2], Y[vi])
+            T.writes(Y[vi])
+            Y[vi] = Y[vi] * T.float32(2.0) + W[vi // 2]
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="cuda-emu needs g++")
+def test_a_producer_run_by_every_thread_is_ordered_before_the_threads_update():
+    func = sched.parse(REDUNDANT_PRODUCER)
+    sch = sched.Schedule(func)
+    sch.split(sch.get_loops(sch.get_block("T"))[0], factors=[2, None, 2])
+    sch.bind(sch.get_loops(sch.get_block("T"))[2], "threadIdx.x")
+    sch.bind(sch.get_loops(sch.get_block("T"))[0], "blockIdx.x")
+    sch.compute_at(sch.get_block("C"), sch.get_loops(sch.get_block("T"))[0])
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        arrays = [rng.integers(-3, 4, s).astype(np.float32) for s in ((9,), (9, 4), (9,))]
+        expected = [a.copy() for a in arrays]
+        sched.interpret(func, *expected)
+        sched.build(sch.func, target="cuda-emu")(*arrays)
+        np.testing.assert_array_equal(arrays[2], expected[2])
