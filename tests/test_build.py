@@ -215,3 +215,27 @@ def test_an_update_every_thread_block_would_run_is_refused(target):
                                          r"kernel, so every thread block runs it, and it reads "
                                          r"what it writes \(Z\)"):
         sched.build(_update_outside_the_block_loop, target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_a_local_buffer_written_by_threads_and_read_by_every_thread_is_refused(target):
+    """X in "local" memory is each thread's own: its threads write one element each, then a
+    nest every thread runs (bound to blockIdx only) reads them all, so each thread but one
+    reads a copy nobody wrote (found by the fuzzer: the C target computed garbage)."""
+    from sched import compute as te
+
+    A = te.placeholder((16,), name="A")
+    X = te.compute((16,), lambda i: A[i] * 2.0, name="X")
+    Y = te.compute((16,), lambda i: X[i] + 1.0, name="Y")
+    sch = sched.Schedule(te.create_prim_func([A, Y]))
+    xo, xi = sch.split(sch.get_loops(sch.get_block("X"))[0], factors=[2, None])
+    sch.bind(xo, "blockIdx.x")
+    sch.bind(xi, "threadIdx.x")
+    yo, _ = sch.split(sch.get_loops(sch.get_block("Y"))[0], factors=[2, None])
+    sch.bind(yo, "blockIdx.x")
+    sch.set_scope(sch.get_block("X"), 0, "local")
+    with pytest.raises(BuildError, match=r"block 'Y' runs outside the threadIdx loops of its "
+                                         r"kernel, so every thread runs it, and it reads 'X' "
+                                         r"\(local: each thread's own copy\), which block 'X' "
+                                         r"writes under a threadIdx loop"):
+        sched.build(sch.func, target=target, arch="sm_90" if target == "cuda" else None)

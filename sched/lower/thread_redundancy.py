@@ -81,6 +81,9 @@ def _redundant_in_kernel(func: PrimFunc) -> str | None:
     # nest holds it (a nest with no thread loop of its own runs in all of them)
     if not any(_tag(loop).startswith("threadIdx") for loop in _loops(func.body)):
         return None                               # a kernel of one thread per block
+    reason = _private_read_by_every_thread(func)
+    if reason is not None:
+        return reason
     for realize, loops in _leaf_blocks(func.body, []):
         kernel = next((loop for loop in loops if _tag(loop) in BLOCK_TAGS), None)
         if kernel is None or any(_tag(loop).startswith("threadIdx") for loop in loops):
@@ -102,6 +105,36 @@ def _redundant_in_kernel(func: PrimFunc) -> str | None:
                     f"of its loops to threadIdx (a cross-thread reduction may need "
                     f"sch.decompose_reduction first), or move it under a thread loop "
                     f"(sch.reverse_compute_at / sch.compute_at)")
+    return None
+
+
+def _private_read_by_every_thread(func: PrimFunc) -> str | None:
+    """A block that every thread runs (outside the threadIdx loops of its kernel) reading a
+    thread-private buffer ("local", fragments) that a block under a threadIdx loop writes:
+    each thread holds its own copy, so all threads but the writer read a copy nobody wrote
+    (found by the fuzzer: a shared tile filled from a "local" cache that another nest's
+    threads had written; the C target ran it with garbage)."""
+    written_by_threads = {}
+    for realize, loops in _leaf_blocks(func.body, []):
+        if any(_tag(loop).startswith("threadIdx") for loop in loops):
+            for region in realize.block.writes:
+                if is_thread_private(region.buffer.scope):
+                    written_by_threads.setdefault(region.buffer.storage_name,
+                                                  realize.block.name)
+    for realize, loops in _leaf_blocks(func.body, []):
+        if not any(_tag(loop) in BLOCK_TAGS for loop in loops) or any(
+                _tag(loop).startswith("threadIdx") for loop in loops):
+            continue
+        for region in realize.block.reads:
+            writer = written_by_threads.get(region.buffer.storage_name)
+            if writer is not None and is_thread_private(region.buffer.scope):
+                return (f"block {realize.block.name!r} runs outside the threadIdx loops of "
+                        f"its kernel, so every thread runs it, and it reads "
+                        f"{region.buffer.name!r} ({region.buffer.scope}: each thread's own "
+                        f"copy), which block {writer!r} writes under a threadIdx loop: the "
+                        f"other threads would read a copy nobody wrote. Bind one of its loops "
+                        f"to threadIdx as the writer's are, or keep the buffer in shared "
+                        f"memory (sch.set_scope(..., \"shared\"))")
     return None
 
 
