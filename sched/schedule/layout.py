@@ -218,13 +218,23 @@ class _Relayout(IRMutator):
         init = None if block.init is None else self.visit(block.init)
         allocs = tuple(self.new if b == self.old else b for b in block.alloc_buffers)
         touched = any(r.buffer == self.old for r in (*block.reads, *block.writes))
-        reads, writes = block.reads, block.writes
+        # another buffer's region may index through the old one (`Y[S[i] % n]`, S relaid)
+        reads, writes = (tuple(self._region(r) for r in regions)
+                         for regions in (block.reads, block.writes))
         if touched:
             reads_new, writes_new = infer_block_regions(body, init, block.iter_vars, allocs)
-            reads = _swap(block.reads, self.old, reads_new, self.new)
-            writes = _swap(block.writes, self.old, writes_new, self.new)
+            reads = _swap(reads, self.old, reads_new, self.new)
+            writes = _swap(writes, self.old, writes_new, self.new)
         return dataclasses.replace(block, body=body, init=init, alloc_buffers=allocs,
                                    reads=reads, writes=writes)
+
+
+    def _region(self, region: BufferRegion) -> BufferRegion:
+        """`region` with the loads of the old buffer in its bounds through the map."""
+        if region.buffer == self.old:
+            return region                    # replaced by the inferred region (_swap)
+        ranges = tuple(Range(self.visit(r.min), self.visit(r.extent)) for r in region.region)
+        return region if ranges == region.region else BufferRegion(region.buffer, ranges)
 
 
 def _swap(regions, old: Buffer, inferred, new: Buffer) -> tuple[BufferRegion, ...]:

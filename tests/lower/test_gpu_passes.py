@@ -207,7 +207,7 @@ def test_cuda_source_compiles_with_nvcc(tmp_path):
 
 @T.prim_func
 def redundant_then_per_thread(A: T.Buffer((64,), "float32"), Y: T.Buffer((64,), "float32")):
-    for b in T.thread_binding(1, thread="blockIdx.x"):
+    for b in T.thread_binding(1, thread="blockIdx.x"):  # noqa: B007
         for t in T.thread_binding(64, thread="threadIdx.x"):
             for i in range(64):              # every thread stores all of Y (the same values)
                 Y[i] = A[i]

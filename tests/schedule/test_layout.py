@@ -96,3 +96,37 @@ def test_a_parameter_and_a_non_affine_map_are_refused():
         sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (-i, j))
     with pytest.raises(ScheduleError, match=r"block 'B' accesses no buffer 'Z'"):
         sch.transform_layout(sch.get_block("B"), "Z", lambda i, j: (j, i))
+
+
+INDIRECT = """
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), I: T.Buffer((8,), "int32"), B: T.Buffer((8,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((8,), "int32")
+        for i in range(8):
+            with T.block("S"):
+                vi = T.axis.remap("S", [i])
+                S[vi] = I[vi] % 8
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                T.reads(A[S[vi]], S[vi])
+                T.writes(B[vi])
+                B[vi] = A[S[vi]]
+"""
+
+
+def test_a_region_indexed_through_the_relaid_buffer_follows_it():
+    """`A[S[vi]]` in B's reads names S by its index: relaying S rewrites it there too
+    (found by the fuzzer: the old S stayed in the region and the script did not parse back)."""
+    func = sched.parse(INDIRECT)
+    sch = sched.Schedule(func)
+    sch.transform_layout(sch.get_block("S"), ("write", 0), lambda i: (i // 4, i % 4))
+    script = sch.func.script()
+    assert "T.reads(A[S[vi // 4, vi % 4]], S[vi // 4, vi % 4])" in script
+    assert sched.parse(script).script() == script
+    rng = np.random.default_rng(0)
+    a, index = rng.standard_normal(8).astype(np.float32), rng.integers(0, 8, 8).astype(np.int32)
+    b = np.zeros(8, np.float32)
+    sched.build(sch.func, target="c")(a, index, b)
+    np.testing.assert_array_equal(b, a[index % 8])
