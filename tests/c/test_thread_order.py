@@ -128,15 +128,17 @@ def sibling_loops(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
             C[t2] = B[63 - t2]        # another thread's B: no barrier orders global memory
 
 
-def test_sibling_thread_loops_run_as_one_block_so_their_race_shows():
-    """On the GPU both loops run in the same threads, one after the other in each thread:
-    the C target merges them (it ran the whole first loop first, hiding the race)."""
-    text = lower(sibling_loops).script()
-    assert text.count("T.thread_binding(64") == 1
+@pytest.mark.parametrize("order", ORDERS)
+def test_sibling_thread_loops_are_ordered_by_a_barrier_on_global_memory(order):
+    """On the GPU both loops run in the same threads, one after the other in each thread, so
+    C[t2] = B[63 - t2] reads another thread's B: the lowering puts a barrier between them
+    (it orders global memory within a block too, since stop 21), and every thread order of
+    the C target computes the ordered result. Before, the C target showed the race."""
+    assert "T.tvm_storage_sync" in lower(sibling_loops, target="cuda").script()
     a = np.arange(64, dtype=np.float32)
     b, c = np.zeros(64, np.float32), np.zeros(64, np.float32)
-    build_c(sibling_loops, thread_order="forward")(a, b, c)
-    assert not np.array_equal(c, (a + 1)[::-1])
+    build_c(sibling_loops, thread_order=order)(a, b, c)
+    np.testing.assert_array_equal(c, (a + 1)[::-1])
 
 
 @T.prim_func
@@ -232,15 +234,15 @@ def _prefix(a, step):
 
 @pytest.mark.parametrize("order", ["forward", "reverse"])
 def test_threads_run_the_serial_loop_around_them_on_their_own(order):
-    # on a GPU nothing keeps the two threads in step across i0: W[i] reading W[i - 3] (the
-    # other thread's, an iteration or two before) races. The C target used to run both
-    # threads at each i0 in turn, which ordered them and hid it; each thread now runs its whole
-    # i0 loop in the thread order, so the race shows (built without the race check, which
-    # refuses the function)
+    # W[i] reads W[i - 3], the other thread's, an iteration or two before: the race check
+    # refuses the function (built here without it). The lowering closes each i0 iteration
+    # with a barrier (global memory is ordered within a block since stop 21), so the threads
+    # stay in step and each order gives the prefix sums; the C target runs each thread's
+    # whole i0 loop in turn between barriers, as the GPU would
     a = np.arange(8, dtype=np.float32)
     w = np.zeros(8, np.float32)
     _build(_rows_three_back, order)(a, w)
-    assert not np.array_equal(w, _prefix(a, 3))
+    np.testing.assert_array_equal(w, _prefix(a, 3))
     # each thread reading only what it wrote itself: the same in every order
     w = np.zeros(8, np.float32)
     _build(_rows_two_back, order)(a, w)
