@@ -106,7 +106,7 @@ class _Tracked:
         return self.shared | self.global_
 
 
-def _shared_accesses(stmt: Stmt, tracked: _Tracked, private: frozenset,
+def _tracked_accesses(stmt: Stmt, tracked: _Tracked, private: frozenset,
                      thread: frozenset | None = None) -> _Accesses:
     reads = {(load.buffer.storage_name, load.indices, thread)
              for load in collect(stmt, BufferLoad) if load.buffer.storage_name in tracked.all}
@@ -142,13 +142,13 @@ class _Inserter:
         if isinstance(stmt, For) and warp_intrinsic(stmt) is not None:
             # a tensor-core intrinsic's loops, emitted as one call by the whole warp: no
             # barrier inside it (its stores to global memory are each warp's own tiles)
-            accesses = _shared_accesses(stmt, self.tracked, self.private, self.thread)
+            accesses = _tracked_accesses(stmt, self.tracked, self.private, self.thread)
             return _Summary(stmt, accesses, accesses, False)
         if isinstance(stmt, For):
             return self.loop(stmt)
         if isinstance(stmt, IfThenElse | LetStmt | Allocate):
             return self.wrapper(stmt)
-        accesses = _shared_accesses(stmt, self.tracked, self.private, self.thread)
+        accesses = _tracked_accesses(stmt, self.tracked, self.private, self.thread)
         return _Summary(stmt, accesses, accesses, isinstance(stmt, Barrier))
 
     def sequence(self, stmts: list[Stmt]) -> _Summary:
@@ -190,7 +190,7 @@ class _Inserter:
             stmt.value if isinstance(stmt, LetStmt) else None
         if own is None:
             return summary
-        reads = _shared_accesses(own, self.tracked, self.private, self.thread)
+        reads = _tracked_accesses(own, self.tracked, self.private, self.thread)
         first = _Accesses(reads.reads | summary.first.reads, set(summary.first.writes),
                           self.private)
         last = summary.last if summary.has_barrier else \
