@@ -15,7 +15,7 @@ import islpy as isl
 
 from sched.ir.functor import free_vars
 from sched.ir.nodes import Expr, Range, Var
-from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl
 
 
 def equal_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
@@ -54,10 +54,10 @@ def holds_on_box(left: Expr, relation: str, right: Expr, box: dict[Var, Range]) 
     names = {isl_name(v) for v in (*free_vars(left), *free_vars(right))}
     constraints = []
     for var, extent in box.items():
-        start, size = to_isl(extent.min), to_isl(extent.extent)
-        if start is None or size is None:
+        constraint = range_constraint(var, extent.min, extent.extent)
+        if constraint is None:
             return None
-        constraints.append(f"{start} <= {isl_name(var)} < ({start}) + ({size})")
+        constraints.append(constraint)
         names |= {isl_name(v) for v in (*free_vars(extent.min), *free_vars(extent.extent))}
         names.add(isl_name(var))
     where = " and ".join([*constraints, f"({low}) {negation} ({high})"])

@@ -15,8 +15,8 @@ from sched.ir.dtype import INDEX_DTYPE, is_int
 from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Not, Select, Var, binary, const
 from sched.polyhedral.names import isl_name
 
-__all__ = ["NotAffine", "ast_to_expr", "isl_name", "pw_aff_to_expr", "to_isl",
-           "to_isl_comparison", "to_isl_condition"]
+__all__ = ["NotAffine", "ast_to_expr", "isl_name", "pw_aff_to_expr", "range_constraint",
+           "to_isl", "to_isl_comparison", "to_isl_condition"]
 
 
 def _constant(expr: Expr) -> int | None:
@@ -51,6 +51,14 @@ def to_isl(expr: Expr) -> str | None:
     if op in ("min", "max"):
         return f"{op}({a}, {b})"
     return None
+
+
+def range_constraint(var: Var, start: Expr, extent: Expr) -> str | None:
+    """`start <= var < start + extent` in isl syntax, or None when a bound is not affine."""
+    low, size = to_isl(start), to_isl(extent)
+    if low is None or size is None:
+        return None
+    return f"{low} <= {isl_name(var)} < ({low}) + ({size})"
 
 
 def to_isl_comparison(left: str, op: str, expr: Expr) -> str | None:

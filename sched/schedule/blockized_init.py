@@ -68,20 +68,9 @@ def hoist_nested_init(func: PrimFunc, outer: BlockRealize, inner: BlockRealize, 
                             f"{outer.block.name!r}; blockize where the inner loops separate "
                             f"them")
     nest = _init_nest(inner, spatial, between, reduce_vars, init_name, taken)
-    used = {var for _, value in outer_spatial for var in free_vars(value)}
-    chosen = [lp for lp in loops_from if lp.loop_var in used]
-    copies = {lp.loop_var: Var(fresh(f"{lp.loop_var.name}_init", taken), lp.loop_var.dtype)
-              for lp in chosen}
-    dropped = {lp.loop_var for lp in loops_from} - used
     wrapper = Block(wrapper_name, tuple(iv for iv, _ in outer_spatial), (), outer.block.writes,
                     nest)
-    predicate = logical_and(*[c for c in conjuncts(outer.predicate)
-                              if not set(free_vars(c)) & dropped])
-    stmt = BlockRealize(tuple(substitute(v, copies) for _, v in outer_spatial),
-                        substitute(predicate, copies), wrapper)
-    for lp in reversed(chosen):
-        stmt = For(copies[lp.loop_var], substitute(lp.min, copies), substitute(lp.extent, copies),
-                   lp.kind, stmt, lp.thread_tag)
+    stmt = init_copy_nest(wrapper, outer_spatial, outer.predicate, loops_from, set(), taken)
     bare = dataclasses.replace(inner, block=dataclasses.replace(inner.block, init=None))
     new_outer = dataclasses.replace(outer, block=dataclasses.replace(
         outer.block, body=replace_in(outer.block.body, inner, bare)))
@@ -94,19 +83,27 @@ def _init_nest(inner: BlockRealize, spatial, between: list[For], reduce_vars: se
     """`for <copies of the loops the spatial bindings use>: with T.block(name): <init>`; the
     parts of the predicate on other loops, or on the outer block's reduce variables, left out
     (the check that follows refuses an init that would then cover other elements)."""
-    used = {var for _, value in spatial for var in free_vars(value)}
-    chosen = [lp for lp in between if lp.loop_var in used]
-    dropped = ({lp.loop_var for lp in between} - used) | reduce_vars
-    copies = {lp.loop_var: Var(fresh(f"{lp.loop_var.name}_init", taken), lp.loop_var.dtype)
-              for lp in chosen}
     iter_vars = tuple(iv for iv, _ in spatial)
     reads, writes = infer_block_regions(inner.block.init, None, iter_vars)
     block = Block(name, iter_vars, reads, writes, inner.block.init,
                   annotations=inner.block.annotations)
-    predicate = logical_and(*[c for c in conjuncts(inner.predicate)
-                              if not set(free_vars(c)) & dropped])
+    return init_copy_nest(block, spatial, inner.predicate, between, reduce_vars, taken)
+
+
+def init_copy_nest(block: Block, spatial, predicate, loops: list[For], dropped: set[Var],
+                   taken: set[str]):
+    """`block` realized at the values of its `spatial` bindings ((iter var, value) pairs)
+    under copies of those of `loops` the values use (fresh `<loop>_init` variables, named in
+    `taken`), with the conjuncts of `predicate` on the other loops or on `dropped` variables
+    left out: the nest an init block is hoisted in (decompose_reduction)."""
+    used = {var for _, value in spatial for var in free_vars(value)}
+    chosen = [lp for lp in loops if lp.loop_var in used]
+    dropped = ({lp.loop_var for lp in loops} - used) | dropped
+    copies = {lp.loop_var: Var(fresh(f"{lp.loop_var.name}_init", taken), lp.loop_var.dtype)
+              for lp in chosen}
+    kept = logical_and(*[c for c in conjuncts(predicate) if not set(free_vars(c)) & dropped])
     stmt = BlockRealize(tuple(substitute(v, copies) for _, v in spatial),
-                        substitute(predicate, copies), block)
+                        substitute(kept, copies), block)
     for lp in reversed(chosen):
         stmt = For(copies[lp.loop_var], substitute(lp.min, copies), substitute(lp.extent, copies),
                    lp.kind, stmt, lp.thread_tag)

@@ -16,15 +16,12 @@ import dataclasses
 
 import islpy as isl
 
-from sched.ir.functor import free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
     BlockRealize,
     For,
     PrimFunc,
-    Var,
-    logical_and,
 )
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
@@ -37,11 +34,10 @@ from sched.polyhedral.legality import (
     unmodelled_domain_change,
 )
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
-from sched.schedule.blockized_init import hoist_nested_init, nested_init
+from sched.schedule.blockized_init import hoist_nested_init, init_copy_nest, nested_init
 from sched.schedule.rfactor import check_reduction_runs_once, rfactor
 from sched.schedule.scope import (
     block_names,
-    conjuncts,
     loop_roles,
     refusal,
     scope_of,
@@ -109,24 +105,13 @@ def _hoist_init(func: PrimFunc, realize: BlockRealize, loop: For,
     block = realize.block
     spatial = [(iv, value) for iv, value in zip(block.iter_vars, realize.iter_values)
                if iv.kind == "spatial"]
-    used = {var for _, value in spatial for var in free_vars(value)}
-    chosen = [lp for lp in inner_loops if lp.loop_var in used]
-    dropped = {lp.loop_var for lp in inner_loops} - used
-    taken = taken_names(func)
     init_name = fresh(f"{block.name}_init", block_names(func))
-    copies = {lp.loop_var: Var(fresh(f"{lp.loop_var.name}_init", taken), lp.loop_var.dtype)
-              for lp in chosen}
     iter_vars = tuple(iv for iv, _ in spatial)
     reads, writes = infer_block_regions(block.init, None, iter_vars)
     init_block = Block(init_name, iter_vars, reads, writes, block.init,
                        annotations=block.annotations)
-    predicate = logical_and(*[c for c in conjuncts(realize.predicate)
-                              if not set(free_vars(c)) & dropped])
-    nest = BlockRealize(tuple(substitute(v, copies) for _, v in spatial),
-                        substitute(predicate, copies), init_block)
-    for lp in reversed(chosen):
-        nest = For(copies[lp.loop_var], substitute(lp.min, copies), substitute(lp.extent, copies),
-                   lp.kind, nest, lp.thread_tag)
+    nest = init_copy_nest(init_block, spatial, realize.predicate, list(inner_loops), set(),
+                          taken_names(func))
     update = dataclasses.replace(realize, block=dataclasses.replace(block, init=None))
     return splice(func, loop, [nest, replace_in(loop, realize, update)]), init_name
 

@@ -17,7 +17,13 @@ import islpy as isl
 from sched.ir.functor import free_vars, substitute
 from sched.ir.nodes import BufferRegion, Expr, For, IntImm, Range, Var
 from sched.ir.simplify import simplify
-from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.isl_expr import (
+    NotAffine,
+    isl_name,
+    pw_aff_to_expr,
+    range_constraint,
+    to_isl,
+)
 
 
 def relaxed_region(region: BufferRegion, bindings: dict[Var, Expr], loops: list[For],
@@ -25,18 +31,10 @@ def relaxed_region(region: BufferRegion, bindings: dict[Var, Expr], loops: list[
     """The box of `region` (in a block's variables, bound by `bindings`) over every iteration
     of `loops`, in the variables of `outer` (their ranges are the context), or None."""
     relaxed = {lp.loop_var for lp in loops}
-    constraints = []
-    for lp in loops:
-        low, size = to_isl(lp.min), to_isl(lp.extent)
-        if low is None or size is None:
-            return None
-        constraints.append(f"{low} <= {isl_name(lp.loop_var)} < ({low}) + ({size})")
-    context = []
-    for var, dom in outer.items():
-        low, size = to_isl(dom.min), to_isl(dom.extent)
-        if low is None or size is None:
-            return None
-        context.append(f"{low} <= {isl_name(var)} < ({low}) + ({size})")
+    constraints = [range_constraint(lp.loop_var, lp.min, lp.extent) for lp in loops]
+    context = [range_constraint(var, dom.min, dom.extent) for var, dom in outer.items()]
+    if None in constraints or None in context:
+        return None
     box = []
     for r in region.region:
         low = simplify(substitute(r.min, bindings))
