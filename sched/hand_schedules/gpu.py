@@ -282,6 +282,9 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
         raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "
                          f"{tile_n} and K of {16 * k_tiles} (whole fragments), got M={M}, "
                          f"N={N}, K={K}")
+    if not 0 <= pad < 32:
+        raise ValueError(f"{name}: pad must be in [0, 32) halves (the row stride is padded to "
+                         f"32 * n + pad; 8 spreads the loads over the banks), got {pad}")
     A = te.placeholder((M, K), "float16", name="A")
     B = te.placeholder((K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")
