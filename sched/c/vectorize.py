@@ -188,8 +188,15 @@ def plan_vector_loop(loop: For, isa: VectorISA | None = None) -> VectorPlan | No
     if not dtypes:
         return None
     element = min(ELEMENT_BYTES[d] for d in dtypes)
-    full = (isa or host_isa()).vector_bytes // element
-    extent = loop.extent.value
+    return vector_width(loop.extent.value, element, (isa or host_isa()).vector_bytes)
+
+
+def vector_width(extent: int, element: int, vector_bytes: int) -> VectorPlan | None:
+    """The vectors a loop of `extent` elements of `element` bytes runs as, with registers of
+    `vector_bytes`: the widest (at least MIN_VECTOR_BYTES) that divides the extent, else full
+    vectors and a scalar remainder when the extent holds one, else None (scalar). The
+    autoscheduler's cost model asks the same (cost/cpu_estimate.py)."""
+    full = vector_bytes // element
     lanes = full
     while lanes * element >= MIN_VECTOR_BYTES:
         if extent % lanes == 0:

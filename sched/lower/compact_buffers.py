@@ -115,7 +115,8 @@ def _extent(touched: isl.Map, dim: int) -> int | None:
     return max(values) + 1
 
 
-def _offsets(model, outer: list, touched: isl.Map, dim: int) -> dict[str, Expr] | None:
+def _offsets(model, buffer: Buffer, outer: list, touched: isl.Map, dim: int,
+             extent: int) -> dict[str, Expr] | None:
     """The smallest index of `dim` touched in the current iteration of the outer loops, as an
     expression of each accessing block's iteration variables (by block name), or None."""
     ndim = touched.dim(isl.dim_type.out)
@@ -134,12 +135,43 @@ def _offsets(model, outer: list, touched: isl.Map, dim: int) -> dict[str, Expr] 
         variables = {isl_name(iv.var): iv.var for iv in statement.block.iter_vars}
         variables |= {isl_name(v): v for v in model.func.symbolic_vars}
         variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
+        smallest = values.range().dim_min(0)
+        offset = _aligned_offset(statement, buffer, dim, extent, smallest, context)
         try:
-            expr = pw_aff_to_expr(values.range().dim_min(0), context, variables)
+            expr = pw_aff_to_expr(offset or smallest, context, variables)
         except (NotAffine, KeyError, isl.Error):
             return None
         found.setdefault(statement.block.name, expr)   # the body's, valid for the init too
     return found
+
+
+def _aligned_offset(statement, buffer: Buffer, dim: int, extent: int, smallest: isl.PwAff,
+                    context: isl.Set) -> isl.PwAff | None:
+    """`i - i % extent`, where `i` is the statement's own smallest index of `dim` in each of
+    its instances, when isl proves it equal to `smallest` (the box's offset, in the same
+    parameters) on every instance of the statement (`context`), else None.
+
+    A split's tile starts at a multiple of its extent, and this form says so; isl's own
+    expression of the offset can be a select over many pieces where the loops around the
+    allocation are fused (a conv2d tile under a fused parallel loop: 14 pieces, 2,000
+    characters of C per access in the innermost loop; the autoscheduler's candidates of that
+    kind ran 20-33 ms with it, 1.2-2.5 ms with this offset)."""
+    access = statement.accesses_of(buffer.name)
+    if access is None or extent <= 1:
+        return None
+    ndim = access.dim(isl.dim_type.out)
+    one = access.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
+        .project_out(isl.dim_type.out, 0, dim)
+    n_params, n_iters = one.dim(isl.dim_type.param), one.dim(isl.dim_type.in_)
+    try:
+        index = one.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0, n_iters) \
+            .range().dim_min(0)
+        candidate = index.sub(index.mod_val(isl.Val.int_from_si(index.get_ctx(), extent)))
+        if context.is_subset(candidate.eq_set(smallest)):
+            return candidate
+    except isl.Error:
+        pass
+    return None
 
 
 def _compaction(model, buffer: Buffer, loops: list[For]):
@@ -153,7 +185,7 @@ def _compaction(model, buffer: Buffer, loops: list[For]):
         extent = _extent(touched, dim)
         if extent is None or (isinstance(size, IntImm) and extent >= size.value):
             continue
-        found = _offsets(model, outer, touched, dim)
+        found = _offsets(model, buffer, outer, touched, dim, extent)
         if found is None:
             continue
         shape[dim] = IntImm(extent, size.dtype)

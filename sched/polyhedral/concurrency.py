@@ -25,6 +25,7 @@ from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.time_pairs import (
     carried_at,
+    crossing_exists,
     crossing_runs,
     in_program_order,
     in_program_order_by_key,
@@ -248,10 +249,11 @@ class _Concurrency:
                     continue
             if self.combined_across_threads(dep):
                 continue
-            found = crossing_runs(dep, between)
-            if found is None or self.private(dep.buffer):
+            # whether runs cross first (cheap), then whether the buffer is private (may ask
+            # isl for value flows), then the runs themselves
+            if not crossing_exists(dep, between) or self.private(dep.buffer):
                 continue
-            crossing, pairs = found
+            crossing, pairs = crossing_runs(dep, between)
             if self.barrier_ordered(dep, crossing, between):
                 continue
             yield dep, pairs

@@ -70,6 +70,46 @@ def crossing_runs_by_key(key: tuple, between: tuple):
                           between)
 
 
+def crossing_exists(dep: Dependence, between: tuple) -> bool:
+    """Whether `crossing_runs(dep, between)` finds runs, asked on the time positions
+    `time_pairs(between)` constrains only (the schedules projected onto them: the same
+    answer, where the whole times of a producer recomputed under a parallel tile took isl
+    26 s and these 0.4 s)."""
+    if dep.key is None:
+        return crossing_runs(dep, between) is not None
+    return _crossing_exists_by_key(dep.key, between)
+
+
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def _crossing_exists_by_key(key: tuple, between: tuple) -> bool:
+    relation = pair_relation(*key[:3])
+    source, sink, params = key[2]
+    width = _deciding_width(between)
+    pairs = time_pairs(between)
+    pairs = pairs.project_out(isl.dim_type.in_, width, pairs.dim(isl.dim_type.in_) - width) \
+        .project_out(isl.dim_type.out, width, pairs.dim(isl.dim_type.out) - width)
+    runs = relation.apply_domain(_first_positions(schedule_map(*source, params), width)) \
+        .apply_range(_first_positions(schedule_map(*sink, params), width))
+    return not runs.intersect(pairs).is_empty()
+
+
+def _deciding_width(between: tuple) -> int:
+    """One past the last time position `time_pairs(between)` constrains."""
+    if between[0] == "carried":
+        return between[2] + 1
+    if between[0] == "threads":
+        _, _, equal, position, _ = between
+        return max((*equal, position)) + 1
+    _, _, equal, here, there, _ = between
+    return max((*equal, here, there)) + 1
+
+
+def _first_positions(schedule: isl.Map, width: int) -> isl.Map:
+    return schedule.project_out(isl.dim_type.out, width,
+                                schedule.dim(isl.dim_type.out) - width)
+
+
 def _crossing_runs(relation: isl.Map, source: isl.Map, sink: isl.Map, between: tuple):
     crossing = relation.apply_domain(source).apply_range(sink).intersect(time_pairs(between))
     if crossing.is_empty():

@@ -283,7 +283,8 @@ def test_cpu_conv2d_offers_the_vector_lanes_along_output_channels():
     space = SearchSpace(workload)
     names = [s.name for s in space.sketches]
     wanted = [i for i, name in enumerate(names) if "+lanes(axis 1)" in name]
-    assert len(wanted) == 2, names                     # with and without SSRS
+    # with and without SSRS, each with the padding inlined and as a block of its own
+    assert len(wanted) == 4, names
     arrays = workload.arrays(1)
     d, w = arrays[0].astype(np.float64), arrays[1].astype(np.float64)
     padded = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
@@ -306,3 +307,31 @@ def test_cpu_conv2d_offers_the_vector_lanes_along_output_channels():
 def test_no_lanes_along_another_axis_where_the_last_holds_whole_vectors():
     names = [s.name for s in SearchSpace(Workload(_matmul(64, 64, 64), "c")).sketches]
     assert not any("+lanes(" in name for name in names)
+
+
+def test_cpu_padding_is_inlined_in_some_sketches_and_a_block_of_its_own_in_others():
+    """On the CPU the padding stays a block in half the sketches (MetaSchedule's CPU rule
+    does not inline an if_then_else): inlined, a tile vectorized along the padded axis takes
+    a mask per vector (measured 10x slower). Kept, it goes at a sampled loop of the tile,
+    never under the reduction loops; the candidates match numpy. The GPU inlines it."""
+    from sched.autoscheduler.space.sketch import _inline_variants
+
+    assert len(_inline_variants(Workload(_conv2d(), "cuda"))) == 1
+    workload = Workload(_conv2d(), "c")
+    space = SearchSpace(workload)
+    names = [s.name for s in space.sketches]
+    kept = [i for i, name in enumerate(names) if "place(conv2d_pad)" in name]
+    assert kept and len(kept) < len(names), names
+    assert all("inline(conv2d_pad)" in name for i, name in enumerate(names) if i not in kept)
+    arrays = workload.arrays(1)
+    expected = _numpy("conv", arrays)
+    rng = random.Random(3)
+    for index in kept:
+        sample = space.sample(index, None, rng)
+        text = sample.schedule.func.script()
+        assert 'with T.block("conv2d_pad")' in text
+        pad_at = text.index('with T.block("conv2d_pad")')
+        assert "rc" not in "".join(re.findall(r"for (\w+)", text[:pad_at]))
+        got = [a.copy() for a in arrays]
+        sched.build(sample.schedule.func, target="c")(*got)
+        np.testing.assert_allclose(got[-1], expected, rtol=1e-4, atol=1e-4)

@@ -73,3 +73,51 @@ def test_fast_order_and_idempotence_answers_agree_with_the_subtractions(schedule
         clear_caches()          # no answer of the patched functions stays remembered
     assert compared["order"] > 0
     assert (compared["idempotence"] > 0) == recomputes     # the warps' recomputed fetches
+
+
+def _recomputed_padding_under_a_parallel_tile():
+    """A conv2d's padding computed per tile of a parallel loop (recomputed at the tiles'
+    borders), as the autoscheduler's CPU sketch places it: the concurrency rule asks whether
+    runs cross the parallel loop for every dependence of it."""
+    from sched import Schedule
+    from sched import compute as te
+
+    data = te.placeholder((1, 4, 12, 12), name="D")
+    weight = te.placeholder((8, 4, 3, 3), name="W")
+    func = te.create_prim_func([data, weight, te.ops.conv2d_nchw(data, weight, 1, 1)])
+    sch = Schedule(func)
+    block = sch.get_block("conv2d")
+    n, k, p, q, *_ = sch.get_loops(block)
+    po, pi = sch.split(p, [None, 4])
+    sch.reorder(n, po, k, pi)
+    sch.parallel(po)
+    sch.compute_at(sch.get_block("conv2d_pad"), k)
+    return sch
+
+
+@pytest.mark.parametrize("schedule, crosses", [
+    (_recomputed_padding_under_a_parallel_tile, True),
+    (lambda: hand_schedules.gpu_matmul(128, 128, 64), True),
+    (lambda: hand_schedules.cpu_conv2d(1, 8, 10, 10, 16), False),
+], ids=["recomputed_padding", "gpu_matmul", "cpu_conv2d"])
+def test_crossing_exists_agrees_with_the_crossing_runs(schedule, crosses, monkeypatch):
+    """`crossing_exists` asks on the time positions the question constrains; the whole runs
+    (`crossing_runs`) must say the same on every dependence the concurrency rule meets."""
+    from sched.polyhedral import concurrency, time_pairs
+
+    compared = []
+    fast = time_pairs.crossing_exists
+
+    def exists(dep, between):
+        answer = fast(dep, between)
+        assert answer == (time_pairs.crossing_runs(dep, between) is not None)
+        compared.append(answer)
+        return answer
+
+    monkeypatch.setattr(concurrency, "crossing_exists", exists)
+    clear_caches()
+    try:
+        schedule()
+    finally:
+        clear_caches()
+    assert False in compared and (True in compared) == crosses

@@ -2,11 +2,15 @@
 cache of pages).
 
 Time is the largest of: arithmetic at the vector width the innermost loop reaches (a
-`vectorized` loop whose accesses are contiguous, or a contiguous serial loop gcc vectorizes by
-itself at half the rate), the latency of a reduction chain (independent accumulators are the
-loops inside the reduction loop; an accumulator in memory adds store forwarding), the loads,
-each cache's fill at the bandwidth of the level below, TLB misses; divided by the cores the
-parallel loops keep busy; plus a tenth of the other parts, and loop overhead.
+`vectorized` loop whose accesses are contiguous, in the vectors the C target emits for its
+extent (sched/c/vectorize.py: 14 lanes are 8 and 6 scalar on AVX2, all scalar on AVX-512), or
+a contiguous serial loop gcc vectorizes by itself at half the rate; a select's condition
+(padding) costs its operations per vector where it depends on the vector loop, a mask and a
+masked load, and one operation where it does not), the latency of a reduction chain
+(independent accumulators are the loops inside the reduction loop; an accumulator in memory
+adds store forwarding), the loads, each cache's fill at the bandwidth of the level below, TLB
+misses; divided by the cores the parallel loops keep busy; plus a tenth of the other parts,
+and loop overhead.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from sched.autoscheduler.cost.levels import (
     register_level,
 )
 from sched.autoscheduler.cost.machine import Machine
-from sched.autoscheduler.cost.nests import LoopNest
+from sched.autoscheduler.cost.nests import LoopNest, uses
+from sched.c.vectorize import vector_width
 from sched.ir.nodes import is_thread_private
 
 _OVERHEAD_CYCLES = 0.5     # per iteration of a loop that is neither unrolled nor vectorized
+MASKED_LOAD = 2            # operations of a masked load and its select, per vector
 
 
 def estimate_cpu_nest(nest: LoopNest, m: Machine) -> dict:
@@ -34,14 +40,14 @@ def estimate_cpu_nest(nest: LoopNest, m: Machine) -> dict:
     positions = list(range(n))
     groups = by_buffer(nest)
     element = max((element_bytes(a) for a in nest.accesses), default=4)
-    lanes_max = max(1, m.vector_bytes // element)
     parallel = math.prod(lp.extent for lp in nest.loops if lp.kind == "parallel")
     speedup = parallel / math.ceil(parallel / m.cores) if parallel > 1 else 1.0
-    lanes, contiguous = _lanes(nest, lanes_max)
+    lanes, contiguous, position = _lanes(nest, element, m.vector_bytes)
     register_bytes = m.registers * m.vector_bytes
 
     flops = float(nest.iterations * nest.operations)
-    compute = flops / (2.0 * m.fma_units * lanes)
+    compute = nest.iterations * _vector_operations(nest, position, lanes) \
+        / (2.0 * m.fma_units * lanes)
     latency = 0.0
     if nest.reduce_depth is not None and nest.operations:
         chains = max(1.0, independent_chains(nest) / lanes)
@@ -85,22 +91,42 @@ def _accumulates_in_registers(nest: LoopNest, groups, register_bytes: float) -> 
         and register_level(nest, groups, inside, register_bytes) == 0
 
 
-def _lanes(nest: LoopNest, lanes_max: int) -> tuple[float, bool]:
+def _lanes(nest: LoopNest, element: int, vector_bytes: int) -> tuple[float, bool, int | None]:
     """(vector lanes the arithmetic reaches, whether the accesses are contiguous along the
-    loop that gets them): the innermost loop that stays a loop after unrolling (unrolled loops
-    and loops of one iteration are straight-line code), vectorized by the schedule, or by gcc
-    when serial, contiguous and not carrying the reduction."""
+    loop that gets them, that loop's position or None): the innermost loop that stays a loop
+    after unrolling (unrolled loops and loops of one iteration are straight-line code),
+    vectorized by the schedule (in the C target's vectors, `vector_width`: a remainder runs
+    scalar), or by gcc when serial, contiguous and not carrying the reduction."""
+    lanes_max = max(1, vector_bytes // element)
     loops = [p for p, lp in enumerate(nest.loops)
              if lp.kind != "unrolled" and lp.extent > 1]
     if not loops:
-        return 1.0, False
+        return 1.0, False, None
     position = loops[-1]
     inner = nest.loops[position]
     contiguous = all(nest.stride(a, position) in (0, 1) for a in nest.accesses)
     if inner.kind == "vectorized":
-        width = min(inner.extent, lanes_max)
-        return (float(width) if contiguous else 1.0), contiguous
+        plan = vector_width(inner.extent, element, vector_bytes) if contiguous else None
+        if plan is None:
+            return 1.0, contiguous, position
+        steps = plan.vector_extent // plan.lanes + inner.extent - plan.vector_extent
+        return inner.extent / steps, contiguous, position
     if (inner.kind == "serial" and contiguous and nest.reduce_depth != position
             and inner.extent >= lanes_max):
-        return lanes_max / 2.0, contiguous      # gcc -O3 vectorizes it by itself
-    return 1.0, False
+        return lanes_max / 2.0, contiguous, position     # gcc -O3 vectorizes it by itself
+    return 1.0, False, position
+
+
+def _vector_operations(nest: LoopNest, position: int | None, lanes: float) -> float:
+    """Operations per iteration as vector code runs them: a select's condition that does not
+    depend on the vector loop is one scalar test per vector (gcc hoists and shares the rest
+    across the unrolled tile: a conv2d vectorized along its output channels with the
+    padding inlined ran in 1.0 ms where its 17 operations per vector would take 7), one that
+    does is computed per vector, with a mask and a masked load (MASKED_LOAD more)."""
+    operations = float(nest.operations)
+    if lanes <= 1 or position is None:
+        return operations
+    var = nest.loops[position].var
+    for condition, count in nest.guards:
+        operations += MASKED_LOAD if uses(condition, var) else 1 - count
+    return max(operations, 0.0)

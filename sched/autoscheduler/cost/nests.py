@@ -91,6 +91,9 @@ class LoopNest:
     operations: int            # arithmetic operations per iteration (0 for a copy)
     reduce_depth: int | None   # position of the innermost loop that carries a reduction
     has_init: bool = False     # the reduction's init runs in the same nest, under a test
+    # the conditions of the selects in the values (padding), in the loops' variables, with
+    # the operations each takes (its own and the select's; counted in `operations` too)
+    guards: tuple[tuple[Expr, int], ...] = ()
     _boxes: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -337,22 +340,24 @@ def _block(realize: BlockRealize, loops: list[Loop], env: dict, found: list) -> 
     if _has_blocks(block.body):
         _walk(block.body, loops, inner_env, found)
         return
-    accesses, operations = [], 0
+    accesses, operations, guards = [], 0, []
     for node in _statements(block.body):
         if isinstance(node, BufferStore):
             accesses.append(Access(node.buffer, True, tuple(substitute(i, inner_env)
                                                             for i in node.indices)))
             operations += _operations(node.value)
+            guards += [(substitute(select.condition, inner_env),
+                        1 + _operations(select.condition)) for select in _selects(node.value)]
             accesses += [Access(load.buffer, False, tuple(substitute(i, inner_env)
                                                           for i in load.indices))
                          for load in _loads(node.value)]
     reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
     reduce_depth = None
     for position, loop in enumerate(loops):
-        if any(_uses(inner_env.get(v), loop.var) for v in reduce_vars):
+        if any(uses(inner_env.get(v), loop.var) for v in reduce_vars):
             reduce_depth = position
     found.append(LoopNest(block.name, _compiler_unrolled(loops), tuple(accesses), operations,
-                          reduce_depth, block.init is not None))
+                          reduce_depth, block.init is not None, tuple(guards)))
 
 
 COMPLETE_UNROLL = 16     # gcc -O3 (and nvcc) unroll inner loops of up to 16 iterations
@@ -415,6 +420,14 @@ def _loads(expr: Expr) -> list[BufferLoad]:
     return found
 
 
+def _selects(expr: Expr) -> list[Select]:
+    found = [expr] if isinstance(expr, Select) else []
+    if not isinstance(expr, BufferLoad):
+        for child in _children(expr):
+            found += _selects(child)
+    return found
+
+
 def _operations(expr: Expr) -> int:
     """Arithmetic and math calls in a value, not counting index arithmetic."""
     if isinstance(expr, BufferLoad):
@@ -437,11 +450,12 @@ def _children(expr: Expr) -> list[Expr]:
     return []
 
 
-def _uses(expr: Expr | None, var: Var) -> bool:
+def uses(expr: Expr | None, var: Var) -> bool:
+    """Whether `var` occurs in `expr` (indices of loads included)."""
     if expr is None:
         return False
     if isinstance(expr, Var):
         return expr == var
     if isinstance(expr, BufferLoad):
-        return any(_uses(i, var) for i in expr.indices)
-    return any(_uses(child, var) for child in _children(expr))
+        return any(uses(i, var) for i in expr.indices)
+    return any(uses(child, var) for child in _children(expr))
