@@ -53,8 +53,11 @@ WARP = 32
 TILE_ELEMENTS = TILE * TILE
 _USE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b",
         "wmma.accumulator": "accumulator"}
-_ELEMENT_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float"}
-_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_ELEMENT_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float",
+                  "int8": "signed char", "int32": "int"}
+_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int32": 4}
+# the element types of m16n16k16 fragments: operands, and accumulators
+_OPERANDS, _ACCUMULATORS = ("float16", "bfloat16", "int8"), ("float32", "float16", "int32")
 
 LOAD, STORE = "nvcuda::wmma::load_matrix_sync", "nvcuda::wmma::store_matrix_sync"
 FILL, MMA = "nvcuda::wmma::fill_fragment", "nvcuda::wmma::mma_sync"
@@ -67,12 +70,13 @@ def uses_wmma(func: PrimFunc) -> bool:
 def fragment_declaration(buffer: Buffer, name: str, elements: int) -> str:
     """`nvcuda::wmma::fragment<...> name[count];` for a fragment-scope buffer of `elements`
     elements (whole 16x16 tiles, wmma_fragments.py)."""
-    element = _ELEMENT_TYPES.get(buffer.dtype)
     use = _USE[buffer.scope]
-    if element is None or (use == "accumulator") != (buffer.dtype == "float32"):
+    if buffer.dtype not in (_ACCUMULATORS if use == "accumulator" else _OPERANDS):
         raise ScheduleError("build", f"fragment '{buffer.name}' ({buffer.scope}) holds "
-                            f"{buffer.dtype}: the wmma intrinsics take float16 or bfloat16 "
-                            f"matrix_a/matrix_b fragments and float32 accumulators")
+                            f"{buffer.dtype}: the wmma intrinsics take float16, bfloat16 or "
+                            f"int8 matrix_a/matrix_b fragments and float32, float16 or int32 "
+                            f"accumulators")
+    element = _ELEMENT_TYPES[buffer.dtype]
     layout = "" if use == "accumulator" else ", nvcuda::wmma::row_major"
     return (f"nvcuda::wmma::fragment<nvcuda::wmma::{use}, 16, 16, 16, {element}{layout}> "
             f"{name}[{elements // TILE_ELEMENTS}];  // {buffer.scope}: per warp")

@@ -3,12 +3,16 @@ fragment scopes `wmma.matrix_a`, `wmma.matrix_b` and `wmma.accumulator`:
 
 - `wmma_load_16x16x16_f16_a` / `wmma_load_16x16x16_f16_b`: a 16x16 fp16 tile of a "shared"
   buffer into a matrix_a / matrix_b fragment; `..._global` (sched's addition, named as TVM's
-  stores are): the same from a "global" buffer;
-- `wmma_fill_16x16x16_f32`: an accumulator fragment set to zero;
+  stores are): the same from a "global" buffer; `bf16` and `s8` (int8) alike;
+- `wmma_fill_16x16x16_f32` (`_f16`, `_s32`): an accumulator fragment set to zero;
 - `wmma_sync_16x16x16_f16f16f32`: `C[i, j] += float32(A[i, k]) * float32(B[k, j])` on
-  fragments (A row-major, B row-major: k along B's rows);
-- `wmma_store_16x16x16_f32_global` / `wmma_store_16x16x16_f32_shared`: an accumulator fragment
-  into a "global" / "shared" fp32 buffer.
+  fragments (A row-major, B row-major: k along B's rows); `bf16bf16f32` alike;
+  `f16f16f16`: `C[i, j] += A[i, k] * B[k, j]` accumulated in fp16; `s8s8s32`:
+  `C[i, j] += int32(A[i, k]) * int32(B[k, j])` (sm_72 and later);
+- `wmma_store_16x16x16_f32_global` / `wmma_store_16x16x16_f32_shared` (`f16`, `s32`): an
+  accumulator fragment into a "global" / "shared" buffer of its type.
+
+(TVM's `_trans` variants, B held (n, k) and loaded column-major, are not registered.)
 
 and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's names; each a
 16x16 tile, held in registers by the lanes of a warp as sched/cuda/mma.py says):
@@ -87,7 +91,7 @@ def _copy_pair(name: str, dtype: str, source: str, target: str, block: str, call
 _FILL = """
 @T.prim_func
 def {name}(c: T.handle):
-    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="wmma.accumulator")
+    C = T.match_buffer(c, (16, 16), "{dtype}", offset_factor=16, scope="wmma.accumulator")
     with T.block("root"):
         T.reads()
         T.writes(C[0:16, 0:16])
@@ -95,7 +99,7 @@ def {name}(c: T.handle):
             for j in range(16):
                 with T.block("init"):
                     vi, vj = T.axis.remap("SS", [i, j])
-                    C[vi, vj] = T.float32(0)
+                    C[vi, vj] = T.{dtype}(0)
 """
 
 _SYNC = """
@@ -103,7 +107,7 @@ _SYNC = """
 def {name}(a: T.handle, b: T.handle, c: T.handle):
     A = T.match_buffer(a, (16, 16), "{dtype}", offset_factor=16, scope="wmma.matrix_a")
     B = T.match_buffer(b, (16, 16), "{dtype}", offset_factor=16, scope="wmma.matrix_b")
-    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="wmma.accumulator")
+    C = T.match_buffer(c, (16, 16), "{out}", offset_factor=16, scope="wmma.accumulator")
     with T.block("root"):
         T.reads(C[0:16, 0:16], A[0:16, 0:16], B[0:16, 0:16])
         T.writes(C[0:16, 0:16])
@@ -111,9 +115,15 @@ def {name}(a: T.handle, b: T.handle, c: T.handle):
             for j, k in T.grid(16, 16):
                 with T.block("update"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) \\
-                        * T.Cast("float32", B[vk, vj])
+                    C[vi, vj] = C[vi, vj] + {a} * {b}
 """
+
+
+def _operand(name: str, index: str, dtype: str, out: str) -> str:
+    """An operand of the multiply: cast to the accumulator's type where it differs (as TVM's
+    descriptions write it: fp16 x fp16 accumulated in fp16 has no cast)."""
+    load = f"{name}[{index}]"
+    return load if dtype == out else f'T.Cast("{out}", {load})'
 
 
 def _pair(template: str, name: str, call: str, **fields):
@@ -125,24 +135,32 @@ def _pair(template: str, name: str, call: str, **fields):
 
 
 _LOAD, _STORE = "nvcuda::wmma::load_matrix_sync", "nvcuda::wmma::store_matrix_sync"
-_SHORT = {"float16": "f16", "bfloat16": "bf16"}
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "int8": "s8", "float32": "f32", "int32": "s32"}
+# operand type -> the accumulator types wmma has for it (m16n16k16)
+_ACCUMULATORS = {"float16": ("float32", "float16"), "bfloat16": ("float32",),
+                 "int8": ("int32",)}
 
 # name -> (desc, impl), TVM's names (bf16 and the loads from global: sched's, named alike)
 INTRINSICS = {}
-for _dtype, _short in _SHORT.items():
-    for _operand in ("a", "b"):
+for _dtype, _outs in _ACCUMULATORS.items():
+    _short = _SHORT[_dtype]
+    for _which in ("a", "b"):
         for _source, _suffix in (("shared", ""), ("global", "_global")):
-            _name = f"wmma_load_16x16x16_{_short}_{_operand}{_suffix}"
-            INTRINSICS[_name] = _copy_pair(_name, _dtype, _source, f"wmma.matrix_{_operand}",
+            _name = f"wmma_load_16x16x16_{_short}_{_which}{_suffix}"
+            INTRINSICS[_name] = _copy_pair(_name, _dtype, _source, f"wmma.matrix_{_which}",
                                            "load", _LOAD)
-    _name = f"wmma_sync_16x16x16_{_short}{_short}f32"
-    INTRINSICS[_name] = _pair(_SYNC, _name, "nvcuda::wmma::mma_sync", dtype=_dtype)
-INTRINSICS["wmma_fill_16x16x16_f32"] = _pair(_FILL, "wmma_fill_16x16x16_f32",
-                                             "nvcuda::wmma::fill_fragment")
-for _target in ("global", "shared"):
-    _name = f"wmma_store_16x16x16_f32_{_target}"
-    INTRINSICS[_name] = _copy_pair(_name, "float32", "wmma.accumulator", _target, "store",
-                                   _STORE)
+    for _out in _outs:
+        _name = f"wmma_sync_16x16x16_{_short}{_short}{_SHORT[_out]}"
+        INTRINSICS[_name] = _pair(_SYNC, _name, "nvcuda::wmma::mma_sync", dtype=_dtype,
+                                  out=_out, a=_operand("A", "vi, vk", _dtype, _out),
+                                  b=_operand("B", "vk, vj", _dtype, _out))
+for _out in ("float32", "float16", "int32"):
+    _name = f"wmma_fill_16x16x16_{_SHORT[_out]}"
+    INTRINSICS[_name] = _pair(_FILL, _name, "nvcuda::wmma::fill_fragment", dtype=_out)
+    for _target in ("global", "shared"):
+        _name = f"wmma_store_16x16x16_{_SHORT[_out]}_{_target}"
+        INTRINSICS[_name] = _copy_pair(_name, _out, "wmma.accumulator", _target, "store",
+                                       _STORE)
 
 WMMA_LOAD_16x16x16_F16_A_INTRIN = "wmma_load_16x16x16_f16_a"
 WMMA_LOAD_16x16x16_F16_B_INTRIN = "wmma_load_16x16x16_f16_b"
@@ -152,6 +170,16 @@ WMMA_FILL_16x16x16_F32_INTRIN = "wmma_fill_16x16x16_f32"
 WMMA_SYNC_16x16x16_f16f16f32_INTRIN = "wmma_sync_16x16x16_f16f16f32"
 WMMA_STORE_16x16x16_F32_GLOBAL_INTRIN = "wmma_store_16x16x16_f32_global"
 WMMA_STORE_16x16x16_F32_SHARED_INTRIN = "wmma_store_16x16x16_f32_shared"
+WMMA_SYNC_16x16x16_f16f16f16_INTRIN = "wmma_sync_16x16x16_f16f16f16"
+WMMA_SYNC_16x16x16_s8s8s32_INTRIN = "wmma_sync_16x16x16_s8s8s32"
+WMMA_LOAD_16x16x16_S8_A_INTRIN = "wmma_load_16x16x16_s8_a"
+WMMA_LOAD_16x16x16_S8_B_INTRIN = "wmma_load_16x16x16_s8_b"
+WMMA_FILL_16x16x16_F16_INTRIN = "wmma_fill_16x16x16_f16"
+WMMA_FILL_16x16x16_S32_INTRIN = "wmma_fill_16x16x16_s32"
+WMMA_STORE_16x16x16_F16_GLOBAL_INTRIN = "wmma_store_16x16x16_f16_global"
+WMMA_STORE_16x16x16_F16_SHARED_INTRIN = "wmma_store_16x16x16_f16_shared"
+WMMA_STORE_16x16x16_S32_GLOBAL_INTRIN = "wmma_store_16x16x16_s32_global"
+WMMA_STORE_16x16x16_S32_SHARED_INTRIN = "wmma_store_16x16x16_s32_shared"
 
 # -- mma.sync m16n8k16 with ldmatrix, on "warp" buffers (TVM's names) -----------------------
 

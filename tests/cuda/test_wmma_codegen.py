@@ -211,3 +211,21 @@ def test_tensor_core_matmul_with_shared_staging_on_the_device():
     kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out)
     torch.cuda.synchronize()
     np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("operand, accumulator, instruction", [
+    ("int8", "int32", "IMMA.16816.S8.S8"), ("float16", "float16", "HMMA.16816.F16"),
+])
+def test_int8_and_fp16_accumulating_wmma_compile_to_their_tensor_core_instructions(
+        operand, accumulator, instruction, tmp_path):
+    """TVM's s8s8s32 and f16f16f16 wmma intrinsics (tests/schedule/test_tensorize_wmma.py
+    checks their numbers) become the integer and fp16-accumulating tensor-core multiplies."""
+    from tests.schedule.test_tensorize_wmma import _matmul_of, _tvm_style_schedule
+
+    short = {"int8": "s8", "int32": "s32", "float16": "f16"}
+    sch = _tvm_style_schedule(_matmul_of(operand, accumulator), short[operand],
+                              short[accumulator], k_tiles=1, warp_columns=1)
+    kernel = sched.build(sch.func, target="cuda", arch="sm_80")
+    sass = sass_of(kernel, tmp_path)
+    assert instruction in sass
+    assert "LDL" not in sass and "STL" not in sass

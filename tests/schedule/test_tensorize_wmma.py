@@ -75,25 +75,27 @@ def _bf16_matmul(M, N, K):
     return te.create_prim_func([A, B, C], name="matmul_bf16")
 
 
-def test_tvm_style_two_level_staging_is_legal_and_exact():
-    # TVM's tensor-core schedule, step by step (bf16 here, one warp row, two warp columns):
-    # the shared tile is computed under k_0, inside the warp loops, so each warp recomputes
-    # (rewrites) it with the same values; each warp's fragment is reread per k_1 from it.
-    # RUNS_RULE allows the fragment's runs: between them only reruns of the shared tile's
-    # idempotent instances write what it reads.
-    M, N, K = 32, 64, 64
-    sch = sched.Schedule(_bf16_matmul(M, N, K))
+def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
+                        warp_columns: int = 2):
+    """TVM's tensor-core schedule, step by step (one warp row, two warp columns, M x N x K =
+    32 x 64 x 64): the shared tile is computed under k_0, inside the warp loops, so each warp
+    recomputes (rewrites) it with the same values; each warp's fragment is reread per k_1
+    from it. RUNS_RULE allows the fragment's runs: between them only reruns of the shared
+    tile's idempotent instances write what it reads. `operand`, `accumulator`: the short
+    names of the intrinsics' types (bf16 and f32, s8 and s32, f16 and f16); `k_tiles`: 16-wide
+    K tiles per shared tile; `warp_columns`: warps along N."""
+    sch = sched.Schedule(func)
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)
     i0, i1, i2 = sch.split(i, [None, 2, 16])
-    j0, j1, j2 = sch.split(j, [None, 2, 16])
-    k0, k1, k2 = sch.split(r, [None, 2, 16])
+    j0, j1, j2 = sch.split(j, [None, warp_columns, 16])
+    k0, k1, k2 = sch.split(r, [None, k_tiles, 16])
     sch.reorder(i0, j0, j1, k0, k1, i1, i2, j2, k2)
     sch.bind(i0, "blockIdx.x")
     sch.bind(j0, "blockIdx.y")
     sch.bind(j1, "threadIdx.y")
-    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
-    sch.reverse_compute_at(accumulator, j1)
+    fragment_c = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(fragment_c, j1)
     stages = {}
     for index, name in ((0, "a"), (1, "b")):
         shared = sch.cache_read(block, index, "shared")
@@ -101,7 +103,7 @@ def test_tvm_style_two_level_staging_is_legal_and_exact():
         sch.compute_at(fragment, k1)
         sch.compute_at(shared, k0)
         fused = sch.fuse(*sch.get_loops(shared)[-2:])
-        _, ty, tx = sch.split(fused, [None, 2, 32])
+        _, ty, tx = sch.split(fused, [None, warp_columns, 32])
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
         stages[name] = fragment
@@ -111,14 +113,21 @@ def test_tvm_style_two_level_staging_is_legal_and_exact():
         ro, ri = sch.split(rows, [None, 16])
         co, ci = sch.split(cols, [None, 16])
         sch.reorder(ro, co, ri, ci)
-        sch.tensorize(ri, f"wmma_load_16x16x16_bf16_{name}")
-    sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
-    sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_bf16bf16f32")
-    rows, cols = sch.get_loops(accumulator)[-2:]
+        sch.tensorize(ri, f"wmma_load_16x16x16_{operand}_{name}")
+    sch.tensorize(sch.get_loops(init)[-2], f"wmma_fill_16x16x16_{accumulator}")
+    sch.tensorize(sch.get_loops(block)[-3],
+                  f"wmma_sync_16x16x16_{operand}{operand}{accumulator}")
+    rows, cols = sch.get_loops(fragment_c)[-2:]
     ro, ri = sch.split(rows, [None, 16])
     sch.reorder(ro, ri, cols)
-    sch.tensorize(ri, "wmma_store_16x16x16_f32_global")
+    sch.tensorize(ri, f"wmma_store_16x16x16_{accumulator}_global")
     assert sched.parse(sch.func.script()) == sch.func
+    return sch
+
+
+def test_tvm_style_two_level_staging_is_legal_and_exact():
+    M, N, K = 32, 64, 64
+    sch = _tvm_style_schedule(_bf16_matmul(M, N, K), "bf16", "f32")
     a, b, expected = bf16_inputs(M, N, K)
     for target in ("c", "cuda-emu"):
         c = np.zeros((M, N), np.float32)
@@ -126,6 +135,61 @@ def test_tvm_style_two_level_staging_is_legal_and_exact():
         np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
     source = sched.build(sch.func, target="cuda", arch="sm_80").source
     assert "nvcuda::wmma::mma_sync" in source and "__nv_bfloat16" in source
+
+
+def _matmul_of(operand: str, accumulator: str, M=32, N=64, K=64):
+    A = te.placeholder((M, K), operand, name="A")
+    B = te.placeholder((K, N), operand, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    if operand == accumulator:
+        body = lambda i, j: te.sum(A[i, k] * B[k, j], axis=k)                    # noqa: E731
+    else:
+        body = lambda i, j: te.sum(te.cast(A[i, k], accumulator)                  # noqa: E731
+                                   * te.cast(B[k, j], accumulator), axis=k)
+    return te.create_prim_func([A, B, te.compute((M, N), body, name="C")], name="matmul")
+
+
+def test_int8_wmma_accumulates_exactly_in_int32():
+    """TVM's int8 intrinsics (wmma_load_16x16x16_s8_a/b, wmma_fill_16x16x16_s32,
+    wmma_sync_16x16x16_s8s8s32, wmma_store_16x16x16_s32_global): the same schedule as the
+    bf16 one; products up to 127 * 127, summed exactly (the emulated CUDA sums integers, not
+    floats); the CUDA fragments are signed char in and int out, and NVRTC compiles them.
+    wmma needs 32-byte aligned tiles: two 16-wide int8 K tiles side by side in shared memory
+    put the second 16 bytes in, which the CUDA build refuses, naming the tile; one K tile per
+    shared tile and one warp along N (B's tiles side by side would be 16 bytes apart too:
+    TVM's int8 schedules hold B transposed for that, its `_trans` intrinsics) are aligned."""
+    misaligned = _tvm_style_schedule(_matmul_of("int8", "int32"), "s8", "s32", k_tiles=2)
+    with pytest.raises(ScheduleError, match="the tile of 'A_shared' starts at element .* which "
+                       "wmma needs 32-byte aligned"):
+        sched.build(misaligned.func, target="cuda", arch="sm_80")
+    sch = _tvm_style_schedule(_matmul_of("int8", "int32"), "s8", "s32", k_tiles=1,
+                              warp_columns=1)
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (32, 64)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 64)).astype(np.int8)
+    expected = a.astype(np.int64) @ b.astype(np.int64)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.int32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_array_equal(c, expected, err_msg=target)
+    source = sched.build(sch.func, target="cuda", arch="sm_80").source
+    assert "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, signed char, " \
+        "nvcuda::wmma::row_major>" in source
+    assert "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, int>" in source
+
+
+def test_fp16_wmma_accumulates_in_fp16():
+    """wmma_sync_16x16x16_f16f16f16 (with wmma_fill_16x16x16_f16 and
+    wmma_store_16x16x16_f16_global): C = C + A * B in half, as TVM describes it (no cast)."""
+    sch = _tvm_style_schedule(_matmul_of("float16", "float16"), "f16", "f16")
+    a, b, expected = fp16_inputs(32, 64, 64)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float16)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c.astype(np.float32), expected, rtol=2e-2, atol=0.25,
+                                   err_msg=target)
+    source = sched.build(sch.func, target="cuda", arch="sm_80").source
+    assert "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, half>" in source
 
 
 @pytest.mark.gpu

@@ -1,6 +1,7 @@
 // nvcuda::wmma (mma.h): warp-wide matrix fragments with the reference semantics of the tensor
 // core operations: D = A * B + C over M x N x K tiles (m16n16k16, m32n8k16, m8n32k16), half or
-// bfloat16 in, float (or half) accumulators, products summed in float in k order.
+// bfloat16 in, float (or half) accumulators, products summed in float in k order; signed char
+// in, int accumulators, summed exactly in integers.
 //
 // A fragment's elements are spread over the 32 lanes of the warp: lane l holds elements
 // l * num_elements ... of the row-major tile (CUDA leaves the mapping unspecified, so code
@@ -11,6 +12,8 @@
 // Part of sched's CUDA emulation header: included by mma.h.
 #ifndef SCHED_EMU_WMMA_H
 #define SCHED_EMU_WMMA_H
+
+#include <type_traits>
 
 #include "cuda_emu.h"
 
@@ -41,6 +44,7 @@ struct fragment {
     static constexpr int rows = tile_shape<Use, M, N, K>::rows;
     static constexpr int cols = tile_shape<Use, M, N, K>::cols;
     static constexpr int num_elements = rows * cols / 32;
+    typedef T element_type;
     T x[num_elements];
 
     // (row, column) of this lane's element k in the tile
@@ -84,12 +88,16 @@ void wmma_store(int line, T* p, const F& f, unsigned ldm, bool column_major) {
     }
 }
 
-// element (row, col) of the tile whose lanes' fragments are `lanes`
-template <typename F>
-float tile_element(const F* const* lanes, int row, int col) {
+// element (row, col) of the tile whose lanes' fragments are `lanes`, as an S
+template <typename S, typename F>
+S tile_element(const F* const* lanes, int row, int col) {
     int e = row * F::cols + col;
-    return (float)lanes[e / F::num_elements]->x[e % F::num_elements];
+    return (S)lanes[e / F::num_elements]->x[e % F::num_elements];
 }
+
+// products and sums of an mma in float (fused multiply-adds), or exactly in integers
+inline float multiply_add(float a, float b, float c) { return fmaf(a, b, c); }
+inline long long multiply_add(long long a, long long b, long long c) { return a * b + c; }
 
 // D = A * B + C: each lane computes its own elements of D from every lane's A, B and C,
 // whose addresses the lanes exchange; a second collective keeps D (which may be C) unwritten
@@ -109,12 +117,14 @@ void wmma_mma(int line, D& d, const A& a, const B& b, const C& c) {
         bs[l] = lane->b;
         cs[l] = lane->c;
     }
-    float result[D::num_elements];
+    typedef typename std::conditional<std::is_integral<typename D::element_type>::value,
+                                      long long, float>::type S;
+    S result[D::num_elements];
     for (int k = 0; k < D::num_elements; ++k) {
         int row = D::row_of(k), col = D::col_of(k);
-        float sum = tile_element(cs, row, col);
+        S sum = tile_element<S>(cs, row, col);
         for (int i = 0; i < A::cols; ++i)
-            sum = fmaf(tile_element(as, row, i), tile_element(bs, i, col), sum);
+            sum = multiply_add(tile_element<S>(as, row, i), tile_element<S>(bs, i, col), sum);
         result[k] = sum;
     }
     wmma_collective(line, "wmma::mma_sync");
