@@ -133,6 +133,7 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         self.vector_moved: dict[str, int] = {}    # shared/local arrays -> bytes a move needs
         self.loops: list = []                     # (variable, min, extent) of enclosing loops
         self.wmma_shared = wmma.wmma_shared_buffers(func)   # shared tiles of wmma calls
+        self.wmma_column_major = wmma.transposed_b_fragments(func)    # `_trans` B operands
         self.warp_roles: dict[str, tuple[str, str]] = {}     # warp buffer -> role (cuda/mma.py)
 
     def emit(self) -> str:
@@ -280,7 +281,8 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         if buffer.scope == WARP_SCOPE:
             self.line(mma.warp_declaration(buffer, name, size))
         elif buffer.scope in FRAGMENT_SCOPES:
-            self.line(wmma.fragment_declaration(buffer, name, size))
+            self.line(wmma.fragment_declaration(
+                buffer, name, size, buffer.storage_name in self.wmma_column_major))
         elif buffer.scope == "shared" and self.dynamic:
             if buffer.name in self.wmma_shared:          # wmma: 32 bytes (room counted)
                 self.shared_offset = (self.shared_offset + 31) // 32 * 32

@@ -67,9 +67,11 @@ def uses_wmma(func: PrimFunc) -> bool:
     return any(a.buffer.scope in FRAGMENT_SCOPES for a in collect(func.body, Allocate))
 
 
-def fragment_declaration(buffer: Buffer, name: str, elements: int) -> str:
+def fragment_declaration(buffer: Buffer, name: str, elements: int,
+                         column_major: bool = False) -> str:
     """`nvcuda::wmma::fragment<...> name[count];` for a fragment-scope buffer of `elements`
-    elements (whole 16x16 tiles, wmma_fragments.py)."""
+    elements (whole 16x16 tiles, wmma_fragments.py); `column_major`: a matrix_b fragment an
+    mma reads transposed (`transposed_b_fragments`)."""
     use = _USE[buffer.scope]
     if buffer.dtype not in (_ACCUMULATORS if use == "accumulator" else _OPERANDS):
         raise ScheduleError("build", f"fragment '{buffer.name}' ({buffer.scope}) holds "
@@ -77,7 +79,8 @@ def fragment_declaration(buffer: Buffer, name: str, elements: int) -> str:
                             f"int8 matrix_a/matrix_b fragments and float32, float16 or int32 "
                             f"accumulators")
     element = _ELEMENT_TYPES[buffer.dtype]
-    layout = "" if use == "accumulator" else ", nvcuda::wmma::row_major"
+    layout = "" if use == "accumulator" else \
+        f", nvcuda::wmma::{'col_major' if column_major else 'row_major'}"
     return (f"nvcuda::wmma::fragment<nvcuda::wmma::{use}, 16, 16, 16, {element}{layout}> "
             f"{name}[{elements // TILE_ELEMENTS}];  // {buffer.scope}: per warp")
 
@@ -90,6 +93,32 @@ def wmma_shared_buffers(func: PrimFunc) -> set[str]:
             for access in collect(loop, BufferLoad) + collect(loop, BufferStore):
                 if access.buffer.scope == "shared":
                     names.add(access.buffer.storage_name)
+    return names
+
+
+def transposed_b_fragments(func: PrimFunc) -> set[str]:
+    """The matrix_b fragments an mma_sync nest reads as B[j, k] (TVM's `_trans` intrinsics:
+    B held n x k), by storage name: declared column-major, so that the fragment's logical
+    (k, n) element is the tile's (n, k) one, as its load copied it."""
+    names = set()
+    for loop in collect(func.body, For):
+        if warp_intrinsic(loop) != MMA:
+            continue
+        nest, body = [], loop
+        while isinstance(body, For):
+            nest.append(body.loop_var)
+            body = body.body
+        operands = _product_operands(body.value) if isinstance(body, BufferStore) else None
+        if len(nest) != 3 or operands is None:
+            continue
+        i, j, k = nest
+        b = operands[1]
+        try:
+            place = _place(MMA, b.buffer, b.indices[0], (k, j, i), ())
+        except ScheduleError:
+            continue           # the call's own checks name the problem
+        if _is(place.strides[0], 1, ()) and _is(place.strides[1], TILE, ()):
+            names.add(b.buffer.storage_name)
     return names
 
 
@@ -242,8 +271,9 @@ class WmmaCall:
                            (TILE, 1, 0))
         a = self._fragment(self._access(operands[0].buffer, operands[0].indices[0], (i, k, j)),
                            (TILE, 1, 0))
+        transposed = operands[1].buffer.storage_name in self.emitter.wmma_column_major
         b = self._fragment(self._access(operands[1].buffer, operands[1].indices[0], (k, j, i)),
-                           (TILE, 1, 0))
+                           (1, TILE, 0) if transposed else (TILE, 1, 0))
         return f"{MMA}({c}, {a}, {b}, {c});"
 
 

@@ -12,7 +12,9 @@ fragment scopes `wmma.matrix_a`, `wmma.matrix_b` and `wmma.accumulator`:
 - `wmma_store_16x16x16_f32_global` / `wmma_store_16x16x16_f32_shared` (`f16`, `s32`): an
   accumulator fragment into a "global" / "shared" buffer of its type.
 
-(TVM's `_trans` variants, B held (n, k) and loaded column-major, are not registered.)
+- the `_trans` forms (`wmma_load_16x16x16_f16_b_trans`, `wmma_sync_16x16x16_s8s8s32_trans`,
+  ...): B held n x k, `C[i, j] += A[i, k] * B[j, k]`; on the CUDA target that matrix_b
+  fragment is column-major. (TVM's `_a_trans` loads are not registered.)
 
 and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's names; each a
 16x16 tile, held in registers by the lanes of a warp as sched/cuda/mma.py says):
@@ -149,11 +151,16 @@ for _dtype, _outs in _ACCUMULATORS.items():
             _name = f"wmma_load_16x16x16_{_short}_{_which}{_suffix}"
             INTRINSICS[_name] = _copy_pair(_name, _dtype, _source, f"wmma.matrix_{_which}",
                                            "load", _LOAD)
+    # B held n x k: the copy is the same, the mma reading it transposed makes the fragment
+    # column-major (sched/cuda/wmma.py)
+    _name = f"wmma_load_16x16x16_{_short}_b_trans"
+    INTRINSICS[_name] = _copy_pair(_name, _dtype, "shared", "wmma.matrix_b", "load", _LOAD)
     for _out in _outs:
-        _name = f"wmma_sync_16x16x16_{_short}{_short}{_SHORT[_out]}"
-        INTRINSICS[_name] = _pair(_SYNC, _name, "nvcuda::wmma::mma_sync", dtype=_dtype,
-                                  out=_out, a=_operand("A", "vi, vk", _dtype, _out),
-                                  b=_operand("B", "vk, vj", _dtype, _out))
+        for _trans, _b in (("", "vk, vj"), ("_trans", "vj, vk")):
+            _name = f"wmma_sync_16x16x16_{_short}{_short}{_SHORT[_out]}{_trans}"
+            INTRINSICS[_name] = _pair(_SYNC, _name, "nvcuda::wmma::mma_sync", dtype=_dtype,
+                                      out=_out, a=_operand("A", "vi, vk", _dtype, _out),
+                                      b=_operand("B", _b, _dtype, _out))
 for _out in ("float32", "float16", "int32"):
     _name = f"wmma_fill_16x16x16_{_SHORT[_out]}"
     INTRINSICS[_name] = _pair(_FILL, _name, "nvcuda::wmma::fill_fragment", dtype=_out)

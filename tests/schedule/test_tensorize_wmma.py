@@ -76,14 +76,15 @@ def _bf16_matmul(M, N, K):
 
 
 def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
-                        warp_columns: int = 2):
+                        warp_columns: int = 2, trans_b: bool = False):
     """TVM's tensor-core schedule, step by step (one warp row, two warp columns, M x N x K =
     32 x 64 x 64): the shared tile is computed under k_0, inside the warp loops, so each warp
     recomputes (rewrites) it with the same values; each warp's fragment is reread per k_1
     from it. RUNS_RULE allows the fragment's runs: between them only reruns of the shared
     tile's idempotent instances write what it reads. `operand`, `accumulator`: the short
     names of the intrinsics' types (bf16 and f32, s8 and s32, f16 and f16); `k_tiles`: 16-wide
-    K tiles per shared tile; `warp_columns`: warps along N."""
+    K tiles per shared tile; `warp_columns`: warps along N; `trans_b`: B is held n x k (TVM's
+    `_trans` intrinsics)."""
     sch = sched.Schedule(func)
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)
@@ -113,10 +114,11 @@ def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
         ro, ri = sch.split(rows, [None, 16])
         co, ci = sch.split(cols, [None, 16])
         sch.reorder(ro, co, ri, ci)
-        sch.tensorize(ri, f"wmma_load_16x16x16_{operand}_{name}")
+        trans = "_trans" if trans_b and name == "b" else ""
+        sch.tensorize(ri, f"wmma_load_16x16x16_{operand}_{name}{trans}")
     sch.tensorize(sch.get_loops(init)[-2], f"wmma_fill_16x16x16_{accumulator}")
-    sch.tensorize(sch.get_loops(block)[-3],
-                  f"wmma_sync_16x16x16_{operand}{operand}{accumulator}")
+    sch.tensorize(sch.get_loops(block)[-3], f"wmma_sync_16x16x16_{operand}{operand}"
+                  f"{accumulator}{'_trans' if trans_b else ''}")
     rows, cols = sch.get_loops(fragment_c)[-2:]
     ro, ri = sch.split(rows, [None, 16])
     sch.reorder(ro, ri, cols)
@@ -137,15 +139,17 @@ def test_tvm_style_two_level_staging_is_legal_and_exact():
     assert "nvcuda::wmma::mma_sync" in source and "__nv_bfloat16" in source
 
 
-def _matmul_of(operand: str, accumulator: str, M=32, N=64, K=64):
+def _matmul_of(operand: str, accumulator: str, M=32, N=64, K=64, trans_b=False):
+    """C = A @ B (with B held N x K where `trans_b`: C = A @ B.T)."""
     A = te.placeholder((M, K), operand, name="A")
-    B = te.placeholder((K, N), operand, name="B")
+    B = te.placeholder((N, K) if trans_b else (K, N), operand, name="B")
     k = te.reduce_axis((0, K), name="k")
+    b = (lambda j: B[j, k]) if trans_b else (lambda j: B[k, j])                  # noqa: E731
     if operand == accumulator:
-        body = lambda i, j: te.sum(A[i, k] * B[k, j], axis=k)                    # noqa: E731
+        body = lambda i, j: te.sum(A[i, k] * b(j), axis=k)                       # noqa: E731
     else:
         body = lambda i, j: te.sum(te.cast(A[i, k], accumulator)                  # noqa: E731
-                                   * te.cast(B[k, j], accumulator), axis=k)
+                                   * te.cast(b(j), accumulator), axis=k)
     return te.create_prim_func([A, B, te.compute((M, N), body, name="C")], name="matmul")
 
 
@@ -176,6 +180,33 @@ def test_int8_wmma_accumulates_exactly_in_int32():
     assert "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, signed char, " \
         "nvcuda::wmma::row_major>" in source
     assert "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, int>" in source
+
+
+@pytest.mark.parametrize("operand, accumulator", [("int8", "int32"), ("float16", "float32"),
+                                                  ("float16", "float16")])
+def test_trans_intrinsics_take_b_held_n_by_k(operand, accumulator):
+    """TVM's `_trans` forms (wmma_load_16x16x16_s8_b_trans, wmma_sync_16x16x16_s8s8s32_trans,
+    ...): C = A @ B.T with B held N x K; the CUDA matrix_b fragment is column-major. With B
+    so held, int8 tiles of two warps side by side are aligned (what TVM holds B this way
+    for)."""
+    short = {"int8": "s8", "int32": "s32", "float16": "f16", "float32": "f32"}
+    sch = _tvm_style_schedule(_matmul_of(operand, accumulator, trans_b=True), short[operand],
+                              short[accumulator], k_tiles=1, trans_b=True)
+    rng = np.random.default_rng(1)
+    if operand == "int8":
+        a, b = (rng.integers(-128, 128, shape).astype(np.int8) for shape in ((32, 64), (64, 64)))
+    else:
+        a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((32, 64), (64, 64)))
+    expected = a.astype(np.float64) @ b.astype(np.float64).T
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), accumulator)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c.astype(np.float64), expected, err_msg=target,
+                                   rtol=2e-2 if accumulator == "float16" else 1e-5,
+                                   atol=0.25 if accumulator == "float16" else 1e-3)
+    source = sched.build(sch.func, target="cuda", arch="sm_80").source
+    assert "nvcuda::wmma::matrix_b, 16, 16, 16, " in source
+    assert "nvcuda::wmma::col_major> B_shared_wmma_matrix_b" in source
 
 
 def test_fp16_wmma_accumulates_in_fp16():
