@@ -1,9 +1,9 @@
 """The autoscheduler on the C target: each workload tuned with `sched.tune`, then the tuned
-kernel, the hand schedule (where sched.hand_schedules has one), the unscheduled kernel and
-numpy timed in alternating rounds in this process; also the search's speed (measured
-candidates per minute, replays per second), the re-timed best against what the tuner
-believed, and each cost model's Spearman rank correlation with measured speed on candidates
-it had not seen.
+kernel, the hand schedule (where sched.hand_schedules has one) and numpy timed in alternating
+rounds in this process (5 rounds of 10 calls), the unscheduled kernel after them; also the
+search's speed (measured candidates per minute, replays per second), the re-timed best against
+what the tuner believed, and each cost model's Spearman rank correlation with measured speed
+on candidates it had not seen.
 
 Targets (issue 11): matmul 1024^3 tuned >= 1.0x the hand schedule and >= 0.9x numpy within
 256 trials and 10 minutes; >= 100 measured candidates per minute on matmul; the re-timed
@@ -114,7 +114,11 @@ def run(name: str, entry, trials: int, time_budget: float | None, seed: int) -> 
     if reference is not None:
         inputs = [a for i, a in enumerate(arrays) if i not in workload.outputs]
         calls["numpy"] = lambda: reference(inputs)
-    timings = alternate(calls, rounds=3, repeats=3)
+    # the unscheduled kernel (seconds a call) in few rounds, apart: between the fast
+    # variants' rounds it would leave the caches cold and the kernels' threads asleep
+    slow = {"unscheduled": calls.pop("unscheduled")}
+    timings = {**alternate(calls, rounds=5, repeats=10), **alternate(slow, rounds=1, repeats=3,
+                                                                    warmup=0)}
     tuned = timings["tuned"]["median_s"]
     rows = [{"variant": label, **timing, "max_relative_error": errors.get(label),
              "vs_tuned": timing["median_s"] / tuned,

@@ -65,7 +65,15 @@ CREATE TABLE IF NOT EXISTS records (
     created REAL NOT NULL
 )""", """
 CREATE INDEX IF NOT EXISTS records_by_workload ON records (workload_id, median)
-""")
+""", """
+CREATE TABLE IF NOT EXISTS retimes (
+    workload_id INTEGER NOT NULL REFERENCES workloads(id),
+    func_hash TEXT NOT NULL,     -- the schedule re-timed (its records: `records.func_hash`)
+    times TEXT NOT NULL,         -- JSON list: seconds per repeat, in a fresh process
+    median REAL NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (workload_id, func_hash)
+)""")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +176,26 @@ class Database:
         # remembered only once committed: a rolled-back insert made no row
         self._workload_ids[_names(workload)] = _retry(insert)
 
+    def add_retime(self, workload, func_hash: str, seconds: tuple[float, ...]) -> None:
+        """Store a second measurement (in a fresh process) of the schedule `func_hash` of
+        `workload`: `best` ranks its records by the slower of their figure and this one."""
+        def insert() -> None:
+            with self._transaction():
+                workload_id = self._register(workload)
+                self._db.execute(
+                    "INSERT OR REPLACE INTO retimes (workload_id, func_hash, times, median, "
+                    "created) VALUES (?, ?, ?, ?, ?)",
+                    (workload_id, func_hash, json.dumps(list(seconds)),
+                     statistics.median(seconds), time.time()))
+        _retry(insert)
+
+    def retimed(self, workload) -> dict[str, float]:
+        """{func_hash: median} of the schedules of `workload` re-timed (`add_retime`)."""
+        workload_id = self._workload_id(*_names(workload))
+        rows = self._db.execute("SELECT func_hash, median FROM retimes WHERE workload_id = ?",
+                                (workload_id,))
+        return dict(rows.fetchall())
+
     def _register(self, workload) -> int:
         """The id of `workload`'s row, inserted if it is new (inside a write transaction)."""
         names = _names(workload)
@@ -189,9 +217,16 @@ class Database:
         return self._select(workload, "", ())
 
     def best(self, workload, k: int = 1) -> list[Record]:
-        """The `k` fastest records that ran (by median time; errors never count)."""
-        return self._select(workload, "AND error_kind IS NULL AND error IS NULL AND median IS "
-                            "NOT NULL ORDER BY median, id LIMIT ?", (k,))
+        """The `k` fastest records that ran (by median time; errors never count); a schedule
+        re-timed (`add_retime`) counts by the slower of its two figures, so that one lucky
+        measurement does not outrank it."""
+        workload_id = self._workload_id(*_names(workload))
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM records LEFT JOIN retimes ON retimes.workload_id = "
+            f"records.workload_id AND retimes.func_hash = records.func_hash WHERE "
+            f"records.workload_id = ? AND {_RAN} ORDER BY {_RANKED}, records.id LIMIT ?",
+            (workload_id, k))
+        return [_record(row) for row in rows]
 
     def measured_hashes(self, workload) -> set[str]:
         """The scheduled functions measured for `workload`, failed ones included (a schedule
@@ -211,9 +246,11 @@ class Database:
             best = self.best(workload, 1)
             return best[0] if best else None
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM records JOIN workloads ON workloads.id = workload_id "
-            "WHERE key = ? AND workloads.target = ? AND error_kind IS NULL AND error IS NULL "
-            "AND median IS NOT NULL ORDER BY median, records.id LIMIT 1",
+            f"SELECT {_COLUMNS} FROM records JOIN workloads ON workloads.id = records.workload_id "
+            "LEFT JOIN retimes ON retimes.workload_id = records.workload_id AND "
+            "retimes.func_hash = records.func_hash "
+            f"WHERE key = ? AND workloads.target = ? AND {_RAN} "
+            f"ORDER BY {_RANKED}, records.id LIMIT 1",
             (workload.key, target)).fetchall()
         return _record(rows[0]) if rows else None
 
@@ -261,6 +298,9 @@ def _names(workload) -> tuple[str, str, str]:
     return workload.key, workload.target, workload.arch or ""
 
 
+_RAN = "records.error_kind IS NULL AND records.error IS NULL AND records.median IS NOT NULL"
+# a record's rank: the slower of its figure and its schedule's re-timing, where there is one
+_RANKED = "max(records.median, coalesce(retimes.median, records.median))"
 _COLUMNS = ("records.trace, records.func_hash, records.times, records.error_kind, "
             "records.error, records.decisions, records.target, records.arch, "
             "records.sched_version, records.machine, records.created")

@@ -11,7 +11,8 @@ measured before dropped); the cost model ranks them (the analytical memory-movem
 until the learned one has trained on enough measurements); the top of the ranking plus a few
 random ones are built, checked against the unscheduled function and timed in isolated
 processes; each result goes to the DB at once (a killed run loses nothing, `resume=True` goes
-on from the DB). At the end the best record is re-timed in a fresh process.
+on from the DB). At the end the best record is re-timed in a fresh process (and the next
+best, where the re-timing demoted it: _retime_best).
 
 A candidate whose outputs differ from the unscheduled function's is a legality bug: it is
 recorded with error kind "wrong", listed in `result.wrong` and warned about.
@@ -37,6 +38,7 @@ from sched.schedule.trace import Trace
 from sched.targets import parse_target
 
 DEFAULT_ROUND = 16          # candidates measured per round
+RETIMED = 3                 # schedules re-timed at the end, at most (_retime_best)
 HOPELESS = 4.0              # a candidate whose checked run is this much slower than the best
                             # so far (or of its round) keeps that run as its time
 
@@ -168,17 +170,11 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             done += len(batch)
             bar.update(done, best if math.isfinite(best) else None, sum(errors.values()))
             batch = following.result() if time_left() else []
+        figures = _retime_best(workload, database, timing, measurer.references())
         top = database.best(workload)
-        retimed = math.inf
-        trace = None
-        if top:
-            trace = Trace.from_json(top[0].trace_json)
-            from sched.autoscheduler.measure import retime
-
-            script = trace.apply(workload.func).func.script()
-            again = retime(workload, Candidate(top[0].trace_json, script), timing,
-                           references=measurer.references())
-            retimed = again.median
+        trace = Trace.from_json(top[0].trace_json) if top else None
+        searched, retimed = figures.get(top[0].func_hash, (top[0].median, math.inf)) \
+            if top else (math.inf, math.inf)
     if plot is not None or curve:
         text = tuning_curve(curve, plot)
         if progress and console is not None:
@@ -193,9 +189,34 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
              "replays_per_second": search.stats.proposed / elapsed if elapsed else 0.0,
              "seconds": time.monotonic() - start}
     database.close()
-    return TuneResult(workload, trace, top[0].median if top else math.inf, retimed, baseline,
+    return TuneResult(workload, trace, searched, retimed, baseline,
                       measured, dict(errors), wrong, curve, correlations, stats,
                       [s.name for s in space.sketches])
+
+
+def _retime_best(workload, database, timing, references) -> dict[str, tuple[float, float]]:
+    """Re-time the best record in a fresh process and store the figure; the database ranks a
+    schedule by its slower figure, so where the first was lucky another may now be best:
+    re-time that one too, up to RETIMED schedules. Returns {func_hash: (the figure before,
+    the re-timed one)}; the database keeps the re-timings (`Database.add_retime`). The
+    search keeps the fastest of its candidates' figures, the extreme of noisy measurements:
+    its best was re-timed 20-50% slower on this project's 2-core machine in some runs."""
+    from sched.autoscheduler.measure import retime
+
+    figures: dict[str, tuple[float, float]] = {}
+    for _ in range(RETIMED):
+        top = database.best(workload)
+        if not top or top[0].func_hash in figures:
+            break
+        record = top[0]
+        script = Trace.from_json(record.trace_json).apply(workload.func).func.script()
+        again = retime(workload, Candidate(record.trace_json, script), timing,
+                       references=references)
+        figures[record.func_hash] = (record.median, again.median)
+        if not again.ok:
+            break
+        database.add_retime(workload, record.func_hash, tuple(again.seconds))
+    return figures
 
 
 def _check_a_gpu_measures(target: str, runner: str) -> None:

@@ -67,6 +67,25 @@ def test_best_orders_by_median_and_skips_errors(tmp_path):
                        "records": 5, "errors": 2, "best_seconds": 1e-3}
 
 
+def test_a_retimed_schedule_ranks_by_its_slower_figure(tmp_path):
+    """The tuner re-times its best in a fresh process (`add_retime`): a lucky first figure
+    no longer outranks a schedule that held its own; a faster re-timing leaves the record's
+    figure. `best_for` (what `sched.build(db=)` applies) ranks the same way."""
+    workload = Workload.of(_scale())
+    with Database(tmp_path / "tune.db") as db:
+        db.add(workload, _ok(0, 1e-3))           # lucky: re-timed at 1.5 ms
+        db.add(workload, _ok(1, 1.2e-3))
+        db.add(workload, _ok(2, 1.3e-3))         # re-timed faster, at 1 ms: ranks at 1.3
+        db.add_retime(workload, "hash0", (1.5e-3, 1.6e-3, 1.5e-3))
+        db.add_retime(workload, "hash2", (1e-3,))
+        assert [r.func_hash for r in db.best(workload, k=3)] == ["hash1", "hash2", "hash0"]
+        assert db.best_for(_scale()).func_hash == "hash1"
+        assert db.retimed(workload) == {"hash0": 1.5e-3, "hash2": 1e-3}
+        assert len(db.records(workload)) == 3               # re-timings are not trials
+    with Database(tmp_path / "tune.db") as db:              # kept in the file
+        assert db.retimed(workload) == {"hash0": 1.5e-3, "hash2": 1e-3}
+
+
 def test_workloads_are_told_apart_by_steps_target_and_arch(tmp_path):
     func = _scale()
     sch = sched.Schedule(func)

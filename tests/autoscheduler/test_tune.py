@@ -61,6 +61,11 @@ def test_tune_records_every_trial_and_returns_a_correct_kernel(tmp_path):
         records = database.records(Workload.of(_matmul()))
     assert len(records) == 6
     assert len({r.func_hash for r in records}) == 6              # nothing measured twice
+    # the end's re-timing, in a fresh process: of the best, and of any it then ranks first
+    with Database(db) as database:
+        retimed = database.retimed(Workload.of(_matmul()))
+    assert 1 <= len(retimed) <= 3 and set(retimed) <= {r.func_hash for r in records}
+    assert result.retimed_seconds in retimed.values()
     assert all(json.loads(r.decisions)["sketch"] in result.sketches for r in records)
     # build(db=) applies the best record
     kernel = sched.build(_matmul(), target="c", db=db)
