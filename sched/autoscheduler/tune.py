@@ -38,7 +38,7 @@ from sched.schedule.trace import Trace
 from sched.targets import parse_target
 
 DEFAULT_ROUND = 16          # candidates measured per round
-RETIMED = 3                 # schedules re-timed at the end, at most (_retime_best)
+RETIMED = 8                 # schedules re-timed at the end, at most (_retime_best)
 HOPELESS = 4.0              # a candidate whose checked run is this much slower than the best
                             # so far (or of its round) keeps that run as its time
 
@@ -197,10 +197,12 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
 def _retime_best(workload, database, timing, references) -> dict[str, tuple[float, float]]:
     """Re-time the best record in a fresh process and store the figure; the database ranks a
     schedule by its slower figure, so where the first was lucky another may now be best:
-    re-time that one too, up to RETIMED schedules. Returns {func_hash: (the figure before,
-    the re-timed one)}; the database keeps the re-timings (`Database.add_retime`). The
-    search keeps the fastest of its candidates' figures, the extreme of noisy measurements:
-    its best was re-timed 20-50% slower on this project's 2-core machine in some runs."""
+    re-time that one too, up to RETIMED schedules (a conv2d with many candidates within the
+    noise of each other took more than 3; past RETIMED the best is reported not re-timed).
+    Returns {func_hash: (the figure before, the re-timed one)}; the database keeps the
+    re-timings (`Database.add_retime`). The search keeps the fastest of its candidates'
+    figures, the extreme of noisy measurements: its best was re-timed 20-50% slower on this
+    project's 2-core machine in some runs."""
     from sched.autoscheduler.measure import retime
 
     figures: dict[str, tuple[float, float]] = {}
