@@ -145,14 +145,33 @@ print("and it matches numpy on the C target")
 #    (tests/cuda/test_mma_tvm_layout.py). The inner k loop can also double its warp operands,
 #    loading step k + 1 while multiplying step k: annotate it with software_pipeline_stage
 #    [0, 0, 1] (tests/cuda/test_register_pipeline.py).
+
+
+def check_on_emulated_cuda(schedule: sched.Schedule, what: str, *markers: str) -> None:
+    """Run `schedule` on cuda-emu against numpy, then print its source lines holding any of
+    `markers`."""
+    c = np.zeros((M, N), np.float32)
+    emulated = sched.build(schedule.func, target="cuda-emu")
+    emulated(a, b, c)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+    print(f"{what}: matches numpy on cuda-emu; its lines with {', '.join(markers)}:")
+    print("\n".join(sorted({line.strip()[:110] for line in emulated.source.splitlines()
+                            if any(m in line for m in markers)})))
+
+
 mma_sch = gpu_matmul_mma(M, N, K)
-c = np.zeros((M, N), np.float32)
-mma_kernel = sched.build(mma_sch.func, target="cuda-emu")
-mma_kernel(a, b, c)
-np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
-print("mma.sync on cuda-emu matches numpy; its PTX:")
-print("\n".join(sorted({line.strip()[:110] for line in mma_kernel.source.splitlines()
-                        if "ldmatrix.sync" in line or "mma.sync" in line})))
+check_on_emulated_cuda(mma_sch, "mma.sync", "ldmatrix.sync", "mma.sync")
+
+# Other types, with the same steps and TVM's names: int8 in, int32 out
+#    (wmma_load_16x16x16_s8_a/b, wmma_fill_16x16x16_s32, wmma_sync_16x16x16_s8s8s32,
+#    wmma_store_16x16x16_s32_global; sm_72 and later), fp16 accumulated in fp16
+#    (wmma_sync_16x16x16_f16f16f16, wmma_fill_16x16x16_f16, wmma_store_16x16x16_f16_global),
+#    and B held n x k (the `_trans` forms: wmma_load_16x16x16_s8_b_trans with
+#    wmma_sync_16x16x16_s8s8s32_trans, C[i, j] += A[i, k] * B[j, k]). wmma needs each tile
+#    32-byte aligned: 16 int8 columns are 16 bytes, so int8 tiles side by side along a row of a
+#    shared buffer are refused at build, naming the tile; TVM holds B n x k for that. The
+#    schedule of tests/schedule/test_tensorize_wmma.py (_tvm_style_schedule) runs each pair
+#    on the C target and cuda-emu.
 
 # 9. Speed. The schedule above is correct but slow: on an H200 (4096^3, stop 21's benchmark,
 #    benchmarks/gpu_tensor_core.py) it ran at 0.13x cuBLAS. Three changes, each a schedule
@@ -168,13 +187,7 @@ print("\n".join(sorted({line.strip()[:110] for line in mma_kernel.source.splitli
 #      ahead as cp.async copies into triple-buffered tiles (`stages=3`), with a K step of 64
 #      (`k_tiles=4`).
 fast = hand_schedules.gpu_matmul_tensor_core(M, N, K, fragments=(2, 2), pad=8, stages=2)
-c = np.zeros((M, N), np.float32)
-fast_kernel = sched.build(fast.func, target="cuda-emu")
-fast_kernel(a, b, c)
-np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
-print("padded, pipelined and 16 bytes a fetch: matches numpy on cuda-emu; its copies:")
-print("\n".join(sorted({line.strip()[:110] for line in fast_kernel.source.splitlines()
-                        if "cp.async" in line})))
+check_on_emulated_cuda(fast, "padded, pipelined and 16 bytes a fetch", "cp.async")
 
 # 10. On a GPU: torch tensors in, the same numbers out.
 if gpu_available():
