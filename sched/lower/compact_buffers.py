@@ -125,49 +125,55 @@ def _offsets(model, buffer: Buffer, outer: list, touched: isl.Map, dim: int,
     lowest = isl.Map.from_pw_multi_aff(one.lexmin_pw_multi_aff())
     found: dict[str, Expr] = {}
     for statement, to_loops in sorted(outer, key=lambda item: item[0].is_init):
-        offset = to_loops.apply_range(lowest)
+        offset = to_loops.apply_range(lowest)           # instance -> the box's offset
         if not offset.is_single_valued():
             return None
         n_params, n_iters = offset.dim(isl.dim_type.param), offset.dim(isl.dim_type.in_)
-        values = offset.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0, n_iters)
         context = statement.domain.move_dims(isl.dim_type.param, n_params,
                                              isl.dim_type.set, 0, n_iters).params()
         variables = {isl_name(iv.var): iv.var for iv in statement.block.iter_vars}
         variables |= {isl_name(v): v for v in model.func.symbolic_vars}
         variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
-        smallest = values.range().dim_min(0)
-        offset = _aligned_offset(statement, buffer, dim, extent, smallest, context)
+        aligned = _aligned_offset(statement, buffer, dim, extent, offset)
+        if aligned is not None:
+            smallest = aligned.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0,
+                                         n_iters).project_domain_on_params()
+        else:
+            values = offset.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0,
+                                      n_iters)
+            smallest = values.range().dim_min(0)
         try:
-            expr = pw_aff_to_expr(offset or smallest, context, variables)
+            expr = pw_aff_to_expr(smallest, context, variables)
         except (NotAffine, KeyError, isl.Error):
             return None
         found.setdefault(statement.block.name, expr)   # the body's, valid for the init too
     return found
 
 
-def _aligned_offset(statement, buffer: Buffer, dim: int, extent: int, smallest: isl.PwAff,
-                    context: isl.Set) -> isl.PwAff | None:
-    """`i - i % extent`, where `i` is the statement's own smallest index of `dim` in each of
-    its instances, when isl proves it equal to `smallest` (the box's offset, in the same
-    parameters) on every instance of the statement (`context`), else None.
+def _aligned_offset(statement, buffer: Buffer, dim: int, extent: int,
+                    offset: isl.Map) -> isl.PwAff | None:
+    """`i - i % extent` (a function of the statement's instance), where `i` is the
+    statement's own smallest index of `dim` in each of its instances, when isl proves it
+    equal to `offset` (instance -> the box's offset) on every instance of the statement,
+    else None.
 
-    A split's tile starts at a multiple of its extent, and this form says so; isl's own
-    expression of the offset can be a select over many pieces where the loops around the
-    allocation are fused (a conv2d tile under a fused parallel loop: 14 pieces, 2,000
-    characters of C per access in the innermost loop; the autoscheduler's candidates of that
-    kind ran 20-33 ms with it, 1.2-2.5 ms with this offset)."""
+    A split's tile starts at a multiple of its extent, and this form says so. Where the loops
+    around the allocation are fused, isl's own expression of the offset as a function of the
+    instance is a select over many pieces: 2,000 characters of C per access in a conv2d
+    tile's innermost loop (the autoscheduler's candidates of that kind ran 20-33 ms with it,
+    1.2-2.5 ms with this offset), and computing it (a parametric minimum) took seconds per
+    statement where proving this form equal to the offset's graph takes milliseconds."""
     access = statement.accesses_of(buffer.name)
-    if access is None or extent <= 1:
+    if access is None:
         return None
     ndim = access.dim(isl.dim_type.out)
     one = access.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
         .project_out(isl.dim_type.out, 0, dim)
-    n_params, n_iters = one.dim(isl.dim_type.param), one.dim(isl.dim_type.in_)
     try:
-        index = one.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0, n_iters) \
-            .range().dim_min(0)
+        index = one.lexmin_pw_multi_aff().get_pw_aff(0)
         candidate = index.sub(index.mod_val(isl.Val.int_from_si(index.get_ctx(), extent)))
-        if context.is_subset(candidate.eq_set(smallest)):
+        if (statement.domain.is_subset(offset.domain())
+                and offset.is_subset(isl.Map.from_pw_aff(candidate))):
             return candidate
     except isl.Error:
         pass

@@ -30,7 +30,7 @@ from sched.ir.nodes import (
     PrimFunc,
 )
 from sched.polyhedral import build_model
-from sched.polyhedral.dependences import crosses_iterations, value_flows
+from sched.polyhedral.flow_crossing import flows_cross
 
 
 class _AccessSites(IRVisitor):
@@ -90,7 +90,6 @@ def _placement(model, buffer: Buffer, common: list[Node], owner: Block) -> Node:
     """The lowest node of `common` (at or below the allocating block) where every value of
     `buffer` is written and read within one execution."""
     start = next(i for i, node in enumerate(common) if node is owner)
-    flows = None
     for index in range(len(common) - 1, start, -1):
         loops = [node for node in common[:index + 1] if isinstance(node, For)]
         positions = [_position(model, lp) for lp in loops]
@@ -98,9 +97,7 @@ def _placement(model, buffer: Buffer, common: list[Node], owner: Block) -> Node:
             return common[index]
         if None in positions:
             continue
-        if flows is None:
-            flows = value_flows(model, buffer.storage_name)
-        if not crosses_iterations(model, flows, positions[-1]):
+        if not flows_cross(model, buffer.storage_name, positions[-1]):
             return common[index]
     return owner
 

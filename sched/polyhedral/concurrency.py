@@ -15,12 +15,12 @@ from sched.ir.nodes import TENSOR_CORE_SCOPES, Allocate, Block, Buffer, For, Nod
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
     Dependence,
-    crosses_iterations,
     dependences_where,
     maps,
     model_and_dependences,
     value_flows,
 )
+from sched.polyhedral.flow_crossing import flows_cross
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.time_pairs import (
@@ -186,8 +186,7 @@ class _Concurrency:
                        for m in maps(statement.reads.union(statement.writes))}
             if element in touched and not self.under(statement):
                 return False
-        flows = value_flows(self.model, storage)
-        return not crosses_iterations(self.model, flows, self.target.position)
+        return not flows_cross(self.model, storage, self.target.position)
 
     def barrier_ordered(self, dep: Dependence, crossing: isl.Map, between: tuple) -> bool:
         """Whether a barrier orders the runs `crossing` (time -> time, in one iteration of the

@@ -36,14 +36,13 @@ from sched.ir.extern import is_opaque
 from sched.ir.functor import collect, field_names
 from sched.ir.memo import BoundedCache, identity_cache, register
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
-from sched.polyhedral import names
-from sched.polyhedral.isl_text import parse_union_map, within_operations
+from sched.polyhedral.flow_crossing import statement_params, storage_accesses
+from sched.polyhedral.isl_text import maps, parse_union_map, within_operations
 from sched.polyhedral.model import PolyModel, Statement, build_model
 from sched.polyhedral.pairs import (
     order_key,
     pair_distance,
     pair_relation,
-    schedule_key,
     schedule_map,
 )
 
@@ -94,13 +93,6 @@ def is_reduction_update(block: Block) -> bool:
     value = store.value
     own = BufferLoad(store.buffer, store.indices)
     return value.op in ASSOCIATIVE_OPS and own in (value.a, value.b)
-
-
-def maps(union: isl.UnionMap) -> list[isl.Map]:
-    """The maps of a union map, one per pair of spaces."""
-    found: list[isl.Map] = []
-    union.foreach_map(found.append)
-    return found
 
 
 def first_runs(schedule):
@@ -444,7 +436,9 @@ def value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
     Accesses are taken per run (time vector), not per statement instance: a block that
     compute_at placed under a loop its bindings do not use runs each instance several times,
     and each run is a write of its own. A write the model cannot pin down (inexact model, a
-    condition inside the block) is a may-write, which kills nothing. Kept with the model."""
+    condition inside the block) is a may-write, which kills nothing. Kept with the model.
+    Whether one of them leaves an iteration of a loop is `flow_crossing.flows_cross`
+    (decided without them)."""
     key = ("value_flows", storage)
     if key not in model.derived:
         model.derived[key] = _value_flows(model, storage)
@@ -452,29 +446,7 @@ def value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
 
 
 def _value_flows(model: PolyModel, storage: str) -> isl.UnionMap:
-    from sched.ir.functor import collect
-    from sched.ir.nodes import IfThenElse
-
-    tuple_name = model.buffer_tuple(storage)
-    accesses = []           # per statement touching the storage: what its flows are made of
-    for statement in model.statements.values():
-        reads = [str(m) for m in maps(statement.reads)
-                 if m.get_tuple_name(isl.dim_type.out) == tuple_name]
-        writes = [str(m) for m in maps(statement.writes)
-                  if m.get_tuple_name(isl.dim_type.out) == tuple_name]
-        if not reads and not writes:
-            continue
-        body = statement.block.init if statement.is_init else statement.block.body
-        exact = model.is_exact and not collect(body, IfThenElse)
-        accesses.append((schedule_key(statement, statement.time), tuple(reads), tuple(writes),
-                         exact))
-    return _flows_of(tuple(accesses), _statement_params(model))
-
-
-def _statement_params(model: PolyModel) -> str:
-    """The parameters' context of the model's statements (`[n] -> { : n >= 1 }`)."""
-    return next(iter(model.statements.values())).domain_texts[1] if model.statements \
-        else f"[{', '.join(model.params)}] -> {{ : }}"
+    return _flows_of(storage_accesses(model, storage), statement_params(model))
 
 
 @register
@@ -496,18 +468,3 @@ def _flows_of(accesses: tuple, params_text: str) -> isl.UnionMap:
     info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(must).set_may_source(may)
     in_order = sinks.union(must).union(may).domain().identity()    # runs in time order
     return info.set_schedule_map(in_order).compute_flow().get_may_dependence()
-
-
-def crosses_iterations(model: PolyModel, flows: isl.UnionMap, position: int) -> bool:
-    """Whether some flow (between times) goes from one value of the time vector's entries
-    0..position to another: from one iteration of the loop at `position` (or of a loop around
-    it) to another, or into or out of the loop."""
-    if flows.is_empty():
-        return False
-    width = max(len(s.time) for s in model.statements.values())
-    a = [names.local("a", i) for i in range(width)]
-    b = [names.local("b", i) for i in range(width)]
-    same = " and ".join(f"{a[i]} = {b[i]}" for i in range(position + 1))
-    prefix = parse_union_map(f"[{', '.join(model.params)}] -> {{ [{', '.join(a)}] -> "
-                             f"[{', '.join(b)}] : {same} }}")      # (parsed once per text)
-    return not flows.is_subset(prefix)

@@ -81,3 +81,10 @@ def within_operations(limit: int, compute):
     finally:
         context.set_max_operations(enclosing)
         context.reset_operations()
+
+
+def maps(union: isl.UnionMap) -> list[isl.Map]:
+    """The maps of a union map, one per pair of spaces."""
+    found: list[isl.Map] = []
+    union.foreach_map(found.append)
+    return found

@@ -39,12 +39,8 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
 )
-from sched.polyhedral.dependences import (
-    crosses_iterations,
-    first_runs,
-    model_and_dependences,
-    value_flows,
-)
+from sched.polyhedral.dependences import first_runs, model_and_dependences
+from sched.polyhedral.flow_crossing import flows_cross
 from sched.polyhedral.violation import Violation, describe_instance_pair
 
 STAGE = "software_pipeline_stage"
@@ -220,7 +216,7 @@ def pipeline_violation(func: PrimFunc, loop_name: str, plan: PipelinePlan | None
     position = next(lp.position for lp in statements[0].loops if lp.var == loop.loop_var)
     for name in versions:
         outside = _accesses(func.body, name) - _accesses(loop, name)
-        if outside or crosses_iterations(model, value_flows(model, name), position):
+        if outside or flows_cross(model, name, position):
             where = "is also used outside the loop" if outside else \
                 "carries values from one iteration of the loop to another"
             return Violation(f"buffer '{name}' is read {versions[name] - 1} stage(s) after it "

@@ -58,25 +58,33 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
 def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -> bool:
     """`_reads_without_source` where each instance runs once, pair by pair: a read has a
     source iff some write of its element runs before it (every write is a must-source), so
-    some read has none iff the reads are not all in { reader -> element : a write of the
-    element runs before the reader }. The order of each (writer, reader) pair is the one
-    the dependences are built on (pairs.order_between, remembered); the answer is remembered
-    by the texts of the reads and writes and the pairs' order keys (a replayed trace asks
-    again)."""
+    some read has none iff some [reader -> element] of the reads is left once every
+    [reader -> element] with an earlier write of the element is taken away. Those are found
+    per (writer, reader) pair by joining on the element first ([reader -> element] -> writer
+    instances of the same element, a relation without existentials where writes are
+    affine), then keeping the writer instances that run before the reader: projecting the
+    writer out of that is cheap, where projecting it out of the order alone (every element
+    written before a reader) gave isl unions of many quasi-affine pieces. The order of each
+    pair is the one the dependences are built on (pairs.order_between, remembered); the
+    answer is remembered by the texts of the reads and writes and the pairs' order keys (a
+    replayed trace asks again)."""
     writers = [(w, _on_buffer(w.writes, buffer)) for w in statements]
     writers = [(w, written) for w, written in writers if not written.is_empty()]
     key = (str(reads), tuple((str(written), tuple(order_key(w, r) for r in statements))
                              for w, written in writers))
     found = _READS_BEFORE_WRITES.recall(key)
     if found is None:
-        covered = None
-        for writer, written in writers:
-            for reader in statements:
-                before = isl.UnionMap.from_map(order_between(writer, reader))
-                part = before.reverse().apply_range(written)          # reader -> element
-                covered = part if covered is None else covered.union(part)
-        found = _READS_BEFORE_WRITES.remember(
-            key, covered is None or not reads.is_subset(covered))
+        unwritten = reads.wrap()                                  # [reader -> element]
+        for reader in statements:
+            read = _on_buffer(reader.reads, buffer)
+            if read.is_empty():
+                continue
+            for writer, written in writers:
+                later = isl.UnionMap.from_map(order_between(writer, reader)).reverse()
+                same_element = read.range_map().apply_range(written.reverse())
+                earlier = same_element.intersect(read.domain_map().apply_range(later))
+                unwritten = unwritten.subtract(earlier.domain())
+        found = _READS_BEFORE_WRITES.remember(key, not unwritten.is_empty())
     return found
 
 

@@ -43,17 +43,52 @@ def write_then_read_back(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float3
             C[vi] = C[vi] * T.float32(2.0)
 
 
-@pytest.mark.parametrize("func, block, buffer, expected", [
-    (_matmul(), "C", "C", False),                       # the init writes before each update
-    (accumulate_into_output, "C", "C", True),          # reads C's old value
+@T.prim_func
+def reads_the_mirror_element(A: T.Buffer((8, 4), "float32"), C: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 4):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                C[vi] = T.float32(0)
+            C[vi] = C[vi] + A[vi, vk] * C[7 - vi]
+
+
+def _unscheduled(sch):
+    pass
+
+
+def _tiled_with_remainder(sch):
+    """i split by 3 (a guarded remainder), k split and moved out, the init decomposed."""
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i_outer, i_inner = sch.split(i, factors=[None, 3])
+    k_outer, k_inner = sch.split(k, factors=[2, 2])
+    sch.reorder(k_outer, i_inner, j, k_inner)
+    sch.decompose_reduction(sch.get_block("C"), k_outer)
+
+
+def _rows_split(sch):
+    """i split 2 x 4: rows 0-3 still read their mirror row before its init."""
+    i, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, factors=[2, 4])
+
+
+@pytest.mark.parametrize("func, steps, block, buffer, expected", [
+    (_matmul(), _unscheduled, "C", "C", False),        # the init writes before each update
+    (_matmul(), _tiled_with_remainder, "C_update", "C", False),
+    (accumulate_into_output, _unscheduled, "C", "C", True),   # reads C's old value
     # one statement instance: its read is not after its own write (the model orders
     # statement instances, not the stores inside one), so the read counts as unwritten
-    (write_then_read_back, "C", "C", True),
-], ids=["matmul", "accumulate", "write_then_read"])
-def test_pairwise_answer_equals_flow_analysis(func, block, buffer, expected):
+    (write_then_read_back, _unscheduled, "C", "C", True),
+    # C[7 - i] is read before row 7 - i is initialised, for i < 4
+    (reads_the_mirror_element, _unscheduled, "C", "C", True),
+    (reads_the_mirror_element, _rows_split, "C", "C", True),
+], ids=["matmul", "matmul_tiled", "accumulate", "write_then_read", "mirror", "mirror_split"])
+def test_pairwise_answer_equals_flow_analysis(func, steps, block, buffer, expected):
     sch = sched.Schedule(func)
+    steps(sch)
     model = build_model(sch.func)
-    statements = model.statements_of_block(block)
+    names = [block, "C_init"] if block == "C_update" else [block]
+    statements = [s for name in names for s in model.statements_of_block(name)]
     (target,) = [b for b in sch.func.buffers if b.name == buffer]
     reads = writes = isl.UnionMap("{ }")
     schedule = None

@@ -1,0 +1,116 @@
+"""Whether a value of a buffer flows from one iteration of a loop to another, decided without
+computing the flows.
+
+`dependences.value_flows` gives isl's value-based flow (the last write before each read,
+per run). Placing an allocation (`plan_buffer_allocation`), a private buffer under a parallel
+loop (`concurrency`) and a multi-buffered stage (`software_pipeline`) ask only whether one of
+those flows leaves an iteration of the loops up to a time position, and isl's flow analysis
+took 0.3 to 1.2 s for one conv2d accumulator tile under a fused loop (every element written
+576 times; twice per autoscheduler candidate, in its builder and its runner). The same answer
+comes from two relations that join reads and writes on the element first (milliseconds
+there; tests/polyhedral/test_flow_crossing.py compares both answers):
+
+    some flow crosses  iff  some read run r of an element e has
+        (A) a write of e in an earlier iteration of the loops up to the position, and
+        (B) no sure write of e before r in r's own iteration of those loops.
+
+If (A) and (B) hold, the last sure write before r (if any) is in an earlier iteration, and is
+a source; or there is none, and the write of (A) is one (a may-write kills nothing). If some
+flow w -> r crosses, w is in an earlier iteration (it comes before r); a sure write in r's
+iteration before r would come after w and kill it, so there is none. Writes are "sure" as for
+`value_flows` (an exact model and no condition in the block); runs, not instances, as there.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import islpy as isl
+
+from sched.ir.functor import collect
+from sched.ir.memo import register
+from sched.ir.nodes import IfThenElse
+from sched.polyhedral.isl_text import maps
+from sched.polyhedral.pairs import schedule_key, schedule_map
+
+
+def storage_accesses(model, storage: str) -> tuple:
+    """Per statement touching `storage`: its schedule's key, its reads and its writes of the
+    storage (isl texts) and whether its writes are sure: what the flows of `storage` are made
+    of (a key for remembered answers)."""
+    tuple_name = model.buffer_tuple(storage)
+    accesses = []
+    for statement in model.statements.values():
+        reads = [str(m) for m in maps(statement.reads)
+                 if m.get_tuple_name(isl.dim_type.out) == tuple_name]
+        writes = [str(m) for m in maps(statement.writes)
+                  if m.get_tuple_name(isl.dim_type.out) == tuple_name]
+        if not reads and not writes:
+            continue
+        body = statement.block.init if statement.is_init else statement.block.body
+        sure = model.is_exact and not collect(body, IfThenElse)
+        accesses.append((schedule_key(statement, statement.time), tuple(reads), tuple(writes),
+                         sure))
+    return tuple(accesses)
+
+
+def statement_params(model) -> str:
+    """The parameters' context of the model's statements (`[n] -> { : n >= 1 }`)."""
+    return next(iter(model.statements.values())).domain_texts[1] if model.statements \
+        else f"[{', '.join(model.params)}] -> {{ : }}"
+
+
+def flows_cross(model, storage: str, position: int) -> bool:
+    """Whether some value of `storage` flows from one value of the time vector's entries
+    0..position to another (from one iteration of the loop at `position`, or of a loop around
+    it, to another, or into or out of the loop): whether a flow of `value_flows(model,
+    storage)` does, decided as the module's doc says. Kept with the model, and remembered by
+    what it is made of."""
+    key = ("flows_cross", storage, position)
+    if key not in model.derived:
+        model.derived[key] = _crossing(storage_accesses(model, storage),
+                                       statement_params(model), position)
+    return model.derived[key]
+
+
+@register
+@functools.lru_cache(maxsize=1 << 12)
+def _crossing(accesses: tuple, params_text: str, position: int) -> bool:
+    reads = writes = sure = isl.UnionMap(f"{params_text.split('{')[0]}{{ }}")     # empty
+    widths = set()
+    for key, read_texts, write_texts, is_sure in accesses:
+        runs = schedule_map(*key, params_text).reverse()                # time -> instance
+        widths.add(runs.dim(isl.dim_type.in_))
+        for text in read_texts:
+            reads = reads.union(isl.UnionMap.from_map(runs.apply_range(isl.Map(text))))
+        for text in write_texts:
+            written = isl.UnionMap.from_map(runs.apply_range(isl.Map(text)))
+            writes = writes.union(written)
+            if is_sure:
+                sure = sure.union(written)
+    if reads.is_empty() or writes.is_empty():
+        return False
+    (width,) = widths               # the model's time vectors have one length
+    earlier, before_in_same = _prefix_orders(width, position)
+    to_element = reads.range_map()                        # [read time -> element] -> element
+    to_time = reads.domain_map()                          # [read time -> element] -> time
+    written_earlier = to_element.apply_range(writes.reverse()).intersect(
+        to_time.apply_range(earlier.reverse())).domain()                          # (A)
+    if written_earlier.is_empty():
+        return False
+    surely_written = to_element.apply_range(sure.reverse()).intersect(
+        to_time.apply_range(before_in_same.reverse())).domain()        # not (B)
+    return not written_earlier.is_subset(surely_written)
+
+
+@functools.lru_cache(maxsize=256)
+def _prefix_orders(width: int, position: int) -> tuple[isl.UnionMap, isl.UnionMap]:
+    """{ t -> t' : t's entries 0..position before t''s } and { t -> t' : t before t', equal
+    entries 0..position }, on time vectors of `width` entries (built with isl's API)."""
+    space = isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, width).map_from_set()
+    earlier = isl.Map.lex_lt_first(space, position + 1)
+    same = isl.Map.universe(space)
+    for p in range(position + 1):
+        same = same.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
+    before_in_same = same.intersect(isl.Map.lex_lt(space.domain()))
+    return isl.UnionMap.from_map(earlier), isl.UnionMap.from_map(before_in_same)
