@@ -137,8 +137,14 @@ class BlockHeaderParser:
     def _block_init(self, node: ast.With, parts: _BlockParts) -> None:
         if node.items[0].optional_vars is not None or node.items[0].context_expr.args:
             raise self.error(node, "expected 'with T.init():'")
-        with self.scope():
-            parts.set(self, node, "init", self.stmts(node.body))
+        # blocks in the init (TVM's blockize puts the init's blocks there) may use this
+        # block's iteration variables, as blocks in its body do
+        self.block_axes.append([(iv.var, iv.dom.min, iv.dom.extent) for iv in parts.iter_vars])
+        try:
+            with self.scope():
+                parts.set(self, node, "init", self.stmts(node.body))
+        finally:
+            self.block_axes.pop()
 
     def _block_skip(self, node: ast.stmt, parts: _BlockParts) -> None:
         pass

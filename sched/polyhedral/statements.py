@@ -282,17 +282,40 @@ class _Walker:
                 constraints=constraints, time=time + [BODY_SLOT], **common))
         # blocks nested in this one are statements of their own, under this block's loops;
         # their constraints are in loop variables (this block's variables are substituted)
+        inner_env = {**env, **{iv.var: substitute(v, env)
+                               for iv, v in zip(block.iter_vars, realize.iter_values)}}
+        # under a binding the model cannot see, which nested instances run is unseen too
+        hidden = unseen + tuple(substitute(v, env) for (_, bound, _, _), v
+                                in zip(bindings, realize.iter_values) if bound is None)
+        if block.init is not None and collect(block.init, BlockRealize):
+            self.init_blocks(block, bindings, loops, context + in_domain, time, inner_env,
+                             hidden)
         if collect(block.body, BlockRealize):
             if block.name != "root" and _own_accesses(block.body):
                 self.note(f"block '{block.name}' has accesses of its own beside nested blocks; "
                           f"the model orders them before the nested blocks")
-            inner_env = {**env, **{iv.var: substitute(v, env)
-                                   for iv, v in zip(block.iter_vars, realize.iter_values)}}
-            # under a binding the model cannot see, which nested instances run is unseen too
-            hidden = tuple(v for (_, bound, _, _), v in zip(bindings, realize.iter_values)
-                           if bound is None)
             self.walk(block.body, loops, context + in_domain, time + [NESTED_SLOT], inner_env,
-                      unseen + tuple(substitute(v, env) for v in hidden))
+                      hidden)
+
+    def init_blocks(self, block: Block, bindings, loops, conds, time, env, unseen) -> None:
+        """The blocks in the init of `block` (TVM's blockize moves a reduction's init there,
+        as loops over blocks), as statements of their own: they run where the init runs, at
+        the first value of each reduce iteration variable of `block`, after the init's own
+        accesses (INIT_SLOT, then 1) and before the body's (BODY_SLOT)."""
+        first, hidden = [], []
+        for iter_var, bound, lo, _ in bindings:
+            if iter_var.kind != "reduce":
+                continue
+            if bound is None or lo is None:
+                hidden.append(iter_var.var)
+            else:
+                first.append(f"{bound} = {lo}")
+        if hidden:
+            self.note(f"the init of block '{block.name}' runs at the first value of reduce "
+                      f"variables whose bindings are not affine; the model lets its blocks "
+                      f"run at any value")
+        self.walk(block.init, loops, conds + first,
+                  time + [INIT_SLOT, "1"], env, unseen + tuple(hidden))
 
     def bindings(self, realize: BlockRealize, loops, env):
         """(per iteration variable: (iter var, value, lo, extent) in isl text; constraints on

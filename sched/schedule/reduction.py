@@ -16,12 +16,14 @@ import dataclasses
 
 import islpy as isl
 
+from sched.ir.functor import collect, free_vars
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
     BlockRealize,
     For,
     PrimFunc,
+    Var,
 )
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
@@ -108,12 +110,24 @@ def _hoist_init(func: PrimFunc, realize: BlockRealize, loop: For,
     init_name = fresh(f"{block.name}_init", block_names(func))
     iter_vars = tuple(iv for iv, _ in spatial)
     reads, writes = infer_block_regions(block.init, None, iter_vars)
+    outside = {iv.var for iv in iter_vars} | set(func.symbolic_vars) | {
+        p for p in func.params if isinstance(p, Var)}
+    if collect(block.init, BlockRealize) and _in_variables(block.writes, outside):
+        # an init holding blocks (TVM's blockize): the inferred regions relax the nested
+        # blocks' variables over their whole domains; the block's declared writes cover theirs
+        writes = block.writes
     init_block = Block(init_name, iter_vars, reads, writes, block.init,
                        annotations=block.annotations)
     nest = init_copy_nest(init_block, spatial, realize.predicate, list(inner_loops), set(),
                           taken_names(func))
     update = dataclasses.replace(realize, block=dataclasses.replace(block, init=None))
     return splice(func, loop, [nest, replace_in(loop, realize, update)]), init_name
+
+
+def _in_variables(regions, allowed: set) -> bool:
+    """Whether `regions` name no variable outside `allowed`."""
+    return all(set(free_vars(r.min)) | set(free_vars(r.extent)) <= allowed
+               for region in regions for r in region.region)
 
 
 def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
