@@ -12,6 +12,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import TENSOR_CORE_SCOPES, Allocate, Block, Buffer, For, Node, PrimFunc
+from sched.polyhedral.conflicts import iterations_touch
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
     Dependence,
@@ -20,7 +21,7 @@ from sched.polyhedral.dependences import (
     model_and_dependences,
     value_flows,
 )
-from sched.polyhedral.flow_crossing import flows_cross
+from sched.polyhedral.flow_crossing import flows_cross, statement_params
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.time_pairs import (
@@ -112,17 +113,21 @@ class _Concurrency:
         self.model = build_model(func)
         self.statements = [s for s in self.model.statements.values()
                            if any(lp.var.name == loop_name for lp in s.loops)]
-        # the rule looks only at dependences with an end under the loop (`carried`: both
-        # ends for parallel and vectorized loops, one for sibling loops bound to the same
-        # axis), so only those are computed
-        under = {id(s) for s in self.statements}
-        self.deps = dependences_where(
-            func, lambda source, sink: id(source) in under or id(sink) in under, self.model)
         if kind is None and self.statements:
             kind = concurrent_kind(kind=self.target.kind, thread_tag=self.target.thread_tag)
         self.kind = kind or "parallel"
         self.thread_tag = thread_tag or (self.target.thread_tag if self.statements else None)
         self._private: dict[str, bool] = {}
+
+    @functools.cached_property
+    def deps(self) -> tuple[Dependence, ...]:
+        """The dependences with an end under the loop: the rule looks only at those
+        (`carried`: both ends for parallel and vectorized loops, one for sibling loops bound
+        to the same axis), so only those are computed."""
+        under = {id(s) for s in self.statements}
+        return dependences_where(
+            self.func, lambda source, sink: id(source) in under or id(sink) in under,
+            self.model)
 
     @functools.cached_property
     def allocations(self) -> dict[str, tuple[Buffer, Node]]:
@@ -158,6 +163,22 @@ class _Concurrency:
 
     def under(self, statement: Statement) -> bool:
         return any(s is statement for s in self.statements)
+
+    def iterations_touch(self) -> bool:
+        """conflicts.iterations_touch for this loop, buffers private to an iteration left out
+        (asked first with none left out: their privacy costs a value-flow question each)."""
+        position, params = self.target.position, statement_params(self.model)
+        return iterations_touch(self.statements, position, params) and \
+            iterations_touch(self.statements, position, params, self.private_tuples())
+
+    def private_tuples(self) -> frozenset[str]:
+        """The isl tuples of the storages the statements under the loop touch that are
+        private to an iteration (`private`)."""
+        touched = {m.get_tuple_name(isl.dim_type.out) for s in self.statements
+                   for m in maps(s.reads.union(s.writes))}
+        return frozenset(self.model.buffer_tuple(storage) for storage in self.allocations
+                         if self.model.buffer_tuple(storage) in touched
+                         and self.private(storage))
 
     def private(self, storage: str) -> bool:
         """Whether each iteration of the loop may have its own copy of `storage`."""
@@ -216,6 +237,9 @@ class _Concurrency:
             | (extra & {lp.position for lp in statement.loops})))
 
     def violation(self) -> Violation | None:
+        if self.kind in ("parallel", "vectorized") and self.statements and \
+                not self.iterations_touch():
+            return None             # no dependence can be carried (conflicts.py)
         for dep, pairs in self.carried():
             if self.rewrites_only(dep.buffer):
                 # name the real conflict: the iterations write the same elements
