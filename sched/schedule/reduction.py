@@ -21,6 +21,7 @@ from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
     BlockRealize,
+    BufferStore,
     For,
     PrimFunc,
     Var,
@@ -114,8 +115,10 @@ def _hoist_init(func: PrimFunc, realize: BlockRealize, loop: For,
         p for p in func.params if isinstance(p, Var)}
     if collect(block.init, BlockRealize) and _in_variables(block.writes, outside):
         # an init holding blocks (TVM's blockize): the inferred regions relax the nested
-        # blocks' variables over their whole domains; the block's declared writes cover theirs
-        writes = block.writes
+        # blocks' variables over their whole domains; the block's declared writes of the
+        # buffers the init stores to cover theirs
+        stored = {store.buffer.name for store in collect(block.init, BufferStore)}
+        writes = tuple(r for r in block.writes if r.buffer.name in stored)
     init_block = Block(init_name, iter_vars, reads, writes, block.init,
                        annotations=block.annotations)
     nest = init_copy_nest(init_block, spatial, realize.predicate, list(inner_loops), set(),
