@@ -71,7 +71,8 @@ def _is_thread_loop(stmt: Stmt) -> bool:
 
 class _HoistAllocations(IRMutator):
     """Takes every Allocate out of the kernel body, to put it inside the innermost blockIdx
-    loop (or at the top of the function), expanding local ones per thread."""
+    loop (or at the top of the function), expanding local ones (and any other but shared
+    ones allocated inside a thread loop) per thread."""
 
     def __init__(self, block_extents: dict[str, int]) -> None:
         self.block_extents = block_extents
@@ -81,7 +82,10 @@ class _HoistAllocations(IRMutator):
 
     def visit_Allocate(self, node: Allocate):
         buffer = node.buffer
-        if is_thread_private(buffer.scope):
+        # inside a thread loop, each thread allocates its own copy of any buffer but a shared
+        # one (plan_buffer_allocation puts a "global" intermediate there when no value flows
+        # between threads through it): hoisted out of the loop, one copy per thread too
+        if is_thread_private(buffer.scope) or (self.thread_vars and buffer.scope != "shared"):
             dims = tuple(IntImm(self.block_extents[tag]) for tag in _THREAD_ORDER)
             buffer = dataclasses.replace(buffer, shape=dims + buffer.shape)
             self.expanded[node.buffer.name] = buffer

@@ -298,3 +298,35 @@ def test_thread_nests_inside_thread_nests_get_their_own_variables(order):
     c = np.zeros((16, 16), np.float32)
     build_c(sch.func, thread_order=order)(a, b, c)
     np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
+
+
+@T.prim_func
+def per_thread_global_rows(A: T.Buffer((8, 2), "float32"), B: T.Buffer((8, 2), "float32")):
+    with T.block("root"):
+        R = T.alloc_buffer((8, 2), "float32")
+        for b in T.thread_binding(2, thread="blockIdx.x"):
+            for t in T.thread_binding(4, thread="threadIdx.x"):
+                for j in range(2):
+                    with T.block("R"):
+                        vi = T.axis.spatial(8, b * 4 + t)
+                        vj = T.axis.spatial(2, j)
+                        R[vi, 1 - vj] = A[vi, vj] * T.float32(2)
+                for j in range(2):
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, b * 4 + t)
+                        vj = T.axis.spatial(2, j)
+                        B[vi, vj] = R[vi, 1 - vj] + T.float32(1)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_global_intermediate_placed_in_a_thread_loop_is_one_copy_per_thread(order):
+    # no value of R goes from one thread to another: plan_buffer_allocation allocates it
+    # inside the thread loop (a row per thread, compacted); the emulation hoists the
+    # allocation out of the thread loops, and must keep one copy per thread (found by the
+    # fuzzer: the copies were shared, and each thread read another's row)
+    a = np.arange(16, dtype=np.float32).reshape(8, 2)
+    b = np.zeros((8, 2), np.float32)
+    kernel = build_c(per_thread_global_rows, thread_order=order)
+    kernel(a, b)
+    assert_close(b, a * 2 + 1)
+    assert 'R = T.decl_buffer((8,), "float32")' in kernel.lowered.script()   # 4 threads x 2
