@@ -6,7 +6,8 @@ so the reduce loops run without that test. rfactor splits a reduction in two: pa
 indexed by one reduce loop, which becomes a spatial loop (so it may run in parallel or
 vectorized), then a small reduction that combines them. On the GPU a reduce loop may also be
 bound to threadIdx.x itself: the threads combine their partial results (a cross-thread
-reduction). Run: `python tutorials/04_reductions.py`.
+reduction). A reduction as TVM's blockize prints it (its init holding blocks) runs as it is.
+Run: `python tutorials/04_reductions.py`.
 """
 
 import numpy as np
@@ -201,3 +202,38 @@ s = np.zeros(rows, "float32")
 sched.build(sch.func, target="c")(x, s)
 np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
 print("cross-thread reduction (C target) matches numpy")
+
+# 5. A reduction as TVM's blockize prints it: the outer block's T.init() holds loops over an
+# init block that uses the outer block's variables. sched reads it as it is (the init's
+# blocks are statements of the polyhedral model, at the first value of the outer reduce
+# variable), and decompose_reduction hoists that init as TVM's does.
+tvm_printed = sched.parse('''
+@T.prim_func
+def main(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"),
+         C: T.Buffer((32, 32), "float32")):
+    for i_0, j_0, k_0 in T.grid(2, 2, 4):
+        with T.block("C_o"):
+            vi_o, vj_o, vk_o = T.axis.remap("SSR", [i_0, j_0, k_0])
+            T.reads(A[vi_o * 16:vi_o * 16 + 16, vk_o * 8:vk_o * 8 + 8],
+                    B[vk_o * 8:vk_o * 8 + 8, vj_o * 16:vj_o * 16 + 16])
+            T.writes(C[vi_o * 16:vi_o * 16 + 16, vj_o * 16:vj_o * 16 + 16])
+            with T.init():
+                for i_1, j_1 in T.grid(16, 16):
+                    with T.block("C_init"):
+                        vi, vj = T.axis.remap("SS", [i_1, j_1])
+                        C[vi_o * 16 + vi, vj_o * 16 + vj] = T.float32(0)
+            for i_1, j_1, k_1 in T.grid(16, 16, 8):
+                with T.block("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i_1, j_1, k_1])
+                    C[vi_o * 16 + vi, vj_o * 16 + vj] = C[vi_o * 16 + vi, vj_o * 16 + vj] \\
+                        + A[vi_o * 16 + vi, vk_o * 8 + vk] * B[vk_o * 8 + vk, vj_o * 16 + vj]
+''')
+sch = sched.Schedule(tvm_printed)
+i_0, j_0, k_0 = sch.get_loops(sch.get_block("C_o"))
+sch.decompose_reduction(sch.get_block("C_o"), k_0)
+show("TVM's blockized matmul, its init hoisted before k_0 (C_o_init holds C_init)", sch)
+a, b = rng.standard_normal((32, 32), "float32"), rng.standard_normal((32, 32), "float32")
+c = np.full((32, 32), np.nan, "float32")
+sched.build(sch.func, target="c")(a, b, c)
+np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+print("TVM-printed blockized reduction (C target) matches numpy")
