@@ -128,8 +128,6 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
                        timing=timing) as measurer, \
             TuneProgress(workload.name, trials, workload.flops(), enabled=progress,
                          console=console, time_budget=time_budget) as bar:
-        baseline = _baseline(workload, measurer)
-
         def time_left() -> bool:
             return time_budget is None or time.monotonic() - start < time_budget
 
@@ -137,7 +135,12 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             model = learned if learned.trained else analytical
             return search.propose(count, model=model, workload=workload)
 
-        batch = propose(min(per_round, trials - done)) if done < trials and time_left() else []
+        # the first round is proposed while the worker computes the reference outputs (the
+        # unscheduled matmul 1024^3: 4 s) and the baseline is taken
+        first = _Proposal(propose, min(per_round, trials - done)
+                          if done < trials and time_left() else 0)
+        baseline = _baseline(workload, measurer, before_timing=first.join)
+        batch = first.result()
         while batch:
             funcs = [s.schedule.func for s in batch]
             a_scores = analytical.predict(workload, funcs)
@@ -263,12 +266,13 @@ class _Proposal:
         return self._batch
 
 
-def _baseline(workload: Workload, measurer) -> float | None:
+def _baseline(workload: Workload, measurer, before_timing=None) -> float | None:
     """The time of the function with only the user's steps (C target; a GPU function needs
     bindings first). With no user steps that function is the reference every candidate is
     checked against: the reference's own run is its time when it lasted a timing repeat or
     longer (the unscheduled kernel is often seconds long, and timed again it would cost more
-    than a round of candidates)."""
+    than a round of candidates). `before_timing`: called before a timing (see
+    LocalMeasurer)."""
     if workload.target != "c":
         return None
     base = workload.base_schedule()
@@ -276,7 +280,8 @@ def _baseline(workload: Workload, measurer) -> float | None:
         seconds = measurer.reference_seconds(workload)
         if seconds is not None and seconds * 1e3 >= measurer.timing.min_repeat_ms:
             return seconds
-    result, = measurer.measure(workload, [Candidate(base.trace.to_json(), base.func.script())])
+    result, = measurer.measure(workload, [Candidate(base.trace.to_json(), base.func.script())],
+                               before_timing=before_timing)
     return result.median if result.ok else None
 
 
