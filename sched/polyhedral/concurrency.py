@@ -164,7 +164,7 @@ class _Concurrency:
     def under(self, statement: Statement) -> bool:
         return any(s is statement for s in self.statements)
 
-    def iterations_touch(self) -> bool:
+    def iterations_share_elements(self) -> bool:
         """conflicts.iterations_touch for this loop, buffers private to an iteration left out
         (asked first with none left out: their privacy costs a value-flow question each)."""
         position, params = self.target.position, statement_params(self.model)
@@ -238,7 +238,7 @@ class _Concurrency:
 
     def violation(self) -> Violation | None:
         if self.kind in ("parallel", "vectorized") and self.statements and \
-                not self.iterations_touch():
+                not self.iterations_share_elements():
             return None             # no dependence can be carried (conflicts.py)
         for dep, pairs in self.carried():
             if self.rewrites_only(dep.buffer):
