@@ -378,9 +378,37 @@ def emulate_threads(func: PrimFunc, thread_order: str | None = None) -> PrimFunc
     return dataclasses.replace(func, body=_Reorder(*order).visit(func.body))
 
 
+class _BlocksOutsideThreads(IRMutator):
+    """A blockIdx loop directly inside threadIdx loops moved outside them: the loops bound to
+    a kernel's axes run at the same time on the GPU, so their nesting says nothing, but the
+    emulation runs the blocks as the outer loops (allocations per block, threads split into
+    phases inside a block). A blockIdx loop below other statements of a threadIdx loop cannot
+    move out: refused."""
+
+    def visit_For(self, node: For):
+        node = self.visit_children(node)
+        if not _is_thread_loop(node):
+            return node
+        inner = node.body
+        if isinstance(inner, For) and inner.kind == "thread_binding" \
+                and inner.thread_tag in BLOCK_TAGS:
+            return dataclasses.replace(inner, body=self.visit_For(
+                dataclasses.replace(node, body=inner.body)))
+        block_loop = next((lp for lp in collect(inner, For)
+                           if lp.kind == "thread_binding" and lp.thread_tag in BLOCK_TAGS), None)
+        if block_loop is not None:
+            raise ScheduleError("build", f"loop '{block_loop.loop_var.name}' bound to "
+                                f"{block_loop.thread_tag} is inside loop "
+                                f"'{node.loop_var.name}' bound to {node.thread_tag} below other "
+                                f"statements of it: put the blockIdx loops outside the "
+                                f"threadIdx loops (reorder)")
+        return node
+
+
 def _emulate(func: PrimFunc) -> PrimFunc:
     if not any(loop.kind == "thread_binding" for loop in collect(func.body, For)):
         return func
+    func = _BlocksOutsideThreads().visit(func)
     config = launch_config(func)
     extents = dict(zip(THREAD_TAGS, config.block))
     if not any(_is_thread_loop(loop) for loop in collect(func.body, For)):

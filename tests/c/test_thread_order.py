@@ -330,3 +330,39 @@ def test_a_global_intermediate_placed_in_a_thread_loop_is_one_copy_per_thread(or
     kernel(a, b)
     assert_close(b, a * 2 + 1)
     assert 'R = T.decl_buffer((8,), "float32")' in kernel.lowered.script()   # 4 threads x 2
+
+
+@T.prim_func
+def block_loop_inside_a_thread_loop(A: T.Buffer((7, 5), "float32"), B: T.Buffer((7,), "float32"),
+                                    Idx: T.Buffer((16,), "int32")):
+    with T.block("root"):
+        W = T.alloc_buffer((7, 5), "float32")
+        for j in range(5):
+            for i_2 in T.thread_binding(3, thread="threadIdx.x"):
+                for i_0 in T.thread_binding(3, thread="blockIdx.x"):
+                    for i_1 in range(1):
+                        with T.block("W"):
+                            vx = T.axis.spatial(7, (i_0 + i_1) * 3 + i_2)
+                            vi = T.axis.spatial(5, j)
+                            T.where((i_0 + i_1) * 3 + i_2 < 7)
+                            T.reads(A[vx // 2, vi], B[Idx[vx % 16] % 7], Idx[vx % 16])
+                            T.writes(W[vx, vi])
+                            W[vx, vi] = T.min(A[vx // 2, vi], B[Idx[vx % 16] % 7])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_block_loops_inside_thread_loops_run_as_the_kernels_blocks(order):
+    # loops bound to a kernel's axes run at the same time, in any nesting; the emulation
+    # moves the blockIdx loops outside (it had hoisted the allocation into the blockIdx
+    # loop, inside the thread loop, and crashed splitting the threads into phases: found by
+    # the fuzzer)
+    # (W is never read: the kernel must build and run; a barrier the lowering puts after
+    # each iteration of i_1 sits inside the block loop, inside the thread loop)
+    a = np.arange(35, dtype=np.float32).reshape(7, 5)
+    b, idx = np.ones(7, np.float32), np.arange(16, dtype=np.int32)
+    kernel = build_c(block_loop_inside_a_thread_loop, thread_order=order)
+    kernel(a, b, idx)
+    assert_close(b, np.ones(7, np.float32))            # an input, untouched
+    lowered = kernel.lowered.script()       # the threads run inside the blocks' loop
+    threads = [lowered.find(m) for m in ('thread="threadIdx.x"', "sched_threads") if m in lowered]
+    assert threads and lowered.index('thread="blockIdx.x"') < min(threads)
