@@ -387,12 +387,15 @@ class _BlocksOutsideThreads(IRMutator):
 
     def visit_For(self, node: For):
         node = self.visit_children(node)
-        if not _is_thread_loop(node):
-            return node
+        return self._lift(node) if _is_thread_loop(node) else node
+
+    def _lift(self, node: For) -> For:
+        """Thread loop `node` (its body done) with the block loops directly inside it
+        outside."""
         inner = node.body
         if isinstance(inner, For) and inner.kind == "thread_binding" \
                 and inner.thread_tag in BLOCK_TAGS:
-            return dataclasses.replace(inner, body=self.visit_For(
+            return dataclasses.replace(inner, body=self._lift(
                 dataclasses.replace(node, body=inner.body)))
         block_loop = next((lp for lp in collect(inner, For)
                            if lp.kind == "thread_binding" and lp.thread_tag in BLOCK_TAGS), None)

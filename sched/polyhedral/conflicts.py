@@ -23,6 +23,7 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import register
+from sched.polyhedral.flow_crossing import empty_union, in_time
 from sched.polyhedral.isl_text import maps
 from sched.polyhedral.pairs import schedule_key, schedule_map
 
@@ -44,14 +45,11 @@ def iterations_touch(statements, position: int, params_text: str,
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def _touch(statements: tuple, position: int, params_text: str) -> bool:
-    empty = isl.UnionMap(f"{params_text.split('{')[0]}{{ }}")
-    reads = writes = empty                            # loop prefix of the time -> element
+    reads = writes = empty_union(params_text)         # loop prefix of the time -> element
     for key, read_texts, write_texts in statements:
         prefix = _prefix(schedule_map(*key, params_text), position).reverse()
-        for text in read_texts:
-            reads = reads.union(isl.UnionMap.from_map(prefix.apply_range(isl.Map(text))))
-        for text in write_texts:
-            writes = writes.union(isl.UnionMap.from_map(prefix.apply_range(isl.Map(text))))
+        reads = in_time(prefix, read_texts, reads)
+        writes = in_time(prefix, write_texts, writes)
     if writes.is_empty():
         return False
     touching = writes.apply_range(writes.union(reads).reverse())    # prefix -> prefix

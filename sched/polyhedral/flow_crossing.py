@@ -60,6 +60,19 @@ def statement_params(model) -> str:
         else f"[{', '.join(model.params)}] -> {{ : }}"
 
 
+def empty_union(params_text: str) -> isl.UnionMap:
+    """An empty union map in the parameters of `params_text` (`[n] -> { : ... }`)."""
+    return isl.UnionMap(f"{params_text.split('{')[0]}{{ }}")
+
+
+def in_time(runs: isl.Map, texts, into: isl.UnionMap) -> isl.UnionMap:
+    """`into` with each access in `texts` (isl text, instance -> element) seen from the times
+    of `runs` (time -> instance): time -> element."""
+    for text in texts:
+        into = into.union(isl.UnionMap.from_map(runs.apply_range(isl.Map(text))))
+    return into
+
+
 def flows_cross(model, storage: str, position: int) -> bool:
     """Whether some value of `storage` flows from one value of the time vector's entries
     0..position to another (from one iteration of the loop at `position`, or of a loop around
@@ -76,18 +89,16 @@ def flows_cross(model, storage: str, position: int) -> bool:
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def _crossing(accesses: tuple, params_text: str, position: int) -> bool:
-    reads = writes = sure = isl.UnionMap(f"{params_text.split('{')[0]}{{ }}")     # empty
+    reads = writes = sure = empty_union(params_text)
     widths = set()
     for key, read_texts, write_texts, is_sure in accesses:
         runs = schedule_map(*key, params_text).reverse()                # time -> instance
         widths.add(runs.dim(isl.dim_type.in_))
-        for text in read_texts:
-            reads = reads.union(isl.UnionMap.from_map(runs.apply_range(isl.Map(text))))
-        for text in write_texts:
-            written = isl.UnionMap.from_map(runs.apply_range(isl.Map(text)))
-            writes = writes.union(written)
-            if is_sure:
-                sure = sure.union(written)
+        reads = in_time(runs, read_texts, reads)
+        written = in_time(runs, write_texts, empty_union(params_text))
+        writes = writes.union(written)
+        if is_sure:
+            sure = sure.union(written)
     if reads.is_empty() or writes.is_empty():
         return False
     (width,) = widths               # the model's time vectors have one length

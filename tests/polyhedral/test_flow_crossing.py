@@ -20,6 +20,7 @@ from sched.polyhedral.flow_crossing import flows_cross
 from sched.script import T
 from tests.fuzz.programs import programs
 from tests.fuzz.steps import apply_random_step
+from tests.lower.test_plan_buffer_allocation import previous_iteration
 
 
 def flow_analysis_crosses(model, storage: str, position: int) -> bool:
@@ -51,19 +52,6 @@ def assert_agrees(func) -> int:
             assert flows_cross(model, storage, position) == expected, (storage, position)
             compared += 1
     return compared
-
-
-@T.prim_func
-def from_the_previous_iteration(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
-    with T.block("root"):
-        P = T.alloc_buffer((8,), "float32")
-        for i in range(8):
-            with T.block("P"):
-                vi = T.axis.spatial(8, i)
-                P[vi] = A[vi] + T.float32(1)
-            with T.block("B"):
-                vi = T.axis.spatial(8, i)
-                B[vi] = P[vi] + T.if_then_else(vi > 0, P[vi - 1], T.float32(0))
 
 
 @T.prim_func
@@ -109,7 +97,7 @@ def never_written(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 
 @pytest.mark.parametrize("func, storage, position, crosses", [
     # B at i reads P[i - 1], written at i - 1
-    (from_the_previous_iteration, "P", 1, True),
+    (previous_iteration, "P", 1, True),
     # P[j] is rewritten before each read in the same iteration of i
     (rewritten_in_each_iteration, "P", 1, False),
     # ... but across iterations of j (the writes and the reads are in separate j loops)
