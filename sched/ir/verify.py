@@ -20,6 +20,7 @@ from __future__ import annotations
 from sched.ir.dtype import DTYPES, is_int
 from sched.ir.extern import ADDRESS_OF
 from sched.ir.functor import IRVisitor
+from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
@@ -52,6 +53,10 @@ from sched.ir.nodes import (
 )
 
 
+# (id(block realize), `_Verifier._context()`) -> (realize, its problems, its block names)
+_VERIFIED = BoundedCache(1 << 12)
+
+
 class VerifyError(ValueError):
     """An ill-formed IR: the message lists each problem with the block it is in."""
 
@@ -67,6 +72,10 @@ class _Verifier(IRVisitor):
         self.blocks: list[tuple[Block, set[Var]]] = []   # enclosing blocks, vars visible in each
         # buffers a T.decl_buffer (Allocate) declares inside the current block: its own
         self.local_buffers: list[set[str]] = [set()]
+        self.visible_buffers: dict[str, int] = {}   # the union of `buffers`, with counts
+        # block names in the order met, each with where it was met (for `_verify_alone`)
+        self.named: dict[str, str] = {}
+        self._buffers_key = self._allocated_key = None      # parts of `_context`, kept
         for param in func.params:
             if isinstance(param, Var):
                 self._define(param)
@@ -78,8 +87,18 @@ class _Verifier(IRVisitor):
     # -- helpers -------------------------------------------------------------------------------
 
     def fail(self, message: str) -> None:
-        where = f" (in block '{self.blocks[-1][0].name}')" if self.blocks else ""
-        self.problems.append(message + where)
+        self.problems.append(message + self._where())
+
+    def _where(self) -> str:
+        return f" (in block '{self.blocks[-1][0].name}')" if self.blocks else ""
+
+    def _push_block(self, block: Block, visible: set[Var]) -> None:
+        self.blocks.append((block, visible))
+        self._allocated_key = None
+
+    def _pop_block(self) -> None:
+        self.blocks.pop()
+        self._allocated_key = None
 
     def _define(self, var: Var) -> None:
         if var in self.defined:
@@ -95,7 +114,10 @@ class _Verifier(IRVisitor):
             self.fail(f"buffer '{buffer.name}' has unknown dtype {buffer.dtype!r}")
         if buffer.scope not in SCOPES:
             self.fail(f"buffer '{buffer.name}' has unknown scope {buffer.scope!r}")
-        self.buffers[-1].add(buffer.name)
+        if buffer.name not in self.buffers[-1]:
+            self.buffers[-1].add(buffer.name)
+            self.visible_buffers[buffer.name] = self.visible_buffers.get(buffer.name, 0) + 1
+            self._buffers_key = None
 
     def _scoped(self, visit) -> None:
         self.scopes.append(set())
@@ -103,27 +125,32 @@ class _Verifier(IRVisitor):
         visit()
         for var in self.scopes.pop():
             self.defined.discard(var)
-        self.buffers.pop()
+        for name in self.buffers.pop():
+            self.visible_buffers[name] -= 1
+            if not self.visible_buffers[name]:
+                del self.visible_buffers[name]
+                self._buffers_key = None
 
     def _check_buffer(self, buffer: Buffer, access: str) -> None:
-        visible = set().union(*self.buffers)
-        if buffer.storage_name not in visible:
+        if buffer.storage_name not in self.visible_buffers:
             self.fail(f"buffer '{buffer.name}' is {access} but is neither a parameter nor "
                       f"allocated in an enclosing block")
         if self.blocks and buffer.data is None and access != "declared" \
-                and not (access == "loaded" and self.undeclared_reads_allowed):
-            block = self.blocks[-1][0]
-            writes = {r.buffer.name for r in block.writes}
-            allowed = writes | {b.name for b in block.alloc_buffers}
-            if access == "loaded":
-                allowed |= {r.buffer.name for r in block.reads}
-            for enclosing, _ in self.blocks:
-                allowed |= {b.name for b in enclosing.alloc_buffers}
-            allowed |= self.local_buffers[-1]
-            if buffer.name not in allowed:
-                kind = "T.reads" if access == "loaded" else "T.writes"
-                self.fail(f"buffer '{buffer.name}' is {access} but not declared in the "
-                          f"block's {kind}")
+                and not (access == "loaded" and self.undeclared_reads_allowed) \
+                and not self._declared(buffer.name, access):
+            kind = "T.reads" if access == "loaded" else "T.writes"
+            self.fail(f"buffer '{buffer.name}' is {access} but not declared in the "
+                      f"block's {kind}")
+
+    def _declared(self, name: str, access: str) -> bool:
+        """Whether the innermost block may access the buffer `name` so: in its writes (or
+        reads, for a load), or allocated by it, an enclosing block or a T.decl_buffer."""
+        block = self.blocks[-1][0]
+        regions = (*block.writes, *block.reads) if access == "loaded" else block.writes
+        return any(r.buffer.name == name for r in regions) \
+            or name in self.local_buffers[-1] \
+            or any(b.name == name for enclosing, _ in self.blocks
+                   for b in enclosing.alloc_buffers)
 
     def _check_index(self, what: str, expr) -> None:
         if not is_int(expr.dtype):
@@ -264,15 +291,60 @@ class _Verifier(IRVisitor):
         def body():
             self._define_buffer(node.buffer)
             self.local_buffers[-1].add(node.buffer.name)
+            self._allocated_key = None
             self.visit(node.body)
             self.local_buffers[-1].discard(node.buffer.name)
+            self._allocated_key = None
         self._scoped(body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> None:
+        # a block's problems are a function of the block and of what is visible where it is
+        # (`_context`): remembered, so a step that rebuilt the function around blocks it did
+        # not touch pays only for those it did
+        key = (id(node), self._context())
+        entry = _VERIFIED.recall(key)
+        if entry is None or entry[0] is not node:
+            entry = _VERIFIED.remember(key, (node, *self._alone(node)))
+        _, problems, named = entry
+        self.problems += problems
+        for name, where in named.items():
+            if name in self.block_names:
+                self.problems.append(f"two blocks are named '{name}'; block names must be "
+                                     f"unique{where}")
+            self.block_names.add(name)
+            self.named.setdefault(name, where)
+
+    def _context(self) -> tuple:
+        """What the problems found in a block realize depend on besides the realize: the
+        variables and buffers visible there, the enclosing blocks' allocations and names."""
+        if self._buffers_key is None:
+            self._buffers_key = frozenset(self.visible_buffers)
+        if self._allocated_key is None:
+            self._allocated_key = frozenset(
+                [b.name for enclosing, _ in self.blocks for b in enclosing.alloc_buffers]
+                + list(self.local_buffers[-1]))
+        enclosing = (self.blocks[-1][0].name, frozenset(self.blocks[-1][1] & self.defined)) \
+            if self.blocks else None
+        return (frozenset(self.defined), enclosing, self._buffers_key, self._allocated_key,
+                self.undeclared_reads_allowed, self._function_key)
+
+    def _alone(self, node: BlockRealize) -> tuple[list[str], dict[str, str]]:
+        """The problems of `node` and the names of its blocks (with where each is), found
+        as if no block had been named before it."""
+        saved = self.problems, self.block_names, self.named
+        self.problems, self.block_names, self.named = [], set(), {}
+        try:
+            self._realize(node)
+            return self.problems, self.named
+        finally:
+            self.problems, self.block_names, self.named = saved
+
+    def _realize(self, node: BlockRealize) -> None:
         block = node.block
         if block.name in self.block_names:
             self.fail(f"two blocks are named '{block.name}'; block names must be unique")
         self.block_names.add(block.name)
+        self.named.setdefault(block.name, self._where())
         if len(node.iter_values) != len(block.iter_vars):
             self.fail(f"block '{block.name}' has {len(block.iter_vars)} iteration variables "
                       f"but {len(node.iter_values)} values")
@@ -282,11 +354,11 @@ class _Verifier(IRVisitor):
         # declares in its reads (so the analyses see it), as its body would; the variables
         # they use are those visible in the enclosing block (isolation of that block: a loop
         # outside it is reached through its iteration variables)
-        self.blocks.append((block, set(self.blocks[-1][1]) if self.blocks else
-                            set(self.defined)))
+        self._push_block(block, self.blocks[-1][1] & self.defined if self.blocks else
+                         set(self.defined))
         for value in (*node.iter_values, node.predicate):
             self.visit(value)
-        self.blocks.pop()
+        self._pop_block()
         self._scoped(lambda: self._visit_block(block))
 
     def _visit_block(self, block: Block) -> None:
@@ -296,7 +368,7 @@ class _Verifier(IRVisitor):
                           f"{iter_var.kind!r}")
             self.visit(iter_var.dom.min)
             self.visit(iter_var.dom.extent)
-        self.blocks.append((block, set(self._function_vars)))
+        self._push_block(block, set(self._function_vars))
         self.local_buffers.append(set())
         for iter_var in block.iter_vars:
             self._define(iter_var.var)
@@ -310,11 +382,12 @@ class _Verifier(IRVisitor):
         if block.init is not None:
             self.visit(block.init)
         self.visit(block.body)
-        self.blocks.pop()
+        self._pop_block()
         self.local_buffers.pop()
 
     def run(self, func: PrimFunc) -> list[str]:
         self._function_vars = set(self.defined)
+        self._function_key = frozenset(self._function_vars)
         self.visit(func.body)
         return self.problems
 

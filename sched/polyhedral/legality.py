@@ -40,7 +40,7 @@ from sched.polyhedral.dependences import (
     first_runs,
     model_and_dependences,
 )
-from sched.polyhedral.model import build_model
+from sched.polyhedral.model import Statement, build_model
 from sched.polyhedral.pairs import (
     breaks_order,
     kept_in_time_order,
@@ -209,9 +209,15 @@ def check_new_order(func: PrimFunc, statements: dict,
     the dependences of the pairs it accepts, as if `deps` listed those."""
     if deps is None:
         model = build_model(func)
+        # a pair's order key is a function of its two statements' schedule keys and
+        # parameters: where neither statement's changed, the pair's has not either
+        moved = {name for name, old in model.statements.items()
+                 if _schedule_changed(old, statements.get(name))}
 
         def changed(source, sink) -> bool:
             if keep is not None and not keep(source, sink):
+                return False
+            if source.name not in moved and sink.name not in moved:
                 return False
             new_source, new_sink = statements.get(source.name), statements.get(sink.name)
             return new_source is None or new_sink is None or \
@@ -242,6 +248,13 @@ def check_new_order(func: PrimFunc, statements: dict,
             return Violation(f"the new order runs {dep.sink.block.name} before "
                              f"{dep.source.block.name}", dep, example)
     return None
+
+
+def _schedule_changed(old: Statement, new: Statement | None) -> bool:
+    """Whether `new` (the statement of `old`'s name after a step) is missing or has another
+    schedule key (its nest and time vector) or parameters' context than `old`."""
+    return new is None or new.time != old.time or new.nest() != old.nest() \
+        or new.domain_texts[1] != old.domain_texts[1]
 
 
 # -- instances that run more than once -----------------------------------------------------------

@@ -6,6 +6,7 @@ vector and the over-approximations are described there.
 
 from __future__ import annotations
 
+import copy as copy_module
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ import islpy as isl
 
 from sched.errors import UnmodelledError
 from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
     Allocate,
@@ -233,7 +235,10 @@ class _Walker:
         elif isinstance(stmt, Allocate):
             self.walk(stmt.body, loops, conds, time, env, unseen)
         elif isinstance(stmt, BlockRealize):
-            self.block(stmt, loops, conds, time, env, unseen)
+            if env:
+                self.block(stmt, loops, conds, time, env, unseen)
+            else:
+                self.remembered_block(stmt, loops, conds, time, unseen)
         elif isinstance(stmt, While):
             self.while_loop(stmt, loops, conds, time, env)
 
@@ -255,6 +260,37 @@ class _Walker:
         self.note("a while loop's body is modelled as running under a condition that may "
                   "hold (its accesses only)")
         self.walk(loop.body, loops, conds, time + ["0"], env, (loop.condition,))
+
+    def remembered_block(self, realize: BlockRealize, loops, conds, time, unseen) -> None:
+        """`block` of a realize outside other blocks (no enclosing block's variables): its
+        statements and notes are a function of the realize and of the loops (by their
+        nodes), conditions, time vector and unseen conditions above it, so they are
+        remembered (copies are handed out: the model fills in each statement's isl objects).
+        Of the time vector only its length counts: the statements' times start with it, and
+        the rest is the block's own (a step that inserts a statement before others shifts
+        their times). A step rebuilds the model of a function most of whose blocks it did
+        not move."""
+        key = (id(realize), tuple((id(lp.var), id(lp.min), id(lp.extent), lp.position, lp.kind,
+                                   lp.thread_tag) for lp in loops),
+               tuple(conds), len(time), tuple(id(u) for u in unseen), self.while_as_if)
+        entry = _BLOCK_STATEMENTS.recall(key)
+        if entry is None or entry[0] is not realize:
+            first, notes = len(self.statements), self.notes
+            self.notes = []
+            try:
+                self.block(realize, loops, conds, time, {}, unseen)
+                made = tuple(_unfilled(s) for s in self.statements[first:])
+                entry = _BLOCK_STATEMENTS.remember(
+                    key, (realize, tuple(loops), unseen, made, tuple(self.notes)))
+            finally:
+                self.notes, found = notes, self.notes
+                for message in found:
+                    self.note(message)
+            return
+        _, _, _, made, notes = entry
+        self.statements += [_unfilled(s, time) for s in made]
+        for message in notes:
+            self.note(message)
 
     def block(self, realize: BlockRealize, loops, conds, time, env, unseen=()) -> None:
         block = realize.block
@@ -345,6 +381,21 @@ class _Walker:
                       f"refused)")
             keys += [a for a in arguments if a not in keys]
         return bindings, own, in_domain, keys
+
+
+# (id(realize), its context) -> (realize, loops, unseen: kept alive, statements, notes)
+_BLOCK_STATEMENTS = BoundedCache(1 << 13)
+
+
+def _unfilled(statement: Statement, time: list[str] | None = None) -> Statement:
+    """A copy of `statement` as the walk makes it, for a model to fill in (its isl objects,
+    its accesses), its time vector starting with `time` where given; the texts it made once
+    are shared (they depend on what the walk set, not on the time vector)."""
+    copy = copy_module.copy(statement)
+    copy.accesses, copy.domain, copy.reads, copy.writes = [], None, None, None
+    if time is not None:
+        copy.time = time + statement.time[len(time):]
+    return copy
 
 
 def _own_accesses(body: Stmt) -> bool:

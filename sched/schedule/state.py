@@ -28,7 +28,9 @@ from sched.ir.nodes import (
 
 class _Index:
     """Blocks and loops of one function by name, and the parent of each statement and block:
-    built in one walk, remembered per function (nodes are immutable)."""
+    built in one walk, remembered per node (nodes are immutable). The index of a block
+    realize inside is taken from the cache and merged: a step rebuilds the function around
+    the blocks it did not touch, and their indexes are not built again."""
 
     def __init__(self, root: Node) -> None:
         self.parent: dict[int, Node] = {}
@@ -52,10 +54,25 @@ class _Index:
             for child in value if isinstance(value, tuple) else (value,):
                 if isinstance(child, Stmt | Block) and id(child) not in self.parent:
                     self.parent[id(child)] = node        # the first path, as a search finds
-                    self._walk(child)
+                    if isinstance(child, BlockRealize):
+                        self._merge(index(child))
+                    else:
+                        self._walk(child)
+
+    def _merge(self, inner: _Index) -> None:
+        """Add the index of a block realize inside (its blocks and loops after those found
+        so far; the first parent found of a node stays)."""
+        for name, realize in inner.blocks.items():
+            self.blocks.setdefault(name, realize)
+        for name, loop in inner.loops.items():
+            self.loops.setdefault(name, loop)
+        self.block_order += inner.block_order
+        self.loop_order += inner.loop_order
+        for key, parent in inner.parent.items():
+            self.parent.setdefault(key, parent)
 
 
-index = identity_cache(maxsize=256)(_Index)   # the _Index of a function body or statement
+index = identity_cache(maxsize=4096)(_Index)   # the _Index of a function body or statement
 
 
 def block_names(func: PrimFunc) -> list[str]:

@@ -109,3 +109,26 @@ def _replace_block(func, new_block):
 
 def _replace_block_body(func, body):
     return _replace_block(func, dataclasses.replace(inner_block(func).block, body=body))
+
+
+def test_a_block_checked_before_is_checked_again_where_it_is_now():
+    # the verifier remembers each block realize's problems with what is visible around it:
+    # the same realize (one object) put where its loop or its buffer is not must be refused
+    func = elementwise()
+    verify(func)
+    realize = inner_block(func)
+    root = func.body
+    out_of_loop = dataclasses.replace(root, block=dataclasses.replace(root.block, body=realize))
+    with pytest.raises(VerifyError, match="variable 'i' is used outside its scope"):
+        verify(dataclasses.replace(func, body=out_of_loop))
+    with pytest.raises(VerifyError, match="'B' is stored but is neither a parameter"):
+        verify(dataclasses.replace(func, params=func.params[:1]))
+    with pytest.raises(VerifyError, match="two blocks are named 'B'"):
+        loop = root.block.body
+        twice = dataclasses.replace(root, block=dataclasses.replace(
+            root.block, body=For(Var("j"), IntImm(0), IntImm(4), "serial",
+                                 dataclasses.replace(loop.body, iter_values=(Var("j"),)))))
+        from sched.ir import seq
+        verify(dataclasses.replace(func, body=dataclasses.replace(
+            root, block=dataclasses.replace(root.block, body=seq(loop, twice.block.body)))))
+    verify(func)                               # and the first function is still well formed
