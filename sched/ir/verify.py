@@ -52,7 +52,6 @@ from sched.ir.nodes import (
     While,
 )
 
-
 # (id(block realize), `_Verifier._context()`) -> (realize, its problems, its block names)
 _VERIFIED = BoundedCache(1 << 12)
 
