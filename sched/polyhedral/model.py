@@ -206,6 +206,8 @@ def _owners(func: PrimFunc) -> dict[str, Buffer]:
 
 # `_Relations.of`'s answers by what they are made of (each keeps its block body alive)
 _ACCESSES = BoundedCache(1 << 13)
+# `_Relations.fill`'s answers by template and parameters (each keeps its template alive)
+_FILLED = BoundedCache(1 << 13)
 
 
 class _Relations:
@@ -217,6 +219,37 @@ class _Relations:
         self.linearized = frozenset(s for s, vs in views.items()
                                     if len({tuple(b.shape) for b in vs}) > 1)
         self.owners = owners
+        # the shapes of the storages accessed through offsets: what `of` depends on
+        self.owner_shapes = tuple((s, owners[s].shape) for s in sorted(self.linearized)
+                                  if s in owners)
+
+    def fill(self, statement: Statement, param_text: str, positive_text: str) -> None:
+        """Fill in the statement's domain, reads, writes and accesses (its time vector
+        aside): a function of the statement the walk made (`statement.template`), the
+        parameters and the storages accessed through offsets, so remembered by those (a
+        step rebuilds the model of a function most of whose statements it did not touch,
+        though it may shift their times)."""
+        template = statement.template
+        key = (id(template), param_text, positive_text, self.linearized, self.owner_shapes)
+        entry = _FILLED.recall(key) if template is not None else None
+        if entry is None or entry[0] is not template:
+            statement.param_text = param_text
+            statement.domain_texts = (f"{param_text} {{ {statement.instance()} : "
+                                      f"{statement.condition()} }}", positive_text)
+            statement.domain = nest_domain(statement.nest_text(), positive_text)
+            (statement.reads, statement.writes), notes = self.of(statement)
+            filled = (statement.domain_texts, statement.domain, statement.reads,
+                      statement.writes, tuple(statement.accesses), notes)
+            if template is not None:
+                _FILLED.remember(key, (template, filled))
+        else:
+            filled = entry[1]
+            statement.param_text = param_text
+            (statement.domain_texts, statement.domain, statement.reads, statement.writes,
+             accesses, notes) = filled
+            statement.accesses = list(accesses)
+        for message in notes:
+            self.walker.note(message)
 
     def relation(self, statement: Statement, access: Access, tuple_name: str,
                  elements: list[str], constraints: list[str],
@@ -233,15 +266,14 @@ class _Relations:
                 f"[{', '.join(elements)}] : {_exists(quantified, body)} }}")
         return _on_domain(text, statement.nest_text(), statement.domain_texts[1])
 
-    def of(self, statement: Statement) -> tuple[isl.UnionMap, isl.UnionMap]:
+    def of(self, statement: Statement) -> tuple[tuple[isl.UnionMap, isl.UnionMap],
+                                                 tuple[str, ...]]:
         """The statement's reads and writes (instance -> storage element), its accesses
-        appended to `statement.accesses`. Remembered by what they are made of (the block's
-        body, its enclosing blocks' variables, the statement's instance and domain texts, the
-        views read through offsets): a step rebuilds the model of a function most of whose
-        statements it did not touch."""
+        appended to `statement.accesses`, and the notes they make. Remembered by what they
+        are made of (the block's body, its enclosing blocks' variables, the statement's
+        instance and domain texts, the views read through offsets)."""
         body = statement.block.init if statement.is_init else statement.block.body
-        owners = tuple((s, self.owners[s].shape) for s in sorted(self.linearized)
-                       if s in self.owners)
+        owners = self.owner_shapes
         regions = ((statement.block.reads, statement.block.writes)
                    if is_opaque(statement.block) else None)
         key = (id(body), regions, statement.is_init, tuple(statement.env.items()),
@@ -253,9 +285,7 @@ class _Relations:
             entry = _ACCESSES.remember(key, (body, found, tuple(notes)))
         _, (accesses, reads, writes), notes = entry
         statement.accesses.extend(accesses)
-        for message in notes:
-            self.walker.note(message)
-        return reads, writes
+        return (reads, writes), notes
 
     def _of(self, statement: Statement, body, notes: list[str]):
         empty = isl.UnionMap(f"{self.params} {{ }}")
@@ -344,12 +374,8 @@ def _build(func: PrimFunc, walker: _Walker) -> PolyModel:
     views = _views(func)
     relations = _Relations(walker, param_text, views, _owners(func))
     for statement in walker.statements:
-        statement.param_text = param_text
-        statement.domain_texts = (f"{param_text} {{ {statement.instance()} : "
-                                  f"{statement.condition()} }}", positive_text)
-        statement.domain = nest_domain(statement.nest_text(), positive_text)
+        relations.fill(statement, param_text, positive_text)
         statement.time = statement.time + ["0"] * (width - len(statement.time))
-        statement.reads, statement.writes = relations.of(statement)
     statements = {s.name: s for s in walker.statements}
     storages = {names.buffer_tuple(storage): storage for storage in views}
     return PolyModel(func, statements, params, walker.notes, storages, views,

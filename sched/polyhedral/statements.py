@@ -6,7 +6,6 @@ vector and the over-approximations are described there.
 
 from __future__ import annotations
 
-import copy as copy_module
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -90,6 +89,9 @@ class Statement:
     # texts asked again and again (instance, schedule at a time vector), made once; a copy
     # (dataclasses.replace) starts without them
     _texts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # the statement a walk remembered first, of which this one is a copy up to its time
+    # vector (model.py fills in the isl objects once per template and parameters)
+    template: Statement | None = field(default=None, repr=False, compare=False)
 
     @property
     def iter_names(self) -> list[str]:
@@ -279,7 +281,8 @@ class _Walker:
             self.notes = []
             try:
                 self.block(realize, loops, conds, time, {}, unseen)
-                made = tuple(_unfilled(s) for s in self.statements[first:])
+                made = tuple(_template(s) for s in self.statements[first:])
+                self.statements[first:] = [_unfilled(s, time) for s in made]
                 entry = _BLOCK_STATEMENTS.remember(
                     key, (realize, tuple(loops), unseen, made, tuple(self.notes)))
             finally:
@@ -387,14 +390,29 @@ class _Walker:
 _BLOCK_STATEMENTS = BoundedCache(1 << 13)
 
 
-def _unfilled(statement: Statement, time: list[str] | None = None) -> Statement:
-    """A copy of `statement` as the walk makes it, for a model to fill in (its isl objects,
-    its accesses), its time vector starting with `time` where given; the texts it made once
-    are shared (they depend on what the walk set, not on the time vector)."""
-    copy = copy_module.copy(statement)
-    copy.accesses, copy.domain, copy.reads, copy.writes = [], None, None, None
-    if time is not None:
-        copy.time = time + statement.time[len(time):]
+def _template(statement: Statement) -> Statement:
+    """A copy of `statement` as the walk made it, to remember (never filled in)."""
+    copy = _copy(statement)
+    copy.accesses = []
+    return copy
+
+
+def _unfilled(template: Statement, time: list[str]) -> Statement:
+    """A copy of `template` for a model to fill in (its isl objects, its accesses), its time
+    vector starting with `time`. The texts the template made once are shared (they depend
+    on what the walk set, not on the time vector), and so is what the model fills in: the
+    copy's `template` is the first statement of the chain of copies it comes from (an outer
+    block remembers copies of the statements its inner blocks remembered)."""
+    copy = _copy(template)
+    copy.accesses, copy.template = [], template.template or template
+    copy.time = time + template.time[len(time):]
+    return copy
+
+
+def _copy(statement: Statement) -> Statement:
+    """A shallow copy (`copy.copy` goes through the pickling protocol: ten times slower)."""
+    copy = object.__new__(Statement)
+    copy.__dict__.update(statement.__dict__)
     return copy
 
 
