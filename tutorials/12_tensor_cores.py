@@ -172,6 +172,14 @@ check_on_emulated_cuda(mma_sch, "mma.sync", "ldmatrix.sync", "mma.sync")
 #    shared buffer are refused at build, naming the tile; TVM holds B n x k for that. The
 #    schedule of tests/schedule/test_tensorize_wmma.py (_tvm_style_schedule) runs each pair
 #    on the C target and cuda-emu.
+#
+# TVM's current names work too: its loads and stores name their shared scope
+# (wmma_load_16x16x16_f16_a_shared, ..._shared_dyn), and its helpers pick a group of names,
+# with "shared.dyn" (TVM's dynamically sized shared memory) read as "shared" (sched sizes each
+# block's shared memory itself, dynamic past 48 KB):
+from sched.tensor_intrin import get_wmma_intrin_group  # noqa: E402
+
+print(get_wmma_intrin_group("shared.dyn", "global", "float16", "float32", trans_b=False))
 
 # 9. Speed. The schedule above is correct but slow: on an H200 (4096^3, stop 21's benchmark,
 #    benchmarks/gpu_tensor_core.py) it ran at 0.13x cuBLAS. Three changes, each a schedule

@@ -56,6 +56,17 @@ FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 WARP_SCOPE = "warp"
 TENSOR_CORE_SCOPES = (*FRAGMENT_SCOPES, WARP_SCOPE)
 SCOPES = ("global", "shared", "local", *TENSOR_CORE_SCOPES)
+# TVM's "shared.dyn" (shared memory the launch sizes) is "shared": per block, as shared is; the
+# CUDA target allocates each block's shared memory statically, or dynamically past 48 KB
+# (sched/cuda/runtime.py). Read wherever a scope is given (scripts, primitives' arguments,
+# intrinsics), printed as "shared".
+SCOPE_ALIASES = {"shared.dyn": "shared"}
+
+
+def canonical_scope(scope):
+    """`scope` with TVM's aliases (SCOPE_ALIASES) read as sched's scope; anything else as is
+    (the caller checks it against SCOPES)."""
+    return SCOPE_ALIASES.get(scope, scope) if isinstance(scope, str) else scope
 # scan and opaque variables keep their order under every schedule (schedule/ordered_axes.py)
 ITER_KINDS = ("spatial", "reduce", "scan", "opaque")
 # the loop annotation that marks the outer loop of a warp (tensor-core) intrinsic's nest, which

@@ -42,6 +42,7 @@ from sched.ir.nodes import (
     Range,
     Stmt,
     Var,
+    canonical_scope,
     const,
     seq,
 )
@@ -281,10 +282,10 @@ class BufferParser(ExprParser):
     def _scope(self, node: ast.AST) -> str:
         if isinstance(node, ast.Constant) and node.value == "":
             return "global"                    # TVM's default scope, written ""
-        if not (isinstance(node, ast.Constant) and node.value in SCOPES):
+        if not (isinstance(node, ast.Constant) and canonical_scope(node.value) in SCOPES):
             raise self.error(node, f"unknown storage scope '{ast.unparse(node)}': expected one "
                                    f"of {', '.join(SCOPES)}")
-        return node.value
+        return canonical_scope(node.value)
 
     def _data(self, node: ast.AST) -> str:
         if not (isinstance(node, ast.Attribute) and node.attr == "data"

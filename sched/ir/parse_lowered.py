@@ -34,6 +34,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     While,
+    canonical_scope,
     const,
 )
 from sched.ir.parse_names import call_name
@@ -185,7 +186,7 @@ class LoweredStmtParser:
     def _storage_scope(self, node, subject: ast.AST, value: ast.AST, body) -> Stmt:
         if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
             raise self.error(node, "T.attr 'storage_scope' takes a scope string")
-        scope = value.value or "global"
+        scope = canonical_scope(value.value or "global")
         if not isinstance(subject, ast.Name):
             raise self.error(node, "T.attr 'storage_scope' takes the allocation's name")
         bound = next((s[subject.id] for s in reversed(self.scopes) if subject.id in s), None)
@@ -218,7 +219,7 @@ class LoweredStmtParser:
         if scope is not None and pending is not None and scope != pending:
             raise self.error(node, f"T.allocate of '{target}' in scope {scope!r} under "
                                    f"T.attr 'storage_scope' {pending!r}")
-        scope = scope or pending or "global"
+        scope = canonical_scope(scope or pending or "global")
         if scope not in SCOPES:
             raise self.error(node, f"T.allocate: scope {scope!r} is not one of "
                                    f"{', '.join(SCOPES)}")

@@ -38,7 +38,8 @@ differ; `x = T.launch_thread("blockIdx.x", n)`, `T.env_thread` + `T.launch_threa
 
 Not read (an error naming the line says so): layouts that are not dense (constant strides or
 offsets other than the dense ones), storage scopes other than global/shared/local, the
-wmma fragment scopes and "warp" (`"shared.dyn"`...), other `axis_separators=`/`buffer_type=`,
+wmma fragment scopes and "warp" ("shared.dyn" is read as "shared": ir/nodes.py
+SCOPE_ALIASES), other `axis_separators=`/`buffer_type=`,
 other `T.attr` keys, other intrinsics in `T.call_intrin`, vector-typed values outside a buffer
 store (`x: T.float32x4`), functions of a module calling each other (`T.call_tir`, Relax), and
 what TVM's lowering leaves for reductions (`T.comm_reducer` in a `T.attr`,

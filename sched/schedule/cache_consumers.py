@@ -45,7 +45,7 @@ def cache_read_for(func: PrimFunc, block_name: str, index, storage_scope: str,
     realize = find_block(func, block_name, PRIMITIVE)
     buffer = _check_index(index, realize.block.reads, realize.block, PRIMITIVE,
                           "read_buffer_index", "reads")
-    _check_scope(storage_scope, PRIMITIVE, 3)
+    storage_scope = _check_scope(storage_scope, PRIMITIVE, 3)
     if not consumers:
         raise ScheduleError(PRIMITIVE, "argument 'consumer_blocks': expected at least one block")
     scope = scope_of(func, realize, PRIMITIVE)

@@ -36,6 +36,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     binary,
+    canonical_scope,
     const,
 )
 from sched.ir.regions import infer_block_regions
@@ -58,6 +59,8 @@ from sched.schedule.state import find_block, refuse_other_views, replace_in
 
 
 def _check_scope(scope, primitive: str, position: int) -> str:
+    """`scope`, one of SCOPES (TVM's aliases read as sched's scope), or a ScheduleError."""
+    scope = canonical_scope(scope)
     if scope not in SCOPES:
         raise ScheduleError(primitive, f"argument {position}, 'storage_scope' to {primitive}: "
                             f"unknown storage scope {scope!r}: expected one of "
@@ -158,7 +161,7 @@ def cache_read(func: PrimFunc, block_name: str, index: int, storage_scope: str
     realize = find_block(func, block_name, primitive)
     buffer = _check_index(index, realize.block.reads, realize.block, primitive,
                           "read_buffer_index", "reads")
-    _check_scope(storage_scope, primitive, 3)
+    storage_scope = _check_scope(storage_scope, primitive, 3)
     check_one_view(realize.block, buffer, primitive)
     if any(r.buffer.storage_name == buffer.storage_name for r in realize.block.writes):
         raise ScheduleError(primitive, f"block {block_name!r} writes {buffer.name!r} as well as "
@@ -185,7 +188,7 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
     realize = find_block(func, block_name, primitive)
     buffer = _check_index(index, realize.block.writes, realize.block, primitive,
                           "write_buffer_index", "writes")
-    _check_scope(storage_scope, primitive, 3)
+    storage_scope = _check_scope(storage_scope, primitive, 3)
     check_one_view(realize.block, buffer, primitive)
     # blocks nested in the block (a blockized one's inner block) write through the cache too
     inside = {b.name for b in collect(realize.block, Block)}
@@ -242,7 +245,7 @@ def set_scope(func: PrimFunc, block_name: str, index: int, storage_scope: str) -
     realize = find_block(func, block_name, "set_scope")
     buffer = _check_index(index, realize.block.writes, realize.block, "set_scope",
                           "buffer_index", "writes")
-    _check_scope(storage_scope, "set_scope", 3)
+    storage_scope = _check_scope(storage_scope, "set_scope", 3)
     _check_allocated(func, buffer, "set_scope")
     refuse_other_views(func, buffer, "set_scope", "moving it to another scope")
     new = dataclasses.replace(buffer, scope=storage_scope)

@@ -14,7 +14,8 @@ fragment scopes `wmma.matrix_a`, `wmma.matrix_b` and `wmma.accumulator`:
 
 - the `_trans` forms (`wmma_load_16x16x16_f16_b_trans`, `wmma_sync_16x16x16_s8s8s32_trans`,
   ...): B held n x k, `C[i, j] += A[i, k] * B[j, k]`; on the CUDA target that matrix_b
-  fragment is column-major. (TVM's `_a_trans` loads are not registered.)
+  fragment is column-major. (TVM's current names, `..._shared`, `..._shared_dyn`, its
+  `_a_trans` loads and its group helpers: tvm_names.py.)
 
 and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's names; each a
 16x16 tile, held in registers by the lanes of a warp as sched/cuda/mma.py says):

@@ -76,7 +76,8 @@ def _bf16_matmul(M, N, K):
 
 
 def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
-                        warp_columns: int = 2, trans_b: bool = False):
+                        warp_columns: int = 2, trans_b: bool = False, names=None,
+                        shared_scope: str = "shared"):
     """TVM's tensor-core schedule, step by step (one warp row, two warp columns, M x N x K =
     32 x 64 x 64): the shared tile is computed under k_0, inside the warp loops, so each warp
     recomputes (rewrites) it with the same values; each warp's fragment is reread per k_1
@@ -84,7 +85,16 @@ def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
     tile's idempotent instances write what it reads. `operand`, `accumulator`: the short
     names of the intrinsics' types (bf16 and f32, s8 and s32, f16 and f16); `k_tiles`: 16-wide
     K tiles per shared tile; `warp_columns`: warps along N; `trans_b`: B is held n x k (TVM's
-    `_trans` intrinsics)."""
+    `_trans` intrinsics). `names`: the intrinsics by role (TVM's get_wmma_intrin_group) in
+    place of the names made from `operand` and `accumulator`; `shared_scope`: the scope given
+    to cache_read for the shared tiles."""
+    trans = "_trans" if trans_b else ""
+    names = names or {
+        "load_a": f"wmma_load_16x16x16_{operand}_a",
+        "load_b": f"wmma_load_16x16x16_{operand}_b{trans}",
+        "init": f"wmma_fill_16x16x16_{accumulator}",
+        "compute": f"wmma_sync_16x16x16_{operand}{operand}{accumulator}{trans}",
+        "store": f"wmma_store_16x16x16_{accumulator}_global"}
     sch = sched.Schedule(func)
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)
@@ -99,7 +109,7 @@ def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
     sch.reverse_compute_at(fragment_c, j1)
     stages = {}
     for index, name in ((0, "a"), (1, "b")):
-        shared = sch.cache_read(block, index, "shared")
+        shared = sch.cache_read(block, index, shared_scope)
         fragment = sch.cache_read(block, index, f"wmma.matrix_{name}")
         sch.compute_at(fragment, k1)
         sch.compute_at(shared, k0)
@@ -114,15 +124,13 @@ def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
         ro, ri = sch.split(rows, [None, 16])
         co, ci = sch.split(cols, [None, 16])
         sch.reorder(ro, co, ri, ci)
-        trans = "_trans" if trans_b and name == "b" else ""
-        sch.tensorize(ri, f"wmma_load_16x16x16_{operand}_{name}{trans}")
-    sch.tensorize(sch.get_loops(init)[-2], f"wmma_fill_16x16x16_{accumulator}")
-    sch.tensorize(sch.get_loops(block)[-3], f"wmma_sync_16x16x16_{operand}{operand}"
-                  f"{accumulator}{'_trans' if trans_b else ''}")
+        sch.tensorize(ri, names[f"load_{name}"])
+    sch.tensorize(sch.get_loops(init)[-2], names["init"])
+    sch.tensorize(sch.get_loops(block)[-3], names["compute"])
     rows, cols = sch.get_loops(fragment_c)[-2:]
     ro, ri = sch.split(rows, [None, 16])
     sch.reorder(ro, ri, cols)
-    sch.tensorize(ri, f"wmma_store_16x16x16_{accumulator}_global")
+    sch.tensorize(ri, names["store"])
     assert sched.parse(sch.func.script()) == sch.func
     return sch
 

@@ -1,0 +1,116 @@
+"""TVM's current tensor-intrinsic names and group helpers (sched/tensor_intrin/tvm_names.py)
+and its "shared.dyn" scope (read as "shared"): a schedule written with them, as TVM users
+write it today, computes what numpy does on the C target and the emulated CUDA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import TensorIntrin
+from sched import hand_schedules as hs
+from sched.errors import ScheduleError
+from sched.hand_schedules import gpu
+from sched.tensor_intrin import get_mma_intrin_group, get_wmma_intrin_group
+from tests.schedule.test_tensorize_wmma import _matmul_of, _tvm_style_schedule, fp16_inputs
+
+WMMA_GROUPS = [(load, store, operand, out, trans_b)
+               for load in ("shared", "shared.dyn")
+               for store in ("global", "shared", "shared.dyn")
+               for operand, outs in (("float16", ("float16", "float32")), ("int8", ("int32",)),
+                                     ("bfloat16", ("float32",)))
+               for out in outs for trans_b in (False, True)]
+
+
+@pytest.mark.parametrize("group", WMMA_GROUPS)
+def test_every_wmma_group_names_registered_intrinsics(group):
+    names = get_wmma_intrin_group(*group)
+    assert set(names) == {"init", "load_a", "load_b", "compute", "store"}
+    assert set(names.values()) <= set(TensorIntrin.names())
+
+
+def test_the_new_names_are_the_intrinsics_they_stand_for():
+    load, store = "wmma_load_16x16x16", "wmma_store_16x16x16"
+    for alias, original in ((f"{load}_f16_a_shared_dyn", f"{load}_f16_a"),
+                            (f"{load}_s8_b_trans_shared", f"{load}_s8_b_trans"),
+                            (f"{load}_f16_a_trans", f"{load}_f16_a"),
+                            (f"{store}_f32_shared_dyn", f"{store}_f32_shared"),
+                            ("mma_ldmatrix_f16_b_trans_dyn", "mma_ldmatrix_f16_b_trans"),
+                            ("mma_store_16x16_f32_shared_dyn_simple_",
+                             "mma_store_16x16_f32_shared")):
+        ours, theirs = TensorIntrin.forms(alias), TensorIntrin.forms(original)
+        assert [(f.desc, f.impl) for f in ours] == [(f.desc, f.impl) for f in theirs], alias
+    # the 32x8 warp-register form of the mma store comes with its new names
+    assert len(TensorIntrin.forms("mma_store_16x16_f32_global_simple_")) == 2
+
+
+def test_groups_sched_lacks_are_refused_naming_what_is_missing():
+    with pytest.raises(ValueError, match="no intrinsic .*'mma_i8i8i32'"):
+        get_mma_intrin_group("shared", "global", "int8", "int32", False, False)
+    with pytest.raises(ValueError, match="warp buffers hold A as m x k and B as k x n"):
+        get_mma_intrin_group("shared", "global", "float16", "float32", False, True)
+    with pytest.raises(ValueError, match="argument 'load_scope': expected one of 'shared', "
+                       "'shared.dyn', got 'global'"):
+        get_wmma_intrin_group("global", "global", "float16", "float32", False)
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_a_tvm_wmma_schedule_with_shared_dyn_and_group_names_matches_numpy(trans_b):
+    names = get_wmma_intrin_group("shared.dyn", "global", "float16", "float32", trans_b)
+    sch = _tvm_style_schedule(_matmul_of("float16", "float32", trans_b=trans_b), "f16", "f32",
+                              k_tiles=1, trans_b=trans_b, names=names,
+                              shared_scope="shared.dyn")
+    script = sch.func.script()
+    assert 'scope="shared"' in script and "shared.dyn" not in script
+    assert 'sch.cache_read(b0, 0, "shared.dyn")' in str(sch.trace).replace("'", '"')
+    assert sch.trace.apply(sch.original_func).func == sch.func
+    a, b, _ = fp16_inputs(32, 64, 64)
+    if trans_b:
+        b = np.ascontiguousarray(b.T)
+    expected = a.astype(np.float32) @ (b.T if trans_b else b).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+
+
+def test_a_tvm_mma_schedule_with_group_names_matches_numpy():
+    names = get_mma_intrin_group("shared.dyn", "global", "float16", "float32", False, False)
+    intrinsics = {"scopes": ("warp", "warp", "warp"), "fill": names["init"],
+                  "load_a": names["load_a"], "load_b": names["load_b"],
+                  "compute": names["compute"], "store": names["store"]}
+    sch = gpu._tensor_core_matmul("mma_group", 32, 64, 32, (1, 2), (1, 2), 2, intrinsics)
+    a, b, expected = fp16_inputs(32, 64, 32)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+    reference = hs.gpu_matmul_mma(32, 64, 32, fragments=(1, 2), warps=(1, 2))
+    assert sched.build(sch.func, target="cuda", arch="sm_80").source == \
+        sched.build(reference.func, target="cuda", arch="sm_80").source
+
+
+def test_shared_dyn_is_read_as_shared_in_scripts_and_primitives():
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    S = T.alloc_buffer((64,), "float32", scope="shared.dyn")
+    for i in range(64):
+        with T.block("S"):
+            vi = T.axis.remap("S", [i])
+            S[vi] = A[vi]
+    for i in range(64):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = S[vi] * T.float32(2)
+''')
+    (shared,) = func.body.block.alloc_buffers
+    assert (shared.name, shared.scope) == ("S", "shared")
+    sch = sched.Schedule(func)
+    sch.set_scope(sch.get_block("S"), 0, "shared.dyn")
+    cached = sch.cache_read(sch.get_block("B"), 0, "shared.dyn")
+    assert 'scope="shared"' in sch.func.script() and "shared.dyn" not in sch.func.script()
+    assert sch.get(cached).writes[0].buffer.scope == "shared"
+    with pytest.raises(ScheduleError, match="unknown storage scope 'shared.static'"):
+        sch.cache_read(sch.get_block("B"), 0, "shared.static")
