@@ -135,6 +135,7 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         self.wmma_shared = wmma.wmma_shared_buffers(func)   # shared tiles of wmma calls
         self.wmma_column_major = wmma.transposed_b_fragments(func)    # `_trans` B operands
         self.warp_roles: dict[str, tuple[str, str]] = {}     # warp buffer -> role (cuda/mma.py)
+        self.mma_layouts = mma.operand_layouts(func)         # operands the mma reads transposed
 
     def emit(self) -> str:
         includes, helpers, kernel = self.parts()

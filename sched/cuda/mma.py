@@ -12,10 +12,15 @@ element (r, c) is held by lane 4 (r % 8) + (c % 8) / 2 as its element
 4 (c / 8) + 2 (r / 8) + c % 2; a B operand (k, n) is held as its transpose (n, k) would be in
 that layout's registers: lane 4 (n % 8) + (k % 8) / 2, register pair 2 (n / 8) + k / 8. An
 operand tile is 4 32-bit registers per lane (two 16-bit elements each), an accumulator tile 8
-floats. Which of the two a tile has depends on its role, so each warp buffer must be used in
-one role only (A, B or accumulator), which is checked here; every other access to a warp
-buffer is refused by the lowering. With that, ldmatrix, mma.sync, fill and store agree on
-where each element is, and each nest computes what its loops compute on the C target.
+floats. An operand tile held transposed (TVM's `mma_f16f16f32_trans_b`: B as n x k; `_trans_a`:
+A as k x m) takes the other operand's layout, its registers given to mma.sync in the order
+the operand takes them (`_A_REGISTERS`, `_B_REGISTERS`). The layout of a warp buffer is the
+one the mma reading it needs (`operand_layouts`, found before the kernel is emitted): its
+ldmatrix load lays it out so, whichever load intrinsic (a copy, in either orientation)
+tensorized it. A warp buffer keeps one layout (A, B or accumulator), which is checked here;
+every other access to a warp buffer is refused by the lowering. With that, ldmatrix,
+mma.sync, fill and store agree on where each element is, and each nest computes what its loops
+compute on the C target.
 
 Checked as for wmma (cuda/wmma.py): the nest's loops are 16 x 16 (x 16) from 0 around one
 store of the description's form; warp tiles are whole tiles; a shared tile read by ldmatrix
@@ -26,7 +31,15 @@ call with the same operands (`wmma.check_warp_uniform`).
 
 from __future__ import annotations
 
-from sched.cuda.wmma import TILE_ELEMENTS, WmmaCall, _is, _Place, _product_operands, _refuse
+from sched.cuda.wmma import (
+    TILE_ELEMENTS,
+    WmmaCall,
+    _is,
+    _Place,
+    _place,
+    _product_operands,
+    _refuse,
+)
 from sched.errors import ScheduleError
 from sched.ir.nodes import Buffer, BufferLoad, FloatImm, IntImm
 from sched.lower.simplify_indices import simplify_index
@@ -79,7 +92,8 @@ class MmaCall(WmmaCall):
         return handler[self.call]()
 
     def _tile(self, place: _Place, strides: tuple[int, ...], role: str) -> str:
-        """The index of the tile's first register in the warp buffer, its role checked."""
+        """The index of the tile's first register in the warp buffer, its role (the layout of
+        its registers: "a", "b" or "c") checked."""
         buffer = place.buffer
         if buffer.scope != "warp":
             raise _refuse(self.call, f"'{buffer.name}' is in scope {buffer.scope}, not warp")
@@ -100,9 +114,8 @@ class MmaCall(WmmaCall):
                                 f"{_ROLE_NAMES[first]} (by {call}) and as {_ROLE_NAMES[role]} "
                                 f"(by {self.call}): on the GPU a lane holds the elements of "
                                 f"an A operand, a B operand and an accumulator in different "
-                                f"places, so a warp buffer must keep one role. Load a "
-                                f"B operand with mma_ldmatrix_f16_b (or _b_trans) and an A "
-                                f"operand with mma_ldmatrix_f16_a (or _a_trans)")
+                                f"places, so a warp buffer must keep one role: give each mma "
+                                f"operand a warp buffer of its own")
         tile = simplify_index(place.base // TILE_ELEMENTS, self.context)
         return self._sum(self.emitter.expr(tile), _REGISTERS[role])
 
@@ -112,7 +125,10 @@ class MmaCall(WmmaCall):
 
     def _ldmatrix(self) -> str:
         target, source = self._copy_operands()
-        role = "a" if self.call == PTX_LDMATRIX_A else "b"
+        # the layout the mma reading the tile needs (an operand held transposed takes the
+        # other operand's: operand_layouts), else (no mma reads it) the one the call names
+        role = self.emitter.mma_layouts.get(target.buffer.storage_name) or \
+            ("a" if self.call == PTX_LDMATRIX_A else "b")
         first = self._tile(target, (16, 1), role)
         if source.buffer.scope != "shared":
             raise _refuse(self.call, f"ldmatrix reads shared memory, and '{source.buffer.name}' "
@@ -166,18 +182,20 @@ class MmaCall(WmmaCall):
             raise _refuse(self.call, "A and B have different dtypes")
         i, j, k = self.nest
         c = self._tile(self._access(store.buffer, store.indices[0], (i, j, k)), (16, 1, 0), "c")
-        a = self._tile(self._access(a_load.buffer, a_load.indices[0], (i, k, j)), (16, 1, 0),
-                       "a")
-        b = self._tile(self._access(b_load.buffer, b_load.indices[0], (k, j, i)), (16, 1, 0),
-                       "b")
+        a_place, b_place = _operand_places(self.call, (a_load, b_load), self.nest, self.context)
+        a_role, b_role = (_operand_layout(place, operand, self.context)
+                          for place, operand in ((a_place, "a"), (b_place, "b")))
+        # a tile held transposed is read along the other dim (its strides swapped)
+        a = self._tile(a_place, (16, 1, 0) if a_role == "a" else (1, 16, 0), a_role)
+        b = self._tile(b_place, (16, 1, 0) if b_role == "b" else (1, 16, 0), b_role)
         kind = _OPERAND_TYPES[a_load.buffer.dtype]
         cn, an, bn = (self.emitter.name(x.buffer.storage_name) for x in (store, a_load, b_load))
         lines = ["{  // C (16x16) += A (16x16) * B (16x16): two m16n8k16, for n 0..7 and 8..15"]
         for half in (0, 1):
             d = [f"{cn}[{c} + {4 * half + r}]" for r in range(4)]
             outputs = ", ".join(f'"=f"({x})' for x in d)
-            inputs = ", ".join([*(f'"r"({an}[{a} + {q}])' for q in range(4)),
-                                *(f'"r"({bn}[{b} + {2 * half + q}])' for q in range(2)),
+            inputs = ", ".join([*(f'"r"({an}[{a} + {q}])' for q in _A_REGISTERS[a_role]),
+                                *(f'"r"({bn}[{b} + {q}])' for q in _B_REGISTERS[b_role][half]),
                                 *(f'"f"({x})' for x in d)])
             lines.append(f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.'
                          f'{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
@@ -222,4 +240,58 @@ class MmaCall(WmmaCall):
         return "\n".join(lines)
 
 
-_ROLE_NAMES = {"a": "an A operand", "b": "a B operand", "c": "an accumulator"}
+# the registers of an operand tile, in the order mma.sync takes them, by the tile's layout:
+# A (a0..a3: rows 0-7 / 8-15 of k 0-7, then of k 8-15) from an "a" tile as they are, from a
+# "b" tile (A held k x m) swapped in the middle; B per n half (b0, b1: k 0-7, 8-15) from a "b"
+# tile two by two, from an "a" tile (B held n x k, whose registers go by k half first) one
+# apart
+_A_REGISTERS = {"a": (0, 1, 2, 3), "b": (0, 2, 1, 3)}
+_B_REGISTERS = {"b": ((0, 1), (2, 3)), "a": ((0, 2), (1, 3))}
+_ROLE_NAMES = {"a": "an A operand (or a B operand held n x k)",
+               "b": "a B operand (or an A operand held k x m)", "c": "an accumulator"}
+
+
+def _operand_places(call: str, loads, nest, context) -> tuple[_Place, _Place]:
+    """The A and B loads of an mma nest (i, j, k) as places in (i, k, j) and (k, j, i)."""
+    i, j, k = nest
+    a_load, b_load = loads
+    return (_place(call, a_load.buffer, a_load.indices[0], (i, k, j), context),
+            _place(call, b_load.buffer, b_load.indices[0], (k, j, i), context))
+
+
+def _operand_layout(place: _Place, operand: str, context) -> str:
+    """The register layout ("a" or "b") an mma operand's warp tile needs: its own where it
+    is held as the mma reads it (A m x k, B k x n: stride 16 along the first dim of the
+    place), the other operand's where it is held transposed (TVM's `_trans_a` / `_trans_b`
+    mma: B held n x k is in its registers as an A tile of that shape would be, PTX ISA
+    "Matrix Fragments for mma.m16n8k16"). The strides are checked where the tile is used."""
+    transposed = _is(place.strides[0], 1, context) and _is(place.strides[1], 16, context)
+    return {"a": "b", "b": "a"}[operand] if transposed else operand
+
+
+def operand_layouts(func) -> dict[str, str]:
+    """The layouts the mma nests need of the warp buffers they read (`_operand_layout`), by
+    storage name: their ldmatrix loads, emitted before the mma, lay them out so (the loads
+    copy a tile whatever its role; a buffer read in two layouts is refused where the second
+    is emitted)."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import BufferStore, For, warp_intrinsic
+
+    layouts = {}
+    for loop in collect(func.body, For):
+        if warp_intrinsic(loop) != PTX_MMA:
+            continue
+        nest, body = [], loop
+        while isinstance(body, For):
+            nest.append(body.loop_var)
+            body = body.body
+        operands = _product_operands(body.value) if isinstance(body, BufferStore) else None
+        if len(nest) != 3 or operands is None:
+            continue
+        try:
+            places = _operand_places(PTX_MMA, operands, tuple(nest), ())
+        except ScheduleError:
+            continue           # the call's own checks name the problem
+        for place, operand in zip(places, ("a", "b")):
+            layouts.setdefault(place.buffer.storage_name, _operand_layout(place, operand, ()))
+    return layouts

@@ -25,7 +25,10 @@ and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's name
   (`W[i, j] = S[j, i]`);
 - `mma_fill_16x16_f32`: an accumulator tile set to zero;
 - `mma_f16f16f32`: `C[i, j] += float32(A[i, k]) * float32(B[k, j])` on warp tiles (two
-  `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`);
+  `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`); `mma_f16f16f32_trans_b` with B held
+  n x k (`B[j, k]`), `_trans_a` with A held k x m (`A[k, i]`), `_trans_a_trans_b` both: a
+  tile held transposed gets the other operand's register layout (sched/cuda/mma.py), and the
+  `_trans` loads also copy a shared tile as it is held (TVM's meaning) into such a tile;
 - `mma_store_16x16_f32_global` (TVM: `mma_store_16x16_f32_global_`) /
   `mma_store_16x16_f32_shared`: an accumulator tile into memory.
 
@@ -219,8 +222,8 @@ def {name}(a: T.handle, b: T.handle, c: T.handle):
             for j, k in T.grid(16, 16):
                 with T.block("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) \\
-                        * T.Cast("float32", B[vk, vj])
+                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[{a}]) \\
+                        * T.Cast("float32", B[{b}])
 """
 
 _MMA_FILL = """
@@ -241,7 +244,11 @@ for _operand, _call in (("a", PTX_LDMATRIX_A), ("b", PTX_LDMATRIX_B)):
     for _suffix, _source in (("", "vi, vj"), ("_trans", "vj, vi")):
         _name = f"mma_ldmatrix_f16_{_operand}{_suffix}"
         INTRINSICS[_name] = _pair(_LDMATRIX, _name, _call, dtype="float16", source=_source)
-INTRINSICS["mma_f16f16f32"] = _pair(_MMA_SYNC, "mma_f16f16f32", PTX_MMA, dtype="float16")
+# A held m x k or (`_trans_a`) k x m, B held k x n or (`_trans_b`) n x k, as TVM names them
+for _trans_a, _a in (("", "vi, vk"), ("_trans_a", "vk, vi")):
+    for _trans_b, _b in (("", "vk, vj"), ("_trans_b", "vj, vk")):
+        _name = f"mma_f16f16f32{_trans_a}{_trans_b}"
+        INTRINSICS[_name] = _pair(_MMA_SYNC, _name, PTX_MMA, dtype="float16", a=_a, b=_b)
 INTRINSICS["mma_fill_16x16_f32"] = _pair(_MMA_FILL, "mma_fill_16x16_f32", MMA_FILL)
 for _target in ("global", "shared"):
     _name = f"mma_store_16x16_f32_{_target}"
@@ -264,6 +271,11 @@ LDMATRIX_16x16_B_INTRIN = LDMATRIX_f16_B_INTRIN
 
 for _name, (_desc, _impl) in INTRINSICS.items():
     TensorIntrin.register(_name, _desc, _impl)
+# TVM's `_trans` loads keep the operand as the shared tile holds it (the mma then reads it
+# transposed, `_trans_a` / `_trans_b`): the plain copy is a second form of each
+for _operand in ("a", "b"):
+    TensorIntrin.register_form(f"mma_ldmatrix_f16_{_operand}_trans",
+                               *INTRINSICS[f"mma_ldmatrix_f16_{_operand}"])
 
 # TVM's 32x8 warp-register layout: a second form of the mma intrinsics (registered on import)
 from sched.tensor_intrin.mma_layout import (  # noqa: E402, F401

@@ -21,11 +21,10 @@ The forms (TVM's descriptions; the buffers' first dims are the 32x8 blocks):
 - `mma_fill_16x16_f32`: `C[map(i, j)] = 0`;
 - `mma_store_16x16_f32_global_` (and `_global`, `_shared`): `D[i, j] = C[map(i, j)]`.
 
-TVM's `_trans` loads and `mma_f16f16f32_trans_*` keep a transposed operand (B as n x k) in
-the warp buffer; sched's CUDA code generator gives a warp buffer the roles A (m x k), B
-(k x n) and accumulator only, so those forms are not registered (a TVM `_trans` schedule is
-refused by tensorize with the mismatch; sched's own `_trans` loads read the transposed shared
-tile into the logical layout).
+- TVM's `_trans` loads (`W[map(i, j)] = S[i, j]`, the shared tile as it is held: B n x k, A
+  k x m) and `mma_f16f16f32_trans_b` (`B[map(j, k)]`), `_trans_a` (`A[map(k, i)]`) and
+  `_trans_a_trans_b`: a warp tile held transposed gets the other operand's registers
+  (sched/cuda/mma.py).
 
 Each implementation is its description with the outer loop annotated as the warp intrinsic
 (sched/tensor_intrin/cuda.py): the C target and the interpreter run the loops on the 32x8
@@ -84,8 +83,8 @@ def {name}(a: T.handle, b: T.handle, c: T.handle):
             for j, k in T.grid(16, 16):
                 with T.block("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[{ij}] = C[{ij}] + T.Cast("float32", A[{ik}]) \\
-                        * T.Cast("float32", B[{kj}])
+                    C[{ij}] = C[{ij}] + T.Cast("float32", A[{a}]) \\
+                        * T.Cast("float32", B[{b}])
 """
 
 _FILL = """
@@ -117,7 +116,7 @@ def {name}(a: T.handle, c: T.handle):
                     C[vi, vj] = W[{ij}]
 """
 
-_PLACES = {"ij": _place("vi", "vj"), "ik": _place("vi", "vk"), "kj": _place("vk", "vj")}
+_PLACES = {"ij": _place("vi", "vj")}
 
 
 def _form(template: str, name: str, call: str, **fields) -> tuple:
@@ -132,13 +131,20 @@ def _form(template: str, name: str, call: str, **fields) -> tuple:
 FORMS = {
     "mma_ldmatrix_f16_a": _form(_LDMATRIX, "mma_ldmatrix_f16_a", PTX_LDMATRIX_A),
     "mma_ldmatrix_f16_b": _form(_LDMATRIX, "mma_ldmatrix_f16_b", PTX_LDMATRIX_B),
-    "mma_f16f16f32": _form(_MMA, "mma_f16f16f32", PTX_MMA),
+    # TVM's `_trans` loads copy the shared tile as it is held (n x k for B, k x m for A)
+    "mma_ldmatrix_f16_a_trans": _form(_LDMATRIX, "mma_ldmatrix_f16_a_trans", PTX_LDMATRIX_A),
+    "mma_ldmatrix_f16_b_trans": _form(_LDMATRIX, "mma_ldmatrix_f16_b_trans", PTX_LDMATRIX_B),
     "mma_fill_16x16_f32": _form(_FILL, "mma_fill_16x16_f32", MMA_FILL),
 }
 for _scope in ("global", "shared"):
     FORMS[f"mma_store_16x16_f32_{_scope}"] = _form(_STORE, f"mma_store_16x16_f32_{_scope}",
                                                    MMA_STORE, scope=_scope)
 FORMS["mma_store_16x16_f32_global_"] = FORMS["mma_store_16x16_f32_global"]
+
+for _trans_a, _a in (("", ("vi", "vk")), ("_trans_a", ("vk", "vi"))):
+    for _trans_b, _b in (("", ("vk", "vj")), ("_trans_b", ("vj", "vk"))):
+        _name = f"mma_f16f16f32{_trans_a}{_trans_b}"
+        FORMS[_name] = _form(_MMA, _name, PTX_MMA, a=_place(*_a), b=_place(*_b))
 
 for _name, (_desc, _impl) in FORMS.items():
     TensorIntrin.register_form(_name, _desc, _impl)

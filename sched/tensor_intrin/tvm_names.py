@@ -15,8 +15,7 @@ written against either generation of names runs unchanged:
   names (its stores written as loops: the same description);
 - `get_wmma_intrin_group(...)` and `get_mma_intrin_group(...)`, TVM's signatures, returning
   the names of the group ({"init", "load_a", "load_b", "compute", "store"}); a group with an
-  intrinsic sched does not have (int8 or fp16-accumulating mma.sync, TVM's transposed warp
-  tiles) is refused naming it.
+  intrinsic sched does not have (int8 or fp16-accumulating mma.sync) is refused naming it.
 
 Each name is the intrinsic it stands for, every form of it (mma_layout.py) included.
 
@@ -113,31 +112,23 @@ def get_mma_intrin_group(load_scope: str, store_scope: str, in_dtype: str, out_d
                          trans_a: bool, trans_b: bool, not_use_mma_store_intrinic: bool = True,
                          store_to_smem_dtype: str | None = None) -> dict[str, str]:
     """The names of the mma.sync m16n8k16 intrinsics (ldmatrix loads from `load_scope`, the
-    mma in `out_dtype`, the store to `store_scope`), TVM's helper and arguments
-    (`not_use_mma_store_intrinic`: the `_simple_` store, the same description). sched has the
-    fp16 operands with an fp32 accumulator, untransposed: TVM's `trans_a`/`trans_b` groups
-    keep the operand transposed in the warp buffer (`mma_f16f16f32_trans_b` reads B[j, k]),
-    which sched's warp buffers do not hold; they are refused with the way sched reads a
-    transposed operand."""
+    mma in `out_dtype`, the store to `store_scope`; A held k x m where `trans_a`, B held n x k
+    where `trans_b`), TVM's helper and arguments (`not_use_mma_store_intrinic`: the
+    `_simple_` store, the same description). sched has the fp16 operands with an fp32
+    accumulator."""
     _check("load_scope", load_scope, _LOAD_SCOPES)
     _check("store_scope", store_scope, _STORE_SCOPES)
     _check("in_dtype", in_dtype, tuple(_MMA_IN))
     _check("out_dtype", out_dtype, tuple(_MMA_OUT))
-    if trans_a or trans_b:
-        raise ValueError("get_mma_intrin_group: sched's warp buffers hold A as m x k and B as "
-                         "k x n; with an operand held transposed in shared memory, cache it "
-                         "into the warp buffer untransposed (its copy block reading the shared "
-                         "tile transposed) and tensorize that copy with the `_trans` load "
-                         "(mma_ldmatrix_f16_a_trans / mma_ldmatrix_f16_b_trans), the mma with "
-                         "mma_f16f16f32")
     operand, out = _MMA_IN[in_dtype], _MMA_OUT[out_dtype]
     stored = _MMA_OUT[store_to_smem_dtype] if store_to_smem_dtype else out
     dyn = "_dyn" if load_scope == "shared.dyn" else ""
     suffix = "simple_" if not_use_mma_store_intrinic else ""
     return _known({
         "init": f"mma_fill_16x16_{out}",
-        "load_a": f"mma_ldmatrix_{operand}_a{dyn}",
-        "load_b": f"mma_ldmatrix_{operand}_b{dyn}",
-        "compute": f"mma_{operand}{operand}{out}",
+        "load_a": f"mma_ldmatrix_{operand}_a{'_trans' if trans_a else ''}{dyn}",
+        "load_b": f"mma_ldmatrix_{operand}_b{'_trans' if trans_b else ''}{dyn}",
+        "compute": f"mma_{operand}{operand}{out}{'_trans_a' if trans_a else ''}"
+                   f"{'_trans_b' if trans_b else ''}",
         "store": f"mma_store_16x16_{stored}_{store_scope.replace('.', '_')}_{suffix}",
     }, "get_mma_intrin_group")

@@ -129,19 +129,20 @@ def test_operands_stored_transposed_load_with_the_trans_intrinsics(target, rng):
         assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in kernel.source
 
 
-def test_a_warp_buffer_loaded_as_a_and_multiplied_as_b_is_refused():
-    # the B tile loaded with the A intrinsic: on the C target the same numbers (each thread
-    # holds the whole tile), but the lanes would hold its elements in A's places, not B's
+def test_a_warp_buffer_loaded_with_the_a_load_and_multiplied_as_b_gets_bs_registers():
+    # the loads are copies (one description): the B tile loaded with mma_ldmatrix_f16_a gets
+    # the registers the mma reading it as B needs (its ldmatrix the B one), on cuda-emu as
+    # on the C target
     sch = _tensor_core_matmul("mixed", 32, 32, 32, (1, 1), (1, 1), 1,
                               {**_MMA, "load_b": "mma_ldmatrix_f16_a"})
-    with pytest.raises(ScheduleError, match=r"warp buffer 'B_shared_warp' is used as an A "
-                                            r"operand \(by ptx_ldmatrix_a\) and as a B operand "
-                                            r"\(by ptx_mma_m16n8k16\).*mma_ldmatrix_f16_b"):
-        sched.build(sch.func, target="cuda", arch="sm_80")
     a, b, expected = fp16_inputs(32, 32, 32)
-    c = np.zeros((32, 32), np.float32)
-    sched.build(sch.func, target="c")(a, b, c)
-    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 32), np.float32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+    assert sched.build(sch.func, target="cuda", arch="sm_80").source == sched.build(
+        _tensor_core_matmul("mixed", 32, 32, 32, (1, 1), (1, 1), 1, _MMA).func,
+        target="cuda", arch="sm_80").source
 
 
 def test_a_warp_buffer_stored_element_by_element_is_refused():

@@ -28,18 +28,21 @@ def warp_tiles(i, j):
 
 
 def tvm_mma_schedule(M, N, K, warps=(2, 2), fragments=(2, 2), k_tiles=2, index_map=warp_tiles,
-                     names=("mma_ldmatrix_f16_a", "mma_ldmatrix_f16_b"), stop=None):
+                     names=("mma_ldmatrix_f16_a", "mma_ldmatrix_f16_b"), stop=None,
+                     trans_b=False):
     """TVM's mma_schedule, as sched takes it: C tiled per block/warp/fragment, A and B staged
     in shared memory by the whole block (16-byte vectors) and in warp buffers per 16 of k;
     the three warp buffers laid out with `index_map`; blockize + tensorize with TVM's names.
     The steps come in another order than TVM's (both levels cached before compute_at;
     decompose_reduction on the inner block, before blockize), which stays legal too;
-    tests/cuda/test_tvm_mma_schedule.py runs TVM's own order."""
+    tests/cuda/test_tvm_mma_schedule.py runs TVM's own order. `trans_b`: B held n x k (TVM's
+    `_trans` load and `mma_f16f16f32_trans_b`)."""
     A = te.placeholder((M, K), "float16", name="A")
-    B = te.placeholder((K, N), "float16", name="B")
+    B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
-                                               * te.cast(B[k, j], "float32"), axis=k), name="C")
+    C = te.compute((M, N), lambda i, j: te.sum(
+        te.cast(A[i, k], "float32") * te.cast(B[j, k] if trans_b else B[k, j], "float32"),
+        axis=k), name="C")
     sch = sched.Schedule(te.create_prim_func([A, B, C], name="mma_tvm_layout"))
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)
@@ -84,7 +87,7 @@ def tvm_mma_schedule(M, N, K, warps=(2, 2), fragments=(2, 2), k_tiles=2, index_m
     sch.tensorize(loop_a, names[0])
     sch.tensorize(loop_b, names[1])
     update = sch.blockize(sch.get_loops(block)[-3])
-    sch.tensorize(update, "mma_f16f16f32")
+    sch.tensorize(update, "mma_f16f16f32_trans_b" if trans_b else "mma_f16f16f32")
     sch.tensorize(sch.get_loops(init)[-2], "mma_fill_16x16_f32")
     sch.tensorize(loop_c, "mma_store_16x16_f32_global_")
     return sch
@@ -191,14 +194,17 @@ def test_a_map_that_merges_elements_is_refused_by_transform_layout():
         tvm_mma_schedule(32, 32, 32, (1, 1), (1, 1), 1, index_map=merging, stop="layout")
 
 
-def test_tvms_transposed_loads_have_no_32x8_form():
-    # TVM's mma_ldmatrix_f16_b_trans keeps B as (n, k) in the warp buffer, for its
-    # mma_f16f16f32_trans_b; sched's warp buffers hold B as (k, n), so the form is refused
-    # rather than loaded into the wrong places
-    with pytest.raises(ScheduleError, match=r"cannot tensorize loop .* with "
-                                            r"'mma_ldmatrix_f16_b_trans'"):
-        tvm_mma_schedule(32, 32, 32, (1, 1), (1, 1), 1,
-                         names=("mma_ldmatrix_f16_a", "mma_ldmatrix_f16_b_trans"))
+def test_a_transposed_load_is_the_copy_its_description_says():
+    # TVM's mma_ldmatrix_f16_b_trans copies the shared tile into the warp buffer as it is
+    # held (for its mma_f16f16f32_trans_b); used on a B held k x n with the plain mma, it is
+    # that copy still, and the warp buffer gets the registers the mma reading it needs
+    sch = tvm_mma_schedule(32, 32, 32, (1, 1), (1, 1), 1,
+                           names=("mma_ldmatrix_f16_a", "mma_ldmatrix_f16_b_trans"))
+    a, b, expected = fp16_inputs(32, 32, 32)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 32), np.float32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
 
 
 def test_a_32x8_warp_buffer_read_element_by_element_is_refused_on_cuda():
@@ -244,3 +250,26 @@ def test_cache_write_of_a_blockized_block():
     c = np.zeros((32, 32), np.float32)
     sched.build(sch.func, target="c")(a, b, c)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_tvm_layout_with_b_held_n_by_k_matches_numpy(tmp_path):
+    """TVM's NT schedule (B n x k, the weight of a linear layer): mma_ldmatrix_f16_b_trans
+    copies the shared n x k tile into the 32x8 layout as it is held, mma_f16f16f32_trans_b
+    reads B[map(j, k)]; on cuda-emu the warp tile takes the A operand's registers."""
+    sch = tvm_mma_schedule(32, 64, 64, warps=(1, 2), fragments=(2, 2), trans_b=True,
+                           names=("mma_ldmatrix_f16_a", "mma_ldmatrix_f16_b_trans"))
+    assert "'mma_f16f16f32_trans_b'" in str(sch.trace)
+    a, b, expected = fp16_inputs(32, 64, 64)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float32)
+        sched.build(sch.func, target=target)(a, np.ascontiguousarray(b.T), c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+    kernel = sched.build(sch.func, target="cuda", arch="sm_90")
+    resources = kernel.resources
+    assert (resources.spill_stores, resources.spill_loads, resources.local_bytes) == (0, 0, 0)
+    # both operands held as ldmatrix lays rows out: no .trans; B's registers one apart
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in kernel.source
+    assert '"r"(B_shared_warp[4 * (j_2) + 0]), "r"(B_shared_warp[4 * (j_2) + 2])' \
+        in kernel.source
+    sass = sass_of(kernel, tmp_path)
+    assert "HMMA.16816.F32" in sass and "LDSM.16.M88.4" in sass and "LDL" not in sass

@@ -77,7 +77,8 @@ def _bf16_matmul(M, N, K):
 
 def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
                         warp_columns: int = 2, trans_b: bool = False, names=None,
-                        shared_scope: str = "shared"):
+                        shared_scope: str = "shared",
+                        scopes=("wmma.accumulator", "wmma.matrix_a", "wmma.matrix_b")):
     """TVM's tensor-core schedule, step by step (one warp row, two warp columns, M x N x K =
     32 x 64 x 64): the shared tile is computed under k_0, inside the warp loops, so each warp
     recomputes (rewrites) it with the same values; each warp's fragment is reread per k_1
@@ -87,7 +88,8 @@ def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
     K tiles per shared tile; `warp_columns`: warps along N; `trans_b`: B is held n x k (TVM's
     `_trans` intrinsics). `names`: the intrinsics by role (TVM's get_wmma_intrin_group) in
     place of the names made from `operand` and `accumulator`; `shared_scope`: the scope given
-    to cache_read for the shared tiles."""
+    to cache_read for the shared tiles; `scopes`: of the accumulator and the A and B operands
+    ("warp" for TVM's mma intrinsics)."""
     trans = "_trans" if trans_b else ""
     names = names or {
         "load_a": f"wmma_load_16x16x16_{operand}_a",
@@ -105,12 +107,12 @@ def _tvm_style_schedule(func, operand: str, accumulator: str, k_tiles: int = 2,
     sch.bind(i0, "blockIdx.x")
     sch.bind(j0, "blockIdx.y")
     sch.bind(j1, "threadIdx.y")
-    fragment_c = sch.cache_write(block, 0, "wmma.accumulator")
+    fragment_c = sch.cache_write(block, 0, scopes[0])
     sch.reverse_compute_at(fragment_c, j1)
     stages = {}
     for index, name in ((0, "a"), (1, "b")):
         shared = sch.cache_read(block, index, shared_scope)
-        fragment = sch.cache_read(block, index, f"wmma.matrix_{name}")
+        fragment = sch.cache_read(block, index, scopes[1 + index])
         sch.compute_at(fragment, k1)
         sch.compute_at(shared, k0)
         fused = sch.fuse(*sch.get_loops(shared)[-2:])

@@ -9,6 +9,7 @@ import pytest
 
 import sched
 from sched import TensorIntrin
+from sched import compute as te
 from sched import hand_schedules as hs
 from sched.errors import ScheduleError
 from sched.hand_schedules import gpu
@@ -48,8 +49,8 @@ def test_the_new_names_are_the_intrinsics_they_stand_for():
 def test_groups_sched_lacks_are_refused_naming_what_is_missing():
     with pytest.raises(ValueError, match="no intrinsic .*'mma_i8i8i32'"):
         get_mma_intrin_group("shared", "global", "int8", "int32", False, False)
-    with pytest.raises(ValueError, match="warp buffers hold A as m x k and B as k x n"):
-        get_mma_intrin_group("shared", "global", "float16", "float32", False, True)
+    with pytest.raises(ValueError, match="no intrinsic .*'mma_f16f16f16_trans_b'"):
+        get_mma_intrin_group("shared", "global", "float16", "float16", False, True)
     with pytest.raises(ValueError, match="argument 'load_scope': expected one of 'shared', "
                        "'shared.dyn', got 'global'"):
         get_wmma_intrin_group("global", "global", "float16", "float32", False)
@@ -114,3 +115,44 @@ def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
     assert sch.get(cached).writes[0].buffer.scope == "shared"
     with pytest.raises(ScheduleError, match="unknown storage scope 'shared.static'"):
         sch.cache_read(sch.get_block("B"), 0, "shared.static")
+
+
+def _matmul_held(trans_a: bool, trans_b: bool, M=32, N=64, K=64):
+    """C = A @ B in fp32 from fp16, A held k x m where `trans_a`, B held n x k where
+    `trans_b` (C = A.T @ B.T...)."""
+    A = te.placeholder((K, M) if trans_a else (M, K), "float16", name="A")
+    B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
+    k = te.reduce_axis((0, K), name="k")
+
+    def c(i, j):
+        a = A[k, i] if trans_a else A[i, k]
+        b = B[j, k] if trans_b else B[k, j]
+        return te.sum(te.cast(a, "float32") * te.cast(b, "float32"), axis=k)
+    return te.create_prim_func([A, B, te.compute((M, N), c, name="C")], name="matmul")
+
+
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False),
+                                              (True, True)])
+def test_tvm_mma_groups_with_operands_held_transposed_match_numpy(trans_a, trans_b):
+    """TVM's mma groups for operands held transposed (B n x k: a linear layer's weight; A
+    k x m): the `_trans` loads copy the shared tile as it is held and mma_f16f16f32_trans_b
+    (`_trans_a`...) reads it transposed; such a warp tile gets the other operand's registers
+    (sched/cuda/mma.py), so its ldmatrix is the other operand's. Numbers on the C target and
+    the emulated CUDA, whose PTX emulation gives each lane its registers as the PTX ISA says."""
+    names = get_mma_intrin_group("shared", "global", "float16", "float32", trans_a, trans_b)
+    names["store"] = "mma_store_16x16_f32_global"
+    sch = _tvm_style_schedule(_matmul_held(trans_a, trans_b), "f16", "f32", k_tiles=2,
+                              names=names, scopes=("warp", "warp", "warp"))
+    a, b, _ = fp16_inputs(32, 64, 64)
+    expected = a.astype(np.float32) @ b.astype(np.float32)
+    a = np.ascontiguousarray(a.T) if trans_a else a
+    b = np.ascontiguousarray(b.T) if trans_b else b
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+    source = sched.build(sch.func, target="cuda", arch="sm_80").source
+    loads = [line for line in source.splitlines() if "ldmatrix.sync" in line]
+    # A m x k and B n x k load as ldmatrix lays rows out; A k x m and B k x n transposed
+    assert len(loads) == 2
+    assert sum(".trans" in line for line in loads) == (not trans_b) + trans_a
