@@ -185,6 +185,7 @@ print(get_wmma_intrin_group("shared.dyn", "global", "float16", "float32", trans_
 # linear layer's weight is) it names mma_ldmatrix_f16_b_trans, which copies the shared tile
 # as it is held, and mma_f16f16f32_trans_b, which reads it as B[j, k]: the warp tile then
 # gets the A operand's registers, loaded by the A operand's ldmatrix (sched/cuda/mma.py).
+# With out_dtype="float16" it names mma_f16f16f16 (the accumulator two halves to a register).
 
 # 9. Speed. The schedule above is correct but slow: on an H200 (4096^3, stop 21's benchmark,
 #    benchmarks/gpu_tensor_core.py) it ran at 0.13x cuBLAS. Three changes, each a schedule

@@ -31,6 +31,8 @@ call with the same operands (`wmma.check_warp_uniform`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from sched.cuda.wmma import (
     TILE_ELEMENTS,
     WmmaCall,
@@ -53,7 +55,9 @@ from sched.lower.wmma_fragments import (
 )
 
 _OPERAND_TYPES = {"float16": "f16", "bfloat16": "bf16"}
-_REGISTERS = {"a": 4, "b": 4, "c": 8}          # per lane per 16x16 tile
+_REGISTERS = {"a": 4, "b": 4}                  # per lane per 16x16 operand tile
+# per lane per 16x16 accumulator tile: 8 floats, or 8 halves two to a 32-bit register
+_ACCUMULATOR_REGISTERS = {"float32": 8, "float16": 4}
 # the lane's index in its warp (the block's threads, x fastest, fill whole warps)
 _LANE = "(int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
 _SHARED_ADDRESS = ('asm volatile("{{ .reg .u64 sched_a; cvta.to.shared.u64 sched_a, %1; '
@@ -66,8 +70,8 @@ def is_mma_call(call: str) -> bool:
 
 def warp_declaration(buffer: Buffer, name: str, elements: int) -> str:
     """The per-lane registers of a "warp" buffer of `elements` elements (whole 16x16 tiles):
-    `uint32_t name[4 * tiles]` for fp16/bf16 operands, `float name[8 * tiles]` for float32
-    accumulators."""
+    `uint32_t name[4 * tiles]` for fp16/bf16 operands and fp16 accumulators (two halves to a
+    register), `float name[8 * tiles]` for float32 accumulators."""
     tiles = elements // TILE_ELEMENTS
     if buffer.dtype in _OPERAND_TYPES:
         return (f"uint32_t {name}[{4 * tiles}];  // warp: {tiles} {buffer.dtype} 16x16 "
@@ -75,7 +79,8 @@ def warp_declaration(buffer: Buffer, name: str, elements: int) -> str:
     if buffer.dtype == "float32":
         return f"float {name}[{8 * tiles}];  // warp: {tiles} float32 16x16 tile(s), 8 per lane"
     raise ScheduleError("build", f"warp buffer '{buffer.name}' holds {buffer.dtype}: the mma "
-                        f"intrinsics take float16 operands and float32 accumulators")
+                        f"intrinsics take float16 or bfloat16 operands and float32 or float16 "
+                        f"accumulators")
 
 
 class MmaCall(WmmaCall):
@@ -101,11 +106,10 @@ class MmaCall(WmmaCall):
                 or not _is(place.base % TILE_ELEMENTS, 0, self.context):
             raise _refuse(self.call, f"warp buffer '{buffer.name}' is not accessed as one "
                           f"whole 16x16 tile")
-        if (role == "c") != (buffer.dtype == "float32") \
-                or (role != "c" and buffer.dtype not in _OPERAND_TYPES):
+        allowed = _ACCUMULATOR_REGISTERS if role == "c" else _OPERAND_TYPES
+        if buffer.dtype not in allowed:
             raise _refuse(self.call, f"warp buffer '{buffer.name}' holds {buffer.dtype}; as "
-                          f"{_ROLE_NAMES[role]} it must hold "
-                          f"{'float32' if role == 'c' else 'float16'}")
+                          f"{_ROLE_NAMES[role]} it must hold one of {', '.join(allowed)}")
         roles = self.emitter.warp_roles
         name = buffer.storage_name
         if roles.setdefault(name, (role, self.call))[0] != role:
@@ -117,7 +121,8 @@ class MmaCall(WmmaCall):
                                 f"places, so a warp buffer must keep one role: give each mma "
                                 f"operand a warp buffer of its own")
         tile = simplify_index(place.base // TILE_ELEMENTS, self.context)
-        return self._sum(self.emitter.expr(tile), _REGISTERS[role])
+        registers = _ACCUMULATOR_REGISTERS[buffer.dtype] if role == "c" else _REGISTERS[role]
+        return self._sum(self.emitter.expr(tile), registers)
 
     @staticmethod
     def _sum(tile: str, registers: int) -> str:
@@ -189,17 +194,29 @@ class MmaCall(WmmaCall):
         a = self._tile(a_place, (16, 1, 0) if a_role == "a" else (1, 16, 0), a_role)
         b = self._tile(b_place, (16, 1, 0) if b_role == "b" else (1, 16, 0), b_role)
         kind = _OPERAND_TYPES[a_load.buffer.dtype]
+        accumulator = store.buffer.dtype
+        if accumulator == "float16" and kind != "f16":
+            raise _refuse(self.call, f"mma.sync accumulates {kind} operands in float32 only")
         cn, an, bn = (self.emitter.name(x.buffer.storage_name) for x in (store, a_load, b_load))
         lines = ["{  // C (16x16) += A (16x16) * B (16x16): two m16n8k16, for n 0..7 and 8..15"]
         for half in (0, 1):
-            d = [f"{cn}[{c} + {4 * half + r}]" for r in range(4)]
-            outputs = ", ".join(f'"=f"({x})' for x in d)
-            inputs = ", ".join([*(f'"r"({an}[{a} + {q}])' for q in _A_REGISTERS[a_role]),
-                                *(f'"r"({bn}[{b} + {q}])' for q in _B_REGISTERS[b_role][half]),
-                                *(f'"f"({x})' for x in d)])
-            lines.append(f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.'
-                         f'{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
-                         f'{{%10, %11, %12, %13}};\\n" : {outputs} : {inputs});')
+            operands = [*(f'"r"({an}[{a} + {q}])' for q in _A_REGISTERS[a_role]),
+                        *(f'"r"({bn}[{b} + {q}])' for q in _B_REGISTERS[b_role][half])]
+            if accumulator == "float32":
+                d = [f"{cn}[{c} + {4 * half + r}]" for r in range(4)]
+                outputs = ", ".join(f'"=f"({x})' for x in d)
+                inputs = ", ".join([*operands, *(f'"f"({x})' for x in d)])
+                lines.append(f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.'
+                             f'{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
+                             f'{{%10, %11, %12, %13}};\\n" : {outputs} : {inputs});')
+                continue
+            # fp16: rows groupID and +8 of the half, two columns to a register
+            d = [f"{cn}[{c} + {2 * half + r}]" for r in range(2)]
+            outputs = ", ".join(f'"=r"({x})' for x in d)
+            inputs = ", ".join([*operands, *(f'"r"({x})' for x in d)])
+            lines.append(f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 '
+                         f'{{%0, %1}}, {{%2, %3, %4, %5}}, {{%6, %7}}, {{%8, %9}};\\n" : '
+                         f'{outputs} : {inputs});')
         lines.append("}")
         return "\n".join(lines)
 
@@ -210,6 +227,11 @@ class MmaCall(WmmaCall):
         target = self._access(self.store.buffer, self.store.indices[0], tuple(self.nest))
         first = self._tile(target, (16, 1), "c")
         name = self.emitter.name(target.buffer.storage_name)
+        if target.buffer.dtype == "float16":      # two halves to a register
+            bits = int(np.array(float(value.value), np.float16).view(np.uint16))
+            return (f"for (int sched_r = 0; sched_r < 4; ++sched_r) "
+                    f"{name}[{first} + sched_r] = 0x{bits:04x}{bits:04x}u;  // the lane's 8 "
+                    f"halves, {float(value.value)!r}")
         constant = self.emitter.expr(FloatImm(float(value.value), "float32"))
         return (f"for (int sched_r = 0; sched_r < 8; ++sched_r) "
                 f"{name}[{first} + sched_r] = {constant};  // the lane's 8 elements")
@@ -232,10 +254,17 @@ class MmaCall(WmmaCall):
                  f"    {self.emitter.STORAGE_TYPES[target.buffer.dtype]}* sched_tile = {name} + "
                  f"{self.emitter.operand(target.base, 13)} + {stride} * (sched_lane >> 2) + "
                  f"2 * (sched_lane & 3);"]
+        if source.buffer.dtype != target.buffer.dtype:
+            raise _refuse(self.call, f"it stores a {source.buffer.dtype} accumulator to a "
+                          f"buffer of its type, not {target.buffer.dtype}")
         for r in range(8):
             row, column = 8 * ((r % 4) // 2), 8 * (r // 4) + r % 2
             offset = f"{stride} * {row} + {column}" if row else f"{column}"
-            lines.append(f"    sched_tile[{offset}] = {registers}[{first} + {r}];")
+            value = f"{registers}[{first} + {r}]"
+            if source.buffer.dtype == "float16":     # element r: half r % 2 of register r / 2
+                value = (f"__ushort_as_half((unsigned short)({registers}[{first} + {r // 2}]"
+                         f"{' >> 16' if r % 2 else ''}))")
+            lines.append(f"    sched_tile[{offset}] = {value};")
         lines.append("}")
         return "\n".join(lines)
 

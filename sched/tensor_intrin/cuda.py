@@ -23,14 +23,16 @@ and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's name
 - `mma_ldmatrix_f16_a` / `mma_ldmatrix_f16_b`: a 16x16 fp16 tile of a "shared" buffer into an
   A (m x k) / B (k x n) operand; `..._trans`: from a shared tile that holds it transposed
   (`W[i, j] = S[j, i]`);
-- `mma_fill_16x16_f32`: an accumulator tile set to zero;
+- `mma_fill_16x16_f32` (`_f16`): an accumulator tile set to zero;
 - `mma_f16f16f32`: `C[i, j] += float32(A[i, k]) * float32(B[k, j])` on warp tiles (two
   `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`); `mma_f16f16f32_trans_b` with B held
   n x k (`B[j, k]`), `_trans_a` with A held k x m (`A[k, i]`), `_trans_a_trans_b` both: a
   tile held transposed gets the other operand's register layout (sched/cuda/mma.py), and the
   `_trans` loads also copy a shared tile as it is held (TVM's meaning) into such a tile;
+  `mma_f16f16f16` (and its `_trans` forms): `C[i, j] += A[i, k] * B[k, j]` accumulated in
+  fp16 (`mma.sync...f16.f16.f16.f16`, two halves to a register);
 - `mma_store_16x16_f32_global` (TVM: `mma_store_16x16_f32_global_`) /
-  `mma_store_16x16_f32_shared`: an accumulator tile into memory.
+  `mma_store_16x16_f32_shared` (`f16`): an accumulator tile into memory.
 
 A warp buffer may keep the tile's logical layout in block IR (sched's form: the lanes' layout
 is applied when the CUDA code is generated), or be laid out first, as TVM schedules do, with
@@ -214,7 +216,7 @@ _MMA_SYNC = """
 def {name}(a: T.handle, b: T.handle, c: T.handle):
     A = T.match_buffer(a, (16, 16), "{dtype}", offset_factor=16, scope="warp")
     B = T.match_buffer(b, (16, 16), "{dtype}", offset_factor=16, scope="warp")
-    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="warp")
+    C = T.match_buffer(c, (16, 16), "{out}", offset_factor=16, scope="warp")
     with T.block("root"):
         T.reads(C[0:16, 0:16], A[0:16, 0:16], B[0:16, 0:16])
         T.writes(C[0:16, 0:16])
@@ -222,14 +224,13 @@ def {name}(a: T.handle, b: T.handle, c: T.handle):
             for j, k in T.grid(16, 16):
                 with T.block("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.Cast("float32", A[{a}]) \\
-                        * T.Cast("float32", B[{b}])
+                    C[vi, vj] = C[vi, vj] + {a} * {b}
 """
 
 _MMA_FILL = """
 @T.prim_func
 def {name}(c: T.handle):
-    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="warp")
+    C = T.match_buffer(c, (16, 16), "{dtype}", offset_factor=16, scope="warp")
     with T.block("root"):
         T.reads()
         T.writes(C[0:16, 0:16])
@@ -237,24 +238,31 @@ def {name}(c: T.handle):
             for j in range(16):
                 with T.block("C_warp"):
                     vi, vj = T.axis.remap("SS", [i, j])
-                    C[vi, vj] = T.float32(0)
+                    C[vi, vj] = T.{dtype}(0)
 """
 
-for _operand, _call in (("a", PTX_LDMATRIX_A), ("b", PTX_LDMATRIX_B)):
+for _which, _call in (("a", PTX_LDMATRIX_A), ("b", PTX_LDMATRIX_B)):
     for _suffix, _source in (("", "vi, vj"), ("_trans", "vj, vi")):
-        _name = f"mma_ldmatrix_f16_{_operand}{_suffix}"
+        _name = f"mma_ldmatrix_f16_{_which}{_suffix}"
         INTRINSICS[_name] = _pair(_LDMATRIX, _name, _call, dtype="float16", source=_source)
-# A held m x k or (`_trans_a`) k x m, B held k x n or (`_trans_b`) n x k, as TVM names them
-for _trans_a, _a in (("", "vi, vk"), ("_trans_a", "vk, vi")):
-    for _trans_b, _b in (("", "vk, vj"), ("_trans_b", "vj, vk")):
-        _name = f"mma_f16f16f32{_trans_a}{_trans_b}"
-        INTRINSICS[_name] = _pair(_MMA_SYNC, _name, PTX_MMA, dtype="float16", a=_a, b=_b)
-INTRINSICS["mma_fill_16x16_f32"] = _pair(_MMA_FILL, "mma_fill_16x16_f32", MMA_FILL)
-for _target in ("global", "shared"):
-    _name = f"mma_store_16x16_f32_{_target}"
-    INTRINSICS[_name] = _copy_pair(_name, "float32", "warp", _target, "C_warp", MMA_STORE)
-# TVM spells its store intrinsic with a trailing underscore
-INTRINSICS["mma_store_16x16_f32_global_"] = INTRINSICS["mma_store_16x16_f32_global"]
+# A held m x k or (`_trans_a`) k x m, B held k x n or (`_trans_b`) n x k, as TVM names them;
+# accumulated in fp32 (the products cast) or in fp16 (as TVM describes it: no cast)
+for _out in ("float32", "float16"):
+    for _trans_a, _a in (("", "vi, vk"), ("_trans_a", "vk, vi")):
+        for _trans_b, _b in (("", "vk, vj"), ("_trans_b", "vj, vk")):
+            _name = f"mma_f16f16{_SHORT[_out]}{_trans_a}{_trans_b}"
+            INTRINSICS[_name] = _pair(_MMA_SYNC, _name, PTX_MMA, dtype="float16", out=_out,
+                                      a=_operand("A", _a, "float16", _out),
+                                      b=_operand("B", _b, "float16", _out))
+    _short = _SHORT[_out]
+    INTRINSICS[f"mma_fill_16x16_{_short}"] = _pair(_MMA_FILL, f"mma_fill_16x16_{_short}",
+                                                   MMA_FILL, dtype=_out)
+    for _target in ("global", "shared"):
+        _name = f"mma_store_16x16_{_short}_{_target}"
+        INTRINSICS[_name] = _copy_pair(_name, _out, "warp", _target, "C_warp", MMA_STORE)
+    # TVM spells its store intrinsic with a trailing underscore
+    INTRINSICS[f"mma_store_16x16_{_short}_global_"] = \
+        INTRINSICS[f"mma_store_16x16_{_short}_global"]
 
 LDMATRIX_f16_A_INTRIN = "mma_ldmatrix_f16_a"
 LDMATRIX_f16_B_INTRIN = "mma_ldmatrix_f16_b"
@@ -273,9 +281,9 @@ for _name, (_desc, _impl) in INTRINSICS.items():
     TensorIntrin.register(_name, _desc, _impl)
 # TVM's `_trans` loads keep the operand as the shared tile holds it (the mma then reads it
 # transposed, `_trans_a` / `_trans_b`): the plain copy is a second form of each
-for _operand in ("a", "b"):
-    TensorIntrin.register_form(f"mma_ldmatrix_f16_{_operand}_trans",
-                               *INTRINSICS[f"mma_ldmatrix_f16_{_operand}"])
+for _which in ("a", "b"):
+    TensorIntrin.register_form(f"mma_ldmatrix_f16_{_which}_trans",
+                               *INTRINSICS[f"mma_ldmatrix_f16_{_which}"])
 
 # TVM's 32x8 warp-register layout: a second form of the mma intrinsics (registered on import)
 from sched.tensor_intrin.mma_layout import (  # noqa: E402, F401

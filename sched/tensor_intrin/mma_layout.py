@@ -75,7 +75,7 @@ _MMA = """
 def {name}(a: T.handle, b: T.handle, c: T.handle):
     A = T.match_buffer(a, (32, 8), "float16", offset_factor=8, scope="warp")
     B = T.match_buffer(b, (32, 8), "float16", offset_factor=8, scope="warp")
-    C = T.match_buffer(c, (32, 8), "float32", offset_factor=8, scope="warp")
+    C = T.match_buffer(c, (32, 8), "{out}", offset_factor=8, scope="warp")
     with T.block("root"):
         T.reads(C[0:32, 0:8], A[0:32, 0:8], B[0:32, 0:8])
         T.writes(C[0:32, 0:8])
@@ -83,14 +83,13 @@ def {name}(a: T.handle, b: T.handle, c: T.handle):
             for j, k in T.grid(16, 16):
                 with T.block("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[{ij}] = C[{ij}] + T.Cast("float32", A[{a}]) \\
-                        * T.Cast("float32", B[{b}])
+                    C[{ij}] = C[{ij}] + {a} * {b}
 """
 
 _FILL = """
 @T.prim_func
 def {name}(c: T.handle):
-    C = T.match_buffer(c, (32, 8), "float32", offset_factor=8, scope="warp")
+    C = T.match_buffer(c, (32, 8), "{dtype}", offset_factor=8, scope="warp")
     with T.block("root"):
         T.reads()
         T.writes(C[0:32, 0:8])
@@ -98,14 +97,14 @@ def {name}(c: T.handle):
             for j in range(16):
                 with T.block("C_warp"):
                     vi, vj = T.axis.remap("SS", [i, j])
-                    C[{ij}] = T.float32(0)
+                    C[{ij}] = T.{dtype}(0)
 """
 
 _STORE = """
 @T.prim_func
 def {name}(a: T.handle, c: T.handle):
-    W = T.match_buffer(a, (32, 8), "float32", offset_factor=8, scope="warp")
-    C = T.match_buffer(c, (16, 16), "float32", offset_factor=16, scope="{scope}")
+    W = T.match_buffer(a, (32, 8), "{dtype}", offset_factor=8, scope="warp")
+    C = T.match_buffer(c, (16, 16), "{dtype}", offset_factor=16, scope="{scope}")
     with T.block("root"):
         T.reads(W[0:32, 0:8])
         T.writes(C[0:16, 0:16])
@@ -134,17 +133,22 @@ FORMS = {
     # TVM's `_trans` loads copy the shared tile as it is held (n x k for B, k x m for A)
     "mma_ldmatrix_f16_a_trans": _form(_LDMATRIX, "mma_ldmatrix_f16_a_trans", PTX_LDMATRIX_A),
     "mma_ldmatrix_f16_b_trans": _form(_LDMATRIX, "mma_ldmatrix_f16_b_trans", PTX_LDMATRIX_B),
-    "mma_fill_16x16_f32": _form(_FILL, "mma_fill_16x16_f32", MMA_FILL),
 }
-for _scope in ("global", "shared"):
-    FORMS[f"mma_store_16x16_f32_{_scope}"] = _form(_STORE, f"mma_store_16x16_f32_{_scope}",
-                                                   MMA_STORE, scope=_scope)
-FORMS["mma_store_16x16_f32_global_"] = FORMS["mma_store_16x16_f32_global"]
-
-for _trans_a, _a in (("", ("vi", "vk")), ("_trans_a", ("vk", "vi"))):
-    for _trans_b, _b in (("", ("vk", "vj")), ("_trans_b", ("vj", "vk"))):
-        _name = f"mma_f16f16f32{_trans_a}{_trans_b}"
-        FORMS[_name] = _form(_MMA, _name, PTX_MMA, a=_place(*_a), b=_place(*_b))
+for _out, _short in (("float32", "f32"), ("float16", "f16")):
+    for _trans_a, _a in (("", ("vi", "vk")), ("_trans_a", ("vk", "vi"))):
+        for _trans_b, _b in (("", ("vk", "vj")), ("_trans_b", ("vj", "vk"))):
+            _name = f"mma_f16f16{_short}{_trans_a}{_trans_b}"
+            _operands = [f"A[{_place(*_a)}]", f"B[{_place(*_b)}]"]
+            if _out != "float16":           # TVM's descriptions cast to the accumulator's type
+                _operands = [f'T.Cast("{_out}", {x})' for x in _operands]
+            FORMS[_name] = _form(_MMA, _name, PTX_MMA, out=_out, a=_operands[0],
+                                 b=_operands[1])
+    FORMS[f"mma_fill_16x16_{_short}"] = _form(_FILL, f"mma_fill_16x16_{_short}", MMA_FILL,
+                                              dtype=_out)
+    for _scope in ("global", "shared"):
+        FORMS[f"mma_store_16x16_{_short}_{_scope}"] = _form(
+            _STORE, f"mma_store_16x16_{_short}_{_scope}", MMA_STORE, scope=_scope, dtype=_out)
+    FORMS[f"mma_store_16x16_{_short}_global_"] = FORMS[f"mma_store_16x16_{_short}_global"]
 
 for _name, (_desc, _impl) in FORMS.items():
     TensorIntrin.register_form(_name, _desc, _impl)

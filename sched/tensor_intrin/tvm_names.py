@@ -15,7 +15,7 @@ written against either generation of names runs unchanged:
   names (its stores written as loops: the same description);
 - `get_wmma_intrin_group(...)` and `get_mma_intrin_group(...)`, TVM's signatures, returning
   the names of the group ({"init", "load_a", "load_b", "compute", "store"}); a group with an
-  intrinsic sched does not have (int8 or fp16-accumulating mma.sync) is refused naming it.
+  intrinsic sched does not have (int8 or fp8 mma.sync) is refused naming it.
 
 Each name is the intrinsic it stands for, every form of it (mma_layout.py) included.
 
@@ -59,12 +59,13 @@ def _register_aliases() -> None:
     for which in ("a", "b"):
         for trans in ("", "_trans"):
             _alias(f"mma_ldmatrix_f16_{which}{trans}_dyn", f"mma_ldmatrix_f16_{which}{trans}")
-    for scope, existing in (("global", "global"), ("shared", "shared"),
-                            ("shared_dyn", "shared")):
-        for suffix in ("_", "_simple_"):
-            name = f"mma_store_16x16_f32_{scope}{suffix}"
-            if TensorIntrin.get(name, allow_missing=True) is None:
-                _alias(name, f"mma_store_16x16_f32_{existing}")
+    for out in ("f32", "f16"):
+        for scope, existing in (("global", "global"), ("shared", "shared"),
+                                ("shared_dyn", "shared")):
+            for suffix in ("_", "_simple_"):
+                name = f"mma_store_16x16_{out}_{scope}{suffix}"
+                if TensorIntrin.get(name, allow_missing=True) is None:
+                    _alias(name, f"mma_store_16x16_{out}_{existing}")
 
 
 _register_aliases()
@@ -114,7 +115,7 @@ def get_mma_intrin_group(load_scope: str, store_scope: str, in_dtype: str, out_d
     """The names of the mma.sync m16n8k16 intrinsics (ldmatrix loads from `load_scope`, the
     mma in `out_dtype`, the store to `store_scope`; A held k x m where `trans_a`, B held n x k
     where `trans_b`), TVM's helper and arguments (`not_use_mma_store_intrinic`: the
-    `_simple_` store, the same description). sched has the fp16 operands with an fp32
+    `_simple_` store, the same description). sched has fp16 operands with an fp32 or fp16
     accumulator."""
     _check("load_scope", load_scope, _LOAD_SCOPES)
     _check("store_scope", store_scope, _STORE_SCOPES)

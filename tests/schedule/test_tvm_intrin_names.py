@@ -49,8 +49,8 @@ def test_the_new_names_are_the_intrinsics_they_stand_for():
 def test_groups_sched_lacks_are_refused_naming_what_is_missing():
     with pytest.raises(ValueError, match="no intrinsic .*'mma_i8i8i32'"):
         get_mma_intrin_group("shared", "global", "int8", "int32", False, False)
-    with pytest.raises(ValueError, match="no intrinsic .*'mma_f16f16f16_trans_b'"):
-        get_mma_intrin_group("shared", "global", "float16", "float16", False, True)
+    with pytest.raises(ValueError, match="no intrinsic .*'mma_e4m3e4m3f32'"):
+        get_mma_intrin_group("shared", "global", "e4m3_float8", "float32", False, False)
     with pytest.raises(ValueError, match="argument 'load_scope': expected one of 'shared', "
                        "'shared.dyn', got 'global'"):
         get_wmma_intrin_group("global", "global", "float16", "float32", False)
@@ -117,9 +117,9 @@ def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
         sch.cache_read(sch.get_block("B"), 0, "shared.static")
 
 
-def _matmul_held(trans_a: bool, trans_b: bool, M=32, N=64, K=64):
-    """C = A @ B in fp32 from fp16, A held k x m where `trans_a`, B held n x k where
-    `trans_b` (C = A.T @ B.T...)."""
+def _matmul_held(trans_a: bool, trans_b: bool, M=32, N=64, K=64, out="float32"):
+    """C = A @ B in `out` from fp16, A held k x m where `trans_a`, B held n x k where
+    `trans_b` (C = A.T @ B.T...); in fp16 without casts (as TVM describes it)."""
     A = te.placeholder((K, M) if trans_a else (M, K), "float16", name="A")
     B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")
@@ -127,7 +127,9 @@ def _matmul_held(trans_a: bool, trans_b: bool, M=32, N=64, K=64):
     def c(i, j):
         a = A[k, i] if trans_a else A[i, k]
         b = B[j, k] if trans_b else B[k, j]
-        return te.sum(te.cast(a, "float32") * te.cast(b, "float32"), axis=k)
+        if out == "float16":
+            return te.sum(a * b, axis=k)
+        return te.sum(te.cast(a, out) * te.cast(b, out), axis=k)
     return te.create_prim_func([A, B, te.compute((M, N), c, name="C")], name="matmul")
 
 
@@ -156,3 +158,28 @@ def test_tvm_mma_groups_with_operands_held_transposed_match_numpy(trans_a, trans
     # A m x k and B n x k load as ldmatrix lays rows out; A k x m and B k x n transposed
     assert len(loads) == 2
     assert sum(".trans" in line for line in loads) == (not trans_b) + trans_a
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_mma_accumulating_in_fp16_matches_numpy(trans_b):
+    """mma_f16f16f16 (with mma_fill_16x16_f16 and mma_store_16x16_f16_global): two halves
+    of the accumulator to a register, mma.sync .f16.f16.f16.f16; the C target sums in half
+    at every step, the emulated CUDA in float over each 16 of k: both near numpy's float
+    sum."""
+    names = get_mma_intrin_group("shared", "global", "float16", "float16", False, trans_b)
+    names["store"] = "mma_store_16x16_f16_global"
+    sch = _tvm_style_schedule(_matmul_held(False, trans_b, out="float16"), "f16", "f16",
+                              k_tiles=2, names=names, scopes=("warp", "warp", "warp"))
+    a, b, _ = fp16_inputs(32, 64, 64)
+    expected = a.astype(np.float32) @ b.astype(np.float32)
+    b = np.ascontiguousarray(b.T) if trans_b else b
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.float16)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_allclose(c.astype(np.float32), expected, rtol=2e-2, atol=0.25,
+                                   err_msg=target)
+    kernel = sched.build(sch.func, target="cuda", arch="sm_80")
+    assert kernel.source.count("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16") == 2
+    assert "uint32_t C_warp[" in kernel.source
+    resources = kernel.resources
+    assert (resources.spill_stores, resources.spill_loads) == (0, 0)

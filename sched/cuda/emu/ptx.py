@@ -5,7 +5,7 @@ extended form: template strings, then outputs, inputs and clobbers after colons)
 its instruction is one the emulator knows, replaced by a call on its first line, the lines
 it spanned kept (empty) so that the kernel's numbering does not move:
 
-    mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32
+    mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (and .f16.f16.f16.f16)
     ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared[::cta].b16
     cp.async.{ca,cg}.shared[::cta].global[.L2::128B] (with or without src-size)
     cp.async.commit_group, cp.async.wait_group N, cp.async.wait_all
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from sched.errors import BuildError
 
 KNOWN = ("mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32",
+         "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
          "ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16",
          "cp.async.{ca,cg}.shared.global", "cp.async.commit_group", "cp.async.wait_group",
          "cp.async.wait_all", "cvta.to.shared.u64")
@@ -133,6 +134,8 @@ def _list(statement: _Statement, text: str, as_pointers: bool) -> str:
 
 _MMA = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(f16|bf16)\.\1\.f32 "
                   r"\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?;?$")
+_MMA_F16 = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f16\.f16\.f16\.f16 "
+                      r"\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?;?$")
 _LDMATRIX = re.compile(r"ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared(?:::cta)?"
                        r"\.b16 ?\{([^}]*)\} ?, ?\[ ?(%\d+) ?\] ?;?$")
 _CP_ASYNC = re.compile(r"cp\.async\.(?:ca|cg)\.shared(?:::cta)?\.global(?:\.L2::\d+B)? "
@@ -155,6 +158,11 @@ def _call(statement: _Statement, line: int) -> str:
         return (f"{prefix}mma_m16n8k16({line}, {'true' if match[1] == 'bf16' else 'false'}, "
                 f"{_list(statement, d, True)}, {_list(statement, a, False)}, "
                 f"{_list(statement, b, False)}, {_list(statement, c, False)});")
+    if match := _MMA_F16.match(template):
+        d, a, b, c = (match[k] for k in range(1, 5))
+        return (f"{prefix}mma_m16n8k16_f16({line}, {_list(statement, d, True)}, "
+                f"{_list(statement, a, False)}, {_list(statement, b, False)}, "
+                f"{_list(statement, c, False)});")
     if match := _LDMATRIX.match(template):
         return (f"{prefix}ldmatrix<{match[1]}>({line}, {'true' if match[2] else 'false'}, "
                 f"{_list(statement, match[3], True)}, {_value(statement, match[4])});")

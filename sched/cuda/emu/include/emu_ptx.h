@@ -1,9 +1,10 @@
 // The inline PTX that tensor-core and asynchronous-copy kernels are written with, as
 // functions with the instructions' reference semantics (sched/cuda/emu/ptx.py turns each
 // recognized `asm volatile(...)` statement into a call of one of these):
-// - mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: the fragments laid out
-//   over the warp as the PTX ISA specifies them (groupID = lane / 4, threadID_in_group =
-//   lane % 4), products summed in float in k order;
+// - mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 and
+//   .f16.f16.f16.f16: the fragments laid out over the warp as the PTX ISA specifies them
+//   (groupID = lane / 4, threadID_in_group = lane % 4), products summed in float in k order
+//   (an fp16 accumulator rounded to half at the end);
 // - ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16: lanes 8j..8j+7 give the row
 //   addresses of matrix j, each lane receives the two 16-bit elements of row lane / 4 (column
 //   lane / 4 when transposed) at columns 2 (lane % 4), +1;
@@ -43,9 +44,10 @@ void ldmatrix(int line, bool transposed, unsigned* const (&out)[N], unsigned add
     }
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.<ab>.<ab>.f32 {d0-d3}, {a0-a3}, {b0-b1}, {c0-c3}
-inline void mma_m16n8k16(int line, bool bfloat, float* const (&d)[4], const unsigned (&a)[4],
-                         const unsigned (&b)[2], const float (&c)[4]) {
+// The four sums of an m16n8k16 for this lane (rows groupID, +8; columns 2 threadID_in_group,
+// +1), from its accumulator elements `c` in that order: products summed in float in k order.
+inline void mma_m16n8k16_sums(int line, bool bfloat, const unsigned (&a)[4],
+                              const unsigned (&b)[2], const float (&c)[4], float (&result)[4]) {
     struct Fragments { unsigned a[4], b[2]; } mine;
     memcpy(mine.a, a, sizeof mine.a);
     memcpy(mine.b, b, sizeof mine.b);
@@ -62,7 +64,6 @@ inline void mma_m16n8k16(int line, bool bfloat, float* const (&d)[4], const unsi
         return half_bits((uint16_t)(fragments(l)->b[reg] >> (16 * (k % 2))), bfloat);
     };
     unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
-    float result[4];
     for (int i = 0; i < 4; ++i) {
         unsigned row = g + 8 * (i >= 2), column = 2 * t + (i & 1);
         float sum = c[i];
@@ -70,7 +71,29 @@ inline void mma_m16n8k16(int line, bool bfloat, float* const (&d)[4], const unsi
         result[i] = sum;
     }
     warp_collective(0xffffffffu, 0, line, "mma.sync", &group);  // every lane has read `mine`
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.<ab>.<ab>.f32 {d0-d3}, {a0-a3}, {b0-b1}, {c0-c3}
+inline void mma_m16n8k16(int line, bool bfloat, float* const (&d)[4], const unsigned (&a)[4],
+                         const unsigned (&b)[2], const float (&c)[4]) {
+    float result[4];
+    mma_m16n8k16_sums(line, bfloat, a, b, c, result);
     for (int i = 0; i < 4; ++i) *d[i] = result[i];
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {d0-d1}, {a0-a3}, {b0-b1}, {c0-c1}: the
+// accumulator as two registers of two halves (row groupID, then +8; columns 2
+// threadID_in_group, +1), summed in float and rounded to half once (PTX leaves the
+// intermediate precision to the hardware)
+inline void mma_m16n8k16_f16(int line, unsigned* const (&d)[2], const unsigned (&a)[4],
+                             const unsigned (&b)[2], const unsigned (&c)[2]) {
+    float accumulator[4], result[4];
+    for (int i = 0; i < 4; ++i)
+        accumulator[i] = half_to_float((uint16_t)(c[i / 2] >> (16 * (i % 2))));
+    mma_m16n8k16_sums(line, false, a, b, accumulator, result);
+    for (int r = 0; r < 2; ++r)
+        *d[r] = (unsigned)float_to_half(result[2 * r])
+            | (unsigned)float_to_half(result[2 * r + 1]) << 16;
 }
 
 inline void cp_async(int line, unsigned destination, const void* source, unsigned size,
