@@ -22,26 +22,54 @@ from sched import compute as te
 from sched.errors import ScheduleError
 from tests.fuzz.programs import Program
 
-WMMA = {"scopes": ("wmma.accumulator", "wmma.matrix_a", "wmma.matrix_b"),
-        "fill": "wmma_fill_16x16x16_f32", "load_a": "wmma_load_16x16x16_f16_a",
-        "load_b": "wmma_load_16x16x16_f16_b", "compute": "wmma_sync_16x16x16_f16f16f32",
-        "store": "wmma_store_16x16x16_f32_global"}
-MMA = {"scopes": ("warp", "warp", "warp"), "fill": "mma_fill_16x16_f32",
-       "load_a": "mma_ldmatrix_f16_a", "load_b": "mma_ldmatrix_f16_b",
-       "compute": "mma_f16f16f32", "store": "mma_store_16x16_f32_global"}
+
+def wmma_intrinsics(features) -> dict:
+    """The wmma intrinsics for a program of `features` (tensor_core_programs)."""
+    out = "f16" if "acc_f16" in features else "f32"
+    trans = "_trans" if "trans_b" in features else ""
+    return {"scopes": ("wmma.accumulator", "wmma.matrix_a", "wmma.matrix_b"),
+            "fill": f"wmma_fill_16x16x16_{out}", "load_a": "wmma_load_16x16x16_f16_a",
+            "load_b": f"wmma_load_16x16x16_f16_b{trans}",
+            "compute": f"wmma_sync_16x16x16_f16f16{out}{trans}",
+            "store": f"wmma_store_16x16x16_{out}_global"}
+
+
+def mma_intrinsics(features, transposed_loads: tuple[bool, bool] = (False, False)) -> dict:
+    """The mma intrinsics for a program of `features`; the loads named `_trans` where
+    `transposed_loads` says (a copy either way: TVM's `_trans` loads copy the tile as held)."""
+    out = "f16" if "acc_f16" in features else "f32"
+    trans_a = "_trans_a" if "trans_a" in features else ""
+    trans_b = "_trans_b" if "trans_b" in features else ""
+    load_a, load_b = ("_trans" if t else "" for t in transposed_loads)
+    return {"scopes": ("warp", "warp", "warp"), "fill": f"mma_fill_16x16_{out}",
+            "load_a": f"mma_ldmatrix_f16_a{load_a}", "load_b": f"mma_ldmatrix_f16_b{load_b}",
+            "compute": f"mma_f16f16{out}{trans_a}{trans_b}",
+            "store": f"mma_store_16x16_{out}_global"}
 
 
 @st.composite
 def tensor_core_programs(draw) -> Program:
-    """`C = float32(A) @ float32(B)` over fp16 A (M x K) and B (K x N), M, N, K multiples of
-    16 (small: the C target runs the intrinsics' reference loops)."""
+    """`C = A @ B` over fp16 A (M x K, or K x M: feature "trans_a") and B (K x N, or N x K:
+    "trans_b"), accumulated in fp32 (`float32(A) * float32(B)`) or in fp16 (no casts:
+    "acc_f16"), M, N, K multiples of 16 (small: the C target runs the intrinsics' reference
+    loops)."""
     M, N, K = (16 * draw(st.integers(1, 2)) for _ in range(3))
-    A = te.placeholder((M, K), "float16", name="A")
-    B = te.placeholder((K, N), "float16", name="B")
+    trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
+    out = draw(st.sampled_from(["float32", "float32", "float16"]))
+    A = te.placeholder((K, M) if trans_a else (M, K), "float16", name="A")
+    B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
-                                               * te.cast(B[k, j], "float32"), axis=k), name="C")
-    return Program(te.create_prim_func([A, B, C], name="matmul_fp16"), {}, {"tensor_core"})
+
+    def c(i, j):
+        a, b = (A[k, i] if trans_a else A[i, k]), (B[j, k] if trans_b else B[k, j])
+        if out == "float16":
+            return te.sum(a * b, axis=k)
+        return te.sum(te.cast(a, out) * te.cast(b, out), axis=k)
+    features = {"tensor_core"} | {name for name, on in (("trans_a", trans_a),
+                                                        ("trans_b", trans_b),
+                                                        ("acc_f16", out == "float16")) if on}
+    return Program(te.create_prim_func([A, B, te.compute((M, N), c, name="C")],
+                                       name="matmul_fp16"), {}, features)
 
 
 class _Recipe:
@@ -77,12 +105,16 @@ class _Recipe:
 
 
 def apply_tensor_core_recipe(sch: sched.Schedule, data, log: list[str],
-                             shape: tuple[int, int, int]) -> None:
+                             shape: tuple[int, int, int], features=frozenset()) -> None:
     """The tensor-core schedule of block "C" of `sch` (see the module doc) with drawn
-    parameters. A crash (anything but a ScheduleError) propagates: a finding."""
+    parameters, with the intrinsics for the program's `features` (wmma has no A held k x m).
+    A crash (anything but a ScheduleError) propagates: a finding."""
     r = _Recipe(sch, data, log)
     M, N, K = shape
-    intrinsics = r.draw(st.sampled_from([WMMA, MMA]))
+    mma = mma_intrinsics(features, (r.draw(st.booleans()), r.draw(st.booleans())))
+    intrinsics = mma if "trans_a" in features else \
+        r.draw(st.sampled_from([wmma_intrinsics(features), mma]))
+    is_wmma = intrinsics["scopes"][0] == "wmma.accumulator"
     block = sch.get_block("C")
     s = sch
     i, j, k = s.get_loops(block)
@@ -138,7 +170,7 @@ def apply_tensor_core_recipe(sch: sched.Schedule, data, log: list[str],
     if r.draw(st.integers(0, 5)):
         init = r.step("init = sch.decompose_reduction(sch.get_block('C'), ko)",
                       lambda: s.decompose_reduction(block, ko))
-    suffix = "_global" if staged == "global" and intrinsics is WMMA else ""
+    suffix = "_global" if staged == "global" and is_wmma else ""
     for name, fragment in fragments:
         row = _fragment_loops(r, fragment, f"fragment_{name}")
         if row is not None:

@@ -146,11 +146,11 @@ def tensor_core_schedule(program: Program, data, log: list[str]):
     """`program` (tensor_core_programs) scheduled by the tensor-core recipe, with random steps
     after it now and then."""
     sch = sched.Schedule(program.func, seed=0)
-    shape = tuple(b.shape[d].value for b, d in ((program.func.buffers[2], 0),
-                                                 (program.func.buffers[2], 1),
-                                                 (program.func.buffers[0], 1)))
+    a, _, c = program.func.buffers
+    k_dim = 0 if "trans_a" in program.features else 1
+    shape = (c.shape[0].value, c.shape[1].value, a.shape[k_dim].value)
     try:
-        apply_tensor_core_recipe(sch, data, log, shape)
+        apply_tensor_core_recipe(sch, data, log, shape, program.features)
         taken = sorted({str(i.inputs[1]) for i in sch.trace.instructions
                         if i.kind == "tensorize"})
         event(f"tensorized {len(taken)} kinds")
