@@ -60,14 +60,16 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from sched.ir.extern import is_opaque
-from sched.ir.functor import collect
+from sched.ir.functor import child_field_names, collect
 from sched.ir.memo import BoundedCache, identity_cache, register
 from sched.ir.nodes import (
     Allocate,
     Block,
+    BlockRealize,
     Buffer,
     BufferLoad,
     BufferStore,
+    Node,
     PrimFunc,
     While,
 )
@@ -185,15 +187,54 @@ def buffer_tuple(storage_name: str) -> str:
 
 
 def _views(func: PrimFunc) -> dict[str, tuple[Buffer, ...]]:
-    """The buffers accessed in `func`, by storage name, in order of first access."""
+    """The buffers accessed in `func`, by storage name, in order of first access: loads, then
+    stores, then the regions of opaque blocks (which are their accesses)."""
     found: dict[str, dict[Buffer, None]] = {}
-    for node in collect(func.body, BufferLoad) + collect(func.body, BufferStore):
-        found.setdefault(node.buffer.storage_name, {})[node.buffer] = None
-    for block in collect(func.body, Block):      # an opaque block's regions are its accesses
-        if is_opaque(block):
-            for region in (*block.reads, *block.writes):
-                found.setdefault(region.buffer.storage_name, {})[region.buffer] = None
+    for part in _views_in(func.body):
+        _merge_views(found, part)
     return {storage: tuple(views) for storage, views in found.items()}
+
+
+_Views = dict[str, dict[Buffer, None]]
+
+
+@identity_cache(maxsize=1 << 13)
+def _views_in(node) -> tuple[_Views, _Views, _Views]:
+    """The views `node` loads, stores and declares as an opaque block's regions, each by
+    storage in pre-order (as `collect` walks). Remembered per node; a block realize inside
+    is taken from the cache: a step rebuilds the function around blocks it did not touch."""
+    parts: tuple[_Views, _Views, _Views] = ({}, {}, {})
+    _gather_views(node, parts)
+    return parts
+
+
+def _gather_views(node, parts: tuple[_Views, _Views, _Views]) -> None:
+    loads, stores, opaque = parts
+    if isinstance(node, BufferLoad):
+        loads.setdefault(node.buffer.storage_name, {})[node.buffer] = None
+    elif isinstance(node, BufferStore):
+        stores.setdefault(node.buffer.storage_name, {})[node.buffer] = None
+    elif isinstance(node, Block) and is_opaque(node):
+        for region in (*node.reads, *node.writes):
+            opaque.setdefault(region.buffer.storage_name, {})[region.buffer] = None
+    for name in child_field_names(type(node)):
+        _gather_child(getattr(node, name), parts)
+
+
+def _gather_child(value, parts: tuple[_Views, _Views, _Views]) -> None:
+    if isinstance(value, tuple):
+        for item in value:
+            _gather_child(item, parts)
+    elif isinstance(value, BlockRealize):
+        for part, inner in zip(parts, _views_in(value)):
+            _merge_views(part, inner)
+    elif isinstance(value, Node):
+        _gather_views(value, parts)
+
+
+def _merge_views(into: _Views, views: _Views) -> None:
+    for storage, buffers in views.items():
+        into.setdefault(storage, {}).update(buffers)
 
 
 def _owners(func: PrimFunc) -> dict[str, Buffer]:

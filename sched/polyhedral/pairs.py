@@ -29,9 +29,14 @@ def _is_constant(entry: str) -> bool:
     return entry.lstrip("-").isdigit()
 
 
-def canonical_times(first: list[str], second: list[str]) -> tuple[list[str], list[str]]:
+@register
+@functools.lru_cache(maxsize=1 << 14)
+def canonical_times(first: tuple[str, ...], second: tuple[str, ...]
+                    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The time vectors of two statements (equal length) in the canonical form of the pair
-    (see the module doc); unchanged when they do not first differ in two constants."""
+    (see the module doc); unchanged when they do not first differ in two constants.
+    Remembered: a step that inserts a statement among others shifts their times, and the
+    shifted pairs are the pairs the step before had at those places."""
     a, b = [], []
     diverged = False
     for x, y in zip(first, second):
@@ -47,8 +52,8 @@ def canonical_times(first: list[str], second: list[str]) -> tuple[list[str], lis
             b.append("1" if earlier else "0")
             diverged = True
         else:
-            return list(first), list(second)
-    return a, b
+            return tuple(first), tuple(second)
+    return tuple(a), tuple(b)
 
 
 @register
@@ -124,7 +129,7 @@ def schedule_key(statement, time: list[str]) -> tuple[tuple, tuple[str, ...]]:
 def order_key(source, sink) -> tuple:
     """What `order_between(source, sink)` is a function of: the keys of the two statements'
     schedules in the pair's canonical form (schedule_key), and the parameters' context."""
-    a, b = canonical_times(source.time, sink.time)
+    a, b = canonical_times(tuple(source.time), tuple(sink.time))
     return schedule_key(source, a), schedule_key(sink, b), source.domain_texts[1]
 
 

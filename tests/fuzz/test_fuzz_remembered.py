@@ -44,7 +44,8 @@ def _model_summary(func) -> tuple | str:
                    tuple((a.buffer.name, a.is_write, _Same(a.relation)) for a in s.accesses),
                    s.exact, len(s.unseen))
                   for s in model.statements.values()),
-            tuple(model.notes), tuple(sorted(model.views)))
+            tuple(model.notes), tuple((storage, tuple(b.name for b in views))
+                                      for storage, views in model.views.items()))
 
 
 def _index_summary(func) -> tuple:

@@ -27,7 +27,7 @@ from sched.polyhedral.pairs import (
     (["2", "i", "1"], ["2", "j", "1"], (["2", "i", "1"], ["2", "j", "1"])),   # left as is
 ])
 def test_canonical_times(first, second, expected):
-    assert canonical_times(first, second) == expected
+    assert canonical_times(tuple(first), tuple(second)) == tuple(map(tuple, expected))
 
 
 @pytest.mark.parametrize("first, second, expected", [
