@@ -53,7 +53,7 @@ from sched.ir.nodes import (
 )
 
 # (id(block realize), `_Verifier._context()`) -> (realize, its problems, its block names)
-_VERIFIED = BoundedCache(1 << 12)
+_VERIFIED = BoundedCache(1 << 11)
 
 
 class VerifyError(ValueError):

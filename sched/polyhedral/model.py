@@ -198,7 +198,7 @@ def _views(func: PrimFunc) -> dict[str, tuple[Buffer, ...]]:
 _Views = dict[str, dict[Buffer, None]]
 
 
-@identity_cache(maxsize=1 << 13)
+@identity_cache(maxsize=1 << 11)
 def _views_in(node) -> tuple[_Views, _Views, _Views]:
     """The views `node` loads, stores and declares as an opaque block's regions, each by
     storage in pre-order (as `collect` walks). Remembered per node; a block realize inside
@@ -248,7 +248,7 @@ def _owners(func: PrimFunc) -> dict[str, Buffer]:
 # `_Relations.of`'s answers by what they are made of (each keeps its block body alive)
 _ACCESSES = BoundedCache(1 << 13)
 # `_Relations.fill`'s answers by template and parameters (each keeps its template alive)
-_FILLED = BoundedCache(1 << 13)
+_FILLED = BoundedCache(1 << 11)
 
 
 class _Relations:

@@ -387,7 +387,7 @@ class _Walker:
 
 
 # (id(realize), its context) -> (realize, loops, unseen: kept alive, statements, notes)
-_BLOCK_STATEMENTS = BoundedCache(1 << 13)
+_BLOCK_STATEMENTS = BoundedCache(1 << 11)
 
 
 def _template(statement: Statement) -> Statement:

@@ -72,7 +72,7 @@ class _Index:
             self.parent.setdefault(key, parent)
 
 
-index = identity_cache(maxsize=4096)(_Index)   # the _Index of a function body or statement
+index = identity_cache(maxsize=1 << 11)(_Index)   # the _Index of a function body or statement
 
 
 def block_names(func: PrimFunc) -> list[str]:
