@@ -263,9 +263,10 @@ def _collect_into(node, node_type, skip_expressions: bool, found: list) -> None:
 def _collect_child(child, node_type, skip_expressions: bool, found: list) -> None:
     if skip_expressions and isinstance(child, Expr | Buffer):
         return
-    if isinstance(child, BlockRealize):
-        # each block's answer is remembered: a step rebuilds the function around blocks it
-        # did not touch, and the next walk takes their answers instead of walking them again
+    if isinstance(child, BlockRealize | For):
+        # each block's and loop's answer is remembered: a step rebuilds the function around
+        # the blocks and loops it did not touch, and the next walk takes their answers
+        # instead of walking them again
         found += _remembered(child, node_type, skip_expressions)
     else:
         _collect_into(child, node_type, skip_expressions, found)

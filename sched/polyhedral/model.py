@@ -69,6 +69,7 @@ from sched.ir.nodes import (
     Buffer,
     BufferLoad,
     BufferStore,
+    For,
     Node,
     PrimFunc,
     While,
@@ -201,8 +202,9 @@ _Views = dict[str, dict[Buffer, None]]
 @identity_cache(maxsize=1 << 11)
 def _views_in(node) -> tuple[_Views, _Views, _Views]:
     """The views `node` loads, stores and declares as an opaque block's regions, each by
-    storage in pre-order (as `collect` walks). Remembered per node; a block realize inside
-    is taken from the cache: a step rebuilds the function around blocks it did not touch."""
+    storage in pre-order (as `collect` walks). Remembered per node; a block realize or loop
+    inside is taken from the cache: a step rebuilds the function around the blocks and
+    loops it did not touch."""
     parts: tuple[_Views, _Views, _Views] = ({}, {}, {})
     _gather_views(node, parts)
     return parts
@@ -225,7 +227,7 @@ def _gather_child(value, parts: tuple[_Views, _Views, _Views]) -> None:
     if isinstance(value, tuple):
         for item in value:
             _gather_child(item, parts)
-    elif isinstance(value, BlockRealize):
+    elif isinstance(value, BlockRealize | For):
         for part, inner in zip(parts, _views_in(value)):
             _merge_views(part, inner)
     elif isinstance(value, Node):

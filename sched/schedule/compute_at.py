@@ -224,10 +224,10 @@ def _place(func: PrimFunc, realize, loop_name: str, nest: Stmt, names, reverse,
     func = remove_block(func, realize)
     loop = find_loop(func, loop_name, primitive)
     children = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+    held = [{r.block.name for r in collect(child, BlockRealize)} for child in children]
 
     def positions(blocks) -> list[int]:
-        return [i for i, child in enumerate(children)
-                if any(r.block.name in blocks for r in collect(child, BlockRealize))]
+        return [i for i, names in enumerate(held) if not names.isdisjoint(blocks)]
     first = max(positions(producers), default=-1) + 1
     last = min(positions(consumers), default=len(children))
     default = positions(names)[-1] + 1 if reverse else positions(names)[0]
