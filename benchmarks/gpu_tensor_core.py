@@ -2,7 +2,8 @@
 through mma.sync + ldmatrix (`gpu_matmul_mma`) and through wmma (`gpu_matmul_tensor_core`), in
 several variants (register tile, 16-byte fetches, padded shared rows, a cp.async pipeline over
 K), against torch.matmul on fp16 tensors (cuBLAS, fp32 accumulate, fp16 out: it writes half the
-bytes of C that sched's fp32 output writes), in one process.
+bytes of C that sched's fp32 output writes), in one process; and a linear layer's layout (the
+weight held N x K, `trans_b=True`) against torch.matmul(a, w.t()).
 
 Target (issue 12, H100): >= 0.7x cuBLAS with mma.sync.
 
@@ -35,6 +36,13 @@ VARIANTS = (
     {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 4, "k_tiles": 4},
     {"fragments": (4, 4), "warps": (2, 4), "pad": 8, "stages": 3, "k_tiles": 4},
     {"fragments": (2, 4), "warps": (4, 2), "pad": 8, "stages": 3, "k_tiles": 4},
+)
+
+
+# the weight held N x K (C = A @ W.T): the best layouts of the NN runs
+NT_VARIANTS = (
+    {"fragments": (4, 4), "warps": (2, 2), "pad": 8, "stages": 3, "k_tiles": 4},
+    {"fragments": (4, 4), "warps": (2, 4), "pad": 8, "stages": 3, "k_tiles": 4},
 )
 
 
@@ -71,7 +79,31 @@ def main() -> None:
             rows.append({"variant": name, **timing, "tflops": flops / timing["median_s"] / 1e12,
                          "build_s": build_s, "relative_error": errors[name],
                          "resources": str(kernel.resources)})
+    # a linear layer's layout: the weight held N x K, C = A @ W.T (`trans_b=True`)
+    weight = b.t().contiguous()
+    nt_rows = []
+    for schedule in ("gpu_matmul_mma", "gpu_matmul_tensor_core"):
+        for options in NT_VARIANTS:
+            name = f"nt {schedule} " + " ".join(f"{k}={v}" for k, v in options.items())
+            try:
+                kernel = sched.build(getattr(hand_schedules, schedule)(
+                    SIZE, SIZE, SIZE, trans_b=True, **options).func, target="cuda")
+            except Exception as error:  # noqa: BLE001 - one failed variant is a finding, reported
+                nt_rows.append({"variant": name,
+                                "error": f"{type(error).__name__}: {error}"[:2000]})
+                continue
+            c.fill_(float("nan"))
+            kernel(a, weight, c)
+            torch.cuda.synchronize()
+            errors[name] = ((c.double() - reference).abs().max() / scale).item()
+            timing = measure_gpu(lambda kernel=kernel: kernel(a, weight, c))
+            nt_rows.append({"variant": name, **timing,
+                            "tflops": flops / timing["median_s"] / 1e12,
+                            "relative_error": errors[name], "resources": str(kernel.resources)})
     half_out = torch.empty(SIZE, SIZE, device="cuda", dtype=torch.float16)
+    cublas_nt = measure_gpu(lambda: torch.matmul(a, weight.t(), out=half_out))
+    nt_rows.append({"variant": "nt torch.matmul(a, w.t()) fp16 (cuBLAS)", **cublas_nt,
+                    "tflops": flops / cublas_nt["median_s"] / 1e12})
     cublas = measure_gpu(lambda: torch.matmul(a, b, out=half_out))
     rows.append({"variant": "torch.matmul fp16 (cuBLAS)", **cublas,
                  "tflops": flops / cublas["median_s"] / 1e12})
@@ -81,12 +113,15 @@ def main() -> None:
             for schedule in ("gpu_matmul_mma", "gpu_matmul_tensor_core")}
     ratios = {schedule: cublas["median_s"] / row["median_s"]
               for schedule, row in best.items() if row is not None}
+    nt_timed = [row for row in nt_rows if "median_s" in row and row is not nt_rows[-1]]
+    nt_ratios = {row["variant"]: cublas_nt["median_s"] / row["median_s"] for row in nt_timed}
     path = write_results("gpu_tensor_core", device, {
         "versions": gpu_versions(),
         "workload": {"M": SIZE, "N": SIZE, "K": SIZE, "in": "float16", "accumulate": "float32"},
         "variants": rows, "matches": {name: error < 1e-3 for name, error in errors.items()},
-        "best_ratio_to_cublas": ratios, "targets": {"mma_ratio_to_cublas": 0.7}})
-    for row in rows:
+        "best_ratio_to_cublas": ratios, "targets": {"mma_ratio_to_cublas": 0.7},
+        "nt_variants": nt_rows, "nt_ratio_to_cublas": nt_ratios})
+    for row in rows + nt_rows:
         figure = (f"{row['median_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOP/s"
                   if "median_s" in row else row["error"][:200])
         print(f"{row['variant']:90s} {figure}")

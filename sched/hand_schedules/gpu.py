@@ -220,7 +220,7 @@ def gpu_conv2d(N: int, C: int, H: int, W: int, K: int, R: int = 3, stride: int =
 
 def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
                            k_tiles: int = 2, lanes: int = 8, stages: int = 1,
-                           pad: int = 8) -> Schedule:
+                           pad: int = 8, trans_b: bool = False) -> Schedule:
     """fp16 matmul accumulated in fp32 (`C = float32(A) @ float32(B)`) on tensor cores, as
     TVM schedules it: a thread block of `warps` warps (threadIdx.z, threadIdx.y, 32 lanes on
     threadIdx.x) computes a tile of C, each warp `fragments` 16x16 accumulator fragments
@@ -238,11 +238,15 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     (benchmarks/gpu_tensor_core.py): `fragments=(4, 4), stages=3, k_tiles=4` ran at 346
     TFLOP/s, `fragments=(4, 4)` at 237, and at 121 unpadded (`pad=0`).
 
+    With `trans_b`, B is held N x K and C = A @ B.T (a linear layer's weight; TVM's `_trans`
+    intrinsics: the matrix_b fragment is column-major).
+
     The CUDA target emits nvcuda::wmma calls; the C target runs the intrinsics' reference
     loops. M must be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] *
     fragments[1], K of 16 * k_tiles."""
     return _tensor_core_matmul("gpu_matmul_tensor_core", M, N, K, fragments, warps, k_tiles,
-                               _WMMA, lanes, stages, pad)
+                               _WMMA_TRANS_B if trans_b else _WMMA, lanes, stages, pad,
+                               trans_b)
 
 
 # the scopes and intrinsics of a tensor-core matmul: accumulator, A and B operands; fill,
@@ -254,10 +258,15 @@ _WMMA = {"scopes": ("wmma.accumulator", "wmma.matrix_a", "wmma.matrix_b"),
 _MMA = {"scopes": ("warp", "warp", "warp"), "fill": "mma_fill_16x16_f32",
         "load_a": "mma_ldmatrix_f16_a", "load_b": "mma_ldmatrix_f16_b",
         "compute": "mma_f16f16f32", "store": "mma_store_16x16_f32_global"}
+# B held n x k (C = A @ B.T)
+_WMMA_TRANS_B = {**_WMMA, "load_b": "wmma_load_16x16x16_f16_b_trans",
+                 "compute": "wmma_sync_16x16x16_f16f16f32_trans"}
+_MMA_TRANS_B = {**_MMA, "load_b": "mma_ldmatrix_f16_b_trans", "compute": "mma_f16f16f32_trans_b"}
 
 
 def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
-                   k_tiles: int = 2, lanes: int = 8, stages: int = 1, pad: int = 8) -> Schedule:
+                   k_tiles: int = 2, lanes: int = 8, stages: int = 1, pad: int = 8,
+                   trans_b: bool = False) -> Schedule:
     """fp16 matmul accumulated in fp32 on tensor cores through mma.sync m16n8k16 and
     ldmatrix (TVM's mma intrinsics on "warp" buffers), with the blocking of
     `gpu_matmul_tensor_core`: each warp holds `fragments` 16x16 accumulator tiles in
@@ -267,16 +276,20 @@ def gpu_matmul_mma(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2),
     (mma_f16f16f32: two mma.sync per 16x16x16). The tile loops of each warp are unrolled, so
     its tiles stay in registers. `lanes`, `pad` and `stages` as in gpu_matmul_tensor_core.
 
+    With `trans_b`, B is held N x K and C = A @ B.T (a linear layer's weight): TVM's
+    mma_ldmatrix_f16_b_trans and mma_f16f16f32_trans_b, B's warp tiles in the A operand's
+    registers (loaded without ldmatrix's .trans).
+
     The CUDA target emits inline PTX; the C target runs the intrinsics' reference loops. M must
     be a multiple of 16 * warps[0] * fragments[0], N of 16 * warps[1] * fragments[1], K of
     16 * k_tiles."""
-    return _tensor_core_matmul("gpu_matmul_mma", M, N, K, fragments, warps, k_tiles, _MMA,
-                               lanes, stages, pad)
+    return _tensor_core_matmul("gpu_matmul_mma", M, N, K, fragments, warps, k_tiles,
+                               _MMA_TRANS_B if trans_b else _MMA, lanes, stages, pad, trans_b)
 
 
 def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_tiles: int,
                         intrinsics: dict, lanes: int = 8, stages: int = 1,
-                        pad: int = 8) -> Schedule:
+                        pad: int = 8, trans_b: bool = False) -> Schedule:
     tile_m, tile_n = 16 * warps[0] * fragments[0], 16 * warps[1] * fragments[1]
     if M % tile_m or N % tile_n or K % (16 * k_tiles):
         raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "
@@ -286,11 +299,12 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
         raise ValueError(f"{name}: pad must be in [0, 32) halves (the row stride is padded to "
                          f"32 * n + pad; 8 spreads the loads over the banks), got {pad}")
     A = te.placeholder((M, K), "float16", name="A")
-    B = te.placeholder((K, N), "float16", name="B")
+    B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], "float32")
-                                               * te.cast(B[k, j], "float32"), axis=k), name="C")
-    func_name = "matmul_tensor_core" if intrinsics is _WMMA else "matmul_mma"
+    C = te.compute((M, N), lambda i, j: te.sum(
+        te.cast(A[i, k], "float32") * te.cast(B[j, k] if trans_b else B[k, j], "float32"),
+        axis=k), name="C")
+    func_name = "matmul_mma" if intrinsics["scopes"][0] == "warp" else "matmul_tensor_core"
     sch = Schedule(te.create_prim_func([A, B, C], name=func_name))
     block = sch.get_block("C")
     i, j, r = sch.get_loops(block)

@@ -17,6 +17,7 @@ from sched.hand_schedules.gpu import (
     _fragment_loops,
     _tensor_core_matmul,
     gpu_matmul_mma,
+    gpu_matmul_tensor_core,
 )
 from tests.cuda.test_wmma_codegen import sass_of
 from tests.schedule.test_tensorize_wmma import fp16_inputs
@@ -63,6 +64,27 @@ def test_mma_matmul_numbers(target):
     c = np.zeros((M, N), np.float32)
     sched.build(gpu_matmul_mma(M, N, K, k_tiles=3).func, target=target)(a, b, c)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("schedule", [gpu_matmul_mma, gpu_matmul_tensor_core])
+def test_hand_schedules_with_b_held_n_by_k(schedule, tmp_path):
+    """`trans_b=True`: C = A @ B.T with B held N x K (a linear layer), pipelined over K
+    (cp.async, 3 stages): numbers on the C target and cuda-emu; for sm_90 no spills and the
+    tensor-core instructions in the SASS (for mma, B's tiles loaded as A's, without .trans)."""
+    M, N, K = 64, 64, 128
+    sch = schedule(M, N, K, k_tiles=2, stages=3, trans_b=True)
+    a, b, expected = fp16_inputs(M, N, K)
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((M, N), np.float32)
+        sched.build(sch.func, target=target)(a, np.ascontiguousarray(b.T), c)
+        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3, err_msg=target)
+    kernel = sched.build(sch.func, target="cuda", arch="sm_90")
+    resources = kernel.resources
+    assert (resources.spill_stores, resources.spill_loads, resources.local_bytes) == (0, 0, 0)
+    sass = sass_of(kernel, tmp_path)
+    assert "HMMA.16816.F32" in sass and "LDL" not in sass
+    if schedule is gpu_matmul_mma:
+        assert "LDSM.16.M88.4" in sass and "LDSM.16.MT88.4" not in sass
 
 
 def test_the_interpreter_runs_the_mma_intrinsics_reference_loops():
