@@ -34,7 +34,6 @@ from __future__ import annotations
 import numpy as np
 
 from sched.cuda.wmma import (
-    TILE_ELEMENTS,
     WmmaCall,
     _is,
     _Place,
@@ -43,6 +42,7 @@ from sched.cuda.wmma import (
     _refuse,
 )
 from sched.errors import ScheduleError
+from sched.ir.dtype import bits
 from sched.ir.nodes import Buffer, BufferLoad, FloatImm, IntImm
 from sched.lower.simplify_indices import simplify_index
 from sched.lower.wmma_fragments import (
@@ -52,12 +52,14 @@ from sched.lower.wmma_fragments import (
     PTX_LDMATRIX_A,
     PTX_LDMATRIX_B,
     PTX_MMA,
+    TILE,
+    tile_columns,
 )
 
-_OPERAND_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+_OPERAND_TYPES = {"float16": "f16", "bfloat16": "bf16", "int8": "s8"}
 _REGISTERS = {"a": 4, "b": 4}                  # per lane per 16x16 operand tile
 # per lane per 16x16 accumulator tile: 8 floats, or 8 halves two to a 32-bit register
-_ACCUMULATOR_REGISTERS = {"float32": 8, "float16": 4}
+_ACCUMULATOR_REGISTERS = {"float32": 8, "int32": 8, "float16": 4}
 # the lane's index in its warp (the block's threads, x fastest, fill whole warps)
 _LANE = "(int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
 _SHARED_ADDRESS = ('asm volatile("{{ .reg .u64 sched_a; cvta.to.shared.u64 sched_a, %1; '
@@ -72,23 +74,34 @@ def warp_declaration(buffer: Buffer, name: str, elements: int) -> str:
     """The per-lane registers of a "warp" buffer of `elements` elements (whole 16x16 tiles):
     `uint32_t name[4 * tiles]` for fp16/bf16 operands and fp16 accumulators (two halves to a
     register), `float name[8 * tiles]` for float32 accumulators."""
-    tiles = elements // TILE_ELEMENTS
+    tiles = elements // (TILE * tile_columns(buffer))
     if buffer.dtype in _OPERAND_TYPES:
         return (f"uint32_t {name}[{4 * tiles}];  // warp: {tiles} {buffer.dtype} 16x16 "
                 f"tile(s), 4 registers per lane each")
-    if buffer.dtype == "float32":
-        return f"float {name}[{8 * tiles}];  // warp: {tiles} float32 16x16 tile(s), 8 per lane"
+    if buffer.dtype in ("float32", "int32"):
+        kind = "float" if buffer.dtype == "float32" else "int"
+        return (f"{kind} {name}[{8 * tiles}];  // warp: {tiles} {buffer.dtype} 16x16 tile(s), "
+                f"8 per lane")
     raise ScheduleError("build", f"warp buffer '{buffer.name}' holds {buffer.dtype}: the mma "
-                        f"intrinsics take float16 or bfloat16 operands and float32 or float16 "
-                        f"accumulators")
+                        f"intrinsics take float16, bfloat16 or int8 operands and float32, "
+                        f"float16 or int32 accumulators")
 
 
 class MmaCall(WmmaCall):
     """The inline PTX for an mma warp intrinsic's nest (module doc), with the emitter's names
     and expressions."""
 
+    EXTENTS = (TILE, 2 * TILE)        # an int8 operand's k runs 0..31
+
     def depth(self) -> int:
         return 3 if self.call == PTX_MMA else 2
+
+    def _check_extents(self, extents: tuple[int, ...]) -> None:
+        """The nest's loops run 0..extent-1 for `extents`, outermost first."""
+        loops = self.extents
+        if tuple(loops) != extents:
+            raise _refuse(self.call, f"its loops run {' x '.join(map(str, loops))}, not "
+                          f"{' x '.join(map(str, extents))}")
 
     def emit(self) -> str:
         handler = {PTX_LDMATRIX_A: self._ldmatrix, PTX_LDMATRIX_B: self._ldmatrix,
@@ -102,10 +115,11 @@ class MmaCall(WmmaCall):
         buffer = place.buffer
         if buffer.scope != "warp":
             raise _refuse(self.call, f"'{buffer.name}' is in scope {buffer.scope}, not warp")
+        width = tile_columns(buffer)
         if not all(_is(s, want, self.context) for s, want in zip(place.strides, strides)) \
-                or not _is(place.base % TILE_ELEMENTS, 0, self.context):
+                or not _is(place.base % (TILE * width), 0, self.context):
             raise _refuse(self.call, f"warp buffer '{buffer.name}' is not accessed as one "
-                          f"whole 16x16 tile")
+                          f"whole 16x{width} tile")
         allowed = _ACCUMULATOR_REGISTERS if role == "c" else _OPERAND_TYPES
         if buffer.dtype not in allowed:
             raise _refuse(self.call, f"warp buffer '{buffer.name}' holds {buffer.dtype}; as "
@@ -120,7 +134,7 @@ class MmaCall(WmmaCall):
                                 f"an A operand, a B operand and an accumulator in different "
                                 f"places, so a warp buffer must keep one role: give each mma "
                                 f"operand a warp buffer of its own")
-        tile = simplify_index(place.base // TILE_ELEMENTS, self.context)
+        tile = simplify_index(place.base // (TILE * width), self.context)
         registers = _ACCUMULATOR_REGISTERS[buffer.dtype] if role == "c" else _REGISTERS[role]
         return self._sum(self.emitter.expr(tile), registers)
 
@@ -134,7 +148,9 @@ class MmaCall(WmmaCall):
         # other operand's: operand_layouts), else (no mma reads it) the one the call names
         role = self.emitter.mma_layouts.get(target.buffer.storage_name) or \
             ("a" if self.call == PTX_LDMATRIX_A else "b")
-        first = self._tile(target, (16, 1), role)
+        width = tile_columns(target.buffer)
+        self._check_extents((TILE, width))
+        first = self._tile(target, (width, 1), role)
         if source.buffer.scope != "shared":
             raise _refuse(self.call, f"ldmatrix reads shared memory, and '{source.buffer.name}' "
                           f"is {source.buffer.scope}: stage the tile in shared memory "
@@ -148,19 +164,26 @@ class MmaCall(WmmaCall):
             raise _refuse(self.call, f"the tile of '{source.buffer.name}' is neither row- nor "
                           f"column-contiguous (strides {row_stride.script()}, "
                           f"{column_stride.script()})")
-        per_16_bytes = 16 // 2
+        size = bits(source.buffer.dtype) // 8
+        per_16_bytes = 16 // size
         if not _is(ldm % per_16_bytes, 0, self.context) \
                 or not _is(source.base % per_16_bytes, 0, self.context):
             raise _refuse(self.call, f"the rows of the tile of '{source.buffer.name}' (start "
                           f"{source.base.script()}, {ldm.script()} elements apart) are not "
                           f"16-byte aligned, as ldmatrix reads them: pad the shared tile's "
-                          f"rows to a multiple of 8 halves")
+                          f"rows to a multiple of {per_16_bytes} elements")
+        trans = transposed != (role == "b")
+        if trans and size == 1:
+            raise _refuse(self.call, f"ldmatrix transposes 16-bit elements, not the int8 "
+                          f"tile of '{source.buffer.name}': hold an int8 A as m x k and B as "
+                          f"n x k (TVM's mma_i8i8i32_trans_b), each row along k")
         # each lane gives the address of one 8-element row of one of the four 8x8 matrices
+        # (the four 8x8 matrices of 16-bit elements: 16 bytes of a row each)
         if transposed:
             row, column = "8 * (sched_lane >> 4) + (sched_lane & 7)", "8 * ((sched_lane >> 3) & 1)"
         else:
-            row, column = "(sched_lane & 15)", "8 * (sched_lane >> 4)"
-        trans = ".trans" if transposed != (role == "b") else ""
+            row, column = "(sched_lane & 15)", f"{per_16_bytes} * (sched_lane >> 4)"
+        trans = ".trans" if trans else ""
         name = self.emitter.name(source.buffer.storage_name)
         pointer = (f"{name} + {self.emitter.operand(source.base, 13)} + "
                    f"{self.emitter.operand(ldm, 13)} * ({row}) + {column}")
@@ -186,29 +209,36 @@ class MmaCall(WmmaCall):
         if a_load.buffer.dtype != b_load.buffer.dtype:
             raise _refuse(self.call, "A and B have different dtypes")
         i, j, k = self.nest
+        kind = _OPERAND_TYPES.get(a_load.buffer.dtype)
+        accumulator = store.buffer.dtype
+        if (kind, accumulator) not in _MMA_SHAPES:
+            raise _refuse(self.call, f"mma.sync takes no {a_load.buffer.dtype} operands with a "
+                          f"{accumulator} accumulator (f16/bf16 into float32, f16 into "
+                          f"float16, s8 into int32)")
+        depth = _MMA_SHAPES[(kind, accumulator)]
+        self._check_extents((TILE, TILE, depth))
         c = self._tile(self._access(store.buffer, store.indices[0], (i, j, k)), (16, 1, 0), "c")
         a_place, b_place = _operand_places(self.call, (a_load, b_load), self.nest, self.context)
         a_role, b_role = (_operand_layout(place, operand, self.context)
                           for place, operand in ((a_place, "a"), (b_place, "b")))
         # a tile held transposed is read along the other dim (its strides swapped)
-        a = self._tile(a_place, (16, 1, 0) if a_role == "a" else (1, 16, 0), a_role)
-        b = self._tile(b_place, (16, 1, 0) if b_role == "b" else (1, 16, 0), b_role)
-        kind = _OPERAND_TYPES[a_load.buffer.dtype]
-        accumulator = store.buffer.dtype
-        if accumulator == "float16" and kind != "f16":
-            raise _refuse(self.call, f"mma.sync accumulates {kind} operands in float32 only")
+        a = self._tile(a_place, (depth, 1, 0) if a_role == "a" else (1, depth, 0), a_role)
+        b = self._tile(b_place, (16, 1, 0) if b_role == "b" else (1, depth, 0), b_role)
         cn, an, bn = (self.emitter.name(x.buffer.storage_name) for x in (store, a_load, b_load))
-        lines = ["{  // C (16x16) += A (16x16) * B (16x16): two m16n8k16, for n 0..7 and 8..15"]
+        lines = [f"{{  // C (16x16) += A (16x{depth}) * B ({depth}x16): two m16n8k{depth}, "
+                 f"for n 0..7 and 8..15"]
         for half in (0, 1):
             operands = [*(f'"r"({an}[{a} + {q}])' for q in _A_REGISTERS[a_role]),
                         *(f'"r"({bn}[{b} + {q}])' for q in _B_REGISTERS[b_role][half])]
-            if accumulator == "float32":
+            if accumulator in ("float32", "int32"):
+                out, constraint = ("f32", "f") if accumulator == "float32" else ("s32", "r")
                 d = [f"{cn}[{c} + {4 * half + r}]" for r in range(4)]
-                outputs = ", ".join(f'"=f"({x})' for x in d)
-                inputs = ", ".join([*operands, *(f'"f"({x})' for x in d)])
-                lines.append(f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.'
-                             f'{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
-                             f'{{%10, %11, %12, %13}};\\n" : {outputs} : {inputs});')
+                outputs = ", ".join(f'"={constraint}"({x})' for x in d)
+                inputs = ", ".join([*operands, *(f'"{constraint}"({x})' for x in d)])
+                lines.append(f'    asm volatile("mma.sync.aligned.m16n8k{depth}.row.col.{out}.'
+                             f'{kind}.{kind}.{out} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, '
+                             f'{{%8, %9}}, {{%10, %11, %12, %13}};\\n" : {outputs} : '
+                             f'{inputs});')
                 continue
             # fp16: rows groupID and +8 of the half, two columns to a register
             d = [f"{cn}[{c} + {2 * half + r}]" for r in range(2)]
@@ -224,6 +254,7 @@ class MmaCall(WmmaCall):
         value = self.store.value
         if not isinstance(value, (FloatImm, IntImm)):
             raise _refuse(self.call, "it fills an accumulator with a constant")
+        self._check_extents((TILE, TILE))
         target = self._access(self.store.buffer, self.store.indices[0], tuple(self.nest))
         first = self._tile(target, (16, 1), "c")
         name = self.emitter.name(target.buffer.storage_name)
@@ -232,11 +263,14 @@ class MmaCall(WmmaCall):
             return (f"for (int sched_r = 0; sched_r < 4; ++sched_r) "
                     f"{name}[{first} + sched_r] = 0x{bits:04x}{bits:04x}u;  // the lane's 8 "
                     f"halves, {float(value.value)!r}")
-        constant = self.emitter.expr(FloatImm(float(value.value), "float32"))
+        constant = self.emitter.expr(
+            IntImm(int(value.value), "int32") if target.buffer.dtype == "int32"
+            else FloatImm(float(value.value), "float32"))
         return (f"for (int sched_r = 0; sched_r < 8; ++sched_r) "
                 f"{name}[{first} + sched_r] = {constant};  // the lane's 8 elements")
 
     def _store_lanes(self) -> str:
+        self._check_extents((TILE, TILE))
         target, source = self._copy_operands()
         first = self._tile(source, (16, 1), "c")
         if target.buffer.scope not in ("global", "shared"):
@@ -276,6 +310,9 @@ class MmaCall(WmmaCall):
 # apart
 _A_REGISTERS = {"a": (0, 1, 2, 3), "b": (0, 2, 1, 3)}
 _B_REGISTERS = {"b": ((0, 1), (2, 3)), "a": ((0, 2), (1, 3))}
+# (operand type, accumulator dtype) -> k of the m16n8k<k> instruction
+_MMA_SHAPES = {("f16", "float32"): 16, ("bf16", "float32"): 16, ("f16", "float16"): 16,
+               ("s8", "int32"): 32}
 _ROLE_NAMES = {"a": "an A operand (or a B operand held n x k)",
                "b": "a B operand (or an A operand held k x m)", "c": "an accumulator"}
 
@@ -289,12 +326,13 @@ def _operand_places(call: str, loads, nest, context) -> tuple[_Place, _Place]:
 
 
 def _operand_layout(place: _Place, operand: str, context) -> str:
+    width = tile_columns(place.buffer)
     """The register layout ("a" or "b") an mma operand's warp tile needs: its own where it
     is held as the mma reads it (A m x k, B k x n: stride 16 along the first dim of the
     place), the other operand's where it is held transposed (TVM's `_trans_a` / `_trans_b`
     mma: B held n x k is in its registers as an A tile of that shape would be, PTX ISA
     "Matrix Fragments for mma.m16n8k16"). The strides are checked where the tile is used."""
-    transposed = _is(place.strides[0], 1, context) and _is(place.strides[1], 16, context)
+    transposed = _is(place.strides[0], 1, context) and _is(place.strides[1], width, context)
     return {"a": "b", "b": "a"}[operand] if transposed else operand
 
 

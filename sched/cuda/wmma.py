@@ -164,13 +164,17 @@ class WmmaCall:
     """The call for a warp intrinsic's nest, written with the emitter's names and
     expressions (`emitter.expr`, `emitter.name`)."""
 
+    EXTENTS = (TILE,)                 # what each loop of the nest may run to
+
     def __init__(self, emitter, loop: For, context) -> None:
         self.emitter, self.call = emitter, warp_intrinsic(loop)
-        self.nest, body = [], loop
+        self.nest, self.extents, body = [], [], loop
         while isinstance(body, For):
-            if not (_is(body.min, 0, ()) and _is(body.extent, TILE, ())):
+            extent = next((e for e in self.EXTENTS if _is(body.extent, e, ())), None)
+            if not _is(body.min, 0, ()) or extent is None:
                 raise _refuse(self.call, f"loop '{body.loop_var.name}' does not run 0..15")
             self.nest.append(body.loop_var)
+            self.extents.append(extent)
             context = (*context, (body.loop_var, body.min, body.extent))
             body = body.body
         self.context, self.store = context, body

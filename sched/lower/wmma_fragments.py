@@ -20,8 +20,9 @@ The layout: `X[..., r, c]` of shape (..., R, C) becomes `X[..., r // 16, c // 16
 c % 16]` of shape (..., R / 16, C / 16, 16, 16), so that after `flatten_buffers` the tile of
 an operation starts at a multiple of 256, its index in the array of fragments, and its
 element (i, j) is 16 * i + j past it (simplify_indices folds the divisions where the corner is
-a multiple of 16, as tensorize leaves it). CUDA target only; runs after the blocks are gone,
-before `flatten_buffers`.
+a multiple of 16, as tensorize leaves it). An int8 "warp" buffer has tiles of 16x32
+(`tile_columns`: mma.sync m16n8k32's operands), each 512 elements. CUDA target only; runs
+after the blocks are gone, before `flatten_buffers`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ PTX_MMA, MMA_FILL, MMA_STORE = "ptx_mma_m16n8k16", "mma_fill", "mma_store"
 MMA_CALLS = (PTX_LDMATRIX_A, PTX_LDMATRIX_B, PTX_MMA, MMA_FILL, MMA_STORE)
 
 
+def tile_columns(buffer: Buffer) -> int:
+    """The columns of a tile of `buffer`: 16, or 32 for an int8 "warp" buffer (the operand of
+    mma.sync m16n8k32: 16 rows of 32 bytes, laid out in the lanes' registers as a 16x16 tile
+    of 16-bit elements would be, cuda/mma.py)."""
+    return 32 if buffer.scope == WARP_SCOPE and buffer.dtype == "int8" else TILE
+
+
 def layout_wmma_fragments(func: PrimFunc) -> PrimFunc:
     """`func` with every fragment-scope buffer in tiles of 16x16 (see the module doc).
 
@@ -71,16 +79,22 @@ class _Tiles(IRMutator):
         if buffer.scope not in TENSOR_CORE_SCOPES:
             return self.visit_children(node)
         *lead, rows, cols = buffer.shape if len(buffer.shape) >= 2 else (None, None)
-        if not all(isinstance(d, IntImm) and d.value % TILE == 0 for d in (rows, cols)):
+        width = tile_columns(buffer)
+        if not all(isinstance(d, IntImm) and d.value % tile == 0
+                   for d, tile in ((rows, TILE), (cols, width))):
             shape = ", ".join(d.script() for d in buffer.shape)
+            hint = (" (an int8 mma operand has k along its rows: hold A as m x k and B as "
+                    "n x k, TVM's mma_i8i8i32_trans_b; ldmatrix transposes 16-bit elements "
+                    "only)" if width != TILE else "")
             raise ScheduleError("build", f"fragment '{buffer.name}' ({buffer.scope}) has the "
                                 f"shape ({shape}): on the CUDA target a fragment buffer holds "
-                                f"whole 16x16 tiles, so its last two dims must be multiples "
-                                f"of 16; tile the loops that fill it by 16 and tensorize them")
+                                f"whole 16x{width} tiles, so its last two dims must be "
+                                f"multiples of 16 and {width}{hint}; tile the loops that fill "
+                                f"it so and tensorize them")
         dtype = rows.dtype
         tiled = dataclasses.replace(buffer, shape=(*lead, const(rows.value // TILE, dtype),
-                                                   const(cols.value // TILE, dtype),
-                                                   const(TILE, dtype), const(TILE, dtype)))
+                                                   const(cols.value // width, dtype),
+                                                   const(TILE, dtype), const(width, dtype)))
         self.tiled[buffer] = tiled
         return Allocate(tiled, self.visit(node.body))
 
@@ -128,5 +142,5 @@ class _Tiles(IRMutator):
                                 f"\"wmma_store_16x16x16_f32_global\"...), or use scope "
                                 f"\"local\"; the C target runs it as it is")
         *lead, r, c = indices
-        tile = const(TILE, r.dtype)
-        return self.tiled[buffer], (*lead, r // tile, c // tile, r % tile, c % tile)
+        tile, width = const(TILE, r.dtype), const(tile_columns(buffer), c.dtype)
+        return self.tiled[buffer], (*lead, r // tile, c // width, r % tile, c % width)

@@ -199,33 +199,50 @@ WMMA_STORE_16x16x16_S32_SHARED_INTRIN = "wmma_store_16x16x16_s32_shared"
 _LDMATRIX = """
 @T.prim_func
 def {name}(w: T.handle, s: T.handle):
-    S = T.match_buffer(s, (16, 16), "{dtype}", offset_factor=16, scope="shared")
-    W = T.match_buffer(w, (16, 16), "{dtype}", offset_factor=16, scope="warp")
+    S = T.match_buffer(s, ({shared}), "{dtype}", offset_factor=16, scope="shared")
+    W = T.match_buffer(w, ({rows}, {cols}), "{dtype}", offset_factor=16, scope="warp")
     with T.block("root"):
-        T.reads(S[0:16, 0:16])
-        T.writes(W[0:16, 0:16])
-        for i in T.serial(16{annotation}):
-            for j in range(16):
+        T.reads(S[0:{shared_rows}, 0:{shared_cols}])
+        T.writes(W[0:{rows}, 0:{cols}])
+        for i in T.serial({rows}{annotation}):
+            for j in range({cols}):
                 with T.block("shared_warp"):
                     vi, vj = T.axis.remap("SS", [i, j])
                     W[vi, vj] = S[{source}]
 """
 
+
+def _ldmatrix_fields(rows: int, cols: int, transposed: bool) -> dict:
+    """The template fields of a rows x cols warp tile copied from a shared tile held as it is
+    or (`transposed`) transposed."""
+    shared_rows, shared_cols = (cols, rows) if transposed else (rows, cols)
+    return dict(rows=rows, cols=cols, shared=f"{shared_rows}, {shared_cols}",
+                shared_rows=shared_rows, shared_cols=shared_cols,
+                source="vj, vi" if transposed else "vi, vj")
+
 _MMA_SYNC = """
 @T.prim_func
 def {name}(a: T.handle, b: T.handle, c: T.handle):
-    A = T.match_buffer(a, (16, 16), "{dtype}", offset_factor=16, scope="warp")
-    B = T.match_buffer(b, (16, 16), "{dtype}", offset_factor=16, scope="warp")
+    A = T.match_buffer(a, ({a_shape}), "{dtype}", offset_factor=16, scope="warp")
+    B = T.match_buffer(b, ({b_shape}), "{dtype}", offset_factor=16, scope="warp")
     C = T.match_buffer(c, (16, 16), "{out}", offset_factor=16, scope="warp")
     with T.block("root"):
-        T.reads(C[0:16, 0:16], A[0:16, 0:16], B[0:16, 0:16])
+        T.reads(C[0:16, 0:16], A[{a_region}], B[{b_region}])
         T.writes(C[0:16, 0:16])
         for i in T.serial(16{annotation}):
-            for j, k in T.grid(16, 16):
+            for j, k in T.grid(16, {depth}):
                 with T.block("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     C[vi, vj] = C[vi, vj] + {a} * {b}
 """
+
+def _mma_shapes(depth: int, trans_a: bool, trans_b: bool) -> dict:
+    """The template fields of an mma's operand tiles: A 16 x depth (or depth x 16 held k x
+    m), B depth x 16 (or 16 x depth held n x k)."""
+    a, b = ((depth, 16) if trans_a else (16, depth)), ((16, depth) if trans_b else (depth, 16))
+    return dict(depth=depth, a_shape=f"{a[0]}, {a[1]}", b_shape=f"{b[0]}, {b[1]}",
+                a_region=f"0:{a[0]}, 0:{a[1]}", b_region=f"0:{b[0]}, 0:{b[1]}")
+
 
 _MMA_FILL = """
 @T.prim_func
@@ -242,9 +259,20 @@ def {name}(c: T.handle):
 """
 
 for _which, _call in (("a", PTX_LDMATRIX_A), ("b", PTX_LDMATRIX_B)):
-    for _suffix, _source in (("", "vi, vj"), ("_trans", "vj, vi")):
+    for _suffix, _transposed in (("", False), ("_trans", True)):
         _name = f"mma_ldmatrix_f16_{_which}{_suffix}"
-        INTRINSICS[_name] = _pair(_LDMATRIX, _name, _call, dtype="float16", source=_source)
+        INTRINSICS[_name] = _pair(_LDMATRIX, _name, _call, dtype="float16",
+                                  **_ldmatrix_fields(16, 16, _transposed))
+# int8 (m16n8k32): A 16 x 32 (m x k), B 32 x 16 (k x n) or, `_trans` (TVM's meaning: the
+# shared tile held n x k, copied as it is), 16 x 32; on the GPU only the n x k B loads (ldmatrix
+# cannot transpose 8-bit elements: sched/cuda/mma.py)
+INTRINSICS["mma_ldmatrix_i8_a"] = _pair(_LDMATRIX, "mma_ldmatrix_i8_a", PTX_LDMATRIX_A,
+                                        dtype="int8", **_ldmatrix_fields(16, 32, False))
+INTRINSICS["mma_ldmatrix_i8_b"] = _pair(_LDMATRIX, "mma_ldmatrix_i8_b", PTX_LDMATRIX_B,
+                                        dtype="int8", **_ldmatrix_fields(32, 16, False))
+INTRINSICS["mma_ldmatrix_i8_b_trans"] = _pair(_LDMATRIX, "mma_ldmatrix_i8_b_trans",
+                                              PTX_LDMATRIX_B, dtype="int8",
+                                              **_ldmatrix_fields(16, 32, False))
 # A held m x k or (`_trans_a`) k x m, B held k x n or (`_trans_b`) n x k, as TVM names them;
 # accumulated in fp32 (the products cast) or in fp16 (as TVM describes it: no cast)
 for _out in ("float32", "float16"):
@@ -253,7 +281,8 @@ for _out in ("float32", "float16"):
             _name = f"mma_f16f16{_SHORT[_out]}{_trans_a}{_trans_b}"
             INTRINSICS[_name] = _pair(_MMA_SYNC, _name, PTX_MMA, dtype="float16", out=_out,
                                       a=_operand("A", _a, "float16", _out),
-                                      b=_operand("B", _b, "float16", _out))
+                                      b=_operand("B", _b, "float16", _out),
+                                      **_mma_shapes(16, _trans_a != "", _trans_b != ""))
     _short = _SHORT[_out]
     INTRINSICS[f"mma_fill_16x16_{_short}"] = _pair(_MMA_FILL, f"mma_fill_16x16_{_short}",
                                                    MMA_FILL, dtype=_out)
@@ -263,6 +292,21 @@ for _out in ("float32", "float16"):
     # TVM spells its store intrinsic with a trailing underscore
     INTRINSICS[f"mma_store_16x16_{_short}_global_"] = \
         INTRINSICS[f"mma_store_16x16_{_short}_global"]
+
+# int8 into int32 (m16n8k32): TVM's mma_i8i8i32 (B k x n: the C target only) and
+# mma_i8i8i32_trans_b (B n x k)
+for _trans_b, _b in (("", "vk, vj"), ("_trans_b", "vj, vk")):
+    _name = f"mma_i8i8i32{_trans_b}"
+    INTRINSICS[_name] = _pair(_MMA_SYNC, _name, PTX_MMA, dtype="int8", out="int32",
+                              a=_operand("A", "vi, vk", "int8", "int32"),
+                              b=_operand("B", _b, "int8", "int32"),
+                              **_mma_shapes(32, False, _trans_b != ""))
+INTRINSICS["mma_fill_16x16_i32"] = _pair(_MMA_FILL, "mma_fill_16x16_i32", MMA_FILL,
+                                         dtype="int32")
+for _target in ("global", "shared"):
+    _name = f"mma_store_16x16_i32_{_target}"
+    INTRINSICS[_name] = _copy_pair(_name, "int32", "warp", _target, "C_warp", MMA_STORE)
+INTRINSICS["mma_store_16x16_i32_global_"] = INTRINSICS["mma_store_16x16_i32_global"]
 
 LDMATRIX_f16_A_INTRIN = "mma_ldmatrix_f16_a"
 LDMATRIX_f16_B_INTRIN = "mma_ldmatrix_f16_b"

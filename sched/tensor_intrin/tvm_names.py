@@ -15,7 +15,7 @@ written against either generation of names runs unchanged:
   names (its stores written as loops: the same description);
 - `get_wmma_intrin_group(...)` and `get_mma_intrin_group(...)`, TVM's signatures, returning
   the names of the group ({"init", "load_a", "load_b", "compute", "store"}); a group with an
-  intrinsic sched does not have (int8 or fp8 mma.sync) is refused naming it.
+  intrinsic sched does not have (fp8 mma.sync, int8 with A held k x m) is refused naming it.
 
 Each name is the intrinsic it stands for, every form of it (mma_layout.py) included.
 
@@ -59,7 +59,9 @@ def _register_aliases() -> None:
     for which in ("a", "b"):
         for trans in ("", "_trans"):
             _alias(f"mma_ldmatrix_f16_{which}{trans}_dyn", f"mma_ldmatrix_f16_{which}{trans}")
-    for out in ("f32", "f16"):
+    for load in ("mma_ldmatrix_i8_a", "mma_ldmatrix_i8_b", "mma_ldmatrix_i8_b_trans"):
+        _alias(f"{load}_dyn", load)
+    for out in ("f32", "f16", "i32"):
         for scope, existing in (("global", "global"), ("shared", "shared"),
                                 ("shared_dyn", "shared")):
             for suffix in ("_", "_simple_"):
@@ -116,7 +118,7 @@ def get_mma_intrin_group(load_scope: str, store_scope: str, in_dtype: str, out_d
     mma in `out_dtype`, the store to `store_scope`; A held k x m where `trans_a`, B held n x k
     where `trans_b`), TVM's helper and arguments (`not_use_mma_store_intrinic`: the
     `_simple_` store, the same description). sched has fp16 operands with an fp32 or fp16
-    accumulator."""
+    accumulator and int8 operands with an int32 one (on the GPU with B held n x k)."""
     _check("load_scope", load_scope, _LOAD_SCOPES)
     _check("store_scope", store_scope, _STORE_SCOPES)
     _check("in_dtype", in_dtype, tuple(_MMA_IN))

@@ -14,6 +14,7 @@ from sched import hand_schedules as hs
 from sched.errors import ScheduleError
 from sched.hand_schedules import gpu
 from sched.tensor_intrin import get_mma_intrin_group, get_wmma_intrin_group
+from tests.cuda.test_wmma_codegen import sass_of
 from tests.schedule.test_tensorize_wmma import _matmul_of, _tvm_style_schedule, fp16_inputs
 
 WMMA_GROUPS = [(load, store, operand, out, trans_b)
@@ -47,8 +48,8 @@ def test_the_new_names_are_the_intrinsics_they_stand_for():
 
 
 def test_groups_sched_lacks_are_refused_naming_what_is_missing():
-    with pytest.raises(ValueError, match="no intrinsic .*'mma_i8i8i32'"):
-        get_mma_intrin_group("shared", "global", "int8", "int32", False, False)
+    with pytest.raises(ValueError, match="no intrinsic .*'mma_i8i8i32_trans_a'"):
+        get_mma_intrin_group("shared", "global", "int8", "int32", True, False)
     with pytest.raises(ValueError, match="no intrinsic .*'mma_e4m3e4m3f32'"):
         get_mma_intrin_group("shared", "global", "e4m3_float8", "float32", False, False)
     with pytest.raises(ValueError, match="argument 'load_scope': expected one of 'shared', "
@@ -183,3 +184,91 @@ def test_mma_accumulating_in_fp16_matches_numpy(trans_b):
     assert "uint32_t C_warp[" in kernel.source
     resources = kernel.resources
     assert (resources.spill_stores, resources.spill_loads) == (0, 0)
+
+
+def _int8_nt_schedule(M=32, N=64, K=128, load_scope="shared", trans_b=True):
+    """TVM's int8 mma schedule for C = A @ B.T (int32 out), B held n x k (as cuBLAS' and TVM's
+    int8 GEMMs hold it; k x n where not `trans_b`): K in tiles of 32 (m16n8k32), the tile
+    loops split so."""
+    A = te.placeholder((M, K), "int8", name="A")
+    B = te.placeholder((N, K) if trans_b else (K, N), "int8", name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(
+        te.cast(A[i, k], "int32") * te.cast(B[j, k] if trans_b else B[k, j], "int32"),
+        axis=k), name="C")
+    names = get_mma_intrin_group(load_scope, "global", "int8", "int32", False, trans_b)
+    sch = sched.Schedule(te.create_prim_func([A, B, C], name="matmul_i8"))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    i0, i1, i2 = sch.split(i, [None, 2, 16])
+    j0, j1, j2 = sch.split(j, [None, 2, 16])
+    k0, k1, k2 = sch.split(r, [None, 2, 32])
+    sch.reorder(i0, j0, j1, k0, k1, i1, i2, j2, k2)
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(j0, "blockIdx.y")
+    sch.bind(j1, "threadIdx.y")
+    accumulator = sch.cache_write(block, 0, "warp")
+    sch.reverse_compute_at(accumulator, j1)
+    operands = []
+    for index in (0, 1):
+        shared = sch.cache_read(block, index, load_scope)
+        warp = sch.cache_read(block, index, "warp")
+        sch.compute_at(warp, k1)
+        sch.compute_at(shared, k0)
+        fused = sch.fuse(*sch.get_loops(shared)[-2:])
+        _, ty, tx = sch.split(fused, [None, 2, 32])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        operands.append(warp)
+    init = sch.decompose_reduction(block, k0)
+    for name, stage in zip(("load_a", "load_b"), operands):
+        rows, cols = sch.get_loops(stage)[-2:]
+        row_tile, col_tile = (16, 32) if name == "load_a" or trans_b else (32, 16)
+        ro, ri = sch.split(rows, [None, row_tile])
+        co, ci = sch.split(cols, [None, col_tile])
+        sch.reorder(ro, co, ri, ci)
+        sch.tensorize(ri, names[name])
+    sch.tensorize(sch.get_loops(init)[-2], names["init"])
+    sch.tensorize(sch.get_loops(block)[-3], names["compute"])
+    rows, cols = sch.get_loops(accumulator)[-2:]
+    ro, ri = sch.split(rows, [None, 16])
+    sch.reorder(ro, ri, cols)
+    sch.tensorize(ri, "mma_store_16x16_i32_global")
+    return sch
+
+
+def test_int8_mma_with_b_held_n_by_k_is_exact(tmp_path):
+    """mma.sync m16n8k32 .s32.s8.s8.s32: int8 warp tiles of 16x32 (four int8 to a register,
+    laid out as a 16x16 tile of 16-bit elements would be, so ldmatrix loads them), B held
+    n x k in the A operand's registers; int32 sums are exact on the C target and cuda-emu."""
+    sch = _int8_nt_schedule()
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (32, 128)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 128)).astype(np.int8)
+    expected = a.astype(np.int64) @ b.astype(np.int64).T
+    for target in ("c", "cuda-emu"):
+        c = np.zeros((32, 64), np.int32)
+        sched.build(sch.func, target=target)(a, b, c)
+        np.testing.assert_array_equal(c, expected, err_msg=target)
+    kernel = sched.build(sch.func, target="cuda", arch="sm_80")
+    assert kernel.source.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 2
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in kernel.source
+    resources = kernel.resources
+    assert (resources.spill_stores, resources.spill_loads) == (0, 0)
+    sass = sass_of(sched.build(sch.func, target="cuda", arch="sm_90"), tmp_path)
+    assert "IMMA.16832.S8.S8" in sass and "LDSM.16.M88.4" in sass and "LDL" not in sass
+
+
+def test_int8_mma_with_b_held_k_by_n_runs_on_c_and_is_refused_for_the_gpu():
+    """ldmatrix transposes 16-bit elements: an int8 B held k x n cannot be loaded so; the C
+    target runs it, the CUDA build refuses it saying how to hold B."""
+    sch = _int8_nt_schedule(trans_b=False)
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (32, 128)).astype(np.int8)
+    b = rng.integers(-128, 128, (128, 64)).astype(np.int8)
+    c = np.zeros((32, 64), np.int32)
+    sched.build(sch.func, target="c")(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    with pytest.raises(ScheduleError, match=r"'B_shared_warp' \(warp\) has the shape \(32, "
+                       r"16\).*hold A as m x k and B as n x k"):
+        sched.build(sch.func, target="cuda", arch="sm_80")

@@ -6,6 +6,7 @@ its instruction is one the emulator knows, replaced by a call on its first line,
 it spanned kept (empty) so that the kernel's numbering does not move:
 
     mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (and .f16.f16.f16.f16)
+    mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
     ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared[::cta].b16
     cp.async.{ca,cg}.shared[::cta].global[.L2::128B] (with or without src-size)
     cp.async.commit_group, cp.async.wait_group N, cp.async.wait_all
@@ -23,6 +24,7 @@ from sched.errors import BuildError
 
 KNOWN = ("mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32",
          "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+         "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
          "ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16",
          "cp.async.{ca,cg}.shared.global", "cp.async.commit_group", "cp.async.wait_group",
          "cp.async.wait_all", "cvta.to.shared.u64")
@@ -136,6 +138,8 @@ _MMA = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(f16|bf16)\.\1\
                   r"\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?;?$")
 _MMA_F16 = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f16\.f16\.f16\.f16 "
                       r"\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?;?$")
+_MMA_S8 = re.compile(r"mma\.sync\.aligned\.m16n8k32\.row\.col\.s32\.s8\.s8\.s32 "
+                     r"\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?, ?\{([^}]*)\} ?;?$")
 _LDMATRIX = re.compile(r"ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared(?:::cta)?"
                        r"\.b16 ?\{([^}]*)\} ?, ?\[ ?(%\d+) ?\] ?;?$")
 _CP_ASYNC = re.compile(r"cp\.async\.(?:ca|cg)\.shared(?:::cta)?\.global(?:\.L2::\d+B)? "
@@ -161,6 +165,11 @@ def _call(statement: _Statement, line: int) -> str:
     if match := _MMA_F16.match(template):
         d, a, b, c = (match[k] for k in range(1, 5))
         return (f"{prefix}mma_m16n8k16_f16({line}, {_list(statement, d, True)}, "
+                f"{_list(statement, a, False)}, {_list(statement, b, False)}, "
+                f"{_list(statement, c, False)});")
+    if match := _MMA_S8.match(template):
+        d, a, b, c = (match[k] for k in range(1, 5))
+        return (f"{prefix}mma_m16n8k32_s8({line}, {_list(statement, d, True)}, "
                 f"{_list(statement, a, False)}, {_list(statement, b, False)}, "
                 f"{_list(statement, c, False)});")
     if match := _LDMATRIX.match(template):

@@ -4,7 +4,7 @@
 // - mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 and
 //   .f16.f16.f16.f16: the fragments laid out over the warp as the PTX ISA specifies them
 //   (groupID = lane / 4, threadID_in_group = lane % 4), products summed in float in k order
-//   (an fp16 accumulator rounded to half at the end);
+//   (an fp16 accumulator rounded to half at the end), and m16n8k32 .s32.s8.s8.s32 (exact);
 // - ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16: lanes 8j..8j+7 give the row
 //   addresses of matrix j, each lane receives the two 16-bit elements of row lane / 4 (column
 //   lane / 4 when transposed) at columns 2 (lane % 4), +1;
@@ -94,6 +94,39 @@ inline void mma_m16n8k16_f16(int line, unsigned* const (&d)[2], const unsigned (
     for (int r = 0; r < 2; ++r)
         *d[r] = (unsigned)float_to_half(result[2 * r])
             | (unsigned)float_to_half(result[2 * r + 1]) << 16;
+}
+
+// mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {d0-d3}, {a0-a3}, {b0-b1}, {c0-c3}: four
+// int8 elements to a register (A: row groupID or +8, k 4 threadID_in_group + byte, +16;
+// B: k alike, column groupID), summed exactly in int32
+inline void mma_m16n8k32_s8(int line, int* const (&d)[4], const unsigned (&a)[4],
+                            const unsigned (&b)[2], const int (&c)[4]) {
+    struct Fragments { unsigned a[4], b[2]; } mine;
+    memcpy(mine.a, a, sizeof mine.a);
+    memcpy(mine.b, b, sizeof mine.b);
+    unsigned group;
+    const uint64_t* lanes = warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&mine, line,
+                                            "mma.sync", &group);
+    auto fragments = [&](unsigned l) { return (const Fragments*)(uintptr_t)lanes[l]; };
+    auto byte = [](unsigned reg, unsigned k) { return (int)(int8_t)(reg >> (8 * (k % 4))); };
+    auto a_element = [&](unsigned row, unsigned k) {       // A is 16 x 32, row-major
+        unsigned l = (row % 8) * 4 + (k % 16) / 4, reg = (row >= 8) + 2 * (k >= 16);
+        return byte(fragments(l)->a[reg], k);
+    };
+    auto b_element = [&](unsigned k, unsigned n) {          // B is 32 x 8, column-major
+        unsigned l = n * 4 + (k % 16) / 4, reg = k >= 16;
+        return byte(fragments(l)->b[reg], k);
+    };
+    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    int result[4];
+    for (int i = 0; i < 4; ++i) {
+        unsigned row = g + 8 * (i >= 2), column = 2 * t + (i & 1);
+        int sum = c[i];
+        for (unsigned k = 0; k < 32; ++k) sum += a_element(row, k) * b_element(k, column);
+        result[i] = sum;
+    }
+    warp_collective(0xffffffffu, 0, line, "mma.sync", &group);  // every lane has read `mine`
+    for (int i = 0; i < 4; ++i) *d[i] = result[i];
 }
 
 inline void cp_async(int line, unsigned destination, const void* source, unsigned size,
