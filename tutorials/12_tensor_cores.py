@@ -185,7 +185,10 @@ print(get_wmma_intrin_group("shared.dyn", "global", "float16", "float32", trans_
 # linear layer's weight is) it names mma_ldmatrix_f16_b_trans, which copies the shared tile
 # as it is held, and mma_f16f16f32_trans_b, which reads it as B[j, k]: the warp tile then
 # gets the A operand's registers, loaded by the A operand's ldmatrix (sched/cuda/mma.py).
-# With out_dtype="float16" it names mma_f16f16f16 (the accumulator two halves to a register).
+# With out_dtype="float16" it names mma_f16f16f16 (the accumulator two halves to a register);
+# with in_dtype="int8", out_dtype="int32", trans_b=True, mma_i8i8i32_trans_b (m16n8k32 on
+# 16x32 int8 tiles; an int8 B must be held n x k on the GPU: ldmatrix transposes 16-bit
+# elements only).
 
 # 9. Speed. The schedule above is correct but slow: on an H200 (4096^3, stop 21's benchmark,
 #    benchmarks/gpu_tensor_core.py) it ran at 0.13x cuBLAS. Three changes, each a schedule

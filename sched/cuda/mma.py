@@ -3,6 +3,8 @@ intrinsic's loop nest (sched/lower/wmma_fragments.py) as inline PTX:
 
     ptx_ldmatrix_a/_b -> ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (one 16x16 tile)
     ptx_mma_m16n8k16  -> two mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (n 0..7, 8..15)
+                         (.f16 accumulators: m16n8k16 .f16.f16.f16.f16; int8 operands:
+                         m16n8k32 .s32.s8.s8.s32)
     mma_fill          -> the lane's 8 accumulator elements set
     mma_store         -> the lane's 8 accumulator elements stored to memory
 
@@ -22,11 +24,18 @@ every other access to a warp buffer is refused by the lowering. With that, ldmat
 mma.sync, fill and store agree on where each element is, and each nest computes what its loops
 compute on the C target.
 
-Checked as for wmma (cuda/wmma.py): the nest's loops are 16 x 16 (x 16) from 0 around one
-store of the description's form; warp tiles are whole tiles; a shared tile read by ldmatrix
-is row-major or transposed (stride 1 along one loop) with its rows 16-byte aligned (ldmatrix
-reads 8 x 16 bytes per matrix); a stored tile is row-major; every lane of a warp runs the
-call with the same operands (`wmma.check_warp_uniform`).
+int8 operands (m16n8k32): a warp tile is 16 x 32 (lower/wmma_fragments.py `tile_columns`),
+16 rows of 32 bytes, which is a 16x16 tile of 16-bit elements to ldmatrix and to the lanes'
+registers (four int8 to a register: A's a0..a3 are rows 0-7 / 8-15 of k 0-15, then of k
+16-31, as for fp16), so the same loads, register orders and layouts serve; ldmatrix cannot
+transpose 8-bit elements, so an int8 operand must be held with k along its rows (A m x k, B
+n x k: TVM's mma_i8i8i32_trans_b).
+
+Checked as for wmma (cuda/wmma.py): the nest's loops are 16 x 16 (x 16, x 32 for int8) from
+0 around one store of the description's form; warp tiles are whole tiles; a shared tile read
+by ldmatrix is row-major or transposed (stride 1 along one loop) with its rows 16-byte aligned
+(ldmatrix reads 8 x 16 bytes per matrix); a stored tile is row-major; every lane of a warp
+runs the call with the same operands (`wmma.check_warp_uniform`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,10 @@ and, for mma.sync m16n8k16 with ldmatrix, on buffers of scope "warp" (TVM's name
   tile held transposed gets the other operand's register layout (sched/cuda/mma.py), and the
   `_trans` loads also copy a shared tile as it is held (TVM's meaning) into such a tile;
   `mma_f16f16f16` (and its `_trans` forms): `C[i, j] += A[i, k] * B[k, j]` accumulated in
-  fp16 (`mma.sync...f16.f16.f16.f16`, two halves to a register);
+  fp16 (`mma.sync...f16.f16.f16.f16`, two halves to a register); `mma_i8i8i32_trans_b` (with
+  `mma_ldmatrix_i8_a` and `mma_ldmatrix_i8_b_trans`, tiles of 16 x 32 int8,
+  `mma_fill_16x16_i32`, `mma_store_16x16_i32_global`): int8 into int32, m16n8k32 (B held
+  k x n, `mma_i8i8i32` with `mma_ldmatrix_i8_b`, runs on the C target only: sched/cuda/mma.py);
 - `mma_store_16x16_f32_global` (TVM: `mma_store_16x16_f32_global_`) /
   `mma_store_16x16_f32_shared` (`f16`): an accumulator tile into memory.
 
