@@ -25,18 +25,24 @@ from tests.fuzz.programs import Program
 
 def wmma_intrinsics(features) -> dict:
     """The wmma intrinsics for a program of `features` (tensor_core_programs)."""
-    out = "f16" if "acc_f16" in features else "f32"
+    operand = "s8" if "int8" in features else "f16"
+    out = "s32" if "int8" in features else "f16" if "acc_f16" in features else "f32"
     trans = "_trans" if "trans_b" in features else ""
     return {"scopes": ("wmma.accumulator", "wmma.matrix_a", "wmma.matrix_b"),
-            "fill": f"wmma_fill_16x16x16_{out}", "load_a": "wmma_load_16x16x16_f16_a",
-            "load_b": f"wmma_load_16x16x16_f16_b{trans}",
-            "compute": f"wmma_sync_16x16x16_f16f16{out}{trans}",
-            "store": f"wmma_store_16x16x16_{out}_global"}
+            "fill": f"wmma_fill_16x16x16_{out}", "load_a": f"wmma_load_16x16x16_{operand}_a",
+            "load_b": f"wmma_load_16x16x16_{operand}_b{trans}",
+            "compute": f"wmma_sync_16x16x16_{operand}{operand}{out}{trans}",
+            "store": f"wmma_store_16x16x16_{out}_global", "k": 16}
 
 
 def mma_intrinsics(features, transposed_loads: tuple[bool, bool] = (False, False)) -> dict:
     """The mma intrinsics for a program of `features`; the loads named `_trans` where
     `transposed_loads` says (a copy either way: TVM's `_trans` loads copy the tile as held)."""
+    if "int8" in features:          # m16n8k32, B held n x k (tensor_core_programs)
+        return {"scopes": ("warp", "warp", "warp"), "fill": "mma_fill_16x16_i32",
+                "load_a": "mma_ldmatrix_i8_a", "load_b": "mma_ldmatrix_i8_b_trans",
+                "compute": "mma_i8i8i32_trans_b", "store": "mma_store_16x16_i32_global",
+                "k": 32}
     out = "f16" if "acc_f16" in features else "f32"
     trans_a = "_trans_a" if "trans_a" in features else ""
     trans_b = "_trans_b" if "trans_b" in features else ""
@@ -44,20 +50,23 @@ def mma_intrinsics(features, transposed_loads: tuple[bool, bool] = (False, False
     return {"scopes": ("warp", "warp", "warp"), "fill": f"mma_fill_16x16_{out}",
             "load_a": f"mma_ldmatrix_f16_a{load_a}", "load_b": f"mma_ldmatrix_f16_b{load_b}",
             "compute": f"mma_f16f16{out}{trans_a}{trans_b}",
-            "store": f"mma_store_16x16_{out}_global"}
+            "store": f"mma_store_16x16_{out}_global", "k": 16}
 
 
 @st.composite
 def tensor_core_programs(draw) -> Program:
     """`C = A @ B` over fp16 A (M x K, or K x M: feature "trans_a") and B (K x N, or N x K:
     "trans_b"), accumulated in fp32 (`float32(A) * float32(B)`) or in fp16 (no casts:
-    "acc_f16"), M, N, K multiples of 16 (small: the C target runs the intrinsics' reference
-    loops)."""
+    "acc_f16"), or over int8 A (M x K) and B (N x K) into int32 ("int8", K a multiple of
+    32), M, N, K multiples of 16 (small: the C target runs the intrinsics' reference loops)."""
     M, N, K = (16 * draw(st.integers(1, 2)) for _ in range(3))
     trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
-    out = draw(st.sampled_from(["float32", "float32", "float16"]))
-    A = te.placeholder((K, M) if trans_a else (M, K), "float16", name="A")
-    B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
+    out = draw(st.sampled_from(["float32", "float32", "float16", "int32"]))
+    operand = "int8" if out == "int32" else "float16"
+    if operand == "int8":           # k along the rows of both (mma.sync's int8 loads), K by 32
+        trans_a, trans_b, K = False, True, 32 * draw(st.integers(1, 2))
+    A = te.placeholder((K, M) if trans_a else (M, K), operand, name="A")
+    B = te.placeholder((N, K) if trans_b else (K, N), operand, name="B")
     k = te.reduce_axis((0, K), name="k")
 
     def c(i, j):
@@ -67,7 +76,8 @@ def tensor_core_programs(draw) -> Program:
         return te.sum(te.cast(a, out) * te.cast(b, out), axis=k)
     features = {"tensor_core"} | {name for name, on in (("trans_a", trans_a),
                                                         ("trans_b", trans_b),
-                                                        ("acc_f16", out == "float16")) if on}
+                                                        ("acc_f16", out == "float16"),
+                                                        ("int8", out == "int32")) if on}
     return Program(te.create_prim_func([A, B, te.compute((M, N), c, name="C")],
                                        name="matmul_fp16"), {}, features)
 
@@ -118,7 +128,7 @@ def apply_tensor_core_recipe(sch: sched.Schedule, data, log: list[str],
     block = sch.get_block("C")
     s = sch
     i, j, k = s.get_loops(block)
-    ti, tj, tk = r.tile(), r.tile(), r.tile()
+    ti, tj, tk = r.tile(), r.tile(), r.tile() * intrinsics["k"] // 16
     wi = r.factor(M, ti)
     fi = r.factor(M // wi, ti)
     wj = r.factor(N, tj)
@@ -172,7 +182,10 @@ def apply_tensor_core_recipe(sch: sched.Schedule, data, log: list[str],
                       lambda: s.decompose_reduction(block, ko))
     suffix = "_global" if staged == "global" and is_wmma else ""
     for name, fragment in fragments:
-        row = _fragment_loops(r, fragment, f"fragment_{name}")
+        # an operand tile's columns: k for A and for B held n x k
+        columns = intrinsics["k"] if name == "a" or "trans_b" in features else 16
+        rows = 16 if name == "a" or "trans_b" in features else intrinsics["k"]
+        row = _fragment_loops(r, fragment, f"fragment_{name}", rows, columns)
         if row is not None:
             intrinsic = intrinsics[f"load_{name}"] + suffix
             r.step(f"sch.tensorize(row, {intrinsic!r})",
@@ -212,15 +225,16 @@ def _fetch_cooperatively(r: _Recipe, stage, name: str, warps: tuple[int, int]) -
         r.step(f"sch.bind({text}, {axis!r})", lambda loop=loop, axis=axis: s.bind(loop, axis))
 
 
-def _fragment_loops(r: _Recipe, stage, text: str):
-    """The two innermost loops of `stage` split by 16, the 16-loops innermost: the outer of
-    the 16x16 loops (to tensorize), or None."""
+def _fragment_loops(r: _Recipe, stage, text: str, height: int = 16, width: int = 16):
+    """The two innermost loops of `stage` split by `height` and `width` (16, and 32 along k
+    for int8 mma operands), the tile loops innermost: the outer of them (to tensorize), or
+    None."""
     s = r.sch
     rows, cols = s.get_loops(stage)[-2:]
-    rp = r.step(f"row_tiles, row = sch.split(sch.get_loops({text})[-2], [None, 16])",
-                lambda: s.split(rows, [None, 16]))
-    cp = r.step(f"col_tiles, col = sch.split(sch.get_loops({text})[-1], [None, 16])",
-                lambda: s.split(cols, [None, 16]))
+    rp = r.step(f"row_tiles, row = sch.split(sch.get_loops({text})[-2], [None, {height}])",
+                lambda: s.split(rows, [None, height]))
+    cp = r.step(f"col_tiles, col = sch.split(sch.get_loops({text})[-1], [None, {width}])",
+                lambda: s.split(cols, [None, width]))
     if rp is None or cp is None:
         return None
     r.step("sch.reorder(row_tiles, col_tiles, row, col)",
