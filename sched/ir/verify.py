@@ -72,7 +72,7 @@ class _Verifier(IRVisitor):
         # buffers a T.decl_buffer (Allocate) declares inside the current block: its own
         self.local_buffers: list[set[str]] = [set()]
         self.visible_buffers: dict[str, int] = {}   # the union of `buffers`, with counts
-        # block names in the order met, each with where it was met (for `_verify_alone`)
+        # block names in the order met, each with where it was met (for `_alone`)
         self.named: dict[str, str] = {}
         self._buffers_key = self._allocated_key = None      # parts of `_context`, kept
         for param in func.params:
