@@ -116,6 +116,25 @@ def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
     assert sch.get(cached).writes[0].buffer.scope == "shared"
     with pytest.raises(ScheduleError, match="unknown storage scope 'shared.static'"):
         sch.cache_read(sch.get_block("B"), 0, "shared.static")
+    sch.reindex_cache_read(sch.get_block("B"), 0, "shared.dyn", lambda vi: (vi,))
+    assert "shared.dyn" not in sch.func.script()
+    # TVM's lowered form: T.allocate and the buffer over it in "shared.dyn"
+    lowered = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            S = T.allocate([64], "float32", "shared.dyn")
+            S_1 = T.Buffer((64,), data=S, scope="shared.dyn")
+            S_1[tx] = A[tx]
+            B[tx] = S_1[tx] * T.float32(2)
+''')
+    assert 'T.decl_buffer((64,), "float32", scope="shared")' in lowered.script()
+    a = np.arange(64, dtype=np.float32)
+    for target in ("c", "cuda-emu"):
+        b = np.zeros(64, np.float32)
+        sched.build(lowered, target=target)(a, b)
+        np.testing.assert_array_equal(b, 2 * a, err_msg=target)
 
 
 def _matmul_held(trans_a: bool, trans_b: bool, M=32, N=64, K=64, out="float32"):
