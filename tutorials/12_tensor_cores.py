@@ -188,7 +188,8 @@ print(get_wmma_intrin_group("shared.dyn", "global", "float16", "float32", trans_
 # With out_dtype="float16" it names mma_f16f16f16 (the accumulator two halves to a register);
 # with in_dtype="int8", out_dtype="int32", trans_b=True, mma_i8i8i32_trans_b (m16n8k32 on
 # 16x32 int8 tiles; an int8 B must be held n x k on the GPU: ldmatrix transposes 16-bit
-# elements only).
+# elements only). TVM's int8 schedules lay their warp buffers out with
+# shared_16x32_to_ldmatrix_32x16_layout (in sched.tensor_intrin.cuda): those forms match too.
 
 # 9. Speed. The schedule above is correct but slow: on an H200 (4096^3, stop 21's benchmark,
 #    benchmarks/gpu_tensor_core.py) it ran at 0.13x cuBLAS. Three changes, each a schedule

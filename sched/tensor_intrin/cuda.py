@@ -335,5 +335,7 @@ for _which in ("a", "b"):
 # TVM's 32x8 warp-register layout: a second form of the mma intrinsics (registered on import)
 from sched.tensor_intrin.mma_layout import (  # noqa: E402, F401
     ldmatrix_32x8_to_shared_16x16_layout,
+    ldmatrix_32x16_to_shared_16x32_layout,
     shared_16x16_to_ldmatrix_32x8_layout,
+    shared_16x32_to_ldmatrix_32x16_layout,
 )

@@ -24,7 +24,10 @@ The forms (TVM's descriptions; the buffers' first dims are the 32x8 blocks):
 - TVM's `_trans` loads (`W[map(i, j)] = S[i, j]`, the shared tile as it is held: B n x k, A
   k x m) and `mma_f16f16f32_trans_b` (`B[map(j, k)]`), `_trans_a` (`A[map(k, i)]`) and
   `_trans_a_trans_b`: a warp tile held transposed gets the other operand's registers
-  (sched/cuda/mma.py).
+  (sched/cuda/mma.py);
+- int8: `mma_ldmatrix_i8_a` / `mma_ldmatrix_i8_b_trans` (`W[map8(i, j)] = S[i, j]` for a
+  16x32 tile, TVM's `shared_16x32_to_ldmatrix_32x16_layout`), `mma_i8i8i32_trans_b`
+  (`C[map(i, j)] += int32(A[map8(i, k)]) * int32(B[map8(j, k)])`), the int32 fill and stores.
 
 Each implementation is its description with the outer loop annotated as the warp intrinsic
 (sched/tensor_intrin/cuda.py): the C target and the interpreter run the loops on the 32x8
@@ -38,7 +41,9 @@ from sched.ir.nodes import WARP_INTRINSIC
 from sched.ir.parser import parse
 from sched.lower.warp_layout import (  # noqa: F401  (TVM's names, exported here too)
     ldmatrix_32x8_to_shared_16x16_layout,
+    ldmatrix_32x16_to_shared_16x32_layout,
     shared_16x16_to_ldmatrix_32x8_layout,
+    shared_16x32_to_ldmatrix_32x16_layout,
 )
 from sched.lower.wmma_fragments import (
     MMA_FILL,
@@ -54,6 +59,43 @@ def _place(i: str, j: str) -> str:
     """`row, column` of element (i, j) in the 32x8 block, as script text."""
     return f"4 * ({i} % 8) + {j} % 8 // 2, 4 * ({j} // 8) + {i} // 8 * 2 + {j} % 2"
 
+
+def _place_i8(i: str, j: str) -> str:
+    """`row, column` of element (i, j) of a 16x32 int8 tile in its 32x16 block (TVM's
+    `shared_16x32_to_ldmatrix_32x16_layout`), as script text."""
+    return f"4 * ({i} % 8) + {j} % 16 // 4, 8 * ({j} // 16) + {i} // 8 * 4 + {j} % 4"
+
+
+_LDMATRIX_I8 = """
+@T.prim_func
+def {name}(w: T.handle, s: T.handle):
+    S = T.match_buffer(s, (16, 32), "int8", offset_factor=16, scope="shared")
+    W = T.match_buffer(w, (32, 16), "int8", offset_factor=16, scope="warp")
+    with T.block("root"):
+        T.reads(S[0:16, 0:32])
+        T.writes(W[0:32, 0:16])
+        for i in T.serial(16{annotation}):
+            for j in range(32):
+                with T.block("shared_warp"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    W[{ij_i8}] = S[vi, vj]
+"""
+
+_MMA_I8 = """
+@T.prim_func
+def {name}(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (32, 16), "int8", offset_factor=16, scope="warp")
+    B = T.match_buffer(b, (32, 16), "int8", offset_factor=16, scope="warp")
+    C = T.match_buffer(c, (32, 8), "int32", offset_factor=8, scope="warp")
+    with T.block("root"):
+        T.reads(C[0:32, 0:8], A[0:32, 0:16], B[0:32, 0:16])
+        T.writes(C[0:32, 0:8])
+        for i in T.serial(16{annotation}):
+            for j, k in T.grid(16, 32):
+                with T.block("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    C[{ij}] = C[{ij}] + T.Cast("int32", A[{a}]) * T.Cast("int32", B[{b}])
+"""
 
 _LDMATRIX = """
 @T.prim_func
@@ -115,7 +157,7 @@ def {name}(a: T.handle, c: T.handle):
                     C[vi, vj] = W[{ij}]
 """
 
-_PLACES = {"ij": _place("vi", "vj")}
+_PLACES = {"ij": _place("vi", "vj"), "ij_i8": _place_i8("vi", "vj")}
 
 
 def _form(template: str, name: str, call: str, **fields) -> tuple:
@@ -149,6 +191,19 @@ for _out, _short in (("float32", "f32"), ("float16", "f16")):
         FORMS[f"mma_store_16x16_{_short}_{_scope}"] = _form(
             _STORE, f"mma_store_16x16_{_short}_{_scope}", MMA_STORE, scope=_scope, dtype=_out)
     FORMS[f"mma_store_16x16_{_short}_global_"] = FORMS[f"mma_store_16x16_{_short}_global"]
+
+# int8 (m16n8k32): A and B held n x k as 16x32 tiles in TVM's 32x16 blocks, the int32
+# accumulator in the 32x8 blocks
+for _name, _call in (("mma_ldmatrix_i8_a", PTX_LDMATRIX_A),
+                     ("mma_ldmatrix_i8_b_trans", PTX_LDMATRIX_B)):
+    FORMS[_name] = _form(_LDMATRIX_I8, _name, _call)
+FORMS["mma_i8i8i32_trans_b"] = _form(_MMA_I8, "mma_i8i8i32_trans_b", PTX_MMA,
+                                     a=_place_i8("vi", "vk"), b=_place_i8("vj", "vk"))
+FORMS["mma_fill_16x16_i32"] = _form(_FILL, "mma_fill_16x16_i32", MMA_FILL, dtype="int32")
+for _scope in ("global", "shared"):
+    FORMS[f"mma_store_16x16_i32_{_scope}"] = _form(
+        _STORE, f"mma_store_16x16_i32_{_scope}", MMA_STORE, scope=_scope, dtype="int32")
+FORMS["mma_store_16x16_i32_global_"] = FORMS["mma_store_16x16_i32_global"]
 
 for _name, (_desc, _impl) in FORMS.items():
     TensorIntrin.register_form(_name, _desc, _impl)

@@ -14,6 +14,10 @@ from sched import hand_schedules as hs
 from sched.errors import ScheduleError
 from sched.hand_schedules import gpu
 from sched.tensor_intrin import get_mma_intrin_group, get_wmma_intrin_group
+from sched.tensor_intrin.cuda import (
+    shared_16x16_to_ldmatrix_32x8_layout,
+    shared_16x32_to_ldmatrix_32x16_layout,
+)
 from tests.cuda.test_wmma_codegen import sass_of
 from tests.schedule.test_tensorize_wmma import _matmul_of, _tvm_style_schedule, fp16_inputs
 
@@ -205,10 +209,12 @@ def test_mma_accumulating_in_fp16_matches_numpy(trans_b):
     assert (resources.spill_stores, resources.spill_loads) == (0, 0)
 
 
-def _int8_nt_schedule(M=32, N=64, K=128, load_scope="shared", trans_b=True):
+def _int8_nt_schedule(M=32, N=64, K=128, load_scope="shared", trans_b=True,
+                      tvm_layout=False):
     """TVM's int8 mma schedule for C = A @ B.T (int32 out), B held n x k (as cuBLAS' and TVM's
     int8 GEMMs hold it; k x n where not `trans_b`): K in tiles of 32 (m16n8k32), the tile
-    loops split so."""
+    loops split so; `tvm_layout`: the warp buffers laid out in TVM's 32x16 (operands) and
+    32x8 (accumulator) register layouts before tensorize, as TVM's schedules do."""
     A = te.placeholder((M, K), "int8", name="A")
     B = te.placeholder((N, K) if trans_b else (K, N), "int8", name="B")
     k = te.reduce_axis((0, K), name="k")
@@ -240,27 +246,42 @@ def _int8_nt_schedule(M=32, N=64, K=128, load_scope="shared", trans_b=True):
         sch.bind(tx, "threadIdx.x")
         operands.append(warp)
     init = sch.decompose_reduction(block, k0)
+    loads = []
     for name, stage in zip(("load_a", "load_b"), operands):
         rows, cols = sch.get_loops(stage)[-2:]
         row_tile, col_tile = (16, 32) if name == "load_a" or trans_b else (32, 16)
         ro, ri = sch.split(rows, [None, row_tile])
         co, ci = sch.split(cols, [None, col_tile])
         sch.reorder(ro, co, ri, ci)
-        sch.tensorize(ri, names[name])
+        loads.append((name, ri))
+    rows, cols = sch.get_loops(accumulator)[-2:]
+    ro, store = sch.split(rows, [None, 16])
+    sch.reorder(ro, store, cols)
+    if tvm_layout:
+        for stage in operands:
+            sch.transform_layout(stage, ("write", 0), lambda i, j: (
+                i // 16, j // 32, *shared_16x32_to_ldmatrix_32x16_layout(i % 16, j % 32)))
+        sch.transform_layout(accumulator, ("read", 0), lambda i, j: (
+            i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16)))
+    for name, loop in loads:
+        sch.tensorize(loop, names[name])
     sch.tensorize(sch.get_loops(init)[-2], names["init"])
     sch.tensorize(sch.get_loops(block)[-3], names["compute"])
-    rows, cols = sch.get_loops(accumulator)[-2:]
-    ro, ri = sch.split(rows, [None, 16])
-    sch.reorder(ro, ri, cols)
-    sch.tensorize(ri, "mma_store_16x16_i32_global")
+    sch.tensorize(store, "mma_store_16x16_i32_global")
     return sch
 
 
-def test_int8_mma_with_b_held_n_by_k_is_exact(tmp_path):
+@pytest.mark.parametrize("tvm_layout", [False, True])
+def test_int8_mma_with_b_held_n_by_k_is_exact(tvm_layout, tmp_path):
     """mma.sync m16n8k32 .s32.s8.s8.s32: int8 warp tiles of 16x32 (four int8 to a register,
     laid out as a 16x16 tile of 16-bit elements would be, so ldmatrix loads them), B held
-    n x k in the A operand's registers; int32 sums are exact on the C target and cuda-emu."""
-    sch = _int8_nt_schedule()
+    n x k in the A operand's registers; int32 sums are exact on the C target and cuda-emu.
+    With TVM's 32x16 layout of the operands (its schedules' transform_layout) the 32x16
+    forms match and the build restores the 16x32 tiles."""
+    sch = _int8_nt_schedule(tvm_layout=tvm_layout)
+    if tvm_layout:
+        assert 'A_shared_warp = T.alloc_buffer((2, 4, 32, 16), "int8", scope="warp")' \
+            in sch.func.script()
     rng = np.random.default_rng(0)
     a = rng.integers(-128, 128, (32, 128)).astype(np.int8)
     b = rng.integers(-128, 128, (64, 128)).astype(np.int8)
