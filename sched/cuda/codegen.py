@@ -25,7 +25,7 @@ import math
 from sched.c import dtypes
 from sched.c.codegen import _CEmitter
 from sched.c.names import function_identifier
-from sched.cuda import mma, wmma
+from sched.cuda import mma, mma_operands, wmma
 from sched.cuda.alignment import ParamAlignments
 from sched.cuda.async_copy import AsyncCopyEmitter
 from sched.errors import ScheduleError
@@ -135,7 +135,7 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         self.wmma_shared = wmma.wmma_shared_buffers(func)   # shared tiles of wmma calls
         self.wmma_column_major = wmma.transposed_b_fragments(func)    # `_trans` B operands
         self.warp_roles: dict[str, tuple[str, str]] = {}     # warp buffer -> role (cuda/mma.py)
-        self.mma_layouts = mma.operand_layouts(func)         # operands the mma reads transposed
+        self.mma_layouts = mma_operands.operand_layouts(func)   # each mma operand's layout
 
     def emit(self) -> str:
         includes, helpers, kernel = self.parts()

@@ -16,7 +16,7 @@ that layout's registers: lane 4 (n % 8) + (k % 8) / 2, register pair 2 (n / 8) +
 operand tile is 4 32-bit registers per lane (two 16-bit elements each), an accumulator tile 8
 floats. An operand tile held transposed (TVM's `mma_f16f16f32_trans_b`: B as n x k; `_trans_a`:
 A as k x m) takes the other operand's layout, its registers given to mma.sync in the order
-the operand takes them (`_A_REGISTERS`, `_B_REGISTERS`). The layout of a warp buffer is the
+the operand takes them (`A_REGISTERS`, `B_REGISTERS`). The layout of a warp buffer is the
 one the mma reading it needs (`operand_layouts`, found before the kernel is emitted): its
 ldmatrix load lays it out so, whichever load intrinsic (a copy, in either orientation)
 tensorized it. A warp buffer keeps one layout (A, B or accumulator), which is checked here;
@@ -42,11 +42,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from sched.cuda.mma_operands import (
+    A_REGISTERS,
+    B_REGISTERS,
+    MMA_SHAPES,
+    ROLE_NAMES,
+    operand_layout,
+    operand_places,
+)
 from sched.cuda.wmma import (
     WmmaCall,
     _is,
     _Place,
-    _place,
     _product_operands,
     _refuse,
 )
@@ -132,13 +139,13 @@ class MmaCall(WmmaCall):
         allowed = _ACCUMULATOR_REGISTERS if role == "c" else _OPERAND_TYPES
         if buffer.dtype not in allowed:
             raise _refuse(self.call, f"warp buffer '{buffer.name}' holds {buffer.dtype}; as "
-                          f"{_ROLE_NAMES[role]} it must hold one of {', '.join(allowed)}")
+                          f"{ROLE_NAMES[role]} it must hold one of {', '.join(allowed)}")
         roles = self.emitter.warp_roles
         name = buffer.storage_name
         if roles.setdefault(name, (role, self.call))[0] != role:
             first, call = roles[name]
             raise ScheduleError("build", f"warp buffer '{buffer.name}' is used as "
-                                f"{_ROLE_NAMES[first]} (by {call}) and as {_ROLE_NAMES[role]} "
+                                f"{ROLE_NAMES[first]} (by {call}) and as {ROLE_NAMES[role]} "
                                 f"(by {self.call}): on the GPU a lane holds the elements of "
                                 f"an A operand, a B operand and an accumulator in different "
                                 f"places, so a warp buffer must keep one role: give each mma "
@@ -220,15 +227,15 @@ class MmaCall(WmmaCall):
         i, j, k = self.nest
         kind = _OPERAND_TYPES.get(a_load.buffer.dtype)
         accumulator = store.buffer.dtype
-        if (kind, accumulator) not in _MMA_SHAPES:
+        if (kind, accumulator) not in MMA_SHAPES:
             raise _refuse(self.call, f"mma.sync takes no {a_load.buffer.dtype} operands with a "
                           f"{accumulator} accumulator (f16/bf16 into float32, f16 into "
                           f"float16, s8 into int32)")
-        depth = _MMA_SHAPES[(kind, accumulator)]
+        depth = MMA_SHAPES[(kind, accumulator)]
         self._check_extents((TILE, TILE, depth))
         c = self._tile(self._access(store.buffer, store.indices[0], (i, j, k)), (16, 1, 0), "c")
-        a_place, b_place = _operand_places(self.call, (a_load, b_load), self.nest, self.context)
-        a_role, b_role = (_operand_layout(place, operand, self.context)
+        a_place, b_place = operand_places(self.call, (a_load, b_load), self.nest, self.context)
+        a_role, b_role = (operand_layout(place, operand, self.context)
                           for place, operand in ((a_place, "a"), (b_place, "b")))
         # a tile held transposed is read along the other dim (its strides swapped)
         a = self._tile(a_place, (depth, 1, 0) if a_role == "a" else (1, depth, 0), a_role)
@@ -237,8 +244,8 @@ class MmaCall(WmmaCall):
         lines = [f"{{  // C (16x16) += A (16x{depth}) * B ({depth}x16): two m16n8k{depth}, "
                  f"for n 0..7 and 8..15"]
         for half in (0, 1):
-            operands = [*(f'"r"({an}[{a} + {q}])' for q in _A_REGISTERS[a_role]),
-                        *(f'"r"({bn}[{b} + {q}])' for q in _B_REGISTERS[b_role][half])]
+            operands = [*(f'"r"({an}[{a} + {q}])' for q in A_REGISTERS[a_role]),
+                        *(f'"r"({bn}[{b} + {q}])' for q in B_REGISTERS[b_role][half])]
             if accumulator in ("float32", "int32"):
                 out, constraint = ("f32", "f") if accumulator == "float32" else ("s32", "r")
                 d = [f"{cn}[{c} + {4 * half + r}]" for r in range(4)]
@@ -310,64 +317,3 @@ class MmaCall(WmmaCall):
             lines.append(f"    sched_tile[{offset}] = {value};")
         lines.append("}")
         return "\n".join(lines)
-
-
-# the registers of an operand tile, in the order mma.sync takes them, by the tile's layout:
-# A (a0..a3: rows 0-7 / 8-15 of k 0-7, then of k 8-15) from an "a" tile as they are, from a
-# "b" tile (A held k x m) swapped in the middle; B per n half (b0, b1: k 0-7, 8-15) from a "b"
-# tile two by two, from an "a" tile (B held n x k, whose registers go by k half first) one
-# apart
-_A_REGISTERS = {"a": (0, 1, 2, 3), "b": (0, 2, 1, 3)}
-_B_REGISTERS = {"b": ((0, 1), (2, 3)), "a": ((0, 2), (1, 3))}
-# (operand type, accumulator dtype) -> k of the m16n8k<k> instruction
-_MMA_SHAPES = {("f16", "float32"): 16, ("bf16", "float32"): 16, ("f16", "float16"): 16,
-               ("s8", "int32"): 32}
-_ROLE_NAMES = {"a": "an A operand (or a B operand held n x k)",
-               "b": "a B operand (or an A operand held k x m)", "c": "an accumulator"}
-
-
-def _operand_places(call: str, loads, nest, context) -> tuple[_Place, _Place]:
-    """The A and B loads of an mma nest (i, j, k) as places in (i, k, j) and (k, j, i)."""
-    i, j, k = nest
-    a_load, b_load = loads
-    return (_place(call, a_load.buffer, a_load.indices[0], (i, k, j), context),
-            _place(call, b_load.buffer, b_load.indices[0], (k, j, i), context))
-
-
-def _operand_layout(place: _Place, operand: str, context) -> str:
-    width = tile_columns(place.buffer)
-    """The register layout ("a" or "b") an mma operand's warp tile needs: its own where it
-    is held as the mma reads it (A m x k, B k x n: stride 16 along the first dim of the
-    place), the other operand's where it is held transposed (TVM's `_trans_a` / `_trans_b`
-    mma: B held n x k is in its registers as an A tile of that shape would be, PTX ISA
-    "Matrix Fragments for mma.m16n8k16"). The strides are checked where the tile is used."""
-    transposed = _is(place.strides[0], 1, context) and _is(place.strides[1], width, context)
-    return {"a": "b", "b": "a"}[operand] if transposed else operand
-
-
-def operand_layouts(func) -> dict[str, str]:
-    """The layouts the mma nests need of the warp buffers they read (`_operand_layout`), by
-    storage name: their ldmatrix loads, emitted before the mma, lay them out so (the loads
-    copy a tile whatever its role; a buffer read in two layouts is refused where the second
-    is emitted)."""
-    from sched.ir.functor import collect
-    from sched.ir.nodes import BufferStore, For, warp_intrinsic
-
-    layouts = {}
-    for loop in collect(func.body, For):
-        if warp_intrinsic(loop) != PTX_MMA:
-            continue
-        nest, body = [], loop
-        while isinstance(body, For):
-            nest.append(body.loop_var)
-            body = body.body
-        operands = _product_operands(body.value) if isinstance(body, BufferStore) else None
-        if len(nest) != 3 or operands is None:
-            continue
-        try:
-            places = _operand_places(PTX_MMA, operands, tuple(nest), ())
-        except ScheduleError:
-            continue           # the call's own checks name the problem
-        for place, operand in zip(places, ("a", "b")):
-            layouts.setdefault(place.buffer.storage_name, _operand_layout(place, operand, ()))
-    return layouts
