@@ -6,10 +6,8 @@ which an operand's registers are given to mma.sync from a tile of either layout.
 
 from __future__ import annotations
 
-from sched.cuda.wmma import _is, _Place, _place, _product_operands
+from sched.cuda.wmma import _is, _Place, _place, product_nests
 from sched.errors import ScheduleError
-from sched.ir.functor import collect
-from sched.ir.nodes import BufferStore, For, warp_intrinsic
 from sched.lower.wmma_fragments import PTX_MMA, tile_columns
 
 # the registers of an operand tile, in the order mma.sync takes them, by the tile's layout:
@@ -51,18 +49,9 @@ def operand_layouts(func) -> dict[str, str]:
     copy a tile whatever its role; a buffer read in two layouts is refused where the second
     is emitted)."""
     layouts = {}
-    for loop in collect(func.body, For):
-        if warp_intrinsic(loop) != PTX_MMA:
-            continue
-        nest, body = [], loop
-        while isinstance(body, For):
-            nest.append(body.loop_var)
-            body = body.body
-        operands = _product_operands(body.value) if isinstance(body, BufferStore) else None
-        if len(nest) != 3 or operands is None:
-            continue
+    for nest, operands in product_nests(func, PTX_MMA):
         try:
-            places = operand_places(PTX_MMA, operands, tuple(nest), ())
+            places = operand_places(PTX_MMA, operands, nest, ())
         except ScheduleError:
             continue           # the call's own checks name the problem
         for place, operand in zip(places, ("a", "b")):

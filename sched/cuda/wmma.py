@@ -96,23 +96,28 @@ def wmma_shared_buffers(func: PrimFunc) -> set[str]:
     return names
 
 
-def transposed_b_fragments(func: PrimFunc) -> set[str]:
-    """The matrix_b fragments an mma_sync nest reads as B[j, k] (TVM's `_trans` intrinsics:
-    B held n x k), by storage name: declared column-major, so that the fragment's logical
-    (k, n) element is the tile's (n, k) one, as its load copied it."""
-    names = set()
+def product_nests(func: PrimFunc, call: str):
+    """The nests of the warp intrinsic `call` in `func` that are three loops (i, j, k)
+    around `C = C + A * B`: (the loop variables, (the A load, the B load)) of each. The other
+    nests are left to the call's own checks, which name what is wrong."""
     for loop in collect(func.body, For):
-        if warp_intrinsic(loop) != MMA:
+        if warp_intrinsic(loop) != call:
             continue
         nest, body = [], loop
         while isinstance(body, For):
             nest.append(body.loop_var)
             body = body.body
         operands = _product_operands(body.value) if isinstance(body, BufferStore) else None
-        if len(nest) != 3 or operands is None:
-            continue
-        i, j, k = nest
-        b = operands[1]
+        if len(nest) == 3 and operands is not None:
+            yield tuple(nest), operands
+
+
+def transposed_b_fragments(func: PrimFunc) -> set[str]:
+    """The matrix_b fragments an mma_sync nest reads as B[j, k] (TVM's `_trans` intrinsics:
+    B held n x k), by storage name: declared column-major, so that the fragment's logical
+    (k, n) element is the tile's (n, k) one, as its load copied it."""
+    names = set()
+    for (i, j, k), (_, b) in product_nests(func, MMA):
         try:
             place = _place(MMA, b.buffer, b.indices[0], (k, j, i), ())
         except ScheduleError:

@@ -66,67 +66,40 @@ def _place_i8(i: str, j: str) -> str:
     return f"4 * ({i} % 8) + {j} % 16 // 4, 8 * ({j} // 16) + {i} // 8 * 4 + {j} % 4"
 
 
-_LDMATRIX_I8 = """
-@T.prim_func
-def {name}(w: T.handle, s: T.handle):
-    S = T.match_buffer(s, (16, 32), "int8", offset_factor=16, scope="shared")
-    W = T.match_buffer(w, (32, 16), "int8", offset_factor=16, scope="warp")
-    with T.block("root"):
-        T.reads(S[0:16, 0:32])
-        T.writes(W[0:32, 0:16])
-        for i in T.serial(16{annotation}):
-            for j in range(32):
-                with T.block("shared_warp"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    W[{ij_i8}] = S[vi, vj]
-"""
-
-_MMA_I8 = """
-@T.prim_func
-def {name}(a: T.handle, b: T.handle, c: T.handle):
-    A = T.match_buffer(a, (32, 16), "int8", offset_factor=16, scope="warp")
-    B = T.match_buffer(b, (32, 16), "int8", offset_factor=16, scope="warp")
-    C = T.match_buffer(c, (32, 8), "int32", offset_factor=8, scope="warp")
-    with T.block("root"):
-        T.reads(C[0:32, 0:8], A[0:32, 0:16], B[0:32, 0:16])
-        T.writes(C[0:32, 0:8])
-        for i in T.serial(16{annotation}):
-            for j, k in T.grid(16, 32):
-                with T.block("C"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[{ij}] = C[{ij}] + T.Cast("int32", A[{a}]) * T.Cast("int32", B[{b}])
-"""
-
 _LDMATRIX = """
 @T.prim_func
 def {name}(w: T.handle, s: T.handle):
-    S = T.match_buffer(s, (16, 16), "float16", offset_factor=16, scope="shared")
-    W = T.match_buffer(w, (32, 8), "float16", offset_factor=8, scope="warp")
+    S = T.match_buffer(s, (16, {depth}), "{dtype}", offset_factor=16, scope="shared")
+    W = T.match_buffer(w, (32, {lane}), "{dtype}", offset_factor={lane}, scope="warp")
     with T.block("root"):
-        T.reads(S[0:16, 0:16])
-        T.writes(W[0:32, 0:8])
+        T.reads(S[0:16, 0:{depth}])
+        T.writes(W[0:32, 0:{lane}])
         for i in T.serial(16{annotation}):
-            for j in range(16):
+            for j in range({depth}):
                 with T.block("shared_warp"):
                     vi, vj = T.axis.remap("SS", [i, j])
-                    W[{ij}] = S[vi, vj]
+                    W[{ij_operand}] = S[vi, vj]
 """
 
 _MMA = """
 @T.prim_func
 def {name}(a: T.handle, b: T.handle, c: T.handle):
-    A = T.match_buffer(a, (32, 8), "float16", offset_factor=8, scope="warp")
-    B = T.match_buffer(b, (32, 8), "float16", offset_factor=8, scope="warp")
+    A = T.match_buffer(a, (32, {lane}), "{dtype}", offset_factor={lane}, scope="warp")
+    B = T.match_buffer(b, (32, {lane}), "{dtype}", offset_factor={lane}, scope="warp")
     C = T.match_buffer(c, (32, 8), "{out}", offset_factor=8, scope="warp")
     with T.block("root"):
-        T.reads(C[0:32, 0:8], A[0:32, 0:8], B[0:32, 0:8])
+        T.reads(C[0:32, 0:8], A[0:32, 0:{lane}], B[0:32, 0:{lane}])
         T.writes(C[0:32, 0:8])
         for i in T.serial(16{annotation}):
-            for j, k in T.grid(16, 16):
+            for j, k in T.grid(16, {depth}):
                 with T.block("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     C[{ij}] = C[{ij}] + {a} * {b}
 """
+
+# the fields of an operand's blocks: fp16 16x16 tiles in 32x8 blocks, int8 16x32 in 32x16
+_FP16 = {"dtype": "float16", "depth": 16, "lane": 8, "ij_operand": _place("vi", "vj")}
+_INT8 = {"dtype": "int8", "depth": 32, "lane": 16, "ij_operand": _place_i8("vi", "vj")}
 
 _FILL = """
 @T.prim_func
@@ -157,7 +130,7 @@ def {name}(a: T.handle, c: T.handle):
                     C[vi, vj] = W[{ij}]
 """
 
-_PLACES = {"ij": _place("vi", "vj"), "ij_i8": _place_i8("vi", "vj")}
+_PLACES = {"ij": _place("vi", "vj")}
 
 
 def _form(template: str, name: str, call: str, **fields) -> tuple:
@@ -169,41 +142,43 @@ def _form(template: str, name: str, call: str, **fields) -> tuple:
                                   **fields)))
 
 
-FORMS = {
-    "mma_ldmatrix_f16_a": _form(_LDMATRIX, "mma_ldmatrix_f16_a", PTX_LDMATRIX_A),
-    "mma_ldmatrix_f16_b": _form(_LDMATRIX, "mma_ldmatrix_f16_b", PTX_LDMATRIX_B),
-    # TVM's `_trans` loads copy the shared tile as it is held (n x k for B, k x m for A)
-    "mma_ldmatrix_f16_a_trans": _form(_LDMATRIX, "mma_ldmatrix_f16_a_trans", PTX_LDMATRIX_A),
-    "mma_ldmatrix_f16_b_trans": _form(_LDMATRIX, "mma_ldmatrix_f16_b_trans", PTX_LDMATRIX_B),
-}
+FORMS = {}
+# the loads; TVM's `_trans` loads copy the shared tile as it is held (n x k for B, k x m for
+# A); int8: A and B held n x k as 16x32 tiles in TVM's 32x16 blocks
+for _name, _call, _fields in (
+        ("mma_ldmatrix_f16_a", PTX_LDMATRIX_A, _FP16),
+        ("mma_ldmatrix_f16_b", PTX_LDMATRIX_B, _FP16),
+        ("mma_ldmatrix_f16_a_trans", PTX_LDMATRIX_A, _FP16),
+        ("mma_ldmatrix_f16_b_trans", PTX_LDMATRIX_B, _FP16),
+        ("mma_ldmatrix_i8_a", PTX_LDMATRIX_A, _INT8),
+        ("mma_ldmatrix_i8_b_trans", PTX_LDMATRIX_B, _INT8)):
+    FORMS[_name] = _form(_LDMATRIX, _name, _call, **_fields)
+
+
+def _mma_form(name: str, out: str, fields: dict, place, a: tuple, b: tuple) -> tuple:
+    """The 32x8/32x16 form of an mma: operands at `place(*a)` and `place(*b)`, cast to the
+    accumulator's type `out` where it differs (as TVM's descriptions write them)."""
+    operands = [f"A[{place(*a)}]", f"B[{place(*b)}]"]
+    if out != fields["dtype"]:
+        operands = [f'T.Cast("{out}", {x})' for x in operands]
+    return _form(_MMA, name, PTX_MMA, out=out, a=operands[0], b=operands[1], **fields)
+
+
 for _out, _short in (("float32", "f32"), ("float16", "f16")):
     for _trans_a, _a in (("", ("vi", "vk")), ("_trans_a", ("vk", "vi"))):
         for _trans_b, _b in (("", ("vk", "vj")), ("_trans_b", ("vj", "vk"))):
             _name = f"mma_f16f16{_short}{_trans_a}{_trans_b}"
-            _operands = [f"A[{_place(*_a)}]", f"B[{_place(*_b)}]"]
-            if _out != "float16":           # TVM's descriptions cast to the accumulator's type
-                _operands = [f'T.Cast("{_out}", {x})' for x in _operands]
-            FORMS[_name] = _form(_MMA, _name, PTX_MMA, out=_out, a=_operands[0],
-                                 b=_operands[1])
+            FORMS[_name] = _mma_form(_name, _out, _FP16, _place, _a, _b)
+FORMS["mma_i8i8i32_trans_b"] = _mma_form("mma_i8i8i32_trans_b", "int32", _INT8, _place_i8,
+                                         ("vi", "vk"), ("vj", "vk"))
+# the accumulators, in the 32x8 blocks
+for _out, _short in (("float32", "f32"), ("float16", "f16"), ("int32", "i32")):
     FORMS[f"mma_fill_16x16_{_short}"] = _form(_FILL, f"mma_fill_16x16_{_short}", MMA_FILL,
                                               dtype=_out)
     for _scope in ("global", "shared"):
         FORMS[f"mma_store_16x16_{_short}_{_scope}"] = _form(
             _STORE, f"mma_store_16x16_{_short}_{_scope}", MMA_STORE, scope=_scope, dtype=_out)
     FORMS[f"mma_store_16x16_{_short}_global_"] = FORMS[f"mma_store_16x16_{_short}_global"]
-
-# int8 (m16n8k32): A and B held n x k as 16x32 tiles in TVM's 32x16 blocks, the int32
-# accumulator in the 32x8 blocks
-for _name, _call in (("mma_ldmatrix_i8_a", PTX_LDMATRIX_A),
-                     ("mma_ldmatrix_i8_b_trans", PTX_LDMATRIX_B)):
-    FORMS[_name] = _form(_LDMATRIX_I8, _name, _call)
-FORMS["mma_i8i8i32_trans_b"] = _form(_MMA_I8, "mma_i8i8i32_trans_b", PTX_MMA,
-                                     a=_place_i8("vi", "vk"), b=_place_i8("vj", "vk"))
-FORMS["mma_fill_16x16_i32"] = _form(_FILL, "mma_fill_16x16_i32", MMA_FILL, dtype="int32")
-for _scope in ("global", "shared"):
-    FORMS[f"mma_store_16x16_i32_{_scope}"] = _form(
-        _STORE, f"mma_store_16x16_i32_{_scope}", MMA_STORE, scope=_scope, dtype="int32")
-FORMS["mma_store_16x16_i32_global_"] = FORMS["mma_store_16x16_i32_global"]
 
 for _name, (_desc, _impl) in FORMS.items():
     TensorIntrin.register_form(_name, _desc, _impl)

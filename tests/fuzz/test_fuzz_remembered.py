@@ -61,8 +61,7 @@ def _summary(func) -> tuple:
 
 
 def _fresh_summary(func) -> tuple:
-    clear_caches()
-    index.cache_clear()
+    clear_caches()             # (every remembered answer: the index's too)
     return _summary(func)
 
 

@@ -44,10 +44,18 @@ void ldmatrix(int line, bool transposed, unsigned* const (&out)[N], unsigned add
     }
 }
 
-// The four sums of an m16n8k16 for this lane (rows groupID, +8; columns 2 threadID_in_group,
-// +1), from its accumulator elements `c` in that order: products summed in float in k order.
-inline void mma_m16n8k16_sums(int line, bool bfloat, const unsigned (&a)[4],
-                              const unsigned (&b)[2], const float (&c)[4], float (&result)[4]) {
+inline float multiply_add(float x, float y, float sum) { return fmaf(x, y, sum); }
+inline int multiply_add(int x, int y, int sum) { return x * y + sum; }
+
+// The four sums of an m16n8k<2 * 4E> for this lane (rows groupID, +8; columns 2
+// threadID_in_group, +1), from its accumulator elements `c` in that order, with E elements to
+// a 32-bit register (`decode` reads one from its low bits): A is 16 x K row-major (a0..a3:
+// rows 0-7 / 8-15 of the first half of k, then of the second), B K x 8 column-major (b0, b1:
+// the two halves of k); products summed in k order.
+template <unsigned E, typename Acc, typename Decode>
+inline void mma_sums(int line, const unsigned (&a)[4], const unsigned (&b)[2],
+                     const Acc (&c)[4], Acc (&result)[4], Decode decode) {
+    constexpr unsigned half = 4 * E, bits = 32 / E;
     struct Fragments { unsigned a[4], b[2]; } mine;
     memcpy(mine.a, a, sizeof mine.a);
     memcpy(mine.b, b, sizeof mine.b);
@@ -55,22 +63,30 @@ inline void mma_m16n8k16_sums(int line, bool bfloat, const unsigned (&a)[4],
     const uint64_t* lanes = warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&mine, line,
                                             "mma.sync", &group);
     auto fragments = [&](unsigned l) { return (const Fragments*)(uintptr_t)lanes[l]; };
-    auto a_element = [&](unsigned row, unsigned k) {       // A is 16 x 16, row-major
-        unsigned l = (row % 8) * 4 + (k % 8) / 2, reg = (row >= 8) + 2 * (k >= 8);
-        return half_bits((uint16_t)(fragments(l)->a[reg] >> (16 * (k % 2))), bfloat);
+    auto a_element = [&](unsigned row, unsigned k) {
+        unsigned l = (row % 8) * 4 + (k % half) / E, reg = (row >= 8) + 2 * (k >= half);
+        return decode(fragments(l)->a[reg] >> (bits * (k % E)));
     };
-    auto b_element = [&](unsigned k, unsigned n) {          // B is 16 x 8, column-major
-        unsigned l = n * 4 + (k % 8) / 2, reg = k >= 8;
-        return half_bits((uint16_t)(fragments(l)->b[reg] >> (16 * (k % 2))), bfloat);
+    auto b_element = [&](unsigned k, unsigned n) {
+        unsigned l = n * 4 + (k % half) / E, reg = k >= half;
+        return decode(fragments(l)->b[reg] >> (bits * (k % E)));
     };
     unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
     for (int i = 0; i < 4; ++i) {
         unsigned row = g + 8 * (i >= 2), column = 2 * t + (i & 1);
-        float sum = c[i];
-        for (unsigned k = 0; k < 16; ++k) sum = fmaf(a_element(row, k), b_element(k, column), sum);
+        Acc sum = c[i];
+        for (unsigned k = 0; k < 2 * half; ++k)
+            sum = multiply_add(a_element(row, k), b_element(k, column), sum);
         result[i] = sum;
     }
     warp_collective(0xffffffffu, 0, line, "mma.sync", &group);  // every lane has read `mine`
+}
+
+// The sums of an m16n8k16 on 16-bit (fp16 or bf16) operands, in float
+inline void mma_m16n8k16_sums(int line, bool bfloat, const unsigned (&a)[4],
+                              const unsigned (&b)[2], const float (&c)[4], float (&result)[4]) {
+    mma_sums<2>(line, a, b, c, result,
+                [bfloat](unsigned bits) { return half_bits((uint16_t)bits, bfloat); });
 }
 
 // mma.sync.aligned.m16n8k16.row.col.f32.<ab>.<ab>.f32 {d0-d3}, {a0-a3}, {b0-b1}, {c0-c3}
@@ -101,31 +117,8 @@ inline void mma_m16n8k16_f16(int line, unsigned* const (&d)[2], const unsigned (
 // B: k alike, column groupID), summed exactly in int32
 inline void mma_m16n8k32_s8(int line, int* const (&d)[4], const unsigned (&a)[4],
                             const unsigned (&b)[2], const int (&c)[4]) {
-    struct Fragments { unsigned a[4], b[2]; } mine;
-    memcpy(mine.a, a, sizeof mine.a);
-    memcpy(mine.b, b, sizeof mine.b);
-    unsigned group;
-    const uint64_t* lanes = warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&mine, line,
-                                            "mma.sync", &group);
-    auto fragments = [&](unsigned l) { return (const Fragments*)(uintptr_t)lanes[l]; };
-    auto byte = [](unsigned reg, unsigned k) { return (int)(int8_t)(reg >> (8 * (k % 4))); };
-    auto a_element = [&](unsigned row, unsigned k) {       // A is 16 x 32, row-major
-        unsigned l = (row % 8) * 4 + (k % 16) / 4, reg = (row >= 8) + 2 * (k >= 16);
-        return byte(fragments(l)->a[reg], k);
-    };
-    auto b_element = [&](unsigned k, unsigned n) {          // B is 32 x 8, column-major
-        unsigned l = n * 4 + (k % 16) / 4, reg = k >= 16;
-        return byte(fragments(l)->b[reg], k);
-    };
-    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
     int result[4];
-    for (int i = 0; i < 4; ++i) {
-        unsigned row = g + 8 * (i >= 2), column = 2 * t + (i & 1);
-        int sum = c[i];
-        for (unsigned k = 0; k < 32; ++k) sum += a_element(row, k) * b_element(k, column);
-        result[i] = sum;
-    }
-    warp_collective(0xffffffffu, 0, line, "mma.sync", &group);  // every lane has read `mine`
+    mma_sums<4>(line, a, b, c, result, [](unsigned bits) { return (int)(int8_t)bits; });
     for (int i = 0; i < 4; ++i) *d[i] = result[i];
 }
 
