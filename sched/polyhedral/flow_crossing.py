@@ -31,7 +31,7 @@ from sched.ir.functor import collect
 from sched.ir.memo import register
 from sched.ir.nodes import IfThenElse
 from sched.polyhedral.isl_text import maps
-from sched.polyhedral.pairs import schedule_key, schedule_map
+from sched.polyhedral.pairs import canonical_time_set, schedule_key, schedule_map
 
 
 def storage_accesses(model, storage: str) -> tuple:
@@ -81,37 +81,60 @@ def flows_cross(model, storage: str, position: int) -> bool:
     what it is made of."""
     key = ("flows_cross", storage, position)
     if key not in model.derived:
-        model.derived[key] = _crossing(storage_accesses(model, storage),
+        model.derived[key] = _crossing(_shift_free(storage_accesses(model, storage)),
                                        statement_params(model), position)
     return model.derived[key]
+
+
+def _shift_free(accesses: tuple) -> tuple:
+    """`storage_accesses` with the statements' times in their canonical form together
+    (pairs.canonical_time_set): the answer of `_crossing` depends only on the order of the
+    runs, and a step that inserts a statement elsewhere then leaves the key as it was."""
+    times = canonical_time_set(tuple(key[1] for key, *_ in accesses))
+    return tuple(((key[0], time), *rest) for (key, *rest), time in zip(accesses, times))
 
 
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def _crossing(accesses: tuple, params_text: str, position: int) -> bool:
-    reads = writes = sure = empty_union(params_text)
+    reads, writes, sure = [], empty_union(params_text), empty_union(params_text)
     widths = set()
     for key, read_texts, write_texts, is_sure in accesses:
         runs = schedule_map(*key, params_text).reverse()                # time -> instance
         widths.add(runs.dim(isl.dim_type.in_))
-        reads = in_time(runs, read_texts, reads)
+        reads += [runs.apply_range(isl.Map(text)) for text in read_texts]
         written = in_time(runs, write_texts, empty_union(params_text))
         writes = writes.union(written)
         if is_sure:
             sure = sure.union(written)
-    if reads.is_empty() or writes.is_empty():
+    if not reads or writes.is_empty():
         return False
     (width,) = widths               # the model's time vectors have one length
     earlier, before_in_same = _prefix_orders(width, position)
-    to_element = reads.range_map()                        # [read time -> element] -> element
-    to_time = reads.domain_map()                          # [read time -> element] -> time
-    written_earlier = to_element.apply_range(writes.reverse()).intersect(
-        to_time.apply_range(earlier.reverse())).domain()                          # (A)
+    return any(_read_crosses(isl.UnionMap.from_map(read), writes, sure, earlier,
+                             before_in_same) for read in reads)
+
+
+def _read_crosses(read: isl.UnionMap, writes: isl.UnionMap, sure: isl.UnionMap,
+                  earlier: isl.UnionMap, before_in_same: isl.UnionMap) -> bool:
+    """Whether some run of one read access (`read`, time -> element) reads a value written
+    in an earlier iteration: (A) and not (B) of the module doc. Where the access reads one
+    element per run, both are asked of the read times alone (the element is a function of
+    the time): a layout's divisions in the elements made the subset test of (run, element)
+    pairs take seconds, of times milliseconds."""
+    if read.is_single_valued():
+        def of_reads(written: isl.UnionMap, order: isl.UnionMap) -> isl.UnionSet:
+            return read.apply_range(written.reverse()).intersect(order.reverse()).domain()
+    else:
+        to_element, to_time = read.range_map(), read.domain_map()
+
+        def of_reads(written: isl.UnionMap, order: isl.UnionMap) -> isl.UnionSet:
+            return to_element.apply_range(written.reverse()).intersect(
+                to_time.apply_range(order.reverse())).domain()
+    written_earlier = of_reads(writes, earlier)                                  # (A)
     if written_earlier.is_empty():
         return False
-    surely_written = to_element.apply_range(sure.reverse()).intersect(
-        to_time.apply_range(before_in_same.reverse())).domain()        # not (B)
-    return not written_earlier.is_subset(surely_written)
+    return not written_earlier.is_subset(of_reads(sure, before_in_same))     # not (B)
 
 
 @functools.lru_cache(maxsize=256)

@@ -56,6 +56,34 @@ def canonical_times(first: tuple[str, ...], second: tuple[str, ...]
     return tuple(a), tuple(b)
 
 
+def canonical_time_set(times: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+    """The time vectors of several statements (equal length) with the same order among all
+    their runs, written without the sequence positions that a step inserting a statement
+    elsewhere shifts: position by position, among the statements whose entries before it are
+    equal (the same constants, the same loop names), constants become their rank there (0,
+    1, ...). Two runs then first differ at the same position, in the same direction. Where
+    such statements hold a constant and a loop, or two loops, at one position, the times
+    are returned as they are (the relabelling would not keep the order)."""
+    canonical = [list(t) for t in times]
+    groups = [list(range(len(times)))]
+    for position in range(len(times[0]) if times else 0):
+        split = []
+        for group in groups:
+            entries = {times[s][position] for s in group}
+            if all(_is_constant(e) for e in entries):
+                rank = {e: str(r) for r, e in enumerate(sorted(entries, key=int))}
+                for s in group:
+                    canonical[s][position] = rank[times[s][position]]
+            elif len(entries) > 1:
+                return times
+            by_entry: dict[str, list[int]] = {}
+            for s in group:
+                by_entry.setdefault(times[s][position], []).append(s)
+            split.extend(by_entry.values())
+        groups = split
+    return tuple(tuple(t) for t in canonical)
+
+
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def nest_map(nest_text: str, params_text: str) -> isl.Map:

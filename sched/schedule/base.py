@@ -337,19 +337,23 @@ class ScheduleBase:
             raise ScheduleError(kind, problem)
 
     def _record(self, kind: str, new_func: PrimFunc, inputs: tuple, attrs: tuple = (),
-                outputs: tuple = (), decision=None) -> None:
+                outputs: tuple = (), decision=None, loops_kept: bool = False) -> None:
+        """Check what every step must keep, then make `new_func` the schedule's function and
+        append the step to the trace. `loops_kept`: the step changed no loop, no order and no
+        scope, and relabelled elements one to one (transform_layout without padding): the
+        same instances touch one element, so no loop can start carrying a dependence."""
         if self.verify_steps and new_func is not self._func:
             verify(new_func)        # (a step that changed nothing leaves a verified function)
         if new_func is not self._func:
             check_opaque_blocks_kept(self._func, new_func, kind)
         # marking a loop asks the rule itself; unroll, annotate and storage_align change no
         # order and no storage scope, so no loop can start carrying a dependence
-        if new_func is not self._func and kind not in (
+        if new_func is not self._func and not loops_kept and kind not in (
                 "parallel", "vectorize", "bind", "unroll", "annotate", "unannotate",
                 "storage_align"):
             self._check_concurrent_loops(kind, new_func)
-        if new_func is not self._func and kind not in ("unroll", "annotate", "unannotate",
-                                                        "storage_align"):
+        if new_func is not self._func and not loops_kept and kind not in (
+                "unroll", "annotate", "unannotate", "storage_align"):
             self._check_nested_thread_axes(kind, new_func)
         if new_func is not self._func and kind != "tensorize":
             from sched.schedule.tensorized import check_intrinsic_nests_kept

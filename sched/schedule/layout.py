@@ -334,4 +334,7 @@ class LayoutPrimitives(ScheduleBase):
         mapping = IndexMap.from_callable(index_map, target.ndim, dtype)
         new_func = transform_layout(self._func, name, buffer, mapping, pad_value)
         attrs = (("pad_value", pad_value),) if pad_value is not None else ()
-        self._record(PRIMITIVE, new_func, (block, buffer, mapping), attrs)
+        # an injective map relabels elements: the same instances touch one element, in the
+        # same order (a padding block is a new statement: the loops are checked again)
+        self._record(PRIMITIVE, new_func, (block, buffer, mapping), attrs,
+                     loops_kept=pad_value is None)

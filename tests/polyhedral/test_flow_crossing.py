@@ -113,13 +113,35 @@ def test_known_answers(func, storage, position, crosses):
     assert flow_analysis_crosses(model, storage, position) == crosses
 
 
+def relaid_through_the_mma_layout():
+    """A buffer read twice per instance (B[i, j] and B[j, i]), computed per row tile of its
+    consumer and stored in the ldmatrix layout (divisions in every element): each read is one
+    element per run, asked on the read times."""
+    from sched import compute as te
+    from sched.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
+
+    a = te.placeholder((32, 32), name="A")
+    b = te.compute((32, 32), lambda i, j: a[i, j] * 2.0, name="B")
+    c = te.compute((32, 32), lambda i, j: b[i, j] + b[j, i], name="C")
+    sch = sched.Schedule(te.create_prim_func([a, c]))
+    i, _ = sch.get_loops(sch.get_block("C"))
+    io, _ = sch.split(i, [None, 16])
+    sch.compute_at(sch.get_block("B"), io)
+    sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (
+        i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16)))
+    return sch
+
+
 @pytest.mark.parametrize("schedule", [
+    relaid_through_the_mma_layout,
+    lambda: hand_schedules.gpu_matmul_mma(64, 64, 64),
     lambda: hand_schedules.cpu_matmul(64, 64, 64),
     lambda: hand_schedules.cpu_conv2d(1, 16, 14, 14, 16),
     lambda: hand_schedules.gpu_matmul(128, 128, 64),
     lambda: hand_schedules.gpu_matmul_tensor_core(64, 64, 64, pad=8, stages=2),
     lambda: hand_schedules.cpu_softmax(64, 128),
-], ids=["cpu_matmul", "cpu_conv2d", "gpu_matmul", "wmma_pipelined", "cpu_softmax"])
+], ids=["mma_layout", "mma", "cpu_matmul", "cpu_conv2d", "gpu_matmul", "wmma_pipelined",
+        "cpu_softmax"])
 def test_agrees_with_flow_analysis_on_hand_schedules(schedule):
     assert assert_agrees(schedule().func) > 0
 

@@ -5,6 +5,8 @@ schedules, and a step that only shifts nests keeps every pair's key."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sched
 from sched import compute as te
@@ -12,6 +14,7 @@ from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.pairs import (
+    canonical_time_set,
     canonical_times,
     deciding_times,
     order_between,
@@ -28,6 +31,48 @@ from sched.polyhedral.pairs import (
 ])
 def test_canonical_times(first, second, expected):
     assert canonical_times(tuple(first), tuple(second)) == tuple(map(tuple, expected))
+
+
+@pytest.mark.parametrize("times, expected", [
+    # sequence positions 3 and 7 among the statements with equal entries before them: 0 and 1
+    ([("3", "i", "0"), ("7", "j", "2")], [("0", "i", "0"), ("1", "j", "0")]),
+    # ranks among the statements that share the prefix only
+    ([("0", "i", "4"), ("0", "i", "6"), ("1", "j", "5")],
+     [("0", "i", "0"), ("0", "i", "1"), ("1", "j", "0")]),
+    # a loop against a constant under one prefix: left as is
+    ([("0", "i", "1"), ("0", "2", "1")], [("0", "i", "1"), ("0", "2", "1")]),
+])
+def test_canonical_time_set(times, expected):
+    assert canonical_time_set(tuple(times)) == tuple(expected)
+
+
+def _first_difference(a: list[int], b: list[int]) -> tuple[int, int] | None:
+    """The first position where two runs' times differ, and which comes first there."""
+    for p, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return p, (-1 if x < y else 1)
+    return None
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_canonical_time_set_keeps_where_and_how_two_runs_differ(data):
+    """Random time vectors (constants and loop names) and random loop values: any two runs
+    differ first at the same position, in the same direction, before and after."""
+    width = data.draw(st.integers(1, 6))
+    entry = st.one_of(st.integers(0, 4).map(str), st.sampled_from(["i", "j", "k"]))
+    times = tuple(tuple(data.draw(entry) for _ in range(width))
+                  for _ in range(data.draw(st.integers(1, 4))))
+    canonical = canonical_time_set(times)
+
+    def run(time, values):
+        return [int(e) if e.isdigit() else values[e] for e in time]
+
+    for _ in range(6):
+        values = [{v: data.draw(st.integers(0, 2)) for v in "ijk"} for _ in times]
+        for s, t in [(s, t) for s in range(len(times)) for t in range(len(times))]:
+            assert _first_difference(run(times[s], values[s]), run(times[t], values[t])) == \
+                _first_difference(run(canonical[s], values[s]), run(canonical[t], values[t]))
 
 
 @pytest.mark.parametrize("first, second, expected", [
