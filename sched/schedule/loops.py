@@ -167,14 +167,30 @@ def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
     fused = Var(name, outer.loop_var.dtype)
     mapping: dict[Var, Expr] = {}
     stride: Expr = const(1, fused.dtype)
-    for lp in reversed(chain):
-        index = fused // stride if stride != IntImm(1) else fused
-        index = index % lp.extent if lp is not chain[0] else index
-        mapping[lp.loop_var] = simplify(index + lp.min) if lp.min != IntImm(0) else index
+    for position in reversed(range(len(chain))):
+        lp = chain[position]
+        mapping[lp.loop_var] = _fused_index(fused, stride, lp, chain[:position])
         stride = simplify(stride * lp.extent)
     body = substitute(chain[-1].body, mapping)
     new_loop = For(fused, const(0, fused.dtype), stride, "serial", body)
     return replace(func, outer, new_loop), name
+
+
+def _fused_index(fused: Var, stride: Expr, loop: For, outer: list[For]) -> Expr:
+    """The value of `loop` in the fused loop `fused`, where the loops inside it span `stride`
+    iterations and `outer` are the fused loops around it: `fused // stride % extent`, without
+    the parts the bounds make redundant (as TVM's simplifier leaves them): 0 for a loop of one
+    iteration, no `% extent` when every loop around it has one iteration (the quotient is
+    below the extent then), no division by 1. Fewer divisions also make the polyhedral
+    model's relations simpler for isl."""
+    one = IntImm(1)
+    if loop.extent == one:
+        index: Expr = const(0, fused.dtype)
+    else:
+        index = fused // stride if stride != one else fused
+        if any(lp.extent != one for lp in outer):
+            index = index % loop.extent
+    return simplify(index + loop.min) if loop.min != IntImm(0) else index
 
 
 def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
