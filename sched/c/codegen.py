@@ -104,6 +104,7 @@ class _CEmitter:
         self.nonneg: set[Var] = set(func.symbolic_vars)
         self.vector_helpers: dict[str, str] = {}   # vector typedefs and functions, by name
         self.in_simd = False                          # inside a `#pragma omp simd` loop
+        self.declared: set[str] = set()               # let variables and arrays declared
 
     # -- the translation unit ------------------------------------------------------------------
 
@@ -235,12 +236,35 @@ class _CEmitter:
     def stmt_Assume(self, node: Assume) -> None:
         self.line(f"// T.assume({node.condition.script()}): a hint, no code")
 
+    def declaring(self, name: str, emit) -> None:
+        """Run `emit`, which declares the C identifier `name` and emits what uses it: in a C
+        block of its own where the function declared it before (a pipeline's prologue and
+        epilogue copy a body with its `let`s and allocations into one scope)."""
+        if name not in self.declared:
+            self.declared.add(name)
+            emit()
+            return
+        self.line("{")
+        self.block_of(emit)
+        self.line("}")
+
+    def block_of(self, emit) -> None:
+        self.depth += 1
+        emit()
+        self.depth -= 1
+
     def stmt_LetStmt(self, node: LetStmt) -> None:
-        ctype = dtypes.compute_type(node.var.dtype)
-        self.line(f"const {ctype} {self.name(node.var.name)} = {self.expr(node.value)};")
-        self.with_var(node.var, self.is_nonneg(node.value), lambda: self.stmt(node.body))
+        def emit() -> None:
+            ctype = dtypes.compute_type(node.var.dtype)
+            self.line(f"const {ctype} {self.name(node.var.name)} = {self.expr(node.value)};")
+            self.with_var(node.var, self.is_nonneg(node.value), lambda: self.stmt(node.body))
+
+        self.declaring(self.name(node.var.name), emit)
 
     def stmt_Allocate(self, node: Allocate) -> None:
+        self.declaring(self.name(node.buffer.name), lambda: self._allocate(node))
+
+    def _allocate(self, node: Allocate) -> None:
         buffer: Buffer = node.buffer
         (size,) = buffer.shape
         ctype, name = dtypes.storage_type(buffer.dtype), self.name(buffer.name)

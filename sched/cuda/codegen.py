@@ -270,7 +270,9 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
     def stmt_Barrier(self, node: Barrier) -> None:
         self.line("__syncthreads();")
 
-    def stmt_Allocate(self, node: Allocate) -> None:
+    def _allocate(self, node: Allocate) -> None:
+        """The declaration of a buffer by its scope (stmt_Allocate: in a scope of its own
+        where the kernel declared the name before)."""
         buffer = node.buffer
         name, ctype = self.name(buffer.name), _STORAGE[buffer.dtype]
         if buffer.scope == "global":

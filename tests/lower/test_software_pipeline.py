@@ -23,6 +23,7 @@ from sched.ir.nodes import Allocate, AsyncCommit, AsyncCopy, AsyncWait, Barrier,
 from sched.lower import lower
 from sched.schedule import Schedule
 from sched.schedule.trace import Trace
+from sched.script import T
 from tests.conftest import assert_close
 
 
@@ -94,6 +95,34 @@ def test_staged_elementwise_with_thread_loops_in_each_stage(target):
     if target == "cuda-emu":          # one float per thread: 4-byte copies, one group in flight
         assert "cp.async.ca.shared.global [%0], [%1], 4;" in kernel.source
         assert '"cp.async.wait_group %0;\\n" :: "n"(1)' in kernel.source
+
+
+@T.prim_func
+def _let_in_each_iteration(X: T.Buffer((8,), "float32"), Y: T.Buffer((8,), "float32")):
+    for j in range(8):
+        with T.block("B"):
+            vj = T.axis.remap("S", [j])
+            x_: T.float32 = T.max(X[vj], T.float32(0))
+            Y[vj] = x_ * T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_let_copied_into_the_epilogue_is_declared_once_per_scope(target):
+    # the epilogue's copies of the body (iterations 6 and 7) each declare `x_`: each in a
+    # scope of its own, not twice in one (a C compile error)
+    sch = Schedule(_let_in_each_iteration)
+    (loop,) = sch.get_loops(sch.get_block("B"))
+    if target == "cuda-emu":                        # one thread runs the pipelined loop
+        thread, loop = sch.split(loop, [1, None])
+        sch.bind(thread, "threadIdx.x")
+    sch.annotate(loop, "software_pipeline_order", [0])
+    sch.annotate(loop, "software_pipeline_stage", [2])
+    x = np.random.default_rng(2).standard_normal(8).astype(np.float32)
+    out = np.zeros(8, np.float32)
+    kernel = sched.build(sch.func, target=target)
+    kernel(x, out)
+    assert_close(out, np.maximum(x, 0) * 2)
+    assert kernel.source.count("x_ = ") >= 2
 
 
 def test_pipelined_matmul_has_no_race_under_thread_sanitizer():
