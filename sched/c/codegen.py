@@ -245,13 +245,10 @@ class _CEmitter:
             emit()
             return
         self.line("{")
-        self.block_of(emit)
-        self.line("}")
-
-    def block_of(self, emit) -> None:
         self.depth += 1
         emit()
         self.depth -= 1
+        self.line("}")
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         def emit() -> None:

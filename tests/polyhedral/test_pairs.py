@@ -4,6 +4,7 @@ schedules, and a step that only shifts nests keeps every pair's key."""
 
 from __future__ import annotations
 
+import islpy as isl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.pairs import (
+    _box_by_count,
     canonical_time_set,
     canonical_times,
     deciding_times,
@@ -73,6 +75,30 @@ def test_canonical_time_set_keeps_where_and_how_two_runs_differ(data):
         for s, t in [(s, t) for s in range(len(times)) for t in range(len(times))]:
             assert _first_difference(run(times[s], values[s]), run(times[t], values[t])) == \
                 _first_difference(run(canonical[s], values[s]), run(canonical[t], values[t]))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_a_domain_proven_a_box_by_counting_is_the_domain(data):
+    """Nest maps of two instance dimensions split in two (a partial last tile where the
+    factors overshoot) and the outer loops fused (divisions in the domain), the first
+    dimension strided or not (every other instance: not a box): where `_box_by_count`
+    answers, its box is the domain isl computes."""
+    extents = [data.draw(st.integers(1, 9)) for _ in range(2)]
+    inner = [data.draw(st.integers(1, 4)) for _ in range(2)]
+    outer = [-(-n // f) + data.draw(st.integers(0, 1)) for n, f in zip(extents, inner)]
+    fused, stride = outer[0] * outer[1], data.draw(st.integers(1, 2))
+    text = (f"{{ S[i, j] -> [f, a, b] : 0 <= f < {fused} and 0 <= a < {inner[0]} and "
+            f"0 <= b < {inner[1]} and i = (floor(f / {outer[1]}) * {inner[0]} + a) * "
+            f"{stride} and j = (f mod {outer[1]}) * {inner[1]} + b and "
+            f"i < {extents[0] * stride} and j < {extents[1]} }}")
+    mapping = isl.Map(text)
+    found = _box_by_count(mapping, mapping.domain())
+    exact = stride == 1 and all(o * f == n for o, f, n in zip(outer, inner, extents))
+    if found is not None:
+        assert found.is_equal(mapping.domain())
+    if exact:                     # a full tiling: one to one onto a box of loops
+        assert found is not None
 
 
 @pytest.mark.parametrize("first, second, expected", [
