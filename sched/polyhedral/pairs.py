@@ -351,21 +351,30 @@ def _kept_by_first_runs(relation: isl.Map, order: tuple) -> bool:
     schedules."""
     source_key, sink_key, params_text = order
     a, b = deciding_times(source_key[1], sink_key[1])
+    # the instances with a first run are those of the nests (nest_domain: the same sets,
+    # written without the existentials of the schedules' domains where they are boxes)
     return kept_in_order(relation, first_run_schedule((source_key[0], a), params_text),
-                         first_run_schedule((sink_key[0], b), params_text))
+                         first_run_schedule((sink_key[0], b), params_text),
+                         nest_domain(source_key[0][0], params_text),
+                         nest_domain(sink_key[0][0], params_text))
 
 
-def kept_in_order(relation: isl.Map, source: isl.Map, sink: isl.Map) -> bool:
+def kept_in_order(relation: isl.Map, source: isl.Map, sink: isl.Map,
+                  source_domain: isl.Set | None = None,
+                  sink_domain: isl.Set | None = None) -> bool:
     """Whether every pair (x, y) of `relation` has `source(x)` lexicographically before
     `sink(y)`, where both schedules are functions (one time per instance), asked without a
-    complement: no pair at or after, and no instance without a time. Where `relation` has
-    existentials (a tensor-core schedule's accumulator) isl's subset test costs 13 s a pair,
-    this 0.02 s. False when it finds such pairs or runs past its budget of isl operations
-    (the caller then asks the subset test or the subtraction)."""
+    complement: no pair at or after, and no instance without a time (the schedules'
+    domains, or `source_domain` and `sink_domain`: the same sets, written more simply).
+    Where `relation` has existentials (a tensor-core schedule's accumulator) isl's subset
+    test costs 13 s a pair, this 0.02 s. False when it finds such pairs or runs past its
+    budget of isl operations (the caller then asks the subset test or the subtraction)."""
     def kept() -> bool:
         return (relation.intersect(source.lex_ge_map(sink)).is_empty()
-                and relation.domain().is_subset(source.domain())
-                and relation.range().is_subset(sink.domain()))
+                and relation.domain().is_subset(
+                    source.domain() if source_domain is None else source_domain)
+                and relation.range().is_subset(
+                    sink.domain() if sink_domain is None else sink_domain))
 
     return bool(within_operations(ORDER_OPERATIONS, kept))
 

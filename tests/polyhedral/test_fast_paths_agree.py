@@ -47,8 +47,8 @@ def test_fast_order_and_idempotence_answers_agree_with_the_subtractions(schedule
     compared = {"order": 0, "idempotence": 0}
     fast_order, fast_idempotent = pairs.kept_in_order, runs._idempotent_by_instances
 
-    def order(relation, source, sink):
-        fast = fast_order(relation, source, sink)
+    def order(relation, source, sink, *domains):
+        fast = fast_order(relation, source, sink, *domains)
         old = within_operations(BUDGET, lambda: relation.subtract(
             source.lex_lt_map(sink)).is_empty())
         if old is not None:
