@@ -15,7 +15,8 @@ from sched.ir.memo import BoundedCache, register
 from sched.ir.nodes import Block, Buffer, PrimFunc
 from sched.polyhedral import build_model
 from sched.polyhedral.accesses import buffer_tuple
-from sched.polyhedral.pairs import order_between, order_key
+from sched.polyhedral.isl_text import maps
+from sched.polyhedral.pairs import order_key
 
 
 def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
@@ -56,17 +57,15 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
 
 
 def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -> bool:
-    """`_reads_without_source` where each instance runs once, pair by pair: a read has a
-    source iff some write of its element runs before it (every write is a must-source), so
-    some read has none iff some [reader -> element] of the reads is left once every
-    [reader -> element] with an earlier write of the element is taken away. Those are found
-    per (writer, reader) pair by joining on the element first ([reader -> element] -> writer
-    instances of the same element, a relation without existentials where writes are
-    affine), then keeping the writer instances that run before the reader: projecting the
-    writer out of that is cheap, where projecting it out of the order alone (every element
-    written before a reader) gave isl unions of many quasi-affine pieces. The order of each
-    pair is the one the dependences are built on (pairs.order_between, remembered); the
-    answer is remembered by the texts of the reads and writes and the pairs' order keys (a
+    """`_reads_without_source` where each instance runs once: a read has a source iff some
+    write of its element runs before it (every write is a must-source). Asked in time: each
+    read and write as time -> element (through the statement's schedule, one to one here), a
+    read time is written before where some write time of its element comes before it
+    (lexicographic order on the time vectors, which has no divisions). In instances, the
+    order between two statements came through their nests (instances to loops: divisions
+    for fused loops) and the subtraction ran for minutes on TVM's 4096^3 mma schedule; in
+    time it takes a fraction of a second. Remembered by the texts of the reads and writes
+    and the pairs' order keys (what the order of each writer and reader is made of: a
     replayed trace asks again)."""
     writers = [(w, _on_buffer(w.writes, buffer)) for w in statements]
     writers = [(w, written) for w, written in writers if not written.is_empty()]
@@ -74,18 +73,35 @@ def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -
                              for w, written in writers))
     found = _READS_BEFORE_WRITES.recall(key)
     if found is None:
-        unwritten = reads.wrap()                                  # [reader -> element]
-        for reader in statements:
-            read = _on_buffer(reader.reads, buffer)
-            if read.is_empty():
-                continue
-            for writer, written in writers:
-                later = isl.UnionMap.from_map(order_between(writer, reader)).reverse()
-                same_element = read.range_map().apply_range(written.reverse())
-                earlier = same_element.intersect(read.domain_map().apply_range(later))
-                unwritten = unwritten.subtract(earlier.domain())
-        found = _READS_BEFORE_WRITES.remember(key, not unwritten.is_empty())
+        written_at = None                                            # time -> element
+        for writer, written in writers:
+            at = isl.UnionMap.from_map(writer.schedule).reverse().apply_range(written)
+            written_at = at if written_at is None else written_at.union(at)
+        found = _READS_BEFORE_WRITES.remember(key, any(
+            _read_unwritten(isl.UnionMap.from_map(reader.schedule).reverse().apply_range(
+                isl.UnionMap.from_map(read)), written_at)
+            for reader in statements for read in maps(_on_buffer(reader.reads, buffer))))
     return found
+
+
+def _read_unwritten(read: isl.UnionMap, written: isl.UnionMap | None) -> bool:
+    """Whether some run of the read `read` (time -> element) has no write of its element
+    before it in `written` (time -> element, None: no write). Where the read takes one
+    element per run, asked of the read times alone (the element is a function of the
+    time); otherwise of (time, element) pairs."""
+    if written is None:
+        return True
+    (space,) = {m.get_space().domain() for m in maps(read)}
+    times = isl.Set.universe(space)
+    after = isl.UnionMap.from_map(times.lex_gt_set(times))     # read time -> earlier times
+    if read.is_single_valued():
+        unwritten = read.domain().subtract(
+            read.apply_range(written.reverse()).intersect(after).domain())
+    else:
+        same_element = read.range_map().apply_range(written.reverse())
+        unwritten = read.wrap().subtract(
+            same_element.intersect(read.domain_map().apply_range(after)).domain())
+    return not unwritten.is_empty()
 
 
 _READS_BEFORE_WRITES = BoundedCache(1024)      # _reads_before_every_write's answers, by key
