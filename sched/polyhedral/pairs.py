@@ -118,7 +118,7 @@ def exact_domain(mapping: isl.Map) -> isl.Set:
     domain = mapping.domain()
     if all(piece.dim(isl.dim_type.div) == 0 for piece in domain.get_basic_sets()):
         return domain
-    counted = within_operations(DOMAIN_OPERATIONS, lambda: _box_by_count(mapping, domain))
+    counted = within_operations(DOMAIN_OPERATIONS, lambda: box_by_count(mapping, domain))
     if counted is not None:
         return counted
     plain = domain.remove_divs()
@@ -127,7 +127,7 @@ def exact_domain(mapping: isl.Map) -> isl.Set:
     return plain if equal else domain
 
 
-def _box_by_count(mapping: isl.Map, domain: isl.Set) -> isl.Set | None:
+def box_by_count(mapping: isl.Map, domain: isl.Set) -> isl.Set | None:
     """The domain of `mapping` as its bounding box, where counting proves them equal: the map
     is one to one (instances to loop values), its range is a box of constant bounds, and the
     domain's bounding box has as many points as that box (a subset of a finite set with as

@@ -43,6 +43,8 @@ from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import ASSOCIATIVE_OPS
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+from sched.polyhedral.isl_text import within_operations
+from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
 from sched.schedule.scope import (
     add_allocation,
     block_names,
@@ -220,7 +222,13 @@ def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spat
     s_names, r_names = names[:spatial], names[spatial:]
     mapping = isl.Map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : {constraints} }}") \
         .intersect_params(isl.Set(f"{params}{{ : {dims} }}"))
+    # the points as a box where counting proves it (an injective map of a loop box): the
+    # subset tests below against the range's existentials ran for minutes on TVM's 4096^3
+    # mma nests
     points = mapping.range()
+    counted = within_operations(DOMAIN_OPERATIONS,
+                                lambda: box_by_count(mapping.reverse(), points))
+    points = points if counted is None else counted
     instances = points.project_out(isl.dim_type.set, len(s_names), len(r_names))
     full = isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
         .intersect(instances.flat_product(isl.Set(f"{params}{{ [{', '.join(r_names)}] }}")))

@@ -15,7 +15,7 @@ from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.pairs import (
-    _box_by_count,
+    box_by_count,
     canonical_time_set,
     canonical_times,
     deciding_times,
@@ -79,10 +79,10 @@ def test_canonical_time_set_keeps_where_and_how_two_runs_differ(data):
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(data=st.data())
-def test_a_domain_proven_a_box_by_counting_is_the_domain(data):
+def test_a_domain_proven_abox_by_counting_is_the_domain(data):
     """Nest maps of two instance dimensions split in two (a partial last tile where the
     factors overshoot) and the outer loops fused (divisions in the domain), the first
-    dimension strided or not (every other instance: not a box): where `_box_by_count`
+    dimension strided or not (every other instance: not a box): where `box_by_count`
     answers, its box is the domain isl computes."""
     extents = [data.draw(st.integers(1, 9)) for _ in range(2)]
     inner = [data.draw(st.integers(1, 4)) for _ in range(2)]
@@ -93,7 +93,7 @@ def test_a_domain_proven_a_box_by_counting_is_the_domain(data):
             f"{stride} and j = (f mod {outer[1]}) * {inner[1]} + b and "
             f"i < {extents[0] * stride} and j < {extents[1]} }}")
     mapping = isl.Map(text)
-    found = _box_by_count(mapping, mapping.domain())
+    found = box_by_count(mapping, mapping.domain())
     exact = stride == 1 and all(o * f == n for o, f, n in zip(outer, inner, extents))
     if found is not None:
         assert found.is_equal(mapping.domain())
