@@ -6,8 +6,9 @@ and loops over them.
 
 The new variables are `w = index_map(v)`; the body uses `v = index_map⁻¹(w)`, the inverse isl
 computes; the loops that held only the block are replaced by loops over the image of the map.
-Requires the map to be affine and injective on the instances the block runs, with an image that
-is a box (so the new loops run each instance once). The new order is checked like any reorder:
+Requires the loops to run each instance of the block once (the new loops run each once), and
+the map to be affine and injective on the instances the block runs, with an image that is a
+box. The new order is checked like any reorder:
 the block's new schedule, read back on its old instances through the map, must keep every
 dependence of the function.
 """
@@ -123,6 +124,11 @@ def _domain(func: PrimFunc, block_name: str) -> isl.Set:
     if len(statements) != 1 or not statements[0].exact:
         raise ScheduleError(PRIMITIVE, f"the instances of block {block_name!r} are not known "
                             f"exactly (a non-affine binding)")
+    if not statements[0].runs_once:
+        raise ScheduleError(PRIMITIVE, f"the loops of block {block_name!r} run some of its "
+                            f"instances more than once (several loop points bind one "
+                            f"instance), and the new loops would run each once, changing the "
+                            f"result; bind the block's variables one to one to its loops first")
     return statements[0].domain
 
 
@@ -215,8 +221,9 @@ class BlockLayoutPrimitives(ScheduleBase):
         with new loops (`ax0`, `ax1`...) over them in place of the loops that held it alone.
 
         Requires: the block is spatial, without predicate, bound by the perfectly nested serial
-        loops that hold it alone; the map is affine and injective on its instances, onto a
-        box; the new order keeps every dependence (polyhedral/ checks).
+        loops that hold it alone, each instance by one loop point (the new loops run each
+        once); the map is affine and injective on its instances, onto a box; the new order
+        keeps every dependence (polyhedral/ checks).
 
         Arguments: `block` a block handle; `index_map` a function of the block's iteration
         variables (`lambda i, j: (j, i)`), as for transform_layout.

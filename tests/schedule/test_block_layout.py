@@ -86,6 +86,26 @@ def test_maps_that_are_not_injective_or_not_onto_a_box_are_refused():
         sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i, i + j))
 
 
+@T.prim_func
+def updated_twice(X: T.Buffer((7,), "float32"), Y: T.Buffer((7,), "float32")):
+    for t in range(14):
+        with T.block("B"):
+            vx = T.axis.spatial(7, t % 7)
+            Y[vx] = Y[vx] * T.float32(2) + X[vx]
+
+
+def test_a_block_whose_loops_run_an_instance_twice_is_refused():
+    # t and t + 7 bind one instance: new loops over the instances would run each once
+    sch = sched.Schedule(updated_twice)
+    with pytest.raises(ScheduleError, match=r"the loops of block 'B' run some of its "
+                                            r"instances more than once"):
+        sch.transform_block_layout(sch.get_block("B"), lambda vx: (vx + 2,))
+    assert sch.func == updated_twice
+    x, y = np.arange(7, dtype=np.float32), np.ones(7, np.float32)
+    sched.build(sch.func, target="c")(x, y)
+    np.testing.assert_array_equal(y, (1 * 2 + x) * 2 + x)
+
+
 def test_a_block_holding_a_nested_block_and_loops():
     # the rewrite of the block's indices and regions read every affine index through isl
     # over the new variables alone: the loops and nested block variables inside the block
