@@ -106,7 +106,11 @@ def replay_with_other_decision(program, sch, data, log: list[str]) -> sched.Sche
                                       max_size=len(instruction.decision)))
     else:
         decision = data.draw(st.integers(-3, 4))
-    text = f"sch = sch.trace.with_decision({index}, {decision!r}).apply(func)"
+    # the reproducer's calls record other steps (get_block, get_loops) than this run held
+    # handles for: it finds the sampling step by its rank among the sampling steps
+    rank = positions.index(index)
+    text = (f"sch = sch.trace.with_decision([k for k, i in enumerate(sch.trace.instructions) "
+            f"if i.decision is not None][{rank}], {decision!r}).apply(func)")
     log.append(text)
     try:
         replayed = sch.trace.with_decision(index, decision).apply(program.func)
