@@ -38,7 +38,8 @@ from sched.polyhedral.legality import (
 )
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.blockized_init import hoist_nested_init, init_copy_nest, nested_init
-from sched.schedule.rfactor import check_reduction_runs_once, rfactor
+from sched.schedule.reduction_runs import check_reduction_runs_once
+from sched.schedule.rfactor import rfactor
 from sched.schedule.scope import (
     block_names,
     loop_roles,

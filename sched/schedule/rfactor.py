@@ -11,14 +11,12 @@ onto the loops the combining block keeps, so it reads only those that exist.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import collect, free_vars, substitute
-from sched.ir.memo import register
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     BinaryOp,
@@ -43,8 +41,7 @@ from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import ASSOCIATIVE_OPS
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
-from sched.polyhedral.isl_text import within_operations
-from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
+from sched.schedule.reduction_runs import check_reduction_runs_once
 from sched.schedule.scope import (
     add_allocation,
     block_names,
@@ -135,137 +132,6 @@ def _rfactor_loops(func: PrimFunc, realize: BlockRealize, loop: For, render: boo
             raise refusal("rfactor", f"the bounds of reduce loop {lp.loop_var.name!r} depend on "
                           f"another loop", func, lp.loop_var.name, render)
     return scope, scope.loops[top], kept, removed
-
-
-def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,
-                              render: bool) -> None:
-    """Refuse unless the loops run each instance of the reduction block at most once, every
-    point of the reduce domain for each output element, the first at the domain's first point
-    (isl). rfactor and decompose_reduction rely on it: both run the init once per output
-    element, before every update, which is the original's meaning only then. A many-to-one
-    binding (`vk = (k * k) // 2`) runs the init again; a reversed one (`vk = 15 - k`) runs it
-    after the other updates."""
-    block = realize.block
-    # isl names of our own: loops l<i>, iteration variables v<i>, outer variables p<i>
-    # parameters: the function's symbolic dims and scalars, and the variables of the blocks
-    # around (fixed in one instance of the scope, where the reduction runs)
-    loop_vars = {lp.loop_var for lp in loops}
-    used = [v for e in [*realize.iter_values, realize.predicate,
-                        *[x for lp in loops for x in (lp.min, lp.extent)],
-                        *[x for iv in block.iter_vars for x in (iv.dom.min, iv.dom.extent)]]
-            for v in free_vars(e)]
-    outer = list(dict.fromkeys([*func.symbolic_vars,
-                                *[p for p in func.params if isinstance(p, Var)],
-                                *[v for v in used if v not in loop_vars]]))
-    rename = {v: Var(f"p{i}", v.dtype) for i, v in enumerate(outer)}
-    rename.update({lp.loop_var: Var(f"l{i}", lp.loop_var.dtype) for i, lp in enumerate(loops)})
-    allowed = set(rename.values())
-    spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
-               if iv.kind == "spatial"]
-    reduce = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
-              if iv.kind == "reduce"]
-    names = [f"v{i}" for i in range(len(spatial) + len(reduce))]
-
-    def text(expr) -> str | None:
-        expr = substitute(expr, rename)
-        return to_isl(expr) if set(free_vars(expr)) <= allowed else None
-
-    def cannot(what: str) -> ScheduleError:
-        return refusal(primitive, f"{what} of block {block.name!r} is not affine in its loops: "
-                       f"{primitive} cannot prove that each reduction instance runs once, the "
-                       f"init first", func, None, render)
-    constraints = []
-    for lp in loops:
-        lo, extent = text(lp.min), text(lp.extent)
-        if lo is None or extent is None:
-            raise cannot(f"a bound of loop {lp.loop_var.name!r} around")
-        constraints.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
-    box = []                        # the iteration domain (its reduce part is checked)
-    for name, (iv, value) in zip(names, [*spatial, *reduce]):
-        lo, extent, bound = text(iv.dom.min), text(iv.dom.extent), text(value)
-        if None in (lo, extent, bound):
-            raise cannot(f"the binding {iv.var.name} = {value.script()}")
-        box.append(f"{lo} <= {name} < {lo} + {extent}")
-        constraints.append(f"{name} = {bound}")
-    for condition in conjuncts(realize.predicate):
-        converted = to_isl_condition(substitute(condition, rename))
-        if converted is None or not set(free_vars(substitute(condition, rename))) <= allowed:
-            raise cannot(f"the predicate {condition.script()}")
-        constraints.append(converted)
-    dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
-    params = f"[{', '.join(rename[v].name for v in outer)}] -> "
-    loop_text = ", ".join(rename[lp.loop_var].name for lp in loops)
-    s_names, r_names = names[:len(spatial)], names[len(spatial):]
-    first_text = " and ".join([f"{n} = {text(iv.dom.min)}"
-                               for n, (iv, _) in zip(r_names, reduce)] or ["true"])
-    problem = _runs_once_problem(params, loop_text, tuple(names), len(s_names),
-                                 " and ".join(constraints) or "true", dims,
-                                 " and ".join(box[len(s_names):]) or "true", first_text)
-    if problem is not None:
-        shown = ", ".join(f"{iv.var.name} = {v.script()}" for iv, v in reduce)
-        raise refusal(primitive, f"the loops of block {block.name!r} ({shown}) {problem}; "
-                      f"{primitive} needs the reduce variables bound one to one onto their "
-                      f"domain, the first iteration at its first point (the init's), or the "
-                      f"result would change", func, None, render)
-
-
-@register
-@functools.lru_cache(maxsize=1 << 10)
-def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spatial: int,
-                       constraints: str, dims: str, reduce_box: str,
-                       first_text: str) -> str | None:
-    """isl's part of `check_reduction_runs_once`, a function of its texts only (so
-    remembered by them): why the loops `[loop_text] -> [names]` (the first `spatial` names
-    the spatial iteration variables, the others the reduce ones) under `constraints` do not
-    run the reduction once per point of `reduce_box`, starting at `first_text`; None when
-    they do."""
-    s_names, r_names = names[:spatial], names[spatial:]
-    mapping = isl.Map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : {constraints} }}") \
-        .intersect_params(isl.Set(f"{params}{{ : {dims} }}"))
-    # the points as a box where counting proves it (an injective map of a loop box): the
-    # subset tests below against the range's existentials ran for minutes on TVM's 4096^3
-    # mma nests
-    points = mapping.range()
-    counted = within_operations(DOMAIN_OPERATIONS,
-                                lambda: box_by_count(mapping.reverse(), points))
-    points = points if counted is None else counted
-    instances = points.project_out(isl.dim_type.set, len(s_names), len(r_names))
-    full = isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
-        .intersect(instances.flat_product(isl.Set(f"{params}{{ [{', '.join(r_names)}] }}")))
-    first_points = isl.Map(f"{params}{{ [{', '.join(s_names)}] -> [{', '.join(names)}] : "
-                           f"{first_text} }}").intersect_domain(instances)
-    if not mapping.is_injective():
-        return "run some instances more than once (a many-to-one binding)"
-    if not points.is_subset(isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}")):
-        return "run reduction instances outside the reduce domain"
-    if not full.is_subset(points):
-        return "skip some points of the reduce domain (the init may never run)"
-    if not _starts_at_first_point(mapping, first_points, len(s_names)):
-        return ("do not start each reduction at the first point of the reduce domain, "
-                "where the init runs: the original runs its init after some updates")
-    return None
-
-
-def _starts_at_first_point(mapping: isl.Map, first_points: isl.Map, spatial: int) -> bool:
-    """Whether, for each spatial instance, the first loop point (lexicographically) of the
-    injective, full `mapping` (loops -> [spatial, reduce]) is the one at its first reduce
-    point (`first_points`: spatial -> that point): no loop point at another reduce point
-    has the first point's loops at or after it. Asked as one emptiness test in the loops'
-    space, where isl's lexmin over the loops of each instance ran for minutes on TVM's
-    4096^3 mma nests (fused loops of large extents)."""
-    firsts = first_points.range()
-    at_first = mapping.intersect_range(firsts)
-    elsewhere = mapping.subtract_range(firsts)
-    names = mapping.range().get_space()
-    to_spatial = isl.Map.universe(isl.Space.map_from_domain_and_range(
-        names, names)).project_out(isl.dim_type.out, spatial,
-                                   names.dim(isl.dim_type.set) - spatial)
-    for d in range(spatial):
-        to_spatial = to_spatial.equate(isl.dim_type.in_, d, isl.dim_type.out, d)
-    same_instance = elsewhere.apply_range(to_spatial).apply_range(
-        at_first.apply_range(to_spatial).reverse())           # loops -> loops of its first
-    loops = isl.Set.universe(mapping.get_space().domain())
-    return same_instance.intersect(loops.lex_le_set(loops)).is_empty()
 
 
 def _check_factor_axis(factor_axis, buffer: Buffer) -> int:

@@ -126,35 +126,26 @@ def test_fuse_then_split_matches_numpy(rng):
     assert_close(run_c(sch.func, a, b, c)[2], a @ b)
 
 
-def test_fuse_leaves_out_what_the_extents_make_redundant(rng):
-    """A loop of one iteration is 0 in the fused loop; the outermost loop that is not one
-    iteration needs no `% extent` (as TVM's simplifier leaves the bindings)."""
-    A = te.placeholder((1, 4, 6, 5), name="A")
-    B = te.compute((1, 4, 6, 5), lambda n, c, h, w: A[n, c, h, w] + 1.0, name="B")
+@pytest.mark.parametrize("shape, bindings", [
+    # a loop of one iteration is 0; the outermost loop of several iterations needs no
+    # `% extent` (as TVM's simplifier leaves the bindings)
+    ((1, 4, 6, 5), ["v_n = T.axis.spatial(1, 0)", "v_c = T.axis.spatial(4, n_c_h_fused // 6)",
+                    "v_h = T.axis.spatial(6, n_c_h_fused % 6)"]),
+    # `% extent` stays where a loop of several iterations is around it in the fusion
+    ((3, 1, 4, 5), ["v_n = T.axis.spatial(3, n_c_h_fused // 4)", "v_c = T.axis.spatial(1, 0)",
+                    "v_h = T.axis.spatial(4, n_c_h_fused % 4)"]),
+], ids=["outer_of_one_iteration", "inner_of_one_iteration"])
+def test_fuse_leaves_out_what_the_extents_make_redundant(rng, shape, bindings):
+    A = te.placeholder(shape, name="A")
+    B = te.compute(shape, lambda n, c, h, w: A[n, c, h, w] + 1.0, name="B")
     sch = sched.Schedule(te.create_prim_func([A, B]))
     n, c, h, _ = sch.get_loops(sch.get_block("B"))
     sch.fuse(n, c, h)
     script = sch.func.script()
-    assert "v_n = T.axis.spatial(1, 0)" in script
-    assert "v_c = T.axis.spatial(4, n_c_h_fused // 6)" in script
-    assert "v_h = T.axis.spatial(6, n_c_h_fused % 6)" in script
-    a = rng.standard_normal((1, 4, 6, 5), np.float32)
+    for binding in bindings:
+        assert binding in script
+    a = rng.standard_normal(shape, np.float32)
     assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a + 1.0)
-
-
-def test_fuse_keeps_the_modulo_under_an_outer_loop(rng):
-    """`% extent` stays where a loop of several iterations is around it in the fusion."""
-    A = te.placeholder((3, 1, 4, 5), name="A")
-    B = te.compute((3, 1, 4, 5), lambda n, c, h, w: A[n, c, h, w] * 3.0, name="B")
-    sch = sched.Schedule(te.create_prim_func([A, B]))
-    n, c, h, _ = sch.get_loops(sch.get_block("B"))
-    sch.fuse(n, c, h)
-    script = sch.func.script()
-    assert "v_n = T.axis.spatial(3, n_c_h_fused // 4)" in script
-    assert "v_c = T.axis.spatial(1, 0)" in script
-    assert "v_h = T.axis.spatial(4, n_c_h_fused % 4)" in script
-    a = rng.standard_normal((3, 1, 4, 5), np.float32)
-    assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a * 3.0)
 
 
 def test_fuse_of_loops_not_consecutive_is_refused():
