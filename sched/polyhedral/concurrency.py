@@ -12,7 +12,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import TENSOR_CORE_SCOPES, Allocate, Block, Buffer, For, Node, PrimFunc
-from sched.polyhedral.conflicts import iterations_touch
+from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
     Dependence,
@@ -22,6 +22,7 @@ from sched.polyhedral.dependences import (
     value_flows,
 )
 from sched.polyhedral.flow_crossing import flows_cross, statement_params
+from sched.polyhedral.isl_expr import isl_name
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.time_pairs import (
@@ -127,7 +128,56 @@ class _Concurrency:
         under = {id(s) for s in self.statements}
         return dependences_where(
             self.func, lambda source, sink: id(source) in under or id(sink) in under,
-            self.model)
+            self.model, self.may_count)
+
+    def may_count(self, source: Statement, sink: Statement, storage_tuple: str) -> bool:
+        """Whether a dependence between `source` and `sink` (either way) on the storage of
+        isl tuple `storage_tuple` may count under the rule, as far as can be told before
+        computing it: for two statements under the loop, whether runs under it touch one
+        element of the storage across the loop, one writing (`touched_across`), and whether
+        the storage is allocated outside the loop or with a scope the iterations share.
+        Where it says no, none of the pair's dependences on the storage counts, whatever
+        their order."""
+        if not (self.under(source) and self.under(sink)):
+            return True
+        storage = self.model.storage_of_tuple(storage_tuple)
+        if storage in self.allocations:
+            buffer, owner = self.allocations[storage]
+            if _scope_can_be_private(buffer.scope, self.kind) and \
+                    _contains(self.loop.body, owner):
+                return False
+        return storage_tuple in self.touched_across
+
+    @functools.cached_property
+    def touched_across(self) -> frozenset[str]:
+        """The storages (isl tuples) of which two runs under the loop, in the pairs of runs
+        the rule compares (`carried_key`), touch one element, one writing
+        (conflicts.storages_touched_across): in one iteration of the loops outside it (for
+        threadIdx: of the blockIdx loops and those outside them, one thread block) and
+        different iterations of it."""
+        loops = self.statements[0].loops
+        index = next(i for i, lp in enumerate(loops) if lp.var.name == self.name)
+        same = tuple(range(index))
+        if self.kind == "threadIdx":
+            blocks = [i for i, lp in enumerate(loops[:index]) if lp.kind == "thread_binding"
+                      and (lp.thread_tag or "").startswith("blockIdx")]
+            same = tuple(range(max(blocks, default=-1) + 1))
+        prefix = tuple(isl_name(lp.var) for lp in loops[:index + 1])
+        return storages_touched_across(self.statements, prefix, same,
+                                       statement_params(self.model))
+
+    @functools.cached_property
+    def carried_key(self) -> tuple:
+        """The `time_pairs` key of two runs under the loop that the rule compares."""
+        params = f"[{', '.join(self.model.params)}] ->"
+        width, position = len(self.statements[0].time), self.target.position
+        if self.kind == "threadIdx":
+            # the threads run the serial loops of the kernel around this loop each on its
+            # own, unsynchronised: only the thread block (and what encloses the kernel) is
+            # one iteration for both ends
+            return ("threads", width, self.same_block_positions(self.statements[0],
+                                                                position), position, params)
+        return ("carried", width, position, params)
 
     @functools.cached_property
     def allocations(self) -> dict[str, tuple[Buffer, Node]]:
@@ -254,18 +304,9 @@ class _Concurrency:
         pairs of instances it relates in different iterations (reductions first)."""
         if not self.statements:
             return
-        params = f"[{', '.join(self.model.params)}] ->"
-        width, position = len(self.statements[0].time), self.target.position
-        carried = ("carried", width, position, params)
-        if self.kind == "threadIdx":
-            # the threads run the serial loops of the kernel around this loop each on its
-            # own, unsynchronised: only the thread block (and what encloses the kernel) is
-            # one iteration for both ends
-            carried = ("threads", width, self.same_block_positions(self.statements[0],
-                                                                   position), position, params)
         for dep in sorted(self.deps, key=lambda d: not d.is_reduction):
             if self.under(dep.source) and self.under(dep.sink):
-                between = carried
+                between = self.carried_key
             else:
                 between = self.across_sibling_loops(dep)
                 if between is None or self.between_kernels(dep):

@@ -231,21 +231,27 @@ def _candidate_dependences(model: PolyModel, index: int) -> list[Dependence]:
     return found
 
 
-def dependences_where(func: PrimFunc, keep, model: PolyModel | None = None
-                      ) -> tuple[Dependence, ...]:
-    """The dependences of `func` whose statements (source, sink) `keep(source, sink)` accepts,
-    in the order `dependences(func)` lists them: the same Dependence objects where the whole
-    analysis of `func` is cached, else only the accepted pairs are computed (each by content,
-    as the whole analysis computes it). `model` is `build_model(func)` where the caller has
-    it (the statements `keep` sees are its own)."""
+def dependences_where(func: PrimFunc, keep, model: PolyModel | None = None,
+                      on_storage=None) -> tuple[Dependence, ...]:
+    """The dependences of `func` whose statements (source, sink) `keep(source, sink)` accepts
+    (and `on_storage(source, sink, storage tuple)`, where given, with the isl tuple of the
+    dependence's storage), in the order `dependences(func)` lists them: the same Dependence
+    objects where the whole analysis of `func` is cached, else only the accepted pairs are
+    computed (each by content, as the whole analysis computes it). `model` is
+    `build_model(func)` where the caller has it (the statements `keep` sees are its own)."""
     _ASKED[0] += 1
     model = model if model is not None else build_model(func)
+
+    def accepted(source, sink, storage_tuple) -> bool:
+        return keep(source, sink) and (on_storage is None
+                                       or on_storage(source, sink, storage_tuple))
     cached = _dependences.get(func)
     if cached is not None and cached[0] is model:
-        return tuple(d for d in cached[1] if keep(d.source, d.sink))
+        return tuple(d for d in cached[1]
+                     if accepted(d.source, d.sink, model.buffer_tuple(d.buffer)))
     found: list[Dependence] = []
     for index, candidate in enumerate(_candidates(model)):
-        if keep(candidate[2], candidate[3]):
+        if accepted(candidate[2], candidate[3], candidate[1]):
             found += _candidate_dependences(model, index)
     return tuple(found)
 

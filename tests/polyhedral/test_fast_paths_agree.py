@@ -5,6 +5,8 @@ budget)."""
 
 from __future__ import annotations
 
+import importlib
+
 import islpy as isl
 import pytest
 
@@ -115,11 +117,85 @@ def test_crossing_exists_agrees_with_the_crossing_runs(schedule, crosses, monkey
         return answer
 
     monkeypatch.setattr(concurrency, "crossing_exists", exists)
-    # every dependence asked (iterations_touch would accept most loops before any question)
+    # every dependence asked (iterations_touch would accept most loops before any question,
+    # and may_count leave out costly pairs whose runs touch nothing across the loop)
     monkeypatch.setattr(concurrency, "iterations_touch", lambda *args: True)
+    monkeypatch.setattr(concurrency._Concurrency, "may_count", lambda *args: True)
     clear_caches()
     try:
         schedule()
     finally:
         clear_caches()
     assert False in compared and (True in compared) == crosses
+
+
+def _value_passed_to_the_next_iteration():
+    """A loop whose iteration i writes B[i + 1] and reads B[i] (written by iteration i - 1):
+    no two iterations write one element, one reads what another wrote; `parallel` refuses
+    it."""
+    from sched import Schedule
+    from sched.errors import ScheduleError
+    from sched.script import T
+
+    @T.prim_func
+    def shifted(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+        B = T.alloc_buffer((17,), "float32")
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i)
+                B[vi + 1] = A[vi]
+            with T.block("C"):
+                vi = T.axis.spatial(16, i)
+                C[vi] = B[vi]
+
+    sch = Schedule(shifted)
+    with pytest.raises(ScheduleError, match="carries"):
+        sch.parallel(sch.get_loops(sch.get_block("C"))[0])
+    return sch
+
+
+@pytest.mark.parametrize("schedule", [
+    _value_passed_to_the_next_iteration,
+    _recomputed_padding_under_a_parallel_tile,
+    lambda: hand_schedules.gpu_matmul(128, 128, 64),
+    lambda: hand_schedules.gpu_matmul_mma(64, 64, 96, k_tiles=3),
+    lambda: hand_schedules.gpu_matmul_tensor_core(64, 64, 64, pad=8, stages=2),
+    lambda: hand_schedules.gpu_softmax_rows(64, 256),
+], ids=["passed_on", "recomputed_padding", "gpu_matmul", "mma_k_by_3", "wmma_pipelined",
+        "softmax_rows"])
+def test_pairs_left_out_before_their_dependences_have_no_crossing_runs(schedule,
+                                                                       monkeypatch):
+    """The concurrency rule leaves out a pair of statements under the loop and a storage
+    where no runs under the loop touch an element of it across the loop (`may_count`, asked
+    without an order): every dependence between the two on it, either way, must then have no
+    crossing runs."""
+    from sched.polyhedral import concurrency, time_pairs
+
+    dependences = importlib.import_module("sched.polyhedral.dependences")
+    answers = {True: 0, False: 0}
+    filtered = concurrency._Concurrency.may_count
+
+    def may_count(rule, source, sink, storage_tuple):
+        answer = filtered(rule, source, sink, storage_tuple)
+        answers[answer] += 1
+        if not answer:
+            ends = {source.name, sink.name}
+            for dep in dependences.dependences_where(
+                    rule.func, lambda a, b: {a.name, b.name} == ends, rule.model):
+                if rule.model.buffer_tuple(dep.buffer) != storage_tuple:
+                    continue
+                storage = dep.buffer
+                private = storage in rule.allocations and concurrency._contains(
+                    rule.loop.body, rule.allocations[storage][1])
+                assert private or time_pairs.crossing_runs(dep, rule.carried_key) is None, \
+                    f"{dep.kind} dependence {dep.source.name} -> {dep.sink.name} crosses"
+        return answer
+
+    monkeypatch.setattr(concurrency._Concurrency, "may_count", may_count)
+    monkeypatch.setattr(concurrency, "iterations_touch", lambda *args: True)
+    clear_caches()
+    try:
+        schedule()
+    finally:
+        clear_caches()
+    assert answers[False] > 0
