@@ -43,6 +43,7 @@ from sched.lower.isl_affine import Context
 from sched.lower.simplify_indices import simplify_index
 from sched.polyhedral import build_model, names
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
+from sched.polyhedral.isl_text import read_map
 
 
 def _allocations(func: PrimFunc) -> list[tuple[Buffer, list[For]]]:
@@ -74,7 +75,7 @@ def _outer_loops(model, statement, count: int, relax_threads: bool) -> isl.Map:
     picked = [times[lp.position] for lp in statement.loops[:count]
               if not (relax_threads and lp.kind == "thread_binding"
                       and (lp.thread_tag or "").startswith("threadIdx"))]
-    project = isl.Map(f"[{', '.join(model.params)}] -> {{ [{', '.join(times)}] -> "
+    project = read_map(f"[{', '.join(model.params)}] -> {{ [{', '.join(times)}] -> "
                       f"[{', '.join(picked)}] }}")
     return statement.schedule.apply_range(project)
 

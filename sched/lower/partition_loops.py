@@ -43,6 +43,7 @@ from sched.ir.nodes import (
     logical_and,
 )
 from sched.polyhedral.isl_expr import to_isl_condition
+from sched.polyhedral.isl_text import read_set
 from sched.polyhedral.names import isl_name
 
 PARTITIONED_KINDS = ("serial", "parallel", "unrolled", "vectorized")
@@ -141,7 +142,7 @@ def _first_failure(loop: For, bounds: tuple[int, int], conjunct: Expr,
         return bounds[1], False
     point = failing.lexmin().sample_point()
     g = point.get_coordinate_val(isl.dim_type.set, 0).to_python()
-    tail = isl.Set(f"{{ [{variable}] : {g} <= {variable} < {bounds[1]} }}")
+    tail = read_set(f"{{ [{variable}] : {g} <= {variable} < {bounds[1]} }}")
     return g, somewhere.intersect(tail).is_empty()
 
 

@@ -37,7 +37,7 @@ from sched.ir.functor import collect, field_names
 from sched.ir.memo import BoundedCache, identity_cache, register
 from sched.ir.nodes import BinaryOp, Block, BufferLoad, BufferStore, For, PrimFunc, Stmt
 from sched.polyhedral.flow_crossing import statement_params, storage_accesses
-from sched.polyhedral.isl_text import maps, parse_union_map, within_operations
+from sched.polyhedral.isl_text import maps, parse_union_map, read_map, within_operations
 from sched.polyhedral.model import PolyModel, Statement, build_model
 from sched.polyhedral.pairs import (
     order_key,
@@ -464,7 +464,7 @@ def _flows_of(accesses: tuple, params_text: str) -> isl.UnionMap:
     for key, reads, writes, exact in accesses:
         runs = isl.UnionMap.from_map(schedule_map(*key, params_text).reverse())
         for text, is_write in [*((r, False) for r in reads), *((w, True) for w in writes)]:
-            access = runs.apply_range(isl.UnionMap.from_map(isl.Map(text)))
+            access = runs.apply_range(isl.UnionMap.from_map(read_map(text)))
             if not is_write:
                 sinks = sinks.union(access)
             elif exact:

@@ -11,11 +11,10 @@ not a constant expression isl reads; variables missing from the box range over a
 
 from __future__ import annotations
 
-import islpy as isl
-
 from sched.ir.functor import free_vars
 from sched.ir.nodes import Expr, Range, Var
 from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl
+from sched.polyhedral.isl_text import read_set
 
 
 def equal_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
@@ -38,7 +37,7 @@ def equal_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
     names |= {isl_name(v) for v in (*free_vars(a), *free_vars(b))}
     differ = f"({left}) < ({right}) or ({left}) > ({right})"
     where = " and ".join([*constraints, f"({differ})"])
-    points = isl.Set(f"{{ [{', '.join(sorted(names))}] : {where} }}")
+    points = read_set(f"{{ [{', '.join(sorted(names))}] : {where} }}")
     return points.is_empty()
 
 
@@ -61,4 +60,4 @@ def holds_on_box(left: Expr, relation: str, right: Expr, box: dict[Var, Range]) 
         names |= {isl_name(v) for v in (*free_vars(extent.min), *free_vars(extent.extent))}
         names.add(isl_name(var))
     where = " and ".join([*constraints, f"({low}) {negation} ({high})"])
-    return isl.Set(f"{{ [{', '.join(sorted(names))}] : {where} }}").is_empty()
+    return read_set(f"{{ [{', '.join(sorted(names))}] : {where} }}").is_empty()

@@ -30,7 +30,7 @@ import islpy as isl
 from sched.ir.functor import collect
 from sched.ir.memo import register
 from sched.ir.nodes import IfThenElse
-from sched.polyhedral.isl_text import maps
+from sched.polyhedral.isl_text import maps, read_map
 from sched.polyhedral.pairs import canonical_time_set, schedule_key, schedule_map
 
 
@@ -69,7 +69,7 @@ def in_time(runs: isl.Map, texts, into: isl.UnionMap) -> isl.UnionMap:
     """`into` with each access in `texts` (isl text, instance -> element) seen from the times
     of `runs` (time -> instance): time -> element."""
     for text in texts:
-        into = into.union(isl.UnionMap.from_map(runs.apply_range(isl.Map(text))))
+        into = into.union(isl.UnionMap.from_map(runs.apply_range(read_map(text))))
     return into
 
 
@@ -102,7 +102,7 @@ def _crossing(accesses: tuple, params_text: str, position: int) -> bool:
     for key, read_texts, write_texts, is_sure in accesses:
         runs = schedule_map(*key, params_text).reverse()                # time -> instance
         widths.add(runs.dim(isl.dim_type.in_))
-        reads += [runs.apply_range(isl.Map(text)) for text in read_texts]
+        reads += [runs.apply_range(read_map(text)) for text in read_texts]
         written = in_time(runs, write_texts, empty_union(params_text))
         writes = writes.union(written)
         if is_sure:

@@ -36,6 +36,7 @@ from sched.ir.memo import identity_cache
 from sched.ir.nodes import PrimFunc, Var
 from sched.polyhedral import names
 from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_text import read_set
 from sched.polyhedral.model import (
     PolyModel,
     Statement,
@@ -126,7 +127,7 @@ def _box(model: PolyModel, view: ViewAccess) -> tuple[isl.Set | None, bool]:
     elements = [names.local("a", d) for d in range(buffer.ndim)]
     extents = [to_isl(dim) for dim in buffer.shape]
     constraints = [f"0 <= {e} < {x}" for e, x in zip(elements, extents) if x is not None]
-    box = isl.Set(f"[{', '.join(model.params)}] -> {{ {names.buffer_tuple(buffer.name)}"
+    box = read_set(f"[{', '.join(model.params)}] -> {{ {names.buffer_tuple(buffer.name)}"
                   f"[{', '.join(elements)}] : {' and '.join(constraints) or 'true'} }}")
     return box, None not in extents
 
@@ -161,7 +162,7 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
             continue
         outside = " and ".join(statement.context + [f"({bound} < {lo} or {bound} >= {lo} + "
                                                     f"{extent})"])
-        bad = isl.Set(f"[{', '.join(model.params)}] -> {{ [{', '.join(loops)}] : "
+        bad = read_set(f"[{', '.join(model.params)}] -> {{ [{', '.join(loops)}] : "
                       f"{outside} }}").intersect_params(context)
         if bad.is_empty():
             continue
@@ -184,7 +185,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
     """Every access of `func` checked against its buffer's shape (see the module doc)."""
     model = build_footprint_model(func)
     dims = [f"{isl_name(v)} >= 1" for v in func.symbolic_vars]   # sizes: at least 1
-    context = isl.Set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
+    context = read_set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
     violations, unproven = [], []
     for statement in model.statements.values():
         if not statement.is_init:

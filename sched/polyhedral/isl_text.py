@@ -1,7 +1,8 @@
 """isl objects from their text, each text parsed once.
 
 The model is written as isl text (`[n] -> { S_C[vi, vj] -> [2, i, j, 1] : ... }`) and parsing
-is most of the cost of building it. A schedule step leaves most statements as they were, so
+is most of the cost of building it (isl_build.py builds the texts sched writes through isl's
+API, faster than isl's reader). A schedule step leaves most statements as they were, so
 their texts come back unchanged from one step's model to the next: parsing each text once makes
 rebuilding a model cost what the step changed. islpy objects are values (every operation
 returns a new object), so one parsed object may be shared.
@@ -14,18 +15,32 @@ import functools
 import islpy as isl
 
 from sched.ir.memo import register
+from sched.polyhedral.isl_build import build
+
+
+def read_map(text: str) -> isl.Map:
+    """The map `text` denotes: built through isl's API where it is a text of the form sched
+    writes (isl_build.py), else read by isl."""
+    found = build(text, want_map=True)
+    return found if found is not None else isl.Map(text)
+
+
+def read_set(text: str) -> isl.Set:
+    """The set `text` denotes (as read_map)."""
+    found = build(text, want_map=False)
+    return found if found is not None else isl.Set(text)
 
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def parse_map(text: str) -> isl.Map:
-    return isl.Map(text)
+    return read_map(text)
 
 
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def parse_set(text: str) -> isl.Set:
-    return isl.Set(text)
+    return read_set(text)
 
 
 @register

@@ -40,6 +40,7 @@ from sched.polyhedral.dependences import (
     first_runs,
     model_and_dependences,
 )
+from sched.polyhedral.isl_text import read_map
 from sched.polyhedral.model import Statement, build_model
 from sched.polyhedral.pairs import (
     breaks_order,
@@ -95,9 +96,9 @@ def check_schedules(schedules: dict[str, tuple[isl.Map, tuple[str, ...]]],
                                                           sink_time))
             broken = None if broken.is_empty() else broken
         else:      # remembered by content: the relation's key and the schedules' texts
-            text = _broken_text(dep.key[:3], str(source), tuple(source_time), str(sink),
-                                tuple(sink_time))
-            broken = None if text is None else isl.Map(text)
+            text = _broken_text(dep.key[:3], _Printed.of(source), tuple(source_time),
+                                _Printed.of(sink), tuple(sink_time))
+            broken = None if text is None else read_map(text)
         if broken is not None:
             example = describe_instance_pair(dep, broken)
             return Violation(f"the new order runs {dep.sink.block.name} before "
@@ -113,11 +114,28 @@ def _broken_text(relation_key: tuple, source: str, source_time: tuple[str, ...],
     (isl texts, with the time vectors of their runs) do not run in order, as text, or None:
     a function of its arguments' texts only, so remembered by them."""
     relation = pair_relation(*relation_key)
-    first, second = isl.Map(source), isl.Map(sink)
+    first, second = _Printed.read(source), _Printed.read(sink)
     if kept_in_time_order(relation, first, source_time, second, sink_time):
         return None
     broken = relation.subtract(ordered_before(first, source_time, second, sink_time))
     return None if broken.is_empty() else str(broken)
+
+
+class _Printed(str):
+    """The text of an isl map (a key by content) that carries the map, so that a function
+    remembered by the text need not read it back (isl's reader: milliseconds a schedule)."""
+
+    __slots__ = ("map",)
+
+    @classmethod
+    def of(cls, found: isl.Map) -> _Printed:
+        text = cls(found)
+        text.map = found
+        return text
+
+    @staticmethod
+    def read(text: str) -> isl.Map:
+        return text.map if isinstance(text, _Printed) else read_map(text)
 
 
 def _union(deps: list[Dependence]) -> isl.UnionMap:

@@ -41,6 +41,7 @@ from sched.ir.nodes import (
 )
 from sched.polyhedral.dependences import first_runs, model_and_dependences
 from sched.polyhedral.flow_crossing import flows_cross
+from sched.polyhedral.isl_text import read_map
 from sched.polyhedral.violation import Violation, describe_instance_pair
 
 STAGE = "software_pipeline_stage"
@@ -257,7 +258,7 @@ def _pipelined_schedule(statement, position: int, plan: PipelinePlan) -> isl.Map
     outputs = list(inputs)
     outputs[position] = f"t{position} + {plan.stages[child]}"
     outputs[position + 1] = str(plan.orders[child])
-    shift = isl.Map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
+    shift = read_map(f"{{ [{', '.join(inputs)}] -> [{', '.join(outputs)}] }}")
     return first_runs(statement.schedule.apply_range(shift))
 
 
@@ -272,6 +273,6 @@ def _iteration(statement, position: int) -> isl.Map:
 def _same_copy(dep, position: int, versions: int) -> isl.Map:
     """The pairs (source -> sink) of `dep`'s statements whose iterations use the same copy of
     a buffer multi-buffered `versions` times."""
-    same = isl.Map(f"{{ [a] -> [b] : exists (e : b - a = {versions} e) }}")
+    same = read_map(f"{{ [a] -> [b] : exists (e : b - a = {versions} e) }}")
     return _iteration(dep.source, position).apply_range(same) \
         .apply_range(_iteration(dep.sink, position).reverse())

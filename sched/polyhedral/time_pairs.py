@@ -15,6 +15,7 @@ import islpy as isl
 from sched.ir.memo import register
 from sched.polyhedral import names
 from sched.polyhedral.dependences import Dependence
+from sched.polyhedral.isl_text import read_map
 from sched.polyhedral.pairs import pair_relation, schedule_map
 
 
@@ -26,7 +27,7 @@ def carried_at(width: int, position: int, params: str) -> isl.Map:
     same = [f"{a[i]} = {b[i]}" for i in range(position)]
     differ = f"{a[position]} != {b[position]}"
     condition = " and ".join(same + [differ])
-    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
+    return read_map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -48,7 +49,7 @@ def time_pairs(key: tuple) -> isl.Map:
     b = [names.local("b", i) for i in range(width)]
     same = [f"{a[i]} = {b[i]}" for i in equal]
     condition = " and ".join(same + [f"{a[here]} != {b[there]}"])
-    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
+    return read_map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] : {condition} }}")
 
 
 def crossing_runs(dep: Dependence, between: tuple) -> tuple[isl.Map, isl.Map] | None:
@@ -144,4 +145,4 @@ def _without_thread_loops(width: int, zeroed: tuple[int, ...], params: str) -> i
     program."""
     a = [names.local("a", i) for i in range(width)]
     b = ["0" if i in zeroed else a[i] for i in range(width)]
-    return isl.Map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+    return read_map(f"{params} {{ [{', '.join(a)}] -> [{', '.join(b)}] }}")

@@ -39,6 +39,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import build_model
 from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.isl_text import read_map, read_set
 from sched.polyhedral.legality import check_schedule, schedule_error
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.layout import IndexMap
@@ -141,7 +142,7 @@ def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list
     if any(t is None for t in texts):
         raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} is not affine")
     params = ", ".join(domain.get_space().get_var_names(isl.dim_type.param))
-    relation = isl.Map(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] -> "
+    relation = read_map(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] -> "
                        f"[{', '.join(outputs)}] : "
                        f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}"
                        ).intersect_domain(domain)
@@ -149,13 +150,13 @@ def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list
         raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} sends two instances of "
                             f"block {block_name!r} to one: it must be injective")
     image = relation.range()
-    box = isl.Set(f"[{params}] -> {{ [{', '.join(outputs)}] }}")
+    box = read_set(f"[{params}] -> {{ [{', '.join(outputs)}] }}")
     for k, name in enumerate(outputs):
         low, high = image.dim_min_val(k), image.dim_max_val(k)
         if not (low.is_int() and high.is_int()):
             raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} has no "
                                 f"constant bounds")
-        box = box.intersect(isl.Set(f"[{params}] -> {{ [{', '.join(outputs)}] : "
+        box = box.intersect(read_set(f"[{params}] -> {{ [{', '.join(outputs)}] : "
                                     f"{low.to_python()} <= {name} <= {high.to_python()} }}"))
     if not image.is_equal(box):
         raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} is {image}, "

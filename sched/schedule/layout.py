@@ -44,6 +44,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_text import read_map, read_set
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.scope import block_names, taken_names
 from sched.schedule.state import find_block, refuse_other_views, replace
@@ -171,7 +172,7 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
     domain = " and ".join(f"0 <= {n} < {d.value}" for n, d in zip(names, buffer.shape))
     outputs = [f"o{d}" for d in range(len(mapping.results))]
     equalities = " and ".join(f"{o} = {to_isl(r)}" for o, r in zip(outputs, mapping.results))
-    relation = isl.Map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
+    relation = read_map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
                        f"{domain or 'true'} and {equalities or 'true'} }}")
     if not relation.is_injective():
         raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} sends two elements of "
@@ -187,7 +188,7 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
             raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} the "
                                 f"value {low}: indices start at 0")
         shape.append(const(high + 1, buffer.shape[0].dtype))
-        box = box.intersect(isl.Set(f"{{ [{', '.join(outputs)}] : {name} <= {high} }}"))
+        box = box.intersect(read_set(f"{{ [{', '.join(outputs)}] : {name} <= {high} }}"))
     return tuple(shape), not image.is_equal(box)
 
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import islpy as isl
-
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
@@ -46,6 +44,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model
 from sched.polyhedral.isl_expr import isl_name, to_isl_condition
+from sched.polyhedral.isl_text import read_set
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.scope import taken_names
 from sched.schedule.state import (
@@ -112,13 +111,13 @@ def _box(chain: list[For], condition) -> list[tuple[int, int]] | None:
             not set(free_vars(condition)) <= {lp.loop_var for lp in chain}:
         return None
     bounds = " and ".join(f"0 <= {n} < {lp.extent.value}" for n, lp in zip(names, chain))
-    inside = isl.Set(f"{{ [{', '.join(names)}] : {bounds} and {text} }}")
+    inside = read_set(f"{{ [{', '.join(names)}] : {bounds} and {text} }}")
     if inside.is_empty():
         return None
     box = [(inside.dim_min_val(d).to_python(), inside.dim_max_val(d).to_python())
            for d in range(len(chain))]
     limits = " and ".join(f"{lo} <= {n} <= {hi}" for n, (lo, hi) in zip(names, box))
-    return box if inside.is_equal(isl.Set(f"{{ [{', '.join(names)}] : {limits} }}")) else None
+    return box if inside.is_equal(read_set(f"{{ [{', '.join(names)}] : {limits} }}")) else None
 
 
 def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
@@ -203,7 +202,7 @@ def _check_domains(func: PrimFunc, new_func: PrimFunc, realize: BlockRealize, fi
         raise ScheduleError(PRIMITIVE, f"the bindings of block {block_name!r} are not affine: "
                             f"its instances cannot be compared")
     statement = old[0]
-    inside = isl.Set(f"{statement.param_text} {{ {statement.name}"
+    inside = read_set(f"{statement.param_text} {{ {statement.name}"
                      f"[{', '.join(statement.iter_names)}] : {to_isl_condition(condition)} }}")
     want_inside = statement.domain.intersect(inside)
     (kept,) = new.statements_of_block(block_name)

@@ -13,8 +13,6 @@ dependence kept), so a range that is too wide or too narrow is refused there, no
 
 from __future__ import annotations
 
-import islpy as isl
-
 from sched.ir.functor import free_vars
 from sched.ir.nodes import (
     BlockRealize,
@@ -28,6 +26,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.isl_text import read_set
 from sched.schedule.inlining import block_accesses
 from sched.schedule.needed_region import exact_box
 from sched.schedule.state import enclosing_loops
@@ -77,7 +76,7 @@ def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
                 return {}
             constraints.append(f"{texts[1]} <= {texts[0]} < {texts[1]} + {texts[2]}")
     names = ", ".join(params)
-    instances = isl.Set(f"[{names}] -> {{ [{', '.join(dims)}] : {' and '.join(constraints)} }}")
+    instances = read_set(f"[{names}] -> {{ [{', '.join(dims)}] : {' and '.join(constraints)} }}")
     context = instances.params()
     found = {}
     for k, iv in enumerate(block.iter_vars):

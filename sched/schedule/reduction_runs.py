@@ -15,7 +15,7 @@ from sched.ir.functor import free_vars, substitute
 from sched.ir.memo import register
 from sched.ir.nodes import BlockRealize, PrimFunc, Var
 from sched.polyhedral.isl_expr import to_isl, to_isl_condition
-from sched.polyhedral.isl_text import within_operations
+from sched.polyhedral.isl_text import read_map, read_set, within_operations
 from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
 from sched.schedule.scope import conjuncts, refusal
 
@@ -103,8 +103,8 @@ def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spat
     run the reduction once per point of `reduce_box`, starting at `first_text`; None when
     they do."""
     s_names, r_names = names[:spatial], names[spatial:]
-    mapping = isl.Map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : {constraints} }}") \
-        .intersect_params(isl.Set(f"{params}{{ : {dims} }}"))
+    mapping = read_map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : {constraints} }}") \
+        .intersect_params(read_set(f"{params}{{ : {dims} }}"))
     # the points as a box where counting proves it (an injective map of a loop box): the
     # subset tests below against the range's existentials ran for minutes on TVM's 4096^3
     # mma nests
@@ -113,13 +113,13 @@ def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spat
                                 lambda: box_by_count(mapping.reverse(), points))
     points = points if counted is None else counted
     instances = points.project_out(isl.dim_type.set, len(s_names), len(r_names))
-    full = isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
-        .intersect(instances.flat_product(isl.Set(f"{params}{{ [{', '.join(r_names)}] }}")))
-    first_points = isl.Map(f"{params}{{ [{', '.join(s_names)}] -> [{', '.join(names)}] : "
+    full = read_set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}") \
+        .intersect(instances.flat_product(read_set(f"{params}{{ [{', '.join(r_names)}] }}")))
+    first_points = read_map(f"{params}{{ [{', '.join(s_names)}] -> [{', '.join(names)}] : "
                            f"{first_text} }}").intersect_domain(instances)
     if not mapping.is_injective():
         return "run some instances more than once (a many-to-one binding)"
-    if not points.is_subset(isl.Set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}")):
+    if not points.is_subset(read_set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}")):
         return "run reduction instances outside the reduce domain"
     if not full.is_subset(points):
         return "skip some points of the reduce domain (the init may never run)"

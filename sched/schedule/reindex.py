@@ -41,6 +41,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
 from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_text import read_map, read_set
 from sched.polyhedral.names import local
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.layout import _buffer
@@ -146,7 +147,7 @@ def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
         if low is None or extent is None:
             raise ScheduleError(PRIMITIVE, f"the domain of {iv.var.name!r} is not affine")
         bounds.append(f"{low} <= {name} < {low} + {extent}")
-    box = isl.Set(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] : "
+    box = read_set(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] : "
                   f"{' and '.join(bounds) or 'true'} }}")
     if not domain.is_equal(box):
         raise ScheduleError(PRIMITIVE, f"block {block.name!r} runs part of its domain "
@@ -187,7 +188,7 @@ def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> Non
     outputs = [local("o", k) for k in range(len(texts))]
     params = sorted({isl_name(v) for e in (*indices, *(iv.dom.extent for iv in used))
                      for v in free_vars(e)} - set(names))
-    relation = isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
+    relation = read_map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
                        f"[{', '.join(outputs)}] : "
                        f"{domain or 'true'} and "
                        f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}")

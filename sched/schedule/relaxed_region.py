@@ -24,6 +24,7 @@ from sched.polyhedral.isl_expr import (
     range_constraint,
     to_isl,
 )
+from sched.polyhedral.isl_text import read_set
 
 
 def relaxed_region(region: BufferRegion, bindings: dict[Var, Expr], loops: list[For],
@@ -60,13 +61,13 @@ def _bounds(low: Expr, high: Expr, relaxed: set[Var], constraints: list[str],
     given = " and ".join(context) or "true"
 
     def extreme(expr: str, pick: str) -> isl.PwAff:
-        values = isl.Set(f"[{params}] -> {{ [__value] : exists ({inner or '__none'} : "
+        values = read_set(f"[{params}] -> {{ [__value] : exists ({inner or '__none'} : "
                          f"{where} and __value = {expr}) and {given} }}")
         return values.dim_min(0) if pick == "min" else values.dim_max(0)
 
     try:
         first, last = extreme(lo, "min"), extreme(hi, "max")
-        domain = isl.Set(f"[{params}] -> {{ : {given} }}")
+        domain = read_set(f"[{params}] -> {{ : {given} }}")
         extent = last.sub(first).add(isl.PwAff(f"[{params}] -> {{ [(1)] }}"))
         variables = {isl_name(v): v for v in outer}
         start = pw_aff_to_expr(first, domain, variables)

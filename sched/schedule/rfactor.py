@@ -41,6 +41,7 @@ from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import ASSOCIATIVE_OPS
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+from sched.polyhedral.isl_text import read_set
 from sched.schedule.reduction_runs import check_reduction_runs_once
 from sched.schedule.scope import (
     add_allocation,
@@ -306,8 +307,8 @@ def _write_back_predicate(func: PrimFunc, realize: BlockRealize, loops, removed,
                       func, None, render)
     space = f"[{', '.join(variables)}] -> "
     names = ", ".join(isl_name(lp.loop_var) for lp in removed)
-    found = isl.Set(f"{space}{{ : exists ({names} : {' and '.join(texts)}) }}")
-    found = found.gist(isl.Set(f"{space}{{ : {' and '.join(context) or 'true'} }}")).coalesce()
+    found = read_set(f"{space}{{ : exists ({names} : {' and '.join(texts)}) }}")
+    found = found.gist(read_set(f"{space}{{ : {' and '.join(context) or 'true'} }}")).coalesce()
     pieces = found.get_basic_sets()
     if len(pieces) != 1 or pieces[0].dim(isl.dim_type.div):
         raise refusal("rfactor", f"the partial results of block {realize.block.name!r} exist on "
