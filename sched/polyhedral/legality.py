@@ -40,7 +40,7 @@ from sched.polyhedral.dependences import (
     first_runs,
     model_and_dependences,
 )
-from sched.polyhedral.isl_text import read_map
+from sched.polyhedral.isl_text import read_map, read_set
 from sched.polyhedral.model import Statement, build_model
 from sched.polyhedral.pairs import (
     breaks_order,
@@ -79,25 +79,30 @@ def check_schedule(func: PrimFunc, schedule: isl.UnionMap,
     return None
 
 
-def check_schedules(schedules: dict[str, tuple[isl.Map, tuple[str, ...]]],
+def check_schedules(schedules: dict[str, tuple[isl.Map, tuple[str, ...], isl.Set]],
                     deps: tuple[Dependence, ...]) -> Violation | None:
     """`check_schedule` of the union of `schedules` (by statement tuple name: a schedule,
-    instance -> time, and the time vector its runs share, constants and loop names, all of
-    one length) for `deps`, whose statements it covers, asked pair by pair on the positions
-    that can decide each pair's order (pairs.ordered_before): the same answer, the same
-    first broken dependence, without ordering every pair of statements."""
+    instance -> time, the time vector its runs share, constants and loop names, all of one
+    length, and the statement's instances, written as simply as the caller knows them) for
+    `deps`, whose statements it covers, asked pair by pair on the positions that can decide
+    each pair's order (pairs.ordered_before): the same answer, the same first broken
+    dependence, without ordering every pair of statements. Every instance must have a time
+    (the caller checked the domains): a dependence's instances are then asked against the
+    given instances (a box where counted) instead of the schedules' domains, whose
+    existentials made each subset test take seconds on TVM's 4096^3 mma nests."""
     for dep in deps:
         if dep.is_reduction:
             continue
-        (source, source_time), (sink, sink_time) = schedules[dep.source.name], \
-            schedules[dep.sink.name]
+        (source, source_time, source_domain), (sink, sink_time, sink_domain) = \
+            schedules[dep.source.name], schedules[dep.sink.name]
         if dep.key is None:
             broken = dep.relation.subtract(ordered_before(source, source_time, sink,
                                                           sink_time))
             broken = None if broken.is_empty() else broken
         else:      # remembered by content: the relation's key and the schedules' texts
             text = _broken_text(dep.key[:3], _Printed.of(source), tuple(source_time),
-                                _Printed.of(sink), tuple(sink_time))
+                                _Printed.of(sink), tuple(sink_time),
+                                _Printed.of(source_domain), _Printed.of(sink_domain))
             broken = None if text is None else read_map(text)
         if broken is not None:
             example = describe_instance_pair(dep, broken)
@@ -109,33 +114,40 @@ def check_schedules(schedules: dict[str, tuple[isl.Map, tuple[str, ...]]],
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def _broken_text(relation_key: tuple, source: str, source_time: tuple[str, ...], sink: str,
-                 sink_time: tuple[str, ...]) -> str | None:
+                 sink_time: tuple[str, ...], source_domain: str, sink_domain: str
+                 ) -> str | None:
     """The pairs of `pair_relation(*relation_key)` that the schedules `source` and `sink`
-    (isl texts, with the time vectors of their runs) do not run in order, as text, or None:
-    a function of its arguments' texts only, so remembered by them."""
+    (isl texts, with the time vectors of their runs and their instances) do not run in
+    order, as text, or None: a function of its arguments' texts only, so remembered by
+    them."""
     relation = pair_relation(*relation_key)
     first, second = _Printed.read(source), _Printed.read(sink)
-    if kept_in_time_order(relation, first, source_time, second, sink_time):
+    if kept_in_time_order(relation, first, source_time, second, sink_time,
+                          _Printed.read(source_domain, isl.Set),
+                          _Printed.read(sink_domain, isl.Set)):
         return None
     broken = relation.subtract(ordered_before(first, source_time, second, sink_time))
     return None if broken.is_empty() else str(broken)
 
 
 class _Printed(str):
-    """The text of an isl map (a key by content) that carries the map, so that a function
-    remembered by the text need not read it back (isl's reader: milliseconds a schedule)."""
+    """The text of an isl map or set (a key by content) that carries the object, so that a
+    function remembered by the text need not read it back (isl's reader: milliseconds a
+    schedule)."""
 
     __slots__ = ("map",)
 
     @classmethod
-    def of(cls, found: isl.Map) -> _Printed:
+    def of(cls, found: isl.Map | isl.Set) -> _Printed:
         text = cls(found)
         text.map = found
         return text
 
     @staticmethod
-    def read(text: str) -> isl.Map:
-        return text.map if isinstance(text, _Printed) else read_map(text)
+    def read(text: str, kind=isl.Map):
+        if isinstance(text, _Printed):
+            return text.map
+        return read_map(text) if kind is isl.Map else read_set(text)
 
 
 def _union(deps: list[Dependence]) -> isl.UnionMap:

@@ -243,16 +243,21 @@ def ordered_before(first: isl.Map, first_time: tuple[str, ...], second: isl.Map,
 
 
 def kept_in_time_order(relation: isl.Map, first: isl.Map, first_time: tuple[str, ...],
-                       second: isl.Map, second_time: tuple[str, ...]) -> bool:
+                       second: isl.Map, second_time: tuple[str, ...],
+                       first_domain: isl.Set | None = None,
+                       second_domain: isl.Set | None = None) -> bool:
     """Whether `relation` is a subset of `ordered_before(first, ...)`, asked by
-    `kept_in_order` where both schedules are functions; False where they are not, where
-    pairs are out of order, or past the budget (the caller then subtracts)."""
+    `kept_in_order` (with the schedules' domains, or `first_domain` and `second_domain`:
+    the same sets, written more simply) where both schedules are functions; False where
+    they are not, where pairs are out of order, or past the budget (the caller then
+    subtracts)."""
     if not (first.is_single_valued() and second.is_single_valued()):
         return False
     kept = deciding_positions(first_time, second_time)
     width = len(first_time)
     return kept_in_order(relation, first.apply_range(_projection(width, kept)),
-                         second.apply_range(_projection(width, kept)))
+                         second.apply_range(_projection(width, kept)), first_domain,
+                         second_domain)
 
 
 @register

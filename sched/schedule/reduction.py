@@ -36,6 +36,7 @@ from sched.polyhedral.legality import (
     schedule_error,
     unmodelled_domain_change,
 )
+from sched.polyhedral.pairs import nest_domain
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.blockized_init import hoist_nested_init, init_copy_nest, nested_init
 from sched.schedule.reduction_runs import check_reduction_runs_once
@@ -174,12 +175,18 @@ def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,
                                 keep=lambda source, sink: not touches_init(source, sink))
     if violation is not None:
         return violation
+    # every instance has a time (the domains were compared above): each statement's own
+    # instances stand for its schedule's domain (as boxes where counted, pairs.nest_domain)
     moved_schedule = isl.Map.from_union_map(moved).apply_range(new_init.schedule)
-    schedules = {old_init.name: (moved_schedule, tuple(new_init.time))}
+    schedules = {old_init.name: (moved_schedule, tuple(new_init.time), _instances(old_init))}
     for name in {n for d in of_init for n in (d.source.name, d.sink.name)} - {old_init.name}:
         statement = new_model.statements[name]
-        schedules[name] = (statement.schedule, tuple(statement.time))
+        schedules[name] = (statement.schedule, tuple(statement.time), _instances(statement))
     return check_schedules(schedules, of_init)
+
+
+def _instances(statement) -> isl.Set:
+    return nest_domain(statement.nest_text(), statement.domain_texts[1])
 
 
 class ReductionPrimitives(ScheduleBase):
