@@ -95,9 +95,44 @@ def never_written(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
                 B[vi] = P[vi] + A[vi]
 
 
+@T.prim_func
+def read_then_rewritten(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    with T.block("root"):
+        P = T.alloc_buffer((1,), "float32")
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = P[0]
+            with T.block("P"):
+                vi = T.axis.spatial(8, i)
+                P[0] = A[vi]
+
+
+@T.prim_func
+def written_ahead_in_an_inner_loop(A: T.Buffer((8, 4), "float32"),
+                                   B: T.Buffer((8, 4), "float32")):
+    with T.block("root"):
+        P = T.alloc_buffer((5,), "float32")
+        for i, k in T.grid(8, 4):
+            with T.block("P"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                P[vk] = A[vi, vk]
+            with T.block("B"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                B[vi, vk] = P[vk + 1]
+
+
 @pytest.mark.parametrize("func, storage, position, crosses", [
     # B at i reads P[i - 1], written at i - 1
     (previous_iteration, "P", 1, True),
+    # B reads P[0] before P rewrites it in the same iteration: the value of the iteration
+    # before
+    (read_then_rewritten, "P", 1, True),
+    # in iteration i, B at k reads P[k + 1], which P writes at k + 1, later in the
+    # iteration: the value of iteration i - 1 (the statements are not in whole order there:
+    # both are under k)
+    (written_ahead_in_an_inner_loop, "P", 1, True),
+    (written_ahead_in_an_inner_loop, "P", 3, True),
     # P[j] is rewritten before each read in the same iteration of i
     (rewritten_in_each_iteration, "P", 1, False),
     # ... but across iterations of j (the writes and the reads are in separate j loops)
