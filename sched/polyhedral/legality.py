@@ -121,10 +121,9 @@ def _broken_text(relation_key: tuple, source: str, source_time: tuple[str, ...],
     order, as text, or None: a function of its arguments' texts only, so remembered by
     them."""
     relation = pair_relation(*relation_key)
-    first, second = _Printed.read(source), _Printed.read(sink)
+    first, second = _carried(source, read_map), _carried(sink, read_map)
     if kept_in_time_order(relation, first, source_time, second, sink_time,
-                          _Printed.read(source_domain, isl.Set),
-                          _Printed.read(sink_domain, isl.Set)):
+                          _carried(source_domain, read_set), _carried(sink_domain, read_set)):
         return None
     broken = relation.subtract(ordered_before(first, source_time, second, sink_time))
     return None if broken.is_empty() else str(broken)
@@ -135,19 +134,18 @@ class _Printed(str):
     function remembered by the text need not read it back (isl's reader: milliseconds a
     schedule)."""
 
-    __slots__ = ("map",)
+    __slots__ = ("value",)
 
     @classmethod
     def of(cls, found: isl.Map | isl.Set) -> _Printed:
         text = cls(found)
-        text.map = found
+        text.value = found
         return text
 
-    @staticmethod
-    def read(text: str, kind=isl.Map):
-        if isinstance(text, _Printed):
-            return text.map
-        return read_map(text) if kind is isl.Map else read_set(text)
+
+def _carried(text: str, read):
+    """The object `text` carries (a _Printed), else `read(text)`."""
+    return text.value if isinstance(text, _Printed) else read(text)
 
 
 def _union(deps: list[Dependence]) -> isl.UnionMap:
