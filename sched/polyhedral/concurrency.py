@@ -28,7 +28,8 @@ from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.time_pairs import (
     carried_at,
     crossing_exists,
-    crossing_runs,
+    crossing_pairs,
+    crossing_times,
     in_program_order,
     in_program_order_by_key,
 )
@@ -317,10 +318,10 @@ class _Concurrency:
             # isl for value flows), then the runs themselves
             if not crossing_exists(dep, between) or self.private(dep.buffer):
                 continue
-            crossing, pairs = crossing_runs(dep, between)
-            if self.barrier_ordered(dep, crossing, between):
+            crossing = crossing_times(dep, between)
+            if crossing is None or self.barrier_ordered(dep, crossing, between):
                 continue
-            yield dep, pairs
+            yield dep, crossing_pairs(dep, between)
 
     def between_kernels(self, dep: Dependence) -> bool:
         """Whether `dep` goes through global memory between two root stages: a kernel
