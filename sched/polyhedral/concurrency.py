@@ -253,11 +253,21 @@ class _Concurrency:
         """Every access to `storage` is under the loop, and no value flows through it from
         one iteration of the loop (or of a loop around it) to another."""
         element = self.model.buffer_tuple(storage)
+        touching = []
         for statement in self.model.statements.values():
             touched = {m.get_tuple_name(isl.dim_type.out)
                        for m in maps(statement.reads.union(statement.writes))}
-            if element in touched and not self.under(statement):
-                return False
+            if element in touched:
+                if not self.under(statement):
+                    return False
+                touching.append(statement)
+        # a flow between runs in different iterations of the loops up to a position is one
+        # between different iterations of the loops up to any later position: where none
+        # crosses the innermost concurrent loop around every access, none crosses this one
+        # (the same answer for each concurrent loop around them, asked once)
+        inner = _innermost_common_concurrent(touching)
+        if inner > self.target.position and not flows_cross(self.model, storage, inner):
+            return True
         return not flows_cross(self.model, storage, self.target.position)
 
     def barrier_ordered(self, dep: Dependence, crossing: isl.Map, between: tuple) -> bool:
@@ -423,6 +433,17 @@ class _Concurrency:
                     f"{self.kind} loop")
         return ("it is also accessed outside the loop, or a value written before the loop "
                 "is read in it")
+
+
+def _innermost_common_concurrent(statements: list[Statement]) -> int:
+    """The time position of the innermost concurrent loop around all of `statements`, or -1
+    where there is none."""
+    common = None
+    for statement in statements:
+        loops = {(lp.position, lp.var.name) for lp in statement.loops
+                 if concurrent_kind(kind=lp.kind, thread_tag=lp.thread_tag) is not None}
+        common = loops if common is None else common & loops
+    return max((position for position, _ in common or ()), default=-1)
 
 
 def _scope_of(func: PrimFunc, storage: str) -> str:
