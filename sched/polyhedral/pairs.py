@@ -375,7 +375,11 @@ def kept_in_order(relation: isl.Map, source: isl.Map, sink: isl.Map,
     test costs 13 s a pair, this 0.02 s. False when it finds such pairs or runs past its
     budget of isl operations (the caller then asks the subset test or the subtraction)."""
     def kept() -> bool:
-        return (relation.intersect(source.lex_ge_map(sink)).is_empty()
+        # no pair at or after, asked of the pairs' times (the schedules are functions):
+        # intersecting the relation with the order of the schedules in instances took 0.8 s
+        # a pair on TVM's 4096^3 mma nests, their times 0.1 s
+        in_time = relation.apply_domain(source).apply_range(sink)
+        return (in_time.intersect(isl.Map.lex_ge(in_time.get_space().domain())).is_empty()
                 and relation.domain().is_subset(
                     source.domain() if source_domain is None else source_domain)
                 and relation.range().is_subset(
