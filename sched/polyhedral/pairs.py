@@ -308,7 +308,16 @@ def pair_relation(first_text: str, second_text: str, order: tuple,
         return found
     first = first if first is not None else isl.Map(first_text)
     second = second if second is not None else isl.Map(second_text)
-    relation = first.apply_range(second.reverse()).intersect(_order(*order)).coalesce()
+    touching = first.apply_range(second.reverse())
+    (_, source_time), (_, sink_time), _ = order
+    a, b = deciding_times(source_time, sink_time)
+    if len(a) == 1 and _is_constant(a[0]) and _is_constant(b[0]):
+        # the two share no loop before their times differ at a constant: every run of one
+        # comes before every run of the other (no order relation to intersect with)
+        relation = touching.coalesce() if int(a[0]) < int(b[0]) else \
+            isl.Map.empty(touching.get_space())
+    else:
+        relation = touching.intersect(_order(*order)).coalesce()
     return _RELATIONS.remember(key, relation)
 
 
