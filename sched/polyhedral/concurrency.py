@@ -11,20 +11,20 @@ import functools
 import islpy as isl
 
 from sched.ir.functor import collect
-from sched.ir.nodes import TENSOR_CORE_SCOPES, Allocate, Block, Buffer, For, Node, PrimFunc
+from sched.ir.nodes import Buffer, For, Node, PrimFunc
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
     Dependence,
     dependences_where,
-    maps,
     model_and_dependences,
     value_flows,
 )
-from sched.polyhedral.flow_crossing import flows_cross, statement_params
+from sched.polyhedral.flow_crossing import statement_params
 from sched.polyhedral.isl_expr import isl_name
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
+from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
 from sched.polyhedral.time_pairs import (
     carried_at,
     crossing_exists,
@@ -80,32 +80,6 @@ def concurrent_kind(loop: For | None = None, kind: str | None = None,
     return None
 
 
-_PRIVATE_SCOPES = {"blockIdx": ("shared", "local", *TENSOR_CORE_SCOPES),
-                   "threadIdx": ("local", *TENSOR_CORE_SCOPES)}
-
-
-def _scope_can_be_private(scope: str, kind: str) -> bool:
-    allowed = _PRIVATE_SCOPES.get(kind)
-    return allowed is None or any(scope == s or scope.startswith(s + ".") for s in allowed)
-
-
-def _allocations(func: PrimFunc) -> dict[str, tuple[Buffer, Node]]:
-    """Storage name -> (buffer, the Block or Allocate that allocates it), for the buffers the
-    function allocates (parameters and their views are not in it)."""
-    found: dict[str, tuple[Buffer, Node]] = {}
-    for node in collect(func.body, Block):
-        for buffer in node.alloc_buffers:
-            found.setdefault(buffer.storage_name, (buffer, node))
-    for node in collect(func.body, Allocate):
-        found.setdefault(node.buffer.storage_name, (node.buffer, node))
-    params = {p.storage_name for p in func.params if isinstance(p, Buffer)}
-    return {name: v for name, v in found.items() if name not in params}
-
-
-def _contains(root, target) -> bool:
-    return any(node is target for node in collect(root, type(target)))
-
-
 class _Concurrency:
     """The one rule (CONCURRENT_RULE) for one loop of one function."""
 
@@ -119,7 +93,7 @@ class _Concurrency:
             kind = concurrent_kind(kind=self.target.kind, thread_tag=self.target.thread_tag)
         self.kind = kind or "parallel"
         self.thread_tag = thread_tag or (self.target.thread_tag if self.statements else None)
-        self._private: dict[str, bool] = {}
+        self.buffers = PrivateBuffers(self)
 
     @functools.cached_property
     def deps(self) -> tuple[Dependence, ...]:
@@ -141,12 +115,8 @@ class _Concurrency:
         their order."""
         if not (self.under(source) and self.under(sink)):
             return True
-        storage = self.model.storage_of_tuple(storage_tuple)
-        if storage in self.allocations:
-            buffer, owner = self.allocations[storage]
-            if _scope_can_be_private(buffer.scope, self.kind) and \
-                    _contains(self.loop.body, owner):
-                return False
+        if self.buffers.allocated_inside(self.model.storage_of_tuple(storage_tuple)):
+            return False
         return storage_tuple in self.touched_across
 
     @functools.cached_property
@@ -182,7 +152,7 @@ class _Concurrency:
 
     @functools.cached_property
     def allocations(self) -> dict[str, tuple[Buffer, Node]]:
-        return _allocations(self.func)
+        return allocations(self.func)
 
     @property
     def loop(self) -> For:
@@ -220,55 +190,7 @@ class _Concurrency:
         (asked first with none left out: their privacy costs a value-flow question each)."""
         position, params = self.target.position, statement_params(self.model)
         return iterations_touch(self.statements, position, params) and \
-            iterations_touch(self.statements, position, params, self.private_tuples())
-
-    def private_tuples(self) -> frozenset[str]:
-        """The isl tuples of the storages the statements under the loop touch that are
-        private to an iteration (`private`)."""
-        touched = {m.get_tuple_name(isl.dim_type.out) for s in self.statements
-                   for m in maps(s.reads.union(s.writes))}
-        return frozenset(self.model.buffer_tuple(storage) for storage in self.allocations
-                         if self.model.buffer_tuple(storage) in touched
-                         and self.private(storage))
-
-    def private(self, storage: str) -> bool:
-        """Whether each iteration of the loop may have its own copy of `storage`."""
-        if storage not in self._private:
-            self._private[storage] = self._is_private(storage)
-        return self._private[storage]
-
-    def _is_private(self, storage: str) -> bool:
-        if storage not in self.allocations:
-            return False
-        buffer, owner = self.allocations[storage]
-        if not _scope_can_be_private(buffer.scope, self.kind):
-            return False
-        if _contains(self.loop.body, owner):
-            return True             # allocated inside the loop: a fresh copy per iteration
-        if isinstance(owner, Allocate):
-            return False            # plan_buffer_allocation moves only a block's buffers
-        return self.confined(storage)
-
-    def confined(self, storage: str) -> bool:
-        """Every access to `storage` is under the loop, and no value flows through it from
-        one iteration of the loop (or of a loop around it) to another."""
-        element = self.model.buffer_tuple(storage)
-        touching = []
-        for statement in self.model.statements.values():
-            touched = {m.get_tuple_name(isl.dim_type.out)
-                       for m in maps(statement.reads.union(statement.writes))}
-            if element in touched:
-                if not self.under(statement):
-                    return False
-                touching.append(statement)
-        # a flow between runs in different iterations of the loops up to a position is one
-        # between different iterations of the loops up to any later position: where none
-        # crosses the innermost concurrent loop around every access, none crosses this one
-        # (the same answer for each concurrent loop around them, asked once)
-        inner = _innermost_common_concurrent(touching)
-        if inner > self.target.position and not flows_cross(self.model, storage, inner):
-            return True
-        return not flows_cross(self.model, storage, self.target.position)
+            iterations_touch(self.statements, position, params, self.buffers.tuples())
 
     def barrier_ordered(self, dep: Dependence, crossing: isl.Map, between: tuple) -> bool:
         """Whether a barrier orders the runs `crossing` (time -> time, in one iteration of the
@@ -326,7 +248,7 @@ class _Concurrency:
                 continue
             # whether runs cross first (cheap), then whether the buffer is private (may ask
             # isl for value flows), then the runs themselves
-            if not crossing_exists(dep, between) or self.private(dep.buffer):
+            if not crossing_exists(dep, between) or self.buffers.private(dep.buffer):
                 continue
             crossing = crossing_times(dep, between)
             if crossing is None or self.barrier_ordered(dep, crossing, between):
@@ -428,22 +350,11 @@ class _Concurrency:
 
     def _why_shared(self, storage: str) -> str:
         buffer, _ = self.allocations[storage]
-        if not _scope_can_be_private(buffer.scope, self.kind):
+        if not scope_can_be_private(buffer.scope, self.kind):
             return (f"its scope {buffer.scope!r} has one copy for every iteration of a "
                     f"{self.kind} loop")
         return ("it is also accessed outside the loop, or a value written before the loop "
                 "is read in it")
-
-
-def _innermost_common_concurrent(statements: list[Statement]) -> int:
-    """The time position of the innermost concurrent loop around all of `statements`, or -1
-    where there is none."""
-    common = None
-    for statement in statements:
-        loops = {(lp.position, lp.var.name) for lp in statement.loops
-                 if concurrent_kind(kind=lp.kind, thread_tag=lp.thread_tag) is not None}
-        common = loops if common is None else common & loops
-    return max((position for position, _ in common or ()), default=-1)
 
 
 def _scope_of(func: PrimFunc, storage: str) -> str:

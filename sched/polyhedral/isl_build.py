@@ -317,15 +317,11 @@ def _constrained(points: isl.BasicSet, left: isl.Aff, op: str, right: isl.Aff
         if op in ("<", ">"):                            # d < 0: -d - 1 >= 0
             difference = difference.add_constant_val(isl.Val.one(difference.get_ctx()))
         return points.add_constraint(isl.Constraint.inequality_from_aff(difference.neg()))
-    if op == "<":
-        return points.intersect(left.lt_basic_set(right))
-    if op == "<=":
-        return points.intersect(left.le_basic_set(right))
-    if op == "=":
-        return points.intersect(left.eq_basic_set(right))
-    if op == ">=":
-        return points.intersect(left.ge_basic_set(right))
-    return points.intersect(left.gt_basic_set(right))
+    return points.intersect(getattr(left, _COMPARISON_SETS[op])(right))
+
+
+_COMPARISON_SETS = {"<": "lt_basic_set", "<=": "le_basic_set", "=": "eq_basic_set",
+                    ">=": "ge_basic_set", ">": "gt_basic_set"}
 
 
 def _space(params: list[str], tuples: list, quantified: int) -> isl.Space:

@@ -169,7 +169,7 @@ def test_pairs_left_out_before_their_dependences_have_no_crossing_runs(schedule,
     where no runs under the loop touch an element of it across the loop (`may_count`, asked
     without an order): every dependence between the two on it, either way, must then have no
     crossing runs."""
-    from sched.polyhedral import concurrency, time_pairs
+    from sched.polyhedral import concurrency, private_buffers, time_pairs
 
     dependences = importlib.import_module("sched.polyhedral.dependences")
     answers = {True: 0, False: 0}
@@ -185,7 +185,7 @@ def test_pairs_left_out_before_their_dependences_have_no_crossing_runs(schedule,
                 if rule.model.buffer_tuple(dep.buffer) != storage_tuple:
                     continue
                 storage = dep.buffer
-                private = storage in rule.allocations and concurrency._contains(
+                private = storage in rule.allocations and private_buffers.contains(
                     rule.loop.body, rule.allocations[storage][1])
                 assert private or time_pairs.crossing_runs(dep, rule.carried_key) is None, \
                     f"{dep.kind} dependence {dep.source.name} -> {dep.sink.name} crosses"

@@ -6,6 +6,8 @@ to isl (None)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import islpy as isl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -148,15 +150,23 @@ def test_random_texts_read_as_isl_reads_them(case):
     assert_same_as_isl(text, want_map)
 
 
-def _recording(monkeypatch) -> list[tuple[str, bool]]:
+@contextlib.contextmanager
+def recorded_texts():
+    """The texts the isl_text readers give the builder while the block runs, caches cleared
+    before and after (a context manager: hypothesis tests cannot use function fixtures)."""
     seen: list[tuple[str, bool]] = []
     builder = isl_text.build
 
-    def recorded(text, want_map):
+    def recording(text, want_map):
         seen.append((text, want_map))
         return builder(text, want_map)
-    monkeypatch.setattr(isl_text, "build", recorded)
-    return seen
+    isl_text.build = recording
+    clear_caches()
+    try:
+        yield seen
+    finally:
+        isl_text.build = builder
+        clear_caches()
 
 
 @pytest.mark.parametrize("schedule", [
@@ -166,13 +176,9 @@ def _recording(monkeypatch) -> list[tuple[str, bool]]:
     lambda: hand_schedules.gpu_matmul_mma(64, 64, 96, k_tiles=3),
     lambda: hand_schedules.gpu_softmax_rows(64, 256),
 ], ids=["cpu_matmul", "cpu_conv2d", "gpu_matmul", "mma", "softmax_rows"])
-def test_every_text_a_hand_schedule_reads(schedule, monkeypatch):
-    seen = _recording(monkeypatch)
-    clear_caches()
-    try:
+def test_every_text_a_hand_schedule_reads(schedule):
+    with recorded_texts() as seen:
         schedule()
-    finally:
-        clear_caches()
     built = 0
     for text, want_map in dict.fromkeys(seen):
         assert_same_as_isl(text, want_map)
@@ -184,15 +190,7 @@ def test_every_text_a_hand_schedule_reads(schedule, monkeypatch):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=programs(), data=st.data())
 def test_every_text_random_scheduled_programs_read(program, data):
-    seen: list[tuple[str, bool]] = []
-    builder = isl_text.build
-
-    def recorded(text, want_map):
-        seen.append((text, want_map))
-        return builder(text, want_map)
-    isl_text.build = recorded
-    clear_caches()
-    try:
+    with recorded_texts() as seen:
         try:
             sch = sched.Schedule(program.func, seed=0)
             for _ in range(data.draw(st.integers(0, 5))):
@@ -202,8 +200,5 @@ def test_every_text_random_scheduled_programs_read(program, data):
                     pass
         except ScheduleError:
             pass
-    finally:
-        isl_text.build = builder
-        clear_caches()
     for text, want_map in dict.fromkeys(seen):
         assert_same_as_isl(text, want_map)
