@@ -12,7 +12,9 @@ CUDA C is the C target's language plus qualifiers, so the emitter extends the C 
   loop -> float4 moves where both sides are contiguous and 16-byte aligned (the kernel then
   checks at each call that those arguments are aligned), other vectorized loops are unrolled;
 - `T.shfl_down_sync(value, offset, lanes)` (cross-thread reductions) -> `__shfl_down_sync`
-  with the mask of the warp's first `lanes` lanes (every one of them makes the call);
+  with the mask of the warp's first `lanes` lanes (every one of them makes the call); in a
+  warp of fewer than 32 lanes `__shfl_sync` from `sched_lane_below`, so no lane reads one
+  outside the mask (an undefined value);
 - float16/bfloat16 are `__half`/`__nv_bfloat16` in memory (cuda_fp16.h, cuda_bf16.h),
   computed in float; pointers are `__restrict__`; helpers are `__device__` functions.
 NVRTC has no standard headers: the prelude declares the fixed-width integer types for it.
@@ -67,7 +69,14 @@ typedef unsigned long long uint64_t;
 #define INT64_MIN (-9223372036854775807LL - 1)
 #else
 #include <stdint.h>
-#endif"""
+#endif
+// the lane a shuffle down by `offset` reads among the warp's first `count` lanes: the lane
+// itself where that one is past them (a shuffle reads only lanes of its mask; the sum that
+// follows skips the value)
+__device__ __forceinline__ int sched_lane_below(int offset, int count) {
+    int lane = (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u);
+    return lane + offset < count ? lane + offset : lane;
+}"""
 
 # what a value of each dtype is shuffled as (16-bit floats are computed in float; narrow ints
 # are promoted to int, which __shfl_down_sync has an overload for)
@@ -336,13 +345,18 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         if node.op != "shfl_down_sync":
             return super().expr_Call(node)
         value, offset, lanes = node.args
-        if isinstance(lanes, IntImm):
-            mask = f"{(1 << min(lanes.value, 32)) - 1:#010x}u"
-        else:
-            count = self.operand(lanes, 9)
-            mask = f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))"
         ctype = _SHUFFLE_TYPES.get(node.dtype) or dtypes.storage_type(node.dtype)
-        text = f"__shfl_down_sync({mask}, ({ctype})({self.expr(value)}), {self.expr(offset)}, 32)"
+        moved = f"({ctype})({self.expr(value)})"
+        if isinstance(lanes, IntImm) and lanes.value >= 32:
+            text = f"__shfl_down_sync(0xffffffffu, {moved}, {self.expr(offset)}, 32)"
+        else:
+            # a warp with fewer lanes: a lane whose partner is past them reads itself, as
+            # __shfl_down_sync would read a lane outside the mask (undefined)
+            count = self.expr(lanes) if isinstance(lanes, IntImm) else self.operand(lanes, 9)
+            mask = (f"{(1 << lanes.value) - 1:#010x}u" if isinstance(lanes, IntImm) else
+                    f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))")
+            text = (f"__shfl_sync({mask}, {moved}, sched_lane_below({self.expr(offset)}, "
+                    f"{count}), 32)")
         if ctype != dtypes.storage_type(node.dtype) and node.dtype not in _TO_FLOAT:
             return f"({dtypes.storage_type(node.dtype)}){text}", 15
         return text, 16

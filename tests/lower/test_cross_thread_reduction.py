@@ -119,6 +119,20 @@ def test_cuda_source_shuffles_within_warps_then_across_them(threads, warps):
         assert "(1u << " in source
 
 
+@pytest.mark.parametrize("threads", [8, 16, 40, 48, 100])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_partial_warps_on_the_emulated_gpu(rng, op, threads):
+    # the last warp has fewer than 32 lanes: no lane may read one outside the shuffle's mask
+    # (its value is undefined, and cuda-emu stops on it); the CUDA source itself runs here
+    sch = row_reduction(op, 5, 300, threads)
+    a = rng.standard_normal((5, 300)).astype("float32")
+    out = np.zeros(5, "float32")
+    sched.build(sch.func, target="cuda-emu")(a, out)
+    assert_close(out, REDUCERS[op][1](a, axis=1), rtol=1e-5, atol=1e-5)
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    assert "__shfl_sync(" in source and "sched_lane_below(" in source
+
+
 def test_cuda_source_of_a_half_max_shuffles_floats():
     kernel = sched.build(row_reduction("max", 4, 256, 64, dtype="float16").func,
                          target="cuda", arch="sm_80")
