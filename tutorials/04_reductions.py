@@ -187,7 +187,9 @@ print("logsumexp's (max, scaled sum) with rfactor(k_1) matches numpy")
 # sums: warp shuffles (__shfl_down_sync) then shared memory across warps in CUDA, a shared
 # array combined by thread 0 on the C target, where the block's threads run as loops. Only
 # one associative update block (sum, max, min, product) whose whole reduction runs under the
-# thread loop is accepted; anything else is refused with the advice to rfactor.
+# thread loop (or under it and serial loops directly around it, such as k_0 without the
+# reorder below: each thread then runs its k_0 iterations first) is accepted; anything else
+# is refused with the advice to rfactor.
 sch = sched.Schedule(row_sum)
 i, k = sch.get_loops(sch.get_block("S"))
 k_0, k_1 = sch.split(k, factors=[None, 128])

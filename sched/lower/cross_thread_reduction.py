@@ -80,6 +80,14 @@ class _Lowerer(IRMutator):
             b.name for node in collect(func.body, Allocate) for b in (node.buffer,)} | {
             b.name for realize in collect(func.body, BlockRealize)
             for b in realize.block.alloc_buffers}
+        # reductions whose threads also run serial loops around the thread loop: lowered
+        # where the outermost of those loops stands (by the loop's identity)
+        self.reductions: dict[int, CrossThreadReduction] = {}
+        for loop in collect(func.body, For):
+            if loop.kind == "thread_binding" and loop.thread_tag == REDUCE_TAG:
+                found = cross_thread_reduction(func, loop)
+                if isinstance(found, CrossThreadReduction) and found.outer:
+                    self.reductions[id(found.outer[0])] = found
 
     def fresh(self, base: str) -> str:
         name, n = base, 1
@@ -95,6 +103,9 @@ class _Lowerer(IRMutator):
                    for store in collect(self.func.body, BufferStore))
 
     def visit_For(self, loop: For):
+        found = self.reductions.get(id(loop))
+        if found is not None:
+            return self.allreduce(found)
         if loop.kind == "thread_binding" and loop.thread_tag == REDUCE_TAG:
             found = cross_thread_reduction(self.func, loop)
             if isinstance(found, CrossThreadReduction):
@@ -114,6 +125,8 @@ class _Lowerer(IRMutator):
         if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
             accumulate = IfThenElse(realize.predicate, accumulate)
         own_iterations = _replace(loop.body, realize, accumulate)
+        for around in reversed(reduction.outer):    # the thread runs them: moved inside
+            own_iterations = dataclasses.replace(around, body=own_iterations)
         thread = simplify(loop.loop_var - loop.min) if not _is_zero(loop.min) else loop.loop_var
         start = _store(partial, identity(reduction.op, dtype))
         combine = _Combine(self, reduction, partial, thread, loop.extent.value)

@@ -9,8 +9,12 @@ LowerCrossThreadReduction does):
 - the loop holds exactly one block, an associative, commutative update `X[idx] = X[idx] op v`
   (`op` one of add, mul, min, max: `dependences.is_reduction_update`) whose value `v` reads no
   element of X's storage, with no buffer of its own and a dtype other than bool;
-- the whole reduction of one element happens under the loop: the loop and the loops inside it
-  (serial, unrolled) appear only in the block's reduce bindings, and no loop outside it does;
+- the whole reduction of one element happens under the loop, or under it and serial loops
+  directly around it (a perfect nest, TVM's `ko` of `ko, ki = split(k)` with `ki` bound): the
+  loop, the loops inside it (serial, unrolled) and those outer loops appear only in the
+  block's reduce bindings, and no other loop does. Each thread runs its iterations of the
+  outer loops into its partial result (the lowering moves the thread loop outside them,
+  which reassociates the reduction as the allreduce does);
 - each instance of the block runs once (no recomputation: the threads' iterations are
   distinct iterations of the reduction);
 - the block's init (if any) runs before every iteration of its element's reduction, as the
@@ -42,6 +46,7 @@ from sched.ir.nodes import (
     For,
     IntImm,
     PrimFunc,
+    Stmt,
 )
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
 from sched.polyhedral.statements import Statement
@@ -59,6 +64,7 @@ class CrossThreadReduction:
     op: str                  # "add", "mul", "min" or "max"
     update: BufferStore      # X[idx] = X[idx] op value (the block's body)
     value: Expr              # the operand that is not the accumulator
+    outer: tuple[For, ...] = ()   # serial reduce loops directly around `loop`, outermost first
 
     @property
     def block_name(self) -> str:
@@ -91,13 +97,18 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     inner = collect(loop.body, For)
     if any(lp.kind in ("thread_binding", "parallel") for lp in inner):
         return f"a loop inside loop '{loop.loop_var.name}' is bound or parallel"
-    under = {loop.loop_var} | {lp.loop_var for lp in inner}
-    every_loop = {lp.loop_var for lp in collect(func.body, For)}
+    outer = _outer_reduce_loops(func, loop, realize)
+    under = {loop.loop_var} | {lp.loop_var for lp in (*inner, *outer)}
+    every_loop = {lp.loop_var: lp for lp in collect(func.body, For)}
     for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True):
         used = set(free_vars(bound))
-        if iv.kind == "reduce" and (used & every_loop) - under:
+        if iv.kind == "reduce" and (used & every_loop.keys()) - under:
+            others = sorted(v.name for v in (used & every_loop.keys()) - under)
             return (f"the reduce axis '{iv.var.name}' of block '{block.name}' also runs over "
-                    f"loops outside loop '{loop.loop_var.name}'")
+                    f"loops outside loop '{loop.loop_var.name}' ({', '.join(others)}) that are "
+                    f"not serial loops holding only it; reorder them inside it "
+                    f"(sch.reorder('{loop.loop_var.name}', '{others[0]}')) or make them "
+                    f"the only content of each other around it")
         if iv.kind != "reduce" and used & under:
             return (f"the spatial axis '{iv.var.name}' of block '{block.name}' depends on a "
                     f"loop inside the reduce loop")
@@ -126,7 +137,33 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     if not _first_thread_works(update_statement, loop):
         return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
                 f"'{block.name}' where another thread does")
-    return CrossThreadReduction(loop, realize, combine.op, update, value)
+    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer))
+
+
+def _outer_reduce_loops(func: PrimFunc, loop: For, realize: BlockRealize) -> list[For]:
+    """The serial (or unrolled) loops directly around `loop`, each holding only the next one,
+    whose variables the block's reduce bindings use and its spatial ones do not, outermost
+    first: each thread can run its iterations of them before the block combines the threads'
+    partial results."""
+    reduce_vars, spatial_vars = set(), set()
+    for iv, bound in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+        (reduce_vars if iv.kind == "reduce" else spatial_vars).update(free_vars(bound))
+    outer: list[For] = []
+    child: Stmt = loop
+    for parent in reversed(_loops_around(func.body, loop)):
+        if parent.body is not child or parent.kind not in ("serial", "unrolled") or \
+                parent.loop_var not in reduce_vars or parent.loop_var in spatial_vars or \
+                parent.annotations:
+            break
+        outer.insert(0, parent)
+        child = parent
+    return outer
+
+
+def _loops_around(root: Stmt, target: For) -> list[For]:
+    """The loops around loop `target` (by identity) in `root`, outermost first."""
+    return [lp for lp in collect(root, For)
+            if lp is not target and any(n is target for n in collect(lp.body, For))]
 
 
 def _init_runs_late(found, update: Statement) -> bool:

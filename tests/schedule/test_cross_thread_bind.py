@@ -64,16 +64,36 @@ def test_reduce_loop_on_threadidx_y_is_refused():
         sch.bind(k, "threadIdx.y")
 
 
-def test_part_of_the_reduction_outside_the_thread_loop_is_refused():
-    # k_0 outside the thread loop: each of its iterations would start the element again
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_serial_loops_of_the_reduction_around_the_thread_loop_match_numpy(rng, target):
+    # TVM's pattern: k_0, k_1 = split(k); bind(k_1, threadIdx.x), k_0 left serial outside it:
+    # each thread runs its iterations of k_0 into its partial result, then the block combines
+    sch = sched.Schedule(row_sum(rows=3, cols=100))
+    i, k = sch.get_loops(sch.get_block("B"))
+    _, k_1 = sch.split(k, [None, 48])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k_1, "threadIdx.x")
+    a = rng.standard_normal((3, 100)).astype("float32")
+    out = np.zeros(3, "float32")
+    sched.build(sch.func, target=target)(a, out)
+    assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    thread, serial = source.index("k_1 = (int32_t)threadIdx.x"), source.index("for (int32_t k_0")
+    assert thread < serial < source.index("__shfl_down_sync")     # the thread loop moved out
+
+
+def test_a_reduce_loop_outside_the_thread_loop_with_a_spatial_loop_between_is_refused():
+    # k_0 holds loop i, not only the thread loop: the threads cannot run k_0 on their own
     sch = sched.Schedule(row_sum())
     i, k = sch.get_loops(sch.get_block("B"))
-    _, k_1 = sch.split(k, [None, 32])
-    sch.bind(i, "blockIdx.x")
+    k_0, k_1 = sch.split(k, [None, 32])
+    sch.reorder(k_0, i)
     with pytest.raises(ScheduleError, match="loop 'k_1' carries a reduction of block B(.|\n)*"
                                             "# not a cross-thread reduction on threadIdx.x: "
                                             "the reduce axis 'v_k' of block 'B' also runs over "
-                                            "loops outside loop 'k_1'"):
+                                            "loops outside loop 'k_1' \\(k_0\\) that are not "
+                                            "serial loops holding only it; reorder them inside "
+                                            "it \\(sch.reorder\\('k_1', 'k_0'\\)\\)"):
         sch.bind(k_1, "threadIdx.x")
 
 
