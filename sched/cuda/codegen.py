@@ -11,10 +11,10 @@ CUDA C is the C target's language plus qualifiers, so the emitter extends the C 
 - `Barrier` -> `__syncthreads()`, unrolled loops -> `#pragma unroll`; a vectorized copy
   loop -> float4 moves where both sides are contiguous and 16-byte aligned (the kernel then
   checks at each call that those arguments are aligned), other vectorized loops are unrolled;
-- `T.shfl_down_sync(value, offset, lanes)` (cross-thread reductions) -> `__shfl_down_sync`
-  with the mask of the warp's first `lanes` lanes (every one of them makes the call); in a
-  warp of fewer than 32 lanes `__shfl_sync` from `sched_lane_below`, so no lane reads one
-  outside the mask (an undefined value);
+- `T.shfl_down_sync(value, offset, lanes, width)` (cross-thread reductions) ->
+  `__shfl_down_sync` with the mask of the warp's first `lanes` lanes (every one of them makes
+  the call) in segments of `width` lanes; in a warp of fewer than 32 lanes and one segment,
+  `__shfl_sync` from `sched_lane_below`, so no lane reads one outside the mask (undefined);
 - float16/bfloat16 are `__half`/`__nv_bfloat16` in memory (cuda_fp16.h, cuda_bf16.h),
   computed in float; pointers are `__restrict__`; helpers are `__device__` functions.
 NVRTC has no standard headers: the prelude declares the fixed-width integer types for it.
@@ -344,17 +344,20 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
     def expr_Call(self, node: Call):
         if node.op != "shfl_down_sync":
             return super().expr_Call(node)
-        value, offset, lanes = node.args
+        value, offset, lanes, width = node.args
         ctype = _SHUFFLE_TYPES.get(node.dtype) or dtypes.storage_type(node.dtype)
         moved = f"({ctype})({self.expr(value)})"
-        if isinstance(lanes, IntImm) and lanes.value >= 32:
-            text = f"__shfl_down_sync(0xffffffffu, {moved}, {self.expr(offset)}, 32)"
+        whole = isinstance(lanes, IntImm) and lanes.value >= 32
+        count = self.expr(lanes) if isinstance(lanes, IntImm) else self.operand(lanes, 9)
+        mask = "0xffffffffu" if whole else (
+            f"{(1 << lanes.value) - 1:#010x}u" if isinstance(lanes, IntImm) else
+            f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))")
+        if whole or not (isinstance(width, IntImm) and width.value == 32):
+            # every lane of a segment (rows of `width` threads) takes part
+            text = f"__shfl_down_sync({mask}, {moved}, {self.expr(offset)}, {self.expr(width)})"
         else:
             # a warp with fewer lanes: a lane whose partner is past them reads itself, as
             # __shfl_down_sync would read a lane outside the mask (undefined)
-            count = self.expr(lanes) if isinstance(lanes, IntImm) else self.operand(lanes, 9)
-            mask = (f"{(1 << lanes.value) - 1:#010x}u" if isinstance(lanes, IntImm) else
-                    f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))")
             text = (f"__shfl_sync({mask}, {moved}, sched_lane_below({self.expr(offset)}, "
                     f"{count}), 32)")
         if ctype != dtypes.storage_type(node.dtype) and node.dtype not in _TO_FLOAT:

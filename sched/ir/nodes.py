@@ -29,8 +29,8 @@ LOGIC_OPS = ("and", "or")
 MATH_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid", "pow",
                   "sin", "cos", "floor", "ceil", "round")
 # GPU intrinsics the lowering emits for the CUDA target only (never in block IR):
-# `T.shfl_down_sync(value, offset, lanes)` is `__shfl_down_sync` over the first `lanes` lanes
-# of the warp (lower/cross_thread_reduction.py)
+# `T.shfl_down_sync(value, offset, lanes, width)` is `__shfl_down_sync` over the first `lanes`
+# lanes of the warp, in segments of `width` lanes (lower/cross_thread_reduction.py)
 GPU_INTRINSICS = ("shfl_down_sync",)
 # integer intrinsics, TVM's names: `T.bitwise_and(a, b)`, `T.shift_left(a, b)`, `T.bitwise_not(a)`
 INT_FUNCTIONS = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
@@ -234,7 +234,7 @@ class Call(Expr):
     CUDA lowering only, a GPU one (GPU_INTRINSICS).
 
     Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`,
-    `T.shfl_down_sync(x, 16, 32)`. Shifts of signed
+    `T.shfl_down_sync(x, 16, 32, 32)`. Shifts of signed
     integers are arithmetic; a shift by a negative amount or by the bit width or more is
     undefined, as in C.
 

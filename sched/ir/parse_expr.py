@@ -338,13 +338,14 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
         return Call(name, tuple(args), args[0].dtype)
 
     def _call_shuffle(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        """`T.shfl_down_sync(value, offset, lanes)`, which the CUDA lowering of a cross-thread
-        reduction makes (GPU_INTRINSICS): the value's dtype, int32 offset and lane count."""
+        """`T.shfl_down_sync(value, offset, lanes, width)`, which the CUDA lowering of a
+        cross-thread reduction makes (GPU_INTRINSICS): the value's dtype, int32 offset, lane
+        count and segment width."""
         value = self.value(node.args[0])
         if not isinstance(value, Expr):
             raise self.error(node, f"T.{name}: the value must be an expression")
-        offset, lanes = (convert(self.value(a), "int32") for a in node.args[1:])
-        return Call(name, (value, offset, lanes), value.dtype)
+        offset, lanes, width = (convert(self.value(a), "int32") for a in node.args[1:])
+        return Call(name, (value, offset, lanes, width), value.dtype)
 
     def _call_limit(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         """`T.min_value("float32")`: the lowest finite value of the dtype (as TVM's), and
@@ -487,7 +488,7 @@ _CALLS = {
     "shift_left": ("integer", 2), "shift_right": ("integer", 2),   # T.shift_left(a, b) a << b
     "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
     "likely": ("likely", 1),                                       # T.likely(c) -> c
-    "shfl_down_sync": ("shuffle", 3),     # T.shfl_down_sync(value, offset, lanes): lowered IR
+    "shfl_down_sync": ("shuffle", 4),     # T.shfl_down_sync(value, offset, lanes, width)
 }
 
 

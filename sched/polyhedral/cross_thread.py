@@ -22,9 +22,10 @@ LowerCrossThreadReduction does):
   otherwise make the init discard the iterations before it);
 - thread 0 (which stores the result) runs an iteration of the block wherever another
   thread does;
-- the loop is the only thread loop around the block, and the function binds no loop to
-  threadIdx.y or threadIdx.z (blocks of threads are one-dimensional: a warp is 32 consecutive
-  threads of the loop).
+- the loop is the only threadIdx.x loop around the block; loops bound to threadIdx.y or z
+  in its kernel are all around it (rows of threads, each reducing its own elements), and then
+  the loop's extent is a multiple of 32 or divides 32, so that a warp holds whole rows (the
+  warp shuffles combine lanes of one row); no loop is bound to vthread.
 
 Only the dependences of the block with itself through X are exempt from the rule; every other
 use of X (an init block, a consumer) is checked as usual.
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from sched.ir.functor import collect, free_vars
+from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     BinaryOp,
     BlockRealize,
@@ -47,12 +48,14 @@ from sched.ir.nodes import (
     IntImm,
     PrimFunc,
     Stmt,
+    binary,
 )
+from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
 from sched.polyhedral.statements import Statement
 
 REDUCE_TAG = "threadIdx.x"
-_OTHER_THREAD_TAGS = ("threadIdx.y", "threadIdx.z", "vthread")
+ROW_TAGS = ("threadIdx.y", "threadIdx.z")     # around the loop: rows reducing on their own
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class CrossThreadReduction:
     update: BufferStore      # X[idx] = X[idx] op value (the block's body)
     value: Expr              # the operand that is not the accumulator
     outer: tuple[For, ...] = ()   # serial reduce loops directly around `loop`, outermost first
+    rows: tuple[For, ...] = ()    # loops bound to threadIdx.y/z around it, outermost first
+    guard: Expr | None = None     # where an element's result is stored (None: always)
 
     @property
     def block_name(self) -> str:
@@ -115,16 +120,32 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     if not any(iv.kind == "reduce" and loop.loop_var in free_vars(bound)
                for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True)):
         return f"block '{block.name}' does not use loop '{loop.loop_var.name}'"
+    guard = _result_guard(realize, (loop, *inner, *outer))
+    if isinstance(guard, str):
+        return guard
+    around = _loops_around(func.body, loop)
+    rows = tuple(lp for lp in around
+                 if lp.kind == "thread_binding" and lp.thread_tag in ROW_TAGS)
     for other in collect(func.body, For):
-        if other.kind != "thread_binding" or other is loop:
+        if other.kind != "thread_binding" or other is loop or any(other is r for r in rows):
             continue
-        if other.thread_tag in _OTHER_THREAD_TAGS:
-            return (f"loop '{other.loop_var.name}' is bound to {other.thread_tag}: a cross-thread "
-                    f"reduction needs one-dimensional thread blocks (threadIdx.x only)")
+        if other.thread_tag == "vthread":
+            return (f"loop '{other.loop_var.name}' is bound to vthread: a cross-thread "
+                    f"reduction needs real threads")
+        if other.thread_tag in ROW_TAGS and _in_one_kernel(func, loop, other):
+            return (f"loop '{other.loop_var.name}' is bound to {other.thread_tag} in the same "
+                    f"kernel but is not around loop '{loop.loop_var.name}': each row of "
+                    f"threads (threadIdx.y, z) must reduce its own elements; bind a loop "
+                    f"around the reduction to {other.thread_tag} instead")
         if other.thread_tag == REDUCE_TAG and any(n is loop for n in collect(other.body, For)):
             return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
     if not isinstance(loop.min, IntImm):
         return f"loop '{loop.loop_var.name}' starts at a symbolic value"
+    threads = loop.extent.value if isinstance(loop.extent, IntImm) else None
+    if rows and (threads is None or not (threads % 32 == 0 or 32 % threads == 0)):
+        return (f"loop '{loop.loop_var.name}' runs {loop.extent.script()} threads under a "
+                f"loop bound to {rows[-1].thread_tag}: with rows of threads the threadIdx.x "
+                f"extent must be a multiple of 32 or divide 32 (a warp then holds whole rows)")
     model, found = model_and_dependences(func)
     statements = model.statements_of_block(block.name)
     if not all(s.runs_once for s in statements):
@@ -137,7 +158,60 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     if not _first_thread_works(update_statement, loop):
         return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
                 f"'{block.name}' where another thread does")
-    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer))
+    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), rows,
+                                guard)
+
+
+def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr | None | str:
+    """The condition under which the block stores an element's result: the conjuncts of its
+    predicate that use none of `reduce_loops` (None: always), or the reason why that is not
+    it. Where those hold, the other conjuncts must hold at the reduce loops' first values (so
+    the block runs there); where they do not, it never runs, and nothing may be stored (an
+    uneven split of a spatial loop leaves its last rows out of bounds)."""
+    predicate = realize.predicate
+    if isinstance(predicate, IntImm):
+        return None
+    variables = {lp.loop_var for lp in reduce_loops}
+    firsts = {lp.loop_var: lp.min for lp in reduce_loops}
+    kept: list[Expr] = []
+    for part in _conjuncts(predicate):
+        if not variables & set(free_vars(part)):
+            kept.append(part)
+            continue
+        at_first = simplify(substitute(part, firsts))
+        if not (isinstance(at_first, IntImm) and at_first.value == 1):
+            return (f"the predicate {part.script()} of block '{realize.block.name}' may hold for "
+                    f"no iteration of the reduce loops in some rows (it does not hold at their "
+                    f"first values); rewrite the split so that it holds there")
+    guard = None
+    for part in kept:
+        guard = part if guard is None else binary("and", guard, part)
+    return guard
+
+
+def _conjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, BinaryOp) and expr.op == "and":
+        return [*_conjuncts(expr.a), *_conjuncts(expr.b)]
+    return [expr]
+
+
+def _in_one_kernel(func: PrimFunc, loop: For, other: For) -> bool:
+    """Whether loops `loop` and `other` run in one kernel of `func` (its stages that share a
+    launch: lower/kernel_sequence.py); True where the split is refused."""
+    from sched.errors import ScheduleError
+    from sched.lower.kernel_sequence import split_kernels
+
+    try:
+        plan = split_kernels(func)
+    except ScheduleError:
+        return True
+    if plan is None:
+        return True
+    for kernel in plan.kernels:
+        loops = collect(kernel.body, For)
+        if any(n is loop for n in loops):
+            return any(n is other for n in loops)
+    return True
 
 
 def _outer_reduce_loops(func: PrimFunc, loop: For, realize: BlockRealize) -> list[For]:

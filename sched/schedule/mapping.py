@@ -6,7 +6,8 @@ be carried by the loop (the one rule, `polyhedral.legality.CONCURRENT_RULE`, als
 after every later step). A reduction is spread over threads with rfactor first (partial results
 per thread in a buffer, then a final reduction over it), or, for one associative update block
 whose whole reduction runs under the loop, by binding its reduce loop to threadIdx.x (a
-cross-thread reduction: polyhedral/cross_thread.py; the lowering makes it an allreduce).
+cross-thread reduction: polyhedral/cross_thread.py; the lowering makes it an allreduce; loops
+around it may be bound to threadIdx.y and z, rows of threads each reducing its own elements).
 
 A function is one kernel: every loop bound to one axis gives that axis its extent, so loops
 bound to the same axis must have the same extent (as the build requires). `bind` refuses a loop
@@ -57,20 +58,28 @@ def _check_thread_count(func: PrimFunc, loop_name: str, thread_axis: str) -> Non
 
 
 def _check_cross_thread_layout(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
-    """Refuse a second thread axis in a function with a cross-thread reduction: its reduce
-    loop on threadIdx.x combines the threads of a one-dimensional block (the concurrency rule
-    accepted it as one; binding a loop to threadIdx.y or z would make it another)."""
+    """Refuse binding a loop to threadIdx.y or z where a cross-thread reduction of the function
+    (its reduce loop on threadIdx.x) would no longer be one: its rows of threads must be loops
+    around it (polyhedral/cross_thread.py), with a threadIdx.x extent that fills warps with
+    whole rows."""
     if thread_axis not in ("threadIdx.y", "threadIdx.z"):
         return
-    for other in collect(func.body, For):
-        if other.kind == "thread_binding" and other.thread_tag == REDUCE_TAG and \
-                isinstance(cross_thread_reduction(func, other), CrossThreadReduction):
+    reductions = [other for other in collect(func.body, For)
+                  if other.kind == "thread_binding" and other.thread_tag == REDUCE_TAG and
+                  isinstance(cross_thread_reduction(func, other), CrossThreadReduction)]
+    if not reductions:
+        return
+    bound = _set_kind(func, loop_name, "thread_binding", "bind", False, thread_tag=thread_axis)
+    for other in reductions:
+        after = find_loop(bound, other.loop_var.name, "bind")
+        found = cross_thread_reduction(bound, after)
+        if not isinstance(found, CrossThreadReduction):
             raise ScheduleError(
                 "bind", f"loop {other.loop_var.name!r} is bound to threadIdx.x and reduces "
-                f"across the threads of a block (a cross-thread reduction), which needs "
-                f"threadIdx.x to be the only thread axis: cannot bind loop {loop_name!r} to "
-                f"{thread_axis}; bind it to a blockIdx axis instead, or rfactor the reduction "
-                f"(sch.rfactor) and bind the factored block's loops")
+                f"across the threads of a block (a cross-thread reduction), which binding loop "
+                f"{loop_name!r} to {thread_axis} would break: {found}. Otherwise bind "
+                f"{loop_name!r} to a blockIdx axis, or rfactor the reduction (sch.rfactor) and "
+                f"bind the factored block's loops")
 
 
 def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None:

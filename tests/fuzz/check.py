@@ -2,6 +2,8 @@
 
 Oracle: `sched.interpret` of the original program. A schedule must give the same arrays, run by
 the interpreter with its concurrent loops forward, reversed and shuffled, and built for C.
+A built kernel's arguments lie inside larger arrays whose other bytes hold a pattern: a store
+out of bounds that the comparison cannot see changes it (`Canaries`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,37 @@ for e, g, b in zip(expected, got, func.buffers):
     if not np.array_equal(e, g, equal_nan=True):
         print(b.name, "expected", e.ravel(), "got", g.ravel())
 '''
+
+
+class Canaries:
+    """The program's arrays, each inside a larger one whose bytes before and after it hold a
+    pattern (`arrays` are the views to pass to a kernel); `touched()` names the arguments a
+    store outside their bounds changed the pattern of."""
+
+    PAD, PATTERN = 256, 0xA5       # bytes on each side: keeps each view's 64-byte alignment
+
+    def __init__(self, arrays: list[np.ndarray]) -> None:
+        self.wholes, self.arrays = [], []
+        for array in arrays:
+            whole = np.full(array.nbytes + 2 * self.PAD, self.PATTERN, np.uint8)
+            view = whole[self.PAD:self.PAD + array.nbytes].view(array.dtype).reshape(
+                array.shape)
+            view[...] = array
+            self.wholes.append(whole)
+            self.arrays.append(view)
+
+    def touched(self) -> list[int]:
+        return [number for number, whole in enumerate(self.wholes)
+                if (whole[:self.PAD] != self.PATTERN).any()
+                or (whole[len(whole) - self.PAD:] != self.PATTERN).any()]
+
+
+def check_canaries(program: Program, canaries: Canaries, log, how: str) -> None:
+    touched = canaries.touched()
+    if touched:
+        names = [program.func.buffers[n].name for n in touched]
+        raise Finding(reproducer(program, log, f"the kernel stores outside argument(s) "
+                                 f"{', '.join(names)}{how}"))
 
 
 def check_round_trip(program: Program, func, log) -> None:
@@ -174,7 +207,8 @@ def in_progress(func) -> bool:
 
 
 def _check_c_once(program: Program, func, expected, log, how: str) -> None:
-    got = program.arrays(0)
+    canaries = Canaries(program.arrays(0))
+    got = canaries.arrays
     if in_progress(func):
         return
     try:
@@ -195,6 +229,7 @@ def _check_c_once(program: Program, func, expected, log, how: str) -> None:
     except Exception as error:     # noqa: BLE001 - any build or call failure is a finding
         raise Finding(reproducer(program, log, f"the C kernel's call fails{how}: "
                                  f"{type(error).__name__}: {error}")) from None
+    check_canaries(program, canaries, log, " built for C" + how)
     compare(program, expected, got, log, "built for C" + how)
 
 
@@ -207,7 +242,8 @@ def check_cuda_emu(program: Program, func, expected, log) -> bool:
                for node in collect(func.body, For)):
         CUDA_EMU_REFUSALS["(no thread binding)"] += 1
         return False
-    got = program.arrays(0)
+    canaries = Canaries(program.arrays(0))
+    got = canaries.arrays
     if in_progress(func):
         CUDA_EMU_REFUSALS["(in progress: a redundant update outside threadIdx)"] += 1
         return False
@@ -224,5 +260,6 @@ def check_cuda_emu(program: Program, func, expected, log) -> bool:
     except Exception as error:     # noqa: BLE001
         raise Finding(reproducer(program, log, f"the cuda-emu kernel's call fails: "
                                  f"{type(error).__name__}: {error}")) from None
+    check_canaries(program, canaries, log, " run by cuda-emu")
     compare(program, expected, got, log, "the CUDA source run by cuda-emu")
     return True

@@ -26,8 +26,10 @@ from sched.autoscheduler.space.sketch import SearchSpace
 from sched.autoscheduler.workload import Workload
 from sched.errors import ScheduleError
 from tests.fuzz.check import (
+    Canaries,
     Finding,
     check_c,
+    check_canaries,
     check_cuda_emu,
     check_interpreted,
     compare,
@@ -127,6 +129,7 @@ def test_default_cuda_schedule_of_random_programs_runs_correctly(program):
     except Exception as error:     # noqa: BLE001 - every function gets a default schedule
         raise Finding(reproducer(program, log, f"no default CUDA schedule: "
                                  f"{type(error).__name__}: {error}")) from None
-    got = program.arrays(0)
-    kernel(*got)
-    compare(program, expected, got, log, "the default CUDA schedule on cuda-emu")
+    canaries = Canaries(program.arrays(0))
+    kernel(*canaries.arrays)
+    check_canaries(program, canaries, log, " (the default CUDA schedule on cuda-emu)")
+    compare(program, expected, canaries.arrays, log, "the default CUDA schedule on cuda-emu")

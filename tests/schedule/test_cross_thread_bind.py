@@ -97,17 +97,73 @@ def test_a_reduce_loop_outside_the_thread_loop_with_a_spatial_loop_between_is_re
         sch.bind(k_1, "threadIdx.x")
 
 
-def test_a_second_thread_axis_after_a_cross_thread_reduction_is_refused():
-    # the combine is over a one-dimensional block of threads
+@pytest.mark.parametrize("order", ["rows first", "reduction first"])
+def test_rows_of_threads_around_a_cross_thread_reduction_are_accepted(rng, order):
+    # i_1 on threadIdx.y around the reduce loop: each row of threads reduces its own row
     sch = sched.Schedule(row_sum(rows=8))
     i, k = sch.get_loops(sch.get_block("B"))
     i_0, i_1 = sch.split(i, [None, 2])
     sch.bind(i_0, "blockIdx.x")
+    for loop, axis in [(i_1, "threadIdx.y"), (k, "threadIdx.x")][::1 if order == "rows first"
+                                                                 else -1]:
+        sch.bind(loop, axis)
+    a = rng.standard_normal((8, 64)).astype("float32")
+    for target in ("c", "cuda-emu"):
+        out = np.zeros(8, "float32")
+        sched.build(sch.func, target=target)(a, out)
+        assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_rows_of_threads_whose_warps_would_mix_rows_are_refused():
+    # 48 threads a row: the second warp would hold the ends of two rows
+    sch = sched.Schedule(row_sum(rows=8, cols=48))
+    i, k = sch.get_loops(sch.get_block("B"))
+    i_0, i_1 = sch.split(i, [None, 2])
+    sch.bind(i_0, "blockIdx.x")
     sch.bind(k, "threadIdx.x")
-    with pytest.raises(ScheduleError, match="loop 'k' is bound to threadIdx.x and reduces "
-                                            "across the threads of a block.*cannot bind loop "
-                                            "'i_1' to threadIdx.y"):
+    with pytest.raises(ScheduleError, match="binding loop 'i_1' to threadIdx.y would break: "
+                                            "loop 'k' runs 48 threads under a loop bound to "
+                                            "threadIdx.y: with rows of threads the threadIdx.x "
+                                            "extent must be a multiple of 32 or divide 32"):
         sch.bind(i_1, "threadIdx.y")
+
+
+def test_threadidx_y_in_the_kernel_but_not_around_the_reduction_is_refused():
+    # the consumer's loop on threadIdx.y runs in the reduction's kernel (one block per row)
+    sch = sched.Schedule(row_sum(rows=4, cols=64, consumer=True))
+    row = sch.get_loops(sch.get_block("B"))[0]
+    sch.reverse_compute_at(sch.get_block("C"), row)
+    sch.set_scope(sch.get_block("B"), 0, "shared")
+    sch.bind(row, "blockIdx.x")
+    sch.bind(sch.get_loops(sch.get_block("B"))[-1], "threadIdx.x")
+    j_0, _ = sch.split(sch.get_loops(sch.get_block("C"))[-1], [None, 32])
+    with pytest.raises(ScheduleError, match="loop 'ax0_0' is bound to threadIdx.y in the same "
+                                            "kernel but is not around loop 'k'"):
+        sch.bind(j_0, "threadIdx.y")
+
+
+def test_threadidx_y_in_another_kernel_leaves_the_reduction_alone(rng):
+    # stage U (its own kernel: other launch dims) binds threadIdx.y; S reduces on threadIdx.x
+    X = te.placeholder((40, 64), name="X")
+    U = te.compute((40, 64), lambda i, j: X[i, j] * 2.0, name="U")
+    k = te.reduce_axis((0, 64), name="k")
+    S = te.compute((40,), lambda i: te.sum(U[i, k], axis=k), name="S")
+    sch = sched.Schedule(te.create_prim_func([X, S]))
+    i, j = sch.get_loops(sch.get_block("U"))
+    i_0, i_1 = sch.split(i, [None, 8])
+    j_0, j_1 = sch.split(j, [None, 16])
+    sch.reorder(i_0, j_0, i_1, j_1)
+    for loop, axis in [(i_0, "blockIdx.y"), (j_0, "blockIdx.x"), (i_1, "threadIdx.y"),
+                       (j_1, "threadIdx.x")]:
+        sch.bind(loop, axis)
+    row, r = sch.get_loops(sch.get_block("S"))
+    sch.bind(row, "blockIdx.x")
+    sch.bind(r, "threadIdx.x")
+    x = rng.standard_normal((40, 64)).astype("float32")
+    for target in ("c", "cuda-emu"):
+        out = np.zeros(40, "float32")
+        sched.build(sch.func, target=target)(x, out)
+        assert_close(out, 2 * x.sum(axis=1), rtol=1e-4, atol=1e-4)
 
 
 def test_a_second_block_moved_under_the_thread_loop_is_refused():
@@ -156,10 +212,10 @@ def test_consumer_on_other_threads_through_shared_memory_matches_numpy(rng):
 
 
 @T.prim_func
-def unchecked_reduction_on_two_thread_axes(A: T.Buffer((4, 64), "float32"),
+def unchecked_reduction_on_two_thread_axes(A: T.Buffer((4, 48), "float32"),
                                            B: T.Buffer((4,), "float32")):
     for i in T.thread_binding(4, thread="threadIdx.y"):
-        for k in T.thread_binding(64, thread="threadIdx.x"):
+        for k in T.thread_binding(48, thread="threadIdx.x"):
             with T.block("B"):
                 vi, vk = T.axis.remap("SR", [i, k])
                 with T.init():
@@ -168,8 +224,9 @@ def unchecked_reduction_on_two_thread_axes(A: T.Buffer((4, 64), "float32"),
 
 
 def test_build_refuses_a_reduction_across_threads_it_cannot_combine():
-    # written by hand, never checked by a schedule: the threads would race on B[vi]. The
-    # build's race check refuses it first; without that check the lowering still does
+    # written by hand, never checked by a schedule: rows of 48 threads, whose warps would mix
+    # two rows, so the threads would race on B[vi]. The build's race check refuses it first;
+    # without that check the lowering still does
     with pytest.raises(sched.BuildError, match="iterations of loop 'k' .* run at the same "
                                                "time but depend on each other"):
         sched.build(unchecked_reduction_on_two_thread_axes, target="c")
