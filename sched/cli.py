@@ -161,9 +161,23 @@ def _tune(args: argparse.Namespace) -> int:
     # the search loads only when run (and by module name, which a test may stand in for)
     tune = importlib.import_module("sched.autoscheduler.tune").tune
     result = tune(func, **options)
+    if hasattr(result, "table"):
+        from rich.console import Console
+
+        # a pipe or a file has no width: wide enough that no figure is cut
+        Console(width=None if sys.stdout.isatty() else 132).print(result.table())
+    correlations = getattr(result, "correlations", None)
+    if correlations:
+        print("rank correlation of each cost model with measured speed (Spearman): " +
+              ", ".join(f"{name} {value:.2f}" for name, value in correlations.items()))
     trace = getattr(result, "trace", None)
     if trace is not None and getattr(result, "best_seconds", None) is not None:
-        print(f"best schedule ({spec}, as steps on sch = sched.Schedule(func)):\n{trace}")
+        given = getattr(getattr(result, "workload", None), "user_trace", None)
+        if given is not None and len(trace.instructions) == len(given.instructions):
+            print(f"best schedule ({spec}): the function as given (no searched schedule ran "
+                  f"faster)")
+        else:
+            print(f"best schedule ({spec}, as steps on sch = sched.Schedule(func)):\n{trace}")
     if options["db"] is not None:
         print(f"records in {options['db']}; sched.build(func, target={options['target']!r}, "
               f"db={options['db']!r}) applies the best")

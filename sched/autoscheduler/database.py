@@ -256,13 +256,16 @@ class Database:
 
     def workloads(self) -> list[dict]:
         """One summary per workload: key, target, arch, name, records, errors and
-        best_seconds (the lowest median, None when no record ran)."""
+        best_seconds (the best record's figure as `best` ranks them: a re-timed schedule by
+        the slower of its two figures; None when no record ran)."""
         rows = self._db.execute(
-            "SELECT key, workloads.target, workloads.arch, name, COUNT(records.id), "
-            "COUNT(CASE WHEN error_kind IS NOT NULL OR error IS NOT NULL THEN 1 END), "
-            "MIN(CASE WHEN error_kind IS NULL AND error IS NULL THEN median END) "
-            "FROM workloads LEFT JOIN records ON workloads.id = workload_id "
-            "GROUP BY workloads.id ORDER BY workloads.id")
+            f"SELECT key, workloads.target, workloads.arch, name, COUNT(records.id), "
+            f"COUNT(CASE WHEN records.error_kind IS NOT NULL OR records.error IS NOT NULL "
+            f"THEN 1 END), MIN(CASE WHEN {_RAN} THEN {_RANKED} END) "
+            f"FROM workloads LEFT JOIN records ON workloads.id = records.workload_id "
+            f"LEFT JOIN retimes ON retimes.workload_id = records.workload_id AND "
+            f"retimes.func_hash = records.func_hash "
+            f"GROUP BY workloads.id ORDER BY workloads.id")
         return [{"key": key, "target": target, "arch": arch or None, "name": name,
                  "records": count, "errors": errors, "best_seconds": best}
                 for key, target, arch, name, count, errors, best in rows]

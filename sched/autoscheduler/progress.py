@@ -201,18 +201,23 @@ def results_table(rows: list[dict]) -> ResultsTable:
     """The end-of-run table. Each row: "workload", "target", "trials", "errors",
     "best_seconds" (None when nothing ran), and optionally "flops" (of one call) and
     "baseline_seconds" (the unscheduled or reference time: "vs baseline" is its ratio to the
-    best, above 1 when tuning won)."""
+    best, above 1 when tuning won) and "retimed_seconds" (the best timed again in a fresh
+    process: a column of its own when some row has one)."""
     table = ResultsTable(title="tuning results")
-    for name in ("workload", "target", "trials", "errors", "best ms", "GFLOP/s",
-                 "vs baseline"):
+    retimed = any(row.get("retimed_seconds") is not None for row in rows)
+    for name in ("workload", "target", "trials", "errors", "best ms",
+                 *(("re-timed ms",) if retimed else ()), "GFLOP/s", "vs baseline"):
         table.add_column(name, justify="left" if name in ("workload", "target") else "right")
     for row in rows:
         best = row.get("best_seconds")
         ran = best is not None and math.isfinite(best) and best > 0
         flops, baseline = row.get("flops"), row.get("baseline_seconds")
+        again = row.get("retimed_seconds")
         table.add_row(
             str(row["workload"]), str(row.get("target", "")), str(row.get("trials", 0)),
             str(row.get("errors", 0)), format_ms(best) if ran else "-",
+            *((format_ms(again) if again is not None and math.isfinite(again) else "-",)
+              if retimed else ()),
             f"{gflops(flops, best):.2f}" if ran and flops else "-",
             f"{baseline / best:.2f}x" if ran and baseline else "-")
     return table

@@ -41,6 +41,8 @@ DEFAULT_ROUND = 16          # candidates measured per round
 RETIMED = 8                 # schedules re-timed at the end, at most (_retime_best)
 HOPELESS = 4.0              # a candidate whose checked run is this much slower than the best
                             # so far (or of its round) keeps that run as its time
+BASELINE = "baseline"       # the sketch named in the record of the function with the user's
+                            # steps only: a candidate too (a small kernel runs fastest as it is)
 
 
 @dataclasses.dataclass
@@ -69,6 +71,12 @@ class TuneResult:
     def kernel(self):
         import sched
 
+        if self.schedule is None:
+            raise RuntimeError(
+                f"tune: no candidate of {self.workload.name!r} ran correctly in this run "
+                f"(errors: {self.errors or 'none'}; see result.errors and the records' "
+                f"error texts), so there is no best kernel: sched.build(func, "
+                f"target={self.workload.target!r}) builds the function as it is")
         return sched.build(self.schedule.func, target=self.workload.target,
                            arch=self.workload.arch)
 
@@ -78,6 +86,7 @@ class TuneResult:
         return results_table([{"workload": self.workload.name, "target": self.workload.target,
                                "trials": self.trials, "errors": sum(self.errors.values()),
                                "best_seconds": self.best_seconds,
+                               "retimed_seconds": self.retimed_seconds,
                                "flops": self.workload.flops(),
                                "baseline_seconds": self.baseline_seconds}])
 
@@ -115,7 +124,7 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     analytical = MemoryMovementModel(target)
     learned = LearnedModel(seed=seed or 0)
     _pretrain(learned, workload, previous)
-    done = len(previous) if resume else 0
+    done = sum(not _is_baseline(r) for r in previous) if resume else 0
     per_round = per_round or DEFAULT_ROUND
     errors: collections.Counter = collections.Counter()
     wrong: list[Record] = []
@@ -140,6 +149,9 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
         first = _Proposal(propose, min(per_round, trials - done)
                           if done < trials and time_left() else 0)
         baseline = _baseline(workload, measurer, before_timing=first.join)
+        _record_baseline(database, workload, baseline, previous)
+        if baseline is not None:        # a candidate to beat, as the database ranks it
+            best = min(best, baseline)
         batch = first.result()
         while batch:
             funcs = [s.schedule.func for s in batch]
@@ -283,6 +295,30 @@ def _baseline(workload: Workload, measurer, before_timing=None) -> float | None:
     result, = measurer.measure(workload, [Candidate(base.trace.to_json(), base.func.script())],
                                before_timing=before_timing)
     return result.median if result.ok else None
+
+
+def _record_baseline(database: Database, workload: Workload, seconds: float | None,
+                     previous: list[Record]) -> None:
+    """Record the function with the user's steps only, timed as `seconds`, as a candidate
+    (once per database): where no searched schedule beats it, the database's best, and so
+    `build(db=)`, is that function."""
+    if seconds is None or any(_is_baseline(r) for r in previous):
+        return
+    from sched.autoscheduler.space.sketch import func_hash
+
+    base = workload.base_schedule()
+    database.add(workload, Record(
+        trace_json=base.trace.to_json(), func_hash=func_hash(base.func), seconds=(seconds,),
+        decisions=json.dumps({"sketch": BASELINE}), target=workload.target,
+        arch=workload.arch))
+
+
+def _is_baseline(record: Record) -> bool:
+    try:
+        decisions = json.loads(record.decisions)
+    except ValueError:
+        return False
+    return isinstance(decisions, dict) and decisions.get("sketch") == BASELINE
 
 
 def _record(workload: Workload, sample, result: MeasureResult, space: SearchSpace) -> Record:

@@ -76,11 +76,13 @@ class Measurement:
         self.on_run_start = None
 
     def reference_outputs(self) -> list[np.ndarray]:
-        """The unscheduled function's outputs, built for the C target, on this seed's inputs."""
+        """The unscheduled function's outputs, built for the C target, on copies of this
+        seed's inputs (a function that updates an argument in place leaves them as they are,
+        for the candidates)."""
         import sched
 
         kernel = sched.build(self.workload.func, target="c")
-        arguments = [_to_kernel(a, d, "c") for a, d in zip(self.arrays, self.dtypes)]
+        arguments = [_to_kernel(aligned_copy(a), d, "c") for a, d in zip(self.arrays, self.dtypes)]
         start = time.perf_counter()
         kernel(*arguments)
         self.reference_seconds = time.perf_counter() - start
