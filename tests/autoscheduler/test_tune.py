@@ -210,7 +210,7 @@ def test_with_no_candidate_that_ran_the_kernel_says_so():
     assert result.trace is None and result.errors.get("timeout") == 2
     with pytest.raises(RuntimeError, match="no candidate of 'matmul' ran correctly in this "
                                            "run .*timeout.*sched.build\\(func, target='c'\\)"):
-        result.kernel
+        _ = result.kernel
 
 
 def test_same_seed_same_first_round(tmp_path):
