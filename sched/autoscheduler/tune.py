@@ -158,13 +158,22 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             a_scores = analytical.predict(workload, funcs)
             l_scores = learned.predict(workload, funcs) if learned.trained else None
             following = _Proposal(propose, min(per_round, trials - done - len(batch)))
+            records: dict[int, Record] = {}
+
+            def keep(index: int, result: MeasureResult, batch=batch, records=records) -> None:
+                """Record a candidate as soon as it is measured (a run killed mid-round
+                resumes with it)."""
+                records[index] = _record(workload, batch[index], result, space)
+                database.add(workload, records[index])
+
             results = measurer.measure(workload, [
                 Candidate(s.schedule.trace.to_json(), s.schedule.func.script())
                 for s in batch], hopeless=HOPELESS, best_seconds=best,
-                before_timing=following.join)
+                before_timing=following.join, on_result=keep)
             for sample, result, a, i in zip(batch, results, a_scores, range(len(batch))):
-                record = _record(workload, sample, result, space)
-                database.add(workload, record)
+                if i not in records:
+                    keep(i, result)
+                record = records[i]
                 if result.ok:
                     scored["memory_movement"].append((a, -math.log(result.median)))
                     if l_scores is not None:

@@ -35,13 +35,17 @@ RUNNERS = ("local", "ray")
 
 
 class Measurer(Protocol):
-    """What the tuner measures with: `measure` returns one result per candidate, in order."""
+    """What the tuner measures with: `measure` returns one result per candidate, in order,
+    and calls `on_result(index, result)` as soon as each one is final (the tuner records it
+    then: a run killed in the middle of a round keeps what it measured)."""
 
     timing: TimingOptions
 
     def measure(self, workload, candidates: list[Candidate], *,
                 hopeless: float | None = None, best_seconds: float = ...,
-                before_timing: Callable[[], None] | None = None) -> list[MeasureResult]: ...
+                before_timing: Callable[[], None] | None = None,
+                on_result: Callable[[int, MeasureResult], None] | None = None
+                ) -> list[MeasureResult]: ...
 
     def reference_seconds(self, workload) -> float | None: ...
 

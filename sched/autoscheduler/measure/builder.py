@@ -22,6 +22,7 @@ import dataclasses
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
@@ -74,10 +75,26 @@ def _context():
     return context
 
 
-def _own_process_group() -> None:
+def _own_process_group(tuner: int | None = None) -> None:
     """Each pool process leads a process group of its own, so that killing the group takes
-    the compilers it started too (killed alone, it would leave a gcc compiling for minutes)."""
+    the compilers it started too (killed alone, it would leave a gcc compiling for minutes).
+    With `tuner` (the pid of the process that made the pool), the group also ends when that
+    process is gone: a tuner killed with kill -9 leaves no build process behind (the fork
+    server and resource tracker then end too)."""
     os.setpgrp()
+    if tuner is not None:
+        threading.Thread(target=_end_with, args=(tuner,), daemon=True).start()
+
+
+def _end_with(tuner: int) -> None:
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(tuner, 0)
+        except ProcessLookupError:
+            os.killpg(0, signal.SIGKILL)        # this group: the process and its compilers
+        except PermissionError:
+            pass                                 # alive (another user's pid: not ours)
 
 
 def _kill_group(process) -> None:
@@ -105,7 +122,8 @@ class BuildPool:
     def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._executor is None:
             self._executor = concurrent.futures.ProcessPoolExecutor(
-                self.workers, mp_context=_context(), initializer=_own_process_group)
+                self.workers, mp_context=_context(), initializer=_own_process_group,
+                initargs=(os.getpid(),))
         return self._executor
 
     def outcomes(self, workload, candidates: list[Candidate]) -> Iterator[BuildOutcome]:

@@ -99,11 +99,14 @@ class RayMeasurer:
 
     def measure(self, workload, candidates: list[Candidate], *,
                 hopeless: float | None = None, best_seconds: float = math.inf,
-                before_timing: Callable[[], None] | None = None) -> list[MeasureResult]:
+                before_timing: Callable[[], None] | None = None,
+                on_result: Callable[[int, MeasureResult], None] | None = None
+                ) -> list[MeasureResult]:
         """One result per candidate, in order. `hopeless` and `best_seconds` as
         `LocalMeasurer`'s, except that each task compares with `best_seconds` alone (not with
         the other tasks of the batch); `before_timing` is called at the end (timings run on
-        the cluster, not beside this process's work)."""
+        the cluster, not beside this process's work); `on_result(index, result)` as each
+        task ends."""
         hopeless_after = (hopeless * best_seconds
                           if hopeless is not None and math.isfinite(best_seconds) else None)
         ray = self._ray
@@ -126,6 +129,8 @@ class RayMeasurer:
             for reference in ready:
                 index, start = pending.pop(reference)
                 results[index] = self._collect(reference, start)
+                if on_result is not None:
+                    on_result(index, results[index])
             now = time.monotonic()
             for reference, (index, start) in list(pending.items()):
                 if now - start >= limit:
@@ -136,6 +141,8 @@ class RayMeasurer:
                         error=f"the candidate's task ran longer than {limit:g} s (timeout "
                               f"{self.timing.timeout:g} s + {self.build_allowance:g} s to "
                               f"build); it was cancelled and its worker killed")
+                    if on_result is not None:
+                        on_result(index, results[index])
         if before_timing is not None:
             before_timing()
         return results

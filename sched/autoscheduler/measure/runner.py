@@ -269,15 +269,25 @@ class LocalMeasurer:
 
     def measure(self, workload, candidates: list[Candidate], *, hopeless: float | None = None,
                 best_seconds: float = math.inf,
-                before_timing: Callable[[], None] | None = None) -> list[MeasureResult]:
+                before_timing: Callable[[], None] | None = None,
+                on_result: Callable[[int, MeasureResult], None] | None = None
+                ) -> list[MeasureResult]:
         """One result per candidate, in order (see `MeasureResult` and `ERROR_KINDS`; the
-        class's doc for `hopeless`, `best_seconds` and `before_timing`)."""
+        class's doc for `hopeless`, `best_seconds` and `before_timing`); `on_result(index,
+        result)` is called as soon as a candidate's result is final (a failure at once, a
+        time after its timing)."""
+        def final(index: int, result: MeasureResult) -> None:
+            results[index] = result
+            if on_result is not None:
+                on_result(index, result)
+
         results: list[MeasureResult] = []
         checked = []              # (index, build seconds, check seconds) of those to time
         for candidate, built in zip(candidates, self._builder.outcomes(workload, candidates)):
             if built.kind is not None:
-                results.append(MeasureResult(error_kind=built.kind, error=built.error,
-                                             build_seconds=built.seconds))
+                results.append(MeasureResult())
+                final(len(results) - 1, MeasureResult(error_kind=built.kind, error=built.error,
+                                                      build_seconds=built.seconds))
                 continue
             if self.time_during_builds:
                 result = self._runner.run(workload, candidate.script)
@@ -286,15 +296,20 @@ class LocalMeasurer:
                 if result.error_kind is None:
                     checked.append((len(results), built.seconds, result.run_seconds))
             results.append(dataclasses.replace(result, build_seconds=built.seconds))
+            if self.time_during_builds or result.error_kind is not None:
+                final(len(results) - 1, results[-1])
         if hopeless is not None:
             fastest = min([best_seconds, *(results[i].median for i, _, _ in checked)])
+            for index, _, _ in checked:         # their checked run is their time
+                if results[index].median > hopeless * fastest:
+                    final(index, results[index])
             checked = [c for c in checked if results[c[0]].median <= hopeless * fastest]
         if before_timing is not None:
             before_timing()
         for index, build_seconds, check_seconds in checked:
             timed = self._runner.time(workload, candidates[index].script)
-            results[index] = dataclasses.replace(timed, build_seconds=build_seconds,
-                                                 run_seconds=check_seconds + timed.run_seconds)
+            final(index, dataclasses.replace(timed, build_seconds=build_seconds,
+                                             run_seconds=check_seconds + timed.run_seconds))
         return results
 
     def reference_seconds(self, workload) -> float | None:
