@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
+from sched.ir.functor import collect
 from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
 from sched.polyhedral.cross_thread import (
     REDUCE_TAG,
@@ -68,7 +69,32 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
                             f"{loop.extent.script()}; split it by a constant factor and "
                             f"vectorize the inner loop")
     new_loop = dataclasses.replace(loop, kind=kind, thread_tag=thread_tag)
-    return replace(func, loop, new_loop)
+    new_func = replace(func, loop, new_loop)
+    _keep_cross_thread_reductions(func, new_func, primitive, loop_name,
+                                  f"binding loop {loop_name!r} to {thread_tag}" if thread_tag
+                                  else f"making loop {loop_name!r} {kind}")
+    return new_func
+
+
+def _keep_cross_thread_reductions(func: PrimFunc, new_func: PrimFunc, primitive: str,
+                                  loop_name: str, change: str) -> None:
+    """Refuse a change of a loop's kind that makes a cross-thread reduction of `func` (a
+    reduce loop on threadIdx.x, polyhedral/cross_thread.py) no longer one: a serial reduce
+    loop around it made concurrent, a loop around it bound to threadIdx.y with rows of
+    threads that warps cannot hold, a vthread in the function. The concurrency rule accepted
+    the reduce loop as one; it holds only while the reduction keeps that shape."""
+    for loop in collect(func.body, For):
+        if loop.kind != "thread_binding" or loop.thread_tag != REDUCE_TAG or \
+                not isinstance(cross_thread_reduction(func, loop), CrossThreadReduction):
+            continue
+        after = find_loop(new_func, loop.loop_var.name, primitive)
+        found = cross_thread_reduction(new_func, after)
+        if not isinstance(found, CrossThreadReduction):
+            raise ScheduleError(
+                primitive, f"loop {loop.loop_var.name!r} is bound to threadIdx.x and reduces "
+                f"across the threads of a block (a cross-thread reduction), which {change} "
+                f"would break: {found}. Leave that loop as it is, or rfactor the reduction "
+                f"(sch.rfactor) and bind the factored block's loops")
 
 
 def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> tuple[str, ...]:

@@ -21,11 +21,6 @@ from __future__ import annotations
 from sched.errors import ScheduleError
 from sched.ir.functor import collect
 from sched.ir.nodes import THREAD_TAGS, For, IntImm, PrimFunc
-from sched.polyhedral.cross_thread import (
-    REDUCE_TAG,
-    CrossThreadReduction,
-    cross_thread_reduction,
-)
 from sched.polyhedral.kernel_stages import root_stages
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.loop_kinds import _set_kind
@@ -40,7 +35,6 @@ def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) 
         raise ScheduleError("bind", f"argument 'thread_axis': unknown axis {thread_axis!r}; "
                             f"expected one of {', '.join(GPU_TAGS)}")
     _check_thread_count(func, loop_name, thread_axis)
-    _check_cross_thread_layout(func, loop_name, thread_axis)
     _check_nested_block_axis(func, loop_name, thread_axis)
     _check_axis_extent(func, loop_name, thread_axis)
     return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis)
@@ -55,31 +49,6 @@ def _check_thread_count(func: PrimFunc, loop_name: str, thread_axis: str) -> Non
                             f"{loop.extent.script()}; thread counts must be constants: split it "
                             f"by a constant (sch.split({loop_name}, [None, 128])) and bind the "
                             f"inner loop to {thread_axis}, the outer one to a blockIdx axis")
-
-
-def _check_cross_thread_layout(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
-    """Refuse binding a loop to threadIdx.y or z where a cross-thread reduction of the function
-    (its reduce loop on threadIdx.x) would no longer be one: its rows of threads must be loops
-    around it (polyhedral/cross_thread.py), with a threadIdx.x extent that fills warps with
-    whole rows."""
-    if thread_axis not in ("threadIdx.y", "threadIdx.z"):
-        return
-    reductions = [other for other in collect(func.body, For)
-                  if other.kind == "thread_binding" and other.thread_tag == REDUCE_TAG and
-                  isinstance(cross_thread_reduction(func, other), CrossThreadReduction)]
-    if not reductions:
-        return
-    bound = _set_kind(func, loop_name, "thread_binding", "bind", False, thread_tag=thread_axis)
-    for other in reductions:
-        after = find_loop(bound, other.loop_var.name, "bind")
-        found = cross_thread_reduction(bound, after)
-        if not isinstance(found, CrossThreadReduction):
-            raise ScheduleError(
-                "bind", f"loop {other.loop_var.name!r} is bound to threadIdx.x and reduces "
-                f"across the threads of a block (a cross-thread reduction), which binding loop "
-                f"{loop_name!r} to {thread_axis} would break: {found}. Otherwise bind "
-                f"{loop_name!r} to a blockIdx axis, or rfactor the reduction (sch.rfactor) and "
-                f"bind the factored block's loops")
 
 
 def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None:

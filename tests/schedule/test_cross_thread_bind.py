@@ -82,6 +82,24 @@ def test_serial_loops_of_the_reduction_around_the_thread_loop_match_numpy(rng, t
     assert thread < serial < source.index("__shfl_down_sync")     # the thread loop moved out
 
 
+@pytest.mark.parametrize("step", ["bind", "vectorize"])
+def test_the_serial_loop_of_a_cross_thread_reduction_cannot_be_made_concurrent(step):
+    # k_0 runs in each thread of the reduction on k_1: bound to blockIdx (or vectorized) the
+    # reduction would span blocks; the step on k_0 is refused, naming the reduction it breaks
+    sch = sched.Schedule(row_sum(rows=4, cols=64))
+    i, k = sch.get_loops(sch.get_block("B"))
+    k_0, k_1 = sch.split(k, [1, None])
+    sch.bind(k_1, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="loop 'k_1' is bound to threadIdx.x and reduces "
+                                            "across the threads of a block .* which (binding "
+                                            "loop 'k_0' to blockIdx.x|making loop 'k_0' "
+                                            "vectorized) would break: the reduce axis 'v_k'"):
+        if step == "bind":
+            sch.bind(k_0, "blockIdx.x")
+        else:
+            sch.vectorize(k_0)
+
+
 def test_a_reduce_loop_outside_the_thread_loop_with_a_spatial_loop_between_is_refused():
     # k_0 holds loop i, not only the thread loop: the threads cannot run k_0 on their own
     sch = sched.Schedule(row_sum())
