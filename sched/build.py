@@ -139,14 +139,25 @@ def _build_for_target(func, target, arch, compiler, debug, check_bounds, thread_
 
 def _best_recorded(func, target: str, arch: str | None, db):
     """The schedule of the best record of `func` in `db` (replayed, so checked), else
-    `func` as given."""
+    `func` as given, with a warning (a missing file is not created)."""
+    import warnings
+    from pathlib import Path
+
     from sched.autoscheduler.database import Database
     from sched.autoscheduler.workload import Workload
     from sched.schedule import Schedule, Trace
 
+    if str(db) != ":memory:" and not Path(db).expanduser().is_file():
+        warnings.warn(f"build: no tuning database {str(db)!r} (no such file): built without a "
+                      f"tuning record", stacklevel=3)
+        return func
     with Database(db) as database:
         record = database.best_for(func, target, arch)
     if record is None:
+        name = getattr(getattr(func, "func", func), "name", "the function")
+        warnings.warn(f"build: {str(db)!r} holds no record of {name!r} on {target}"
+                      f"{' ' + arch if arch else ''} (tuned another function, or with other "
+                      f"steps?): built without a tuning record", stacklevel=3)
         return func
     original = Workload.of(func, target, arch).func
     return Trace.from_json(record.trace_json).apply(original) if isinstance(

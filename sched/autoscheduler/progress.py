@@ -39,11 +39,12 @@ class TuneProgress:
     Live output only when `enabled` and the console is a terminal (tests and pipes get none);
     the summary prints in every case, also when the run stops on an exception. The ETA is the
     trials left at the rate so far, or the `time_budget` (seconds) left if that comes first.
+    `already`: trials a resumed run found recorded (counted in `trials`, not in the rate).
     """
 
     def __init__(self, workload_name: str, trials: int, flops: float, enabled: bool = True,
                  console: Console | None = None, time_budget: float | None = None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, already: int = 0):
         self.name = workload_name
         self.trials = trials
         self.flops = flops
@@ -51,7 +52,8 @@ class TuneProgress:
         self.console = console if console is not None else Console()
         self.live = enabled and self.console.is_terminal
         self.clock = clock
-        self.trials_done = 0
+        self.already = already
+        self.trials_done = already
         self.best_seconds: float | None = None
         self.errors = 0
         self.curve: list[float] = []      # the best time after each update (inf before one)
@@ -90,23 +92,27 @@ class TuneProgress:
 
     def summary(self) -> str:
         elapsed = self.clock() - self._start
-        text = (f"{self.name}: {self.trials_done} trials in {format_duration(elapsed)} "
-                f"({self.rate():.0f} trials/min), {self._best()}, {_errors(self.errors)}")
+        resumed = (f" ({self.trials_done} with the {self.already} recorded before)"
+                   if self.already else "")
+        text = (f"{self.name}: {self.trials_done - self.already} trials{resumed} in "
+                f"{format_duration(elapsed)} ({self.rate():.0f} trials/min), {self._best()}, "
+                f"{_errors(self.errors)}")
         if any(math.isfinite(v) for v in self.curve):
             text += f"\n  best so far  {tuning_curve(self.curve)}"
         return text
 
     def rate(self) -> float:
-        """Trials per minute since the run started."""
+        """Trials per minute since the run started (those it measured)."""
         elapsed = self.clock() - self._start
-        return 60.0 * self.trials_done / elapsed if elapsed > 0 else 0.0
+        return 60.0 * (self.trials_done - self.already) / elapsed if elapsed > 0 else 0.0
 
     def eta(self) -> float | None:
         """Seconds until the run ends, None before any trial."""
         elapsed = self.clock() - self._start
         left = None
-        if self.trials_done > 0 and elapsed > 0:
-            left = max(0, self.trials - self.trials_done) * elapsed / self.trials_done
+        measured = self.trials_done - self.already
+        if measured > 0 and elapsed > 0:
+            left = max(0, self.trials - self.trials_done) * elapsed / measured
         if self.time_budget is not None:
             budget_left = max(0.0, self.time_budget - elapsed)
             left = budget_left if left is None else min(left, budget_left)

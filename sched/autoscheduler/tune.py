@@ -136,7 +136,7 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     with make_measurer(runner or "local", workers=workers, address=address,
                        timing=timing) as measurer, \
             TuneProgress(workload.name, trials, workload.flops(), enabled=progress,
-                         console=console, time_budget=time_budget) as bar:
+                         console=console, time_budget=time_budget, already=done) as bar:
         def time_left() -> bool:
             return time_budget is None or time.monotonic() - start < time_budget
 
@@ -152,6 +152,8 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
         _record_baseline(database, workload, baseline, previous)
         if baseline is not None:        # a candidate to beat, as the database ranks it
             best = min(best, baseline)
+        if math.isfinite(best):
+            bar.best_seconds = best
         batch = first.result()
         while batch:
             funcs = [s.schedule.func for s in batch]
@@ -201,7 +203,11 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             if top else (math.inf, math.inf)
     if plot is not None or curve:
         text = tuning_curve(curve, plot)
-        if progress and console is not None:
+        if plot is not None and text != str(plot):
+            warnings.warn(f"tune: no plot written to {str(plot)!r}: matplotlib is not "
+                          f"installed (pip install 'sched[plot]'); the tuning curve: {text}",
+                          stacklevel=2)
+        elif progress and console is not None:
             console.print(f"tuning curve: {text}")
     elapsed = search.stats.replay_seconds
     from sched.autoscheduler.cost import spearman

@@ -16,7 +16,7 @@ import pytest
 import sched
 from sched import compute as te
 from sched.autoscheduler import tune as tune_module
-from sched.autoscheduler.database import Database
+from sched.autoscheduler.database import Database, Record
 from sched.autoscheduler.measure.common import TimingOptions
 from sched.autoscheduler.tune import RETIMED, tune
 from sched.autoscheduler.workload import Workload
@@ -209,6 +209,18 @@ def test_a_wrong_candidate_is_caught_recorded_and_warned_about(monkeypatch):
     assert "differ" in result.wrong[0].error or "largest" in result.wrong[0].error
     assert any("legality bug" in str(w.message) for w in caught)
     _check_matmul(result.kernel)         # the best is one of the right ones
+
+
+def test_build_with_a_database_that_does_not_hold_the_function_says_so(tmp_path):
+    missing = tmp_path / "typo.db"
+    with pytest.warns(UserWarning, match="no tuning database .*typo.db' \\(no such file\\)"):
+        _check_matmul(sched.build(_matmul(), target="c", db=missing))
+    assert not missing.exists()
+    other = tmp_path / "other.db"
+    with Database(other) as database:
+        database.add(Workload.of(_matmul(8)), Record("[]", "h", (1e-6,)))
+    with pytest.warns(UserWarning, match="holds no record of 'matmul' on c"):
+        _check_matmul(sched.build(_matmul(), target="c", db=other))
 
 
 @T.prim_func
