@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from sched.cuda import wmma
 from sched.cuda.alignment import ParamAlignments, check_pointer_alignment
 from sched.cuda.codegen import _PRELUDE, STATIC_SHARED_LIMIT, _CudaEmitter, shared_bytes
+from sched.cuda.resources import KernelsResources
 from sched.cuda.runtime import PARAMETER_CTYPES, CudaKernel, parameter_value
 from sched.errors import BuildError
 from sched.ir.nodes import Buffer, PrimFunc
@@ -79,8 +80,9 @@ def workspace_shapes(workspace: tuple[Buffer, ...], values) -> list[tuple[int, .
 
 class CudaKernelSequence(CudaKernel):
     """Several CUDA kernels run as one function (module docstring). Attributes as
-    CudaKernel's, for the first kernel (`kernel_name`, `launch`, `resources`), and
-    `kernels` (each a KernelLaunch), `kernel_resources` (a Resources per kernel) and
+    CudaKernel's, for the first kernel (`kernel_name`, `launch`), `resources` of every kernel
+    (a KernelsResources), and `kernels` (each a KernelLaunch), `kernel_resources` (a
+    Resources per kernel) and
     `workspace` (the Buffers allocated at each call)."""
 
     def __init__(self, func: PrimFunc, source: str, kernels: tuple[KernelLaunch, ...],
@@ -100,7 +102,7 @@ class CudaKernelSequence(CudaKernel):
             self.kernel_name, self.launch = kernel.name, kernel.launch
             self.kernel_resources.append(super()._read_resources())
         self.kernel_name, self.launch = self.kernels[0].name, self.kernels[0].launch
-        return self.kernel_resources[0]
+        return KernelsResources(tuple(self.kernel_resources))
 
     def _check_grid_vars(self) -> None:
         for kernel in self.kernels:

@@ -239,6 +239,56 @@ class Resources:
         return "\n".join(f"{what:<{width}}  {value}" for what, value in rows)
 
 
+@dataclass(frozen=True)
+class KernelsResources:
+    """The resources of a function's kernels (cuda/kernel_sequence.py), each a `Resources`
+    in `kernels`, launch order. A figure asked of them is the largest over the kernels (the
+    one that limits: `resources.spill_stores == 0` holds for every kernel), the occupancy the
+    lowest; the report and the table show every kernel."""
+
+    kernels: tuple[Resources, ...]
+
+    _LARGEST = ("registers", "spill_stores", "spill_loads", "local_bytes",
+                "static_shared_bytes", "constant_bytes", "barriers", "dynamic_shared_bytes",
+                "shared_bytes", "threads_per_block")
+
+    def __getattr__(self, name: str):
+        if name in self._LARGEST:
+            values = [getattr(k, name) for k in self.kernels]
+            return None if None in values else max(values)
+        if name in ("arch",):
+            return self.kernels[0].arch
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def kernel(self) -> str:
+        return ", ".join(k.kernel for k in self.kernels)
+
+    @property
+    def occupancy(self) -> Occupancy | None:
+        found = [k.occupancy for k in self.kernels]
+        return None if None in found else min(found, key=lambda o: o.fraction)
+
+    def launch_problems(self) -> list[str]:
+        return [f"{k.kernel}: {p}" for k in self.kernels for p in k.launch_problems()]
+
+    def table(self):
+        """One column per kernel (print it with `rich.print`)."""
+        from rich.table import Table
+
+        table = Table(title=f"resources of {len(self.kernels)} kernels")
+        table.add_column("what", style="bold")
+        for kernel in self.kernels:
+            table.add_column(kernel.kernel)
+        rows = [kernel.rows() for kernel in self.kernels]
+        for number, (what, _) in enumerate(rows[0]):
+            table.add_row(what, *(r[number][1] if number < len(r) else "" for r in rows))
+        return table
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(kernel) for kernel in self.kernels)
+
+
 def _entry_sections(log: str) -> dict[str, str]:
     """The log's text for each entry function, from its 'Compiling entry function' line to the
     next one. A device function's own properties lines, if any, are cut out."""

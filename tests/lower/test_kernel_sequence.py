@@ -147,6 +147,13 @@ def test_cuda_source_holds_one_global_function_per_kernel_and_nvrtc_compiles_it(
     assert [k.launch.block for k in kernel.kernels] == [(32, 1, 1), (1, 1, 1), (256, 1, 1)]
     assert [b.name for b in kernel.workspace] == ["M", "S"]
     assert len(kernel.kernel_resources) == 3 and kernel.cubin
+    # the report covers every kernel; a figure asked of it is the largest (the limiting one)
+    report = str(kernel.resources)
+    assert all(f"kernel                   main_kernel{n} (sm_80)" in report for n in range(3))
+    assert kernel.resources.registers == max(r.registers for r in kernel.kernel_resources)
+    assert kernel.resources.threads_per_block == 256
+    assert [c.header for c in kernel.resources.table().columns] == [
+        "what", "main_kernel0", "main_kernel1", "main_kernel2"]
     assert sched.build(matmul_then_transpose(), target="cuda",
                        arch="sm_90").source.count("__global__") == 2
 
