@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sched.ir.functor import free_vars
 from sched.ir.nodes import Expr, Range, Var
-from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl
+from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_set
 
 
@@ -39,6 +39,28 @@ def equal_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
     where = " and ".join([*constraints, f"({differ})"])
     points = read_set(f"{{ [{', '.join(sorted(names))}] : {where} }}")
     return points.is_empty()
+
+
+def same_truth_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
+    """True when the conditions `a` and `b` are both true or both false at every integer
+    point of `box` (as in equal_on_box), False when they differ somewhere, None when isl cannot
+    read a condition or a bound."""
+    left, right = to_isl_condition(a), to_isl_condition(b)
+    if left is None or right is None:
+        return None
+    names, constraints = set(), []
+    for var, extent in box.items():
+        low, size = to_isl(extent.min), to_isl(extent.extent)
+        if low is None or size is None:
+            return None
+        constraints.append(f"{low} <= {isl_name(var)} < ({low}) + ({size})")
+        names |= {isl_name(v) for v in (*free_vars(extent.min), *free_vars(extent.extent))}
+        names.add(isl_name(var))
+    names |= {isl_name(v) for v in (*free_vars(a), *free_vars(b))}
+    space = ", ".join(sorted(names))
+    where = " and ".join(constraints) or "true"
+    return read_set(f"{{ [{space}] : {where} and ({left}) }}").is_equal(
+        read_set(f"{{ [{space}] : {where} and ({right}) }}"))
 
 
 def holds_on_box(left: Expr, relation: str, right: Expr, box: dict[Var, Range]) -> bool | None:

@@ -8,30 +8,43 @@ blocks use it, reduce when only reduce ones do (TVM's subspace division gives th
 touch in one of its instances, found by polyhedral/ (the whole buffer where an access is not
 affine). Nothing runs in another order, so no dependence check is needed: the invariant is
 that the new block computes, instance by instance, what the subtree computed.
+
+A guard of the nested block that holds for all of a tile or for none of it (each conjunct of
+its predicate whose value does not change over the loops from `loop` down, asked of isl: `i_0
+* 16 + i_1 < 37` under a blockized loop `k_1`, or `(i_0 * 2 + i_1) * 16 + i_2 < 48` under
+`i_2` of extent 16) moves to the new block, at the tile's first point, as TVM's blockize
+moves it: the nested block then covers whole tiles, which `tensorize` needs.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     TRUE,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
     BufferRegion,
+    Expr,
     For,
     IterVar,
     PrimFunc,
     Range,
     Var,
+    binary,
     const,
 )
+from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
+from sched.polyhedral.expr_equality import same_truth_on_box
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.memory import _hull
 from sched.schedule.scope import block_names, taken_names
-from sched.schedule.state import find_loop, path_to, replace
+from sched.schedule.state import find_loop, path_to, replace, replace_in
 
 PRIMITIVE = "blockize"
 
@@ -54,8 +67,47 @@ def blockize(func: PrimFunc, loop_name: str) -> tuple[PrimFunc, str]:
     name = _fresh(f"{inner[0].block.name}_o", block_names(func))
     reads = _regions(func, loop, inner, "read", mapping)
     writes = _regions(func, loop, inner, "write", mapping)
-    block = Block(name, tuple(iter_vars), reads, writes, substitute(loop, mapping))
-    return replace(func, loop, BlockRealize(tuple(used), TRUE, block)), name
+    subtree, guard = _hoist_tile_guards(loop, inner, domains)
+    block = Block(name, tuple(iter_vars), reads, writes, substitute(subtree, mapping))
+    return replace(func, loop, BlockRealize(tuple(used), guard, block)), name
+
+
+def _hoist_tile_guards(loop: For, inner: list[BlockRealize], domains: dict[Var, Range]
+                       ) -> tuple[For, Expr]:
+    """`loop` with the conjuncts of its one nested block's predicate that hold for all or none
+    of each tile taken out, and those conjuncts at the tile's first point (the new block's
+    predicate, over the variables around `loop`; TRUE when none)."""
+    if len(inner) != 1 or inner[0].predicate == TRUE:
+        return loop, TRUE
+    loops = collect(loop, For)
+    box = {**domains, **{lp.loop_var: Range(lp.min, lp.extent) for lp in loops}}
+    first = {lp.loop_var: lp.min for lp in loops}
+    if any(v in first for lp in loops for v in (*free_vars(lp.min), *free_vars(lp.extent))):
+        return loop, TRUE                       # a tile whose shape depends on its loops
+    kept, hoisted = [], []
+    for part in _conjuncts(inner[0].predicate):
+        at_first = simplify(substitute(part, first))
+        if same_truth_on_box(part, at_first, box) is True:
+            hoisted.append(at_first)
+        else:
+            kept.append(part)
+    if not hoisted:
+        return loop, TRUE
+    realize = dataclasses.replace(inner[0], predicate=_conjunction(kept))
+    return replace_in(loop, inner[0], realize), _conjunction(hoisted)
+
+
+def _conjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, BinaryOp) and expr.op == "and":
+        return [*_conjuncts(expr.a), *_conjuncts(expr.b)]
+    return [expr]
+
+
+def _conjunction(parts: list[Expr]) -> Expr:
+    result = TRUE
+    for part in parts:
+        result = part if result == TRUE else binary("and", result, part)
+    return result
 
 
 def _fresh(base: str, taken: set[str]) -> str:

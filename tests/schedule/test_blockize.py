@@ -111,3 +111,56 @@ def test_blockize_inside_a_nested_block():
     x = np.zeros(4, np.float32)
     sched.build(sch.func, target="c")(x, z)
     np.testing.assert_array_equal(x, z.sum(axis=1))
+
+
+def uneven_matmul(m=36, n=16):
+    A = te.placeholder((m, n), "float32", name="A")
+    B = te.placeholder((n, n), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+def check_uneven(func, m=36, n=16):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((m, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    for run in (lambda *x: sched.build(func, target="c")(*x),
+                lambda *x: sched.interpret(func, *x)):
+        c = np.zeros((m, n), np.float32)
+        run(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tile_loop", ["j_1", "i_2"])
+def test_a_guard_that_holds_for_whole_tiles_moves_to_the_new_block(tile_loop):
+    # i over 36 in 3 x 4 x 4 (the last 12 rows out of range): (i_0 * 4 + i_1) * 4 + i_2 < 36
+    # holds for all of a 4-row tile or for none; blockized at the tile (i_2) or inside it
+    # (j_1), the new block takes the guard and the tile's block has none
+    func = uneven_matmul()
+    sch = sched.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i_0, i_1, i_2 = sch.split(i, [None, 4, 4])
+    j_0, j_1 = sch.split(j, [None, 4])
+    sch.reorder(i_0, i_1, j_0, i_2, j_1, k)
+    sch.blockize(i_2 if tile_loop == "i_2" else j_1)
+    script = sch.func.script()
+    where = [line.strip() for line in script.splitlines() if "T.where" in line]
+    assert where == (["T.where((i_0 * 4 + i_1) * 4 < 36)"] if tile_loop == "i_2" else
+                     ["T.where((i_0 * 4 + i_1) * 4 + i_2 < 36)"])
+    inner = script[script.index('with T.block("C"):'):]
+    assert "T.where" not in inner
+    check_uneven(sch.func)
+
+
+def test_a_guard_that_cuts_a_tile_stays_in_the_nested_block():
+    # 36 rows in tiles of 8: the last tile is half in range
+    func = uneven_matmul()
+    sch = sched.Schedule(func)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    _, i_1 = sch.split(i, [None, 8])
+    sch.blockize(i_1)
+    script = sch.func.script()
+    inner = script[script.index('with T.block("C"):'):]
+    assert "T.where(v_i_0 * 8 + i_1 < 36)" in inner
+    assert script.count("T.where") == 1
+    check_uneven(sch.func)

@@ -188,6 +188,31 @@ def test_refused_under_a_predicate():
         sch.tensorize(ki, "dot_product_8_f32")
 
 
+def test_a_guard_on_the_loops_outside_the_tile_is_kept_outside_the_intrinsic():
+    # 37 rows split by 16: the guard is on rows, the k tile of 8 is whole; blockize moves the
+    # guard to the outer block and the intrinsic runs on whole tiles
+    W = te.placeholder((37, 56), name="W")
+    x = te.placeholder((56,), name="x")
+    k = te.reduce_axis((0, 56), name="k")
+    y = te.compute((37,), lambda i: te.sum(W[i, k] * x[k], axis=k), name="y")
+    sch = sched.Schedule(te.create_prim_func([W, x, y]))
+    i, r = sch.get_loops(sch.get_block("y"))
+    sch.split(i, [None, 16])
+    k_0, k_1 = sch.split(r, [None, 8])
+    sch.decompose_reduction(sch.get_block("y"), k_0)
+    sch.tensorize(k_1, "dot_product_8_f32")
+    script = sch.func.script()
+    # the init's guard, and the outer block's; none inside the intrinsic's tile
+    assert [line.strip() for line in script.splitlines() if "T.where" in line] == [
+        "T.where(i_0 * 16 + i_1 < 37)"] * 2
+    assert "T.where" in script[script.index('with T.block("y_update_o"):'):]
+    rng = np.random.default_rng(0)
+    w, v = rng.random((37, 56), dtype=np.float32), rng.random(56, dtype=np.float32)
+    out = np.zeros(37, np.float32)
+    sched.build(sch.func, target="c")(w, v, out)
+    np.testing.assert_allclose(out, w @ v, rtol=1e-4)
+
+
 def test_refused_for_an_unknown_intrinsic():
     sch, (io, jo, ko, ii, ji, ki) = tiled(matmul())
     with pytest.raises(ScheduleError, match=r"no tensor intrinsic named 'nope'; registered: "
