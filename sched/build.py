@@ -96,14 +96,23 @@ def build(func, target: str = "c", *, arch: str | None = None,
                                  thread_order, fast_math, sanitize, check_races, trace,
                                  extern_c)
     except BuildError as error:
+        from sched.cuda.arch_features import ArchFeatureError
+
         narrowed = None
-        if trace is not None and len(trace) and original is not None:
+        if trace is not None and len(trace) and isinstance(error, ArchFeatureError):
+            narrowed = error.blame(trace)
+        elif trace is not None and len(trace) and original is not None:
             from sched.schedule.blame import narrow_compile_error
 
             narrowed = narrow_compile_error(str(error), original, trace, func)
         if narrowed is None:
             raise
-        raise BuildError(f"{error}\n\n{narrowed}") from None
+        # the step named: the whole schedule (which the CUDA build appends) is not needed
+        from sched.cuda.build import WHOLE_SCHEDULE
+
+        message = str(error).split(f"\n\n{WHOLE_SCHEDULE}")[0]
+        error.args = (f"{message}\n\n{narrowed}",)      # its type kept
+        raise
 
 
 def _build_for_target(func, target, arch, compiler, debug, check_bounds, thread_order,

@@ -12,6 +12,7 @@ thread reshaping one of them meanwhile is a race, as it would be for the kernel'
 from __future__ import annotations
 
 import ctypes
+import re
 import warnings
 from pathlib import Path
 
@@ -55,7 +56,10 @@ class CKernel:
         self.source = source
         self.library_path = library_path
         self._binder = binder or ArgumentBinder(func, device="cpu")
-        self._library = load_kernel_library(library_path)
+        try:
+            self._library = load_kernel_library(library_path)
+        except OSError as error:
+            raise BuildError(_load_failure(str(error), source)) from None
         self._function = getattr(self._library, launcher or c_function_name(lowered))
         scalars = [p for p in func.params if isinstance(p, Var)]
         self._function.argtypes = (
@@ -221,3 +225,20 @@ def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = N
     if reason:
         kernel.entry_unused = reason
     return kernel
+
+
+def _load_failure(error: str, source: str) -> str:
+    """Why the kernel library does not load, with the first source line that uses a symbol
+    defined nowhere (the linker of a shared library lets it through; the loader does not)."""
+    missing = re.search(r"undefined symbol: (\w+)", error)
+    if missing is None:
+        return f"the kernel library does not load: {error}"
+    name = missing[1]
+    lines = source.splitlines()
+    used = next((n for n, text in enumerate(lines, 1) if re.search(rf"\b{name}\s*\(", text)),
+                None)
+    marked = f"\noffending lines:\n>{used:5d} | {lines[used - 1]}" if used else ""
+    return (f"kernel.c: error: undefined symbol \"{name}\": the kernel calls {name}, which "
+            f"nothing it is linked with defines: give its code to the build (sched.build(..., "
+            f"extern_c=...)) or fix its name{marked}")
+

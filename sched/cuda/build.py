@@ -17,6 +17,8 @@ from sched.lower.gpu_threads import launch_config, with_shared_bytes
 from sched.lower.kernel_sequence import split_kernels
 from sched.lower.pipeline import lower
 
+WHOLE_SCHEDULE = "the schedule that made this kernel:"
+
 
 def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrtc",
                debug: bool = False, trace=None, fast_math: bool = False, extern_c: str = ""):
@@ -42,8 +44,8 @@ def build_cuda(func: PrimFunc, *, arch: str | None = None, compiler: str = "nvrt
     except BuildError as error:
         if trace is None or not len(trace):
             raise
-        raise BuildError(f"{error}\n\nthe schedule that made this kernel:\n{trace}") \
-            from None
+        error.args = (f"{error}\n\n{WHOLE_SCHEDULE}\n{trace}",)     # its type kept
+        raise
 
 
 def generate_kernel(func: PrimFunc, *, debug: bool = False, extern_c: str = ""):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sched import env
+from sched.cuda.arch_features import check_arch_features, check_nvrtc_arch
 from sched.cuda.device import parse_arch
 from sched.errors import BuildError
 
@@ -79,6 +80,9 @@ def compile_cuda(source: str, arch: str = "sm_90", compiler: str = "nvrtc",
     if compiler not in COMPILERS:
         raise ValueError(f"compile_cuda: unknown compiler {compiler!r}: expected 'nvrtc' or "
                          f"'nvcc'")
+    check_arch_features(source, arch)
+    if compiler == "nvrtc":
+        check_nvrtc_arch(arch, *_nvrtc_archs())
     flags = tuple(flags)
     key = cache_key(source, arch, compiler, flags)
     directory = (cache_dir or env.CACHE_DIR.value()) / "cuda" / key
@@ -108,6 +112,16 @@ def cache_key(source: str, arch: str, compiler: str, flags: tuple[str, ...]) -> 
     """The sha256 of everything that decides the cubin: source, arch, flags and compiler."""
     text = "\0".join([source, arch, compiler, " ".join(flags), compiler_identity(compiler)])
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.cache
+def _nvrtc_archs() -> tuple[list[int], str]:
+    """The compute capabilities NVRTC compiles for (75, 80, ...) and its version."""
+    nvrtc = _nvrtc()
+    supported = list(_check_nvrtc(nvrtc, "nvrtcGetSupportedArchs",
+                                  nvrtc.nvrtcGetSupportedArchs()))
+    major, minor = _check_nvrtc(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
+    return supported, f"{major}.{minor}"
 
 
 @functools.cache

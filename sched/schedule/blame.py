@@ -81,6 +81,19 @@ def offending_entities(message: str, func: PrimFunc) -> list[tuple[int, set[str]
     return found
 
 
+def _extern_functions_named(message: str, original: PrimFunc) -> list[str]:
+    """The functions that the original function calls opaquely (T.call_extern) and that an
+    error line of `message` names in quotes (`identifier "f" is undefined`)."""
+    from sched.ir.extern import is_opaque_call
+    from sched.ir.functor import collect
+    from sched.ir.nodes import Call, StringImm
+
+    called = {call.args[0].value for call in collect(original.body, Call)
+              if is_opaque_call(call) and call.args and isinstance(call.args[0], StringImm)}
+    named = set(re.findall(r'error[^\n]*?"([A-Za-z_]\w*)"', message))
+    return sorted(called & named)
+
+
 def narrow_compile_error(message: str, original: PrimFunc, trace, func: PrimFunc) -> str | None:
     """The paragraph naming the step of `trace` (a Schedule's, replayed on `original`; `func`
     is its result) that last changed the blocks and loops the compile error `message` marks,
@@ -88,6 +101,11 @@ def narrow_compile_error(message: str, original: PrimFunc, trace, func: PrimFunc
     entities = offending_entities(message, func)
     if not entities:
         return None
+    written = _extern_functions_named(message, original)
+    if written:
+        return (f"the offending lines call {', '.join(repr(n) for n in written)}, which the "
+                f"function as written calls (T.call_extern): no schedule step made that call; "
+                f"give its code to the build (sched.build(..., extern_c=...)) or fix its name")
     blocks = set().union(*(b for _, b, _ in entities))
     loops = set().union(*(lp for _, _, lp in entities))
     changed_by: dict[tuple[str, str], int] = {}

@@ -70,3 +70,26 @@ def test_a_message_without_marked_lines_is_left_alone():
     sch = two_blocks()
     assert narrow_compile_error("gcc: out of memory", sch.original_func, sch.trace,
                                 sch.func) is None
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_an_extern_call_of_the_function_as_written_is_not_blamed_on_a_step(target):
+    # the undefined function is the user's call, not something a step made: the step that
+    # last bound the block's loops is not named
+    from sched.script import T
+
+    @T.prim_func
+    def calls(A: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+        for i in range(64):
+            with T.block("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = T.call_extern("float32", "sched_test_missing_fn", A[vi])
+
+    sch = sched.Schedule(calls)
+    outer, inner = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 32])
+    sch.bind(outer, "blockIdx.x")
+    sch.bind(inner, "threadIdx.x")
+    with pytest.raises(BuildError, match="the offending lines call 'sched_test_missing_fn', "
+                                         "which the function as written calls") as caught:
+        sched.build(sch, target=target, arch="sm_80" if target == "cuda" else None)
+    assert "the step that last changed them" not in str(caught.value)
