@@ -268,6 +268,29 @@ def test_cpu_row_reductions_keep_vector_partials_in_the_rf_sketch():
     assert built >= 2
 
 
+def test_a_sum_over_two_trailing_axes_keeps_vector_partials_of_both():
+    """The innermost reduce axis (13) holds no whole vector, the two reduce axes together
+    (2 * lanes * 13) do: the "+rf" sketch fuses them and splits the fused loop."""
+    from sched.c.isa import host_isa
+
+    lanes = host_isa().lanes("float32")
+    A = te.placeholder((3, 2 * lanes, 13), name="A")
+    k1 = te.reduce_axis((0, 2 * lanes), name="k1")
+    k2 = te.reduce_axis((0, 13), name="k2")
+    S = te.compute((3,), lambda i: te.sum(A[i, k1, k2], axis=[k1, k2]), name="S")
+    workload = Workload(te.create_prim_func([A, S], name="sum2"), "c")
+    space = SearchSpace(workload)
+    sketch = next(i for i, s in enumerate(space.sketches) if s.name == "parallel(S+rf)")
+    sample = space.sample(sketch, None, random.Random(0))
+    trace = str(sample.schedule.trace)
+    assert "sch.fuse(" in trace and "sch.rfactor(" in trace
+    arrays = workload.arrays(1)
+    got = [a.copy() for a in arrays]
+    sched.build(sample.schedule.func, target="c")(*got)
+    np.testing.assert_allclose(got[-1], arrays[0].astype(np.float64).sum(axis=(1, 2)),
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_cpu_conv2d_offers_the_vector_lanes_along_output_channels():
     """Output columns of 6 hold no whole vector; the output channels (a multiple of the
     vector) do: a sketch puts the lanes there, with the accumulator tile laid out channels

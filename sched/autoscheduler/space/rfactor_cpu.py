@@ -21,21 +21,40 @@ PARTIAL_VECTORS = (1, 2, 4)        # partial results: this many vectors of the h
 
 
 def vector_rfactor(sch, sampler: Sampler, info: BlockInfo):
-    """Split the block's innermost loop (a reduce loop of constant extent) by a sampled number
-    of partial results that divides it in two steps or more, and rfactor them. Returns the
-    partial block; SketchRefused where the rule does not apply."""
+    """Split the block's innermost loop (a reduce loop of constant extent; the innermost
+    reduce loops fused into one where they trail the nest, as a sum over two axes does) by a
+    sampled number of partial results that divides it in two steps or more, and rfactor
+    them. Returns the partial block; SketchRefused where the rule does not apply."""
     loops = sch.get_loops(sch.get_block(info.name))
     if not info.reduce or not loops or loops[-1].name != info.reduce[-1]:
         raise SketchRefused(f"block {info.name!r}: its innermost loop is no reduce loop")
-    extent = sampler.extent(loops[-1])
+    trailing = 1
+    while trailing < len(loops) and loops[-trailing - 1].name in info.reduce:
+        trailing += 1
     lanes = vector_lanes()
-    options = [lanes * vectors for vectors in PARTIAL_VECTORS
-               if extent % (lanes * vectors) == 0 and extent // (lanes * vectors) >= 2]
+    extent = sampler.extent(loops[-1])
+    whole = extent
+    for outer in loops[-trailing:-1]:
+        try:
+            whole *= sampler.extent(outer)
+        except SketchRefused:               # symbolic: the innermost loop alone
+            whole = 0
+    options = _options(whole, lanes) if trailing > 1 else []
+    if options:
+        loop, extent = sch.fuse(*loops[-trailing:]), whole     # the reduction in one loop
+    else:
+        loop, options = loops[-1], _options(extent, lanes)
     if lanes < 2 or not options:
         raise SketchRefused(f"block {info.name!r}: no vector of partials divides {extent}")
     partials = sampler.choose(options)
-    _, lane = sch.split(loops[-1], factors=[None, partials])
+    _, lane = sch.split(loop, factors=[None, partials])
     return sch.rfactor(lane, 0)
+
+
+def _options(extent: int, lanes: int) -> list[int]:
+    """Numbers of partial results (whole vectors) that divide `extent` in two steps or more."""
+    return [lanes * vectors for vectors in PARTIAL_VECTORS
+            if extent % (lanes * vectors) == 0 and extent // (lanes * vectors) >= 2]
 
 
 def place_partials(sch, partial, block: str, loop=None) -> None:
