@@ -146,7 +146,7 @@ class _Comparator:
     def same(self, ours, theirs) -> None:
         if type(ours) is not type(theirs):
             raise Mismatch(f"the intrinsic computes {ours}, block {self.block.name!r} "
-                           f"computes {theirs}")
+                           f"computes {theirs}{_dtype_hint(ours, theirs)}")
         if isinstance(ours, BufferLoad | BufferStore):
             self._same_access(ours, theirs)
             if isinstance(ours, BufferStore):
@@ -235,6 +235,19 @@ class _Comparator:
         binding = Binding(theirs, tuple(simplify(r.min) for r in region))
         self.bindings[ours], self._taken[theirs] = binding, ours
         return binding
+
+
+def _dtype_hint(ours, theirs) -> str:
+    """Where the two sides read buffers of other dtypes (fp32 data against an fp16
+    intrinsic, whose body casts what it reads), that, as the likely cause."""
+    from sched.ir.functor import collect
+
+    read = [sorted({load.buffer.dtype for load in collect(side, BufferLoad)})
+            for side in (ours, theirs)]
+    if not all(read) or read[0] == read[1]:
+        return ""
+    return (f" (the intrinsic reads {', '.join(read[0])}, the block {', '.join(read[1])}: "
+            f"choose the intrinsic of the block's dtypes)")
 
 
 def _region(block: Block, buffer: Buffer) -> tuple[Range, ...] | None:

@@ -252,9 +252,9 @@ def test_partial_fragments_are_refused_by_the_hand_schedule():
         hs.gpu_matmul_mma(64, 64, 32, pad=40)
 
 
-def _fp16_matmul_tiles(caches=()):
-    A = te.placeholder((32, 32), "float16", name="A")
-    B = te.placeholder((32, 32), "float16", name="B")
+def _fp16_matmul_tiles(caches=(), dtype="float16"):
+    A = te.placeholder((32, 32), dtype, name="A")
+    B = te.placeholder((32, 32), dtype, name="B")
     k = te.reduce_axis((0, 32), name="k")
     C = te.compute((32, 32), lambda i, j: te.sum(te.cast(A[i, k], "float32")
                                                  * te.cast(B[k, j], "float32"), axis=k),
@@ -288,3 +288,16 @@ def test_sync_refused_on_a_fragment_of_the_wrong_kind():
     with pytest.raises(ScheduleError, match=r"A_wmma_matrix_b of block 'C_update_o' has scope "
                        r"'wmma.matrix_b', the intrinsic's A has scope 'wmma.matrix_a'"):
         sch.tensorize(ii, "wmma_sync_16x16x16_f16f16f32")
+
+
+def test_sync_on_fp32_data_names_the_dtypes():
+    # fp32 fragments against an fp16 intrinsic (whose body casts what it reads): the
+    # mismatch of the bodies is told as one of dtypes
+    sch, block, ii = _fp16_matmul_tiles([
+        (sched.Schedule.cache_write, 0, "wmma.accumulator"),
+        (sched.Schedule.cache_read, 0, "wmma.matrix_a"),
+        (sched.Schedule.cache_read, 1, "wmma.matrix_b")], dtype="float32")
+    with pytest.raises(ScheduleError, match=r"\(the intrinsic reads float16, the block "
+                       r"float32: choose the intrinsic of the block's dtypes\)"):
+        sch.tensorize(ii, "wmma_sync_16x16x16_f16f16f32")
+
