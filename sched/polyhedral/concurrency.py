@@ -342,6 +342,16 @@ class _Concurrency:
             reason += (f" through '{storage}' in {_scope_of(self.func, storage)} memory: "
                        f"nothing orders it between threads (a barrier orders only shared "
                        f"memory)")
+        elif self.kind == "threadIdx" and \
+                not self.allocations[storage][0].scope.startswith("shared") and \
+                not (self.under(dep.source) and self.under(dep.sink)):
+            writer = dep.source if dep.kind != "anti" else dep.sink
+            index = next((n for n, region in enumerate(writer.block.writes)
+                          if region.buffer.storage_name == storage), 0)
+            reason += (f" through '{storage}' in {self.allocations[storage][0].scope} memory, "
+                       f"which nothing orders between threads; in shared memory a barrier "
+                       f"orders it: sch.set_scope(sch.get_block('{writer.block.name}'), "
+                       f"{index}, 'shared')")
         elif self.kind == "blockIdx" and not (self.under(dep.source) and self.under(dep.sink)):
             reason += (f" through '{storage}': nothing orders thread blocks in one kernel; map "
                        f"both loops so that each block uses what it produced itself, or "
