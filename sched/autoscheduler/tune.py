@@ -115,8 +115,12 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     database = Database(db if db is not None else ":memory:")
     space = SearchSpace(workload, seed=seed or 0)
     if not space.sketches:
+        symbolic = sorted({v.name for v in workload.func.symbolic_vars})
+        why = (f": its shapes are symbolic ({', '.join(symbolic)}) and the sketches' tiles "
+               f"need constant extents; tune it with them fixed (each shape its own "
+               f"workload) or" if symbolic else ":")
         raise ValueError(f"tune: no schedule sketch applies to {workload.name!r} on "
-                         f"{target}: schedule its blocks by hand (tutorials 02 and 07)")
+                         f"{target}{why} schedule its blocks by hand (tutorials 02 and 07)")
     search = EvolutionarySearch(space, seed=seed)
     previous = database.records(workload)
     search.remember(r.func_hash for r in previous)

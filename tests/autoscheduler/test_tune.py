@@ -363,3 +363,13 @@ def test_the_readme_tuning_snippet_runs_on_its_own(tmp_path):
 def test_tuning_for_cuda_without_a_gpu_says_what_to_do_instead():
     with pytest.raises(sched.NoGPUError, match=r"no(ne)?\b.*runner='ray'.*sched.build"):
         sched.tune(_matmul(16), target="cuda", arch="sm_90", trials=2, progress=False)
+
+
+def test_a_workload_of_symbolic_shape_says_why_no_sketch_applies():
+    n = te.var("n")
+    A = te.placeholder((n, 32), name="A")
+    B = te.placeholder((32, 24), name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="symmm")
+    with pytest.raises(ValueError, match=r"no schedule sketch applies to 'symmm' on c: its "
+                                         r"shapes are symbolic \(n\)"):
+        tune(func, "c", trials=2, progress=False)
