@@ -96,8 +96,9 @@ def launch_config(func: PrimFunc) -> LaunchConfig:
     reader.visit(func.body)
     if reader.unbound_store is not None:
         store = reader.unbound_store
-        raise ScheduleError("build", f"the store to '{store.buffer.name}' is not under any loop "
-                            f"bound to blockIdx or threadIdx, so every GPU thread would run it: "
+        raise ScheduleError("build", f"the store to '{store.buffer.storage_name}' is not under "
+                            f"any loop bound to blockIdx or threadIdx, so every GPU thread would "
+                            f"run it: "
                             f"bind its outer loops (sch.bind(loop, \"blockIdx.x\"), "
                             f"\"threadIdx.x\") or compute it at a bound loop")
     grid, block = [], []
