@@ -157,7 +157,8 @@ def test_unbound_store_is_refused_for_the_gpu():
     def unbound(A: T.Buffer((4,), "float32")):
         for i in range(4):
             A[i] = T.float32(1)
-    with pytest.raises(ScheduleError, match="not under any loop bound to blockIdx or threadIdx"):
+    with pytest.raises(ScheduleError, match="the store to 'A' is not under any loop bound to "
+                                            "blockIdx or threadIdx"):
         launch_config(lower(unbound, target="cuda"))
 
 
