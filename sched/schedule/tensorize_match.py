@@ -229,9 +229,14 @@ class _Comparator:
         wanted = [IntImm(1, "int32")] * max(lead, 0) + [simplify(d) for d in ours.shape]
         if lead < 0 or [_constant(e) for e in extents] != [_constant(e) for e in wanted] or \
                 any(_constant(e) is None for e in extents):
+            across = sorted(map(str, extents)) == sorted(map(str, wanted)) and lead >= 0
+            hint = (f" (the same size along other dimensions: the intrinsic reads the last "
+                    f"ones contiguously; lay {theirs.name} out so that the tile runs along "
+                    f"them, as sch.transform_layout or a cache_read and its layout do)"
+                    if across else "")
             raise Mismatch(f"the region of {theirs.name} in block {self.block.name!r} is "
                            f"{_shape(extents)}, the intrinsic's {ours.name} is "
-                           f"{_shape(ours.shape)}")
+                           f"{_shape(ours.shape)}{hint}")
         binding = Binding(theirs, tuple(simplify(r.min) for r in region))
         self.bindings[ours], self._taken[theirs] = binding, ours
         return binding

@@ -323,3 +323,19 @@ def test_refused_for_a_symbolic_dim_that_may_leave_a_partial_tile():
     with pytest.raises(ScheduleError, match=r"block 'C_update' has the predicate v_i_0 \* 4 \+ i_1 "
                        r"< n .* the intrinsic covers whole tiles"):
         sch.tensorize(ii, "outer_product_4x16_f32")
+
+
+def test_a_tile_across_the_layout_is_refused_with_the_layout_named():
+    # B2[k, j]: the 8 values of the dot product run down a column of B2
+    A = te.placeholder((4, 32), name="A")
+    B2 = te.placeholder((32, 6), name="B2")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((4, 6), lambda i, j: te.sum(A[i, k] * B2[k, j], axis=k), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B2, C]))
+    _, _, r = sch.get_loops(sch.get_block("C"))
+    k_0, k_1 = sch.split(r, [None, 8])
+    sch.decompose_reduction(sch.get_block("C"), k_0)
+    with pytest.raises(ScheduleError, match=r"the region of B2 in block 'C_update_o' is 8x1, "
+                                            r"the intrinsic's B is 8 \(the same size along "
+                                            r"other dimensions"):
+        sch.tensorize(k_1, "dot_product_8_f32")
