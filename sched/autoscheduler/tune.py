@@ -102,7 +102,10 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     or fewer when `time_budget` seconds run out or the space is exhausted. `db`: a SQLite
     file (None: in memory). `runner`: "local" (a build pool of `workers` processes and an
     isolated runner) or "ray" (`address` of a cluster; None starts a local one). `seed`
-    makes the search deterministic with one worker. `plot`: a PNG path for the tuning curve
+    makes the search deterministic with one worker given its measurements: the first round
+    (proposed before any measurement) is the same candidates in the same order; later
+    rounds follow the measured times, which vary from run to run. `plot`: a PNG path for
+    the tuning curve
     (needs matplotlib; otherwise a sparkline is printed)."""
     from sched.autoscheduler.cost import LearnedModel, MemoryMovementModel
     from sched.autoscheduler.measure import make_measurer
