@@ -105,8 +105,7 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     makes the search deterministic with one worker given its measurements: the first round
     (proposed before any measurement) is the same candidates in the same order; later
     rounds follow the measured times, which vary from run to run. `plot`: a PNG path for
-    the tuning curve
-    (needs matplotlib; otherwise a sparkline is printed)."""
+    the tuning curve (needs matplotlib; otherwise a sparkline is printed)."""
     from sched.autoscheduler.cost import LearnedModel, MemoryMovementModel
     from sched.autoscheduler.measure import make_measurer
     from sched.autoscheduler.progress import TuneProgress, tuning_curve
