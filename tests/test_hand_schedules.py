@@ -185,7 +185,7 @@ def test_float4_kernel_refuses_a_misaligned_view():
         kernel(a, b, torch.empty(64, 64, device="cuda"))
 
 
-def test_cuda_compile_error_lists_the_schedule_steps(monkeypatch):
+def test_cuda_compile_error_names_the_schedule_step(monkeypatch):
     import sched.cuda.build as cuda_build
 
     real = cuda_build.generate_cuda
@@ -196,9 +196,11 @@ def test_cuda_compile_error_lists_the_schedule_steps(monkeypatch):
             name, aligned
     monkeypatch.setattr(cuda_build, "generate_cuda", broken)
     sch = hs.gpu_softmax(4, 256)
-    with pytest.raises(sched.BuildError, match=r"(?s)error.*the schedule that made this "
-                                               r"kernel:\nb0 = sch.get_block\('softmax_exp'\)"):
+    # the step that made the offending lines, not the whole schedule
+    with pytest.raises(sched.BuildError, match=r"(?s)error.*the step that last changed them "
+                                               r"is step \d+ of \d+:\n    sch\.") as caught:
         sched.build(sch, target="cuda", arch="sm_90")
+    assert "the schedule that made this kernel" not in str(caught.value)
 
 
 @pytest.mark.parametrize("name", sorted(GPU_CASES))

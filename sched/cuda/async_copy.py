@@ -7,16 +7,16 @@
   before the wait anyway);
 - `AsyncCommit` -> `cp.async.commit_group;`, `AsyncWait(n)` -> `cp.async.wait_group n;`.
 
-The shared address of the destination is taken with `cvta.to.shared`, as TVM's and CUTLASS's
-generated code does; sched/cuda/emu emulates each of these instructions.
+The shared address of the destination is taken with `__cvta_generic_to_shared` (as CUTLASS
+does; inline `cvta.to.shared` PTX per copy kept the compiler from folding the conversions into
+offsets from the array's base); sched/cuda/emu emulates each of these instructions.
 """
 
 from __future__ import annotations
 
 from sched.ir.nodes import AsyncCommit, AsyncCopy, AsyncWait, BufferLoad, BufferStore
 
-_SHARED_ADDRESS = ('asm volatile("{{ .reg .u64 sched_a; cvta.to.shared.u64 sched_a, %1; '
-                   'cvt.u32.u64 %0, sched_a; }}\\n" : "=r"(sched_dst) : "l"({pointer}));')
+_SHARED_ADDRESS = "sched_dst = (unsigned)__cvta_generic_to_shared({pointer});"
 _COPY = ('asm volatile("cp.async.{cache}.shared.global [%0], [%1], {size};\\n" '
          ':: "r"(sched_dst), "l"({source}));')
 

@@ -78,8 +78,10 @@ _REGISTERS = {"a": 4, "b": 4}                  # per lane per 16x16 operand tile
 _ACCUMULATOR_REGISTERS = {"float32": 8, "int32": 8, "float16": 4}
 # the lane's index in its warp (the block's threads, x fastest, fill whole warps)
 _LANE = "(int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
-_SHARED_ADDRESS = ('asm volatile("{{ .reg .u64 sched_a; cvta.to.shared.u64 sched_a, %1; '
-                   'cvt.u32.u64 %0, sched_a; }}\\n" : "=r"(sched_address) : "l"({pointer}));')
+# the 32-bit shared-memory address of a pointer into shared memory: the compiler's own
+# conversion, not inline PTX (which kept it from folding the conversions into 32-bit offsets
+# from the array's base: 4 integer instructions per ldmatrix in the main loop)
+_SHARED_ADDRESS = "sched_address = (unsigned)__cvta_generic_to_shared({pointer});"
 
 
 def is_mma_call(call: str) -> bool:

@@ -185,7 +185,7 @@ def test_cuda_source_copies_with_cp_async_and_waits_for_groups():
     assert source.count("cp.async.cg.shared.global [%0], [%1], 16;") == 4   # float4 tiles
     assert source.count('asm volatile("cp.async.commit_group;\\n" ::);') == 6
     assert source.count('"cp.async.wait_group %0;\\n" :: "n"(2)') == 2
-    assert "cvta.to.shared.u64" in source
+    assert "__cvta_generic_to_shared(" in source
 
 
 def test_a_wait_that_lets_the_needed_group_fly_reads_stale_tiles(monkeypatch):

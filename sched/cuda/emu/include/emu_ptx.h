@@ -10,7 +10,8 @@
 //   lane / 4 when transposed) at columns 2 (lane % 4), +1;
 // - cp.async.{ca,cg}.shared.global (with src-size), commit_group, wait_group, wait_all: the
 //   pipeline primitives of emu_pipeline.h (a copy lands at the wait that covers it);
-// - cvta.to.shared: a shared memory address is an offset in the block's shared memory.
+// - cvta.to.shared (and __cvta_generic_to_shared): a shared memory address is an offset in
+//   the block's shared memory.
 // Part of sched's CUDA emulation header: included by cuda_emu.h.
 #ifndef SCHED_EMU_PTX_H
 #define SCHED_EMU_PTX_H
@@ -129,5 +130,10 @@ inline void cp_async(int line, unsigned destination, const void* source, unsigne
 }
 }  // namespace ptx
 }  // namespace sched_emu
+
+// CUDA's conversion of a pointer into shared memory to its shared-memory address
+inline size_t __cvta_generic_to_shared(const void* pointer) {
+    return sched_emu::ptx::shared_address(pointer);
+}
 
 #endif  // SCHED_EMU_PTX_H
