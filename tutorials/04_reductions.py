@@ -205,22 +205,6 @@ sched.build(sch.func, target="c")(x, s)
 np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
 print("cross-thread reduction (C target) matches numpy")
 
-# Rows of threads: a loop bound to threadIdx.y around the reduction gives each row of threads
-# its own element (here 4 rows of 32 threads, one warp each, per block); k_0 stays a serial
-# loop outside the thread loop (TVM's pattern): each thread runs its k_0 iterations first.
-# A threadIdx.x extent that is a multiple of 32 or divides 32 keeps each warp in one row.
-sch = sched.Schedule(row_sum)
-i, k = sch.get_loops(sch.get_block("S"))
-i_0, i_1 = sch.split(i, factors=[None, 4])
-k_0, k_1 = sch.split(k, factors=[None, 32])
-sch.bind(i_0, "blockIdx.x")
-sch.bind(i_1, "threadIdx.y")
-sch.bind(k_1, "threadIdx.x")
-s = np.zeros(rows, "float32")
-sched.build(sch.func, target="c")(x, s)
-np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-4, atol=1e-3)
-print("rows of threads (threadIdx.y), each reducing its own row, match numpy")
-
 # 5. A reduction as TVM's blockize prints it: the outer block's T.init() holds loops over an
 # init block that uses the outer block's variables. sched reads it as it is (the init's
 # blocks are statements of the polyhedral model, at the first value of the outer reduce

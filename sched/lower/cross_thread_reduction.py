@@ -14,12 +14,6 @@ value of the dtype for max, the highest for min), then the block combines the pa
   thread writes its partial to a shared array of one element per thread, and thread 0 combines
   them in thread order.
 
-With loops bound to threadIdx.y or z around the reduction (rows of threads, each reducing its
-own elements), the arrays hold one part per row, allocated outside the rows' loops, and thread
-0 means the row's first thread. Rows of 32 threads or more fill whole warps (the extent is a
-multiple of 32); rows of fewer (dividing 32) are segments of a warp, reduced with shuffles of
-that width and no shared array.
-
 Thread 0 then runs the block's init (if it has one) and stores `X[idx] = X[idx] op total`
 (after a barrier: every thread's earlier store to X, such as a decomposed init that runs in
 every thread, lands first), so
@@ -89,7 +83,6 @@ class _Lowerer(IRMutator):
         # reductions whose threads also run serial loops around the thread loop: lowered
         # where the outermost of those loops stands (by the loop's identity)
         self.reductions: dict[int, CrossThreadReduction] = {}
-        self.hoisted: dict[int, list[Buffer]] = {}  # id(outermost row loop) -> shared arrays
         for loop in collect(func.body, For):
             if loop.kind == "thread_binding" and loop.thread_tag == REDUCE_TAG:
                 found = cross_thread_reduction(func, loop)
@@ -118,10 +111,7 @@ class _Lowerer(IRMutator):
             if isinstance(found, CrossThreadReduction):
                 return self.allreduce(found)
             _refuse_reduction_across_threads(self.func, loop, found)
-        visited = self.visit_children(loop)
-        for buffer in reversed(self.hoisted.pop(id(loop), [])):
-            visited = Allocate(buffer, visited)     # a block-wide array of the rows below
-        return visited
+        return self.visit_children(loop)
 
     def allreduce(self, reduction: CrossThreadReduction) -> Stmt:
         loop, realize = reduction.loop, reduction.realize
@@ -143,9 +133,6 @@ class _Lowerer(IRMutator):
         result = combine.on_gpu() if self.target == "cuda" else combine.on_cpu()
         body = Allocate(partial, seq(start, own_iterations, result.per_thread))
         new_loop = dataclasses.replace(loop, body=body)
-        if reduction.rows:      # one array for the block's rows, outside their thread loops
-            self.hoisted.setdefault(id(reduction.rows[0]), []).extend(result.shared)
-            return new_loop
         return result.wrap(new_loop)
 
 
@@ -168,22 +155,6 @@ class _Combine:
         self.lowerer, self.reduction, self.partial = lowerer, reduction, partial
         self.thread, self.threads = thread, threads
         self.op, self.dtype = reduction.op, partial.dtype
-        # rows of threads (loops bound to threadIdx.y, z around the reduction), each reducing
-        # its own elements: their number and this thread's row, in the order of the linear
-        # thread index (x fastest, then y, then z), None without rows
-        self.rows, self.row = 1, None
-        for around in sorted(reduction.rows, key=lambda lp: lp.thread_tag):
-            index = around.loop_var if _is_zero(around.min) else \
-                simplify(around.loop_var - around.min)
-            index = binary("mul", index, self.index(self.rows)) if self.rows > 1 else index
-            self.row = index if self.row is None else simplify(self.row + index)
-            self.rows *= around.extent.value
-
-    def of_row(self, index: Expr, per_row: int) -> Expr:
-        """The position of a row's entry `index` in an array of `per_row` entries per row."""
-        if self.row is None:
-            return index
-        return simplify(binary("mul", self.row, self.index(per_row)) + index)
 
     def combined(self, a: Expr, b: Expr) -> Expr:
         return binary(self.op, a, b)
@@ -211,13 +182,12 @@ class _Combine:
         else:
             j = _fresh_var(self.lowerer, "j", self.thread.dtype)
             steps.append(For(j, self.index(0), self.index(self.threads), "serial",
-                             BufferStore(update.buffer, self.combined(
-                                 element, scratch[self.of_row(j, self.threads)]),
+                             BufferStore(update.buffer, self.combined(element, scratch[j]),
                                          update.indices)))
         return IfThenElse(self.stores(), seq(*steps))
 
     def stores(self) -> Expr:
-        """Whether this thread stores the element: thread 0 (of its row), where the block's
+        """Whether this thread stores the element: thread 0, where the block's
         predicate lets the element be written at all."""
         first = binary("eq", self.thread, self.index(0))
         guard = self.reduction.guard       # over the loops outside the reduction's
@@ -226,8 +196,8 @@ class _Combine:
     def on_cpu(self) -> _Result:
         """Each thread's partial into a shared array; thread 0 combines them in order."""
         scratch = Buffer(self.lowerer.fresh(f"{self.reduction.block_name}_partials"),
-                         (IntImm(self.threads * self.rows, "int32"),), self.dtype, "shared")
-        publish = BufferStore(scratch, self.partial[0], (self.of_row(self.thread, self.threads),))
+                         (IntImm(self.threads, "int32"),), self.dtype, "shared")
+        publish = BufferStore(scratch, self.partial[0], (self.thread,))
         return _Result(seq(publish, self.write_result(None, scratch)), (scratch,))
 
     def on_gpu(self) -> _Result:
@@ -236,14 +206,6 @@ class _Combine:
                      (IntImm(1, "int32"),), self.dtype, "local")
         lane = binary("floormod", self.thread, self.index(WARP_SIZE))
         warp = binary("floordiv", self.thread, self.index(WARP_SIZE))
-        if self.row is not None and self.threads < WARP_SIZE:
-            # rows narrower than a warp: each row is a segment of the warp's lanes
-            steps = [self.warp_reduce(tmp, lane, self.segment_lanes(), self.threads,
-                                      segment=self.threads)]
-            if self.lowerer.written_elsewhere(self.reduction):
-                steps.append(Barrier())
-            steps.append(self.write_result(self.partial[0]))
-            return _Result(seq(*steps), ())
         if self.threads % WARP_SIZE == 0 or self.threads < WARP_SIZE:
             lanes: Expr = self.index(min(self.threads, WARP_SIZE))
         else:   # the last warp is partial
@@ -254,14 +216,13 @@ class _Combine:
         if self.threads > WARP_SIZE:
             warps = -(-self.threads // WARP_SIZE)
             scratch = Buffer(self.lowerer.fresh(f"{self.reduction.block_name}_warp_partials"),
-                             (IntImm(warps * self.rows, "int32"),), self.dtype, "shared")
+                             (IntImm(warps, "int32"),), self.dtype, "shared")
             shared = (scratch,)
             steps.append(IfThenElse(binary("eq", lane, self.index(0)),
-                                    BufferStore(scratch, self.partial[0],
-                                                (self.of_row(warp, warps),))))
+                                    BufferStore(scratch, self.partial[0], (warp,))))
             gather = _store(self.partial, Select(
-                binary("lt", self.thread, self.index(warps)),
-                scratch[self.of_row(self.thread, warps)], identity(self.op, self.dtype)))
+                binary("lt", self.thread, self.index(warps)), scratch[self.thread],
+                identity(self.op, self.dtype)))
             steps.append(IfThenElse(binary("lt", self.thread, self.index(WARP_SIZE)), seq(
                 gather, self.warp_reduce(tmp, lane, self.index(WARP_SIZE), warps))))
         elif self.lowerer.written_elsewhere(self.reduction):
@@ -274,35 +235,23 @@ class _Combine:
             body = Allocate(tmp, body)      # a partial warp's shuffles go through it
         return _Result(body, shared)
 
-    def segment_lanes(self) -> Expr:
-        """The lanes of this thread's warp where rows of fewer than 32 threads (dividing 32)
-        fill the warps: all 32 unless the block's threads end inside it."""
-        total = self.threads * self.rows
-        if total % WARP_SIZE == 0:
-            return self.index(WARP_SIZE)
-        linear = self.of_row(self.thread, self.threads)
-        first = binary("mul", binary("floordiv", linear, self.index(WARP_SIZE)),
-                       self.index(WARP_SIZE))
-        return binary("min", self.index(WARP_SIZE), self.index(total) - first)
-
-    def warp_reduce(self, tmp: Buffer, lane: Expr, lanes: Expr, width: int,
-                    segment: int = WARP_SIZE) -> Stmt:
-        """A shuffle-down tree over the first `width` lanes of each warp (of each `segment`
-        lanes of it), into lane 0 (of each segment): at each offset every lane of the warp
-        shuffles (the call needs them all), and, in a partial warp of one segment, a lane adds
-        what it received only from a lane that exists (`lanes` of them). Segments are whole
-        rows of threads: a lane past its segment's end gets its own value back."""
+    def warp_reduce(self, tmp: Buffer, lane: Expr, lanes: Expr, width: int) -> Stmt:
+        """A shuffle-down tree over the first `width` lanes of each warp, into lane 0: at each
+        offset every lane of the warp shuffles (the call needs them all), and, in a partial
+        warp, a lane adds what it received only from a lane that exists (`lanes` of them)."""
         steps = []
         offset = 1
         while offset * 2 < width:
             offset *= 2
-        full = (isinstance(lanes, IntImm) and lanes.value == WARP_SIZE) or segment < WARP_SIZE
+        if width < 2:
+            return seq()                    # one lane: its partial is the warp's
+        full = isinstance(lanes, IntImm) and lanes.value == WARP_SIZE
         while offset >= 1:
             shuffled = Call(SHUFFLE_DOWN, (self.partial[0], self.index(offset), lanes,
-                                           self.index(segment)), self.dtype)
+                                           self.index(WARP_SIZE)), self.dtype)
             if full:
-                # a lane past the warp's (segment's) end gets its own value back and counts it
-                # twice, but lane 0 only ever reads lanes 0 + a sum of distinct offsets
+                # a lane past the warp's end gets its own value back and counts it twice, but
+                # lane 0 only ever reads lanes 0 + a sum of distinct offsets < 32
                 steps.append(_store(self.partial, self.combined(self.partial[0], shuffled)))
                 offset //= 2
                 continue

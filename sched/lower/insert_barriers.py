@@ -18,9 +18,13 @@ element (found by the fuzzer: a producer's late copy in one thread overwrote wha
 thread's consumer had just stored). Global elements reached only through an opaque call's
 address (the tensor-core store intrinsics: each warp stores its own tiles) are not tracked.
 "local" is private to a thread; blocks never synchronize. Two accesses with the same index
-built from a thread variable (`X[tx]` written, then read) touch one thread's own element and
-need no barrier; otherwise any two accesses to a buffer may be by different threads, so the
-pass may put a barrier that a finer analysis would drop, never omit one that is needed. It
+built from a variable of every thread axis of the kernel (`X[tx]` written, then read, in a
+block of threadIdx.x alone; `X[ty, tx]` with threadIdx.y too) touch one thread's own element
+and need no barrier (`X[ty]` in a block of rows of threads is every thread's of its row: a
+cross-thread reduction's row result, stored by the row's first thread and read by the
+others, needs the barrier); otherwise any two accesses to a buffer may be by different
+threads, so the pass may put a barrier that a finer analysis would drop, never omit one that
+is needed. It
 runs after block conversion and thread-loop unification, on flattened or unflattened buffers
 alike.
 """
@@ -49,9 +53,39 @@ from sched.ir.nodes import (
     warp_intrinsic,
 )
 
-# (buffer, indices, the one thread that makes it or None): an access under `if t == 0` (every
-# thread variable pinned to a constant) is made by that thread alone
+# (buffer, indices, the thread variables pinned where it is made, as (variable, value) pairs,
+# or None): an access under `if t == 0` (every thread variable pinned to a constant) is made by
+# that thread alone, one under `if tx == 0` in a block of rows by the first thread of each row
 Access = tuple[str, tuple, frozenset | None]
+
+
+@dataclass(frozen=True)
+class _Threads:
+    """The thread variables of a kernel (`axis`: each variable's threadIdx tag) and the axes
+    of more than one thread (`needed`): an index that uses a variable of each needed axis
+    names one thread's own element."""
+
+    axis: dict
+    needed: frozenset
+
+    def __contains__(self, var) -> bool:
+        return var in self.axis
+
+    @property
+    def variables(self) -> set:
+        return set(self.axis)
+
+    def own(self, index: tuple, pins: frozenset | None, other_pins: frozenset | None) -> bool:
+        """Whether two accesses of `index`, made where `pins` and `other_pins` pin thread
+        variables, are by one thread: the index and the pins both accesses share fix every
+        axis."""
+        used = {self.axis[v] for i in index for v in free_vars(i) if v in self.axis}
+        pinned = {self.axis[v] for v, _ in pins} if pins and pins == other_pins else set()
+        return bool(used) and self.needed <= used | pinned
+
+    def one_thread(self, pins: frozenset | None) -> bool:
+        """Whether `pins` fix every axis: the code runs in one thread."""
+        return bool(pins) and self.needed <= {self.axis[v] for v, _ in pins}
 
 
 @dataclass
@@ -60,18 +94,17 @@ class _Accesses:
 
     reads: set[Access] = field(default_factory=set)
     writes: set[Access] = field(default_factory=set)
-    private: frozenset = frozenset()     # thread variables: an index using one is per thread
+    private: _Threads = None             # the thread variables, by axis
 
     def _clash(self, first: set[Access], second: set[Access]) -> bool:
         for buffer, index, thread in first:
             for other_buffer, other_index, other_thread in second:
                 if buffer != other_buffer:
                     continue
-                if thread is not None and thread == other_thread:
+                if thread == other_thread and self.private.one_thread(thread):
                     continue            # both made by one thread: in its own program order
                 # the same index built from the thread's own index: one thread's element
-                if index == other_index and any(v in self.private for i in index
-                                                for v in free_vars(i)):
+                if index == other_index and self.private.own(index, thread, other_thread):
                     continue
                 return True
         return False
@@ -106,7 +139,7 @@ class _Tracked:
         return self.shared | self.global_
 
 
-def _tracked_accesses(stmt: Stmt, tracked: _Tracked, private: frozenset,
+def _tracked_accesses(stmt: Stmt, tracked: _Tracked, private: _Threads,
                      thread: frozenset | None = None) -> _Accesses:
     reads = {(load.buffer.storage_name, load.indices, thread)
              for load in collect(stmt, BufferLoad) if load.buffer.storage_name in tracked.all}
@@ -131,10 +164,10 @@ class _Summary:
 
 
 class _Inserter:
-    def __init__(self, tracked: _Tracked, private: frozenset) -> None:
+    def __init__(self, tracked: _Tracked, private: _Threads) -> None:
         self.tracked = tracked
         self.private = private
-        self.thread: frozenset | None = None     # the one thread running the code visited
+        self.thread: frozenset | None = None     # the thread variables pinned where visited
 
     def visit(self, stmt: Stmt) -> _Summary:
         if isinstance(stmt, SeqStmt):
@@ -197,21 +230,22 @@ class _Inserter:
             _Accesses(reads.reads | summary.last.reads, set(summary.last.writes), self.private)
         return _Summary(summary.stmt, first, last, summary.has_barrier)
 
-    def _one_thread(self, condition) -> frozenset | None:
-        """The thread `condition` pins every thread variable to (`t == 0`, `tx == 0 and
-        ty == 1`), as (variable, value) pairs, or None when it does not."""
+    def _pins(self, condition) -> frozenset | None:
+        """The thread variables `condition` pins to constants (`t == 0`, `tx == 0 and
+        ty == 1`), as (variable, value) pairs, or None when it pins none."""
         pinned = {}
         for term in _conjuncts(condition):
             if isinstance(term, BinaryOp) and term.op == "eq":
                 var, value = (term.a, term.b) if isinstance(term.b, IntImm) else (term.b, term.a)
                 if var in self.private and isinstance(value, IntImm):
                     pinned[var] = value.value
-        return frozenset(pinned.items()) if pinned.keys() == set(self.private) else None
+        return frozenset(pinned.items()) or None
 
     def _wrapped(self, stmt: IfThenElse | LetStmt | Allocate) -> _Summary:
         if isinstance(stmt, IfThenElse):
             enclosing = self.thread
-            self.thread = enclosing or self._one_thread(stmt.condition)
+            pins = (enclosing or frozenset()) | (self._pins(stmt.condition) or frozenset())
+            self.thread = pins or None
             try:
                 then = self.visit(stmt.then_body)
             finally:
@@ -251,5 +285,8 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
                if loop.kind == "thread_binding" and loop.thread_tag.startswith("threadIdx")]
     if not threads:
         return func
-    private = frozenset(loop.loop_var for loop in threads)
+    private = _Threads({loop.loop_var: loop.thread_tag for loop in threads},
+                       frozenset(loop.thread_tag for loop in threads
+                                 if not (isinstance(loop.extent, IntImm)
+                                         and loop.extent.value == 1)))
     return dataclasses.replace(func, body=_Inserter(tracked, private).visit(func.body).stmt)

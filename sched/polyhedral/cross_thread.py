@@ -22,10 +22,9 @@ LowerCrossThreadReduction does):
   otherwise make the init discard the iterations before it);
 - thread 0 (which stores the result) runs an iteration of the block wherever another
   thread does;
-- the loop is the only threadIdx.x loop around the block; loops bound to threadIdx.y or z
-  in its kernel are all around it (rows of threads, each reducing its own elements), and then
-  the loop's extent is a multiple of 32 or divides 32, so that a warp holds whole rows (the
-  warp shuffles combine lanes of one row); no loop is bound to vthread.
+- the loop is the only thread loop around the block, and no loop of its kernel is bound to
+  threadIdx.y or threadIdx.z (blocks of threads are one-dimensional: a warp is 32 consecutive
+  threads of the loop; other kernels of the function may bind them), nor any to vthread.
 
 Only the dependences of the block with itself through X are exempt from the rule; every other
 use of X (an init block, a consumer) is checked as usual.
@@ -55,7 +54,7 @@ from sched.polyhedral.dependences import is_reduction_update, model_and_dependen
 from sched.polyhedral.statements import Statement
 
 REDUCE_TAG = "threadIdx.x"
-ROW_TAGS = ("threadIdx.y", "threadIdx.z")     # around the loop: rows reducing on their own
+_OTHER_THREAD_TAGS = ("threadIdx.y", "threadIdx.z")    # in the kernel: refused
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,6 @@ class CrossThreadReduction:
     update: BufferStore      # X[idx] = X[idx] op value (the block's body)
     value: Expr              # the operand that is not the accumulator
     outer: tuple[For, ...] = ()   # serial reduce loops directly around `loop`, outermost first
-    rows: tuple[For, ...] = ()    # loops bound to threadIdx.y/z around it, outermost first
     guard: Expr | None = None     # where an element's result is stored (None: always)
 
     @property
@@ -123,29 +121,17 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     guard = _result_guard(realize, (loop, *inner, *outer))
     if isinstance(guard, str):
         return guard
-    around = _loops_around(func.body, loop)
-    rows = tuple(lp for lp in around
-                 if lp.kind == "thread_binding" and lp.thread_tag in ROW_TAGS)
     for other in collect(func.body, For):
-        if other.kind != "thread_binding" or other is loop or any(other is r for r in rows):
+        if other.kind != "thread_binding" or other is loop:
             continue
-        if other.thread_tag == "vthread":
-            return (f"loop '{other.loop_var.name}' is bound to vthread: a cross-thread "
-                    f"reduction needs real threads")
-        if other.thread_tag in ROW_TAGS and _in_one_kernel(func, loop, other):
-            return (f"loop '{other.loop_var.name}' is bound to {other.thread_tag} in the same "
-                    f"kernel but is not around loop '{loop.loop_var.name}': each row of "
-                    f"threads (threadIdx.y, z) must reduce its own elements; bind a loop "
-                    f"around the reduction to {other.thread_tag} instead")
+        if other.thread_tag == "vthread" or (other.thread_tag in _OTHER_THREAD_TAGS
+                                             and _in_one_kernel(func, loop, other)):
+            return (f"loop '{other.loop_var.name}' is bound to {other.thread_tag}: a cross-thread "
+                    f"reduction needs one-dimensional thread blocks (threadIdx.x only)")
         if other.thread_tag == REDUCE_TAG and any(n is loop for n in collect(other.body, For)):
             return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
     if not isinstance(loop.min, IntImm):
         return f"loop '{loop.loop_var.name}' starts at a symbolic value"
-    threads = loop.extent.value if isinstance(loop.extent, IntImm) else None
-    if rows and (threads is None or not (threads % 32 == 0 or 32 % threads == 0)):
-        return (f"loop '{loop.loop_var.name}' runs {loop.extent.script()} threads under a "
-                f"loop bound to {rows[-1].thread_tag}: with rows of threads the threadIdx.x "
-                f"extent must be a multiple of 32 or divide 32 (a warp then holds whole rows)")
     model, found = model_and_dependences(func)
     statements = model.statements_of_block(block.name)
     if not all(s.runs_once for s in statements):
@@ -158,8 +144,7 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     if not _first_thread_works(update_statement, loop):
         return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
                 f"'{block.name}' where another thread does")
-    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), rows,
-                                guard)
+    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), guard)
 
 
 def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr | None | str:
@@ -227,8 +212,8 @@ def _outer_reduce_loops(func: PrimFunc, loop: For, realize: BlockRealize) -> lis
     for parent in reversed(_loops_around(func.body, loop)):
         if parent.body is not child or parent.kind not in ("serial", "unrolled") or \
                 parent.loop_var not in reduce_vars or parent.loop_var in spatial_vars or \
-                parent.annotations:
-            break
+                any(key.startswith("software_pipeline") for key, _ in parent.annotations):
+            break                     # (a pipelined loop stays outside the threads' loops)
         outer.insert(0, parent)
         child = parent
     return outer

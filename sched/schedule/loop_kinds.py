@@ -145,6 +145,8 @@ def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
     annotations = tuple((k, v) for k, v in loop.annotations if k != key) + ((key, value),)
     new_func = replace(func, loop, dataclasses.replace(loop, annotations=annotations))
     check_pipeline_annotation(new_func, target, key, render)
+    _keep_cross_thread_reductions(func, new_func, "annotate", target,
+                                  f"annotating loop {target!r} with {key!r}")
     return new_func
 
 

@@ -133,55 +133,12 @@ def test_partial_warps_on_the_emulated_gpu(rng, op, threads):
     assert "__shfl_sync(" in source and "sched_lane_below(" in source
 
 
-def rows_of_threads(rows: int, cols: int, threads: int, row_threads: tuple[int, ...],
-                    op: str = "sum") -> sched.Schedule:
-    """B[i] = op over k of A[i, k], `row_threads` rows per thread block on threadIdx.y (and z,
-    given two), the columns over `threads` threads on threadIdx.x in TVM's pattern (k_0
-    serial outside the thread loop k_1)."""
-    A = te.placeholder((rows, cols), name="A")
-    k = te.reduce_axis((0, cols), name="k")
-    B = te.compute((rows,), lambda i: REDUCERS[op][0](A[i, k], axis=k), name="B")
-    sch = sched.Schedule(te.create_prim_func([A, B]))
-    i, kk = sch.get_loops(sch.get_block("B"))
-    block, *per_block = sch.split(i, [None, *reversed(row_threads)])
-    sch.bind(block, "blockIdx.x")
-    for loop, axis in zip(reversed(per_block), ("threadIdx.y", "threadIdx.z")):
-        sch.bind(loop, axis)
-    _, k_1 = sch.split(kk, [None, threads])
-    sch.bind(k_1, "threadIdx.x")
-    return sch
-
-
 def _with_canaries(shape, dtype, fill):
     """An array of `shape` inside a larger one whose other elements hold `fill`: a store past
     its end lands there."""
     size = int(np.prod(shape))
     whole = np.full(size + 64, fill, dtype)
     return whole, whole[32:32 + size].reshape(shape)
-
-
-@pytest.mark.parametrize("target", ["c", "cuda-emu"])
-@pytest.mark.parametrize("threads, row_threads", [(32, (4,)), (64, (3,)), (8, (4,)), (16, (3,)),
-                                                  (4, (4, 2)), (128, (2,))])
-@pytest.mark.parametrize("op", ["sum", "max"])
-def test_rows_of_threads_each_reduce_their_own_row(rng, target, op, threads, row_threads):
-    # 10 rows: a multiple of no row count, so the last block's last rows are left out
-    sch = rows_of_threads(10, 150, threads, row_threads, op)
-    a = rng.standard_normal((10, 150)).astype("float32")
-    whole, out = _with_canaries((10,), "float32", -7.0)
-    sched.build(sch.func, target=target)(a, out)
-    assert_close(out, REDUCERS[op][1](a, axis=1), rtol=1e-4, atol=1e-4)
-    assert (whole[:32] == -7.0).all() and (whole[42:] == -7.0).all()
-
-
-def test_rows_narrower_than_a_warp_shuffle_in_segments():
-    source = sched.build(rows_of_threads(10, 150, 8, (4,)).func, target="cuda",
-                         arch="sm_90").source
-    assert "__shfl_down_sync(0xffffffffu, (float)(B_partial[0]), 4, 8)" in source
-    assert "__shared__" not in source and "__syncthreads" not in source
-    wide = sched.build(rows_of_threads(10, 150, 64, (3,)).func, target="cuda",
-                       arch="sm_90").source
-    assert "float B_warp_partials[6];" in wide     # 2 warps for each of 3 rows
 
 
 def test_an_uneven_split_of_the_rows_stores_no_element_past_the_end(rng):

@@ -100,6 +100,23 @@ def test_the_serial_loop_of_a_cross_thread_reduction_cannot_be_made_concurrent(s
             sch.vectorize(k_0)
 
 
+def test_an_annotation_of_the_serial_loop_keeps_the_cross_thread_reduction_but_a_pipeline_not(
+        rng):
+    sch = sched.Schedule(row_sum(rows=3, cols=100))
+    i, k = sch.get_loops(sch.get_block("B"))
+    k_0, k_1 = sch.split(k, [None, 32])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k_1, "threadIdx.x")
+    sch.annotate(k_0, "note", "kept")
+    a = rng.standard_normal((3, 100)).astype("float32")
+    out = np.zeros(3, "float32")
+    sched.build(sch.func, target="c")(a, out)
+    assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ScheduleError, match="which annotating loop 'k_0' with "
+                                            "'software_pipeline_stage' would break"):
+        sch.annotate(k_0, "software_pipeline_stage", [0])
+
+
 def test_a_reduce_loop_outside_the_thread_loop_with_a_spatial_loop_between_is_refused():
     # k_0 holds loop i, not only the thread loop: the threads cannot run k_0 on their own
     sch = sched.Schedule(row_sum())
@@ -116,48 +133,28 @@ def test_a_reduce_loop_outside_the_thread_loop_with_a_spatial_loop_between_is_re
 
 
 @pytest.mark.parametrize("order", ["rows first", "reduction first"])
-def test_rows_of_threads_around_a_cross_thread_reduction_are_accepted(rng, order):
-    # i_1 on threadIdx.y around the reduce loop: each row of threads reduces its own row
+def test_a_second_thread_axis_in_the_kernel_of_a_cross_thread_reduction_is_refused(order):
+    # the combine is over a one-dimensional block of threads, whichever is bound first
     sch = sched.Schedule(row_sum(rows=8))
     i, k = sch.get_loops(sch.get_block("B"))
     i_0, i_1 = sch.split(i, [None, 2])
     sch.bind(i_0, "blockIdx.x")
-    for loop, axis in [(i_1, "threadIdx.y"), (k, "threadIdx.x")][::1 if order == "rows first"
-                                                                 else -1]:
-        sch.bind(loop, axis)
-    a = rng.standard_normal((8, 64)).astype("float32")
-    for target in ("c", "cuda-emu"):
-        out = np.zeros(8, "float32")
-        sched.build(sch.func, target=target)(a, out)
-        assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
-
-
-def test_rows_of_threads_whose_warps_would_mix_rows_are_refused():
-    # 48 threads a row: the second warp would hold the ends of two rows
-    sch = sched.Schedule(row_sum(rows=8, cols=48))
-    i, k = sch.get_loops(sch.get_block("B"))
-    i_0, i_1 = sch.split(i, [None, 2])
-    sch.bind(i_0, "blockIdx.x")
-    sch.bind(k, "threadIdx.x")
-    with pytest.raises(ScheduleError, match="binding loop 'i_1' to threadIdx.y would break: "
-                                            "loop 'k' runs 48 threads under a loop bound to "
-                                            "threadIdx.y: with rows of threads the threadIdx.x "
-                                            "extent must be a multiple of 32 or divide 32"):
+    if order == "rows first":
         sch.bind(i_1, "threadIdx.y")
-
-
-def test_threadidx_y_in_the_kernel_but_not_around_the_reduction_is_refused():
-    # the consumer's loop on threadIdx.y runs in the reduction's kernel (one block per row)
-    sch = sched.Schedule(row_sum(rows=4, cols=64, consumer=True))
-    row = sch.get_loops(sch.get_block("B"))[0]
-    sch.reverse_compute_at(sch.get_block("C"), row)
-    sch.set_scope(sch.get_block("B"), 0, "shared")
-    sch.bind(row, "blockIdx.x")
-    sch.bind(sch.get_loops(sch.get_block("B"))[-1], "threadIdx.x")
-    j_0, _ = sch.split(sch.get_loops(sch.get_block("C"))[-1], [None, 32])
-    with pytest.raises(ScheduleError, match="loop 'ax0_0' is bound to threadIdx.y in the same "
-                                            "kernel but is not around loop 'k'"):
-        sch.bind(j_0, "threadIdx.y")
+        with pytest.raises(ScheduleError, match="loop 'k' carries a reduction of block B(.|\n)*"
+                                                "# not a cross-thread reduction on threadIdx.x: "
+                                                "loop 'i_1' is bound to threadIdx.y: a "
+                                                "cross-thread reduction needs one-dimensional "
+                                                "thread blocks"):
+            sch.bind(k, "threadIdx.x")
+    else:
+        sch.bind(k, "threadIdx.x")
+        with pytest.raises(ScheduleError, match="loop 'k' is bound to threadIdx.x and reduces "
+                                                "across the threads of a block .* which binding "
+                                                "loop 'i_1' to threadIdx.y would break: loop "
+                                                "'i_1' is bound to threadIdx.y: a cross-thread "
+                                                "reduction needs one-dimensional thread blocks"):
+            sch.bind(i_1, "threadIdx.y")
 
 
 def test_threadidx_y_in_another_kernel_leaves_the_reduction_alone(rng):
