@@ -97,9 +97,8 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     elif isinstance(body, Reduce):
         output = tensor.buffer[spatial]
         source = substitute(body.source, to_iter)
-        if body.condition is not None:
-            identity = body.identity()
-            source = Select(substitute(body.condition, to_iter), source, identity)
+        if body.condition is not None:      # a term left out adds nothing (not the init)
+            source = Select(substitute(body.condition, to_iter), source, body.neutral())
         init = BufferStore(tensor.buffer, body.identity(), spatial)
         stmt: Stmt = BufferStore(tensor.buffer, body.combine(output, source), spatial)
     else:

@@ -38,9 +38,12 @@ class Reduce:
         return self.source.dtype
 
     def identity(self) -> Expr:
-        """The value the reduction starts from."""
-        if self.init is not None:
-            return self.init
+        """The value the reduction starts from: `init` where given, else `neutral()`."""
+        return self.init if self.init is not None else self.neutral()
+
+    def neutral(self) -> Expr:
+        """The value that changes nothing when combined (0 for sum, the lowest value for max,
+        the highest for min): what a term that `where` leaves out contributes."""
         value = {"sum": 0, "max": min_value(self.dtype), "min": max_value(self.dtype)}
         return const(value[self.combiner], self.dtype)
 

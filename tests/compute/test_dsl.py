@@ -3,8 +3,10 @@ describe a computation."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import sched
 from sched import compute as te
 from sched.errors import DSLError
 from sched.ir import BlockRealize, For, IterVar, Range, Var, collect, const
@@ -106,3 +108,23 @@ def test_wrong_number_of_indices_is_refused():
     A = te.placeholder((4, 4), name="A")
     with pytest.raises(DSLError, match="has 2 dimensions but is indexed with 1"):
         te.compute((4,), lambda i: A[i], name="B")
+
+
+@pytest.mark.parametrize("combiner, init", [("sum", 2.5), ("max", -100.0), ("min", 100.0)])
+def test_a_term_left_out_by_where_adds_the_neutral_value_not_the_init(combiner, init):
+    # te.sum(..., init=2.5, where=...): the init once, the left-out terms nothing
+    A = te.placeholder((3, 12), name="A")
+    k = te.reduce_axis((0, 12), name="k")
+    B = te.compute((3,), lambda i: getattr(te, combiner)(
+        A[i, k], axis=k, init=init, where=te.not_equal(k % 3, 1)), name="B")
+    func = te.create_prim_func([A, B])
+    a = np.random.default_rng(0).standard_normal((3, 12)).astype("float32")
+    kept = a[:, [c for c in range(12) if c % 3 != 1]]
+    expected = {"sum": kept.sum(axis=1) + init,
+                "max": np.maximum(kept.max(axis=1), init),
+                "min": np.minimum(kept.min(axis=1), init)}[combiner]
+    for run in (lambda *x: sched.interpret(func, *x),
+                lambda *x: sched.build(func, target="c")(*x)):
+        out = np.zeros(3, "float32")
+        run(a, out)
+        np.testing.assert_allclose(out, expected, rtol=1e-5)
