@@ -46,11 +46,13 @@ from sched.ir.nodes import (
     For,
     IntImm,
     PrimFunc,
+    Range,
     Stmt,
     binary,
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
+from sched.polyhedral.expr_equality import first_decides
 from sched.polyhedral.statements import Statement
 
 REDUCE_TAG = "threadIdx.x"
@@ -164,10 +166,16 @@ def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr 
             kept.append(part)
             continue
         at_first = simplify(substitute(part, firsts))
-        if not (isinstance(at_first, IntImm) and at_first.value == 1):
-            return (f"the predicate {part.script()} of block '{realize.block.name}' may hold for "
-                    f"no iteration of the reduce loops in some rows (it does not hold at their "
-                    f"first values); rewrite the split so that it holds there")
+        if isinstance(at_first, IntImm) and at_first.value == 1:
+            continue
+        ranges = {lp.loop_var: Range(lp.min, lp.extent) for lp in reduce_loops}
+        if first_decides(part, at_first, ranges) is True:
+            kept.append(at_first)       # `0 < m`: the element is written where it holds
+            continue
+        return (f"the predicate {part.script()} of block '{realize.block.name}' may hold for "
+                f"some iterations of the reduce loops but not at their first values: the "
+                f"first thread could not tell whether the element is written; split the "
+                f"reduce loop so that its first iteration is in range")
     guard = None
     for part in kept:
         guard = part if guard is None else binary("and", guard, part)

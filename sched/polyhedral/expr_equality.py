@@ -63,6 +63,30 @@ def same_truth_on_box(a: Expr, b: Expr, box: dict[Var, Range]) -> bool | None:
         read_set(f"{{ [{space}] : {where} and ({right}) }}"))
 
 
+def first_decides(condition: Expr, at_first: Expr, loops: dict[Var, Range]) -> bool | None:
+    """True when `at_first` (`condition` at the first values of `loops`) holds exactly where
+    `condition` holds for some values of `loops` in their ranges, for every value of the other
+    variables (`k_0 * 32 + k_1 < m` over k_0, k_1 holds somewhere iff `0 < m`); False when
+    not, None when isl cannot read a condition or a bound."""
+    some, first = to_isl_condition(condition), to_isl_condition(at_first)
+    if some is None or first is None:
+        return None
+    ranges, inner = [], sorted(isl_name(v) for v in loops)
+    for var, extent in loops.items():
+        low, size = to_isl(extent.min), to_isl(extent.extent)
+        if low is None or size is None:
+            return None
+        ranges.append(f"{low} <= {isl_name(var)} < ({low}) + ({size})")
+    outer = sorted({isl_name(v) for v in (*free_vars(condition), *free_vars(at_first))
+                    for v in (v,) if v not in loops} |
+                   {isl_name(v) for r in loops.values()
+                    for v in (*free_vars(r.min), *free_vars(r.extent)) if v not in loops})
+    space = ", ".join(outer)
+    where = " and ".join([*ranges, f"({some})"])
+    somewhere = read_set(f"{{ [{space}] : exists {', '.join(inner)} : {where} }}")
+    return somewhere.is_equal(read_set(f"{{ [{space}] : {first} }}"))
+
+
 def holds_on_box(left: Expr, relation: str, right: Expr, box: dict[Var, Range]) -> bool | None:
     """True when `left <relation> right` (one of `<`, `<=`, `>`, `>=`) at every integer point
     of `box` (as in equal_on_box), False when it fails at some point, None when isl cannot

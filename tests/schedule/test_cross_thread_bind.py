@@ -318,3 +318,24 @@ def test_init_that_discards_earlier_iterations_is_refused(rng):
     with pytest.raises(ScheduleError, match="the init of block 'B' runs after other iterations "
                                             "of its reduction"):
         sch.bind(t, "threadIdx.x")
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_reduction_over_a_symbolic_extent_split_for_the_threads(rng, target):
+    # k over m split by 32 (TVM's pattern): the guard k_0 * 32 + k_1 < m holds somewhere iff
+    # it holds at k = 0 (0 < m), which then guards the store
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    i, r = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    _, k_1 = sch.split(r, [None, 32])
+    sch.bind(k_1, "threadIdx.x")
+    kernel = sched.build(sch.func, target=target)
+    for columns in (37, 100):
+        a = rng.standard_normal((5, columns)).astype("float32")
+        out = np.zeros(5, "float32")
+        kernel(a, out)
+        assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
