@@ -353,7 +353,7 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
             f"{(1 << lanes.value) - 1:#010x}u" if isinstance(lanes, IntImm) else
             f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))")
         if whole or not (isinstance(width, IntImm) and width.value == 32):
-            # every lane of a segment (rows of `width` threads) takes part
+            # every lane of a segment of `width` lanes takes part
             text = f"__shfl_down_sync({mask}, {moved}, {self.expr(offset)}, {self.expr(width)})"
         else:
             # a warp with fewer lanes: a lane whose partner is past them reads itself, as

@@ -20,13 +20,11 @@ address (the tensor-core store intrinsics: each warp stores its own tiles) are n
 "local" is private to a thread; blocks never synchronize. Two accesses with the same index
 built from a variable of every thread axis of the kernel (`X[tx]` written, then read, in a
 block of threadIdx.x alone; `X[ty, tx]` with threadIdx.y too) touch one thread's own element
-and need no barrier (`X[ty]` in a block of rows of threads is every thread's of its row: a
-cross-thread reduction's row result, stored by the row's first thread and read by the
-others, needs the barrier); otherwise any two accesses to a buffer may be by different
-threads, so the pass may put a barrier that a finer analysis would drop, never omit one that
-is needed. It
-runs after block conversion and thread-loop unification, on flattened or unflattened buffers
-alike.
+and need no barrier (`X[ty]` in a block of threadIdx.y and x is shared by the threads of a
+row: stored under `if tx == 0` and read by the others, it needs the barrier); otherwise any
+two accesses to a buffer may be by different threads, so the pass may put a barrier that a
+finer analysis would drop, never omit one that is needed. It runs after block conversion and
+thread-loop unification, on flattened or unflattened buffers alike.
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ be carried by the loop (the one rule, `polyhedral.legality.CONCURRENT_RULE`, als
 after every later step). A reduction is spread over threads with rfactor first (partial results
 per thread in a buffer, then a final reduction over it), or, for one associative update block
 whose whole reduction runs under the loop, by binding its reduce loop to threadIdx.x (a
-cross-thread reduction: polyhedral/cross_thread.py; the lowering makes it an allreduce; loops
-around it may be bound to threadIdx.y and z, rows of threads each reducing its own elements).
+cross-thread reduction: polyhedral/cross_thread.py; the lowering makes it an allreduce).
 
 A function is one kernel: every loop bound to one axis gives that axis its extent, so loops
 bound to the same axis must have the same extent (as the build requires). `bind` refuses a loop
