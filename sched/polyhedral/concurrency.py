@@ -11,7 +11,7 @@ import functools
 import islpy as isl
 
 from sched.ir.functor import collect
-from sched.ir.nodes import Buffer, For, Node, PrimFunc
+from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
@@ -223,6 +223,18 @@ class _Concurrency:
         if self.kind in ("parallel", "vectorized") and self.statements and \
                 not self.iterations_share_elements():
             return None             # no dependence can be carried (conflicts.py)
+        for dep in self.deps:
+            if self.in_every_block(dep):
+                other = dep.sink if self.under(dep.source) else dep.source
+                return Violation(
+                    f"loop '{self.name}' is bound to {self.thread_tag}, and block "
+                    f"{other.block.name} beside it in the same kernel, outside every loop "
+                    f"bound to {self.thread_tag}, runs in each of its thread blocks: their "
+                    f"{dep.kind} dependence through '{dep.buffer}' goes from one thread block "
+                    f"to another, which nothing orders (shared memory is each block's own); "
+                    f"compute block {other.block.name} under loop '{self.name}' "
+                    f"(sch.compute_at) or bind a loop around both instead",
+                    dep, describe_instance_pair(dep, dep.relation))
         for dep, pairs in self.carried():
             if self.rewrites_only(dep.buffer):
                 # name the real conflict: the iterations write the same elements
@@ -254,6 +266,20 @@ class _Concurrency:
             if crossing is None or self.barrier_ordered(dep, crossing, between):
                 continue
             yield dep, crossing_pairs(dep, between)
+
+    def in_every_block(self, dep: Dependence) -> bool:
+        """For a loop bound to a blockIdx axis (of more than one block): whether `dep` joins a
+        statement under it and one of the same root stage (one kernel) under no loop bound to
+        that axis. The GPU runs that one in every thread block along the axis, so the
+        dependence goes between blocks whatever the order of the function says (the C target,
+        which runs it once, cannot show it: found by the fuzz hunt as NaN on cuda-emu)."""
+        if self.kind != "blockIdx" or self.under(dep.source) == self.under(dep.sink):
+            return False
+        if isinstance(self.loop.extent, IntImm) and self.loop.extent.value == 1:
+            return False
+        other = dep.sink if self.under(dep.source) else dep.source
+        return self.thread_position(other) is None and \
+            stage_of(dep.source, self.func) == stage_of(dep.sink, self.func)
 
     def between_kernels(self, dep: Dependence) -> bool:
         """Whether `dep` goes through global memory between two root stages: a kernel

@@ -200,3 +200,22 @@ def test_bind_refuses_a_block_axis_inside_a_thread_loop(inner_first):
                                             r"loop 'i' bound to threadIdx.x: a kernel's thread "
                                             r"blocks hold its threads"):
         sch.bind(*second)
+
+
+def test_a_block_axis_bound_inside_a_kernel_beside_code_outside_it_is_refused():
+    # the shared copy's loop on blockIdx.y, its consumer beside it under blockIdx.x only: on
+    # the GPU the consumer runs in every block along y and reads what one block copied
+    # (found by the fuzz hunt: NaN on cuda-emu, right on the C target which runs it once)
+    A = te.placeholder((16, 8), name="A")
+    C = te.compute((16, 8), lambda i, j: A[i, 7 - j] * 2.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    i, j = sch.get_loops(sch.get_block("C"))
+    i_0, _ = sch.split(i, [None, 4])
+    sch.bind(i_0, "blockIdx.x")
+    cache = sch.cache_read(sch.get_block("C"), 0, "shared")
+    sch.compute_at(cache, i_0)
+    copy_rows = sch.get_loops(cache)[1]
+    with pytest.raises(ScheduleError, match="is bound to blockIdx.y, and block C beside it in "
+                                            "the same kernel, outside every loop bound to "
+                                            "blockIdx.y, runs in each of its thread blocks"):
+        sch.bind(copy_rows, "blockIdx.y")
