@@ -30,6 +30,7 @@ thread-loop unification, on flattened or unflattened buffers alike.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 from sched.ir.extern import addressed_storages
@@ -50,6 +51,8 @@ from sched.ir.nodes import (
     seq,
     warp_intrinsic,
 )
+from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_text import read_map
 
 # (buffer, indices, the thread variables pinned where it is made, as (variable, value) pairs,
 # or None): an access under `if t == 0` (every thread variable pinned to a constant) is made by
@@ -65,6 +68,7 @@ class _Threads:
 
     axis: dict
     needed: frozenset
+    extent: dict = field(default_factory=dict)      # variable -> its loop's extent
 
     def __contains__(self, var) -> bool:
         return var in self.axis
@@ -76,14 +80,39 @@ class _Threads:
     def own(self, index: tuple, pins: frozenset | None, other_pins: frozenset | None) -> bool:
         """Whether two accesses of `index`, made where `pins` and `other_pins` pin thread
         variables, are by one thread: the index and the pins both accesses share fix every
-        axis."""
+        axis and different threads give different elements for the same values of the other
+        variables (isl). (Two accesses in different iterations of a serial loop inside the
+        threads' code, `S[tx + k]`, are taken at the same values: not checked.)"""
         used = {self.axis[v] for i in index for v in free_vars(i) if v in self.axis}
         pinned = {self.axis[v] for v, _ in pins} if pins and pins == other_pins else set()
-        return bool(used) and self.needed <= used | pinned
+        if not (used and self.needed <= used | pinned):
+            return False
+        pinned_vars = {v for v, _ in pins} if pins and pins == other_pins else set()
+        variables = {v for i in index for v in free_vars(i)}
+        threads = tuple(sorted(variables & set(self.axis) - pinned_vars, key=lambda v: v.name))
+        return _injective(index, threads, tuple(self.extent.get(v) for v in threads))
 
     def one_thread(self, pins: frozenset | None) -> bool:
         """Whether `pins` fix every axis: the code runs in one thread."""
         return bool(pins) and self.needed <= {self.axis[v] for v, _ in pins}
+
+
+@functools.lru_cache(maxsize=4096)
+def _injective(index: tuple, threads: tuple, extents: tuple) -> bool:
+    """Whether different values of the thread variables `threads` (each in [0, extent)) give
+    different elements `index` for every value of the other variables (`S[tx // 2]` and
+    `S[ty + tx]` are shared by several threads), asked of isl; False where it cannot read."""
+    if not threads or any(not isinstance(e, IntImm) for e in extents):
+        return False
+    parts = [to_isl(i) for i in index]
+    if any(p is None for p in parts):
+        return False
+    names = [isl_name(v) for v in threads]
+    others = sorted({isl_name(v) for i in index for v in free_vars(i)} - set(names))
+    ranges = " and ".join(f"0 <= {n} < {e.value}" for n, e in zip(names, extents))
+    relation = read_map(f"[{', '.join(others)}] -> {{ [{', '.join(names)}] -> "
+                        f"[{', '.join(parts)}] : {ranges} }}")
+    return relation.is_injective()
 
 
 @dataclass
@@ -286,5 +315,6 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
     private = _Threads({loop.loop_var: loop.thread_tag for loop in threads},
                        frozenset(loop.thread_tag for loop in threads
                                  if not (isinstance(loop.extent, IntImm)
-                                         and loop.extent.value == 1)))
+                                         and loop.extent.value == 1)),
+                       {loop.loop_var: loop.extent for loop in threads})
     return dataclasses.replace(func, body=_Inserter(tracked, private).visit(func.body).stmt)

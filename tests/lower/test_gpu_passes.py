@@ -277,3 +277,31 @@ def test_a_producer_run_by_every_thread_is_ordered_before_the_threads_update():
         sched.interpret(func, *expected)
         sched.build(sch.func, target="cuda-emu")(*arrays)
         np.testing.assert_array_equal(arrays[2], expected[2])
+
+
+@T.prim_func
+def _half_index(A: T.Buffer((2, 4), "float32"), Y: T.Buffer((8,), "float32")):
+    for _b in T.thread_binding(1, thread="blockIdx.x"):
+        S = T.decl_buffer((4,), "float32", scope="shared")
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+            S[tx // 2] = A[0, tx // 2]
+            Y[tx] = S[tx // 2]
+            S[tx // 2] = A[1, tx // 2]
+
+
+def test_an_index_two_threads_share_is_not_one_threads_own():
+    # S[tx // 2] names the element of threads 2m and 2m + 1: a barrier between the read and
+    # the next store
+    lowered = lower(_half_index, target="cuda")
+    assert collect(lowered.body, Barrier)
+
+
+def test_an_index_of_every_thread_axis_is_one_threads_own():
+    @T.prim_func
+    def own(A: T.Buffer((8,), "float32"), Y: T.Buffer((8,), "float32")):
+        for _b in T.thread_binding(1, thread="blockIdx.x"):
+            S = T.decl_buffer((8,), "float32", scope="shared")
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                S[tx] = A[tx]
+                Y[tx] = S[tx] * T.float32(2)
+    assert not collect(lower(own, target="cuda").body, Barrier)
