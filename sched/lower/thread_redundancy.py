@@ -84,9 +84,13 @@ def _redundant_in_kernel(func: PrimFunc) -> str | None:
     reason = _private_read_by_every_thread(func)
     if reason is not None:
         return reason
+    axes = {_tag(loop) for loop in _loops(func.body) if _tag(loop).startswith("threadIdx")
+            and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1)}
     for realize, loops in _leaf_blocks(func.body, []):
         kernel = next((loop for loop in loops if _tag(loop) in BLOCK_TAGS), None)
-        if kernel is None or any(_tag(loop).startswith("threadIdx") for loop in loops):
+        # every thread along an axis the block has no loop of runs it (a block under
+        # threadIdx.y alone runs in each thread along x of its row)
+        if kernel is None or axes <= {_tag(loop) for loop in loops}:
             continue
         block = realize.block
         written = {r.buffer.storage_name for r in block.writes
@@ -99,10 +103,11 @@ def _redundant_in_kernel(func: PrimFunc) -> str | None:
                     f"calls could race. Bind one of its loops to threadIdx, or move it "
                     f"under a thread loop (sch.reverse_compute_at / sch.compute_at)")
         if updated:
-            return (f"block {block.name!r} runs outside the threadIdx loops of its kernel, so "
-                    f"every thread of a block runs it at the same time, and it reads what it "
-                    f"writes ({', '.join(updated)}): the threads' copies would race. Bind one "
-                    f"of its loops to threadIdx (a cross-thread reduction may need "
+            return (f"block {block.name!r} runs outside the threadIdx loops of its kernel (or of "
+                    f"some of its thread axes), so several threads of a block run it at the "
+                    f"same time, and it reads what it writes ({', '.join(updated)}): the "
+                    f"threads' copies would race. Bind one of its loops to threadIdx (or the "
+                    f"missing thread axis; a cross-thread reduction may need "
                     f"sch.decompose_reduction first), or move it under a thread loop "
                     f"(sch.reverse_compute_at / sch.compute_at)")
     return None

@@ -305,3 +305,27 @@ def test_an_index_of_every_thread_axis_is_one_threads_own():
                 S[tx] = A[tx]
                 Y[tx] = S[tx] * T.float32(2)
     assert not collect(lower(own, target="cuda").body, Barrier)
+
+
+def test_an_update_under_one_thread_axis_of_a_two_axis_block_is_refused():
+    # S[i] += ... under threadIdx.y alone: every thread along x of the row runs it at once
+    @T.prim_func
+    def row_update(A: T.Buffer((4, 16), "float32"), Y: T.Buffer((4, 16), "float32")):
+        for _b in T.thread_binding(1, thread="blockIdx.x"):
+            with T.block("root_b"):
+                S = T.alloc_buffer((4,), "float32", scope="shared")
+                for ty in T.thread_binding(4, thread="threadIdx.y"):
+                    for k in range(16):
+                        with T.block("S"):
+                            vi, vk = T.axis.remap("SR", [ty, k])
+                            with T.init():
+                                S[vi] = T.float32(0)
+                            S[vi] = S[vi] + A[vi, vk]
+                for ty in T.thread_binding(4, thread="threadIdx.y"):
+                    for tx in T.thread_binding(16, thread="threadIdx.x"):
+                        with T.block("Y"):
+                            vi, vj = T.axis.remap("SS", [ty, tx])
+                            Y[vi, vj] = A[vi, vj] / S[vi]
+    with pytest.raises(sched.BuildError, match="block 'S' runs outside the threadIdx loops of "
+                                               "its kernel \\(or of some of its thread axes\\)"):
+        sched.build(row_update, target="c")
