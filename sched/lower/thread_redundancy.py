@@ -114,33 +114,41 @@ def _redundant_in_kernel(func: PrimFunc) -> str | None:
 
 
 def _private_read_by_every_thread(func: PrimFunc) -> str | None:
-    """A block that every thread runs (outside the threadIdx loops of its kernel) reading a
-    thread-private buffer ("local", fragments) that a block under a threadIdx loop writes:
-    each thread holds its own copy, so all threads but the writer read a copy nobody wrote
-    (found by the fuzzer: a shared tile filled from a "local" cache that another nest's
-    threads had written; the C target ran it with garbage)."""
-    written_by_threads = {}
+    """A block that runs in every thread along a thread axis (its loops bind none to it)
+    reading a thread-private buffer ("local", fragments) that a block under a loop of that
+    axis writes: each thread holds its own copy, so all threads but the writer read a copy
+    nobody wrote (found by the fuzzer: a shared tile filled from a "local" cache that another
+    nest's threads had written; the C target ran it with garbage; and by an audit: a reader
+    under threadIdx.y alone of a buffer written under threadIdx.y and x)."""
+    written_by_threads: dict[str, tuple[str, set]] = {}
     for realize, loops in _leaf_blocks(func.body, []):
-        if any(_tag(loop).startswith("threadIdx") for loop in loops):
+        axes = _thread_axes(loops)
+        if axes:
             for region in realize.block.writes:
                 if is_thread_private(region.buffer.scope):
-                    written_by_threads.setdefault(region.buffer.storage_name,
-                                                  realize.block.name)
+                    found = written_by_threads.setdefault(region.buffer.storage_name,
+                                                          (realize.block.name, set()))
+                    found[1].update(axes)
     for realize, loops in _leaf_blocks(func.body, []):
-        if not any(_tag(loop) in BLOCK_TAGS for loop in loops) or any(
-                _tag(loop).startswith("threadIdx") for loop in loops):
+        if not any(_tag(loop) in BLOCK_TAGS for loop in loops):
             continue
+        own = _thread_axes(loops)
         for region in realize.block.reads:
-            writer = written_by_threads.get(region.buffer.storage_name)
-            if writer is not None and is_thread_private(region.buffer.scope):
-                return (f"block {realize.block.name!r} runs outside the threadIdx loops of "
-                        f"its kernel, so every thread runs it, and it reads "
+            writer, axes = written_by_threads.get(region.buffer.storage_name, (None, set()))
+            if writer is not None and is_thread_private(region.buffer.scope) and axes - own:
+                missing = ", ".join(sorted(axes - own))
+                return (f"block {realize.block.name!r} runs in every thread along {missing} "
+                        f"(no loop of it is bound there), and it reads "
                         f"{region.buffer.name!r} ({region.buffer.scope}: each thread's own "
-                        f"copy), which block {writer!r} writes under a threadIdx loop: the "
-                        f"other threads would read a copy nobody wrote. Bind one of its loops "
-                        f"to threadIdx as the writer's are, or keep the buffer in shared "
-                        f"memory (sch.set_scope(..., \"shared\"))")
+                        f"copy), which block {writer!r} writes under a loop bound to "
+                        f"{missing}: the other threads would read a copy nobody wrote. Bind "
+                        f"its loops to the threads as the writer's are, or keep the buffer in "
+                        f"shared memory (sch.set_scope(..., \"shared\"))")
     return None
+
+
+def _thread_axes(loops) -> set:
+    return {_tag(loop) for loop in loops if _tag(loop).startswith("threadIdx")}
 
 
 def _tag(loop: For) -> str:

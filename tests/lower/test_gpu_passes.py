@@ -329,3 +329,25 @@ def test_an_update_under_one_thread_axis_of_a_two_axis_block_is_refused():
     with pytest.raises(sched.BuildError, match="block 'S' runs outside the threadIdx loops of "
                                                "its kernel \\(or of some of its thread axes\\)"):
         sched.build(row_update, target="c")
+
+
+def test_a_private_buffer_read_along_a_thread_axis_its_reader_lacks_is_refused():
+    # P (local) written by threads (y, x); Q under threadIdx.y alone reads other x-threads' P
+    from sched import compute as te
+
+    X = te.placeholder((8, 16), name="X")
+    P = te.compute((8, 16), lambda i, j: X[i, j] * 2.0, name="P")
+    Q = te.compute((8, 16), lambda i, j: P[i, (j + 1) % 16] + 1.0, name="Q")
+    sch = sched.Schedule(te.create_prim_func([X, Q]))
+    i, _ = sch.get_loops(sch.get_block("Q"))
+    i_0, i_1 = sch.split(i, [None, 4])
+    sch.bind(i_0, "blockIdx.x")
+    sch.compute_at(sch.get_block("P"), i_0)
+    sch.set_scope(sch.get_block("P"), 0, "local")
+    p_i, p_j = sch.get_loops(sch.get_block("P"))[1:]
+    sch.bind(p_i, "threadIdx.y")
+    sch.bind(p_j, "threadIdx.x")
+    sch.bind(i_1, "threadIdx.y")
+    with pytest.raises(sched.BuildError, match="block 'Q' runs in every thread along "
+                                               "threadIdx.x .* reads 'P' \\(local"):
+        sched.build(sch.func, target="c")
