@@ -161,7 +161,8 @@ def test_an_update_every_thread_would_run_at_once_is_refused(target):
     S[i] = 0 lands between another's read and write."""
     sch = _sum_combined_outside_the_threads()
     with pytest.raises(BuildError, match=r"block 'S' runs outside the threadIdx loops of its "
-                                         r"kernel, so every thread of a block runs it"):
+                                         r"kernel \(or of some of its thread axes\), so "
+                                         r"several threads of a block run it"):
         sched.build(sch.func, target=target, arch="sm_90" if target == "cuda" else None)
 
 
@@ -234,8 +235,8 @@ def test_a_local_buffer_written_by_threads_and_read_by_every_thread_is_refused(t
     yo, _ = sch.split(sch.get_loops(sch.get_block("Y"))[0], factors=[2, None])
     sch.bind(yo, "blockIdx.x")
     sch.set_scope(sch.get_block("X"), 0, "local")
-    with pytest.raises(BuildError, match=r"block 'Y' runs outside the threadIdx loops of its "
-                                         r"kernel, so every thread runs it, and it reads 'X' "
+    with pytest.raises(BuildError, match=r"block 'Y' runs in every thread along threadIdx.x "
+                                         r"\(no loop of it is bound there\), and it reads 'X' "
                                          r"\(local: each thread's own copy\), which block 'X' "
-                                         r"writes under a threadIdx loop"):
+                                         r"writes under a loop bound to threadIdx.x"):
         sched.build(sch.func, target=target, arch="sm_90" if target == "cuda" else None)

@@ -44,7 +44,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRVisitor, collect
+from sched.ir.functor import collect
 from sched.ir.nodes import (
     Allocate,
     Block,
@@ -59,8 +59,7 @@ from sched.ir.nodes import (
     Stmt,
     seq,
 )
-from sched.polyhedral.dependences import model_and_dependences
-from sched.polyhedral.kernel_stages import crosses_threads, root_stages, stage_of
+from sched.polyhedral.kernel_stages import kernel_groups, root_stages
 
 
 @dataclass(frozen=True)
@@ -70,49 +69,6 @@ class KernelPlan:
 
     kernels: tuple[PrimFunc, ...]
     workspace: tuple[Buffer, ...]
-
-
-BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
-
-
-class _OuterExtents(IRVisitor):
-    """The extent of each GPU axis a stage binds (its outermost loop of that axis)."""
-
-    def __init__(self) -> None:
-        self.found: dict[str, Expr] = {}
-        self.inside: set[str] = set()
-
-    def visit_For(self, loop: For) -> None:
-        tag = loop.thread_tag if loop.kind == "thread_binding" else None
-        if tag is None or tag in self.inside:
-            self.visit_children(loop)
-            return
-        self.found.setdefault(tag, loop.extent)
-        self.inside.add(tag)
-        self.visit_children(loop)
-        self.inside.discard(tag)
-
-
-def _outer_extents(stmt: Stmt) -> dict[str, Expr]:
-    reader = _OuterExtents()
-    reader.visit(stmt)
-    return reader.found
-
-
-def _compatible(launch: dict[str, Expr], stage: dict[str, Expr]) -> bool:
-    """Whether a stage binding the axes `stage` can join a kernel binding `launch`: the axes
-    both bind agree, and so do the grid's (a blockIdx axis a stage does not bind is one
-    block: in a kernel of several blocks along it, that stage would run in every block)."""
-    if any(launch[axis] != extent for axis, extent in stage.items() if axis in launch):
-        return False
-    one = IntImm(1, "int32")
-    return all(launch.get(axis, one) == stage.get(axis, one) or
-               _is_one(launch.get(axis, one)) and _is_one(stage.get(axis, one))
-               for axis in BLOCK_AXES)
-
-
-def _is_one(extent: Expr) -> bool:
-    return isinstance(extent, IntImm) and extent.value == 1
 
 
 def _storage_used(stmt: Stmt) -> set[str]:
@@ -133,7 +89,7 @@ def split_kernels(func: PrimFunc) -> KernelPlan | None:
     root = func.body.block
     stages = root_stages(func)
     workspace = tuple(b for b in root.alloc_buffers if b.scope == "global")
-    groups = _group_stages(func, stages)
+    groups = kernel_groups(func, stages)
     if len(groups) == 1 and not workspace:
         return None
     _check_private_buffers(root, stages, groups)
@@ -146,34 +102,6 @@ def split_kernels(func: PrimFunc) -> KernelPlan | None:
         kernels.append(PrimFunc(f"{func.name}_kernel{number}", (*func.params, *workspace),
                                 dataclasses.replace(func.body, block=block), func.attrs))
     return KernelPlan(tuple(kernels), workspace)
-
-
-def _group_stages(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
-    """Consecutive stages that share a kernel (module docstring), as lists of indices."""
-    if len(stages) == 1:
-        return [[0]]
-    model, deps = model_and_dependences(func)
-    private = {b.name for b in func.body.block.alloc_buffers if b.scope != "global"}
-    incoming: dict[int, list] = {}
-    for dep in deps:
-        if dep.buffer in private:
-            continue                  # shared/local: barriers, or refused when split
-        incoming.setdefault(stage_of(dep.sink, func), []).append(dep)
-    groups: list[list[int]] = [[0]]
-    launch = _outer_extents(stages[0])
-    for index in range(1, len(stages)):
-        extents = _outer_extents(stages[index])
-        members = set(groups[-1])
-        crossing = any(stage_of(dep.source, func) in members
-                       and crosses_threads(dep, model.params)
-                       for dep in incoming.get(index, ()))
-        if crossing or not _compatible(launch, extents):
-            groups.append([index])
-            launch = extents
-        else:
-            groups[-1].append(index)
-            launch = {**extents, **launch}
-    return groups
 
 
 def _check_private_buffers(root: Block, stages: tuple[Stmt, ...],

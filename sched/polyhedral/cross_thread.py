@@ -53,6 +53,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
 from sched.polyhedral.expr_equality import first_decides
+from sched.polyhedral.kernel_stages import kernel_groups, root_stages
 from sched.polyhedral.statements import Statement
 
 REDUCE_TAG = "threadIdx.x"
@@ -189,22 +190,18 @@ def _conjuncts(expr: Expr) -> list[Expr]:
 
 
 def _in_one_kernel(func: PrimFunc, loop: For, other: For) -> bool:
-    """Whether loops `loop` and `other` run in one kernel of `func` (its stages that share a
-    launch: lower/kernel_sequence.py); True where the split is refused."""
-    from sched.errors import ScheduleError
-    from sched.lower.kernel_sequence import split_kernels
+    """Whether loops `loop` and `other` run in one kernel of `func` (root stages that share
+    a launch: polyhedral/kernel_stages.py `kernel_groups`)."""
+    stages = root_stages(func)
 
-    try:
-        plan = split_kernels(func)
-    except ScheduleError:
+    def stage(target: For) -> int | None:
+        return next((n for n, s in enumerate(stages)
+                     if any(lp is target for lp in collect(s, For))), None)
+
+    mine, theirs = stage(loop), stage(other)
+    if mine is None or theirs is None or mine == theirs:
         return True
-    if plan is None:
-        return True
-    for kernel in plan.kernels:
-        loops = collect(kernel.body, For)
-        if any(n is loop for n in loops):
-            return any(n is other for n in loops)
-    return True
+    return any(mine in group and theirs in group for group in kernel_groups(func, stages))
 
 
 def _outer_reduce_loops(func: PrimFunc, loop: For, realize: BlockRealize) -> list[For]:

@@ -17,15 +17,17 @@ the answer is conservative, never optimistic.
 
     stage_of(statement, func)        # 0, 1, ... the root statement it belongs to
     crosses_threads(dep)             # True: the two stages need separate kernels
+    kernel_groups(func, stages)      # [[0, 1], [2]]: the stages of each kernel
 """
 
 from __future__ import annotations
 
 import islpy as isl
 
-from sched.ir.nodes import BlockRealize, IntImm, PrimFunc, SeqStmt, Stmt
+from sched.ir.functor import IRVisitor
+from sched.ir.nodes import BlockRealize, Expr, For, IntImm, PrimFunc, SeqStmt, Stmt
 from sched.polyhedral import names
-from sched.polyhedral.dependences import Dependence
+from sched.polyhedral.dependences import Dependence, model_and_dependences
 from sched.polyhedral.statements import Statement
 
 GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -77,3 +79,76 @@ def crosses_threads(dep: Dependence, params: list[str]) -> bool:
         isl.UnionMap.from_map(dep.source.schedule)).apply_range(
         isl.UnionMap.from_map(dep.sink.schedule))
     return not runs.intersect(pairs).is_empty()
+
+
+BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+class _OuterExtents(IRVisitor):
+    """The extent of each GPU axis a stage binds (its outermost loop of that axis)."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, Expr] = {}
+        self.inside: set[str] = set()
+
+    def visit_For(self, loop: For) -> None:
+        tag = loop.thread_tag if loop.kind == "thread_binding" else None
+        if tag is None or tag in self.inside:
+            self.visit_children(loop)
+            return
+        self.found.setdefault(tag, loop.extent)
+        self.inside.add(tag)
+        self.visit_children(loop)
+        self.inside.discard(tag)
+
+
+def _outer_extents(stmt: Stmt) -> dict[str, Expr]:
+    reader = _OuterExtents()
+    reader.visit(stmt)
+    return reader.found
+
+
+def _compatible(launch: dict[str, Expr], stage: dict[str, Expr]) -> bool:
+    """Whether a stage binding the axes `stage` can join a kernel binding `launch`: the axes
+    both bind agree, and so do the grid's (a blockIdx axis a stage does not bind is one
+    block: in a kernel of several blocks along it, that stage would run in every block)."""
+    if any(launch[axis] != extent for axis, extent in stage.items() if axis in launch):
+        return False
+    one = IntImm(1, "int32")
+    return all(launch.get(axis, one) == stage.get(axis, one) or
+               _is_one(launch.get(axis, one)) and _is_one(stage.get(axis, one))
+               for axis in BLOCK_AXES)
+
+
+def _is_one(extent: Expr) -> bool:
+    return isinstance(extent, IntImm) and extent.value == 1
+
+
+def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
+    """Consecutive stages (`root_stages`) that share a kernel, as lists of indices: a new
+    kernel where the launches differ (`_compatible`) or a dependence through global memory
+    crosses threads (sched/lower/kernel_sequence.py's module docstring)."""
+    if len(stages) == 1:
+        return [[0]]
+    model, deps = model_and_dependences(func)
+    private = {b.name for b in func.body.block.alloc_buffers if b.scope != "global"}
+    incoming: dict[int, list] = {}
+    for dep in deps:
+        if dep.buffer in private:
+            continue                  # shared/local: barriers, or refused when split
+        incoming.setdefault(stage_of(dep.sink, func), []).append(dep)
+    groups: list[list[int]] = [[0]]
+    launch = _outer_extents(stages[0])
+    for index in range(1, len(stages)):
+        extents = _outer_extents(stages[index])
+        members = set(groups[-1])
+        crossing = any(stage_of(dep.source, func) in members
+                       and crosses_threads(dep, model.params)
+                       for dep in incoming.get(index, ()))
+        if crossing or not _compatible(launch, extents):
+            groups.append([index])
+            launch = extents
+        else:
+            groups[-1].append(index)
+            launch = {**extents, **launch}
+    return groups
