@@ -14,6 +14,10 @@ value of the dtype for max, the highest for min), then the block combines the pa
   thread writes its partial to a shared array of one element per thread, and thread 0 combines
   them in thread order.
 
+Serial reduce loops directly around the thread loop (TVM's `ko` of `ko, ki = split(k)`,
+`CrossThreadReduction.outer`) move inside it: the reduction is lowered where the outermost of
+them stands, each thread running its iterations of them into its partial result.
+
 Thread 0 then runs the block's init (if it has one) and stores `X[idx] = X[idx] op total`
 (after a barrier: every thread's earlier store to X, such as a decomposed init that runs in
 every thread, lands first), so
