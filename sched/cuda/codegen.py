@@ -348,10 +348,12 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         ctype = _SHUFFLE_TYPES.get(node.dtype) or dtypes.storage_type(node.dtype)
         moved = f"({ctype})({self.expr(value)})"
         whole = isinstance(lanes, IntImm) and lanes.value >= 32
-        count = self.expr(lanes) if isinstance(lanes, IntImm) else self.operand(lanes, 9)
-        mask = "0xffffffffu" if whole else (
-            f"{(1 << lanes.value) - 1:#010x}u" if isinstance(lanes, IntImm) else
-            f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))")
+        if isinstance(lanes, IntImm):
+            count = self.expr(lanes)
+            mask = "0xffffffffu" if whole else f"{(1 << lanes.value) - 1:#010x}u"
+        else:
+            count = self.operand(lanes, 9)
+            mask = f"({count} >= 32 ? 0xffffffffu : ((1u << {count}) - 1u))"
         if whole or not (isinstance(width, IntImm) and width.value == 32):
             # every lane of a segment of `width` lanes takes part
             text = f"__shfl_down_sync({mask}, {moved}, {self.expr(offset)}, {self.expr(width)})"

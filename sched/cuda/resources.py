@@ -256,13 +256,15 @@ class KernelsResources:
         if name in self._LARGEST:
             values = [getattr(k, name) for k in self.kernels]
             return None if None in values else max(values)
-        if name in ("arch",):
-            return self.kernels[0].arch
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def kernel(self) -> str:
         return ", ".join(k.kernel for k in self.kernels)
+
+    @property
+    def arch(self) -> str:
+        return self.kernels[0].arch
 
     @property
     def occupancy(self) -> Occupancy | None:

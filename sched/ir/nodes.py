@@ -677,6 +677,13 @@ def logical_and(*conditions) -> Expr:
     return result
 
 
+def conjuncts(predicate: Expr) -> list[Expr]:
+    """The terms of `a and b and ...` (none for True): `logical_and`'s inverse."""
+    if isinstance(predicate, BinaryOp) and predicate.op == "and":
+        return conjuncts(predicate.a) + conjuncts(predicate.b)
+    return [] if isinstance(predicate, IntImm) and predicate.value == 1 else [predicate]
+
+
 def logical_or(*conditions) -> Expr:
     result: Expr = IntImm(0, "bool")
     for i, condition in enumerate(conditions):

@@ -48,7 +48,8 @@ from sched.ir.nodes import (
     PrimFunc,
     Range,
     Stmt,
-    binary,
+    conjuncts,
+    logical_and,
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
@@ -162,7 +163,7 @@ def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr 
     variables = {lp.loop_var for lp in reduce_loops}
     firsts = {lp.loop_var: lp.min for lp in reduce_loops}
     kept: list[Expr] = []
-    for part in _conjuncts(predicate):
+    for part in conjuncts(predicate):
         if not variables & set(free_vars(part)):
             kept.append(part)
             continue
@@ -177,16 +178,7 @@ def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr 
                 f"some iterations of the reduce loops but not at their first values: the "
                 f"first thread could not tell whether the element is written; split the "
                 f"reduce loop so that its first iteration is in range")
-    guard = None
-    for part in kept:
-        guard = part if guard is None else binary("and", guard, part)
-    return guard
-
-
-def _conjuncts(expr: Expr) -> list[Expr]:
-    if isinstance(expr, BinaryOp) and expr.op == "and":
-        return [*_conjuncts(expr.a), *_conjuncts(expr.b)]
-    return [expr]
+    return logical_and(*kept) if kept else None
 
 
 def _in_one_kernel(func: PrimFunc, loop: For, other: For) -> bool:

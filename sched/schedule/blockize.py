@@ -24,7 +24,6 @@ from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     TRUE,
-    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
@@ -35,8 +34,9 @@ from sched.ir.nodes import (
     PrimFunc,
     Range,
     Var,
-    binary,
+    conjuncts,
     const,
+    logical_and,
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
@@ -85,7 +85,7 @@ def _hoist_tile_guards(loop: For, inner: list[BlockRealize], domains: dict[Var, 
     if any(v in first for lp in loops for v in (*free_vars(lp.min), *free_vars(lp.extent))):
         return loop, TRUE                       # a tile whose shape depends on its loops
     kept, hoisted = [], []
-    for part in _conjuncts(inner[0].predicate):
+    for part in conjuncts(inner[0].predicate):
         at_first = simplify(substitute(part, first))
         if same_truth_on_box(part, at_first, box) is True:
             hoisted.append(at_first)
@@ -93,21 +93,8 @@ def _hoist_tile_guards(loop: For, inner: list[BlockRealize], domains: dict[Var, 
             kept.append(part)
     if not hoisted:
         return loop, TRUE
-    realize = dataclasses.replace(inner[0], predicate=_conjunction(kept))
-    return replace_in(loop, inner[0], realize), _conjunction(hoisted)
-
-
-def _conjuncts(expr: Expr) -> list[Expr]:
-    if isinstance(expr, BinaryOp) and expr.op == "and":
-        return [*_conjuncts(expr.a), *_conjuncts(expr.b)]
-    return [expr]
-
-
-def _conjunction(parts: list[Expr]) -> Expr:
-    result = TRUE
-    for part in parts:
-        result = part if result == TRUE else binary("and", result, part)
-    return result
+    realize = dataclasses.replace(inner[0], predicate=logical_and(*kept))
+    return replace_in(loop, inner[0], realize), logical_and(*hoisted)
 
 
 def _fresh(base: str, taken: set[str]) -> str:

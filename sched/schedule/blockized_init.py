@@ -26,9 +26,9 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.names import fresh
-from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Var, logical_and
+from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Var, conjuncts, logical_and
 from sched.ir.regions import infer_block_regions
-from sched.schedule.scope import block_names, conjuncts, splice, taken_names
+from sched.schedule.scope import block_names, splice, taken_names
 from sched.schedule.state import path_to, replace_in
 
 

@@ -13,11 +13,11 @@ import islpy as isl
 from sched.errors import ScheduleError
 from sched.ir.functor import free_vars, substitute
 from sched.ir.memo import register
-from sched.ir.nodes import BlockRealize, PrimFunc, Var
+from sched.ir.nodes import BlockRealize, PrimFunc, Var, conjuncts
 from sched.polyhedral.isl_expr import to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_map, read_set, within_operations
 from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
-from sched.schedule.scope import conjuncts, refusal
+from sched.schedule.scope import refusal
 
 
 def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,

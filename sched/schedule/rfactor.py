@@ -34,6 +34,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     binary,
+    conjuncts,
     const,
     logical_and,
 )
@@ -46,7 +47,6 @@ from sched.schedule.reduction_runs import check_reduction_runs_once
 from sched.schedule.scope import (
     add_allocation,
     block_names,
-    conjuncts,
     loop_roles,
     refusal,
     scope_of,

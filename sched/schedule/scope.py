@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, collect, free_vars
 from sched.ir.nodes import (
-    TRUE,
     Allocate,
-    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
-    Expr,
     For,
     PrimFunc,
     SeqStmt,
@@ -133,13 +130,6 @@ def check_one_view(block: Block, buffer: Buffer, primitive: str) -> None:
                             f"{block.name!r} (T.decl_buffer), where a cache stage outside it "
                             f"cannot name it; declare the view at the function's start "
                             f"({buffer.name} = T.Buffer(..., data=...)) to cache it")
-
-
-def conjuncts(predicate: Expr) -> list[Expr]:
-    """The terms of `a and b and ...` (none for True)."""
-    if isinstance(predicate, BinaryOp) and predicate.op == "and":
-        return conjuncts(predicate.a) + conjuncts(predicate.b)
-    return [] if predicate == TRUE else [predicate]
 
 
 def loop_roles(realize: BlockRealize, loops) -> dict[Var, set[str]]:
