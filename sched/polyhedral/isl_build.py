@@ -343,8 +343,8 @@ def _space(params: list[str], tuples: list, quantified: int) -> isl.Space:
         space = space.set_dim_name(isl.dim_type.param, i, name)
     for kind, label, entries in named:
         for i, (name, _) in enumerate(entries):
-            if name is not None:
-                space = space.set_dim_name(kind, i, name)
+            if name is not None:            # `vi'` names the dimension vi, as isl reads it
+                space = space.set_dim_name(kind, i, name.rstrip("'"))
         if label is not None:
             space = space.set_tuple_name(kind, label)
     return space

@@ -245,11 +245,14 @@ def test_a_function_that_updates_an_argument_in_place_is_tuned():
 
 def test_with_no_candidate_that_ran_the_kernel_says_so():
     result = tune(_matmul(), "c", trials=2, seed=0, per_round=2, workers=1,
-                  timing=TimingOptions(repeat=2, min_repeat_ms=1.0, timeout=1e-4),
+                  timing=TimingOptions(repeat=2, min_repeat_ms=1000.0, timeout=1e-4),
                   progress=False)
-    assert result.trace is None and result.errors.get("timeout") == 2
+    # (min_repeat_ms: the reference's own run, shorter than 1 s, is never taken as the
+    # baseline's time, so the baseline is measured and times out too; a build may also run
+    # out of its time on a loaded machine: any error kind)
+    assert result.trace is None and sum(result.errors.values()) == 2
     with pytest.raises(RuntimeError, match="no candidate of 'matmul' ran correctly in this "
-                                           "run .*timeout.*sched.build\\(func, target='c'\\)"):
+                                           "run .*sched.build\\(func, target='c'\\)"):
         _ = result.kernel
 
 

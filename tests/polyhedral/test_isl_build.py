@@ -61,6 +61,9 @@ READ = [
     ("{ S[] }", False),
     ("{ [i] -> [i] }", True),
     ("{ [i] : true }", False),
+    # a primed name (isl prints it where an output repeats an input's name) names vi
+    ("{ S_B[vi, vk] -> I_B[vi' = 1 + vi, vk' = 0] : (vi) mod 2 = 0 and 0 <= vi <= 2 and "
+     "0 <= vk <= 1 }", True),
 ]
 
 
