@@ -35,8 +35,8 @@ def _conv2d():
                                name="conv")
 
 
-def _softmax():
-    X = te.placeholder((8, 48), name="X")
+def _softmax(rows=8, cols=48):
+    X = te.placeholder((rows, cols), name="X")
     return te.create_prim_func([X, te.ops.softmax(X)], name="softmax")
 
 
@@ -70,8 +70,6 @@ def test_every_sketch_sample_matches_numpy(name, target):
     func = CASES[name]()
     workload = Workload(func, target)
     space = SearchSpace(workload)
-    # GPU softmax: each stage bound on its own (its row reductions one thread per row) since
-    # stages with different launches run as separate kernels (issue 12 item 4)
     assert space.sketches, "no sketch applies"
     rng = random.Random(0)
     arrays = workload.arrays(1)
@@ -89,6 +87,85 @@ def test_every_sketch_sample_matches_numpy(name, target):
         if built == 3:
             break
     assert built >= 2
+
+
+def _layer_norm(rows=6, cols=40):
+    X = te.placeholder((rows, cols), name="X")
+    g, b = te.placeholder((cols,), name="g"), te.placeholder((cols,), name="b")
+    return te.create_prim_func([X, g, b, te.ops.layer_norm(X, g, b)], name="layer_norm")
+
+
+def _row_max_minus(rows=5, cols=70):
+    """O[b, s, h] = A[b, s, h] - max_h A[b, s, h]: rows over two axes."""
+    A = te.placeholder((3, rows, cols), name="A")
+    h = te.reduce_axis((0, cols), name="h")
+    M = te.compute((3, rows), lambda x, y: te.max(A[x, y, h], axis=h), name="M")
+    return te.create_prim_func([A, te.compute((3, rows, cols), lambda x, y, z: A[x, y, z]
+                                              - M[x, y], name="O")], name="row_max_minus")
+
+
+def _column_max_minus():
+    """The reduction runs down the columns: the anchor's row loop cannot take it."""
+    X = te.placeholder((40, 6), name="X")
+    k = te.reduce_axis((0, 40), name="k")
+    M = te.compute((6,), lambda j: te.max(X[k, j], axis=k), name="M")
+    return te.create_prim_func([X, te.compute((40, 6), lambda i, j: X[i, j] - M[j], name="O")],
+                               name="column_max_minus")
+
+
+def _row_sums():
+    """Sums over two axes, written to the output: a reduction no block consumes."""
+    A = te.placeholder((6, 8, 9), name="A")
+    k, m = te.reduce_axis((0, 8), name="k"), te.reduce_axis((0, 9), name="m")
+    return te.create_prim_func([A, te.compute((6,), lambda i: te.sum(A[i, k, m], axis=[k, m]),
+                                              name="B")], name="row_sums")
+
+
+@pytest.mark.parametrize("make, sketch, kernels", [
+    (_softmax, "inline(softmax_exp) row_anchor(softmax) row_reduce(softmax_sum@softmax) "
+               "row_reduce(softmax_max@softmax)", 1),
+    (_layer_norm, "row_anchor(layer_norm) row_reduce(layer_norm_sqsum@layer_norm) "
+                  "row_reduce(layer_norm_sum@layer_norm)", 1),
+    (_row_max_minus, "row_anchor(O) row_reduce(M@O)", 1),
+    (_row_sums, "row_reduce(B)", 1),
+    (_column_max_minus, "row_anchor(O) row_reduce(M@O)", 2),
+])
+def test_gpu_row_reductions_sketch_reduces_each_row_across_one_blocks_threads(make, sketch,
+                                                                              kernels):
+    func = make()
+    workload = Workload(func, "cuda")
+    space = SearchSpace(workload)
+    names = [s.name for s in space.sketches]
+    assert names[0] == sketch, names
+    arrays = workload.arrays(2)
+    expected = [a.copy() for a in arrays]
+    sched.build(func, target="c")(*expected)
+    out = workload.outputs[-1]
+    rng = random.Random(0)
+    for _ in range(3):
+        sample = space.sample(0, None, rng)
+        text = sample.schedule.func.script()
+        assert 'thread="blockIdx.x"' in text and 'thread="threadIdx.x"' in text
+        for target in ("c", "cuda-emu"):
+            got = [a.copy() for a in arrays]
+            sched.build(sample.schedule.func, target=target)(*got)
+            np.testing.assert_allclose(got[out], expected[out], rtol=1e-5, atol=1e-5)
+    kernel = sched.build(sample.schedule.func, target="cuda", arch="sm_90")
+    assert kernel.source.count("__global__") == kernels
+    assert "__shfl_down_sync" in kernel.source       # the rows reduced across threads
+    if kernels == 1 and make is not _row_sums:
+        # the per-row results every thread reads live in shared memory
+        assert 'scope="shared"' in text
+
+
+def test_gpu_row_threads_are_no_more_than_the_shortest_row():
+    space = SearchSpace(Workload(_softmax(8, 100), "cuda"))
+    seen = set()
+    for seed in range(12):
+        sample = space.sample(0, None, random.Random(seed))
+        source = sched.build(sample.schedule.func, target="cuda", arch="sm_90").source
+        seen.add(int(re.search(r"block \((\d+), 1, 1\)", source).group(1)))
+    assert seen == {32, 64}          # 100 columns: 128 threads would leave some without one
 
 
 def test_cpu_matmul_sketch_has_the_ssrsrs_structure():

@@ -8,6 +8,9 @@ Rules, per block the user left unscheduled (Ansor/MetaSchedule's, adapted):
   (matmul, conv), with its elementwise consumers fused into the tile's write-back;
 - compute location (placement.py, CPU): a producer that cannot be inlined goes under a loop of
   its consumer, at a sampled depth;
+- row reductions on the GPU (rows_gpu.py): in one more sketch, each reduction without reuse
+  (a row max or sum) is reduced across the threads of one thread block per row, under the row
+  loop of the block that consumes it (softmax, layer norm in one kernel);
 - the rest (loops_cpu.py, threads_gpu.py): parallel + vectorize on the CPU, blocks of threads on
   the GPU.
 A rule that does not apply to a block is skipped. Where a rule has variants (a local
@@ -30,8 +33,9 @@ from sched.autoscheduler.space.analysis import block_info, leaf_blocks
 from sched.autoscheduler.space.loops_cpu import parallel_vectorize
 from sched.autoscheduler.space.placement import compute_location, inline
 from sched.autoscheduler.space.rfactor_cpu import place_partials, vector_rfactor
+from sched.autoscheduler.space.rows_gpu import row_anchor, row_reduction, row_thread_choices
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
-from sched.autoscheduler.space.threads_gpu import THREAD_CHOICES, bind_threads
+from sched.autoscheduler.space.threads_gpu import THREAD_WEIGHTS, bind_threads
 from sched.autoscheduler.space.tiling_cpu import tile_cpu, vector_axes, vector_lanes
 from sched.autoscheduler.space.tiling_gpu import tile_gpu
 from sched.errors import ScheduleError
@@ -45,7 +49,8 @@ VALIDATION_TRIES = 6
 class Sketch:
     """Rule applications in order: ("inline", block), ("tile_cpu", block, local, epilogues,
     packed, compact, vector_axis), ("tile_gpu", block, epilogues, staged), ("place", block,
-    consumer, rfactor), ("parallel", block, rfactor), ("threads", block)."""
+    consumer, rfactor), ("parallel", block, rfactor), ("threads", block), ("row_anchor",
+    block), ("row_reduce", block, anchor or None)."""
 
     steps: tuple[tuple, ...]
 
@@ -65,6 +70,8 @@ class Sketch:
                 extra = "".join(f"+{e}" for e in options[0])
             elif kind in ("place", "parallel") and options and options[-1] is True:
                 extra = "+rf"
+            elif kind == "row_reduce" and options[0] is not None:
+                extra = f"@{options[0]}"
             parts.append(f"{kind}({block}{extra})")
         return " ".join(parts) or "(nothing to schedule)"
 
@@ -101,7 +108,12 @@ def func_hash(func) -> str:
 
 def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
     threads = None
+    rows = {}                    # anchor block -> its row loop (row_anchor, row_reduce)
     for kind, block, *options in sketch.steps:
+        if kind in ("threads", "row_anchor", "row_reduce") and threads is None:
+            choices = row_thread_choices(sch, [s[1] for s in sketch.steps
+                                               if s[0] == "row_reduce"])
+            threads = sampler.choose(choices, THREAD_WEIGHTS[:len(choices)])
         if kind == "inline":
             inline(sch, block)
         elif kind == "tile_cpu":
@@ -124,9 +136,12 @@ def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
             if partial is not None:
                 place_partials(sch, partial, block)
         elif kind == "threads":
-            if threads is None:
-                threads = sampler.choose(THREAD_CHOICES, [1, 1, 2, 2, 1, 1])
             bind_threads(sch, block_info(sch.func, block), threads)
+        elif kind == "row_anchor":
+            rows[block] = row_anchor(sch, block_info(sch.func, block), threads)
+        elif kind == "row_reduce":
+            row_reduction(sch, sampler, block_info(sch.func, block), rows.get(options[0]),
+                          threads)
         else:
             raise AssertionError(kind)
 
@@ -226,7 +241,45 @@ def _tiled_sketches(workload, sch, inlined: list[tuple], cap: int) -> list[Sketc
         else:
             choices.append([("parallel", name, rf) for rf in _rfactor_variants(info)])
     combos = itertools.islice(itertools.product(*choices), cap)
-    return [Sketch(tuple(inlined) + _resolve(combo)) for combo in combos]
+    sketches = [Sketch(tuple(inlined) + _resolve(combo)) for combo in combos]
+    if gpu:
+        rows = _row_sketch(blocks, infos, consumers, tiled, choices)
+        if rows is not None:
+            sketches = [Sketch(tuple(inlined) + rows), *sketches][:max(cap, 2)]
+    return sketches
+
+
+def _row_sketch(blocks, infos, consumers, tiled, choices) -> tuple | None:
+    """The GPU sketch with the row reductions across threads (rows_gpu.py): each reduction
+    without reuse under the row loop of its anchor (the last elementwise block downstream of
+    it), every other block by its first rule. None where there is no row reduction."""
+    reductions = [name for name in blocks if infos[name].is_reduction and name not in tiled]
+    if not any(infos[name].spatial for name in reductions):
+        return None
+    anchors = {name: _anchor(name, blocks, infos, consumers) for name in reductions}
+    steps = []
+    for name, options in zip(reversed(blocks), choices):
+        if name in anchors:
+            steps.append(("row_reduce", name, anchors[name]))
+        elif name in anchors.values():
+            steps.append(("row_anchor", name))
+        else:
+            steps.append(options[0])
+    return _resolve(tuple(steps))
+
+
+def _anchor(name: str, blocks, infos, consumers) -> str | None:
+    """The last elementwise block with rows and columns (in program order) that consumes
+    `name`, directly or through other blocks; None where there is none."""
+    downstream, frontier = set(), [name]
+    while frontier:
+        for consumer in consumers.get(frontier.pop(), ()):
+            if consumer in blocks and consumer not in downstream:
+                downstream.add(consumer)
+                frontier.append(consumer)
+    rows = [b for b in blocks if b in downstream and infos[b].elementwise
+            and len(infos[b].spatial) >= 2]
+    return rows[-1] if rows else None
 
 
 def _rfactor_variants(info) -> list[bool]:

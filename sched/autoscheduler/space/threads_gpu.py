@@ -20,6 +20,7 @@ from sched.autoscheduler.space.sampler import SketchRefused
 from sched.errors import ScheduleError
 
 THREAD_CHOICES = [32, 64, 128, 256, 512, 1024]
+THREAD_WEIGHTS = [1, 1, 2, 2, 1, 1]         # sampled more often: 128 and 256
 
 
 def bind_threads(sch, info: BlockInfo, threads: int) -> None:
@@ -46,33 +47,42 @@ def run_in_one_thread(sch, name: str) -> None:
     a kernel of its own, lower/kernel_sequence.py). Always legal: a loop of one iteration
     carries nothing. A block under loops bound already, or with no loop, is left as it is."""
     loops = sch.get_loops(sch.get_block(name))
-    if not loops or any(_bound(sch, loop) for loop in loops):
+    if not loops or any(is_bound(sch, loop) for loop in loops):
         return
     block_loop, thread_loop, _ = sch.split(loops[0], factors=[1, 1, None])
     sch.bind(block_loop, "blockIdx.x")
     sch.bind(thread_loop, "threadIdx.x")
 
 
-def _bound(sch, loop) -> bool:
+def is_bound(sch, loop) -> bool:
     from sched.schedule.state import find_loop
 
     return find_loop(sch.func, loop.name, "bind").kind == "thread_binding"
 
 
 def _spread(sch, leading: list, threads: int) -> None:
-    if _all_constant(sch, leading):
+    if all_constant(sch, leading):
         leading = [sch.fuse(*leading) if len(leading) > 1 else leading[0]]
-    elif len(leading) > 3:
-        # fusing loops of symbolic extent divides by a symbol: no longer affine, so every
-        # later legality check would be conservative; three grid axes are what there is
-        raise SketchRefused(f"{len(leading)} spatial loops of symbolic extent")
     bx, tx = sch.split(leading[-1], factors=[None, threads])
     sch.bind(tx, "threadIdx.x")
-    for loop, axis in zip([bx, *reversed(leading[:-1])], "xyz"):
+    bind_blocks(sch, [*leading[:-1], bx])
+
+
+def bind_blocks(sch, loops: list):
+    """`loops` to blockIdx: fused into blockIdx.x where every extent is constant, else the
+    innermost to x and the others to y and z (fusing loops of symbolic extent divides by a
+    symbol: no longer affine, so every later legality check would be conservative; three
+    grid axes are what there is). Returns the innermost loop."""
+    if all_constant(sch, loops):
+        loops = [sch.fuse(*loops) if len(loops) > 1 else loops[0]]
+    elif len(loops) > 3:
+        raise SketchRefused(f"{len(loops)} spatial loops of symbolic extent")
+    for loop, axis in zip(reversed(loops), "xyz"):
         sch.bind(loop, f"blockIdx.{axis}")
+    return loops[-1]
 
 
-def _all_constant(sch, loops) -> bool:
+def all_constant(sch, loops) -> bool:
     from sched.ir.nodes import IntImm
     from sched.schedule.state import find_loop
 
