@@ -47,6 +47,11 @@ GPU_CASES = {
                      softmax_reference, True),
     "layer_norm_rows": (lambda: hs.gpu_layer_norm_rows(4, 200, threads=64),
                         [(4, 200), (200,), (200,)], layer_norm_reference, True),
+    "softmax_row_in_shared": (lambda: hs.gpu_softmax_rows(5, 300, 64, row_in_shared=True),
+                              [(5, 300)], softmax_reference, True),
+    "layer_norm_row_in_shared": (lambda: hs.gpu_layer_norm_rows(4, 200, 96,
+                                                                row_in_shared=True),
+                                 [(4, 200), (200,), (200,)], layer_norm_reference, True),
     "elementwise": (lambda: hs.gpu_elementwise((30, 50)), [(30, 50), (30, 50)],
                     lambda x, y: np.maximum(x * 2 + y, 0), False),
     "conv2d": (lambda: hs.gpu_conv2d(2, 3, 9, 8, 4), [(2, 3, 9, 8), (4, 3, 3, 3)],
@@ -221,6 +226,14 @@ def test_row_schedules_with_cross_thread_reductions_match_numpy(threads):
     sched.build(hs.gpu_layer_norm_rows(3, 333, threads).func, target="c")(x, gamma, beta, out)
     assert_close(out, layer_norm_reference(x.astype(np.float64), gamma, beta), rtol=1e-4,
                  atol=1e-4)
+
+
+def test_a_row_in_shared_memory_is_read_from_global_memory_once():
+    for sch in (hs.gpu_softmax_rows(8, 1024, 256, row_in_shared=True),
+                hs.gpu_layer_norm_rows(8, 1024, 256, row_in_shared=True)):
+        source = sched.build(sch.func, target="cuda", arch="sm_90").source
+        assert "__shared__ __align__(16) float X_shared[1024];" in source
+        assert len(re.findall(r"\bX\[", source)) == 1     # the copy alone reads X
 
 
 def test_row_schedules_reduce_with_warp_shuffles_not_rfactor():

@@ -137,15 +137,36 @@ def _cross_thread_row_reduction(sch: Schedule, block, threads: int) -> None:
     sch.bind(k_thread, "threadIdx.x")
 
 
-def gpu_softmax_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
-    """Row softmax, one thread block per row, the row max and sum cross-thread reductions."""
-    return _gpu_softmax(rows, cols, threads, _cross_thread_row_reduction)
+def gpu_softmax_rows(rows: int, cols: int, threads: int = 128,
+                     row_in_shared: bool = False) -> Schedule:
+    """Row softmax, one thread block per row, the row max and sum cross-thread reductions;
+    with `row_in_shared` the row is read from global memory once, into shared memory."""
+    sch = _gpu_softmax(rows, cols, threads, _cross_thread_row_reduction)
+    if row_in_shared:
+        _stage_row(sch, ("softmax_max", "softmax_sum", "softmax"), threads)
+    return sch
 
 
-def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128) -> Schedule:
+def gpu_layer_norm_rows(rows: int, cols: int, threads: int = 128,
+                        row_in_shared: bool = False) -> Schedule:
     """Layer norm over rows, one thread block per row, the row sums cross-thread
-    reductions."""
-    return _gpu_layer_norm(rows, cols, threads, _cross_thread_row_reduction)
+    reductions; with `row_in_shared` the row is read from global memory once, into shared
+    memory (the normalisation reads it again: from L2 otherwise)."""
+    sch = _gpu_layer_norm(rows, cols, threads, _cross_thread_row_reduction)
+    if row_in_shared:
+        _stage_row(sch, ("layer_norm_sum", "layer_norm_sqsum", "layer_norm"), threads)
+    return sch
+
+
+def _stage_row(sch: Schedule, readers: tuple[str, ...], threads: int) -> None:
+    """The row of X that `readers` (under the row loop) read, copied into shared memory by
+    the block's threads (consecutive threads, consecutive columns) at the start of the row."""
+    blocks = [sch.get_block(name) for name in readers]
+    row = sch.get_loops(blocks[-1])[0]
+    copy = sch.cache_read(blocks[0], "X", "shared", consumer_blocks=blocks)
+    sch.compute_at(copy, row)
+    _, tx = sch.split(sch.get_loops(copy)[-1], [None, threads])
+    sch.bind(tx, "threadIdx.x")
 
 
 def _gpu_softmax(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
