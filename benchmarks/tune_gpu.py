@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--db", default="tune_gpu.db", help="the tuning records (SQLite)")
     args = parser.parse_args()
     device = gpu_device()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False      # cuBLAS in fp32, as the issue asks
     table = workloads(args.size)
     results = []
     for name in args.workloads.split(","):
