@@ -190,6 +190,27 @@ def test_float4_kernel_refuses_a_misaligned_view():
         kernel(a, b, torch.empty(64, 64, device="cuda"))
 
 
+@pytest.mark.gpu
+def test_gpu_calls_with_a_known_layout_still_check_pointers_and_sizes():
+    """A later call with the layout of an accepted one skips the Python checks but its
+    pointers' (alignment, overlap) and a new layout's (shape) are still checked."""
+    kernel = sched.build(hs.gpu_matmul(64, 64, 64).func, target="cuda")
+    a, b = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    out = torch.empty(64, 64, device="cuda")
+    for _ in range(2):
+        out.zero_()
+        kernel(a, b, out)
+        torch.cuda.synchronize()
+        assert torch.allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+    storage = torch.randn(64 * 64 + 1, device="cuda")
+    with pytest.raises(sched.KernelArgumentError, match="argument 'A': its data is not 16-byte"):
+        kernel(storage[1:].view(64, 64), b, out)          # same layout, misaligned
+    with pytest.raises(sched.KernelArgumentError, match="share memory"):
+        kernel(a, b, a)
+    with pytest.raises(sched.KernelArgumentError, match="expected shape"):
+        kernel(a, b, torch.empty(32, 128, device="cuda"))
+
+
 def test_cuda_compile_error_names_the_schedule_step(monkeypatch):
     import sched.cuda.build as cuda_build
 

@@ -1,13 +1,14 @@
-"""Calls on torch CPU tensors whose layout was checked before: only the pointers are checked.
+"""Calls on torch tensors whose layout was checked before: only the pointers are checked.
 
 The C entry point (`sched.c.entry`) reads numpy arrays only; a call on torch tensors is checked
-by `ArgumentBinder` in Python (tens of microseconds). What those checks depend on, except the
-data pointers, is the tensors' type, dtype, device, shape and strides (torch tensors are never
-read-only): `TorchCalls` keys a call by them and, once the binder accepted a call with that
-key, checks a later call with the same key by its pointers alone (each aligned to its element
-size; no two overlapping when one is written, as `ArgumentBinder.check_no_overlap`) and runs
-the kernel with the dims bound then. Anything else, or a pointer check failing, goes to the
-binder, which raises the error naming the argument.
+by `ArgumentBinder` in Python (tens of microseconds), and so is every call of a CUDA kernel.
+What those checks depend on, except the data pointers, is the tensors' type, dtype, device,
+shape and strides (torch tensors are never read-only), and for CUDA the current device:
+`TorchCalls` keys a call by them (`context` adds what else the checks read) and, once the
+binder accepted a call with that key, checks a later call with the same key by its pointers
+alone (each aligned to its element size; no two overlapping when one is written, as
+`ArgumentBinder.check_no_overlap`) and runs the kernel with the dims bound then. Anything else,
+or a pointer check failing, goes to the binder, which raises the error naming the argument.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ MAX_KEYS = 64       # layouts remembered per kernel (then forgotten all at once)
 class TorchCalls:
     """The layouts of torch-tensor calls `binder` accepted, and the dims they bound."""
 
-    def __init__(self, binder: ArgumentBinder) -> None:
+    def __init__(self, binder: ArgumentBinder, context=None) -> None:
+        self.context = context      # () -> what else the binder's checks read (or None)
         self.only_arrays = all(isinstance(p, Buffer) for p in binder.params)
         buffers = binder.func.buffers
         self.itemsizes = [numpy_dtype(b.dtype).itemsize for b in buffers]
@@ -49,10 +51,11 @@ class TorchCalls:
             if type(t) is not tensor:
                 return None
         try:
-            # the binder checks the device's type only: CPU or not is all that matters
-            return tuple([(t.dtype, t.is_cpu, t.shape, t.stride()) for t in args])
+            # the device: -1 on the CPU, else the CUDA device's ordinal
+            layout = tuple([(t.dtype, t.get_device(), t.shape, t.stride()) for t in args])
         except (RuntimeError, TypeError):        # e.g. a sparse tensor: the binder says why
             return None
+        return layout if self.context is None else (*layout, self.context())
 
     def run(self, key: tuple, args: tuple, function) -> bool:
         """Run `function` when `key` was accepted before and the pointers pass; else False."""
@@ -76,6 +79,7 @@ class TorchCalls:
             return
         if len(self.dims) >= MAX_KEYS:
             self.dims.clear()
+        layout = key[:len(self.itemsizes)]
         sizes = tuple(math.prod(shape) * itemsize
-                      for (_, _, shape, _), itemsize in zip(key, self.itemsizes, strict=True))
+                      for (_, _, shape, _), itemsize in zip(layout, self.itemsizes, strict=True))
         self.dims[key] = (sizes, dims)

@@ -74,6 +74,46 @@ def current_device() -> int:
     return torch.cuda.current_device()
 
 
+def current_device_fast() -> int:
+    """`current_device()` on the launch path: torch's own C function after the first call
+    (a fraction of a microsecond); call it where a GPU is known to be there."""
+    return _torch_get_device()()
+
+
+@functools.cache
+def _torch_get_device():
+    import torch
+
+    torch.cuda.init()
+    return getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+
+
+def current_stream(driver, ordinal: int):
+    """torch's current stream on device `ordinal` as a `CUstream` of `driver` (one object
+    per stream handle, kept: the launch path makes none)."""
+    handle = _torch_raw_stream()(ordinal)
+    stream = _STREAMS.get(handle)
+    if stream is None:
+        if len(_STREAMS) >= 64:
+            _STREAMS.clear()
+        stream = _STREAMS[handle] = driver.CUstream(handle)
+    return stream
+
+
+_STREAMS: dict[int, object] = {}
+
+
+@functools.cache
+def _torch_raw_stream():
+    """torch's current raw stream handle of a device: its C function where this torch has it
+    (no Stream object made), else through torch.cuda.current_stream."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw if raw is not None else lambda ordinal: torch.cuda.current_stream(ordinal
+                                                                                 ).cuda_stream
+
+
 def device_arch(ordinal: int) -> str:
     """The arch of CUDA device `ordinal` from its compute capability: 9.0 -> "sm_90"."""
     require_gpu(f"querying the arch of CUDA device {ordinal}")

@@ -21,8 +21,9 @@ import math
 from dataclasses import dataclass
 
 from sched.cuda import wmma
-from sched.cuda.alignment import ParamAlignments, check_pointer_alignment
+from sched.cuda.alignment import ParamAlignments
 from sched.cuda.codegen import _PRELUDE, STATIC_SHARED_LIMIT, _CudaEmitter, shared_bytes
+from sched.cuda.device import check, current_device_fast, current_stream
 from sched.cuda.resources import KernelsResources
 from sched.cuda.runtime import PARAMETER_CTYPES, CudaKernel, parameter_value
 from sched.errors import BuildError
@@ -110,31 +111,27 @@ class CudaKernelSequence(CudaKernel):
             super()._check_grid_vars()
         self.kernel_name, self.launch = self.kernels[0].name, self.kernels[0].launch
 
-    def __call__(self, *args) -> None:
-        from sched.cuda.device import check, require_gpu
-
-        require_gpu(f"calling CUDA kernel '{self.func.name}'")
+    def _launch(self, pointers, values) -> None:
+        """Each kernel in order on the current stream, with a fresh workspace (torch's
+        caching allocator) after the parameters' pointers."""
         import torch
 
-        bound = self._binder.bind(args)
-        check_pointer_alignment(self.func, self._aligned, bound.pointers)
-        values = (*bound.scalars, *bound.dims)
         by_var = dict(zip(self._grid_vars, values))
         grids = [kernel.launch.grid_dims(by_var) for kernel in self.kernels]
-        device = torch.cuda.current_device()
+        device = current_device_fast()
         module, functions = self._load(device)
         module.make_current()
         workspace = [torch.empty(math.prod(shape), dtype=_torch_dtype(buffer.dtype),
                                  device=f"cuda:{device}")
                      for buffer, shape in zip(self.workspace,
                                               workspace_shapes(self.workspace, by_var))]
-        pointers = [*bound.pointers, *(w.data_ptr() for w in workspace)]
+        pointers = [*pointers, *(w.data_ptr() for w in workspace)]
         scalars = [t(parameter_value(value, v.dtype)) for t, value, v in
                    zip(self._param_types[len(pointers):], values, self._grid_vars)]
         params = [ctypes.c_void_p(p) for p in pointers] + scalars
         addresses = (ctypes.c_void_p * len(params))(*(ctypes.addressof(p) for p in params))
         driver = module._driver
-        stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
+        stream = current_stream(driver, device)
         for kernel, function, grid in zip(self.kernels, functions, grids):
             if 0 in grid:
                 continue

@@ -24,11 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from sched.arguments import ArgumentBinder
+from sched.c.torch_calls import MAX_KEYS, TorchCalls
 from sched.cuda.alignment import check_pointer_alignment, parameter_alignments
 from sched.cuda.compile import compile_cuda
 from sched.cuda.device import (
     DEFAULT_ARCH,
     check,
+    current_device_fast,
+    current_stream,
     default_arch,
     device_arch,
     gpu_available,
@@ -160,6 +163,8 @@ class CudaKernel:
         self._param_types = ([ctypes.c_void_p] * len(func.buffers)
                              + [PARAMETER_CTYPES[v.dtype] for v in self._grid_vars])
         self._loaded: dict[int, tuple[CudaModule, object]] = {}   # device -> module, function
+        self._torch_calls = TorchCalls(self._binder, context=current_device_fast)
+        self._grids: dict[tuple, tuple[int, int, int]] = {}   # dims' values -> grid
 
     def _read_resources(self) -> Resources:
         try:
@@ -187,25 +192,44 @@ class CudaKernel:
 
     def __call__(self, *args) -> None:
         require_gpu(f"calling CUDA kernel '{self.func.name}'")
-        import torch
-
+        key = self._torch_calls.key(args)
+        if key is not None and self._torch_calls.run(key, args, self._launch_known):
+            return
         bound = self._binder.bind(args)
         check_pointer_alignment(self.func, self._aligned, bound.pointers)
-        values = (*bound.scalars, *bound.dims)
-        grid = self.launch.grid_dims(dict(zip(self._grid_vars, values)))
+        self._launch(bound.pointers, (*bound.scalars, *bound.dims))
+        if key is not None:
+            self._torch_calls.remember(key, bound.dims)
+
+    def _launch_known(self, *pointers_and_dims) -> None:
+        """A launch whose arguments' layout the binder accepted before (TorchCalls): the
+        pointers' alignment is checked here, the rest was then."""
+        pointers = pointers_and_dims[:len(self.func.buffers)]
+        check_pointer_alignment(self.func, self._aligned, pointers)
+        self._launch(pointers, pointers_and_dims[len(pointers):])
+
+    def _launch(self, pointers, values) -> None:
+        """Launch on the current device and stream with these buffer pointers and the values
+        of the scalar parameters and symbolic dims (`_grid_vars`)."""
+        grid = self._grids.get(values)
+        if grid is None:
+            if len(self._grids) >= MAX_KEYS:
+                self._grids.clear()
+            grid = self._grids[values] = self.launch.grid_dims(dict(zip(self._grid_vars,
+                                                                        values)))
         if 0 in grid:
             return                      # an empty problem: nothing to launch
-        module, function = self._load(torch.cuda.current_device())
+        device = current_device_fast()
+        module, function = self._load(device)
         module.make_current()
         scalars = [t(parameter_value(value, v.dtype)) for t, value, v in
-                   zip(self._param_types[len(bound.pointers):], values, self._grid_vars)]
-        params = [ctypes.c_void_p(p) for p in bound.pointers] + scalars
+                   zip(self._param_types[len(pointers):], values, self._grid_vars)]
+        params = [ctypes.c_void_p(p) for p in pointers] + scalars
         addresses = (ctypes.c_void_p * len(params))(*(ctypes.addressof(p) for p in params))
         driver = module._driver
-        stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
         check("cuLaunchKernel", driver.cuLaunchKernel(
-            function, *grid, *self.launch.block, self.launch.dynamic_shared_bytes, stream,
-            ctypes.addressof(addresses), 0))
+            function, *grid, *self.launch.block, self.launch.dynamic_shared_bytes,
+            current_stream(driver, device), ctypes.addressof(addresses), 0))
 
     @property
     def checks_bounds(self) -> bool:

@@ -125,7 +125,6 @@ class FakeDriver:
 
 def test_call_packs_parameters_like_the_c_target(tmp_path, monkeypatch):
     # buffers, then scalar parameters in their dtypes (float16 as its bits), then dims as int32
-    import torch
 
     monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
     n, i = Var("n"), Var("i")
@@ -137,12 +136,7 @@ def test_call_packs_parameters_like_the_c_target(tmp_path, monkeypatch):
     kernel = CudaKernel(func, PACKING, "pack", launch, arch="sm_90")
     fake = FakeDriver([ctypes.c_void_p, ctypes.c_float, ctypes.c_uint16, ctypes.c_int32,
                        ctypes.c_int32])
-    module = types.SimpleNamespace(_driver=fake, make_current=lambda: None)
-    monkeypatch.setattr(runtime, "require_gpu", lambda what: None)
-    monkeypatch.setattr(kernel, "_load", lambda ordinal: (module, "function"))
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "current_stream",
-                        lambda: types.SimpleNamespace(cuda_stream=1234))
+    _without_a_gpu(monkeypatch, kernel, fake)
     for size in (1000, 0):
         monkeypatch.setattr(kernel._binder, "bind",
                             lambda args, size=size: BoundArguments((0xABC0,), args, (size,)))
@@ -150,6 +144,46 @@ def test_call_packs_parameters_like_the_c_target(tmp_path, monkeypatch):
     # n = 0: an empty grid, nothing launched
     assert fake.launches == [((4, 1, 1), (256, 1, 1), 0, ("stream", 1234),
                               [0xABC0, 2.5, 0x3E00, 7, 1000])]
+
+
+def _without_a_gpu(monkeypatch, kernel, fake):
+    """`kernel` launches through `fake` on device 0, stream 1234."""
+    from sched.cuda import device
+
+    module = types.SimpleNamespace(_driver=fake, make_current=lambda: None)
+    monkeypatch.setattr(runtime, "require_gpu", lambda what: None)
+    monkeypatch.setattr(kernel, "_load", lambda ordinal: (module, "function"))
+    monkeypatch.setattr(runtime, "current_device_fast", lambda: 0)
+    monkeypatch.setattr(kernel._torch_calls, "context", lambda: 0)
+    monkeypatch.setattr(device, "_torch_raw_stream", lambda: lambda ordinal: 1234)
+    monkeypatch.setattr(device, "_STREAMS", {})
+
+
+def test_a_call_with_a_known_layout_checks_only_its_pointers(tmp_path, monkeypatch):
+    """The second call of a layout skips the binder (TorchCalls), launches with its own
+    pointers and the dims bound at the first."""
+    import torch
+
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
+    kernel = vector_add(arch="sm_90")
+    fake = FakeDriver([ctypes.c_void_p] * 3 + [ctypes.c_int32])
+    _without_a_gpu(monkeypatch, kernel, fake)
+    binds = []
+
+    def bind(args):         # the binder on tensors it would refuse (they are on the CPU)
+        binds.append(args)
+        return BoundArguments(tuple(t.data_ptr() for t in args), (), (args[0].shape[0],))
+
+    monkeypatch.setattr(kernel._binder, "bind", bind)
+    first = [torch.zeros(1000) for _ in range(3)]
+    second = [torch.zeros(1000) for _ in range(3)]
+    kernel(*first)
+    kernel(*second)
+    assert len(binds) == 1
+    assert [launch[4] for launch in fake.launches] == [
+        [t.data_ptr() for t in first] + [1000], [t.data_ptr() for t in second] + [1000]]
+    kernel(*[torch.zeros(999) for _ in range(3)])            # another layout: checked
+    assert len(binds) == 2 and fake.launches[-1][0] == (4, 1, 1)
 
 
 # -- on a GPU ----------------------------------------------------------------------------------
