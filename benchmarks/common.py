@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import platform
@@ -39,9 +40,19 @@ def versions() -> dict[str, str | None]:
 
     commit = _command_version(["git", "-C", str(RESULTS.parent), "rev-parse", "--short",
                                "HEAD"])
-    return {"sched_commit": commit, "python": platform.python_version(),
+    return {"sched_commit": commit, "sched_source_hash": _source_hash(),
+            "python": platform.python_version(),
             "numpy": numpy.__version__, "islpy": islpy.__version__,
             "gcc": _command_version(["gcc", "--version"])}
+
+
+def _source_hash() -> str:
+    """A hash of sched's Python sources: what ran, where a copy of the repository reports a
+    HEAD that is not its working tree (the lent GPU machines)."""
+    digest = hashlib.sha256()
+    for path in sorted((RESULTS.parent.parent / "sched").rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def slug(name: str) -> str:
