@@ -121,6 +121,20 @@ def _row_sums():
                                               name="B")], name="row_sums")
 
 
+def _max_and_minus():
+    """The row max is an output as well as read by the anchor."""
+    X = te.placeholder((6, 50), name="X")
+    k = te.reduce_axis((0, 50), name="k")
+    M = te.compute((6,), lambda i: te.max(X[i, k], axis=k), name="M")
+    return te.create_prim_func([X, M, te.compute((6, 50), lambda i, j: X[i, j] - M[i],
+                                                 name="O")], name="max_and_minus")
+
+
+def _matmul_softmax():
+    A, B = te.placeholder((8, 16), name="A"), te.placeholder((16, 40), name="B")
+    return te.create_prim_func([A, B, te.ops.softmax(te.ops.matmul(A, B))], name="attention")
+
+
 @pytest.mark.parametrize("make, sketch, kernels", [
     (_softmax, "inline(softmax_exp) row_anchor(softmax) row_reduce(softmax_sum@softmax) "
                "row_reduce(softmax_max@softmax)", 1),
@@ -129,6 +143,15 @@ def _row_sums():
     (_row_max_minus, "row_anchor(O) row_reduce(M@O)", 1),
     (_row_sums, "row_reduce(B)", 1),
     (_column_max_minus, "row_anchor(O) row_reduce(M@O)", 2),
+    # an output's reduction keeps a kernel of its own (its result would cross threads
+    # through global memory under the anchor's rows)
+    (_max_and_minus, "threads(O) row_reduce(M)", 2),
+    # the matmul's tile leaves the anchor out of its fused epilogues
+    (_matmul_softmax, "inline(softmax_exp) tile_gpu(C) row_anchor(softmax) "
+                      "row_reduce(softmax_sum@softmax) row_reduce(softmax_max@softmax)", 2),
+    # rows shorter than a warp: one warp per row, some threads idle
+    (lambda: _softmax(9, 7), "inline(softmax_exp) row_anchor(softmax) "
+                             "row_reduce(softmax_sum@softmax) row_reduce(softmax_max@softmax)", 1),
 ])
 def test_gpu_row_reductions_sketch_reduces_each_row_across_one_blocks_threads(make, sketch,
                                                                               kernels):

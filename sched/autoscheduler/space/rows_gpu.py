@@ -104,7 +104,7 @@ def _reduce_across_threads(sch, sampler: Sampler, info: BlockInfo, threads: int)
         extent = sampler.extent(loop)
     except SketchRefused:            # symbolic: the split guards the last threads
         extent = threads
-    if extent < threads:
+    if extent < threads and threads > THREAD_CHOICES[0]:      # a warp at least, else fewer
         raise SketchRefused(f"block {info.name!r}: fewer elements per row than {threads} "
                             f"threads")
     outer, thread = sch.split(loop, factors=[None, threads])

@@ -256,15 +256,19 @@ def _row_sketch(blocks, infos, consumers, tiled, choices) -> tuple | None:
     reductions = [name for name in blocks if infos[name].is_reduction and name not in tiled]
     if not any(infos[name].spatial for name in reductions):
         return None
-    anchors = {name: _anchor(name, blocks, infos, consumers) for name in reductions}
+    # a reduction that writes an output keeps its kernel: under the anchor's rows its
+    # result would pass from thread to thread through global memory, which no barrier orders
+    anchors = {name: None if infos[name].writes_param else
+               _anchor(name, blocks, infos, consumers) for name in reductions}
     steps = []
     for name, options in zip(reversed(blocks), choices):
         if name in anchors:
             steps.append(("row_reduce", name, anchors[name]))
         elif name in anchors.values():
             steps.append(("row_anchor", name))
-        else:
-            steps.append(options[0])
+        else:       # a tile keeps the anchors out of its fused epilogues
+            steps.append(next((o for o in options if o[0] != "tile_gpu"
+                               or not set(o[2]) & set(anchors.values())), options[-1]))
     return _resolve(tuple(steps))
 
 
