@@ -55,7 +55,12 @@ class TorchCalls:
             layout = tuple([(t.dtype, t.get_device(), t.shape, t.stride()) for t in args])
         except (RuntimeError, TypeError):        # e.g. a sparse tensor: the binder says why
             return None
-        return layout if self.context is None else (*layout, self.context())
+        if self.context is None:
+            return layout
+        try:
+            return (*layout, self.context())
+        except (RuntimeError, AssertionError):   # torch without CUDA: the binder says why
+            return None
 
     def run(self, key: tuple, args: tuple, function) -> bool:
         """Run `function` when `key` was accepted before and the pointers pass; else False."""
