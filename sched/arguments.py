@@ -176,6 +176,12 @@ class ArgumentBinder:
         return arg.__array_interface__["data"][0], arg.shape
 
     def check_tensor(self, position: int, buffer: Buffer, tensor) -> tuple[int, tuple[int, ...]]:
+        import torch
+
+        if tensor.layout is not torch.strided or tensor.is_nested:
+            kind = "nested" if tensor.is_nested else str(tensor.layout).removeprefix("torch.")
+            raise self.error(position, f"expected a dense (strided) tensor, got a {kind} one: "
+                                       f"pass tensor.to_dense()")
         self.check_ndim(position, buffer, tensor.dim())
         expected = _torch_dtype(buffer.dtype)
         if tensor.dtype != expected:
@@ -189,6 +195,17 @@ class ArgumentBinder:
         if not tensor.is_contiguous():
             raise self.error(position, f"expected a contiguous tensor, got strides "
                                        f"{tuple(tensor.stride())}: pass tensor.contiguous()")
+        if tensor.is_neg() or tensor.is_conj():
+            # a lazy negation (or conjugation) of its storage, which the kernel would read as
+            # it is stored
+            raise self.error(position, "expected a tensor whose values are its storage's, got "
+                                       "a negated or conjugated view: pass "
+                                       "tensor.resolve_neg().resolve_conj()")
+        needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
+        if tensor.untyped_storage().nbytes() < needed:
+            raise self.error(position, f"its storage holds "
+                                       f"{tensor.untyped_storage().nbytes()} bytes, fewer than "
+                                       f"the {needed} its shape needs (resized or freed?)")
         pointer = tensor.data_ptr()
         if pointer % tensor.element_size():
             raise self.error(position, _misaligned(pointer, tensor.element_size(),

@@ -375,6 +375,32 @@ def test_torch_calls_with_a_known_layout_check_only_their_pointers(add, rng):
     np.testing.assert_array_equal(tc.numpy(), a + 2 * b)
 
 
+def test_torch_calls_the_full_checks_refuse_stay_refused_after_a_known_layout(add, rng):
+    """Tensors with the dtype, shape and strides of an accepted call that the kernel still
+    cannot take (audit, stop 28): on the meta device, negated views, storages resized
+    smaller, layouts other than strided."""
+    a, b, c = arrays(rng)
+    ta, tb, tc = (torch.from_numpy(x.copy()) for x in (a, b, c))
+    add(ta, tb, tc)                                        # the layout is remembered
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'C': expected a tensor on cpu, "
+                                                  r"got one on meta"):
+        add(ta, tb, torch.empty(16, 16, device="meta"))
+    negated = torch._neg_view(tb)
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': .* a negated or conjugated "
+                                                  r"view: pass tensor.resolve_neg\(\)"):
+        add(ta, negated, tc)
+    add(ta, negated.resolve_neg(), tc)
+    np.testing.assert_array_equal(tc.numpy(), a - b)
+    freed = torch.zeros(16, 16)
+    freed.untyped_storage().resize_(64)
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'C': its storage holds 64 bytes, "
+                                                  r"fewer than the 1024 its shape needs"):
+        add(ta, tb, freed)
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected a dense "
+                                                  r"\(strided\) tensor, got a sparse_csr one"):
+        add(ta.to_sparse_csr(), tb, tc)
+
+
 def test_torch_calls_with_symbolic_dims_bind_them_for_each_layout(rng):
     kernel = sched.build(symbolic_shift, target="c")
     for m, n in [(9, 8), (9, 8), (5, 3), (9, 8)]:

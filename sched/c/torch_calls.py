@@ -2,13 +2,15 @@
 
 The C entry point (`sched.c.entry`) reads numpy arrays only; a call on torch tensors is checked
 by `ArgumentBinder` in Python (tens of microseconds), and so is every call of a CUDA kernel.
-What those checks depend on, except the data pointers, is the tensors' type, dtype, device,
-shape and strides (torch tensors are never read-only), and for CUDA the current device:
+What those checks depend on, except the data pointers and the storages' sizes, is the tensors'
+type, dtype, device, layout, negation bit, shape and strides (torch tensors are never
+read-only), and for CUDA the current device:
 `TorchCalls` keys a call by them (`context` adds what else the checks read) and, once the
 binder accepted a call with that key, checks a later call with the same key by its pointers
-alone (each aligned to its element size; no two overlapping when one is written, as
-`ArgumentBinder.check_no_overlap`) and runs the kernel with the dims bound then. Anything else,
-or a pointer check failing, goes to the binder, which raises the error naming the argument.
+and storages alone (each pointer aligned to its element size; no two overlapping when one is
+written, as `ArgumentBinder.check_no_overlap`; each tensor within its storage) and runs the
+kernel with the dims bound then. Anything else, or a check failing, goes to the binder, which
+raises the error naming the argument.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ class TorchCalls:
             if type(t) is not tensor:
                 return None
         try:
-            # the device: -1 on the CPU, else the CUDA device's ordinal
-            layout = tuple([(t.dtype, t.get_device(), t.shape, t.stride()) for t in args])
+            layout = tuple([(t.dtype, t.device, t.layout, t.is_neg(), t.shape, t.stride())
+                            for t in args])
         except (RuntimeError, TypeError):        # e.g. a sparse tensor: the binder says why
             return None
         if self.context is None:
@@ -72,6 +74,10 @@ class TorchCalls:
         for pointer, itemsize in zip(pointers, self.itemsizes):
             if pointer % itemsize:
                 return False
+        for t, size, itemsize in zip(args, sizes, self.itemsizes):
+            # a storage resized since (untyped_storage().resize_) keeps shape and strides
+            if t.untyped_storage().nbytes() < t.storage_offset() * itemsize + size:
+                return False
         for i, j in self.pairs:
             if pointers[i] < pointers[j] + sizes[j] and pointers[j] < pointers[i] + sizes[i]:
                 return False
@@ -85,6 +91,6 @@ class TorchCalls:
         if len(self.dims) >= MAX_KEYS:
             self.dims.clear()
         layout = key[:len(self.itemsizes)]
-        sizes = tuple(math.prod(shape) * itemsize
-                      for (_, _, shape, _), itemsize in zip(layout, self.itemsizes, strict=True))
+        sizes = tuple(math.prod(tensor[-2]) * itemsize
+                      for tensor, itemsize in zip(layout, self.itemsizes, strict=True))
         self.dims[key] = (sizes, dims)
