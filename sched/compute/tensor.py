@@ -25,7 +25,9 @@ from sched.ir.simplify import simplify
 _creation_order = itertools.count()
 _default_names: dict[str, itertools.count] = {}
 _recording: list[list[Tensor]] = []   # one list per compute whose body is being evaluated
-_reduce_axis_vars: set[Var] = set()   # the variables of every reduce axis made so far
+# the variables of every reduce axis made so far, by identity (a symbolic dim or an axis of
+# another compute may have the same name), kept alive so that no id is reused
+_reduce_axis_vars: dict[int, Var] = {}
 
 
 def _unique_default(prefix: str) -> str:
@@ -46,7 +48,7 @@ class ReduceAxis:
     def __init__(self, dom: Range, name: str) -> None:
         self.var = Var(name)
         self.dom = dom
-        _reduce_axis_vars.add(self.var)
+        _reduce_axis_vars[id(self.var)] = self.var
 
     def as_expr(self) -> Var:
         return self.var
@@ -168,11 +170,16 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
     name = name or _unique_default("compute")
     shape = _shape(shape)
     axes = tuple(Var(n) for n in _axis_names(fcompute, len(shape), name))
-    _recording.append([])
-    try:
-        body = fcompute(*axes)
-    finally:
-        inputs = _recording.pop()
+    body, inputs = _evaluate(fcompute, axes)
+    symbolic = _symbolic_names(body, shape, inputs)
+    if any(axis.name in symbolic for axis in axes):
+        # an axis named like a symbolic dim (`lambda n, ...` over a batch of te.var("n"))
+        # would be that variable in the function, which knows its variables by name
+        taken = symbolic | {axis.name for axis in axes}
+        axes = tuple(Var(_fresh(axis.name, taken)) if axis.name in symbolic else axis
+                     for axis in axes)
+        body, inputs = _evaluate(fcompute, axes)
+    _check_reduce_axis_names(name, body, symbolic)
     if isinstance(body, TupleReduce):
         reduce_vars = {axis.var for axis in body.axes}
         for part in (*body.sources, body.condition):
@@ -199,10 +206,53 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
     return Tensor(Buffer(name, shape, dtype), op, next(_creation_order))
 
 
+def _evaluate(fcompute, axes):
+    """The body `fcompute` gives on `axes`, and the tensors it read."""
+    _recording.append([])
+    try:
+        body = fcompute(*axes)
+    finally:
+        inputs = _recording.pop()
+    return body, inputs
+
+
+def _reduce_axes(body) -> tuple:
+    from sched.compute.comm_reducer import TupleReduce
+    from sched.compute.reduction import Reduce
+
+    return body.axes if isinstance(body, Reduce | TupleReduce) else ()
+
+
+def _symbolic_names(body, shape, inputs) -> set[str]:
+    """The names of the symbolic dims in the shapes a compute touches."""
+    dims = [*shape, *(d for t in inputs for d in t.buffer.shape),
+            *(b for axis in _reduce_axes(body) for b in (axis.dom.min, axis.dom.extent))]
+    return {v.name for dim in dims for v in free_vars(convert(dim))}
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    index = 1
+    while f"{name}_{index}" in taken:
+        index += 1
+    taken.add(f"{name}_{index}")
+    return f"{name}_{index}"
+
+
+def _check_reduce_axis_names(name: str, body, symbolic: set[str]) -> None:
+    """A reduce axis named like a symbolic dim would be that variable in the function:
+    refused, since the user named it (a compute's own axes are renamed instead)."""
+    for axis in _reduce_axes(body):
+        if axis.var.name in symbolic:
+            raise DSLError(
+                f"compute '{name}': reduce axis '{axis.var.name}' has the name of a symbolic "
+                f"dim of a shape, and a function knows its variables by name: name the axis "
+                f"otherwise (te.reduce_axis(..., name=...))")
+
+
 def _check_no_foreign_reduce_axes(name: str, expr: Expr, allowed: set[Var]) -> None:
     """A reduce axis in the body that is not reduced by this compute's reducer is an error."""
     for variable in free_vars(expr):
-        if variable not in allowed and variable in _reduce_axis_vars:
+        if variable not in allowed and _reduce_axis_vars.get(id(variable)) is variable:
             raise DSLError(
                 f"compute '{name}': reduce axis '{variable.name}' is used outside a reducer; "
                 f"use it only inside te.sum/te.max/te.min(..., axis={variable.name}), and make "

@@ -3,6 +3,8 @@ describe a computation."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,46 @@ def test_reduce_axis_outside_a_reducer_is_refused():
     k = te.reduce_axis((0, 4), name="k")
     with pytest.raises(DSLError, match="reduce axis 'k' is used outside a reducer"):
         te.compute((4,), lambda i: A[i, k] * 2.0, name="B")
+
+
+def test_a_reduce_axis_name_is_free_again_in_other_computes():
+    # the registry of reduce axes knew them by name: a symbolic dim "m" was then taken for
+    # a reduce axis "m" made anywhere before (another program of the process)
+    te.reduce_axis((0, 9), name="m")
+    m = te.var("m")
+    A = te.placeholder((m,), name="A")
+    B = te.compute((m,), lambda i: A[i] * 2.0, name="B")
+    a, b = np.arange(5, dtype=np.float32), np.zeros(5, np.float32)
+    sched.build(te.create_prim_func([A, B]), target="c")(a, b)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+def test_an_axis_named_like_a_symbolic_dim_is_renamed():
+    # conv2d's axes are (n, k, p, q): over a batch of te.var("n") the loop variable was the
+    # dim itself in the function (an isl syntax error at the first step)
+    import torch
+
+    batch = te.var("n")
+    D = te.placeholder((batch, 3, 6, 6), name="D")
+    W = te.placeholder((4, 3, 3, 3), name="W")
+    func = te.create_prim_func([D, W, te.ops.conv2d_nchw(D, W, stride=1, padding=1)])
+    script = func.script()
+    assert re.search(r"for n_1\w*, k, p, q, rc, ry, rx in T.grid\(n, 4, 6, 6, 3, 3, 3\)", script)
+    rng = np.random.default_rng(0)
+    d = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    out = np.zeros((2, 4, 6, 6), np.float32)
+    sched.build(func, target="c")(d, w, out)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(d), torch.from_numpy(w), padding=1)
+    np.testing.assert_allclose(out, expected.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_reduce_axis_named_like_a_symbolic_dim_is_refused():
+    n = te.var("n")
+    A = te.placeholder((4, n), name="A")
+    k = te.reduce_axis((0, n), name="n")
+    with pytest.raises(DSLError, match="reduce axis 'n' has the name of a symbolic dim"):
+        te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
 
 
 def test_reduction_inside_an_expression_is_refused():
