@@ -243,13 +243,13 @@ def _tiled_sketches(workload, sch, inlined: list[tuple], cap: int) -> list[Sketc
     combos = itertools.islice(itertools.product(*choices), cap)
     sketches = [Sketch(tuple(inlined) + _resolve(combo)) for combo in combos]
     if gpu:
-        rows = _row_sketch(blocks, infos, consumers, tiled, choices)
+        rows = _row_sketch(func, blocks, infos, consumers, tiled, choices)
         if rows is not None:
             sketches = [Sketch(tuple(inlined) + rows), *sketches][:max(cap, 2)]
     return sketches
 
 
-def _row_sketch(blocks, infos, consumers, tiled, choices) -> tuple | None:
+def _row_sketch(func, blocks, infos, consumers, tiled, choices) -> tuple | None:
     """The GPU sketch with the row reductions across threads (rows_gpu.py): each reduction
     without reuse under the row loop of its anchor (the last elementwise block downstream of
     it), every other block by its first rule. None where there is no row reduction."""
@@ -257,9 +257,21 @@ def _row_sketch(blocks, infos, consumers, tiled, choices) -> tuple | None:
     if not any(infos[name].spatial for name in reductions):
         return None
     # a reduction that writes an output keeps its kernel: under the anchor's rows its
-    # result would pass from thread to thread through global memory, which no barrier orders
-    anchors = {name: None if infos[name].writes_param else
+    # result would pass from thread to thread through global memory, which no barrier orders;
+    # so does one written with a separate init block (TVM's decomposed form: the init would
+    # run in another kernel than the shared result)
+    anchors = {name: None if infos[name].writes_param or
+               find_block(func, name).block.init is None else
                _anchor(name, blocks, infos, consumers) for name in reductions}
+    # and one read by a block the anchor's rows do not hold (a side output after the
+    # anchor): its result must outlive the rows' kernel
+    changed = True
+    while changed:
+        changed = False
+        for name, anchor in anchors.items():
+            if anchor is not None and any(c != anchor and anchors.get(c) != anchor
+                                          for c in consumers[name]):
+                anchors[name], changed = None, True
     steps = []
     for name, options in zip(reversed(blocks), choices):
         if name in anchors:
