@@ -114,9 +114,18 @@ def helper_source(name: str) -> str:
         return (f"static inline {ctype} {name}({ctype} a, {ctype} b) {{\n"
                 f"    return a - floor{f}(a / b) * b;\n}}")
     if op in ("min", "max"):
+        # NaN wins, as in numpy and torch: with `a > b ? a : b` a NaN was dropped or kept by
+        # the order of the operands, so a reduction's schedule decided the result. b is
+        # tested (a reduction's new value, `acc = max(acc, x)`): the vector code's NaN test
+        # stays off the accumulator's chain (vector_math.py _MIN_MAX)
+        # Written so that gcc makes the choice one maxss/minss and the NaN test a branch
+        # that is never taken (as one condition it became a branch on the comparison, taken
+        # at random: a row softmax's combine of 64 partials per row took 25% more time)
         compare = "<" if op == "min" else ">"
+        nan = "b != b ? b : " if short.startswith("f") else ""
         return (f"static inline {ctype} {name}({ctype} a, {ctype} b) {{\n"
-                f"    return a {compare} b ? a : b;\n}}")
+                f"    {ctype} chosen = b {compare} a ? b : a;\n"
+                f"    return {nan}chosen;\n}}")
     if op == "abs":
         return f"static inline {ctype} {name}({ctype} a) {{\n    return a < 0 ? -a : a;\n}}"
     if name == "sched_bf16_to_f32":

@@ -306,11 +306,45 @@ static inline VF NAME(VI m, VF a, VF b) {   /* a where m is true (all ones), els
     return (VF)(((VI)a & m) | ((VI)b & ~m));
 }
 """
-# min and max as the scalar code computes them (a < b ? a : b, a > b ? a : b: NaN and -0.0
-# give b), which is exactly what x86's minps/maxps do; gcc does not turn the generic blend
-# into them (on AVX-512 it emits a compare, a masked xor and an xor: a row softmax took 2.5 ms
-# with the blend and 1.5-2.0 ms with vmaxps, fast_math, 1 thread, Zen 4)
+# min and max as the scalar code computes them ((b < a || b != b) ? b : a, (b > a || b != b) ?
+# b : a: a NaN in either operand gives NaN, and a on a tie, -0.0 against 0.0 included), which
+# x86's minps/maxps(b, a) do but for a NaN in b (they give a where either is a NaN): that one
+# is put back, by a min/max masked to where b is ordered (AVX-512) or a blend (AVX, SSE4.1).
+# The test of b stays off a reduction's chain (`acc = max(acc, x)`: b is x). gcc does not
+# turn the generic blend into them (on AVX-512 it emits a compare, a masked xor and an xor: a
+# row softmax took 2.5 ms with the blend and 1.5-2.0 ms with vmaxps, fast_math, 1 thread,
+# Zen 4)
 _MIN_MAX = """\
+static inline VF NAME(VF a, VF b) {   /* (b COMPARE a || b != b) ? b : a */
+#if defined(GUARD)
+    return (VF)BUILTIN;
+#else
+    return sched_vselect_SUF((b COMPARE a) | (b != b), b, a);
+#endif
+}
+"""
+# (element, vector bytes) -> (macro, builtin with {op} for min or max) of x86's vector min/max
+_X86_MIN_MAX = {
+    ("f32", 16): ("__SSE4_1__", "__builtin_ia32_blendvps(__builtin_ia32_{op}ps(b, a), b, "
+                                "__builtin_ia32_cmpunordps(b, b))"),
+    ("f32", 32): ("__AVX__", "__builtin_ia32_blendvps256(__builtin_ia32_{op}ps256(b, a), b, "
+                             "__builtin_ia32_cmpps256(b, b, 3))"),
+    ("f32", 64): ("__AVX512F__",
+                  "__builtin_ia32_{op}ps512_mask(b, a, b, __builtin_ia32_cmpps512_mask("
+                  "b, b, 7, (unsigned short)0xffff, 4), 4)"),
+    ("f64", 16): ("__SSE4_1__", "__builtin_ia32_blendvpd(__builtin_ia32_{op}pd(b, a), b, "
+                                "__builtin_ia32_cmpunordpd(b, b))"),
+    ("f64", 32): ("__AVX__", "__builtin_ia32_blendvpd256(__builtin_ia32_{op}pd256(b, a), b, "
+                             "__builtin_ia32_cmppd256(b, b, 3))"),
+    ("f64", 64): ("__AVX512F__",
+                  "__builtin_ia32_{op}pd512_mask(b, a, b, __builtin_ia32_cmppd512_mask("
+                  "b, b, 7, (unsigned char)0xff, 4), 4)"),
+}
+
+
+# the clamps inside exp: x86's minps/maxps as they are (`a COMPARE b ? a : b`: a NaN in a
+# gives b, which the functions rely on and fix below), one instruction each
+_CLAMP = """\
 static inline VF NAME(VF a, VF b) {   /* a COMPARE b ? a : b */
 #if defined(GUARD)
     return (VF)BUILTIN;
@@ -319,8 +353,7 @@ static inline VF NAME(VF a, VF b) {   /* a COMPARE b ? a : b */
 #endif
 }
 """
-# (element, vector bytes) -> (macro, builtin with {op} for min or max) of x86's vector min/max
-_X86_MIN_MAX = {
+_X86_CLAMP = {
     ("f32", 16): ("__SSE__", "__builtin_ia32_{op}ps(a, b)"),
     ("f32", 32): ("__AVX__", "__builtin_ia32_{op}ps256(a, b)"),
     ("f32", 64): ("__AVX512F__",
@@ -350,7 +383,7 @@ def functions(op: str, short: str, lanes: int, fast: bool) -> list[tuple[str, st
     if op == "select":
         return [(select_name(short, lanes), _fill(_SELECT, short, lanes, select_name(short,
                                                                                     lanes)))]
-    if op in ("min", "max"):
+    if op in ("min", "max", "clamp_min", "clamp_max"):
         return [*functions("select", short, lanes, fast),
                 (function_name(op, short, lanes, fast), _min_max(op, short, lanes))]
     if op not in (FLOAT32_FUNCTIONS if short == "f32" else FLOAT64_FUNCTIONS):
@@ -362,10 +395,11 @@ def functions(op: str, short: str, lanes: int, fast: bool) -> list[tuple[str, st
     if op == "rsqrt":
         needed += functions("sqrt", short, lanes, fast)
     if op == "exp":
-        needed += functions("min", short, lanes, fast) + functions("max", short, lanes, fast)
+        needed += functions("clamp_min", short, lanes, fast) + \
+            functions("clamp_max", short, lanes, fast)
     text = _template(op, short, lanes, fast)
-    text = text.replace("VMIN", function_name("min", short, lanes, fast))
-    text = text.replace("VMAX", function_name("max", short, lanes, fast))
+    text = text.replace("VMIN", function_name("clamp_min", short, lanes, fast))
+    text = text.replace("VMAX", function_name("clamp_max", short, lanes, fast))
     text = text.replace("EXP", function_name("exp", short, lanes, fast))
     text = text.replace("SQRTV", function_name("sqrt", short, lanes, fast))
     return [*needed, (name, _fill(text, short, lanes, name))]
@@ -373,9 +407,12 @@ def functions(op: str, short: str, lanes: int, fast: bool) -> list[tuple[str, st
 
 def _min_max(op: str, short: str, lanes: int) -> str:
     bytes_ = lanes * (4 if short == "f32" else 8)
-    guard, builtin = _X86_MIN_MAX.get((short, bytes_), ("0", ""))
-    text = _MIN_MAX.replace("GUARD", guard).replace("BUILTIN", builtin.format(op=op))
-    text = text.replace("COMPARE", "<" if op == "min" else ">")
+    template, builtins = (_CLAMP, _X86_CLAMP) if op.startswith("clamp_") else \
+        (_MIN_MAX, _X86_MIN_MAX)
+    base = op.removeprefix("clamp_")
+    guard, builtin = builtins.get((short, bytes_), ("0", ""))
+    text = template.replace("GUARD", guard).replace("BUILTIN", builtin.format(op=base))
+    text = text.replace("COMPARE", "<" if base == "min" else ">")
     return _fill(text, short, lanes, function_name(op, short, lanes, False))
 
 

@@ -216,6 +216,33 @@ def test_gpu_row_reductions_sketch_reduces_each_row_across_one_blocks_threads(ma
         assert 'scope="shared"' in text
 
 
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_a_row_max_with_a_nan_is_nan_in_every_schedule(target):
+    # rfactor'd vector partials, cross-thread shuffles and the plain loop reduce in other
+    # orders: with a NaN dropped or kept by the order, each gave another number
+    X = te.placeholder((4, 64), name="X")
+    k = te.reduce_axis((0, 64), name="k")
+    func = te.create_prim_func([X, te.compute((4,), lambda i: te.max(X[i, k], axis=k),
+                                              name="M")], name="row_max")
+    x = np.zeros((4, 64), np.float32)
+    x[0, 5], x[0, 40], x[0, 50] = 9.0, np.nan, 2.0
+    x[1, 63] = np.nan
+    x[2, 0] = np.nan
+    x[3, 7] = 3.0
+    expected = x.max(axis=1)
+    space = SearchSpace(Workload(func, target))
+    runs = [("unscheduled", func, "c")]
+    for index, sketch in enumerate(space.sketches):
+        for seed in range(3):
+            sample = space.sample(index, None, random.Random(seed))
+            runs += [(sketch.name, sample.schedule.func, run_on)
+                     for run_on in (("c", "cuda-emu") if target == "cuda" else ("c",))]
+    for name, scheduled, run_on in runs:
+        got = np.zeros(4, np.float32)
+        sched.build(scheduled, target=run_on)(x, got)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{name} on {run_on}")
+
+
 def test_gpu_row_threads_are_no_more_than_the_shortest_row():
     space = SearchSpace(Workload(_softmax(8, 100), "cuda"))
     seen = set()

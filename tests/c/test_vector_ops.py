@@ -95,6 +95,20 @@ def test_min_max_keep_the_scalar_nan_and_signed_zero_rules(rng, width):
     assert_same_bits(run(vector, a, b, out_shape=(4, 32)), run(scalar, a, b, out_shape=(4, 32)))
 
 
+def test_min_max_give_nan_when_either_operand_is_nan(width):
+    # as numpy and torch: with `a > b ? a : b` a NaN was kept or dropped by the operands'
+    # order, so the order a schedule reduced in decided the result
+    A = te.placeholder((2, 16), name="A")
+    B = te.placeholder((2, 16), name="B")
+    C = te.compute((2, 16), lambda i, j: te.max(A[i, j], B[i, j]) + te.min(A[i, j], B[i, j]),
+                   name="C")
+    a = np.array([[np.nan, 1.0] * 8, [1.0, np.nan] * 8], np.float32)
+    b = np.array([[1.0, np.nan] * 8, [np.nan, 1.0] * 8], np.float32)
+    for vectorize in (True, False):
+        out = run(build([A, B, C], "C", vectorize), a, b, out_shape=(2, 16))
+        assert np.isnan(out).all()
+
+
 def test_integer_lanes_and_int_to_float(rng, width):
     A = te.placeholder((3, 48), "int32", name="A")
     C = te.compute((3, 48), lambda i, j: te.max(A[i, j] * 2 - j, te.min(A[i, j], 7))
