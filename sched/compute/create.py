@@ -99,7 +99,7 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
         source = substitute(body.source, to_iter)
         if body.condition is not None:      # a term left out adds nothing (not the init)
             source = Select(substitute(body.condition, to_iter), source, body.neutral())
-        init = BufferStore(tensor.buffer, body.identity(), spatial)
+        init = BufferStore(tensor.buffer, substitute(body.identity(), to_iter), spatial)
         stmt: Stmt = BufferStore(tensor.buffer, body.combine(output, source), spatial)
     else:
         stmt = BufferStore(tensor.buffer, substitute(body, to_iter), spatial)

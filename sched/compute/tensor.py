@@ -195,9 +195,11 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
         return Tensor(Buffer(name, shape, body.sources[0].dtype), op, next(_creation_order))
     if isinstance(body, Reduce):
         reduce_vars = {axis.var for axis in body.axes}
-        for part in (body.source, body.condition, body.init):
+        for part in (body.source, body.condition):
             if part is not None:
                 _check_no_foreign_reduce_axes(name, part, set(axes) | reduce_vars)
+        if body.init is not None:           # one value per element, before any term
+            _check_no_foreign_reduce_axes(name, body.init, set(axes))
     else:
         body = convert(body)
         _check_no_foreign_reduce_axes(name, body, set(axes))

@@ -112,6 +112,24 @@ def test_a_reduce_axis_named_like_a_symbolic_dim_is_refused():
         te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
 
 
+def test_a_reduction_init_may_read_a_tensor_at_the_output_index():
+    # the init kept the lambda's variable i instead of the block's (an isl syntax error on
+    # the C target, a VerifyError on CUDA; audit, stop 28)
+    X, B = te.placeholder((5, 48), name="X"), te.placeholder((5,), name="B")
+    k = te.reduce_axis((0, 48), name="k")
+    S = te.compute((5,), lambda i: te.sum(X[i, k], axis=k, init=B[i]), name="S")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 48)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        s = np.zeros(5, np.float32)
+        sched.build(te.create_prim_func([X, B, S]), target=target)(x, b, s)
+        np.testing.assert_allclose(s, x.astype(np.float64).sum(axis=1) + b, rtol=1e-5,
+                                   atol=1e-5)
+    with pytest.raises(DSLError, match="reduce axis 'k' is used outside a reducer"):
+        te.compute((5,), lambda i: te.sum(X[i, k], axis=k, init=X[i, k]), name="T")
+
+
 def test_reduction_inside_an_expression_is_refused():
     A = te.placeholder((4, 4), name="A")
     k = te.reduce_axis((0, 4), name="k")
