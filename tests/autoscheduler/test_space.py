@@ -243,6 +243,26 @@ def test_a_row_max_with_a_nan_is_nan_in_every_schedule(target):
         np.testing.assert_array_equal(got, expected, err_msg=f"{name} on {run_on}")
 
 
+def test_cpu_matmul_then_softmax_has_sketches_that_run():
+    # the division was taken for the matmul's epilogue (it reads the row sums too) and the
+    # row reductions' vector partials divide no row of 40: no sketch applied, and sched.tune
+    # stopped with "no schedule sketch applies" (audit, helper-24)
+    func = _matmul_softmax()
+    workload = Workload(func, "c")
+    space = SearchSpace(workload)
+    assert space.sketches
+    assert not any("+softmax" in s.name or "+rf" in s.name for s in space.sketches)
+    arrays = workload.arrays(3)
+    a, b = arrays[0].astype(np.float64), arrays[1].astype(np.float64)
+    logits = a @ b
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    sample = space.sample(0, None, random.Random(0))
+    got = [x.copy() for x in arrays]
+    sched.build(sample.schedule.func, target="c")(*got)
+    np.testing.assert_allclose(got[-1], expected, rtol=1e-4, atol=1e-5)
+
+
 def test_gpu_row_threads_are_no_more_than_the_shortest_row():
     space = SearchSpace(Workload(_softmax(8, 100), "cuda"))
     seen = set()

@@ -51,6 +51,23 @@ def vector_rfactor(sch, sampler: Sampler, info: BlockInfo):
     return sch.rfactor(lane, 0)
 
 
+def partials_fit(func, info: BlockInfo) -> bool:
+    """Whether `vector_rfactor` can apply to block `info` of `func`: whole vectors of partials
+    divide its innermost reduce extent, or the product of its reduce extents (constant)."""
+    from sched.ir.nodes import IntImm
+    from sched.schedule.state import find_block
+
+    extents = [iv.dom.extent for iv in find_block(func, info.name).block.iter_vars
+               if iv.kind == "reduce"]
+    if not extents or not all(isinstance(e, IntImm) for e in extents):
+        return False
+    lanes = vector_lanes()
+    whole = 1
+    for extent in extents:
+        whole *= extent.value
+    return lanes >= 2 and bool(_options(extents[-1].value, lanes) or _options(whole, lanes))
+
+
 def _options(extent: int, lanes: int) -> list[int]:
     """Numbers of partial results (whole vectors) that divide `extent` in two steps or more."""
     return [lanes * vectors for vectors in PARTIAL_VECTORS

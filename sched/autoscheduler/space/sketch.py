@@ -32,7 +32,7 @@ import random
 from sched.autoscheduler.space.analysis import block_info, leaf_blocks
 from sched.autoscheduler.space.loops_cpu import parallel_vectorize
 from sched.autoscheduler.space.placement import compute_location, inline
-from sched.autoscheduler.space.rfactor_cpu import place_partials, vector_rfactor
+from sched.autoscheduler.space.rfactor_cpu import partials_fit, place_partials, vector_rfactor
 from sched.autoscheduler.space.rows_gpu import row_anchor, row_reduction, row_thread_choices
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 from sched.autoscheduler.space.threads_gpu import THREAD_WEIGHTS, bind_threads
@@ -204,8 +204,13 @@ def _tiled_sketches(workload, sch, inlined: list[tuple], cap: int) -> list[Sketc
     infos = {name: block_info(func, name) for name in blocks}
     tiled = [name for name in blocks if infos[name].is_reduction and infos[name].has_reuse
              and infos[name].simple_loops]
+    # an epilogue reads the tile's result and nothing another block writes (softmax's
+    # division after a matmul reads the row sums too: it cannot go into the tile's write-back)
+    producers = {name: [p.name for p in sch.get_producers(sch.get_block(name))]
+                 for name in blocks}
     epilogues = {name: tuple(c for c in consumers[name] if c in blocks and c not in tiled
-                             and infos[c].elementwise) for name in tiled}
+                             and infos[c].elementwise and producers[c] == [name])
+                 for name in tiled}
     choices: list[list[tuple]] = []
     for name in reversed(blocks):
         info = infos[name]
@@ -237,9 +242,9 @@ def _tiled_sketches(workload, sch, inlined: list[tuple], cap: int) -> list[Sketc
         elif not info.writes_param and len(consumers[name]) == 1 and \
                 consumers[name][0] in blocks:
             choices.append([("place", name, consumers[name][0], rf)
-                            for rf in _rfactor_variants(info)])
+                            for rf in _rfactor_variants(func, info)])
         else:
-            choices.append([("parallel", name, rf) for rf in _rfactor_variants(info)])
+            choices.append([("parallel", name, rf) for rf in _rfactor_variants(func, info)])
     combos = itertools.islice(itertools.product(*choices), cap)
     sketches = [Sketch(tuple(inlined) + _resolve(combo)) for combo in combos]
     if gpu:
@@ -298,9 +303,12 @@ def _anchor(name: str, blocks, infos, consumers) -> str | None:
     return rows[-1] if rows else None
 
 
-def _rfactor_variants(info) -> list[bool]:
-    """A reduction without reuse (a row max or sum) may keep vector partials (rfactor_cpu.py)."""
-    return [True, False] if info.is_reduction and info.reduce else [False]
+def _rfactor_variants(func, info) -> list[bool]:
+    """A reduction without reuse (a row max or sum) may keep vector partials (rfactor_cpu.py),
+    where whole vectors of them divide its reduction."""
+    if not (info.is_reduction and info.reduce):
+        return [False]
+    return [True, False] if partials_fit(func, info) else [False]
 
 
 def _resolve(combo: tuple) -> tuple:
