@@ -268,6 +268,11 @@ def _row_sketch(func, blocks, infos, consumers, tiled, choices) -> tuple | None:
     anchors = {name: None if infos[name].writes_param or
                find_block(func, name).block.init is None else
                _anchor(name, blocks, infos, consumers) for name in reductions}
+    # one with other rows than the anchor's (a sum down a middle axis beside an anchor over
+    # all three), which the anchor's row loop would leave spatial loops under
+    for name, anchor in anchors.items():
+        if anchor is not None and len(infos[name].spatial) != len(infos[anchor].spatial) - 1:
+            anchors[name] = None
     # and one read by a block the anchor's rows do not hold (a side output after the
     # anchor): its result must outlive the rows' kernel
     changed = True
