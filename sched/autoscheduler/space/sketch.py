@@ -256,32 +256,12 @@ def _tiled_sketches(workload, sch, inlined: list[tuple], cap: int) -> list[Sketc
 
 def _row_sketch(func, blocks, infos, consumers, tiled, choices) -> tuple | None:
     """The GPU sketch with the row reductions across threads (rows_gpu.py): each reduction
-    without reuse under the row loop of its anchor (the last elementwise block downstream of
-    it), every other block by its first rule. None where there is no row reduction."""
+    without reuse under the row loop of its anchor (`_row_anchors`), every other block by its
+    first rule. None where there is no row reduction."""
     reductions = [name for name in blocks if infos[name].is_reduction and name not in tiled]
     if not any(infos[name].spatial for name in reductions):
         return None
-    # a reduction that writes an output keeps its kernel: under the anchor's rows its
-    # result would pass from thread to thread through global memory, which no barrier orders;
-    # so does one written with a separate init block (TVM's decomposed form: the init would
-    # run in another kernel than the shared result)
-    anchors = {name: None if infos[name].writes_param or
-               find_block(func, name).block.init is None else
-               _anchor(name, blocks, infos, consumers) for name in reductions}
-    # one with other rows than the anchor's (a sum down a middle axis beside an anchor over
-    # all three), which the anchor's row loop would leave spatial loops under
-    for name, anchor in anchors.items():
-        if anchor is not None and len(infos[name].spatial) != len(infos[anchor].spatial) - 1:
-            anchors[name] = None
-    # and one read by a block the anchor's rows do not hold (a side output after the
-    # anchor): its result must outlive the rows' kernel
-    changed = True
-    while changed:
-        changed = False
-        for name, anchor in anchors.items():
-            if anchor is not None and any(c != anchor and anchors.get(c) != anchor
-                                          for c in consumers[name]):
-                anchors[name], changed = None, True
+    anchors = _row_anchors(func, reductions, blocks, infos, consumers)
     steps = []
     for name, options in zip(reversed(blocks), choices):
         if name in anchors:
@@ -292,6 +272,34 @@ def _row_sketch(func, blocks, infos, consumers, tiled, choices) -> tuple | None:
             steps.append(next((o for o in options if o[0] != "tile_gpu"
                                or not set(o[2]) & set(anchors.values())), options[-1]))
     return _resolve(tuple(steps))
+
+
+def _row_anchors(func, reductions, blocks, infos, consumers) -> dict[str, str | None]:
+    """Each row reduction's anchor (`_anchor`), or None where it keeps a kernel of its own:
+    - it writes an output: under the anchor's rows its result would pass from thread to
+      thread through global memory, which no barrier orders;
+    - it has a separate init block (TVM's decomposed form): the init would run in another
+      kernel than the shared result;
+    - its rows are not the anchor's (a sum down a middle axis beside an anchor over all
+      three): the anchor's row loop would leave spatial loops under it;
+    - a block the anchor's rows do not hold reads it (a side output after the anchor): its
+      result must outlive the rows' kernel."""
+    anchors = {}
+    for name in reductions:
+        anchor = None if infos[name].writes_param or \
+            find_block(func, name).block.init is None else \
+            _anchor(name, blocks, infos, consumers)
+        if anchor is not None and len(infos[name].spatial) != len(infos[anchor].spatial) - 1:
+            anchor = None
+        anchors[name] = anchor
+    changed = True
+    while changed:
+        changed = False
+        for name, anchor in anchors.items():
+            if anchor is not None and any(c != anchor and anchors.get(c) != anchor
+                                          for c in consumers[name]):
+                anchors[name], changed = None, True
+    return anchors
 
 
 def _anchor(name: str, blocks, infos, consumers) -> str | None:
