@@ -161,6 +161,16 @@ def decomposed(X: T.Buffer((5, 48), "float32"), O: T.Buffer((5, 48), "float32"))
 """)
 
 
+def _rms_norm_then_matmul():
+    """RMSNorm's scaling (it reads the row sums) feeding a matmul: inlined into the tile it
+    made every sketch's staging refused, and every stage ran serially on one thread."""
+    X, W = te.placeholder((8, 48), name="X"), te.placeholder((48, 24), name="W")
+    k = te.reduce_axis((0, 48), name="k")
+    S = te.compute((8,), lambda i: te.sum(X[i, k] * X[i, k], axis=k), name="S")
+    N = te.compute((8, 48), lambda i, j: X[i, j] * te.rsqrt(S[i] / 48.0 + 1e-6), name="Nx")
+    return te.create_prim_func([X, W, te.ops.matmul(N, W)], name="rms_norm_then_matmul")
+
+
 def _matmul_softmax():
     A, B = te.placeholder((8, 16), name="A"), te.placeholder((16, 40), name="B")
     return te.create_prim_func([A, B, te.ops.softmax(te.ops.matmul(A, B))], name="attention")
@@ -184,6 +194,7 @@ def _matmul_softmax():
     # keeps a kernel of its own (audit, helper-24: every sample was refused, or none built)
     (_sum_read_after_the_anchor, "threads(T) threads(A) row_reduce(S)", None),
     (_decomposed_sum, "threads(O) row_reduce(S_update) threads(S_init)", None),
+    (_rms_norm_then_matmul, "tile_gpu(C) row_anchor(Nx) row_reduce(S@Nx)", 2),
     # rows shorter than a warp: one warp per row, some threads idle
     (lambda: _softmax(9, 7), "inline(softmax_exp) row_anchor(softmax) "
                              "row_reduce(softmax_sum@softmax) row_reduce(softmax_max@softmax)", 1),

@@ -170,7 +170,8 @@ def _inline_variants(workload) -> list[tuple[object, list[tuple]]]:
     the padded axis each vector of the consumer takes a mask and a masked load (a conv2d
     3x3 tile vectorized along the output columns: 12.6 ms inlined, 1.3 ms with the padding
     computed first, on a Zen 5); vectorized along the output channels the condition is the
-    same for every lane, and the inlined variant saves a pass over the input."""
+    same for every lane, and the inlined variant saves a pass over the input. On the GPU a
+    producer that reads another stage is kept in another variant too (`_reads_a_stage`)."""
     gpu = workload.target == "cuda"
     variants = [(workload.base_schedule(), [])]
     for name in _searched_blocks(workload, variants[0][0].func):
@@ -187,10 +188,17 @@ def _inline_variants(workload) -> list[tuple[object, list[tuple]]]:
                 extended.append((sch, inlined))
                 continue
             extended.append((trial, [*inlined, ("inline", name)]))
-            if info.padding and not gpu:
+            if (info.padding and not gpu) or (gpu and _reads_a_stage(sch, name)):
                 extended.append((sch, inlined))
         variants = extended
     return variants
+
+
+def _reads_a_stage(sch, name: str) -> bool:
+    """Whether block `name` reads what another block writes (RMSNorm's scaling reads the row
+    sums): inlined into a GPU tile, that read goes into the tile's shared-memory staging,
+    which may then be refused, so the block stays a block of its own in another variant."""
+    return bool(sch.get_producers(sch.get_block(name)))
 
 
 def _tiled_sketches(workload, sch, inlined: list[tuple], cap: int) -> list[Sketch]:
