@@ -23,7 +23,8 @@ GPU (CUDA; on the C target each thread block runs as loops over its threads):
   with rfactor into shared memory.
 - `gpu_softmax_rows` / `gpu_layer_norm_rows`: one block per row; each row reduction a
   cross-thread reduction (its reduce loop bound to threadIdx.x: warp shuffles, then shared
-  memory across warps), its result in shared memory for every thread.
+  memory across warps), its result in shared memory for every thread; `row_in_shared=True`
+  stages the row in shared memory first (read from global memory once; no faster on an H200).
 - `gpu_elementwise`: every loop fused, then blocks of threads.
 - `gpu_conv2d`: output pixels over blocks and threads, padding inlined, the reduction in a
   register.
