@@ -31,13 +31,9 @@ from benchmarks.cpu_common import alternate, relative_error  # noqa: E402
 
 def workloads(size: int) -> dict:
     """name -> (function, hand schedule or None, numpy reference of the inputs)."""
+    from benchmarks import tune_functions as f
     from sched import compute as te
     from sched import hand_schedules as hs
-
-    def matmul():
-        A = te.placeholder((size, size), name="A")
-        B = te.placeholder((size, size), name="B")
-        return te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
 
     def matmul_bias_relu():
         A = te.placeholder((size, size), name="A")
@@ -57,26 +53,19 @@ def workloads(size: int) -> dict:
         return te.create_prim_func([D, W, te.ops.conv2d_nchw(D, W, stride=1, padding=1)],
                                    name="conv2d")
 
-    def softmax():
-        X = te.placeholder((4096, 1024), name="X")
-        return te.create_prim_func([X, te.ops.softmax(X)], name="softmax")
-
-    def layer_norm():
-        X = te.placeholder((4096, 1024), name="X")
-        g, b = te.placeholder((1024,), name="g"), te.placeholder((1024,), name="b")
-        return te.create_prim_func([X, g, b, te.ops.layer_norm(X, g, b)], name="layer_norm")
-
     def mm(arrays):
         return arrays[0] @ arrays[1]
 
     return {
-        "matmul": (matmul, lambda: hs.cpu_matmul(size, size, size), mm),
+        "matmul": (lambda: f.matmul(size), lambda: hs.cpu_matmul(size, size, size), mm),
         "matmul_bias_relu": (matmul_bias_relu, None,
                              lambda a: np.maximum(a[0] @ a[1] + a[2], 0)),
         "batch_matmul": (batch_matmul, None, lambda a: a[0] @ a[1]),
         "conv2d": (conv2d, lambda: hs.cpu_conv2d(1, 64, 56, 56, 64), None),
-        "softmax": (softmax, lambda: hs.cpu_softmax(4096, 1024), _softmax),
-        "layer_norm": (layer_norm, lambda: hs.cpu_layer_norm(4096, 1024), None),
+        "softmax": (lambda: f.softmax(4096, 1024), lambda: hs.cpu_softmax(4096, 1024),
+                    _softmax),
+        "layer_norm": (lambda: f.layer_norm(4096, 1024),
+                       lambda: hs.cpu_layer_norm(4096, 1024), None),
     }
 
 

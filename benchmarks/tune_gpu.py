@@ -33,29 +33,18 @@ def workloads(size: int) -> dict:
     """name -> (function, hand schedule, torch reference of the input tensors in float64)."""
     import torch
 
-    from sched import compute as te
+    from benchmarks import tune_functions as f
     from sched import hand_schedules as hs
 
-    def matmul():
-        A = te.placeholder((size, size), name="A")
-        B = te.placeholder((size, size), name="B")
-        return te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul")
-
-    def softmax():
-        X = te.placeholder((ROWS, COLS), name="X")
-        return te.create_prim_func([X, te.ops.softmax(X)], name="softmax")
-
-    def layer_norm():
-        X = te.placeholder((ROWS, COLS), name="X")
-        g, b = te.placeholder((COLS,), name="g"), te.placeholder((COLS,), name="b")
-        return te.create_prim_func([X, g, b, te.ops.layer_norm(X, g, b)], name="layer_norm")
-
     return {
-        "matmul": (matmul, lambda: hs.gpu_matmul(size, size, size, (128, 64), (8, 4)),
+        "matmul": (lambda: f.matmul(size),
+                   lambda: hs.gpu_matmul(size, size, size, (128, 64), (8, 4)),
                    lambda a: a[0] @ a[1]),
-        "softmax": (softmax, lambda: hs.gpu_softmax_rows(ROWS, COLS, THREADS),
+        "softmax": (lambda: f.softmax(ROWS, COLS),
+                    lambda: hs.gpu_softmax_rows(ROWS, COLS, THREADS),
                     lambda a: torch.softmax(a[0], dim=1)),
-        "layer_norm": (layer_norm, lambda: hs.gpu_layer_norm_rows(ROWS, COLS, THREADS),
+        "layer_norm": (lambda: f.layer_norm(ROWS, COLS),
+                       lambda: hs.gpu_layer_norm_rows(ROWS, COLS, THREADS),
                        lambda a: torch.nn.functional.layer_norm(a[0], (COLS,), a[1], a[2],
                                                                 eps=1e-5)),
     }
