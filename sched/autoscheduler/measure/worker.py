@@ -23,6 +23,7 @@ the Ray runner, whose tasks run `Measurement` in Ray's own worker processes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -201,23 +202,57 @@ def time_cpu(kernel, arguments, timing: TimingOptions, flush=None) -> tuple[floa
 
 
 def time_cuda(kernel, arguments, timing: TimingOptions, flush=None) -> tuple[float, ...]:
-    """Like `time_cpu`, with CUDA events on torch's current stream."""
+    """Like `time_cpu`, with CUDA events on torch's current stream.
+
+    A launch costs the CPU more than a small kernel runs on the GPU, so launches issued back
+    to back would time the CPU's launch rate. The launches of a repeat are therefore issued in
+    chunks that fit the stream's launch queue, each behind a spin kernel (`torch.cuda._sleep`)
+    lasting longer than the CPU needs to issue the chunk: its launches wait in the queue and
+    the GPU runs them without gaps between the chunk's two events, as a CUDA graph would."""
     import torch
 
     stream = torch.cuda.current_stream()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    issue_seconds = [0.0]                     # CPU seconds to issue one call, last measured
 
-    def repeat(number: int) -> float:
-        if flush is not None:
-            flush()
+    def chunk(number: int) -> float:
+        hold = min(number * issue_seconds[0] * 1.5 + 20e-6, MAX_HOLD_SECONDS)
+        torch.cuda._sleep(max(1, int(hold * _spin_cycles_per_second())))
         start.record(stream)
+        issued = time.perf_counter()
         for _ in range(number):
             kernel(*arguments)
+        issue_seconds[0] = (time.perf_counter() - issued) / number
         end.record(stream)
         end.synchronize()
         return start.elapsed_time(end) / 1e3
 
+    def repeat(number: int) -> float:
+        if flush is not None:
+            flush()
+        return sum(chunk(min(LAUNCHES_PER_CHUNK, number - done))
+                   for done in range(0, number, LAUNCHES_PER_CHUNK))
+
     return _time(repeat, timing)
+
+
+LAUNCHES_PER_CHUNK = 256    # launches queued behind one hold: well inside the launch queue
+MAX_HOLD_SECONDS = 0.2      # a chunk issued slower than this is timed with gaps, never hung
+
+
+@functools.cache
+def _spin_cycles_per_second() -> float:
+    """Cycles of `torch.cuda._sleep` per second on the current device, measured once."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000)                                        # warm-up
+    cycles = 2_000_000
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return cycles / max(start.elapsed_time(end) / 1e3, 1e-6)
 
 
 def _time(repeat, timing: TimingOptions) -> tuple[float, ...]:
