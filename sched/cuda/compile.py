@@ -66,8 +66,9 @@ class CompiledModule:
 
 def compile_cuda(source: str, arch: str = "sm_90", compiler: str = "nvrtc",
                  flags: tuple[str, ...] | list[str] = (), *,
-                 cache_dir: Path | None = None) -> CompiledModule:
-    """The cubin of CUDA C `source` for `arch` (reused from the cache when there).
+                 cache_dir: Path | None = None, refresh: bool = False) -> CompiledModule:
+    """The cubin of CUDA C `source` for `arch` (reused from the cache when there; compiled
+    again and the cache entry replaced with `refresh`).
 
     `compiler` is "nvrtc" (in process, through cuda.bindings.nvrtc) or "nvcc" (the toolkit's,
     from the PATH); `flags` are extra options for that compiler. The cache lies under
@@ -87,11 +88,11 @@ def compile_cuda(source: str, arch: str = "sm_90", compiler: str = "nvrtc",
     key = cache_key(source, arch, compiler, flags)
     directory = (cache_dir or env.CACHE_DIR.value()) / "cuda" / key
     cubin_path = directory / "kernel.cubin"
-    if cubin_path.exists():
+    log_path, command_path = directory / "kernel.log", directory / "command.txt"
+    if not refresh and cubin_path.exists() and log_path.exists():
         stats["cache_hits"] += 1
-        log_path, command_path = directory / "kernel.log", directory / "command.txt"
         return CompiledModule(
-            cubin_path.read_bytes(), log_path.read_text() if log_path.exists() else "",
+            cubin_path.read_bytes(), log_path.read_text(),
             command_path.read_text() if command_path.exists() else "", arch, compiler, key,
             cubin_path, True, time.perf_counter() - start)
     directory.mkdir(parents=True, exist_ok=True)
@@ -101,8 +102,8 @@ def compile_cuda(source: str, arch: str = "sm_90", compiler: str = "nvrtc",
         cubin, log, command = _compile_nvrtc(source, arch, flags)
     else:
         cubin, log, command = _compile_nvcc(source, arch, flags, directory)
-    _write_atomically(directory / "kernel.log", log.encode())
-    _write_atomically(directory / "command.txt", command.encode())
+    _write_atomically(log_path, log.encode())
+    _write_atomically(command_path, command.encode())
     _write_atomically(cubin_path, cubin)
     return CompiledModule(cubin, log, command, arch, compiler, key, cubin_path, False,
                           time.perf_counter() - start)

@@ -151,8 +151,8 @@ class CudaKernel:
         self._aligned = parameter_alignments(func, aligned_params)
         self.kernel_name, self.launch = kernel_name, launch
         self.arch = arch or _chosen_arch(kernel_name)
-        self.compiler = compiler
-        self.compiled = compile_cuda(source, self.arch, compiler, tuple(flags),
+        self.compiler, self.flags, self.cache_dir = compiler, tuple(flags), cache_dir
+        self.compiled = compile_cuda(source, self.arch, compiler, self.flags,
                                      cache_dir=cache_dir)
         self.cubin = self.compiled.cubin
         self.resources = self._read_resources()
@@ -168,18 +168,38 @@ class CudaKernel:
 
     def _read_resources(self) -> Resources:
         try:
-            resources = Resources.from_log(
-                self.compiled.log, self.kernel_name, self.arch,
-                dynamic_shared_bytes=self.launch.dynamic_shared_bytes,
-                threads_per_block=self.launch.threads_per_block)
-        except ValueError as error:
-            raise BuildError(f"kernel '{self.kernel_name}': {error}; declare the kernel "
-                             f"extern \"C\" __global__ so its name is not mangled") from None
+            resources = self._resources_from_log()
+        except BuildError:
+            if not self.compiled.from_cache:
+                raise
+            # a cache entry whose log lacks the kernel (seen once on an H100 with eight test
+            # processes sharing the cache, never reproduced alone): compile it again
+            self.compiled = compile_cuda(self.source, self.arch, self.compiler, self.flags,
+                                         cache_dir=self.cache_dir, refresh=True)
+            self.cubin = self.compiled.cubin
+            resources = self._resources_from_log()
         problems = resources.launch_problems()
         if problems:
             raise BuildError(f"kernel '{self.kernel_name}' cannot launch with {self.launch} "
                              f"on {self.arch}:\n" + "\n".join(f"  {p}" for p in problems))
         return resources
+
+    def _resources_from_log(self) -> Resources:
+        """The kernel's resources from the compiler's log; BuildError when the log does not
+        name it (with the log's start, or that it was empty)."""
+        try:
+            return Resources.from_log(
+                self.compiled.log, self.kernel_name, self.arch,
+                dynamic_shared_bytes=self.launch.dynamic_shared_bytes,
+                threads_per_block=self.launch.threads_per_block)
+        except ValueError as error:
+            log = self.compiled.log.strip()
+            shown = (f"the log, {len(log)} characters, begins:\n{log[:600]}" if log else
+                     "the log was empty")
+            cached = f" (cached in {self.compiled.path.parent})" if self.compiled.from_cache else ""
+            raise BuildError(f"kernel '{self.kernel_name}': {error}; declare the kernel "
+                             f"extern \"C\" __global__ so its name is not mangled; "
+                             f"{shown}{cached}") from None
 
     def _check_grid_vars(self) -> None:
         known = set(self._grid_vars)

@@ -51,6 +51,41 @@ def test_second_compile_is_a_cache_hit_that_compiles_nothing(tmp_path, monkeypat
     assert (second.path.parent / "kernel.cu").read_text() == VECTOR_ADD
 
 
+def test_a_cache_entry_without_its_log_is_compiled_again(tmp_path):
+    first = compile_cuda(VECTOR_ADD, "sm_90", cache_dir=tmp_path)
+    (first.path.parent / "kernel.log").unlink()
+    second = compile_cuda(VECTOR_ADD, "sm_90", cache_dir=tmp_path)
+    assert not second.from_cache and second.cubin == first.cubin
+    assert (first.path.parent / "kernel.log").read_text() == second.log
+    assert "Compiling entry function 'vector_add'" in second.log
+
+
+def test_a_kernel_whose_cached_log_lacks_it_is_compiled_again(tmp_path, monkeypatch):
+    import sched
+    from tests.lower.test_kernel_sequence import softmax_three_stages
+
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path))
+    kernel = sched.build(softmax_three_stages(), target="cuda", arch="sm_80")
+    log_path = kernel.compiled.path.parent / "kernel.log"
+    log_path.write_text("")                     # an entry whose log names no kernel
+    again = sched.build(softmax_three_stages(), target="cuda", arch="sm_80")
+    assert not again.compiled.from_cache and again.cubin == kernel.cubin
+    assert again.kernel_resources == kernel.kernel_resources
+    assert log_path.read_text() == again.compiled.log
+
+
+def test_a_log_that_names_no_kernel_is_shown_in_the_error(tmp_path):
+    from sched.cuda.runtime import CudaKernel
+    from sched.lower.launch import LaunchConfig
+    from tests.lower.test_kernel_sequence import softmax_three_stages
+
+    func = softmax_three_stages().func
+    with pytest.raises(BuildError, match=r"(?s)names no entry function 'add'.*the log, \d+ "
+                                         r"characters, begins:\n.*_Z10vector_add"):
+        CudaKernel(func, VECTOR_ADD.replace('extern "C" ', ""), "add",
+                   LaunchConfig((1, 1, 1), (32, 1, 1)), "sm_80", cache_dir=tmp_path)
+
+
 def test_cache_key_changes_with_arch_flags_and_compiler():
     keys = {cuda_compile.cache_key(VECTOR_ADD, "sm_90", "nvrtc", ()),
             cuda_compile.cache_key(VECTOR_ADD, "sm_80", "nvrtc", ()),
