@@ -204,8 +204,14 @@ def _check_nvrtc(nvrtc, call: str, result: tuple):
 
 
 def nvrtc_options(arch: str, flags: tuple[str, ...]) -> list[str]:
-    """The options NVRTC compiles with: arch, C++17, ptxas -v, the headers, then `flags`."""
-    return [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v",
+    """The options NVRTC compiles with: arch, C++17, ptxas -v, the headers, then `flags`.
+
+    NVRTC 12.9 and later keep a cache of their own, and a compile it serves from there prints
+    no ptxas lines (NVIDIA/Fuser#4694; seen here on an H100 as a kernel whose resources could
+    not be read): `--no-cache` turns it off, sched's cache being the one that counts."""
+    major, minor = (int(part) for part in _nvrtc_archs()[1].split("."))
+    no_cache = ["--no-cache"] if (major, minor) >= (12, 9) else []
+    return [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v", *no_cache,
             *(f"-I{directory}" for directory in _header_directories()), *flags]
 
 

@@ -172,8 +172,8 @@ class CudaKernel:
         except BuildError:
             if not self.compiled.from_cache:
                 raise
-            # a cache entry whose log lacks the kernel (seen once on an H100 with eight test
-            # processes sharing the cache, never reproduced alone): compile it again
+            # a cache entry whose log lacks the kernel (written before sched turned NVRTC's
+            # own cache off, which prints no ptxas lines on a hit): compile it again
             self.compiled = compile_cuda(self.source, self.arch, self.compiler, self.flags,
                                          cache_dir=self.cache_dir, refresh=True)
             self.cubin = self.compiled.cubin

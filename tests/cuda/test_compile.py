@@ -187,3 +187,11 @@ def test_a_missing_header_error_says_which_wheels_bring_the_headers():
         "NVRTC failed", "int x;\n",
         '/x/include/mma.h(55): catastrophic error: cannot open source file "crt/mma.h"', "nvrtc")
     assert "nvidia-cuda-crt" in message and "compiler='nvcc'" in message
+
+
+@pytest.mark.parametrize(("version", "expected"), [("12.8", False), ("12.9", True),
+                                                   ("13.0", True)])
+def test_nvrtc_s_own_cache_is_off_where_it_exists(monkeypatch, version, expected):
+    # a compile NVRTC serves from its own cache prints no ptxas lines, so no resources
+    monkeypatch.setattr(cuda_compile, "_nvrtc_archs", lambda: ([80, 90], version))
+    assert ("--no-cache" in cuda_compile.nvrtc_options("sm_90", ())) == expected
