@@ -169,7 +169,9 @@ def _best_recorded(func, target: str, arch: str | None, db):
                       f"steps?): built without a tuning record", stacklevel=3)
         return func
     original = Workload.of(func, target, arch).func
-    return Trace.from_json(record.trace_json).apply(original) if isinstance(
+    # replayed as the search applied it (the rule of concurrent loops asked at the end)
+    return Trace.from_json(record.trace_json).apply(
+        original, concurrency_checked_at_end=True) if isinstance(
         func, Schedule | PrimFunc) else func
 
 

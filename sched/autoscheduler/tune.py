@@ -65,7 +65,7 @@ class TuneResult:
         """The best schedule, replayed (and so checked) on the function."""
         if self.trace is None:
             return None
-        return self.trace.apply(self.workload.func)
+        return self.trace.apply(self.workload.func, concurrency_checked_at_end=True)
 
     @functools.cached_property
     def kernel(self):
@@ -247,7 +247,8 @@ def _retime_best(workload, database, timing, references) -> dict[str, tuple[floa
         if not top or top[0].func_hash in figures:
             break
         record = top[0]
-        script = Trace.from_json(record.trace_json).apply(workload.func).func.script()
+        script = Trace.from_json(record.trace_json).apply(
+            workload.func, concurrency_checked_at_end=True).func.script()
         again = retime(workload, Candidate(record.trace_json, script), timing,
                        references=references)
         figures[record.func_hash] = (record.median, again.median)
@@ -379,7 +380,8 @@ def _pretrain(learned, workload: Workload, records: list[Record]) -> None:
     pairs = []
     for record in records[-256:]:
         try:
-            func = Trace.from_json(record.trace_json).apply(workload.func).func
+            func = Trace.from_json(record.trace_json).apply(
+                workload.func, concurrency_checked_at_end=True).func
         except Exception:       # a record of an older sched that no longer replays
             continue
         pairs.append((func, MeasureResult(seconds=record.seconds,

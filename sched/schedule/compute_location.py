@@ -76,7 +76,9 @@ def _accepted(schedule: ScheduleBase, func: PrimFunc, block: str, loop: str) -> 
     """Whether `compute_at(block, loop, preserve_unit_loops=True)` would be accepted."""
     try:
         new_func = move_under(func, block, loop, True, render=False, suggest=False)
-        schedule._check_concurrent_loops("compute_at", new_func)
+        # a candidate is judged whole even where the schedule defers the rule, so a
+        # decision means the same location in every replay
+        schedule._check_concurrent_loops("compute_at", new_func, deferred=False)
         schedule._check_nested_thread_axes("compute_at", new_func)
     except ScheduleError:
         return False

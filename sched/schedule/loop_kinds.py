@@ -28,7 +28,7 @@ from sched.schedule.state import blocks_under, find_block, find_loop, replace
 
 
 def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render: bool,
-              thread_tag: str | None = None) -> PrimFunc:
+              thread_tag: str | None = None, check_rule: bool = True) -> PrimFunc:
     loop = find_loop(func, loop_name, primitive)
     if loop.kind not in ("serial", kind):
         if loop.kind == "thread_binding" and kind == "unrolled":
@@ -49,10 +49,11 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
         blocks = blocks_under(loop)
         if not blocks:
             raise ScheduleError(primitive, f"loop {loop_name!r} holds no block to run")
-        # the rule as for the marked loop, asked of `func` (whose dependences are cached)
-        violation = concurrency_violation(func, loop_name,
-                                          concurrent_kind(kind=kind, thread_tag=thread_tag),
-                                          thread_tag)
+        # the rule as for the marked loop, asked of `func` (whose dependences are cached);
+        # without `check_rule` (concurrency_checked_at_end) of the function at the end
+        violation = concurrency_violation(
+            func, loop_name, concurrent_kind(kind=kind, thread_tag=thread_tag),
+            thread_tag) if check_rule else None
         if violation is not None:
             alternatives = ()
             if violation.dependence is not None and violation.dependence.is_reduction:
@@ -109,12 +110,14 @@ def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> tup
         (f"# not a cross-thread reduction on {REDUCE_TAG}: {found}",)
 
 
-def parallel(func: PrimFunc, loop_name: str, render: bool = True) -> PrimFunc:
-    return _set_kind(func, loop_name, "parallel", "parallel", render)
+def parallel(func: PrimFunc, loop_name: str, render: bool = True,
+             check_rule: bool = True) -> PrimFunc:
+    return _set_kind(func, loop_name, "parallel", "parallel", render, check_rule=check_rule)
 
 
-def vectorize(func: PrimFunc, loop_name: str, render: bool = True) -> PrimFunc:
-    return _set_kind(func, loop_name, "vectorized", "vectorize", render)
+def vectorize(func: PrimFunc, loop_name: str, render: bool = True,
+              check_rule: bool = True) -> PrimFunc:
+    return _set_kind(func, loop_name, "vectorized", "vectorize", render, check_rule=check_rule)
 
 
 def unroll(func: PrimFunc, loop_name: str) -> PrimFunc:
@@ -171,7 +174,8 @@ class LoopKindPrimitives(ScheduleBase):
                 for i in T.parallel(8):
         """
         name = self._loop(loop, "parallel")
-        self._record("parallel", parallel(self._func, name, self.render_errors),
+        self._record("parallel", parallel(self._func, name, self.render_errors,
+                                          not self._concurrency_deferred),
                      (loop,))
 
     def vectorize(self, loop: LoopRV) -> None:
@@ -182,7 +186,8 @@ class LoopKindPrimitives(ScheduleBase):
         Also known as: `vectorize` in Halide and TVM. Example: see `annotate`.
         """
         name = self._loop(loop, "vectorize")
-        self._record("vectorize", vectorize(self._func, name, self.render_errors),
+        self._record("vectorize", vectorize(self._func, name, self.render_errors,
+                                            not self._concurrency_deferred),
                      (loop,))
 
     def unroll(self, loop: LoopRV) -> None:

@@ -28,7 +28,8 @@ from sched.schedule.state import enclosing_loops, find_loop
 GPU_TAGS = THREAD_TAGS      # vthread.x...: checked and lowered as serial loops
 
 
-def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) -> PrimFunc:
+def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True,
+         check_rule: bool = True) -> PrimFunc:
     """`func` with loop `loop_name` bound to `thread_axis` (see Schedule.bind)."""
     if thread_axis not in GPU_TAGS:
         raise ScheduleError("bind", f"argument 'thread_axis': unknown axis {thread_axis!r}; "
@@ -36,7 +37,8 @@ def bind(func: PrimFunc, loop_name: str, thread_axis: str, render: bool = True) 
     _check_thread_count(func, loop_name, thread_axis)
     _check_nested_block_axis(func, loop_name, thread_axis)
     _check_axis_extent(func, loop_name, thread_axis)
-    return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis)
+    return _set_kind(func, loop_name, "thread_binding", "bind", render, thread_tag=thread_axis,
+                     check_rule=check_rule)
 
 
 def _check_thread_count(func: PrimFunc, loop_name: str, thread_axis: str) -> None:
@@ -117,5 +119,6 @@ class MappingPrimitives(ScheduleBase):
                     for i_1 in T.thread_binding(128, thread="threadIdx.x"):
         """
         name = self._loop(loop, "bind")
-        self._record("bind", bind(self._func, name, thread_axis, self.render_errors),
+        self._record("bind", bind(self._func, name, thread_axis, self.render_errors,
+                                  not self._concurrency_deferred),
                      (loop, thread_axis))

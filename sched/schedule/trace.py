@@ -107,11 +107,18 @@ class Trace:
     def __eq__(self, other) -> bool:
         return isinstance(other, Trace) and self.instructions == other.instructions
 
-    def apply(self, func, schedule_class=None):
-        """Replay the steps on `func`; returns the new Schedule."""
+    def apply(self, func, schedule_class=None, concurrency_checked_at_end: bool = False):
+        """Replay the steps on `func`; returns the new Schedule. With
+        `concurrency_checked_at_end`, the rule of concurrent loops is asked once, of the
+        function at the end (`Schedule.concurrency_checked_at_end`: as the autoscheduler
+        applies its sketches), instead of after each step."""
         from sched.schedule.schedule import Schedule
 
-        return self.replay((schedule_class or Schedule)(func))
+        schedule = (schedule_class or Schedule)(func)
+        if not concurrency_checked_at_end:
+            return self.replay(schedule)
+        with schedule.concurrency_checked_at_end():
+            return self.replay(schedule)
 
     def replay(self, schedule, on_step=None):
         """Apply the steps to `schedule` (of the function the trace started from, with no

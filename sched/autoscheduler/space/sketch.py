@@ -24,6 +24,7 @@ random genome can apply is dropped when the space is built.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -106,44 +107,57 @@ def func_hash(func) -> str:
     return hashlib.sha256(func.script().encode()).hexdigest()[:20]
 
 
+# the rules that try a step and fall back to another when it is refused: they need the
+# refusal of the concurrency rule at once; every other rule has it asked at its end
+CHECKED_AT_ONCE = frozenset({"threads", "row_reduce"})
+
+
 def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
-    threads = None
-    rows = {}                    # anchor block -> its row loop (row_anchor, row_reduce)
+    state = {"threads": None, "rows": {}}   # rows: anchor block -> its row loop
     for kind, block, *options in sketch.steps:
-        if kind in ("threads", "row_anchor", "row_reduce") and threads is None:
-            choices = row_thread_choices(sch, [s[1] for s in sketch.steps
-                                               if s[0] == "row_reduce"])
-            threads = sampler.choose(choices, THREAD_WEIGHTS[:len(choices)])
-        if kind == "inline":
-            inline(sch, block)
-        elif kind == "tile_cpu":
-            tile_cpu(sch, sampler, block_info(sch.func, block), *options)
-        elif kind == "tile_gpu":
-            tile_gpu(sch, sampler, block_info(sch.func, block), *options)
-        elif kind == "place":
-            consumer, *rf = options
-            partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
-                if rf and rf[0] else None
-            loop = compute_location(sch, sampler, block, consumer, vector_loops=1)
-            if loop is None:
-                parallel_vectorize(sch, sampler, block_info(sch.func, block))
-            if partial is not None:
-                place_partials(sch, partial, block, loop)
-        elif kind == "parallel":
-            partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
-                if options and options[0] else None
+        with (contextlib.nullcontext() if kind in CHECKED_AT_ONCE
+              else sch.concurrency_checked_at_end()):
+            _apply_rule(sch, sampler, sketch, state, kind, block, options)
+
+
+def _apply_rule(sch, sampler: Sampler, sketch: Sketch, state: dict, kind: str, block: str,
+                options: list) -> None:
+    """One rule of `sketch` on `block`; `state` carries the thread count drawn for the GPU
+    rules and the row loops the row anchors made."""
+    if kind in ("threads", "row_anchor", "row_reduce") and state["threads"] is None:
+        choices = row_thread_choices(sch, [s[1] for s in sketch.steps if s[0] == "row_reduce"])
+        state["threads"] = sampler.choose(choices, THREAD_WEIGHTS[:len(choices)])
+    threads = state["threads"]
+    if kind == "inline":
+        inline(sch, block)
+    elif kind == "tile_cpu":
+        tile_cpu(sch, sampler, block_info(sch.func, block), *options)
+    elif kind == "tile_gpu":
+        tile_gpu(sch, sampler, block_info(sch.func, block), *options)
+    elif kind == "place":
+        consumer, *rf = options
+        partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
+            if rf and rf[0] else None
+        loop = compute_location(sch, sampler, block, consumer, vector_loops=1)
+        if loop is None:
             parallel_vectorize(sch, sampler, block_info(sch.func, block))
-            if partial is not None:
-                place_partials(sch, partial, block)
-        elif kind == "threads":
-            bind_threads(sch, block_info(sch.func, block), threads)
-        elif kind == "row_anchor":
-            rows[block] = row_anchor(sch, block_info(sch.func, block), threads)
-        elif kind == "row_reduce":
-            row_reduction(sch, sampler, block_info(sch.func, block), rows.get(options[0]),
-                          threads)
-        else:
-            raise AssertionError(kind)
+        if partial is not None:
+            place_partials(sch, partial, block, loop)
+    elif kind == "parallel":
+        partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
+            if options and options[0] else None
+        parallel_vectorize(sch, sampler, block_info(sch.func, block))
+        if partial is not None:
+            place_partials(sch, partial, block)
+    elif kind == "threads":
+        bind_threads(sch, block_info(sch.func, block), threads)
+    elif kind == "row_anchor":
+        state["rows"][block] = row_anchor(sch, block_info(sch.func, block), threads)
+    elif kind == "row_reduce":
+        row_reduction(sch, sampler, block_info(sch.func, block), state["rows"].get(options[0]),
+                      threads)
+    else:
+        raise AssertionError(kind)
 
 
 def _searched_blocks(workload, func) -> list[str]:
