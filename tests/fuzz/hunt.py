@@ -7,6 +7,8 @@ its first reproducers written to a log (no shrinking: reduce a class afterwards)
                                                         # of random steps (test_fuzz_sketches)
     python -m tests.fuzz.hunt --tensor-cores            # fp16 matmuls and the tensor-core
                                                         # recipe (test_fuzz_tensorize)
+    python -m tests.fuzz.hunt --deferred                # random steps with the concurrency
+                                                        # rule asked at their end only
 
 `--all` includes the known holes. Prints a summary of classes and counts at the end (and to the
 log every 100 examples).
@@ -48,12 +50,18 @@ def main() -> None:
     parser.add_argument("--tensor-cores", action="store_true",
                         help="fp16 matmuls scheduled by the tensor-core recipe "
                              "(steps_tensor_core.py) instead of random programs and steps")
+    parser.add_argument("--deferred", action="store_true",
+                        help="the random steps inside sch.concurrency_checked_at_end() "
+                             "(test_fuzz_schedules.py): the rule of concurrent loops at the "
+                             "end only")
     parser.add_argument("--match", default=None,
                         help="shrink: stop at the first finding whose text matches this regex "
                              "and print its smallest reproducer")
     args = parser.parse_args()
     if args.all:
         os.environ["SCHED_FUZZ_ALL"] = "1"
+    if args.deferred:
+        os.environ["SCHED_FUZZ_DEFER"] = "1"
 
     from tests.fuzz import check
     from tests.fuzz.check import Finding, check_c, check_cuda_emu, check_interpreted, oracle

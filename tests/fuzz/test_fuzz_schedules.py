@@ -4,10 +4,14 @@
 Every step is taken or refused with a ScheduleError; whatever is taken must leave the result
 unchanged when interpreted with concurrent loops in every order and when built for C. The
 number of examples comes from SCHED_FUZZ_EXAMPLES (profile.py); known holes are left out
-(known_holes.py).
+(known_holes.py). With SCHED_FUZZ_DEFER=1 (`hunt --deferred`) the random steps run inside
+`sch.concurrency_checked_at_end()`: the rule of concurrent loops is asked at the end only
+(the schedule goes back to its state before the steps when it refuses them there).
 """
 
 from __future__ import annotations
+
+import os
 
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
@@ -45,6 +49,33 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
     gpu = data.draw(st.sampled_from(["after", "no", "before"]))
     if gpu == "before":
         finish_for_the_gpu(program, sch, data, log)
+    if os.environ.get("SCHED_FUZZ_DEFER"):
+        before = sch.copy()
+        log.append("with sch.concurrency_checked_at_end():   # the steps below, up to 'end'")
+        try:
+            with sch.concurrency_checked_at_end():
+                random_steps(program, sch, data, log)
+        except ScheduleError as error:
+            event("deferred steps refused at the end")
+            log.append(f"# end: refused ({str(error).splitlines()[0][:100]}); undone")
+            sch = before
+        else:
+            log.append("# end: accepted")
+    else:
+        random_steps(program, sch, data, log)
+    if gpu == "after" and not has_thread_bindings(sch.func):
+        finish_for_the_gpu(program, sch, data, log)
+    sch = replay_with_other_decision(program, sch, data, log)
+    try:
+        verify(sch.func)
+    except Exception as error:     # noqa: BLE001
+        raise Finding(reproducer(program, log, f"the scheduled function fails the verifier: "
+                                 f"{error}")) from None
+    return sch
+
+
+def random_steps(program, sch, data, log: list[str]) -> None:
+    """1-8 random steps on `sch`, each taken or refused."""
     for _ in range(data.draw(st.integers(1, 8))):
         checkpoint = {"func": sch.func}
         try:
@@ -61,15 +92,6 @@ def schedule(program, data, log: list[str]) -> sched.Schedule | None:
         except Exception as error:     # noqa: BLE001
             raise Finding(reproducer(program, log, f"the last step crashes: "
                                      f"{type(error).__name__}: {error}")) from None
-    if gpu == "after" and not has_thread_bindings(sch.func):
-        finish_for_the_gpu(program, sch, data, log)
-    sch = replay_with_other_decision(program, sch, data, log)
-    try:
-        verify(sch.func)
-    except Exception as error:     # noqa: BLE001
-        raise Finding(reproducer(program, log, f"the scheduled function fails the verifier: "
-                                 f"{error}")) from None
-    return sch
 
 
 def has_thread_bindings(func) -> bool:
