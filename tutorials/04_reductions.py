@@ -133,9 +133,12 @@ print(sch.trace)
 # 3b. argmax: a reducer of two values (index, value), written with te.comm_reducer; one block
 # writes both outputs. `>=` keeps the first of equal values in iteration order (numpy's
 # argmax): combining partial results is then correct only in the order of their chunks, so
-# rfactor accepts the outer part of the split reduce loop and refuses the inner one.
+# rfactor accepts the outer part of the split reduce loop and refuses the inner one. Over
+# floats `>=` alone is no order once a NaN comes (`v >= NaN` and `NaN >= v` are both false:
+# a NaN would reset the row, and partial results would change the answer), so rfactor asks
+# for the form that keeps a NaN it holds, numpy's argmax (the first NaN of a row):
 def fcombine(x, y):
-    keep = x[1] >= y[1]
+    keep = te.any(x[1] >= y[1], te.not_equal(x[1], x[1]))
     return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
 
 
@@ -153,10 +156,11 @@ except sched.ScheduleError as error:
 sch.rfactor(k_0, factor_axis=0)
 show("argmax: rfactor(k_0), partial (index, value) pairs per chunk of columns", sch)
 ties = rng.integers(0, 5, (rows, cols)).astype("float32")
+ties[1, cols // 2] = np.nan
 found, best = np.zeros(rows, "int32"), np.zeros(rows, "float32")
 sched.build(sch.func, target="c")(ties, found, best)
 np.testing.assert_array_equal(found, ties.argmax(axis=1))
-print("argmax with rfactor matches numpy's (the first maximum)")
+print("argmax with rfactor matches numpy's (the first maximum, the first NaN)")
 
 # Other te.comm_reducer reducers rfactor can prove: accumulators each reduced by +, *, min
 # or max (a (sum, sum of squares) pair) and logsumexp's (max, scaled sum), the online-softmax

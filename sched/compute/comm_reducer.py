@@ -1,7 +1,7 @@
 """User-defined reducers of the compute DSL: `te.comm_reducer` (TVM's), one value or several.
 
     def fcombine(x, y):                       # x: the accumulated (idx, val), y: the incoming
-        keep = x[1] >= y[1]
+        keep = te.any(x[1] >= y[1], te.not_equal(x[1], x[1]))    # a NaN held stays: numpy's
         return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
 
     def fidentity(t0, t1):                    # the dtypes of the values
@@ -14,7 +14,8 @@ A reducer of several values makes a compute with one output per value (`T_v0`, `
 written by one block: its init stores the identity, its update computes every new value from
 the old ones (one `LetStmt` each, as TVM prints it) and then stores them. Schedules check
 the block like any other; rfactor accepts the reducers it can prove (schedule/tuple_reducers.py:
-argmax/argmin over (index, value); accumulators each reduced on their own by +, *, min or max,
+argmax/argmin over (index, value), over floats in the form that keeps a NaN it holds,
+`te.any(x[1] >= y[1], te.not_equal(x[1], x[1]))`; accumulators each reduced on their own by +, *, min or max,
 such as (sum, sum of squares); the (max, scaled sum) of logsumexp; and single-value +, *, min,
 max) and refuses the others.
 """

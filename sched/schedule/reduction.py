@@ -259,7 +259,9 @@ class ReductionPrimitives(ScheduleBase):
         `X[i] = X[i] op value` (op one of +, *, min, max; `value` does not read X), or an
         argmax/argmin over two buffers (index, value) as TVM writes it (tuple_reducers.py;
         one `<buffer>_rf` per buffer; a first-wins `>=`/`<=` form only over the outermost
-        reduce loop, a smallest-index-on-ties form over any); `loop` binds reduce iteration
+        reduce loop, a smallest-index-on-ties form over any; over floats only the first-wins
+        form that keeps a NaN it holds, `val >= v or val != val`: a NaN takes the others out
+        of order); `loop` binds reduce iteration
         variables only, and no loop binds both kinds. The partial results start from op's
         identity (argmax/argmin: from the block's init); the combining block keeps the
         original init, and a predicate where the partial results of a non-dividing split do

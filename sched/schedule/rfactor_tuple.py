@@ -12,6 +12,7 @@ factored.
 
 from __future__ import annotations
 
+from sched.ir.dtype import is_float
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import BufferLoad, BufferStore, LetStmt, PrimFunc, SeqStmt, Var
@@ -73,8 +74,8 @@ def rfactor_tuple(func: PrimFunc, realize, update: TupleUpdate, loop, loops, fac
 def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render) -> None:
     """Refuse what would change the result: an init other than one store per accumulator
     free of the reduce variables, accumulators at indices of reduce variables, a block writing
-    another buffer, and (first-wins reducers) a factored loop that is not the outermost reduce
-    loop."""
+    another buffer, a reducer that needs a total order over floating-point values (a NaN),
+    and (first-wins reducers) a factored loop that is not the outermost reduce loop."""
     block = realize.block
     accumulators = {s.buffer for s in update.stores}
     reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
@@ -91,6 +92,18 @@ def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render)
             {w.buffer for w in block.writes} != accumulators:
         raise refusal("rfactor", f"{what} must write only its accumulators, at indices free of "
                       f"the reduce variables", func, None, render)
+    values = update.stores[1].buffer
+    if update.reducer.total_order and is_float(values.dtype):
+        compare = ">=" if update.reducer.name.startswith("argmax") else "<="
+        held = BufferLoad(values, update.stores[1].indices).script()
+        incoming = update.values[1].script()
+        raise refusal("rfactor", f"{what} compares {values.dtype} values, and with a NaN "
+                      f"({held} {compare} NaN and NaN {compare} {held} are both false) a "
+                      f"row's result depends on the order its values are combined in: the "
+                      f"partial results would change it. Let a NaN win, as numpy's "
+                      f"{update.reducer.name[:6]} does, and rfactor is exact: keep the "
+                      f"accumulators where `{held} {compare} {incoming} or {held} != {held}` "
+                      f"(the first of equal values wins), in both selects", func, None, render)
     if update.reducer.commutative:
         return
     roles = loop_roles(realize, loops)
@@ -100,7 +113,7 @@ def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render)
         raise refusal("rfactor", f"{what} keeps the first of equal values in iteration order: "
                       f"combining partial results over loop {loop.loop_var.name!r}, inside "
                       f"reduce loop {outer!r}, would pick another index on ties. Factor the "
-                      f"outermost reduce loop, or break ties by the smaller index in the "
-                      f"update (keep x where x_val > y_val, or the values are equal and "
-                      f"x_idx < y_idx)",
+                      f"outermost reduce loop" + ("" if is_float(values.dtype) else
+                      ", or break ties by the smaller index in the update (keep x where "
+                      "x_val > y_val, or the values are equal and x_idx < y_idx)"),
                       func, loop.loop_var.name, render, (f"sch.rfactor({outer}, factor_axis=0)",))

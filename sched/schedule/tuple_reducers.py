@@ -23,9 +23,17 @@ Two families, as TVM registers them:
   a contiguous run of iterations, combined in order).
 - smallest-index (ties broken by `idx < y_idx`): associative and commutative, any reduce loop.
 
-Both hold for values in a total order (no NaN). The partial results start from the block's
-own init (which must not depend on the reduce variables): both reducers are idempotent, so a
-copy of the init at the start of each chunk changes no result, whatever the init is.
+Both hold for values in a total order, which floating-point values with a NaN are not:
+`v >= NaN` and `NaN >= v` are both false, so a NaN acts as a reset: a row's result is the
+maximum of what follows its last NaN, and combining partial results, one holding a large
+value before the NaN's chunk, would bring it back (a row with 50 at 3 and a NaN at 20 of 32:
+index 30 unscheduled, 3 after rfactor). rfactor refuses these two families over floats. A
+third family is associative over floats: first-wins with a NaN winning,
+`keep x where x_val >= y_val or x_val != x_val` (for argmin `<=`): the order with NaN above
+every value, numpy's argmax and argmin (the first NaN of a row). Integer values keep all.
+The partial results start from the block's own init (which must not depend on the reduce
+variables): these reducers are idempotent, so a copy of the init at the start of each chunk
+changes no result, whatever the init is.
 
 Reducers that are not idempotent start their partial results from their identity (the
 block's init is then combined once, by the write-back):
@@ -74,6 +82,9 @@ class TupleReducer:
     # the values partial results start from, by the accumulators' dtypes; None for an
     # idempotent reducer, whose partial results start from the block's own init
     identity: Callable[[list[str]], list[Expr]] | None = None
+    # associative only where the compared values (accumulator 1) are in a total order: not
+    # floating-point values, of which a NaN compares false both ways
+    total_order: bool = False
 
 
 def _identity(op: str, dtype: str) -> Expr:
@@ -81,21 +92,25 @@ def _identity(op: str, dtype: str) -> Expr:
     return const(value, dtype)
 
 
-def _arg(compare: str, first_wins: bool, value_on_tie: bool = False):
+def _arg(compare: str, first_wins: bool, value_on_tie: bool = False, nan_wins: bool = False):
     """argmax (`compare` "gt") or argmin ("lt") over (index, value) pairs; with
     `value_on_tie` the smallest-index form picks the value with the index's condition too
-    (the same value: they are equal on a tie)."""
+    (the same value: they are equal on a tie); with `nan_wins` the first-wins form keeps a NaN
+    it holds (`x_val >= y_val or x_val != x_val`)."""
     def combine(x, y):
         if first_wins:
             keep = binary(compare[0] + "e", x[1], y[1])          # >= or <=
+            if nan_wins:
+                keep = binary("or", keep, binary("ne", x[1], x[1]))
             return [Select(keep, x[0], y[0]), Select(keep, x[1], y[1])]
         better = binary(compare, x[1], y[1])
         tie = binary("and", binary("eq", x[1], y[1]), binary("lt", x[0], y[0]))
         keep = binary("or", better, tie)
         return [Select(keep, x[0], y[0]), Select(keep if value_on_tie else better, x[1], y[1])]
     kind = "argmax" if compare == "gt" else "argmin"
-    return TupleReducer(f"{kind} ({'first of equal values' if first_wins else 'smallest index'}"
-                        f" wins ties)", combine, commutative=not first_wins)
+    ties = "first of equal values" if first_wins else "smallest index"
+    return TupleReducer(f"{kind} ({ties} wins ties{', a NaN wins' if nan_wins else ''})",
+                        combine, commutative=not first_wins, total_order=not nan_wins)
 
 
 def _scaled_sum() -> TupleReducer:
@@ -118,8 +133,9 @@ def _scaled_sum() -> TupleReducer:
                         identity=identity)
 
 
-REDUCERS = (_arg("gt", True), _arg("gt", False), _arg("gt", False, True),
-            _arg("lt", True), _arg("lt", False), _arg("lt", False, True), _scaled_sum())
+REDUCERS = (_arg("gt", True), _arg("gt", True, nan_wins=True), _arg("gt", False),
+            _arg("gt", False, True), _arg("lt", True), _arg("lt", True, nan_wins=True),
+            _arg("lt", False), _arg("lt", False, True), _scaled_sum())
 # reducers of each accumulator on its own (a (sum, sum of squares) pair, a (min, max)...)
 _COMPONENT_OPS = ("add", "mul", "min", "max")
 

@@ -10,12 +10,15 @@ from sched import compute as te
 from sched.errors import DSLError, ScheduleError
 
 
-def _arg_reducer(kind: str, ties: str):
-    """argmax/argmin; ties "first" (`>=`: the first in iteration order wins) or "index" (the
-    smaller index wins: commutative)."""
+def _arg_reducer(kind: str, ties: str, nan_wins: bool = True):
+    """argmax/argmin; ties "first" (`>=`: the first in iteration order wins; with `nan_wins`
+    a NaN held is kept, as numpy's argmax: the form rfactor proves over floats) or "index"
+    (the smaller index wins: commutative; rfactor proves it over integers)."""
     def fcombine(x, y):
         if ties == "first":
             keep = x[1] >= y[1] if kind == "argmax" else x[1] <= y[1]
+            if nan_wins:
+                keep = te.any(keep, te.not_equal(x[1], x[1]))
         else:
             better = x[1] > y[1] if kind == "argmax" else x[1] < y[1]
             keep = te.any(better, te.all(te.equal(x[1], y[1]), x[0] < y[0]))
@@ -27,26 +30,36 @@ def _arg_reducer(kind: str, ties: str):
     return te.comm_reducer(fcombine, fidentity, name=kind)
 
 
-def _arg_func(kind: str, ties: str, rows=8, cols=32):
-    A = te.placeholder((rows, cols), name="A")
+def _arg_func(kind: str, ties: str, rows=8, cols=32, dtype="float32", nan_wins=True):
+    A = te.placeholder((rows, cols), dtype, name="A")
     k = te.reduce_axis((0, cols), name="k")
-    idx, val = te.compute((rows,), lambda i: _arg_reducer(kind, ties)((k, A[i, k]), axis=k),
-                          name="T")
+    reducer = _arg_reducer(kind, ties, nan_wins)
+    idx, val = te.compute((rows,), lambda i: reducer((k, A[i, k]), axis=k), name="T")
     return te.create_prim_func([A, idx, val])
 
 
 def _run(func, a):
-    idx, val = np.zeros(a.shape[0], np.int32), np.zeros(a.shape[0], np.float32)
+    idx, val = np.zeros(a.shape[0], np.int32), np.zeros(a.shape[0], a.dtype)
     sched.build(func, target="c")(a, idx, val)
     return idx, val
 
 
-def _tied(shape, seed):
-    return np.random.default_rng(seed).integers(0, 4, shape).astype(np.float32)
+def _tied(shape, seed, dtype=np.float32):
+    return np.random.default_rng(seed).integers(0, 4, shape).astype(dtype)
+
+
+def _with_nans(a, seed):
+    """`a` with NaNs in some rows (a later large value too: numpy answers the first NaN)."""
+    a = a.copy()
+    rng = np.random.default_rng(seed)
+    for row in rng.choice(a.shape[0], a.shape[0] // 2, replace=False):
+        a[row, rng.integers(a.shape[1])] = np.nan
+        a[row, rng.integers(a.shape[1])] = 100.0
+    return a
 
 
 def test_argmax_block_is_written_as_tvm_prints_it_and_reads_back():
-    func = _arg_func("argmax", "first")
+    func = _arg_func("argmax", "first", nan_wins=False)
     text = func.script()
     assert 'T_v0: T.Buffer((8,), "int32"), T_v1: T.Buffer((8,), "float32")' in text
     assert "T_v0[v_i] = -1" in text and "T_v1[v_i] = T.float32(-3.4028234663852886e+38)" in text
@@ -67,20 +80,36 @@ def test_first_wins_rfactor_of_the_outer_loop_matches_numpy(kind):
         sch.rfactor(ki, factor_axis=0)
     sch.rfactor(ko, factor_axis=0)
     for seed in range(3):
-        a = _tied((8, 32), seed)
-        expected = a.argmax(axis=1) if kind == "argmax" else a.argmin(axis=1)
-        np.testing.assert_array_equal(_run(sch.func, a)[0], expected)
+        for a in (_tied((8, 32), seed), _with_nans(_tied((8, 32), seed), seed)):
+            expected = a.argmax(axis=1) if kind == "argmax" else a.argmin(axis=1)
+            np.testing.assert_array_equal(_run(sch.func, a)[0], expected)
+
+
+@pytest.mark.parametrize(("kind", "ties"), [("argmax", "first"), ("argmin", "first"),
+                                            ("argmax", "index"), ("argmin", "index")])
+def test_rfactor_refuses_a_float_reducer_that_a_nan_takes_out_of_order(kind, ties):
+    # with `>=` alone a NaN resets the row: [.., 50 at 3, .., NaN at 20, ..] gives the
+    # maximum after index 20 unscheduled and 3 once partial results are combined
+    sch = sched.Schedule(_arg_func(kind, ties, nan_wins=False))
+    _, k = sch.get_loops(sch.get_block("T"))
+    ko, _ = sch.split(k, factors=[2, None])
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"compares float32 values, and with a NaN .* "
+                       r"a row's result depends on the order its values are combined in.* "
+                       r"!= T_v1\[v_i\]`"):
+        sch.rfactor(ko, factor_axis=0)
+    assert sch.func is before
 
 
 @pytest.mark.parametrize("kind", ["argmax", "argmin"])
 def test_smallest_index_rfactor_of_the_inner_loop_matches_numpy(kind):
-    sch = sched.Schedule(_arg_func(kind, "index", cols=30))
+    sch = sched.Schedule(_arg_func(kind, "index", cols=30, dtype="int32"))
     _, k = sch.get_loops(sch.get_block("T"))
     _, ki = sch.split(k, factors=[None, 4])
     rf = sch.rfactor(ki, factor_axis=1)
     sch.parallel(sch.get_loops(rf)[0])
     for seed in range(3):
-        a = _tied((8, 30), seed)
+        a = _tied((8, 30), seed, np.int32)
         expected = a.argmax(axis=1) if kind == "argmax" else a.argmin(axis=1)
         np.testing.assert_array_equal(_run(sch.func, a)[0], expected)
 
@@ -140,9 +169,9 @@ def test_argmax_with_where_rfactor_and_decomposed_partials_matches_numpy():
     init = sch.decompose_reduction(rf, sch.get_loops(rf)[2])
     assert init.name == "T_rf_init"
     sch.parallel(sch.get_loops(rf)[0])
-    a = _tied((8, 32), 2)
-    masked = np.where(np.arange(32) % 3 != 1, a, -np.inf)
-    np.testing.assert_array_equal(_run(sch.func, a)[0], masked.argmax(axis=1))
+    for a in (_tied((8, 32), 2), _with_nans(_tied((8, 32), 2), 2)):
+        masked = np.where(np.arange(32) % 3 != 1, a, -np.inf)
+        np.testing.assert_array_equal(_run(sch.func, a)[0], masked.argmax(axis=1))
 
 
 def test_where_given_a_python_bool_is_refused():
