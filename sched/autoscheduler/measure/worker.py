@@ -208,24 +208,31 @@ def time_cuda(kernel, arguments, timing: TimingOptions, flush=None) -> tuple[flo
     to back would time the CPU's launch rate. The launches of a repeat are therefore issued in
     chunks that fit the stream's launch queue, each behind a spin kernel (`torch.cuda._sleep`)
     lasting longer than the CPU needs to issue the chunk: its launches wait in the queue and
-    the GPU runs them without gaps between the chunk's two events, as a CUDA graph would."""
+    the GPU runs them without gaps between the chunk's two events, as a CUDA graph would. A
+    chunk whose spin ended before its last launch was queued (the GPU may have waited for the
+    CPU) is timed again with a longer spin."""
     import torch
 
     stream = torch.cuda.current_stream()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     issue_seconds = [0.0]                     # CPU seconds to issue one call, last measured
+    margin = [1.5]                            # the spin, in times the chunk's issue time
 
     def chunk(number: int) -> float:
-        hold = min(number * issue_seconds[0] * 1.5 + 20e-6, MAX_HOLD_SECONDS)
-        torch.cuda._sleep(max(1, int(hold * _spin_cycles_per_second())))
-        start.record(stream)
-        issued = time.perf_counter()
-        for _ in range(number):
-            kernel(*arguments)
-        issue_seconds[0] = (time.perf_counter() - issued) / number
-        end.record(stream)
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
+        while True:
+            hold = min(number * issue_seconds[0] * margin[0] + 20e-6, MAX_HOLD_SECONDS)
+            torch.cuda._sleep(max(1, int(hold * _spin_cycles_per_second())))
+            start.record(stream)
+            issued = time.perf_counter()
+            for _ in range(number):
+                kernel(*arguments)
+            issue_seconds[0] = (time.perf_counter() - issued) / number
+            end.record(stream)
+            held = not start.query()          # the spin still ran: no launch waited
+            end.synchronize()
+            if held or hold >= MAX_HOLD_SECONDS:
+                return start.elapsed_time(end) / 1e3
+            margin[0] *= 2
 
     def repeat(number: int) -> float:
         if flush is not None:
@@ -236,17 +243,18 @@ def time_cuda(kernel, arguments, timing: TimingOptions, flush=None) -> tuple[flo
     return _time(repeat, timing)
 
 
-LAUNCHES_PER_CHUNK = 256    # launches queued behind one hold: well inside the launch queue
+LAUNCHES_PER_CHUNK = 256    # launches queued behind one spin: well inside the launch queue
 MAX_HOLD_SECONDS = 0.2      # a chunk issued slower than this is timed with gaps, never hung
 
 
 @functools.cache
 def _spin_cycles_per_second() -> float:
-    """Cycles of `torch.cuda._sleep` per second on the current device, measured once."""
+    """Cycles of `torch.cuda._sleep` per second on the current device, measured once (the
+    clock may rise later: a spin then ends early, which `time_cuda` notices)."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(1_000)                                        # warm-up
+    torch.cuda._sleep(100_000)                                      # warm-up
     cycles = 2_000_000
     start.record()
     torch.cuda._sleep(cycles)
