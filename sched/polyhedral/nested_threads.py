@@ -61,7 +61,8 @@ class _NestedAxes(IRVisitor):
         if self.problem is not None:
             return
         if not _is_bound(loop):
-            self.visit_children(loop)
+            if _holds_bound_loop(loop):
+                self.visit_children(loop)
             return
         if loop.thread_tag in BLOCK_TAGS:
             # bound loops nested directly in each other are only the kernel's indices, in
@@ -87,6 +88,8 @@ class _NestedAxes(IRVisitor):
         del self.outer[loop.thread_tag]
 
     def visit_BlockRealize(self, realize: BlockRealize) -> None:
+        if self.problem is not None or not _holds_bound_loop(realize):
+            return              # a problem is a bound loop's: none below, none to find
         saved = dict(self.outer)
         for tag, (loop, variables) in saved.items():     # block variables standing for it
             bound = {loop.loop_var} | variables
@@ -96,6 +99,12 @@ class _NestedAxes(IRVisitor):
             self.outer[tag] = (loop, variables | uses)
         self.visit_children(realize)
         self.outer = saved
+
+
+def _holds_bound_loop(node) -> bool:
+    """Whether a loop bound to a thread or block axis is in `node` (itself included), from
+    its loops (`collect`, remembered per loop and block across steps)."""
+    return any(_is_bound(loop) for loop in collect(node, For))
 
 
 def _bound_chain(loop: For) -> set[int]:
