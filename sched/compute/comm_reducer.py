@@ -15,9 +15,9 @@ written by one block: its init stores the identity, its update computes every ne
 the old ones (one `LetStmt` each, as TVM prints it) and then stores them. Schedules check
 the block like any other; rfactor accepts the reducers it can prove (schedule/tuple_reducers.py:
 argmax/argmin over (index, value), over floats in the form that keeps a NaN it holds,
-`te.any(x[1] >= y[1], te.not_equal(x[1], x[1]))`; accumulators each reduced on their own by +, *, min or max,
-such as (sum, sum of squares); the (max, scaled sum) of logsumexp; and single-value +, *, min,
-max) and refuses the others.
+`te.any(x[1] >= y[1], te.not_equal(x[1], x[1]))`; accumulators each reduced on their own by
++, *, min or max, such as (sum, sum of squares); the (max, scaled sum) of logsumexp; and
+single-value +, *, min, max) and refuses the others.
 """
 
 from __future__ import annotations

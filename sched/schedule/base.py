@@ -152,6 +152,9 @@ class ScheduleBase:
         self.notes: list[str] = []
         self._analysis_calls = _analysis_calls()
         self._concurrency_deferred = 0      # depth of concurrency_checked_at_end contexts
+        # a context left by an exception: its steps were never checked against the rule of
+        # concurrent loops, so the next step asks it of the whole function, whatever it is
+        self._concurrency_unchecked = False
         # the place for whole-function checks at the start (issue 9: bounds of every access)
         self._check_function(self._func)
 
@@ -189,6 +192,7 @@ class ScheduleBase:
         # never deferred (concurrency_checked_at_end belongs to this schedule): its next step
         # asks the rule of the whole function, and a build asks it too
         other._concurrency_deferred = 0
+        other._concurrency_unchecked = self._concurrency_unchecked
         # the copy accepts the handles made so far (here or on a schedule this one accepts)
         other._identity = next(_IDENTITIES)
         other._serial = itertools.count()
@@ -333,6 +337,8 @@ class ScheduleBase:
         and a function in between may break the rule if a later step in the context mends
         it. The autoscheduler applies its tiling rules this way (a replay asked the rule of
         every concurrent loop after every step: 0.30 s of a GPU matmul sample's 0.42 s).
+        Left by an exception, the context asks nothing, and the schedule's next step asks
+        the rule of the whole function, whatever step it is (a build asks it too).
 
         >>> import sched
         >>> from sched import compute as te
@@ -346,18 +352,24 @@ class ScheduleBase:
         >>> print(sch.func.script().splitlines()[5])
                 for i_0 in T.thread_binding(2, thread="blockIdx.x"):
         """
-        start = len(self.trace.instructions)
+        start, func = len(self.trace.instructions), self._func
         self._concurrency_deferred += 1
         try:
             yield self
+        except BaseException:
+            if self._func is not func:
+                self._concurrency_unchecked = True
+            raise
         finally:
             self._concurrency_deferred -= 1
-        if not self._concurrency_deferred:
+        if not self._concurrency_deferred and (self._func is not func or
+                                               self._concurrency_unchecked):
             steps = [i.kind for i in self.trace.instructions[start:]
                      if not i.kind.startswith("get_")]
             self._check_concurrent_loops(
                 f"{', '.join(steps) or 'no step'} (checked at the end of "
                 f"concurrency_checked_at_end)", self._func, deferred=False, made=True)
+            self._concurrency_unchecked = False
 
     def _check_concurrent_loops(self, kind: str, new_func: PrimFunc, *,
                                 deferred: bool | None = None, made: bool = False) -> None:
@@ -399,11 +411,19 @@ class ScheduleBase:
         if new_func is not self._func:
             check_opaque_blocks_kept(self._func, new_func, kind)
         # marking a loop asks the rule itself; unroll, annotate and storage_align change no
-        # order and no storage scope, so no loop can start carrying a dependence
-        if new_func is not self._func and not loops_kept and kind not in (
-                "parallel", "vectorize", "bind", "unroll", "annotate", "unannotate",
-                "storage_align"):
-            self._check_concurrent_loops(kind, new_func)
+        # order and no storage scope, so no loop can start carrying a dependence (unless
+        # steps before were never checked: an exception left concurrency_checked_at_end)
+        if new_func is not self._func and (self._concurrency_unchecked or (
+                not loops_kept and kind not in ("parallel", "vectorize", "bind", "unroll",
+                                                "annotate", "unannotate", "storage_align"))):
+            if self._concurrency_unchecked:
+                self._check_concurrent_loops(
+                    f"{kind} (the steps before it, in a concurrency_checked_at_end left by an "
+                    f"exception, were never checked)", new_func, made=True)
+            else:
+                self._check_concurrent_loops(kind, new_func)
+            if not self._concurrency_deferred:
+                self._concurrency_unchecked = False
         if new_func is not self._func and not loops_kept and kind not in (
                 "unroll", "annotate", "unannotate", "storage_align"):
             self._check_nested_thread_axes(kind, new_func)

@@ -117,3 +117,32 @@ def test_a_trace_replayed_with_the_rule_at_the_end_is_refused_where_its_end_brea
     replayed = Trace(list(good.trace.instructions)).apply(row_sums(),
                                                           concurrency_checked_at_end=True)
     assert replayed.func.script() == good.func.script()
+
+
+@pytest.mark.parametrize("error", [KeyError, ScheduleError])
+def test_a_context_left_by_an_exception_has_the_next_step_check_the_whole_function(error):
+    # found by an audit: a user's exception skipped the end, and an unroll or annotate after
+    # it (steps that cannot make a loop carry a dependence) never asked the rule again
+    sch = sched.Schedule(row_sums(), render_errors=False)
+    with pytest.raises(error), sch.concurrency_checked_at_end():
+        sch.parallel(sch.get_loops(sch.get_block("B"))[1])
+        if error is KeyError:
+            raise KeyError("the user's own error")
+        sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[3, 3])
+    copy = sch.copy()
+    with pytest.raises(ScheduleError, match=r"unroll \(the steps before it, in a "
+                       r"concurrency_checked_at_end left by an exception, were never "
+                       r"checked\): they made the concurrent loop 'k' carry a dependence"):
+        sch.unroll(sch.get_loops(sch.get_block("C"))[0])
+    with pytest.raises(ScheduleError, match="annotate"):
+        copy.annotate(copy.get_loops(copy.get_block("B"))[0], "pragma", 1)
+
+
+def test_a_context_left_by_an_exception_before_any_step_leaves_nothing_unchecked():
+    sch = sched.Schedule(row_sums())
+    with pytest.raises(KeyError), sch.concurrency_checked_at_end():
+        raise KeyError("before any step")
+    sch.unroll(sch.get_loops(sch.get_block("C"))[0])
+    a = np.random.default_rng(1).standard_normal((16, 32)).astype("float32")
+    _, c = run_c(sch.func, a, np.zeros(16, "float32"))
+    assert_close(c, a.sum(axis=1) * 2)
