@@ -189,10 +189,11 @@ class ScheduleBase:
         other.rng.setstate(self.rng.getstate())
         other.notes = list(self.notes)
         other._analysis_calls = _analysis_calls()
-        # never deferred (concurrency_checked_at_end belongs to this schedule): its next step
-        # asks the rule of the whole function, and a build asks it too
+        # never deferred (concurrency_checked_at_end belongs to this schedule); made inside
+        # one, its next step asks the rule of the whole function (a build asks it too)
         other._concurrency_deferred = 0
-        other._concurrency_unchecked = self._concurrency_unchecked
+        other._concurrency_unchecked = self._concurrency_unchecked or \
+            self._concurrency_deferred > 0
         # the copy accepts the handles made so far (here or on a schedule this one accepts)
         other._identity = next(_IDENTITIES)
         other._serial = itertools.count()
@@ -337,8 +338,9 @@ class ScheduleBase:
         and a function in between may break the rule if a later step in the context mends
         it. The autoscheduler applies its tiling rules this way (a replay asked the rule of
         every concurrent loop after every step: 0.30 s of a GPU matmul sample's 0.42 s).
-        Left by an exception, the context asks nothing, and the schedule's next step asks
-        the rule of the whole function, whatever step it is (a build asks it too).
+        Left by an exception, or refused at its end, the context leaves its steps in place,
+        and the schedule's next step asks the rule of the whole function, whatever step it
+        is (so does the next step of a copy made inside; a build asks it too).
 
         >>> import sched
         >>> from sched import compute as te
@@ -366,6 +368,7 @@ class ScheduleBase:
                                                self._concurrency_unchecked):
             steps = [i.kind for i in self.trace.instructions[start:]
                      if not i.kind.startswith("get_")]
+            self._concurrency_unchecked = True          # until the check below passes
             self._check_concurrent_loops(
                 f"{', '.join(steps) or 'no step'} (checked at the end of "
                 f"concurrency_checked_at_end)", self._func, deferred=False, made=True)
