@@ -236,7 +236,8 @@ class _Concurrency:
                     f"(sch.compute_at) or bind a loop around both instead",
                     dep, describe_instance_pair(dep, dep.relation))
         for dep, pairs in self.carried():
-            if self.rewrites_only(dep.buffer):
+            if self.under(dep.source) and self.under(dep.sink) and \
+                    self.rewrites_only(dep.buffer):
                 # name the real conflict: the iterations write the same elements
                 dep, pairs = next(((d, p) for d, p in self.carried()
                                    if d.buffer == dep.buffer and d.kind == "output"),
@@ -357,7 +358,9 @@ class _Concurrency:
         if dep.is_reduction:
             return reason
         storage = dep.buffer
-        if self.rewrites_only(storage):
+        # (between sibling loops a value may flow from one loop's thread to the other's:
+        # `rewrites_only` looks at iterations of this loop only)
+        if self.under(dep.source) and self.under(dep.sink) and self.rewrites_only(storage):
             return (f"every iteration of loop '{name}' rewrites the same elements of "
                     f"'{storage}' (no value flows from one iteration to another, but there is "
                     f"one copy for all of them: {self._why_shared(storage)}); give each "

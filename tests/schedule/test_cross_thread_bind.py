@@ -212,6 +212,36 @@ def test_consumer_on_other_threads_through_global_memory_is_refused():
         sch.bind(sch.get_loops(sch.get_block("C"))[-1], "threadIdx.x")
 
 
+def test_an_elementwise_producer_read_on_other_threads_through_global_memory_is_refused(rng):
+    # audit (helper-27): each iteration writes its own element of B and C reads it on
+    # another thread; the refusal said every iteration rewrote the same elements and that
+    # no value flowed, and suggested the wrong fix
+    def steps(scope):
+        A = te.placeholder((4, 64), name="A")
+        B = te.compute((4, 64), lambda i, j: A[i, j] * 2.0, name="B")
+        C = te.compute((4, 64), lambda i, j: B[i, 63 - j] + 1.0, name="C")
+        sch = sched.Schedule(te.create_prim_func([A, C]))
+        row = sch.get_loops(sch.get_block("C"))[0]
+        sch.compute_at(sch.get_block("B"), row)
+        if scope is not None:
+            sch.set_scope(sch.get_block("B"), 0, scope)
+        sch.bind(row, "blockIdx.x")
+        sch.bind(sch.get_loops(sch.get_block("B"))[-1], "threadIdx.x")
+        sch.bind(sch.get_loops(sch.get_block("C"))[-1], "threadIdx.x")
+        return sch
+    with pytest.raises(ScheduleError, match=r"both bound to threadIdx.x, run on the same "
+                       r"threads one after the other \(one kernel\), and a flow dependence "
+                       r"goes from one thread to another between them through 'B' in global "
+                       r"memory.*sch.set_scope\(sch.get_block\('B'\), 0, 'shared'\)") as error:
+        steps(None)
+    assert "rewrites the same elements" not in str(error.value)
+    a = rng.standard_normal((4, 64)).astype("float32")
+    for target in ("c", "cuda-emu"):
+        out = np.zeros_like(a)
+        sched.build(steps("shared").func, target=target)(a, out)
+        assert_close(out, 2 * a[:, ::-1] + 1)
+
+
 def test_consumer_on_other_threads_through_shared_memory_matches_numpy(rng):
     sch = sched.Schedule(row_sum(rows=3, cols=100, consumer=True))
     row = sch.get_loops(sch.get_block("B"))[0]
