@@ -262,3 +262,12 @@ def test_row_schedules_reduce_with_warp_shuffles_not_rfactor():
         assert "rfactor" not in str(sch.trace)
         source = sched.build(sch.func, target="cuda", arch="sm_90").source
         assert source.count("__shfl_down_sync(") >= 2 * (5 + 3)   # two reductions, 8 warps
+
+
+@pytest.mark.parametrize("schedule", ["gpu_softmax", "gpu_layer_norm", "gpu_softmax_rows",
+                                      "gpu_layer_norm_rows"])
+def test_row_schedules_say_a_row_needs_two_columns(schedule):
+    # audit (helper-27): a row of one column failed with Python's unpack error
+    with pytest.raises(ValueError, match="rows of 1 column leave no reduce loop to spread "
+                                         "over threads"):
+        getattr(hs, schedule)(2, 1, 32)

@@ -169,9 +169,19 @@ def _stage_row(sch: Schedule, readers: tuple[str, ...], threads: int) -> None:
     sch.bind(tx, "threadIdx.x")
 
 
+def _check_row_shape(schedule: str, cols: int) -> None:
+    """The row schedules spread each row's reduce loop over threads: a row of one column has
+    none (te drops a reduce axis of extent 1)."""
+    if isinstance(cols, int) and cols < 2:
+        raise ValueError(f"{schedule}: rows of {cols} column leave no reduce loop to spread "
+                         f"over threads (te drops a reduce axis of extent 1); these schedules "
+                         f"need cols >= 2")
+
+
 def _gpu_softmax(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
     """One thread block per row; `reduce_row(sch, block, threads)` schedules the row max and
     the row sum."""
+    _check_row_shape("softmax row schedule", cols)
     X = te.placeholder((rows, cols), name="X")
     sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
     sch.compute_inline(sch.get_block("softmax_exp"))
@@ -187,6 +197,7 @@ def _gpu_softmax(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
 
 def _gpu_layer_norm(rows: int, cols: int, threads: int, reduce_row) -> Schedule:
     """One thread block per row; `reduce_row(sch, block, threads)` schedules the row sums."""
+    _check_row_shape("layer norm row schedule", cols)
     X = te.placeholder((rows, cols), name="X")
     gamma = te.placeholder((cols,), name="gamma")
     beta = te.placeholder((cols,), name="beta")
