@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
+from sched.ir.dtype import is_float
 from sched.ir.functor import collect
 from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
 from sched.polyhedral.cross_thread import (
@@ -56,13 +57,16 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
             thread_tag) if check_rule else None
         if violation is not None:
             alternatives = ()
-            if violation.dependence is not None and violation.dependence.is_reduction:
-                verb = {"bind": "bind", "parallel": "parallelize",
-                        "vectorize": "vectorize"}.get(primitive, primitive)
+            verb = {"bind": "bind", "parallel": "parallelize",
+                    "vectorize": "vectorize"}.get(primitive, primitive)
+            dependence = violation.dependence
+            if dependence is not None and dependence.is_reduction:
                 alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {verb} "
                                 f"the new loop of the factored block",
                                 *(_cross_thread_hint(func, loop, thread_tag) if render
                                   else ()))
+            elif dependence is not None and dependence.source.block is dependence.sink.block:
+                alternatives = _tuple_reduction_hint(dependence.sink.block, loop_name, verb)
             raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
                                  alternatives=alternatives)
     if kind == "vectorized" and not isinstance(loop.extent, IntImm):
@@ -96,6 +100,25 @@ def _keep_cross_thread_reductions(func: PrimFunc, new_func: PrimFunc, primitive:
                 f"across the threads of a block (a cross-thread reduction), which {change} "
                 f"would break: {found}. Leave that loop as it is, or rfactor the reduction "
                 f"(sch.rfactor) and bind the factored block's loops")
+
+
+def _tuple_reduction_hint(block, loop_name: str, verb: str) -> tuple[str, ...]:
+    """For a block that updates several accumulators together (argmax): how its reduction
+    can still run concurrently, as the refusal's alternatives (none for other blocks)."""
+    from sched.schedule.tuple_reducers import match_tuple_update
+
+    update = match_tuple_update(block)
+    if update is None:
+        return ()
+    why = (f"# block {block.name!r} reduces with {update.reducer.name}: concurrent "
+           f"iterations cannot share its accumulators, and a cross-thread reduction takes one "
+           f"associative update (+, *, min, max) only")
+    if update.reducer.total_order and is_float(update.stores[1].buffer.dtype):
+        return (why, "# rfactor takes it over floats once it keeps a NaN it holds: "
+                     "`val >= v or val != val` (sch.rfactor says how)")
+    return (why, f"sch.rfactor({loop_name}, factor_axis=0)  # (the outer part of a split "
+                 f"reduce loop for a first-wins reducer) then {verb} the new loop of the "
+                 f"factored block")
 
 
 def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> tuple[str, ...]:

@@ -214,3 +214,20 @@ def test_argmax_on_threads_reads_the_partials_after_a_barrier():
     source = sched.build(_argmax_on_threads().func, target="cuda", arch="sm_90",
                          check_races=False).source
     assert source.index("__syncthreads();") < source.index("const int32_t v_T_v0_1 =")
+
+
+@pytest.mark.parametrize(("dtype", "hint"), [
+    ("int32", r"sch.rfactor\(k, factor_axis=0\)  # \(the outer part of a split reduce loop "
+              r"for a first-wins reducer\) then bind the new loop"),
+    ("float32", r"rfactor takes it over floats once it keeps a NaN it holds")])
+def test_binding_an_argmax_reduce_loop_to_threads_says_why_and_what_to_do(dtype, hint):
+    # audit (helper-27): the refusal spoke of global memory only, as if a shared output
+    # would do; a cross-thread reduction takes one associative update
+    sch = sched.Schedule(_arg_func("argmax", "index", dtype=dtype))
+    i, k = sch.get_loops(sch.get_block("T"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match=r"(?s)block 'T' reduces with argmax \(smallest "
+                       r"index wins ties\): concurrent iterations cannot share its "
+                       r"accumulators, and a cross-thread reduction takes one associative "
+                       r"update \(\+, \*, min, max\) only.*" + hint):
+        sch.bind(k, "threadIdx.x")
