@@ -29,6 +29,7 @@ from sched.lower.thread_phases import emulate_threads
 from sched.lower.uniform_barriers import uniform_barriers
 from sched.lower.warp_layout import restore_warp_tiles
 from sched.lower.while_loops import check_while_loops
+from sched.lower.wide_integers import widen_overflowing_integers
 from sched.lower.wmma_fragments import layout_wmma_fragments
 
 logger = logging.getLogger("sched.lower")
@@ -102,6 +103,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
     func = run(fold_constants, func)
+    func = run(widen_overflowing_integers, func)
     _verify(func, "the output of lower()")
     return func
 
