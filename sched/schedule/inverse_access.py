@@ -71,6 +71,9 @@ def invert_consumer_access(func: PrimFunc, consumer: BlockRealize, producer: Blo
                      f"{p_domain}), so some instances would be lost or run twice")
     inverse = relation.reverse().as_pw_multi_aff()
     variables = {isl_name(name): var for name, var in zip(p_names, p_vars)}
+    # the symbolic dims and scalar parameters the inverse may use (`n - 1 - p0`)
+    variables.update({isl_name(v): v for v in (*func.symbolic_vars, *func.params)
+                      if isinstance(v, Var)})
     context = p_domain
     return {var: pw_aff_to_expr(inverse.get_pw_aff(k), context, variables)
             for k, var in enumerate(c_vars)}

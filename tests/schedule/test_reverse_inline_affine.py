@@ -64,3 +64,19 @@ def test_a_consumer_reading_one_element_twice_is_refused():
     sch = sched.Schedule(te.create_prim_func([A, E]))
     with pytest.raises(ScheduleError, match=r"two of its instances read one element"):
         sch.reverse_compute_inline(sch.get_block("E"))
+
+
+def test_a_consumer_reading_backwards_over_a_symbolic_dim_is_inlined():
+    # audit (helper-28): the inverse of `B[n - 1 - i]` holds n, which the conversion back to
+    # IR did not know (KeyError 'n')
+    n = te.var("n")
+    A = te.placeholder((n,), "int32", name="A")
+    B = te.compute((n,), lambda i: A[i] * 2 + 1, name="B")
+    C = te.compute((n,), lambda i: B[n - 1 - i] + 3, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert "C[n - v_i - 1] = A[v_i] * 2 + 1 + 3" in sch.func.script()
+    for size in (1, 6, 13):
+        a = np.arange(size, dtype=np.int32) * 3 - 4
+        (c,) = run_c(sch.func, a, np.zeros(size, np.int32))[1:]
+        np.testing.assert_array_equal(c, (a * 2 + 1)[::-1] + 3)
