@@ -174,8 +174,11 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
     if not _same_domains(old_model, new_model):
         missing = old_model.domain.subtract(new_model.domain)
         extra = new_model.domain.subtract(old_model.domain)
-        return Violation(f"the new loops do not run the same block instances (missing: "
-                         f"{missing}, added: {extra})")
+        parts = [f"{what}: {instances}" for what, instances in (("missing", missing),
+                                                                ("added", extra))
+                 if not instances.is_empty()]
+        return Violation(f"the new loops do not run the same block instances "
+                         f"({', '.join(parts)})")
     violation = check_runs(old_model, new_model, allow_recompute)
     if violation is not None:
         return violation

@@ -391,7 +391,7 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
         covered = ("the instances that read what its producers write there" if reverse else
                    "what its consumers there read")
         rule = rule or (f"under loop {loop_name!r}, block {block!r} would run only {covered}, "
-                        f"which is not all it runs now ({violation.reason})")
+                        f"which differs from what it runs now ({violation.reason})")
     runs_once = all(s.runs_once for s in model.statements_of_block(block))
     if violation is None and reverse and not runs_once:
         rule = rule or (f"block {block!r} would run some instances in more than one "
