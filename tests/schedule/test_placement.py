@@ -398,8 +398,8 @@ def test_compute_at_refuses_when_the_consumers_read_part_of_the_block():
     (i_c,) = sch.get_loops(sch.get_block("C"))
     block = sch.get_block("B")
     refused(sch, lambda: sch.compute_at(block, i_c),
-            r"block 'B' would run only what its consumers there read, which is not all it "
-            r"runs now .*missing: \{ S_B\[v_i\] : 5 <= v_i <= 9 \}")
+            r"block 'B' would run only what its consumers there read, which differs from "
+            r"what it runs now .*missing: \{ S_B\[v_i\] : 5 <= v_i <= 9 \}\)")
 
 
 def test_compute_at_of_a_store_off_the_iteration_variables():
