@@ -151,6 +151,9 @@ class _Widen(IRMutator):
             return node
         return LetStmt(node.var, value, body)
 
+    def visit_Buffer(self, node):
+        return node             # declarations: every access names the buffer as declared
+
     # -- expressions --------------------------------------------------------------------------
 
     def visit_Cast(self, node: Cast) -> Expr:

@@ -96,3 +96,19 @@ def test_interval_bounds_index_arithmetic_and_says_when_it_may_leave_int32():
     assert interval(n * n, ranges)[1] is True
     assert interval(i % IntImm(4), ranges) == ((0, 3), False)
     assert interval(i + Var("unknown"), ranges) is None          # not in ranges: left alone
+
+
+def test_buffer_declarations_keep_their_shapes(rng):
+    # a declaration is not arithmetic the kernel computes: the pass rewrote `n + 2` in a
+    # shape once, and the GPU build's refusal then printed the rewritten shape
+    n = te.var("n")
+    A = te.placeholder((n + 2,), name="A")
+    B = te.compute((n + 2,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + B[i + 2], name="C")
+    func = te.create_prim_func([A, C])
+    text = lower(func).script()
+    assert "T.Cast" not in "\n".join(line for line in text.splitlines() if "decl_buffer" in line)
+    a = rng.standard_normal(9).astype(np.float32)
+    c = np.zeros(7, np.float32)
+    sched.build(func, target="c")(a, c)
+    np.testing.assert_allclose(c, 2 * a[:7] + 2 * a[2:], rtol=1e-6)
