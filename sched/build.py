@@ -88,6 +88,12 @@ def build(func, target: str = "c", *, arch: str | None = None,
         func = func.main_function("build")
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build: expected a PrimFunc, got {type(func).__name__}")
+    if trace is None:
+        # a function as written (a Schedule's was verified at each step): what the verifier
+        # refuses (a block variable in its own T.where) would reach isl as a syntax error
+        from sched.ir.verify import verify
+
+        verify(func)
     if target in ("cuda", "cuda-emu") and not _has_thread_bindings(func):
         original = func
         func, trace = _default_cuda(func, arch)

@@ -7,6 +7,7 @@ import pytest
 
 import sched
 from sched.errors import BuildError
+from sched.ir.verify import VerifyError
 from sched.script import T
 from tests.lower.block_ir import add_2d
 
@@ -240,3 +241,23 @@ def test_a_local_buffer_written_by_threads_and_read_by_every_thread_is_refused(t
                                          r"\(local: each thread's own copy\), which block 'X' "
                                          r"writes under a loop bound to threadIdx.x"):
         sched.build(sch.func, target=target, arch="sm_90" if target == "cuda" else None)
+
+
+WHERE_ON_A_BLOCK_VARIABLE = """
+@T.prim_func
+def w(A: T.Buffer((4, 6), "float32"), C: T.Buffer((4, 6), "float32")):
+    for i, j in T.grid(4, 6):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.where(vj % 3 != 0)
+            C[vi, vj] = A[vi, vj] - T.float32(1)
+"""
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_a_function_the_verifier_refuses_is_refused_by_build_with_its_reason(target):
+    # audit (helper-29): a block's own variable in its T.where reached isl as a syntax error
+    func = sched.parse(WHERE_ON_A_BLOCK_VARIABLE)
+    with pytest.raises(VerifyError, match="variable 'vj' is used outside its "
+                                                       "scope \\(in block 'C'\\)"):
+        sched.build(func, target=target, arch="sm_80" if target == "cuda" else None)
