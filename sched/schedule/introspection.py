@@ -10,7 +10,7 @@ from __future__ import annotations
 from sched.ir.functor import collect
 from sched.ir.module import IRModule
 from sched.ir.nodes import Block, BlockRealize, For
-from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
+from sched.schedule.base import BlockRV, IntRV, LoopRV, ScheduleBase
 from sched.schedule.state import find_block, find_loop
 
 
@@ -28,9 +28,10 @@ def output_blocks(func, scope: str) -> list[str]:
 class IntrospectionPrimitives(ScheduleBase):
     """mod, work_on, show, enter_postproc, fork_seed, get, get_output_blocks."""
 
-    def get(self, handle: LoopRV | BlockRV) -> For | Block:
+    def get(self, handle: LoopRV | BlockRV | IntRV) -> For | Block | int:
         """The loop (a `For`: `.extent`, `.kind`, `.thread_tag`) or the block a handle names
-        now, as TVM's `sch.get(rv)`. Not recorded: it changes nothing.
+        now, or the value a sampling step chose (an int), as TVM's `sch.get(rv)`. Not
+        recorded: it changes nothing.
 
         >>> import sched
         >>> from sched import compute as te
@@ -42,6 +43,8 @@ class IntrospectionPrimitives(ScheduleBase):
         (4, 16)
         >>> sch.get(sch.get_block("B")).name
         'B'
+        >>> [sch.get(v) for v in sch.sample_perfect_tile(inner, n=2, decision=[4, 4])]
+        [4, 4]
         """
         if isinstance(handle, LoopRV):
             return find_loop(self._func, self._loop(handle, "get", "handle"), "get")
@@ -49,7 +52,10 @@ class IntrospectionPrimitives(ScheduleBase):
             self._check_owner(handle, "block", "get")
             return find_block(self._func, self._check_current(handle, "block", "get"),
                               "get").block
-        raise TypeError(f"get: expected a loop or block handle, got {type(handle).__name__}")
+        if isinstance(handle, IntRV):
+            return int(handle)
+        raise TypeError(f"get: expected a loop or block handle or a sampled value, got "
+                        f"{type(handle).__name__}")
 
     @property
     def mod(self) -> IRModule:

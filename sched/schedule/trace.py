@@ -98,6 +98,10 @@ class Trace:
     def append(self, instruction: Instruction) -> None:
         self.instructions.append(instruction)
 
+    def show(self) -> None:
+        """Print the steps as a script (TVM's `trace.show()`)."""
+        print(self)
+
     def __str__(self) -> str:
         return "\n".join(i.to_python() for i in self.instructions)
 

@@ -96,3 +96,18 @@ def test_copy_is_independent():
     (loop, *_) = other.get_loops(other.get_block("C"))
     other.annotate(loop, "note", 1)
     assert other.func != sch.func and len(other.trace) == len(sch.trace) + 3
+
+
+def test_tvm_style_get_of_a_sampled_value_and_trace_show(capsys):
+    # audit (helper-29): sch.get(v) of a sampled value raised TypeError, trace.show() was
+    # missing
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    factors = sch.sample_perfect_tile(i, n=2, decision=[8, 8])
+    assert [sch.get(v) for v in factors] == [8, 8]
+    sch.trace.show()
+    assert "sch.sample_perfect_tile(" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="a loop or block handle or a sampled value, got str"):
+        sch.get("B")
