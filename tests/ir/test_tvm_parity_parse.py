@@ -493,3 +493,37 @@ def f(a: T.handle, B: T.Buffer((8,), "float32")):
 '''
     with pytest.raises(ScriptError, match=f"line 4: .*{message}"):
         parse(text)
+
+
+TVM_SPELLINGS = """
+@T.prim_func
+def f(A: T.Buffer((12,), "int32"), X: T.Buffer((12,), "float32"),
+      O: T.Buffer((12,), "int32"), F: T.Buffer((12,), "float32")):
+    for i in range(12):
+        with T.block("O"):
+            vi = T.axis.remap("S", [i])
+            O[vi] = (T.truncdiv(A[vi], 5) * 1000 + T.truncmod(A[vi], 5) * 100
+                     + T.ceildiv(A[vi], 4) * 10 + T.Cast("int32", T.isnan(X[vi]))
+                     + T.FloorDiv(A[vi], 7) * 0 + T.Div(A[vi], 3) - T.Mod(A[vi], 3) * 0
+                     + T.FloorMod(A[vi], 2) * 0)
+            F[vi] = T.fabs(X[vi]) + T.trunc(X[vi]) * T.float32(100)
+"""
+
+
+def test_tvm_spellings_of_division_remainder_and_float_tests_compute_as_in_numpy():
+    # audit (helper-29): T.truncdiv, T.truncmod, T.ceildiv, T.Div, T.Mod, T.FloorDiv,
+    # T.FloorMod, T.fabs, T.isnan and T.trunc were unknown constructs
+    func = parse(TVM_SPELLINGS)
+    round_trips(func)
+    a = np.array([-13, -12, -7, -5, -1, 0, 1, 4, 5, 7, 12, 13], np.int32)
+    x = np.array([-2.5, -0.5, 0.5, 2.7, np.nan, -3.0, 3.0, 0, -0.0, 9.99, -9.99, 1e10],
+                 np.float32)
+    o, f = np.zeros(12, np.int32), np.zeros(12, np.float32)
+    sched.build(func, target="c")(a, x, o, f)
+    truncdiv = np.fix(a / 5).astype(np.int32)
+    expected = (truncdiv * 1000 + np.fmod(a, 5) * 100 + -(-a // 4) * 10
+                + np.isnan(x).astype(np.int32) + np.fix(a / 3).astype(np.int32))
+    np.testing.assert_array_equal(o, expected)
+    np.testing.assert_allclose(f, np.abs(x) + np.trunc(x) * 100, equal_nan=True)
+    with pytest.raises(ScriptError, match="T.truncdiv: integer operands only, got float32"):
+        parse(TVM_SPELLINGS.replace("T.truncdiv(A[vi], 5)", "T.truncdiv(X[vi], 5.0)"))
