@@ -12,6 +12,7 @@ A literal that never meets one gets the default dtype (`convert`): int32, float3
 from __future__ import annotations
 
 import ast
+import json
 import math
 from dataclasses import dataclass
 
@@ -50,6 +51,8 @@ from sched.ir.parse_intrin import INTRIN_CALLS, IntrinCallParser
 from sched.ir.parse_names import call_name, t_name
 from sched.ir.parse_vector import VECTOR_CALLS, VectorParser
 from sched.ir.simplify import simplify
+
+DIM_ALIGN = "buffer_dim_align"   # a block annotation (schedule/storage_align.py)
 
 Literal = int | float | bool
 Value = Expr | Literal
@@ -464,8 +467,26 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
         for key, value in zip(node.keys, node.values, strict=True):
             if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
                 raise self.error(node, "annotation keys must be strings")
+            if key.value == DIM_ALIGN and isinstance(value, ast.List | ast.Tuple):
+                pairs.append((key.value, self._dim_align(value)))
+                continue
             pairs.append((key.value, self._annotation_value(value)))
         return tuple(pairs)
+
+    def _dim_align(self, node: ast.AST) -> str:
+        """TVM's printed `"buffer_dim_align": [[0, 0, 128, 1]]` as sched keeps it: the JSON
+        text (schedule/storage_align.py)."""
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            value = None
+        if not (isinstance(value, list | tuple) and all(
+                isinstance(item, list | tuple) and len(item) == 4 and
+                all(type(x) is int for x in item) for item in value)):
+            raise self.error(node, f"annotation value '{ast.unparse(node)}': "
+                                   f"{DIM_ALIGN} holds [buffer_index, axis, factor, offset] "
+                                   f"lists of ints")
+        return json.dumps([list(item) for item in value])
 
     def _annotation_value(self, node: ast.AST):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
