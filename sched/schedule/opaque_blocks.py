@@ -72,6 +72,17 @@ def check_opaque_blocks_kept(old: PrimFunc, new: PrimFunc, primitive: str) -> No
         return
     for block in after:
         if block.name not in before:
+            if primitive == "tensorize":
+                raise ScheduleError(primitive, f"the intrinsic's implementation calls code sched "
+                                    f"cannot read (an opaque call: T.call_extern, "
+                                    f"T.call_packed, an address passed out), which would make "
+                                    f"block {block.name!r} opaque, and no step makes an opaque "
+                                    f"block (the analysis cannot see what it touches). Write "
+                                    f"the "
+                                    f"implementation with loops over its buffers (or use a "
+                                    f"registered intrinsic such as the wmma and mma ones), or "
+                                    f"call the external function in the function itself "
+                                    f"(T.call_extern in a block) and schedule around it")
             raise ScheduleError(primitive, f"the step would make a new opaque block "
                                 f"{block.name!r} (a copy or rewrite of an opaque call); "
                                 f"{_ADVICE}")

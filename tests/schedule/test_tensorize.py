@@ -339,3 +339,57 @@ def test_a_tile_across_the_layout_is_refused_with_the_layout_named():
                                             r"the intrinsic's B is 8 \(the same size along "
                                             r"other dimensions"):
         sch.tensorize(k_1, "dot_product_8_f32")
+
+
+MMA_DESC = """
+@T.prim_func
+def mma_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16), align=128, offset_factor=1)
+    B = T.match_buffer(b, (16, 16), align=128, offset_factor=1)
+    C = T.match_buffer(c, (16, 16), align=128, offset_factor=1)
+    with T.block("root"):
+        T.reads(C[0 : 16, 0 : 16], A[0 : 16, 0 : 16], B[0 : 16, 0 : 16])
+        T.writes(C[0 : 16, 0 : 16])
+        for i, j, k in T.grid(16, 16, 16):
+            with T.block("update"):
+                vii, vjj, vkk = T.axis.remap("SSR", [i, j, k])
+                C[vii, vjj] = C[vii, vjj] + A[vii, vkk] * B[vjj, vkk]
+"""
+MMA_EXTERN_IMPL = """
+@T.prim_func
+def mma_intrin(a: T.handle, b: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16), align=128, offset_factor=1)
+    B = T.match_buffer(b, (16, 16), align=128, offset_factor=1)
+    C = T.match_buffer(c, (16, 16), align=128, offset_factor=1)
+    with T.block("root"):
+        T.reads(C[0 : 16, 0 : 16], A[0 : 16, 0 : 16], B[0 : 16, 0 : 16])
+        T.writes(C[0 : 16, 0 : 16])
+        T.evaluate(T.call_extern("int32", "gemm16", T.address_of(C[0, 0]),
+                                 T.address_of(A[0, 0]), T.address_of(B[0, 0])))
+"""
+
+
+def test_an_implementation_calling_external_code_is_refused_saying_so():
+    # audit (helper-29): TVM's tensorize docstring example, an extern micro-kernel, was
+    # refused as "a copy or rewrite of an opaque call"
+    name = "test_mma_extern_impl"
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        TensorIntrin.register(name, sched.parse(MMA_DESC), sched.parse(MMA_EXTERN_IMPL))
+    A = te.placeholder((32, 32), name="A")
+    B = te.placeholder((32, 32), name="B")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((32, 32), lambda i, j: te.sum(A[i, k] * B[j, k], axis=k), name="update")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_block("update")
+    i, j, kk = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 16])
+    jo, ji = sch.split(j, [None, 16])
+    ko, ki = sch.split(kk, [None, 16])
+    sch.reorder(io, jo, ko, ii, ji, ki)
+    sch.decompose_reduction(block, ko)
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"tensorize: the intrinsic's implementation calls "
+                       r"code sched cannot read \(an opaque call.*Write the implementation "
+                       r"with loops over its buffers"):
+        sch.tensorize(ii, name)
+    assert sch.func is before
