@@ -113,8 +113,13 @@ def _size(allocate: Allocate) -> int:
     if None in extents:
         raise ScheduleError("build", f"{buffer.scope} buffer '{buffer.name}' has the symbolic "
                             f"shape ({', '.join(d.script() for d in buffer.shape)}); on the GPU "
-                            f"shared and local buffers need constant sizes: tile the loops "
-                            f"that use it by constants")
+                            f"shared and local buffers need constant sizes: the lowering "
+                            f"shrinks a buffer to the box one iteration of the loops around "
+                            f"its allocation touches, which needs a box of constant size at an "
+                            f"offset those loops determine. Tile the loops that use it by "
+                            f"constants; where they are tiled, a window whose elements also "
+                            f"belong to the next tile (a halo) under a symbolic size is a case "
+                            f"it cannot shrink yet")
     return math.prod(extents)
 
 
