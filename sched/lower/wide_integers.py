@@ -7,16 +7,19 @@ Near 2**31 the int32 arithmetic wraps: `n + 63` turns negative and the loop runs
 iteration, `n * m` wraps to 0 (both found by an audit: a count to n = 2**31 - 1 left its
 output unwritten), and a wrapped guard would let iterations past n run.
 
-This pass bounds each integer expression built only from loop variables, symbolic dims
-(0 <= n <= 2**31 - 1), integer scalar parameters and constants, by interval arithmetic, and
-where the value or an intermediate result may leave the int32 range computes it in int64:
-- a loop whose bounds may exceed the int32 range gets an int64 variable;
-- a comparison compares the int64 values;
-- anywhere else the int64 result is narrowed back to int32, where the program's value fits
-  (an index within an int32-sized buffer, a bound the loops above keep in range).
-Arithmetic on values read from memory is left as it is: int32 data wraps, as numpy's does.
-Expressions that cannot leave int32 are not touched, so a kernel with constant shapes keeps
-its code.
+This pass bounds each integer expression built only from loop variables, symbolic dims (from
+0 to the largest value of their dtype), integer scalar parameters and constants, by interval
+arithmetic, and where the value or an intermediate result may leave the int32 range computes
+it in int64:
+- a loop whose values may leave the int32 range gets an int64 variable;
+- a guard or a loop bound compares the int64 values;
+- an index or a let-bound index is computed in int64 and narrowed back to int32, where the
+  program's value fits (an index within an int32-sized buffer).
+What a store writes (and what an opaque call is passed) is data: its arithmetic keeps the
+int32 semantics it has, wrapping as numpy's does, comparisons included; only the indices of
+the loads in it are index arithmetic. Casts the program makes are kept (a narrowing
+`T.Cast("int32", q)` still narrows). Expressions that cannot leave int32 are not touched, so
+a kernel with constant shapes keeps its code.
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.dtype import is_int, max_value, min_value
-from sched.ir.functor import IRMutator, free_vars, substitute
+from sched.ir.functor import IRMutator, free_vars
 from sched.ir.nodes import (
     BinaryOp,
+    BufferLoad,
+    BufferStore,
+    Call,
     Cast,
+    Evaluate,
     Expr,
     For,
     IntImm,
@@ -37,18 +44,19 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
-from sched.lower.flatten_buffers import widen
 
 NARROW, WIDE = "int32", "int64"
 INT32 = (min_value(NARROW), max_value(NARROW))
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-_ARITHMETIC = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
+# integer arithmetic the intervals follow ("div" of integers rounds toward zero, as C's /)
+_ARITHMETIC = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
+_SHIFTS = ("shift_left", "shift_right")
 
 
 def widen_overflowing_integers(func: PrimFunc) -> PrimFunc:
     """`func` with its int32 index arithmetic that may overflow computed in int64 (module
     docstring)."""
-    ranges = {v: (0, INT32[1]) for v in func.symbolic_vars}
+    ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}     # sizes
     for param in func.params:
         if isinstance(param, Var) and is_int(param.dtype):
             ranges[param] = (min_value(param.dtype), max_value(param.dtype))
@@ -64,29 +72,52 @@ def interval(e: Expr, ranges: dict) -> tuple[tuple[int, int], bool] | None:
         return (e.value, e.value), not INT32[0] <= e.value <= INT32[1]
     if isinstance(e, Var):
         found = ranges.get(e)
-        return None if found is None else (found, False)
+        return None if found is None else (found, not _fits(found))
     if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
         inner = interval(e.value, ranges)
         if inner is None:
             return None
         (lo, hi), overflows = inner
         low, high = min_value(e.dtype), max_value(e.dtype)
-        return ((lo, hi) if low <= lo and hi <= high else (low, high)), overflows
+        value = (lo, hi) if low <= lo and hi <= high else (low, high)   # a wrap: any value
+        return value, overflows or not _fits(value)
     if isinstance(e, Select):
         a, b = interval(e.true_value, ranges), interval(e.false_value, ranges)
         if a is None or b is None:
             return None
         return (min(a[0][0], b[0][0]), max(a[0][1], b[0][1])), a[1] or b[1]
+    operands = _integer_operation(e)
+    if operands is None:
+        return None
+    op, a_node, b_node = operands
+    a, b = interval(a_node, ranges), interval(b_node, ranges)
+    if a is None or b is None:
+        return None
+    value = _combine(op, a[0], b[0])
+    if value is None:
+        value = (min_value(e.dtype), max_value(e.dtype))
+    return value, a[1] or b[1] or not _fits(value)
+
+
+def _fits(value: tuple[int, int]) -> bool:
+    return INT32[0] <= value[0] and value[1] <= INT32[1]
+
+
+def _integer_operation(e: Expr) -> tuple[str, Expr, Expr] | None:
+    """(op, a, b) of integer arithmetic the intervals follow: a shift by a constant as the
+    multiplication or floor division by its power of two; None for anything else."""
     if isinstance(e, BinaryOp) and e.op in _ARITHMETIC and is_int(e.dtype):
-        a, b = interval(e.a, ranges), interval(e.b, ranges)
-        if a is None or b is None:
-            return None
-        value = _combine(e.op, a[0], b[0])
-        if value is None:
-            value = (min_value(e.dtype), max_value(e.dtype))
-        outside = not (INT32[0] <= value[0] and value[1] <= INT32[1])
-        return value, a[1] or b[1] or outside
+        return e.op, e.a, e.b
+    if isinstance(e, Call) and e.op in _SHIFTS and is_int(e.dtype) and \
+            isinstance(e.args[1], IntImm) and 0 <= e.args[1].value < 63:
+        power = IntImm(1 << e.args[1].value, WIDE)
+        return ("mul" if e.op == "shift_left" else "floordiv"), e.args[0], power
     return None
+
+
+def _truncdiv(a: int, b: int) -> int:
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b > 0) else -quotient
 
 
 def _combine(op: str, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
@@ -102,65 +133,108 @@ def _combine(op: str, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]
         return min(alo, blo), min(ahi, bhi)
     if op == "max":
         return max(alo, blo), max(ahi, bhi)
-    if blo <= 0:
-        return None                      # a divisor that may be zero or negative
-    if op == "floordiv":
-        quotients = (alo // blo, alo // bhi, ahi // blo, ahi // bhi)
+    if blo <= 0 <= bhi:
+        return None                      # a divisor that may be zero: any value
+    if op in ("floordiv", "div"):
+        # monotonic in each operand while the divisor keeps its sign: the corners bound it
+        divide = (lambda x, y: x // y) if op == "floordiv" else _truncdiv
+        quotients = [divide(x, y) for x in (alo, ahi) for y in (blo, bhi)]
         return min(quotients), max(quotients)
-    return 0, bhi - 1                    # floormod by a positive divisor
+    return (0, bhi - 1) if blo > 0 else (blo + 1, 0)      # floormod
 
 
 class _Widen(IRMutator):
     def __init__(self, ranges: dict) -> None:
         self.ranges = ranges
         self.wide: dict[Var, Var] = {}    # loop variables made int64 -> their int64 variable
+        self.data = False                 # in what a store writes: its arithmetic is kept
 
     # -- statements ---------------------------------------------------------------------------
 
     def visit_For(self, node: For) -> Stmt:
-        start, extent = self.visit(node.min), self.visit(node.extent)
         low = interval(node.min, self.ranges)
         end = interval(node.min + node.extent, self.ranges) if is_int(node.extent.dtype) \
             else None
         var = node.loop_var
-        if low is not None and end is not None:
-            self.ranges[var] = (low[0][0], max(low[0][1], end[0][1] - 1))
-        else:
-            self.ranges[var] = (min_value(var.dtype), max_value(var.dtype))
-        wide = node.kind != "thread_binding" and var.dtype == NARROW and end is not None \
-            and end[0][1] - 1 > INT32[1]
-        new_var = var
-        if wide:                         # its values may exceed int32: an int64 variable
-            new_var = self.wide[var] = Var(var.name, WIDE)
-            self.ranges[new_var] = self.ranges[var]
+        known = low is not None and end is not None
+        values = (low[0][0], max(low[0][1], end[0][1] - 1)) if known else \
+            (min_value(var.dtype), max_value(var.dtype))
+        # the variable also reaches the end, where the loop stops
+        wide = known and node.kind != "thread_binding" and var.dtype == NARROW and \
+            not _fits((values[0], max(values[1], end[0][1])))
+        if wide:                         # its values may leave int32: an int64 variable
+            new_var = Var(var.name, WIDE)
             start, extent = self._wide(node.min), self._wide(node.extent)
+        else:
+            new_var, start, extent = var, self._index(node.min), self._index(node.extent)
+        saved = self.ranges.get(var), self.wide.get(var)
+        self.ranges[var] = self.ranges[new_var] = values
+        if wide:
+            self.wide[var] = new_var
+        else:
+            self.wide.pop(var, None)     # (a sibling loop of the same variable may be wide)
         body = self.visit(node.body)
+        _restore(self.ranges, var, saved[0])
+        _restore(self.wide, var, saved[1])
         if not wide and start is node.min and extent is node.extent and body is node.body:
             return node
         return For(new_var, start, extent, node.kind, body, node.thread_tag, node.annotations)
 
     def visit_LetStmt(self, node: LetStmt) -> Stmt:
-        value = self.visit(node.value)
+        value = self._index(node.value)
         found = interval(node.value, self.ranges) if is_int(node.var.dtype) else None
+        saved = self.ranges.get(node.var)
         if found is not None:
             low, high = found[0]
             self.ranges[node.var] = (max(low, min_value(node.var.dtype)),
                                      min(high, max_value(node.var.dtype)))
         body = self.visit(node.body)
+        _restore(self.ranges, node.var, saved)
         if value is node.value and body is node.body:
             return node
         return LetStmt(node.var, value, body)
+
+    def visit_BufferStore(self, node: BufferStore) -> Stmt:
+        value = self._data(node.value)
+        indices = tuple(self._index(i) for i in node.indices)
+        if value is node.value and all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return BufferStore(node.buffer, value, indices)
+
+    def visit_Evaluate(self, node: Evaluate) -> Stmt:
+        value = self._data(node.value)
+        return node if value is node.value else Evaluate(value)
 
     def visit_Buffer(self, node):
         return node             # declarations: every access names the buffer as declared
 
     # -- expressions --------------------------------------------------------------------------
 
+    def _data(self, e: Expr) -> Expr:
+        saved, self.data = self.data, True
+        try:
+            return self.visit(e)
+        finally:
+            self.data = saved
+
+    def _index(self, e: Expr) -> Expr:
+        saved, self.data = self.data, False
+        try:
+            return self.visit(e)
+        finally:
+            self.data = saved
+
+    def visit_BufferLoad(self, node: BufferLoad) -> Expr:
+        indices = tuple(self._index(i) for i in node.indices)
+        if all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return BufferLoad(node.buffer, indices)
+
     def visit_Cast(self, node: Cast) -> Expr:
         value = self.visit(node.value)
         if node.dtype == WIDE and isinstance(value, Cast) and value.dtype == NARROW and \
                 value.value in self.wide.values():
-            return value.value       # an int64 index over a loop variable now int64 itself
+            return value.value   # the program's int64 view of a loop variable now int64
         return node if value is node.value else Cast(node.dtype, value)
 
     def visit_Var(self, node: Var) -> Expr:
@@ -168,23 +242,30 @@ class _Widen(IRMutator):
         return node if wide is None else Cast(NARROW, wide)
 
     def visit_BinaryOp(self, node: BinaryOp) -> Expr:
+        if self.data:
+            return self.visit_children(node)
         if node.op in COMPARISONS and is_int(node.a.dtype):
-            if self._rewritten(node.a) or self._rewritten(node.b):
+            if any(self._rewritten(e) or e in self.wide for e in (node.a, node.b)):
                 return BinaryOp(node.op, self._operand(node.a), self._operand(node.b))
             return self.visit_children(node)
-        if node.dtype == NARROW and node.op in _ARITHMETIC and self._rewritten(node):
+        if node.dtype == NARROW and self._rewritten(node):
+            return Cast(NARROW, self._wide(node))
+        return self.visit_children(node)
+
+    def visit_Call(self, node: Call) -> Expr:
+        if not self.data and node.dtype == NARROW and self._rewritten(node):
             return Cast(NARROW, self._wide(node))
         return self.visit_children(node)
 
     def _rewritten(self, e: Expr) -> bool:
         """Whether `e` is computed in int64 here: int32 index arithmetic that may overflow,
         or that uses a loop variable made int64."""
-        if e.dtype != NARROW:
+        if e.dtype != NARROW or _integer_operation(e) is None:
             return False
         found = interval(e, self.ranges)
         if found is None:
             return False
-        return found[1] or any(v in self.wide for v in _variables(e))
+        return found[1] or any(v in self.wide for v in free_vars(e))
 
     def _operand(self, e: Expr) -> Expr:
         """A comparison's operand in int64: index arithmetic throughout, anything else (a
@@ -195,11 +276,27 @@ class _Widen(IRMutator):
         return e if e.dtype == WIDE else Cast(WIDE, e)
 
     def _wide(self, e: Expr) -> Expr:
-        """`e` (index arithmetic) in int64 throughout, on the int64 loop variables."""
+        """Index arithmetic `e` computed in int64 throughout, on the int64 loop variables;
+        every other leaf (a cast the program makes, a load) converted once, as it is."""
         if e.dtype == WIDE:
-            return self.visit(e)
-        return widen(substitute(e, {v: Cast(NARROW, w) for v, w in self.wide.items()}), WIDE)
+            return self._index(e)
+        if isinstance(e, IntImm):
+            return IntImm(e.value, WIDE)
+        if isinstance(e, Var) and e in self.wide:
+            return self.wide[e]
+        if isinstance(e, BinaryOp) and e.op in _ARITHMETIC and is_int(e.dtype):
+            return BinaryOp(e.op, self._wide(e.a), self._wide(e.b))
+        if isinstance(e, Call) and e.op in _SHIFTS and is_int(e.dtype) and \
+                isinstance(e.args[1], IntImm):
+            return Call(e.op, (self._wide(e.args[0]), IntImm(e.args[1].value, WIDE)), WIDE)
+        if isinstance(e, Select):
+            return Select(self._index(e.condition), self._wide(e.true_value),
+                          self._wide(e.false_value))
+        return Cast(WIDE, self._index(e))
 
 
-def _variables(e: Expr) -> set[Var]:
-    return set(free_vars(e))
+def _restore(mapping: dict, key, value) -> None:
+    if value is None:
+        mapping.pop(key, None)
+    else:
+        mapping[key] = value

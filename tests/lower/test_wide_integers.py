@@ -112,3 +112,84 @@ def test_buffer_declarations_keep_their_shapes(rng):
     c = np.zeros(7, np.float32)
     sched.build(func, target="c")(a, c)
     np.testing.assert_allclose(c, 2 * a[:7] + 2 * a[2:], rtol=1e-6)
+
+
+# audit of the pass itself (helper-30): each of these was wrong before
+
+@T.prim_func
+def narrowed(var_A: T.handle, B: T.Buffer((1,), "int32"), C: T.Buffer((1,), "int64"),
+             q: T.int64):
+    n = T.int32()
+    A = T.match_buffer(var_A, (n,), "int8")  # noqa: F841 - binds n
+    B[0] = T.if_then_else(T.Cast("int32", q) < n + 1, 1, 0)
+    for _i in range(T.Cast("int32", q) + n):
+        C[0] = C[0] + T.int64(1)
+
+
+def test_a_narrowing_cast_the_program_makes_is_kept():
+    # widening saw through `T.Cast("int32", q)`: q = 2**32 + 3 compared and counted as itself
+    kernel = sched.build(narrowed, target="c")
+    for q in (3, 2 ** 32 + 3):
+        b, c = np.full(1, -1, np.int32), np.zeros(1, np.int64)
+        kernel(np.zeros(10, np.int8), b, c, q)
+        assert (b[0], c[0]) == (1, 13)
+
+
+@T.prim_func
+def negative_divisors(C: T.Buffer((4,), "int64"), p: T.int32, n: T.int32):
+    for _i in range(T.floordiv(p, -1)):
+        C[0] = C[0] + T.int64(1)
+    for _j in range(T.truncdiv(n + 63, 64)):
+        C[1] = C[1] + T.int64(1)
+    for _k in range(T.shift_right(n + 63, 6)):
+        C[2] = C[2] + T.int64(1)
+    for i in T.serial(p - 10, p):
+        C[3] = C[3] + T.Cast("int64", i)
+
+
+def test_floordiv_by_a_negative_constant_truncdiv_shifts_and_low_starts_are_bounded():
+    # `p // -1` at p = -2**31 is 2**31 (its loop stops at a value past int32); `n + 63` under
+    # truncdiv and a shift wrapped; a loop from p - 10 below -2**31 kept an int32 variable
+    kernel = sched.build(negative_divisors, target="c")
+    p, n = -2 ** 31, INT32_MAX
+    c = np.zeros(4, np.int64)
+    kernel(c, p, n)
+    assert c.tolist() == [2 ** 31, (n + 63) // 64, (n + 63) // 64, sum(range(p - 10, p))]
+
+
+def test_an_int64_dim_bounds_its_loops_as_int64():
+    # int64 dims were taken as at most 2**31 - 1: a reduce loop over one kept int32
+    n = te.var("n", "int64")
+    A = te.placeholder((n,), "int8", name="A")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((1,), lambda z: te.sum(A[k].astype("int64"), axis=k), name="C")
+    kernel = sched.build(te.create_prim_func([A, C]), target="c")
+    assert "for (int64_t k = INT64_C(0); k < n; ++k)" in kernel.source
+    a = np.arange(-5, 9, dtype=np.int8)
+    c = np.zeros(1, np.int64)
+    kernel(a, c)
+    assert c[0] == a.astype(np.int64).sum()
+
+
+def test_sibling_loops_of_one_variable_each_get_their_own_width():
+    # a loop made int64 leaked its variable into a later sibling loop of the same Var
+    import dataclasses
+
+    from sched.ir.functor import substitute
+    from sched.ir.nodes import SeqStmt
+
+    @T.prim_func
+    def two(C: T.Buffer((2,), "int64"), p: T.int32, q: T.int32):
+        for i in range(p + q):
+            C[0] = C[0] + T.Cast("int64", i)
+        for j in range(q):
+            C[1] = C[1] + T.Cast("int64", j)
+
+    first, second = two.body.stmts
+    second = dataclasses.replace(second, loop_var=first.loop_var,
+                                 body=substitute(second.body, {second.loop_var:
+                                                               first.loop_var}))
+    func = dataclasses.replace(two, body=SeqStmt((first, second)))
+    c = np.zeros(2, np.int64)
+    sched.build(func, target="c")(c, 3, 4)
+    assert c.tolist() == [sum(range(7)), sum(range(4))]
