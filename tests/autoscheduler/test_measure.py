@@ -364,7 +364,7 @@ def _scripted_worker(replies_with_delays):
         for delay, reply in replies_with_delays:
             time.sleep(delay)
             try:
-                child_replies.send(reply)
+                child_replies.send(reply() if callable(reply) else reply)
             except OSError:
                 return
 
@@ -378,16 +378,35 @@ def test_the_run_time_limit_counts_from_the_run_not_from_the_workers_build():
     check was killed at 3 s while its worker was still lowering it."""
     from sched.autoscheduler.measure.runner import WorkerDied
 
-    done = ("done", None, None, (0.001,))
-    slow_build = _scripted_worker([(0.6, ("running",)), (0.1, done)])
-    assert slow_build.request(("check", "script"), timeout=0.3, build_timeout=5.0) == done
+    def running():
+        return ("running", time.monotonic())
+
+    def done():
+        return ("done", None, None, (0.001,), time.monotonic())
+
+    slow_build = _scripted_worker([(0.6, running), (0.1, done)])
+    reply = slow_build.request(("check", "script"), timeout=0.3, build_timeout=5.0)
+    assert reply[:4] == ("done", None, None, (0.001,))
     slow_build.kill()
-    hung_build = _scripted_worker([(5.0, ("running",))])
+    hung_build = _scripted_worker([(5.0, running)])
     with pytest.raises(WorkerDied, match=r"longer than 0.4 s \(its build in the worker\)"):
         hung_build.request(("check", "script"), timeout=0.2, build_timeout=0.4)
-    hung_run = _scripted_worker([(0.1, ("running",)), (5.0, done)])
+    hung_run = _scripted_worker([(0.1, running), (5.0, done)])
     with pytest.raises(WorkerDied, match=r"longer than 0.3 s \(its run\)"):
         hung_run.request(("check", "script"), timeout=0.3, build_timeout=5.0)
-    timing_too = _scripted_worker([(0.1, ("running",)), (0.2, ("running",)), (0.2, done)])
-    assert timing_too.request(("measure", "script"), timeout=0.3, build_timeout=5.0) == done
+    timing_too = _scripted_worker([(0.1, running), (0.2, running), (0.2, done)])
+    reply = timing_too.request(("measure", "script"), timeout=0.3, build_timeout=5.0)
+    assert reply[:4] == ("done", None, None, (0.001,))
     timing_too.kill()
+
+
+def test_a_run_longer_than_its_limit_is_a_timeout_even_when_its_reply_is_read_late():
+    # found by a clean-clone run beside a fuzz hunt: a candidate's check took 2 ms, longer
+    # than a limit of 0.1 ms, but its reply was already in the pipe when the busy parent read
+    # the ("running",) before it, and it counted as measured
+    # both replies at once, the worker's clock saying the run took 0.5 s
+    late = _scripted_worker([(0.0, ("running", 100.0)), (0.0, ("done", None, None, (0.5,),
+                                                                   100.5))])
+    reply = late.request(("check", "script"), timeout=0.3, build_timeout=5.0)
+    assert reply[:2] == ("done", "timeout") and "ran 0.5 s, longer than 0.3 s" in reply[2]
+    late.kill()

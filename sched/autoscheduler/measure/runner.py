@@ -72,16 +72,24 @@ class WorkerProcess:
     def request(self, message: tuple, timeout: float, build_timeout: float | None = None):
         """The worker's reply to `message`; WorkerDied when it takes longer than `timeout`
         seconds (the worker is then killed) or the worker dies. With `build_timeout`, the
-        worker may first build the candidate for that long: each ("running",) it sends
-        (a check or a timing starts) gives `timeout` seconds from then."""
+        worker may first build the candidate for that long: each ("running", start) it sends
+        (a check or a timing starts) gives `timeout` seconds from then, measured by the
+        worker's clock when its reply is read late."""
         limit, what = ((build_timeout, "its build in the worker") if build_timeout is not None
                        else (timeout, "it"))
+        started = None
         try:
             self._requests.send(message)
             while self._replies.poll(limit):
                 reply = self._replies.recv()
                 if reply[0] != "running":
+                    if reply[0] == "done" and started is not None and \
+                            reply[-1] - started > timeout:
+                        # read late (a busy parent), but the run itself took too long
+                        return ("done", "timeout", f"ran {reply[-1] - started:.3g} s, longer "
+                                f"than {timeout:g} s (its run)", (), reply[-1])
                     return reply
+                started = reply[1]
                 limit, what = timeout, "its run"
         except (EOFError, OSError):
             raise WorkerDied("crash", self._death()) from None
@@ -175,8 +183,8 @@ class IsolatedRunner:
             return MeasureResult(error_kind="run", error=error,
                                  run_seconds=time.perf_counter() - start)
         try:
-            _, kind, error, seconds = self._worker.request(message, self.timing.timeout,
-                                                           build_timeout(self.timing))
+            _, kind, error, seconds, _ = self._worker.request(message, self.timing.timeout,
+                                                              build_timeout(self.timing))
         except WorkerDied as death:
             self._replace_worker()
             return MeasureResult(error_kind=death.kind, error=f"the candidate {death}",

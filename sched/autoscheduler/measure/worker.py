@@ -9,9 +9,13 @@ and talks to it through two pipes, one request and one reply at a time, pickled 
 time of the candidate's one checked run, a first estimate):
 
     ("workload", key, script, target, arch, seed, reference)  -> ("ready", reference, seconds)
-    ("check", script)                                         -> ("done", kind, error, (run,))
-    ("time", script, timing)                                  -> ("done", kind, error, seconds)
-    ("measure", script, timing)    (check, then time)         -> ("done", kind, error, seconds)
+    ("check", script)                                   -> ("done", kind, error, (run,), end)
+    ("time", script, timing)                            -> ("done", kind, error, seconds, end)
+    ("measure", script, timing)    (check, then time)   -> ("done", kind, error, seconds, end)
+
+Before each run (a check, a timing) the worker sends ("running", start); `start` and `end` are
+`time.monotonic()` readings, which the parent compares with the time limit: a reply it reads
+late (a busy machine) still says how long the run took.
     ("stop",)                                                 -> the process exits
 
 The process is started once and serves many candidates: its imports, its workload's arrays and
@@ -396,7 +400,7 @@ def serve(requests, replies) -> None:
             _, _key, script, target, arch, seed, reference = request
             try:
                 measurement = Measurement(script, target, arch, seed, reference)
-                measurement.on_run_start = lambda: replies.send(("running",))
+                measurement.on_run_start = lambda: replies.send(("running", time.monotonic()))
                 replies.send(("ready", measurement.reference, measurement.reference_seconds))
             except Exception as error:  # noqa: BLE001 - reported to the parent
                 measurement = None
@@ -404,7 +408,8 @@ def serve(requests, replies) -> None:
         elif kind in ("check", "time", "measure"):
             script, *timing = request[1:]
             outcome = getattr(measurement, kind)(script, *timing)
-            replies.send(("done", outcome.kind, outcome.error, outcome.seconds))
+            replies.send(("done", outcome.kind, outcome.error, outcome.seconds,
+                          time.monotonic()))
             if measurement.poisoned:
                 return
         else:
