@@ -49,6 +49,7 @@ from sched.ir.nodes import (
 from sched.ir.parse_extern import EXTERN_PARSED, ExternCallParser
 from sched.ir.parse_intrin import INTRIN_CALLS, IntrinCallParser
 from sched.ir.parse_names import call_name, t_name
+from sched.ir.parse_spelled import SPELLED
 from sched.ir.parse_vector import VECTOR_CALLS, VectorParser
 from sched.ir.simplify import simplify
 
@@ -284,8 +285,8 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
                                    f"'{next(iter(keywords))}'")
         if name in DTYPES:
             return self._dtype_call(node, name)
-        if name in _SPELLED:                 # TVM's other names, written with sched's nodes
-            arity, build = _SPELLED[name]
+        if name in SPELLED:                  # TVM's other names, written with sched's nodes
+            arity, build = SPELLED[name]
             if len(node.args) != arity:
                 raise self.error(node, f"T.{name} takes {arity} argument"
                                        f"{'s' if arity > 1 else ''}, got {len(node.args)}")
@@ -519,51 +520,6 @@ _CALLS = {
     "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
     "likely": ("likely", 1),                                       # T.likely(c) -> c
     "shfl_down_sync": ("shuffle", 4),     # T.shfl_down_sync(value, offset, lanes, width)
-}
-
-
-def _integers(name: str, a: Expr, b: Expr) -> None:
-    if not (is_int(a.dtype) and is_int(b.dtype)):
-        raise TypeError(f"integer operands only, got {a.dtype} (for floats write a / b, or "
-                        f"T.floor / T.ceil of it)")
-
-
-def _truncdiv(a: Expr, b: Expr) -> Expr:
-    """Division rounding toward zero: C's `/` on integers, the IR's `div` of ints."""
-    _integers("truncdiv", a, b)
-    return binary("div", a, b)
-
-
-def _truncmod(a: Expr, b: Expr) -> Expr:
-    """The remainder of `_truncdiv` (C's `%`): `a - truncdiv(a, b) * b`."""
-    return binary("sub", a, binary("mul", _truncdiv(a, b), b))
-
-
-def _ceildiv(a: Expr, b: Expr) -> Expr:
-    """TVM's `ceildiv`: `(a + b - 1) // b` on integers, `ceil(a / b)` on floats."""
-    if is_int(a.dtype):
-        return binary("floordiv", binary("sub", binary("add", a, b), const(1, a.dtype)), b)
-    return Call("ceil", (binary("div", a, b),), a.dtype)
-
-
-def _trunc(a: Expr) -> Expr:
-    """Rounding toward zero: floor of a value >= 0, ceil of the others (NaN stays NaN)."""
-    if is_int(a.dtype):
-        return a
-    return Select(binary("ge", a, const(0, a.dtype)), Call("floor", (a,), a.dtype),
-                  Call("ceil", (a,), a.dtype))
-
-
-# T.<name> of TVM's that sched writes with its own nodes (printed in those): (arity, build)
-_SPELLED = {
-    "FloorDiv": (2, lambda a, b: binary("floordiv", a, b)),
-    "FloorMod": (2, lambda a, b: binary("floormod", a, b)),
-    "truncdiv": (2, _truncdiv), "Div": (2, lambda a, b: binary("div", a, b)),
-    "truncmod": (2, _truncmod), "Mod": (2, _truncmod),
-    "ceildiv": (2, _ceildiv),
-    "fabs": (1, lambda a: Call("abs", (a,), a.dtype)),
-    "isnan": (1, lambda a: binary("ne", a, a)),
-    "trunc": (1, _trunc),
 }
 
 

@@ -176,6 +176,8 @@ class _Widen(IRMutator):
         body = self.visit(node.body)
         _restore(self.ranges, var, saved[0])
         _restore(self.wide, var, saved[1])
+        if wide:
+            del self.ranges[new_var]
         if not wide and start is node.min and extent is node.extent and body is node.body:
             return node
         return For(new_var, start, extent, node.kind, body, node.thread_tag, node.annotations)

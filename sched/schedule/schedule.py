@@ -21,7 +21,8 @@ tensor_intrin.py, the matching in tensorize_match.py), annotations.py (unannotat
 compute_location.py (sample_compute_location, and compute_at at its inline and root marks),
 introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
 (set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
-(merge), padding.py (decompose_padding, can_decompose_padding). ordered_axes.py holds the rule
+(merge), padding.py (decompose_padding, can_decompose_padding), deferred_checks.py
+(concurrency_checked_at_end). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
 
@@ -34,6 +35,7 @@ from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
 from sched.schedule.buffer_properties import BufferPropertyPrimitives
 from sched.schedule.compute_location import ComputeLocationPrimitives
+from sched.schedule.deferred_checks import DeferredCheckPrimitives
 from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
@@ -60,7 +62,7 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
                BlockIterPrimitives, LoopMergePrimitives,
-               PaddingPrimitives, ScheduleBase):
+               PaddingPrimitives, DeferredCheckPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the

@@ -1,0 +1,54 @@
+"""TVM's other spellings of arithmetic (`T.truncdiv`, `T.truncmod`, `T.Div`, `T.Mod`,
+`T.FloorDiv`, `T.FloorMod`, `T.ceildiv`, `T.fabs`, `T.isnan`, `T.trunc`): read as sched's own
+nodes, and printed in those (`T.truncmod(a, b)` prints as `a - a / b * b` on integers).
+"""
+
+from __future__ import annotations
+
+from sched.ir.dtype import is_int
+from sched.ir.nodes import Call, Expr, Select, binary, const
+
+
+def _integers(a: Expr, b: Expr) -> None:
+    if not (is_int(a.dtype) and is_int(b.dtype)):
+        raise TypeError(f"integer operands only, got {a.dtype} (for floats write a / b, or "
+                        f"T.floor / T.ceil of it)")
+
+
+def _truncdiv(a: Expr, b: Expr) -> Expr:
+    """Division rounding toward zero: C's `/` on integers, the IR's `div` of ints."""
+    _integers(a, b)
+    return binary("div", a, b)
+
+
+def _truncmod(a: Expr, b: Expr) -> Expr:
+    """The remainder of `_truncdiv` (C's `%`): `a - truncdiv(a, b) * b`."""
+    return binary("sub", a, binary("mul", _truncdiv(a, b), b))
+
+
+def _ceildiv(a: Expr, b: Expr) -> Expr:
+    """TVM's `ceildiv`: `(a + b - 1) // b` on integers, `ceil(a / b)` on floats."""
+    if is_int(a.dtype):
+        return binary("floordiv", binary("sub", binary("add", a, b), const(1, a.dtype)), b)
+    return Call("ceil", (binary("div", a, b),), a.dtype)
+
+
+def _trunc(a: Expr) -> Expr:
+    """Rounding toward zero: floor of a value >= 0, ceil of the others (NaN stays NaN)."""
+    if is_int(a.dtype):
+        return a
+    return Select(binary("ge", a, const(0, a.dtype)), Call("floor", (a,), a.dtype),
+                  Call("ceil", (a,), a.dtype))
+
+
+# T.<name> of TVM's that sched writes with its own nodes (printed in those): (arity, build)
+SPELLED = {
+    "FloorDiv": (2, lambda a, b: binary("floordiv", a, b)),
+    "FloorMod": (2, lambda a, b: binary("floormod", a, b)),
+    "truncdiv": (2, _truncdiv), "Div": (2, lambda a, b: binary("div", a, b)),
+    "truncmod": (2, _truncmod), "Mod": (2, _truncmod),
+    "ceildiv": (2, _ceildiv),
+    "fabs": (1, lambda a: Call("abs", (a,), a.dtype)),
+    "isnan": (1, lambda a: binary("ne", a, a)),
+    "trunc": (1, _trunc),
+}
