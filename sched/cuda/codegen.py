@@ -207,8 +207,11 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
             index = f"({ctype}){node.thread_tag}"
             if not (isinstance(node.min, IntImm) and node.min.value == 0):
                 index += f" + {self.operand(node.min, 13)}"
-            self.line(f"const {ctype} {var} = {index};")
-            self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.stmt(node.body))
+            def emit() -> None:
+                self.line(f"const {ctype} {var} = {index};")
+                self.with_var(node.loop_var, self.is_nonneg(node.min),
+                              lambda: self.stmt(node.body))
+            self.declaring(var, emit)       # a pipeline's prologue repeats a stage's loops
             return
         if node.kind == "parallel":
             raise ScheduleError("build", f"loop '{node.loop_var.name}' is parallel, a CPU loop "

@@ -127,10 +127,11 @@ def transposed_b_fragments(func: PrimFunc) -> set[str]:
     return names
 
 
-def _refuse(call: str, reason: str) -> ScheduleError:
-    return ScheduleError("build", f"cannot emit {call}: {reason}. The loop nest is no longer "
-                         f"the intrinsic's (a step after tensorize changed it?); the C target "
-                         f"runs it as loops")
+def _refuse(call: str, reason: str, hint: str | None = None) -> ScheduleError:
+    hint = hint or ("The loop nest is no longer the intrinsic's (a step after tensorize "
+                    "changed it?)")
+    return ScheduleError("build", f"cannot emit {call}: {reason}. {hint}; the C target runs "
+                         f"it as loops")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,8 +223,17 @@ class WmmaCall:
             raise _refuse(self.call, f"the rows of the tile of '{place.buffer.name}' are "
                           f"{ldm.script()} elements apart: wmma needs a multiple of 16 bytes")
         if not _is(place.base % (2 * per_16_bytes), 0, self.context):
+            width = TILE * _BYTES[place.buffer.dtype]
             raise _refuse(self.call, f"the tile of '{place.buffer.name}' starts at element "
-                          f"{place.base.script()}, which wmma needs 32-byte aligned")
+                          f"{place.base.script()}, which wmma needs 32-byte aligned (a "
+                          f"multiple of {2 * per_16_bytes} {place.buffer.dtype} elements)",
+                          f"A row of a 16x16 {place.buffer.dtype} tile is {width} bytes"
+                          + (", so tiles side by side along a row start only 16 bytes "
+                             "apart: keep one tile per row of the buffer (stage one 16-wide "
+                             "K tile per shared tile), or lay the buffer out so each tile "
+                             "starts on a 32-byte boundary" if width < 32 else
+                             ": keep tile corners on 32-byte boundaries (the buffer's row "
+                             "length and the tile offsets)"))
         if place.buffer.storage_name in {p.name for p in self.emitter.func.buffers}:
             verb = "loads" if self.call == LOAD else "stores"
             self.emitter.aligned_params.require(

@@ -125,6 +125,10 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         self.alloc_targets: list[list[Buffer]] = []   # where T.allocate_const allocates
         self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
         self.pending_scopes: dict = {}        # T.attr storage_scope before its T.allocate
+        # block IR: loop names met so far, and every identifier of the function (a repeated
+        # loop name becomes a fresh one: `loop_var_name`)
+        self.loop_names: set[str] | None = None
+        self.identifiers: set[str] = set()
 
     @contextmanager
     def scope(self, nested: bool = False):
@@ -288,16 +292,32 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(ranges):
             raise self.error(node, f"'{ast.unparse(node.target)}': expected {len(ranges)} loop "
                                    f"variable name{'s' if len(ranges) > 1 else ''}")
-        loop_vars = [Var(t.id, lo.dtype) for t, (lo, _) in zip(targets, ranges, strict=True)]
+        loop_vars = [Var(self.loop_var_name(t.id), lo.dtype)
+                     for t, (lo, _) in zip(targets, ranges, strict=True)]
         with self.scope(nested=True):
-            for var, (lo, extent) in zip(loop_vars, ranges, strict=True):
-                self.bind(var.name, var)
+            for target, var, (lo, extent) in zip(targets, loop_vars, ranges, strict=True):
+                self.bind(target.id, var)
                 self.loops.append((var, lo, extent))
             body = self.stmts(node.body)
             del self.loops[len(self.loops) - len(loop_vars):]
         for var, (lo, extent) in reversed(list(zip(loop_vars, ranges, strict=True))):
             body = For(var, lo, extent, kind, body, thread, annotations)
         return body
+
+    def loop_var_name(self, name: str) -> str:
+        """The IR name of a loop the script calls `name`. In block IR names identify loops
+        (verify.py), while TVMScript lets sibling nests reuse one (`for bx in
+        T.thread_binding(...)` in each): a repeated name becomes `name_1`, `name_2`... (the
+        first free one, as TVM's printer renames), and the script's name refers to it inside
+        the loop."""
+        if self.loop_names is None:
+            return name
+        fresh, count = name, 0
+        while fresh in self.loop_names or (count and fresh in self.identifiers):
+            count += 1
+            fresh = f"{name}_{count}"
+        self.loop_names.add(fresh)
+        return fresh
 
     def _loop_kind(self, call: ast.AST):
         """(ranges, kind, thread tag, annotations) of the iterable of a for loop."""

@@ -137,6 +137,10 @@ class _Parser(StmtParser):
         self._check_signature(node)
         self.block_names = {c.args[0].value for c in ast.walk(node) if call_name(c) == "block"
                             and c.args and isinstance(c.args[0], ast.Constant)}
+        if any(call_name(c) == "block" for c in ast.walk(node)):
+            self.loop_names = set()
+            self.identifiers = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+                {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
         header, rest = split_header(node.body, _FUNCTION_HEADER)
         parts = _FunctionParts([None] * len(node.args.args))
         buffers = []

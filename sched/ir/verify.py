@@ -2,8 +2,10 @@
 
 It checks what every pass and primitive relies on:
 - scoping: each variable is defined once (names are identities, so shadowing is an error) and
-  used only inside its scope; each buffer is a parameter, allocated by an enclosing block or
-  `Allocate`, or a view (`data=`) of one of those;
+  used only inside its scope; in block IR no two loops share a name, siblings included (the
+  analyses and the schedule's loop handles know a loop by its name); each buffer is a
+  parameter, allocated by an enclosing block or `Allocate`, or a view (`data=`) of one of
+  those;
 - block isolation: a block's body and init use only its iteration variables, the function's
   symbolic dims and scalars, and variables bound inside the block; they load only buffers in the
   block's reads, writes or allocations (its `T.alloc_buffer`s and the `T.decl_buffer`s in its
@@ -17,9 +19,11 @@ Lowered functions (no blocks, flattened buffers) are checked by the same rules.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from sched.ir.dtype import DTYPES, is_int
 from sched.ir.extern import ADDRESS_OF
-from sched.ir.functor import IRVisitor
+from sched.ir.functor import IRVisitor, collect
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     ARITH_OPS,
@@ -54,6 +58,18 @@ from sched.ir.nodes import (
 
 # (id(block realize), `_Verifier._context()`) -> (realize, its problems, its block names)
 _VERIFIED = BoundedCache(1 << 11)
+
+
+def _shared_loop_names(func: PrimFunc) -> list[str]:
+    """A problem for each name two loops of a block-IR function share. Lowered functions may
+    repeat a loop (a pipeline's prologue) in scopes of their own: only block IR, where the
+    polyhedral model and the schedule's handles know loops by name, needs them unique."""
+    if not collect(func.body, Block):
+        return []
+    counts = Counter(loop.loop_var.name for loop in collect(func.body, For))
+    return [f"{count} loops are named '{name}'; names identify loops, so give each its own "
+            f"(sched.parse renames repeated loop names of a TVMScript: '{name}_1', ...)"
+            for name, count in counts.items() if count > 1]
 
 
 class VerifyError(ValueError):
@@ -393,7 +409,7 @@ class _Verifier(IRVisitor):
 
 def verify(func: PrimFunc) -> None:
     """Raise VerifyError if `func` is not well formed (see the module docstring)."""
-    problems = _Verifier(func).run(func)
+    problems = _Verifier(func).run(func) + _shared_loop_names(func)
     if problems:
         listing = "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
         raise VerifyError(f"function '{func.name}' is not well formed:\n{listing}")

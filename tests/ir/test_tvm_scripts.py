@@ -151,8 +151,10 @@ def test_two_blocks_with_an_intermediate_buffer():
     value = Select(M[vi] > FloatImm(0.0), Call("exp", (M[vi],), "float32"), FloatImm(0.0))
     out = Block("out", (axis("vi", 64),), (point(M, vi),), (point(B, vi),),
                 BufferStore(B, value, (vi,)))
+    # the script names both nests' loop `i`: names identify loops, so the second is `i_1`
+    second = Var("i_1")
     body = SeqStmt((loop(i, 64, loop(k, 64, BlockRealize((i, k), TRUE, row_max))),
-                    loop(i, 64, BlockRealize((i,), TRUE, out))))
+                    loop(second, 64, BlockRealize((second,), TRUE, out))))
     assert A == Buffer("A", (IntImm(64), IntImm(64))) and B == Buffer("B", (IntImm(64),))
     assert max_then_exp == PrimFunc("max_then_exp", (A, B), implicit_root(body, M),
                                     (("global_symbol", "max_then_exp"),))

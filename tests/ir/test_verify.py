@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+import sched
 from sched import compute as te
 from sched.ir import (
     TRUE,
@@ -15,10 +16,12 @@ from sched.ir import (
     BufferStore,
     For,
     IntImm,
+    IRMutator,
     PrimFunc,
     Var,
     collect,
     const,
+    substitute,
 )
 from sched.ir.verify import VerifyError, verify
 
@@ -132,3 +135,41 @@ def test_a_block_checked_before_is_checked_again_where_it_is_now():
         verify(dataclasses.replace(func, body=dataclasses.replace(
             root, block=dataclasses.replace(root.block, body=seq(loop, twice.block.body)))))
     verify(func)                               # and the first function is still well formed
+
+
+def test_sibling_loops_of_one_name_are_reported_in_block_ir():
+    # names identify loops for the analyses: two sibling nests whose loops share a name
+    # would be taken for one loop (a race between them was accepted)
+    func = sched.parse(_SIBLING_NESTS)
+    assert [loop.loop_var.name for loop in collect(func.body, For)] == ["i", "i_1"]
+
+    class Unrename(IRMutator):         # the second loop back to the script's name
+        def visit_For(self, node):
+            if node.loop_var.name != "i_1":
+                return self.visit_children(node)
+            return dataclasses.replace(node, loop_var=Var("i"),
+                                       body=substitute(node.body, {node.loop_var: Var("i")}))
+    with pytest.raises(VerifyError, match="2 loops are named 'i'; names identify loops"):
+        verify(Unrename().visit(func))
+
+
+def test_a_lowered_function_may_repeat_a_loop_name():
+    A = Buffer("A", (IntImm(2),))
+    i = Var("i")
+    loop = For(i, IntImm(0), IntImm(2), "serial", BufferStore(A, const(0.0, "float32"), (i,)))
+    from sched.ir import seq
+    verify(PrimFunc("f", (A,), seq(loop, loop)))
+
+
+_SIBLING_NESTS = """
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] + T.float32(1)
+    for i in range(4):
+        with T.block("A"):
+            vi = T.axis.remap("S", [i])
+            A[vi] = B[vi] * T.float32(2)
+"""

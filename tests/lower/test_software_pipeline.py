@@ -66,7 +66,7 @@ def test_symbolic_trip_count_shorter_and_longer_than_the_pipeline(target):
         assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
 
 
-def _staged_elementwise() -> Schedule:
+def _staged_elementwise(stages=(0, 1)) -> Schedule:
     """Y = 2 X + 1 in tiles of 32: each tile staged in shared memory by the threads, the copy of
     tile k + 1 (stage 0, asynchronous) overlapping the compute of tile k (stage 1)."""
     X = te.placeholder((512,), name="X")
@@ -79,9 +79,9 @@ def _staged_elementwise() -> Schedule:
     cache = sch.cache_read(block, 0, "shared")
     sch.compute_at(cache, tile)
     sch.bind(sch.get_loops(cache)[-1], "threadIdx.x")
-    sch.annotate(tile, "software_pipeline_stage", [0, 1])
+    sch.annotate(tile, "software_pipeline_stage", list(stages))
     sch.annotate(tile, "software_pipeline_order", [0, 1])
-    sch.annotate(tile, "software_pipeline_async_stages", [0])
+    sch.annotate(tile, "software_pipeline_async_stages", [stages[0]])
     return sch
 
 
@@ -95,6 +95,23 @@ def test_staged_elementwise_with_thread_loops_in_each_stage(target):
     if target == "cuda-emu":          # one float per thread: 4-byte copies, one group in flight
         assert "cp.async.ca.shared.global [%0], [%1], 4;" in kernel.source
         assert '"cp.async.wait_group %0;\\n" :: "n"(1)' in kernel.source
+
+
+@pytest.mark.parametrize("stages", [(0, 2), (1, 3), (0, 3)])
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_prologue_repeating_thread_loops_declares_each_index_in_a_block_of_its_own(
+        stages, target):
+    # a stage more than one ahead repeats the copy's thread loop in the prologue (and the
+    # compute's in the epilogue), beside the first copy in one C scope
+    x = np.random.default_rng(2).standard_normal(512).astype(np.float32)
+    out = np.full(512, np.nan, np.float32)
+    kernel = sched.build(_staged_elementwise(stages).func, target=target)
+    kernel(x, out)
+    assert_close(out, x * 2 + 1)
+    if target == "cuda-emu":
+        declared = [line.strip() for line in kernel.source.splitlines()
+                    if line.strip().startswith("const int32_t") and "threadIdx.x" in line]
+        assert len(declared) > len(set(declared))       # repeated, each in its own block
 
 
 @T.prim_func

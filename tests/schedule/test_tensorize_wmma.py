@@ -174,7 +174,9 @@ def test_int8_wmma_accumulates_exactly_in_int32():
     TVM's int8 schedules hold B transposed for that, its `_trans` intrinsics) are aligned."""
     misaligned = _tvm_style_schedule(_matmul_of("int8", "int32"), "s8", "s32", k_tiles=2)
     with pytest.raises(ScheduleError, match="the tile of 'A_shared' starts at element .* which "
-                       "wmma needs 32-byte aligned"):
+                       "wmma needs 32-byte aligned .* A row of a 16x16 int8 tile is 16 bytes, so "
+                       "tiles side by side along a row start only 16 bytes apart: keep one tile "
+                       "per row"):
         sched.build(misaligned.func, target="cuda", arch="sm_80")
     sch = _tvm_style_schedule(_matmul_of("int8", "int32"), "s8", "s32", k_tiles=1,
                               warp_columns=1)
