@@ -89,6 +89,28 @@ def test_thread_loop_sharing_a_shared_buffer_is_ordered_by_a_barrier():
     assert_close(d, expected)
 
 
+@pytest.mark.parametrize("tiles, halo", [(2, 1), (3, 2)])
+def test_a_halo_fetched_by_two_tiles_is_ordered_by_barriers(tiles, halo, rng):
+    # audit (helper-31): the element between two tiles is fetched by both; the dependence of
+    # its instance paired the second tile's fetch with the first tile's read, as if that
+    # fetch ran first, and a serial loop of tiles around the cooperative fetch was refused
+    X = te.placeholder((64 * tiles + halo,), name="X")
+    Y = te.compute((64 * tiles,), lambda i: X[i] + X[i + halo] * 3.0, name="Y")
+    sch = sched.Schedule(te.create_prim_func([X, Y]))
+    block = sch.get_block("Y")
+    bx, tile, tx = sch.split(sch.get_loops(block)[0], [2, tiles, 32])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    cache = sch.cache_read(block, 0, "shared")
+    sch.compute_at(cache, tile)
+    sch.bind(sch.split(sch.get_loops(cache)[-1], [None, 32])[1], "threadIdx.x")
+    x = rng.standard_normal(64 * tiles + halo).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        out = np.full(64 * tiles, np.nan, np.float32)
+        sched.build(sch.func, target=target)(x, out)
+        assert_close(out, x[:-halo] + 3 * x[halo:])
+
+
 @T.prim_func
 def shared_scan(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
     with T.block("root"):
