@@ -34,9 +34,14 @@ COMPILER = "gcc"
 # decompose_padding makes): the if-converted, vectorized copy loses rows. A plain 30-line C
 # program reproduces it (wrong at -O3 -march=native, right at -O2, at -O3 alone, and with this
 # flag); sched vectorizes its vector loops itself, so the pass is not what makes them fast.
+# -fwrapv: signed integer arithmetic wraps, as numpy's and the interpreter's does; without it
+# overflow is undefined in C and gcc folded `a + 1 > a` to true and `(a * 65536) / 65536` to
+# a (audit, helper-32). Index arithmetic cannot overflow (lower/wide_integers.py widens it),
+# so only data arithmetic changes meaning; the hand schedules ran as fast with it
+# (benchmarks/cpu_gcc_flags.py, "+ -fwrapv", on the AMD EPYC Zen 5 host).
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-tree-loop-distribution",
          "-fno-tree-loop-if-convert", "-fopenmp", "-shared", "-fPIC", "-std=c11",
-         "-fno-math-errno")
+         "-fno-math-errno", "-fwrapv")
 CONTEXT_LINES = 2   # source lines shown around each line gcc complains about
 
 

@@ -372,10 +372,10 @@ class _CEmitter:
             div = _PRECEDENCE["div"]
             quotient = f"{self.operand(node.a, div)} / {self.operand(node.b, div + 1)}"
             return dtypes.math_call("floor", [quotient], dtype), _ATOM
-        if op in ("floordiv", "floormod") and is_int(dtype) and not dtype.startswith("uint") \
-                and not (self.is_nonneg(node.a) and self.is_nonneg(node.b)):
-            wide = "i64" if dtype == "int64" else "i32"
-            return self.call(f"sched_{op}_{wide}", [self.expr(node.a), self.expr(node.b)], dtype)
+        if op in ("div", "floordiv", "floormod") and is_int(dtype) and _needs_helper(
+                node, self.is_nonneg(node.a) and self.is_nonneg(node.b)):
+            return self.call(f"sched_{op}_{dtypes.division_type(dtype)}",
+                             [self.expr(node.a), self.expr(node.b)], dtype)
         prec = _PRECEDENCE[op]
         text = f"{self.int_operand(node.a, node.b, prec)} {_SYMBOL[op]} " \
                f"{self.int_operand(node.b, node.a, prec + 1)}"
@@ -425,6 +425,19 @@ class _CEmitter:
 
 
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}
+
+
+def _needs_helper(node: BinaryOp, both_nonneg: bool) -> bool:
+    """Whether an integer division or modulo is written with its helper (dtypes.helper_source:
+    x // 0 is 0 and INT_MIN // -1 wraps, as in numpy, where C's operators trap) rather than
+    C's operator: unless its divisor is a constant other than 0 and (signed) -1, and, for a
+    signed floor division or modulo, both operands are non-negative (C truncates)."""
+    divisor = node.b
+    unsigned = node.dtype.startswith("uint")
+    safe = isinstance(divisor, IntImm) and divisor.value != 0 and \
+        (unsigned or divisor.value != -1)
+    floors = node.op != "div" and not unsigned and not both_nonneg
+    return floors or not safe
 
 
 def _int_call(op: str, args: list[str], dtype: str) -> str:

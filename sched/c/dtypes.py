@@ -99,16 +99,39 @@ def math_call(op: str, args: list[str], dtype: str) -> str:
     return f"{_MATH[op]}{suffix}({', '.join(args)})"
 
 
+def division_type(dtype: str) -> str:
+    """The short name of the type an integer division of `dtype` is computed in (C promotes
+    8- and 16-bit operands to int): its helper's suffix."""
+    wide = "64" if dtype.endswith("64") else "32"
+    return ("u" if dtype.startswith("uint") else "i") + wide
+
+
+def _division_source(name: str, op: str, t: str, short: str) -> str:
+    """An integer `/` (truncating), `//` or `%` (flooring) as numpy computes it: by 0 the
+    result is 0, and INT_MIN // -1 wraps to INT_MIN (C's operators trap on both, killing
+    the process). A constant divisor folds the tests away once inlined."""
+    lines = [f"static inline {t} {name}({t} a, {t} b) {{", "    if (b == 0) return 0;"]
+    if short.startswith("i"):
+        unsigned = "uint64_t" if short == "i64" else "uint32_t"
+        negated = "0" if op == "floormod" else f"({t})(({unsigned})0 - ({unsigned})a)"
+        lines.append(f"    if (b == -1) return {negated};")
+        if op == "div":
+            lines.append("    return a / b;")
+        else:
+            result = "q - 1 : q" if op == "floordiv" else "r + b : r"
+            lines += [f"    {t} q = a / b, r = a % b;",
+                      f"    return (r != 0 && ((r < 0) != (b < 0))) ? {result};"]
+    else:
+        lines.append(f"    return a {'%' if op == 'floormod' else '/'} b;")
+    return "\n".join(lines) + "\n}"
+
+
 def helper_source(name: str) -> str:
     """The C definition of helper `name`: `sched_<op>_<short type>`."""
     _, op, short = name.split("_", 2)
     ctype = {v: k for k, v in _SHORT.items()}[short] if short in _SHORT.values() else None
-    if op in ("floordiv", "floormod") and short in ("i32", "i64"):
-        t = ctype
-        result = "q - 1 : q" if op == "floordiv" else "r + b : r"
-        return (f"static inline {t} {name}({t} a, {t} b) {{\n"
-                f"    {t} q = a / b, r = a % b;\n"
-                f"    return (r != 0 && ((r < 0) != (b < 0))) ? {result};\n}}")
+    if op in ("div", "floordiv", "floormod") and short in ("i32", "i64", "u32", "u64"):
+        return _division_source(name, op, ctype, short)
     if op == "floormod":
         f = "" if short == "f64" else "f"
         return (f"static inline {ctype} {name}({ctype} a, {ctype} b) {{\n"

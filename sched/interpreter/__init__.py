@@ -40,7 +40,8 @@ result the IR defines:
 - a barrier (`T.tvm_storage_sync`, lowered GPU TIR) raises InterpretError: threads run one
   after another here, with no barrier semantics (the C target has them);
 - arithmetic in the dtype: integers wrap (int32 wraparound), `//` and `%` floor, `/` on
-  integers truncates as in C, float32 rounds at every operation, float16 and bfloat16 compute
+  integers truncates as in C, an integer division or modulo by 0 gives 0 (numpy's result;
+  the C target's helpers agree), float32 rounds at every operation, float16 and bfloat16 compute
   in float32 and round when cast or stored (as the C target), float min/max propagate NaN;
   math intrinsics through numpy.
 

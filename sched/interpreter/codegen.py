@@ -47,7 +47,7 @@ from sched.ir.nodes import (
 
 CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
 
-_INT_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}
+_INT_OPS = {"add": "+", "sub": "-", "mul": "*"}
 _FLOAT_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xor": "({} ^ {})",
@@ -195,9 +195,11 @@ class Emitter:
         if op in ("min", "max"):
             return f"{op}({a}, {b})"
         if op == "floormod":
-            return f"({a} % {b})"
+            return f"_rt.floormod({a}, {b})"
         if op == "div":
             return runtime.wrap_source(dtype, f"_rt.truncated_div({a}, {b})")
+        if op == "floordiv":
+            return runtime.wrap_source(dtype, f"_rt.floordiv({a}, {b})")
         text = runtime.wrap_source(dtype, f"{a} {_INT_OPS[op]} {b}")
         return f"bool({text})" if is_bool(dtype) else text
 

@@ -93,9 +93,21 @@ def to_dtype(value, dtype: str):
 
 
 def truncated_div(a: int, b: int) -> int:
-    """C's integer `/`: the quotient rounded toward zero."""
+    """C's integer `/`: the quotient rounded toward zero; 0 by 0 (numpy's result)."""
+    if b == 0:
+        return 0
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
+
+
+def floordiv(a: int, b: int) -> int:
+    """Integer `//`, rounded down; 0 by 0 (numpy's result)."""
+    return a // b if b else 0
+
+
+def floormod(a: int, b: int) -> int:
+    """Integer `%` with the divisor's sign; 0 by 0 (numpy's result)."""
+    return a % b if b else 0
 
 
 def float_floordiv(a, b):

@@ -73,7 +73,8 @@ def test_codegen_bug_surfaces_as_build_error(tmp_path, monkeypatch):
 def test_flags_live_in_one_place():
     assert c_build.FLAGS == ("-O3", "-march=native", "-ffp-contract=fast",
                              "-fno-tree-loop-distribution", "-fno-tree-loop-if-convert",
-                             "-fopenmp", "-shared", "-fPIC", "-std=c11", "-fno-math-errno")
+                             "-fopenmp", "-shared", "-fPIC", "-std=c11", "-fno-math-errno",
+                             "-fwrapv")
 
 
 @T.prim_func

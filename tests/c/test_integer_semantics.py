@@ -1,0 +1,95 @@
+"""Integer arithmetic on the C target (and the emulated CUDA) computes what numpy computes, as
+the interpreter does: signed arithmetic wraps (the kernels are compiled with -fwrapv, so gcc
+cannot fold `a + 1 > a` to true), a division or modulo by 0 gives 0 and INT_MIN // -1 wraps
+(C's operators trap: the process died with SIGFPE) (audit, helper-32)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.script import T
+
+DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"]
+
+
+def _division(dtype: str):
+    A = te.placeholder((64,), dtype, name="A")
+    B = te.placeholder((64,), dtype, name="B")
+    Q = te.compute((64,), lambda i: A[i] // B[i], name="Q")
+    R = te.compute((64,), lambda i: A[i] % B[i], name="R")
+    return te.create_prim_func([A, B, Q, R])
+
+
+def _on_threads(func):
+    sch = sched.Schedule(func)
+    for name in ("Q", "R"):
+        bx, tx = sch.split(sch.get_loops(sch.get_block(name))[0], [None, 32])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    return sch.func
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_division_by_zero_and_of_the_minimum_by_minus_one_as_numpy(dtype, rng):
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, 64, endpoint=True, dtype=dtype)
+    b = rng.integers(-3 if info.min else 0, 4, 64, dtype=dtype)
+    a[:4] = [info.min, info.min, 7, info.max]
+    b[:4] = [-1 if info.min else 1, 0, 0, 0]
+    with np.errstate(all="ignore"):
+        expected = (a // b, a % b)
+    func = _division(dtype)
+    runs = {"interpret": lambda *args: sched.interpret(func, *args),
+            "c": sched.build(func, target="c"),
+            "cuda-emu": sched.build(_on_threads(func), target="cuda-emu")}
+    for name, run in runs.items():
+        q, r = np.zeros(64, dtype), np.zeros(64, dtype)
+        run(a, b, q, r)
+        np.testing.assert_array_equal(q, expected[0], err_msg=name)
+        np.testing.assert_array_equal(r, expected[1], err_msg=name)
+
+
+@T.prim_func
+def _quotients(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32"),
+               C: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = A[vi] // 4 + T.truncdiv(A[vi], B[vi])
+
+
+def test_a_constant_divisor_uses_the_operator_and_others_the_helper():
+    source = sched.build(_quotients, target="c").source
+    assert "if (b == 0) return 0;" in source and "sched_div_i32(" in source
+    assert "sched_floordiv_i32(" in source and ", 4)" in source   # A may be negative
+    a = np.array([-9, 9, -1, 0, 5, 7, -8, 3], np.int32)
+    b = np.array([2, -2, 0, 3, 0, -1, 3, 3], np.int32)
+    c = np.zeros(8, np.int32)
+    sched.build(_quotients, target="c")(a, b, c)
+    np.testing.assert_array_equal(c, a // 4 + np.where(b == 0, 0, np.trunc(a / np.where(
+        b == 0, 1, b)).astype(np.int32)))
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_signed_overflow_wraps(vectorized):
+    A = te.placeholder((32,), "int32", name="A")
+    grows = te.compute((32,), lambda i: te.if_then_else(A[i] + 1 > A[i], 1, 0), name="grows")
+    wrapped = te.compute((32,), lambda i: (A[i] * 65536) // 65536, name="wrapped")
+    func = te.create_prim_func([A, grows, wrapped])
+    sch = sched.Schedule(func)
+    if vectorized:
+        for name in ("grows", "wrapped"):
+            sch.vectorize(sch.get_loops(sch.get_block(name))[0])
+    a = np.full(32, 2 ** 31 - 1, np.int32)
+    a[1::2] = 40000
+    with np.errstate(all="ignore"):
+        expected = ((a + np.int32(1) > a).astype(np.int32), (a * np.int32(65536)) // 65536)
+    for run in (sched.build(sch.func, target="c"),
+                lambda *args: sched.interpret(func, *args)):
+        out = np.zeros(32, np.int32), np.zeros(32, np.int32)
+        run(a, *out)
+        np.testing.assert_array_equal(out[0], expected[0])
+        np.testing.assert_array_equal(out[1], expected[1])
