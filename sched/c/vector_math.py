@@ -271,6 +271,11 @@ static inline VF NAME(VF x) {
 """
 
 # the hardware estimate for a vector of this many bytes: (guard, C expression, bits)
+# the guard of a vector width with no x86 builtin (a float64 vector of 16 lanes, 128 bytes;
+# a float32 vector of 2 lanes): a macro nothing defines, so the portable branch is compiled
+# (`#if defined(0)` was a syntax error, and an accepted schedule did not build)
+_NO_BUILTIN = "SCHED_NO_BUILTIN_FOR_THIS_WIDTH"
+
 _RSQRT_ESTIMATES = {
     16: ("__SSE__", "__builtin_ia32_rsqrtps(x)"),
     32: ("__AVX__", "__builtin_ia32_rsqrtps256(x)"),
@@ -410,7 +415,7 @@ def _min_max(op: str, short: str, lanes: int) -> str:
     template, builtins = (_CLAMP, _X86_CLAMP) if op.startswith("clamp_") else \
         (_MIN_MAX, _X86_MIN_MAX)
     base = op.removeprefix("clamp_")
-    guard, builtin = builtins.get((short, bytes_), ("0", ""))
+    guard, builtin = builtins.get((short, bytes_), (_NO_BUILTIN, ""))
     text = template.replace("GUARD", guard).replace("BUILTIN", builtin.format(op=base))
     text = text.replace("COMPARE", "<" if base == "min" else ">")
     return _fill(text, short, lanes, function_name(op, short, lanes, False))
@@ -419,7 +424,7 @@ def _min_max(op: str, short: str, lanes: int) -> str:
 def _template(op: str, short: str, lanes: int, fast: bool) -> str:
     if op == "rsqrt" and fast and short == "f32":
         vector_bytes = lanes * 4
-        guard, estimate = _RSQRT_ESTIMATES.get(vector_bytes, ("0", "x"))
+        guard, estimate = _RSQRT_ESTIMATES.get(vector_bytes, (_NO_BUILTIN, "x"))
         return _RSQRT_FAST.replace("GUARD", guard).replace("ESTIMATE", estimate)
     if short == "f64":
         return {"exp": _EXP_F64, "log": _LOG_F64, "sqrt": _SQRT, "rsqrt": _RSQRT,

@@ -170,3 +170,26 @@ if __name__ == "__main__":
         print(f"{name:8s} exact {exact:.3f} ulp   fast_math {fast:.3f} ulp")
     for name in ("exp", "log", "sqrt", "rsqrt", "abs"):
         print(f"{name:8s} float64 {measured_f64(name, size):.3f} ulp")
+
+
+@pytest.mark.parametrize("case", ["max f64 -> f32", "exp f64 -> f32", "min f32 -> f64",
+                                  "fast rsqrt f32 -> f64"])
+def test_widths_without_an_x86_builtin_use_the_portable_code(case):
+    # audit (helper-32): a float64 vector of 16 lanes (a float32 store sets the lanes on
+    # AVX-512) or a float32 vector of 2 lanes (a float64 store over 6 elements) has no x86
+    # builtin, and the guard printed as `#if defined(0)` did not compile
+    n, source, target = (6, "float32", "float64") if "-> f64" in case else \
+        (64, "float64", "float32")
+    A = te.placeholder((n,), source, name="A")
+    op = {"max": lambda x: te.max(x, 0.0), "exp": te.exp, "min": lambda x: te.min(x, 1.0),
+          "fast": te.rsqrt}[case.split()[0]]
+    C = te.compute((n,), lambda i: te.cast(op(A[i]), target), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.vectorize(sch.get_loops(sch.get_block("C"))[0])
+    a = np.random.default_rng(5).uniform(0.5, 4, n).astype(source)
+    a[1] = -1.5 if case.startswith(("max", "min")) else a[1]
+    out = np.full(n, np.nan, target)
+    sched.build(sch.func, target="c", fast_math=case.startswith("fast"))(a, out)
+    expected = {"max": lambda: np.maximum(a, 0), "exp": lambda: np.exp(a),
+                "min": lambda: np.minimum(a, 1), "fast": lambda: 1 / np.sqrt(a)}[case.split()[0]]
+    np.testing.assert_allclose(out, expected().astype(target), rtol=1e-6)
