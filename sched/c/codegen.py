@@ -366,12 +366,8 @@ class _CEmitter:
         if op in ("min", "max"):
             return self.call(f"sched_{op}_{short}", [self.expr(node.a), self.expr(node.b)], dtype)
         if op in ("floordiv", "floormod") and is_float(dtype):
-            if op == "floormod":
-                return self.call(f"sched_floormod_{short}",
-                                 [self.expr(node.a), self.expr(node.b)], dtype)
-            div = _PRECEDENCE["div"]
-            quotient = f"{self.operand(node.a, div)} / {self.operand(node.b, div + 1)}"
-            return dtypes.math_call("floor", [quotient], dtype), _ATOM
+            return self.call(f"sched_{op}_{short}", [self.expr(node.a), self.expr(node.b)],
+                             dtype)
         if op in ("div", "floordiv", "floormod") and is_int(dtype) and _needs_helper(
                 node, self.is_nonneg(node.a) and self.is_nonneg(node.b)):
             return self.call(f"sched_{op}_{dtypes.division_type(dtype)}",

@@ -111,11 +111,15 @@ def floormod(a: int, b: int) -> int:
 
 
 def float_floordiv(a, b):
-    return np.floor(a / b)
+    """Float `//` as numpy's (np.floor_divide: from fmod, exact), in the operands' type."""
+    with np.errstate(all="ignore"):
+        return np.floor_divide(a, b)
 
 
 def float_floormod(a, b):
-    return a - np.floor(a / b) * b
+    """Float `%` as numpy's (np.remainder: fmod moved to the divisor's sign)."""
+    with np.errstate(all="ignore"):
+        return np.remainder(a, b)
 
 
 def sigmoid(x):

@@ -1,7 +1,8 @@
-"""Integer arithmetic on the C target (and the emulated CUDA) computes what numpy computes, as
-the interpreter does: signed arithmetic wraps (the kernels are compiled with -fwrapv, so gcc
-cannot fold `a + 1 > a` to true), a division or modulo by 0 gives 0 and INT_MIN // -1 wraps
-(C's operators trap: the process died with SIGFPE) (audit, helper-32)."""
+"""Arithmetic on the C target (and the emulated CUDA) computes what numpy computes, as the
+interpreter does (audit, helper-32): signed integers wrap (the kernels are compiled with
+-fwrapv, so gcc cannot fold `a + 1 > a` to true), an integer division or modulo by 0 gives 0
+and INT_MIN // -1 wraps (C's operators trap: the process died with SIGFPE), and a float `//`
+or `%` is numpy's (exact, from fmod: `a - floor(a / b) * b` left remainders outside [0, b))."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from sched.script import T
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"]
 
 
-def _division(dtype: str):
-    A = te.placeholder((64,), dtype, name="A")
-    B = te.placeholder((64,), dtype, name="B")
-    Q = te.compute((64,), lambda i: A[i] // B[i], name="Q")
-    R = te.compute((64,), lambda i: A[i] % B[i], name="R")
+def _division(dtype: str, n: int = 64):
+    A = te.placeholder((n,), dtype, name="A")
+    B = te.placeholder((n,), dtype, name="B")
+    Q = te.compute((n,), lambda i: A[i] // B[i], name="Q")
+    R = te.compute((n,), lambda i: A[i] % B[i], name="R")
     return te.create_prim_func([A, B, Q, R])
 
 
@@ -93,3 +94,27 @@ def test_signed_overflow_wraps(vectorized):
         run(a, *out)
         np.testing.assert_array_equal(out[0], expected[0])
         np.testing.assert_array_equal(out[1], expected[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_float_floor_division_and_modulo_as_numpy(dtype, vectorized, rng):
+    n = 4096
+    a = (rng.uniform(-1, 1, n) * 10.0 ** rng.integers(0, 8, n)).astype(dtype)
+    b = (rng.uniform(0.1, 5, n) * rng.choice([-1, 1], n)).astype(dtype)
+    a[:8] = [-5, 5, -5, 0, -0.0, 3, np.inf, np.nan]
+    b[:8] = [np.inf, -np.inf, 0, -2, 2, 0, 2, 2]
+    func = _division(dtype, n)
+    sch = sched.Schedule(func)
+    if vectorized:
+        for name in ("Q", "R"):
+            sch.vectorize(sch.split(sch.get_loops(sch.get_block(name))[0], [None, 8])[1])
+    with np.errstate(all="ignore"):
+        expected = (np.floor_divide(a, b), np.remainder(a, b))
+    for name, run in (("c", sched.build(sch.func, target="c")),
+                      ("interpret", lambda *args: sched.interpret(func, *args))):
+        q, r = np.zeros(n, dtype), np.zeros(n, dtype)
+        run(a, b, q, r)
+        for got, want in zip((q, r), expected):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
