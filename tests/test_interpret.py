@@ -378,3 +378,15 @@ def test_python_source_is_readable():
     func = te.create_prim_func([A, te.compute((4,), lambda i: A[i] + 1.0, name="B")])
     source = python_source(func)
     assert source.startswith("def _kernel(") and "for v" in source
+
+
+@pytest.mark.parametrize("value, dtype", [(1e10, "int32"), (-3e9, "uint32"), (300.0, "int8"),
+                                          (float("nan"), "int32"), (float("inf"), "int64")])
+def test_a_float_cast_to_an_integer_it_does_not_fit_is_an_error(value, dtype):
+    # C leaves it undefined (x86 and CUDA differ): the oracle refuses rather than pick one
+    # (it wrapped, and disagreed with the C target; audit, helper-32)
+    A = te.placeholder((2,), "float32", name="A")
+    B = te.compute((2,), lambda i: te.cast(A[i], dtype), name="B")
+    with pytest.raises(InterpretError, match=f"cast of .* to {dtype}"):
+        sched.interpret(te.create_prim_func([A, B]), np.array([1.5, value], np.float32),
+                        np.zeros(2, dtype))

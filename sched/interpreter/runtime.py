@@ -74,7 +74,8 @@ def compute_scalar(dtype: str):
 
 def to_dtype(value, dtype: str):
     """`value` (an int, bool or numpy float) converted to `dtype` with C's semantics:
-    float -> int truncates toward zero, int -> int wraps, anything -> bool is `!= 0`,
+    float -> int truncates toward zero (a value out of the int's range, inf or NaN is an
+    error: C leaves it undefined), int -> int wraps, anything -> bool is `!= 0`,
     float16/bfloat16 round to their precision (kept in float32)."""
     if is_bool(dtype):
         return bool(value != 0)
@@ -89,6 +90,12 @@ def to_dtype(value, dtype: str):
             raise InterpretError(f"cast of {value} to {dtype}: no such {dtype} value "
                                  "(undefined behaviour in C)")
         value = math.trunc(float(value))
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            # C leaves it undefined (x86 gives the "integer indefinite" value, CUDA saturates):
+            # no one result to compare a target with
+            raise InterpretError(f"cast of {value} to {dtype}: out of the {dtype} range "
+                                 f"[{info.min}, {info.max}] (undefined behaviour in C)")
     return wrap_int(int(value), dtype)
 
 
