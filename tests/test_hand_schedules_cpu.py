@@ -42,7 +42,8 @@ def _conv2d(data, weight, stride, padding):
     return out
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 32), (37, 45, 29), (8, 2 * LANES, 5)])
+@pytest.mark.parametrize("shape", [(64, 64, 32), (37, 45, 29), (8, 2 * LANES, 5), (1, 1, 1),
+                                   (3, 1, 5), (2, 33, 1)])
 def test_cpu_matmul_matches_numpy(shape):
     M, N, K = shape
     rng = np.random.default_rng(0)
@@ -93,7 +94,7 @@ def test_cpu_conv2d_structure():
     assert "conv2d_local[v_n, v_p, v_q, v_k] = conv2d_local[v_n, v_p, v_q, v_k] + " in text
 
 
-@pytest.mark.parametrize("shape", [(16, 64), (5, 37), (3, LANES)])
+@pytest.mark.parametrize("shape", [(16, 64), (5, 37), (3, LANES), (2, 1), (1, 3)])
 @pytest.mark.parametrize("store_exp", [False, True])
 def test_cpu_softmax_matches_numpy(shape, store_exp):
     rows, cols = shape
@@ -111,7 +112,7 @@ def test_cpu_softmax_structure():
     assert "softmax_max_rf" in text and "softmax_sum_rf" in text
 
 
-@pytest.mark.parametrize("shape", [(16, 64), (5, 37), (3, LANES)])
+@pytest.mark.parametrize("shape", [(16, 64), (5, 37), (3, LANES), (2, 1)])
 def test_cpu_layer_norm_matches_numpy(shape):
     rows, cols = shape
     rng = np.random.default_rng(3)
@@ -146,3 +147,14 @@ def test_cpu_matmul_tensorized_matches_numpy(shape):
 def test_cpu_matmul_tensorized_refuses_partial_tiles():
     with pytest.raises(ValueError, match="M must be a multiple of 4 and N of 16"):
         hs.cpu_matmul_tensorized(30, 32, 8)
+
+
+@pytest.mark.parametrize("schedule, cols, partials, hint", [
+    (hs.cpu_softmax, 33, 8, "leave partials out"),
+    (hs.cpu_layer_norm, 100, 12, "pass a divisor of 100, e.g. partials=4")])
+def test_partial_results_that_do_not_divide_the_row_are_refused(schedule, cols, partials, hint):
+    # audit (helper-32): the reduction's split left partials short a column, and
+    # decompose_reduction refused on a block the caller never named
+    with pytest.raises(ValueError, match=f"partials={partials} does not divide cols={cols}: "
+                                         f".*; {hint}"):
+        schedule(3, cols, partials=partials)

@@ -58,7 +58,9 @@ def cpu_matmul(M: int, N: int, K: int, row_tile: int | None = None,
     sch.vectorize(ji)
     sch.parallel(jo)
     for stage in (init, local, packed):
-        sch.vectorize(sch.get_loops(stage)[-1])
+        innermost = _innermost_under(sch, stage, jo)
+        if innermost is not None:
+            sch.vectorize(innermost)
     return sch
 
 
@@ -174,6 +176,20 @@ def _partial_count(cols, lanes: int) -> int:
     return lanes
 
 
+def _checked_partials(schedule: str, cols, partials: int | None) -> int | None:
+    """`partials` as given, refused where the row reduction cannot keep that many: partial
+    result p sums the columns p, p + partials, ..., so they must divide a row of constant
+    width (the reduction's split would leave some partials short a column)."""
+    if partials is not None and isinstance(cols, int) and _vector_partials_fit(cols, partials) \
+            and cols % partials:
+        divisors = [d for d in (32, 16, 8, 4, 2) if cols % d == 0 and cols // d >= 2]
+        hint = f"pass a divisor of {cols}, e.g. partials={divisors[0]}" if divisors else \
+            "leave partials out"
+        raise ValueError(f"{schedule}: partials={partials} does not divide cols={cols}: each "
+                         f"of the partial results takes every {partials}th column; {hint}")
+    return partials
+
+
 def _vector_partials_fit(cols, lanes: int) -> bool:
     """Whether a row of `cols` splits into at least two vectors of `lanes` (for rfactor)."""
     return lanes > 1 and (not isinstance(cols, int) or cols // lanes >= 2)
@@ -185,6 +201,13 @@ def _vector_rfactor(sch: Schedule, block, lanes: int):
     k = sch.get_loops(block)[-1]
     _, lane = sch.split(k, [None, lanes])
     return sch.rfactor(lane, 0)
+
+
+def _innermost_under(sch: Schedule, block, outer):
+    """The innermost loop of `block` inside the loop `outer`, or None where it has none (a
+    stage computed at `outer` over a single element: one column, a panel one wide)."""
+    innermost = sch.get_loops(block)[-1]
+    return None if str(innermost) == str(outer) else innermost
 
 
 def _vectorize_columns(sch: Schedule, loop, lanes: int) -> None:
@@ -212,7 +235,7 @@ def cpu_softmax(rows: int, cols: int, lanes: int | None = None, partials: int | 
     in a buffer (4 KB for 1024 fp32 columns: in L1) for the final division; without it exp is
     computed a second time there (about 1.7x slower with 1024 columns on AVX2)."""
     lanes = lanes or _widest_dividing(cols, _lanes())
-    partials = partials or _partial_count(cols, lanes)
+    partials = _checked_partials("cpu_softmax", cols, partials) or _partial_count(cols, lanes)
     X = te.placeholder((rows, cols), name="X")
     sch = Schedule(te.create_prim_func([X, te.ops.softmax(X)], name="softmax"))
     if not store_exp:
@@ -228,8 +251,9 @@ def cpu_softmax(rows: int, cols: int, lanes: int | None = None, partials: int | 
         sch.compute_at(sch.get_block(name), row)
         if name in rfactored:
             sch.compute_at(rfactored[name], row)
-    if store_exp:
-        _vectorize_columns(sch, sch.get_loops(sch.get_block("softmax_exp"))[-1], lanes)
+    column = _innermost_under(sch, sch.get_block("softmax_exp"), row) if store_exp else None
+    if column is not None:
+        _vectorize_columns(sch, column, lanes)
     for partial in rfactored.values():
         _vectorize_partials(sch, partial)
     return sch
@@ -241,7 +265,8 @@ def cpu_layer_norm(rows: int, cols: int, lanes: int | None = None,
     into vectors of partial results (rfactor, as in `cpu_softmax`),
     computed under the row loop, the normalisation vectorized along the columns."""
     lanes = lanes or _widest_dividing(cols, _lanes())
-    partials = partials or _partial_count(cols, lanes)
+    partials = _checked_partials("cpu_layer_norm", cols, partials) or \
+        _partial_count(cols, lanes)
     X = te.placeholder((rows, cols), name="X")
     gamma = te.placeholder((cols,), name="gamma")
     beta = te.placeholder((cols,), name="beta")
