@@ -157,19 +157,28 @@ def softmax(X: Tensor, name: str = "softmax") -> Tensor:
 
 def layer_norm(X: Tensor, gamma: Tensor, beta: Tensor, epsilon: float = 1e-5,
                name: str = "layer_norm") -> Tensor:
-    """Layer normalization of each row of a 2-D tensor, scaled by gamma and shifted by beta."""
+    """Layer normalization of each row of a 2-D tensor, scaled by gamma and shifted by beta.
+
+    The row's mean and variance come from two independent sums (one pass over the row each,
+    which a schedule may fuse) of the row shifted by its first element: the variance as
+    E[d^2] - E[d]^2 of d = x - x[0]. Unshifted, E[x^2] - E[x]^2 cancels catastrophically
+    where the mean is large against the spread (float32 rows of mean 1000 and deviation 0.05
+    gave variances of 0 and 0.125 for 0.0025, and NaN rows; audit, helper-32); shifted by
+    an element of the row, the sums stay of the spread's size."""
     _check_float("layer_norm", X, gamma, beta)
     rows, cols = X.shape
     count = cast(cols, X.dtype)
     k = reduce_axis((0, cols), name="k")
-    mean = compute((rows,), lambda i: reduce_sum(X[i, k], axis=k) , name=f"{name}_sum")
+    shifted_sum = compute((rows,), lambda i: reduce_sum(X[i, k] - X[i, 0], axis=k),
+                          name=f"{name}_sum")
     k2 = reduce_axis((0, cols), name="k")
-    square = compute((rows,), lambda i: reduce_sum(X[i, k2] * X[i, k2], axis=k2),
-                     name=f"{name}_sqsum")
+    square = compute((rows,), lambda i: reduce_sum((X[i, k2] - X[i, 0]) * (X[i, k2] - X[i, 0]),
+                                                   axis=k2), name=f"{name}_sqsum")
 
     def normalize(i, j):
-        mu = mean[i] / count
-        variance = square[i] / count - mu * mu
+        shift = shifted_sum[i] / count
+        variance = square[i] / count - shift * shift
+        mu = X[i, 0] + shift
         return (X[i, j] - mu) * rsqrt(variance + const(epsilon, X.dtype)) * gamma[j] + beta[j]
     return compute((rows, cols), normalize, name=name)
 

@@ -261,7 +261,8 @@ def cpu_softmax(rows: int, cols: int, lanes: int | None = None, partials: int | 
 
 def cpu_layer_norm(rows: int, cols: int, lanes: int | None = None,
                    partials: int | None = None) -> Schedule:
-    """Layer norm for the C target: rows in parallel, the row's sum and sum of squares reduced
+    """Layer norm for the C target: rows in parallel, the row's sum and sum of squares (of the
+    row less its first element: te.ops.layer_norm) reduced
     into vectors of partial results (rfactor, as in `cpu_softmax`),
     computed under the row loop, the normalisation vectorized along the columns."""
     lanes = lanes or _widest_dividing(cols, _lanes())
