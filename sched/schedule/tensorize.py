@@ -280,9 +280,9 @@ class TensorizePrimitives(ScheduleBase):
                     T.reads(A[v_i_1_1, vk_1], B[v_i_1_1, vk_1])
                     T.writes(products[vk_1])
                     products[vk_1] = A[v_i_1_1, vk_1] * B[v_i_1_1, vk_1]
-            for k_2 in range(8):
+            for k_1_1 in range(8):
                 with T.block("D_update_o_sum"):
-                    vk_1 = T.axis.reduce(8, k_2)
+                    vk_1 = T.axis.reduce(8, k_1_1)
                     v_i_1_2 = T.axis.spatial(8, v_i_1)
                     T.reads(products[vk_1], D[v_i_1_2])
                     T.writes(D[v_i_1_2])
