@@ -189,11 +189,9 @@ def _one_index(statement, buffer: Buffer, dim: int) -> isl.PwAff | None:
     (a copy into a cache, or an update): written from that index, with no question to isl.
     The lexmin of the access took 32 s for a cooperative fetch whose instances' domain keeps
     divisions as existentials; `_aligned_offset` checks the candidate it makes either way."""
-    texts = {view.access.index_texts[dim] for view in statement.accesses
-             if view.buffer.name == buffer.name}
-    plain = all(not view.access.bound_loops for view in statement.accesses
-                if view.buffer.name == buffer.name)
-    if len(texts) != 1 or None in texts or not plain:
+    accesses = [view.access for view in statement.accesses if view.buffer.name == buffer.name]
+    texts = {access.index_texts[dim] for access in accesses}
+    if len(texts) != 1 or None in texts or any(access.bound_loops for access in accesses):
         return None
     (text,) = texts
     return isl.PwAff(f"{statement.param_text} {{ {statement.instance()} -> [({text})] }}")

@@ -131,8 +131,9 @@ def _crossing(accesses: tuple, params_text: str, position: int) -> bool:
     orders = _prefix_orders(width, position)
 
     def crosses(rewrite) -> bool:
-        union = _union_of(params_text, rewrite)
-        written, surely = union(writes), union(sure)
+        rewritten = {id(access): rewrite(access) for access in writes}
+        written = _union(params_text, rewritten.values())
+        surely = _union(params_text, (rewritten[id(access)] for access in sure))
         return any(_read_crosses(isl.UnionMap.from_map(rewrite(read)), written, surely, *orders)
                    for read in reads)
 
@@ -140,13 +141,11 @@ def _crossing(accesses: tuple, params_text: str, position: int) -> bool:
     return crosses(explicit) if found is None else found
 
 
-def _union_of(params_text: str, rewrite):
-    def union(accesses: list[isl.Map]) -> isl.UnionMap:
-        found = empty_union(params_text)
-        for access in accesses:
-            found = found.union(isl.UnionMap.from_map(rewrite(access)))
-        return found
-    return union
+def _union(params_text: str, accesses) -> isl.UnionMap:
+    found = empty_union(params_text)
+    for access in accesses:
+        found = found.union(isl.UnionMap.from_map(access))
+    return found
 
 
 def _read_crosses(read: isl.UnionMap, writes: isl.UnionMap, sure: isl.UnionMap,
