@@ -34,14 +34,14 @@ COMPILER = "gcc"
 # decompose_padding makes): the if-converted, vectorized copy loses rows. A plain 30-line C
 # program reproduces it (wrong at -O3 -march=native, right at -O2, at -O3 alone, and with this
 # flag); sched vectorizes its vector loops itself, so the pass is not what makes them fast.
-# -fwrapv: signed integer arithmetic wraps, as numpy's and the interpreter's does; without it
-# overflow is undefined in C and gcc folded `a + 1 > a` to true and `(a * 65536) / 65536` to
-# a (audit, helper-32). Index arithmetic cannot overflow (lower/wide_integers.py widens it),
-# so only data arithmetic changes meaning; the hand schedules ran as fast with it
-# (benchmarks/cpu_gcc_flags.py, "+ -fwrapv", on the AMD EPYC Zen 5 host).
+# No -fwrapv: gcc 12.2 at -O3 with it miscompiled a fuzzed kernel (a store to an output row
+# lost; right without the flag, at -O2, and with clang -O3 -fwrapv). Signed overflow, which C
+# leaves undefined, is avoided in the code instead: arithmetic whose values may leave its type
+# is written unsigned (sched/c/int_ranges.py), index arithmetic is widened where it could
+# leave int32 (lower/wide_integers.py).
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-tree-loop-distribution",
          "-fno-tree-loop-if-convert", "-fopenmp", "-shared", "-fPIC", "-std=c11",
-         "-fno-math-errno", "-fwrapv")
+         "-fno-math-errno")
 CONTEXT_LINES = 2   # source lines shown around each line gcc complains about
 
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sched.c import dtypes
+from sched.c.int_ranges import IntRanges, unsigned_c_type
 from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode
 from sched.c.vectorize import plan_vector_loop
-from sched.ir.dtype import bits, is_float, is_int
+from sched.ir.dtype import is_float, is_int, max_value
 from sched.ir.extern import ADDRESS_OF, addressed_storages
 from sched.ir.functor import collect
 from sched.ir.nodes import (
@@ -101,7 +102,8 @@ class _CEmitter:
         self.lines: list[str] = []
         self.depth = 1
         self.helpers: dict[str, None] = {}
-        self.nonneg: set[Var] = set(func.symbolic_vars)
+        # the ranges of the integer variables in scope: which arithmetic may overflow
+        self.ranges = IntRanges({v: (0, max_value(v.dtype)) for v in func.symbolic_vars})
         self.vector_helpers: dict[str, str] = {}   # vector typedefs and functions, by name
         self.in_simd = False                          # inside a `#pragma omp simd` loop
         self.declared: set[str] = set()               # let variables and arrays declared
@@ -195,7 +197,8 @@ class _CEmitter:
         end = node.extent if _is_zero(node.min) else simplify(node.min + node.extent)
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
                   f"++{var}) {{")
-        self.with_var(node.loop_var, self.is_nonneg(node.min), lambda: self.block(node.body))
+        self.with_var(node.loop_var, self.ranges.loop(node.min, node.extent),
+                      lambda: self.block(node.body))
         self.in_simd = in_simd
         self.line("}")
 
@@ -211,7 +214,7 @@ class _CEmitter:
                   f"  // vectorized: {plan.lanes} lanes")
         code = VectorCode(self, node.loop_var, plan.lanes, self.fast_math)
         self.depth += 1
-        self.with_var(node.loop_var, start >= 0, lambda: code.stmt(node.body))
+        self.with_var(node.loop_var, (start, end - 1), lambda: code.stmt(node.body))
         self.depth -= 1
         self.line("}")
         rest = node.extent.value - plan.vector_extent
@@ -254,7 +257,7 @@ class _CEmitter:
         def emit() -> None:
             ctype = dtypes.compute_type(node.var.dtype)
             self.line(f"const {ctype} {self.name(node.var.name)} = {self.expr(node.value)};")
-            self.with_var(node.var, self.is_nonneg(node.value), lambda: self.stmt(node.body))
+            self.with_var(node.var, self.ranges.value(node.value), lambda: self.stmt(node.body))
 
         self.declaring(self.name(node.var.name), emit)
 
@@ -372,12 +375,22 @@ class _CEmitter:
                 node, self.is_nonneg(node.a) and self.is_nonneg(node.b)):
             return self.call(f"sched_{op}_{dtypes.division_type(dtype)}",
                              [self.expr(node.a), self.expr(node.b)], dtype)
+        if is_int(dtype) and self.ranges.may_overflow(node):
+            return self.wrapping(node)
         prec = _PRECEDENCE[op]
         text = f"{self.int_operand(node.a, node.b, prec)} {_SYMBOL[op]} " \
                f"{self.int_operand(node.b, node.a, prec + 1)}"
         if dtypes.is_narrow_int(dtype) and op in ("add", "sub", "mul", "floordiv", "floormod"):
             return f"({dtypes.storage_type(dtype)})({text})", _UNARY
         return text, prec
+
+    def wrapping(self, node: BinaryOp):
+        """Integer `node` (`+`, `-`, `*`) where its values may leave the C type: computed
+        unsigned, which wraps (int_ranges.py), and converted back to its type."""
+        unsigned = unsigned_c_type(node.a.dtype)
+        text = f"({unsigned}){self.operand(node.a, _UNARY)} {_SYMBOL[node.op]} " \
+               f"({unsigned}){self.operand(node.b, _UNARY)}"
+        return f"({dtypes.storage_type(node.dtype)})({text})", _UNARY
 
     def int_operand(self, node: Expr, other: Expr, min_prec: int) -> str:
         """An operand of a binary operator: an int64 constant that fits in 32 bits beside a
@@ -391,33 +404,16 @@ class _CEmitter:
 
     # -- facts ---------------------------------------------------------------------------------
 
-    def with_var(self, var: Var, nonneg: bool, emit_scope) -> None:
-        """Emits the scope of `var` knowing whether it is non-negative (names may be reused by
-        sibling loops, so the fact ends with the scope)."""
-        if nonneg:
-            self.nonneg.add(var)
+    def with_var(self, var: Var, values: tuple[int, int] | None, emit_scope) -> None:
+        """Emits the scope of `var` knowing the range of its values (None: any of its dtype;
+        names may be reused by sibling loops, so the fact ends with the scope)."""
+        before = self.ranges.bind(var, values)
         emit_scope()
-        self.nonneg.discard(var)
+        self.ranges.restore(var, before)
 
     def is_nonneg(self, node: Expr) -> bool:
-        """Whether `node` is provably >= 0 (a sign analysis just strong enough for indices)."""
-        if isinstance(node, IntImm):
-            return node.value >= 0
-        if isinstance(node, Var):
-            return node in self.nonneg
-        if isinstance(node, Cast) and is_int(node.dtype) and is_int(node.value.dtype) \
-                and bits(node.dtype) >= bits(node.value.dtype) \
-                and node.dtype.startswith("int") == node.value.dtype.startswith("int"):
-            return self.is_nonneg(node.value)      # a widening conversion keeps the sign
-        if isinstance(node, BinaryOp) and is_int(node.dtype):
-            a, b = node.a, node.b
-            if node.op == "floormod" and isinstance(b, IntImm) and b.value > 0:
-                return True
-            if node.op in ("add", "mul", "floordiv", "floormod", "min"):
-                return self.is_nonneg(a) and self.is_nonneg(b)
-            if node.op == "max":
-                return self.is_nonneg(a) or self.is_nonneg(b)
-        return False
+        """Whether integer `node` is provably >= 0."""
+        return self.ranges.is_nonneg(node)
 
 
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}

@@ -27,7 +27,7 @@ class ExportedKernel:
         how = ("cmake -S DIR -B DIR/build && cmake --build DIR/build (links CUDA::cuda_driver)"
                if self.target == "cuda" else "cmake -S DIR -B DIR/build && cmake --build "
                "DIR/build, or compile NAME.c with gcc -O3 -march=native -fno-tree-loop-if-convert "
-               "-fwrapv -fopenmp")
+               "-fopenmp")
         return (f"exported {self.name!r} ({self.target}) to {self.directory}:\n{listed}\n"
                 f"call it as declared in {self.header.name}; build: "
                 f"{how.replace('DIR', str(self.directory)).replace('NAME', self.name)}")

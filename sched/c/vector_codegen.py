@@ -17,9 +17,11 @@ also performed unconditionally. A scalar-condition select stays C's lazy `?:`.
 from __future__ import annotations
 
 from sched.c import dtypes, vector_math
+from sched.c.int_ranges import WRAPPING_OPS
 from sched.c.vector_loads import masked_load_source
 from sched.c.vectorize import (
     SHORT_NAMES,
+    UNSIGNED_LANES,
     mask_dtype,
     vector_type,
     vector_typedef,
@@ -106,7 +108,7 @@ class VectorCode:
             end = node.extent if _is_zero(node.min) else simplify(node.min + node.extent)
             self.c.line(f"for ({ctype} {var} = {self.c.expr(node.min)}; {var} < "
                         f"{self.c.bound(end)}; ++{var}) {{")
-            self.c.with_var(node.loop_var, self.c.is_nonneg(node.min),
+            self.c.with_var(node.loop_var, self.c.ranges.loop(node.min, node.extent),
                             lambda: self.block(node.body))
             self.c.line("}")
         elif isinstance(node, IfThenElse):        # the condition is the same on every lane
@@ -218,6 +220,13 @@ class VectorCode:
             # is stated in vector_math.py (1.5 ulp while 1 / s is normal)
             one = "1.0" if dtype == "float64" else "1.0f"
             return VectorValue(f"({a.text} * ({one} / {b.text}))", dtype, True)
+        if node.op in WRAPPING_OPS and dtype in UNSIGNED_LANES:
+            # gcc leaves signed lanes' overflow undefined as C does scalars': computed on
+            # unsigned lanes, which wrap (int_ranges.py), the same instructions
+            unsigned = self.type(UNSIGNED_LANES[dtype])
+            text = f"(({unsigned}){self.vector(a, dtype)} {_SYMBOL[node.op]} " \
+                   f"({unsigned}){self.vector(b, dtype)})"
+            return VectorValue(f"(({self.type(dtype)}){text})", dtype, True)
         text = f"({a.text} {_SYMBOL[node.op]} {b.text})"
         if node.op in COMPARE_OPS:
             return VectorValue(text, mask_dtype(dtype), True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from sched.c.isa import VectorISA, host_isa
 from sched.c.vector_math import FLOAT32_FUNCTIONS, FLOAT64_FUNCTIONS
+from sched.ir.dtype import bits
 from sched.ir.functor import free_vars
 from sched.ir.nodes import (
     COMPARE_OPS,
@@ -60,22 +61,28 @@ VECTOR_MATH = {"float32": FLOAT32_FUNCTIONS, "float64": FLOAT64_FUNCTIONS}
 _ARITHMETIC = ("add", "sub", "mul", "min", "max")
 
 
-def vector_type(dtype: str, lanes: int) -> str:
-    """The C name of the vector type of `lanes` elements of `dtype`: `sched_f32x8`."""
-    return f"sched_{SHORT_NAMES[dtype]}x{lanes}"
-
-
 def mask_dtype(dtype: str) -> str:
     """The integer type of a comparison of `dtype` lanes (GCC: all ones where true)."""
     return "int32" if ELEMENT_BYTES[dtype] == 4 else "int64"
 
 
+# the lanes signed integer arithmetic is computed on where it wraps (int_ranges.py)
+UNSIGNED_LANES = {"int32": "uint32", "int64": "uint64"}
+_LANE_NAMES = {**SHORT_NAMES, "uint32": "u32", "uint64": "u64"}
+_LANE_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
+               "uint32": "uint32_t", "uint64": "uint64_t"}
+
+
+def vector_type(dtype: str, lanes: int) -> str:
+    """The C name of the vector type of `lanes` elements of `dtype`: `sched_f32x8` (`dtype`
+    one of SHORT_NAMES, or of UNSIGNED_LANES' values)."""
+    return f"sched_{_LANE_NAMES[dtype]}x{lanes}"
+
+
 def vector_typedef(dtype: str, lanes: int) -> str:
     """The typedef of `vector_type(dtype, lanes)`, unaligned (aligned to its element, so any
     element's address may be loaded from)."""
-    ctype = {"float32": "float", "float64": "double", "int32": "int32_t",
-             "int64": "int64_t"}[dtype]
-    size = ELEMENT_BYTES[dtype]
+    ctype, size = _LANE_TYPES[dtype], bits(dtype) // 8
     return (f"typedef {ctype} {vector_type(dtype, lanes)} "
             f"__attribute__((vector_size({size * lanes}), aligned({size})));")
 

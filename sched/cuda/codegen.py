@@ -209,7 +209,7 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
                 index += f" + {self.operand(node.min, 13)}"
             def emit() -> None:
                 self.line(f"const {ctype} {var} = {index};")
-                self.with_var(node.loop_var, self.is_nonneg(node.min),
+                self.with_var(node.loop_var, self.ranges.loop(node.min, node.extent),
                               lambda: self.stmt(node.body))
             self.declaring(var, emit)       # a pipeline's prologue repeats a stage's loops
             return
@@ -269,7 +269,7 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
                           f"[{self.expr(store.indices[0])}] = *(const {vector}*)&"
                           f"{self.name(load.buffer.storage_name)}[{self.expr(load.indices[0])}];")
 
-        self.with_var(node.loop_var, True, move)
+        self.with_var(node.loop_var, self.ranges.loop(node.min, node.extent), move)
         self.depth -= 1
         self.line("}")
         return True

@@ -86,14 +86,14 @@ def interval(e: Expr, ranges: dict) -> tuple[tuple[int, int], bool] | None:
         if a is None or b is None:
             return None
         return (min(a[0][0], b[0][0]), max(a[0][1], b[0][1])), a[1] or b[1]
-    operands = _integer_operation(e)
+    operands = integer_operation(e)
     if operands is None:
         return None
     op, a_node, b_node = operands
     a, b = interval(a_node, ranges), interval(b_node, ranges)
     if a is None or b is None:
         return None
-    value = _combine(op, a[0], b[0])
+    value = combine_ranges(op, a[0], b[0])
     if value is None:
         value = (min_value(e.dtype), max_value(e.dtype))
     return value, a[1] or b[1] or not _fits(value)
@@ -103,7 +103,7 @@ def _fits(value: tuple[int, int]) -> bool:
     return INT32[0] <= value[0] and value[1] <= INT32[1]
 
 
-def _integer_operation(e: Expr) -> tuple[str, Expr, Expr] | None:
+def integer_operation(e: Expr) -> tuple[str, Expr, Expr] | None:
     """(op, a, b) of integer arithmetic the intervals follow: a shift by a constant as the
     multiplication or floor division by its power of two; None for anything else."""
     if isinstance(e, BinaryOp) and e.op in _ARITHMETIC and is_int(e.dtype):
@@ -120,7 +120,9 @@ def _truncdiv(a: int, b: int) -> int:
     return quotient if (a >= 0) == (b > 0) else -quotient
 
 
-def _combine(op: str, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+def combine_ranges(op: str, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """The mathematical range of `a op b` for operands in ranges `a` and `b` (op one of
+    _ARITHMETIC); None where a divisor may be 0."""
     (alo, ahi), (blo, bhi) = a, b
     if op == "add":
         return alo + blo, ahi + bhi
@@ -262,7 +264,7 @@ class _Widen(IRMutator):
     def _rewritten(self, e: Expr) -> bool:
         """Whether `e` is computed in int64 here: int32 index arithmetic that may overflow,
         or that uses a loop variable made int64."""
-        if e.dtype != NARROW or _integer_operation(e) is None:
+        if e.dtype != NARROW or integer_operation(e) is None:
             return False
         found = interval(e, self.ranges)
         if found is None:

@@ -1,8 +1,9 @@
 """Arithmetic on the C target (and the emulated CUDA) computes what numpy computes, as the
-interpreter does (audit, helper-32): signed integers wrap (the kernels are compiled with
--fwrapv, so gcc cannot fold `a + 1 > a` to true), an integer division or modulo by 0 gives 0
-and INT_MIN // -1 wraps (C's operators trap: the process died with SIGFPE), and a float `//`
-or `%` is numpy's (exact, from fmod: `a - floor(a / b) * b` left remainders outside [0, b))."""
+interpreter does (audit, helper-32): signed integers wrap (arithmetic whose values may
+leave its type is written unsigned, so gcc cannot fold `a + 1 > a` to true), an integer
+division or modulo by 0 gives 0 and INT_MIN // -1 wraps (C's operators trap: the process died
+with SIGFPE), and a float `//` or `%` is numpy's (exact, from fmod: `a - floor(a / b) * b`
+left remainders outside [0, b))."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def _division(dtype: str, n: int = 64):
     return te.create_prim_func([A, B, Q, R])
 
 
-def _on_threads(func):
+def _on_threads(func, names=("Q", "R")):
     sch = sched.Schedule(func)
-    for name in ("Q", "R"):
+    for name in names:
         bx, tx = sch.split(sch.get_loops(sch.get_block(name))[0], [None, 32])
         sch.bind(bx, "blockIdx.x")
         sch.bind(tx, "threadIdx.x")
@@ -94,6 +95,47 @@ def test_signed_overflow_wraps(vectorized):
         run(a, *out)
         np.testing.assert_array_equal(out[0], expected[0])
         np.testing.assert_array_equal(out[1], expected[1])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "int64", "uint64"])
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_products_sums_and_differences_wrap_as_numpy(dtype, vectorized, rng):
+    # without -fwrapv (gcc 12.2 miscompiled a kernel with it), arithmetic whose values may
+    # leave its C type is written unsigned: uint16 * uint16 overflows C's int, into which C
+    # promotes it; int32 and int64 lanes of a vector wrap too
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, 64, endpoint=True, dtype=dtype)
+    b = rng.integers(info.min, info.max, 64, endpoint=True, dtype=dtype)
+    a[:3], b[:3] = [info.max, info.min, info.max], [info.max, info.max, info.min]
+    A = te.placeholder((64,), dtype, name="A")
+    B = te.placeholder((64,), dtype, name="B")
+    C = te.compute((64,), lambda i: A[i] * B[i] + A[i] - B[i], name="C")
+    func = te.create_prim_func([A, B, C])
+    sch = sched.Schedule(func)
+    if vectorized:
+        sch.vectorize(sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 8])[1])
+    with np.errstate(all="ignore"):
+        expected = a * b + a - b
+    kernel = sched.build(sch.func, target="c")
+    if vectorized and dtype == "int32":     # (int64 products are not vectorized: scalar code)
+        assert "(sched_u32x8)" in kernel.source      # the lanes computed unsigned
+    runs = {"c": kernel, "interpret": lambda *args: sched.interpret(func, *args),
+            "cuda-emu": sched.build(_on_threads(func, ["C"]), target="cuda-emu")}
+    for name, run in runs.items():
+        c = np.zeros(64, dtype)
+        run(a, b, c)
+        np.testing.assert_array_equal(c, expected, err_msg=name)
+
+
+def test_index_arithmetic_stays_plain_and_data_arithmetic_is_unsigned():
+    # the ranges of loop variables bound index arithmetic: C's operators, which gcc's
+    # vectorizer reasons about; a value read from memory may be anything
+    source = sched.build(_quotients, target="c").source
+    assert "C[i] = (int32_t)((uint32_t)sched_floordiv_i32(A[i], 4) + (uint32_t)" in source
+    A = te.placeholder((16, 16), "int32", name="A")
+    B = te.compute((16, 16), lambda i, j: A[i, j] + 1, name="B")
+    source = sched.build(te.create_prim_func([A, B]), target="c").source
+    assert "B[i * 16 + j] = (int32_t)((uint32_t)A[i * 16 + j] + (uint32_t)1);" in source
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -83,7 +83,8 @@ def test_floor_division_of_possibly_negative_operands_uses_the_helper():
     body = For(i, IntImm(0), IntImm(8), "serial",
                BufferStore(A, (A[i] - x) // 3 + i // 2 + (A[i] % 4), (i,)))
     source = generate_c(lower(PrimFunc("f", (A, x), body)))
-    assert "sched_floordiv_i32(A[i] - x, 3)" in source      # A[i] - x may be negative
+    # A[i] - x may be negative (and may wrap: written unsigned, sched/c/int_ranges.py)
+    assert "sched_floordiv_i32((int32_t)((uint32_t)A[i] - (uint32_t)x), 3)" in source
     assert "i / 2" in source                                 # i >= 0: plain division
     assert "sched_floormod_i32(A[i], 4)" in source
     assert "static inline int32_t sched_floordiv_i32(int32_t a, int32_t b)" in source

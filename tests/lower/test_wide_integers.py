@@ -59,9 +59,11 @@ def test_a_fused_loop_of_two_symbolic_dims_counts_in_int64(dtype, rng):
     # found by an audit: `m * n` in int32 wrapped to 0 at 65536^2 and the sum stayed 0; with
     # int64 dims the bound was int64 but the loop variable int32
     kernel = sched.build(_outer_product_sum(dtype), target="c")
-    assert "for (int64_t i_j_fused = INT64_C(0); i_j_fused < (int64_t)m * (int64_t)n;" in \
-        kernel.source or "for (int64_t i_j_fused = INT64_C(0); i_j_fused < m * n;" in \
-        kernel.source
+    # int32 dims: their product fits int64; int64 dims: it may wrap, so it is written unsigned
+    # (C leaves signed overflow undefined: sched/c/int_ranges.py)
+    bound = {"int32": "(int64_t)m * (int64_t)n",
+             "int64": "(int64_t)((uint64_t)m * (uint64_t)n)"}[dtype]
+    assert f"for (int64_t i_j_fused = INT64_C(0); i_j_fused < {bound};" in kernel.source
     a = rng.integers(-5, 5, 7).astype(np.int8)
     b = rng.integers(-5, 5, 5).astype(np.int8)
     c = np.zeros(1, np.int64)
