@@ -146,6 +146,9 @@ def _float_division_source(name: str, op: str, t: str, f: str) -> str:
     return "\n".join(lines) + "\n}"
 
 
+_UNSIGNED = {"int32_t": "uint32_t", "int64_t": "uint64_t"}
+
+
 def helper_source(name: str) -> str:
     """The C definition of helper `name`: `sched_<op>_<short type>`."""
     _, op, short = name.split("_", 2)
@@ -167,8 +170,9 @@ def helper_source(name: str) -> str:
         return (f"static inline {ctype} {name}({ctype} a, {ctype} b) {{\n"
                 f"    {ctype} chosen = b {compare} a ? b : a;\n"
                 f"    return {nan}chosen;\n}}")
-    if op == "abs":
-        return f"static inline {ctype} {name}({ctype} a) {{\n    return a < 0 ? -a : a;\n}}"
+    if op == "abs":      # of the minimum it is the minimum, as numpy's (-a would overflow)
+        negated = f"({ctype})(0 - ({_UNSIGNED[ctype]})a)" if ctype in _UNSIGNED else "-a"
+        return f"static inline {ctype} {name}({ctype} a) {{\n    return a < 0 ? {negated} : a;\n}}"
     if name == "sched_bf16_to_f32":
         return ("static inline float sched_bf16_to_f32(uint16_t v) {\n"
                 "    union { uint32_t u; float f; } x = { .u = (uint32_t)v << 16 };\n"

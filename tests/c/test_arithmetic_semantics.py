@@ -160,3 +160,16 @@ def test_float_floor_division_and_modulo_as_numpy(dtype, vectorized, rng):
         for got, want in zip((q, r), expected):
             np.testing.assert_array_equal(got, want, err_msg=name)
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_abs_of_the_minimum_is_the_minimum_as_numpy(dtype):
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min + 1, -1, 0, 1, info.max, -7, 7], dtype)
+    A = te.placeholder((8,), dtype, name="A")
+    func = te.create_prim_func([A, te.compute((8,), lambda i: te.abs(A[i]), name="B")])
+    for name, run in (("c", sched.build(func, target="c")),
+                      ("interpret", lambda *args: sched.interpret(func, *args))):
+        b = np.zeros(8, dtype)
+        run(a, b)
+        np.testing.assert_array_equal(b, np.abs(a), err_msg=name)
