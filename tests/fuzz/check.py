@@ -50,8 +50,26 @@ def oracle(program: Program, seed: int = 0) -> list[np.ndarray] | None:
     return arrays
 
 
-def reproducer(program: Program, log: list[str], problem: str) -> str:
-    """Runnable Python for a finding: the program, the steps, the check."""
+INTERPRETED = 'sched.interpret(sch.func, *got, thread_order="forward")   # or reverse / shuffle'
+
+
+def interpreted(order: str) -> str:
+    """The reproducer's line that runs the scheduled function as the check did."""
+    return f'sched.interpret(sch.func, *got, thread_order="{order}", seed=1)'
+
+
+def built(target: str, thread_order: str | None = None) -> str:
+    """The reproducer's lines that build and run the scheduled function as the check did
+    (unchecked races: the oracle is running the threads in every order)."""
+    lines = [] if thread_order is None else [
+        "import os", f'os.environ["SCHED_THREAD_ORDER"] = "{thread_order}"']
+    return "\n".join([*lines, f'sched.build(sch.func, target="{target}", '
+                                f'check_races=False)(*got)'])
+
+
+def reproducer(program: Program, log: list[str], problem: str, run: str = INTERPRETED) -> str:
+    """Runnable Python for a finding: the program, the steps, the check (`run`: the lines
+    that run the scheduled function on `got`, as the check that found it did)."""
     steps = "\n".join(log) if log else "# (no step)"
     shapes = [tuple(program.dims[d.name] if hasattr(d, "name") else d.value
                     for d in b.shape) for b in program.func.buffers]
@@ -73,8 +91,7 @@ def arrays():
             rng.integers(-3, 4, s).astype(d) for s, d in zip({shapes!r}, {dtypes!r})]
 expected, got = arrays(), arrays()
 sched.interpret(func, *expected)
-sched.interpret(sch.func, *got, thread_order="forward")   # or reverse / shuffle, or:
-# sched.build(sch.func, target="c")(*got)
+{run}
 for e, g, b in zip(expected, got, func.buffers):
     if not np.array_equal(e, g, equal_nan=True):
         print(b.name, "expected", e.ravel(), "got", g.ravel())
@@ -104,12 +121,12 @@ class Canaries:
                 or (whole[len(whole) - self.PAD:] != self.PATTERN).any()]
 
 
-def check_canaries(program: Program, canaries: Canaries, log, how: str) -> None:
+def check_canaries(program: Program, canaries: Canaries, log, how: str, run: str) -> None:
     touched = canaries.touched()
     if touched:
         names = [program.func.buffers[n].name for n in touched]
         raise Finding(reproducer(program, log, f"the kernel stores outside argument(s) "
-                                 f"{', '.join(names)}{how}"))
+                                 f"{', '.join(names)}{how}", run))
 
 
 def check_round_trip(program: Program, func, log) -> None:
@@ -153,12 +170,12 @@ def same_values(e: np.ndarray, g: np.ndarray) -> bool:
 
 
 def compare(program: Program, expected: list[np.ndarray], got: list[np.ndarray], log,
-            how: str) -> None:
+            how: str, run: str) -> None:
     for buffer, e, g in zip(program.func.buffers, expected, got):
         if not same_values(e, g):
             raise Finding(reproducer(
                 program, log, f"{how}: buffer {buffer.name} differs from the original's "
-                f"result\nexpected {e.ravel().tolist()}\ngot      {g.ravel().tolist()}"))
+                f"result\nexpected {e.ravel().tolist()}\ngot      {g.ravel().tolist()}", run))
 
 
 def check_interpreted(program: Program, func, expected, log) -> None:
@@ -169,8 +186,8 @@ def check_interpreted(program: Program, func, expected, log) -> None:
             sched.interpret(func, *got, thread_order=order, seed=1)
         except (OutOfBoundsError, InterpretError) as error:
             raise Finding(reproducer(program, log, f"the scheduled function, interpreted "
-                                     f"({order}), fails: {error}")) from None
-        compare(program, expected, got, log, f"interpreted in {order} order")
+                                     f"({order}), fails: {error}", interpreted(order))) from None
+        compare(program, expected, got, log, f"interpreted in {order} order", interpreted(order))
 
 
 def check_c(program: Program, func, expected, log) -> None:
@@ -181,13 +198,13 @@ def check_c(program: Program, func, expected, log) -> None:
         return
     if not any(isinstance(node, For) and node.kind == "thread_binding"
                for node in collect(func.body, For)):
-        _check_c_once(program, func, expected, log, "")
+        _check_c_once(program, func, expected, log, None)
         return
     saved = os.environ.get("SCHED_THREAD_ORDER")
     try:
         for order in ("forward", "reverse", "shuffle:1"):
             os.environ["SCHED_THREAD_ORDER"] = order
-            _check_c_once(program, func, expected, log, f" (SCHED_THREAD_ORDER={order})")
+            _check_c_once(program, func, expected, log, order)
     finally:
         if saved is None:
             os.environ.pop("SCHED_THREAD_ORDER", None)
@@ -206,7 +223,9 @@ def in_progress(func) -> bool:
     return redundant_update(func) is not None
 
 
-def _check_c_once(program: Program, func, expected, log, how: str) -> None:
+def _check_c_once(program: Program, func, expected, log, thread_order: str | None) -> None:
+    how = "" if thread_order is None else f" (SCHED_THREAD_ORDER={thread_order})"
+    run = built("c", thread_order)
     canaries = Canaries(program.arrays(0))
     got = canaries.arrays
     if in_progress(func):
@@ -219,18 +238,18 @@ def _check_c_once(program: Program, func, expected, log, how: str) -> None:
         if REFUSED_AT_BUILD_IS_A_FINDING and not known_build_refusal(str(error)) and not any(
                 fine in str(error) for fine in BUILD_REFUSALS_THAT_ARE_FINE):
             raise Finding(reproducer(program, log, f"accepted by every step, refused at "
-                                     f"build{how}: {error}")) from None
+                                     f"build{how}: {error}", run)) from None
         return
     except Exception as error:     # noqa: BLE001 - a crash of the build is a finding
         raise Finding(reproducer(program, log, f"C build crashes{how}: "
-                                 f"{type(error).__name__}: {error}")) from None
+                                 f"{type(error).__name__}: {error}", run)) from None
     try:
         kernel(*got)
     except Exception as error:     # noqa: BLE001 - any build or call failure is a finding
         raise Finding(reproducer(program, log, f"the C kernel's call fails{how}: "
-                                 f"{type(error).__name__}: {error}")) from None
-    check_canaries(program, canaries, log, " built for C" + how)
-    compare(program, expected, got, log, "built for C" + how)
+                                 f"{type(error).__name__}: {error}", run)) from None
+    check_canaries(program, canaries, log, " built for C" + how, run)
+    compare(program, expected, got, log, "built for C" + how, run)
 
 
 def check_cuda_emu(program: Program, func, expected, log) -> bool:
@@ -254,12 +273,12 @@ def check_cuda_emu(program: Program, func, expected, log) -> bool:
         return False
     except Exception as error:     # noqa: BLE001 - a crash of the build is a finding
         raise Finding(reproducer(program, log, f"cuda-emu build crashes: "
-                                 f"{type(error).__name__}: {error}")) from None
+                                 f"{type(error).__name__}: {error}", built("cuda-emu"))) from None
     try:
         kernel(*got)
     except Exception as error:     # noqa: BLE001
         raise Finding(reproducer(program, log, f"the cuda-emu kernel's call fails: "
-                                 f"{type(error).__name__}: {error}")) from None
-    check_canaries(program, canaries, log, " run by cuda-emu")
-    compare(program, expected, got, log, "the CUDA source run by cuda-emu")
+                                 f"{type(error).__name__}: {error}", built("cuda-emu"))) from None
+    check_canaries(program, canaries, log, " run by cuda-emu", built("cuda-emu"))
+    compare(program, expected, got, log, "the CUDA source run by cuda-emu", built("cuda-emu"))
     return True

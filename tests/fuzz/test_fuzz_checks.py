@@ -57,8 +57,12 @@ def test_a_racy_gpu_schedule_is_a_finding_on_the_c_target():
     program = Program(SCAN, {})
     expected = oracle(program)
     wrong = marked(SCAN, "thread_binding", "threadIdx.x")
-    with pytest.raises(Finding, match="SCHED_THREAD_ORDER=reverse"):
+    with pytest.raises(Finding, match="SCHED_THREAD_ORDER=reverse") as found:
         check_c(program, wrong, expected, ["# loop bound to threadIdx.x by hand"])
+    # the reproducer runs what the check ran: the threads reversed, the races unchecked (a
+    # finding whose reproducer built with the defaults was refused at build, not replayed)
+    assert 'os.environ["SCHED_THREAD_ORDER"] = "reverse"\n' \
+        'sched.build(sch.func, target="c", check_races=False)(*got)' in str(found.value)
 
 
 def test_values_are_compared_exactly_below_two_to_the_24():

@@ -131,5 +131,7 @@ def test_default_cuda_schedule_of_random_programs_runs_correctly(program):
                                  f"{type(error).__name__}: {error}")) from None
     canaries = Canaries(program.arrays(0))
     kernel(*canaries.arrays)
-    check_canaries(program, canaries, log, " (the default CUDA schedule on cuda-emu)")
-    compare(program, expected, canaries.arrays, log, "the default CUDA schedule on cuda-emu")
+    run = 'sched.build(func, target="cuda-emu")(*got)'
+    check_canaries(program, canaries, log, " (the default CUDA schedule on cuda-emu)", run)
+    compare(program, expected, canaries.arrays, log, "the default CUDA schedule on cuda-emu",
+            run)
