@@ -329,6 +329,10 @@ class _CEmitter:
             return f"{self.helper('sched_bf16_to_f32')}({to_bf16}({value}))", _ATOM
         if node.dtype == "bool":
             return f"({value} != 0)", _ATOM
+        if is_int(node.dtype) and is_float(node.value.dtype):     # C: undefined beyond range
+            helper = f"sched_saturate_{dtypes.short_name(node.value.dtype)}_" \
+                     f"{dtypes.short_name(node.dtype)}"
+            return self.call(helper, [self.expr(node.value)], node.dtype)
         return f"({dtypes.storage_type(node.dtype)}){value}", _UNARY
 
     def expr_Not(self, node: Not):

@@ -147,11 +147,45 @@ def _float_division_source(name: str, op: str, t: str, f: str) -> str:
 
 
 _UNSIGNED = {"int32_t": "uint32_t", "int64_t": "uint64_t"}
+_DTYPE_OF_SHORT = {short: dtype for dtype, short in (
+    ("float32", "f32"), ("float64", "f64"), ("int8", "i8"), ("int16", "i16"), ("int32", "i32"),
+    ("int64", "i64"), ("uint8", "u8"), ("uint16", "u16"), ("uint32", "u32"),
+    ("uint64", "u64"))}
+
+
+def saturation_bounds(source: str, target: str) -> tuple[float, float]:
+    """(low, high): the values of float type `source` (as computed: float16 and bfloat16 in
+    float) that convert to integer type `target` by truncation are those strictly between
+    them. A value at or below `low` converts to the type's minimum, at or above `high` to
+    its maximum, NaN to 0: CUDA's cvt does so in hardware, and C, which leaves the
+    conversion undefined there, gets the same results from `saturating_cast_source`."""
+    real = np.float64 if source == "float64" else np.float32
+    smallest, largest = (int(v) for v in (np.iinfo(target).min, np.iinfo(target).max))
+    below = real(smallest - 1)
+    if int(below) != smallest - 1:       # not representable: no float between it and min
+        below = np.nextafter(real(smallest), real(-np.inf))
+    return float(below), float(real(largest + 1))
+
+
+def saturating_cast_source(name: str, source: str, target: str) -> str:
+    """The C definition of helper `name`, the conversion of a `source` float to integer
+    type `target` of `saturation_bounds`."""
+    low, high = saturation_bounds(source, target)
+    ctype, real = STORAGE_TYPES[target], compute_type(source)
+    info = np.iinfo(target)
+    smallest, largest = int_literal(int(info.min), target), int_literal(int(info.max), target)
+    return (f"static inline {ctype} {name}({real} a) {{  /* NaN -> 0, beyond -> nearest end */\n"
+            f"    if (a > {float_literal(low, source)} && a < {float_literal(high, source)})"
+            f" return ({ctype})a;\n"
+            f"    return a > 0 ? {largest} : a < 0 ? {smallest} : 0;\n}}")
 
 
 def helper_source(name: str) -> str:
     """The C definition of helper `name`: `sched_<op>_<short type>`."""
     _, op, short = name.split("_", 2)
+    if op == "saturate":      # sched_saturate_<float short>_<int short>
+        source, target = (_DTYPE_OF_SHORT[part] for part in short.split("_"))
+        return saturating_cast_source(name, source, target)
     ctype = {v: k for k, v in _SHORT.items()}[short] if short in _SHORT.values() else None
     if op in ("div", "floordiv", "floormod") and short in ("i32", "i64", "u32", "u64"):
         return _division_source(name, op, ctype, short)

@@ -16,6 +16,8 @@ also performed unconditionally. A scalar-condition select stays C's lazy `?:`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from sched.c import dtypes, vector_math
 from sched.c.int_ranges import WRAPPING_OPS
 from sched.c.vector_loads import masked_load_source
@@ -26,7 +28,7 @@ from sched.c.vectorize import (
     vector_type,
     vector_typedef,
 )
-from sched.ir.dtype import is_float
+from sched.ir.dtype import is_float, is_int
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     COMPARE_OPS,
@@ -302,8 +304,35 @@ class VectorCode:
                                 True)
             if value.dtype == node.dtype:
                 return value
+        if is_int(node.dtype) and is_float(node.value.dtype):
+            return self.saturating_cast(value, node.value.dtype, node.dtype)
         return VectorValue(f"__builtin_convertvector({value.text}, {self.type(node.dtype)})",
                            node.dtype, True)
+
+    def saturating_cast(self, value: VectorValue, source: str, target: str) -> VectorValue:
+        """Float lanes converted to integer lanes as the scalar helper converts one
+        (dtypes.saturation_bounds: NaN to 0, beyond the range to its nearest end; C leaves
+        the conversion undefined there): out-of-range lanes are converted from 0, then
+        replaced."""
+        low, high = (dtypes.float_literal(v, source)
+                     for v in dtypes.saturation_bounds(source, target))
+        lanes = self.bind(VectorValue(self.vector(value, source), source, True)).text
+        info = np.iinfo(target)
+
+        def where(condition: str) -> str:        # a mask of `target` lanes
+            return self.mask(VectorValue(condition, mask_dtype(source), True), target)
+
+        def every_lane(limit) -> str:
+            literal = dtypes.int_literal(int(limit), target)
+            return self.vector(VectorValue(literal, target, False), target)
+
+        inside = self.mask(VectorValue(f"(({lanes} > {low}) & ({lanes} < {high}))",
+                                       mask_dtype(source), True), source)
+        safe = self.select(inside, lanes, f"({self.type(source)}){{0}}", source).text
+        converted = f"__builtin_convertvector({safe}, {self.type(target)})"
+        below = self.select(where(f"({lanes} <= {low})"), every_lane(info.min), converted,
+                            target).text
+        return self.select(where(f"({lanes} >= {high})"), every_lane(info.max), below, target)
 
     def expr_Call(self, node: Call, guard) -> VectorValue:
         args = [self.vector(self.expr(arg, guard), node.dtype) for arg in node.args]

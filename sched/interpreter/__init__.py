@@ -43,8 +43,9 @@ result the IR defines:
   integers truncates as in C, an integer division or modulo by 0 gives 0 (numpy's result;
   the C target's helpers agree), float32 rounds at every operation, float16 and bfloat16 compute
   in float32 and round when cast or stored (as the C target), float min/max propagate NaN; a
-  float cast to an integer type it does not fit (inf, NaN, out of range) raises
-  InterpretError, since C leaves the result undefined;
+  float cast to an integer type truncates toward zero, NaN gives 0 and a value beyond the
+  type's range (inf included) its nearest end (CUDA's conversion, which the C target
+  implements: C leaves it undefined);
   math intrinsics through numpy.
 
 Any access outside its buffer raises `OutOfBoundsError` (an IndexError) naming the buffer, the

@@ -73,10 +73,11 @@ def compute_scalar(dtype: str):
 
 
 def to_dtype(value, dtype: str):
-    """`value` (an int, bool or numpy float) converted to `dtype` with C's semantics:
-    float -> int truncates toward zero (a value out of the int's range, inf or NaN is an
-    error: C leaves it undefined), int -> int wraps, anything -> bool is `!= 0`,
-    float16/bfloat16 round to their precision (kept in float32)."""
+    """`value` (an int, bool or numpy float) converted to `dtype`: float -> int truncates
+    toward zero, NaN gives 0 and a value beyond the int's range its nearest end (CUDA's
+    conversion; sched's C code does the same, where C leaves it undefined), int -> int
+    wraps, anything -> bool is `!= 0`, float16/bfloat16 round to their precision (kept in
+    float32)."""
     if is_bool(dtype):
         return bool(value != 0)
     if is_float(dtype):
@@ -86,16 +87,12 @@ def to_dtype(value, dtype: str):
             return round_bfloat16(value)
         return compute_scalar(dtype)(value)
     if isinstance(value, (float, np.floating)):
-        if not math.isfinite(value):
-            raise InterpretError(f"cast of {value} to {dtype}: no such {dtype} value "
-                                 "(undefined behaviour in C)")
-        value = math.trunc(float(value))
+        if math.isnan(value):
+            return wrap_int(0, dtype)
         info = np.iinfo(dtype)
-        if not info.min <= value <= info.max:
-            # C leaves it undefined (x86 gives the "integer indefinite" value, CUDA saturates):
-            # no one result to compare a target with
-            raise InterpretError(f"cast of {value} to {dtype}: out of the {dtype} range "
-                                 f"[{info.min}, {info.max}] (undefined behaviour in C)")
+        if math.isinf(value):
+            return wrap_int(int(info.max) if value > 0 else int(info.min), dtype)
+        value = min(max(math.trunc(float(value)), int(info.min)), int(info.max))
     return wrap_int(int(value), dtype)
 
 

@@ -173,3 +173,34 @@ def test_abs_of_the_minimum_is_the_minimum_as_numpy(dtype):
         b = np.zeros(8, dtype)
         run(a, b)
         np.testing.assert_array_equal(b, np.abs(a), err_msg=name)
+
+
+@pytest.mark.parametrize("source", ["float32", "float64"])
+@pytest.mark.parametrize("target", ["int8", "uint16", "int32", "uint32", "int64", "uint64"])
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_float_to_int_casts_saturate_on_every_target(source, target, vectorized, rng):
+    # C leaves a conversion beyond the type's range (or of NaN) undefined: sched gives what
+    # CUDA's cvt gives (NaN 0, beyond the range its nearest end), truncating inside it
+    info = np.iinfo(target)
+    edges = [np.nan, np.inf, -np.inf, 0.5, -0.5, -0.99, 1.99, -1.0, float(info.max),
+             float(info.min), float(info.max) * 2 + 5, float(info.min) * 2 - 5,
+             float(info.max) + 1, float(info.min) - 1]
+    a = np.concatenate([np.array(edges), rng.normal(0, 1, 64 - len(edges)) *
+                        10.0 ** rng.integers(0, 20, 64 - len(edges))]).astype(source)
+    truncated = np.trunc(a.astype(np.float64)).tolist()
+    expected = np.array([0 if np.isnan(x) else int(info.max) if x > info.max else
+                         int(info.min) if x < info.min else int(x) for x in truncated],
+                        dtype=object).astype(target)
+    A = te.placeholder((64,), source, name="A")
+    func = te.create_prim_func([A, te.compute((64,), lambda i: te.cast(A[i], target),
+                                              name="B")])
+    sch = sched.Schedule(func)
+    if vectorized:
+        sch.vectorize(sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 8])[1])
+    runs = {"c": sched.build(sch.func, target="c"),
+            "interpret": lambda *args: sched.interpret(func, *args),
+            "cuda-emu": sched.build(_on_threads(func, ["B"]), target="cuda-emu")}
+    for name, run in runs.items():
+        b = np.zeros(64, target)
+        run(a, b)
+        np.testing.assert_array_equal(b, expected, err_msg=name)
