@@ -24,7 +24,7 @@ from sched.c.int_ranges import IntRanges, unsigned_c_type
 from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode
 from sched.c.vectorize import plan_vector_loop
-from sched.ir.dtype import is_float, is_int, max_value
+from sched.ir.dtype import bits, is_float, is_int, max_value
 from sched.ir.extern import ADDRESS_OF, addressed_storages
 from sched.ir.functor import collect
 from sched.ir.nodes import (
@@ -355,6 +355,10 @@ class _CEmitter:
             name, *args = node.args
             return f"{name.value}({', '.join(self.expr(a) for a in args)})", _ATOM
         args = [self.expr(arg) for arg in node.args]
+        if node.op in _SHIFTS and not self.count_in_range(node.args[1], node.dtype):
+            # a count C leaves undefined: numpy's result (dtypes.shift_source)
+            helper = f"sched_{_SHIFTS[node.op]}_{dtypes.shift_type(node.dtype)}"
+            return self.call(helper, args, node.dtype)
         if node.op in INT_FUNCTIONS:
             return _int_call(node.op, args, node.dtype), _ATOM
         if node.op == "abs" and not is_float(node.dtype):
@@ -415,11 +419,19 @@ class _CEmitter:
         emit_scope()
         self.ranges.restore(var, before)
 
+    def count_in_range(self, count: Expr, dtype: str) -> bool:
+        """Whether shift count `count` of a `dtype` value is provably one C defines: from 0
+        to the width C shifts `dtype` in, less 1 (32 bits for the narrower types, which C
+        promotes to int)."""
+        values = self.ranges.value(count)
+        return values is not None and 0 <= values[0] and values[1] < max(32, bits(dtype))
+
     def is_nonneg(self, node: Expr) -> bool:
         """Whether integer `node` is provably >= 0."""
         return self.ranges.is_nonneg(node)
 
 
+_SHIFTS = {"shift_left": "shl", "shift_right": "shr"}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}
 
 

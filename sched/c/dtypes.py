@@ -153,6 +153,30 @@ _DTYPE_OF_SHORT = {short: dtype for dtype, short in (
     ("uint64", "u64"))}
 
 
+def shift_type(dtype: str) -> str:
+    """The short name of the type a shift of a `dtype` value is computed in by its helper
+    (the narrower types as C promotes them: int32, or uint32 for the unsigned ones)."""
+    if dtype in ("int8", "int16"):
+        return "i32"
+    if dtype in ("uint8", "uint16"):
+        return "u32"
+    return short_name(dtype)
+
+
+def shift_source(name: str, op: str, ctype: str) -> str:
+    """The C definition of shift helper `name` ("shl" or "shr") on `ctype`, numpy's shift
+    for every count: C leaves a count outside [0, width) undefined (x86 takes it modulo the
+    width); numpy gives 0, or for a right shift of a negative value -1."""
+    width = 64 if "64" in ctype else 32
+    unsigned = ctype if ctype.startswith("u") else "u" + ctype
+    if op == "shl":
+        inside, outside = f"({ctype})(({unsigned})a << b)", "0"
+    else:
+        inside, outside = "a >> b", "0" if ctype.startswith("u") else "(a < 0 ? -1 : 0)"
+    return (f"static inline {ctype} {name}({ctype} a, int64_t b) {{\n"
+            f"    return (uint64_t)b < {width} ? {inside} : {outside};\n}}")
+
+
 def saturation_bounds(source: str, target: str) -> tuple[float, float]:
     """(low, high): the values of float type `source` (as computed: float16 and bfloat16 in
     float) that convert to integer type `target` by truncation are those strictly between
@@ -187,6 +211,8 @@ def helper_source(name: str) -> str:
         source, target = (_DTYPE_OF_SHORT[part] for part in short.split("_"))
         return saturating_cast_source(name, source, target)
     ctype = {v: k for k, v in _SHORT.items()}[short] if short in _SHORT.values() else None
+    if op in ("shl", "shr"):
+        return shift_source(name, op, ctype)
     if op in ("div", "floordiv", "floormod") and short in ("i32", "i64", "u32", "u64"):
         return _division_source(name, op, ctype, short)
     if op in ("floordiv", "floormod"):

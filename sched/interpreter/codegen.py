@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sched.interpreter import runtime
 from sched.interpreter.runtime import InterpretError
-from sched.ir.dtype import is_bool, is_float
+from sched.ir.dtype import bits, is_bool, is_float
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     EXTERN_CALLS,
@@ -51,7 +51,8 @@ _INT_OPS = {"add": "+", "sub": "-", "mul": "*"}
 _FLOAT_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xor": "({} ^ {})",
-              "bitwise_not": "(~{})", "shift_left": "({} << {})", "shift_right": "({} >> {})"}
+              "bitwise_not": "(~{})", "shift_left": "_rt.shift_left({}, {}, {bits})",
+              "shift_right": "_rt.shift_right({}, {}, {bits})"}
 _NUMPY_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
                "cos": "cos", "floor": "floor", "ceil": "ceil", "round": "rint", "pow": "power"}
 
@@ -210,7 +211,8 @@ class Emitter:
                 f"run; check an opaque block with sched.build(..., extern_c=...) instead")
         args = [self.expr(arg) for arg in node.args]
         if node.op in _INT_CALLS:     # Python ints are two's complement of unbounded width
-            return runtime.wrap_source(node.dtype, _INT_CALLS[node.op].format(*args))
+            return runtime.wrap_source(node.dtype, _INT_CALLS[node.op].format(
+                *args, bits=bits(node.dtype)))
         if node.op == "abs":
             if is_float(node.dtype):
                 return f"_np.abs({args[0]})"

@@ -96,6 +96,18 @@ def to_dtype(value, dtype: str):
     return wrap_int(int(value), dtype)
 
 
+def shift_left(a: int, b: int, bits: int) -> int:
+    """numpy's `a << b` on `bits`-bit integers (before wrapping): 0 for a count outside [0,
+    bits), which C leaves undefined."""
+    return a << b if 0 <= b < bits else 0
+
+
+def shift_right(a: int, b: int, bits: int) -> int:
+    """numpy's `a >> b` (arithmetic for a negative a): for a count outside [0, bits), -1 for
+    a negative a, else 0."""
+    return a >> b if 0 <= b < bits else (-1 if a < 0 else 0)
+
+
 def truncated_div(a: int, b: int) -> int:
     """C's integer `/`: the quotient rounded toward zero; 0 by 0 (numpy's result)."""
     if b == 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sched.ir.dtype import INDEX_DTYPE, bits, check_dtype, is_bool, is_float
+from sched.ir.dtype import INDEX_DTYPE, bits, check_dtype, is_bool, is_float, is_int
 from sched.ir.memo import identity_cache
 
 # a tuple of ints is TVM's list-valued loop annotation (`software_pipeline_stage: [0, 0, 1]`)
@@ -130,6 +130,10 @@ class Expr(Node):
     def __and__(self, other): return binary("and", self, other)
     def __or__(self, other): return binary("or", self, other)
     def __invert__(self): return Not(self)
+    def __lshift__(self, other): return integer_call("shift_left", self, other)
+    def __rlshift__(self, other): return integer_call("shift_left", other, self)
+    def __rshift__(self, other): return integer_call("shift_right", self, other)
+    def __rrshift__(self, other): return integer_call("shift_right", other, self)
 
     def astype(self, dtype: str) -> Expr:
         """This expression converted to `dtype` (itself when it already has it)."""
@@ -631,6 +635,19 @@ def _widen(expr: Expr, other: str) -> Expr:
     if isinstance(expr, IntImm):
         return IntImm(expr.value, other)
     return Cast(other, expr)
+
+
+def integer_call(op: str, a, b) -> Call:
+    """Integer intrinsic `op` (INT_FUNCTIONS: `a << b` is `shift_left`) of two operands of
+    one integer dtype, converting a Python number to the other operand's."""
+    if not isinstance(a, Expr):
+        a = convert(a, b.dtype)
+    if not isinstance(b, Expr):
+        b = convert(b, a.dtype)
+    if not is_int(a.dtype) or a.dtype != b.dtype:
+        raise TypeError(f"'{op}' takes integer operands of one dtype, got {a.dtype} and "
+                        f"{b.dtype}: cast them first (te.cast / T.Cast)")
+    return Call(op, (a, b), a.dtype)
 
 
 def binary(op: str, a, b) -> BinaryOp:
