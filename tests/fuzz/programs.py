@@ -63,6 +63,7 @@ from sched.ir import (
 from sched.ir.regions import infer_block_regions
 from tests.fuzz.known_holes import allowed
 
+_INT32_EXTREMES = (-2 ** 31, -2 ** 31 + 1, 2 ** 31 - 1, 2 ** 31 - 2, 2 ** 30, -2 ** 30)
 LOOP_NAMES = ("i", "j", "k", "a0", "NAN", "INFINITY", "int32_t", "x", "y", "t")
 BLOCK_NAMES = ("B", "C", "C.1", "C-1", "NAN", "bloc_é", "a0", "S", "T", "main")
 BUFFER_NAMES = ("X", "Y", "Z", "exp", "exp_", "a0", "fmaxf", "W", "v0", "tmp")
@@ -76,10 +77,13 @@ class Program:
     dims: dict[str, int]                        # symbolic dim -> its value in this run
     features: set[str] = field(default_factory=set)
     index_buffers: set[str] = field(default_factory=set)   # int32 buffers holding indices 0..3
+    # int32 inputs whose arithmetic stays int32: near INT32_MIN and INT32_MAX at times (+, -,
+    # * wrap; `//` and `%` of the minimum), where C leaves signed overflow undefined
+    wrapping_buffers: set[str] = field(default_factory=set)
 
     def arrays(self, seed: int) -> list[np.ndarray]:
         """Arguments for a run: small integers in float32 (or the buffer's float dtype), int32
-        data in -9..9, index buffers 0..3."""
+        data in -9..9 (with extremes in `wrapping_buffers`), index buffers 0..3."""
         rng = np.random.default_rng(seed)
         arrays = []
         for buffer in self.func.buffers:
@@ -88,7 +92,11 @@ class Program:
             if buffer.dtype == "int32" and buffer.name in self.index_buffers:
                 arrays.append(rng.integers(0, 4, shape).astype(np.int32))
             elif buffer.dtype == "int32":
-                arrays.append(rng.integers(-9, 10, shape).astype(np.int32))
+                values = rng.integers(-9, 10, shape).astype(np.int32)
+                if buffer.name in self.wrapping_buffers:
+                    extremes = np.array(_INT32_EXTREMES, np.int32)[rng.integers(0, 6, shape)]
+                    values = np.where(rng.random(shape) < 0.3, extremes, values)
+                arrays.append(values)
             else:
                 arrays.append(rng.integers(-3, 4, shape).astype(np.dtype(buffer.dtype)))
         return arrays
@@ -135,6 +143,7 @@ class _Builder:
         self.allocs: list[Buffer] = []
         self.written: list[Buffer] = []             # buffers fully written or inputs
         self.index_buffer: Buffer | None = None
+        self.wrapping_buffers: set[str] = set()     # int32 inputs of int stages (Program)
         self.views: dict[str, Buffer] = {}
         self.prefer: Buffer | None = None           # the buffer the next read loads
 
@@ -415,6 +424,8 @@ class _Builder:
                 value = binary(op, value, IntImm(c))
         if as_float:
             value = Cast("float32", value)
+        else:        # exact whatever the order of the steps: extreme values that wrap
+            self.wrapping_buffers.add(data.name)
         body = BufferStore(out, value, (v,))
         reads, writes = infer_block_regions(body, None, (iv,))
         block = Block(self.names.pick(BLOCK_NAMES, self.odd), (iv,), reads, writes, body)
@@ -498,4 +509,5 @@ def programs(draw) -> Program:
     root = BlockRealize((), TRUE, Block("root", (), (), (), seq(*stages), alloc_buffers=allocs))
     func = PrimFunc("fuzz", tuple(params), root)
     index_buffers = {builder.index_buffer.name} if builder.index_buffer else set()
-    return Program(func, builder.dims, builder.features, index_buffers)
+    return Program(func, builder.dims, builder.features, index_buffers,
+                   builder.wrapping_buffers)
