@@ -12,8 +12,10 @@ the statements after it in its sequence, as in TVM; the `with T.LetStmt(e) as x:
 from __future__ import annotations
 
 import ast
+import warnings
 from contextlib import contextmanager
 
+from sched.errors import ScriptWarning
 from sched.ir.dtype import DTYPES
 from sched.ir.functor import collect
 from sched.ir.nodes import (
@@ -30,6 +32,7 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Cast,
     Evaluate,
     Expr,
     For,
@@ -202,7 +205,21 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         if vector_calls(node):                         # T.ramp / T.broadcast: parse_vector
             return self.vector_store(node)
         buffer, indices = self.access(target)
-        return BufferStore(buffer, self.expr(node.value, buffer.dtype), indices)
+        return BufferStore(buffer, self.stored(node, buffer, self.expr(node.value, buffer.dtype)),
+                           indices)
+
+    def stored(self, node: ast.stmt, buffer, value):
+        """`value` converted to `buffer`'s dtype where it has another, with a warning, as
+        TVM's parser does ("Casting in BufferStore may lose precision"): an int8 product
+        stored to an int32 buffer is computed in int8, then widened."""
+        if not isinstance(value, Expr) or value.dtype == buffer.dtype:
+            return value
+        line = node.lineno + self.line_offset
+        warnings.warn(f"line {line}: a value of dtype {value.dtype} is stored to "
+                      f"'{buffer.name}' of dtype {buffer.dtype}: converted as TVM does (write "
+                      f"T.Cast(\"{buffer.dtype}\", ...) to say so, or cast the operands first "
+                      f"to compute in {buffer.dtype})", ScriptWarning, stacklevel=2)
+        return Cast(buffer.dtype, value)
 
     def _stmt_AugAssign(self, node: ast.AugAssign) -> Stmt:
         """`A[i] += x` is `A[i] = A[i] + x`."""
@@ -211,8 +228,8 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
             raise self.error(node, f"unsupported statement '{ast.unparse(node)}'")
         buffer, indices = self.access(node.target)
         value = self.expr(node.value, buffer.dtype)
-        return BufferStore(buffer, self._guard(node, lambda: binary(
-            op, self.value(node.target), value)), indices)
+        return BufferStore(buffer, self.stored(node, buffer, self._guard(node, lambda: binary(
+            op, self.value(node.target), value))), indices)
 
     def _stmt_Expr(self, node: ast.Expr) -> Stmt:
         name = call_name(node.value)

@@ -26,7 +26,7 @@ import math
 from contextlib import contextmanager
 
 from sched.ir.dtype import INDEX_DTYPE
-from sched.ir.functor import collect
+from sched.ir.functor import collect, free_vars
 from sched.ir.module import IRModule
 from sched.ir.nodes import (
     Allocate,
@@ -388,8 +388,11 @@ class _Printer:
 
     def _For(self, loop: For, last: bool) -> None:
         chain = [loop]
+        # a level joins the grid when its extent uses none of the grid's variables (a
+        # triangular `for j in range(i + 1)` stays a loop of its own)
         while _is_plain(chain[-1]) and isinstance(chain[-1].body, For) \
-                and _is_plain(chain[-1].body):
+                and _is_plain(chain[-1].body) and not {level.loop_var for level in chain} \
+                & set(free_vars(chain[-1].body.extent)):
             chain.append(chain[-1].body)
         names = ", ".join(level.loop_var.name for level in chain)
         if len(chain) > 1:

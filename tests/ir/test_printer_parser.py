@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sched
 from sched import compute as te
 from sched.ir import (
     TRUE,
@@ -400,3 +402,46 @@ def test_random_ranges_round_trip(lo, extent):
                     reads=[region], writes=[region])
     loop = For(Var("t"), lo, extent, "parallel", block)
     round_trip(PrimFunc("f", (*PARAMS, out), root(loop)))
+
+
+def test_a_loop_whose_extent_uses_an_outer_loop_stays_out_of_the_grid():
+    # found by an audit: a triangular nest printed as `T.grid(16, i + 1)`, with `i` used
+    # before the grid binds it, which does not parse back
+    func = parse('''
+@T.prim_func
+def f(A: T.Buffer((16, 16), "float32"), x: T.Buffer((16,), "float32"),
+      y: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 2):
+        for j in range(i + 1):
+            with T.block("y"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                vj = T.axis.reduce(16, j)
+                with T.init():
+                    y[vi] = T.float32(0)
+                y[vi] = y[vi] + A[vi, vj] * x[vj]
+''')
+    text = round_trip(func)
+    assert "for i, k in T.grid(16, 2):" in text and "for j in range(i + 1):" in text
+
+
+def test_a_store_of_another_dtype_is_converted_with_a_warning_as_tvm_does():
+    # found by an audit: parsed, run by the interpreter, then refused by the verifier at
+    # build; TVM's parser converts ("Casting in BufferStore may lose precision")
+    from sched.errors import ScriptWarning
+
+    with pytest.warns(ScriptWarning, match="line 7: a value of dtype int8 is stored to 'C' "
+                                           "of dtype int32: converted as TVM does"):
+        func = parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int8"), C: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = A[vi] * A[vi]
+''')
+    assert 'C[vi] = T.Cast("int32", A[vi] * A[vi])' in round_trip(func)
+    a = np.array([100, -100, 11, 3], np.int8)
+    for run in (lambda *args: sched.interpret(func, *args), sched.build(func, target="c")):
+        c = np.zeros(4, np.int32)
+        run(a, c)
+        np.testing.assert_array_equal(c, (a * a).astype(np.int32))    # an int8 product
