@@ -18,7 +18,8 @@ decides what is valid and reports what is not, with its line.
 
 from __future__ import annotations
 
-from sched.ir.nodes import PrimFunc
+from sched.ir.dtype import INT_DTYPES
+from sched.ir.nodes import IntImm, PrimFunc
 from sched.ir.parser import parse_function
 
 
@@ -58,13 +59,29 @@ class _Namespace:
         function itself."""
         return function
 
-    def __getattr__(self, name: str) -> _Placeholder:
+    def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
+        if name in INT_DTYPES:
+            return _IntConstant(name)
         return _PLACEHOLDER
 
     def __repr__(self) -> str:
         return "sched.script.T"
+
+
+class _IntConstant(_Placeholder):
+    """`T.int64`: `T.int64(32)` outside a function is the constant (a schedule's split factor,
+    as TVM users write it); anything else, a placeholder (`n: T.int32` in a signature)."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], int) and \
+                not isinstance(args[0], bool):
+            return IntImm(args[0], self.dtype)
+        return _PLACEHOLDER
 
 
 T = _Namespace()

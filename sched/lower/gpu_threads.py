@@ -104,7 +104,8 @@ def launch_config(func: PrimFunc) -> LaunchConfig:
     grid, block = [], []
     for tag in BLOCK_TAGS + THREAD_TAGS:
         extents = reader.extents.get(tag, [const(1, "int32")])
-        if len(set(extents)) > 1:
+        # one number of threads, whatever its dtype (`32` beside a Relax loop's `T.int64(32)`)
+        if len({e.value if isinstance(e, IntImm) else e for e in extents}) > 1:
             raise ScheduleError("build", f"loops bound to {tag} have different extents "
                                 f"({', '.join(e.script() for e in dict.fromkeys(extents))}); "
                                 f"loops of one thread axis must agree: split them alike")

@@ -119,10 +119,21 @@ class ScheduleBase:
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
     autoscheduler's cheap mode. `verify_steps` runs the IR verifier after every step. `seed`
     seeds the sampling primitives.
+
+    TVM's keywords are accepted: `error_render_level` ("detail" renders the IR, "fast" and
+    "none" do not), `debug_mask` and `enable_check`, which change nothing here: every step
+    is checked whatever they say (the dependence analysis is what makes a step legal).
     """
 
     def __init__(self, func: PrimFunc, *, render_errors: bool = True,
-                 verify_steps: bool = True, seed: int | None = None) -> None:
+                 verify_steps: bool = True, seed: int | None = None,
+                 error_render_level: str | None = None, debug_mask=None,
+                 enable_check: bool = True) -> None:
+        if error_render_level is not None:
+            if error_render_level not in ("detail", "fast", "none"):
+                raise ValueError(f"Schedule: error_render_level must be 'detail', 'fast' or "
+                                 f"'none' (TVM's), got {error_render_level!r}")
+            render_errors = error_render_level == "detail"
         if isinstance(func, IRModule):         # "main" or the only function
             func = func.main_function("Schedule")
         if not isinstance(func, PrimFunc):

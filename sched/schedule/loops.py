@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 from sched.errors import ScheduleError
+from sched.ir.dtype import is_int
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     BlockRealize,
@@ -45,6 +47,16 @@ def _guard_blocks(stmt: Stmt, condition: Expr) -> Stmt:
     for realize in blocks_under(stmt):
         stmt = replace_in(stmt, realize, and_predicate(realize, condition))
     return stmt
+
+
+def _as_ints(factors):
+    """Split factors as TVM users also write them, `T.int64(32)` (an IntImm) or numpy
+    integers, as Python ints (a sampled factor, an int the trace names, is kept)."""
+    if not isinstance(factors, list | tuple):
+        return factors
+    return [f.value if isinstance(f, IntImm) and is_int(f.dtype) else
+            int(f) if isinstance(f, numbers.Integral) and not isinstance(f, int) else f
+            for f in factors]
 
 
 def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
@@ -303,6 +315,7 @@ class LoopPrimitives(ScheduleBase):
                         B[v_i] = A[v_i] * T.float32(2.0)
         """
         name = self._loop(loop, "split")
+        factors = _as_ints(factors)
         new_func, names = split(self._func, name, factors)
         if disable_predication and _added_guard(self._func, new_func):
             raise ScheduleError("split", f"disable_predication=True: the factors {factors} do "

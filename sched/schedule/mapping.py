@@ -62,13 +62,21 @@ def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None
     for other in collect(stage, For):
         if other is loop or other.kind != "thread_binding" or other.thread_tag != thread_axis:
             continue
-        if other.extent != loop.extent:
+        if not _same_extent(other.extent, loop.extent):
             raise ScheduleError(
                 "bind", f"loop {loop_name!r} (extent {loop.extent.script()}) and loop "
                 f"{other.loop_var.name!r} (extent {other.extent.script()}, already bound to "
                 f"{thread_axis}) would give {thread_axis} two extents; the loops of one axis "
                 f"must agree: split them alike (e.g. sch.split({loop_name}, [None, "
                 f"{other.extent.script()}]) and bind the inner loop)")
+
+
+def _same_extent(a, b) -> bool:
+    """Whether two loop extents are one number of threads: `32` and `T.int64(32)` are (a
+    Relax function's int64 loops beside the int32 loops compute_at makes)."""
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return a.value == b.value
+    return a == b
 
 
 def _check_nested_block_axis(func: PrimFunc, loop_name: str, thread_axis: str) -> None:

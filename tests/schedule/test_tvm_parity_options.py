@@ -232,3 +232,60 @@ def test_cache_read_for_consumers_separated_by_a_write_is_refused():
     with pytest.raises(ScheduleError, match=r"cache_read: block\(s\) W write 'A' between the "
                                             r"consumers C, D"):
         sch.cache_read(c, "A", "shared", consumer_blocks=[c, d])
+
+
+def test_tvm_schedule_keywords_are_accepted():
+    func = scale_then_shift()
+    sch = sched.Schedule(func, debug_mask="all", error_render_level="fast", enable_check=True)
+    assert not sch.render_errors
+    assert sched.Schedule(func, error_render_level="detail").render_errors
+    with pytest.raises(ValueError, match="error_render_level must be"):
+        sched.Schedule(func, error_render_level="verbose")
+
+
+def test_split_factors_as_tvm_users_write_them():
+    from sched.script import T
+
+    func = scale_then_shift()
+    plain = sched.Schedule(func)
+    plain.split(plain.get_loops(plain.get_block("B"))[1], [None, 4])
+    for factor in (T.int64(4), T.int32(4), np.int64(4)):
+        sch = sched.Schedule(func)
+        sch.split(sch.get_loops(sch.get_block("B"))[1], [None, factor])
+        assert sch.func == plain.func
+        assert str(sch.trace) == str(plain.trace)       # recorded as the int
+
+
+def test_a_relax_style_int64_loop_and_an_int32_loop_share_a_thread_axis():
+    # found by an audit: compute_at makes int32 loops beside a Relax function's int64 ones;
+    # binding both splits by 32 to threadIdx.x was refused ("two extents: 32 vs
+    # T.int64(32)") and so was the build
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((T.int64(8), T.int64(64)), "float32"),
+      O: T.Buffer((T.int64(8), T.int64(64)), "float32")):
+    ss = T.alloc_buffer((T.int64(8),))
+    for i, k in T.grid(T.int64(8), T.int64(64)):
+        with T.block("ss"):
+            v_i, v_k = T.axis.remap("SR", [i, k])
+            with T.init():
+                ss[v_i] = T.float32(0)
+            ss[v_i] = ss[v_i] + A[v_i, v_k]
+    for i, j in T.grid(T.int64(8), T.int64(64)):
+        with T.block("O"):
+            v_i, v_j = T.axis.remap("SS", [i, j])
+            O[v_i, v_j] = A[v_i, v_j] - ss[v_i]
+''')
+    sch = sched.Schedule(func)
+    i, j = sch.get_loops(sch.get_block("O"))
+    sch.compute_at(sch.get_block("ss"), i)
+    sch.set_scope(sch.get_block("ss"), 0, "shared")
+    sch.bind(i, "blockIdx.x")
+    sch.bind(sch.split(j, [None, 32])[1], "threadIdx.x")
+    sch.bind(sch.split(sch.get_loops(sch.get_block("ss"))[-1], [None, 32])[1], "threadIdx.x")
+    a = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        out = np.zeros((8, 64), np.float32)
+        sched.build(sch.func, target=target)(a, out)
+        np.testing.assert_allclose(out, a - a.sum(1, keepdims=True), rtol=1e-5, atol=1e-5,
+                                   err_msg=target)
