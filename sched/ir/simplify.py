@@ -8,8 +8,11 @@ that, is done by isl in `sched/lower/simplify_indices.py`.
 from __future__ import annotations
 
 import math
+import operator
 
-from sched.ir.dtype import is_float, is_int
+import numpy as np
+
+from sched.ir.dtype import bits, is_float, is_int, max_value, min_value
 from sched.ir.functor import IRMutator
 from sched.ir.nodes import BinaryOp, Cast, Expr, FloatImm, IntImm, Not, Select, const
 
@@ -19,21 +22,55 @@ def _value(e: Expr):
 
 
 def _fold(op: str, x, y, dtype: str):
-    """`x op y` for two Python numbers, with the IR's semantics (floor division and modulo),
-    or None where the result is not defined (division by zero)."""
+    """`x op y` for two constants of `dtype` with the IR's semantics, as the targets compute
+    it, or None where it is not folded: a division by zero; an integer result outside the
+    dtype (as data it wraps, as an index the lowering computes it in int64: the expression
+    is kept for the one that applies, sched/lower/wide_integers.py); 16-bit floats (computed
+    in float32 and rounded where stored, which one constant cannot say)."""
     if op in ("floordiv", "floormod", "div") and y == 0:
         return None
     if op == "div" and not is_float(dtype):
         return None
-    return {
-        "add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y, "div": lambda: x / y,
-        "floordiv": lambda: x // y if is_int(dtype) else math.floor(x / y),
-        "floormod": lambda: x % y,
-        "min": lambda: min(x, y), "max": lambda: max(x, y),
-        "eq": lambda: x == y, "ne": lambda: x != y, "lt": lambda: x < y, "le": lambda: x <= y,
-        "gt": lambda: x > y, "ge": lambda: x >= y,
-        "and": lambda: bool(x) and bool(y), "or": lambda: bool(x) or bool(y),
-    }[op]()
+    if op in ("min", "max"):              # as the targets' helpers: NaN wins, else a on ties
+        wins = y < x if op == "min" else y > x
+        return y if (is_float(dtype) and math.isnan(y)) or wins else x
+    if op in _COMPARE:
+        return _COMPARE[op](x, y)
+    if op in ("and", "or"):
+        return (bool(x) and bool(y)) if op == "and" else (bool(x) or bool(y))
+    if is_float(dtype):
+        return _fold_float(op, x, y, dtype)
+    value = {"add": x + y, "sub": x - y, "mul": x * y}.get(op)
+    if value is None:                      # floor division and modulo, as Python's
+        value = x // y if op == "floordiv" else x % y
+    return value if min_value(dtype) <= value <= max_value(dtype) else None
+
+
+_COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+            "gt": operator.gt, "ge": operator.ge}
+_FLOAT_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+              "floordiv": np.floor_divide, "floormod": np.remainder}
+
+
+def _fold_float(op: str, x: float, y: float, dtype: str) -> float | None:
+    """A float operation on constants in the dtype's own precision (float32 rounds at each
+    operation), `//` and `%` numpy's as on the targets; None for the 16-bit floats."""
+    if dtype not in ("float32", "float64"):
+        return None
+    real = np.float32 if dtype == "float32" else np.float64
+    with np.errstate(all="ignore"):
+        return float(_FLOAT_OPS[op](real(x), real(y)))
+
+
+def _fits(value: int, dtype: str) -> bool:
+    return min_value(dtype) <= value <= max_value(dtype)
+
+
+def wrap(value: int, dtype: str) -> int:
+    """`value` wrapped to integer `dtype` (two's complement), as a conversion does."""
+    span = 1 << bits(dtype)
+    value %= span
+    return value - span if dtype.startswith("int") and value >= span // 2 else value
 
 
 def _is(e: Expr, value) -> bool:
@@ -72,7 +109,7 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
             return result()
     # x + (-c) -> x - c, x - (-c) -> x + c (integers)
     if integer and op in ("add", "sub") and vb is not None and vb < 0 \
-            and not isinstance(a, IntImm):
+            and not isinstance(a, IntImm) and _fits(-vb, a.dtype):
         return BinaryOp("sub" if op == "add" else "add", a, const(-vb, a.dtype))
     # (x + c1) + c2 -> x + (c1 + c2), likewise with -, so offsets collect in one constant
     if integer and op in ("add", "sub") and vb is not None and isinstance(a, BinaryOp) \
@@ -80,7 +117,8 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
         total = (a.b.value if a.op == "add" else -a.b.value) + (vb if op == "add" else -vb)
         if total == 0:
             return a.a
-        return BinaryOp("add" if total > 0 else "sub", a.a, const(abs(total), a.dtype))
+        if _fits(abs(total), a.dtype):
+            return BinaryOp("add" if total > 0 else "sub", a.a, const(abs(total), a.dtype))
     return node
 
 
@@ -107,9 +145,14 @@ class _Simplifier(IRMutator):
         if node.value.dtype == node.dtype:                       # cast<T>(x: T) -> x
             return node.value
         value = _value(node.value)
-        if value is not None and not (is_int(node.dtype) and isinstance(value, float)):
-            return const(value, node.dtype)                      # cast<T>(c) -> T(c)
-        return node
+        if value is None or (is_int(node.dtype) and isinstance(value, float)) or \
+                node.dtype in ("float16", "bfloat16"):
+            return node
+        if is_int(node.dtype):                                   # int -> int wraps
+            return const(wrap(int(value), node.dtype), node.dtype)
+        if node.dtype == "float32":                              # rounded to the type
+            return const(float(np.float32(value)), node.dtype)
+        return const(value, node.dtype)                          # cast<T>(c) -> T(c)
 
 
 def simplify(node):

@@ -1,0 +1,74 @@
+"""Constant folding computes what the targets compute (audit, helper-33: the C target gave
+`A[i] + 1.0f` for `A[i] + min(1, NaN)`, compared a wrapped int32 sum as the unbounded one, and
+folded float `//` with `floor(x / y)`); the interpreter, which does not fold, is the oracle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.ir.nodes import BinaryOp, Cast, FloatImm, IntImm, Select
+from sched.ir.simplify import simplify, wrap
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("op, x, y", [("min", 1.0, NAN), ("max", 1.0, NAN), ("min", NAN, 1.0),
+                                       ("max", NAN, 1.0), ("min", 0.0, -0.0),
+                                       ("max", -0.0, 0.0)])
+def test_min_and_max_of_float_constants_as_the_targets_helpers(op, x, y):
+    folded = simplify(BinaryOp(op, FloatImm(x, "float32"), FloatImm(y, "float32")))
+    expected = y if math.isnan(y) or (y < x if op == "min" else y > x) else x   # NaN wins
+    assert isinstance(folded, FloatImm)
+    assert math.isnan(folded.value) if math.isnan(expected) else \
+        (folded.value, math.copysign(1, folded.value)) == (expected, math.copysign(1, expected))
+
+
+@pytest.mark.parametrize("dtype, op, x, y", [
+    ("int32", "add", 2 ** 31 - 1, 1), ("int8", "mul", 100, 2), ("uint8", "sub", 0, 1),
+    ("int64", "add", 2 ** 63 - 1, 1), ("uint32", "sub", 0, 1), ("int16", "mul", 300, 300),
+    ("int32", "floordiv", -2 ** 31, -1)])
+def test_an_integer_result_outside_the_dtype_is_not_folded(dtype, op, x, y):
+    # as data it wraps, as an index the lowering computes it in int64: kept for either
+    node = BinaryOp(op, IntImm(x, dtype), IntImm(y, dtype))
+    assert simplify(node) == node
+
+
+def test_integer_results_inside_the_dtype_fold_and_casts_wrap():
+    assert simplify(BinaryOp("mul", IntImm(100, "int16"), IntImm(300, "int16"))) == \
+        IntImm(30000, "int16")
+    assert simplify(Cast("int8", IntImm(300, "int32"))) == IntImm(44, "int8")
+    assert simplify(Cast("uint8", IntImm(-1, "int32"))) == IntImm(255, "uint8")
+    assert wrap(2 ** 31, "int32") == -2 ** 31 and wrap(-1, "uint64") == 2 ** 64 - 1
+    assert simplify(Cast("float32", FloatImm(0.1, "float64"))).value == float(np.float32(0.1))
+
+
+@pytest.mark.parametrize("x, y", [(1.0, 0.1), (-5.0, INF), (INF, 1.0), (NAN, 2.0), (7.5, -2.0)])
+def test_float_floor_division_and_modulo_of_constants_as_numpy(x, y):
+    for op, numpy_op in (("floordiv", np.floor_divide), ("floormod", np.remainder)):
+        folded = simplify(BinaryOp(op, FloatImm(x, "float32"), FloatImm(y, "float32")))
+        with np.errstate(all="ignore"):
+            expected = float(numpy_op(np.float32(x), np.float32(y)))
+        assert isinstance(folded, FloatImm)
+        assert folded.value == expected or (math.isnan(expected) and math.isnan(folded.value))
+
+
+def test_folded_constants_compute_what_the_interpreter_computes():
+    A = te.placeholder((2,), "int32", name="A")
+    wrapped = BinaryOp("add", IntImm(2 ** 31 - 1, "int32"), IntImm(1, "int32"))
+    less = Select(BinaryOp("lt", wrapped, IntImm(1, "int32")), IntImm(1, "int32"),
+                  IntImm(0, "int32"))
+    B = te.compute((2,), lambda i: A[i] + less, name="B")
+    F = te.compute((2,), lambda i: te.cast(A[i], "float32") + BinaryOp(
+        "min", FloatImm(1.0, "float32"), FloatImm(NAN, "float32")), name="F")
+    func = te.create_prim_func([A, B, F])
+    a = np.array([3, -4], np.int32)
+    for run in (lambda *args: sched.interpret(func, *args), sched.build(func, target="c")):
+        b, f = np.zeros(2, np.int32), np.zeros(2, np.float32)
+        run(a, b, f)
+        np.testing.assert_array_equal(b, a + 1)      # the int32 sum wrapped: less than 1
+        assert np.isnan(f).all()
