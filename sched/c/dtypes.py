@@ -84,7 +84,10 @@ def int_literal(value: int, dtype: str) -> str:
 # math intrinsics: (C name for double; the float one adds "f")
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
          "abs": "fabs", "pow": "pow", "sin": "sin", "cos": "cos", "floor": "floor",
-         "ceil": "ceil", "round": "nearbyint"}  # round: half to even, like numpy and TVM
+         "ceil": "ceil", "round": "nearbyint",  # round: half to even, like numpy and TVM
+         **{name: name for name in ("exp2", "log2", "log10", "log1p", "tan", "asin", "acos",
+                                    "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                                    "atan2", "fmod", "hypot", "copysign", "nextafter")}}
 
 
 def math_call(op: str, args: list[str], dtype: str) -> str:

@@ -31,6 +31,22 @@ def tanh(x) -> Call: return _math("tanh", x)
 def erf(x) -> Call: return _math("erf", x)
 def sigmoid(x) -> Call: return _math("sigmoid", x)
 def power(x, y) -> Call: return _math("pow", x, y)
+def exp2(x) -> Call: return _math("exp2", x)
+def log2(x) -> Call: return _math("log2", x)
+def log10(x) -> Call: return _math("log10", x)
+def log1p(x) -> Call: return _math("log1p", x)
+def sin(x) -> Call: return _math("sin", x)
+def cos(x) -> Call: return _math("cos", x)
+def tan(x) -> Call: return _math("tan", x)
+def asin(x) -> Call: return _math("asin", x)
+def acos(x) -> Call: return _math("acos", x)
+def atan(x) -> Call: return _math("atan", x)
+def sinh(x) -> Call: return _math("sinh", x)
+def cosh(x) -> Call: return _math("cosh", x)
+def atan2(y, x) -> Call: return _math("atan2", y, x)
+def fmod(x, y) -> Call: return _math("fmod", x, y)
+def hypot(x, y) -> Call: return _math("hypot", x, y)
+def copysign(x, y) -> Call: return _math("copysign", x, y)
 
 
 def abs(x) -> Expr:  # noqa: A001 - TVM's spelling
@@ -73,5 +89,7 @@ def any(*conditions) -> Expr:  # noqa: A001
     return logical_or(*conditions)
 
 
-__all__ = ["abs", "all", "any", "cast", "equal", "erf", "exp", "if_then_else", "log",
-           "not_equal", "power", "rsqrt", "sigmoid", "sqrt", "tanh", "Cast"]
+__all__ = ["abs", "acos", "all", "any", "asin", "atan", "atan2", "cast", "copysign", "cos",
+           "cosh", "equal", "erf", "exp", "exp2", "fmod", "hypot", "if_then_else", "log",
+           "log10", "log1p", "log2", "not_equal", "power", "rsqrt", "sigmoid", "sin", "sinh",
+           "sqrt", "tan", "tanh", "Cast"]

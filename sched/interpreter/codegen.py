@@ -54,7 +54,11 @@ _INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xo
               "bitwise_not": "(~{})", "shift_left": "_rt.shift_left({}, {}, {bits})",
               "shift_right": "_rt.shift_right({}, {}, {bits})"}
 _NUMPY_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
-               "cos": "cos", "floor": "floor", "ceil": "ceil", "round": "rint", "pow": "power"}
+               "cos": "cos", "floor": "floor", "ceil": "ceil", "round": "rint", "pow": "power",
+               "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+               "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2",
+               **{name: name for name in ("exp2", "log2", "log10", "log1p", "tan", "sinh",
+                                          "cosh", "fmod", "hypot", "copysign", "nextafter")}}
 
 
 @dataclass

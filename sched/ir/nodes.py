@@ -27,7 +27,11 @@ ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC_OPS = ("and", "or")
 MATH_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid", "pow",
-                  "sin", "cos", "floor", "ceil", "round")
+                  "sin", "cos", "floor", "ceil", "round", "exp2", "log2", "log10", "log1p",
+                  "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                  "atan2", "fmod", "hypot", "copysign", "nextafter")
+# the math intrinsics of two operands (of one float dtype); the others take one
+BINARY_MATH = ("pow", "atan2", "fmod", "hypot", "copysign", "nextafter")
 # GPU intrinsics the lowering emits for the CUDA target only (never in block IR):
 # `T.shfl_down_sync(value, offset, lanes, width)` is `__shfl_down_sync` over the first `lanes`
 # lanes of the warp, in segments of `width` lanes (lower/cross_thread_reduction.py)

@@ -27,6 +27,7 @@ from sched.ir.dtype import (
     min_value,
 )
 from sched.ir.nodes import (
+    BINARY_MATH,
     MATH_FUNCTIONS,
     Annotations,
     BinaryOp,
@@ -294,7 +295,7 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
                 return build(*self._operands(node, dtype))
             except TypeError as error:
                 raise self.error(node, f"T.{name}: {error}") from None
-        rule = _CALLS.get(name) or (("math", 2 if name == "pow" else 1)
+        rule = _CALLS.get(name) or (("math", 2 if name in BINARY_MATH else 1)
                                     if name in MATH_FUNCTIONS else None)
         if rule is None:
             raise self.error(node, f"unknown construct 'T.{name}'")

@@ -1,9 +1,12 @@
 """TVM's other spellings of arithmetic (`T.truncdiv`, `T.truncmod`, `T.Div`, `T.Mod`,
-`T.FloorDiv`, `T.FloorMod`, `T.ceildiv`, `T.fabs`, `T.isnan`, `T.trunc`): read as sched's own
+`T.FloorDiv`, `T.FloorMod`, `T.ceildiv`, `T.fabs`, `T.isnan`, `T.isinf`, `T.isfinite`,
+`T.trunc`, `T.nearbyint`, `T.exp10`, `T.indexdiv`, `T.indexmod`): read as sched's own
 nodes, and printed in those (`T.truncmod(a, b)` prints as `a - a / b * b` on integers).
 """
 
 from __future__ import annotations
+
+import math
 
 from sched.ir.dtype import is_int
 from sched.ir.nodes import Call, Expr, Select, binary, const
@@ -41,6 +44,14 @@ def _trunc(a: Expr) -> Expr:
                   Call("ceil", (a,), a.dtype))
 
 
+def _magnitude_test(a: Expr, op: str) -> Expr:
+    """`abs(a) op inf`: T.isinf (op "eq") or T.isfinite ("lt", false for NaN); an integer is
+    always finite."""
+    if is_int(a.dtype):
+        return const(op == "lt", "bool")
+    return binary(op, Call("abs", (a,), a.dtype), const(math.inf, a.dtype))
+
+
 # T.<name> of TVM's that sched writes with its own nodes (printed in those): (arity, build)
 SPELLED = {
     "FloorDiv": (2, lambda a, b: binary("floordiv", a, b)),
@@ -50,5 +61,11 @@ SPELLED = {
     "ceildiv": (2, _ceildiv),
     "fabs": (1, lambda a: Call("abs", (a,), a.dtype)),
     "isnan": (1, lambda a: binary("ne", a, a)),
+    "isinf": (1, lambda a: _magnitude_test(a, "eq")),
+    "isfinite": (1, lambda a: _magnitude_test(a, "lt")),
+    "nearbyint": (1, lambda a: Call("round", (a,), a.dtype)),      # both half to even
+    "exp10": (1, lambda a: Call("pow", (const(10, a.dtype), a), a.dtype)),
+    "indexdiv": (2, lambda a, b: binary("floordiv", a, b)),         # TVM's index division
+    "indexmod": (2, lambda a, b: binary("floormod", a, b)),
     "trunc": (1, _trunc),
 }

@@ -557,3 +557,59 @@ def test_buffer_dim_align_as_tvm_prints_it_reads_as_storage_align_writes_it():
     with pytest.raises(ScriptError, match=r"buffer_dim_align holds \[buffer_index, axis, "
                                           r"factor, offset\] lists of ints"):
         parse(DIM_ALIGN_AS_TVM_PRINTS.replace("[[0, 0, 32, 8]]", "[[0, 0, 32]]"))
+
+
+# TVM's other math intrinsics (audit, helper-34: "unknown construct 'T.log2'")
+UNARY_MATH = {"exp2": np.exp2, "exp10": lambda x: np.power(np.float32(10), x),
+              "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "tan": np.tan,
+              "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+              "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+              "nearbyint": np.rint}
+BINARY_MATH = {"atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot,
+               "copysign": np.copysign, "nextafter": np.nextafter}
+
+
+@pytest.mark.parametrize("name", [*UNARY_MATH, *BINARY_MATH])
+def test_tvm_math_intrinsics_compute_what_numpy_does(name):
+    binary = name in BINARY_MATH
+    args = "A[vi], B[vi]" if binary else "A[vi]"
+    func = parse(f'''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"),
+      C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = T.{name}({args})
+''')
+    round_trips(func)
+    rng = np.random.default_rng(0)
+    lo = 1.0 if name == "acosh" else -0.9 if name in ("asin", "acos", "atanh") else -3.0
+    a = rng.uniform(lo, 0.9 if name in ("asin", "acos", "atanh") else 3.0, 16).astype(np.float32)
+    a = np.abs(a) + 0.1 if name.startswith("log") else a
+    b = rng.uniform(-3, 3, 16).astype(np.float32)
+    expected = (BINARY_MATH[name](a, b) if binary else UNARY_MATH[name](a)).astype(np.float32)
+    for run in (lambda *x: sched.interpret(func, *x), sched.build(func, target="c")):
+        c = np.zeros(16, np.float32)
+        run(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+def test_isinf_isfinite_indexdiv_and_indexmod():
+    func = parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), N: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = T.Cast("int32", T.isinf(A[vi])) * 100 + T.Cast("int32", T.isfinite(A[vi])) \
+                * 10 + T.indexmod(N[vi], 3) + T.indexdiv(N[vi], 3) * 1000 \
+                + T.Cast("int32", T.isfinite(N[vi]))
+''')
+    a = np.array([np.inf, -np.inf, np.nan, 2.5], np.float32)
+    n = np.array([-7, 7, 0, 5], np.int32)
+    expected = np.isinf(a) * 100 + np.isfinite(a) * 10 + n % 3 + (n // 3) * 1000 + 1
+    for run in (lambda *x: sched.interpret(func, *x), sched.build(func, target="c")):
+        b = np.zeros(4, np.int32)
+        run(a, n, b)
+        np.testing.assert_array_equal(b, expected)
