@@ -265,6 +265,18 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
                                                      self.value(node.orelse)))
 
     def _value_Subscript(self, node: ast.Subscript) -> Value:
+        target = node.value
+        if isinstance(target, ast.Attribute) and target.attr == "shape":     # A.shape[0]
+            buffer = self.lookup(target.value)
+            try:
+                dim = ast.literal_eval(node.slice)
+            except ValueError:
+                dim = None
+            if not isinstance(buffer, Buffer) or not isinstance(dim, int) \
+                    or not -len(buffer.shape) <= dim < len(buffer.shape):
+                raise self.error(node, f"'{ast.unparse(node)}': a buffer's shape is indexed "
+                                       f"by a constant dimension")
+            return buffer.shape[dim]
         buffer, indices = self.access(node)
         return BufferLoad(buffer, indices)
 
@@ -279,6 +291,8 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
             return self._extern_call(node, name)
         if name in VECTOR_CALLS or name in INTRIN_CALLS:     # parse_vector, parse_intrin
             return (self._vector_call if name in VECTOR_CALLS else self._intrin_call)(node, name)
+        if name == "Let":
+            return self._let_expression(node)
         keywords = {k.arg: k.value for k in node.keywords}
         dtype = self.dtype(keywords.pop("dtype")) if "dtype" in keywords else None
         if keywords:
@@ -308,6 +322,21 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
             raise self.error(node, f"T.{name}(..., dtype=\"{dtype}\") has {value.dtype} "
                                    f"operands: cast them first (T.Cast(\"{dtype}\", x))")
         return value if dtype is None else convert(value, dtype)
+
+    def _let_expression(self, node: ast.Call) -> Value:
+        """`T.Let(x * x, where={x: A[i] + 1})`, TVM's let expression: the body with each name
+        standing for its value (an expression has no side effect, so the value is written
+        where the name is)."""
+        where = next((k.value for k in node.keywords if k.arg == "where"), None)
+        if len(node.args) != 1 or len(node.keywords) != 1 or not isinstance(where, ast.Dict) \
+                or not all(isinstance(key, ast.Name) for key in where.keys):
+            raise self.error(node, "T.Let takes the body and where={name: value, ...}")
+        values = {key.id: self.expr(value) for key, value in zip(where.keys, where.values)}
+        self.scopes.append(values)
+        try:
+            return self.value(node.args[0])
+        finally:
+            self.scopes.pop()
 
     def _dtype_call(self, node: ast.Call, dtype: str) -> Value:
         """`T.float32(0.5)` a constant, `T.float32("inf")`, `T.float32(i)` a cast."""

@@ -613,3 +613,33 @@ def f(A: T.Buffer((4,), "float32"), N: T.Buffer((4,), "int32"), B: T.Buffer((4,)
         b = np.zeros(4, np.int32)
         run(a, n, b)
         np.testing.assert_array_equal(b, expected)
+
+
+def test_let_expressions_and_buffer_shapes_as_tvm_writes_them():
+    # audit, helper-34: "T.Let: unexpected keyword argument 'where'", "expected a name, got
+    # 'A.shape'"
+    func = parse('''
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, 4), "float32")
+    B = T.match_buffer(b, (n, 4), "float32")
+    for i, j in T.grid(A.shape[0], A.shape[-1]):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = T.Let(x * x + y, where={x: A[vi, vj] + T.float32(1), y: T.float32(2)})
+''')
+    round_trips(func)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.zeros((3, 4), np.float32)
+    run_c(func, a, b)
+    np.testing.assert_array_equal(b, (a + 1) ** 2 + 2)
+    with pytest.raises(ScriptError, match="a buffer's shape is indexed by a constant"):
+        parse('''
+@T.prim_func
+def g(A: T.Buffer((4,), "float32")):
+    for i in range(A.shape[i]):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            A[vi] = T.float32(0)
+''')
