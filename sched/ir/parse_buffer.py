@@ -46,7 +46,7 @@ from sched.ir.nodes import (
     const,
     seq,
 )
-from sched.ir.parse_expr import ExprParser, RegionView, _subscript_elements
+from sched.ir.parse_expr import ExprParser, RegionView, _subscript_elements, call_name
 from sched.ir.simplify import simplify
 
 _LAYOUT_KEYWORDS = ("strides", "elem_offset", "align", "offset_factor")
@@ -199,6 +199,8 @@ class BufferParser(ExprParser):
         if name is not None and self._is_free_layout_var(name):
             self.bind(name, dense.astype(self._declared_dtype(name)))
             return
+        if _anonymous_variable(item):        # `T.int32()` in place: a variable of its own
+            return
         value = self.expr(item)
         if simplify(value.astype(dense.dtype)) != simplify(dense):
             raise self.error(node, f"{what}: {key}={ast.unparse(item)} is not sched's dense "
@@ -297,3 +299,15 @@ class BufferParser(ExprParser):
 def _without_keyword(call: ast.Call, name: str) -> ast.Call:
     return ast.Call(call.func, call.args, [k for k in call.keywords if k.arg != name],
                     lineno=call.lineno, col_offset=call.col_offset)
+
+
+def _anonymous_variable(item: ast.AST) -> bool:
+    """Whether a layout entry is a fresh variable written in place, `T.int32()` or
+    `T.var("int32")` (TVM's tensor intrinsics' `strides=[T.int32(), T.int32()]`)."""
+    if not isinstance(item, ast.Call) or item.keywords:
+        return False
+    name = call_name(item)
+    if name in ("int32", "int64"):
+        return not item.args
+    return name == "var" and len(item.args) == 1 and isinstance(item.args[0], ast.Constant) \
+        and item.args[0].value in ("int32", "int64")

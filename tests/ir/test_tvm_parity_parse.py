@@ -643,3 +643,27 @@ def g(A: T.Buffer((4,), "float32")):
             vi = T.axis.spatial(4, i)
             A[vi] = T.float32(0)
 ''')
+
+
+def test_strides_written_as_fresh_variables_in_place():
+    # audit, helper-34: `strides=[T.int32(), T.int32()]` (TVM's tensor intrinsics) was "T.int32
+    # takes one value"
+    func = parse('''
+@T.prim_func
+def f(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32")):
+    for io in range(4):
+        with T.block("outer"):
+            vio = T.axis.remap("S", [io])
+            As = T.match_buffer(A[vio * 16:vio * 16 + 16, 0:64], (16, 64), "float32",
+                                strides=[T.int32(), T.int32()], offset_factor=1)
+            Bs = T.match_buffer(B[vio * 16:vio * 16 + 16, 0:64], (16, 64), "float32",
+                                strides=[T.var("int32"), T.var("int32")], offset_factor=1)
+            for ii, jj in T.grid(16, 64):
+                with T.block("inner"):
+                    vii, vjj = T.axis.remap("SS", [ii, jj])
+                    Bs[vii, vjj] = As[vii, vjj] + T.float32(1)
+''')
+    a = np.random.default_rng(0).random((64, 64), dtype=np.float32)
+    b = np.zeros((64, 64), np.float32)
+    run_c(func, a, b)
+    np.testing.assert_array_equal(b, a + 1)
