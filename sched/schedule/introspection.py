@@ -83,6 +83,20 @@ class IntrospectionPrimitives(ScheduleBase):
         changes nothing and replays as itself."""
         self._record("enter_postproc", self._func, ())
 
+    def seed(self, seed: int) -> None:
+        """Seed the sampling primitives' random state (TVM's `sch.seed(n)`). Not recorded:
+        a trace records the decisions themselves."""
+        self.rng.seed(seed)
+
+    def remove_rv(self, rv) -> None:
+        """TVM's, to drop a handle from the schedule's symbol table: a handle here is only a
+        name, so there is nothing to drop (a stale handle is refused where it is used)."""
+
+    @property
+    def func_working_on(self) -> str:
+        """The name of the function the steps work on: "main" (TVM's; see `work_on`)."""
+        return "main"
+
     def fork_seed(self) -> int:
         """A new seed drawn from this schedule's random state (for another Schedule or
         search). Not recorded: it changes nothing."""

@@ -289,3 +289,16 @@ def f(A: T.Buffer((T.int64(8), T.int64(64)), "float32"),
         sched.build(sch.func, target=target)(a, out)
         np.testing.assert_allclose(out, a - a.sum(1, keepdims=True), rtol=1e-5, atol=1e-5,
                                    err_msg=target)
+
+
+def test_tvm_seed_remove_rv_and_func_working_on():
+    func = scale_then_shift()
+    runs = []
+    for _ in range(2):
+        sch = sched.Schedule(func)
+        sch.seed(7)
+        loop = sch.get_loops(sch.get_block("B"))[0]
+        runs.append([int(f) for f in sch.sample_perfect_tile(loop, n=2)])
+        sch.remove_rv(loop)
+        assert sch.func_working_on == "main"
+    assert runs[0] == runs[1]
