@@ -113,12 +113,15 @@ class IntRanges:
     def may_overflow(self, node: BinaryOp) -> bool:
         """Whether integer `node` (`+`, `-` or `*`) may leave the C type it is computed in,
         an overflow C leaves undefined."""
+        if node.op not in WRAPPING_OPS or not is_int(node.a.dtype):
+            return False
         computed = c_range(node.a.dtype)
-        if node.op not in WRAPPING_OPS or computed is None or not is_int(node.a.dtype):
+        if computed is None:             # unsigned 32 or 64 bits: C wraps them
             return False
         values = combine_ranges(node.op, self.value(node.a), self.value(node.b))
         return not _within(values, computed)
 
     def is_nonneg(self, e: Expr) -> bool:
+        """Whether integer `e` is provably >= 0."""
         values = self.value(e)
         return values is not None and values[0] >= 0

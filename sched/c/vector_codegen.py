@@ -276,14 +276,14 @@ class VectorCode:
                             dtype)
         return self.select(mask, true, false, dtype)
 
-    def bind(self, mask: VectorValue) -> VectorValue:
-        """`mask` computed once before the statement, in a named local (it is used by both
-        sides of a select and by the masked loads inside); not hoisted out of a side of a
-        scalar `?:`, whose loads the scalar code may skip."""
+    def bind(self, mask: VectorValue, prefix: str = "sched_mask") -> VectorValue:
+        """`mask` (or other lanes, named `prefix`_n) computed once before the statement, in a
+        named local (it is used by both sides of a select and by the masked loads inside);
+        not hoisted out of a side of a scalar `?:`, whose loads the scalar code may skip."""
         if self.lazy:
             return mask
         self.masks += 1
-        name = f"sched_mask_{self.masks}"
+        name = f"{prefix}_{self.masks}"
         self.c.line(f"const {self.type(mask.dtype)} {name} = {_strip(mask.text)};")
         return VectorValue(name, mask.dtype, True)
 
@@ -316,7 +316,8 @@ class VectorCode:
         replaced."""
         low, high = (dtypes.float_literal(v, source)
                      for v in dtypes.saturation_bounds(source, target))
-        lanes = self.bind(VectorValue(self.vector(value, source), source, True)).text
+        lanes = self.bind(VectorValue(self.vector(value, source), source, True),
+                          "sched_lanes").text
         info = np.iinfo(target)
 
         def where(condition: str) -> str:        # a mask of `target` lanes
