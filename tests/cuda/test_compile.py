@@ -195,3 +195,31 @@ def test_nvrtc_s_own_cache_is_off_where_it_exists(monkeypatch, version, expected
     # a compile NVRTC serves from its own cache prints no ptxas lines, so no resources
     monkeypatch.setattr(cuda_compile, "_nvrtc_archs", lambda: ([80, 90], version))
     assert ("--no-cache" in cuda_compile.nvrtc_options("sm_90", ())) == expected
+
+
+def test_the_arithmetic_helpers_and_math_intrinsics_compile_with_nvrtc(tmp_path):
+    # NVRTC has no standard headers: the helpers that define C's undefined cases (saturating
+    # float -> int casts, shifts by any count, wrapping + - *) and TVM's math intrinsics use
+    # only what the kernel's prelude declares
+    import sched
+    from sched import compute as te
+
+    A = te.placeholder((64,), "float32", name="A")
+    N = te.placeholder((64,), "int32", name="N")
+
+    def cast_to(dtype):
+        return te.compute((64,), lambda i: te.cast(A[i], dtype), name=f"C_{dtype}")
+
+    outs = [cast_to(d) for d in ("int8", "uint16", "int32", "uint32", "int64", "uint64")]
+    outs.append(te.compute((64,), lambda i: (N[i] << N[i]) + (N[i] >> N[i]) + N[i] * N[i],
+                           name="S"))
+    outs.append(te.compute((64,), lambda i: te.log2(A[i]) + te.atan2(A[i], A[i]) +
+                           te.fmod(A[i], A[i]) + te.hypot(A[i], A[i]), name="M"))
+    sch = sched.Schedule(te.create_prim_func([A, N, *outs]))
+    for out in outs:
+        bx, tx = sch.split(sch.get_loops(sch.get_block(out.name))[0], [None, 32])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    source = sched.build(sch.func, target="cuda-emu").source
+    assert "sched_saturate_f32_u64" in source and "sched_shl_i32" in source
+    assert compile_cuda(source, "sm_90", cache_dir=tmp_path).cubin.startswith(ELF_MAGIC)
