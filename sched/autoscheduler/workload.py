@@ -2,7 +2,7 @@
 
     workload = Workload.of(func_or_schedule, target="c")
     workload.key          # structural hash: the DB's name for this function, steps and target
-    workload.arrays(0)    # inputs for every parameter (outputs zeroed), seeded
+    workload.arrays(0)    # values for every parameter, seeded
     workload.flops()      # arithmetic of one call, for GFLOP/s
 
 A `Schedule` given to `tune` keeps its steps: they are `user_trace`, replayed first on every
@@ -18,7 +18,16 @@ import hashlib
 import numpy as np
 
 from sched.ir.functor import collect
-from sched.ir.nodes import BinaryOp, BlockRealize, Buffer, Call, IntImm, PrimFunc
+from sched.ir.nodes import (
+    BinaryOp,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    IntImm,
+    PrimFunc,
+)
 from sched.schedule.trace import Trace
 
 
@@ -87,16 +96,20 @@ class Workload:
         return tuple(i for i, b in enumerate(self.buffers) if b.storage_name in written)
 
     def arrays(self, seed: int = 0) -> list[np.ndarray]:
-        """One array per buffer parameter: inputs drawn from `seed`, outputs zero."""
+        """One array per buffer parameter, drawn from `seed`, outputs too: a candidate that
+        loses a reduction's init, or reads an output before writing it, sees other values
+        than the unscheduled function wrote over. Integers take both signs and, for the 8-
+        and 16-bit types, their whole range (an int8 read as uint8 shows), except those read
+        as indices, which stay in 0..3."""
         rng = np.random.default_rng(seed)
+        indices = _index_buffers(self.func)
         arrays = []
-        for i, buffer in enumerate(self.buffers):
+        for buffer in self.buffers:
             shape = tuple(d.value for d in buffer.shape)
             dtype = np.dtype(buffer.dtype) if buffer.dtype != "bfloat16" else np.float32
-            if i in self.outputs:
-                arrays.append(np.zeros(shape, dtype))
-            elif dtype.kind in "iu":
-                arrays.append(rng.integers(0, 4, shape).astype(dtype))
+            if dtype.kind in "iu":
+                low, high = (0, 4) if buffer.name in indices else _integer_range(dtype)
+                arrays.append(rng.integers(low, high, shape, endpoint=True).astype(dtype))
             elif dtype.kind == "b":
                 arrays.append(rng.integers(0, 2, shape).astype(dtype))
             else:
@@ -109,6 +122,23 @@ class Workload:
         return float(sum(_iterations(r) * max(1, _operations(r.block.body))
                          for r in collect(self.func.body, BlockRealize)
                          if r.block.iter_vars))
+
+
+def _index_buffers(func: PrimFunc) -> set[str]:
+    """The buffers whose values the function reads inside an index (a gather's indices)."""
+    accesses = collect(func.body, BufferLoad) + collect(func.body, BufferStore)
+    return {load.buffer.name for access in accesses for index in access.indices
+            for load in collect(index, BufferLoad)}
+
+
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    """The values drawn for integer data: the whole range of the 8- and 16-bit types, and
+    -32768..32767 (unsigned 0..65535) for the wider ones, whose sums and products of such
+    values then wrap as they would on real data only in a minority of elements."""
+    if dtype.itemsize <= 2:
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    return (0, 65535) if dtype.kind == "u" else (-32768, 32767)
 
 
 def _iterations(realize: BlockRealize) -> int:

@@ -410,3 +410,35 @@ def test_a_run_longer_than_its_limit_is_a_timeout_even_when_its_reply_is_read_la
     reply = late.request(("check", "script"), timeout=0.3, build_timeout=5.0)
     assert reply[:2] == ("done", "timeout") and "ran 0.5 s, longer than 0.3 s" in reply[2]
     late.kill()
+
+
+def test_the_check_catches_a_lost_init_and_an_int8_read_as_uint8():
+    # audit, helper-36: outputs started zeroed (a lost reduction init passed) and integers
+    # were drawn from 0..3 (an int8 read as uint8 passed)
+    from sched.autoscheduler.measure.worker import Measurement
+    from sched.script import T
+
+    @T.prim_func
+    def matmul(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+               C: T.Buffer((16, 16), "float32")):
+        for i, j, k in T.grid(16, 16, 16):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func
+    def widen(A: T.Buffer((16, 16), "int8"), B: T.Buffer((16, 16), "int32")):
+        for i, j in T.grid(16, 16):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = T.Cast("int32", A[vi, vj]) * 3
+
+    no_init = matmul.script().replace("with T.init():", "if False:")
+    as_uint8 = widen.script().replace('T.Cast("int32", A[vi, vj])',
+                                      'T.Cast("int32", T.Cast("uint8", A[vi, vj]))')
+    for reference, wrong in ((matmul, no_init), (widen, as_uint8)):
+        measurement = Measurement(reference.script(), "c", None, 0)
+        assert measurement.check(reference.script()).kind is None
+        assert measurement.check(wrong).kind == "wrong"
