@@ -13,12 +13,39 @@ import operator
 import numpy as np
 
 from sched.ir.dtype import bits, is_float, is_int, max_value, min_value
-from sched.ir.functor import IRMutator
-from sched.ir.nodes import BinaryOp, Cast, Expr, FloatImm, IntImm, Not, Select, const
+from sched.ir.functor import IRMutator, collect
+from sched.ir.nodes import (
+    IMPURE_CALLS,
+    BinaryOp,
+    Call,
+    Cast,
+    Expr,
+    FloatImm,
+    IntImm,
+    Not,
+    Select,
+    const,
+)
 
 
 def _value(e: Expr):
-    return e.value if isinstance(e, (IntImm, FloatImm)) else None
+    """A constant's value as the targets read it: a float constant rounded to its dtype
+    (`T.float32(0.1)` is the float32 nearest 0.1, as the C literal and the interpreter have
+    it)."""
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, FloatImm) and e.dtype != "bfloat16":      # (bfloat16: not folded)
+        if e.dtype == "float64":
+            return e.value
+        with np.errstate(over="ignore"):             # beyond the type: inf, as C's literal
+            return float({"float16": np.float16}.get(e.dtype, np.float32)(e.value))
+    return None
+
+
+def _pure(e: Expr) -> bool:
+    """Whether `e` makes no opaque call (one that may have an effect or another value each
+    time: `f() - f()` is not 0)."""
+    return not any(call.op in IMPURE_CALLS for call in collect(e, Call))
 
 
 def _fold(op: str, x, y, dtype: str):
@@ -62,6 +89,10 @@ def _fold_float(op: str, x: float, y: float, dtype: str) -> float | None:
         return float(_FLOAT_OPS[op](real(x), real(y)))
 
 
+def _numpy_type(dtype: str):
+    return np.float64 if is_float(dtype) else np.bool_ if dtype == "bool" else np.dtype(dtype)
+
+
 def _fits(value: int, dtype: str) -> bool:
     return min_value(dtype) <= value <= max_value(dtype)
 
@@ -71,6 +102,12 @@ def wrap(value: int, dtype: str) -> int:
     span = 1 << bits(dtype)
     value %= span
     return value - span if dtype.startswith("int") and value >= span // 2 else value
+
+
+def _is_signed_zero(e: Expr, negative: bool) -> bool:
+    """Whether `e` is the float constant -0.0 (`negative`) or 0.0."""
+    return isinstance(e, FloatImm) and e.value == 0 and \
+        (math.copysign(1.0, e.value) < 0) == negative
 
 
 def _is(e: Expr, value) -> bool:
@@ -85,20 +122,26 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
         if folded is not None and (is_float(a.dtype) or not isinstance(folded, float)):
             return const(folded, node.dtype)
     integer = not is_float(a.dtype)
+    # the zero that leaves x as it is: for floats only x + (-0.0) and x - 0.0 (0.0 + -0.0 is
+    # 0.0); x * 1 and x / 1 are x for floats too, x // 1 is not (2.5 // 1 is 2)
+    plus_zero = _is(b, 0) if integer else _is_signed_zero(b, negative=True)
+    minus_zero = _is(b, 0) if integer else _is_signed_zero(b, negative=False)
     # (condition, result): results are built only for the rule that matches
     rules = (
-        (lambda: op == "add" and _is(b, 0), lambda: a),                      # x + 0 -> x
-        (lambda: op == "add" and _is(a, 0), lambda: b),                      # 0 + x -> x
-        (lambda: op == "sub" and _is(b, 0), lambda: a),                      # x - 0 -> x
-        (lambda: op == "sub" and integer and a == b, lambda: const(0, a.dtype)),  # x - x -> 0
+        (lambda: op == "add" and plus_zero, lambda: a),                      # x + 0 -> x
+        (lambda: op == "add" and integer and _is(a, 0), lambda: b),          # 0 + x -> x
+        (lambda: op == "sub" and minus_zero, lambda: a),                     # x - 0 -> x
+        (lambda: op == "sub" and integer and a == b and _pure(a),
+         lambda: const(0, a.dtype)),                                         # x - x -> 0
         (lambda: op == "mul" and _is(b, 1), lambda: a),                      # x * 1 -> x
         (lambda: op == "mul" and _is(a, 1), lambda: b),                      # 1 * x -> x
-        (lambda: op == "mul" and integer and (_is(a, 0) or _is(b, 0)),
+        (lambda: op == "mul" and integer and (_is(a, 0) and _pure(b) or _is(b, 0) and _pure(a)),
          lambda: const(0, a.dtype)),                                         # x * 0 -> 0
-        (lambda: op in ("floordiv", "div") and _is(b, 1), lambda: a),        # x // 1 -> x
-        (lambda: op == "floormod" and integer and _is(b, 1),
+        (lambda: (op == "div" or op == "floordiv" and integer) and _is(b, 1),
+         lambda: a),                                                         # x // 1 -> x
+        (lambda: op == "floormod" and integer and _is(b, 1) and _pure(a),
          lambda: const(0, a.dtype)),                                         # x % 1 -> 0
-        (lambda: op in ("min", "max") and a == b, lambda: a),                # max(x, x) -> x
+        (lambda: op in ("min", "max") and a == b and _pure(a), lambda: a),   # max(x, x) -> x
         (lambda: op == "and" and va == 1, lambda: b),                        # True and x -> x
         (lambda: op == "and" and vb == 1, lambda: a),                        # x and True -> x
         (lambda: op == "or" and va == 0, lambda: b),                         # False or x -> x
@@ -150,8 +193,10 @@ class _Simplifier(IRMutator):
             return node
         if is_int(node.dtype):                                   # int -> int wraps
             return const(wrap(int(value), node.dtype), node.dtype)
-        if node.dtype == "float32":                              # rounded to the type
-            return const(float(np.float32(value)), node.dtype)
+        if node.dtype == "float32":      # rounded once, from the source's own type
+            with np.errstate(over="ignore"):
+                return const(float(np.array(value, _numpy_type(node.value.dtype))
+                                   .astype(np.float32)), node.dtype)
         return const(value, node.dtype)                          # cast<T>(c) -> T(c)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import sched
 from sched import compute as te
-from sched.ir.nodes import BinaryOp, Cast, FloatImm, IntImm, Select
+from sched.ir.nodes import BinaryOp, Call, Cast, FloatImm, IntImm, Select, StringImm, Var
 from sched.ir.simplify import simplify, wrap
 
 NAN, INF = float("nan"), float("inf")
@@ -72,3 +72,42 @@ def test_folded_constants_compute_what_the_interpreter_computes():
         run(a, b, f)
         np.testing.assert_array_equal(b, a + 1)      # the int32 sum wrapped: less than 1
         assert np.isnan(f).all()
+
+
+def test_float_identities_keep_floor_and_the_sign_of_zero():
+    # audit, helper-35: x // 1.0 became x (2.5 // 1 is 2) and x + 0.0 became x (-0.0 + 0.0
+    # is 0.0: 1 / (x + 0.0) turned from inf to -inf)
+    x = Var("x", "float32")
+    kept = [BinaryOp("floordiv", x, FloatImm(1.0, "float32")),
+            BinaryOp("add", x, FloatImm(0.0, "float32")),
+            BinaryOp("add", FloatImm(0.0, "float32"), x),
+            BinaryOp("sub", x, FloatImm(-0.0, "float32"))]
+    for node in kept:
+        assert simplify(node) == node, node.script()
+    for node in (BinaryOp("add", x, FloatImm(-0.0, "float32")),
+                 BinaryOp("sub", x, FloatImm(0.0, "float32")),
+                 BinaryOp("mul", x, FloatImm(1.0, "float32")),
+                 BinaryOp("div", x, FloatImm(1.0, "float32"))):
+        assert simplify(node) == x, node.script()
+    i = Var("i", "int32")
+    assert simplify(BinaryOp("floordiv", i, IntImm(1, "int32"))) == i
+    assert simplify(BinaryOp("add", IntImm(0, "int32"), i)) == i
+
+
+def test_float_constants_fold_as_the_targets_read_them():
+    # T.float32(0.1) is the float32 nearest 0.1 (the C literal, the interpreter); an int64
+    # constant converts to float32 in one rounding, not two through float64
+    point_one = FloatImm(0.1, "float32")
+    assert simplify(BinaryOp("eq", point_one, FloatImm(float(np.float32(0.1)), "float32"))) \
+        == IntImm(1, "bool")
+    assert simplify(Cast("float64", point_one)).value == float(np.float32(0.1))
+    for value, dtype in ((2 ** 60 + 2 ** 36 + 1, "int64"), (2 ** 62 + 2 ** 38 + 1, "uint64")):
+        folded = simplify(Cast("float32", IntImm(value, dtype)))
+        assert folded.value == float(np.array(value, dtype).astype(np.float32))
+
+
+def test_opaque_calls_are_not_folded_away_or_merged():
+    f = Call("call_extern", (StringImm("rand_int"),), "int32")
+    for node in (BinaryOp("sub", f, f), BinaryOp("mul", f, IntImm(0, "int32")),
+                 BinaryOp("max", f, f)):
+        assert simplify(node) == node, node.script()
