@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import islpy as isl
 
-from sched.ir.dtype import bits, is_int
+from sched.ir.dtype import is_int
 from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
 
@@ -47,7 +47,7 @@ class AffineTranslation:
             return ("param", self.name(e))
         if _is_widening(e):               # exact: isl's integers have no width
             return self.term(e.value)
-        if isinstance(e, BinaryOp) and is_int(e.dtype):
+        if isinstance(e, BinaryOp) and e.dtype in _EXACT:
             a, b, op = e.a, e.b, e.op
             if op in ("add", "sub", "min", "max"):
                 return (op, self.term(a), self.term(b))
@@ -125,12 +125,16 @@ class AffineTranslation:
 
 
 def _is_widening(e: Expr) -> bool:
-    """Whether `e` converts a signed integer to a signed integer at least as wide."""
-    return isinstance(e, Cast) and e.dtype in _SIGNED and e.value.dtype in _SIGNED \
-        and bits(e.dtype) >= bits(e.value.dtype)
+    """Whether `e` converts int32 to int64 (or to int32): a value read exactly either way.
+    A cast of a narrower type stays an opaque parameter as a whole: arithmetic in the 8- and
+    16-bit types wraps, and the expression isl gives back must keep the cast's type."""
+    return isinstance(e, Cast) and e.dtype in _EXACT and e.value.dtype == "int32"
 
 
-_SIGNED = ("int8", "int16", "int32", "int64")
+# the integer types whose arithmetic isl reads as exact (index arithmetic: int32 where it
+# cannot overflow, int64 where it could, sched/lower/wide_integers.py); the 8- and 16-bit
+# and the unsigned types wrap
+_EXACT = ("int32", "int64")
 
 
 def piecewise(function):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from sched.ir.dtype import INDEX_DTYPE, is_int
+from sched.ir.dtype import INDEX_DTYPE, bits, is_int, max_value, min_value
 from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Not, Select, Var, binary, const
 from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.names import isl_name
@@ -25,14 +25,19 @@ def _constant(expr: Expr) -> int | None:
 
 
 def to_isl(expr: Expr) -> str | None:
-    """`expr` in isl syntax, or None when it is not affine."""
+    """`expr` in isl syntax, or None when it is not affine.
+
+    isl's integers are exact. Index arithmetic in int32 and int64 is too (where int32 could
+    overflow, the lowering computes it in int64: sched/lower/wide_integers.py), but the 8-
+    and 16-bit and unsigned types wrap for real (an int8 `i * 2` at i = 100 is -56), and a
+    narrowing cast wraps what does not fit: those are not affine here."""
     if isinstance(expr, IntImm):
         return str(expr.value)
     if isinstance(expr, Var):
         return isl_name(expr) if is_int(expr.dtype) else None
     if isinstance(expr, Cast) and is_int(expr.dtype) and is_int(expr.value.dtype):
-        return to_isl(expr.value)
-    if not isinstance(expr, BinaryOp) or not is_int(expr.dtype):
+        return to_isl(expr.value) if _keeps_values(expr.value.dtype, expr.dtype) else None
+    if not isinstance(expr, BinaryOp) or not _exact(expr.dtype):
         return None
     a, b = to_isl(expr.a), to_isl(expr.b)
     if a is None or b is None:
@@ -52,6 +57,19 @@ def to_isl(expr: Expr) -> str | None:
     if op in ("min", "max"):
         return f"{op}({a}, {b})"
     return None
+
+
+def _exact(dtype: str) -> bool:
+    """Whether integer arithmetic in `dtype` is read as exact (int32, int64; see to_isl)."""
+    return dtype in ("int32", "int64")
+
+
+def _keeps_values(source: str, target: str) -> bool:
+    """Whether every `source` value is a `target` value (a widening conversion)."""
+    if source.startswith("uint"):
+        return bits(target) > bits(source) or (target.startswith("uint")
+                                                and bits(target) >= bits(source))
+    return target.startswith("int") and bits(target) >= bits(source)
 
 
 def range_constraint(var: Var, start: Expr, extent: Expr) -> str | None:
@@ -127,8 +145,10 @@ def ast_to_expr(ast: isl.AstExpr, variables: dict[str, Expr], dtype: str = INDEX
     are looked up in `variables`. A piecewise result (select) raises NotAffine unless
     `allow_select`."""
     kind = ast.get_type()
-    if kind == isl.ast_expr_type.int:
-        return const(ast.get_val().to_python(), dtype)
+    if kind == isl.ast_expr_type.int:          # int64 where it does not fit the index type
+        value = ast.get_val().to_python()
+        fits = min_value(dtype) <= value <= max_value(dtype)
+        return const(value, dtype if fits or dtype == "int64" else "int64")
     if kind == isl.ast_expr_type.id:
         return variables[ast.get_id().get_name()]
     op = ast.get_op_type()

@@ -124,3 +124,32 @@ def test_unchanged_function_is_returned_as_is():
     func = PrimFunc("f", (A,), For(i, IntImm(0), IntImm(8), "serial",
                                    BufferStore(A, const(1.0, "float32"), (i,))))
     assert simplify_indices(func) is func
+
+
+def test_narrow_and_unsigned_arithmetic_is_not_read_as_exact():
+    # audit, helper-35: isl's integers have no width, but int8, int16 and unsigned arithmetic
+    # wraps: `T.Cast("int32", B[i] * T.int8(2)) // 2` became B[i] (-28 at B[i] = 100, not 100)
+    # and a cast of an int16 came back as the int16 itself inside int32 arithmetic
+    from sched.ir import BinaryOp, Buffer, BufferLoad, Cast
+
+    i = Var("i")
+    context = ((i, IntImm(0), IntImm(64)),)
+    B = Buffer("B", (IntImm(64),), "int8")
+    product = BinaryOp("mul", BufferLoad(B, (i,)), IntImm(2, "int8"))
+    kept = BinaryOp("floordiv", Cast("int32", product), IntImm(2))
+    assert simplify_index(kept, context) == kept
+    i8 = Var("i8", "int8")
+    wraps = BinaryOp("floordiv", BinaryOp("mul", i8, IntImm(4, "int8")), IntImm(4, "int8"))
+    assert simplify_index(wraps, ((i8, IntImm(0, "int8"), IntImm(64, "int8")),)) == wraps
+    i16 = Var("i16", "int16")
+    widened = Cast("int32", i16)
+    simplified = simplify_index(widened * Var("n"), ((i16, IntImm(0, "int16"),
+                                                      IntImm(100, "int16")),))
+    assert simplified.dtype == "int32" and widened in list(_subterms(simplified))
+
+
+def _subterms(e):
+    from sched.ir.functor import collect
+    from sched.ir.nodes import Expr
+
+    return collect(e, Expr)

@@ -205,3 +205,18 @@ def test_every_text_random_scheduled_programs_read(program, data):
             pass
     for text, want_map in dict.fromkeys(seen):
         assert_same_as_isl(text, want_map)
+
+
+def test_narrowing_casts_and_narrow_arithmetic_are_not_affine():
+    # audit, helper-35: to_isl dropped T.Cast("int8", i) (200 is -56 in the IR) and read
+    # uint32 and int8 arithmetic as exact; isl's answer then described other elements
+    from sched.ir.nodes import BinaryOp, Cast, IntImm, Var
+    from sched.polyhedral.isl_expr import to_isl, to_isl_condition
+
+    i, j = Var("i"), Var("j", "int64")
+    assert to_isl(Cast("int8", i)) is None and to_isl(Cast("int32", j)) is None
+    assert to_isl(BinaryOp("sub", Cast("uint32", i), IntImm(1, "uint32"))) is None
+    assert to_isl_condition(BinaryOp("lt", BinaryOp("mul", Cast("int8", i), IntImm(2, "int8")),
+                                     IntImm(0, "int8"))) is None
+    assert to_isl(Cast("int64", i) * IntImm(2, "int64")) == "(i * 2)"        # widening: exact
+    assert to_isl(Cast("int32", Var("b", "uint8")) + 1) == "(b + 1)"
