@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sched.errors import BuildError, UnmodelledError
+from sched.errors import BuildError, ScheduleError, UnmodelledError
 from sched.ir.module import IRModule
 from sched.ir.nodes import PrimFunc
 from sched.targets import BUILD_TARGETS, parse_target
@@ -174,11 +174,20 @@ def _best_recorded(func, target: str, arch: str | None, db):
                       f"{' ' + arch if arch else ''} (tuned another function, or with other "
                       f"steps?): built without a tuning record", stacklevel=3)
         return func
+    if not isinstance(func, Schedule | PrimFunc):
+        return func
     original = Workload.of(func, target, arch).func
-    # replayed as the search applied it (the rule of concurrent loops asked at the end)
-    return Trace.from_json(record.trace_json).apply(
-        original, concurrency_checked_at_end=True) if isinstance(
-        func, Schedule | PrimFunc) else func
+    try:    # replayed as the search applied it (the rule of concurrent loops asked at the end)
+        return Trace.from_json(record.trace_json).apply(original,
+                                                        concurrency_checked_at_end=True)
+    except (ScheduleError, ValueError, KeyError, TypeError, AttributeError) as error:
+        # a record another sched wrote, or a database edited: the function still builds
+        name = getattr(getattr(func, "func", func), "name", "the function")
+        warnings.warn(f"build: the best record of {name!r} in {str(db)!r} does not replay on "
+                      f"it ({type(error).__name__}: {str(error).splitlines()[0]}): built "
+                      f"without a tuning record; tune it again into this database (sched.tune"
+                      f"(..., db=...)) to replace the record", stacklevel=3)
+        return func
 
 
 def _has_thread_bindings(func: PrimFunc) -> bool:

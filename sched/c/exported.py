@@ -24,10 +24,14 @@ class ExportedKernel:
     def summary(self) -> str:
         """What `sched export` prints: the files, and how to build against them."""
         listed = "\n".join(f"  {path}" for path in self.files)
-        how = ("cmake -S DIR -B DIR/build && cmake --build DIR/build (links CUDA::cuda_driver)"
-               if self.target == "cuda" else "cmake -S DIR -B DIR/build && cmake --build "
-               "DIR/build, or compile NAME.c with gcc -O3 -march=native -fno-tree-loop-if-convert "
-               "-fopenmp")
+        if self.target == "cuda":
+            how = "cmake -S DIR -B DIR/build && cmake --build DIR/build (links CUDA::cuda_driver)"
+        else:        # the flags the C target compiles its kernels with (sched/c/build.py)
+            from sched.c.build import compiler_flags
+
+            flags = " ".join(f for f in compiler_flags() if f not in ("-shared", "-fPIC"))
+            how = (f"cmake -S DIR -B DIR/build && cmake --build DIR/build, or compile NAME.c "
+                   f"with gcc {flags}")
         return (f"exported {self.name!r} ({self.target}) to {self.directory}:\n{listed}\n"
                 f"call it as declared in {self.header.name}; build: "
                 f"{how.replace('DIR', str(self.directory)).replace('NAME', self.name)}")

@@ -376,3 +376,18 @@ def test_a_workload_of_symbolic_shape_says_why_no_sketch_applies():
     with pytest.raises(ValueError, match=r"no schedule sketch applies to 'symmm' on c: its "
                                          r"shapes are symbolic \(n\)"):
         tune(func, "c", trials=2, progress=False)
+
+
+def test_a_record_that_does_not_replay_is_a_warning_and_the_function_still_builds(tmp_path):
+    # audit, helper-36: a record another sched wrote (or an edited database) raised a bare
+    # "get_block: no block named 'NOPE'" from sched.build, naming neither database nor record
+    stale = tmp_path / "stale.db"
+    sch = sched.Schedule(_matmul())
+    block = sch.get_block(sch.get_child_blocks(sch.get_block("root"))[0].name)
+    sch.parallel(sch.get_loops(block)[0])
+    trace = sch.trace.to_json().replace(f'"{block.name}"', '"NOPE"')
+    with Database(stale) as database:
+        database.add(Workload.of(_matmul()), Record(trace, "h", (1e-6,)))
+    with pytest.warns(UserWarning, match="best record of 'matmul' in .*stale.db' does not "
+                                         "replay on it .*: built without a tuning record"):
+        _check_matmul(sched.build(_matmul(), target="c", db=stale))
