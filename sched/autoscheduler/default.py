@@ -21,7 +21,8 @@ DEFAULT_SAMPLES = 8
 def default_schedule(func, target: str = "cuda", arch: str | None = None,
                      samples: int = DEFAULT_SAMPLES, seed: int = 0):
     """The best of `samples` random candidates by the memory-movement model (for CUDA, the
-    best that lowers); for CUDA, when no sketch gives one, every stage serial on one thread."""
+    best that lowers); for CUDA, when no sketch gives one (symbolic shapes), each block's
+    spatial loops spread over threads, else every stage serial on one thread."""
     from sched.autoscheduler.cost import MemoryMovementModel
 
     workload = Workload.of(func, target, arch)
@@ -42,9 +43,10 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
             if target != "cuda" or _lowers_for_cuda(drawn[index].schedule.func):
                 return drawn[index].schedule
     if target == "cuda":
-        serial = _one_thread_schedule(workload)
-        if serial is not None:
-            return serial
+        for fallback in (_spread_schedule, _one_thread_schedule):
+            found = fallback(workload)
+            if found is not None:
+                return found
     raise ScheduleError("build", f"no default {target} schedule applies to "
                         f"{workload.name!r}: schedule it by hand (bind its loops to "
                         f"blockIdx/threadIdx) or tune it with sched.tune")
@@ -67,6 +69,41 @@ def _lowers_for_cuda(func) -> bool:
     except (ScheduleError, BuildError):
         return False
     return True
+
+
+SPREAD_THREADS = 256
+
+
+def _spread_schedule(workload):
+    """Each block's leading spatial loops spread over thread blocks of SPREAD_THREADS threads
+    (threads_gpu.bind_threads: a loop of symbolic extent split into threads, others bound to
+    blockIdx.y and .z), its reduction serial in each thread: for the functions the sketches
+    do not take (symbolic shapes). None if that does not lower."""
+    from sched.autoscheduler.space.analysis import block_info, leaf_blocks
+    from sched.autoscheduler.space.threads_gpu import bind_threads
+
+    sch = workload.base_schedule()
+    try:
+        with sch.concurrency_checked_at_end():
+            for name in leaf_blocks(sch.func):
+                info = block_info(sch.func, name)
+                bind_threads(sch, info, _threads_for(sch, info))
+    except ScheduleError:
+        return None
+    return sch if _lowers_for_cuda(sch.func) else None
+
+
+def _threads_for(sch, info) -> int:
+    """SPREAD_THREADS, or fewer (a power of two, at least a warp) where the innermost leading
+    spatial loop, the one split into threads, has a smaller constant extent. Each root stage
+    is a kernel of its own, so each may have its own count."""
+    from sched.ir.nodes import IntImm
+    from sched.schedule.state import find_loop
+
+    extent = find_loop(sch.func, info.spatial[-1], "bind").extent if info.spatial else None
+    if not isinstance(extent, IntImm) or extent.value >= SPREAD_THREADS:
+        return SPREAD_THREADS
+    return max(32, 1 << (extent.value - 1).bit_length())
 
 
 def _one_thread_schedule(workload):

@@ -297,6 +297,29 @@ def test_default_cuda_schedule_of_symbolic_shapes_binds_without_fusing():
     np.testing.assert_allclose(b, 2 * a)
 
 
+def test_default_cuda_schedule_of_a_symbolic_matmul_spreads_it_over_threads():
+    # audit, helper-36: no sketch tiles a symbolic matmul, and the default was one block of
+    # one thread; now its spatial loops are spread (its reduction serial in each thread)
+    n = te.var("n")
+    A = te.placeholder((n, 64), name="A")
+    B = te.placeholder((64, 32), name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="symbolic")
+    from sched.autoscheduler.default import default_schedule
+
+    sch = default_schedule(func, "cuda", "sm_90")
+    script = sch.func.script()
+    assert 'T.thread_binding(32, thread="threadIdx.x")' in script and "blockIdx.y" in script
+    rng = np.random.default_rng(0)
+    for target in ("c", "cuda-emu"):
+        kernel = sched.build(sch.func, target=target)
+        for rows in (1, 37):
+            a = rng.uniform(-1, 1, (rows, 64)).astype(np.float32)
+            b = rng.uniform(-1, 1, (64, 32)).astype(np.float32)
+            c = np.full((rows, 32), np.nan, np.float32)
+            kernel(a, b, c)
+            np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5, err_msg=target)
+
+
 @T.prim_func
 def _prefix_sum_then_scale(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
                            C: T.Buffer((64,), "float32")):
