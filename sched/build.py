@@ -183,8 +183,9 @@ def _best_recorded(func, target: str, arch: str | None, db):
     except (ScheduleError, ValueError, KeyError, TypeError, AttributeError) as error:
         # a record another sched wrote, or a database edited: the function still builds
         name = getattr(getattr(func, "func", func), "name", "the function")
+        first_line = next(iter(str(error).splitlines()), "")
         warnings.warn(f"build: the best record of {name!r} in {str(db)!r} does not replay on "
-                      f"it ({type(error).__name__}: {str(error).splitlines()[0]}): built "
+                      f"it ({type(error).__name__}: {first_line}): built "
                       f"without a tuning record; tune it again into this database (sched.tune"
                       f"(..., db=...)) to replace the record", stacklevel=3)
         return func
