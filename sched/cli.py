@@ -198,10 +198,23 @@ def _db(args: argparse.Namespace) -> int:
         workloads = db.workloads()
     rows = [{"workload": f"{w['name']} ({w['key'][:8]})",
              "target": w["target"] + (f" {w['arch']}" if w["arch"] else ""),
-             "trials": w["records"], "errors": w["errors"], "best_seconds": w["best_seconds"]}
+             "trials": w["records"], "errors": w["errors"], "best_seconds": w["best_seconds"],
+             "flops": _flops(w["script"])}
             for w in workloads]
     Console().print(results_table(rows))
     return 0
+
+
+def _flops(script: str) -> float | None:
+    """The arithmetic of one call of a stored workload's function (for its GFLOP/s), or None
+    when the script does not parse with this sched."""
+    import sched
+    from sched.autoscheduler.workload import Workload
+
+    try:
+        return Workload(sched.parse(script), "c", None).flops()
+    except Exception:  # noqa: BLE001 - a figure left out, never a failed listing
+        return None
 
 
 def _positive_int(text: str) -> int:

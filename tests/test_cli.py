@@ -276,8 +276,9 @@ def test_db_lists_the_workloads(tmp_path, kernels, capsys, monkeypatch):
         db.add(workload, Record("[]", "b", error_kind="crash", error="signal 11"))
     assert main(["db", str(tmp_path / "tune.db")]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if "scale" in line)
+    gflops = f"{workload.flops() / 2e-3 / 1e9:.2f}"       # from the stored script
     assert [c.strip() for c in row.strip("│").split("│")] == \
-        [f"scale ({workload.key[:8]})", "c", "2", "1", "2.000", "-", "-"]
+        [f"scale ({workload.key[:8]})", "c", "2", "1", "2.000", gflops, "-"]
 
 
 def test_db_missing_file_is_one_line(tmp_path, capsys):

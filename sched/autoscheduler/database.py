@@ -255,11 +255,11 @@ class Database:
         return _record(rows[0]) if rows else None
 
     def workloads(self) -> list[dict]:
-        """One summary per workload: key, target, arch, name, records, errors and
+        """One summary per workload: key, target, arch, name, script, records, errors and
         best_seconds (the best record's figure as `best` ranks them: a re-timed schedule by
         the slower of its two figures; None when no record ran)."""
         rows = self._db.execute(
-            f"SELECT key, workloads.target, workloads.arch, name, COUNT(records.id), "
+            f"SELECT key, workloads.target, workloads.arch, name, script, COUNT(records.id), "
             f"COUNT(CASE WHEN records.error_kind IS NOT NULL OR records.error IS NOT NULL "
             f"THEN 1 END), MIN(CASE WHEN {_RAN} THEN {_RANKED} END) "
             f"FROM workloads LEFT JOIN records ON workloads.id = records.workload_id "
@@ -267,8 +267,8 @@ class Database:
             f"retimes.func_hash = records.func_hash "
             f"GROUP BY workloads.id ORDER BY workloads.id")
         return [{"key": key, "target": target, "arch": arch or None, "name": name,
-                 "records": count, "errors": errors, "best_seconds": best}
-                for key, target, arch, name, count, errors, best in rows]
+                 "script": script, "records": count, "errors": errors, "best_seconds": best}
+                for key, target, arch, name, script, count, errors, best in rows]
 
     def _workload_id(self, key: str, target: str, arch: str) -> int | None:
         row = self._db.execute("SELECT id FROM workloads WHERE key = ? AND target = ? AND "

@@ -64,7 +64,8 @@ def test_best_orders_by_median_and_skips_errors(tmp_path):
         assert db.measured_hashes(workload) == {"hash0", "hash1", "hash2", "crashed", "wrong"}
         [summary] = db.workloads()
     assert summary == {"key": workload.key, "target": "c", "arch": None, "name": "main",
-                       "records": 5, "errors": 2, "best_seconds": 1e-3}
+                       "script": workload.script, "records": 5, "errors": 2,
+                       "best_seconds": 1e-3}
 
 
 def test_a_retimed_schedule_ranks_by_its_slower_figure(tmp_path):
