@@ -168,6 +168,12 @@ def _best_recorded(func, target: str, arch: str | None, db):
         return func
     with Database(db) as database:
         record = database.best_for(func, target, arch)
+        if record is None and isinstance(func, PrimFunc):
+            # the function of a Schedule that was tuned (tune(sch), then build(sch.func)):
+            # its records replay on the function as written, with the user's steps first
+            tuned = database.tuned_schedule_giving(func, target, arch)
+            if tuned is not None:
+                func, record = tuned, database.best_for(tuned, target, arch)
     if record is None:
         name = getattr(getattr(func, "func", func), "name", "the function")
         warnings.warn(f"build: {str(db)!r} holds no record of {name!r} on {target}"

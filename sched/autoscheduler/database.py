@@ -254,6 +254,28 @@ class Database:
             (workload.key, target)).fetchall()
         return _record(rows[0]) if rows else None
 
+    def tuned_schedule_giving(self, func, target: str = "c", arch: str | None = None):
+        """The Schedule that a run tuned (`tune(sch)`: the function as written and the user's
+        steps) whose function is `func`, or None: `build(sch.func, db=)` finds the records of
+        `tune(sch)` through it. Only workloads of `func`'s name with user steps are replayed
+        (a few); one that does not replay with this sched is passed over."""
+        import sched
+        from sched.schedule import Trace
+
+        script = func.script()
+        query = ("SELECT script, user_trace FROM workloads WHERE name = ? AND target = ? AND "
+                 "user_trace != ?" + (" AND arch = ?" if arch is not None else ""))
+        parameters = (func.name, target, Trace().to_json(),
+                      *((arch,) if arch is not None else ()))
+        for original, user_trace in self._db.execute(query, parameters).fetchall():
+            try:
+                schedule = Trace.from_json(user_trace).apply(sched.parse(original))
+            except Exception:  # noqa: BLE001 - another sched's workload: not this one
+                continue
+            if schedule.func.script() == script:
+                return schedule
+        return None
+
     def workloads(self) -> list[dict]:
         """One summary per workload: key, target, arch, name, script, records, errors and
         best_seconds (the best record's figure as `best` ranks them: a re-timed schedule by

@@ -27,6 +27,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 NO_VALUE = "·"          # a trial with no time yet (inf or nan) in a sparkline
@@ -64,12 +65,13 @@ class TuneProgress:
     def __enter__(self) -> TuneProgress:
         self._start = self.clock()
         if self.live:
-            self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"), console=self.console, transient=False)
+            self._progress = _TwoLineProgress(
+                TextColumn("{task.description}"), BarColumn(bar_width=None),
+                MofNCompleteColumn(), TextColumn("{task.fields[best]}"),
+                console=self.console, transient=False)
             self._progress.start()
             self._task = self._progress.add_task(self.name, total=self.trials,
-                                                 status=self._status(""))
+                                                 best=self._best(), status=self._status(""))
         return self
 
     def update(self, trials_done: int, best_seconds: float | None, errors: int,
@@ -80,7 +82,8 @@ class TuneProgress:
         self.errors = errors
         self.curve.append(best_seconds if best_seconds is not None else math.inf)
         if self._progress is not None:
-            self._progress.update(self._task, completed=trials_done, status=self._status(note))
+            self._progress.update(self._task, completed=trials_done, best=self._best(),
+                                  status=self._status(note))
             self._progress.refresh()       # now, not at the next 10 Hz tick
 
     def __exit__(self, kind, value, traceback) -> None:
@@ -119,8 +122,9 @@ class TuneProgress:
         return left
 
     def _status(self, note: str) -> str:
+        """The second line: rate, errors, ETA and the caller's note."""
         eta = self.eta()
-        text = (f"{self._best()}  {self.rate():.0f} trials/min  {_errors(self.errors)}  "
+        text = (f"{self.rate():.0f} trials/min  {_errors(self.errors)}  "
                 f"ETA {format_duration(eta) if eta is not None else '-'}")
         return f"{text}  {note}" if note else text
 
@@ -129,6 +133,17 @@ class TuneProgress:
             return "best -"
         return (f"best {format_ms(self.best_seconds)} ms "
                 f"({gflops(self.flops, self.best_seconds):.2f} GFLOP/s)")
+
+
+class _TwoLineProgress(Progress):
+    """rich's Progress with each task's `status` field on a line of its own below its bar:
+    in 80 columns one line held the name, the bar, the count, the best time and the status
+    only by cutting the bar and the count away."""
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        for task in self.tasks:
+            yield Text(task.fields.get("status", ""), overflow="ellipsis", no_wrap=True)
 
 
 def sparkline(values: list[float]) -> str:

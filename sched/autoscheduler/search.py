@@ -53,6 +53,11 @@ class EvolutionarySearch:
         """Hashes of schedules measured before (the DB): never proposed again."""
         self.seen.update(hashes)
 
+    def forget(self, samples: list[Sample]) -> None:
+        """Proposed samples that will not be measured: they may be proposed again."""
+        for sample in samples:
+            self.seen.discard(sample.hash)
+
     def tell(self, samples: list[Sample], seconds: list[float]) -> None:
         for sample, time in zip(samples, seconds):
             self.measured.append((time, sample.sketch, sample.genome, sample.kinds))
@@ -90,9 +95,7 @@ class EvolutionarySearch:
         chosen = order[:count - explore]
         rest = order[count - explore:]
         chosen += self.rng.sample(rest, explore)
-        for i in rest:
-            if i not in chosen:
-                self.seen.discard(pool[i].hash)      # not measured: may come back
+        self.forget([pool[i] for i in rest if i not in chosen])    # may come back
         return [pool[i] for i in chosen]
 
     # -- children ---------------------------------------------------------------------------

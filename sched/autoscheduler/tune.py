@@ -99,7 +99,8 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
          progress: bool = True, console=None, plot: str | None = None) -> TuneResult:
     """Tune `func` (a PrimFunc, or a Schedule whose steps are kept) for `target` ("c" or
     "cuda", with `arch`): `trials` measurements (with `resume`, those already in `db` count),
-    or fewer when `time_budget` seconds run out or the space is exhausted. `db`: a SQLite
+    or fewer when `time_budget` seconds run out (each round after the first is cut to what
+    the time left can measure at the rate so far) or the space is exhausted. `db`: a SQLite
     file (None: in memory). `runner`: "local" (a build pool of `workers` processes and an
     isolated runner) or "ray" (`address` of a cluster; None starts a local one). `seed`
     makes the search deterministic with one worker given its measurements: the first round
@@ -161,6 +162,7 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
         if math.isfinite(best):
             bar.best_seconds = best
         batch = first.result()
+        measuring = time.monotonic()
         while batch:
             funcs = [s.schedule.func for s in batch]
             a_scores = analytical.predict(workload, funcs)
@@ -168,40 +170,46 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
             following = _Proposal(propose, min(per_round, trials - done - len(batch)))
             records: dict[int, Record] = {}
 
-            def keep(index: int, result: MeasureResult, batch=batch, records=records) -> None:
+            def keep(index: int, result: MeasureResult, batch=batch, records=records,
+                     before=done) -> None:
                 """Record a candidate as soon as it is measured (a run killed mid-round
-                resumes with it)."""
+                resumes with it, and the display and an interrupted run's summary count
+                it)."""
+                nonlocal best
                 records[index] = _record(workload, batch[index], result, space)
                 database.add(workload, records[index])
+                if result.ok:
+                    best = min(best, result.median)
+                else:
+                    errors[result.error_kind] += 1
+                    if result.error_kind == "wrong":
+                        wrong.append(records[index])
+                        warnings.warn(f"tune: a candidate of {workload.name!r} computed a "
+                                      f"different result than the unscheduled function (a "
+                                      f"legality bug; please report it with its trace):\n"
+                                      f"{batch[index].schedule.trace}\n{result.error}",
+                                      stacklevel=2)
+                curve.append(best)
+                bar.update(before + len(records), best if math.isfinite(best) else None,
+                           sum(errors.values()))
 
             results = measurer.measure(workload, [
                 Candidate(s.schedule.trace.to_json(), s.schedule.func.script())
                 for s in batch], hopeless=HOPELESS, best_seconds=best,
                 before_timing=following.join, on_result=keep)
-            for sample, result, a, i in zip(batch, results, a_scores, range(len(batch))):
+            for i, result in enumerate(results):
                 if i not in records:
                     keep(i, result)
-                record = records[i]
                 if result.ok:
-                    scored["memory_movement"].append((a, -math.log(result.median)))
+                    scored["memory_movement"].append((a_scores[i], -math.log(result.median)))
                     if l_scores is not None:
                         scored["learned"].append((l_scores[i], -math.log(result.median)))
-                    best = min(best, result.median)
-                else:
-                    errors[result.error_kind] += 1
-                    if result.error_kind == "wrong":
-                        wrong.append(record)
-                        warnings.warn(f"tune: a candidate of {workload.name!r} computed a "
-                                      f"different result than the unscheduled function (a "
-                                      f"legality bug; please report it with its trace):\n"
-                                      f"{sample.schedule.trace}\n{result.error}", stacklevel=2)
-                curve.append(best)
             search.tell(batch, [r.median if r.ok else math.inf for r in results])
             learned.update(workload, funcs, results)
             measured += len(batch)
             done += len(batch)
-            bar.update(done, best if math.isfinite(best) else None, sum(errors.values()))
-            batch = following.result() if time_left() else []
+            batch = _within_budget(following.result(), search, time_budget, start,
+                                   (time.monotonic() - measuring) / measured)
         figures = _retime_best(workload, database, timing, measurer.references())
         top = database.best(workload)
         trace = Trace.from_json(top[0].trace_json) if top else None
@@ -317,6 +325,23 @@ def _baseline(workload: Workload, measurer, before_timing=None) -> float | None:
     result, = measurer.measure(workload, [Candidate(base.trace.to_json(), base.func.script())],
                                before_timing=before_timing)
     return result.median if result.ok else None
+
+
+def _within_budget(batch: list, search: EvolutionarySearch, time_budget: float | None,
+                   start: float, seconds_each: float) -> list:
+    """The first candidates of `batch` that the time budget left can measure at
+    `seconds_each` (the run's rate so far), at least one while any time is left: the run
+    ends within about one candidate of its budget, not one round. Those left out may be
+    proposed again."""
+    if time_budget is None:
+        return batch
+    left = time_budget - (time.monotonic() - start)
+    if left <= 0:
+        count = 0
+    else:
+        count = max(1, int(left / seconds_each)) if seconds_each > 0 else len(batch)
+    search.forget(batch[count:])
+    return batch[:count]
 
 
 def _record_baseline(database: Database, workload: Workload, seconds: float | None,

@@ -66,6 +66,18 @@ def test_terminal_shows_the_bar_best_rate_and_errors():
     assert summary.startswith("256 trials in 2m00s")
 
 
+def test_eighty_columns_show_the_bar_the_count_and_the_best_time():
+    """The rate, errors and ETA take a line of their own: in one line of 80 columns the bar
+    and the count were cut away."""
+    console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    with TuneProgress("conv2d_nchw_bias_relu", trials=256, flops=FLOPS, console=console,
+                      time_budget=600, clock=Clock()) as progress:
+        progress.update(64, 1.2345e-3, 12, note="round 4")
+    live = console.file.getvalue().rsplit("conv2d_nchw_bias_relu: ", 1)[0]
+    assert "━" in live and "64/256" in live and "best 1.234 ms (0.42 GFLOP/s)" in live
+    assert "12 errors  ETA" in live and "round 4" in live and "…" not in live
+
+
 def test_eta_is_the_rate_or_the_time_budget_left():
     clock = Clock()
     with TuneProgress("matmul", trials=100, flops=FLOPS, enabled=False, console=_console(),

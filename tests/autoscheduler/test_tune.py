@@ -184,6 +184,75 @@ def test_the_users_steps_are_kept_and_only_other_blocks_are_searched(tmp_path):
     np.testing.assert_allclose(c, a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
 
 
+def test_build_of_the_scheduled_function_finds_the_records_of_its_schedule(tmp_path):
+    """tune(sch) records a workload of the function as written plus the user's steps;
+    build(sch.func, db=) is given the function with those steps applied, and applies the
+    same best record (the user's steps, then the searched ones)."""
+    sch = sched.Schedule(_two_blocks())
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i)
+    db = tmp_path / "tune.db"
+    result = tune(sch, "c", trials=2, seed=0, per_round=2, workers=1, timing=FAST,
+                  progress=False, db=db)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no "holds no record" warning
+        kernel = sched.build(sch.func, target="c", db=db)
+    assert kernel.func.script() == result.schedule.func.script()
+    a = np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32)
+    b, c = np.zeros_like(a), np.zeros_like(a)
+    kernel(a, b, c)
+    np.testing.assert_allclose(b, a * 2)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
+    # another function of the same name, or the same steps on another function: no record
+    other = sched.Schedule(_two_blocks())
+    other.parallel(other.get_loops(other.get_block("C"))[0])
+    with pytest.warns(UserWarning, match="holds no record"):
+        sched.build(other.func, target="c", db=db)
+
+
+def test_an_interrupted_run_counts_each_candidate_measured(monkeypatch):
+    """Ctrl-C in the middle of a round: the summary counts the candidates measured and
+    recorded in it (it counted finished rounds)."""
+    import io
+
+    from rich.console import Console
+
+    real, kept = tune_module._record, []
+
+    def record_then_interrupt(*args, **kwargs):
+        if len(kept) == 2:
+            raise KeyboardInterrupt
+        kept.append(real(*args, **kwargs))
+        return kept[-1]
+
+    monkeypatch.setattr(tune_module, "_record", record_then_interrupt)
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    with pytest.raises(KeyboardInterrupt):
+        tune(_matmul(), "c", trials=4, seed=0, per_round=4, workers=1, timing=FAST,
+             console=console)
+    summary = console.file.getvalue()
+    assert "matmul: 2 trials in" in summary and "(stopped: KeyboardInterrupt)" in summary
+
+
+def test_the_time_budget_cuts_the_next_round_to_what_it_can_measure():
+    """A round proposed in full is cut to the candidates that the time left can measure at
+    the run's rate so far (one at least while time is left; none after); the rest may be
+    proposed again."""
+    class Search:
+        forgotten: list = []
+
+        def forget(self, samples):
+            self.forgotten.extend(samples)
+
+    batch, search = list(range(16)), Search()
+    now = time.monotonic()
+    assert tune_module._within_budget(batch, search, None, now - 100, 1.0) == batch
+    assert tune_module._within_budget(batch, search, 10.0, now - 7.0, 0.9) == [0, 1, 2]
+    assert search.forgotten == list(range(3, 16))
+    assert tune_module._within_budget(batch, search, 10.0, now - 9.9, 5.0) == [0]
+    assert tune_module._within_budget(batch, search, 10.0, now - 11.0, 0.1) == []
+
+
 def test_a_wrong_candidate_is_caught_recorded_and_warned_about(monkeypatch):
     """A legality bug, simulated: the first candidate's script is changed to compute
     something else before it is measured."""
