@@ -199,7 +199,7 @@ def _db(args: argparse.Namespace) -> int:
     rows = [{"workload": f"{w['name']} ({w['key'][:8]})",
              "target": w["target"] + (f" {w['arch']}" if w["arch"] else ""),
              "trials": w["records"], "errors": w["errors"], "best_seconds": w["best_seconds"],
-             "flops": _flops(w["script"])}
+             "baseline_seconds": w["baseline_seconds"], "flops": _flops(w["script"])}
             for w in workloads]
     Console().print(results_table(rows))
     return 0

@@ -281,6 +281,21 @@ def test_db_lists_the_workloads(tmp_path, kernels, capsys, monkeypatch):
         [f"scale ({workload.key[:8]})", "c", "2", "1", "2.000", gflops, "-"]
 
 
+def test_db_shows_the_speedup_over_the_function_as_given(tmp_path, kernels, capsys,
+                                                        monkeypatch):
+    """The tuner records the function as given (the sketch "baseline"); "vs baseline" is its
+    time over the best (it was always "-")."""
+    monkeypatch.setenv("COLUMNS", "150")
+    workload = Workload.of(load_function(f"{kernels}:scale"))
+    with Database(tmp_path / "tune.db") as db:
+        db.add(workload, Record("[]", "a", (2e-3,)))
+        db.add(workload, Record("[]", "base", (5e-3,), decisions='{"sketch": "baseline"}'))
+        db.add(workload, Record("[]", "c", (1e-3,), decisions='{"sketch": "tile_cpu(B)"}'))
+    assert main(["db", str(tmp_path / "tune.db")]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "scale" in line)
+    assert [c.strip() for c in row.strip("│").split("│")][-1] == "5.00x"
+
+
 def test_db_missing_file_is_one_line(tmp_path, capsys):
     assert main(["db", str(tmp_path / "none.db")]) == 1
     assert capsys.readouterr().err == f"sched db: error: no tuning database " \

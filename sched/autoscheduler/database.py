@@ -34,6 +34,7 @@ from pathlib import Path
 
 SCHEMA_VERSION = 1               # PRAGMA user_version of a file this module wrote
 BUSY_TIMEOUT = 30.0              # seconds SQLite waits for another writer's lock
+BASELINE = "baseline"            # the sketch named in the record of the function as given
 RETRY_SECONDS = 120.0            # how long a write retries "database is locked" in all
 
 _SCHEMA = ("""
@@ -281,16 +282,34 @@ class Database:
         best_seconds (the best record's figure as `best` ranks them: a re-timed schedule by
         the slower of its two figures; None when no record ran)."""
         rows = self._db.execute(
-            f"SELECT key, workloads.target, workloads.arch, name, script, COUNT(records.id), "
+            f"SELECT workloads.id, key, workloads.target, workloads.arch, name, script, "
+            f"COUNT(records.id), "
             f"COUNT(CASE WHEN records.error_kind IS NOT NULL OR records.error IS NOT NULL "
             f"THEN 1 END), MIN(CASE WHEN {_RAN} THEN {_RANKED} END) "
             f"FROM workloads LEFT JOIN records ON workloads.id = records.workload_id "
             f"LEFT JOIN retimes ON retimes.workload_id = records.workload_id AND "
             f"retimes.func_hash = records.func_hash "
             f"GROUP BY workloads.id ORDER BY workloads.id")
+        baselines = self._baseline_seconds()
         return [{"key": key, "target": target, "arch": arch or None, "name": name,
-                 "script": script, "records": count, "errors": errors, "best_seconds": best}
-                for key, target, arch, name, script, count, errors, best in rows]
+                 "script": script, "records": count, "errors": errors, "best_seconds": best,
+                 "baseline_seconds": baselines.get(workload_id)}
+                for workload_id, key, target, arch, name, script, count, errors, best in rows]
+
+    def _baseline_seconds(self) -> dict[int, float]:
+        """Each workload's time as given (the user's steps only: the tuner records it as a
+        candidate of the sketch "baseline"), where it ran."""
+        rows = self._db.execute(f"SELECT workload_id, decisions, median FROM records WHERE "
+                                f"{_RAN} AND decisions LIKE ?", (f"%{BASELINE}%",))
+        found: dict[int, float] = {}
+        for workload_id, decisions, median in rows:
+            try:
+                sketch = json.loads(decisions).get("sketch")
+            except (ValueError, AttributeError):
+                continue
+            if sketch == BASELINE and median is not None:
+                found[workload_id] = min(median, found.get(workload_id, math.inf))
+        return found
 
     def _workload_id(self, key: str, target: str, arch: str) -> int | None:
         row = self._db.execute("SELECT id FROM workloads WHERE key = ? AND target = ? AND "

@@ -29,7 +29,7 @@ import threading
 import time
 import warnings
 
-from sched.autoscheduler.database import Database, Record
+from sched.autoscheduler.database import BASELINE, Database, Record
 from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingOptions
 from sched.autoscheduler.search import EvolutionarySearch
 from sched.autoscheduler.space.sketch import SearchSpace
@@ -41,8 +41,8 @@ DEFAULT_ROUND = 16          # candidates measured per round
 RETIMED = 8                 # schedules re-timed at the end, at most (_retime_best)
 HOPELESS = 4.0              # a candidate whose checked run is this much slower than the best
                             # so far (or of its round) keeps that run as its time
-BASELINE = "baseline"       # the sketch named in the record of the function with the user's
-                            # steps only: a candidate too (a small kernel runs fastest as it is)
+# BASELINE (database.py): the sketch named in the record of the function with the user's steps
+# only: a candidate too (a small kernel runs fastest as it is)
 
 
 @dataclasses.dataclass
