@@ -65,7 +65,7 @@ def test_best_orders_by_median_and_skips_errors(tmp_path):
         [summary] = db.workloads()
     assert summary == {"key": workload.key, "target": "c", "arch": None, "name": "main",
                        "script": workload.script, "records": 5, "errors": 2,
-                       "best_seconds": 1e-3}
+                       "best_seconds": 1e-3, "baseline_seconds": None}
 
 
 def test_a_retimed_schedule_ranks_by_its_slower_figure(tmp_path):
