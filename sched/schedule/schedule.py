@@ -22,7 +22,7 @@ compute_location.py (sample_compute_location, and compute_at at its inline and r
 introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
 (set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
 (merge), padding.py (decompose_padding, can_decompose_padding), deferred_checks.py
-(concurrency_checked_at_end). ordered_axes.py holds the rule
+(concurrency_checked_at_end), loop_partition.py (loop_partition). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
 
@@ -40,6 +40,7 @@ from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loop_merge import LoopMergePrimitives
+from sched.schedule.loop_partition import LoopPartitionPrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
@@ -62,7 +63,8 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
                BlockIterPrimitives, LoopMergePrimitives,
-               PaddingPrimitives, DeferredCheckPrimitives, ScheduleBase):
+               PaddingPrimitives, DeferredCheckPrimitives, LoopPartitionPrimitives,
+               ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
