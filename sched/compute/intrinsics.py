@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 
 from sched.errors import DSLError
+from sched.ir import bit_intrinsics
 from sched.ir.dtype import is_float
 from sched.ir.nodes import Call, Cast, Expr, Select, convert, logical_and, logical_or
 from sched.ir.nodes import equal as equal
@@ -49,6 +50,39 @@ def hypot(x, y) -> Call: return _math("hypot", x, y)
 def copysign(x, y) -> Call: return _math("copysign", x, y)
 
 
+def _bit_intrinsic(build, *args) -> Expr:
+    """`build(*args)` of sched/ir/bit_intrinsics.py, a wrong dtype as a DSLError."""
+    try:
+        return build(*args)
+    except TypeError as error:
+        raise DSLError(str(error)) from None
+
+
+def reinterpret(dtype: str, x) -> Expr:
+    """The bits of `x` as a `dtype` value of the same width (TVM's `tir.reinterpret`)."""
+    return _bit_intrinsic(bit_intrinsics.reinterpret, dtype, convert(x))
+
+
+def popcount(x) -> Expr:
+    """The number of 1 bits of integer `x`, of x's dtype."""
+    return _bit_intrinsic(bit_intrinsics.popcount, convert(x))
+
+
+def clz(x) -> Expr:
+    """The number of leading 0 bits of integer `x` (its width for 0), int32."""
+    return _bit_intrinsic(bit_intrinsics.clz, convert(x))
+
+
+def ldexp(x, e) -> Expr:
+    """`x * 2**e` of a float `x` and an int32 `e`."""
+    return _bit_intrinsic(bit_intrinsics.ldexp, convert(x), e)
+
+
+def q_multiply_shift(x, y, q, s) -> Expr:
+    """TVM's fixed-point `round(x * y * 2**(s - q))` of int32 values (halves up)."""
+    return _bit_intrinsic(bit_intrinsics.q_multiply_shift, x, y, q, s)
+
+
 def abs(x) -> Expr:  # noqa: A001 - TVM's spelling
     x = convert(x)
     if is_float(x.dtype):
@@ -89,7 +123,8 @@ def any(*conditions) -> Expr:  # noqa: A001
     return logical_or(*conditions)
 
 
-__all__ = ["abs", "acos", "all", "any", "asin", "atan", "atan2", "cast", "copysign", "cos",
-           "cosh", "equal", "erf", "exp", "exp2", "fmod", "hypot", "if_then_else", "log",
-           "log10", "log1p", "log2", "not_equal", "power", "rsqrt", "sigmoid", "sin", "sinh",
-           "sqrt", "tan", "tanh", "Cast"]
+__all__ = ["abs", "acos", "all", "any", "asin", "atan", "atan2", "cast", "clz", "copysign",
+           "cos", "cosh", "equal", "erf", "exp", "exp2", "fmod", "hypot", "if_then_else",
+           "ldexp", "log", "log10", "log1p", "log2", "not_equal", "popcount", "power",
+           "q_multiply_shift", "reinterpret", "rsqrt", "sigmoid", "sin", "sinh", "sqrt", "tan",
+           "tanh", "Cast"]

@@ -53,6 +53,9 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 _INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xor": "({} ^ {})",
               "bitwise_not": "(~{})", "shift_left": "_rt.shift_left({}, {}, {bits})",
               "shift_right": "_rt.shift_right({}, {}, {bits})"}
+_BIT_CALLS = {"popcount": "_rt.popcount({}, {source!r})", "clz": "_rt.clz({}, {source!r})",
+              "reinterpret": "_rt.reinterpret({}, {source!r}, {target!r})",
+              "ldexp": "_rt.ldexp({}, {})"}
 _NUMPY_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
                "cos": "cos", "floor": "floor", "ceil": "ceil", "round": "rint", "pow": "power",
                "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
@@ -214,6 +217,9 @@ class Emitter:
                 f"interpret: T.{node.op} calls C or CUDA code the reference interpreter cannot "
                 f"run; check an opaque block with sched.build(..., extern_c=...) instead")
         args = [self.expr(arg) for arg in node.args]
+        if node.op in _BIT_CALLS:     # sched/ir/bit_intrinsics.py
+            return _BIT_CALLS[node.op].format(*args, source=node.args[0].dtype,
+                                              target=node.dtype)
         if node.op in _INT_CALLS:     # Python ints are two's complement of unbounded width
             return runtime.wrap_source(node.dtype, _INT_CALLS[node.op].format(
                 *args, bits=bits(node.dtype)))

@@ -108,6 +108,50 @@ def shift_right(a: int, b: int, bits: int) -> int:
     return a >> b if 0 <= b < bits else (-1 if a < 0 else 0)
 
 
+def popcount(a: int, dtype: str) -> int:
+    """The 1 bits of integer `a`'s two's complement pattern in `dtype`'s width."""
+    return bin(a & ((1 << bits(dtype)) - 1)).count("1")
+
+
+def clz(a: int, dtype: str) -> int:
+    """The leading 0 bits of integer `a`'s pattern in `dtype`'s width: the width for 0."""
+    return bits(dtype) - (a & ((1 << bits(dtype)) - 1)).bit_length()
+
+
+def reinterpret(value, source: str, target: str):
+    """The bits of a `source` value as a `target` value of the same width (a 16-bit float
+    rounded to its dtype first, as a store rounds it)."""
+    return from_bits(to_bits(value, source), target)
+
+
+def to_bits(value, dtype: str) -> int:
+    """The bit pattern of a `dtype` value, as an unsigned int."""
+    if dtype == "bfloat16":
+        return float_to_bfloat16(value)
+    if is_float(dtype):
+        stored = np.array(value, dtype=dtype)
+        return int(stored.view(f"uint{bits(dtype)}"))
+    return value & ((1 << bits(dtype)) - 1)
+
+
+def from_bits(pattern: int, dtype: str):
+    """The `dtype` value of bit pattern `pattern` (an unsigned int), as the interpreter holds
+    values of `dtype` (a 16-bit float in float32)."""
+    if dtype == "bfloat16":
+        return bfloat16_to_float(pattern)
+    if is_float(dtype):
+        value = np.array(pattern, dtype=f"uint{bits(dtype)}").view(dtype)[()]
+        return np.float32(value) if dtype == "float16" else value
+    return wrap_int(pattern, dtype)
+
+
+def ldexp(x, exponent: int):
+    """`x * 2**exponent` in x's float type, rounded once (libm's ldexp): inf beyond the
+    range, a subnormal or 0 below it."""
+    with np.errstate(all="ignore"):
+        return np.ldexp(x, np.int32(exponent))
+
+
 def truncated_div(a: int, b: int) -> int:
     """C's integer `/`: the quotient rounded toward zero; 0 by 0 (numpy's result)."""
     if b == 0:

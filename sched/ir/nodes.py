@@ -29,9 +29,15 @@ LOGIC_OPS = ("and", "or")
 MATH_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid", "pow",
                   "sin", "cos", "floor", "ceil", "round", "exp2", "log2", "log10", "log1p",
                   "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-                  "atan2", "fmod", "hypot", "copysign", "nextafter")
-# the math intrinsics of two operands (of one float dtype); the others take one
+                  "atan2", "fmod", "hypot", "copysign", "nextafter", "ldexp")
+# the math intrinsics of two operands (of one float dtype); the others take one, but for
+# `T.ldexp(x, e)`: x * 2**e of a float x and an int32 e (sched/ir/bit_intrinsics.py)
 BINARY_MATH = ("pow", "atan2", "fmod", "hypot", "copysign", "nextafter")
+# bit counts of an integer's two's complement pattern, TVM's: `T.popcount(x)` (of x's dtype),
+# `T.clz(x)` (int32; the width for 0); and `T.reinterpret("float32", x)`: the bits of x as a
+# value of another dtype of the same width (sched/ir/bit_intrinsics.py)
+BIT_FUNCTIONS = ("popcount", "clz")
+REINTERPRET = "reinterpret"
 # GPU intrinsics the lowering emits for the CUDA target only (never in block IR):
 # `T.shfl_down_sync(value, offset, lanes, width)` is `__shfl_down_sync` over the first `lanes`
 # lanes of the warp, in segments of `width` lanes (lower/cross_thread_reduction.py)
@@ -238,10 +244,11 @@ class Select(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Call(Expr):
-    """A math intrinsic (one of MATH_FUNCTIONS), an integer one (INT_FUNCTIONS) or, in the
-    CUDA lowering only, a GPU one (GPU_INTRINSICS).
+    """A math intrinsic (one of MATH_FUNCTIONS), an integer one (INT_FUNCTIONS, BIT_FUNCTIONS),
+    a bit cast (REINTERPRET) or, in the CUDA lowering only, a GPU one (GPU_INTRINSICS).
 
-    Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`,
+    Printed: `T.exp(x)`, `T.bitwise_and(a, b)`, `T.shift_right(a, 2)`, `T.popcount(a)`,
+    `T.reinterpret("int32", x)` (the result's dtype first, as TVM prints it),
     `T.shfl_down_sync(x, 16, 32, 32)`. Shifts of signed
     integers are arithmetic; a shift by a negative amount or by the bit width or more is
     undefined, as in C.

@@ -47,6 +47,7 @@ from sched.ir.nodes import (
     const,
     convert,
 )
+from sched.ir.parse_bits import BIT_CALLS, BitCallParser
 from sched.ir.parse_extern import EXTERN_PARSED, ExternCallParser
 from sched.ir.parse_intrin import INTRIN_CALLS, IntrinCallParser
 from sched.ir.parse_names import call_name, t_name
@@ -126,7 +127,7 @@ def _is_zero(expr: Expr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
 
 
-class ExprParser(ExternCallParser, VectorParser, IntrinCallParser):
+class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser):
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
     def __init__(self, line_offset: int = 0, filename: str | None = None,
@@ -550,6 +551,7 @@ _CALLS = {
     "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
     "likely": ("likely", 1),                                       # T.likely(c) -> c
     "shfl_down_sync": ("shuffle", 4),     # T.shfl_down_sync(value, offset, lanes, width)
+    **BIT_CALLS,                          # T.reinterpret, T.popcount... (parse_bits.py)
 }
 
 

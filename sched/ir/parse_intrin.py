@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import ast
 
-from sched.ir.nodes import INT_FUNCTIONS, MATH_FUNCTIONS
+from sched.ir.nodes import BIT_FUNCTIONS, INT_FUNCTIONS, MATH_FUNCTIONS
 
 INTRIN_CALLS = ("call_intrin", "call_pure_intrin")
 # TVM's op name (without "tir.") -> the T.<name> sched reads
 KNOWN_INTRINSICS = {
-    **{name: name for name in MATH_FUNCTIONS + INT_FUNCTIONS},
+    **{name: name for name in MATH_FUNCTIONS + INT_FUNCTIONS + BIT_FUNCTIONS},
+    "q_multiply_shift": "q_multiply_shift",
     "fabs": "abs", "if_then_else": "if_then_else", "likely": "likely",
 }
 

@@ -29,6 +29,7 @@ from sched.ir.dtype import INDEX_DTYPE
 from sched.ir.functor import collect, free_vars
 from sched.ir.module import IRModule
 from sched.ir.nodes import (
+    REINTERPRET,
     Allocate,
     Assume,
     AsyncCommit,
@@ -166,10 +167,11 @@ def _not(e: Not) -> tuple[str, int]:
 
 
 def _call(e: Call) -> str:
-    """`T.exp(x)`; an opaque call with its result dtype first, as TVM prints it:
-    `T.call_extern("float32", "f", x)` (`T.call_packed("f", x)` has none)."""
+    """`T.exp(x)`; an opaque call or a bit cast with its result dtype first, as TVM prints
+    them: `T.call_extern("float32", "f", x)` (`T.call_packed("f", x)` has none),
+    `T.reinterpret("int32", x)`."""
     args = [_text(a) for a in e.args]
-    if e.op in ("call_extern", "call_pure_extern"):
+    if e.op in ("call_extern", "call_pure_extern", REINTERPRET):
         args.insert(0, json.dumps(e.dtype))
     return f"T.{e.op}({', '.join(args)})"
 

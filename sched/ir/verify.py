@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from sched.ir.bit_intrinsics import call_problem
 from sched.ir.dtype import DTYPES, is_int
 from sched.ir.extern import ADDRESS_OF
 from sched.ir.functor import IRVisitor, collect
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     ARITH_OPS,
+    BIT_FUNCTIONS,
     COMPARE_OPS,
     EXTERN_CALLS,
     FOR_KINDS,
@@ -35,6 +37,7 @@ from sched.ir.nodes import (
     ITER_KINDS,
     LOGIC_OPS,
     MATH_FUNCTIONS,
+    REINTERPRET,
     SCOPES,
     Allocate,
     Assume,
@@ -224,9 +227,13 @@ class _Verifier(IRVisitor):
             if not is_int(node.dtype) or any(a.dtype != node.dtype for a in node.args):
                 self.fail(f"T.{node.op} needs integer operands of its dtype {node.dtype}, got "
                           f"{', '.join(a.dtype for a in node.args)}")
+        elif node.op in (*BIT_FUNCTIONS, REINTERPRET, "ldexp"):
+            problem = call_problem(node)
+            if problem is not None:
+                self.fail(problem)
         elif node.op not in MATH_FUNCTIONS + GPU_INTRINSICS:
             self.fail(f"unknown intrinsic {node.op!r}: expected one of "
-                      f"{MATH_FUNCTIONS + INT_FUNCTIONS}")
+                      f"{MATH_FUNCTIONS + INT_FUNCTIONS + BIT_FUNCTIONS + (REINTERPRET,)}")
         self.visit_children(node)
 
     def visit_Evaluate(self, node: Evaluate) -> None:
