@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sched.c import dtypes
+from sched.c.bit_intrinsics import BitCallEmitter
 from sched.c.int_ranges import IntRanges, unsigned_c_type
 from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode
@@ -28,8 +29,10 @@ from sched.ir.dtype import bits, is_float, is_int, max_value
 from sched.ir.extern import ADDRESS_OF, addressed_storages
 from sched.ir.functor import collect
 from sched.ir.nodes import (
+    BIT_FUNCTIONS,
     EXTERN_CALLS,
     INT_FUNCTIONS,
+    REINTERPRET,
     Allocate,
     Assume,
     BinaryOp,
@@ -90,7 +93,7 @@ def generate_c(lowered: PrimFunc, *, fast_math: bool = False, extern_c: str = ""
     return emitter.emit()
 
 
-class _CEmitter:
+class _CEmitter(BitCallEmitter):
     RESTRICT = "restrict"                   # how the language spells a non-aliasing pointer
     STORAGE_TYPES = dtypes.STORAGE_TYPES    # element and parameter types
     TAKEN: tuple[str, ...] = ()             # identifiers the emitter itself declares
@@ -355,6 +358,8 @@ class _CEmitter:
             name, *args = node.args
             return f"{name.value}({', '.join(self.expr(a) for a in args)})", _ATOM
         args = [self.expr(arg) for arg in node.args]
+        if node.op in BIT_FUNCTIONS or node.op == REINTERPRET:
+            return self.expr_bit_call(node, args), _ATOM
         if node.op in _SHIFTS and not self.count_in_range(node.args[1], node.dtype):
             # a count C leaves undefined: numpy's result (dtypes.shift_source)
             helper = f"sched_{_SHIFTS[node.op]}_{dtypes.shift_type(node.dtype)}"

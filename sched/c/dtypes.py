@@ -87,7 +87,8 @@ _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf
          "ceil": "ceil", "round": "nearbyint",  # round: half to even, like numpy and TVM
          **{name: name for name in ("exp2", "log2", "log10", "log1p", "tan", "asin", "acos",
                                     "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-                                    "atan2", "fmod", "hypot", "copysign", "nextafter")}}
+                                    "atan2", "fmod", "hypot", "copysign", "nextafter",
+                                    "ldexp")}}   # ldexp(x, e): an int e
 
 
 def math_call(op: str, args: list[str], dtype: str) -> str:
@@ -210,6 +211,10 @@ def saturating_cast_source(name: str, source: str, target: str) -> str:
 def helper_source(name: str) -> str:
     """The C definition of helper `name`: `sched_<op>_<short type>`."""
     _, op, short = name.split("_", 2)
+    from sched.c import bit_intrinsics  # (which builds on this module)
+
+    if op in bit_intrinsics.HELPER_OPS:      # clz, tobits, frombits
+        return bit_intrinsics.helper_source(op, short)
     if op == "saturate":      # sched_saturate_<float short>_<int short>
         source, target = (_DTYPE_OF_SHORT[part] for part in short.split("_"))
         return saturating_cast_source(name, source, target)
