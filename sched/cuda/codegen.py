@@ -30,6 +30,7 @@ from sched.c.names import function_identifier
 from sched.cuda import mma, mma_operands, wmma
 from sched.cuda.alignment import ParamAlignments
 from sched.cuda.async_copy import AsyncCopyEmitter
+from sched.cuda.bit_intrinsics import CudaBitCalls
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, substitute
 from sched.ir.nodes import (
@@ -133,7 +134,7 @@ def generate_cuda(lowered: PrimFunc, launch: LaunchConfig
     return emitter.emit(), function_identifier(lowered.name), emitter.aligned_params
 
 
-class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
+class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
     RESTRICT = "__restrict__"
     STORAGE_TYPES = _STORAGE
     TAKEN = ("sched_shared", "sched_dst")
@@ -166,7 +167,8 @@ class _CudaEmitter(AsyncCopyEmitter, _CEmitter):
         self.stmt(self.func.body)
         dtypes_used = {b.dtype for b in self.func.buffers} | {
             a.buffer.dtype for a in collect(self.func.body, Allocate)} | {
-            p.dtype for p in self.func.params if isinstance(p, Var)}    # 16-bit float scalars
+            p.dtype for p in self.func.params if isinstance(p, Var)} | {    # 16-bit scalars
+            a.dtype for c in collect(self.func.body, Call) for a in (c, *c.args)}  # bit casts
         includes = []
         if "float16" in dtypes_used:
             includes.append("#include <cuda_fp16.h>")

@@ -90,6 +90,12 @@ inline __half __int2half_rn(int i) { return __half((float)i); }
 inline __half __ushort_as_half(unsigned short bits) { __half h; h.__x = bits; return h; }
 inline unsigned short __half_as_ushort(__half h) { return h.__x; }
 inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short bits) {
+    __nv_bfloat16 b;
+    b.__x = bits;
+    return b;
+}
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 inline __half2 __floats2half2_rn(float a, float b) { return {__half(a), __half(b)}; }

@@ -77,6 +77,7 @@ inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8)
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline unsigned __brev(unsigned x) {
     unsigned r = 0;
