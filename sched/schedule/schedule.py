@@ -22,7 +22,8 @@ compute_location.py (sample_compute_location, and compute_at at its inline and r
 introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
 (set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
 (merge), padding.py (decompose_padding, can_decompose_padding), deferred_checks.py
-(concurrency_checked_at_end), loop_partition.py (loop_partition). ordered_axes.py holds the rule
+(concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
+(sample_partitioned_tile). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
 
@@ -45,6 +46,7 @@ from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
 from sched.schedule.padding import PaddingPrimitives
+from sched.schedule.partitioned_tile import PartitionedTileSampling
 from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.reindex import ReindexPrimitives
@@ -64,7 +66,7 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
                BlockIterPrimitives, LoopMergePrimitives,
                PaddingPrimitives, DeferredCheckPrimitives, LoopPartitionPrimitives,
-               ScheduleBase):
+               PartitionedTileSampling, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
