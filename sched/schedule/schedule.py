@@ -23,7 +23,7 @@ introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_prop
 (set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
 (merge), padding.py (decompose_padding, can_decompose_padding), deferred_checks.py
 (concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
-(sample_partitioned_tile). ordered_axes.py holds the rule
+(sample_partitioned_tile), cache_inplace.py (cache_inplace). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
 
@@ -35,6 +35,7 @@ from sched.schedule.block_iters import BlockIterPrimitives
 from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
 from sched.schedule.buffer_properties import BufferPropertyPrimitives
+from sched.schedule.cache_inplace import CacheInplacePrimitives
 from sched.schedule.compute_location import ComputeLocationPrimitives
 from sched.schedule.deferred_checks import DeferredCheckPrimitives
 from sched.schedule.introspection import IntrospectionPrimitives
@@ -66,7 +67,7 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
                BlockIterPrimitives, LoopMergePrimitives,
                PaddingPrimitives, DeferredCheckPrimitives, LoopPartitionPrimitives,
-               PartitionedTileSampling, ScheduleBase):
+               PartitionedTileSampling, CacheInplacePrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
