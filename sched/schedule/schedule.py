@@ -21,7 +21,8 @@ tensor_intrin.py, the matching in tensorize_match.py), annotations.py (unannotat
 compute_location.py (sample_compute_location, and compute_at at its inline and root marks),
 introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
 (set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
-(merge), padding.py (decompose_padding, can_decompose_padding), deferred_checks.py
+(merge), padding.py (decompose_padding, can_decompose_padding), pad_einsum.py
+(pad_einsum), deferred_checks.py
 (concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
 (sample_partitioned_tile), cache_inplace.py (cache_inplace). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
@@ -46,6 +47,7 @@ from sched.schedule.loop_partition import LoopPartitionPrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
 from sched.schedule.memory import MemoryPrimitives
+from sched.schedule.pad_einsum import PadEinsumPrimitives
 from sched.schedule.padding import PaddingPrimitives
 from sched.schedule.partitioned_tile import PartitionedTileSampling
 from sched.schedule.placement import PlacementPrimitives
@@ -66,8 +68,9 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                ReindexCachePrimitives, TensorizePrimitives, AnnotationPrimitives,
                ComputeLocationPrimitives, IntrospectionPrimitives, BufferPropertyPrimitives,
                BlockIterPrimitives, LoopMergePrimitives,
-               PaddingPrimitives, DeferredCheckPrimitives, LoopPartitionPrimitives,
-               PartitionedTileSampling, CacheInplacePrimitives, ScheduleBase):
+               PaddingPrimitives, PadEinsumPrimitives, DeferredCheckPrimitives,
+               LoopPartitionPrimitives, PartitionedTileSampling, CacheInplacePrimitives,
+               ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
