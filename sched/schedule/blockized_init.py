@@ -26,8 +26,18 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.names import fresh
-from sched.ir.nodes import Block, BlockRealize, For, PrimFunc, Var, conjuncts, logical_and
+from sched.ir.nodes import (
+    Block,
+    BlockRealize,
+    For,
+    IntImm,
+    PrimFunc,
+    Var,
+    conjuncts,
+    logical_and,
+)
 from sched.ir.regions import infer_block_regions
+from sched.ir.simplify import simplify
 from sched.schedule.scope import block_names, splice, taken_names
 from sched.schedule.state import path_to, replace_in
 
@@ -94,14 +104,21 @@ def init_copy_nest(block: Block, spatial, predicate, loops: list[For], dropped: 
                    taken: set[str]):
     """`block` realized at the values of its `spatial` bindings ((iter var, value) pairs)
     under copies of those of `loops` the values use (fresh `<loop>_init` variables, named in
-    `taken`), with the conjuncts of `predicate` on the other loops or on `dropped` variables
-    left out: the nest an init block is hoisted in (decompose_reduction)."""
+    `taken`), with the conjuncts of `predicate` on the other loops taken at those loops'
+    first values and those on `dropped` variables left out: the nest an init block is
+    hoisted in (decompose_reduction)."""
     used = {var for _, value in spatial for var in free_vars(value)}
     chosen = [lp for lp in loops if lp.loop_var in used]
     dropped = ({lp.loop_var for lp in loops} - used) | dropped
     copies = {lp.loop_var: Var(fresh(f"{lp.loop_var.name}_init", taken), lp.loop_var.dtype)
               for lp in chosen}
-    kept = logical_and(*[c for c in conjuncts(predicate) if not set(free_vars(c)) & dropped])
+    # a conjunct on loops left out holds for the init where it holds at their first values
+    # (an element's first point, where its init ran: decompose_reduction compares domains)
+    firsts = {lp.loop_var: lp.min for lp in loops if lp.loop_var in dropped and
+              not set(free_vars(lp.min)) & dropped}
+    at_firsts = [simplify(substitute(c, firsts)) for c in conjuncts(predicate)]
+    kept = logical_and(*[c for c in at_firsts if not set(free_vars(c)) & dropped
+                         and c != IntImm(1, "bool")])
     stmt = BlockRealize(tuple(substitute(v, copies) for _, v in spatial),
                         substitute(kept, copies), block)
     for lp in reversed(chosen):

@@ -21,13 +21,16 @@ from sched.schedule.scope import refusal
 
 
 def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,
-                              render: bool) -> None:
+                              render: bool, every_point: bool = True) -> None:
     """Refuse unless the loops run each instance of the reduction block at most once, every
     point of the reduce domain for each output element, the first at the domain's first point
     (isl). rfactor and decompose_reduction rely on it: both run the init once per output
     element, before every update, which is the original's meaning only then. A many-to-one
     binding (`vk = (k * k) // 2`) runs the init again; a reversed one (`vk = 15 - k`) runs it
-    after the other updates."""
+    after the other updates. Without `every_point`, an element's points after its first may
+    be skipped (a predicate of a split that does not divide): decompose_reduction, which
+    compares the init's instances and order before and after, asks only that the first point
+    runs wherever another does."""
     block = realize.block
     # isl names of our own: loops l<i>, iteration variables v<i>, outer variables p<i>
     # parameters: the function's symbolic dims and scalars, and the variables of the blocks
@@ -83,7 +86,8 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
                                for n, (iv, _) in zip(r_names, reduce)] or ["true"])
     problem = _runs_once_problem(params, loop_text, tuple(names), len(s_names),
                                  " and ".join(constraints) or "true", dims,
-                                 " and ".join(box[len(s_names):]) or "true", first_text)
+                                 " and ".join(box[len(s_names):]) or "true", first_text,
+                                 every_point)
     if problem is not None:
         shown = ", ".join(f"{iv.var.name} = {v.script()}" for iv, v in reduce)
         raise refusal(primitive, f"the loops of block {block.name!r} ({shown}) {problem}; "
@@ -96,12 +100,12 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
 @functools.lru_cache(maxsize=1 << 10)
 def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spatial: int,
                        constraints: str, dims: str, reduce_box: str,
-                       first_text: str) -> str | None:
+                       first_text: str, every_point: bool = True) -> str | None:
     """isl's part of `check_reduction_runs_once`, a function of its texts only (so
     remembered by them): why the loops `[loop_text] -> [names]` (the first `spatial` names
     the spatial iteration variables, the others the reduce ones) under `constraints` do not
-    run the reduction once per point of `reduce_box`, starting at `first_text`; None when
-    they do."""
+    run the reduction once per point of `reduce_box` (`every_point`; else at least its first
+    point wherever they run one), starting at `first_text`; None when they do."""
     s_names, r_names = names[:spatial], names[spatial:]
     mapping = read_map(f"{params}{{ [{loop_text}] -> [{', '.join(names)}] : {constraints} }}") \
         .intersect_params(read_set(f"{params}{{ : {dims} }}"))
@@ -121,8 +125,11 @@ def _runs_once_problem(params: str, loop_text: str, names: tuple[str, ...], spat
         return "run some instances more than once (a many-to-one binding)"
     if not points.is_subset(read_set(f"{params}{{ [{', '.join(names)}] : {reduce_box} }}")):
         return "run reduction instances outside the reduce domain"
-    if not full.is_subset(points):
+    if every_point and not full.is_subset(points):
         return "skip some points of the reduce domain (the init may never run)"
+    if not every_point and not first_points.range().is_subset(points):
+        return ("skip the first point of the reduce domain for some elements whose other "
+                "points run (the init there never runs)")
     if not _starts_at_first_point(mapping, first_points, len(s_names)):
         return ("do not start each reduction at the first point of the reduce domain, "
                 "where the init runs: the original runs its init after some updates")

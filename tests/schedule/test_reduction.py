@@ -249,6 +249,49 @@ def test_decompose_reduction_refuses_moving_the_init_before_a_write_it_overwrite
     sch.decompose_reduction(sch.get_block("C"), k)     # inside i, after E: legal
 
 
+def test_decompose_reduction_under_a_split_that_does_not_divide_takes_the_first_point(rng):
+    """A split by 8 of a reduction over n leaves the last points of some elements out (the
+    predicate), never their first: the init is hoisted with the predicate at the first
+    point (audit, helper-38: refused as "the init may never run", an rfactor block too)."""
+    n = te.var("n")
+    A = te.placeholder((4, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    func = te.create_prim_func([A, te.compute((4,), lambda i: te.sum(A[i, k], axis=k),
+                                              name="B")])
+    sch = sched.Schedule(func)
+    _, kl = sch.get_loops(sch.get_block("B"))
+    sch.split(kl, factors=[None, 8])
+    rf = sch.rfactor(sch.get_loops(sch.get_block("B"))[2], 0)
+    sch.decompose_reduction(rf, sch.get_loops(rf)[1])
+    script = sch.func.script()
+    assert "for k_1_init in range(8):" in script and "T.where(k_1_init < n)" in script
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+    kernel = sched.build(sch.func, target="c")
+    for size in (1, 3, 8, 9, 20):
+        a = rng.standard_normal((4, size), np.float32)
+        b = np.full(4, np.nan, np.float32)
+        kernel(a, b)
+        assert_close(b, a.sum(1))
+
+
+def test_decompose_reduction_refuses_a_predicate_that_skips_the_first_point():
+    """An element whose first reduce point does not run never ran its init: hoisting it
+    would start the sum from 0 where the original accumulated onto what was there."""
+    @T.prim_func
+    def skip_first(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
+        for i, k in T.grid(4, 8):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                T.where(k >= 2)
+                with T.init():
+                    B[vi] = T.float32(0.0)
+                B[vi] = B[vi] + A[vi, vk]
+
+    sch = sched.Schedule(skip_first)
+    with pytest.raises(ScheduleError, match="skip the first point of the reduce domain"):
+        sch.decompose_reduction(sch.get_block("B"), sch.get_loops(sch.get_block("B"))[1])
+
+
 # --------------------------------------------------------------------------------------------
 # rfactor
 
