@@ -51,6 +51,7 @@ from sched.schedule.needed_region import (
     exact_box,
     guards,
     invariant,
+    largest_extent,
     relaxed_box,
 )
 from sched.schedule.state import (
@@ -162,10 +163,15 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
                                                 buffer.scope == "shared")
         bound = relaxed[buffer.name][d]
         if bound is None or not invariant(func, bound.extent):
-            raise ScheduleError(primitive, f"dimension {d} of the region of {buffer.name!r} "
-                                f"under loop {loop.loop_var.name!r} has the extent "
-                                f"{box.extent.script()}, which changes with the loops, and "
-                                f"no linear bound that does not")
+            largest = largest_extent(func, loop, box.extent)
+            if largest is None:
+                raise ScheduleError(primitive, f"dimension {d} of the region of "
+                                    f"{buffer.name!r} under loop {loop.loop_var.name!r} has the "
+                                    f"extent {box.extent.script()}, which changes with the "
+                                    f"loops and has no bound that does not (sched bounds "
+                                    f"linear forms and affine pieces); compute it at a loop "
+                                    f"further out, or split so that the tiles divide")
+            bound = Range(box.min, largest)
         result.append((bound.min, bound.extent, True))
     return result
 

@@ -3,11 +3,14 @@
 `exact_box` asks isl (`polyhedral.buffer_region`) for the box one iteration of a loop touches.
 Under a guarded (non-dividing) split that box changes size from iteration to iteration; then
 `relaxed_box` spans the accesses with the loops between running in full (TVM's relaxation), on
-linear forms of the loop variables, and `guards` gives the `T.where` conditions that keep a
-regenerated loop inside the block's domain.
+linear forms of the loop variables, or `largest_extent` takes the largest size isl finds over
+the loops (a fused or non-dividing tile's pieces), and `guards` gives the `T.where`
+conditions that keep a regenerated loop inside the block's domain.
 """
 
 from __future__ import annotations
+
+import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
@@ -26,7 +29,14 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import buffer_region
-from sched.polyhedral.isl_expr import to_isl
+from sched.polyhedral.isl_expr import (
+    isl_name,
+    pw_aff_to_expr,
+    range_constraint,
+    to_isl,
+    to_isl_comparison,
+)
+from sched.polyhedral.isl_text import read_set
 from sched.schedule.inlining import block_accesses
 from sched.schedule.state import (
     enclosing_loops,
@@ -208,6 +218,37 @@ def relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
         extent = _combine({**highs[0], 1: high + 1}, {**lows[0], 1: low}, -1)
         box.append(Range(_to_expr({**lows[0], 1: low}), _to_expr(extent)))
     return box
+
+
+def largest_extent(func: PrimFunc, loop: For, extent: Expr) -> Expr | None:
+    """The largest value of `extent` (affine, or pieces of affine ones: the region of one
+    iteration of a fused or non-dividing tile) over the ranges of `loop` and the loops around
+    it, as an expression of the function's parameters alone (`T.min(n + 2, 6)`); None where
+    isl cannot read it. The box from the region's exact start over it
+    covers every iteration's region (the guards keep it in the domain)."""
+    loops = [*enclosing_loops(func, loop), loop]
+    constraints = [range_constraint(lp.loop_var, lp.min, lp.extent) for lp in loops]
+    value = to_isl_comparison("e", "=", extent)
+    if value is None or any(c is None for c in constraints):
+        return None
+    loop_names = [isl_name(lp.loop_var) for lp in loops]
+    params = [isl_name(v) for v in func.symbolic_vars]
+    known = {*loop_names, *params, "e"}
+    if any(isl_name(v) not in known for e in (extent, *[x for lp in loops for x in
+                                                        (lp.min, lp.extent)])
+           for v in free_vars(e)):
+        return None
+    positive = [f"{p} >= 1" for p in params]
+    space = f"[{', '.join(params)}] -> "
+    values = read_set(f"{space}{{ [{', '.join(loop_names)}, e] : "
+                      f"{' and '.join([*constraints, *positive, value])} }}")
+    if values.is_empty():
+        return None
+    values = values.project_out(isl.dim_type.set, 0, len(loops))
+    largest = values.dim_max(0).coalesce()   # pieces of affine functions of the parameters
+    context = read_set(f"{space}{{ : {' and '.join(positive) or 'true'} }}")
+    return simplify(pw_aff_to_expr(largest, context, {isl_name(v): v
+                                                      for v in func.symbolic_vars}))
 
 
 def _provably(difference: dict) -> bool:

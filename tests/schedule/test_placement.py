@@ -637,3 +637,33 @@ def main(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
     sch = sched.Schedule(func)
     with pytest.raises(sched.ScheduleError, match="compute_at"):
         sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+
+
+def padded_stencil(n):
+    """B: A padded by a row above and below; C[i] = B[i] + 2 B[i + 1] + 3 B[i + 2]."""
+    A = te.placeholder((n, 6), name="A")
+    B = te.compute((n + 2, 6), lambda i, j: te.if_then_else(
+        te.all(i >= 1, i <= n), A[i - 1, j], 0.0), name="B")
+    C = te.compute((n, 6), lambda i, j: B[i, j] + B[i + 1, j] * 2.0 + B[i + 2, j] * 3.0,
+                   name="C")
+    return te.create_prim_func([A, C])
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_compute_at_a_fused_tile_that_does_not_divide_takes_its_largest_region(symbolic, rng):
+    """Under a split by 4 whose inner loops are fused, the rows of B one iteration needs are
+    6, or fewer in the last: isl's largest size over the loops bounds the new loop (audit,
+    helper-38: refused, "no linear bound"), the guard keeps it in B's domain."""
+    sch = sched.Schedule(padded_stencil(te.var("n") if symbolic else 13))
+    io, ii = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+    sch.fuse(ii, sch.get_loops(sch.get_block("C"))[2])
+    sch.compute_at(sch.get_block("B"), io)
+    script = sch.func.script()
+    assert ("T.if_then_else(n >= 4, 6, n + 2)" if symbolic else "T.grid(6, 6)") in script
+    kernel = sched.build(sch.func, target="c")
+    for n in ((1, 2, 3, 5, 9, 13) if symbolic else (13,)):
+        a = rng.standard_normal((n, 6), np.float32)
+        c = np.full((n, 6), np.nan, np.float32)
+        kernel(a, c)
+        p = np.concatenate([np.zeros((1, 6), np.float32), a, np.zeros((1, 6), np.float32)])
+        assert_close(c, p[:-2] + 2 * p[1:-1] + 3 * p[2:])
