@@ -345,7 +345,8 @@ class _Concurrency:
 
     def reason(self, dep: Dependence) -> str:
         name = self.name
-        what = "a reduction" if dep.is_reduction else f"a {dep.kind} dependence"
+        article = "an" if dep.kind in ("anti", "output") else "a"
+        what = "a reduction" if dep.is_reduction else f"{article} {dep.kind} dependence"
         reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
         if not (self.under(dep.source) and self.under(dep.sink)):
             other = dep.sink if self.under(dep.source) else dep.source

@@ -280,7 +280,10 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     store = _single_store(block, primitive, "block", exact=False)
     if realize.predicate != TRUE:
         raise ScheduleError(primitive, f"block {block_name!r} runs under the predicate "
-                            f"{realize.predicate.script()}: inline it before splitting its loops")
+                            f"{realize.predicate.script()} (from a split that does not "
+                            f"divide, or from compute_at / reverse_compute_at); "
+                            f"reverse_compute_inline takes a block without one: inline it "
+                            f"before the step that made it")
     loading = [load.buffer.name for value in realize.iter_values
                for load in collect(value, BufferLoad)]
     if loading:

@@ -318,3 +318,16 @@ def test_two_loops_on_one_thread_axis_exchange_only_through_shared_memory(func, 
     expected = np.zeros(8, np.float32)
     expected[1:] = 2 * a[1:] + 2 * a[:-1]
     assert_close(d, expected)
+
+
+def test_the_refusal_of_a_loop_carrying_an_output_dependence_reads_well():
+    @T.prim_func
+    def last_wins(A: T.Buffer((8,), "float32"), B: T.Buffer((1,), "float32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[0] = A[vi]
+
+    sch = sched.Schedule(last_wins)
+    with pytest.raises(ScheduleError, match="loop 'i' carries an output dependence of block B"):
+        sch.parallel(sch.get_loops(sch.get_block("B"))[0])

@@ -667,3 +667,21 @@ def test_compute_at_a_fused_tile_that_does_not_divide_takes_its_largest_region(s
         kernel(a, c)
         p = np.concatenate([np.zeros((1, 6), np.float32), a, np.zeros((1, 6), np.float32)])
         assert_close(c, p[:-2] + 2 * p[1:-1] + 3 * p[2:])
+
+
+def test_reverse_compute_inline_under_a_predicate_names_where_it_may_come_from():
+    """The predicate of D came from reverse_compute_at under a split that does not divide;
+    the refusal said "inline it before splitting its loops" of loops D never had."""
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((n,), lambda i: C[i] * C[i],
+                                                            name="D")]))
+    io, _ = sch.split(sch.get_loops(sch.get_block("B"))[0], factors=[None, 4])
+    sch.reverse_compute_at(sch.get_block("C"), io)
+    sch.reverse_compute_at(sch.get_block("D"), io)
+    with pytest.raises(ScheduleError, match=r"runs under the predicate .* \(from a split that "
+                                            r"does not divide, or from compute_at / "
+                                            r"reverse_compute_at\).*before the step that made"):
+        sch.reverse_compute_inline(sch.get_block("D"))
