@@ -12,7 +12,18 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.dtype import INDEX_DTYPE, bits, is_int, max_value, min_value
-from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Not, Select, Var, binary, const
+from sched.ir.nodes import (
+    ARITH_OPS,
+    BinaryOp,
+    Cast,
+    Expr,
+    IntImm,
+    Not,
+    Select,
+    Var,
+    binary,
+    const,
+)
 from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.names import isl_name
 
@@ -85,6 +96,7 @@ def to_isl_comparison(left: str, op: str, expr: Expr) -> str | None:
     `expr` may hold selects with affine conditions (`T.if_then_else(n == 4, 2, (n + 1) // 2)`,
     as bounds from isl come back piecewise): one disjunct per piece; None when a piece or a
     condition is not affine."""
+    expr = _selects_lifted(expr)
     if isinstance(expr, Select) and is_int(expr.dtype):
         condition = to_isl_condition(expr.condition)
         then = to_isl_comparison(left, op, expr.true_value)
@@ -94,6 +106,22 @@ def to_isl_comparison(left: str, op: str, expr: Expr) -> str | None:
         return f"((({condition}) and ({then})) or ((not ({condition})) and ({otherwise})))"
     text = to_isl(expr)
     return None if text is None else f"{left} {op} {text}"
+
+
+def _selects_lifted(expr: Expr) -> Expr:
+    """`expr` with a select inside integer arithmetic lifted to the top, one branch each
+    (`T.min(T.if_then_else(c, m, n), m)` is `T.if_then_else(c, T.min(m, m), T.min(n, m))`):
+    to_isl_comparison reads selects there only."""
+    if not (isinstance(expr, BinaryOp) and expr.op in ARITH_OPS and is_int(expr.dtype)):
+        return expr
+    a, b = _selects_lifted(expr.a), _selects_lifted(expr.b)
+    for index, side in enumerate((a, b)):
+        if isinstance(side, Select) and is_int(side.dtype):
+            def branch(value, index=index):
+                return _selects_lifted(binary(expr.op, *((value, b) if index == 0 else
+                                                          (a, value))))
+            return Select(side.condition, branch(side.true_value), branch(side.false_value))
+    return expr if (a, b) == (expr.a, expr.b) else binary(expr.op, a, b)
 
 
 def to_isl_condition(expr: Expr) -> str | None:

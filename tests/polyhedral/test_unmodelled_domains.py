@@ -72,6 +72,20 @@ def test_a_piecewise_bound_becomes_one_disjunct_per_piece():
     assert to_isl_comparison("x", "<", binary("mul", n, n)) is None
 
 
+def test_a_select_inside_min_reads_as_its_pieces():
+    """The write-back loop of a cache_write of a partial region has the extent
+    T.min(T.if_then_else(n >= m + 1, m, n), m) (isl's piecewise bound, then the buffer's):
+    read as pieces, not over-approximated to m (audit, helper-38)."""
+    n, m = Var("n", "int32"), Var("m", "int32")
+    extent = binary("min", Select(binary("ge", n, binary("add", m, const(1, "int32"))), m, n), m)
+    text = to_isl_comparison("x", "<", extent)
+    got = isl.Set(f"[n, m] -> {{ [x] : 0 <= x and {text} }}")
+    assert got.is_equal(isl.Set("[n, m] -> { [x] : 0 <= x < n and x < m }"))
+    deeper = binary("add", binary("mul", extent, const(2, "int32")), const(1, "int32"))
+    got = isl.Set(f"[n, m] -> {{ [x] : 0 <= x and {to_isl_comparison('x', '<', deeper)} }}")
+    assert got.is_equal(isl.Set("[n, m] -> { [x] : 0 <= x < 2n + 1 and x < 2m + 1 }"))
+
+
 def test_a_changed_statement_seen_only_in_part_is_refused():
     """A nest whose extent the model cannot see (n * n): its domain is over-approximated, so
     two such domains being equal proves nothing."""
