@@ -32,9 +32,11 @@ it, so nothing else in that statement may write an input or touch the output.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from sched.errors import ScheduleError
-from sched.ir.functor import collect
+from sched.ir.dtype import is_int
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     BinaryOp,
     Block,
@@ -42,6 +44,8 @@ from sched.ir.nodes import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Cast,
+    FloatImm,
     For,
     IntImm,
     IterVar,
@@ -181,7 +185,15 @@ def _accesses(block: Block, store: BufferStore) -> dict[str, _Access]:
 
 def _check_spatial(block: Block, growing: set, output: _Access) -> None:
     """A growing spatial variable must index the output (its padded instances then write the
-    output's padding only)."""
+    output's padding only); the output's indices must be distinct (the copy back copies the
+    whole box of them: `C[vi, vi]` wrote only its diagonal)."""
+    variables = [i for i in output.indices if isinstance(i, Var)]
+    if len(set(variables)) != len(variables):
+        written = ", ".join(i.script() for i in output.indices)
+        raise ScheduleError(PRIMITIVE, f"block {block.name!r} stores {output.buffer.name}"
+                            f"[{written}], a variable at two indices: copying the padded "
+                            f"output back would overwrite the elements it never wrote; "
+                            f"pad_einsum takes an output indexed by distinct variables")
     for iv in block.iter_vars:
         if iv.kind == "spatial" and iv.var in growing and iv.var not in output.indices:
             raise ScheduleError(PRIMITIVE, f"spatial variable {iv.var.name!r} of block "
@@ -213,16 +225,37 @@ def _check_reductions(block: Block, store: BufferStore, growing: set,
         for name, access in accesses.items():
             if name != store.buffer.name and iv.var in access.indices:
                 zeros[name] = const(0, access.buffer.dtype)
-        value = simplify(_zero_loads(store.value, zeros))
-        zero = const(0, own.dtype)
-        kept = value == own or (isinstance(value, BinaryOp) and value.op == "add" and (
-            (value.a == own and value.b == zero) or (value.a == zero and value.b == own)))
-        if not kept:
+        substituted = _zero_loads(store.value, zeros)
+        value = simplify(substituted)
+        if not (_leaves(substituted, own) or _leaves(value, own)):
             raise ScheduleError(PRIMITIVE, f"at a padded {iv.var.name!r} (its reads at padded "
                                 f"indices 0) block {block.name!r} would store {value.script()}, "
                                 f"not {own.script()}: the padding would change the result; pad "
                                 f"{iv.var.name!r} by 1, or pad a sum of products of reads that "
                                 f"all depend on it")
+
+
+def _leaves(value, own: BufferLoad) -> bool:
+    """Whether storing `value` leaves `own`'s element as it was: `value` is `own`, or `own`
+    plus a zero (in floating point a -0.0 element may become 0.0)."""
+    if value == own:
+        return True
+    return isinstance(value, BinaryOp) and value.op == "add" and (
+        (value.a == own and _is_zero(value.b)) or (value.b == own and _is_zero(value.a)))
+
+
+def _is_zero(expr) -> bool:
+    """Whether `expr` is +0 whatever its loads hold: a zero constant, a cast of one, a sum
+    or a product of zeros, an integer product with a zero factor (the simplifier folds no
+    float16 or bfloat16 arithmetic, and no float `0 * x`: x may be inf)."""
+    if isinstance(expr, IntImm | FloatImm):
+        return expr.value == 0 and math.copysign(1.0, expr.value) > 0
+    if isinstance(expr, Cast):
+        return _is_zero(expr.value)
+    if isinstance(expr, BinaryOp) and expr.op in ("add", "mul"):
+        a, b = _is_zero(expr.a), _is_zero(expr.b)
+        return (a and b) or (expr.op == "mul" and is_int(expr.dtype) and (a or b))
+    return False
 
 
 def _zero_loads(expr, zeros: dict):
@@ -253,6 +286,14 @@ def _nest(func: PrimFunc, realize: BlockRealize, growing: set) -> list[For]:
                                 f"{realize.block.name!r} is bound to {value.script()}, not to "
                                 f"one loop over its extent: pad the block before splitting or "
                                 f"fusing its loops")
+        others = [o.name for o, v in binding.items() if o is not iv.var and
+                  loop.loop_var in free_vars(v)]
+        if others:
+            raise ScheduleError(PRIMITIVE, f"loop {loop.loop_var.name!r} binds "
+                                f"{iv.var.name!r} and {', '.join(repr(o) for o in others)} of "
+                                f"block {realize.block.name!r}: growing it for "
+                                f"{iv.var.name!r} would take the others out of their domains; "
+                                f"pad a block whose variables have loops of their own")
         own.append(loop)
     if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
         raise ScheduleError(PRIMITIVE, f"block {realize.block.name!r} runs under "
@@ -398,9 +439,10 @@ class PadEinsumPrimitives(ScheduleBase):
         after copies the output's back.
 
         Requires: the block is one store (and an init to the same element), every index an
-        iteration variable or a constant, each buffer at one index tuple; each growing
-        variable bound to its own loop over its extent, those loops holding the block alone;
-        every growing spatial variable indexes the output; at a padded reduction index the
+        iteration variable or a constant, each buffer at one index tuple, the output's
+        variables distinct; each growing variable bound to a loop of its own over its extent,
+        those loops holding the block alone; every growing spatial variable indexes the
+        output; at a padded reduction index the
         update, its reads there taken as 0, leaves the output as it was (a sum of products of
         reads that depend on the variable); nothing else in the block's nest writes an input
         or touches the output.

@@ -206,3 +206,45 @@ def test_a_block_that_reads_its_output_without_an_init_is_refused():
 
     with pytest.raises(ScheduleError, match="reads its output 'A' and has no T.init"):
         sched.Schedule(scale_in_place).pad_einsum("A", [16])
+
+
+def test_a_float16_matmul_pads_and_computes_the_same():
+    """0 * 0 in float16 is 0, which the simplifier does not fold (audit, helper-40: refused
+    the tensor-core use of pad_einsum)."""
+    func = matmul(13, 11, 7, "float16")
+    sch = sched.Schedule(func)
+    sch.pad_einsum("C", [16, 16, 8])
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((13, 7)).astype(np.float16)
+    b = rng.standard_normal((7, 11)).astype(np.float16)
+    want, got = np.full((13, 11), 7, np.float16), np.full((13, 11), 7, np.float16)
+    sched.build(func, target="c")(a, b, want)
+    sched.build(sch.func, target="c")(a, b, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_output_at_a_repeated_variable_or_a_loop_of_two_variables_is_refused():
+    """C[vi, vi] writes a diagonal: the copy back of the whole padded box overwrote the rest
+    of C; a loop binding vi and vj grew for one and took the other out of its domain (audit,
+    helper-40)."""
+    @T.prim_func
+    def diagonal(A: T.Buffer((5,), "float32"), C: T.Buffer((5, 5), "float32")):
+        for i in range(5):
+            with T.block("C"):
+                vi = T.axis.spatial(5, i)
+                C[vi, vi] = A[vi] * T.float32(2)
+
+    with pytest.raises(ScheduleError, match=r"stores C\[vi, vi\], a variable at two indices"):
+        sched.Schedule(diagonal).pad_einsum("C", [8])
+
+    @T.prim_func
+    def one_loop(A: T.Buffer((5,), "float32"), C: T.Buffer((5, 5), "float32")):
+        for i in range(5):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, i])
+                C[vi, vj] = A[vi] * T.float32(2)
+
+    for padding in ([8, 1], [1, 8]):
+        with pytest.raises(ScheduleError, match="loop 'i' binds 'v[ij]' and 'v[ij]' of block "
+                                                "'C'"):
+            sched.Schedule(one_loop).pad_einsum("C", padding)
