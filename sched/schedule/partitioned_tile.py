@@ -17,6 +17,7 @@ is not such a tile is refused (TVM mends it into one), as sample_perfect_tile re
 from __future__ import annotations
 
 import math
+import numbers
 
 from sched.errors import ScheduleError
 from sched.ir.nodes import IntImm
@@ -55,6 +56,8 @@ def check_partitioned(decision, extent: int, n: int, partition_pos: int,
                       innerpart_factor: int) -> list[int]:
     """`decision` if it is such a tile, else a ScheduleError saying why."""
     factors = list(decision) if isinstance(decision, list | tuple) else [decision]
+    factors = [int(f) if isinstance(f, numbers.Integral) and not isinstance(f, bool) else f
+               for f in factors]                           # numpy integers, as split takes
     if len(factors) != n or any(not isinstance(f, int) or isinstance(f, bool) or f < 1
                                 for f in factors):
         raise ScheduleError(PRIMITIVE, f"decision {factors}: expected {n} positive integers")

@@ -157,3 +157,16 @@ def test_a_symbolic_extent_is_refused():
     with pytest.raises(ScheduleError, match=r"loop 'i' has the symbolic extent n; tiles are "
                                             r"sampled for constant extents"):
         sch.sample_partitioned_tile(i, n=2)
+
+
+def test_a_decision_of_numpy_integers_is_taken_as_split_takes_them():
+    """A decision read back from numpy (audit, helper-40: refused, 'expected 2 positive
+    integers')."""
+    A = te.placeholder((10,), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((10,), lambda i: A[i] + 1.0,
+                                                            name="B")]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    factors = sch.sample_partitioned_tile(i, 2, 1, 5, decision=list(np.array([2, 5])))
+    assert sch.trace.instructions[-1].decision == (2, 5)
+    sch.split(i, factors)
+    assert "for i_0, i_1 in T.grid(2, 5):" in sch.func.script()
