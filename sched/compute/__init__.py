@@ -20,6 +20,7 @@ from sched.compute.intrinsics import (
     atan2,
     cast,
     clz,
+    const,
     copysign,
     cos,
     cosh,
@@ -53,7 +54,8 @@ from sched.compute.tensor import ReduceAxis, Tensor, compute, placeholder, reduc
 
 __all__ = [
     "Reduce", "ReduceAxis", "Tensor", "abs", "acos", "all", "any", "asin", "atan", "atan2",
-    "cast", "clz", "comm_reducer", "compute", "copysign", "cos", "cosh", "create_prim_func",
+    "cast", "clz", "comm_reducer", "compute", "const", "copysign", "cos", "cosh",
+    "create_prim_func",
     "equal", "erf", "exp", "exp2", "fmod", "hypot", "if_then_else", "ldexp", "log", "log10",
     "log1p", "log2", "max", "max_value", "min", "min_value", "not_equal", "ops", "placeholder",
     "popcount", "power", "q_multiply_shift", "reduce_axis", "reinterpret", "rsqrt", "sigmoid",

@@ -90,6 +90,17 @@ def abs(x) -> Expr:  # noqa: A001 - TVM's spelling
     return Select(x < 0, -x, x)
 
 
+def const(value, dtype: str | None = None) -> Expr:
+    """The constant `value` of `dtype` (TVM's `te.const`; by default int32 for an int, float32
+    for a float, bool for a bool): `te.const(0.5, "float16")`."""
+    from sched.ir.nodes import const as make
+
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else \
+            "int32" if isinstance(value, int) else "float32"
+    return make(value, dtype)
+
+
 def cast(x, dtype: str) -> Expr:
     """`x` converted to `dtype`."""
     return convert(x).astype(dtype)

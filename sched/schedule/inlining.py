@@ -16,18 +16,22 @@ from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
 from sched.ir.nodes import (
     TRUE,
     Allocate,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Cast,
     Expr,
+    FloatImm,
     For,
     IfThenElse,
     LetStmt,
     PrimFunc,
     Range,
+    Select,
     SeqStmt,
     Var,
     const,
@@ -156,16 +160,44 @@ def _refuse_between(func, primitive, deps, reason, render) -> None:
 
 
 class _LoadReplacer(IRMutator):
-    """Every load of `store.buffer` replaced by the stored value at the loaded indices."""
+    """Every load of `store.buffer` replaced by the stored value at the loaded indices,
+    rounded as the store rounded it (`stored_value`)."""
 
     def __init__(self, store: BufferStore) -> None:
         self.store = store
+        self.value = stored_value(store)
 
     def visit_BufferLoad(self, load: BufferLoad):
         load = self.visit_children(load)
         if load.buffer.name != self.store.buffer.name:
             return load
-        return substitute(self.store.value, dict(zip(self.store.indices, load.indices)))
+        return substitute(self.value, dict(zip(self.store.indices, load.indices)))
+
+
+def stored_value(store: BufferStore) -> Expr:
+    """The value a load reads back after `store`: its value, rounded to a 16-bit float buffer's
+    type where it is computed. float16 and bfloat16 arithmetic computes in float32 and rounds
+    where stored or cast (sched/interpreter, sched/c/dtypes.py), so an inlined value keeps that
+    rounding as `T.Cast("float16", T.Cast("float32", value))` (the simplifier keeps both):
+    inlined bare, `A[i] * 3.3 + 1000 - 1000` lost it and came out 0.03 where stored it was 0."""
+    value = store.value
+    if store.buffer.dtype not in ("float16", "bfloat16") or _rounded(value):
+        return value
+    return Cast(store.buffer.dtype, Cast("float32", value))
+
+
+def _rounded(value: Expr) -> bool:
+    """Whether `value` (of a 16-bit float type) is a value of its type as computed: a load, a
+    constant, a variable, a conversion, or a choice among those (select, min, max)."""
+    if isinstance(value, BufferLoad | FloatImm | Var):
+        return True
+    if isinstance(value, Cast):
+        return value.value.dtype != value.dtype
+    if isinstance(value, Select):
+        return _rounded(value.true_value) and _rounded(value.false_value)
+    if isinstance(value, BinaryOp) and value.op in ("min", "max"):
+        return _rounded(value.a) and _rounded(value.b)
+    return False
 
 
 def _new_reads(block: Block, old_reads, replaced: str, inlined, outer: tuple[Var, ...]):

@@ -188,3 +188,14 @@ def test_a_term_left_out_by_where_adds_the_neutral_value_not_the_init(combiner, 
         out = np.zeros(3, "float32")
         run(a, out)
         np.testing.assert_allclose(out, expected, rtol=1e-5)
+
+
+def test_const_makes_a_constant_of_a_dtype_as_tvm_te_const():
+    assert te.const(0.5, "float16").script() == "T.float16(0.5)"
+    assert te.const(3).dtype == "int32" and te.const(2.5).dtype == "float32"
+    assert te.const(True).dtype == "bool" and te.const(7, "int64").script() == "T.int64(7)"
+    A = te.placeholder((4,), "float16", name="A")
+    B = te.compute((4,), lambda i: A[i] * te.const(2.0, "float16"), name="B")
+    a, b = np.arange(4, dtype=np.float16), np.zeros(4, np.float16)
+    sched.build(te.create_prim_func([A, B]), target="c")(a, b)
+    np.testing.assert_array_equal(b, a * np.float16(2))

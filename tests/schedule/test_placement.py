@@ -685,3 +685,44 @@ def test_reverse_compute_inline_under_a_predicate_names_where_it_may_come_from()
                                             r"does not divide, or from compute_at / "
                                             r"reverse_compute_at\).*before the step that made"):
         sch.reverse_compute_inline(sch.get_block("D"))
+
+
+def cancelling(dtype):
+    """B = A * 3.3 + 1000, C = B - 1000 in a 16-bit float: B rounds to the type's spacing at
+    1000 (0.5 for float16, 4 for bfloat16), so C is a multiple of it, not A * 3.3."""
+    A = te.placeholder((64,), dtype, name="A")
+    B = te.compute((64,), lambda i: A[i] * te.const(3.3, dtype) + te.const(1000.0, dtype),
+                   name="B")
+    return te.create_prim_func([A, te.compute((64,), lambda i: B[i] - te.const(1000.0, dtype),
+                                              name="C")])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("inline", ["compute_inline", "reverse_compute_inline"])
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_inlining_a_16_bit_float_value_keeps_the_rounding_of_its_store(dtype, inline,
+                                                                       vectorized):
+    """16-bit floats compute in float32 and round where stored: inlined bare, B's value lost
+    its rounding and C came out A * 3.3 (0.03) where the function as written gives 0."""
+    import torch
+
+    func = cancelling(dtype)
+    a = torch.rand(64, dtype=torch.float32).mul(0.01).to(getattr(torch, dtype))
+    b = (a * torch.tensor(3.3, dtype=a.dtype) + torch.tensor(1000.0, dtype=a.dtype))
+    want = b - torch.tensor(1000.0, dtype=a.dtype)               # torch rounds every operation
+    sch = sched.Schedule(func)
+    getattr(sch, inline)(sch.get_block("B" if inline == "compute_inline" else "C"))
+    assert f'T.Cast("{dtype}", T.Cast("float32", A[v_i] * ' in sch.func.script()
+    if vectorized:
+        (loop,) = sch.get_loops(sch.get_block("C" if inline == "compute_inline" else "B"))
+        sch.vectorize(sch.split(loop, [None, 16])[1])
+    for target in ("c", "cuda-emu", "interpreter"):
+        out = torch.full((64,), 7.0, dtype=a.dtype)
+        if target == "interpreter":      # numpy arrays; bfloat16 as its bits
+            def bits(t):
+                return t.view(torch.int16).numpy().view(np.uint16) if dtype == "bfloat16" \
+                    else t.numpy()
+            sched.interpret(sch.func, bits(a), bits(out))
+        else:
+            sched.build(sch.func, target=target)(a, out)
+        assert torch.equal(out, want), target
