@@ -60,6 +60,7 @@ from sched.ir import (
     logical_and,
     seq,
 )
+from sched.ir.functor import substitute
 from sched.ir.regions import infer_block_regions
 from tests.fuzz.known_holes import allowed
 
@@ -431,6 +432,36 @@ class _Builder:
         block = Block(self.names.pick(BLOCK_NAMES, self.odd), (iv,), reads, writes, body)
         return self.realize(block, [iv])
 
+    def half_stages(self) -> list[Stmt]:
+        """`H[v] = 16-bit float arithmetic on X` (constants the type cannot hold, sums near
+        1000 where float16's spacing is 0.5 and bfloat16's 4), then `O[v] = float32(H[v] - c)`:
+        a float16 or bfloat16 intermediate whose stores round, which compute_inline and
+        reverse_compute_inline must keep (X holds small integers: the rounding shows)."""
+        dtype = self.draw(st.sampled_from(["float16", "bfloat16"]))
+        data = self.inputs[0]
+        half = Buffer(self.names.pick(("H", "half", "a0_h"), self.odd), (self.n,), dtype)
+        self.allocs.append(half)
+        out = Buffer(self.names.pick(BUFFER_NAMES, self.odd), (self.n,), "float32")
+        self.outputs.append(out)
+        offset = const(self.draw(st.sampled_from([1000.0, 300.0, 7.0])), dtype)
+
+        def block(target: Buffer, value: Expr) -> Stmt:
+            iv = IterVar(Var(self.names.pick(("vi", "v0", "vh"), self.odd)),
+                         Range(IntImm(0), self.n))
+            value = substitute(value, {marker: iv.var})
+            body = BufferStore(target, value, (iv.var,))
+            reads, writes = infer_block_regions(body, None, (iv,))
+            return self.realize(Block(self.names.pick(BLOCK_NAMES, self.odd), (iv,), reads,
+                                      writes, body), [iv])
+
+        marker = Var("marker")
+        x = Cast(dtype, BufferLoad(data, (marker,) if data.ndim == 1 else (marker, IntImm(0))))
+        computed = x * const(self.draw(st.sampled_from([3.3, 0.1, 1.7])), dtype) + offset
+        if self.draw(st.booleans()):
+            computed = binary("max", computed, offset) * const(1.01, dtype)
+        consumed = Cast("float32", BufferLoad(half, (marker,)) - offset)
+        return [block(half, computed), block(out, consumed)]
+
     def realize(self, block: Block, iter_vars: list[IterVar]) -> Stmt:
         extents = [iv.dom.extent for iv in iter_vars]
         loops, bindings, conditions = self.nest(extents, [iv.kind for iv in iter_vars])
@@ -503,6 +534,8 @@ def programs(draw) -> Program:
             stages.append(builder.stage())
     if builder.use("int_math"):
         stages.append(builder.int_stage())
+    if builder.use("half_math"):
+        stages += builder.half_stages()
     params = builder.inputs + ([builder.index_buffer] if builder.index_buffer else []) + \
         builder.outputs
     allocs = tuple(builder.allocs)
