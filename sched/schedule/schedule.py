@@ -24,7 +24,8 @@ introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_prop
 (merge), padding.py (decompose_padding, can_decompose_padding), pad_einsum.py
 (pad_einsum), deferred_checks.py
 (concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
-(sample_partitioned_tile), cache_inplace.py (cache_inplace). ordered_axes.py holds the rule
+(sample_partitioned_tile), cache_inplace.py (cache_inplace), rolling_buffer.py
+(rolling_buffer; its proof in polyhedral/instance_flows.py). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
 
@@ -54,6 +55,7 @@ from sched.schedule.placement import PlacementPrimitives
 from sched.schedule.reduction import ReductionPrimitives
 from sched.schedule.reindex import ReindexPrimitives
 from sched.schedule.reindex_cache import ReindexCachePrimitives
+from sched.schedule.rolling_buffer import RollingBufferPrimitives
 from sched.schedule.sampling import SamplingPrimitives
 from sched.schedule.storage_align import StorageAlignPrimitives
 from sched.schedule.tensorize import TensorizePrimitives
@@ -70,7 +72,7 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                BlockIterPrimitives, LoopMergePrimitives,
                PaddingPrimitives, PadEinsumPrimitives, DeferredCheckPrimitives,
                LoopPartitionPrimitives, PartitionedTileSampling, CacheInplacePrimitives,
-               ScheduleBase):
+               RollingBufferPrimitives, ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
