@@ -160,8 +160,8 @@ def _outermost(func: PrimFunc, names: list[str], primitive: str) -> For:
 
 def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
     """Fuse perfectly nested loops, outermost first, into one (see Schedule.fuse)."""
-    if len(loop_names) < 2:
-        raise ScheduleError("fuse", f"expected at least two loops, got {len(loop_names)}")
+    if not loop_names:
+        raise ScheduleError("fuse", "expected at least one loop, got none")
     outer = find_loop(func, loop_names[0], "fuse")
     chain = _perfect_chain(outer, set(loop_names), "fuse")
     if [lp.loop_var.name for lp in chain] != list(loop_names):
@@ -195,14 +195,19 @@ def _fused_index(fused: Var, stride: Expr, loop: For, outer: list[For]) -> Expr:
     iteration, no `% extent` when every loop around it has one iteration (the quotient is
     below the extent then), no division by 1. Fewer divisions also make the polyhedral
     model's relations simpler for isl."""
-    one = IntImm(1)
-    if loop.extent == one:
+    if _is_constant(loop.extent, 1):
         index: Expr = const(0, fused.dtype)
     else:
-        index = fused // stride if stride != one else fused
-        if any(lp.extent != one for lp in outer):
+        index = fused // stride if not _is_constant(stride, 1) else fused
+        if any(not _is_constant(lp.extent, 1) for lp in outer):
             index = index % loop.extent
-    return simplify(index + loop.min) if loop.min != IntImm(0) else index
+    return simplify(index + loop.min) if not _is_constant(loop.min, 0) else index
+
+
+def _is_constant(expr: Expr, value: int) -> bool:
+    """Whether `expr` is the integer constant `value`, of any integer dtype (`T.int64(1)` is
+    one iteration too: a Relax function's loops are int64)."""
+    return isinstance(expr, IntImm) and expr.value == value
 
 
 def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
@@ -334,7 +339,9 @@ class LoopPrimitives(ScheduleBase):
         """Fuse perfectly nested loops into one loop over the product of their extents.
 
         Requires: the loops are consecutive in one nest, given outermost first, with nothing
-        between them; no extent depends on another of them.
+        between them; no extent depends on another of them. One loop is renamed
+        `<name>_fused`, as TVM does. A loop of one iteration (`T.int64(1)` too) adds nothing
+        to the fused index.
 
         Arguments: the loop handles, outermost first; `preserve_unit_iters` (TVM's) is
         accepted and changes nothing, as for split.

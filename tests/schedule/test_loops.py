@@ -148,6 +148,47 @@ def test_fuse_leaves_out_what_the_extents_make_redundant(rng, shape, bindings):
     assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a + 1.0)
 
 
+def test_fuse_of_one_loop_renames_it_as_tvm_does(rng):
+    """TVM's dlight rules fuse a single loop (audit, helper-42: refused, 'expected at least
+    two loops')."""
+    A = te.placeholder((6, 4), name="A")
+    func = te.create_prim_func([A, te.compute((6, 4), lambda i, j: A[i, j] * 2.0, name="B")])
+    sch = sched.Schedule(func)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    fused = sch.fuse(i)
+    assert fused.name == "i_fused" and "for i_fused, j in T.grid(6, 4):" in sch.func.script()
+    a = rng.standard_normal((6, 4), dtype=np.float32)
+    assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a * 2)
+
+
+def test_fuse_of_int64_loops_of_one_iteration_adds_no_division(rng):
+    """A Relax function's loops are int64: T.int64(1) is one iteration as 1 is (audit,
+    helper-42: the bindings became `fused // (256 * n)` and `% n`, which isl cannot read, and
+    bind of the fused loop was refused)."""
+    @T.prim_func
+    def add(var_A: T.handle, var_B: T.handle):
+        n = T.int64()
+        A = T.match_buffer(var_A, (T.int64(1), n, T.int64(8)))
+        B = T.match_buffer(var_B, (T.int64(1), n, T.int64(8)))
+        for b, i, j in T.grid(T.int64(1), n, T.int64(8)):
+            with T.block("B"):
+                vb, vi, vj = T.axis.remap("SSS", [b, i, j])
+                B[vb, vi, vj] = A[vb, vi, vj] + T.float32(1)
+
+    sch = sched.Schedule(add)
+    fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+    script = sch.func.script()
+    assert "T.axis.spatial(T.int64(1), T.int64(0))" in script and "% n" not in script
+    bx, tx = sch.split(fused, [None, 32])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    for n in (1, 7, 33):
+        a = rng.standard_normal((1, n, 8), dtype=np.float32)
+        b = np.full_like(a, np.nan)
+        sched.build(sch.func, target="cuda-emu")(a, b)
+        assert_close(b, a + 1)
+
+
 def test_fuse_of_loops_not_consecutive_is_refused():
     sch = sched.Schedule(matmul())
     i, _, k = sch.get_loops(sch.get_block("C"))
