@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 # Steps whose result is a list of handles (the others return one handle or nothing).
 LIST_RESULTS = {"get_loops", "get_child_blocks", "get_producers", "get_consumers", "split",
                 "sample_perfect_tile", "tile", "get_output_blocks", "loop_partition",
-                "sample_partitioned_tile", "cache_inplace"}
+                "sample_partitioned_tile", "cache_inplace", "cache_index"}
 
 
 @dataclass(frozen=True)
