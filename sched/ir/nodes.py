@@ -602,6 +602,13 @@ _symbolic_vars = identity_cache(maxsize=256)(_symbolic_vars_of)
 # Building expressions
 
 
+def is_constant(expr, value: int) -> bool:
+    """Whether `expr` is the integer constant `value`, of any integer dtype: `T.int64(1)` is
+    one as `1` is (a Relax function's loops and indices are int64; `IntImm(1) ==
+    IntImm(1, "int64")` is False, structural equality comparing dtypes)."""
+    return isinstance(expr, IntImm) and expr.value == value
+
+
 def const(value: int | float | bool, dtype: str) -> Expr:
     """A constant of `dtype`: `const(0, "float32")` is `T.float32(0.0)`."""
     check_dtype(dtype)

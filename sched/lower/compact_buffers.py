@@ -38,6 +38,7 @@ from sched.ir.nodes import (
     PrimFunc,
     Range,
     Var,
+    is_constant,
 )
 from sched.lower.isl_affine import Context
 from sched.lower.simplify_indices import simplify_index
@@ -236,7 +237,7 @@ class _Rebase(IRMutator):
         self.context: Context = ()
 
     def rebase(self, indices):
-        return tuple(simplify_index(i - o, self.context) if o != IntImm(0) else i
+        return tuple(simplify_index(i - o, self.context) if not is_constant(o, 0) else i
                      for i, o in zip(indices, self.current))
 
     def visit_BlockRealize(self, realize: BlockRealize) -> BlockRealize:

@@ -38,6 +38,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    is_constant,
     logical_and,
     seq,
 )
@@ -195,12 +196,12 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
     new_loops: list[tuple[Var, Expr]] = []
     values, conditions, taken = [], [], set()
     for iv, (low, extent, boxed) in zip(realize.block.iter_vars, ranges):
-        if extent == IntImm(1) and not preserve_unit_loops:
+        if is_constant(extent, 1) and not preserve_unit_loops:
             value = low
         else:
             var = Var(fresh_name(func, f"ax{len(new_loops)}", taken))
             new_loops.append((var, extent))
-            value = var if low == IntImm(0) else simplify(low + var)
+            value = var if is_constant(low, 0) else simplify(low + var)
         values.append(value)
         if boxed:
             conditions += guards(value, low, extent, iv.dom, outer)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sched.errors import ScheduleError
 from sched.ir.functor import substitute
-from sched.ir.nodes import For, IntImm, PrimFunc, SeqStmt, Stmt, seq
+from sched.ir.nodes import For, PrimFunc, SeqStmt, Stmt, is_constant, seq
 from sched.polyhedral.legality import check_order, schedule_error
 from sched.schedule.base import LoopRV, ScheduleBase
 from sched.schedule.ordered_axes import check_loop_keeps_order
@@ -65,7 +65,7 @@ def _check_chains(chains: list[list[For]]) -> None:
                                     f"the loops down to a merged loop must be perfectly nested")
         for loop, model in zip(chain, first):
             name = loop.loop_var.name
-            if loop.min != IntImm(0) or loop.extent != model.extent:
+            if not is_constant(loop.min, 0) or loop.extent != model.extent:
                 raise ScheduleError("merge", f"loop {name!r} runs [{loop.min.script()}, "
                                     f"+{loop.extent.script()}), loop {model.loop_var.name!r} "
                                     f"[{model.min.script()}, +{model.extent.script()}): merged "

@@ -25,6 +25,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     const,
+    is_constant,
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral.legality import check_order, schedule_error
@@ -97,7 +98,7 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     fused: Expr = new_vars[0]
     for var, extent in zip(new_vars[1:], extents[1:]):
         fused = fused * extent + var
-    original = simplify(fused + loop.min) if loop.min != IntImm(0) else fused
+    original = simplify(fused + loop.min) if not is_constant(loop.min, 0) else fused
     body = substitute(loop.body, {loop.loop_var: original})
     covered = extents[0]
     for extent in extents[1:]:
@@ -195,19 +196,14 @@ def _fused_index(fused: Var, stride: Expr, loop: For, outer: list[For]) -> Expr:
     iteration, no `% extent` when every loop around it has one iteration (the quotient is
     below the extent then), no division by 1. Fewer divisions also make the polyhedral
     model's relations simpler for isl."""
-    if _is_constant(loop.extent, 1):
+    if is_constant(loop.extent, 1):
         index: Expr = const(0, fused.dtype)
     else:
-        index = fused // stride if not _is_constant(stride, 1) else fused
-        if any(not _is_constant(lp.extent, 1) for lp in outer):
+        index = fused // stride if not is_constant(stride, 1) else fused
+        if any(not is_constant(lp.extent, 1) for lp in outer):
             index = index % loop.extent
-    return simplify(index + loop.min) if not _is_constant(loop.min, 0) else index
+    return simplify(index + loop.min) if not is_constant(loop.min, 0) else index
 
-
-def _is_constant(expr: Expr, value: int) -> bool:
-    """Whether `expr` is the integer constant `value`, of any integer dtype (`T.int64(1)` is
-    one iteration too: a Relax function's loops are int64)."""
-    return isinstance(expr, IntImm) and expr.value == value
 
 
 def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,

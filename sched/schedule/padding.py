@@ -39,6 +39,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Var,
     const,
+    is_constant,
     seq,
 )
 from sched.ir.simplify import simplify
@@ -175,7 +176,7 @@ def _inside(realize: BlockRealize, store: BufferStore, chain: list[For], conditi
 
     reads, _ = infer_block_regions(block.body, None, block.iter_vars, block.alloc_buffers)
     block = dataclasses.replace(block, reads=reads)
-    box = _box(chain, condition) if all(lp.min == IntImm(0) for lp in chain) else None
+    box = _box(chain, condition) if all(is_constant(lp.min, 0) for lp in chain) else None
     if box is None:
         stmt = and_predicate(dataclasses.replace(realize, block=block), condition)
         for lp in reversed(chain):

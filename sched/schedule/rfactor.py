@@ -36,6 +36,7 @@ from sched.ir.nodes import (
     binary,
     conjuncts,
     const,
+    is_constant,
     logical_and,
 )
 from sched.ir.regions import infer_block_regions
@@ -333,6 +334,6 @@ def _condition(constraint: isl.Constraint, variables: dict[str, Var]) -> Expr:
     constant = constraint.get_constant_val().to_python()
     if constraint.is_equality():
         return binary("eq", negative, simplify(positive + constant))
-    if negative == IntImm(0):
+    if is_constant(negative, 0):
         return binary("ge", positive, IntImm(-constant))
     return binary("lt", negative, simplify(positive + (constant + 1)))

@@ -726,3 +726,28 @@ def test_inlining_a_16_bit_float_value_keeps_the_rounding_of_its_store(dtype, in
         else:
             sched.build(sch.func, target=target)(a, out)
         assert torch.equal(out, want), target
+
+
+def test_compute_at_of_int64_loops_drops_unit_loops_as_of_int32_ones(rng):
+    """`T.int64(1)` is one iteration (a Relax function's loops are int64): compared with the
+    int32 `1`, the unit loop stayed with preserve_unit_loops=False."""
+    @T.prim_func
+    def chain64(A: T.Buffer((T.int64(8), T.int64(4)), "float32"),
+                C: T.Buffer((T.int64(8), T.int64(4)), "float32")):
+        B = T.alloc_buffer((T.int64(8), T.int64(4)))
+        for i, j in T.grid(T.int64(8), T.int64(4)):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+        for i, j in T.grid(T.int64(8), T.int64(4)):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+
+    sch = sched.Schedule(chain64)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0],
+                   preserve_unit_loops=False)
+    script = sch.func.script()
+    assert "for ax0 in range(4):" in script and "vi = T.axis.spatial(T.int64(8), i_1)" in script
+    a = rng.standard_normal((8, 4), dtype=np.float32)
+    assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a * 2 + 1)
