@@ -35,6 +35,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Var,
     const,
+    is_constant,
     seq,
 )
 from sched.ir.regions import infer_block_regions
@@ -106,7 +107,8 @@ def _drop_allocation(func: PrimFunc, buffer: Buffer) -> PrimFunc:
     return func
 
 
-def _single_store(block: Block, primitive: str, role: str, exact: bool = True) -> BufferStore:
+def _single_store(block: Block, primitive: str, role: str, exact: bool = True,
+                  unit_zeros: bool = False) -> BufferStore:
     """The one store of a spatial block; with `exact`, its indices are the iteration
     variables, each once."""
     reduce = [iv.var.name for iv in block.iter_vars if iv.kind == "reduce"]
@@ -133,11 +135,16 @@ def _single_store(block: Block, primitive: str, role: str, exact: bool = True) -
                             f"in-place update), so its expression cannot stand for the stored "
                             f"value; keep the block (compute_at can move it instead)")
     own = [iv.var for iv in block.iter_vars]
-    if exact and (len(set(store.indices)) != len(store.indices) or set(store.indices) != set(own)):
+    # a 0 at a dimension of extent 1 holds the one element there (TVM's `B[0, vi, vj]` of
+    # reindex and normalize_prim_func): every load of the buffer reads it
+    indices = [i for i, extent in zip(store.indices, store.buffer.shape)
+               if not (unit_zeros and is_constant(i, 0) and is_constant(extent, 1))]
+    if exact and (len(set(indices)) != len(indices) or set(indices) != set(own)):
+        zeros = " (and 0 at a dimension of extent 1)" if unit_zeros else ""
         raise ScheduleError(primitive, f"{role} {block.name!r} stores "
                             f"{store.buffer.name}[{', '.join(i.script() for i in store.indices)}]"
                             f": the indices must be its iteration variables "
-                            f"({', '.join(v.name for v in own)}), each once")
+                            f"({', '.join(v.name for v in own)}), each once{zeros}")
     return store
 
 
@@ -229,7 +236,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
     Schedule.compute_inline)."""
     primitive = "compute_inline"
     realize = find_block(func, block_name, primitive)
-    store = _single_store(realize.block, primitive, "block")
+    store = _single_store(realize.block, primitive, "block", unit_zeros=True)
     buffer = store.buffer
     if any(p.name == buffer.name for p in func.buffers):
         raise ScheduleError(primitive, f"block {block_name!r} writes {buffer.name!r}, an output "

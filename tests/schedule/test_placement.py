@@ -751,3 +751,28 @@ def test_compute_at_of_int64_loops_drops_unit_loops_as_of_int32_ones(rng):
     assert "for ax0 in range(4):" in script and "vi = T.axis.spatial(T.int64(8), i_1)" in script
     a = rng.standard_normal((8, 4), dtype=np.float32)
     assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a * 2 + 1)
+
+
+def test_compute_inline_of_a_store_at_0_of_a_unit_dimension(rng):
+    """TVM's reindex and normalize_prim_func store `B[0, vi, vj]` into a (1, 8, 16) buffer:
+    every load reads the one element of that dimension (audit, helper-42: refused, and dlight's
+    Matmul rule left its reindex stages unbound)."""
+    @T.prim_func
+    def reindexed(A: T.Buffer((8, 16), "float32"), C: T.Buffer((8, 16), "float32")):
+        B = T.alloc_buffer((1, 8, 16), "float32")
+        for i, j in T.grid(8, 16):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[0, vi, vj] = A[vi, vj] * T.float32(2)
+        for i, j in T.grid(8, 16):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = B[0, vj // 2, vi * 2 + vj % 2] + T.float32(1)
+
+    sch = sched.Schedule(reindexed)
+    sch.compute_inline(sch.get_block("B"))
+    assert "C[vi, vj] = A[vj // 2, vi * 2 + vj % 2] * T.float32(2.0) + T.float32(1.0)" in \
+        sch.func.script()
+    a = rng.standard_normal((8, 16), dtype=np.float32)
+    want = np.array([[a[j // 2, i * 2 + j % 2] * 2 + 1 for j in range(16)] for i in range(8)])
+    assert_close(run_c(sch.func, a, np.zeros_like(a))[1], want)
