@@ -25,8 +25,8 @@ introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_prop
 (pad_einsum), deferred_checks.py
 (concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
 (sample_partitioned_tile), cache_inplace.py (cache_inplace), rolling_buffer.py
-(rolling_buffer; its proof in polyhedral/instance_flows.py), cache_index.py (cache_index).
-ordered_axes.py holds the rule
+(rolling_buffer; its proof in polyhedral/instance_flows.py), cache_index.py (cache_index),
+buffer_access.py (annotate_buffer_access). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
 
@@ -37,6 +37,7 @@ from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.block_iters import BlockIterPrimitives
 from sched.schedule.block_layout import BlockLayoutPrimitives
 from sched.schedule.blockize import BlockizePrimitives
+from sched.schedule.buffer_access import BufferAccessPrimitives
 from sched.schedule.buffer_properties import BufferPropertyPrimitives
 from sched.schedule.cache_index import CacheIndexPrimitives
 from sched.schedule.cache_inplace import CacheInplacePrimitives
@@ -74,7 +75,8 @@ class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingP
                BlockIterPrimitives, LoopMergePrimitives,
                PaddingPrimitives, PadEinsumPrimitives, DeferredCheckPrimitives,
                LoopPartitionPrimitives, PartitionedTileSampling, CacheInplacePrimitives,
-               RollingBufferPrimitives, CacheIndexPrimitives, ScheduleBase):
+               RollingBufferPrimitives, CacheIndexPrimitives, BufferAccessPrimitives,
+               ScheduleBase):
     """A schedule of `func`: `sch = sched.Schedule(func)`, then primitives, then `sch.func`.
 
     `render_errors=False` keeps ScheduleError messages to one line (no IR): the
