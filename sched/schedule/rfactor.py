@@ -268,17 +268,30 @@ def _partial_block(realize, loop, removed, parts: RfactorParts, name,
     reduce_values = {iv.var: substitute(v, to_iter)
                      for iv, v in zip(block.iter_vars, realize.iter_values) if iv.kind == "reduce"}
     body, init = make_body(reduce_values)
-    spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
-               if iv.kind == "spatial"]
-    iter_vars = (IterVar(rf_var, Range(loop.min, loop.extent), "spatial"),
-                 *[iv for iv, _ in spatial],
-                 *[IterVar(reduce_vars[lp.loop_var], Range(lp.min, lp.extent), "reduce")
-                   for lp in removed])
-    values = (loop.loop_var, *[v for _, v in spatial], *[lp.loop_var for lp in removed])
+    iter_vars, values = _partial_iter_vars(realize, loop, removed, parts)
     reads, writes = infer_block_regions(body, init, iter_vars, block.alloc_buffers)
     return BlockRealize(values, realize.predicate,
                         Block(name, iter_vars, reads, writes, body, init, block.alloc_buffers,
                               block.annotations))
+
+
+def _partial_iter_vars(realize: BlockRealize, loop: For, removed, parts: RfactorParts
+                       ) -> tuple[tuple[IterVar, ...], tuple]:
+    """The iteration variables of the partial block and their bindings, in TVM's order (a
+    TVM script unpacks the loops reverse_compute_at makes from them by position): `v_rf`
+    first, then the block's own in their order, a reduce variable replaced where it stood by
+    those of the loops its binding uses (each once), any other removed loop's last."""
+    block = realize.block
+    made = {lp.loop_var: (IterVar(parts.reduce_vars[lp.loop_var], Range(lp.min, lp.extent),
+                                  "reduce"), lp.loop_var) for lp in removed}
+    pairs = [(IterVar(parts.rf_var, Range(loop.min, loop.extent), "spatial"), loop.loop_var)]
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.kind == "spatial":
+            pairs.append((iv, value))
+        elif iv.kind == "reduce":
+            pairs += [made.pop(var) for var in free_vars(value) if var in made]
+    pairs += list(made.values())
+    return tuple(iv for iv, _ in pairs), tuple(v for _, v in pairs)
 
 
 def _write_back_predicate(func: PrimFunc, realize: BlockRealize, loops, removed,

@@ -451,3 +451,28 @@ def test_rfactor_refuses_a_loop_over_several_blocks():
     with pytest.raises(ScheduleError, match=r"loop 'i' holds 2 blocks \(B, C\); rfactor needs "
                        r"a loop over one reduction block"):
         sch.rfactor(i, factor_axis=0)
+
+
+def test_rfactor_orders_the_partial_blocks_variables_as_tvm(rng):
+    """v_rf first, then the block's own in their order with a reduce variable replaced where
+    it stood (audit helper-42: sched put the new reduce variables last, so the loops
+    reverse_compute_at makes came in another order than a TVM script unpacks them)."""
+    @T.prim_func
+    def reduce_first(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8,), "float32")):
+        for i, k in T.grid(8, 64):
+            with T.block("B"):
+                vk, vi = T.axis.remap("RS", [k, i])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+
+    sch = sched.Schedule(reduce_first)
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.reorder(k, i)
+    ko, ki = sch.split(k, [16, None])
+    sch.reorder(ko, ki, i)
+    rf = sch.rfactor(ko, 0)
+    assert [(iv.var.name, iv.kind) for iv in sch.get(rf).iter_vars] == \
+        [("v_k_0", "spatial"), ("v_k_1", "reduce"), ("vi", "spatial")]
+    a = rng.standard_normal((8, 64), np.float32)
+    assert_close(run_c(sch.func, a, np.zeros(8, np.float32))[1], a.sum(1))
