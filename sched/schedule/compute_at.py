@@ -53,6 +53,7 @@ from sched.schedule.needed_region import (
     guards,
     invariant,
     largest_extent,
+    merged_box,
     relaxed_box,
 )
 from sched.schedule.state import (
@@ -93,27 +94,32 @@ def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> 
     own = {iv.var for iv in block.iter_vars}
     if reverse:
         written = {r.buffer.name for p in here for r in p.block.writes}
-        found: dict[Var, tuple[Buffer, int]] = {}
+        found: dict[Var, tuple[tuple[Buffer, ...], int]] = {}
         for load in block_accesses(block, BufferLoad):
             if load.buffer.name in written:
                 for d, index in enumerate(load.indices):
                     if index in own and index not in found:
-                        found[index] = (load.buffer, d)
+                        found[index] = ((load.buffer,), d)
         return found
-    if len(block.writes) != 1:
+    # a tuple reduction (TOPI's layer norm: A_red_temp_v0, A_red_temp_v1) writes several
+    # buffers, each at the same indices: the instances to run are those whose elements of
+    # any of them the consumers read (the union of the boxes, _needed_box)
+    buffers = tuple(dict.fromkeys(w.buffer for w in block.writes))
+    stores = {s.indices for s in collect(block.body, BufferStore) if s.buffer in buffers}
+    if len(buffers) > 1 and len(stores) != 1:
         raise ScheduleError(primitive, f"block {block.name!r} writes "
-                            f"{len(block.writes)} buffers; compute_at moves a block that "
-                            f"writes one")
-    buffer = block.writes[0].buffer
-    stores = {s.indices for s in collect(block.body, BufferStore) if s.buffer == buffer}
+                            f"{', '.join(b.name for b in buffers)} at different indices; "
+                            f"compute_at moves a block that writes one buffer, or several at "
+                            f"the same indices")
     indices = next(iter(stores), ())
-    found = {index: (buffer, d) for d, index in enumerate(indices) if index in own}
+    found = {index: (buffers, d) for d, index in enumerate(indices) if index in own}
     in_indices = {v for index in indices for v in free_vars(index)}
+    names = ", ".join(repr(b.name) for b in buffers)
     for iv in block.iter_vars:
         # a variable in an affine store index (D[15 - vi]) is sized by _iteration_ranges
         if iv.kind == "spatial" and (len(stores) != 1 or iv.var not in in_indices):
             raise ScheduleError(primitive, f"block {block.name!r} does not store "
-                                f"{buffer.name!r} at its spatial iteration variables "
+                                f"{names} at its spatial iteration variables "
                                 f"({iv.var.name!r} is not an index of every store), so the "
                                 f"region its consumers read does not say which instances to run")
     return found
@@ -124,9 +130,8 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     from a box (which may leave the block's domain) rather than the domain itself."""
     block = realize.block
     sources = _sources(block, here, reverse, primitive)
-    access = "write" if reverse else "read"
-    exact: dict[str, list[Range]] = {}
-    relaxed: dict[str, list] = {}
+    exact: dict[tuple, list[Range]] = {}
+    relaxed: dict[tuple, list] = {}
     result = []
     preimage = None
     for iv in block.iter_vars:
@@ -149,20 +154,19 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
         if iv.var not in sources:
             result.append((iv.dom.min, iv.dom.extent, False))
             continue
-        buffer, d = sources[iv.var]
-        users = [r for r in here if any(x.buffer.name == buffer.name for x in
-                                        (r.block.writes if reverse else r.block.reads))]
-        if buffer.name not in exact:
-            exact[buffer.name] = exact_box(func, loop, users, buffer.name, access,
-                                            buffer.scope == "shared")
-        box = exact[buffer.name][d]
+        buffers, d = sources[iv.var]
+        buffer = buffers[0]
+        if buffers not in exact:
+            exact[buffers] = _needed_box(func, loop, here, buffers, reverse)
+        box = exact[buffers][d]
         if invariant(func, box.extent):
             result.append((box.min, box.extent, True))
             continue
-        if buffer.name not in relaxed:
-            relaxed[buffer.name] = relaxed_box(func, loop, users, buffer.name, reverse,
-                                                buffer.scope == "shared")
-        bound = relaxed[buffer.name][d]
+        if buffers not in relaxed:
+            relaxed[buffers] = [None] * buffer.ndim if len(buffers) > 1 else relaxed_box(
+                func, loop, _users(here, buffer, reverse), buffer.name, reverse,
+                buffer.scope == "shared")
+        bound = relaxed[buffers][d]
         if bound is None or not invariant(func, bound.extent):
             largest = largest_extent(func, loop, box.extent)
             if largest is None:
@@ -175,6 +179,22 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
             bound = Range(box.min, largest)
         result.append((bound.min, bound.extent, True))
     return result
+
+
+def _users(here: list[BlockRealize], buffer: Buffer, reverse: bool) -> list[BlockRealize]:
+    """The blocks of `here` that write (`reverse`) or read `buffer`."""
+    return [r for r in here if any(x.buffer.name == buffer.name for x in
+                                   (r.block.writes if reverse else r.block.reads))]
+
+
+def _needed_box(func: PrimFunc, loop: For, here: list[BlockRealize], buffers, reverse: bool
+                ) -> list[Range]:
+    """The box of the moved block's buffer(s) that the blocks `here` touch in one iteration
+    of `loop` (exact_box), the union over several buffers stored at the same indices."""
+    access = "write" if reverse else "read"
+    return merged_box([exact_box(func, loop, users, buffer.name, access,
+                                 buffer.scope == "shared")
+                       for buffer in buffers if (users := _users(here, buffer, reverse))])
 
 
 def _indexes_neighbours(block, here: list[BlockRealize], var: Var, reverse: bool) -> bool:

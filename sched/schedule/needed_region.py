@@ -76,6 +76,12 @@ def exact_box(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
         # a bound isl wrote piecewise, which a binding cannot be: the program's own form
         found = _program_form(func, loop, blocks, buffer, access, relax_threads)
         boxes = [found] if found is not None else boxes
+    return merged_box(boxes)
+
+
+def merged_box(boxes) -> list[Range]:
+    """The smallest box holding each of `boxes` (per dimension: the least start, the greatest
+    end; the same range stays as it is)."""
     box = list(boxes[0])
     for other in boxes[1:]:
         for d, (a, b) in enumerate(zip(box, other)):
