@@ -83,9 +83,10 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     axis_vars = list(op.axes) + [axis.var for axis in reduce_axes]
     doms = [Range(convert(0), dim) for dim in tensor.shape] + [a.dom for a in reduce_axes]
     kinds = ["spatial"] * len(op.axes) + ["reduce"] * len(reduce_axes)
-    loop_vars = [Var(fresh(v.name, taken_names)) for v in axis_vars]   # unique in the function
+    loop_vars = [Var(fresh(v.name, taken_names), v.dtype)      # unique in the function
+                 for v in axis_vars]
     local_names = set(taken_names)
-    iter_vars = [IterVar(Var(fresh("v_" + v.name, local_names)), dom, kind)
+    iter_vars = [IterVar(Var(fresh("v_" + v.name, local_names), v.dtype), dom, kind)
                  for v, dom, kind in zip(axis_vars, doms, kinds)]
     to_iter = {v: iv.var for v, iv in zip(axis_vars, iter_vars)}
     spatial = tuple(iv.var for iv in iter_vars[:len(op.axes)])

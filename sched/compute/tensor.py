@@ -46,7 +46,7 @@ class ReduceAxis:
     variable (`A[i, k]`, `k + 1`) and named in a reducer (`te.sum(..., axis=k)`)."""
 
     def __init__(self, dom: Range, name: str) -> None:
-        self.var = Var(name)
+        self.var = Var(name, _index_dtype(dom.extent))
         self.dom = dom
         _reduce_axis_vars[id(self.var)] = self.var
 
@@ -65,6 +65,12 @@ for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
             "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__",
             "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(ReduceAxis, _op, _forward(_op))
+
+
+def _index_dtype(dim) -> str:
+    """The integer type of an axis over `dim`: its own (int32 or int64), int32 otherwise."""
+    dtype = getattr(dim, "dtype", INDEX_DTYPE)
+    return dtype if dtype in ("int32", "int64") else INDEX_DTYPE
 
 
 def reduce_axis(dom, name: str = "k") -> ReduceAxis:
@@ -169,15 +175,17 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
 
     name = name or _unique_default("compute")
     shape = _shape(shape)
-    axes = tuple(Var(n) for n in _axis_names(fcompute, len(shape), name))
+    # an axis takes its dim's integer type (int64 over `te.var("n", "int64")`, as TVM)
+    dtypes = [_index_dtype(dim) for dim in shape]
+    axes = tuple(Var(n, t) for n, t in zip(_axis_names(fcompute, len(shape), name), dtypes))
     body, inputs = _evaluate(fcompute, axes)
     symbolic = _symbolic_names(body, shape, inputs)
     if any(axis.name in symbolic for axis in axes):
         # an axis named like a symbolic dim (`lambda n, ...` over a batch of te.var("n"))
         # would be that variable in the function, which knows its variables by name
         taken = symbolic | {axis.name for axis in axes}
-        axes = tuple(Var(_fresh(axis.name, taken)) if axis.name in symbolic else axis
-                     for axis in axes)
+        axes = tuple(Var(_fresh(axis.name, taken), axis.dtype) if axis.name in symbolic
+                     else axis for axis in axes)
         body, inputs = _evaluate(fcompute, axes)
     _check_reduce_axis_names(name, body, symbolic)
     if isinstance(body, TupleReduce):

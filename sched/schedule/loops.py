@@ -17,6 +17,7 @@ from sched.errors import ScheduleError
 from sched.ir.dtype import is_int
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
+    BinaryOp,
     BlockRealize,
     Expr,
     For,
@@ -28,6 +29,8 @@ from sched.ir.nodes import (
     is_constant,
 )
 from sched.ir.simplify import simplify
+from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_text import read_set
 from sched.polyhedral.legality import check_order, schedule_error
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.ordered_axes import check_loop_keeps_order
@@ -83,14 +86,41 @@ def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
     return list(factors)
 
 
+def _divides(func: PrimFunc, factor: int, extent: Expr) -> bool:
+    """Whether `factor` divides the symbolic `extent` for every value of the function's
+    symbolic dims (isl: `(n + 31) // 32 * 32`, what pad_einsum makes, is a multiple of 32;
+    a split of it needs no guard). A constant extent is left to the caller."""
+    if isinstance(extent, IntImm) or factor == 1:
+        return False
+    text = to_isl(extent)
+    names = {isl_name(v) for v in free_vars(extent)}
+    dims = {isl_name(v) for v in func.symbolic_vars}
+    if text is None or not names <= dims:
+        return False
+    positive = " and ".join(f"{d} >= 1" for d in sorted(names)) or "true"
+    return read_set(f"[{', '.join(sorted(names))}] -> {{ : {positive} and "
+                    f"({text}) mod {factor} != 0 }}").is_empty()
+
+
+def _quotient(extent: Expr, factor: int) -> Expr:
+    """`extent // factor` for an extent `factor` divides: `x * c` with `factor` dividing `c`
+    is `x * (c // factor)` (`(n + 31) // 32 * 32` by 32 is `(n + 31) // 32`)."""
+    if isinstance(extent, BinaryOp) and extent.op == "mul" and isinstance(extent.b, IntImm) \
+            and extent.b.value % factor == 0:
+        return simplify(extent.a * const(extent.b.value // factor, extent.dtype))
+    return simplify(extent // const(factor, extent.dtype))
+
+
 def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]:
     """Split loop `loop_name` into len(factors) nested loops (see Schedule.split)."""
     loop = find_loop(func, loop_name, "split")
     _check_plain(loop, "split")
     factors = _check_factors(factors, loop.extent, loop_name)
     known = math.prod(f for f in factors if f is not None)
+    divides = _divides(func, known, loop.extent)
     extents: list[Expr] = [
         const(f, loop.extent.dtype) if f is not None
+        else _quotient(loop.extent, known) if divides
         else simplify((loop.extent + (known - 1)) // known) for f in factors]
     taken: set[str] = set()
     names = [fresh_name(func, f"{loop_name}_{i}", taken) for i in range(len(factors))]
@@ -103,7 +133,7 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     covered = extents[0]
     for extent in extents[1:]:
         covered = simplify(covered * extent)
-    if covered != loop.extent:
+    if covered != loop.extent and not divides:
         body = _guard_blocks(body, fused < loop.extent)
     for var, extent in reversed(list(zip(new_vars, extents))):
         body = For(var, const(0, var.dtype), extent, "serial", body)

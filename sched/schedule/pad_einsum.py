@@ -45,6 +45,7 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferStore,
     Cast,
+    Expr,
     FloatImm,
     For,
     IntImm,
@@ -54,6 +55,7 @@ from sched.ir.nodes import (
     Select,
     Var,
     const,
+    is_constant,
     logical_and,
 )
 from sched.ir.regions import infer_block_regions
@@ -87,7 +89,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     block = realize.block
     factors = _factors(block, padding)
     old = {iv.var: _extent(iv, block_name) for iv in block.iter_vars}
-    new = {iv.var: -(-old[iv.var] // f) * f for iv, f in zip(block.iter_vars, factors)}
+    new = {iv.var: _padded(old[iv.var], f) for iv, f in zip(block.iter_vars, factors)}
     growing = {v for v in old if new[v] != old[v]}      # the variables whose extent grows
     if not growing:
         return func
@@ -105,9 +107,9 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     for access in padded.values():
         refuse_other_views(func, access.buffer, PRIMITIVE, "copying it to a padded buffer")
     taken = taken_names(func)
-    copies = {name: Buffer(_fresh(f"{name}_pad", taken), tuple(
-        const(new[i] if isinstance(i, Var) else 1, i.dtype if isinstance(i, Var) else "int32")
-        for i in a.indices), a.buffer.dtype, a.buffer.scope) for name, a in padded.items()}
+    copies = {name: Buffer(_fresh(f"{name}_pad", taken),
+                           tuple(new[i] if isinstance(i, Var) else IntImm(1) for i in a.indices),
+                           a.buffer.dtype, a.buffer.scope) for name, a in padded.items()}
     body = _padded_block(realize, loops, padded, copies, new)
     before = [_fill(a, copies[name], old, new, taken) for name, a in padded.items()
               if name != store.buffer.name]
@@ -131,18 +133,28 @@ def _factors(block: Block, padding) -> list[int]:
     return factors
 
 
-def _extent(iv: IterVar, block_name: str) -> int:
-    if not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0 and
-            isinstance(iv.dom.extent, IntImm)):
+def _padded(extent: Expr, factor: int) -> Expr:
+    """`extent` rounded up to a multiple of `factor` (a symbolic one as `(n + 31) // 32 *
+    32`: padded whatever n is)."""
+    if factor == 1:
+        return extent
+    if isinstance(extent, IntImm):
+        return IntImm(-(-extent.value // factor) * factor, extent.dtype)
+    step = IntImm(factor, extent.dtype)
+    return simplify((extent + IntImm(factor - 1, extent.dtype)) // step * step)
+
+
+def _extent(iv: IterVar, block_name: str) -> Expr:
+    if not is_constant(iv.dom.min, 0):
         raise ScheduleError(PRIMITIVE, f"iteration variable {iv.var.name!r} of block "
                             f"{block_name!r} ranges over {iv.dom.min.script()}:"
                             f"{(iv.dom.min + iv.dom.extent).script()}; pad_einsum pads "
-                            f"constant extents starting at 0 (fix symbolic shapes first)")
+                            f"extents starting at 0")
     if iv.kind not in ("spatial", "reduce"):
         raise ScheduleError(PRIMITIVE, f"iteration variable {iv.var.name!r} of block "
                             f"{block_name!r} is {iv.kind}; pad_einsum pads spatial and reduce "
                             f"variables only")
-    return iv.dom.extent.value
+    return iv.dom.extent
 
 
 def _store(block: Block) -> BufferStore:
@@ -330,8 +342,8 @@ def _padded_block(realize: BlockRealize, loops: list[For], padded: dict[str, _Ac
                   copies: dict[str, Buffer], new: dict) -> For:
     """The block's nest over the padded extents, accessing the copies."""
     block = realize.block
-    iter_vars = tuple(dataclasses.replace(iv, dom=Range(iv.dom.min, const(
-        new[iv.var], iv.dom.extent.dtype))) for iv in block.iter_vars)
+    iter_vars = tuple(dataclasses.replace(iv, dom=Range(iv.dom.min, new[iv.var]))
+                      for iv in block.iter_vars)
     body, init = block.body, block.init
     for name, access in padded.items():
         body = _to_copy(body, access, copies[name])
@@ -346,7 +358,7 @@ def _padded_block(realize: BlockRealize, loops: list[For], padded: dict[str, _Ac
     for loop in reversed(loops):
         extent = extents.get(loop.loop_var)
         stmt = dataclasses.replace(loop, body=stmt, extent=loop.extent if extent is None else
-                                   const(extent, loop.extent.dtype))
+                                   extent)
     return stmt
 
 
@@ -375,14 +387,13 @@ def _copy_nest(name: str, access: _Access, extents: list[int], taken: set[str], 
     body is `store_of(variables)`."""
     loops = [Var(_fresh(f"ax{d}", taken), _index_dtype(i)) for d, i in enumerate(access.indices)]
     vars_ = [Var(_fresh(f"v{d}", taken), lp.dtype) for d, lp in enumerate(loops)]
-    iter_vars = tuple(IterVar(v, Range(const(0, v.dtype), const(e, v.dtype)))
-                      for v, e in zip(vars_, extents))
+    iter_vars = tuple(IterVar(v, Range(const(0, v.dtype), e)) for v, e in zip(vars_, extents))
     body = store_of(vars_)
     reads, writes = infer_block_regions(body, None, iter_vars)
     stmt = BlockRealize(tuple(loops), IntImm(1, "bool"), Block(name, iter_vars, reads, writes,
                                                                  body))
     for loop, extent in reversed(list(zip(loops, extents))):
-        stmt = For(loop, const(0, loop.dtype), const(extent, loop.dtype), "serial", stmt)
+        stmt = For(loop, const(0, loop.dtype), extent, "serial", stmt)
     return stmt
 
 
@@ -398,10 +409,10 @@ def _source(access: _Access, vars_) -> tuple:
 def _fill(access: _Access, copy: Buffer, old: dict, new: dict, taken: set[str]):
     """The block filling `copy` from `access.buffer`: the value inside the old extents, 0
     outside."""
-    extents = [new[i] if isinstance(i, Var) else 1 for i in access.indices]
+    extents = [new[i] if isinstance(i, Var) else IntImm(1) for i in access.indices]
 
     def store_of(vars_):
-        inside = [v < const(old[i], v.dtype) for i, v in zip(access.indices, vars_)
+        inside = [v < old[i] for i, v in zip(access.indices, vars_)
                   if isinstance(i, Var) and new[i] != old[i]]
         value = Select(logical_and(*inside), BufferLoad(access.buffer, _source(access, vars_)),
                        const(0, access.buffer.dtype))
@@ -411,7 +422,7 @@ def _fill(access: _Access, copy: Buffer, old: dict, new: dict, taken: set[str]):
 
 def _copy_back(access: _Access, copy: Buffer, old: dict, taken: set[str]):
     """The block copying `copy` back into `access.buffer` over the old extents."""
-    extents = [old[i] if isinstance(i, Var) else 1 for i in access.indices]
+    extents = [old[i] if isinstance(i, Var) else IntImm(1) for i in access.indices]
 
     def store_of(vars_):
         return BufferStore(access.buffer, BufferLoad(copy, tuple(vars_)),

@@ -199,3 +199,19 @@ def test_const_makes_a_constant_of_a_dtype_as_tvm_te_const():
     a, b = np.arange(4, dtype=np.float16), np.zeros(4, np.float16)
     sched.build(te.create_prim_func([A, B]), target="c")(a, b)
     np.testing.assert_array_equal(b, a * np.float16(2))
+
+
+def test_an_int64_symbolic_dim_makes_int64_axes_as_tvm():
+    """Over te.var("n", "int64") the loops and iteration variables are int64 (they were
+    int32 over an int64 extent: printed `T.serial(0, n)`, which parsed back as int64)."""
+    n = te.var("n", "int64")
+    A = te.placeholder((n, 16), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    func = te.create_prim_func([A, te.compute((16,), lambda j: te.sum(A[k, j], axis=k),
+                                              name="S")])
+    script = func.script()
+    assert "for j, k in T.grid(16, n):" in script and "T.serial" not in script
+    assert sched.parse(script) == func
+    a, s = np.arange(48, dtype=np.float32).reshape(3, 16), np.zeros(16, np.float32)
+    sched.build(func, target="c")(a, s)
+    np.testing.assert_array_equal(s, a.sum(0))

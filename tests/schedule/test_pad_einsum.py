@@ -248,3 +248,30 @@ def test_an_output_at_a_repeated_variable_or_a_loop_of_two_variables_is_refused(
         with pytest.raises(ScheduleError, match="loop 'i' binds 'v[ij]' and 'v[ij]' of block "
                                                 "'C'"):
             sched.Schedule(one_loop).pad_einsum("C", padding)
+
+
+def test_a_symbolic_extent_pads_to_a_multiple_that_a_split_divides(rng):
+    """dlight's Matmul rule pads a dynamic dim (audit helper-42: refused, 'constant extents');
+    the padded loop, (n + 31) // 32 * 32, splits by 32 with no guard."""
+    n = te.var("n", "int64")
+    A = te.placeholder((n, 16), name="A")
+    B = te.placeholder((16, 24), name="B")
+    r = te.reduce_axis((0, 16), name="r")
+    func = te.create_prim_func([A, B, te.compute((n, 24), lambda i, j: te.sum(
+        A[i, r] * B[r, j], axis=r), name="C")])
+    sch = sched.Schedule(func)
+    sch.pad_einsum("C", [32, 8, 1])
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 32])
+    script = sch.func.script()
+    assert "A_pad = T.alloc_buffer(((n + T.int64(31)) // T.int64(32) * T.int64(32), 16)" in script
+    assert "T.grid((n + T.int64(31)) // T.int64(32), T.int64(32), 24, 16)" in script
+    assert "T.where" not in script
+    assert sched.parse(script) == sch.func
+    kernel = sched.build(sch.func, target="c")
+    for size in (1, 31, 33, 64):
+        a = rng.standard_normal((size, 16)).astype(np.float32)
+        b = rng.standard_normal((16, 24)).astype(np.float32)
+        c = np.full((size, 24), np.nan, np.float32)
+        kernel(a, b, c)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
