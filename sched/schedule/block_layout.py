@@ -55,6 +55,8 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
     Schedule.transform_block_layout)."""
     realize = find_block(func, block_name, PRIMITIVE)
     block = realize.block
+    if block.iter_vars and _is_identity(index_map, block):
+        return func          # nothing changes (TVM's normalize_prim_func maps every block)
     if block.init is not None or any(iv.kind != "spatial" for iv in block.iter_vars):
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} has reduce, scan or opaque "
                             f"variables: transform_block_layout changes spatial blocks")
@@ -98,6 +100,16 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
     if violation is not None:
         raise schedule_error(PRIMITIVE, violation, func, render=render)
     return new_func
+
+
+def _is_identity(index_map, block) -> bool:
+    """Whether `index_map` gives the block's iteration variables back, in their order."""
+    own = tuple(iv.var for iv in block.iter_vars)
+    try:
+        mapping = IndexMap.from_callable(index_map, len(own), own[0].dtype)
+        return tuple(simplify(r) for r in mapping(*own)) == own
+    except (ScheduleError, ValueError):
+        return False                      # another arity: the general path says why
 
 
 def _loops_holding_only(func: PrimFunc, realize: BlockRealize) -> list[For]:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import sched
+from sched import compute as te
 from sched.errors import ScheduleError
 from sched.schedule.trace import Trace
 from sched.script import T
@@ -132,3 +133,19 @@ def test_a_block_holding_a_nested_block_and_loops():
     b = np.zeros((6, 2), np.float32)
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_array_equal(b, a[:, ::-1] * 2)
+
+
+def test_the_identity_map_changes_nothing_even_of_a_reduction_over_a_symbolic_extent():
+    """TVM's normalize_prim_func applies transform_block_layout to every block, the identity
+    where a block is normal already (audit helper-42, dlight: refused for a reduction and for
+    a symbolic extent)."""
+    n = te.var("n")
+    A = te.placeholder((n, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    func = te.create_prim_func([A, te.compute((n,), lambda i: te.sum(A[i, k], axis=k),
+                                              name="S")])
+    sch = sched.Schedule(func)
+    sch.transform_block_layout(sch.get_block("S"), lambda i, k: (i, k))
+    assert sch.func == func and "transform_block_layout" in str(sch.trace)
+    with pytest.raises(ScheduleError, match="transform_block_layout changes spatial blocks"):
+        sch.transform_block_layout(sch.get_block("S"), lambda i, k: (k, i))
