@@ -14,6 +14,11 @@ value of the dtype for max, the highest for min), then the block combines the pa
   thread writes its partial to a shared array of one element per thread, and thread 0 combines
   them in thread order.
 
+Under loops bound to threadIdx.y or threadIdx.z (dlight's GEMV: rows on y), the threads of
+each of their iterations reduce apart: the shared arrays hold one row of entries per group, a
+warp holds one group (threadIdx.x a multiple of 32) or whole groups, which shuffles of the
+group's width keep apart (a power of two below 32; threads are numbered x, then y, then z).
+
 Serial reduce loops directly around the thread loop (TVM's `ko` of `ko, ki = split(k)`,
 `CrossThreadReduction.outer`) move inside it: the reduction is lowered where the outermost of
 them stands, each thread running its iterations of them into its partial result.
@@ -46,6 +51,7 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferStore,
     Call,
+    Cast,
     Expr,
     For,
     IfThenElse,
@@ -133,7 +139,8 @@ class _Lowerer(IRMutator):
             own_iterations = dataclasses.replace(around, body=own_iterations)
         thread = simplify(loop.loop_var - loop.min) if not _is_zero(loop.min) else loop.loop_var
         start = _store(partial, identity(reduction.op, dtype))
-        combine = _Combine(self, reduction, partial, thread, loop.extent.value)
+        combine = _Combine(self, reduction, partial, thread, loop.extent.value,
+                           *_group(reduction.groups, thread.dtype))
         result = combine.on_gpu() if self.target == "cuda" else combine.on_cpu()
         body = Allocate(partial, seq(start, own_iterations, result.per_thread))
         new_loop = dataclasses.replace(loop, body=body)
@@ -155,10 +162,17 @@ class _Combine:
     """The block-wide combine of the threads' partial results of one reduction."""
 
     def __init__(self, lowerer: _Lowerer, reduction: CrossThreadReduction, partial: Buffer,
-                 thread: Expr, threads: int) -> None:
+                 thread: Expr, threads: int, group: Expr, groups: int) -> None:
         self.lowerer, self.reduction, self.partial = lowerer, reduction, partial
         self.thread, self.threads = thread, threads
+        self.group, self.groups = group, groups    # this thread's group, and how many
         self.op, self.dtype = reduction.op, partial.dtype
+
+    def slot(self, count: int, index: Expr) -> Expr:
+        """Entry `index` of this thread's group in a shared array of `count` per group."""
+        if self.groups == 1:
+            return index
+        return simplify(self.group * self.index(count) + index)
 
     def combined(self, a: Expr, b: Expr) -> Expr:
         return binary(self.op, a, b)
@@ -186,8 +200,9 @@ class _Combine:
         else:
             j = _fresh_var(self.lowerer, "j", self.thread.dtype)
             steps.append(For(j, self.index(0), self.index(self.threads), "serial",
-                             BufferStore(update.buffer, self.combined(element, scratch[j]),
-                                         update.indices)))
+                             BufferStore(update.buffer, self.combined(
+                                 element, scratch[self.slot(self.threads, j)]),
+                                 update.indices)))
         return IfThenElse(self.stores(), seq(*steps))
 
     def stores(self) -> Expr:
@@ -200,8 +215,8 @@ class _Combine:
     def on_cpu(self) -> _Result:
         """Each thread's partial into a shared array; thread 0 combines them in order."""
         scratch = Buffer(self.lowerer.fresh(f"{self.reduction.block_name}_partials"),
-                         (IntImm(self.threads, "int32"),), self.dtype, "shared")
-        publish = BufferStore(scratch, self.partial[0], (self.thread,))
+                         (IntImm(self.threads * self.groups, "int32"),), self.dtype, "shared")
+        publish = BufferStore(scratch, self.partial[0], (self.slot(self.threads, self.thread),))
         return _Result(seq(publish, self.write_result(None, scratch)), (scratch,))
 
     def on_gpu(self) -> _Result:
@@ -215,18 +230,25 @@ class _Combine:
         else:   # the last warp is partial
             lanes = binary("min", self.index(WARP_SIZE),
                            self.index(self.threads) - warp * self.index(WARP_SIZE))
-        steps = [self.warp_reduce(tmp, lane, lanes, min(self.threads, WARP_SIZE))]
+        if self.groups > 1 and self.threads < WARP_SIZE:
+            # a warp holds whole groups of `threads` lanes (a power of two): every lane of it
+            # shuffles, in segments of a group's width
+            steps = [self.warp_reduce(tmp, lane, lanes, self.threads, self.index(
+                min(WARP_SIZE, self.threads * self.groups)), self.threads)]
+        else:
+            steps = [self.warp_reduce(tmp, lane, lanes, min(self.threads, WARP_SIZE))]
         shared: tuple[Buffer, ...] = ()
         if self.threads > WARP_SIZE:
             warps = -(-self.threads // WARP_SIZE)
             scratch = Buffer(self.lowerer.fresh(f"{self.reduction.block_name}_warp_partials"),
-                             (IntImm(warps, "int32"),), self.dtype, "shared")
+                             (IntImm(warps * self.groups, "int32"),), self.dtype, "shared")
             shared = (scratch,)
             steps.append(IfThenElse(binary("eq", lane, self.index(0)),
-                                    BufferStore(scratch, self.partial[0], (warp,))))
+                                    BufferStore(scratch, self.partial[0],
+                                                (self.slot(warps, warp),))))
             gather = _store(self.partial, Select(
-                binary("lt", self.thread, self.index(warps)), scratch[self.thread],
-                identity(self.op, self.dtype)))
+                binary("lt", self.thread, self.index(warps)),
+                scratch[self.slot(warps, self.thread)], identity(self.op, self.dtype)))
             steps.append(IfThenElse(binary("lt", self.thread, self.index(WARP_SIZE)), seq(
                 gather, self.warp_reduce(tmp, lane, self.index(WARP_SIZE), warps))))
         elif self.lowerer.written_elsewhere(self.reduction):
@@ -239,10 +261,12 @@ class _Combine:
             body = Allocate(tmp, body)      # a partial warp's shuffles go through it
         return _Result(body, shared)
 
-    def warp_reduce(self, tmp: Buffer, lane: Expr, lanes: Expr, width: int) -> Stmt:
-        """A shuffle-down tree over the first `width` lanes of each warp, into lane 0: at each
-        offset every lane of the warp shuffles (the call needs them all), and, in a partial
-        warp, a lane adds what it received only from a lane that exists (`lanes` of them)."""
+    def warp_reduce(self, tmp: Buffer, lane: Expr, lanes: Expr, width: int,
+                    shuffling: Expr | None = None, segment: int = WARP_SIZE) -> Stmt:
+        """A shuffle-down tree over the first `width` lanes of each warp (of each `segment`
+        lanes of it), into lane 0: at each offset every lane of the warp shuffles (the call
+        needs them all: `shuffling` of them, by default `lanes`), and, in a partial warp, a
+        lane adds what it received only from a lane that exists (`lanes` of them)."""
         steps = []
         offset = 1
         while offset * 2 < width:
@@ -250,9 +274,10 @@ class _Combine:
         if width < 2:
             return seq()                    # one lane: its partial is the warp's
         full = isinstance(lanes, IntImm) and lanes.value == WARP_SIZE
+        shuffling = lanes if shuffling is None else shuffling
         while offset >= 1:
-            shuffled = Call(SHUFFLE_DOWN, (self.partial[0], self.index(offset), lanes,
-                                           self.index(WARP_SIZE)), self.dtype)
+            shuffled = Call(SHUFFLE_DOWN, (self.partial[0], self.index(offset), shuffling,
+                                           self.index(segment)), self.dtype)
             if full:
                 # a lane past the warp's end gets its own value back and counts it twice, but
                 # lane 0 only ever reads lanes 0 + a sum of distinct offsets < 32
@@ -265,6 +290,20 @@ class _Combine:
                 _store(self.partial, self.combined(self.partial[0], tmp[0]))))
             offset //= 2
         return seq(*steps)
+
+
+def _group(loops: tuple[For, ...], dtype: str) -> tuple[Expr, int]:
+    """(the index of this thread's group among the iterations of the threadIdx.y and .z loops
+    around a reduction, z outermost; their number)."""
+    index: Expr = const(0, dtype)
+    count = 1
+    for loop in sorted(loops, key=lambda lp: lp.thread_tag, reverse=True):    # z, then y
+        position = loop.loop_var if _is_zero(loop.min) else loop.loop_var - loop.min
+        if position.dtype != dtype:
+            position = Cast(dtype, position)
+        index = simplify(index * const(loop.extent.value, dtype) + position)
+        count *= loop.extent.value
+    return index, count
 
 
 def _fresh_var(lowerer: _Lowerer, base: str, dtype: str) -> Var:

@@ -22,9 +22,11 @@ LowerCrossThreadReduction does):
   otherwise make the init discard the iterations before it);
 - thread 0 (which stores the result) runs an iteration of the block wherever another
   thread does;
-- the loop is the only thread loop around the block, and no loop of its kernel is bound to
-  threadIdx.y or threadIdx.z (blocks of threads are one-dimensional: a warp is 32 consecutive
-  threads of the loop; other kernels of the function may bind them), nor any to vthread.
+- the loop is the only threadIdx.x loop around the block, and no loop of its kernel is bound
+  to vthread; loops of its kernel bound to threadIdx.y or threadIdx.z are around it, with
+  constant extents, and its extent is a multiple of 32 or a power of two below 32: the
+  threads of each iteration of those loops reduce apart, and a warp holds one such group or
+  whole groups at the lanes a shuffle keeps apart (threads are numbered x, then y, then z).
 
 Only the dependences of the block with itself through X are exempt from the rule; every other
 use of X (an init block, a consumer) is checked as usual.
@@ -58,6 +60,7 @@ from sched.polyhedral.kernel_stages import kernel_groups, root_stages
 from sched.polyhedral.statements import Statement
 
 REDUCE_TAG = "threadIdx.x"
+WARP_SIZE = 32
 _OTHER_THREAD_TAGS = ("threadIdx.y", "threadIdx.z")    # in the kernel: refused
 
 
@@ -72,6 +75,8 @@ class CrossThreadReduction:
     value: Expr              # the operand that is not the accumulator
     outer: tuple[For, ...] = ()   # serial reduce loops directly around `loop`, outermost first
     guard: Expr | None = None     # where an element's result is stored (None: always)
+    groups: tuple[For, ...] = ()  # the threadIdx.y / threadIdx.z loops around `loop`: each
+    #                               of their iterations is a group of threads reducing apart
 
     @property
     def block_name(self) -> str:
@@ -125,13 +130,18 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     guard = _result_guard(realize, (loop, *inner, *outer))
     if isinstance(guard, str):
         return guard
+    groups = []
     for other in collect(func.body, For):
         if other.kind != "thread_binding" or other is loop:
             continue
-        if other.thread_tag == "vthread" or (other.thread_tag in _OTHER_THREAD_TAGS
-                                             and _in_one_kernel(func, loop, other)):
-            return (f"loop '{other.loop_var.name}' is bound to {other.thread_tag}: a cross-thread "
-                    f"reduction needs one-dimensional thread blocks (threadIdx.x only)")
+        if other.thread_tag == "vthread":
+            return (f"loop '{other.loop_var.name}' is bound to vthread: a cross-thread "
+                    f"reduction runs on a block's threads alone")
+        if other.thread_tag in _OTHER_THREAD_TAGS and _in_one_kernel(func, loop, other):
+            problem = _group_problem(loop, other)
+            if problem is not None:
+                return problem
+            groups.append(other)
         if other.thread_tag == REDUCE_TAG and any(n is loop for n in collect(other.body, For)):
             return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
     if not isinstance(loop.min, IntImm):
@@ -148,7 +158,29 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     if not _first_thread_works(update_statement, loop):
         return (f"the first thread of loop '{loop.loop_var.name}' runs no iteration of block "
                 f"'{block.name}' where another thread does")
-    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), guard)
+    return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), guard,
+                                tuple(groups))
+
+
+def _group_problem(loop: For, other: For) -> str | None:
+    """Why loop `other`, bound to threadIdx.y or .z in the kernel of the reduce loop `loop`,
+    stops the threads of each of its iterations from reducing apart, or None. It must be
+    around `loop` with a constant extent (the threads of one of its iterations then hold one
+    element's reduction), and threadIdx.x's extent a multiple of the warp or a power of two
+    dividing it: a warp then holds the threads of one group, or whole groups at the lanes a
+    shuffle of width 32 keeps apart."""
+    tag, x = other.thread_tag, loop.extent
+    if not any(n is loop for n in collect(other.body, For)):
+        return (f"loop '{other.loop_var.name}' bound to {tag} is not around the reduce loop "
+                f"'{loop.loop_var.name}': every {tag} thread would run the whole reduction")
+    if not (isinstance(other.extent, IntImm) and isinstance(x, IntImm)):
+        return (f"a cross-thread reduction in a block of threads with {tag} needs constant "
+                f"thread extents")
+    if x.value % WARP_SIZE and WARP_SIZE % x.value:
+        return (f"loop '{loop.loop_var.name}' bound to threadIdx.x runs {x.value} threads "
+                f"beside {tag}: a warp would hold threads of two groups at lanes a shuffle "
+                f"cannot keep apart; use a multiple of {WARP_SIZE} or a power of two below it")
+    return None
 
 
 def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr | None | str:
