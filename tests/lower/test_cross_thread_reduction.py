@@ -182,6 +182,29 @@ def test_row_reduction_on_the_gpu(op, threads):
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads, rows_per_block", [(8, 4), (16, 3), (64, 2), (96, 2)])
+def test_rows_on_threadidx_y_on_the_gpu(threads, rows_per_block):
+    """Groups of threads (threadIdx.y) reducing apart on threadIdx.x, on the device."""
+    import torch
+
+    A = te.placeholder((50, 300), name="A")
+    k = te.reduce_axis((0, 300), name="k")
+    sch = sched.Schedule(te.create_prim_func(
+        [A, te.compute((50,), lambda i: te.sum(A[i, k], axis=k), name="B")]))
+    i, kk = sch.get_loops(sch.get_block("B"))
+    block, row = sch.split(i, [None, rows_per_block])
+    outer, thread = sch.split(kk, [None, threads])
+    sch.reorder(block, row, outer, thread)
+    sch.bind(block, "blockIdx.x")
+    sch.bind(row, "threadIdx.y")
+    sch.bind(thread, "threadIdx.x")
+    a = torch.randn(50, 300, device="cuda")
+    out = torch.full((50,), float("nan"), device="cuda")
+    sched.build(sch.func, target="cuda")(a, out)
+    torch.testing.assert_close(out, a.sum(1), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("threads", [32, 64])
 def test_decomposed_init_in_every_thread_lands_before_the_result(rng, threads):
     # decompose_reduction puts B's init outside the thread loop: every thread stores it, so
