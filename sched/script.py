@@ -64,6 +64,8 @@ class _Namespace:
             raise AttributeError(name)
         if name in INT_DTYPES:
             return _IntConstant(name)
+        if name in _EXPR_FUNCTIONS:
+            return _ExprFunction(name)
         return _PLACEHOLDER
 
     def __repr__(self) -> str:
@@ -81,6 +83,25 @@ class _IntConstant(_Placeholder):
         if len(args) == 1 and not kwargs and isinstance(args[0], int) and \
                 not isinstance(args[0], bool):
             return IntImm(args[0], self.dtype)
+        return _PLACEHOLDER
+
+
+_EXPR_FUNCTIONS = {"min": "min", "max": "max", "floordiv": "floordiv", "floormod": "floormod"}
+
+
+class _ExprFunction(_Placeholder):
+    """`T.min`, `T.max`, `T.floordiv`, `T.floormod` outside a function, on IR expressions (an
+    index map's `lambda i: (T.min(i, 7),)`): the expression; anything else, a placeholder."""
+
+    def __init__(self, name: str) -> None:
+        self.op = _EXPR_FUNCTIONS[name]
+
+    def __call__(self, *args, **kwargs):
+        from sched.ir.nodes import Expr, binary, convert
+
+        if len(args) == 2 and not kwargs and any(isinstance(a, Expr) for a in args) and all(
+                isinstance(a, Expr | int) and not isinstance(a, bool) for a in args):
+            return binary(self.op, *(convert(a) for a in args))
         return _PLACEHOLDER
 
 

@@ -23,6 +23,7 @@ from sched.ir.nodes import (
     Var,
     binary,
     const,
+    is_constant,
 )
 from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.names import isl_name
@@ -225,3 +226,28 @@ def pw_aff_to_expr(pw_aff: isl.PwAff, context: isl.Set, variables: dict[str, Var
         return expression(context)
     found = within_operations(CONTEXT_OPERATIONS, lambda: expression(context))
     return found if found is not None else expression(context.remove_divs())
+
+
+def constraint_condition(constraint: isl.Constraint, variables: dict[str, Var]) -> Expr:
+    """An isl constraint over parameters as a comparison: `a - b + 3 >= 0` -> `b < a + 4`."""
+    from sched.ir.simplify import simplify
+
+    positive: Expr = IntImm(0)
+    negative: Expr = IntImm(0)
+    for i in range(constraint.dim(isl.dim_type.param)):
+        coefficient = constraint.get_coefficient_val(isl.dim_type.param, i).to_python()
+        if coefficient:
+            var = variables[constraint.get_dim_name(isl.dim_type.param, i)]
+            term = var * abs(coefficient) if abs(coefficient) != 1 else var
+            if coefficient > 0:
+                positive = simplify(positive + term)
+            else:
+                negative = simplify(negative + term)
+    constant = constraint.get_constant_val().to_python()
+    if constraint.is_equality():
+        if is_constant(negative, 0):                            # `j == 0`, not `0 == j`
+            return binary("eq", positive, IntImm(-constant))
+        return binary("eq", negative, simplify(positive + constant))
+    if is_constant(negative, 0):
+        return binary("ge", positive, IntImm(-constant))
+    return binary("lt", negative, simplify(positive + (constant + 1)))

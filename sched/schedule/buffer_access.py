@@ -27,11 +27,11 @@ import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.extern import is_opaque
-from sched.ir.functor import substitute
-from sched.ir.nodes import BufferRegion, PrimFunc, Range, Var, convert
+from sched.ir.functor import collect, substitute
+from sched.ir.nodes import BlockRealize, BufferRegion, PrimFunc, Range, Var, convert
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model
-from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl, to_isl_comparison
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.state import find_block, replace
 from sched.schedule.trace import JSON_READERS
@@ -171,13 +171,23 @@ def _check_covers(func: PrimFunc, block_name: str, region: BufferRegion, buf_typ
                   ) -> None:
     """Refuse `region` unless isl proves it holds every element the block accesses so."""
     shown = ", ".join(f"{r.min.script()}:{(r.min + r.extent).script()}" for r in region.region)
-    texts = [(to_isl(r.min), to_isl(r.min + r.extent)) for r in region.region]
+    names = [f"e{d}" for d in range(len(region.region))]
+    # each bound may hold selects (`T.min(vi + 1, 128)` less vi is one): read as pieces
+    texts = [(to_isl_comparison(n, ">=", r.min), to_isl_comparison(n, "<", r.min + r.extent))
+             for n, r in zip(names, region.region)]
     if any(t is None for pair in texts for t in pair):
         raise ScheduleError(PRIMITIVE, f"the region {region.buffer.name}[{shown}] is not "
                             f"affine in the block's iteration variables, so {PRIMITIVE} cannot "
                             f"check that it holds what the block accesses")
     model = build_model(func)
-    for statement in model.statements_of_block(block_name):
+    statements = model.statements_of_block(block_name)
+    if not statements or collect(find_block(func, block_name, PRIMITIVE).block.body,
+                                 BlockRealize):
+        raise ScheduleError(PRIMITIVE, f"block {block_name!r} holds blocks and has no accesses "
+                            f"of its own, so {PRIMITIVE} cannot check that "
+                            f"{region.buffer.name}[{shown}] holds what they access; annotate "
+                            f"the blocks inside it")
+    for statement in statements:
         accessed = statement.accesses_of(region.buffer.name, buf_type)
         if accessed is None:
             continue
@@ -189,8 +199,7 @@ def _check_covers(func: PrimFunc, block_name: str, region: BufferRegion, buf_typ
                                 f"affine: a load, a float computation), so {PRIMITIVE} cannot "
                                 f"check {region.buffer.name}[{shown}] holds it; sched does not "
                                 f"trust a declared region it cannot check")
-        names = [f"e{d}" for d in range(len(region.region))]
-        bounds = " and ".join(f"{lo} <= {n} < {hi}" for n, (lo, hi) in zip(names, texts))
+        bounds = " and ".join(f"({lo}) and ({hi})" for lo, hi in texts)
         params = model.params
         declared = isl.Map(f"[{', '.join(params)}] -> {{ {statement.instance()} -> "
                            f"{accessed.get_tuple_name(isl.dim_type.out)}[{', '.join(names)}]"

@@ -30,6 +30,7 @@ from sched.ir.nodes import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Cast,
     Expr,
     For,
     IntImm,
@@ -181,6 +182,15 @@ def _iteration_ranges(func, realize, loop, here, reverse, primitive) -> list:
     return result
 
 
+def _as_dtype(value: Expr, dtype: str) -> Expr:
+    """`value` as an expression of the integer type `dtype` (a constant of it, or a cast)."""
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, IntImm):
+        return IntImm(value.value, dtype)
+    return Cast(dtype, value)
+
+
 def _users(here: list[BlockRealize], buffer: Buffer, reverse: bool) -> list[BlockRealize]:
     """The blocks of `here` that write (`reverse`) or read `buffer`."""
     return [r for r in here if any(x.buffer.name == buffer.name for x in
@@ -217,7 +227,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
     values, conditions, taken = [], [], set()
     for iv, (low, extent, boxed) in zip(realize.block.iter_vars, ranges):
         if is_constant(extent, 1) and not preserve_unit_loops:
-            value = low
+            value = _as_dtype(low, iv.var.dtype)     # T.int64(0) for an int64 variable
         else:
             var = Var(fresh_name(func, f"ax{len(new_loops)}", taken))
             new_loops.append((var, extent))

@@ -43,7 +43,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import dependences
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
-from sched.schedule.state import find_block, path_to, refuse_other_views, replace
+from sched.schedule.state import and_predicate, find_block, path_to, refuse_other_views, replace
 
 
 def neighbours(func: PrimFunc, block: str, kind: str) -> dict[str, set[str]]:
@@ -300,6 +300,7 @@ def _consumer_mapping(func: PrimFunc, realize: BlockRealize, p_realize: BlockRea
         from sched.schedule.inverse_access import invert_consumer_access
 
         return invert_consumer_access(func, realize, p_realize, store, indices)
+
     if not plain or len(loads) != 1:
         shown = "; ".join(f"{store.buffer.name}[{', '.join(i.script() for i in idx)}]"
                           for idx in loads)
@@ -307,7 +308,7 @@ def _consumer_mapping(func: PrimFunc, realize: BlockRealize, p_realize: BlockRea
                             f"be its iteration variables, each once, over the domains of "
                             f"{producer.name!r}, so that its instances and those of "
                             f"{producer.name!r} match one to one")
-    return dict(zip(indices, store.indices))
+    return dict(zip(indices, store.indices)), None
 
 
 def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> PrimFunc:
@@ -346,7 +347,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     if others:
         raise ScheduleError(primitive, f"{buffer.name!r} is also read by block(s) "
                             f"{', '.join(others)}: it must stay stored")
-    mapping = _consumer_mapping(func, realize, p_realize, p_store, primitive)
+    mapping, condition = _consumer_mapping(func, realize, p_realize, p_store, primitive)
     start = _top_position(func, p_realize.block.name)
     between = [d for d in dependences(func) if d.kind in ("anti", "output")
                and d.sink.block is block and d.source.block not in (block, p_realize.block)
@@ -363,7 +364,11 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     reads, writes = infer_block_regions(new_store, None, producer.iter_vars,
                                         producer.alloc_buffers, _outer_vars(func))
     new_block = dataclasses.replace(producer, body=new_store, reads=reads, writes=writes)
-    new_func = replace(func, p_realize, dataclasses.replace(p_realize, block=new_block))
+    new_realize = dataclasses.replace(p_realize, block=new_block)
+    if condition is not None:       # the instances whose element the consumer read
+        new_realize = and_predicate(new_realize, substitute(condition, dict(zip(
+            (iv.var for iv in producer.iter_vars), p_realize.iter_values))))
+    new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
     return _drop_allocation(new_func, buffer)
 

@@ -27,7 +27,6 @@ from sched.ir.nodes import (
     BufferStore,
     Expr,
     For,
-    IntImm,
     IterVar,
     PrimFunc,
     Range,
@@ -36,13 +35,12 @@ from sched.ir.nodes import (
     binary,
     conjuncts,
     const,
-    is_constant,
     logical_and,
 )
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import ASSOCIATIVE_OPS
-from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+from sched.polyhedral.isl_expr import constraint_condition, isl_name, to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_set
 from sched.schedule.reduction_runs import check_reduction_runs_once
 from sched.schedule.scope import (
@@ -328,25 +326,5 @@ def _write_back_predicate(func: PrimFunc, realize: BlockRealize, loops, removed,
         raise refusal("rfactor", f"the partial results of block {realize.block.name!r} exist on "
                       f"a set that is not a conjunction of affine conditions ({found})",
                       func, None, render)
-    return logical_and(*keep, *[_condition(c, variables) for c in pieces[0].get_constraints()])
-
-
-def _condition(constraint: isl.Constraint, variables: dict[str, Var]) -> Expr:
-    """An isl constraint over parameters as a comparison: `a - b + 3 >= 0` -> `b < a + 4`."""
-    positive: Expr = IntImm(0)
-    negative: Expr = IntImm(0)
-    for i in range(constraint.dim(isl.dim_type.param)):
-        coefficient = constraint.get_coefficient_val(isl.dim_type.param, i).to_python()
-        if coefficient:
-            var = variables[constraint.get_dim_name(isl.dim_type.param, i)]
-            term = var * abs(coefficient) if abs(coefficient) != 1 else var
-            if coefficient > 0:
-                positive = simplify(positive + term)
-            else:
-                negative = simplify(negative + term)
-    constant = constraint.get_constant_val().to_python()
-    if constraint.is_equality():
-        return binary("eq", negative, simplify(positive + constant))
-    if is_constant(negative, 0):
-        return binary("ge", positive, IntImm(-constant))
-    return binary("lt", negative, simplify(positive + (constant + 1)))
+    return logical_and(*keep, *[constraint_condition(c, variables)
+                                for c in pieces[0].get_constraints()])

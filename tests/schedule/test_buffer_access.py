@@ -139,3 +139,26 @@ def test_an_opaque_block_is_refused():
 def test_bad_arguments_are_refused(args, message):
     with pytest.raises(ScheduleError, match=message):
         sched.Schedule(two_stages).annotate_buffer_access("B", *args)
+
+
+def test_a_block_holding_blocks_is_refused():
+    """blockize's outer block has no accesses of its own: its region could not be checked
+    against anything (audit helper-43: A[0, 0] was accepted for a read of A[4v:4v+4, 0:128])."""
+    sch = sched.Schedule(two_stages)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    _, inner = sch.split(i, [None, 4])
+    outer = sch.blockize(inner)
+    with pytest.raises(ScheduleError, match="holds blocks and has no accesses of its own"):
+        sch.annotate_buffer_access(outer, 0, "read", lambda v: ((0, 1), (0, 1)))
+
+
+def test_t_min_in_the_ranges_builds_the_expression():
+    """`T.min` outside a function is the IR's min in a lambda (it was a placeholder, and the
+    step crashed with a TypeError)."""
+    sch = sched.Schedule(two_stages)
+    sch.annotate_buffer_access(sch.get_block("C"), 0, "read",
+                               lambda vi, vj: ((vi, T.min(vi + 1, 128)), (vj, vj + 1)))
+    assert "T.reads(B[vi:vi + T.if_then_else(vi <= 127, 1, 128 - vi), vj])" in \
+        sch.func.script()
+    check_replays(two_stages, sch)
+    run(sch.func)

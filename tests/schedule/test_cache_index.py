@@ -163,3 +163,27 @@ def test_an_opaque_block_is_refused():
                 T.evaluate(T.call_extern("int32", "f", T.address_of(A[vi * 2])))
     with pytest.raises(ScheduleError, match="block 'E' makes an opaque call"):
         sched.Schedule(opaque).cache_index("E", "global")
+
+
+@T.prim_func
+def half_value(A: T.Buffer((64,), "float16"), B: T.Buffer((64,), "float16")):
+    for i in range(64):
+        with T.block("B"):
+            vi = T.axis.spatial(64, i)
+            B[vi] = A[vi] * (T.Cast("float16", vi) * T.float16(0.1) + T.float16(1000.0)) \
+                - T.float16(1000.0) * A[vi]
+
+
+@pytest.mark.parametrize("cse_thresh", [0, 2])
+def test_float16_arithmetic_is_not_cached_where_a_store_would_round_it(cse_thresh):
+    """16-bit floats compute in float32 and round where stored or cast: a cache of the
+    subexpression's type would have rounded it (audit helper-43: 0.0999, 0.1999... became 0,
+    0...); its conversion Cast('float16', vi) rounds anyway and may be cached."""
+    sch = sched.Schedule(half_value)
+    sch.cache_index("B", "global", cse_thresh)
+    assert "+ T.float16(1000.0)" in sch.get(sch.get_block("B")).body.script()
+    a = np.ones(64, np.float16)
+    want, got = np.full(64, np.nan, np.float16), np.full(64, np.nan, np.float16)
+    sched.build(half_value, target="c")(a, want)
+    sched.build(sch.func, target="c")(a, got)
+    np.testing.assert_array_equal(got, want)

@@ -493,13 +493,37 @@ def test_reverse_compute_inline_refuses_two_producers():
             "softmax_sum")
 
 
-def test_reverse_compute_inline_refuses_a_read_that_is_not_one_to_one():
-    # C[i] = B[i, 0]: most instances of B have no instance of C
+def test_reverse_compute_inline_of_a_consumer_reading_part_of_its_producer(rng):
+    """C[i] = B[i, 0]: the instances of B whose element C reads compute C there, the others
+    nothing (the condition from isl; dlight's Matmul inlines the copy back of a padded output
+    into its producer this way, TVM adding the same in-bounds predicate)."""
     sch = sched.Schedule(first_column())
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert "T.where(j == 0)" in sch.func.script()
+    assert "C[v_i] = A[v_i, v_j] * T.float32(2.0)" in sch.func.script()
+    a = rng.standard_normal((4, 6), dtype=np.float32)
+    assert_close(run_c(sch.func, a, np.full(4, np.nan, np.float32))[1], a[:, 0] * 2)
+
+
+def test_reverse_compute_inline_refuses_a_consumer_reading_what_is_not_written():
+    """C reads B[i, i + 1], which B (its columns 0 to 2 only) writes for rows 0 and 1: no
+    instance of B could run C's rows 2 and 3."""
+    @T.prim_func
+    def partial(A: T.Buffer((4, 3), "float32"), C: T.Buffer((4,), "float32")):
+        B = T.alloc_buffer((4, 6), "float32")
+        for i, j in T.grid(4, 3):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+        for i in range(4):
+            with T.block("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = B[vi, vi + 1]
+
+    sch = sched.Schedule(partial)
     block = sch.get_block("C")
     refused(sch, lambda: sch.reverse_compute_inline(block),
-            r"block 'C' reads B\[v_i, 0\]: the elements it reads are not exactly those block "
-            r"'B' writes")
+            r"block 'C' reads B\[vi, vi \+ 1\]: it reads elements block 'B' does not write")
 
 
 def test_reverse_compute_inline_refuses_a_guarded_consumer():
@@ -751,6 +775,31 @@ def test_compute_at_of_int64_loops_drops_unit_loops_as_of_int32_ones(rng):
     assert "for ax0 in range(4):" in script and "vi = T.axis.spatial(T.int64(8), i_1)" in script
     a = rng.standard_normal((8, 4), dtype=np.float32)
     assert_close(run_c(sch.func, a, np.zeros_like(a))[1], a * 2 + 1)
+    # the unit loop's value is T.int64(...), the variable's type (audit helper-43: an int32
+    # 0 for an int64 variable, and the script parsed back as another function)
+    sch = sched.Schedule(sched.parse(ONE_ROW64))
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[1],
+                   preserve_unit_loops=False)
+    assert "v0 = T.axis.spatial(T.int64(1), T.int64(0))" in sch.func.script()
+    assert sched.parse(sch.func.script()) == sch.func
+    row = rng.standard_normal((1, 8), dtype=np.float32)
+    assert_close(run_c(sch.func, row, np.zeros_like(row))[1], row * 2 + 1)
+
+
+ONE_ROW64 = """
+@T.prim_func
+def f(A: T.Buffer((T.int64(1), T.int64(8)), "float32"),
+      C: T.Buffer((T.int64(1), T.int64(8)), "float32")):
+    B = T.alloc_buffer((T.int64(1), T.int64(8)), "float32")
+    for i0, i1 in T.grid(T.int64(1), T.int64(8)):
+        with T.block("B"):
+            v0, v1 = T.axis.remap("SS", [i0, i1])
+            B[v0, v1] = A[v0, v1] * T.float32(2)
+    for i0, i1 in T.grid(T.int64(1), T.int64(8)):
+        with T.block("C"):
+            v0, v1 = T.axis.remap("SS", [i0, i1])
+            C[v0, v1] = B[v0, v1] + T.float32(1)
+"""
 
 
 def test_compute_inline_of_a_store_at_0_of_a_unit_dimension(rng):
