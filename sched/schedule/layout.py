@@ -43,7 +43,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
-from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl, to_isl_comparison
 from sched.polyhedral.isl_text import read_map, read_set
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.scope import block_names, taken_names
@@ -121,9 +121,11 @@ def transform_layout(func: PrimFunc, block_name: str, buffer_ref, index_map,
                             f"layout is the caller's; transform the layout of a cache of it "
                             f"(cache_read / cache_write) instead")
     refuse_other_views(func, buffer, PRIMITIVE, "changing its layout")
-    if not all(isinstance(d, IntImm) for d in buffer.shape):
-        raise ScheduleError(PRIMITIVE, f"{buffer.name!r} has a symbolic shape; the image of "
-                            f"the index map is computed for constant shapes")
+    symbolic = {v for d in buffer.shape for v in free_vars(d)}
+    if not symbolic <= set(func.symbolic_vars) or any(to_isl(d) is None for d in buffer.shape):
+        raise ScheduleError(PRIMITIVE, f"{buffer.name!r} has the shape "
+                            f"({', '.join(d.script() for d in buffer.shape)}); the image of the "
+                            f"index map is computed for shapes affine in the symbolic dims")
     dtype = buffer.shape[0].dtype if buffer.shape else "int32"
     mapping = IndexMap.from_callable(index_map, buffer.ndim, dtype)
     if len(mapping.params) != buffer.ndim:
@@ -169,16 +171,21 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
                             f"affine function of the indices (+, -, * and // or % by "
                             f"constants)")
     names = [isl_name(p) for p in mapping.params]
-    domain = " and ".join(f"0 <= {n} < {d.value}" for n, d in zip(names, buffer.shape))
+    dims = sorted({isl_name(v) for d in buffer.shape for v in free_vars(d)})
+    space = f"[{', '.join(dims)}] -> "
+    domain = " and ".join([f"0 <= {n} < {to_isl(d)}" for n, d in zip(names, buffer.shape)] +
+                          [f"{d} >= 1" for d in dims])
     outputs = [f"o{d}" for d in range(len(mapping.results))]
     equalities = " and ".join(f"{o} = {to_isl(r)}" for o, r in zip(outputs, mapping.results))
-    relation = read_map(f"{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
+    relation = read_map(f"{space}{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
                        f"{domain or 'true'} and {equalities or 'true'} }}")
     if not relation.is_injective():
         raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} sends two elements of "
                             f"{buffer.name!r} to one place: it must be injective on the shape "
                             f"({', '.join(d.script() for d in buffer.shape)})")
     image = relation.range()
+    if dims:
+        return _symbolic_image_shape(image, buffer, mapping, outputs)
     shape, box = [], isl.Set("{ [" + ", ".join(outputs) + "] : " +
                              " and ".join(f"0 <= {o}" for o in outputs) + " }")
     for d, name in enumerate(outputs):
@@ -189,6 +196,34 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
                                 f"value {low}: indices start at 0")
         shape.append(const(high + 1, buffer.shape[0].dtype))
         box = box.intersect(read_set(f"{{ [{', '.join(outputs)}] : {name} <= {high} }}"))
+    return tuple(shape), not image.is_equal(box)
+
+
+def _symbolic_image_shape(image: isl.Set, buffer: Buffer, mapping: IndexMap,
+                          outputs: list[str]) -> tuple[tuple[Expr, ...], bool]:
+    """`_image_shape` of a buffer of a symbolic shape: per new dimension, one more than the
+    largest index, an expression of the symbolic dims (isl's, for every value of them)."""
+    dtype = buffer.shape[0].dtype
+    variables = {isl_name(v): v for d in buffer.shape for v in free_vars(d)}
+    space = f"[{', '.join(variables)}] -> "
+    points = f"[{', '.join(outputs)}]"
+    shape, bounds = [], []
+    for d, name in enumerate(outputs):
+        below = read_set(f"{space}{{ {points} : {name} < 0 }}")
+        if not image.intersect(below).is_empty():
+            raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} a "
+                                f"value below 0: indices start at 0")
+        high = image.dim_max(d)
+        extent = pw_aff_to_expr(high.add_constant_val(isl.Val.one(high.get_ctx())),
+                                image.params(), variables)
+        extent = IntImm(extent.value, dtype) if isinstance(extent, IntImm) else extent
+        shape.append(extent)
+        bound = to_isl_comparison(name, "<", extent)
+        if bound is None:
+            raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} on "
+                                f"{buffer.name!r} has no extent isl can write in dimension {d}")
+        bounds.append(f"0 <= {name} and ({bound})")
+    box = read_set(f"{space}{{ {points} : {' and '.join(bounds) or 'true'} }}")
     return tuple(shape), not image.is_equal(box)
 
 

@@ -130,3 +130,32 @@ def test_a_region_indexed_through_the_relaid_buffer_follows_it():
     b = np.zeros(8, np.float32)
     sched.build(sch.func, target="c")(a, index, b)
     np.testing.assert_array_equal(b, a[index % 8])
+
+
+def symbolic_chain():
+    n = te.var("n")
+    A = te.placeholder((n, 8), name="A")
+    B = te.compute((n, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    return te.create_prim_func([A, te.compute((n, 8), lambda i, j: B[i, j] + 1.0, name="C")])
+
+
+@pytest.mark.parametrize("index_map, shape", [
+    (lambda i, j: (j, i), "(8, n)"),
+    (lambda i, j: (i // 4, j, i % 4), "((n + 3) // 4, 8, T.if_then_else(n >= 4, 4, n))"),
+])
+def test_a_buffer_of_a_symbolic_shape_takes_its_image_in_the_symbolic_dims(index_map, shape,
+                                                                          rng):
+    """dlight's Matmul rule relays a reindexed buffer of a dynamic dim (audit helper-42:
+    refused, 'computed for constant shapes')."""
+    func = symbolic_chain()
+    sch = sched.Schedule(func)
+    sch.transform_layout(sch.get_block("B"), "B", index_map)
+    assert f"B = T.alloc_buffer({shape}" in sch.func.script()
+    assert sched.parse(sch.func.script()) == sch.func
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+    kernel = sched.build(sch.func, target="c")
+    for n in (1, 5, 8):
+        a = rng.standard_normal((n, 8)).astype(np.float32)
+        c = np.full((n, 8), np.nan, np.float32)
+        kernel(a, c)
+        np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
