@@ -22,6 +22,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     TRUE,
     Block,
@@ -61,10 +62,10 @@ def blockize(func: PrimFunc, loop_name: str) -> tuple[PrimFunc, str]:
     mapping: dict[Var, Var] = {}
     iter_vars = []
     for var in used:
-        new = Var(_fresh(f"v_{var.name}", taken), var.dtype)
+        new = Var(fresh(f"v_{var.name}", taken), var.dtype)
         mapping[var] = new
         iter_vars.append(IterVar(new, domains[var], _kind(var, inner, loop_name)))
-    name = _fresh(f"{inner[0].block.name}_o", block_names(func))
+    name = fresh(f"{inner[0].block.name}_o", block_names(func))
     reads = _regions(func, loop, inner, "read", mapping)
     writes = _regions(func, loop, inner, "write", mapping)
     subtree, guard = _hoist_tile_guards(loop, inner, domains)
@@ -95,12 +96,6 @@ def _hoist_tile_guards(loop: For, inner: list[BlockRealize], domains: dict[Var, 
         return loop, TRUE
     realize = dataclasses.replace(inner[0], predicate=logical_and(*kept))
     return replace_in(loop, inner[0], realize), logical_and(*hoisted)
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    from sched.ir.names import fresh
-
-    return fresh(base, taken)
 
 
 def _enclosing_domains(func: PrimFunc, loop: For) -> dict[Var, Range]:

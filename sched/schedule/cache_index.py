@@ -34,6 +34,7 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.extern import is_opaque
 from sched.ir.functor import IRMutator, collect, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     MATH_FUNCTIONS,
     TRUE,
@@ -97,10 +98,10 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
     buffers, stages, loads = [], [], []
     for k, expr in enumerate(chosen):
         variables = [v for v in _vars_in_order(expr) if v in doms]
-        buffer = _index_buffer(_fresh(f"index_var_{k}", taken), expr, variables, doms,
+        buffer = _index_buffer(fresh(f"index_var_{k}", taken), expr, variables, doms,
                                storage_scope)
         buffers.append(buffer)
-        stages.append(_stage(_fresh(f"index_{k}", taken), buffer, expr, variables, doms,
+        stages.append(_stage(fresh(f"index_{k}", taken), buffer, expr, variables, doms,
                              taken))
         loads.append(BufferLoad(buffer, tuple(variables)))
     new_block = _rewrite(block, chosen, loads)
@@ -235,15 +236,6 @@ def _vars_in_order(expr: Expr) -> list[Var]:
     return seen
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
-
-
 def _index_buffer(name: str, expr: Expr, variables: list[Var], doms: dict, scope: str):
     shape = tuple(const(doms[v].min.value + doms[v].extent.value, v.dtype) for v in variables)
     return Buffer(name, shape, expr.dtype, scope)
@@ -251,8 +243,8 @@ def _index_buffer(name: str, expr: Expr, variables: list[Var], doms: dict, scope
 
 def _stage(name: str, buffer, expr: Expr, variables: list[Var], doms: dict, taken: set[str]):
     """`for ax...: index_k[v...] = expr(v...)` over the variables' domains."""
-    loops = [Var(_fresh(f"ax{d}", taken), v.dtype) for d, v in enumerate(variables)]
-    own = [Var(_fresh(f"v{d}", taken), v.dtype) for d, v in enumerate(variables)]
+    loops = [Var(fresh(f"ax{d}", taken), v.dtype) for d, v in enumerate(variables)]
+    own = [Var(fresh(f"v{d}", taken), v.dtype) for d, v in enumerate(variables)]
     iter_vars = tuple(IterVar(w, Range(doms[v].min, doms[v].extent))
                       for w, v in zip(own, variables))
     body = BufferStore(buffer, substitute(expr, dict(zip(variables, own))), tuple(own))

@@ -37,6 +37,7 @@ import math
 from sched.errors import ScheduleError
 from sched.ir.dtype import is_int
 from sched.ir.functor import collect, free_vars
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     BinaryOp,
     Block,
@@ -107,7 +108,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     for access in padded.values():
         refuse_other_views(func, access.buffer, PRIMITIVE, "copying it to a padded buffer")
     taken = taken_names(func)
-    copies = {name: Buffer(_fresh(f"{name}_pad", taken),
+    copies = {name: Buffer(fresh(f"{name}_pad", taken),
                            tuple(new[i] if isinstance(i, Var) else IntImm(1) for i in a.indices),
                            a.buffer.dtype, a.buffer.scope) for name, a in padded.items()}
     body = _padded_block(realize, loops, padded, copies, new)
@@ -385,8 +386,8 @@ def _to_copy(stmt, access: _Access, copy: Buffer):
 def _copy_nest(name: str, access: _Access, extents: list[int], taken: set[str], store_of):
     """A nest over `extents` (one loop per dimension of the copy) around a block `name` whose
     body is `store_of(variables)`."""
-    loops = [Var(_fresh(f"ax{d}", taken), _index_dtype(i)) for d, i in enumerate(access.indices)]
-    vars_ = [Var(_fresh(f"v{d}", taken), lp.dtype) for d, lp in enumerate(loops)]
+    loops = [Var(fresh(f"ax{d}", taken), _index_dtype(i)) for d, i in enumerate(access.indices)]
+    vars_ = [Var(fresh(f"v{d}", taken), lp.dtype) for d, lp in enumerate(loops)]
     iter_vars = tuple(IterVar(v, Range(const(0, v.dtype), e)) for v, e in zip(vars_, extents))
     body = store_of(vars_)
     reads, writes = infer_block_regions(body, None, iter_vars)
@@ -427,17 +428,8 @@ def _copy_back(access: _Access, copy: Buffer, old: dict, taken: set[str]):
     def store_of(vars_):
         return BufferStore(access.buffer, BufferLoad(copy, tuple(vars_)),
                            _source(access, vars_))
-    return _copy_nest(_fresh(f"{access.buffer.name}_unpad", taken), access, extents, taken,
+    return _copy_nest(fresh(f"{access.buffer.name}_unpad", taken), access, extents, taken,
                       store_of)
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
 
 
 class PadEinsumPrimitives(ScheduleBase):

@@ -27,6 +27,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     Block,
     BlockRealize,
@@ -136,8 +137,8 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
         raise ScheduleError(PRIMITIVE, f"the padding condition {condition.script()} of block "
                             f"{block_name!r} is not affine, so the inside cannot be bounded")
     taken = taken_names(func)
-    fill_name = _fresh(f"{block_name}_pad_const", taken)
-    fill_vars = {lp.loop_var: Var(_fresh(lp.loop_var.name, taken), lp.loop_var.dtype)
+    fill_name = fresh(f"{block_name}_pad_const", taken)
+    fill_vars = {lp.loop_var: Var(fresh(lp.loop_var.name, taken), lp.loop_var.dtype)
                  for lp in chain}
     fill_block = dataclasses.replace(
         realize.block, name=fill_name, reads=(), annotations=(),
@@ -156,15 +157,6 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
         new_func = replace(func, chain[0], seq(fill, inside))
     _check_domains(func, new_func, realize, fill_name, condition)
     return new_func, fill_name
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
 
 
 def _inside(realize: BlockRealize, store: BufferStore, chain: list[For], condition):
