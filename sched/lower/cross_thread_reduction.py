@@ -232,9 +232,17 @@ class _Combine:
                            self.index(self.threads) - warp * self.index(WARP_SIZE))
         if self.groups > 1 and self.threads < WARP_SIZE:
             # a warp holds whole groups of `threads` lanes (a power of two): every lane of it
-            # shuffles, in segments of a group's width
-            steps = [self.warp_reduce(tmp, lane, lanes, self.threads, self.index(
-                min(WARP_SIZE, self.threads * self.groups)), self.threads)]
+            # shuffles, in segments of a group's width; the last warp of a block whose thread
+            # count 32 does not divide holds fewer lanes, and its mask only those
+            total = self.threads * self.groups
+            shuffling: Expr = self.index(min(WARP_SIZE, total))
+            if total > WARP_SIZE and total % WARP_SIZE:
+                linear = simplify(self.group * self.index(self.threads) + self.thread)
+                first = binary("floordiv", linear, self.index(WARP_SIZE)) * \
+                    self.index(WARP_SIZE)
+                shuffling = binary("min", self.index(WARP_SIZE), self.index(total) - first)
+            steps = [self.warp_reduce(tmp, lane, lanes, self.threads, shuffling,
+                                      self.threads)]
         else:
             steps = [self.warp_reduce(tmp, lane, lanes, min(self.threads, WARP_SIZE))]
         shared: tuple[Buffer, ...] = ()

@@ -173,6 +173,14 @@ def _group_problem(loop: For, other: For) -> str | None:
     if not any(n is loop for n in collect(other.body, For)):
         return (f"loop '{other.loop_var.name}' bound to {tag} is not around the reduce loop "
                 f"'{loop.loop_var.name}': every {tag} thread would run the whole reduction")
+    node = other
+    while node is not loop:
+        if not isinstance(node.body, For):
+            return (f"loop '{other.loop_var.name}' bound to {tag} holds more than the loops "
+                    f"down to the reduce loop '{loop.loop_var.name}': a cross-thread "
+                    f"reduction beside {tag} needs its group's loop to hold it alone (the C "
+                    f"target's thread phases would combine before every thread published)")
+        node = node.body
     if not (isinstance(other.extent, IntImm) and isinstance(x, IntImm)):
         return (f"a cross-thread reduction in a block of threads with {tag} needs constant "
                 f"thread extents")

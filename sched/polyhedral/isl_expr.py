@@ -214,14 +214,17 @@ def _is_negation(e: Expr) -> bool:
 CONTEXT_OPERATIONS = 300_000
 
 
-def pw_aff_to_expr(pw_aff: isl.PwAff, context: isl.Set, variables: dict[str, Var]) -> Expr:
-    """The simplest IR expression equal to `pw_aff` wherever `context` holds. Where the
-    context's existentials make that slow (the instances of a cooperative fetch whose split
-    loops divide: 1.5 s a call, 22 s for one conv2d's lowering), it is simplified against
-    the context without them, a larger set: equal there, so equal where `context` holds."""
+def pw_aff_to_expr(pw_aff: isl.PwAff, context: isl.Set, variables: dict[str, Var],
+                   dtype: str = INDEX_DTYPE) -> Expr:
+    """The simplest IR expression equal to `pw_aff` wherever `context` holds (its constants
+    of `dtype`: int64 beside an int64 symbolic dim). Where the context's existentials make
+    that slow (the instances of a cooperative fetch whose split loops divide: 1.5 s a call,
+    22 s for one conv2d's lowering), it is simplified against the context without them, a
+    larger set: equal there, so equal where `context` holds."""
     def expression(around: isl.Set) -> Expr:
         build = isl.AstBuild.from_context(around)
-        return ast_to_expr(build.expr_from_pw_aff(pw_aff.gist_params(around)), variables)
+        return ast_to_expr(build.expr_from_pw_aff(pw_aff.gist_params(around)), variables,
+                           dtype)
     if all(piece.dim(isl.dim_type.div) == 0 for piece in context.get_basic_sets()):
         return expression(context)
     found = within_operations(CONTEXT_OPERATIONS, lambda: expression(context))

@@ -40,7 +40,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
-from sched.polyhedral import dependences
+from sched.polyhedral import build_model, dependences
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.state import and_predicate, find_block, path_to, refuse_other_views, replace
@@ -300,6 +300,12 @@ def _consumer_mapping(func: PrimFunc, realize: BlockRealize, p_realize: BlockRea
         from sched.schedule.inverse_access import invert_consumer_access
 
         return invert_consumer_access(func, realize, p_realize, store, indices)
+    if len(loads) == 1 and not plain:
+        raise ScheduleError(primitive, f"producer {producer.name!r} runs under the predicate "
+                            f"{p_realize.predicate.script()} and block {block.name!r} reads "
+                            f"{store.buffer.name}[{', '.join(i.script() for i in indices)}], "
+                            f"not at its own iteration variables: inline it before the step "
+                            f"that made the predicate (a split that does not divide)")
 
     if not plain or len(loads) != 1:
         shown = "; ".join(f"{store.buffer.name}[{', '.join(i.script() for i in idx)}]"
@@ -347,6 +353,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     if others:
         raise ScheduleError(primitive, f"{buffer.name!r} is also read by block(s) "
                             f"{', '.join(others)}: it must stay stored")
+    _refuse_overwrites(func, block_name, store, p_realize.block.name, primitive)
     mapping, condition = _consumer_mapping(func, realize, p_realize, p_store, primitive)
     start = _top_position(func, p_realize.block.name)
     between = [d for d in dependences(func) if d.kind in ("anti", "output")
@@ -371,6 +378,22 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
     return _drop_allocation(new_func, buffer)
+
+
+def _refuse_overwrites(func: PrimFunc, block_name: str, store: BufferStore, producer: str,
+                       primitive: str) -> None:
+    """Refuse a consumer two of whose instances write one element: which value stays depends
+    on their order, and inlined they run in the producer's (audit, helper-44: C[0] =
+    B[7 - vi] kept B[0]'s value instead of B[7]'s)."""
+    statements = [s for s in build_model(func).statements_of_block(block_name)
+                  if not s.is_init]
+    if all(s.writes.is_injective() for s in statements):
+        return
+    shown = f"{store.buffer.name}[{', '.join(i.script() for i in store.indices)}]"
+    raise ScheduleError(primitive, f"instances of block {block_name!r} write one element of "
+                        f"{shown} (or the model cannot tell them apart): which value stays "
+                        f"depends on their order, and inlined into {producer!r} they would "
+                        f"run in its order")
 
 
 def _at_store(value: Expr, store: BufferStore) -> Expr:

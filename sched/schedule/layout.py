@@ -215,7 +215,7 @@ def _symbolic_image_shape(image: isl.Set, buffer: Buffer, mapping: IndexMap,
                                 f"value below 0: indices start at 0")
         high = image.dim_max(d)
         extent = pw_aff_to_expr(high.add_constant_val(isl.Val.one(high.get_ctx())),
-                                image.params(), variables)
+                                image.params(), variables, dtype)
         extent = IntImm(extent.value, dtype) if isinstance(extent, IntImm) else extent
         shape.append(extent)
         bound = to_isl_comparison(name, "<", extent)

@@ -382,3 +382,21 @@ def test_a_reduction_over_a_symbolic_extent_split_for_the_threads(rng, target):
         out = np.zeros(5, "float32")
         kernel(a, out)
         assert_close(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_consumer_beside_the_reduction_under_threadidx_y_is_refused():
+    """The C target's thread phases combined the partials before every thread published
+    them when the row's loop held the reduction and a consumer (audit helper-44): the row
+    loop must hold the reduction alone."""
+    A = te.placeholder((2, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    B = te.compute((2,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((2, 8), lambda i, j: A[i, j] - B[i], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    i, k = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    sch.set_scope(sch.get_block("B"), 0, "shared")
+    sch.bind(i, "threadIdx.y")
+    sch.bind(sch.get_loops(sch.get_block("C"))[-1], "threadIdx.x")
+    with pytest.raises(ScheduleError, match="holds more than the loops down to the reduce loop"):
+        sch.bind(k, "threadIdx.x")

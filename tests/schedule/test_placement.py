@@ -875,3 +875,36 @@ def test_compute_at_of_a_tuple_reduction_runs_the_rows_its_consumer_reads(rng):
         mean = a.mean(1, keepdims=True)
         var = (a * a).mean(1, keepdims=True) - mean * mean
         assert_close(out, (a - mean) / np.sqrt(var + 1e-5) * b + c)
+
+
+def test_reverse_compute_inline_refuses_a_consumer_whose_instances_overwrite_one_element():
+    """C[0] = B[7 - vi]: the last instance decides C[0]; inlined into B, the instances would
+    run in B's order (audit helper-44: it kept B[0]'s value where the function keeps B[7]'s)."""
+    @T.prim_func
+    def last_wins(A: T.Buffer((8,), "float32"), C: T.Buffer((1,), "float32")):
+        B = T.alloc_buffer((8,), "float32")
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = A[vi] * T.float32(2)
+        for i in range(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[0] = B[7 - vi]
+
+    sch = sched.Schedule(last_wins)
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            r"instances of block 'C' write one element of C\[0\] .*depends on their order")
+
+
+def test_reverse_compute_inline_into_a_guarded_producer_names_the_predicate():
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: A[i] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((8,), lambda i: B[15 - 2 * i],
+                                                            name="C")]))
+    sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 5])
+    block = sch.get_block("C")
+    refused(sch, lambda: sch.reverse_compute_inline(block),
+            r"producer 'B' runs under the predicate .* inline it before the step that made "
+            r"the predicate")
