@@ -271,3 +271,26 @@ def test_reduce_loop_on_threads_with_no_carried_dependence_is_a_plain_thread_loo
     sched.interpret(_one_live_thread, a, expected)
     sched.build(sch.func, target=target)(a, got)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("threads, groups", [(16, 3), (8, 5)])
+def test_a_partial_last_warp_of_groups_shuffles_with_its_own_lanes(rng, threads, groups):
+    """48 threads in groups of 16: the second warp has 16 lanes, and its shuffles' mask holds
+    those only (it was 0xffffffff: lanes that do not exist, undefined in CUDA)."""
+    A = te.placeholder((30, 50), name="A")
+    k = te.reduce_axis((0, 50), name="k")
+    sch = sched.Schedule(te.create_prim_func(
+        [A, te.compute((30,), lambda i: te.sum(A[i, k], axis=k), name="B")]))
+    i, kk = sch.get_loops(sch.get_block("B"))
+    block, row = sch.split(i, [None, groups])
+    outer, thread = sch.split(kk, [None, threads])
+    sch.reorder(block, row, outer, thread)
+    sch.bind(block, "blockIdx.x")
+    sch.bind(row, "threadIdx.y")
+    sch.bind(thread, "threadIdx.x")
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    assert f"{threads * groups} - " in source and "0xffffffffu, (float)" not in source
+    a = rng.standard_normal((30, 50)).astype("float32")
+    out = np.full(30, np.nan, "float32")
+    sched.build(sch.func, target="cuda-emu")(a, out)
+    assert_close(out, a.sum(1), rtol=1e-5, atol=1e-5)
