@@ -87,7 +87,8 @@ def _check_nesting(func: PrimFunc, realize: BlockRealize, loop: For, primitive: 
 
 
 def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> dict:
-    """For each iteration variable the moved block gets from a neighbour's box: (buffer, dim).
+    """For each iteration variable the moved block gets from a neighbour's box: (buffers, dim)
+    (several buffers for a tuple reduction, one otherwise).
 
     compute_at: the spatial variables that index the buffer the block writes (reduce variables
     keep their full domain). reverse_compute_at: the variables that index a buffer the producers
