@@ -29,6 +29,7 @@ from sched.ir.nodes import (
     BufferStore,
     Expr,
     For,
+    IntImm,
     IterVar,
     PrimFunc,
     Range,
@@ -57,9 +58,13 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
     block = realize.block
     if block.iter_vars and _is_identity(index_map, block):
         return func          # nothing changes (TVM's normalize_prim_func maps every block)
-    if block.init is not None or any(iv.kind != "spatial" for iv in block.iter_vars):
+    kinds = _new_kinds(index_map, block)
+    if kinds is None:
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} has reduce, scan or opaque "
-                            f"variables: transform_block_layout changes spatial blocks")
+                            f"variables: transform_block_layout changes spatial blocks, and "
+                            f"of the others only reorders their variables or drops those of "
+                            f"one iteration (`lambda b, i, k: (i, k)` where b has extent 1, "
+                            f"as TVM's normalize_prim_func does)")
     if realize.predicate != TRUE or not block.iter_vars:
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} runs under a predicate or has "
                             f"no iteration variable: its instances are not its loops' box")
@@ -84,11 +89,12 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
                   for k, iv in enumerate(block.iter_vars)}
     ranges = [(box.dim_min_val(k).to_python(), box.dim_max_val(k).to_python())
               for k in range(len(new_vars))]
-    iter_vars = tuple(IterVar(v, Range(const(lo, dtype), const(hi - lo + 1, dtype)))
-                      for v, (lo, hi) in zip(new_vars, ranges))
+    iter_vars = tuple(IterVar(v, Range(const(lo, dtype), const(hi - lo + 1, dtype)), kind)
+                      for v, (lo, hi), kind in zip(new_vars, ranges, kinds))
     rewrite = _Rewrite(old_of_new, box, names)
     new_block = dataclasses.replace(
         block, iter_vars=iter_vars, body=rewrite.visit(block.body),
+        init=rewrite.visit(block.init) if block.init is not None else None,
         reads=tuple(rewrite.visit(r) for r in block.reads),
         writes=tuple(rewrite.visit(r) for r in block.writes))
     values = tuple(var if lo == 0 else var + lo for var, (lo, _) in zip(loops, ranges))
@@ -100,6 +106,36 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
     if violation is not None:
         raise schedule_error(PRIMITIVE, violation, func, render=render)
     return new_func
+
+
+def _new_kinds(index_map, block) -> list[str] | None:
+    """The kinds of the new iteration variables: all spatial for a spatial block; for another
+    (a reduction), those of the old variables the map selects, where it only reorders them or
+    drops some of extent 1 (the instances and each one's reduction then stay as they are);
+    None for any other map of a block that is not spatial."""
+    if not block.iter_vars:
+        return []                     # refused below: no instance to relay
+    if block.init is None and all(iv.kind == "spatial" for iv in block.iter_vars):
+        return ["spatial"] * _arity(index_map, block)
+    own = [iv.var for iv in block.iter_vars]
+    try:
+        mapping = IndexMap.from_callable(index_map, len(own), own[0].dtype)
+        results = mapping(*own)
+    except (ScheduleError, ValueError):
+        return None
+    if len(set(results)) != len(results) or not all(r in own for r in results):
+        return None
+    kept = {own.index(r) for r in results}
+    if any(not (isinstance(iv.dom.extent, IntImm) and iv.dom.extent.value == 1)
+           for k, iv in enumerate(block.iter_vars) if k not in kept):
+        return None
+    return [block.iter_vars[own.index(r)].kind for r in results]
+
+
+def _arity(index_map, block) -> int:
+    """How many indices `index_map` gives for the block's variables."""
+    own = [iv.var for iv in block.iter_vars]
+    return len(IndexMap.from_callable(index_map, len(own), own[0].dtype).results)
 
 
 def _is_identity(index_map, block) -> bool:
@@ -184,7 +220,10 @@ def _check(func: PrimFunc, new_func: PrimFunc, block_name: str, relation: isl.Ma
     for statement in new_model.statements.values():
         own = statement.schedule
         if statement.block.name == block_name:
-            named = relation.set_tuple_name(isl.dim_type.out, statement.domain.get_tuple_name())
+            # old instances (of the update, or of the init: the same variables) -> new ones
+            tuple_name = statement.domain.get_tuple_name()
+            named = relation.set_tuple_name(isl.dim_type.out, tuple_name) \
+                .set_tuple_name(isl.dim_type.in_, tuple_name)
             own = named.apply_range(own)
         own = isl.UnionMap.from_map(own)
         schedule = own if schedule is None else schedule.union(own)
