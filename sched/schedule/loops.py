@@ -235,7 +235,6 @@ def _fused_index(fused: Var, stride: Expr, loop: For, outer: list[For]) -> Expr:
     return simplify(index + loop.min) if not is_constant(loop.min, 0) else index
 
 
-
 def reorder(func: PrimFunc, loop_names: list[str], render: bool = True,
             suggest: bool = True) -> PrimFunc:
     """Put the given loops in the given order, outermost first (see Schedule.reorder)."""
@@ -314,7 +313,8 @@ class LoopPrimitives(ScheduleBase):
         Requires: the loop's extent is known or one factor is None. At most one factor is
         None: it is inferred (the extent divided by the others, rounded up). When the factors
         do not divide the extent, the blocks under the loop get a guard predicate, so no
-        iteration runs twice or out of range.
+        iteration runs twice or out of range; a symbolic extent that isl proves a multiple of
+        them (`(n + 31) // 32 * 32` by 32) gets none.
 
         Arguments: `loop` a loop handle; `factors` positive ints and at most one None;
         `disable_predication` (TVM's flag) promises that no guard is needed: the split is
