@@ -82,27 +82,29 @@ def invert_consumer_access(func: PrimFunc, consumer: BlockRealize, producer: Blo
     if not read.is_equal(p_domain):
         # the producer writes more than the consumer reads (a padded output copied back):
         # the instances that read nothing store nothing once it is inlined
-        condition = _condition(read, p_domain, variables)
+        condition = _condition(read, p_domain, variables, p_vars[0].dtype)
         if condition is None:
             raise refuse(f"the elements it reads ({read}) are a part of those block "
                          f"{producer.block.name!r} writes that sched cannot write as a "
                          f"condition on its variables")
     context = read
-    return {var: pw_aff_to_expr(inverse.get_pw_aff(k), context, variables)
+    return {var: pw_aff_to_expr(inverse.get_pw_aff(k), context, variables, var.dtype)
             for k, var in enumerate(c_vars)}, condition
 
 
-def _condition(read: isl.Set, domain: isl.Set, variables: dict[str, Var]) -> Expr | None:
-    """`read` within `domain` as a condition on the producer's variables (and parameters),
-    as isl writes it for code (`p0 % 2 == 0` for every other row), or None where it cannot."""
+def _condition(read: isl.Set, domain: isl.Set, variables: dict[str, Var],
+               dtype: str) -> Expr | None:
+    """`read` within `domain` as a condition on the producer's variables (and parameters;
+    constants of `dtype`, theirs), as isl writes it for code (`p0 % 2 == 0` for every other
+    row), or None where it cannot."""
     def as_params(s: isl.Set) -> isl.Set:
         return s.move_dims(isl.dim_type.param, s.dim(isl.dim_type.param),
                            isl.dim_type.set, 0, s.dim(isl.dim_type.set)).params()
     context = as_params(domain)
     try:
         ast = isl.AstBuild.from_context(context).expr_from_set(as_params(read).gist(context))
-        return ast_to_expr(ast, variables)
-    except (isl.Error, NotAffine, KeyError):
+        return ast_to_expr(ast, variables, dtype)
+    except (isl.Error, NotAffine, KeyError, TypeError):
         return None
 
 

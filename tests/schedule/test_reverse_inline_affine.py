@@ -8,6 +8,7 @@ import pytest
 import sched
 from sched import compute as te
 from sched.errors import ScheduleError
+from sched.script import T
 
 
 def run_c(func, *arrays):
@@ -83,3 +84,28 @@ def test_a_consumer_reading_backwards_over_a_symbolic_dim_is_inlined():
         a = np.arange(size, dtype=np.int32) * 3 - 4
         (c,) = run_c(sch.func, a, np.zeros(size, np.int32))[1:]
         np.testing.assert_array_equal(c, (a * 2 + 1)[::-1] + 3)
+
+
+def test_every_other_row_of_an_int64_function(rng):
+    """The condition and the inverse take the variables' int64 constants (Relax's form)."""
+    @T.prim_func
+    def rows64(A: T.Buffer((T.int64(8), T.int64(4)), "float32"),
+               E: T.Buffer((T.int64(4), T.int64(4)), "float32")):
+        B = T.alloc_buffer((T.int64(8), T.int64(4)))
+        for i, j in T.grid(T.int64(8), T.int64(4)):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+        for i, j in T.grid(T.int64(4), T.int64(4)):
+            with T.block("E"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                E[vi, vj] = B[vi * T.int64(2), vj] + T.float32(1)
+
+    sch = sched.Schedule(rows64)
+    sch.reverse_compute_inline(sch.get_block("E"))
+    assert "T.where(i % T.int64(2) == T.int64(0))" in sch.func.script()
+    assert sched.parse(sch.func.script()) == sch.func
+    a = rng.standard_normal((8, 4)).astype(np.float32)
+    e = np.full((4, 4), np.nan, np.float32)
+    sched.build(sch.func, target="c")(a, e)
+    np.testing.assert_allclose(e, a[::2] * 2 + 1, rtol=1e-6)
