@@ -33,6 +33,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import build_model
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl, to_isl_comparison
 from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.layout import read_lambda
 from sched.schedule.state import find_block, replace
 from sched.schedule.trace import JSON_READERS
 
@@ -97,17 +98,9 @@ class RangeMap:
     def from_json(cls, value: dict) -> RangeMap:
         import ast
 
-        from sched.ir.parse_expr import ExprParser
-
-        node = ast.parse(value["lambda"], mode="eval").body
-        parser = ExprParser()
-        params = tuple(Var(a.arg, value["dtype"]) for a in node.args.args)
-        for param in params:
-            parser.bind(param.name, param)
-        ranges = tuple(tuple(parser.expr(x, value["dtype"]) for x in e.elts)
-                       if isinstance(e, ast.Tuple) else parser.expr(e, value["dtype"])
-                       for e in node.body.elts)
-        return cls(params, ranges)
+        params, body, read = read_lambda(value)
+        return cls(params, tuple(tuple(read(x) for x in e.elts) if isinstance(e, ast.Tuple)
+                                 else read(e) for e in body))
 
 
 JSON_READERS[RangeMap.json_key] = RangeMap.from_json

@@ -97,17 +97,25 @@ class IndexMap:
     @classmethod
     def from_json(cls, value: dict) -> IndexMap:
         """The map `to_json` wrote, read back with the TVMScript expression parser."""
-        import ast
+        params, body, read = read_lambda(value)
+        return cls(params, tuple(read(e) for e in body))
 
-        from sched.ir.parse_expr import ExprParser
 
-        node = ast.parse(value["lambda"], mode="eval").body
-        parser = ExprParser()
-        params = tuple(Var(a.arg, value["dtype"]) for a in node.args.args)
-        for param in params:
-            parser.bind(param.name, param)
-        body = node.body.elts if isinstance(node.body, ast.Tuple) else [node.body]
-        return cls(params, tuple(parser.expr(e, value["dtype"]) for e in body))
+def read_lambda(value: dict):
+    """A map's lambda as `to_json` wrote it (its text and the dtype of its indices), read back
+    with the TVMScript expression parser: (its parameters, the Python AST nodes of its
+    results, a function reading one of them as IR)."""
+    import ast
+
+    from sched.ir.parse_expr import ExprParser
+
+    node = ast.parse(value["lambda"], mode="eval").body
+    parser = ExprParser()
+    params = tuple(Var(a.arg, value["dtype"]) for a in node.args.args)
+    for param in params:
+        parser.bind(param.name, param)
+    body = node.body.elts if isinstance(node.body, ast.Tuple) else [node.body]
+    return params, body, lambda e: parser.expr(e, value["dtype"])
 
 
 def transform_layout(func: PrimFunc, block_name: str, buffer_ref, index_map,
