@@ -22,7 +22,7 @@ compute_location.py (sample_compute_location, and compute_at at its inline and r
 introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_properties.py
 (set_axis_separator, unsafe_set_dtype), block_iters.py (reorder_block_iter_var), loop_merge.py
 (merge), padding.py (decompose_padding, can_decompose_padding), pad_einsum.py
-(pad_einsum), deferred_checks.py
+(pad_einsum; what it may pad in einsum_padding.py), deferred_checks.py
 (concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
 (sample_partitioned_tile), cache_inplace.py (cache_inplace), rolling_buffer.py
 (rolling_buffer; its proof in polyhedral/instance_flows.py), cache_index.py (cache_index),
