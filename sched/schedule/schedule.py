@@ -25,7 +25,8 @@ introspection.py (mod, work_on, show, fork_seed, get_output_blocks), buffer_prop
 (pad_einsum; what it may pad in einsum_padding.py), deferred_checks.py
 (concurrency_checked_at_end), loop_partition.py (loop_partition), partitioned_tile.py
 (sample_partitioned_tile), cache_inplace.py (cache_inplace), rolling_buffer.py
-(rolling_buffer; its proof in polyhedral/instance_flows.py), cache_index.py (cache_index),
+(rolling_buffer; its proof in rolling_buffer_proof.py on
+polyhedral/instance_flows.py), cache_index.py (cache_index),
 buffer_access.py (annotate_buffer_access). ordered_axes.py holds the rule
 for scan and opaque iteration variables that several families apply.
 """
