@@ -187,6 +187,18 @@ sched.build(sch.func, target="c")(a_small, b_small, c_small)
 np.testing.assert_allclose(c_small, a_small @ b_small, rtol=1e-4, atol=1e-4)
 print("reindex_cache_read matches numpy")
 
+# pad_einsum (TVM's): a matmul of sizes no tile divides is padded to multiples of the tile
+# through padded copies of A, B and C (zeros outside, the result copied back), so the tiles
+# that follow need no guard. It refuses where the zeros could change a result (a max, or a
+# float factor that does not depend on the padded index: 0 * inf is NaN).
+sch = sched.Schedule(matmul(13, 10, 7))
+sch.pad_einsum(sch.get_block("C"), [16, 16, 8])
+show("pad_einsum(C, [16, 16, 8])", sch)
+a_odd, b_odd, c_odd = inputs(13, 10, 7)
+sched.build(sch.func, target="c")(a_odd, b_odd, c_odd)
+np.testing.assert_allclose(c_odd, a_odd @ b_odd, rtol=1e-4, atol=1e-4)
+print("pad_einsum matches numpy")
+
 naive = sched.build(matmul(S, S, S), target="c")
 
 
