@@ -61,8 +61,9 @@ class Dependence:
     relation: isl.Map         # source instance -> sink instance
     is_reduction: bool
     exact: bool
-    # what `relation` was computed from (pairs.pair_relation's arguments): the two accesses'
-    # texts, the order key of the pair (pairs.order_key), then the common loops' positions
+    # what `relation` was computed from (pairs.relation_of): the two accesses' texts, the
+    # order key of the pair (pairs.order_key), the common loops' positions, and pair_relation's
+    # `distinct`
     key: tuple | None = None
 
     @functools.cached_property
@@ -301,6 +302,15 @@ def _pair_keys(model: PolyModel, source: Statement, sink: Statement) -> tuple:
     return found
 
 
+def _determined_keys(source: Statement, sink: Statement) -> tuple[int, int] | None:
+    """(iteration variables, keys) where `source` and `sink` are statements of one block
+    whose iteration variables determine its keys (`Statement.keys_determined`): two runs at
+    the same variables are then one run (pairs.pair_relation's `distinct`); else None."""
+    if source.block is not sink.block or not source.keys_determined:
+        return None
+    return len(source.iter_names), len(source.keys)
+
+
 def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statement,
                       sink: Statement, first: tuple[str, isl.Map], second: tuple[str, isl.Map],
                       reduction: bool) -> list[Dependence]:
@@ -308,8 +318,9 @@ def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statemen
     ((text, map) pairs) on `buffer`, as a one-element list, or [] when no pair of instances
     conflicts."""
     pair = _pair_keys(model, source, sink)
-    key = (first[0], second[0], *pair)
-    relation = pair_relation(*key[:3], first[1], second[1])
+    distinct = _determined_keys(source, sink)
+    key = (first[0], second[0], *pair, distinct)
+    relation = pair_relation(*key[:3], first[1], second[1], distinct)
     if relation.is_empty():
         return []
     return [Dependence(kind, source, sink, model.storage_of_tuple(buffer), relation,

@@ -296,19 +296,24 @@ _RELATIONS = BoundedCache(1 << 15)       # pair_relation's answers, by its key
 
 
 def pair_relation(first_text: str, second_text: str, order: tuple,
-                  first: isl.Map | None = None, second: isl.Map | None = None) -> isl.Map:
+                  first: isl.Map | None = None, second: isl.Map | None = None,
+                  distinct: tuple[int, int] | None = None) -> isl.Map:
     """The pairs (source instance -> sink instance) where the source's access `first_text`
     and the sink's access `second_text` (instance -> element maps, as text; `first` and
     `second` are the same maps when the caller has them) touch one element and the source
-    runs first (`order`, an `order_key`), coalesced. Remembered by the texts and the order
-    key."""
-    key = (first_text, second_text, order)
+    runs first (`order`, an `order_key`), coalesced. `distinct`: (iteration variables,
+    keys) of two statements of one block whose keys the iteration variables determine
+    (`Statement.keys_determined`): only pairs with different variables or equal keys are
+    real. Remembered by the texts, the order key and `distinct`."""
+    key = (first_text, second_text, order, distinct)
     found = _RELATIONS.recall(key)
     if found is not None:
         return found
     first = first if first is not None else isl.Map(first_text)
     second = second if second is not None else isl.Map(second_text)
     touching = first.apply_range(second.reverse())
+    if distinct is not None:
+        touching = touching.intersect(_determined_keys(touching.get_space(), *distinct))
     if order[0] == order[1] and touching.is_subset(isl.Map.identity(touching.get_space())):
         # one statement whose instances touch only their own elements (a copy into a
         # cache): no instance runs first before its own first run, so there are no pairs
@@ -327,16 +332,38 @@ def pair_relation(first_text: str, second_text: str, order: tuple,
     return _RELATIONS.remember(key, relation)
 
 
+def _determined_keys(space: isl.Space, variables: int, keys: int) -> isl.Map:
+    """{ S[v, k] -> S'[v', k'] : v != v' or k = k' } in `space` (instance dims: `variables`
+    iteration variables, then `keys` keys): where the variables determine the keys, a pair
+    of runs at equal variables is one run, at one key."""
+    universe = isl.Map.universe(space)
+    same_keys = universe
+    for p in range(variables, variables + keys):
+        same_keys = same_keys.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
+    allowed = same_keys
+    for p in range(variables):
+        allowed = allowed.union(universe.order_lt(isl.dim_type.in_, p, isl.dim_type.out, p)) \
+            .union(universe.order_gt(isl.dim_type.in_, p, isl.dim_type.out, p))
+    return allowed
+
+
+def relation_of(key: tuple) -> isl.Map:
+    """`pair_relation` of a dependence's key (dependences.Dependence.key)."""
+    first_text, second_text, order, _, distinct = key
+    return pair_relation(first_text, second_text, order, distinct=distinct)
+
+
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def pair_distance(first_text: str, second_text: str, order: tuple,
-                  common: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The constant distance of `pair_relation(first_text, second_text, order)` at the time
-    positions `common` (the loops both are under), or None when it is not constant. Asked
-    only to describe a dependence: legality never needs it."""
+                  common: tuple[int, ...], distinct: tuple[int, int] | None = None
+                  ) -> tuple[int, ...] | None:
+    """The constant distance of `pair_relation(first_text, second_text, order, distinct)` at
+    the time positions `common` (the loops both are under), or None when it is not constant.
+    Asked only to describe a dependence: legality never needs it."""
     if not common:
         return None
-    relation = pair_relation(first_text, second_text, order)
+    relation = pair_relation(first_text, second_text, order, distinct=distinct)
     if relation.is_empty():
         return None
     source_key, sink_key, params_text = order
@@ -352,10 +379,10 @@ def pair_distance(first_text: str, second_text: str, order: tuple,
 @register
 @functools.lru_cache(maxsize=1 << 15)
 def breaks_order(relation_key: tuple, order: tuple) -> str | None:
-    """The pairs of the relation `pair_relation(*relation_key)` that the order `order` (an
+    """The pairs of the relation `relation_of(relation_key)` that the order `order` (an
     `order_key`) does not keep (source before sink), as isl text, or None when it keeps them
     all."""
-    relation = pair_relation(*relation_key[:3])
+    relation = relation_of(relation_key)
     if _kept_by_first_runs(relation, order):
         return None
     kept = _order(*order)

@@ -16,7 +16,7 @@ from sched.ir.memo import register
 from sched.polyhedral import names
 from sched.polyhedral.dependences import Dependence
 from sched.polyhedral.isl_text import read_map
-from sched.polyhedral.pairs import pair_relation, schedule_map
+from sched.polyhedral.pairs import relation_of, schedule_map
 
 
 @functools.lru_cache(maxsize=256)
@@ -77,7 +77,7 @@ def crossing_pairs(dep: Dependence, between: tuple) -> isl.Map:
     if dep.key is None:
         relation, source, sink = dep.relation, dep.source.schedule, dep.sink.schedule
     else:
-        relation = pair_relation(*dep.key[:3])
+        relation = relation_of(dep.key)
         source_key, sink_key, params = dep.key[2]
         source, sink = schedule_map(*source_key, params), schedule_map(*sink_key, params)
     crossing = crossing_times(dep, between)
@@ -88,7 +88,7 @@ def crossing_pairs(dep: Dependence, between: tuple) -> isl.Map:
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def crossing_times_by_key(key: tuple, between: tuple) -> isl.Map | None:
-    relation = pair_relation(*key[:3])
+    relation = relation_of(key)
     source, sink, params = key[2]
     return _crossing_times(relation, schedule_map(*source, params),
                            schedule_map(*sink, params), between)
@@ -107,7 +107,7 @@ def crossing_exists(dep: Dependence, between: tuple) -> bool:
 @register
 @functools.lru_cache(maxsize=1 << 14)
 def _crossing_exists_by_key(key: tuple, between: tuple) -> bool:
-    relation = pair_relation(*key[:3])
+    relation = relation_of(key)
     source, sink, params = key[2]
     width = _deciding_width(between)
     pairs = time_pairs(between)

@@ -1,0 +1,70 @@
+"""Whether a block's iteration variables determine the keys of its non-affine bindings.
+
+Fusing loops of symbolic extents binds `vi = f // m, vj = f % m`: not affine (m is a
+parameter), so the model lets `vi` and `vj` take any value in their domains and tells the
+block's runs apart by the key `f` (statements.py). Two runs at different keys then seem to
+touch one element `B[vi, vj]`, and binding or parallelizing a loop over `f` is refused as
+carrying an output dependence. But `f == (f // m) * m + f % m` for every `m != 0`: the
+variables' values give the key back, so two runs at equal variables are one run. This module
+proves that, for the dependence analysis to keep only pairs of runs at different variables or
+at one key (pairs.pair_relation's `distinct`):
+
+    vi = (f0 * 64 + f1) // m,  vj = (f0 * 64 + f1) % m      key 64*f0 + f1: determined
+    vi = f // (m * k),  vj = f // k % m,  vk = f % k         key f: determined (f // k first)
+    vi = f // m,  vj = j                                     key f: not determined
+
+A divisor must be positive on every run: a positive constant, a symbolic dim (at least 1),
+or a product of those.
+"""
+
+from __future__ import annotations
+
+from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
+from sched.polyhedral.isl_expr import to_isl
+
+
+def keys_determined(values: list[Expr], keys: list[str], dims: tuple[Var, ...]) -> bool:
+    """Whether the expressions `values` (a block's bindings, in loop variables) determine
+    every key of `keys` (isl texts of affine expressions): each key is one of the values, or
+    is recovered from a pair `x // d` and `x % d` among them (then `x` is one of them too,
+    and so on). `dims`: the function's symbolic dims, which are at least 1."""
+    if not keys:
+        return False
+    known = list(values)
+    recovered = True
+    while recovered:
+        recovered = False
+        for x in _recoverable(known, dims):
+            if x not in known:
+                known.append(x)
+                recovered = True
+    texts = {to_isl(e) for e in known}
+    return all(key in texts for key in keys)
+
+
+def _recoverable(known: list[Expr], dims: tuple[Var, ...]) -> list[Expr]:
+    """The `x` of each pair `x // d`, `x % d` in `known` with a divisor `d` positive on every
+    run (`x == (x // d) * d + x % d`); and `x // a` from `x // (a * b)` and `x // a % b`
+    (for positive a and b, floor division by a then b is floor division by a * b)."""
+    quotients = {(v.a, v.b): v for v in known if _is(v, "floordiv") and _positive(v.b, dims)}
+    found = [v.a for v in known if _is(v, "floormod") and (v.a, v.b) in quotients]
+    for v in known:       # x // a % b beside x // (a * b): x // a is recovered
+        if _is(v, "floormod") and _is(v.a, "floordiv"):
+            x, a, b = v.a.a, v.a.b, v.b
+            if any(_is(d, "mul") and {d.a, d.b} == {a, b}
+                   and _positive(a, dims) and _positive(b, dims) for (y, d) in quotients
+                   if y == x):
+                found.append(v.a)
+    return found
+
+
+def _is(expr: Expr, op: str) -> bool:
+    return isinstance(expr, BinaryOp) and expr.op == op
+
+
+def _positive(divisor: Expr, dims: tuple[Var, ...]) -> bool:
+    if isinstance(divisor, IntImm):
+        return divisor.value > 0
+    if isinstance(divisor, Var):
+        return divisor in dims
+    return _is(divisor, "mul") and _positive(divisor.a, dims) and _positive(divisor.b, dims)

@@ -1,0 +1,193 @@
+"""Loops of symbolic extents fused, then bound or parallelized: `vi = f // m, vj = f % m` is not
+affine, but the variables give the key `f` back (polyhedral/injective_bindings.py), so two runs
+touching one element at equal variables are one run. Accepted where each run writes its own
+element (TVM's dlight fallback: fuse every spatial loop, split, bind); refused where runs at
+different variables write one element (a reduction, an overwrite)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import ScheduleError
+from sched.ir.nodes import BinaryOp, IntImm, Var
+from sched.polyhedral.injective_bindings import keys_determined
+from sched.polyhedral.isl_expr import to_isl
+from sched.script import T
+from tests.conftest import assert_close
+
+
+@T.prim_func
+def scale2(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n, m), "float32")
+    for i, j in T.grid(n, m):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0) + T.float32(vi)
+
+
+@T.prim_func
+def shift3(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    p = T.int32()
+    A = T.match_buffer(a, (n, m, p), "float32")
+    B = T.match_buffer(b, (n, m, p), "float32")
+    for i, j, k in T.grid(n, m, p):
+        with T.block("B"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            B[vi, vj, vk] = A[vi, vj, vk] + T.float32(vj * 10 + vk)
+
+
+@T.prim_func
+def row_sum(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i, k in T.grid(n, m):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+
+
+@T.prim_func
+def last_column(a: T.handle, b: T.handle):
+    # every run of a row writes B[vi]: the last column wins, in order
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i, j in T.grid(n, m):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi] = A[vi, vj]
+
+
+def fused_on_threads(func, threads: int = 64) -> sched.Schedule:
+    """dlight's fallback: fuse every loop, split by the thread count, bind."""
+    sch = sched.Schedule(func)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+        bx, tx = sch.split(fused, [None, threads])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    return sch
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 13), (64, 3), (5, 64)])
+def test_fused_symbolic_loops_bound_to_threads_match_numpy(rng, target, shape):
+    sch = fused_on_threads(scale2)
+    a = rng.standard_normal(shape).astype("float32")
+    b = np.full(shape, np.nan, "float32")
+    sched.build(sch.func, target=target)(a, b)
+    assert_close(b, a * 2 + np.arange(shape[0], dtype="float32")[:, None])
+
+
+def test_fused_symbolic_loops_bound_print_the_fused_bindings():
+    script = fused_on_threads(scale2).func.script()
+    assert 'for i_j_fused_0 in T.thread_binding((m * n + 63) // 64, thread="blockIdx.x"):' \
+        in script
+    assert "vi = T.axis.spatial(n, (i_j_fused_0 * 64 + i_j_fused_1) // m)" in script
+    assert "vj = T.axis.spatial(m, (i_j_fused_0 * 64 + i_j_fused_1) % m)" in script
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 7), (2, 1, 33)])
+def test_three_fused_symbolic_loops_parallel_and_vectorized_match_numpy(rng, shape):
+    sch = sched.Schedule(shift3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+        outer, inner = sch.split(fused, [None, 16])
+        sch.parallel(outer)
+        sch.vectorize(inner)
+    assert "vj = T.axis.spatial(m, (i_j_k_fused_0 * 16 + i_j_k_fused_1) // p % m)" in \
+        sch.func.script()
+    a = rng.standard_normal(shape).astype("float32")
+    b = np.full(shape, np.nan, "float32")
+    sched.build(sch.func, target="c")(a, b)
+    j, k = np.meshgrid(np.arange(shape[1]), np.arange(shape[2]), indexing="ij")
+    assert_close(b, a + (j * 10 + k).astype("float32"))
+
+
+def test_fused_symbolic_reduction_on_parallel_loop_is_refused():
+    sch = sched.Schedule(row_sum)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+        with pytest.raises(ScheduleError, match="loop 'i_k_fused' carries a reduction of "
+                                                "block B"):
+            sch.parallel(fused)
+
+
+def test_fused_symbolic_overwrite_on_threads_is_refused():
+    # runs at different vj write one B[vi]: the order decides which value stays
+    sch = sched.Schedule(last_column)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+        bx, tx = sch.split(fused, [None, 32])
+        with pytest.raises(ScheduleError, match="loop 'i_j_fused_0' carries an output "
+                                                "dependence of block B"):
+            sch.bind(bx, "blockIdx.x")
+        with pytest.raises(ScheduleError, match="loop 'i_j_fused_1' carries an output "
+                                                "dependence of block B"):
+            sch.bind(tx, "threadIdx.x")
+
+
+@T.prim_func
+def quotient_only(a: T.handle, b: T.handle):
+    # vi = f // m alone does not give f back: m runs of f write one B[vi, vj]
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n, 4), "float32")
+    for f, j in T.grid(n * m, 4):
+        with T.block("B"):
+            vi = T.axis.spatial(n, f // m)
+            vj = T.axis.spatial(4, j)
+            B[vi, vj] = B[vi, vj] + A[vi, 0]
+
+
+def test_quotient_without_remainder_does_not_tell_runs_apart():
+    sch = sched.Schedule(quotient_only)
+    f, _ = sch.get_loops(sch.get_block("B"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        with pytest.raises(ScheduleError, match="loop 'f' carries a flow dependence"):
+            sch.parallel(f)
+
+
+N, M, P, F = (Var("n"), Var("m"), Var("p"), Var("f"))
+
+
+def div(a, b):
+    return BinaryOp("floordiv", a, b)
+
+
+def mod(a, b):
+    return BinaryOp("floormod", a, b)
+
+
+@pytest.mark.parametrize("values, determined", [
+    ([div(F, M), mod(F, M)], True),
+    ([div(F, BinaryOp("mul", P, M)), mod(div(F, P), M), mod(F, P)], True),
+    ([div(F, IntImm(4)), mod(F, IntImm(4))], True),
+    ([div(F, M)], False),                               # no remainder
+    ([div(F, M), mod(F, P)], False),                    # different divisors
+    ([div(F, IntImm(-4)), mod(F, IntImm(-4))], False),  # a divisor not proven positive
+    ([div(F, Var("s")), mod(F, Var("s"))], False),      # a scalar, maybe 0, not a dim
+    ([div(F, BinaryOp("mul", P, M)), mod(div(F, M), M), mod(F, P)], False),  # wrong factor
+])
+def test_which_bindings_give_their_key_back(values, determined):
+    assert keys_determined(values, [to_isl(F)], (N, M, P)) is determined
