@@ -19,9 +19,10 @@ Reads index with `v`, `v +- c` (guarded with `T.if_then_else`), `(v + c) % n`, `
 `B_flat[v * m + w]`. Bindings are the loop (`v = i`), reversed (`v = n - 1 - i`), a
 permutation (`(i * 3) % n`), run twice (`v = i % n` over `2n`), predicated (`T.where(i < n)`
 over a longer loop) or split (`v = io * 4 + ii`). A stage may be a block nested in an outer
-block, dims may be symbolic, names odd (`a0`, `NAN`, `C.1`, `exp`), a map's body a let or an
-`if`; an int32 stage does floor `//` and `%` on data of either sign. `features` records what a
-program uses, so that known holes can be kept out while they are being fixed (known_holes.py).
+block, dims may be symbolic (n, and m too: fused loops of two symbolic dims), names odd
+(`a0`, `NAN`, `C.1`, `exp`), a map's body a let or an `if`; an int32 stage does floor `//`
+and `%` on data of either sign. `features` records what a program uses, so that known holes
+can be kept out while they are being fixed (known_holes.py).
 
 Values are small integers held in float32, so every legal reordering gives the exact result.
 """
@@ -138,7 +139,11 @@ class _Builder:
             self.names.taken.add(name)
             self.n = Var(name)
             self.dims[name] = draw(st.integers(3, 8))
-        self.m = draw(st.integers(2, 5))
+        self.m: Expr = IntImm(draw(st.integers(2, 5)))
+        if self.symbolic and self.use("symbolic_m"):    # fused loops of two symbolic dims
+            self.names.taken.add("m")
+            self.dims["m"] = self.m.value
+            self.m = Var("m")
         self.inputs: list[Buffer] = []
         self.outputs: list[Buffer] = []
         self.allocs: list[Buffer] = []
@@ -162,7 +167,7 @@ class _Builder:
         return self.dims[self.n.name] if isinstance(self.n, Var) else self.n.value
 
     def buffer(self, rank: int, role: str) -> Buffer:
-        shape = (self.n,) if rank == 1 else (self.n, IntImm(self.m))
+        shape = (self.n,) if rank == 1 else (self.n, self.m)
         buffer = Buffer(self.names.pick(BUFFER_NAMES, self.odd), shape)
         {"input": self.inputs, "output": self.outputs, "alloc": self.allocs}[role].append(buffer)
         return buffer
