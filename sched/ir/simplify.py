@@ -150,6 +150,10 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
     for matches, result in rules:
         if matches():
             return result()
+    if integer and op == "add":
+        whole = _quotient_and_remainder(a, b)
+        if whole is not None:
+            return whole
     # x + (-c) -> x - c, x - (-c) -> x + c (integers)
     if integer and op in ("add", "sub") and vb is not None and vb < 0 \
             and not isinstance(a, IntImm) and _fits(-vb, a.dtype):
@@ -163,6 +167,24 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
         if _fits(abs(total), a.dtype):
             return BinaryOp("add" if total > 0 else "sub", a.a, const(abs(total), a.dtype))
     return node
+
+
+def _quotient_and_remainder(a: Expr, b: Expr) -> Expr | None:
+    """`x` for `(x // d) * d + x % d` (either term first, either factor first), true of floor
+    division for every d but 0, whose division a program never runs: the flat index of
+    `B[vi, vj]` where fused loops of symbolic extents bind `vi = f // m, vj = f % m` is
+    `f`. None for any other sum."""
+    for product, remainder in ((a, b), (b, a)):
+        if not (isinstance(product, BinaryOp) and product.op == "mul"
+                and isinstance(remainder, BinaryOp) and remainder.op == "floormod"):
+            continue
+        x, d = remainder.a, remainder.b
+        for quotient, factor in ((product.a, product.b), (product.b, product.a)):
+            if isinstance(quotient, BinaryOp) and quotient.op == "floordiv" and \
+                    quotient.a == x and quotient.b == d and factor == d and _pure(x) and \
+                    _pure(d):
+                return x
+    return None
 
 
 class _Simplifier(IRMutator):

@@ -111,3 +111,33 @@ def test_opaque_calls_are_not_folded_away_or_merged():
     for node in (BinaryOp("sub", f, f), BinaryOp("mul", f, IntImm(0, "int32")),
                  BinaryOp("max", f, f)):
         assert simplify(node) == node, node.script()
+
+
+def _div(a, b):
+    return BinaryOp("floordiv", a, b)
+
+
+def _mod(a, b):
+    return BinaryOp("floormod", a, b)
+
+
+@pytest.mark.parametrize("d", [Var("m"), IntImm(-3), IntImm(7)])
+@pytest.mark.parametrize("form", range(4))
+def test_quotient_times_divisor_plus_remainder_is_the_dividend(d, form):
+    # the flat index of B[f // m, f % m]; floor division: true for every divisor but 0
+    x = BinaryOp("add", BinaryOp("mul", Var("f"), IntImm(64)), Var("t"))
+    product = BinaryOp("mul", _div(x, d), d) if form % 2 else BinaryOp("mul", d, _div(x, d))
+    total = BinaryOp("add", product, _mod(x, d)) if form < 2 else \
+        BinaryOp("add", _mod(x, d), product)
+    assert simplify(total) == x
+    for f, t, dv in [(3, 5, 7), (-2, 9, -3), (0, -1, 4)]:
+        assert (f * 64 + t) // dv * dv + (f * 64 + t) % dv == f * 64 + t     # (Python: floor)
+
+
+@pytest.mark.parametrize("total", [
+    BinaryOp("add", BinaryOp("mul", _div(Var("f"), Var("m")), Var("m")), _mod(Var("f"), Var("n"))),
+    BinaryOp("add", BinaryOp("mul", _div(Var("f"), Var("m")), Var("n")), _mod(Var("f"), Var("m"))),
+    BinaryOp("add", BinaryOp("mul", _div(Var("g"), Var("m")), Var("m")), _mod(Var("f"), Var("m"))),
+])
+def test_other_sums_of_quotients_and_remainders_are_kept(total):
+    assert simplify(total) == total
