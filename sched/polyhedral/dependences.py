@@ -302,13 +302,13 @@ def _pair_keys(model: PolyModel, source: Statement, sink: Statement) -> tuple:
     return found
 
 
-def _determined_keys(source: Statement, sink: Statement) -> tuple[int, int] | None:
-    """(iteration variables, keys) where `source` and `sink` are statements of one block
-    whose iteration variables determine its keys (`Statement.keys_determined`): two runs at
-    the same variables are then one run (pairs.pair_relation's `distinct`); else None."""
-    if source.block is not sink.block or not source.keys_determined:
+def _determined_keys(source: Statement, sink: Statement) -> tuple | None:
+    """pairs.pair_relation's `distinct` where `source` and `sink` are statements of one block
+    whose keys some iteration variables determine (`Statement.keys_determined_by`): runs
+    equal on those variables are at one key. None otherwise."""
+    if source.block is not sink.block or source.keys_determined_by is None:
         return None
-    return len(source.iter_names), len(source.keys)
+    return source.keys_determined_by, len(source.iter_names), len(source.keys)
 
 
 def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statement,

@@ -7,7 +7,8 @@ touch one element `B[vi, vj]`, and binding or parallelizing a loop over `f` is r
 carrying an output dependence. But `f == (f // m) * m + f % m` for every `m != 0`: the
 variables' values give the key back, so two runs at equal variables are one run. This module
 proves that, for the dependence analysis to keep only pairs of runs at different variables or
-at one key (pairs.pair_relation's `distinct`):
+at one key (pairs.pair_relation's `distinct`; `determining_variables` names the variables
+that suffice):
 
     vi = (f0 * 64 + f1) // m,  vj = (f0 * 64 + f1) % m      key 64*f0 + f1: determined
     vi = f // (m * k),  vj = f // k % m,  vk = f % k         key f: determined (f // k first)
@@ -23,11 +24,26 @@ from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
 from sched.polyhedral.isl_expr import to_isl
 
 
+def determining_variables(values: list[Expr], keys: list[str], dims: tuple[Var, ...]
+                          ) -> tuple[int, ...] | None:
+    """The positions of the iteration variables whose values (`values`: a block's bindings,
+    in loop variables) determine every key of `keys` (isl texts of affine expressions), or
+    None: those of the non-affine bindings where they suffice (`vx = f // n, vi = f % n`
+    beside a reduction's `vk = k`: runs at equal vx and vi are at one f whatever vk), else
+    all of them. `dims`: the function's symbolic dims, which are at least 1."""
+    if not keys:
+        return None
+    keyed = tuple(p for p, v in enumerate(values) if to_isl(v) is None)
+    for positions in dict.fromkeys((keyed, tuple(range(len(values))))):
+        if positions and keys_determined([values[p] for p in positions], keys, dims):
+            return positions
+    return None
+
+
 def keys_determined(values: list[Expr], keys: list[str], dims: tuple[Var, ...]) -> bool:
-    """Whether the expressions `values` (a block's bindings, in loop variables) determine
-    every key of `keys` (isl texts of affine expressions): each key is one of the values, or
-    is recovered from a pair `x // d` and `x % d` among them (then `x` is one of them too,
-    and so on). `dims`: the function's symbolic dims, which are at least 1."""
+    """Whether the expressions `values` determine every key of `keys`: each key is one of
+    the values, or is recovered from a pair `x // d` and `x % d` among them (then `x` is one
+    of them too, and so on)."""
     if not keys:
         return False
     known = list(values)

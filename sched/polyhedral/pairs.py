@@ -297,14 +297,15 @@ _RELATIONS = BoundedCache(1 << 15)       # pair_relation's answers, by its key
 
 def pair_relation(first_text: str, second_text: str, order: tuple,
                   first: isl.Map | None = None, second: isl.Map | None = None,
-                  distinct: tuple[int, int] | None = None) -> isl.Map:
+                  distinct: tuple | None = None) -> isl.Map:
     """The pairs (source instance -> sink instance) where the source's access `first_text`
     and the sink's access `second_text` (instance -> element maps, as text; `first` and
     `second` are the same maps when the caller has them) touch one element and the source
-    runs first (`order`, an `order_key`), coalesced. `distinct`: (iteration variables,
-    keys) of two statements of one block whose keys the iteration variables determine
-    (`Statement.keys_determined`): only pairs with different variables or equal keys are
-    real. Remembered by the texts, the order key and `distinct`."""
+    runs first (`order`, an `order_key`), coalesced. `distinct`: for two statements of one
+    block whose keys some iteration variables determine (`Statement.keys_determined_by`),
+    (their positions, the number of variables, the number of keys): only pairs that differ
+    on those variables or are at one key are real. Remembered by the texts, the order key
+    and `distinct`."""
     key = (first_text, second_text, order, distinct)
     found = _RELATIONS.recall(key)
     if found is not None:
@@ -332,16 +333,16 @@ def pair_relation(first_text: str, second_text: str, order: tuple,
     return _RELATIONS.remember(key, relation)
 
 
-def _determined_keys(space: isl.Space, variables: int, keys: int) -> isl.Map:
-    """{ S[v, k] -> S'[v', k'] : v != v' or k = k' } in `space` (instance dims: `variables`
-    iteration variables, then `keys` keys): where the variables determine the keys, a pair
-    of runs at equal variables is one run, at one key."""
+def _determined_keys(space: isl.Space, determining: tuple[int, ...], variables: int,
+                     keys: int) -> isl.Map:
+    """{ S[v, k] -> S'[v', k'] : v[p] != v'[p] for some p in `determining`, or k = k' } in
+    `space` (instance dims: `variables` iteration variables, then `keys` keys): where those
+    variables determine the keys, a pair of runs equal on them is at one key."""
     universe = isl.Map.universe(space)
-    same_keys = universe
+    allowed = universe
     for p in range(variables, variables + keys):
-        same_keys = same_keys.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
-    allowed = same_keys
-    for p in range(variables):
+        allowed = allowed.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
+    for p in determining:
         allowed = allowed.union(universe.order_lt(isl.dim_type.in_, p, isl.dim_type.out, p)) \
             .union(universe.order_gt(isl.dim_type.in_, p, isl.dim_type.out, p))
     return allowed
@@ -356,7 +357,7 @@ def relation_of(key: tuple) -> isl.Map:
 @register
 @functools.lru_cache(maxsize=1 << 12)
 def pair_distance(first_text: str, second_text: str, order: tuple,
-                  common: tuple[int, ...], distinct: tuple[int, int] | None = None
+                  common: tuple[int, ...], distinct: tuple | None = None
                   ) -> tuple[int, ...] | None:
     """The constant distance of `pair_relation(first_text, second_text, order, distinct)` at
     the time positions `common` (the loops both are under), or None when it is not constant.

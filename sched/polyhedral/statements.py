@@ -32,7 +32,7 @@ from sched.ir.nodes import (
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
-from sched.polyhedral.injective_bindings import keys_determined
+from sched.polyhedral.injective_bindings import determining_variables
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_comparison, to_isl_condition
 from sched.polyhedral.isl_text import is_single_valued_map
 
@@ -76,8 +76,9 @@ class Statement:
     time: list[str] = field(default_factory=list)          # the time vector's entries
     keys: list[str] = field(default_factory=list)          # affine arguments of non-affine
     #                                                        bindings (see the module doc)
-    keys_determined: bool = False   # the iteration variables' values give the keys back
-    #                                 (injective_bindings.py): equal variables, one run
+    # the positions of the iteration variables whose values give the keys back
+    # (injective_bindings.py): runs equal on them are at one key; None where none do
+    keys_determined_by: tuple[int, ...] | None = None
     env: dict = field(default_factory=dict)                 # enclosing blocks' variables
     accesses: list[ViewAccess] = field(default_factory=list)
     exact: bool = True          # no condition or binding of it was over-approximated
@@ -310,9 +311,9 @@ class _Walker:
         bindings, own, in_domain, keys = self.bindings(realize, loops, env)
         constraints = context + own + [f"{names.local('k', k)} = {key}"
                                        for k, key in enumerate(keys)]
-        determined = keys_determined([substitute(v, env) for v in realize.iter_values], keys,
-                                     self.func.symbolic_vars)
-        common = dict(keys=keys, keys_determined=determined, env=env,
+        determined = determining_variables([substitute(v, env) for v in realize.iter_values],
+                                           keys, self.func.symbolic_vars)
+        common = dict(keys=keys, keys_determined_by=determined, env=env,
                       exact=not unseen and not keys, unseen=unseen, context=context,
                       bindings=bindings)
         if block.iter_vars or block.name != "root":

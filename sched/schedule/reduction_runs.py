@@ -57,26 +57,27 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
         return to_isl(expr) if set(free_vars(expr)) <= allowed else None
 
     def cannot(what: str) -> ScheduleError:
-        return refusal(primitive, f"{what} of block {block.name!r} is not affine in its loops: "
+        return refusal(primitive, f"{what} is not affine in its loops: "
                        f"{primitive} cannot prove that each reduction instance runs once, the "
                        f"init first", func, None, render)
     constraints = []
     for lp in loops:
         lo, extent = text(lp.min), text(lp.extent)
         if lo is None or extent is None:
-            raise cannot(f"a bound of loop {lp.loop_var.name!r} around")
+            raise cannot(f"a bound of loop {lp.loop_var.name!r} around block {block.name!r}")
         constraints.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
     box = []                        # the iteration domain (its reduce part is checked)
     for name, (iv, value) in zip(names, [*spatial, *reduce]):
         lo, extent, bound = text(iv.dom.min), text(iv.dom.extent), text(value)
         if None in (lo, extent, bound):
-            raise cannot(f"the binding {iv.var.name} = {value.script()}")
+            raise cannot(f"the binding {iv.var.name} = {value.script()} of block "
+                         f"{block.name!r}")
         box.append(f"{lo} <= {name} < {lo} + {extent}")
         constraints.append(f"{name} = {bound}")
     for condition in conjuncts(realize.predicate):
         converted = to_isl_condition(substitute(condition, rename))
         if converted is None or not set(free_vars(substitute(condition, rename))) <= allowed:
-            raise cannot(f"the predicate {condition.script()}")
+            raise cannot(f"the predicate {condition.script()} of block {block.name!r}")
         constraints.append(converted)
     dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
     params = f"[{', '.join(rename[v].name for v in outer)}] -> "

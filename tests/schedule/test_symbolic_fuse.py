@@ -14,7 +14,7 @@ import pytest
 import sched
 from sched.errors import ScheduleError
 from sched.ir.nodes import BinaryOp, IntImm, Var
-from sched.polyhedral.injective_bindings import keys_determined
+from sched.polyhedral.injective_bindings import determining_variables, keys_determined
 from sched.polyhedral.isl_expr import to_isl
 from sched.script import T
 from tests.conftest import assert_close
@@ -191,3 +191,62 @@ def mod(a, b):
 ])
 def test_which_bindings_give_their_key_back(values, determined):
     assert keys_determined(values, [to_isl(F)], (N, M, P)) is determined
+
+
+def test_fused_symbolic_kernel_indexes_with_the_fused_loop():
+    # B[f // m, f % m] flattens to ((f // m) * m + f % m): f itself, no division per access
+    source = sched.build(fused_on_threads(scale2).func, target="cuda", arch="sm_90").source
+    assert "B[(int64_t)i_j_fused_0 * 64 + (int64_t)i_j_fused_1] = " \
+           "A[(int64_t)i_j_fused_0 * 64 + (int64_t)i_j_fused_1] * 2.0f" in source
+
+
+@pytest.mark.parametrize("values, positions", [
+    ([div(F, M), mod(F, M), Var("k")], (0, 1)),       # a reduction's own variable left out
+    ([div(F, M), Var("k"), mod(F, M)], (0, 2)),
+    ([div(F, M), F], (0, 1)),                         # the key is a variable's value
+    ([div(F, M), Var("k")], None),
+])
+def test_which_variables_give_the_key_back(values, positions):
+    assert determining_variables(values, [to_isl(F)], (N, M, P)) == positions
+
+
+@T.prim_func
+def batch_row_sum(a: T.handle, b: T.handle):
+    bs = T.int32()
+    n = T.int32()
+    A = T.match_buffer(a, (bs, n, 128), "float32")
+    B = T.match_buffer(b, (bs, n), "float32")
+    for x, i, k in T.grid(bs, n, 128):
+        with T.block("B"):
+            vx, vi, vk = T.axis.remap("SSR", [x, i, k])
+            with T.init():
+                B[vx, vi] = T.float32(0)
+            B[vx, vi] = B[vx, vi] + A[vx, vi, vk]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_fused_symbolic_rows_on_blocks_with_a_cross_thread_reduction_match_numpy(rng, target):
+    # dlight's reduction rule on dynamic shapes: every spatial loop fused onto blockIdx.x, the
+    # reduction across threadIdx.x; runs at equal vx and vi are at one fused value, whatever vk
+    sch = sched.Schedule(batch_row_sum)
+    x, i, k = sch.get_loops(sch.get_block("B"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        sch.bind(sch.fuse(x, i), "blockIdx.x")
+        _, k_1 = sch.split(k, [None, 32])
+        sch.bind(k_1, "threadIdx.x")
+    a = rng.standard_normal((3, 5, 128)).astype("float32")
+    b = np.full((3, 5), np.nan, "float32")
+    sched.build(sch.func, target=target)(a, b)
+    assert_close(b, a.sum(axis=-1), rtol=1e-4, atol=1e-4)
+
+
+def test_decompose_reduction_under_fused_symbolic_loops_names_the_loop():
+    sch = sched.Schedule(batch_row_sum)
+    x, i, k = sch.get_loops(sch.get_block("B"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        sch.parallel(sch.fuse(x, i))
+        with pytest.raises(ScheduleError, match="a bound of loop 'x_i_fused' around block 'B' "
+                                                "is not affine in its loops"):
+            sch.decompose_reduction(sch.get_block("B"), k)
