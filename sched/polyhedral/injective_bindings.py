@@ -20,6 +20,9 @@ or a product of those.
 
 from __future__ import annotations
 
+import dataclasses
+
+from sched.ir.functor import free_vars
 from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
 from sched.polyhedral.isl_expr import to_isl
 
@@ -84,3 +87,25 @@ def _positive(divisor: Expr, dims: tuple[Var, ...]) -> bool:
     if isinstance(divisor, Var):
         return divisor in dims
     return _is(divisor, "mul") and _positive(divisor.a, dims) and _positive(divisor.b, dims)
+
+
+def affine_arguments(expr: Expr, loop_vars: set[Var]) -> list[Expr]:
+    """The largest affine parts of `expr` that use a loop: what a non-affine binding is a
+    function of (`(i * m) % 8` -> `i`; `idx[i * 2]` -> `i * 2`), each once (the model's
+    keys are their isl texts)."""
+    if to_isl(expr) is not None:
+        return [expr] if set(free_vars(expr)) & loop_vars else []
+    found: list[Expr] = []
+    for child in _expr_children(expr):
+        found += [a for a in affine_arguments(child, loop_vars)
+                  if to_isl(a) not in {to_isl(f) for f in found}]
+    return found
+
+
+def _expr_children(expr: Expr) -> list[Expr]:
+    children = []
+    for f in dataclasses.fields(expr):
+        value = getattr(expr, f.name)
+        values = value if isinstance(value, tuple) else (value,)
+        children += [v for v in values if isinstance(v, Expr)]
+    return children

@@ -6,13 +6,12 @@ vector and the over-approximations are described there.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from sched.errors import UnmodelledError
-from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.functor import collect, substitute
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
@@ -32,7 +31,7 @@ from sched.ir.nodes import (
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
-from sched.polyhedral.injective_bindings import determining_variables
+from sched.polyhedral.injective_bindings import affine_arguments, determining_variables
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_comparison, to_isl_condition
 from sched.polyhedral.isl_text import is_single_valued_map
 
@@ -383,7 +382,7 @@ class _Walker:
             if bound is not None:
                 own.append(f"{name} = {bound}")
                 continue
-            arguments = _affine_arguments(value, loop_vars)
+            arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
             self.note(f"the binding of '{iter_var.var.name}' in block '{block.name}' "
                       f"({value.script()}) is not affine; the model lets it take any value in "
                       f"its domain and tells the block's runs apart by "
@@ -425,27 +424,6 @@ def _copy(statement: Statement) -> Statement:
 
 def _own_accesses(body: Stmt) -> bool:
     return bool(collect_accesses(body, lambda _: None))
-
-
-def _expr_children(expr: Expr) -> list[Expr]:
-    children = []
-    for f in dataclasses.fields(expr):
-        value = getattr(expr, f.name)
-        values = value if isinstance(value, tuple) else (value,)
-        children += [v for v in values if isinstance(v, Expr)]
-    return children
-
-
-def _affine_arguments(expr: Expr, loop_vars: set[Var]) -> list[str]:
-    """The largest affine parts of `expr` that use a loop, in isl syntax: what a non-affine
-    binding is a function of (`(i * m) % 8` -> `i`; `idx[i * 2]` -> `(i * 2)`)."""
-    text = to_isl(expr)
-    if text is not None:
-        return [text] if set(free_vars(expr)) & loop_vars else []
-    found: list[str] = []
-    for child in _expr_children(expr):
-        found += [a for a in _affine_arguments(child, loop_vars) if a not in found]
-    return found
 
 
 def _params(func: PrimFunc) -> list[str]:

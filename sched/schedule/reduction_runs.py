@@ -14,6 +14,7 @@ from sched.errors import ScheduleError
 from sched.ir.functor import free_vars, substitute
 from sched.ir.memo import register
 from sched.ir.nodes import BlockRealize, PrimFunc, Var, conjuncts
+from sched.polyhedral.injective_bindings import affine_arguments, keys_determined
 from sched.polyhedral.isl_expr import to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_map, read_set, within_operations
 from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
@@ -60,34 +61,50 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
         return refusal(primitive, f"{what} is not affine in its loops: "
                        f"{primitive} cannot prove that each reduction instance runs once, the "
                        f"init first", func, None, render)
+    dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
+    params = f"[{', '.join(rename[v].name for v in outer)}] -> "
+    # spatial variables bound to loops of symbolic extents fused (`vx = f // n`): their loops
+    # stand for them (see _spatial_loops)
+    keyed = [(iv, v) for iv, v in spatial if text(v) is None]
+    stand_ins = _spatial_loops(func, keyed, reduce, loops, realize.predicate, text, rename,
+                               params, dims) if keyed else ()
+    if stand_ins:
+        spatial = [(iv, v) for iv, v in spatial if text(v) is not None]
+        names = [f"v{i}" for i in range(len(spatial) + len(stand_ins) + len(reduce))]
     constraints = []
     for lp in loops:
         lo, extent = text(lp.min), text(lp.extent)
         if lo is None or extent is None:
+            if lp.loop_var in stand_ins:
+                continue            # a superset of its runs: each runs the reduce loops alike
             raise cannot(f"a bound of loop {lp.loop_var.name!r} around block {block.name!r}")
         constraints.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
-    box = []                        # the iteration domain (its reduce part is checked)
-    for name, (iv, value) in zip(names, [*spatial, *reduce]):
+    reduce_box = []                 # the reduce variables' domain (checked)
+    s_count = len(spatial) + len(stand_ins)
+    for name, loop_var in zip(names[len(spatial):s_count], stand_ins):
+        constraints.append(f"{name} = {rename[loop_var].name}")
+    for name, (iv, value) in zip(names[:len(spatial)] + names[s_count:], [*spatial, *reduce]):
         lo, extent, bound = text(iv.dom.min), text(iv.dom.extent), text(value)
         if None in (lo, extent, bound):
             raise cannot(f"the binding {iv.var.name} = {value.script()} of block "
                          f"{block.name!r}")
-        box.append(f"{lo} <= {name} < {lo} + {extent}")
+        if iv.kind == "reduce":
+            reduce_box.append(f"{lo} <= {name} < {lo} + {extent}")
         constraints.append(f"{name} = {bound}")
     for condition in conjuncts(realize.predicate):
         converted = to_isl_condition(substitute(condition, rename))
+        if converted is None and set(free_vars(condition)) <= set(stand_ins) | set(outer):
+            continue                # which stand-in points run: all of their reduce loops
         if converted is None or not set(free_vars(substitute(condition, rename))) <= allowed:
             raise cannot(f"the predicate {condition.script()} of block {block.name!r}")
         constraints.append(converted)
-    dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
-    params = f"[{', '.join(rename[v].name for v in outer)}] -> "
     loop_text = ", ".join(rename[lp.loop_var].name for lp in loops)
-    s_names, r_names = names[:len(spatial)], names[len(spatial):]
+    s_names, r_names = names[:s_count], names[s_count:]
     first_text = " and ".join([f"{n} = {text(iv.dom.min)}"
                                for n, (iv, _) in zip(r_names, reduce)] or ["true"])
     problem = _runs_once_problem(params, loop_text, tuple(names), len(s_names),
                                  " and ".join(constraints) or "true", dims,
-                                 " and ".join(box[len(s_names):]) or "true", first_text,
+                                 " and ".join(reduce_box) or "true", first_text,
                                  every_point)
     if problem is not None:
         shown = ", ".join(f"{iv.var.name} = {v.script()}" for iv, v in reduce)
@@ -157,3 +174,49 @@ def _starts_at_first_point(mapping: isl.Map, first_points: isl.Map, spatial: int
         at_first.apply_range(to_spatial).reverse())           # loops -> loops of its first
     loops = isl.Set.universe(mapping.get_space().domain())
     return same_instance.intersect(loops.lex_le_set(loops)).is_empty()
+
+
+def _spatial_loops(func: PrimFunc, keyed, reduce, loops, predicate, text, rename, params: str,
+                   dims: str) -> tuple[Var, ...]:
+    """The loops that stand for the spatial variables `keyed` (bindings isl cannot read: `vx
+    = f // n, vi = f % n` over a loop `f` of extent `n * bs`), or () where they cannot: the
+    check then asks of those loops instead of the variables. Sound where the variables give
+    the loops back (one loop point per output element: the bindings' affine arguments are
+    recovered from them, injective_bindings.py, and the arguments are one-to-one in the
+    loops under their affine bounds), and the reduce bindings, the other loops' bounds and
+    the affine conditions do not use those loops: each output element's runs are then the
+    same runs of the other loops, wherever its loop point is, and whether it runs at all
+    (the loops' own bounds, a predicate on them alone) is left out."""
+    loop_vars = {lp.loop_var for lp in loops}
+    values = [v for _, v in keyed]
+    arguments = [a for v in values for a in affine_arguments(v, loop_vars)]
+    own = tuple(lp.loop_var for lp in loops
+                if any(lp.loop_var in free_vars(v) for v in values))
+    elsewhere = [v for _, v in reduce] + [x for lp in loops if lp.loop_var not in own
+                                           for x in (lp.min, lp.extent)]
+    if any(set(free_vars(x)) & set(own) for x in elsewhere) or \
+            any(to_isl_condition(c) is not None and set(free_vars(c)) & set(own)
+                for c in conjuncts(predicate)) or \
+            not keys_determined(values, [to_isl(a) for a in arguments], func.symbolic_vars):
+        return ()
+    bounds = []
+    for lp in loops:
+        lo, extent = text(lp.min), text(lp.extent)
+        if lp.loop_var in own and lo is not None and extent is not None:
+            bounds.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
+    texts = [text(a) for a in arguments]
+    if None in texts or not _one_to_one(
+            params, tuple(rename[v].name for v in own), tuple(texts),
+            " and ".join(bounds) or "true", dims):
+        return ()
+    return own
+
+
+@register
+@functools.lru_cache(maxsize=1 << 10)
+def _one_to_one(params: str, loops: tuple[str, ...], values: tuple[str, ...], bounds: str,
+                dims: str) -> bool:
+    """Whether `[loops] -> [values]` under `bounds` is injective (isl)."""
+    mapping = read_map(f"{params}{{ [{', '.join(loops)}] -> [{', '.join(values)}] : "
+                       f"{bounds} }}").intersect_params(read_set(f"{params}{{ : {dims} }}"))
+    return mapping.is_injective()

@@ -241,12 +241,60 @@ def test_fused_symbolic_rows_on_blocks_with_a_cross_thread_reduction_match_numpy
     assert_close(b, a.sum(axis=-1), rtol=1e-4, atol=1e-4)
 
 
-def test_decompose_reduction_under_fused_symbolic_loops_names_the_loop():
+def test_decompose_reduction_under_fused_symbolic_loops_is_refused_as_unseen():
+    # the runs check passes (the fused loop stands for vx and vi), but the new init block's
+    # domain has a loop bound isl cannot read (n * bs): not compared, refused (left open)
     sch = sched.Schedule(batch_row_sum)
     x, i, k = sch.get_loops(sch.get_block("B"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
         sch.parallel(sch.fuse(x, i))
-        with pytest.raises(ScheduleError, match="a bound of loop 'x_i_fused' around block 'B' "
-                                                "is not affine in its loops"):
+        with pytest.raises(ScheduleError, match="the model cannot see which instances of "
+                                                "block 'B_init' run"):
             sch.decompose_reduction(sch.get_block("B"), k)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 128), (4, 3, 128), (2, 7, 128)])
+def test_rfactor_under_fused_symbolic_rows_matches_numpy(rng, shape):
+    # the fused loop stands for (vx, vi) in the check that the reduce loops run each
+    # reduction instance once (reduction_runs.py): it gives them back, one to one
+    sch = sched.Schedule(batch_row_sum)
+    x, i, k = sch.get_loops(sch.get_block("B"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        sch.fuse(x, i)
+        _, k_1 = sch.split(k, [None, 16])
+        factored = sch.rfactor(k_1, factor_axis=0)
+        sch.parallel(sch.get_loops(factored)[0])
+    a = rng.standard_normal(shape).astype("float32")
+    b = np.full(shape[:2], np.nan, "float32")
+    sched.build(sch.func, target="c")(a, b)
+    assert_close(b, a.sum(axis=-1), rtol=1e-4, atol=1e-4)
+
+
+@T.prim_func
+def folded_row_sum(a: T.handle, b: T.handle):
+    # vx = f // n alone: a fused loop that does not give the output element back
+    bs = T.int32()
+    n = T.int32()
+    A = T.match_buffer(a, (bs, n, 16), "float32")
+    B = T.match_buffer(b, (bs,), "float32")
+    for f, k in T.grid(bs * n, 16):
+        with T.block("B"):
+            vx = T.axis.spatial(bs, f // n)
+            vk = T.axis.reduce(16, k)
+            with T.init():
+                B[vx] = T.float32(0)
+            B[vx] = B[vx] + A[vx, 0, vk]
+
+
+def test_rfactor_where_the_fused_loop_is_not_given_back_is_refused():
+    # n runs of f share one vx, each running the init again (only the last run's sum stays):
+    # rfactor's one init per element would sum them all
+    sch = sched.Schedule(folded_row_sum)
+    _, k = sch.get_loops(sch.get_block("B"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        with pytest.raises(ScheduleError, match="a bound of loop 'f' around block 'B' is not "
+                                                "affine in its loops"):
+            sch.rfactor(k, factor_axis=0)
