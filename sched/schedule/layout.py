@@ -178,13 +178,18 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
         raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} {what}: it must be an "
                             f"affine function of the indices (+, -, * and // or % by "
                             f"constants)")
-    names = [isl_name(p) for p in mapping.params]
     dims = sorted({isl_name(v) for d in buffer.shape for v in free_vars(d)})
+    # the map's parameters under names of their own (`lambda n: ...` over a shape (n,) names
+    # an index like the dim)
+    taken = set(dims)
+    indices = {p: Var(fresh(f"i{d}", taken), p.dtype) for d, p in enumerate(mapping.params)}
+    names = [isl_name(v) for v in indices.values()]
+    results = [substitute(r, indices) for r in mapping.results]
     space = f"[{', '.join(dims)}] -> "
     domain = " and ".join([f"0 <= {n} < {to_isl(d)}" for n, d in zip(names, buffer.shape)] +
                           [f"{d} >= 1" for d in dims])
-    outputs = [f"o{d}" for d in range(len(mapping.results))]
-    equalities = " and ".join(f"{o} = {to_isl(r)}" for o, r in zip(outputs, mapping.results))
+    outputs = [fresh(f"o{d}", taken) for d in range(len(mapping.results))]
+    equalities = " and ".join(f"{o} = {to_isl(r)}" for o, r in zip(outputs, results))
     relation = read_map(f"{space}{{ [{', '.join(names)}] -> [{', '.join(outputs)}] : "
                        f"{domain or 'true'} and {equalities or 'true'} }}")
     if not relation.is_injective():

@@ -159,3 +159,23 @@ def test_a_buffer_of_a_symbolic_shape_takes_its_image_in_the_symbolic_dims(index
         c = np.full((n, 8), np.nan, np.float32)
         kernel(a, c)
         np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("step", ["transform_layout", "reindex_cache_write"])
+def test_an_index_map_may_name_its_indices_like_the_symbolic_dims(step, rng):
+    """`lambda n, j: (j, n)` over a shape (n, 8): the map's n is its first index, not the
+    dim (the fuzzer: isl read both as one name and crashed)."""
+    func = symbolic_chain()
+    sch = sched.Schedule(func)
+    if step == "transform_layout":
+        sch.transform_layout(sch.get_block("B"), "B", lambda n, j: (j, n))
+        assert "B = T.alloc_buffer((8, n)" in sch.func.script()
+    else:
+        sch.reindex_cache_write(sch.get_block("C"), 0, "global", lambda n, j: (j, n))
+        assert "C_global = T.alloc_buffer((8, n)" in sch.func.script()
+    kernel = sched.build(sch.func, target="c")
+    for n in (1, 6):
+        a = rng.standard_normal((n, 8)).astype(np.float32)
+        c = np.full((n, 8), np.nan, np.float32)
+        kernel(a, c)
+        np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
