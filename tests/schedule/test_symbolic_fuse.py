@@ -298,3 +298,45 @@ def test_rfactor_where_the_fused_loop_is_not_given_back_is_refused():
         with pytest.raises(ScheduleError, match="a bound of loop 'f' around block 'B' is not "
                                                 "affine in its loops"):
             sch.rfactor(k, factor_axis=0)
+
+
+@T.prim_func
+def bias_gelu(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int64()
+    m = T.int64()
+    A = T.match_buffer(a, (n, m), "float32")
+    Bias = T.match_buffer(b, (m,), "float32")
+    C = T.match_buffer(c, (n, m), "float32")
+    T1 = T.alloc_buffer((n, m), "float32")
+    for i, j in T.grid(n, m):
+        with T.block("add"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T1[vi, vj] = A[vi, vj] + Bias[vj]
+    for i, j in T.grid(n, m):
+        with T.block("gelu"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = T1[vi, vj] * T.float32(0.5) * (
+                T.float32(1) + T.erf(T1[vi, vj] * T.float32(0.70710678)))
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_dlight_fallback_on_an_int64_dynamic_function_matches_numpy(rng, target):
+    # Relax's int64 dims, the producer inlined, every loop fused, split by 1024 and bound
+    import math
+    sch = sched.Schedule(bias_gelu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        sch.compute_inline(sch.get_block("add"))
+        fused = sch.fuse(*sch.get_loops(sch.get_block("gelu")))
+        bx, tx = sch.split(fused, [None, 1024])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    kernel = sched.build(sch.func, target=target)
+    erf = np.vectorize(math.erf)
+    for shape in [(1, 1), (3, 7), (33, 65)]:
+        a = rng.standard_normal(shape).astype("float32")
+        bias = rng.standard_normal(shape[1]).astype("float32")
+        c = np.full(shape, np.nan, "float32")
+        kernel(a, bias, c)
+        x = (a + bias).astype(np.float64)
+        assert_close(c, x * 0.5 * (1 + erf(x * 0.70710678)), rtol=1e-5, atol=1e-6)
