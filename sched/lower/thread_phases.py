@@ -5,17 +5,21 @@ until threads communicate through shared memory: a barrier means "every thread h
 code before it", which a loop over threads gives only if the loop ends at the barrier. So, as
 MCUDA and PoCL do, each thread loop nest whose body holds barriers becomes one loop nest per
 phase between barriers (loop fission); a serial loop or an `if` holding a barrier moves outside
-the thread loops (its bounds and condition must be the same for every thread). What a thread
-keeps across phases must survive the fission:
+the thread loops (its bounds and condition must be the same for every thread), and a thread
+loop of another axis holding one (a threadIdx.x loop beside other statements in a threadIdx.y
+loop) joins the nest: its phases loop over both axes. What a thread keeps across phases must
+survive the fission:
 
 - code outside the thread loops runs in every thread on the GPU: it is put in loops over all
   threads too (a reduction each thread finishes for itself, into a local buffer, is computed
   by each); so does code inside some thread loops but outside another axis's loop when it
   touches a thread-private buffer (each thread of that axis on its own copy);
 - every "local" buffer (and tensor-core fragment) gets one copy per thread (leading
-  dimensions for threadIdx.z, y, x, indexed by the thread at each access) and, like every
-  "shared" buffer (one per block), is allocated once per block, inside the innermost blockIdx
-  loop.
+  dimensions for threadIdx.z, y, x, indexed by the thread at each access), another buffer
+  allocated inside thread loops (a "global" intermediate plan_buffer_allocation put there)
+  one copy per iteration of those loops (the threads of the loops inside share it, as the
+  CUDA target's workspace), and, like every "shared" buffer (one per block), is allocated
+  once per block, inside the innermost blockIdx loop.
 
 Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
 buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
@@ -77,18 +81,24 @@ class _HoistAllocations(IRMutator):
     def __init__(self, block_extents: dict[str, int]) -> None:
         self.block_extents = block_extents
         self.hoisted: list[list[Buffer]] = [[]]
-        self.expanded: dict[str, Buffer] = {}
+        self.expanded: dict[str, tuple[Buffer, tuple[str, ...]]] = {}
         self.thread_vars: dict[str, Expr] = {}
 
     def visit_Allocate(self, node: Allocate):
         buffer = node.buffer
-        # inside a thread loop, each thread allocates its own copy of any buffer but a shared
-        # one (plan_buffer_allocation puts a "global" intermediate there when no value flows
-        # between threads through it): hoisted out of the loop, one copy per thread too
-        if is_thread_private(buffer.scope) or (self.thread_vars and buffer.scope != "shared"):
-            dims = tuple(IntImm(self.block_extents[tag]) for tag in _THREAD_ORDER)
+        # a thread-private buffer: one copy per thread. Any other but a shared one allocated
+        # inside thread loops (plan_buffer_allocation puts a "global" intermediate at the
+        # loop around all its uses, its region compacted to one iteration of it): one copy
+        # per iteration of those loops, shared by the threads of the loops inside (values
+        # flow between them: written under threadIdx.x, read by an epilogue outside it), as
+        # the CUDA target's workspace has it
+        tags = _THREAD_ORDER if is_thread_private(buffer.scope) else \
+            tuple(t for t in _THREAD_ORDER if t in self.thread_vars) \
+            if buffer.scope != "shared" else ()
+        if tags:
+            dims = tuple(IntImm(self.block_extents[tag]) for tag in tags)
             buffer = dataclasses.replace(buffer, shape=dims + buffer.shape)
-            self.expanded[node.buffer.name] = buffer
+            self.expanded[node.buffer.name] = buffer, tags
         # one allocation per buffer: a statement copied by a pipeline's prologue, steady
         # state and epilogue allocates its buffer in each copy, with disjoint lifetimes
         if buffer not in self.hoisted[-1]:
@@ -115,22 +125,24 @@ class _HoistAllocations(IRMutator):
             return loop
         return self.visit_children(node)
 
-    def _thread_index(self) -> tuple[Expr, ...]:
-        return tuple(self.thread_vars.get(tag, IntImm(0)) for tag in _THREAD_ORDER)
+    def _thread_index(self, tags: tuple[str, ...]) -> tuple[Expr, ...]:
+        return tuple(self.thread_vars.get(tag, IntImm(0)) for tag in tags)
 
     def visit_BufferLoad(self, node: BufferLoad):
         node = self.visit_children(node)
-        buffer = self.expanded.get(node.buffer.name)
-        if buffer is None:
+        expanded = self.expanded.get(node.buffer.name)
+        if expanded is None:
             return node
-        return BufferLoad(buffer, self._thread_index() + node.indices)
+        buffer, tags = expanded
+        return BufferLoad(buffer, self._thread_index(tags) + node.indices)
 
     def visit_BufferStore(self, node: BufferStore):
         node = self.visit_children(node)
-        buffer = self.expanded.get(node.buffer.name)
-        if buffer is None:
+        expanded = self.expanded.get(node.buffer.name)
+        if expanded is None:
             return node
-        return BufferStore(buffer, node.value, self._thread_index() + node.indices)
+        buffer, tags = expanded
+        return BufferStore(buffer, node.value, self._thread_index(tags) + node.indices)
 
 
 def _has_barrier(stmt: Stmt) -> bool:
@@ -180,6 +192,12 @@ def _phases(nest: list[For], body: Stmt) -> Stmt:
         if group:
             pieces.append(_wrap(nest, seq(*group)))
         return seq(*pieces)
+    if _is_thread_loop(body):
+        # a thread loop of another axis inside (the body of a threadIdx.y loop holding a
+        # threadIdx.x loop beside other statements): its phases run over both axes' threads,
+        # each barrier waiting for every thread of the block (not a serial loop around them)
+        inner, inner_body = _thread_nest(body)
+        return _phases(nest + inner, inner_body)
     if isinstance(body, For):
         _check_uniform(f"the bounds of loop '{body.loop_var.name}'", body.min + body.extent,
                        nest)
