@@ -25,6 +25,7 @@ from sched.polyhedral.isl_expr import isl_name
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
+from sched.polyhedral.runs import repeated_instance, runs_are_idempotent
 from sched.polyhedral.time_pairs import (
     carried_at,
     crossing_exists,
@@ -32,6 +33,7 @@ from sched.polyhedral.time_pairs import (
     crossing_times,
     in_program_order,
     in_program_order_by_key,
+    time_pairs,
 )
 from sched.polyhedral.violation import Violation, describe_instance_pair
 
@@ -220,6 +222,9 @@ class _Concurrency:
             | (extra & {lp.position for lp in statement.loops})))
 
     def violation(self) -> Violation | None:
+        repeated = self.repeated_runs_violation()
+        if repeated is not None:
+            return repeated
         if self.kind in ("parallel", "vectorized") and self.statements and \
                 not self.iterations_share_elements():
             return None             # no dependence can be carried (conflicts.py)
@@ -243,6 +248,26 @@ class _Concurrency:
                                    if d.buffer == dep.buffer and d.kind == "output"),
                                   (dep, pairs))
             return Violation(self.reason(dep), dep, describe_instance_pair(dep, pairs))
+        return None
+
+    def repeated_runs_violation(self) -> Violation | None:
+        """A statement under the loop whose instances run more than once, in different
+        iterations of it (a loop no iteration variable binds: `for t, i: B[vi] = B[vi] * 2`),
+        and whose runs are not idempotent (RUNS_RULE): the dependences are those of first
+        runs, so the rule would not see the runs of one instance racing."""
+        for statement in self.statements:
+            if statement.runs_once or runs_are_idempotent(self.model, statement):
+                continue
+            schedule = statement.schedule
+            again = schedule.reverse().apply_range(schedule)       # time -> time, one instance
+            if again.intersect(time_pairs(self.carried_key)).is_empty():
+                continue
+            return Violation(
+                f"loop '{self.name}' runs instances of block {statement.block.name} more than "
+                f"once, in different iterations of it (e.g. "
+                f"{repeated_instance(statement)}), and each run changes what the next one "
+                f"reads or writes: run at the same time, they would race. Keep the loop "
+                f"serial, or bind an iteration variable of the block to it")
         return None
 
     def carried(self):
