@@ -114,7 +114,7 @@ def _is(e: Expr, value) -> bool:
     return _value(e) == value and not isinstance(_value(e), bool)
 
 
-def _rewrite_binary(node: BinaryOp) -> Expr:
+def _rewrite_binary(node: BinaryOp, positive: frozenset = frozenset()) -> Expr:
     a, b, op = node.a, node.b, node.op
     va, vb = _value(a), _value(b)
     if va is not None and vb is not None:
@@ -151,7 +151,7 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
         if matches():
             return result()
     if integer and op == "add":
-        whole = _quotient_and_remainder(a, b)
+        whole = _quotient_and_remainder(a, b, positive)
         if whole is not None:
             return whole
     # x + (-c) -> x - c, x - (-c) -> x + c (integers)
@@ -169,11 +169,13 @@ def _rewrite_binary(node: BinaryOp) -> Expr:
     return node
 
 
-def _quotient_and_remainder(a: Expr, b: Expr) -> Expr | None:
-    """`x` for `(x // d) * d + x % d` (either term first, either factor first), true of floor
-    division for every d but 0, whose division a program never runs: the flat index of
-    `B[vi, vj]` where fused loops of symbolic extents bind `vi = f // m, vj = f % m` is
-    `f`. None for any other sum."""
+def _quotient_and_remainder(a: Expr, b: Expr, positive: frozenset) -> Expr | None:
+    """`x` for `(x // d) * d + x % d` (either term first, either factor first) where `d` is
+    nonzero: a nonzero constant or a product of variables of `positive` (symbolic dims, at
+    least 1 at every call). The flat index of `B[vi, vj]` where fused loops of symbolic
+    extents bind `vi = f // m, vj = f % m` is `f`. Not for another divisor: `x // 0` and
+    `x % 0` are 0 in sched (a scalar parameter or a loaded value may be 0). None for any
+    other sum."""
     for product, remainder in ((a, b), (b, a)):
         if not (isinstance(product, BinaryOp) and product.op == "mul"
                 and isinstance(remainder, BinaryOp) and remainder.op == "floormod"):
@@ -182,14 +184,29 @@ def _quotient_and_remainder(a: Expr, b: Expr) -> Expr | None:
         for quotient, factor in ((product.a, product.b), (product.b, product.a)):
             if isinstance(quotient, BinaryOp) and quotient.op == "floordiv" and \
                     quotient.a == x and quotient.b == d and factor == d and _pure(x) and \
-                    _pure(d):
+                    _nonzero(d, positive):
                 return x
     return None
 
 
+def _nonzero(d: Expr, positive: frozenset) -> bool:
+    if isinstance(d, IntImm):
+        return d.value != 0
+    if isinstance(d, Cast):     # widened (an int64 index of an int32 dim): the same value
+        return is_int(d.dtype) and is_int(d.value.dtype) and \
+            bits(d.dtype) >= bits(d.value.dtype) and _nonzero(d.value, positive)
+    if isinstance(d, BinaryOp) and d.op == "mul":
+        return _nonzero(d.a, positive) and _nonzero(d.b, positive)
+    return d in positive
+
+
 class _Simplifier(IRMutator):
+    def __init__(self, positive: frozenset = frozenset()) -> None:
+        super().__init__()
+        self.positive = positive
+
     def visit_BinaryOp(self, node: BinaryOp) -> Expr:
-        return _rewrite_binary(self.visit_children(node))
+        return _rewrite_binary(self.visit_children(node), self.positive)
 
     def visit_Not(self, node: Not) -> Expr:
         node = self.visit_children(node)
@@ -222,6 +239,8 @@ class _Simplifier(IRMutator):
         return const(value, node.dtype)                          # cast<T>(c) -> T(c)
 
 
-def simplify(node):
-    """`node` (an expression or any IR) with constants folded and identities applied."""
-    return _Simplifier().visit(node)
+def simplify(node, positive=()):
+    """`node` (an expression or any IR) with constants folded and identities applied.
+    `positive`: variables known to be at least 1 (a function's symbolic dims, checked at
+    every call), for the identities that need a nonzero divisor."""
+    return _Simplifier(frozenset(positive)).visit(node)

@@ -37,8 +37,9 @@ logger = logging.getLogger("sched.lower")
 
 def fold_constants(func: PrimFunc) -> PrimFunc:
     """Constants folded and identities applied everywhere (`7 + 1`, `p * 1` in conditions and
-    values too; simplify_indices has done the indices with isl)."""
-    return simplify(func)
+    values too; simplify_indices has done the indices with isl). The symbolic dims are at
+    least 1 (checked at every call)."""
+    return simplify(func, func.symbolic_vars)
 
 Pass = Callable[[PrimFunc], PrimFunc]
 
