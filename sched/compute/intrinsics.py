@@ -108,7 +108,13 @@ def cast(x, dtype: str) -> Expr:
 
 def if_then_else(condition, true_value, false_value) -> Select:
     """`true_value` where `condition` holds, else `false_value` (numbers take the other
-    branch's dtype)."""
+    branch's dtype). A Python bool as the condition is refused: it is almost always `a == b`
+    or `a != b` between two expressions, which compare them as objects (against a number,
+    `i % 2 == 0`, they build the comparison)."""
+    if isinstance(condition, bool):
+        raise DSLError(f"if_then_else: the condition is the Python bool {condition}: `==` and "
+                       f"`!=` between two expressions compare them as objects; write "
+                       f"te.equal(a, b) / te.not_equal(a, b)")
     condition = convert(condition)
     if condition.dtype != "bool":
         raise DSLError(f"if_then_else: the condition must be a comparison, got {condition.dtype}")

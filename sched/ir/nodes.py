@@ -598,6 +598,28 @@ def _symbolic_vars_of(params: tuple) -> tuple[Var, ...]:
 _symbolic_vars = identity_cache(maxsize=256)(_symbolic_vars_of)
 
 
+def _compare_with_numbers(cls: type) -> None:
+    """`expr == 0` and `expr != 0` build comparisons, as TVM's do (`te.if_then_else(i % 2 ==
+    0, ...)`): an expression is never structurally equal to a Python number, so `==` used to
+    give False, a silent wrong result. Between two nodes `==` stays structural equality (use
+    `equal(a, b)` for the comparison); the result's truth value raises (Expr.__bool__), so a
+    comparison meant structurally fails loudly."""
+    structural = cls.__eq__
+
+    def __eq__(self, other):
+        if isinstance(other, int | float) and not isinstance(other, bool):
+            return binary("eq", self, other)
+        return structural(self, other)
+
+    def __ne__(self, other):
+        if isinstance(other, int | float) and not isinstance(other, bool):
+            return binary("ne", self, other)
+        equal = structural(self, other)
+        return equal if equal is NotImplemented else not equal
+
+    cls.__eq__, cls.__ne__ = __eq__, __ne__
+
+
 # --------------------------------------------------------------------------------------------
 # Building expressions
 
@@ -739,3 +761,8 @@ def seq(*stmts: Stmt) -> Stmt:
         else:
             flat.append(stmt)
     return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+for _expression_class in (Var, IntImm, FloatImm, Cast, BinaryOp, Not, Select, Call, StringImm,
+                          BufferLoad):
+    _compare_with_numbers(_expression_class)

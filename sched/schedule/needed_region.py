@@ -118,11 +118,14 @@ def _program_form(func: PrimFunc, loop: For, blocks, buffer: str, access: str,
 # -- relaxed boxes: linear forms over the loops between ----------------------------------------
 
 
+ONE = "1"       # the key of a linear form's constant term (not a node: `node == 1` compares)
+
+
 def _linear(expr: Expr, inner: set[Var]) -> dict | None:
-    """`expr` as {term: coefficient} (term 1 for the constant); a part that is not a sum of
+    """`expr` as {term: coefficient} (term ONE for the constant); a part that is not a sum of
     multiples is a term of its own if it uses no variable of `inner`, else None."""
     if isinstance(expr, IntImm):
-        return {1: expr.value}
+        return {ONE: expr.value}
     if isinstance(expr, Var) and expr in inner:
         return {expr: 1}
     if isinstance(expr, BinaryOp) and expr.op in ("add", "sub"):
@@ -142,17 +145,17 @@ def _combine(a: dict, b: dict, sign: int) -> dict:
     result = dict(a)
     for term, value in b.items():
         result[term] = result.get(term, 0) + sign * value
-    return {t: v for t, v in result.items() if v != 0 or t == 1}
+    return {t: v for t, v in result.items() if v != 0 or t is ONE}
 
 
 def _to_expr(form: dict) -> Expr:
     total: Expr | None = None
     for term, value in form.items():
-        if term == 1 or value == 0:
+        if term is ONE or value == 0:
             continue
         part = term if value == 1 else term * value
         total = part if total is None else total + part
-    constant = form.get(1, 0)
+    constant = form.get(ONE, 0)
     if total is None:
         return IntImm(constant)
     return simplify(total + constant) if constant else total
@@ -165,7 +168,7 @@ def _interval(index: Expr, loops: list[For]) -> tuple[dict, dict] | None:
     form = _linear(index, inner)
     if form is None:
         return None
-    low, high = {1: 0}, {1: 0}
+    low, high = {ONE: 0}, {ONE: 0}
     for term, value in form.items():
         loop = next((lp for lp in loops if lp.loop_var == term), None)
         if loop is None:
@@ -214,15 +217,15 @@ def relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
         if any(span is None for span in dim):
             box.append(None)
             continue
-        lows = [{t: v for t, v in low.items() if t != 1} for low, _ in dim]
-        highs = [{t: v for t, v in high.items() if t != 1} for _, high in dim]
+        lows = [{t: v for t, v in low.items() if t is not ONE} for low, _ in dim]
+        highs = [{t: v for t, v in high.items() if t is not ONE} for _, high in dim]
         if any(x != lows[0] for x in lows) or any(x != highs[0] for x in highs):
             box.append(None)
             continue
-        low = min(lo.get(1, 0) for lo, _ in dim)
-        high = max(hi.get(1, 0) for _, hi in dim)
-        extent = _combine({**highs[0], 1: high + 1}, {**lows[0], 1: low}, -1)
-        box.append(Range(_to_expr({**lows[0], 1: low}), _to_expr(extent)))
+        low = min(lo.get(ONE, 0) for lo, _ in dim)
+        high = max(hi.get(ONE, 0) for _, hi in dim)
+        extent = _combine({**highs[0], ONE: high + 1}, {**lows[0], ONE: low}, -1)
+        box.append(Range(_to_expr({**lows[0], ONE: low}), _to_expr(extent)))
     return box
 
 
@@ -259,7 +262,7 @@ def largest_extent(func: PrimFunc, loop: For, extent: Expr) -> Expr | None:
 
 def _provably(difference: dict) -> bool:
     """Whether a linear form is a constant >= 0."""
-    return all(t == 1 for t in difference) and difference.get(1, 0) >= 0
+    return all(t is ONE for t in difference) and difference.get(ONE, 0) >= 0
 
 
 def guards(value: Expr, low: Expr, extent: Expr, dom: Range, outer: list[For]) -> list[Expr]:

@@ -215,3 +215,43 @@ def test_an_int64_symbolic_dim_makes_int64_axes_as_tvm():
     a, s = np.arange(48, dtype=np.float32).reshape(3, 16), np.zeros(16, np.float32)
     sched.build(func, target="c")(a, s)
     np.testing.assert_array_equal(s, a.sum(0))
+
+
+def test_equality_with_a_number_builds_a_comparison_as_in_tvm(rng):
+    # `i % 2 == 0` gave the Python bool False (structural equality), which if_then_else took
+    # as the constant condition: every element got the else branch (audit helper-45)
+    A = te.placeholder((9,), name="A")
+    B = te.compute((9,), lambda i: te.if_then_else(i % 2 == 0, A[i], A[i] * 3.0), name="B")
+    C = te.compute((9,), lambda i: te.if_then_else(i != 4, B[i], -1.0), name="C")
+    func = te.create_prim_func([A, C])
+    assert "T.if_then_else(v_i % 2 == 0, A[v_i], A[v_i] * T.float32(3.0))" in func.script()
+    assert "T.if_then_else(v_i != 4, B[v_i], T.float32(-1.0))" in func.script()
+    a = rng.standard_normal(9).astype("float32")
+    expected = np.where(np.arange(9) % 2 == 0, a, a * 3)
+    expected[4] = -1
+    for target in ("c", "cuda-emu"):
+        c = np.full(9, np.nan, "float32")
+        sched.build(func, target=target)(a, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-6)
+
+
+def test_structural_equality_of_two_expressions_as_a_condition_is_refused():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(DSLError, match=r"if_then_else: the condition is the Python bool False: "
+                                       r"`==` and `!=` between two expressions compare them as "
+                                       r"objects; write te.equal\(a, b\)"):
+        te.compute((4, 4), lambda i, j: te.if_then_else(i == j, A[i, j], 0.0), name="B")
+    eye = te.compute((4, 4), lambda i, j: te.if_then_else(te.equal(i, j), A[i, j], 0.0),
+                     name="B")
+    a = np.arange(16, dtype="float32").reshape(4, 4)
+    b = np.zeros((4, 4), "float32")
+    sched.build(te.create_prim_func([A, eye]), target="c")(a, b)
+    np.testing.assert_array_equal(b, np.diag(np.diag(a)))
+
+
+def test_a_node_compared_with_a_number_has_no_truth_value():
+    # a comparison meant structurally (`if extent == 1`) fails loudly instead of being True
+    with pytest.raises(TypeError, match="an IR expression has no truth value"):
+        bool(Var("n") == 1)
+    assert const(1, "int32") != Var("n")        # between nodes: structural, a bool
+    assert Var("n") == Var("n")
