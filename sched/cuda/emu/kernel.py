@@ -191,6 +191,12 @@ class EmulatedKernel:
             head = f"{name}: the emulator exited with status {status}"
         if race:
             stderr = tidy_report(stderr)
+            if _writes_only(stderr):
+                head += (". Both are writes: where the threads store the same value (a copy "
+                         "or a statement every thread along an axis repeats, which sched "
+                         "accepts as redundant identical writes), the result is right but "
+                         "the threads do the work again; bind the copy's loops to that axis "
+                         "too to give each element one writer")
         lines = sorted({int(n) for n in re.findall(r"kernel\.cu:(\d+)", stderr)}
                        | {int(n) for n in re.findall(r"\bline (\d+)", head)})
         source = self.source.splitlines()
@@ -212,6 +218,12 @@ class EmulatedKernel:
 # frames of ThreadSanitizer's stacks inside the emulator or the C++ library, left out
 _EMULATOR_FRAME = re.compile(r"^\s+#\d+ .*(/sched/cuda/emu/|/include/c\+\+/|<null>|libstdc\+\+"
                              r"|tsan_interceptors|/entry\.cc:)")
+
+
+def _writes_only(report: str) -> bool:
+    """Whether every access ThreadSanitizer names in `report` is a write."""
+    accesses = re.findall(r"(?:Previous )?(read|write|Read|Write) of size", report)
+    return bool(accesses) and all(a.lower() == "write" for a in accesses)
 
 
 def tidy_report(report: str) -> str:

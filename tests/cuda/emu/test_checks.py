@@ -220,3 +220,37 @@ def test_sanitizer_from_the_environment(monkeypatch):
     assert kernel.sanitize == "thread" and "sanitize='thread'" in repr(kernel)
     monkeypatch.delenv("SCHED_EMU_SANITIZE")
     assert emulate(ATOMIC_SUM, "atomic_sum", [(32,), (64,)], block=(32, 1, 1)).sanitize is None
+
+
+@needs_tsan
+def test_redundant_identical_writes_are_named_as_such_under_tsan():
+    # shared tiles fetched along threadIdx.x only: the threadIdx.y threads store the same
+    # values (accepted by every step, right numbers); TSan reports write/write races, and the
+    # message says what they are and how to give each element one writer (audit helper-45)
+    import sched
+    from sched import compute as te
+
+    A = te.placeholder((8, 8), name="A")
+    B = te.placeholder((8, 8), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B, te.ops.matmul(A, B)], name="mm"))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    bi, ty = sch.split(i, [None, 4])
+    bj, tx = sch.split(j, [None, 4])
+    ko, _ = sch.split(k, [None, 4])
+    sch.reorder(bi, bj, ty, tx, ko)
+    for loop, axis in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ty, "threadIdx.y"),
+                       (tx, "threadIdx.x")):
+        sch.bind(loop, axis)
+    shared = sch.cache_read(block, 0, "shared")
+    sch.compute_at(shared, ko)
+    _, x = sch.split(sch.fuse(*sch.get_loops(shared)[-2:]), [None, 4])
+    sch.bind(x, "threadIdx.x")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((8, 8)).astype("float32") for _ in range(2))
+    c = np.zeros((8, 8), "float32")
+    sched.build(sch.func, target="cuda-emu")(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(EmulationError, match=r"data race .* Both are writes: where the threads "
+                                             r"store the same value"):
+        sched.build(sch.func, target="cuda-emu", sanitize="thread")(a, b, c)
