@@ -23,7 +23,7 @@ def thrice(a: T.handle, b: T.handle):
     m = T.int32()
     A = T.match_buffer(a, (n, m), "float32")
     B = T.match_buffer(b, (n, m), "float32")
-    for t, i, j in T.grid(3, n, m):
+    for t, i, j in T.grid(3, n, m):  # noqa: B007 - the loop named in the messages
         with T.block("B"):
             vi, vj = T.axis.remap("SS", [i, j])
             B[vi, vj] = B[vi, vj] * T.float32(2) + A[vi, vj]
@@ -31,7 +31,7 @@ def thrice(a: T.handle, b: T.handle):
 
 @T.prim_func
 def thrice_idempotent(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    for t, i, j in T.grid(3, 4, 8):
+    for t, i, j in T.grid(3, 4, 8):  # noqa: B007
         with T.block("B"):
             vi, vj = T.axis.remap("SS", [i, j])
             B[vi, vj] = A[vi, vj] * T.float32(2)
