@@ -93,7 +93,28 @@ emulated(a, b, c)
 np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 print("the CUDA source, emulated on the CPU, matches numpy:", emulated)
 
-# 8. On a GPU: torch tensors, torch's current stream.
+# 8. Dynamic shapes, as TVM's dlight fallback schedules them: fuse every loop, split by the
+#    thread count, bind. `vi = f // m, vj = f % m` is not affine (m is a symbolic dim), but the
+#    variables give f back, so two runs at the same (vi, vj) are one run: each thread writes its
+#    own element, and the bind is accepted (with warnings: the model widens what isl cannot
+#    represent, the fused extent m * n among them; sch.notes lists them). The flat index
+#    f // m * m + f % m is just f.
+n, m = te.var("n"), te.var("m")
+X = te.placeholder((n, m), name="X")
+Y = te.compute((n, m), lambda i, j: te.max(X[i, j], 0.0) * 2.0, name="Y")
+dynamic = sched.Schedule(te.create_prim_func([X, Y], name="relu2"))
+fused = dynamic.fuse(*dynamic.get_loops(dynamic.get_block("Y")))
+bx, tx = dynamic.split(fused, [None, 128])
+dynamic.bind(bx, "blockIdx.x")
+dynamic.bind(tx, "threadIdx.x")
+x = np.random.default_rng(1).standard_normal((37, 29)).astype("float32")
+for target in ("c", "cuda-emu"):
+    y = np.empty_like(x)
+    sched.build(dynamic.func, target=target)(x, y)
+    np.testing.assert_allclose(y, np.maximum(x, 0) * 2)
+print("dynamic shapes, fused and bound:", dynamic.func.script().splitlines()[9].strip())
+
+# 9. On a GPU: torch tensors, torch's current stream.
 if gpu_available():
     import torch
 

@@ -307,11 +307,9 @@ class _Walker:
             context += [predicate] if predicate is not None else []
             if predicate is None:
                 unseen = unseen + (substitute(realize.predicate, env),)
-        bindings, own, in_domain, keys = self.bindings(realize, loops, env)
+        bindings, own, in_domain, keys, determined = self.bindings(realize, loops, env)
         constraints = context + own + [f"{names.local('k', k)} = {key}"
                                        for k, key in enumerate(keys)]
-        determined = determining_variables([substitute(v, env) for v in realize.iter_values],
-                                           keys, self.func.symbolic_vars)
         common = dict(keys=keys, keys_determined_by=determined, env=env,
                       exact=not unseen and not keys, unseen=unseen, context=context,
                       bindings=bindings)
@@ -365,7 +363,8 @@ class _Walker:
     def bindings(self, realize: BlockRealize, loops, env):
         """(per iteration variable: (iter var, value, lo, extent) in isl text; constraints on
         the iteration variables; the same on the values, in loop variables; the instance keys
-        of the non-affine bindings)."""
+        of the non-affine bindings; the positions of the variables that give the keys back, or
+        None: injective_bindings.py)."""
         block = realize.block
         bindings, own, in_domain, keys = [], [], [], []
         loop_vars = {loop.var for loop in loops}
@@ -383,13 +382,23 @@ class _Walker:
                 own.append(f"{name} = {bound}")
                 continue
             arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
-            self.note(f"the binding of '{iter_var.var.name}' in block '{block.name}' "
-                      f"({value.script()}) is not affine; the model lets it take any value in "
-                      f"its domain and tells the block's runs apart by "
-                      f"{', '.join(arguments) or 'nothing'} (a step that changes those is "
-                      f"refused)")
             keys += [a for a in arguments if a not in keys]
-        return bindings, own, in_domain, keys
+        determined = None
+        if keys:
+            values = [substitute(v, env) for v in realize.iter_values]
+            determined = determining_variables(values, keys, self.func.symbolic_vars)
+            given_back = "" if determined is None else (
+                f", which {', '.join(block.iter_vars[p].var.name for p in determined)} give "
+                f"back (runs at equal values are one run)")
+            for (iter_var, bound, _, _), value in zip(bindings, values):
+                if bound is None:
+                    arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
+                    self.note(f"the binding of '{iter_var.var.name}' in block '{block.name}' "
+                              f"({value.script()}) is not affine; the model lets it take any "
+                              f"value in its domain and tells the block's runs apart by "
+                              f"{', '.join(arguments) or 'nothing'}{given_back} (a step that "
+                              f"changes those is refused)")
+        return bindings, own, in_domain, keys, determined
 
 
 # (id(realize), its context) -> (realize, loops, unseen: kept alive, statements, notes)
