@@ -91,13 +91,13 @@ def abs(x) -> Expr:  # noqa: A001 - TVM's spelling
 
 
 def const(value, dtype: str | None = None) -> Expr:
-    """The constant `value` of `dtype` (TVM's `te.const`; by default int32 for an int, float32
-    for a float, bool for a bool): `te.const(0.5, "float16")`."""
+    """The constant `value` of `dtype` (TVM's `te.const`; by default int32 for an int, int64
+    past int32, float32 for a float, bool for a bool): `te.const(0.5, "float16")`."""
     from sched.ir.nodes import const as make
+    from sched.ir.nodes import convert
 
     if dtype is None:
-        dtype = "bool" if isinstance(value, bool) else \
-            "int32" if isinstance(value, int) else "float32"
+        return convert(value)
     return make(value, dtype)
 
 
@@ -108,12 +108,13 @@ def cast(x, dtype: str) -> Expr:
 
 def if_then_else(condition, true_value, false_value) -> Select:
     """`true_value` where `condition` holds, else `false_value` (numbers take the other
-    branch's dtype). A Python bool as the condition is refused: it is almost always `a == b`
-    or `a != b` between two expressions, which compare them as objects (against a number,
-    `i % 2 == 0`, they build the comparison)."""
+    branch's dtype). A Python bool as the condition is refused: `a == b` between expressions
+    builds the comparison (sched/ir/equality.py) except where their dtypes differ, which
+    gives the bool False."""
     if isinstance(condition, bool):
-        raise DSLError(f"if_then_else: the condition is the Python bool {condition}: `==` and "
-                       f"`!=` between two expressions compare them as objects; write "
+        raise DSLError(f"if_then_else: the condition is the Python bool {condition}: a "
+                       f"constant, or `==` / `!=` between expressions of different dtypes "
+                       f"(never equal as objects); cast one (te.cast) or write "
                        f"te.equal(a, b) / te.not_equal(a, b)")
     condition = convert(condition)
     if condition.dtype != "bool":

@@ -15,7 +15,7 @@ from sched.compute.reduction import max as reduce_max
 from sched.compute.reduction import sum as reduce_sum
 from sched.compute.tensor import Tensor, compute, reduce_axis
 from sched.errors import DSLError
-from sched.ir.dtype import is_float
+from sched.ir.dtype import is_float, min_value
 from sched.ir.nodes import const, convert, logical_and
 
 
@@ -189,7 +189,7 @@ def _pool2d(data: Tensor, kernel: int, stride: int, padding: int, kind: str,
         raise DSLError(f"{kind}_pool2d: data must be 4-D NCHW, got {data.ndim}-D")
     N, C, H, W = data.shape
     if kind == "max":
-        pad_value = float("-inf") if is_float(data.dtype) else -(2 ** 31)
+        pad_value = min_value(data.dtype)          # the lowest of the dtype (int8: -128)
     else:
         pad_value = 0
     padded = _pad(data, padding, pad_value, name=f"{name}_pad")

@@ -73,12 +73,13 @@ def _axes(axis) -> tuple[ReduceAxis, ...]:
 
 
 def check_where(where, who: str) -> None:
-    """A Python bool as where= is almost always `a != b` or `a == b` on expressions, which
-    compare them structurally in sched (as dataclasses): refuse it rather than reduce over
-    every point or none."""
+    """A Python bool as where= is almost always `a != b` or `a == b` on expressions of
+    different dtypes (sched/ir/equality.py: no comparison is built): refuse it rather than
+    reduce over every point or none."""
     if isinstance(where, bool):
-        raise DSLError(f"{who}: where= is the Python bool {where}: `==` and `!=` on expressions "
-                       f"compare them as objects; write te.equal(a, b) / te.not_equal(a, b)")
+        raise DSLError(f"{who}: where= is the Python bool {where}: a constant, or `==` / `!=` "
+                       f"between expressions of different dtypes (never equal as objects); "
+                       f"cast one (te.cast) or write te.equal(a, b) / te.not_equal(a, b)")
 
 
 def _reducer(combiner: str, source, axis, where, init) -> Reduce:
@@ -96,21 +97,31 @@ def sum(source, axis, where=None, init=None) -> Reduce:  # noqa: A001 - TVM's sp
     return _reducer("sum", source, axis, where, init)
 
 
-def max(source, axis=None, where=None, init=None):  # noqa: A001
-    """The maximum of `source` over a reduce `axis`, or, given two expressions
-    (`te.max(a, b)`), their elementwise maximum."""
-    if axis is not None and not isinstance(axis, ReduceAxis | list | tuple):
-        return binary("max", source, axis)
-    if axis is None:
-        raise DSLError("te.max needs axis= (a reduce axis) or a second expression")
-    return _reducer("max", source, axis, where, init)
+def max(source, axis=None, where=None, init=None, *more):  # noqa: A001
+    """The maximum of `source` over a reduce `axis`, or, given expressions (`te.max(a, b)`,
+    `te.max(a, b, c)`), their elementwise maximum."""
+    return _extreme("max", source, axis, where, init, more)
 
 
-def min(source, axis=None, where=None, init=None):  # noqa: A001
-    """The minimum of `source` over a reduce `axis`, or the elementwise minimum of two
+def min(source, axis=None, where=None, init=None, *more):  # noqa: A001
+    """The minimum of `source` over a reduce `axis`, or the elementwise minimum of
     expressions."""
+    return _extreme("min", source, axis, where, init, more)
+
+
+def _extreme(op: str, source, axis, where, init, more: tuple):
+    """te.max / te.min: a reduction over `axis`, or the elementwise extreme of `source`,
+    `axis` and any further positional operands (a third one is not where=: `te.max(a, b, c)`
+    dropped c)."""
     if axis is not None and not isinstance(axis, ReduceAxis | list | tuple):
-        return binary("min", source, axis)
+        operands = [o for o in (where, init, *more) if o is not None]
+        result = binary(op, source, axis)
+        for operand in operands:
+            result = binary(op, result, operand)
+        return result
     if axis is None:
-        raise DSLError("te.min needs axis= (a reduce axis) or a second expression")
-    return _reducer("min", source, axis, where, init)
+        raise DSLError(f"te.{op} needs axis= (a reduce axis) or a second expression")
+    if more:
+        raise DSLError(f"te.{op} over a reduce axis takes source, axis, where=, init=; got "
+                       f"{len(more)} more operands")
+    return _reducer(op, source, axis, where, init)

@@ -62,9 +62,24 @@ def _forward(name: str):
 
 
 for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-            "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__",
-            "__lt__", "__le__", "__gt__", "__ge__"):
+            "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+            "__rmod__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__",
+            "__invert__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__"):
     setattr(ReduceAxis, _op, _forward(_op))
+
+
+def _compare(op: str):
+    """`k == 0`, `k != j`: the comparison of the axis's variable (sched/ir/equality.py); two
+    axes are equal only when they are one axis (hashed by identity)."""
+    def compare(self, other):
+        if isinstance(other, ReduceAxis):
+            return (self is other) == (op == "__eq__")
+        return getattr(self.var, op)(other)
+    return compare
+
+
+ReduceAxis.__eq__, ReduceAxis.__ne__ = _compare("__eq__"), _compare("__ne__")
+ReduceAxis.__hash__ = object.__hash__
 
 
 def _index_dtype(dim) -> str:

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sched.ir.dtype import INDEX_DTYPE, bits, check_dtype, is_bool, is_float, is_int
+from sched.ir.dtype import (
+    INDEX_DTYPE,
+    bits,
+    check_dtype,
+    is_bool,
+    is_float,
+    is_int,
+    max_value,
+    min_value,
+)
 from sched.ir.memo import identity_cache
 
 # a tuple of ints is TVM's list-valued loop annotation (`software_pipeline_stage: [0, 0, 1]`)
@@ -598,28 +607,6 @@ def _symbolic_vars_of(params: tuple) -> tuple[Var, ...]:
 _symbolic_vars = identity_cache(maxsize=256)(_symbolic_vars_of)
 
 
-def _compare_with_numbers(cls: type) -> None:
-    """`expr == 0` and `expr != 0` build comparisons, as TVM's do (`te.if_then_else(i % 2 ==
-    0, ...)`): an expression is never structurally equal to a Python number, so `==` used to
-    give False, a silent wrong result. Between two nodes `==` stays structural equality (use
-    `equal(a, b)` for the comparison); the result's truth value raises (Expr.__bool__), so a
-    comparison meant structurally fails loudly."""
-    structural = cls.__eq__
-
-    def __eq__(self, other):
-        if isinstance(other, int | float) and not isinstance(other, bool):
-            return binary("eq", self, other)
-        return structural(self, other)
-
-    def __ne__(self, other):
-        if isinstance(other, int | float) and not isinstance(other, bool):
-            return binary("ne", self, other)
-        equal = structural(self, other)
-        return equal if equal is NotImplemented else not equal
-
-    cls.__eq__, cls.__ne__ = __eq__, __ne__
-
-
 # --------------------------------------------------------------------------------------------
 # Building expressions
 
@@ -640,6 +627,9 @@ def const(value: int | float | bool, dtype: str) -> Expr:
         return IntImm(int(bool(value)), dtype)
     if isinstance(value, float) and not value.is_integer():
         raise TypeError(f"cannot make a {dtype} constant of {value!r}")
+    if not min_value(dtype) <= int(value) <= max_value(dtype):
+        raise TypeError(f"the constant {int(value)} is outside {dtype} ({min_value(dtype)} .. "
+                        f"{max_value(dtype)}): give a wider dtype")
     return IntImm(int(value), dtype)
 
 
@@ -652,8 +642,8 @@ def convert(value, dtype: str | None = None) -> Expr:
         return value.as_expr()
     if isinstance(value, bool):
         return const(value, dtype or "bool")
-    if isinstance(value, int):
-        return const(value, dtype or INDEX_DTYPE)
+    if isinstance(value, int):       # past int32: int64, as TVM infers
+        return const(value, dtype or (INDEX_DTYPE if _fits(value, INDEX_DTYPE) else "int64"))
     if isinstance(value, float):
         return const(value, dtype if dtype is not None and is_float(dtype) else "float32")
     raise TypeError(f"expected an IR expression or a number, got {type(value).__name__}: "
@@ -675,6 +665,16 @@ def _widen(expr: Expr, other: str) -> Expr:
     if isinstance(expr, IntImm):
         return IntImm(expr.value, other)
     return Cast(other, expr)
+
+
+def _literal_dtype(value, other: str) -> str:
+    """The dtype a Python number takes beside an operand of dtype `other`: `other`, or int64
+    for an int past a narrower signed int (`i * 3000000000` is an int64 product, as in TVM:
+    never a wrapped int32 constant)."""
+    if isinstance(value, int) and not isinstance(value, bool) and other in (
+            "int8", "int16", "int32") and not _fits(value, other):
+        return "int64"
+    return other
 
 
 def integer_call(op: str, a, b) -> Call:
@@ -702,9 +702,9 @@ def binary(op: str, a, b) -> BinaryOp:
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         raise TypeError(f"binary: at least one operand must be an IR expression, got {a!r}, {b!r}")
     if not isinstance(a, Expr):
-        a = convert(a, b.dtype)
+        a = convert(a, _literal_dtype(a, b.dtype))
     if not isinstance(b, Expr):
-        b = convert(b, a.dtype)
+        b = convert(b, _literal_dtype(b, a.dtype))
     if op in LOGIC_OPS:
         if a.dtype != "bool" or b.dtype != "bool":
             raise TypeError(f"'{op}' needs two bool operands, got {a.dtype} and {b.dtype}")
@@ -763,6 +763,7 @@ def seq(*stmts: Stmt) -> Stmt:
     return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
 
 
-for _expression_class in (Var, IntImm, FloatImm, Cast, BinaryOp, Not, Select, Call, StringImm,
-                          BufferLoad):
-    _compare_with_numbers(_expression_class)
+from sched.ir.equality import install_comparisons  # noqa: E402 (needs the classes above)
+
+install_comparisons((Var, IntImm, FloatImm, Cast, BinaryOp, Not, Select, Call, StringImm,
+                     BufferLoad))

@@ -175,13 +175,24 @@ def test_argmax_with_where_rfactor_and_decomposed_partials_matches_numpy():
 
 
 def test_where_given_a_python_bool_is_refused():
-    # `k != 1` on expressions is Python's object comparison in sched: True, not a condition
+    # a constant where=, or `!=` between expressions of different dtypes (no comparison built)
     A = te.placeholder((4, 8), name="A")
     k = te.reduce_axis((0, 8), name="k")
     with pytest.raises(DSLError, match=r"where= is the Python bool True: .*te.not_equal"):
-        _arg_reducer("argmax", "first")((k, A[0, k]), axis=k, where=k != 1)
+        _arg_reducer("argmax", "first")((k, A[0, k]), axis=k, where=True)
     with pytest.raises(DSLError, match="te.sum: where= is the Python bool"):
-        te.sum(A[0, k], axis=k, where=k != 1)
+        te.sum(A[0, k], axis=k, where=k != te.const(1, "int64"))
+
+
+def test_where_k_not_equal_to_a_number_is_a_condition():
+    # `k != 1` builds the comparison, as in TVM (it was Python's object comparison: True)
+    A = te.placeholder((4, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    total = te.compute((4,), lambda i: te.sum(A[i, k], axis=k, where=k != 1), name="S")
+    a = np.arange(32, dtype="float32").reshape(4, 8)
+    s = np.zeros(4, "float32")
+    sched.build(te.create_prim_func([A, total]), target="c")(a, s)
+    np.testing.assert_array_equal(s, a.sum(axis=1) - a[:, 1])
 
 
 def _argmax_on_threads():

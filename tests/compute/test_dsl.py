@@ -235,23 +235,77 @@ def test_equality_with_a_number_builds_a_comparison_as_in_tvm(rng):
         np.testing.assert_allclose(c, expected, rtol=1e-6)
 
 
-def test_structural_equality_of_two_expressions_as_a_condition_is_refused():
-    A = te.placeholder((4, 4), name="A")
+def test_equality_of_two_expressions_builds_a_comparison_as_in_tvm(rng):
+    # `i == j` between two expressions (a mask, a cast, a product, te.all, TOPI's argmax
+    # tie-break) was Python's structural equality: the constant False (audit helper-48)
+    A = te.placeholder((5, 5), name="A")
+    defined = {
+        "all": lambda i, j: te.if_then_else(te.all(i >= 0, i == j), A[i, j], 0.0),
+        "cast": lambda i, j: A[i, j] * te.cast(i == j, "float32"),
+        "not": lambda i, j: te.if_then_else(~(i != j), A[i, j], 0.0),
+        "loads": lambda i, j: te.if_then_else(A[i, j] == A[j, i], A[i, j], 0.0),
+    }
+    a = rng.integers(0, 3, (5, 5)).astype("float32")
+    a[np.diag_indices(5)] = 7
+    for name, body in defined.items():
+        out = te.compute((5, 5), body, name="B")
+        b = np.full((5, 5), np.nan, "float32")
+        sched.build(te.create_prim_func([A, out]), target="c")(a, b)
+        expected = np.where(a == a.T, a, 0) if name == "loads" else np.diag(np.diag(a))
+        np.testing.assert_array_equal(b, expected, err_msg=name)
+
+
+def test_equality_of_expressions_of_different_dtypes_is_refused_as_a_condition():
+    A = te.placeholder((4,), name="A")
     with pytest.raises(DSLError, match=r"if_then_else: the condition is the Python bool False: "
-                                       r"`==` and `!=` between two expressions compare them as "
-                                       r"objects; write te.equal\(a, b\)"):
-        te.compute((4, 4), lambda i, j: te.if_then_else(i == j, A[i, j], 0.0), name="B")
-    eye = te.compute((4, 4), lambda i, j: te.if_then_else(te.equal(i, j), A[i, j], 0.0),
-                     name="B")
-    a = np.arange(16, dtype="float32").reshape(4, 4)
-    b = np.zeros((4, 4), "float32")
-    sched.build(te.create_prim_func([A, eye]), target="c")(a, b)
-    np.testing.assert_array_equal(b, np.diag(np.diag(a)))
+                                       r"a constant, or `==` / `!=` between expressions of "
+                                       r"different dtypes .*te.equal\(a, b\)"):
+        te.compute((4,), lambda i: te.if_then_else(i == te.const(2, "int64"), A[i], 0.0))
 
 
-def test_a_node_compared_with_a_number_has_no_truth_value():
-    # a comparison meant structurally (`if extent == 1`) fails loudly instead of being True
-    with pytest.raises(TypeError, match="an IR expression has no truth value"):
-        bool(Var("n") == 1)
-    assert const(1, "int32") != Var("n")        # between nodes: structural, a bool
+def test_comparison_nodes_are_true_when_structurally_equal():
+    # internal code compares nodes (`if a == b:`, dict keys): the comparison's truth value is
+    # structural equality, as TVM's EqualOp
     assert Var("n") == Var("n")
+    assert not (Var("n") == Var("m"))
+    assert const(1, "int32") != Var("n")
+    assert const(1, "int32") == 1 and not (Var("n") == 1)
+    assert (Var("n") + 1 == Var("n") + 1) and {Var("n"): 1}[Var("n")] == 1
+    assert not (Var("n") == Var("n", "int64"))                   # different dtypes: a bool
+    assert isinstance(Var("i") == Var("j"), sched.ir.nodes.BinaryOp)
+    with pytest.raises(TypeError, match="an IR expression has no truth value"):
+        bool(Var("n") < 1)
+
+
+def test_max_and_min_of_three_expressions_take_all_three():
+    i = te.var("i")
+    assert te.max(i, 2, 3).script() == "T.max(T.max(i, 2), 3)"
+    A = te.placeholder((5,), "int32", name="A")
+    big = te.compute((5,), lambda i: te.max(A[i], 2, 3), name="B")
+    small = te.compute((5,), lambda i: te.min(A[i], 2, 1), name="C")
+    a = np.arange(5, dtype="int32")
+    for out, expected in ((big, np.maximum(a, 3)), (small, np.minimum(a, 1))):
+        b = np.zeros(5, "int32")
+        sched.build(te.create_prim_func([A, out]), target="c")(a, b)
+        np.testing.assert_array_equal(b, expected)
+
+
+def test_python_ints_past_int32_are_int64_and_constants_must_fit():
+    B = te.compute((4,), lambda i: i * 3000000000, name="B")
+    func = te.create_prim_func([B])
+    assert 'B: T.Buffer((4,), "int64")' in func.script()
+    b = np.zeros(4, "int64")
+    sched.build(func, target="c")(b)
+    np.testing.assert_array_equal(b, np.arange(4) * 3000000000)
+    assert te.const(2 ** 31).dtype == "int64"
+    with pytest.raises(TypeError, match=r"the constant 300 is outside int8 \(-128 .. 127\)"):
+        te.const(300, "int8")
+
+
+def test_max_pool_of_int8_pads_with_the_lowest_int8():
+    data = te.placeholder((1, 1, 3, 3), "int8", name="X")
+    pooled = te.ops.max_pool2d(data, 3, 1, 1)
+    x = np.full((1, 1, 3, 3), -5, "int8")
+    y = np.zeros((1, 1, 3, 3), "int8")
+    sched.build(te.create_prim_func([data, pooled]), target="c")(x, y)
+    np.testing.assert_array_equal(y, x)
