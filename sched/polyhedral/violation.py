@@ -40,7 +40,10 @@ def _values(statement: Statement, point_set: isl.Set) -> str:
               for d in range(point_set.dim(isl.dim_type.set))]
     names = [iv.var.name for iv in statement.block.iter_vars]
     inner = ", ".join(f"{n}={v}" for n, v in zip(names, values))
-    return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
+    # keys of non-affine bindings (statements.py): which run, where variables alone do not say
+    keys = ", ".join(f"{key} = {v}" for key, v in zip(statement.keys, values[len(names):]))
+    run = f" (the run at {keys})" if keys else ""
+    return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]{run}"
 
 
 def describe_instance_pair(dep: Dependence, pair: isl.Map) -> str:
@@ -68,7 +71,6 @@ def describe_instance_pair(dep: Dependence, pair: isl.Map) -> str:
             "output": f"writes {element} written before by"}[dep.kind]
     where = f" (with {', '.join(params)})" if params else ""
     return f"{sink} {verb} {source}{where}"
-
 
 
 def mark_loop(script: str, loop: str) -> str:

@@ -340,3 +340,28 @@ def test_dlight_fallback_on_an_int64_dynamic_function_matches_numpy(rng, target)
         kernel(a, bias, c)
         x = (a + bias).astype(np.float64)
         assert_close(c, x * 0.5 * (1 + erf(x * 0.70710678)), rtol=1e-5, atol=1e-6)
+
+
+@T.prim_func
+def valid_window(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n, m - 2), "float32")
+    for i, j in T.grid(n, m - 2):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + A[vi, vj + 2]
+
+
+def test_a_divisor_not_proven_positive_is_refused_naming_the_runs():
+    # `f // (m - 2)`: m - 2 may be 0 or negative for all the model knows (not a dim), so the
+    # variables do not give f back; the message tells the two runs apart by their key
+    sch = sched.Schedule(valid_window)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+        with pytest.raises(ScheduleError, match=r"B\[vi=0, vj=0\] \(the run at i_j_fused = 1\) "
+                                                r"writes B\[0, 0\] written before by "
+                                                r"B\[vi=0, vj=0\] \(the run at i_j_fused = 0\)"):
+            sch.parallel(fused)
