@@ -326,7 +326,7 @@ def test_a_legal_parallel_loop_gives_one_result_in_every_order(rng):
     a = rng.integers(-3, 4, (6, 5)).astype(np.float32)
     b = rng.integers(-3, 4, (5, 4)).astype(np.float32)
     results = [interpret(sch.func, a, b, np.zeros((6, 4), np.float32), thread_order=order)
-               for order in ("forward", "reverse", "shuffle")]
+               for order in ("forward", "reverse", "shuffle", "snapshot")]
     for result in results:
         np.testing.assert_array_equal(result, a @ b)
 
@@ -392,3 +392,54 @@ def test_a_float_cast_to_an_integer_it_does_not_fit_saturates(value, dtype, expe
     b = np.zeros(2, dtype)
     sched.interpret(te.create_prim_func([A, B]), np.array([-1.5, value], np.float32), b)
     assert b.tolist() == [max(-1, np.iinfo(dtype).min), expected]
+
+
+RERUN = """
+@T.prim_func
+def main(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for t in LOOP:
+        for i in range(4):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = B[vi] * T.float32(2) + A[vi]
+"""
+
+
+@pytest.mark.parametrize("loop", ["T.parallel(3)", "T.vectorized(3)"])
+def test_a_lost_update_shows_only_from_a_snapshot(loop):
+    # each instance rerun once per iteration of t: B * 2 + A three times commutes, so every
+    # order gives 15; racing threads may keep one update, as the snapshot order does
+    func = sched.parse(RERUN.replace("LOOP", loop))
+    for order in ("forward", "reverse", "shuffle"):
+        got = interpret(func, np.ones(4, np.float32), np.ones(4, np.float32),
+                        thread_order=order)
+        np.testing.assert_array_equal(got, [15] * 4)
+    got = interpret(func, np.ones(4, np.float32), np.ones(4, np.float32),
+                    thread_order="snapshot")
+    np.testing.assert_array_equal(got, [3] * 4)
+    serial = sched.parse(RERUN.replace("LOOP", "range(3)"))
+    got = interpret(serial, np.ones(4, np.float32), np.ones(4, np.float32),
+                    thread_order="snapshot")
+    np.testing.assert_array_equal(got, [15] * 4)
+
+
+def test_a_snapshot_keeps_each_iterations_own_writes_and_scratch(rng):
+    # a scratch buffer outside the parallel loop, written then read in each iteration, and a
+    # vectorized loop inside: the iterations see their own writes
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    S = T.alloc_buffer((8,), "float32")
+    for i in T.parallel(4):
+        for j in T.vectorized(8):
+            with T.block("S"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                S[vj] = A[vi, vj] * T.float32(3)
+        for j in range(8):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = S[vj] + S[7 - vj]
+""")
+    a = rng.integers(-3, 4, (4, 8)).astype(np.float32)
+    got = interpret(func, a, np.zeros((4, 8), np.float32), thread_order="snapshot")
+    np.testing.assert_array_equal(got, 3 * a + 3 * a[:, ::-1])

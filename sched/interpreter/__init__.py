@@ -22,8 +22,11 @@ result the IR defines:
 
 - loops of every kind; parallel, vectorized and thread-bound loops (blockIdx, threadIdx,
   vthread) run their iterations in `thread_order`: "forward", "reverse" or "shuffle" (a fresh
-  permutation, from `seed`, each time the loop starts). A legal concurrent loop gives the same
-  result in every order: running a schedule in all three is a cheap race detector. A
+  permutation, from `seed`, each time the loop starts), or "snapshot" (forward, each
+  iteration of a parallel or vectorized loop starting from the memory at the loop's entry,
+  the iterations' changes applied in order at its end: a read-modify-write of one element in
+  two iterations keeps one update, as racing threads may). A legal concurrent loop gives the
+  same result in every order: running a schedule in all four is a cheap race detector. A
   thread-bound loop that a reduce iteration variable of a block with an `init` runs over (a
   reduction across threads, which TVM lowers to an allreduce) runs its first iteration first
   and the others in `thread_order`: the init, at the reduction's first iteration, lands before

@@ -310,6 +310,13 @@ class Emitter:
         var = self.fresh("v", node.loop_var.name)
         concurrent = node.kind in CONCURRENT_KINDS and node.thread_tag not in VTHREAD_TAGS
         order = "_order" if concurrent else "range"     # a virtual thread is a serial loop
+        # a CPU concurrent loop's iterations may each start from the state at its entry
+        # (LoopOrder "snapshot": a lost update shows); thread loops share memory at barriers
+        snapshot = None
+        if node.kind in ("parallel", "vectorized"):
+            snapshot = self.fresh("snap", node.loop_var.name)
+            storages = ", ".join(dict.fromkeys(self.storage.values()))
+            self.line(f"{snapshot} = _order.enter(({storages}{',' if storages else ''}))")
         if order == "range":
             self.line(f"for {var} in range({start}, {start} + {extent}):")
         elif _reduces_across_threads(node):
@@ -319,8 +326,19 @@ class Emitter:
 
         def emit():
             self.vars[node.loop_var.name] = var
+            if snapshot is None:
+                self.body(node.body)
+                return
+            self.depth += 1
+            self.line(f"_order.begin({snapshot})")
+            self.depth -= 1
             self.body(node.body)
+            self.depth += 1
+            self.line(f"_order.end({snapshot})")
+            self.depth -= 1
         self.scoped(emit)
+        if snapshot is not None:
+            self.line(f"_order.leave({snapshot})")
 
     def stmt_IfThenElse(self, node: IfThenElse) -> None:
         self.statement = f"if {node.condition}"

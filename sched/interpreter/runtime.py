@@ -215,9 +215,14 @@ def allocate(size: int, dtype: str) -> np.ndarray:
 class LoopOrder:
     """The order in which a concurrent loop (parallel, vectorized, thread-bound) runs its
     iterations: "forward", "reverse" or "shuffle" (a new permutation at every execution of the
-    loop, from `seed`)."""
+    loop, from `seed`), or "snapshot": forward, each iteration of a parallel or vectorized
+    loop starting from the memory at the loop's entry, their changes applied in order at its
+    end. A legal concurrent loop reads nothing another iteration writes, so this changes
+    nothing; a read-modify-write of one element in several iterations keeps one update, as
+    threads racing on it may (`B = B * 2 + A` rerun per iteration of an unbound loop gives
+    the same result in every order, so only this shows it)."""
 
-    ORDERS = ("forward", "reverse", "shuffle")
+    ORDERS = ("forward", "reverse", "shuffle", "snapshot")
 
     def __init__(self, order: str, seed: int) -> None:
         if order not in self.ORDERS:
@@ -226,13 +231,32 @@ class LoopOrder:
         self.order = order
         self.rng = random.Random(seed)
 
+    def enter(self, arrays: tuple) -> _Snapshot | None:
+        """At a parallel or vectorized loop: the state its iterations start from."""
+        return _Snapshot(arrays) if self.order == "snapshot" else None
+
+    @staticmethod
+    def begin(snapshot: _Snapshot | None) -> None:
+        if snapshot is not None:
+            snapshot.restore()
+
+    @staticmethod
+    def end(snapshot: _Snapshot | None) -> None:
+        if snapshot is not None:
+            snapshot.record()
+
+    @staticmethod
+    def leave(snapshot: _Snapshot | None) -> None:
+        if snapshot is not None:
+            snapshot.apply()
+
     def __call__(self, start: int, extent: int, first: bool = False):
         if first and extent > 0:     # the first iteration, then the others in the order
             yield start
             yield from self(start + 1, extent - 1)
             return
         values = range(start, start + extent)
-        if self.order == "forward":
+        if self.order in ("forward", "snapshot"):
             yield from values
         elif self.order == "reverse":
             yield from reversed(values)
@@ -240,3 +264,31 @@ class LoopOrder:
             values = list(values)
             self.rng.shuffle(values)
             yield from values
+
+
+class _Snapshot:
+    """The memory at a concurrent loop's entry (`arrays`, flat), and the elements each
+    iteration changed, in iteration order."""
+
+    def __init__(self, arrays: tuple) -> None:
+        self.arrays = arrays
+        self.entry = [a.copy() for a in arrays]
+        self.changes: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def restore(self) -> None:
+        for array, entry in zip(self.arrays, self.entry):
+            array[...] = entry
+
+    def record(self) -> None:
+        for k, (array, entry) in enumerate(zip(self.arrays, self.entry)):
+            changed = array != entry
+            if array.dtype.kind == "f":
+                changed &= ~(np.isnan(array) & np.isnan(entry))
+            where = np.nonzero(changed)[0]
+            if where.size:
+                self.changes.append((k, where, array[where].copy()))
+
+    def apply(self) -> None:
+        self.restore()
+        for k, where, values in self.changes:
+            self.arrays[k][where] = values

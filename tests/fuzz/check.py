@@ -1,7 +1,9 @@
 """The checks the fuzz tests make, and the reproducer a failure prints.
 
 Oracle: `sched.interpret` of the original program. A schedule must give the same arrays, run by
-the interpreter with its concurrent loops forward, reversed and shuffled, and built for C.
+the interpreter with its concurrent loops forward, reversed, shuffled and from a snapshot (each
+iteration of a parallel or vectorized loop from the memory at the loop's entry: a lost update,
+which commuting read-modify-writes hide from every order, shows), and built for C.
 A built kernel's arguments lie inside larger arrays whose other bytes hold a pattern: a store
 out of bounds that the comparison cannot see changes it (`Canaries`).
 """
@@ -21,7 +23,7 @@ from sched.polyhedral.in_bounds import OutOfBoundsError as BuildOutOfBounds
 from tests.fuzz.known_holes import allowed, known_build_refusal
 from tests.fuzz.programs import Program
 
-ORDERS = ("forward", "reverse", "shuffle")
+ORDERS = ("forward", "reverse", "shuffle", "snapshot")
 # Steps should refuse what cannot be built (issue 9, items 13 and 26); a BuildError after
 # accepted steps is reported as a finding, except these: a schedule that binds some loop nests
 # to the GPU and not others is a schedule in progress, not a wrong step.
