@@ -302,7 +302,7 @@ def _pair_keys(model: PolyModel, source: Statement, sink: Statement) -> tuple:
     return found
 
 
-def _determined_keys(source: Statement, sink: Statement) -> tuple | None:
+def _distinct_runs(source: Statement, sink: Statement) -> tuple | None:
     """pairs.pair_relation's `distinct` where `source` and `sink` are statements of one block
     whose keys some iteration variables determine (`Statement.keys_determined_by`): runs
     equal on those variables are at one key. None otherwise."""
@@ -318,7 +318,7 @@ def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statemen
     ((text, map) pairs) on `buffer`, as a one-element list, or [] when no pair of instances
     conflicts."""
     pair = _pair_keys(model, source, sink)
-    distinct = _determined_keys(source, sink)
+    distinct = _distinct_runs(source, sink)
     key = (first[0], second[0], *pair, distinct)
     relation = pair_relation(*key[:3], first[1], second[1], distinct)
     if relation.is_empty():
