@@ -62,9 +62,11 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
             dependence = violation.dependence
             if dependence is not None and dependence.is_reduction:
                 alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {verb} "
-                                f"the new loop of the factored block",
-                                *(_cross_thread_hint(func, loop, thread_tag) if render
-                                  else ()))
+                                f"the new loop of the factored block",)
+                why = _cross_thread_hint(func, loop, thread_tag)
+                if why:         # the reason first, not after the IR (audit helper-45)
+                    violation = dataclasses.replace(violation,
+                                                    reason=f"{violation.reason}: {why}")
             elif dependence is not None and dependence.source.block is dependence.sink.block:
                 alternatives = _tuple_reduction_hint(dependence.sink.block, loop_name, verb)
             raise schedule_error(primitive, violation, func, loop=loop_name, render=render,
@@ -121,16 +123,16 @@ def _tuple_reduction_hint(block, loop_name: str, verb: str) -> tuple[str, ...]:
                  f"factored block")
 
 
-def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> tuple[str, ...]:
-    """Why binding the reduce `loop` to a thread axis is not a cross-thread reduction, as a
-    comment line for the refusal's alternatives (none for other loop kinds)."""
+def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> str:
+    """Why binding the reduce `loop` to a thread axis is not a cross-thread reduction, for the
+    refusal's reason ("" for other loop kinds)."""
     if not (thread_tag or "").startswith("threadIdx"):
-        return ()
+        return ""
     if thread_tag != REDUCE_TAG:
-        return (f"# a reduce loop reduces across threads only on {REDUCE_TAG}",)
+        return f"a reduce loop reduces across threads only on {REDUCE_TAG}"
     found = cross_thread_reduction(func, loop)
-    return () if isinstance(found, CrossThreadReduction) else \
-        (f"# not a cross-thread reduction on {REDUCE_TAG}: {found}",)
+    return "" if isinstance(found, CrossThreadReduction) else \
+        f"it is not a cross-thread reduction on {REDUCE_TAG}: {found}"
 
 
 def parallel(func: PrimFunc, loop_name: str, render: bool = True,
