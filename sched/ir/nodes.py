@@ -8,8 +8,8 @@ and the parser reads them back, which is what makes `parse(print(f)) == f` hold.
 Each class shows its printed form (see `printer.py`) in a comment.
 
 Expressions overload Python's operators (`a + b`, `a * 2`, `i < n`) so that the compute DSL and
-the passes can write `i * 4 + j`. `==` stays structural equality: use `equal(a, b)` for the
-comparison node.
+the passes can write `i * 4 + j` (built by `builders.py`). `a == b` builds the comparison too,
+whose truth value is structural equality (`equality.py`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,6 @@ from sched.ir.dtype import (
     INDEX_DTYPE,
     bits,
     check_dtype,
-    is_bool,
-    is_float,
-    is_int,
-    max_value,
-    min_value,
 )
 from sched.ir.memo import identity_cache
 
@@ -607,49 +602,6 @@ def _symbolic_vars_of(params: tuple) -> tuple[Var, ...]:
 _symbolic_vars = identity_cache(maxsize=256)(_symbolic_vars_of)
 
 
-# --------------------------------------------------------------------------------------------
-# Building expressions
-
-
-def is_constant(expr, value: int) -> bool:
-    """Whether `expr` is the integer constant `value`, of any integer dtype: `T.int64(1)` is
-    one as `1` is (a Relax function's loops and indices are int64; `IntImm(1) ==
-    IntImm(1, "int64")` is False, structural equality comparing dtypes)."""
-    return isinstance(expr, IntImm) and expr.value == value
-
-
-def const(value: int | float | bool, dtype: str) -> Expr:
-    """A constant of `dtype`: `const(0, "float32")` is `T.float32(0.0)`."""
-    check_dtype(dtype)
-    if is_float(dtype):
-        return FloatImm(float(value), dtype)
-    if is_bool(dtype):
-        return IntImm(int(bool(value)), dtype)
-    if isinstance(value, float) and not value.is_integer():
-        raise TypeError(f"cannot make a {dtype} constant of {value!r}")
-    if not min_value(dtype) <= int(value) <= max_value(dtype):
-        raise TypeError(f"the constant {int(value)} is outside {dtype} ({min_value(dtype)} .. "
-                        f"{max_value(dtype)}): give a wider dtype")
-    return IntImm(int(value), dtype)
-
-
-def convert(value, dtype: str | None = None) -> Expr:
-    """An expression from an expression or a Python number (of `dtype` when given, else
-    int32 for ints, float32 for floats, bool for bools)."""
-    if isinstance(value, Expr):
-        return value
-    if hasattr(value, "as_expr"):          # a DSL object standing for an expression (te axes)
-        return value.as_expr()
-    if isinstance(value, bool):
-        return const(value, dtype or "bool")
-    if isinstance(value, int):       # past int32: int64, as TVM infers
-        return const(value, dtype or (INDEX_DTYPE if _fits(value, INDEX_DTYPE) else "int64"))
-    if isinstance(value, float):
-        return const(value, dtype if dtype is not None and is_float(dtype) else "float32")
-    raise TypeError(f"expected an IR expression or a number, got {type(value).__name__}: "
-                    f"{value!r}")
-
-
 def _signed_ints(a: str, b: str) -> bool:
     return a in ("int8", "int16", "int32", "int64") and b in ("int8", "int16", "int32", "int64")
 
@@ -658,111 +610,21 @@ def _fits(value: int, dtype: str) -> bool:
     return -(2 ** (bits(dtype) - 1)) <= value < 2 ** (bits(dtype) - 1)
 
 
-def _widen(expr: Expr, other: str) -> Expr:
-    """`expr` in the wider of its signed int dtype and `other` (a constant stays a constant)."""
-    if bits(other) <= bits(expr.dtype):
-        return expr
-    if isinstance(expr, IntImm):
-        return IntImm(expr.value, other)
-    return Cast(other, expr)
-
-
-def _literal_dtype(value, other: str) -> str:
-    """The dtype a Python number takes beside an operand of dtype `other`: `other`, or int64
-    for an int past a narrower signed int (`i * 3000000000` is an int64 product, as in TVM:
-    never a wrapped int32 constant)."""
-    if isinstance(value, int) and not isinstance(value, bool) and other in (
-            "int8", "int16", "int32") and not _fits(value, other):
-        return "int64"
-    return other
-
-
-def integer_call(op: str, a, b) -> Call:
-    """Integer intrinsic `op` (INT_FUNCTIONS: `a << b` is `shift_left`) of two operands of
-    one integer dtype, converting a Python number to the other operand's."""
-    if not isinstance(a, Expr):
-        a = convert(a, b.dtype)
-    if not isinstance(b, Expr):
-        b = convert(b, a.dtype)
-    if not is_int(a.dtype) or a.dtype != b.dtype:
-        raise TypeError(f"'{op}' takes integer operands of one dtype, got {a.dtype} and "
-                        f"{b.dtype}: cast them first (te.cast / T.Cast)")
-    return Call(op, (a, b), a.dtype)
-
-
-def binary(op: str, a, b) -> BinaryOp:
-    """`a op b`, converting a Python number to the dtype of the other operand.
-
-    Signed integers of different widths are promoted to the wider one, as TVM does (an int32
-    loop variable in an index with an int64 extent gives an int64 index: never a wrap).
-    Otherwise both operands must have one dtype: write `T.Cast` / `te.cast` where they differ.
-    """
-    a = a.as_expr() if hasattr(a, "as_expr") else a
-    b = b.as_expr() if hasattr(b, "as_expr") else b
-    if not isinstance(a, Expr) and not isinstance(b, Expr):
-        raise TypeError(f"binary: at least one operand must be an IR expression, got {a!r}, {b!r}")
-    if not isinstance(a, Expr):
-        a = convert(a, _literal_dtype(a, b.dtype))
-    if not isinstance(b, Expr):
-        b = convert(b, _literal_dtype(b, a.dtype))
-    if op in LOGIC_OPS:
-        if a.dtype != "bool" or b.dtype != "bool":
-            raise TypeError(f"'{op}' needs two bool operands, got {a.dtype} and {b.dtype}")
-    elif a.dtype != b.dtype and _signed_ints(a.dtype, b.dtype):
-        a, b = _widen(a, b.dtype), _widen(b, a.dtype)
-    elif a.dtype != b.dtype:
-        raise TypeError(f"'{op}' on {a.dtype} and {b.dtype}: cast one operand first "
-                        f"(te.cast / T.Cast) so both have the same dtype")
-    return BinaryOp(op, a, b)
-
-
-def equal(a, b) -> BinaryOp:
-    """The comparison `a == b` (Python's `==` on nodes is structural equality)."""
-    return binary("eq", a, b)
-
-
-def not_equal(a, b) -> BinaryOp:
-    return binary("ne", a, b)
-
-
-def logical_and(*conditions) -> Expr:
-    """All of `conditions` (`True` when there are none)."""
-    result: Expr = IntImm(1, "bool")
-    for i, condition in enumerate(conditions):
-        condition = convert(condition)
-        result = condition if i == 0 else binary("and", result, condition)
-    return result
-
-
-def conjuncts(predicate: Expr) -> list[Expr]:
-    """The terms of `a and b and ...` (none for True): `logical_and`'s inverse."""
-    if isinstance(predicate, BinaryOp) and predicate.op == "and":
-        return conjuncts(predicate.a) + conjuncts(predicate.b)
-    return [] if isinstance(predicate, IntImm) and predicate.value == 1 else [predicate]
-
-
-def logical_or(*conditions) -> Expr:
-    result: Expr = IntImm(0, "bool")
-    for i, condition in enumerate(conditions):
-        condition = convert(condition)
-        result = condition if i == 0 else binary("or", result, condition)
-    return result
-
-
-TRUE = IntImm(1, "bool")
-
-
-def seq(*stmts: Stmt) -> Stmt:
-    """One statement from several, flattening nested sequences; a single one is returned as is."""
-    flat: list[Stmt] = []
-    for stmt in stmts:
-        if isinstance(stmt, SeqStmt):
-            flat.extend(stmt.stmts)
-        else:
-            flat.append(stmt)
-    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
-
-
+# the builders Expr's operators call, re-exported (most passes import them from here)
+from sched.ir.builders import (  # noqa: E402, F401 (they need the classes above)
+    TRUE,
+    binary,
+    conjuncts,
+    const,
+    convert,
+    equal,
+    integer_call,
+    is_constant,
+    logical_and,
+    logical_or,
+    not_equal,
+    seq,
+)
 from sched.ir.equality import install_comparisons  # noqa: E402 (needs the classes above)
 
 install_comparisons((Var, IntImm, FloatImm, Cast, BinaryOp, Not, Select, Call, StringImm,
