@@ -121,6 +121,9 @@ def exact_domain(mapping: isl.Map) -> isl.Set:
     counted = within_operations(DOMAIN_OPERATIONS, lambda: box_by_count(mapping, domain))
     if counted is not None:
         return counted
+    tested = box_by_points(domain)
+    if tested is not None:
+        return tested
     plain = domain.remove_divs()
     equal = within_operations(DOMAIN_OPERATIONS,
                               lambda: plain.is_subset(mapping.lexmin().domain()))
@@ -141,6 +144,29 @@ def box_by_count(mapping: isl.Map, domain: isl.Set) -> isl.Set | None:
         return None
     instances = _bounding_box(domain)
     return instances[0] if instances is not None and instances[1] == loops[1] else None
+
+
+# the most points box_by_points tests one by one (about 0.5 ms each)
+TESTED_POINTS = 4096
+
+
+def box_by_points(domain: isl.Set) -> isl.Set | None:
+    """The domain as its bounding box, where a box of at most TESTED_POINTS points (no
+    parameters) has each of its points in the domain, tested one by one. A producer recomputed
+    per thread with a halo (a 3-D stencil's local input under threadIdx.x, its loops fused and
+    split) runs every point of a box, but no loop point maps one to one to an instance
+    (box_by_count does not apply) and the lexmin proof ran out of operations; each point's
+    test is a small integer feasibility problem. None where the box is larger or a point is
+    missing."""
+    bounded = _bounding_box(domain)
+    if bounded is None or bounded[1] > TESTED_POINTS:
+        return None
+    box, _ = bounded
+    points: list[isl.Point] = []
+    box.foreach_point(points.append)
+    if all(not domain.intersect(isl.Set.from_point(point)).is_empty() for point in points):
+        return box
+    return None
 
 
 def _bounding_box(points: isl.Set) -> tuple[isl.Set, int] | None:

@@ -16,6 +16,7 @@ from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.pairs import (
     box_by_count,
+    box_by_points,
     canonical_time_set,
     canonical_times,
     deciding_times,
@@ -98,6 +99,29 @@ def test_a_domain_proven_abox_by_counting_is_the_domain(data):
     if found is not None:
         assert found.is_equal(mapping.domain())
     if exact:                     # a full tiling: one to one onto a box of loops
+        assert found is not None
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_a_domain_proven_abox_point_by_point_is_the_domain(data):
+    """Nest maps that run instances several times (tiles of a fused loop overlapping by a
+    halo: not one to one, so box_by_count does not apply), with a stride or a shift that
+    leaves holes or not: where `box_by_points` answers, its box is the domain isl computes,
+    and it answers wherever the domain is its bounding box."""
+    tiles, tile, halo = (data.draw(st.integers(1, 5)), data.draw(st.integers(1, 4)),
+                         data.draw(st.integers(0, 2)))
+    stride, rows = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3))
+    text = (f"{{ S[i, j] -> [t, f] : 0 <= t < {tiles} and 0 <= f < {rows * (tile + halo)} "
+            f"and i = floor(f / {tile + halo}) and j = (t * {tile} + (f mod {tile + halo})) * "
+            f"{stride} }}")
+    mapping = isl.Map(text)
+    domain = mapping.domain()
+    found = box_by_points(domain)
+    if found is not None:
+        assert found.is_equal(domain)
+        assert all(piece.dim(isl.dim_type.div) == 0 for piece in found.get_basic_sets())
+    if stride == 1 or (tiles == 1 and tile + halo == 1):
         assert found is not None
 
 

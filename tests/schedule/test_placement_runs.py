@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import sched
+from sched import compute as te
 from sched.errors import ScheduleError
 from sched.script import T
 from tests.conftest import assert_close
@@ -189,3 +190,38 @@ def test_another_block_may_not_move_between_the_runs_of_a_block_run_twice():
     violation = check_order(read_after_both_runs, read_between_runs)
     assert violation is not None
     assert "must stay on the same side of each of its runs" in violation.reason
+
+
+def test_a_halo_recomputed_per_thread_splits_in_seconds():
+    """A 3-D stencil's local input recomputed under threadIdx.x (each thread its own 2x2x3
+    halo tile), its loops fused and split by factors that overshoot: every P instance runs on
+    up to 8 threads and no loop point maps one to one to an instance, so the domain's
+    existentials stayed (the lexmin proof ran out of operations) and the split's legality
+    check ran isl for over 20 minutes; the domain is proven a box point by point now
+    (pairs.box_by_points). The numbers stay right on the C target and through the CUDA."""
+    Z, Y, X = 4, 4, 16
+    A = te.placeholder((Z + 1, Y + 1, X + 1), name="A")
+    P = te.compute(A.shape, lambda z, y, x: A[z, y, x] * 2.0 + 1.0, name="P")
+    C = te.compute((Z, Y, X), lambda z, y, x: P[z, y, x] + P[z, y, x + 1]
+                   + P[z, y + 1, x] + P[z + 1, y, x], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    z, y, x = sch.get_loops(sch.get_block("C"))
+    bz, tz = sch.split(z, [None, 2])
+    by, ty = sch.split(y, [None, 2])
+    bx, tx, xi = sch.split(x, [None, 4, 2])
+    sch.reorder(bz, by, bx, tz, ty, tx, xi)
+    sch.bind(sch.fuse(bz, by, bx), "blockIdx.x")
+    for loop, axis in ((tz, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        sch.bind(loop, axis)
+    producer = sch.get_block("P")
+    sch.set_scope(producer, 0, "local")
+    sch.compute_at(producer, tx)
+    sch.split(sch.fuse(*sch.get_loops(producer)[4:]), [None, 2, 2, 4])
+    assert "T.grid(1, 2, 2, 4)" in sch.func.script()
+    a = np.random.default_rng(0).standard_normal((Z + 1, Y + 1, X + 1), np.float32)
+    p = a * 2 + 1
+    expected = p[:-1, :-1, :-1] + p[:-1, :-1, 1:] + p[:-1, 1:, :-1] + p[1:, :-1, :-1]
+    for target in ("c", "cuda-emu"):
+        out = np.zeros((Z, Y, X), np.float32)
+        sched.build(sch.func, target=target)(a, out)
+        assert_close(out, expected)
