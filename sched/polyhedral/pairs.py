@@ -157,15 +157,21 @@ def box_by_points(domain: isl.Set) -> isl.Set | None:
     split) runs every point of a box, but no loop point maps one to one to an instance
     (box_by_count does not apply) and the lexmin proof ran out of operations; each point's
     test is a small integer feasibility problem. None where the box is larger or a point is
-    missing."""
-    bounded = _bounding_box(domain)
+    missing, or where the domain involves a parameter (a point is no point for every value)."""
+    params, context = domain.dim(isl.dim_type.param), domain.params()
+    within = domain.gist_params(context)        # less the constraints of the parameters alone
+    if any(within.involves_dims(isl.dim_type.param, p, 1) for p in range(params)):
+        return None
+    bounded = _bounding_box(within)
     if bounded is None or bounded[1] > TESTED_POINTS:
         return None
     box, _ = bounded
+    # the parameters dropped (isl enumerates no set with parameters)
+    plain, plain_box = (s.project_out(isl.dim_type.param, 0, params) for s in (within, box))
     points: list[isl.Point] = []
-    box.foreach_point(points.append)
-    if all(not domain.intersect(isl.Set.from_point(point)).is_empty() for point in points):
-        return box
+    plain_box.foreach_point(points.append)
+    if all(not plain.intersect(isl.Set.from_point(point)).is_empty() for point in points):
+        return box.intersect_params(context)
     return None
 
 

@@ -125,6 +125,18 @@ def test_a_domain_proven_abox_point_by_point_is_the_domain(data):
         assert found is not None
 
 
+def test_box_by_points_under_parameters():
+    """A domain in a function's parameter space that does not involve them is proven as
+    one without (isl enumerates no set with parameters); one that involves them is not."""
+    free = isl.Map("[n] -> { S[i] -> [t, f] : n >= 1 and 0 <= t < 3 and 0 <= f < 3 and "
+                   "i = 2t + (f mod 3) }").domain()
+    found = box_by_points(free)
+    assert found is not None and found.is_equal(free)
+    bound = isl.Map("[n] -> { S[i] -> [t, f] : 0 <= t < 3 and 0 <= f < 3 and "
+                    "i = 2t + (f mod 3) and i < n }").domain()
+    assert box_by_points(bound) is None
+
+
 @pytest.mark.parametrize("first, second, expected", [
     # equal constants never decide; the first differing constant does, nothing after it
     (("0", "i", "0", "j", "0"), ("0", "i", "1", "k", "0"), (("i", "0"), ("i", "1"))),
