@@ -95,6 +95,9 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
     if isinstance(body, TupleReduce):
         outputs = op.outputs or (tensor.buffer,)
         stmt, init = _tuple_reduction(body, outputs, spatial, to_iter, local_names)
+    elif isinstance(body, tuple):           # several values, one output each
+        stmt = seq(*[BufferStore(b, substitute(value, to_iter), spatial)
+                     for b, value in zip(op.outputs, body, strict=True)])
     elif isinstance(body, Reduce):
         output = tensor.buffer[spatial]
         source = substitute(body.source, to_iter)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 
 from sched.errors import DSLError
-from sched.ir import bit_intrinsics
+from sched.ir import bit_intrinsics, builders
 from sched.ir.dtype import is_float
 from sched.ir.nodes import Call, Cast, Expr, Select, convert, logical_and, logical_or
 from sched.ir.nodes import equal as equal
@@ -31,7 +31,11 @@ def rsqrt(x) -> Call: return _math("rsqrt", x)
 def tanh(x) -> Call: return _math("tanh", x)
 def erf(x) -> Call: return _math("erf", x)
 def sigmoid(x) -> Call: return _math("sigmoid", x)
-def power(x, y) -> Call: return _math("pow", x, y)
+def power(x, y) -> Call:
+    try:
+        return builders.power(x, y)
+    except TypeError as error:
+        raise DSLError(f"te.power: {error}") from None
 def exp2(x) -> Call: return _math("exp2", x)
 def log2(x) -> Call: return _math("log2", x)
 def log10(x) -> Call: return _math("log10", x)

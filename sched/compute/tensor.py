@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass
 
 from sched.errors import DSLError
-from sched.ir.dtype import INDEX_DTYPE, check_dtype
+from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_int
 from sched.ir.functor import free_vars
 from sched.ir.nodes import Buffer, BufferLoad, Expr, Range, Var, convert
 from sched.ir.simplify import simplify
@@ -128,9 +128,19 @@ class Tensor:
         if len(indices) != self.ndim:
             raise DSLError(f"tensor '{self.name}' has {self.ndim} dimensions but is indexed "
                            f"with {len(indices)} indices")
+        converted = tuple(convert(i) for i in indices)
+        for index in converted:
+            if not is_int(index.dtype):
+                raise DSLError(f"tensor '{self.name}' is indexed with {index} of dtype "
+                               f"{index.dtype}: an index must be an integer (te.cast it to "
+                               f"int32, or use te.floor and cast)")
         if _recording:
             _recording[-1].append(self)
-        return BufferLoad(self.buffer, tuple(convert(i) for i in indices))
+        return BufferLoad(self.buffer, converted)
+
+    def __call__(self, *indices) -> BufferLoad:
+        """`A(i, j)`: TVM's call spelling of `A[i, j]`."""
+        return self[indices]
 
     def __repr__(self) -> str:
         dims = ", ".join(str(d) for d in self.shape)
@@ -139,8 +149,9 @@ class Tensor:
 
 @dataclass(frozen=True)
 class ComputeOp:
-    """What a compute tensor is: `buffer[axes] = body` (body may be a `Reduce`, or a
-    `TupleReduce` whose values go to `outputs`, one buffer each, written by one block `name`)."""
+    """What a compute tensor is: `buffer[axes] = body` (body may be a `Reduce`, a
+    `TupleReduce` whose values go to `outputs`, one buffer each, written by one block `name`,
+    or a tuple of expressions, one per output, stored by one block `name`)."""
 
     axes: tuple[Var, ...]
     body: object                       # Expr, Reduce or TupleReduce
@@ -148,6 +159,7 @@ class ComputeOp:
     attrs: tuple[tuple[str, object], ...] = ()
     outputs: tuple[Buffer, ...] = ()
     name: str = ""
+    tag: str = ""                      # TVM's op tag (TOPI's "elemwise", "injective", ...)
 
 
 def _shape(shape) -> tuple[Expr, ...]:
@@ -162,8 +174,14 @@ def placeholder(shape, dtype: str = "float32", name: str | None = None) -> Tenso
     return Tensor(buffer, None, next(_creation_order))
 
 
-def _axis_names(fcompute, ndim: int, name: str) -> list[str]:
-    """The lambda's parameter names, which name the loops; the arity must match the shape."""
+def _axis_names(fcompute, ndim: int, name: str, varargs_names=None) -> list[str]:
+    """The lambda's parameter names, which name the loops; the arity must match the shape.
+    A function of `*args` takes `varargs_names` (TVM's argument), else i0, i1, ..."""
+    if varargs_names is not None:
+        if len(varargs_names) != ndim:
+            raise DSLError(f"compute '{name}': varargs_names has {len(varargs_names)} names "
+                           f"for {ndim} dimensions")
+        return list(varargs_names)
     try:
         parameters = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
@@ -178,8 +196,11 @@ def _axis_names(fcompute, ndim: int, name: str) -> list[str]:
     return [p.name for p in parameters]
 
 
-def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None):
-    """A tensor of `shape` whose element at (i, j, ...) is `fcompute(i, j, ...)`.
+def compute(shape, fcompute, name: str | None = None, tag: str = "",
+            attrs: dict | None = None, varargs_names=None):
+    """A tensor of `shape` whose element at (i, j, ...) is `fcompute(i, j, ...)`; TVM's
+    signature (`tag` is kept as the op's tag, `varargs_names` names the axes of a function
+    of `*args`).
 
     The body is an expression of the axes, or a reducer (`te.sum/max/min(..., axis=k)`, or a
     `te.comm_reducer`'s) as the whole body. Its dtype is the dtype of the body. A reducer of
@@ -192,7 +213,8 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
     shape = _shape(shape)
     # an axis takes its dim's integer type (int64 over `te.var("n", "int64")`, as TVM)
     dtypes = [_index_dtype(dim) for dim in shape]
-    axes = tuple(Var(n, t) for n, t in zip(_axis_names(fcompute, len(shape), name), dtypes))
+    axes = tuple(Var(n, t) for n, t in
+                 zip(_axis_names(fcompute, len(shape), name, varargs_names), dtypes))
     body, inputs = _evaluate(fcompute, axes)
     symbolic = _symbolic_names(body, shape, inputs)
     if any(axis.name in symbolic for axis in axes):
@@ -203,6 +225,8 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
                      else axis for axis in axes)
         body, inputs = _evaluate(fcompute, axes)
     _check_reduce_axis_names(name, body, symbolic)
+    if isinstance(body, list | tuple):
+        return _several_values(name, shape, axes, body, inputs, attrs, tag)
     if isinstance(body, TupleReduce):
         reduce_vars = {axis.var for axis in body.axes}
         for part in (*body.sources, body.condition):
@@ -212,9 +236,10 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
         if body.several:
             outputs = tuple(Buffer(f"{name}_v{j}", shape, s.dtype)
                             for j, s in enumerate(body.sources))
-            op = ComputeOp(axes, body, inputs, tuple((attrs or {}).items()), outputs, name)
+            op = ComputeOp(axes, body, inputs, tuple((attrs or {}).items()), outputs, name,
+                           tag)
             return [Tensor(b, op, next(_creation_order)) for b in outputs]
-        op = ComputeOp(axes, body, inputs, tuple((attrs or {}).items()))
+        op = ComputeOp(axes, body, inputs, tuple((attrs or {}).items()), tag=tag)
         return Tensor(Buffer(name, shape, body.sources[0].dtype), op, next(_creation_order))
     if isinstance(body, Reduce):
         reduce_vars = {axis.var for axis in body.axes}
@@ -227,8 +252,34 @@ def compute(shape, fcompute, name: str | None = None, attrs: dict | None = None)
         body = convert(body)
         _check_no_foreign_reduce_axes(name, body, set(axes))
     dtype = body.dtype
-    op = ComputeOp(axes, body, tuple(dict.fromkeys(inputs)), tuple((attrs or {}).items()))
+    op = ComputeOp(axes, body, tuple(dict.fromkeys(inputs)), tuple((attrs or {}).items()),
+                   tag=tag)
     return Tensor(Buffer(name, shape, dtype), op, next(_creation_order))
+
+
+def _several_values(name, shape, axes, values, inputs, attrs, tag):
+    """A compute whose function gives a list of values (TVM's several outputs of one op): one
+    tensor per value, `<name>_v0`, `<name>_v1`..., one block storing all (a list of one value
+    is one tensor, as in TVM)."""
+    from sched.compute.comm_reducer import TupleReduce
+    from sched.compute.reduction import Reduce
+
+    if not values:
+        raise DSLError(f"compute '{name}': the function gives an empty list of values")
+    if any(isinstance(v, Reduce | TupleReduce) for v in values):
+        raise DSLError(f"compute '{name}': a list of reductions is not supported; reduce "
+                       f"several values at once with a te.comm_reducer (argmax-style), or "
+                       f"write one compute per reduction")
+    values = tuple(convert(v) for v in values)
+    for value in values:
+        _check_no_foreign_reduce_axes(name, value, set(axes))
+    inputs, attrs = tuple(dict.fromkeys(inputs)), tuple((attrs or {}).items())
+    if len(values) == 1:
+        op = ComputeOp(axes, values[0], inputs, attrs, tag=tag)
+        return Tensor(Buffer(name, shape, values[0].dtype), op, next(_creation_order))
+    outputs = tuple(Buffer(f"{name}_v{j}", shape, v.dtype) for j, v in enumerate(values))
+    op = ComputeOp(axes, values, inputs, attrs, outputs, name, tag)
+    return [Tensor(b, op, next(_creation_order)) for b in outputs]
 
 
 def _evaluate(fcompute, axes):

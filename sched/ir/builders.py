@@ -27,7 +27,6 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     _fits,
-    _signed_ints,
 )
 
 
@@ -70,23 +69,33 @@ def convert(value, dtype: str | None = None) -> Expr:
                     f"{value!r}")
 
 
-def _widen(expr: Expr, other: str) -> Expr:
-    """`expr` in the wider of its signed int dtype and `other` (a constant stays a constant)."""
-    if bits(other) <= bits(expr.dtype):
-        return expr
-    if isinstance(expr, IntImm):
-        return IntImm(expr.value, other)
-    return Cast(other, expr)
-
-
 def _literal_dtype(value, other: str) -> str:
-    """The dtype a Python number takes beside an operand of dtype `other`: `other`, or int64
+    """The dtype a Python number takes beside an operand of dtype `other`: `other`; int64
     for an int past a narrower signed int (`i * 3000000000` is an int64 product, as in TVM:
-    never a wrapped int32 constant)."""
-    if isinstance(value, int) and not isinstance(value, bool) and other in (
-            "int8", "int16", "int32") and not _fits(value, other):
+    never a wrapped int32 constant); float32 for a float beside an integer (`i * 0.5`, then
+    promoted), int32 for an int beside a bool (`(i == j) + 2` counts, as in TVM)."""
+    if isinstance(value, bool):
+        return other
+    if isinstance(value, float) and not is_float(other):
+        return "float32"
+    if isinstance(value, int) and other == "bool":
+        return INDEX_DTYPE
+    if isinstance(value, int) and other in ("int8", "int16", "int32") and \
+            not _fits(value, other):
         return "int64"
     return other
+
+
+def power(a, b) -> Call:
+    """`a ** b` (TVM's `tir.pow`): operands converted and matched as `binary` does; the
+    result must be a float (cast an integer base first)."""
+    a = a.as_expr() if hasattr(a, "as_expr") else a
+    b = b.as_expr() if hasattr(b, "as_expr") else b
+    product = binary("mul", a, b)          # the operands as binary matches them
+    if not is_float(product.dtype):
+        raise TypeError(f"'**' needs a floating-point operand, got {product.a.dtype} and "
+                        f"{product.b.dtype}: cast the base first (te.cast(x, 'float32'))")
+    return Call("pow", (product.a, product.b), product.dtype)
 
 
 def integer_call(op: str, a, b) -> Call:
@@ -103,11 +112,9 @@ def integer_call(op: str, a, b) -> Call:
 
 
 def binary(op: str, a, b) -> BinaryOp:
-    """`a op b`, converting a Python number to the dtype of the other operand.
-
-    Signed integers of different widths are promoted to the wider one, as TVM does (an int32
-    loop variable in an index with an int64 extent gives an int64 index: never a wrap).
-    Otherwise both operands must have one dtype: write `T.Cast` / `te.cast` where they differ.
+    """`a op b`, converting a Python number to the dtype of the other operand, and operands
+    of different dtypes to one as TVM does (`promoted`): an int32 loop variable times an int64
+    extent is an int64 product (never a wrap), `A[i] * i` (float32 times int32) a float32 one.
     """
     a = a.as_expr() if hasattr(a, "as_expr") else a
     b = b.as_expr() if hasattr(b, "as_expr") else b
@@ -120,12 +127,44 @@ def binary(op: str, a, b) -> BinaryOp:
     if op in LOGIC_OPS:
         if a.dtype != "bool" or b.dtype != "bool":
             raise TypeError(f"'{op}' needs two bool operands, got {a.dtype} and {b.dtype}")
-    elif a.dtype != b.dtype and _signed_ints(a.dtype, b.dtype):
-        a, b = _widen(a, b.dtype), _widen(b, a.dtype)
     elif a.dtype != b.dtype:
-        raise TypeError(f"'{op}' on {a.dtype} and {b.dtype}: cast one operand first "
-                        f"(te.cast / T.Cast) so both have the same dtype")
+        dtype = promoted(a.dtype, b.dtype)
+        if dtype is None:
+            raise TypeError(f"'{op}' on {a.dtype} and {b.dtype}: cast one operand first "
+                            f"(te.cast / T.Cast) so both have the same dtype")
+        a, b = cast_to(a, dtype), cast_to(b, dtype)
     return BinaryOp(op, a, b)
+
+
+def promoted(a: str, b: str) -> str | None:
+    """The dtype two operands of dtypes `a` and `b` are brought to, as TVM's
+    BinaryOpMatchTypes does: the wider of two floats; the float beside an integer or a bool;
+    the wider of two signed or of two unsigned integers; a signed integer as wide as the wider
+    of a signed and an unsigned one (a bool counts as unsigned). None for float16 beside
+    bfloat16 (no width decides; TVM keeps the left one's)."""
+    if is_float(a) and is_float(b):
+        return None if bits(a) == bits(b) else max(a, b, key=bits)
+    if is_float(a) or is_float(b):
+        return a if is_float(a) else b
+    if _signed(a) == _signed(b):
+        return max(a, b, key=lambda dtype: (bits(dtype), dtype != "bool"))
+    return f"int{max(bits(a), bits(b))}"
+
+
+def _signed(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+def cast_to(expr: Expr, dtype: str) -> Expr:
+    """`expr` in `dtype` (a constant stays a constant where `dtype` holds its value)."""
+    if expr.dtype == dtype:
+        return expr
+    if isinstance(expr, IntImm | FloatImm):
+        try:
+            return const(expr.value, dtype)
+        except TypeError:
+            pass
+    return Cast(dtype, expr)
 
 
 def equal(a, b) -> BinaryOp:

@@ -144,6 +144,8 @@ class Expr(Node):
     def __and__(self, other): return binary("and", self, other)
     def __or__(self, other): return binary("or", self, other)
     def __invert__(self): return Not(self)
+    def __pow__(self, other): return power(self, other)
+    def __rpow__(self, other): return power(other, self)
     def __lshift__(self, other): return integer_call("shift_left", self, other)
     def __rlshift__(self, other): return integer_call("shift_left", other, self)
     def __rshift__(self, other): return integer_call("shift_right", self, other)
@@ -623,6 +625,7 @@ from sched.ir.builders import (  # noqa: E402, F401 (they need the classes above
     logical_and,
     logical_or,
     not_equal,
+    power,
     seq,
 )
 from sched.ir.equality import install_comparisons  # noqa: E402 (needs the classes above)

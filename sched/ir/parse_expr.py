@@ -425,6 +425,11 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
                                    f"{'' if buffer.ndim == 1 else 's'} but "
                                    f"'{ast.unparse(node)}' gives {len(elements)} indices")
         indices = tuple(self.expr(e) for e in elements)
+        for element, index in zip(elements, indices):
+            if not is_int(index.dtype):
+                raise self.error(node, f"'{ast.unparse(node)}': the index "
+                                       f"'{ast.unparse(element)}' is {index.dtype}; an index "
+                                       f"must be an integer (T.Cast it, or floor it)")
         if view is not None:
             return view.source, tuple(r.min for r in view.place([Range(i, const(1, i.dtype))
                                                                    for i in indices]))

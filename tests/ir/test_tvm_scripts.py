@@ -349,8 +349,10 @@ def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16, 16), "float32"), x: T.floa
     ("A[vi] = B[vi]", r"line 7: buffer 'B' has 2 dimensions but 'B\[vi\]' gives 1 indices"),
     ("B[vi] = x", r"line 7: buffer 'B' has 2 dimensions but 'B\[vi\]' gives 1 indices"),
     ("A[vi] = T.Cast('flaot32', x)", "line 7: unknown dtype 'flaot32'"),
-    ("A[vi + 0.5] = x", "line 7: 'add' on int32 and float32: cast one operand first"),
-    ("A[vi] = x + vi", "line 7: 'add' on float32 and int32: cast one operand first"),
+    ("A[vi + 0.5] = x", r"line 7: 'A\[vi \+ 0.5\]': the index 'vi \+ 0.5' is float32; an "
+                        r"index must be an integer"),
+    ("A[vi] = T.Cast('float16', x) + T.Cast('bfloat16', x)",
+     "line 7: 'add' on float16 and bfloat16: cast one operand first"),
     ("A[vi] = max(x, x)", "line 7: unknown function 'max'"),
     ("A[vi] = A[vi:vi + 1]", "line 7: .* a slice is only allowed in T.reads/T.writes"),
     ("T.evaluate(x)", "line 7: T.evaluate takes one opaque call"),
