@@ -109,10 +109,11 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     inner = collect(loop.body, For)
     if any(lp.kind in ("thread_binding", "parallel") for lp in inner):
         return f"a loop inside loop '{loop.loop_var.name}' is bound or parallel"
-    outer = _outer_reduce_loops(func, loop, realize)
+    bindings = _bindings_in_loops(func, realize)
+    outer = _outer_reduce_loops(func, loop, realize, bindings)
     under = {loop.loop_var} | {lp.loop_var for lp in (*inner, *outer)}
     every_loop = {lp.loop_var: lp for lp in collect(func.body, For)}
-    for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True):
+    for iv, bound in zip(block.iter_vars, bindings, strict=True):
         used = set(free_vars(bound))
         if iv.kind == "reduce" and (used & every_loop.keys()) - under:
             others = sorted(v.name for v in (used & every_loop.keys()) - under)
@@ -125,7 +126,7 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
             return (f"the spatial axis '{iv.var.name}' of block '{block.name}' depends on a "
                     f"loop inside the reduce loop")
     if not any(iv.kind == "reduce" and loop.loop_var in free_vars(bound)
-               for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True)):
+               for iv, bound in zip(block.iter_vars, bindings, strict=True)):
         return f"block '{block.name}' does not use loop '{loop.loop_var.name}'"
     guard = _result_guard(realize, (loop, *inner, *outer))
     if isinstance(guard, str):
@@ -236,13 +237,28 @@ def _in_one_kernel(func: PrimFunc, loop: For, other: For) -> bool:
     return any(mine in group and theirs in group for group in kernel_groups(func, stages))
 
 
-def _outer_reduce_loops(func: PrimFunc, loop: For, realize: BlockRealize) -> list[For]:
+def _bindings_in_loops(func: PrimFunc, realize: BlockRealize) -> tuple[Expr, ...]:
+    """The realize's bindings written in loop variables: the iteration variables of the
+    blocks around it replaced by their own bindings, outermost first. After a blockize, `S`'s
+    `v_k1 = v_k1_1` is the variable of `S_o`, bound to the loop `k1` outside it: a reduction
+    the thread loop does not hold whole (its init runs at `v_k1 == 0` only)."""
+    around = [r for r in collect(func.body, BlockRealize) if r is not realize
+              and any(n is realize for n in collect(r.block.body, BlockRealize))]
+    mapping: dict = {}
+    for enclosing in around:                       # outermost first (collect's order)
+        mapping.update({iv.var: substitute(value, mapping) for iv, value in
+                        zip(enclosing.block.iter_vars, enclosing.iter_values, strict=True)})
+    return tuple(substitute(value, mapping) for value in realize.iter_values)
+
+
+def _outer_reduce_loops(func: PrimFunc, loop: For, realize: BlockRealize,
+                        bindings: tuple[Expr, ...]) -> list[For]:
     """The serial (or unrolled) loops directly around `loop`, each holding only the next one,
-    whose variables the block's reduce bindings use and its spatial ones do not, outermost
-    first: each thread can run its iterations of them before the block combines the threads'
-    partial results."""
+    whose variables the block's reduce bindings (`bindings`, in loop variables) use and its
+    spatial ones do not, outermost first: each thread can run its iterations of them before
+    the block combines the threads' partial results."""
     reduce_vars, spatial_vars = set(), set()
-    for iv, bound in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+    for iv, bound in zip(realize.block.iter_vars, bindings, strict=True):
         (reduce_vars if iv.kind == "reduce" else spatial_vars).update(free_vars(bound))
     outer: list[For] = []
     child: Stmt = loop

@@ -402,3 +402,34 @@ def test_a_consumer_beside_the_reduction_under_threadidx_y_is_refused():
     sch.bind(sch.get_loops(sch.get_block("C"))[-1], "threadIdx.x")
     with pytest.raises(ScheduleError, match="holds more than the loops down to the reduce loop"):
         sch.bind(k, "threadIdx.x")
+
+
+def _row_sums_of_a_split_reduction():
+    """Row sums with the reduce loop split and its inner part blockized (tensorize's shape):
+    the inner block's reduce variable is the outer block's `v_k_0 * 32 + k_1`, so the
+    reduction of a row is not whole under the thread loop (its init runs at v_k_0 == 0)."""
+    X = te.placeholder((3, 64), name="X")
+    k = te.reduce_axis((0, 64), name="k")
+    S = te.compute((3,), lambda i: te.sum(X[i, k], axis=k), name="S")
+    sch = sched.Schedule(te.create_prim_func([X, S]))
+    i, loop = sch.get_loops(sch.get_block("S"))
+    _, inner = sch.split(loop, [None, 32])
+    sch.bind(i, "blockIdx.x")
+    return sch, inner
+
+
+def test_a_thread_loop_under_a_block_of_the_same_reduction_is_refused():
+    """Bound after blockize, or blockized after the bind: before, the lowering stored the
+    init and the last outer iteration's total (each row summed over its last 32 columns
+    only, on c and cuda-emu; audit helper-49). The bindings are read through the blocks
+    around the thread loop now."""
+    sch, inner = _row_sums_of_a_split_reduction()
+    sch.blockize(inner)
+    with pytest.raises(ScheduleError, match=r"the reduce axis 'v_k' of block 'S' also runs "
+                                            r"over loops outside loop 'k_1' \(k_0\)"):
+        sch.bind(inner, "threadIdx.x")
+    sch, inner = _row_sums_of_a_split_reduction()
+    sch.bind(inner, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="blockize: it would make the concurrent loop 'k_1' "
+                                            "carry a dependence"):
+        sch.blockize(inner)
