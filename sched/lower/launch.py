@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sched.ir.dtype import is_int
-from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Var
+from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Not, Select, Var
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)   # blocks along x, y, z
@@ -35,15 +35,25 @@ _OPERATIONS = {
     "floormod": lambda a, b: a % b,    # as the IR's are
     "min": min,
     "max": max,
+    "eq": lambda a, b: int(a == b),
+    "ne": lambda a, b: int(a != b),
+    "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b),
+    "gt": lambda a, b: int(a > b),
+    "ge": lambda a, b: int(a >= b),
+    "and": lambda a, b: int(bool(a) and bool(b)),
+    "or": lambda a, b: int(bool(a) or bool(b)),
 }
 
 
 def evaluate_int(expr: Expr, values: Mapping[Var, int]) -> int:
     """The value of integer expression `expr` with each variable taken from `values`.
 
-    Handles constants, variables, `+ - * // %` (floor semantics), min, max and casts between
-    integer types. Raises ValueError for an unbound variable or a division by zero, TypeError
-    for any other expression.
+    Handles constants, variables, `+ - * // %` (floor semantics), min, max, comparisons and
+    `and`/`or`/`not` (1 or 0), `T.if_then_else` (a tile's piecewise size: compute_at of a
+    producer over a symbolic extent, a padded layout's `T.if_then_else(n >= 4, 4, n)`) and
+    casts between integer types. Raises ValueError for an unbound variable or a division by
+    zero, TypeError for any other expression.
     """
     if isinstance(expr, IntImm):
         return expr.value
@@ -53,15 +63,22 @@ def evaluate_int(expr: Expr, values: Mapping[Var, int]) -> int:
             raise ValueError(f"evaluate_int: variable '{expr.name}' has no value (bound: "
                              f"{bound})")
         return int(values[expr])
-    if isinstance(expr, Cast) and is_int(expr.dtype):
-        return evaluate_int(expr.value, values)
+    if isinstance(expr, Cast) and (is_int(expr.dtype) or expr.dtype == "bool"):
+        value = evaluate_int(expr.value, values)
+        return int(bool(value)) if expr.dtype == "bool" else value
+    if isinstance(expr, Select):
+        taken = expr.true_value if evaluate_int(expr.condition, values) else expr.false_value
+        return evaluate_int(taken, values)
+    if isinstance(expr, Not):
+        return int(not evaluate_int(expr.a, values))
     if isinstance(expr, BinaryOp) and expr.op in _OPERATIONS:
         a, b = evaluate_int(expr.a, values), evaluate_int(expr.b, values)
         if expr.op in ("floordiv", "floormod") and b == 0:
             raise ValueError(f"evaluate_int: division by zero in {expr}")
         return _OPERATIONS[expr.op](a, b)
     raise TypeError(f"evaluate_int: cannot evaluate {type(expr).__name__} {expr}: expected "
-                    f"integer constants, variables, + - * // % min max")
+                    f"integer constants, variables, + - * // % min max, comparisons, "
+                    f"T.if_then_else")
 
 
 def _as_expr(extent) -> Expr:

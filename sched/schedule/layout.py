@@ -61,7 +61,10 @@ class IndexMap:
         self.params, self.results = params, results
 
     @classmethod
-    def from_callable(cls, function, ndim: int, dtype: str) -> IndexMap:
+    def from_callable(cls, function, ndim: int, dtype: str,
+                      result_dtype: str | None = None) -> IndexMap:
+        """The map of `function` over `ndim` indices of `dtype`; its results in
+        `result_dtype` (default: `dtype`; a pad value's is the buffer's)."""
         if isinstance(function, IndexMap):
             return function
         if not callable(function):
@@ -77,7 +80,7 @@ class IndexMap:
             raise ScheduleError(PRIMITIVE, f"argument 'index_map': calling it with the {ndim} "
                                 f"indices of the buffer failed: {exc}") from None
         results = results if isinstance(results, tuple | list) else (results,)
-        return cls(params, tuple(convert(r, dtype) for r in results))
+        return cls(params, tuple(convert(r, result_dtype or dtype) for r in results))
 
     def __call__(self, *indices: Expr) -> tuple[Expr, ...]:
         mapping = dict(zip(self.params, indices, strict=True))
@@ -314,7 +317,11 @@ def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:
                               Range(const(0, dim.dtype), dim))
                       for d, dim in enumerate(buffer.shape))
     indices = tuple(iv.var for iv in iter_vars)
-    value = convert(pad_value, buffer.dtype)
+    value = pad_value(*indices)[0] if isinstance(pad_value, IndexMap) else \
+        convert(pad_value, buffer.dtype)
+    if collect(value, BufferLoad):
+        raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r} reads a buffer; give a "
+                            f"number or a function of the new indices alone")
     if value.dtype != buffer.dtype:
         raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r} is {value.dtype}; "
                             f"{buffer.name!r} holds {buffer.dtype}")
@@ -326,6 +333,23 @@ def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:
         nest = For(var, const(0, dim.dtype), dim, "serial", nest)
     new_block = dataclasses.replace(owner.block, body=seq(nest, owner.block.body))
     return replace(func, owner, dataclasses.replace(owner, block=new_block))
+
+
+def _pad_value(pad_value, ndim: int, index_dtype: str, dtype: str):
+    """`pad_value` as transform_layout takes it: None, a number, an expression, or a function
+    of the new indices (TVM's callable form, kept as an IndexMap of one result so that it
+    prints back in a trace)."""
+    if pad_value is None or isinstance(pad_value, int | float | Expr | IndexMap):
+        return pad_value
+    if callable(pad_value):
+        found = IndexMap.from_callable(pad_value, ndim, index_dtype, dtype)
+        if len(found.results) != 1:
+            raise ScheduleError(PRIMITIVE, f"pad_value: the function gives "
+                                f"{len(found.results)} values; give one (the value of the "
+                                f"padding element at the new indices)")
+        return found
+    raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r}: expected a number, an "
+                        f"expression, or a function of the new indices (lambda i, j, k: 0.0)")
 
 
 class LayoutPrimitives(ScheduleBase):
@@ -344,7 +368,8 @@ class LayoutPrimitives(ScheduleBase):
         index) into the block's regions, or the Buffer; `index_map` a function of the old
         indices (`lambda i, j: (i // 4, j, i % 4)`, also through `T.index_map`);
         `pad_value` stored first in the whole buffer, so that the elements no old index maps
-        to (the map pads: the image is not the whole new shape) hold it.
+        to (the map pads: the image is not the whole new shape) hold it: a number, or a
+        function of the new indices (`lambda i, j, k: 0.0`, as TVM takes it).
         Returns: nothing. Handles stay valid.
         Also known as: `transform_layout` in TVM; Halide's `storage_folding`/`reorder_storage`
         cover its permutations.
@@ -381,6 +406,7 @@ class LayoutPrimitives(ScheduleBase):
         target = _buffer(realize.block, buffer)
         dtype = target.shape[0].dtype if target.shape else "int32"
         mapping = IndexMap.from_callable(index_map, target.ndim, dtype)
+        pad_value = _pad_value(pad_value, len(mapping.results), dtype, target.dtype)
         new_func = transform_layout(self._func, name, buffer, mapping, pad_value)
         attrs = (("pad_value", pad_value),) if pad_value is not None else ()
         # an injective map relabels elements: the same instances touch one element, in the

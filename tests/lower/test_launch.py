@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import sched
+from sched import compute as te
 from sched.ir import Cast, IntImm, Var
-from sched.ir.nodes import BinaryOp
+from sched.ir.nodes import BinaryOp, FloatImm, Not, Select
 from sched.lower.launch import LaunchConfig, evaluate_int
+from tests.conftest import assert_close
 
 n, m = Var("n"), Var("m")
 
@@ -25,8 +29,42 @@ def test_evaluate_int_refuses_unbound_variables_and_other_nodes():
         evaluate_int(n + m, {n: 1})
     with pytest.raises(ValueError, match="division by zero"):
         evaluate_int(n // m, {n: 1, m: 0})
-    with pytest.raises(TypeError, match="cannot evaluate BinaryOp"):
-        evaluate_int(n < m, {n: 1, m: 2})
+    with pytest.raises(TypeError, match="cannot evaluate FloatImm"):
+        evaluate_int(FloatImm(1.5, "float32"), {})
+
+
+def test_evaluate_int_takes_piecewise_sizes():
+    """A padded layout over a symbolic dim sizes a dim `T.if_then_else(n >= 4, 4, n)`, and
+    compute_at's last tile is piecewise: a grid over them was a TypeError at every call on
+    cuda-emu and cuda (audit helper-50)."""
+    piecewise = Select(n >= 4, IntImm(4), n)
+    assert [evaluate_int(piecewise, {n: v}) for v in (2, 4, 9)] == [2, 4, 4]
+    assert evaluate_int(Select(Not(n == m), n, m * 10), {n: 3, m: 3}) == 30
+    assert evaluate_int(Cast("int32", (n < m) & (m <= 5)), {n: 1, m: 5}) == 1
+    assert evaluate_int(Cast("int32", (n < m) | (m > 5)), {n: 7, m: 5}) == 0
+
+
+def test_a_padded_symbolic_layout_bound_to_blocks_runs_on_cuda_emu():
+    nn, mm = te.var("n"), te.var("m")
+    A = te.placeholder((nn, mm), name="A")
+    B = te.compute((nn, mm), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((nn, mm), lambda i, j: B[i, j] + 1.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4),
+                         pad_value=0.0)
+    for name in ("B_pad", "B", "C"):
+        loops = sch.get_loops(sch.get_block(name))
+        outer, inner = sch.split(loops[-1], [None, 32])
+        sch.bind(loops[0], "blockIdx.x")
+        sch.bind(outer, "blockIdx.y")
+        sch.bind(inner, "threadIdx.x")
+    assert "T.if_then_else(n >= 4, 4, n)" in sch.func.script().replace("T.int64(4)", "4")
+    kernel = sched.build(sch.func, target="cuda-emu")
+    for rows in (3, 10):
+        a = np.random.default_rng(rows).standard_normal((rows, 3)).astype("float32")
+        c = np.zeros_like(a)
+        kernel(a, c)
+        assert_close(c, a * 2 + 1)
 
 
 def test_grid_from_symbolic_dims():

@@ -58,6 +58,29 @@ def test_a_padding_map_with_pad_value_fills_the_rest_first():
     check_numbers(sch.func)
 
 
+def test_pad_value_as_a_function_of_the_new_indices():
+    """TVM's callable pad_value (audit helper-50: a raw TypeError before): a function of the
+    new indices, kept in the trace as a lambda; a string is refused saying what is taken."""
+    func = scale_then_shift()
+    sch = sched.Schedule(func)
+    sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4),
+                         pad_value=lambda a, b, c: te.cast(c, "float32") * 0.5)
+    script = sch.func.script()
+    assert 'with T.block("B_pad"):' in script
+    assert "B[v0, v1, v2] = T.Cast(\"float32\", v2) * T.float32(0.5)" in script
+    assert "pad_value=lambda a, b, c: (T.Cast(\"float32\", c) * T.float32(0.5),)" in \
+        str(sch.trace)
+    assert sch.trace.apply(func).func == sch.func
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+    check_numbers(sch.func)
+    for wrong, message in (("0", "expected a number, an expression, or a function"),
+                           (lambda a, b, c: (0.0, 1.0), "gives 2 values; give one")):
+        other = sched.Schedule(func)
+        with pytest.raises(ScheduleError, match=message):
+            other.transform_layout(other.get_block("B"), "B",
+                                   lambda i, j: (i // 4, j, i % 4), pad_value=wrong)
+
+
 def test_a_padding_map_without_pad_value_leaves_the_padding_unwritten():
     sch = sched.Schedule(scale_then_shift())
     sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4))
