@@ -18,6 +18,8 @@ decides what is valid and reports what is not, with its line.
 
 from __future__ import annotations
 
+import sys
+
 from sched.ir.dtype import INT_DTYPES
 from sched.ir.nodes import IntImm, PrimFunc
 from sched.ir.parser import parse_function
@@ -50,9 +52,10 @@ class _Namespace:
     def prim_func(self, func=None, *, private: bool = False, check_well_formed: bool = True):
         """`@T.prim_func` or `@T.prim_func(private=True)` (TVM's flags are accepted and
         ignored): the decorated function as a PrimFunc named after it."""
+        defined_in = sys._getframe(1).f_locals      # the scope defining the function
         if func is None:
-            return parse_function
-        return parse_function(func)
+            return lambda f: parse_function(f, defined_in)
+        return parse_function(func, defined_in)
 
     def index_map(self, function, **_):
         """`T.index_map(lambda i, j: (j, i))`, as schedules take it (transform_layout): the

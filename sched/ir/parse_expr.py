@@ -131,8 +131,11 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
     def __init__(self, line_offset: int = 0, filename: str | None = None,
-                 source: str = "") -> None:
+                 source: str = "", outer: dict | None = None) -> None:
         self.scopes: list[dict[str, Var | Buffer | Handle]] = [{}]
+        # Python's names around a decorated function (parser.parse_function): numbers and
+        # IR expressions are read from them where the script does not define a name
+        self.outer = outer or {}
         self.line_offset = line_offset
         self.filename = filename
         self.source_lines = source.splitlines()
@@ -159,6 +162,13 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
         for scope in reversed(self.scopes):
             if node.id in scope:
                 return scope[node.id]
+        if node.id in self.outer:
+            found = self.outer[node.id]
+            if isinstance(found, bool | int | float | Expr):
+                return found
+            raise self.error(node, f"'{node.id}' is a Python {type(found).__name__} of the "
+                                   f"scope around the function; a script reads numbers and IR "
+                                   f"expressions from there")
         raise self.error(node, f"unknown name '{node.id}'")
 
     def lookup_buffer(self, node: ast.AST) -> Buffer:
@@ -197,8 +207,8 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
 
     def _value_Name(self, node: ast.Name) -> Value:
         found = self.lookup(node)
-        if isinstance(found, Expr):        # a variable bound to its value (see parse_buffer)
-            return found
+        if isinstance(found, Expr | bool | int | float):   # a variable bound to its value (see
+            return found                                    # parse_buffer), or from Python
         if not isinstance(found, Var):
             raise self.error(node, f"'{node.id}' is a buffer or handle, not a value: index it "
                                    f"as {node.id}[...]")
@@ -483,10 +493,14 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
     # Declarations: dtypes, shapes, buffers, annotations
 
     def dtype(self, node: ast.AST) -> str:
-        """A dtype written `"float32"` or `T.float32`."""
+        """A dtype written `"float32"`, `T.float32`, or a name of the Python scope around the
+        function holding such a string (`dtype = "float16"`)."""
         name = t_name(node)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value
+        if isinstance(node, ast.Name) and isinstance(self.outer.get(node.id), str) and \
+                not any(node.id in scope for scope in self.scopes):
+            name = self.outer[node.id]
         if name is None:
             raise self.error(node, f"expected a dtype such as \"float32\", got "
                                    f"'{ast.unparse(node)}'")

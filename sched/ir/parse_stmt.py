@@ -118,8 +118,9 @@ def _construct(node: ast.stmt) -> str:
 class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParser):
     """Statements, loops and blocks; `parser._Parser` adds the function around them."""
 
-    def __init__(self, line_offset: int, filename: str | None, source: str) -> None:
-        super().__init__(line_offset, filename, source)
+    def __init__(self, line_offset: int, filename: str | None, source: str,
+                 outer: dict | None = None) -> None:
+        super().__init__(line_offset, filename, source, outer)
         self.loops: list[tuple[Var, Expr, Expr]] = []      # enclosing loops, for T.axis.remap
         self.depth = 0                                       # enclosing loops and blocks
         self.block_names: set[str] = set()

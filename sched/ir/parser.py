@@ -80,24 +80,36 @@ def parse(text: str) -> PrimFunc | IRModule:
     return _parse_source(textwrap.dedent(text), 0, None)
 
 
-def parse_function(pyfunc) -> PrimFunc:
+def parse_function(pyfunc, defined_in: dict | None = None) -> PrimFunc:
     """The PrimFunc written as the Python function `pyfunc` (what `@T.prim_func` does).
-    Errors name the line in the function's file."""
+    Errors name the line in the function's file. A name the script does not define is read
+    from Python, as TVM's parser does: the local variables of the scope that defined the
+    function (`defined_in`), its closure and its module's globals, where it holds a number or
+    an IR expression (`M, N = 128, 64` at the top of the file, `T.Buffer((M, N), ...)`)."""
     try:
         lines, start = inspect.getsourcelines(pyfunc)
     except (OSError, TypeError) as exc:
         raise ScriptError(f"cannot read the source of {pyfunc!r}: {exc}") from None
+    outer = dict(getattr(pyfunc, "__globals__", {}))
+    outer.update(defined_in or {})
+    code, cells = getattr(pyfunc, "__code__", None), getattr(pyfunc, "__closure__", None) or ()
+    for name, cell in zip(code.co_freevars if code else (), cells):
+        try:
+            outer[name] = cell.cell_contents
+        except ValueError:              # a cell not filled yet
+            pass
     return _parse_source(textwrap.dedent("".join(lines)), start - 1,
-                         inspect.getsourcefile(pyfunc))
+                         inspect.getsourcefile(pyfunc), outer)
 
 
-def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFunc | IRModule:
+def _parse_source(source: str, line_offset: int, filename: str | None,
+                  outer: dict | None = None) -> PrimFunc | IRModule:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = None if exc.lineno is None else exc.lineno + line_offset
         raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
-    parser = _Parser(line_offset, filename, source)
+    parser = _Parser(line_offset, filename, source, outer)
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom) \
@@ -109,7 +121,8 @@ def _parse_source(source: str, line_offset: int, filename: str | None) -> PrimFu
                           f"{len(functions)}", None, filename)
     try:
         if is_module(functions[0]):                       # parse_module.py
-            return parse_module(functions[0], lambda: _Parser(line_offset, filename, source))
+            return parse_module(functions[0],
+                                lambda: _Parser(line_offset, filename, source, outer))
         return parser.function(functions[0])
     except ScriptError as exc:      # the user's line is what matters, not the parser's frames
         raise exc.with_traceback(None) from None
