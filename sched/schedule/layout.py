@@ -48,6 +48,7 @@ from sched.polyhedral.isl_text import read_map, read_set
 from sched.schedule.base import BlockRV, ScheduleBase
 from sched.schedule.scope import block_names, taken_names
 from sched.schedule.state import find_block, refuse_other_views, replace
+from sched.schedule.storage_align import dim_align_requests
 from sched.schedule.trace import JSON_READERS
 
 PRIMITIVE = "transform_layout"
@@ -132,6 +133,7 @@ def transform_layout(func: PrimFunc, block_name: str, buffer_ref, index_map,
                             f"layout is the caller's; transform the layout of a cache of it "
                             f"(cache_read / cache_write) instead")
     refuse_other_views(func, buffer, PRIMITIVE, "changing its layout")
+    _refuse_aligned(func, buffer)
     symbolic = {v for d in buffer.shape for v in free_vars(d)}
     if not symbolic <= set(func.symbolic_vars) or any(to_isl(d) is None for d in buffer.shape):
         raise ScheduleError(PRIMITIVE, f"{buffer.name!r} has the shape "
@@ -302,6 +304,19 @@ def _swap(regions, old: Buffer, inferred, new: Buffer) -> tuple[BufferRegion, ..
             out.extend(ours)
             placed = True
     return tuple(out)
+
+
+def _refuse_aligned(func: PrimFunc, buffer: Buffer) -> None:
+    """A storage_align request on the buffer names an axis of its old layout, which the
+    lowering would no longer find (it was dropped silently: audit helper-50)."""
+    for realize in collect(func.body, BlockRealize):
+        block = realize.block
+        for index, axis, *_ in dim_align_requests(block):
+            if index < len(block.writes) and block.writes[index].buffer.name == buffer.name:
+                raise ScheduleError(PRIMITIVE, f"storage_align asked block {block.name!r} for "
+                                    f"the stride of axis {axis} of {buffer.name!r}, an axis of "
+                                    f"the layout this step replaces: transform the layout "
+                                    f"first, then storage_align the new axes")
 
 
 def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:

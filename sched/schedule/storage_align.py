@@ -33,7 +33,9 @@ def storage_align(func: PrimFunc, block_name: str, index: int, axis: int, factor
     refuse_other_views(func, buffer, primitive, "padding its rows")
     ndim, a = buffer.ndim, _int(axis)
     checks = (("axis", axis, -ndim <= a < ndim and a % ndim != ndim - 1,
-               f"an int in [{-ndim}, {ndim - 1}), not the innermost axis (its stride is 1)"),
+               f"an axis other than the innermost (its stride is 1): one of "
+               f"{', '.join(str(x) for x in range(ndim - 1))} (or "
+               f"{', '.join(str(x) for x in range(-ndim, -1))} from the end)"),
               ("factor", factor, _int(factor) > 0, "a positive int"),
               ("offset", offset, 0 <= _int(offset) < _int(factor, 1), "an int in [0, factor)"))
     for position, (name, value, valid, expected) in enumerate(checks, start=3):

@@ -271,8 +271,18 @@ def test_storage_align_refuses_a_parameter():
 def test_storage_align_refuses_the_innermost_axis():
     sch = sched.Schedule(two_stage())
     with pytest.raises(ScheduleError, match=r"argument 3, 'axis' to storage_align: expected an "
-                       r"int in \[-2, 1\), not the innermost axis .* got -1"):
+                       r"axis other than the innermost \(its stride is 1\): one of 0 \(or -2 "
+                       r"from the end\) for the 2-dimensional 'B', got -1"):
         sch.storage_align(sch.get_block("B"), 0, axis=-1, factor=8, offset=1)
+
+
+def test_a_new_layout_of_an_aligned_buffer_is_refused():
+    """The request names an axis of the old layout, which the lowering dropped silently after
+    a transform_layout to fewer axes (audit helper-50): refused, saying which order works."""
+    sch = sched.Schedule(two_stage())
+    sch.storage_align(sch.get_block("B"), 0, axis=0, factor=8, offset=1)
+    with pytest.raises(ScheduleError, match="transform the layout first, then storage_align"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (j, i))
 
 
 @pytest.mark.parametrize("factor, offset, argument", [(0, 0, "factor"), (8, 8, "offset")])
