@@ -21,12 +21,14 @@ module re-exports the names of all three, so that callers have one place to ask.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import islpy as isl
 
+from sched.ir.functor import collect
 from sched.ir.memo import register
-from sched.ir.nodes import PrimFunc
+from sched.ir.nodes import Evaluate, PrimFunc
 from sched.polyhedral.concurrency import (  # noqa: F401  (re-exported: one place to ask)
     CONCURRENT_RULE,
     check_concurrent_loops,
@@ -157,32 +159,68 @@ def _union(deps: list[Dependence]) -> isl.UnionMap:
 
 
 def check_order(func: PrimFunc, new_func: PrimFunc, *,
-                allow_recompute: bool = False) -> Violation | None:
+                allow_recompute: bool = False, allow_dead: bool = False) -> Violation | None:
     """Whether `new_func`, a rescheduled `func`, keeps every dependence of `func`.
 
     Runs (see `check_runs`): a block instance may run more than once (a producer that
     compute_at recomputes, a binding like `vr = p % 4` over `p < 8`) only when its runs are
     idempotent; the dependences are then checked on first runs, which stand for the instance.
     Unless `allow_recompute` (compute_at may recompute a producer's overlapping elements), a
-    block whose instances each ran once must still run each once.
+    block whose instances each ran once must still run each once. With `allow_dead` (compute_at
+    runs what the consumers read), instances that write only elements nothing reads may be
+    left out (`dead_instances`).
     """
     old_model = build_model(func)
     new_model = build_model(new_func)
     unseen = unmodelled_domain_change(old_model, new_model)
     if unseen is not None:
         return Violation(unseen)
+    dropped = False
     if not _same_domains(old_model, new_model):
         missing = old_model.domain.subtract(new_model.domain)
         extra = new_model.domain.subtract(old_model.domain)
-        parts = [f"{what}: {instances}" for what, instances in (("missing", missing),
-                                                                ("added", extra))
-                 if not instances.is_empty()]
-        return Violation(f"the new loops do not run the same block instances "
-                         f"({', '.join(parts)})")
+        dropped = allow_dead and extra.is_empty() and dead_instances(func, old_model, missing)
+        if not dropped:
+            parts = [f"{what}: {instances}" for what, instances in (("missing", missing),
+                                                                    ("added", extra))
+                     if not instances.is_empty()]
+            return Violation(f"the new loops do not run the same block instances "
+                             f"({', '.join(parts)})")
     violation = check_runs(old_model, new_model, allow_recompute)
     if violation is not None:
         return violation
+    if dropped:     # the dependences between the instances that still run, on the whole
+        _, deps = model_and_dependences(func)
+        running = {name: s.domain for name, s in new_model.statements.items()}
+        kept = tuple(dataclasses.replace(d, relation=d.relation.intersect_domain(
+            running[d.source.name]).intersect_range(running[d.sink.name]), key=None)
+            for d in deps if d.source.name in running and d.sink.name in running)
+        return check_schedule(func, first_runs(new_model.schedule), kept)
     return check_new_order(func, new_model.statements)
+
+
+def dead_instances(func: PrimFunc, model, instances: isl.UnionSet) -> bool:
+    """Whether leaving `instances` out of `func` (whose model is `model`) changes nothing: each
+    is of a block that only stores (no call evaluated for its effect), writes something, and
+    only elements of buffers the function allocates that no statement reads (a cache of a
+    padded layout copies padding elements nothing reads: compute_at runs what its consumers
+    read, as TVM's does)."""
+    written = model.writes.intersect_domain(instances)
+    if written.is_empty():
+        return False
+    parameters = {model.buffer_tuple(b.storage_name) for b in func.buffers}
+    names: list[str] = []
+    instances.foreach_set(lambda piece: names.append(piece.get_tuple_name()))
+    for name in names:
+        statement = model.statements.get(name)
+        body = statement.block.init if statement.is_init else statement.block.body
+        if statement is None or collect(body, Evaluate):
+            return False
+    elements: list[str] = []
+    written.range().foreach_set(lambda piece: elements.append(piece.get_tuple_name()))
+    if parameters & set(elements):
+        return False
+    return written.range().intersect(model.reads.range()).is_empty()
 
 
 def unmodelled_domain_change(old_model, new_model) -> str | None:

@@ -424,7 +424,7 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
     runs = check_runs(build_model(func), model, allow_recompute=True)
     if runs is not None:     # a block run more than once, not idempotently (RUNS_RULE)
         return Violation(_rerun_clobbers(new_func, block, loop_name) or runs.reason)
-    violation = check_order(func, new_func, allow_recompute=True)
+    violation = check_order(func, new_func, allow_recompute=True, allow_dead=not reverse)
     if violation is not None and violation.dependence is None:
         covered = ("the instances that read what its producers write there" if reverse else
                    "what its consumers there read")
