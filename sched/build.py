@@ -237,8 +237,9 @@ def _check_races(func: PrimFunc) -> None:
     from sched.errors import BuildError
     from sched.lower.thread_redundancy import redundant_update
     from sched.polyhedral.concurrency import check_concurrent_loops
+    from sched.polyhedral.kernel_stages import local_read_by_another_thread
 
-    reason = redundant_update(func)
+    reason = redundant_update(func) or local_read_by_another_thread(func)
     if reason is not None:
         raise BuildError(f"build: {reason}")
     try:

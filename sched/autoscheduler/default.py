@@ -54,14 +54,16 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
 
 def _lowers_for_cuda(func) -> bool:
     """Whether `func` passes what the CUDA build asks before compiling: its kernels (a local
-    buffer may not join two), the thread-redundancy rule, the lowering."""
+    buffer may not join two), the thread-redundancy rule, local values read on their own
+    threads, the lowering."""
     from sched.errors import BuildError
     from sched.lower.kernel_sequence import split_kernels
     from sched.lower.pipeline import lower
     from sched.lower.thread_redundancy import redundant_update
+    from sched.polyhedral.kernel_stages import local_read_by_another_thread
 
     try:
-        if redundant_update(func) is not None:
+        if redundant_update(func) is not None or local_read_by_another_thread(func):
             return False
         plan = split_kernels(func)
         for kernel in plan.kernels if plan is not None else (func,):

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import islpy as isl
 
-from sched.ir.functor import IRVisitor
+from sched.ir.functor import IRVisitor, collect
 from sched.ir.nodes import BlockRealize, Expr, For, IntImm, PrimFunc, SeqStmt, Stmt
 from sched.polyhedral import names
-from sched.polyhedral.dependences import Dependence, model_and_dependences
+from sched.polyhedral.dependences import Dependence, model_and_dependences, value_flows
 from sched.polyhedral.statements import Statement
 
 GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -152,3 +152,60 @@ def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
             groups[-1].append(index)
             launch = {**extents, **launch}
     return groups
+
+
+def local_read_by_another_thread(func: PrimFunc) -> str | None:
+    """Why a thread of `func` would read a value of local memory (its own copy, registers)
+    that another thread stored, or None. Per flow of a value (the last store before each
+    read: `value_flows`) through a buffer of scope "local": along each GPU axis, a reader
+    under no loop bound to the axis runs on every thread along it, so the writer must too
+    (under no such loop, or one of extent 1); a writer and a reader both bound to it must be
+    on the same thread. A row sum in registers on threadIdx.y read by an epilogue on
+    threadIdx.x was accepted and wrong on every target (audit helper-49); the steps allow it
+    on the way (cache_write to local comes before the reverse_compute_at that puts its
+    write-back under the threads), so it is asked at build."""
+    from sched.polyhedral.private_buffers import allocations
+
+    local = {name for name, (buffer, _) in allocations(func).items() if buffer.scope == "local"}
+    if not local or not any(lp.kind == "thread_binding" for lp in collect(func.body, For)):
+        return None
+    model, deps = model_and_dependences(func)
+    for dep in deps:
+        if dep.kind == "flow" and dep.buffer in local and _reads_another_copy(dep, model):
+            return (f"block {dep.sink.block.name} reads '{dep.buffer}' in local memory (each "
+                    f"thread's own copy) on threads that did not store what it reads there "
+                    f"(block {dep.source.block.name} stores it on other threads); bind both "
+                    f"blocks' loops alike (compute the reader at the writer's thread loop: "
+                    f"sch.reverse_compute_at), or keep '{dep.buffer}' in shared memory "
+                    f"(sch.set_scope(..., 'shared'))")
+    return None
+
+
+def _reads_another_copy(dep: Dependence, model) -> bool:
+    """Whether a value of `dep`'s pair of statements flows from a run on one thread to a run
+    on another (see local_read_by_another_thread)."""
+    width = len(dep.source.time)
+    a = [names.local("a", i) for i in range(width)]
+    b = [names.local("b", i) for i in range(len(dep.sink.time))]
+    differ = []
+    for axis in GPU_AXES:
+        source, sink = _axis_loop(dep.source, axis), _axis_loop(dep.sink, axis)
+        if source is None:
+            continue                      # every thread along the axis stored its copy
+        if "several" in (source, sink):
+            return True
+        if sink is None:                  # read on every thread, stored on some
+            if not (isinstance(source.extent, IntImm) and source.extent.value == 1):
+                differ.append("0 = 0")
+            continue
+        differ.append(f"{a[source.position]} - {source.min.value} != "
+                      f"{b[sink.position]} - {sink.min.value}")
+    if not differ:
+        return False
+    prefix = f"[{', '.join(model.params)}] -> "
+    pairs = isl.UnionMap(f"{prefix}{{ [{', '.join(a)}] -> [{', '.join(b)}] : "
+                         f"{' or '.join(differ)} }}")
+    flows = value_flows(model, dep.buffer).intersect_domain(
+        isl.UnionSet.from_set(dep.source.schedule.range())).intersect_range(
+        isl.UnionSet.from_set(dep.sink.schedule.range()))
+    return not flows.intersect(pairs).is_empty()

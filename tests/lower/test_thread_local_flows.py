@@ -1,0 +1,57 @@
+"""Local memory is each GPU thread's own: a value stored there is read back only by the thread
+that stored it (kernel_stages.local_read_by_another_thread, asked at build). A row sum in
+registers on threadIdx.y read by an epilogue on threadIdx.x was accepted and read other
+threads' garbage on every target (audit helper-49)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.errors import BuildError
+from tests.conftest import assert_close
+
+ROWS, COLS, K = 3, 4, 6
+
+
+def row_sum_then_epilogue():
+    X = te.placeholder((ROWS, K), name="X")
+    k = te.reduce_axis((0, K), name="k")
+    S = te.compute((ROWS,), lambda i: te.sum(X[i, k], axis=k), name="S")
+    E = te.compute((ROWS, COLS), lambda i, j: S[i] * 2.0 - 1.0, name="E")
+    sch = sched.Schedule(te.create_prim_func([X, E]))
+    sch.set_scope(sch.get_block("S"), 0, "local")
+    return sch
+
+
+def expected(x):
+    return np.repeat(x.sum(1)[:, None] * 2 - 1, COLS, axis=1)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+@pytest.mark.parametrize("writer, reader", [("threadIdx.y", "threadIdx.x"),
+                                            ("threadIdx.x", "threadIdx.y")])
+def test_a_local_value_read_on_another_thread_axis_is_refused(writer, reader, target):
+    sch = row_sum_then_epilogue()
+    sch.bind(sch.get_loops(sch.get_block("S"))[0], writer)
+    sch.bind(sch.get_loops(sch.get_block("E"))[1], reader)
+    with pytest.raises(BuildError, match="block E reads 'S' in local memory .* on threads "
+                                         "that did not store what it reads there"):
+        sched.build(sch.func, target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_local_value_every_thread_along_the_reader_axis_stored(target):
+    """The row sum under threadIdx.y only (each x thread computes its row's sum for
+    itself), the epilogue under both axes at the row: every thread reads its own copy."""
+    sch = row_sum_then_epilogue()
+    row = sch.get_loops(sch.get_block("S"))[0]
+    sch.bind(row, "threadIdx.y")
+    sch.reverse_compute_at(sch.get_block("E"), row)
+    sch.bind(sch.get_loops(sch.get_block("E"))[1], "threadIdx.x")
+    x = np.random.default_rng(0).standard_normal((ROWS, K)).astype(np.float32)
+    out = np.zeros((ROWS, COLS), np.float32)
+    sched.build(sch.func, target=target)(x, out)
+    assert_close(out, expected(x))
