@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.extern import is_opaque
+from sched.ir.functor import free_vars
 from sched.ir.nodes import Block, BlockRealize, For, IntImm, PrimFunc, Stmt, is_thread_private
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -124,17 +125,21 @@ def _private_read_by_every_thread(func: PrimFunc) -> str | None:
     for realize, loops in _leaf_blocks(func.body, []):
         axes = _thread_axes(loops)
         if axes:
+            reduced_across = _reduces_across_threads(realize, loops)
             for region in realize.block.writes:
                 if is_thread_private(region.buffer.scope):
                     found = written_by_threads.setdefault(region.buffer.storage_name,
-                                                          (realize.block.name, set()))
+                                                          (realize.block.name, set(), set()))
                     found[1].update(axes)
+                    if reduced_across:
+                        found[2].add(realize.block.name)
     for realize, loops in _leaf_blocks(func.body, []):
         if not any(_tag(loop) in BLOCK_TAGS for loop in loops):
             continue
         own = _thread_axes(loops)
         for region in realize.block.reads:
-            writer, axes = written_by_threads.get(region.buffer.storage_name, (None, set()))
+            writer, axes, reducers = written_by_threads.get(region.buffer.storage_name,
+                                                            (None, set(), set()))
             if writer is not None and is_thread_private(region.buffer.scope) and axes - own:
                 missing = ", ".join(sorted(axes - own))
                 return (f"block {realize.block.name!r} runs in every thread along {missing} "
@@ -143,8 +148,22 @@ def _private_read_by_every_thread(func: PrimFunc) -> str | None:
                         f"copy), which block {writer!r} writes under a loop bound to "
                         f"{missing}: the other threads would read a copy nobody wrote. Bind "
                         f"its loops to the threads as the writer's are, or keep the buffer in "
-                        f"shared memory (sch.set_scope(..., \"shared\"))")
+                        f"shared memory (sch.set_scope(..., \"shared\"))"
+                        f"{_stored_once(writer) if writer in reducers else ''}")
     return None
+
+
+def _stored_once(writer: str) -> str:
+    return (f"; {writer!r} reduces across threadIdx.x, which stores the result on one thread "
+            f"only: its buffer must be shared (there is no loop of the reader to bind)")
+
+
+def _reduces_across_threads(realize: BlockRealize, loops: list[For]) -> bool:
+    """Whether the block reduces over a loop bound to threadIdx.x (a cross-thread
+    reduction, whose lowering stores the result on thread 0 only)."""
+    bound = {lp.loop_var for lp in loops if _tag(lp) == "threadIdx.x"}
+    return any(iv.kind == "reduce" and bound & set(free_vars(value))
+               for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True))
 
 
 def _thread_axes(loops) -> set:

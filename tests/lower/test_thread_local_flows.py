@@ -55,3 +55,29 @@ def test_a_local_value_every_thread_along_the_reader_axis_stored(target):
     out = np.zeros((ROWS, COLS), np.float32)
     sched.build(sch.func, target=target)(x, out)
     assert_close(out, expected(x))
+
+
+def test_a_cross_thread_accumulator_cached_in_local_memory_says_to_share_it():
+    """cache_write to local of a cross-thread reduction, written back under blockIdx: the
+    allreduce stores the total on thread 0 only, and the write-back has no loop to bind
+    (audit helper-49: the refusal advised binding it); in shared memory it runs."""
+    X = te.placeholder((4, 50), name="X")
+    k = te.reduce_axis((0, 50), name="k")
+    func = te.create_prim_func([X, te.compute((4,), lambda i: te.sum(X[i, k], axis=k),
+                                              name="S")])
+    sch = sched.Schedule(func)
+    block = sch.get_block("S")
+    i, loop = sch.get_loops(block)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(sch.split(loop, [None, 16])[1], "threadIdx.x")
+    cache = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(cache, i)
+    with pytest.raises(BuildError, match="'S' reduces across threadIdx.x, which stores the "
+                                         "result on one thread only: its buffer must be shared"):
+        sched.build(sch.func, target="c")
+    sch.set_scope(block, 0, "shared")
+    x = np.random.default_rng(1).standard_normal((4, 50)).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        out = np.zeros(4, np.float32)
+        sched.build(sch.func, target=target)(x, out)
+        assert_close(out, x.sum(1), rtol=1e-5)
