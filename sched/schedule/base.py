@@ -348,9 +348,19 @@ class ScheduleBase:
         found = check_concurrent_loops(new_func)
         if found is not None:
             loop, violation = found
+            reason = violation.reason
+            if violation.dependence is not None and violation.dependence.is_reduction:
+                # why the reduction is no cross-thread one, as bind says (audit helper-49)
+                from sched.schedule.loop_kinds import cross_thread_hint
+                from sched.schedule.state import find_loop
+
+                node = find_loop(new_func, loop, kind)
+                why = cross_thread_hint(new_func, node, node.thread_tag) \
+                    if node.kind == "thread_binding" else ""
+                reason = f"{reason}: {why}" if why else reason
             violation = dataclasses.replace(
                 violation, reason=f"{'they made' if made else 'it would make'} the "
-                f"concurrent loop {loop!r} carry a dependence ({violation.reason})")
+                f"concurrent loop {loop!r} carry a dependence ({reason})")
             raise schedule_error(kind, violation, new_func, loop=loop,
                                  render=self.render_errors)
 

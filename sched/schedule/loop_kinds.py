@@ -63,7 +63,7 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
             if dependence is not None and dependence.is_reduction:
                 alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {verb} "
                                 f"the new loop of the factored block",)
-                why = _cross_thread_hint(func, loop, thread_tag)
+                why = cross_thread_hint(func, loop, thread_tag)
                 if why:         # the reason first, not after the IR (audit helper-45)
                     violation = dataclasses.replace(violation,
                                                     reason=f"{violation.reason}: {why}")
@@ -123,7 +123,7 @@ def _tuple_reduction_hint(block, loop_name: str, verb: str) -> tuple[str, ...]:
                  f"factored block")
 
 
-def _cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> str:
+def cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> str:
     """Why binding the reduce `loop` to a thread axis is not a cross-thread reduction, for the
     refusal's reason ("" for other loop kinds)."""
     if not (thread_tag or "").startswith("threadIdx"):

@@ -433,3 +433,21 @@ def test_a_thread_loop_under_a_block_of_the_same_reduction_is_refused():
     with pytest.raises(ScheduleError, match="blockize: it would make the concurrent loop 'k_1' "
                                             "carry a dependence"):
         sch.blockize(inner)
+
+
+def test_a_step_that_breaks_a_cross_thread_reduction_says_why():
+    """compute_at of a producer under a reduce loop already bound to threadIdx.x gives the
+    class's reason, as bind does in the other order (audit helper-49: no reason)."""
+    X = te.placeholder((4, 64), name="X")
+    P = te.compute((4, 64), lambda i, j: X[i, j] * 2.0, name="P")
+    k = te.reduce_axis((0, 64), name="k")
+    S = te.compute((4,), lambda i: te.sum(P[i, k], axis=k), name="S")
+    sch = sched.Schedule(te.create_prim_func([X, S]))
+    i, loop = sch.get_loops(sch.get_block("S"))
+    sch.bind(i, "blockIdx.x")
+    _, inner = sch.split(loop, [None, 32])
+    sch.bind(inner, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"carries a reduction of block S: it is not a "
+                                            r"cross-thread reduction on threadIdx.x: loop "
+                                            r"'k_1' holds 2 blocks, not one reduction"):
+        sch.compute_at(sch.get_block("P"), inner)
