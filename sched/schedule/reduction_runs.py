@@ -60,7 +60,10 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
     def cannot(what: str) -> ScheduleError:
         return refusal(primitive, f"{what} is not affine in its loops: "
                        f"{primitive} cannot prove that each reduction instance runs once, the "
-                       f"init first", func, None, render)
+                       f"init first. Where a split of a symbolic extent made it, split by a "
+                       f"constant inner factor (sch.split(k, [None, 4]): k_0 * 4 + k_1 is "
+                       f"affine; a constant outer factor makes the inner extent symbolic and "
+                       f"its product with the outer loop not affine)", func, None, render)
     dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
     params = f"[{', '.join(rename[v].name for v in outer)}] -> "
     # spatial variables bound to loops of symbolic extents fused (`vx = f // n`): their loops

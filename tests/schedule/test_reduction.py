@@ -476,3 +476,28 @@ def test_rfactor_orders_the_partial_blocks_variables_as_tvm(rng):
         [("v_k_0", "spatial"), ("v_k_1", "reduce"), ("vi", "spatial")]
     a = rng.standard_normal((8, 64), np.float32)
     assert_close(run_c(sch.func, a, np.zeros(8, np.float32))[1], a.sum(1))
+
+
+def test_rfactor_of_a_symbolic_reduction_split_by_an_outer_factor_says_how():
+    """[3, None] over a symbolic extent binds k_0 * ((m + 2) // 3) + k_1 (not affine):
+    refused, saying that a constant inner factor keeps it affine; that one runs (audit
+    helper-49: the refusal offered nothing)."""
+    m = te.var("m")
+    X = te.placeholder((4, m), name="X")
+    k = te.reduce_axis((0, m), name="k")
+    func = te.create_prim_func([X, te.compute((4,), lambda i: te.sum(X[i, k], axis=k),
+                                              name="S")])
+    sch = sched.Schedule(func)
+    outer, _ = sch.split(sch.get_loops(sch.get_block("S"))[1], [3, None])
+    with pytest.raises(ScheduleError, match=r"split by a constant inner factor "
+                                            r"\(sch.split\(k, \[None, 4\]\)"):
+        sch.rfactor(outer, 0)
+    sch = sched.Schedule(func)
+    outer, _ = sch.split(sch.get_loops(sch.get_block("S"))[1], [None, 4])
+    sch.rfactor(outer, 0)
+    kernel = sched.build(sch.func, target="c")
+    for size in (1, 7, 12):
+        x = np.random.default_rng(size).standard_normal((4, size)).astype(np.float32)
+        out = np.zeros(4, np.float32)
+        kernel(x, out)
+        np.testing.assert_allclose(out, x.sum(1), rtol=1e-5, atol=1e-5)
