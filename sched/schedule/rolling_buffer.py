@@ -54,6 +54,7 @@ from sched.ir.nodes import (
     IntImm,
     PrimFunc,
     Range,
+    Select,
     binary,
     const,
     logical_and,
@@ -103,11 +104,18 @@ def rolling_buffer(func: PrimFunc, block_name: str, write_buffer_index) -> PrimF
                     if a is not None and a.loop is lp), None)
     if rolling is None:
         shown = ", ".join(f"{r.min.script()}:{(r.min + r.extent).script()}" for r in region)
+        piecewise = any(collect(r.extent, Select) for r in region)
+        advice = ("its window changes size between iterations (the T.if_then_else in its "
+                  "extent: a last window cut at the end of the loop or of the buffer), and a "
+                  "rolling buffer needs one size: tile the consumer by a factor that divides "
+                  "its extent, with every window inside the buffer"
+                  if piecewise else
+                  "split the consumer's loops into tiles and compute_at the producer under "
+                  "the tile loop first")
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} writes {buffer.name}[{shown}] in "
                             f"one iteration of loop {lca.loop_var.name!r}: no dimension "
                             f"slides with a loop (stride * v + c) and overlaps the next "
-                            f"iteration's rows; split the consumer's loops into tiles and "
-                            f"compute_at the producer under the tile loop first")
+                            f"iteration's rows; {advice}")
     window = axes[rolling].extent
     predicate = _skip_overlap(realize, store, axes)
     new_realize = and_predicate(realize, predicate)

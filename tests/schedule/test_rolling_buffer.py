@@ -194,6 +194,16 @@ def test_no_overlap_is_refused():
         sch.rolling_buffer("S0", 0)
 
 
+def test_a_tile_that_does_not_divide_says_the_window_changes_size():
+    """A last tile cut short makes the window's size piecewise: the refusal says so, where it
+    asked for the tiling the user had done (audit helper-50)."""
+    func, _ = stencil_cascade(14, 3, 2)
+    sch = tiled(func, 2, 4)
+    with pytest.raises(ScheduleError, match="its window changes size between iterations .* "
+                                            "tile the consumer by a factor that divides"):
+        sch.rolling_buffer("S0", 0)
+
+
 def test_producer_and_consumer_without_a_common_loop_are_refused():
     func, _ = stencil_cascade(16, 3, 2)
     sch = sched.Schedule(func)
