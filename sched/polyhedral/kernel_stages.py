@@ -171,7 +171,11 @@ def local_read_by_another_thread(func: PrimFunc) -> str | None:
         return None
     model, deps = model_and_dependences(func)
     for dep in deps:
-        if dep.kind == "flow" and dep.buffer in local and _reads_another_copy(dep, model):
+        # (a block's flows to its own instances are the concurrency rule's: a thread loop
+        # carrying one is refused at the step unless the buffer is private to its iterations;
+        # a block run as one unit, a while loop in it, writes before it reads in its body)
+        if dep.kind == "flow" and dep.buffer in local and dep.source.block is not \
+                dep.sink.block and _reads_another_copy(dep, model):
             return (f"block {dep.sink.block.name} reads '{dep.buffer}' in local memory (each "
                     f"thread's own copy) on threads that did not store what it reads there "
                     f"(block {dep.source.block.name} stores it on other threads); bind both "
