@@ -156,6 +156,8 @@ class _AccessCollector(IRVisitor):
                           lambda: self.visit(node.else_body))
 
     def visit_For(self, node: For) -> None:
+        self.visit(node.min)            # loads in the bounds are reads, before the loop
+        self.visit(node.extent)         # (`for j in range(L[vi + 4])`: audit helper-51)
         name = isl_name(node.loop_var)
         lo = to_isl(substitute(node.min, self.env))
         extent = to_isl(substitute(node.extent, self.env))
