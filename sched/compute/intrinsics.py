@@ -112,9 +112,9 @@ def cast(x, dtype: str) -> Expr:
 
 def if_then_else(condition, true_value, false_value) -> Select:
     """`true_value` where `condition` holds, else `false_value` (numbers take the other
-    branch's dtype). A Python bool as the condition is refused: `a == b` between expressions
-    builds the comparison (sched/ir/equality.py) except where their dtypes differ, which
-    gives the bool False."""
+    branch's dtype; branches of different dtypes are promoted as TVM's operands are). A Python
+    bool as the condition is refused: `a == b` between expressions builds the comparison
+    (sched/ir/equality.py) except where their dtypes differ, which gives the bool False."""
     if isinstance(condition, bool):
         raise DSLError(f"if_then_else: the condition is the Python bool {condition}: a "
                        f"constant, or `==` / `!=` between expressions of different dtypes "
@@ -125,13 +125,16 @@ def if_then_else(condition, true_value, false_value) -> Select:
         raise DSLError(f"if_then_else: the condition must be a comparison, got {condition.dtype}")
     if isinstance(true_value, Expr) or hasattr(true_value, "as_expr"):
         true_value = convert(true_value)
-        false_value = convert(false_value, true_value.dtype)
+        false_value = convert(false_value, builders.literal_dtype(false_value, true_value.dtype))
     else:
         false_value = convert(false_value)
-        true_value = convert(true_value, false_value.dtype)
-    if true_value.dtype != false_value.dtype:
-        raise DSLError(f"if_then_else: branches differ in dtype ({true_value.dtype}, "
-                       f"{false_value.dtype}): cast one of them")
+        true_value = convert(true_value, builders.literal_dtype(true_value, false_value.dtype))
+    if true_value.dtype != false_value.dtype:      # matched as TVM's binary operators are
+        dtype = builders.promoted(true_value.dtype, false_value.dtype)
+        if dtype is None:
+            raise DSLError(f"if_then_else: branches differ in dtype ({true_value.dtype}, "
+                           f"{false_value.dtype}): cast one of them")
+        true_value, false_value = (builders.cast_to(v, dtype) for v in (true_value, false_value))
     return Select(condition, true_value, false_value)
 
 

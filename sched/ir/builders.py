@@ -69,7 +69,7 @@ def convert(value, dtype: str | None = None) -> Expr:
                     f"{value!r}")
 
 
-def _literal_dtype(value, other: str) -> str:
+def literal_dtype(value, other: str) -> str:
     """The dtype a Python number takes beside an operand of dtype `other`: `other`; int64
     for an int past a narrower signed int (`i * 3000000000` is an int64 product, as in TVM:
     never a wrapped int32 constant); float32 for a float beside an integer (`i * 0.5`, then
@@ -121,9 +121,9 @@ def binary(op: str, a, b) -> BinaryOp:
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         raise TypeError(f"binary: at least one operand must be an IR expression, got {a!r}, {b!r}")
     if not isinstance(a, Expr):
-        a = convert(a, _literal_dtype(a, b.dtype))
+        a = convert(a, literal_dtype(a, b.dtype))
     if not isinstance(b, Expr):
-        b = convert(b, _literal_dtype(b, a.dtype))
+        b = convert(b, literal_dtype(b, a.dtype))
     if op in LOGIC_OPS:
         if a.dtype != "bool" or b.dtype != "bool":
             raise TypeError(f"'{op}' needs two bool operands, got {a.dtype} and {b.dtype}")

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from sched.errors import ScriptError
+from sched.ir.builders import cast_to, literal_dtype, promoted
 from sched.ir.dtype import (
     DTYPES,
     INDEX_DTYPE,
@@ -96,10 +97,15 @@ def _typed(*values: Value) -> str:
 
 
 def _unify(a: Value, b: Value) -> tuple[Expr, Expr]:
-    """Two operands as expressions, a literal taking the dtype of the other operand."""
+    """Two operands as expressions of one dtype where TVM's matching gives one: a literal
+    takes the dtype it takes beside the other operand (builders.literal_dtype: a float beside
+    an integer is float32, an int beside a bool int32), then both are promoted
+    (builders.promoted); operands no promotion matches are left for the caller to refuse."""
     if not isinstance(a, Expr):
-        a = convert(a, b.dtype if isinstance(b, Expr) else None)
-    return a, convert(b, a.dtype)
+        a = convert(a, literal_dtype(a, b.dtype) if isinstance(b, Expr) else None)
+    b = convert(b, literal_dtype(b, a.dtype))
+    dtype = promoted(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
+    return (cast_to(a, dtype), cast_to(b, dtype)) if dtype is not None else (a, b)
 
 
 @dataclass(frozen=True)

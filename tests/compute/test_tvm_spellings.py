@@ -11,6 +11,7 @@ import sched
 from sched import compute as te
 from sched.errors import DSLError
 from sched.ir.builders import promoted
+from sched.script import T
 from tests.conftest import assert_close
 
 
@@ -112,3 +113,30 @@ def test_a_float_index_is_refused_where_it_is_written():
     A = te.placeholder((8,), name="A")
     with pytest.raises(DSLError, match="an index must be an integer"):
         te.compute((8,), lambda i: A[i * 0.5])
+
+
+@T.prim_func
+def _literals_beside_bools_and_mixed_branches(C: T.Buffer((8,), "int32"),
+                                              D: T.Buffer((8,), "int32"),
+                                              E: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = (vi > 3) * 5
+            D[vi] = (vi > 3) + 2
+            E[vi] = T.if_then_else(vi > 3, 2.5, vi)
+
+
+def test_tvmscript_literals_and_branches_are_matched_as_in_te():
+    """An int literal beside a bool is an int32 (it became T.bool(True): (vi > 3) * 5 stored
+    0/1), and T.if_then_else's branches are promoted (float32 beside int32 was a VerifyError
+    at build); audit helper-51."""
+    c, d, e = np.zeros(8, "int32"), np.zeros(8, "int32"), np.zeros(8, "float32")
+    sched.build(_literals_beside_bools_and_mixed_branches, target="c")(c, d, e)
+    i = np.arange(8)
+    np.testing.assert_array_equal(c, (i > 3) * 5)
+    np.testing.assert_array_equal(d, (i > 3) + 2)
+    np.testing.assert_array_equal(e, np.where(i > 3, 2.5, i).astype("float32"))
+    A = te.placeholder((8,), "int32", name="A")
+    F = te.compute((8,), lambda j: te.if_then_else(j > 3, 2.5, A[j]), name="F")
+    assert F.dtype == "float32"
