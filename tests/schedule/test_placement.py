@@ -1015,3 +1015,16 @@ def test_compute_at_keeps_instances_another_block_reads_or_that_write_an_output(
     sch = sched.Schedule(func)
     with pytest.raises(ScheduleError, match="would run only what its consumers there read"):
         sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+
+
+def test_compute_at_leaves_out_a_reduction_nothing_else_reads(rng):
+    """Row sums half of which the consumer reads: the other rows' updates read only their
+    own accumulators, which are left out with them (audit helper-51: refused)."""
+    A = te.placeholder((8, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((4,), lambda i: B[i] * 2.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    a = rng.standard_normal((8, 6), np.float32)
+    assert_close(run_c(sch.func, a, np.zeros(4, np.float32))[1], a[:4].sum(1) * 2, rtol=1e-5)
