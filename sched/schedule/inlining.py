@@ -149,9 +149,13 @@ def _single_store(block: Block, primitive: str, role: str, exact: bool = True,
 
 
 def _top_position(func: PrimFunc, name: str) -> int:
-    """The index of the top-level statement (of the root block) that holds block `name`."""
+    """The index of the top-level statement (of the root block) that holds block `name`; the
+    last for the root block itself (it loads the buffer outside every other block, in a loop
+    bound or condition between them: it reads it anywhere; audit helper-51's assertion)."""
     body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
     children = body.stmts if isinstance(body, SeqStmt) else (body,)
+    if isinstance(func.body, BlockRealize) and func.body.block.name == name:
+        return len(children) - 1
     for index, child in enumerate(children):
         if any(r.block.name == name for r in collect(child, BlockRealize)):
             return index

@@ -1028,3 +1028,35 @@ def test_compute_at_leaves_out_a_reduction_nothing_else_reads(rng):
     sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
     a = rng.standard_normal((8, 6), np.float32)
     assert_close(run_c(sch.func, a, np.zeros(4, np.float32))[1], a[:4].sum(1) * 2, rtol=1e-5)
+
+
+@T.prim_func
+def read_in_an_outer_loop_extent(A: T.Buffer((8,), "int32"), X: T.Buffer((4, 8), "float32"),
+                                 C: T.Buffer((4, 8), "float32")):
+    L = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("L"):
+            vi = T.axis.spatial(8, i)
+            L[vi] = A[vi] + 1
+    for i in range(4):
+        for j in range(L[i + 4]):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = X[vi, vj] + T.Cast("float32", L[vi])
+
+
+def test_compute_inline_of_a_buffer_read_in_a_loop_bound_between_blocks(rng):
+    """The root block reads L in the extent of a loop around C: compute_inline rewrites it
+    there too (it raised an AssertionError looking for the root among the top statements;
+    audit helper-51, through the default GPU schedule)."""
+    sch = sched.Schedule(read_in_an_outer_loop_extent)
+    sch.compute_inline(sch.get_block("L"))
+    assert "for j in range(A[i_1 + 4] + 1):" in sch.func.script()
+    a = np.array([1, 2, 3, 4, 2, 3, 6, 5], np.int32)
+    x = rng.standard_normal((4, 8), np.float32)
+    c = np.zeros((4, 8), np.float32)
+    sched.build(sch.func, target="c")(a, x, c)
+    expected = np.zeros((4, 8), np.float32)
+    for i in range(4):
+        expected[i, :a[i + 4] + 1] = x[i, :a[i + 4] + 1] + a[i] + 1
+    assert_close(c, expected)
