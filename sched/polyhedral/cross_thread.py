@@ -117,6 +117,14 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
         used = set(free_vars(bound))
         if iv.kind == "reduce" and (used & every_loop.keys()) - under:
             others = sorted(v.name for v in (used & every_loop.keys()) - under)
+            direct = set(free_vars(realize.iter_values[block.iter_vars.index(iv)]))
+            if not direct & ((used & every_loop.keys()) - under):      # through a block
+                return (f"the reduce axis '{iv.var.name}' of block '{block.name}' also runs "
+                        f"over loops outside the block around loop '{loop.loop_var.name}' "
+                        f"({', '.join(others)}), which the thread loop cannot take in (a "
+                        f"blockize made that block; binding before it does not help): "
+                        f"blockize a loop that holds the whole reduction, or rfactor the "
+                        f"loop and bind the factored one")
             return (f"the reduce axis '{iv.var.name}' of block '{block.name}' also runs over "
                     f"loops outside loop '{loop.loop_var.name}' ({', '.join(others)}) that are "
                     f"not serial loops holding only it; reorder them inside it "
