@@ -46,6 +46,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, check_order, check_schedule
 from sched.polyhedral.dependences import first_runs
+from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.legality import Violation, check_runs, schedule_error
 from sched.schedule.inlining import block_accesses, neighbours, remove_block
 from sched.schedule.needed_region import (
@@ -406,6 +407,11 @@ def _check_in_scope(func: PrimFunc, loop: For, ranges, primitive: str) -> None:
                                 f"defined there; place the block under another loop")
 
 
+# isl operations (about a second) a refusal already decided may spend on finding the
+# dependence it breaks, for its message
+EXAMPLE_OPERATIONS = 2_000_000
+
+
 def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
                reverse: bool) -> Violation | None:
     """Why `new_func` is not a legal move of `block` under `loop`, or None.
@@ -418,8 +424,11 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
     loop_name, kind = loop.loop_var.name, "producers" if reverse else "consumers"
     rule = _partial_reduction(here, loop) if reverse else None
     model = build_model(new_func)
-    if rule is not None:     # refused: name the cause, with a dependence it breaks
-        violation = check_schedule(func, first_runs(model.schedule))
+    if rule is not None:     # refused: name the cause, with a dependence it breaks where isl
+        # finds one in EXAMPLE_OPERATIONS (the whole schedule's order took a fuzz hunt's
+        # example over 10 minutes: only the message's example rests on it)
+        violation = within_operations(
+            EXAMPLE_OPERATIONS, lambda: check_schedule(func, first_runs(model.schedule)))
         return dataclasses.replace(violation or Violation(rule), reason=rule)
     runs = check_runs(build_model(func), model, allow_recompute=True)
     if runs is not None:     # a block run more than once, not idempotently (RUNS_RULE)
