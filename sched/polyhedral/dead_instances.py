@@ -1,0 +1,96 @@
+"""Instances a step may leave out: those whose writes nothing that still runs reads.
+
+TVM's compute_at computes what the consumers under the loop read; a producer's instances
+whose elements no consumer reads (a cache's copy of a padded layout's padding, rows of a
+reduction a consumer never asks for) are not run. sched's legality compares the instances
+before and after a step (`legality.check_order`), so it leaves out only instances it proves
+dead: of blocks that only store, writing buffers the function allocates, whose elements no
+instance left in reads, where the model sees every read of those buffers exactly. The model's
+reads are the loads of block bodies (with the bounds of loops inside them), in exact integers:
+a load elsewhere (a loop bound between blocks, a condition, a predicate, a binding, a let) or a
+read under a condition that int32 arithmetic may decide otherwise than isl is not seen exactly,
+and then nothing is left out (audit helper-51 found each of those dropping a needed value).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from sched.ir.functor import collect
+from sched.ir.nodes import (
+    BlockRealize,
+    BufferLoad,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    While,
+    is_constant,
+)
+
+
+def dead_instances(func: PrimFunc, model, instances: isl.UnionSet) -> bool:
+    """Whether leaving `instances` out of `func` (whose model is `model`) changes nothing: each
+    is of a block that only stores (no call evaluated for its effect), writes something, and
+    only elements of buffers the function allocates that no instance left in reads (a cache of
+    a padded layout copies padding elements nothing reads: compute_at runs what its consumers
+    read, as TVM's does), where the model sees every read of those buffers exactly
+    (`_reads_seen_exactly`)."""
+    written = model.writes.intersect_domain(instances)
+    if written.is_empty():
+        return False
+    names: list[str] = []
+    instances.foreach_set(lambda piece: names.append(piece.get_tuple_name()))
+    for name in names:
+        statement = model.statements.get(name)
+        if statement is None or collect(statement.block.init if statement.is_init
+                                        else statement.block.body, Evaluate):
+            return False
+    elements: list[str] = []
+    written.range().foreach_set(lambda piece: elements.append(piece.get_tuple_name()))
+    storages = {model.storage_of_tuple(e) for e in elements}
+    if storages & {b.storage_name for b in func.buffers}:
+        return False
+    # reads by the instances left out do not count (a row sum's updates read its own
+    # accumulator: audit helper-51)
+    kept_reads = model.reads.subtract_domain(instances)
+    return _reads_seen_exactly(func, model, storages) and \
+        written.range().intersect(kept_reads.range()).is_empty()
+
+
+def _reads_seen_exactly(func: PrimFunc, model, storages: set[str]) -> bool:
+    """Whether the model's reads of `storages` are all their reads, exactly: none is a load in
+    a loop bound, an `if` or `while` condition, a let, a block's predicate or binding (the
+    model's accesses are the block bodies' loads), and none is under a condition or in a block
+    with a predicate (the model reads those in exact integers, the code in int32 that may
+    wrap). Found by audit helper-51: loads in a loop's extent, an `if` around a block, a
+    predicate and a wrapping `vi * 1000000000 < 0` each hid a read of what compute_at left
+    out."""
+    def loads(*exprs) -> bool:
+        return any(load.buffer.storage_name in storages
+                   for e in exprs for load in collect(e, BufferLoad))
+
+    for node in collect(func.body, For):
+        if loads(node.min, node.extent):
+            return False
+    for node in (*collect(func.body, IfThenElse), *collect(func.body, While)):
+        if loads(node.condition):
+            return False
+    for node in collect(func.body, LetStmt):
+        if loads(node.value):
+            return False
+    for realize in collect(func.body, BlockRealize):
+        if loads(realize.predicate, *realize.iter_values):
+            return False
+        reads_here = loads(realize.block.body, *([realize.block.init] if realize.block.init
+                                                  else []))
+        if reads_here and not is_constant(realize.predicate, 1):
+            return False
+    for statement in model.statements.values():
+        for view in statement.accesses:
+            access = view.access
+            if not access.is_write and access.buffer.storage_name in storages and \
+                    (access.guards or not access.guards_exact):
+                return False
+    return True
