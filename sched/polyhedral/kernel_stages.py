@@ -72,13 +72,17 @@ def crosses_threads(dep: Dependence, params: list[str]) -> bool:
                       f"{b[sink.position]} - {sink.min.value}")
     if not differ:
         return False
-    prefix = f"[{', '.join(params)}] -> "
-    space = f"[{', '.join(a)}] -> [{', '.join(b)}]"
-    pairs = isl.UnionMap(f"{prefix}{{ {space} : {' or '.join(differ)} }}")
+    pairs = _time_pairs(a, b, differ, params)
     runs = isl.UnionMap.from_map(dep.relation).apply_domain(
         isl.UnionMap.from_map(dep.source.schedule)).apply_range(
         isl.UnionMap.from_map(dep.sink.schedule))
     return not runs.intersect(pairs).is_empty()
+
+
+def _time_pairs(a: list[str], b: list[str], differ: list[str], params) -> isl.UnionMap:
+    """{ [a] -> [b] : one of `differ` } over time vectors named `a` and `b`."""
+    return isl.UnionMap(f"[{', '.join(params)}] -> {{ [{', '.join(a)}] -> [{', '.join(b)}] : "
+                        f"{' or '.join(differ)} }}")
 
 
 BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -206,9 +210,7 @@ def _reads_another_copy(dep: Dependence, model) -> bool:
                       f"{b[sink.position]} - {sink.min.value}")
     if not differ:
         return False
-    prefix = f"[{', '.join(model.params)}] -> "
-    pairs = isl.UnionMap(f"{prefix}{{ [{', '.join(a)}] -> [{', '.join(b)}] : "
-                         f"{' or '.join(differ)} }}")
+    pairs = _time_pairs(a, b, differ, model.params)
     flows = value_flows(model, dep.buffer).intersect_domain(
         isl.UnionSet.from_set(dep.source.schedule.range())).intersect_range(
         isl.UnionSet.from_set(dep.sink.schedule.range()))
