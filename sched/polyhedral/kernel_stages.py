@@ -48,6 +48,21 @@ def stage_of(statement: Statement, func: PrimFunc) -> int:
     return int(statement.time[1])
 
 
+def _shared_loops(dep: Dependence, sources: list, sinks: list) -> bool:
+    """Whether `sources` and `sinks` (the loops of one axis around `dep`'s two statements)
+    are the same loops: at the same time positions, with the same time vector up to them."""
+    return len(sources) == len(sinks) and all(
+        a.position == b.position and a.var.name == b.var.name
+        and tuple(dep.source.time[:a.position + 1]) == tuple(dep.sink.time[:b.position + 1])
+        for a, b in zip(sources, sinks))
+
+
+def _axis_loops(statement: Statement, axis: str) -> list:
+    """The loops around `statement` bound to `axis`, outermost first."""
+    return [lp for lp in statement.loops if lp.kind == "thread_binding"
+            and lp.thread_tag == axis]
+
+
 def _axis_loop(statement: Statement, axis: str):
     loops = [lp for lp in statement.loops if lp.kind == "thread_binding"
              and lp.thread_tag == axis]
@@ -197,17 +212,27 @@ def _reads_another_copy(dep: Dependence, model) -> bool:
     b = [names.local("b", i) for i in range(len(dep.sink.time))]
     differ = []
     for axis in GPU_AXES:
-        source, sink = _axis_loop(dep.source, axis), _axis_loop(dep.sink, axis)
-        if source is None:
+        sources, sinks = _axis_loops(dep.source, axis), _axis_loops(dep.sink, axis)
+        if not sources:
             continue                      # every thread along the axis stored its copy
-        if "several" in (source, sink):
-            return True
-        if sink is None:                  # read on every thread, stored on some
-            if not (isinstance(source.extent, IntImm) and source.extent.value == 1):
+        if not sinks:                     # read on every thread, stored on some
+            if not all(isinstance(lp.extent, IntImm) and lp.extent.value == 1
+                       for lp in sources):
                 differ.append("0 = 0")
             continue
-        differ.append(f"{a[source.position]} - {source.min.value} != "
-                      f"{b[sink.position]} - {sink.min.value}")
+        if _shared_loops(dep, sources, sinks):
+            # the same loops around both (nested loops of one axis, as a cooperative copy
+            # under a thread tile binds them: one thread index): on one thread where all agree
+            pairs_of = [(lp, lp) for lp in sources]
+        elif len(sources) == 1 and len(sinks) == 1:
+            pairs_of = [(sources[0], sinks[0])]
+        else:
+            return True
+        for source, sink in pairs_of:
+            if not (isinstance(source.min, IntImm) and isinstance(sink.min, IntImm)):
+                return True
+            differ.append(f"{a[source.position]} - {source.min.value} != "
+                          f"{b[sink.position]} - {sink.min.value}")
     if not differ:
         return False
     pairs = _time_pairs(a, b, differ, model.params)

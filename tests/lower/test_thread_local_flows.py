@@ -81,3 +81,34 @@ def test_a_cross_thread_accumulator_cached_in_local_memory_says_to_share_it():
         out = np.zeros(4, np.float32)
         sched.build(sch.func, target=target)(x, out)
         assert_close(out, x.sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_register_prefetch_chain_under_nested_thread_loops(target):
+    """global -> local -> shared, the local copy computed at the cooperative copy's own
+    threadIdx.x loop, under the tile's thread loops: nested loops of one axis share a thread
+    index, and each thread reads back what it stored (audit helper-52 saw it refused)."""
+    A = te.placeholder((64, 64), name="A")
+    B = te.placeholder((64, 64), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B, te.ops.matmul(A, B)]))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    bi, ti = sch.split(i, [None, 16])
+    bj, tj = sch.split(j, [None, 16])
+    ko, _ = sch.split(k, [None, 8])
+    sch.reorder(bi, bj, ti, tj, ko)
+    for loop, axis in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"),
+                       (tj, "threadIdx.x")):
+        sch.bind(loop, axis)
+    shared = sch.cache_read(block, "A", "shared")
+    sch.compute_at(shared, ko)
+    local = sch.cache_read(shared, "A", "local")
+    _, ty, tx = sch.split(sch.fuse(*sch.get_loops(shared)[-2:]), [None, 16, 16])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.compute_at(local, tx)
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    c = np.zeros((64, 64), np.float32)
+    sched.build(sch.func, target=target)(a, b, c)
+    assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
