@@ -64,8 +64,7 @@ def _axis_loops(statement: Statement, axis: str) -> list:
 
 
 def _axis_loop(statement: Statement, axis: str):
-    loops = [lp for lp in statement.loops if lp.kind == "thread_binding"
-             and lp.thread_tag == axis]
+    loops = _axis_loops(statement, axis)
     return loops[0] if len(loops) == 1 and isinstance(loops[0].min, IntImm) else \
         ("several" if loops else None)
 
