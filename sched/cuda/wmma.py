@@ -221,7 +221,12 @@ class WmmaCall:
         if any(v in self.nest for v in free_vars(ldm)) \
                 or not _is(ldm % per_16_bytes, 0, self.context):
             raise _refuse(self.call, f"the rows of the tile of '{place.buffer.name}' are "
-                          f"{ldm.script()} elements apart: wmma needs a multiple of 16 bytes")
+                          f"{ldm.script()} elements apart: wmma needs a multiple of 16 bytes",
+                          f"The buffer's row length sets it (its shape, or the padding "
+                          f"storage_align adds): make it a multiple of {per_16_bytes} "
+                          f"{place.buffer.dtype} elements (pad rows by a multiple of "
+                          f"{per_16_bytes}, e.g. storage_align(..., factor=32, "
+                          f"offset={per_16_bytes}))")
         if not _is(place.base % (2 * per_16_bytes), 0, self.context):
             width = TILE * _BYTES[place.buffer.dtype]
             raise _refuse(self.call, f"the tile of '{place.buffer.name}' starts at element "

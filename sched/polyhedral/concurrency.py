@@ -254,9 +254,15 @@ class _Concurrency:
         """A statement under the loop whose instances run more than once, in different
         iterations of it (a loop no iteration variable binds: `for t, i: B[vi] = B[vi] * 2`),
         and whose runs are not idempotent (RUNS_RULE): the dependences are those of first
-        runs, so the rule would not see the runs of one instance racing."""
+        runs, so the rule would not see the runs of one instance racing. Overwrites of a
+        buffer private to an iteration do not count: each iteration runs on its own copy,
+        where the values the runs store are those of the function's order as long as what
+        they read stays the same (a fragment blockized per loop, whose instances differing
+        in a loop its region does not use store one element, each value the same)."""
         for statement in self.statements:
-            if statement.runs_once or runs_are_idempotent(self.model, statement):
+            if statement.runs_once or runs_are_idempotent(self.model, statement) or \
+                    runs_are_idempotent(self.model, statement,
+                                        overwritable=self.buffers.tuples()):
                 continue
             schedule = statement.schedule
             again = schedule.reverse().apply_range(schedule)       # time -> time, one instance

@@ -34,7 +34,10 @@ A write between a block's runs to what it reads is harmless when it is a later r
 instance of another block whose runs are idempotent and whose first run came before the
 reader's first: from that first run to its last, only its runs write those elements, all the
 same value, which the reader's first run read too (two-level staging: a fragment loaded per
-warp from a shared tile that each warp refills with the same values)."""
+warp from a shared tile that each warp refills with the same values).
+Under a loop whose iterations run at once, the runs in different iterations of a buffer
+private to an iteration (each has its own copy) may be overwritten in between: what the runs
+read must stay the same, so each stores the values of its first run in its own copy."""
 
 
 def repeated_instance(statement: Statement) -> str | None:
@@ -51,35 +54,45 @@ def repeated_instance(statement: Statement) -> str | None:
 
 
 def runs_are_idempotent(model, statement: Statement,
-                        assumed: frozenset[str] = frozenset()) -> bool:
+                        assumed: frozenset[str] = frozenset(),
+                        overwritable: frozenset[str] = frozenset()) -> bool:
     """Whether the runs of each instance of `statement` are idempotent (RUNS_RULE); kept
     with the (cached) model, which the next step's check reads again.
 
     A write between its runs by a rerun of another statement counts as harmless only when
     that statement's runs are idempotent, asked here with `statement` (and the statements
-    `assumed`, those asking already) left out of that relaxation: no proof rests on itself."""
+    `assumed`, those asking already) left out of that relaxation: no proof rests on itself.
+    Writes by other runs between its runs to the buffers (isl tuples) `overwritable` are not
+    asked about: what it reads must still stay the same, so every run stores the same values
+    (the buffers private to an iteration of a concurrent loop: concurrency.py)."""
     if statement.runs_once:
         return True
     if is_opaque(statement.block):
         return False                 # an opaque call may do anything each time it runs
-    key = ("runs_are_idempotent", statement.name, assumed)
+    key = ("runs_are_idempotent", statement.name, assumed, overwritable)
     if key not in model.derived:
-        model.derived[key] = _runs_are_idempotent(model, statement, assumed | {statement.name})
+        model.derived[key] = _runs_are_idempotent(model, statement, assumed | {statement.name},
+                                                  overwritable)
     return model.derived[key]
 
 
-def _runs_are_idempotent(model, statement: Statement, assumed: frozenset[str]) -> bool:
+def _runs_are_idempotent(model, statement: Statement, assumed: frozenset[str],
+                         overwritable: frozenset[str]) -> bool:
     """Pair by pair with every statement that writes what `statement` touches: nothing it
     reads is written from its first run to its last (but by the later runs of an idempotent
     statement's instance that first ran before it), and nothing it writes is written between
-    them by another run. Each pair is asked in its canonical time form (pairs.py: the order of
-    the two statements' runs is kept), remembered by content."""
+    them by another run (but in `overwritable`). Each pair is asked in its canonical time
+    form (pairs.py: the order of the two statements' runs is kept), remembered by content."""
     touched = _tuples(statement.reads) | _tuples(statement.writes)
     reads, writes = _texts_by_tuple(statement.reads), _texts_by_tuple(statement.writes)
+    for buffer in overwritable:
+        writes.pop(buffer, None)
     for other in model.statements.values():
         for buffer, written in _texts_by_tuple(other.writes).items():
             if buffer not in touched:
                 continue
+            if buffer not in reads and buffer not in writes:
+                continue                         # written, overwritable, not read
             order = order_key(statement, other)
             itself = other is statement
             if _idempotent_against(order, written, reads.get(buffer), writes.get(buffer),

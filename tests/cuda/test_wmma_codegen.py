@@ -147,6 +147,21 @@ def test_a_fragment_read_element_by_element_is_refused_on_cuda_but_runs_on_c():
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
 
 
+def test_rows_padded_off_16_bytes_are_refused_naming_the_padding():
+    # storage_align pads the shared rows by 4 halves (8 bytes): wmma's row stride must be a
+    # multiple of 16 bytes; the message points at the padding, not at a step after tensorize
+    sch = hs.gpu_matmul_tensor_core(64, 64, 64, pad=4)
+    with pytest.raises(ScheduleError, match=r"the rows of the tile of 'A_shared' are 36 "
+                       r"elements apart: wmma needs a multiple of 16 bytes\. The buffer's row "
+                       r"length sets it \(its shape, or the padding storage_align adds\): make "
+                       r"it a multiple of 8 float16 elements"):
+        sched.build(sch.func, target="cuda", arch="sm_80")
+    a, b, expected = fp16_inputs(64, 64, 64)
+    c = np.zeros((64, 64), np.float32)
+    sched.build(sch.func, target="c")(a, b, c)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
 def test_a_kernel_of_less_than_a_warp_is_refused():
     # nothing is bound to threadIdx: one thread per block cannot run a warp collective
     sch = _one_tile_per_block(store_by_threads=False)

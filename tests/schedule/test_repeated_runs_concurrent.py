@@ -13,6 +13,7 @@ import pytest
 
 import sched
 from sched.errors import ScheduleError
+from sched.schedule.tensor_intrin import TensorIntrin
 from sched.script import T
 from tests.conftest import assert_close
 
@@ -86,3 +87,100 @@ def test_idempotent_reruns_may_run_at_once(rng):
     b = np.full((4, 8), np.nan, "float32")
     sched.build(sch.func, target="c")(a, b)
     assert_close(b, a * 2)
+
+
+
+@T.prim_func
+def row_plus_batch(A: T.Buffer((32,), "float32"), B: T.Buffer((2, 4, 32), "float32"),
+                   C: T.Buffer((2, 4, 32), "float32")):
+    for b, i, j in T.grid(2, 4, 32):
+        with T.block("C"):
+            vb, vi, vj = T.axis.remap("SSS", [b, i, j])
+            C[vb, vi, vj] = A[vj] + B[vb, vi, vj]
+
+
+@T.prim_func
+def copy_16_desc(a: T.handle, b: T.handle):
+    A = T.match_buffer(a, (16,), "float32", offset_factor=1)
+    B = T.match_buffer(b, (16,), "float32", offset_factor=1, scope="shared")
+    with T.block("root"):
+        T.reads(A[0:16])
+        T.writes(B[0:16])
+        for i in range(16):
+            with T.block("copy"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi]
+
+
+@T.prim_func
+def copy_16_impl(a: T.handle, b: T.handle):
+    A = T.match_buffer(a, (16,), "float32", offset_factor=1)
+    B = T.match_buffer(b, (16,), "float32", offset_factor=1, scope="shared")
+    with T.block("root"):
+        T.reads(A[0:16])
+        T.writes(B[0:16])
+        for i in T.vectorized(16):
+            with T.block("copy"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi]
+
+
+COPY_16 = "test_repeated_runs_copy_16_f32"
+TensorIntrin.register(COPY_16, copy_16_desc, copy_16_impl, override=True)
+
+
+def _fragment_tensorized_per_loop(bind_first: bool) -> sched.Schedule:
+    """A's tile fetched to shared memory under a fused loop (i, jo) whose i part its region
+    does not use, the fetch tensorized: instances of the new block differing in i store the
+    same elements, and every iteration of the loop b (blockIdx.x) runs them again (TVM's mma
+    schedule does this with its B fragment under blockIdx.y = fuse(i_1, j_1))."""
+    sch = sched.Schedule(row_plus_batch)
+    block = sch.get_block("C")
+    b, i, j = sch.get_loops(block)
+    if bind_first:
+        sch.bind(b, "blockIdx.x")
+    jo, _ = sch.split(j, [2, 16])
+    fused = sch.fuse(i, jo)
+    fetch = sch.cache_read(block, 0, "shared")
+    sch.compute_at(fetch, fused)
+    sch.tensorize(sch.get_loops(fetch)[-1], COPY_16)
+    if not bind_first:
+        sch.bind(b, "blockIdx.x")
+    return sch
+
+
+@pytest.mark.parametrize("bind_first", [True, False])
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_reruns_overwriting_only_a_private_tile_may_run_at_once(rng, bind_first, target):
+    # each thread block has its own shared copy of the tile, and every run stores A's values
+    # there (refused before: another instance of the fetch stores the same elements between
+    # an instance's runs, which the runs rule counted as not idempotent)
+    sch = _fragment_tensorized_per_loop(bind_first)
+    script = sch.func.script()
+    assert 'with T.block("A_shared_o")' in script
+    assert 'T.thread_binding(2, thread="blockIdx.x")' in script
+    a = rng.standard_normal(32).astype("float32")
+    bb = rng.standard_normal((2, 4, 32)).astype("float32")
+    c = np.full((2, 4, 32), np.nan, "float32")
+    sched.build(sch.func, target=target)(a, bb, c)
+    assert_close(c, a + bb)
+
+@T.prim_func
+def local_rerun(A: T.Buffer((2, 8), "float32"), C: T.Buffer((2, 8), "float32")):
+    L = T.alloc_buffer((8,), "float32", scope="local")
+    for t, i in T.grid(2, 8):  # noqa: B007
+        with T.block("L"):
+            vi = T.axis.spatial(8, i)
+            L[vi] = L[vi] * T.float32(2) + A[0, vi]
+    for t, i in T.grid(2, 8):
+        with T.block("C"):
+            vt, vi = T.axis.remap("SS", [t, i])
+            C[vt, vi] = L[vi]
+
+
+def test_reruns_reading_what_they_overwrite_stay_refused_in_private_storage():
+    # a private copy does not make a run that reads what the last run stored repeatable
+    sch = sched.Schedule(local_rerun)
+    t, _ = sch.get_loops(sch.get_block("L"))
+    with pytest.raises(ScheduleError, match=r"loop 't' runs instances of block L more than once"):
+        sch.bind(t, "blockIdx.x")
