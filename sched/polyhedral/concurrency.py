@@ -424,6 +424,10 @@ class _Concurrency:
         if not scope_can_be_private(buffer.scope, self.kind):
             return (f"its scope {buffer.scope!r} has one copy for every iteration of a "
                     f"{self.kind} loop")
+        around = self.buffers.declared_around(storage)
+        if around is not None:
+            return (f"block {around!r} around the loop names it in its reads or writes, so it "
+                    f"is allocated outside the loop")
         return ("it is also accessed outside the loop, or a value written before the loop "
                 "is read in it")
 

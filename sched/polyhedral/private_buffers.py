@@ -89,10 +89,30 @@ class PrivateBuffers:
                          if rule.model.buffer_tuple(storage) in touched
                          and self.private(storage))
 
+    def declared_around(self, storage: str) -> str | None:
+        """For a CPU loop (parallel, vectorized: plan_buffer_allocation makes the copy per
+        iteration), the name of a block outside the loop's body that names `storage` in its
+        reads or writes (blockize's block around the loop), which keeps one copy for all
+        iterations; None where there is none, and for a GPU loop (CUDA declares shared and
+        local storage per thread block and thread wherever the declaration is)."""
+        rule = self.rule
+        if rule.kind in _PRIVATE_SCOPES:
+            return None
+        loop = rule.loop
+        return next((block.name for block in collect(rule.func.body, Block)
+                     if any(region.buffer.storage_name == storage
+                            for region in (*block.reads, *block.writes))
+                     and contains(block.body, loop)), None)
+
     def confined(self, storage: str) -> bool:
         """Every access to `storage` is under the loop, and no value flows through it from
-        one iteration of the loop (or of a loop around it) to another."""
+        one iteration of the loop (or of a loop around it) to another. For a CPU loop
+        (parallel, vectorized), the copy per iteration is plan_buffer_allocation's, which
+        counts a block's declared regions as accesses from around the block: a block around
+        the loop (blockize's) that declares the storage keeps it outside, shared."""
         rule = self.rule
+        if self.declared_around(storage) is not None:
+            return False
         element = rule.model.buffer_tuple(storage)
         touching = []
         for statement in rule.model.statements.values():
