@@ -33,6 +33,7 @@ from sched.ir.nodes import (
     Select,
     Stmt,
     Var,
+    While,
 )
 from sched.polyhedral import names
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
@@ -173,6 +174,12 @@ class _AccessCollector(IRVisitor):
         self.dropped -= len(bounds) < 2
         self.loops.pop()
         del self.bounds[len(self.bounds) - len(bounds):]
+
+    def visit_While(self, node: While) -> None:
+        self.visit(node.condition)
+        # the body may run no time: its accesses are guarded by a condition isl cannot
+        # represent (a store in it is no sure write)
+        self._guarded(None, lambda: self.visit(node.body))
 
     def visit_LetStmt(self, node: LetStmt) -> None:
         self.visit(node.value)

@@ -48,7 +48,11 @@ def storage_accesses(model, storage: str) -> tuple:
         if not reads and not writes:
             continue
         body = statement.block.init if statement.is_init else statement.block.body
-        sure = model.is_exact and not collect(body, IfThenElse)
+        # a store under an `if`, or under a loop or condition isl cannot represent (a loop
+        # of `N[vt]` iterations may run none: audit helper-53), may not happen
+        sure = model.is_exact and not collect(body, IfThenElse) and all(
+            view.access.guards_exact for view in statement.accesses
+            if view.is_write and view.buffer.storage_name == storage)
         accesses.append((schedule_key(statement, statement.time), tuple(reads), tuple(writes),
                          sure))
     return tuple(accesses)

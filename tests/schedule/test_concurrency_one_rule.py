@@ -241,6 +241,49 @@ def test_a_buffer_a_block_around_the_loop_declares_is_not_private_to_a_parallel_
         sch.parallel(i)
 
 
+@T.prim_func
+def stored_some_iterations(A: T.Buffer((8, 16), "float32"), N: T.Buffer((8,), "int32"),
+                           C: T.Buffer((8, 16), "float32")):
+    P = T.alloc_buffer((16,), "float32")
+    for t in range(8):
+        for i in range(16):
+            with T.block("S"):
+                vt, vi = T.axis.remap("SS", [t, i])
+                T.reads(A[vt, vi], N[vt])
+                T.writes(P[vi])
+                for k in range(N[vt]):  # noqa: B007 - may run no iteration
+                    P[vi] = A[vt, vi]
+        for i in range(16):
+            with T.block("R"):
+                vt, vi = T.axis.remap("SS", [t, i])
+                C[vt, vi] = P[vi]
+
+
+def _last_stored(a, n):
+    expected, last = np.empty_like(a), None
+    for t in range(len(n)):
+        last = a[t] if n[t] > 0 else last
+        expected[t] = last
+    return expected
+
+
+@pytest.mark.parametrize("kind", ["parallel", "blockIdx.x"])
+def test_a_store_in_a_loop_that_may_run_no_iteration_is_no_sure_write(rng, kind):
+    # where N[t] is 0, R reads what an earlier iteration of t stored: the loop of N[vt]
+    # iterations (a bound isl cannot represent) made the store count as sure, so P was
+    # judged private to each iteration of t: parallel(t) was accepted (wrong numbers on c)
+    # and even the unscheduled function allocated P inside t (audit helper-53)
+    sch = sched.Schedule(stored_some_iterations)
+    t = sch.get_loops(sch.get_block("S"))[0]
+    with pytest.raises(ScheduleError, match="loop 't' carries a flow dependence of block R"):
+        sch.parallel(t) if kind == "parallel" else sch.bind(t, kind)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    n = np.array([1, 0, 0, 2, 0, 1, 0, 0], np.int32)
+    c = np.full((8, 16), np.nan, np.float32)
+    sched.build(stored_some_iterations, target="c")(a, n, c)
+    assert_close(c, _last_stored(a, n))
+
+
 def test_a_global_buffer_is_not_private_to_a_thread_loop():
     # each thread would need its own copy of B: only "local" storage is per thread
     sch = sched.Schedule(row_buffer)
