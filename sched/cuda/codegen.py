@@ -89,6 +89,15 @@ _FROM_FLOAT = {"float16": "__float2half_rn", "bfloat16": "__float2bfloat16_rn"}
 _PAIRS = {"float16": "__half2", "bfloat16": "__nv_bfloat162"}     # 4-byte vector moves
 
 
+def _rounded(dtype: str, source: str, value: str) -> str:
+    """`value` (C text of a `source` value) rounded once to the 16-bit float `dtype`: a
+    float64 to float16 directly (through float32 it rounds twice: 1.0009765625000002 became
+    1.0, not 1.0009765625); bfloat16 from float32, as torch and the C target round it."""
+    if dtype == "float16" and source == "float64":
+        return f"__double2half({value})"
+    return f"{_FROM_FLOAT[dtype]}((float)({value}))"
+
+
 def element_bytes(dtype: str) -> int:
     return 1 if dtype in ("bool", "int8", "uint8") else \
         int("".join(c for c in dtype if c.isdigit())) // 8
@@ -331,10 +340,11 @@ class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
         value = node.value
         if node.buffer.dtype in _FROM_FLOAT and isinstance(value, Cast) \
                 and value.dtype == node.buffer.dtype:
-            value = Cast("float32", value.value)     # the store rounds: cast once, on store
-        value = self.expr(value)
+            value = value.value                       # the store rounds: cast once, on store
         if node.buffer.dtype in _FROM_FLOAT:
-            value = f"{_FROM_FLOAT[node.buffer.dtype]}({value})"
+            value = _rounded(node.buffer.dtype, value.dtype, self.expr(value))
+        else:
+            value = self.expr(value)
         self.line(f"{self.name(node.buffer.storage_name)}[{self.expr(index)}] = {value};")
 
     # -- expressions ---------------------------------------------------------------------------
@@ -378,8 +388,8 @@ class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
 
     def expr_Cast(self, node: Cast):
         if node.dtype in _TO_FLOAT:
-            value = self.expr(node.value)
-            return (f"{_TO_FLOAT[node.dtype]}({_FROM_FLOAT[node.dtype]}((float)({value})))", 16)
+            rounded = _rounded(node.dtype, node.value.dtype, self.expr(node.value))
+            return f"{_TO_FLOAT[node.dtype]}({rounded})", 16
         return super().expr_Cast(node)
 
     def expr_FloatImm(self, node: FloatImm):

@@ -86,6 +86,17 @@ typedef __nv_bfloat162 nv_bfloat162;
 inline float __half2float(__half h) { return (float)h; }
 inline __half __float2half(float f) { return __half(f); }
 inline __half __float2half_rn(float f) { return __half(f); }
+inline __half __double2half(double d) {     // rounded once: through float rounded to odd
+    float f = (float)d;
+    if ((double)f != d && d == d) {
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        if (fabs((double)f) > fabs(d)) bits -= 1;       // toward zero, then the sticky bit
+        bits |= 1u;
+        memcpy(&f, &bits, 4);
+    }
+    return __half(f);
+}
 inline __half __int2half_rn(int i) { return __half((float)i); }
 inline __half __ushort_as_half(unsigned short bits) { __half h; h.__x = bits; return h; }
 inline unsigned short __half_as_ushort(__half h) { return h.__x; }
