@@ -214,6 +214,7 @@ static inline VF NAME(VF x) {
     P = P * x2 + 1.33314416e-1f;
     P = P * x2 - 3.33332807e-1f;
     VF small = x + x * x2 * P;
+    small = (VF)(((VI)small & 0x7fffffff) | ((VI)x & (int32_t)0x80000000));  /* tanh(-0) = -0 */
     VF big = 1.0f - 2.0f / (EXP(a + a) + 1.0f);
     big = (VF)((VI)big | ((VI)x & (int32_t)0x80000000));   /* the sign of x */
     return sched_vselect_SUF(a < 0.625f, small, big);

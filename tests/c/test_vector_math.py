@@ -96,6 +96,19 @@ def test_vector_math_within_its_stated_error(op, fast_math):
     assert error <= MAX_ULPS[op][fast_math], f"{op}: {error} ulps"
 
 
+@pytest.mark.parametrize("fast_math", [False, True], ids=["exact", "fast_math"])
+@pytest.mark.parametrize("op", ["tanh", "erf", "sqrt", "abs"])
+def test_signed_zeros_as_the_scalar_code_gives_them(op, fast_math):
+    # tanh(-0) was +0 in vector code (-0 + (+0)), so 1 / tanh(-0) was +inf (audit helper-54);
+    # the ulp errors count -0 and +0 as equal
+    x = np.resize(np.array([-0.0, 0.0], np.float32), 64)
+    kernel = math_kernel(op, 64, fast_math)
+    out = np.ones_like(x)
+    kernel(x.reshape(1, 64), out.reshape(1, 64))
+    expected = {"tanh": np.tanh, "erf": lambda v: v, "sqrt": np.sqrt, "abs": np.abs}[op](x)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
+
+
 def test_exp_edge_cases_exact():
     x = np.resize(np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 89.0, 88.72284, -103.98,
                             -104.0, -1000.0, 1000.0, -87.5], np.float32), 64)
