@@ -24,7 +24,8 @@ from benchmarks.cpu_common import alternate, isa_info, relative_error  # noqa: E
 
 # label -> (the x86 flags used instead of X86_FLAGS, flags added)
 FLAG_SETS = {"C target flags": (None, ()), "host tuning (no -mtune=generic)": ((), ()),
-             "+ -fschedule-insns": (None, ("-fschedule-insns",))}
+             "+ -fschedule-insns": (None, ("-fschedule-insns",)),
+             "+ -fno-tree-slp-vectorize": (None, ("-fno-tree-slp-vectorize",))}
 
 
 def workloads():
