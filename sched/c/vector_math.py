@@ -21,8 +21,10 @@ scalar (libm). The functions:
   degree 9 fitted to log(erfc); else sign(x).
 - sigmoid: with e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below (one division, no
   overflow, denormal results where they belong).
-- sqrt: the lanes one by one, which gcc turns into one vsqrtps (the C target compiles with
-  -fno-math-errno, which removes the libm fallback that only sets errno); rsqrt = 1 / sqrt.
+- sqrt: the x86 builtin of the vector's width (one vsqrtps/vsqrtpd), elsewhere the lanes one
+  by one, which gcc's loop vectorizer makes one instruction where it can (the C target
+  compiles with -fno-math-errno, which removes the libm fallback that only sets errno);
+  rsqrt = 1 / sqrt.
 - abs: the sign bit cleared.
 
 Polynomial coefficients are minimax fits (Lawson's iteratively reweighted least squares on
@@ -260,12 +262,27 @@ static inline VF NAME(VF x) {
 """
 
 _SQRT = """\
-static inline VF NAME(VF x) {   /* one vsqrtp* (-fno-math-errno) */
+static inline VF NAME(VF x) {   /* one vsqrtp*: the x86 builtin, else lanes gcc vectorizes */
+#if defined(GUARD)
+    return BUILTIN;
+#else
     VF r;
     for (int l = 0; l < LANES; ++l) r[l] = SQRT(x[l]);
     return r;
+#endif
 }
 """
+
+# the x86 square root of a vector of (short type, bytes) (correctly rounded): the lane loop
+# needs gcc's SLP vectorizer for two or four lanes, which the C target turns off (build.py)
+_SQRT_BUILTINS = {
+    ("f32", 16): ("__SSE__", "__builtin_ia32_sqrtps(x)"),
+    ("f64", 16): ("__SSE2__", "__builtin_ia32_sqrtpd(x)"),
+    ("f32", 32): ("__AVX__", "__builtin_ia32_sqrtps256(x)"),
+    ("f64", 32): ("__AVX__", "__builtin_ia32_sqrtpd256(x)"),
+    ("f32", 64): ("__AVX512F__", "__builtin_ia32_sqrtps512_mask(x, x, (unsigned short)0xffff, 4)"),
+    ("f64", 64): ("__AVX512F__", "__builtin_ia32_sqrtpd512_mask(x, x, (unsigned char)0xff, 4)"),
+}
 
 _RSQRT = """\
 static inline VF NAME(VF x) {
@@ -429,12 +446,15 @@ def _template(op: str, short: str, lanes: int, fast: bool) -> str:
         vector_bytes = lanes * 4
         guard, estimate = _RSQRT_ESTIMATES.get(vector_bytes, (_NO_BUILTIN, "x"))
         return _RSQRT_FAST.replace("GUARD", guard).replace("ESTIMATE", estimate)
+    if op == "sqrt":
+        bytes_ = lanes * (4 if short == "f32" else 8)
+        guard, builtin = _SQRT_BUILTINS.get((short, bytes_), (_NO_BUILTIN, ""))
+        return _SQRT.replace("GUARD", guard).replace("BUILTIN", builtin)
     if short == "f64":
-        return {"exp": _EXP_F64, "log": _LOG_F64, "sqrt": _SQRT, "rsqrt": _RSQRT,
-                "abs": _ABS}[op]
+        return {"exp": _EXP_F64, "log": _LOG_F64, "rsqrt": _RSQRT, "abs": _ABS}[op]
     if op == "exp":
         return _EXP_FAST if fast else _EXP
-    return {"log": _LOG, "tanh": _TANH, "erf": _ERF, "sigmoid": _SIGMOID, "sqrt": _SQRT,
+    return {"log": _LOG, "tanh": _TANH, "erf": _ERF, "sigmoid": _SIGMOID,
             "rsqrt": _RSQRT, "abs": _ABS}[op]
 
 

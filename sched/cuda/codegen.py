@@ -95,7 +95,7 @@ def _rounded(dtype: str, source: str, value: str) -> str:
     1.0, not 1.0009765625); bfloat16 from float32, as torch and the C target round it."""
     if dtype == "float16" and source == "float64":
         return f"__double2half({value})"
-    return f"{_FROM_FLOAT[dtype]}((float)({value}))"
+    return f"{_FROM_FLOAT[dtype]}({value if source == 'float32' else f'(float)({value})'})"
 
 
 def element_bytes(dtype: str) -> int:

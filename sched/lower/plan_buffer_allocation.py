@@ -30,6 +30,7 @@ from sched.ir.nodes import (
     PrimFunc,
 )
 from sched.polyhedral import build_model
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.flow_crossing import flows_cross
 
 
@@ -53,6 +54,8 @@ class _AccessSites(IRVisitor):
         del known[shared:]
 
     def visit_For(self, node: For) -> None:
+        self.visit(node.min)          # loads in the bounds: before the loop (audit helper-55)
+        self.visit(node.extent)
         self.stack.append(node)
         self.visit(node.body)
         self.stack.pop()
@@ -143,12 +146,17 @@ def plan_buffer_allocation(func: PrimFunc) -> PrimFunc:
         return func
     sites = _AccessSites()
     sites.visit(func.body)
+    # the flows that decide a move do not see a load in a loop bound, a condition, a let, a
+    # predicate or a binding: a buffer loaded there stays (audit helper-55: L allocated in
+    # the loop, `for j in range(L[0])` read another iteration's uninitialised copy)
+    unseen = unseen_loads(func.body)
     model = None
     targets: dict[int, list[Buffer]] = {}
     moved: set[str] = set()
     for owner, buffer in owners:
         common = sites.common.get(buffer.name)
-        if not common or common[-1] is owner or not any(n is owner for n in common):
+        if not common or common[-1] is owner or not any(n is owner for n in common) \
+                or buffer.storage_name in unseen:
             continue
         model = model or build_model(func)
         target = _placement(model, buffer, common, owner)

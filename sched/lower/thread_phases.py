@@ -429,6 +429,8 @@ class _BlocksOutsideThreads(IRMutator):
 def _emulate(func: PrimFunc) -> PrimFunc:
     if not any(loop.kind == "thread_binding" for loop in collect(func.body, For)):
         return func
+    _refuse_parallel_loops(func)
+    func = _SerialVectorLoopsAllocating().visit(func)
     func = _BlocksOutsideThreads().visit(func)
     config = launch_config(func)
     extents = dict(zip(THREAD_TAGS, config.block))
@@ -447,6 +449,29 @@ def _emulate(func: PrimFunc) -> PrimFunc:
     if not collect(func.body, Barrier):
         return func
     return _DropBarriers().visit(_SplitPhases().visit(func))
+
+
+def _refuse_parallel_loops(func: PrimFunc) -> None:
+    """A parallel loop in a GPU kernel is refused, as the CUDA target refuses it: the
+    emulation gives each thread block and thread its copies of the buffers they allocate, not
+    each iteration of a CPU loop (one copy for every OpenMP thread: audit helper-55)."""
+    for loop in collect(func.body, For):
+        if loop.kind == "parallel":
+            raise ScheduleError("build", f"loop '{loop.loop_var.name}' is parallel, a CPU loop "
+                                f"kind, in a function whose loops are bound to GPU threads: "
+                                f"bind it to blockIdx/threadIdx instead, or leave it serial")
+
+
+class _SerialVectorLoopsAllocating(IRMutator):
+    """A vectorized loop that allocates in its body runs as a serial loop: the emulation
+    hoists allocations to the thread block, so its iterations would share one copy inside a
+    `#pragma omp simd` loop (on the GPU a thread runs it serially)."""
+
+    def visit_For(self, node: For):
+        node = self.visit_children(node)
+        if node.kind == "vectorized" and collect(node.body, Allocate):
+            return dataclasses.replace(node, kind="serial")
+        return node
 
 
 class _Reorder(IRMutator):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sched.ir.functor import IRVisitor, substitute
+from sched.ir.functor import IRVisitor, collect, substitute
 from sched.ir.nodes import (
     Block,
     BlockRealize,
@@ -232,3 +232,55 @@ def collect_accesses(body: Stmt, note: Callable[[str], None],
     collector = _AccessCollector(note, env or {})
     collector.visit(body)
     return collector.accesses
+
+
+class _UnseenLoads(IRVisitor):
+    """Loads the model's statements do not hold: in a loop bound, an `if` or `while`
+    condition or a let outside leaf blocks, and in a block's predicate or bindings."""
+
+    def __init__(self) -> None:
+        self.storages: set[str] = set()
+
+    def loads(self, *exprs: Expr) -> None:
+        for expr in exprs:
+            self.storages.update(load.buffer.storage_name for load in collect(expr, BufferLoad))
+
+    def visit_For(self, node: For) -> None:
+        self.loads(node.min, node.extent)
+        self.visit(node.body)
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        self.loads(node.condition)
+        self.visit(node.then_body)
+        if node.else_body is not None:
+            self.visit(node.else_body)
+
+    def visit_While(self, node: While) -> None:
+        self.loads(node.condition)
+        self.visit(node.body)
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        self.loads(node.value)
+        self.visit(node.body)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        self.loads(node.predicate, *node.iter_values)
+        block = node.block
+        if collect(block.body, BlockRealize):      # a leaf block's own loads are accesses
+            for stmt in (block.init, block.body):
+                if stmt is not None:
+                    self.visit(stmt)
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        pass                                       # a load in a store: an access
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        pass
+
+
+def unseen_loads(stmt: Stmt) -> set[str]:
+    """The storages `stmt` loads where the model's statements do not see it (`_UnseenLoads`):
+    a rule that needs every read of a storage must not rely on the model for these."""
+    finder = _UnseenLoads()
+    finder.visit(stmt)
+    return finder.storages

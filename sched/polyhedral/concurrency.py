@@ -12,6 +12,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
 from sched.polyhedral.dependences import (
@@ -22,6 +23,7 @@ from sched.polyhedral.dependences import (
 )
 from sched.polyhedral.flow_crossing import statement_params
 from sched.polyhedral.isl_expr import isl_name
+from sched.polyhedral.isl_text import maps
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
@@ -222,6 +224,9 @@ class _Concurrency:
             | (extra & {lp.position for lp in statement.loops})))
 
     def violation(self) -> Violation | None:
+        unseen = self.unseen_read_violation()
+        if unseen is not None:
+            return unseen
         repeated = self.repeated_runs_violation()
         if repeated is not None:
             return repeated
@@ -249,6 +254,23 @@ class _Concurrency:
                                   (dep, pairs))
             return Violation(self.reason(dep), dep, describe_instance_pair(dep, pairs))
         return None
+
+    def unseen_read_violation(self) -> Violation | None:
+        """A storage that statements under the loop write and that a loop bound, condition,
+        let, predicate or binding under it loads: the model has no statement for such a read
+        (`accesses.unseen_loads`), so no dependence shows whether another iteration wrote
+        what it reads (`for j in range(L[0])` beside the block storing L[vi]: audit
+        helper-55, every row ran row 0's count on c)."""
+        written = {self.model.storage_of_tuple(m.get_tuple_name(isl.dim_type.out))
+                   for s in self.statements for m in maps(s.writes)}
+        read = sorted(unseen_loads(self.loop.body) & written)
+        if not read:
+            return None
+        return Violation(
+            f"a loop bound, condition, predicate or binding under loop '{self.name}' reads "
+            f"'{read[0]}', which blocks under the loop write: the analysis sees no such read, "
+            f"so it cannot tell whether one iteration reads what another writes; keep the "
+            f"loop serial")
 
     def repeated_runs_violation(self) -> Violation | None:
         """A statement under the loop whose instances run more than once, in different

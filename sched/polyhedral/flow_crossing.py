@@ -27,6 +27,7 @@ import functools
 
 import islpy as isl
 
+from sched.ir.extern import is_opaque
 from sched.ir.functor import collect
 from sched.ir.memo import register
 from sched.ir.nodes import IfThenElse
@@ -49,8 +50,10 @@ def storage_accesses(model, storage: str) -> tuple:
             continue
         body = statement.block.init if statement.is_init else statement.block.body
         # a store under an `if`, or under a loop or condition isl cannot represent (a loop
-        # of `N[vt]` iterations may run none: audit helper-53), may not happen
-        sure = model.is_exact and not collect(body, IfThenElse) and all(
+        # of `N[vt]` iterations may run none: audit helper-53), may not happen; an opaque
+        # block's declared writes are may-writes (audit helper-55)
+        sure = model.is_exact and not collect(body, IfThenElse) and \
+            not is_opaque(statement.block) and all(
             view.access.guards_exact for view in statement.accesses
             if view.is_write and view.buffer.storage_name == storage)
         accesses.append((schedule_key(statement, statement.time), tuple(reads), tuple(writes),

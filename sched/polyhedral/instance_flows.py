@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from sched.ir.extern import is_opaque
 from sched.ir.functor import collect
 from sched.ir.nodes import IfThenElse
 from sched.polyhedral.flow_crossing import statement_params
@@ -86,7 +87,7 @@ def _instance_sources(model, storage: str, elements_of) -> InstanceSources:
         times_to_instances = times_to_instances.union(isl.UnionMap.from_map(runs))
         body = statement.block.init if statement.is_init else statement.block.body
         sure = model.is_exact and elements_of.is_exact and not collect(body, IfThenElse) and \
-            all(v.access.guards_exact for v in views)
+            not is_opaque(statement.block) and all(v.access.guards_exact for v in views)
         for view in views:
             access = runs.apply_range(view.relation)                  # time -> element
             if view.is_write:

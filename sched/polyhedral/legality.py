@@ -28,6 +28,7 @@ import islpy as isl
 
 from sched.ir.memo import register
 from sched.ir.nodes import PrimFunc
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.concurrency import (  # noqa: F401  (re-exported: one place to ask)
     CONCURRENT_RULE,
     check_concurrent_loops,
@@ -42,7 +43,7 @@ from sched.polyhedral.dependences import (
     first_runs,
     model_and_dependences,
 )
-from sched.polyhedral.isl_text import read_map, read_set
+from sched.polyhedral.isl_text import maps, read_map, read_set
 from sched.polyhedral.model import Statement, build_model
 from sched.polyhedral.pairs import (
     breaks_order,
@@ -252,6 +253,9 @@ def check_new_order(func: PrimFunc, statements: dict,
     list. A pair with a statement missing from `statements` counts as changed (it takes the
     whole check below, as before). `keep(source, sink)` (with no `deps`) limits the check to
     the dependences of the pairs it accepts, as if `deps` listed those."""
+    unseen = _unseen_read_moved(func, statements)
+    if unseen is not None:
+        return unseen
     if deps is None:
         model = build_model(func)
         # a pair's order key is a function of its two statements' schedule keys and
@@ -293,6 +297,28 @@ def check_new_order(func: PrimFunc, statements: dict,
             return Violation(f"the new order runs {dep.sink.block.name} before "
                              f"{dep.source.block.name}", dep, example)
     return None
+
+
+def _unseen_read_moved(func: PrimFunc, statements: dict) -> Violation | None:
+    """A step that moves blocks or loops, in a function where a loop bound, condition, let,
+    predicate or binding loads a buffer that a block writes: the model has no statement for
+    such a read (`accesses.unseen_loads`), so no dependence orders it after the write (audit
+    helper-55's `for j in range(L[0])` beside the block storing L). Refused, whatever moves."""
+    unseen = unseen_loads(func.body)
+    if not unseen:
+        return None
+    model = build_model(func)
+    writers = {model.storage_of_tuple(m.get_tuple_name(isl.dim_type.out)): statement
+               for statement in model.statements.values() for m in maps(statement.writes)}
+    read = sorted(storage for storage in unseen if storage in writers)
+    moved = next((old for name, old in model.statements.items()
+                  if _schedule_changed(old, statements.get(name))), None)
+    if not read or moved is None:
+        return None
+    return Violation(f"a loop bound, condition, let, predicate or binding loads '{read[0]}', "
+                     f"which block {writers[read[0]].block.name!r} writes; the analysis sees no "
+                     f"such read, so it cannot check a step that moves blocks or loops in this "
+                     f"function (this one moves block {moved.block.name!r})")
 
 
 def _schedule_changed(old: Statement, new: Statement | None) -> bool:

@@ -109,7 +109,7 @@ def test_cuda_source_accumulates_in_float_and_converts_on_store(dtype):
                        "bfloat16": ("__bfloat162float", "__float2bfloat16_rn")}[dtype]
     assert "float C[1];  // local: registers" in source    # the accumulator: fp32
     assert f"{to_float}(A[" in source
-    assert f"= {store}((float)C[0]);" in source           # one rounding, on store
+    assert f"= {store}(C[0]);" in source                  # one rounding, on store
 
 
 @pytest.mark.parametrize("dtype, lanes, move", [

@@ -1,0 +1,163 @@
+"""Reads the flow analysis must not miss (audit helper-55): an opaque block's declared writes
+are may-writes, a load in a loop bound between blocks is no statement's read, and a GPU
+kernel run on the C target gives copies per thread block and thread, not per iteration of a
+CPU loop. Each was accepted (or built unscheduled) with wrong numbers on the C target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import BuildError, ScheduleError
+from sched.script import T
+from tests.conftest import assert_close
+
+MAYBE_SET = "void maybe_set(const float* a, float* s) { if (*a > 0.0f) s[1] = *a; }\n"
+
+
+@T.prim_func
+def last_positive(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((2,), "float32")
+        for i in range(64):
+            with T.block("E"):
+                vi = T.axis.spatial(64, i)
+                T.reads(A[vi], S[0])
+                T.writes(S[1])
+                T.evaluate(T.call_extern("int32", "maybe_set", T.address_of(A[vi]),
+                                         T.address_of(S[0])))
+            with T.block("R"):
+                vi = T.axis.spatial(64, i)
+                B[vi] = S[1]
+
+
+def _last_positive(a):
+    expected, last = np.empty_like(a), None
+    for i, value in enumerate(a):
+        last = value if value > 0 else last
+        expected[i] = last
+    return expected
+
+
+def test_an_opaque_blocks_declared_write_may_not_happen(rng):
+    # E writes S[1] only where A is positive: R reads an earlier iteration's value, so S is
+    # not private to an iteration of i (it was: S declared inside the omp parallel for)
+    sch = sched.Schedule(last_positive)
+    with pytest.raises(ScheduleError, match="loop 'i' carries a flow dependence of block R"):
+        sch.parallel(sch.get_loops(sch.get_block("E"))[0])
+    a = rng.standard_normal(64).astype(np.float32)
+    a[0] = abs(a[0]) + 1
+    b = np.full(64, -7.0, np.float32)
+    sched.build(last_positive, target="c", extern_c=MAYBE_SET)(a, b)
+    assert_close(b, _last_positive(a))
+
+
+@T.prim_func
+def count_from_row_0(A: T.Buffer((16, 4), "int32"), B: T.Buffer((16, 4), "int32")):
+    with T.block("root"):
+        L = T.alloc_buffer((16,), "int32")
+        for i in range(16):
+            with T.block("L"):
+                vi = T.axis.remap("S", [i])
+                L[vi] = A[vi, 0] % 4 + 1
+            for j in range(L[0]):
+                with T.block("B"):
+                    vi = T.axis.spatial(16, i)
+                    vj = T.axis.spatial(4, j)
+                    B[vi, vj] = A[vi, vj] * 2
+
+
+def test_a_load_in_a_loop_bound_between_blocks_keeps_its_buffer(rng):
+    # every row runs row 0's count: L stays one buffer for all rows (allocated in the loop,
+    # row i read its own uninitialised copy), and parallel(i) is refused with why
+    sch = sched.Schedule(count_from_row_0)
+    with pytest.raises(ScheduleError, match=r"a loop bound, condition, predicate or binding "
+                       r"under loop 'i' reads 'L', which blocks under the loop write"):
+        sch.parallel(sch.get_loops(sch.get_block("L"))[0])
+    a = rng.integers(0, 100, (16, 4)).astype(np.int32)
+    b = np.full((16, 4), -1, np.int32)
+    sched.build(count_from_row_0, target="c")(a, b)
+    expected = np.full((16, 4), -1, np.int32)
+    n = a[0, 0] % 4 + 1
+    expected[:, :n] = a[:, :n] * 2
+    np.testing.assert_array_equal(b, expected)
+
+
+@T.prim_func
+def scale(A: T.Buffer((2, 256), "float32"), B: T.Buffer((2, 256), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((2, 256), "float32")
+        for b, i in T.grid(2, 256):
+            with T.block("S"):
+                vb, vi = T.axis.remap("SS", [b, i])
+                S[vb, vi] = A[vb, vi] * T.float32(2)
+        for b, i in T.grid(2, 256):
+            with T.block("B"):
+                vb, vi = T.axis.remap("SS", [b, i])
+                B[vb, vi] = S[vb, vi] + T.float32(1)
+
+
+def _scratch_under_threads(kind: str) -> sched.Schedule:
+    sch = sched.Schedule(scale)
+    b, i = sch.get_loops(sch.get_block("B"))
+    t, p = sch.split(i, [32, 8])
+    sch.compute_at(sch.get_block("S"), p)
+    sch.bind(b, "blockIdx.x")
+    sch.bind(t, "threadIdx.x")
+    getattr(sch, kind)(p)
+    return sch
+
+
+def test_a_parallel_loop_in_a_gpu_kernel_is_refused_on_the_c_target_too():
+    # the C target's emulation gives copies per thread block and thread: the iterations of
+    # the omp parallel for shared S (wrong numbers), as CUDA refuses the loop kind
+    sch = _scratch_under_threads("parallel")
+    for target in ("c", "cuda-emu"):
+        with pytest.raises((ScheduleError, BuildError), match="loop 'i_1_1' is parallel, a "
+                           "CPU loop kind"):
+            sched.build(sch.func, target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_vectorized_loop_allocating_in_a_gpu_kernel_runs_right(rng, target):
+    sch = _scratch_under_threads("vectorize")
+    a = rng.standard_normal((2, 256)).astype(np.float32)
+    out = np.full((2, 256), np.nan, np.float32)
+    sched.build(sch.func, target=target)(a, out)
+    assert_close(out, a * 2 + 1)
+
+
+@T.prim_func
+def counts_then_rows(A: T.Buffer((16, 4), "int32"), B: T.Buffer((16, 4), "int32")):
+    with T.block("root"):
+        L = T.alloc_buffer((16, 2), "int32")
+        for i, k in T.grid(16, 2):
+            with T.block("L"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                L[vi, vk] = A[vi, vk] % 4 + 1
+        for i2 in range(16):
+            for j in range(L[i2, 1]):
+                with T.block("B"):
+                    vi = T.axis.spatial(16, i2)
+                    vj = T.axis.spatial(4, j)
+                    B[vi, vj] = A[vi, vj] * 2
+
+
+def test_a_step_moving_a_block_whose_writes_a_loop_bound_reads_is_refused(rng):
+    # no statement holds the read of L in j's extent, so no dependence could order a moved
+    # writer before it: a step that moves blocks or loops is refused, saying why
+    sch = sched.Schedule(counts_then_rows)
+    i, k = sch.get_loops(sch.get_block("L"))
+    with pytest.raises(ScheduleError, match=r"a loop bound, condition, let, predicate or "
+                       r"binding loads 'L', which block 'L' writes; the analysis sees no such "
+                       r"read, so it cannot check a step that moves blocks or loops"):
+        sch.reorder(k, i)
+    a = rng.integers(0, 100, (16, 4)).astype(np.int32)
+    b = np.full((16, 4), -1, np.int32)
+    sched.build(counts_then_rows, target="c")(a, b)
+    expected = np.full((16, 4), -1, np.int32)
+    for row in range(16):
+        n = a[row, 1] % 4 + 1
+        expected[row, :n] = a[row, :n] * 2
+    np.testing.assert_array_equal(b, expected)
