@@ -267,7 +267,7 @@ class _Concurrency:
         if not read:
             return None
         return Violation(
-            f"a loop bound, condition, predicate or binding under loop '{self.name}' reads "
+            f"a loop bound, condition, let, predicate or binding under loop '{self.name}' reads "
             f"'{read[0]}', which blocks under the loop write: the analysis sees no such read, "
             f"so it cannot tell whether one iteration reads what another writes; keep the "
             f"loop serial")

@@ -91,10 +91,10 @@ class PrivateBuffers:
 
     def declared_around(self, storage: str) -> str | None:
         """For a CPU loop (parallel, vectorized: plan_buffer_allocation makes the copy per
-        iteration), the name of a block outside the loop's body that names `storage` in its
-        reads or writes (blockize's block around the loop), which keeps one copy for all
-        iterations; None where there is none, and for a GPU loop (CUDA declares shared and
-        local storage per thread block and thread wherever the declaration is)."""
+        iteration), the name of a block around the loop that names `storage` in its reads
+        or writes (blockize's block of the loop or of one around it), which keeps one copy
+        for all iterations; None where there is none, and for a GPU loop (CUDA declares
+        shared and local storage per thread block and thread wherever the declaration is)."""
         rule = self.rule
         if rule.kind in _PRIVATE_SCOPES:
             return None

@@ -72,8 +72,8 @@ def test_a_load_in_a_loop_bound_between_blocks_keeps_its_buffer(rng):
     # every row runs row 0's count: L stays one buffer for all rows (allocated in the loop,
     # row i read its own uninitialised copy), and parallel(i) is refused with why
     sch = sched.Schedule(count_from_row_0)
-    with pytest.raises(ScheduleError, match=r"a loop bound, condition, predicate or binding "
-                       r"under loop 'i' reads 'L', which blocks under the loop write"):
+    with pytest.raises(ScheduleError, match=r"a loop bound, condition, let, predicate or "
+                       r"binding under loop 'i' reads 'L', which blocks under the loop write"):
         sch.parallel(sch.get_loops(sch.get_block("L"))[0])
     a = rng.integers(0, 100, (16, 4)).astype(np.int32)
     b = np.full((16, 4), -1, np.int32)
