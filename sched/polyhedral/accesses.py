@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sched.ir.functor import IRVisitor, collect, substitute
+from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     Block,
     BlockRealize,
@@ -236,14 +237,16 @@ def collect_accesses(body: Stmt, note: Callable[[str], None],
 
 class _UnseenLoads(IRVisitor):
     """Loads the model's statements do not hold: in a loop bound, an `if` or `while`
-    condition or a let outside leaf blocks, and in a block's predicate or bindings."""
+    condition or a let outside leaf blocks, and in a block's predicate or bindings. One walk:
+    the control loads inside a block's body count once the block proves to hold blocks."""
 
     def __init__(self) -> None:
         self.storages: set[str] = set()
+        self.pending: list[tuple[set[str], list[bool]]] = []   # per open block: loads, nests?
 
-    def loads(self, *exprs: Expr) -> None:
-        for expr in exprs:
-            self.storages.update(load.buffer.storage_name for load in collect(expr, BufferLoad))
+    def loads(self, *exprs: Expr, own: bool = True) -> None:
+        found = {load.buffer.storage_name for expr in exprs for load in collect(expr, BufferLoad)}
+        (self.pending[-1][0] if own and self.pending else self.storages).update(found)
 
     def visit_For(self, node: For) -> None:
         self.loads(node.min, node.extent)
@@ -264,12 +267,16 @@ class _UnseenLoads(IRVisitor):
         self.visit(node.body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> None:
-        self.loads(node.predicate, *node.iter_values)
-        block = node.block
-        if collect(block.body, BlockRealize):      # a leaf block's own loads are accesses
-            for stmt in (block.init, block.body):
-                if stmt is not None:
-                    self.visit(stmt)
+        if self.pending:
+            self.pending[-1][1][0] = True          # the enclosing block holds blocks
+        self.loads(node.predicate, *node.iter_values, own=False)
+        self.pending.append((set(), [False]))
+        for stmt in (node.block.init, node.block.body):
+            if stmt is not None:
+                self.visit(stmt)
+        found, (nests,) = self.pending.pop()
+        if nests:                                  # a leaf block's own loads are accesses
+            self.storages.update(found)
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         pass                                       # a load in a store: an access
@@ -278,9 +285,11 @@ class _UnseenLoads(IRVisitor):
         pass
 
 
-def unseen_loads(stmt: Stmt) -> set[str]:
+@identity_cache(maxsize=256)
+def unseen_loads(stmt: Stmt) -> frozenset[str]:
     """The storages `stmt` loads where the model's statements do not see it (`_UnseenLoads`):
-    a rule that needs every read of a storage must not rely on the model for these."""
+    a rule that needs every read of a storage must not rely on the model for these.
+    Remembered per node (IR nodes are immutable)."""
     finder = _UnseenLoads()
     finder.visit(stmt)
-    return finder.storages
+    return frozenset(finder.storages)
