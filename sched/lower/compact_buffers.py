@@ -43,6 +43,7 @@ from sched.ir.nodes import (
 from sched.lower.isl_affine import Context
 from sched.lower.simplify_indices import simplify_index
 from sched.polyhedral import build_model, names
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 from sched.polyhedral.isl_text import read_map
 
@@ -291,8 +292,12 @@ def compact_buffers(func: PrimFunc, only: set[str] | None = None) -> PrimFunc:
     model = build_model(func)
     body = func.body
     addressed = addressed_storages(func.body)    # an opaque call's callee assumes the layout
+    # a load in a loop bound, condition, let, predicate or binding is no access of the model
+    # (accesses.unseen_loads): the box would leave it out and no rebase would reach it (audit
+    # helper-57: `range(L[5])` read past a compacted 4-element L)
+    unseen = unseen_loads(func.body)
     for buffer, loops in allocations:
-        if buffer.storage_name in addressed:
+        if buffer.storage_name in addressed or buffer.storage_name in unseen:
             continue
         found = _compaction(model, buffer, loops)
         if found is None:

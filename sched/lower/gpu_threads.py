@@ -20,8 +20,9 @@ import dataclasses
 import math
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, IRVisitor, substitute
+from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
 from sched.ir.nodes import (
+    BufferLoad,
     BufferStore,
     Expr,
     For,
@@ -117,6 +118,14 @@ def launch_config(func: PrimFunc) -> LaunchConfig:
                                     f"split the loop by a constant and bind the inner part")
             block.append(extent.value)
         else:
+            loads = collect(extent, BufferLoad)
+            if loads:
+                raise ScheduleError("build", f"the loop bound to {tag} has the extent "
+                                    f"{extent.script()}, which reads buffer "
+                                    f"'{loads[0].buffer.name}': a launch's grid comes from the "
+                                    f"arguments' shapes and scalars, not from buffer data; keep "
+                                    f"that loop serial inside the kernel, or bind a loop of a "
+                                    f"known extent")
             grid.append(extent)
     if math.prod(block) > MAX_THREADS_PER_BLOCK:
         raise ScheduleError("build", f"{math.prod(block)} threads per block "

@@ -161,3 +161,66 @@ def test_a_step_moving_a_block_whose_writes_a_loop_bound_reads_is_refused(rng):
         n = a[row, 1] % 4 + 1
         expected[row, :n] = a[row, :n] * 2
     np.testing.assert_array_equal(b, expected)
+
+
+@T.prim_func
+def count_in_upper_half(A: T.Buffer((16,), "int32"), B: T.Buffer((16,), "int32")):
+    with T.block("root"):
+        L = T.alloc_buffer((8,), "int32")
+        for k in range(4):
+            with T.block("W"):
+                vk = T.axis.remap("S", [k])
+                L[vk + 4] = A[vk] % 8 + 1
+        for j in range(16):
+            with T.block("B"):
+                vj = T.axis.spatial(16, j)
+                T.where(j < L[5])
+                B[vj] = A[vj] * 2
+
+
+@T.prim_func
+def count_in_upper_half_bound(A: T.Buffer((16,), "int32"), B: T.Buffer((16,), "int32")):
+    with T.block("root"):
+        L = T.alloc_buffer((8,), "int32")
+        for k in range(4):
+            with T.block("W"):
+                vk = T.axis.remap("S", [k])
+                L[vk + 4] = A[vk] % 8 + 1
+        for j in range(L[5]):
+            with T.block("B"):
+                vj = T.axis.spatial(16, j)
+                B[vj] = A[vj] * 2
+
+
+@pytest.mark.parametrize("func", [count_in_upper_half, count_in_upper_half_bound],
+                         ids=["predicate", "loop bound"])
+def test_a_buffer_read_by_a_predicate_or_bound_is_not_compacted(rng, func):
+    # blocks touch L[4:8] only: compact_buffers made L 4 long and rebased the blocks, not
+    # the read of L[5] in the predicate or the loop bound (audit helper-57: past the end)
+    a = rng.integers(0, 100, 16).astype(np.int32)
+    b = np.full(16, -1, np.int32)
+    sched.build(func, target="c")(a, b)
+    expected = np.full(16, -1, np.int32)
+    n = a[1] % 8 + 1
+    expected[:n] = a[:n] * 2
+    np.testing.assert_array_equal(b, expected)
+
+
+@T.prim_func
+def data_dependent_grid(A: T.Buffer((256,), "int32"), B: T.Buffer((256,), "int32")):
+    with T.block("root"):
+        T.reads(A[1])
+        for j in T.thread_binding(A[1] % 8 + 1, thread="blockIdx.x"):
+            with T.block("B"):
+                vj = T.axis.spatial(256, j)
+                B[vj] = A[vj] * 2
+
+
+def test_a_grid_extent_read_from_a_buffer_is_refused_at_build():
+    # the launch's grid is computed from the arguments' shapes before the kernel runs: it was
+    # a bare TypeError at every call (audit helper-57)
+    for target in ("cuda-emu", "cuda"):
+        with pytest.raises(ScheduleError, match=r"the loop bound to blockIdx.x has the extent "
+                           r".*which reads buffer 'A': a launch's grid comes from the "
+                           r"arguments' shapes and scalars"):
+            sched.build(data_dependent_grid, target=target)
