@@ -368,6 +368,9 @@ class _CEmitter(BitCallEmitter):
             return _int_call(node.op, args, node.dtype), _ATOM
         if node.op == "abs" and not is_float(node.dtype):
             return self.call(f"sched_abs_{dtypes.short_name(node.dtype)}", args, node.dtype)
+        if node.op == "sigmoid":     # the vector code's formula, no overflow (dtypes.py)
+            wide = dtypes.compute_type(node.dtype) == "double"
+            return self.call(f"sched_sigmoid_{'f64' if wide else 'f32'}", args, node.dtype)
         return dtypes.math_call(node.op, args, node.dtype), _ATOM
 
     def call(self, helper: str, args: list[str], dtype: str):

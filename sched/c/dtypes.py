@@ -98,8 +98,6 @@ def math_call(op: str, args: list[str], dtype: str) -> str:
     one = "1.0" + suffix
     if op == "rsqrt":
         return f"({one} / sqrt{suffix}({args[0]}))"
-    if op == "sigmoid":
-        return f"({one} / ({one} + exp{suffix}(-({args[0]}))))"
     return f"{_MATH[op]}{suffix}({', '.join(args)})"
 
 
@@ -215,6 +213,13 @@ def helper_source(name: str) -> str:
 
     if op in bit_intrinsics.HELPER_OPS:      # clz, tobits, frombits
         return bit_intrinsics.helper_source(op, short)
+    if op == "sigmoid":
+        # with e = exp(-|x|), as the vector code: 1 / (1 + exp(-x)) overflowed to 0 below
+        # x = -88.7 in float32 where the result is a denormal (audit helper-54)
+        real, f = ("double", "") if short == "f64" else ("float", "f")
+        return (f"static inline {real} {name}({real} x) {{\n"
+                f"    {real} e = exp{f}(-fabs{f}(x));\n"
+                f"    return x >= 0 ? 1.0{f} / (1.0{f} + e) : e / (1.0{f} + e);\n}}")
     if op == "saturate":      # sched_saturate_<float short>_<int short>
         source, target = (_DTYPE_OF_SHORT[part] for part in short.split("_"))
         return saturating_cast_source(name, source, target)

@@ -109,6 +109,22 @@ def test_signed_zeros_as_the_scalar_code_gives_them(op, fast_math):
     np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
 
 
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_scalar_sigmoid_keeps_the_denormal_results_the_vector_code_gives(target):
+    # 1 / (1 + exp(-x)) overflowed to 0 below x = -88.7 where the vector code (and the exact
+    # result) give denormals down to x = -103.9 (audit helper-54)
+    x = np.array([-103.0, -95.0, -88.8, -88.0, -20.0, -0.0, 0.0, 30.0, np.inf, -np.inf, np.nan,
+                  1e-8], np.float32)
+    A = te.placeholder((12,), name="A")
+    B = te.compute((12,), lambda i: te.sigmoid(A[i]), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    sch.bind(sch.get_loops(sch.get_block("B"))[0], "threadIdx.x")
+    out = np.zeros_like(x)
+    sched.build(sch.func, target=target)(x, out)
+    assert ulp_errors(out, reference("sigmoid", x)).max() <= MAX_ULPS["sigmoid"][False]
+    assert out[1] > 0
+
+
 def test_exp_edge_cases_exact():
     x = np.resize(np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 89.0, 88.72284, -103.98,
                             -104.0, -1000.0, 1000.0, -87.5], np.float32), 64)
