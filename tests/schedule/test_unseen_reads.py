@@ -224,3 +224,12 @@ def test_a_grid_extent_read_from_a_buffer_is_refused_at_build():
                            r".*which reads buffer 'A': a launch's grid comes from the "
                            r"arguments' shapes and scalars"):
             sched.build(data_dependent_grid, target=target)
+
+
+def test_no_default_gpu_schedule_for_a_loop_bound_read_from_a_buffer_says_so():
+    # the default schedule's samples split the data-dependent loop over the grid; their
+    # second kernel read the workspace L in a bound and a predicate it did not declare, and
+    # the build died in lower()'s well-formedness check (audit helper-57)
+    with pytest.raises(ScheduleError, match="no default cuda schedule applies to "
+                                            "'count_in_upper_half_bound'"):
+        sched.build(count_in_upper_half_bound, target="cuda-emu")
