@@ -23,7 +23,6 @@ from sched.polyhedral.dependences import (
 )
 from sched.polyhedral.flow_crossing import statement_params
 from sched.polyhedral.isl_expr import isl_name
-from sched.polyhedral.isl_text import maps
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
@@ -261,9 +260,8 @@ class _Concurrency:
         (`accesses.unseen_loads`), so no dependence shows whether another iteration wrote
         what it reads (`for j in range(L[0])` beside the block storing L[vi]: audit
         helper-55, every row ran row 0's count on c)."""
-        written = {self.model.storage_of_tuple(m.get_tuple_name(isl.dim_type.out))
-                   for s in self.statements for m in maps(s.writes)}
-        read = sorted(unseen_loads(self.loop.body) & written)
+        written = self.model.writers_of_storages(self.statements)
+        read = sorted(unseen_loads(self.loop.body) & written.keys())
         if not read:
             return None
         return Violation(

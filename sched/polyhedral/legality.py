@@ -43,7 +43,7 @@ from sched.polyhedral.dependences import (
     first_runs,
     model_and_dependences,
 )
-from sched.polyhedral.isl_text import maps, read_map, read_set
+from sched.polyhedral.isl_text import read_map, read_set
 from sched.polyhedral.model import Statement, build_model
 from sched.polyhedral.pairs import (
     breaks_order,
@@ -308,8 +308,7 @@ def _unseen_read_moved(func: PrimFunc, statements: dict) -> Violation | None:
     if not unseen:
         return None
     model = build_model(func)
-    writers = {model.storage_of_tuple(m.get_tuple_name(isl.dim_type.out)): statement
-               for statement in model.statements.values() for m in maps(statement.writes)}
+    writers = model.writers_of_storages()
     read = sorted(storage for storage in unseen if storage in writers)
     moved = next((old for name, old in model.statements.items()
                   if _schedule_changed(old, statements.get(name))), None)

@@ -75,7 +75,7 @@ from sched.polyhedral.accesses import (
     row_major_offset,
 )
 from sched.polyhedral.isl_expr import isl_name, to_isl
-from sched.polyhedral.isl_text import parse_map, parse_union_map, parse_union_set
+from sched.polyhedral.isl_text import maps, parse_map, parse_union_map, parse_union_set
 from sched.polyhedral.pairs import nest_domain
 from sched.polyhedral.statements import (  # noqa: F401  (re-exported: the model's types)
     BODY_SLOT,
@@ -162,6 +162,13 @@ class PolyModel:
     def storage_of_tuple(self, tuple_name: str) -> str:
         """The storage name (a buffer name) whose isl tuple is `tuple_name`."""
         return self.storages[tuple_name]
+
+    def writers_of_storages(self, statements=None) -> dict[str, Statement]:
+        """Storage name -> a statement (of `statements`, default all) that writes it."""
+        return {self.storages[m.get_tuple_name(isl.dim_type.out)]: statement
+                for statement in (self.statements.values() if statements is None
+                                  else statements)
+                for m in maps(statement.writes)}
 
     def buffer_of_tuple(self, tuple_name: str) -> Buffer:
         """The buffer whose storage has isl tuple `tuple_name` (the view named like the
