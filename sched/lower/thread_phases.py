@@ -19,13 +19,13 @@ survive the fission:
   allocated inside thread loops (a "global" intermediate plan_buffer_allocation put there)
   one copy per iteration of those loops (the threads of the loops inside share it, as the
   CUDA target's workspace), and, like every "shared" buffer (one per block), is allocated
-  once per block, inside the innermost blockIdx loop.
+  once per block, inside the innermost blockIdx loop (thread_storage.py).
 
 Runs after thread-loop unification and barrier insertion, before buffer flattening (so local
 buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
 
 Races without a GPU: the GPU runs the threads of a phase, and the blocks, in no fixed order.
-`thread_order` (default: the SCHED_THREAD_ORDER environment variable, see sched/env.py) runs
+`thread_order` (default: the SCHEDTHREAD_ORDER environment variable, see sched/env.py) runs
 them forward, in reverse, or shuffled: each phase's thread nest becomes one loop over all the
 block's threads, visited in the permutation `(a * f + c) mod n` (a coprime with n; a and c
 drawn from a generator seeded by the seed and the phase's position), and each blockIdx loop
@@ -47,7 +47,6 @@ from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.nodes import (
     Allocate,
     Barrier,
-    Buffer,
     BufferLoad,
     BufferStore,
     Expr,
@@ -64,85 +63,17 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.lower.gpu_threads import BLOCK_TAGS, THREAD_TAGS, launch_config
-
-_THREAD_ORDER = ("threadIdx.z", "threadIdx.y", "threadIdx.x")
+from sched.lower.thread_storage import (
+    THREAD_ORDER,
+    HoistAllocations,
+    SerialVectorLoopsAllocating,
+    refuse_parallel_loops,
+)
 
 
 def _is_thread_loop(stmt: Stmt) -> bool:
     return isinstance(stmt, For) and stmt.kind == "thread_binding" \
         and stmt.thread_tag in THREAD_TAGS
-
-
-class _HoistAllocations(IRMutator):
-    """Takes every Allocate out of the kernel body, to put it inside the innermost blockIdx
-    loop (or at the top of the function), expanding local ones (and any other but shared
-    ones allocated inside a thread loop) per thread."""
-
-    def __init__(self, block_extents: dict[str, int]) -> None:
-        self.block_extents = block_extents
-        self.hoisted: list[list[Buffer]] = [[]]
-        self.expanded: dict[str, tuple[Buffer, tuple[str, ...]]] = {}
-        self.thread_vars: dict[str, Expr] = {}
-
-    def visit_Allocate(self, node: Allocate):
-        buffer = node.buffer
-        # a thread-private buffer: one copy per thread. Any other but a shared one allocated
-        # inside thread loops (plan_buffer_allocation puts a "global" intermediate at the
-        # loop around all its uses, its region compacted to one iteration of it): one copy
-        # per iteration of those loops, shared by the threads of the loops inside (values
-        # flow between them: written under threadIdx.x, read by an epilogue outside it), as
-        # the CUDA target's workspace has it
-        tags = _THREAD_ORDER if is_thread_private(buffer.scope) else \
-            tuple(t for t in _THREAD_ORDER if t in self.thread_vars) \
-            if buffer.scope != "shared" else ()
-        if tags:
-            dims = tuple(IntImm(self.block_extents[tag]) for tag in tags)
-            buffer = dataclasses.replace(buffer, shape=dims + buffer.shape)
-            self.expanded[node.buffer.name] = buffer, tags
-        # one allocation per buffer: a statement copied by a pipeline's prologue, steady
-        # state and epilogue allocates its buffer in each copy, with disjoint lifetimes
-        if buffer not in self.hoisted[-1]:
-            self.hoisted[-1].append(buffer)
-        return self.visit(node.body)
-
-    def visit_For(self, node: For):
-        tag = node.thread_tag if node.kind == "thread_binding" else None
-        if tag in BLOCK_TAGS:
-            self.hoisted.append([])
-            loop = self.visit_children(node)
-            body = loop.body
-            for buffer in reversed(self.hoisted.pop()):
-                body = Allocate(buffer, body)
-            return dataclasses.replace(loop, body=body)
-        if tag in THREAD_TAGS:
-            previous = self.thread_vars.get(tag)
-            self.thread_vars[tag] = node.loop_var
-            loop = self.visit_children(node)
-            if previous is None:
-                del self.thread_vars[tag]
-            else:
-                self.thread_vars[tag] = previous
-            return loop
-        return self.visit_children(node)
-
-    def _thread_index(self, tags: tuple[str, ...]) -> tuple[Expr, ...]:
-        return tuple(self.thread_vars.get(tag, IntImm(0)) for tag in tags)
-
-    def visit_BufferLoad(self, node: BufferLoad):
-        node = self.visit_children(node)
-        expanded = self.expanded.get(node.buffer.name)
-        if expanded is None:
-            return node
-        buffer, tags = expanded
-        return BufferLoad(buffer, self._thread_index(tags) + node.indices)
-
-    def visit_BufferStore(self, node: BufferStore):
-        node = self.visit_children(node)
-        expanded = self.expanded.get(node.buffer.name)
-        if expanded is None:
-            return node
-        buffer, tags = expanded
-        return BufferStore(buffer, node.value, self._thread_index(tags) + node.indices)
 
 
 def _has_barrier(stmt: Stmt) -> bool:
@@ -220,7 +151,7 @@ class _EveryThread(IRMutator):
     def __init__(self, block: dict[str, int]) -> None:
         self.nest = [For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
                          IntImm(block[tag]), "thread_binding", seq(), tag)
-                     for tag in _THREAD_ORDER if block[tag] > 1]
+                     for tag in THREAD_ORDER if block[tag] > 1]
 
     def visit(self, node):
         if isinstance(node, Stmt) and not isinstance(node, SeqStmt | Barrier | Allocate) \
@@ -251,7 +182,7 @@ class _PrivateCopiesPerThread(IRMutator):
                 and not isinstance(node, SeqStmt | Barrier | Allocate) \
                 and not any(_is_thread_loop(loop) for loop in collect(node, For)) \
                 and not collect(node, Barrier) and self._touches_private(node):
-            missing = [tag for tag in _THREAD_ORDER
+            missing = [tag for tag in THREAD_ORDER
                        if self.block[tag] > 1 and tag not in self.in_scope]
             return _wrap([For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
                               IntImm(self.block[tag]), "thread_binding", seq(), tag)
@@ -305,7 +236,7 @@ class _MergeSiblings(IRMutator):
         if len(by_tag) != len(nest) or set(by_tag) & set(self.enclosing):
             return None
         full = []
-        for tag in _THREAD_ORDER:
+        for tag in THREAD_ORDER:
             if tag in by_tag:
                 full.append(by_tag[tag])
             elif self.block[tag] > 1 and tag not in self.enclosing:
@@ -385,7 +316,7 @@ class _SplitPhases(IRMutator):
 def emulate_threads(func: PrimFunc, thread_order: str | None = None) -> PrimFunc:
     """`func` (a GPU kernel) as CPU loops that compute what the GPU would (module docstring),
     running blocks and threads in `thread_order` ("forward", "reverse", "shuffle" or
-    "shuffle:<seed>"; default SCHED_THREAD_ORDER). A function without thread-bound loops is
+    "shuffle:<seed>"; default SCHEDTHREAD_ORDER). A function without thread-bound loops is
     returned unchanged."""
     order = env.THREAD_ORDER.value() if thread_order is None else \
         env.THREAD_ORDER.parse(thread_order)
@@ -429,8 +360,8 @@ class _BlocksOutsideThreads(IRMutator):
 def _emulate(func: PrimFunc) -> PrimFunc:
     if not any(loop.kind == "thread_binding" for loop in collect(func.body, For)):
         return func
-    _refuse_parallel_loops(func)
-    func = _SerialVectorLoopsAllocating().visit(func)
+    refuse_parallel_loops(func)
+    func = SerialVectorLoopsAllocating().visit(func)
     func = _BlocksOutsideThreads().visit(func)
     config = launch_config(func)
     extents = dict(zip(THREAD_TAGS, config.block))
@@ -440,7 +371,7 @@ def _emulate(func: PrimFunc) -> PrimFunc:
                if is_thread_private(a.buffer.scope)}
     func = _EveryThread(extents).visit(func)
     func = _MergeSiblings(extents).visit(_PrivateCopiesPerThread(extents, private).visit(func))
-    hoister = _HoistAllocations(extents)
+    hoister = HoistAllocations(extents)
     func = hoister.visit(func)
     body = func.body
     for buffer in reversed(hoister.hoisted[0]):        # allocations outside any blockIdx loop
@@ -449,29 +380,6 @@ def _emulate(func: PrimFunc) -> PrimFunc:
     if not collect(func.body, Barrier):
         return func
     return _DropBarriers().visit(_SplitPhases().visit(func))
-
-
-def _refuse_parallel_loops(func: PrimFunc) -> None:
-    """A parallel loop in a GPU kernel is refused, as the CUDA target refuses it: the
-    emulation gives each thread block and thread its copies of the buffers they allocate, not
-    each iteration of a CPU loop (one copy for every OpenMP thread: audit helper-55)."""
-    for loop in collect(func.body, For):
-        if loop.kind == "parallel":
-            raise ScheduleError("build", f"loop '{loop.loop_var.name}' is parallel, a CPU loop "
-                                f"kind, in a function whose loops are bound to GPU threads: "
-                                f"bind it to blockIdx/threadIdx instead, or leave it serial")
-
-
-class _SerialVectorLoopsAllocating(IRMutator):
-    """A vectorized loop that allocates in its body runs as a serial loop: the emulation
-    hoists allocations to the thread block, so its iterations would share one copy inside a
-    `#pragma omp simd` loop (on the GPU a thread runs it serially)."""
-
-    def visit_For(self, node: For):
-        node = self.visit_children(node)
-        if node.kind == "vectorized" and collect(node.body, Allocate):
-            return dataclasses.replace(node, kind="serial")
-        return node
 
 
 class _Reorder(IRMutator):
