@@ -7,7 +7,10 @@ engine, and the autoscheduler replays thousands of traces.
 - compute_at along a chain of N elementwise blocks (each block computed at the last block's
   loop, last to first), N = 4 ... 32: the total and how it grows (log-log slope between the
   two largest N: 1 is linear);
-- replaying a trace (`Trace.apply`) of a conv2d schedule.
+- replaying a trace (`Trace.apply`) of a conv2d schedule;
+- the default GPU schedule (`sched.build(func, target="cuda")` of a function with no thread
+  bindings, chosen by the cost model, every sampled sketch checked) of small conv2d and an
+  odd matmul: the shapes that took minutes (helper-59), timed once, cold.
 
 Each figure is taken cold (`sched.polyhedral.clear_caches()` before every repeat: nothing
 remembered from an earlier analysis, as for the first schedule of a new workload) and warm
@@ -152,21 +155,53 @@ def replay_rows() -> list[dict]:
     return rows
 
 
+# (name, function arguments): conv2d (N, C, H, W, K, R, stride, padding), matmul (M, N, K)
+DEFAULT_GPU_CASES = (
+    ("conv2d 1x4x9x9, 32 3x3 filters", ("conv2d", 1, 4, 9, 9, 32, 3, 1, 0)),
+    ("conv2d 1x4x8x8, 32 3x3 filters, stride 2", ("conv2d", 1, 4, 8, 8, 32, 3, 2, 1)),
+    ("conv2d 1x16x14x14, 16 1x1 filters", ("conv2d", 1, 16, 14, 14, 16, 1, 1, 0)),
+    ("matmul 257x255x63", ("matmul", 257, 255, 63)))
+
+
+def default_gpu_rows() -> list[dict]:
+    """The default GPU schedule of each of DEFAULT_GPU_CASES, cold, timed once."""
+    from sched.autoscheduler.default import default_schedule
+
+    rows = []
+    for name, (kind, *shape) in DEFAULT_GPU_CASES:
+        if kind == "conv2d":
+            n, c, h, w, k, r, stride, padding = shape
+            data = te.placeholder((n, c, h, w), name="data")
+            weight = te.placeholder((k, c, r, r), name="weight")
+            func = te.create_prim_func(
+                [data, weight, te.ops.conv2d_nchw(data, weight, stride=stride, padding=padding)])
+        else:
+            m, n, k = shape
+            a, b = te.placeholder((m, k), name="A"), te.placeholder((k, n), name="B")
+            func = te.create_prim_func([a, b, te.ops.matmul(a, b)])
+        rows.append({"workload": f"default GPU schedule, {name}", "steps": 1,
+                     "cold": measure(_cold(lambda func=func: default_schedule(func, "cuda")),
+                                     repeats=1, warmup=0)})
+    return rows
+
+
 def main() -> None:
     started = time.perf_counter()
     applied = schedule_rows()
     replays = replay_rows()
+    defaults = default_gpu_rows()
     chain = chain_rows()
     device = cpu_name()
     path = write_results("schedule_speed", device, {
         "unit": "seconds", "targets_ms": TARGETS_MS,
         "tvm_cpu_matmul_schedule_ms": 4.6, "tvm_figure_source": "issue 14 (another process)",
         "hand_schedules": applied, "trace_replay": replays[0],
-        "trace_replay_concurrency_at_end": replays[1], "compute_at_chain": chain})
+        "trace_replay_concurrency_at_end": replays[1], "compute_at_chain": chain,
+        "default_gpu_schedule": defaults})
     table = Table(title=f"schedule steps on {device} (median ms; cold: caches cleared)")
     for column in ("what", "steps", "cold", "warm", "cold per step"):
         table.add_column(column)
-    for row in [*applied, *replays]:
+    for row in [*applied, *replays, *defaults]:
         cold = row["cold"]["median_s"] * 1e3
         warm = f"{row['warm']['median_s'] * 1e3:.1f}" if "warm" in row else ""
         table.add_row(row["workload"], str(row["steps"]), f"{cold:.1f}", warm,

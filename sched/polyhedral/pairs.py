@@ -305,7 +305,76 @@ def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
     (nest_text, loops), time = key
     if set(loops) <= set(time) and is_single_valued_map(nest_text, params_text):
         return schedule
-    return schedule if schedule.is_single_valued() else first_runs(schedule)
+    if schedule.is_single_valued():
+        return schedule
+    nest = nest_map(nest_text, params_text)
+    fixed = free_loops_at_lower_bounds(nest)
+    if fixed is not nest:
+        schedule = fixed.apply_range(_relabelling(loops, time))
+        if schedule.is_single_valued():
+            return schedule
+    return first_runs(schedule)
+
+
+def free_loops_at_lower_bounds(nest: isl.Map) -> isl.Map:
+    """`nest` (instances -> loop values) with each loop that is free in a piece (constrained
+    there only by constant bounds of its own: neither the instance, nor a predicate, nor
+    another loop involves it) fixed at its lower bound; `nest` itself where none is. The
+    first runs are those of the smaller map: beside each run with the loop above its lower
+    bound, the piece has the run with the loop at it and every other loop the same, never
+    later. A cooperative fetch under the thread loops of its consumer runs each instance
+    once per such thread; without them its first runs are its runs, found in milliseconds,
+    where the general subtraction or isl's lexmin took minutes (the quasi-affine instance
+    set of a fused copy split by non-dividing thread extents)."""
+    pieces = nest.get_basic_maps()
+    fixed_pieces = [_fix_free_loops(piece) for piece in pieces]
+    if all(f is None for f in fixed_pieces):
+        return nest
+    result = isl.Map.empty(nest.get_space())
+    for piece, fixed in zip(pieces, fixed_pieces):
+        result = result.union(isl.Map.from_basic_map(piece) if fixed is None else fixed)
+    return result
+
+
+def _fix_free_loops(piece: isl.BasicMap) -> isl.Map | None:
+    """`free_loops_at_lower_bounds` for one piece, or None where no loop is free."""
+    dims = {kind: piece.dim(kind) for kind in (isl.dim_type.param, isl.dim_type.in_,
+                                               isl.dim_type.out, isl.dim_type.div)}
+    out, loop_count = isl.dim_type.out, dims[isl.dim_type.out]
+    involved: set[int] = set()
+    wrapped = piece.wrap()        # (isl gives the divisions of sets, not of maps)
+    for d in range(dims[isl.dim_type.div]):      # a division of a loop uses it
+        division = wrapped.get_div(d)
+        if dims[isl.dim_type.div] and division.involves_dims(isl.dim_type.div, 0,
+                                                             dims[isl.dim_type.div]):
+            return None
+        involved.update(p for p in range(loop_count) if division.involves_dims(
+            isl.dim_type.in_, dims[isl.dim_type.in_] + p, 1))
+    lower: dict[int, int] = {}
+    for constraint in piece.get_constraints():
+        loops = [p for p in range(loop_count) if constraint.involves_dims(out, p, 1)]
+        others = [kind for kind in (isl.dim_type.in_, isl.dim_type.div, isl.dim_type.param)
+                  if dims[kind] and constraint.involves_dims(kind, 0, dims[kind])]
+        if len(loops) != 1:
+            involved.update(loops)
+            continue
+        p = loops[0]
+        coefficient = constraint.get_coefficient_val(out, p).to_python()
+        if not others and (constraint.is_equality() or coefficient > 0):
+            # a lower bound c*x + k >= 0 (or the value, c*x + k = 0) of the loop alone
+            constant = constraint.get_constant_val().to_python()
+            bound = -(constant // coefficient)
+            lower[p] = max(lower.get(p, bound), bound)
+        elif others and (others != [isl.dim_type.param] or constraint.is_equality()
+                         or coefficient > 0):
+            involved.add(p)          # (an upper bound may be symbolic)
+    free = [p for p in lower if p not in involved]
+    if not free:
+        return None
+    fixed = isl.Map.from_basic_map(piece)
+    for p in free:
+        fixed = fixed.fix_val(out, p, lower[p])
+    return fixed
 
 
 @register

@@ -114,3 +114,77 @@ def test_a_domain_loses_its_existentials_only_where_that_is_the_same_set():
     holes = isl.Map("{ S[v] -> [a, b] : v = 8a + b and 0 <= a < 3 and 0 <= b < 4 }")
     assert exact_domain(holes).is_equal(holes.domain())
     assert not exact_domain(holes).is_equal(isl.Set("{ S[v] : 0 <= v <= 19 }"))
+
+
+def first_runs_by_points(nest: isl.Map, loops: tuple[str, ...], time: tuple[str, ...]
+                         ) -> isl.Map:
+    """The oracle: every point of a parameter-free nest map (instance -> loop values)
+    enumerated, each instance's runs timed in Python and the least kept."""
+    found: dict[tuple, tuple] = {}
+
+    def visit(point: isl.Point) -> None:
+        values = [point.get_coordinate_val(isl.dim_type.set, p).to_python()
+                  for p in range(nest.dim(isl.dim_type.in_) + len(loops))]
+        instance, loop_values = tuple(values[:-len(loops)]), dict(zip(loops, values[-len(loops):]))
+        stamp = tuple(int(t) if t.lstrip("-").isdigit() else loop_values[t] for t in time)
+        found[instance] = min(found.get(instance, stamp), stamp)
+    nest.wrap().foreach_point(visit)
+    name = nest.get_tuple_name(isl.dim_type.in_)
+    expected = isl.Map(f"{{ {name}[{', '.join(f'i{p}' for p in range(nest.dim(isl.dim_type.in_)))}]"
+                       f" -> [{', '.join(f't{p}' for p in range(len(time)))}] : false }}")
+    for instance, stamp in found.items():
+        expected = expected.union(isl.Map(
+            f"{{ {name}[{', '.join(map(str, instance))}] -> [{', '.join(map(str, stamp))}] }}"))
+    return expected
+
+
+# (nest text, its loops, a time vector): the nest's loops in order, as Statement.nest_text
+# writes them
+NESTS = [
+    # a cooperative fetch under two thread loops it does not use (tz, tx), its fused loop
+    # split by the thread extents (the shape of the default GPU schedule of a conv2d)
+    ("{ S[v0, v1] -> [f0, f1, f2, tz, tx, r] : 0 <= f0 < 2 and 0 <= f1 < 4 and 0 <= f2 < 3 "
+     "and 12 * f0 + 3 * f1 + f2 < 21 and 0 <= tz < 4 and 0 <= tx < 3 and 0 <= r < 2 and "
+     "v0 = floor((12 * f0 + 3 * f1 + f2) / 7) and v1 = 2 * r + ((12 * f0 + 3 * f1 + f2) mod 7) }",
+     ("f0", "f1", "f2", "tz", "tx", "r"), ("tz", "tx", "r", "0")),
+    # the same with the fused loops in the time, and a free loop with a lower bound of 2
+    ("{ S[v] -> [a, b, t] : 0 <= a < 3 and 0 <= b < 2 and 2 <= t < 5 and v = 2 * a + b }",
+     ("a", "b", "t"), ("t", "a", "1", "b")),
+    # t is not free: a predicate ties it to the instance (first run at t = v)
+    ("{ S[v] -> [a, t] : 0 <= a < 4 and 0 <= t < 4 and v = a and t >= a }",
+     ("a", "t"), ("t", "a")),
+    # free in one piece only
+    ("{ S[v] -> [a, t] : 0 <= a < 3 and 1 <= t < 3 and v = a; "
+     "S[v] -> [a, t] : 3 <= a < 5 and 0 <= t < 3 and v = a and t <= a - 3 }",
+     ("a", "t"), ("t", "a")),
+    # a division of the free-looking loop makes it used
+    ("{ S[v] -> [a, t] : 0 <= a < 2 and 0 <= t < 6 and v = a + floor(t / 2) }",
+     ("a", "t"), ("t", "a")),
+]
+
+
+@pytest.mark.parametrize("nest_text, loops, time", NESTS)
+def test_first_run_schedule_matches_the_runs_enumerated(nest_text, loops, time):
+    from sched.polyhedral.pairs import first_run_schedule, free_loops_at_lower_bounds
+
+    nest = isl.Map(nest_text)
+    expected = first_runs_by_points(nest, loops, time)
+    got = first_run_schedule(((nest_text, loops), time), "[] -> { : }")
+    assert got.is_equal(expected), f"{got} != {expected}"
+    # the restricted nest has the same instances, and fixes only loops no constraint ties
+    fixed = free_loops_at_lower_bounds(nest)
+    assert fixed.domain().is_equal(nest.domain()) and fixed.is_subset(nest)
+
+
+def test_free_loops_are_the_unconstrained_ones():
+    from sched.polyhedral.pairs import free_loops_at_lower_bounds
+
+    nest = isl.Map("[n] -> { S[v] -> [a, t, u] : 0 <= a < n and 1 <= t < n and 0 <= u < 4 "
+                   "and v = a + u }")
+    assert free_loops_at_lower_bounds(nest).is_equal(isl.Map(
+        "[n] -> { S[v] -> [a, 1, u] : 0 <= a < n and n >= 2 and 0 <= u < 4 and v = a + u }"))
+    tied = isl.Map("{ S[v] -> [a, t] : 0 <= a < 4 and 0 <= t < 4 and v = a and t >= a }")
+    assert free_loops_at_lower_bounds(tied) is tied
+    for nest_text, _, _ in NESTS[:2]:
+        nest = isl.Map(nest_text)
+        assert free_loops_at_lower_bounds(nest) is not nest

@@ -172,16 +172,52 @@ def relaid_through_the_mma_layout():
     return sch
 
 
+def conv2d_fetched_by_odd_thread_extents():
+    """The default GPU schedule's shape for a small conv2d (1x4x9x9, 32 filters, stride 2):
+    both operands fetched into shared memory at the outer reduction loop by all 80 threads,
+    the fused copy split by thread extents (16, 5) and 4 lanes that do not divide it, under
+    the thread loops of the consumer it does not use. Its first runs and its flows took
+    minutes before (a quasi-affine instance set of 1,152 points)."""
+    from sched import compute as te
+
+    data = te.placeholder((1, 4, 9, 9), name="X")
+    weight = te.placeholder((32, 4, 3, 3), name="W")
+    sch = sched.Schedule(te.create_prim_func(
+        [data, weight, te.ops.conv2d_nchw(data, weight, stride=2, padding=1)]))
+    sch.compute_inline(sch.get_block("conv2d_pad"))
+    conv = sch.get_block("conv2d")
+    n, k, p, q, rc, ry, rx = sch.get_loops(conv)
+    k0, k1, k2 = sch.split(k, [1, 16, 2])
+    p0, p1 = sch.split(p, [1, 5])
+    q0, q1 = sch.split(q, [1, 5])
+    rc0, rc1 = sch.split(rc, [2, 2])
+    sch.reorder(n, k0, p0, q0, k1, q1, rc0, ry, rx, k2, p1, rc1)
+    for loop, tag in ((sch.fuse(n, k0), "blockIdx.z"), (p0, "blockIdx.y"),
+                      (q0, "blockIdx.x"), (k1, "threadIdx.z"), (q1, "threadIdx.x")):
+        sch.bind(loop, tag)
+    for name in ("W", "X"):
+        reads = [region.buffer.name for region in sch.get(conv).reads]
+        fetch = sch.cache_read(conv, reads.index(name), "shared")
+        sch.compute_at(fetch, rc0)
+        fused = sch.fuse(*sch.get_loops(fetch)[6:])           # its loops inside rc0
+        _, tz, tx, lanes = sch.split(fused, [None, 16, 5, 4])
+        sch.bind(tz, "threadIdx.z")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(lanes)
+    return sch
+
+
 @pytest.mark.parametrize("schedule", [
     relaid_through_the_mma_layout,
+    conv2d_fetched_by_odd_thread_extents,
     lambda: hand_schedules.gpu_matmul_mma(64, 64, 64),
     lambda: hand_schedules.cpu_matmul(64, 64, 64),
     lambda: hand_schedules.cpu_conv2d(1, 16, 14, 14, 16),
     lambda: hand_schedules.gpu_matmul(128, 128, 64),
     lambda: hand_schedules.gpu_matmul_tensor_core(64, 64, 64, pad=8, stages=2),
     lambda: hand_schedules.cpu_softmax(64, 128),
-], ids=["mma_layout", "mma", "cpu_matmul", "cpu_conv2d", "gpu_matmul", "wmma_pipelined",
-        "cpu_softmax"])
+], ids=["mma_layout", "conv2d_fetched", "mma", "cpu_matmul", "cpu_conv2d", "gpu_matmul",
+        "wmma_pipelined", "cpu_softmax"])
 def test_agrees_with_flow_analysis_on_hand_schedules(schedule):
     assert assert_agrees(schedule().func) > 0
 
