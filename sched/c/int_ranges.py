@@ -21,8 +21,8 @@ range of its dtype. Index arithmetic that could leave int32 was computed in int6
 from __future__ import annotations
 
 from sched.ir.dtype import is_int, max_value, min_value
+from sched.ir.intervals import combine_ranges, integer_operation
 from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Select, Var
-from sched.lower.wide_integers import combine_ranges, integer_operation
 
 Range = tuple[int, int]
 WRAPPING_OPS = ("add", "sub", "mul")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from sched.ir.functor import free_vars
+from sched.ir.intervals import widest_range
 from sched.ir.nodes import Annotations, Buffer, BufferRegion, Expr, IterVar, Range, Stmt, Var
 from sched.ir.parse_expr import ExprParser, call_name
 
@@ -61,6 +63,7 @@ class BlockHeaderParser:
             dom = Range(*self._from_zero(dom_node))
         value = self.expr(value_node, dom.extent.dtype)
         var = Var(node.targets[0].id, dom.extent.dtype)
+        dom = self._loop_invariant(dom)
         self._add_iter_var(parts, IterVar(var, dom, _AXIS_KINDS[call_name(call)]), value)
 
     def _block_remap(self, node: ast.Assign, parts: _BlockParts) -> None:
@@ -87,9 +90,30 @@ class BlockHeaderParser:
                 raise self.error(node, f"T.axis.remap: '{ast.unparse(value_node)}' is not the "
                                        f"variable of an enclosing loop")
             var = Var(name.id, value.dtype)
-            new.append((IterVar(var, Range(loop[1], loop[2]), _REMAP_KINDS[letter]), value))
+            dom = self._loop_invariant(Range(loop[1], loop[2]))
+            new.append((IterVar(var, dom, _REMAP_KINDS[letter]), value))
         for iter_var, value in new:
             self._add_iter_var(parts, iter_var, value)
+
+    def _enclosing_ranges(self) -> dict[Var, tuple[Expr, Expr]]:
+        """The variables of enclosing blocks and loops, outermost first: (min, extent)."""
+        outer = {var: (lo, extent) for axes in self.block_axes for var, lo, extent in axes}
+        outer.update({var: (lo, extent) for var, lo, extent in self.loops})
+        return outer
+
+    def _loop_invariant(self, dom: Range) -> Range:
+        """`dom`, or where it uses variables of enclosing loops or blocks (the domain of a
+        triangular loop, `for k in range(T.min(i, j) + 1)`), the widest range it takes
+        (intervals.widest_range): a block's domain is the same for every iteration around it,
+        as a TVM user writes T.axis.reduce(7, k). Kept as written where that range cannot be
+        followed (a loop bound read from memory)."""
+        outer = self._enclosing_ranges()
+        if not any(v in outer for v in (*free_vars(dom.min), *free_vars(dom.extent))):
+            return dom
+        probe = Var("_dom", dom.extent.dtype)
+        widest = widest_range(probe, {**{var: Range(lo, extent) for var, (lo, extent)
+                                          in outer.items()}, probe: dom})
+        return dom if widest is None else widest
 
     def _add_iter_var(self, parts: _BlockParts, iter_var: IterVar, value: Expr) -> None:
         parts.iter_vars.append(iter_var)

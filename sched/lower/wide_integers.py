@@ -28,6 +28,15 @@ import dataclasses
 
 from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRMutator, free_vars
+from sched.ir.intervals import (
+    _ARITHMETIC,
+    _SHIFTS,
+    NARROW,
+    WIDE,
+    _fits,
+    integer_operation,
+    interval,
+)
 from sched.ir.nodes import (
     BinaryOp,
     BufferLoad,
@@ -45,12 +54,7 @@ from sched.ir.nodes import (
     Var,
 )
 
-NARROW, WIDE = "int32", "int64"
-INT32 = (min_value(NARROW), max_value(NARROW))
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-# integer arithmetic the intervals follow ("div" of integers rounds toward zero, as C's /)
-_ARITHMETIC = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
-_SHIFTS = ("shift_left", "shift_right")
 
 
 def widen_overflowing_integers(func: PrimFunc) -> PrimFunc:
@@ -62,87 +66,6 @@ def widen_overflowing_integers(func: PrimFunc) -> PrimFunc:
             ranges[param] = (min_value(param.dtype), max_value(param.dtype))
     body = _Widen(ranges).visit(func.body)
     return func if body is func.body else dataclasses.replace(func, body=body)
-
-
-def interval(e: Expr, ranges: dict) -> tuple[tuple[int, int], bool] | None:
-    """The mathematical range of integer expression `e` (loop variables and parameters in
-    `ranges`) and whether it or an intermediate result may leave int32; None when `e` reads
-    memory, calls a function or holds a variable not in `ranges`."""
-    if isinstance(e, IntImm) and is_int(e.dtype):
-        return (e.value, e.value), not INT32[0] <= e.value <= INT32[1]
-    if isinstance(e, Var):
-        found = ranges.get(e)
-        return None if found is None else (found, not _fits(found))
-    if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
-        inner = interval(e.value, ranges)
-        if inner is None:
-            return None
-        (lo, hi), overflows = inner
-        low, high = min_value(e.dtype), max_value(e.dtype)
-        value = (lo, hi) if low <= lo and hi <= high else (low, high)   # a wrap: any value
-        return value, overflows or not _fits(value)
-    if isinstance(e, Select):
-        a, b = interval(e.true_value, ranges), interval(e.false_value, ranges)
-        if a is None or b is None:
-            return None
-        return (min(a[0][0], b[0][0]), max(a[0][1], b[0][1])), a[1] or b[1]
-    operands = integer_operation(e)
-    if operands is None:
-        return None
-    op, a_node, b_node = operands
-    a, b = interval(a_node, ranges), interval(b_node, ranges)
-    if a is None or b is None:
-        return None
-    value = combine_ranges(op, a[0], b[0])
-    if value is None:
-        value = (min_value(e.dtype), max_value(e.dtype))
-    return value, a[1] or b[1] or not _fits(value)
-
-
-def _fits(value: tuple[int, int]) -> bool:
-    return INT32[0] <= value[0] and value[1] <= INT32[1]
-
-
-def integer_operation(e: Expr) -> tuple[str, Expr, Expr] | None:
-    """(op, a, b) of integer arithmetic the intervals follow: a shift by a constant as the
-    multiplication or floor division by its power of two; None for anything else."""
-    if isinstance(e, BinaryOp) and e.op in _ARITHMETIC and is_int(e.dtype):
-        return e.op, e.a, e.b
-    if isinstance(e, Call) and e.op in _SHIFTS and is_int(e.dtype) and \
-            isinstance(e.args[1], IntImm) and 0 <= e.args[1].value < 63:
-        power = IntImm(1 << e.args[1].value, WIDE)
-        return ("mul" if e.op == "shift_left" else "floordiv"), e.args[0], power
-    return None
-
-
-def _truncdiv(a: int, b: int) -> int:
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b > 0) else -quotient
-
-
-def combine_ranges(op: str, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
-    """The mathematical range of `a op b` for operands in ranges `a` and `b` (op one of
-    _ARITHMETIC); None where a divisor may be 0."""
-    (alo, ahi), (blo, bhi) = a, b
-    if op == "add":
-        return alo + blo, ahi + bhi
-    if op == "sub":
-        return alo - bhi, ahi - blo
-    if op == "mul":
-        products = (alo * blo, alo * bhi, ahi * blo, ahi * bhi)
-        return min(products), max(products)
-    if op == "min":
-        return min(alo, blo), min(ahi, bhi)
-    if op == "max":
-        return max(alo, blo), max(ahi, bhi)
-    if blo <= 0 <= bhi:
-        return None                      # a divisor that may be zero: any value
-    if op in ("floordiv", "div"):
-        # monotonic in each operand while the divisor keeps its sign: the corners bound it
-        divide = (lambda x, y: x // y) if op == "floordiv" else _truncdiv
-        quotients = [divide(x, y) for x in (alo, ahi) for y in (blo, bhi)]
-        return min(quotients), max(quotients)
-    return (0, bhi - 1) if blo > 0 else (blo + 1, 0)      # floormod
 
 
 class _Widen(IRMutator):

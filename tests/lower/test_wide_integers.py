@@ -9,9 +9,9 @@ import pytest
 
 import sched
 from sched import compute as te
+from sched.ir.intervals import interval
 from sched.ir.nodes import IntImm, Var
 from sched.lower.pipeline import lower
-from sched.lower.wide_integers import interval
 from sched.script import T
 
 INT32_MAX = 2 ** 31 - 1

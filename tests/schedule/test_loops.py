@@ -311,3 +311,48 @@ def test_wrong_handle_type_names_the_argument():
     sch = sched.Schedule(elementwise())
     with pytest.raises(ScheduleError, match="argument 'loop': expected a loop handle"):
         sch.split(sch.get_block("B"), factors=[2, 5])
+
+
+@T.prim_func
+def shifted_sweep(A: T.Buffer((6, 7, 5), "float32")):
+    for i, j, k in T.grid(5, 6, 5):
+        with T.block("S"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            A[vi + 1, vj, vk] = A[vi, vj + 1, vk] * 0.5 + 1.0
+
+
+def test_a_refused_reorder_lists_orders_that_keep_the_dependences(rng):
+    """The value of A[i + 1, j] comes from iteration (i, j + 1): i must stay outside j."""
+    sch = sched.Schedule(shifted_sweep)
+    i, j, k = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(ScheduleError, match=r"(?s)legal alternatives:.*sch.reorder\(i, j, k\)"
+                                            r".*sch.reorder\(i, k, j\).*sch.reorder\(k, i, j\)"):
+        sch.reorder(j, i, k)
+    sch.reorder(k, i, j)
+    a = rng.standard_normal((6, 7, 5), np.float32)
+    expected = a.copy()
+    for i_ in range(5):
+        for j_ in range(6):
+            expected[i_ + 1, j_] = expected[i_, j_ + 1] * np.float32(0.5) + np.float32(1.0)
+    (got,) = run_c(sch.func, a)
+    assert_close(got, expected)
+
+
+def test_orders_not_judged_within_the_budget_are_left_out(monkeypatch):
+    """Listing the alternatives has a budget of isl operations per order (one took minutes
+    on a symbolic in-place stencil): with none, the refusal comes without the orders that
+    need isl to judge (the loops' own order is judged without it)."""
+    import importlib
+
+    from sched.polyhedral import clear_caches
+
+    loops = importlib.import_module("sched.schedule.loops")
+    monkeypatch.setattr(loops, "SUGGESTION_OPERATIONS", 1)
+    clear_caches()                  # (an order judged before would be remembered)
+    sch = sched.Schedule(shifted_sweep)
+    i, j, k = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(ScheduleError) as refused:
+        sch.reorder(j, i, k)
+    assert "the new order runs S" in str(refused.value)
+    assert "sch.reorder(i, k, j)" not in str(refused.value)
+    assert "sch.reorder(k, i, j)" not in str(refused.value)

@@ -1,0 +1,120 @@
+"""Blocks bound to loops whose bounds depend on enclosing loops (`for k in range(T.min(i, j) +
+1)`, `for k in range(i + 1)`): a block's domain is the same for every iteration around it, so
+T.axis.remap and blockize declare the widest range of such a loop. Before, the domain kept
+the enclosing loops' variables, and decompose_reduction, blockize and the build handed isl a
+text naming variables it did not declare (a crash; audit helper-58)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched.script import T
+
+
+@T.prim_func
+def lower_left_matmul(A: T.Buffer((7, 7), "int32"), B: T.Buffer((7, 7), "int32"),
+                      C: T.Buffer((7, 7), "int32")):
+    for i, j in T.grid(7, 7):
+        for k in range(T.min(i, j) + 1):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = 0
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+@T.prim_func
+def prefix_rows(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, n), "int32")
+    B = T.match_buffer(b, (n, n), "int32")
+    C = T.match_buffer(c, (n, n), "int32")
+    for i, j in T.grid(n, n):
+        for k in range(i + 1):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = 0
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def expected(func, a, b):
+    """The oracle, in Python: the sum over k up to min(i, j) or up to i."""
+    n = a.shape[0]
+    last = (lambda i, j: min(i, j)) if func is lower_left_matmul else (lambda i, j: i)
+    return np.array([[sum(int(a[i, k]) * int(b[k, j]) for k in range(last(i, j) + 1))
+                      for j in range(n)] for i in range(n)], dtype="int32")
+
+
+def run(func, sch_func, n: int) -> None:
+    rng = np.random.default_rng(n)
+    a, b = (rng.integers(-9, 9, (n, n)).astype("int32") for _ in range(2))
+    c = np.zeros((n, n), "int32")
+    sched.build(sch_func, target="c")(a, b, c)
+    np.testing.assert_array_equal(c, expected(func, a, b))
+
+
+def test_remap_declares_the_widest_range_of_a_triangular_loop():
+    assert "vk = T.axis.reduce(7, k)" in lower_left_matmul.script()
+    assert "vk = T.axis.reduce(n, k)" in prefix_rows.script()
+    # and the printed function parses back to the same text
+    assert sched.parse(prefix_rows.script()).script() == prefix_rows.script()
+
+
+def test_a_domain_written_with_a_loop_variable_is_widened_too():
+    source = '''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32")):
+    for i in range(8):
+        for k in range(i + 1):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                vk = T.axis.reduce(i + 1, k)
+                A[vi] = A[vi] + 1.0
+'''
+    func = sched.parse(source)
+    assert "vk = T.axis.reduce(8, k)" in func.script()
+    a = np.zeros(8, np.float32)
+    sched.build(func, target="c")(a)
+    np.testing.assert_array_equal(a, np.arange(1, 9, dtype=np.float32))
+
+
+def loops(sch):
+    return sch.get_loops(sch.get_block("C"))
+
+
+STEPS = {
+    "decompose_reduction at k": lambda s: s.decompose_reduction(s.get_block("C"), loops(s)[2]),
+    "blockize j, reorder": lambda s: (s.blockize(loops(s)[1]), s.reorder(*loops(s)[:2])),
+    "blockize j, loop_partition": lambda s: (
+        s.blockize(loops(s)[1]), s.loop_partition(s.get_loops(s.get_block("C_o"))[0], [3, None])),
+    "split k, blockize twice": lambda s: (
+        s.split(loops(s)[2], [None, 5]), s.blockize(loops(s)[3]),
+        s.blockize(s.get_loops(s.get_block("C_o"))[1])),
+    "blockize j": lambda s: s.blockize(loops(s)[1]),
+}
+
+
+@pytest.mark.parametrize("func", [lower_left_matmul, prefix_rows], ids=["min", "symbolic"])
+@pytest.mark.parametrize("steps", list(STEPS), ids=list(STEPS))
+def test_steps_on_triangular_loops_keep_the_result(func, steps):
+    sch = sched.Schedule(func)
+    try:
+        STEPS[steps](sch)
+    except sched.ScheduleError:
+        # a refusal is allowed (loop_partition of a symbolic loop is refused); a crash is not
+        assert func is prefix_rows
+        return
+    for n in ([7] if func is lower_left_matmul else [1, 6, 9]):
+        run(func, sch.func, n)
+
+
+def test_blockize_declares_the_widest_range_of_the_outer_block():
+    sch = sched.Schedule(lower_left_matmul)
+    sch.split(loops(sch)[2], [None, 5])
+    sch.blockize(loops(sch)[3])
+    # the tile loop k_0 runs (min(i, j) + 5) // 5 times: the block over it declares 0..1
+    assert "v_k_0 = T.axis.reduce(2, k_0)" in sch.func.script()
+    run(lower_left_matmul, sch.func, 7)
