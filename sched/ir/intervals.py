@@ -7,6 +7,7 @@ widest range of a loop whose bounds depend on enclosing loops (`widest_range`).
 
 from __future__ import annotations
 
+from sched.ir.builders import const
 from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import free_vars
 from sched.ir.nodes import BinaryOp, Call, Cast, Expr, IntImm, Range, Select, Var
@@ -107,7 +108,9 @@ def widest_range(var: Var, enclosing: dict[Var, Range], positive=()) -> Range | 
     variables, a load). `for k in range(T.min(i, j) + 1)` under i, j < 7: 0..6; `for k in
     range(i + 1)` under i < n: 0..n-1. A block's domain is the same for every iteration around
     it (TensorIR's rule, which the schedule steps and the polyhedral model read it by): a block
-    bound to such a loop declares this range."""
+    bound to such a loop declares this range (where its first value does not move: a
+    reduction's init runs at the first point of its domain, see loop_invariant_domain).
+    A loop that never runs gets one point at its first value."""
     from sched.ir.simplify import simplify
 
     bounds: dict[Var, tuple[Expr, Expr]] = {}       # inclusive, in the outer variables
@@ -125,7 +128,7 @@ def widest_range(var: Var, enclosing: dict[Var, Range], positive=()) -> Range | 
         return None
     extent = simplify(high - low + 1, positive)
     if isinstance(extent, IntImm) and extent.value < 1:
-        return None
+        return Range(low, const(1, extent.dtype))      # a loop that never runs
     return Range(low, extent)
 
 
@@ -157,3 +160,17 @@ def _symbolic_bounds(e: Expr, bounds: dict[Var, tuple[Expr, Expr]]
     if isinstance(e.b, IntImm) and e.op == "floordiv" and e.b.value > 0:
         return BinaryOp("floordiv", alo, e.b), BinaryOp("floordiv", ahi, e.b)
     return None
+
+
+def loop_invariant_domain(dom: Range, enclosing: dict[Var, Range], positive=()) -> Range:
+    """A block's domain `dom`, where its extent uses the variables of the loops and blocks
+    around it (`enclosing`, outermost first), widened to the widest range it takes
+    (`widest_range`). Kept as it is where its first value uses them (`for k in range(i, n)`):
+    the init of a reduction runs at the first point of the domain, so moving it would skip
+    inits (audit helper-60); and where the widest range cannot be followed (a bound read from
+    memory)."""
+    if not any(v in enclosing for v in free_vars(dom.extent)) or \
+            any(v in enclosing for v in free_vars(dom.min)):
+        return dom
+    probe = Var("_dom", dom.extent.dtype)
+    return widest_range(probe, {**enclosing, probe: dom}, positive) or dom

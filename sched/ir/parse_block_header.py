@@ -9,8 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from sched.ir.functor import free_vars
-from sched.ir.intervals import widest_range
+from sched.ir.intervals import loop_invariant_domain
 from sched.ir.nodes import Annotations, Buffer, BufferRegion, Expr, IterVar, Range, Stmt, Var
 from sched.ir.parse_expr import ExprParser, call_name
 
@@ -102,18 +101,11 @@ class BlockHeaderParser:
         return outer
 
     def _loop_invariant(self, dom: Range) -> Range:
-        """`dom`, or where it uses variables of enclosing loops or blocks (the domain of a
-        triangular loop, `for k in range(T.min(i, j) + 1)`), the widest range it takes
-        (intervals.widest_range): a block's domain is the same for every iteration around it,
-        as a TVM user writes T.axis.reduce(7, k). Kept as written where that range cannot be
-        followed (a loop bound read from memory)."""
-        outer = self._enclosing_ranges()
-        if not any(v in outer for v in (*free_vars(dom.min), *free_vars(dom.extent))):
-            return dom
-        probe = Var("_dom", dom.extent.dtype)
-        widest = widest_range(probe, {**{var: Range(lo, extent) for var, (lo, extent)
-                                          in outer.items()}, probe: dom})
-        return dom if widest is None else widest
+        """`dom` as a block's domain, the same for every iteration around it: the widest
+        range of a triangular loop (`for k in range(T.min(i, j) + 1)` declares 0..6, as a
+        TVM user writes T.axis.reduce(7, k); see intervals.loop_invariant_domain)."""
+        return loop_invariant_domain(dom, {var: Range(lo, extent) for var, (lo, extent)
+                                           in self._enclosing_ranges().items()})
 
     def _add_iter_var(self, parts: _BlockParts, iter_var: IterVar, value: Expr) -> None:
         parts.iter_vars.append(iter_var)

@@ -22,7 +22,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
-from sched.ir.intervals import widest_range
+from sched.ir.intervals import loop_invariant_domain
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     TRUE,
@@ -65,7 +65,7 @@ def blockize(func: PrimFunc, loop_name: str) -> tuple[PrimFunc, str]:
     for var in used:
         new = Var(fresh(f"v_{var.name}", taken), var.dtype)
         mapping[var] = new
-        dom = _loop_invariant(var, domains, func.symbolic_vars)
+        dom = loop_invariant_domain(domains[var], domains, func.symbolic_vars)
         iter_vars.append(IterVar(new, dom, _kind(var, inner, loop_name)))
     name = fresh(f"{inner[0].block.name}_o", block_names(func))
     reads = _regions(func, loop, inner, "read", mapping)
@@ -109,17 +109,6 @@ def _enclosing_domains(func: PrimFunc, loop: For) -> dict[Var, Range]:
         elif isinstance(node, BlockRealize):
             domains.update({iv.var: iv.dom for iv in node.block.iter_vars})
     return domains
-
-
-def _loop_invariant(var: Var, domains: dict[Var, Range], positive) -> Range:
-    """The domain of the new block's variable bound to `var`: `var`'s range, or, where that
-    uses the variables around it (a loop `for k_0 in range((T.min(i, j) + 5) // 5)`), the
-    widest range it takes, as a block's domain is the same for every iteration around it
-    (kept as it is where that range cannot be followed: a bound read from memory)."""
-    dom = domains[var]
-    if not any(v in domains for v in (*free_vars(dom.min), *free_vars(dom.extent))):
-        return dom
-    return widest_range(var, domains, positive) or dom
 
 
 def _kind(var: Var, inner: list[BlockRealize], loop_name: str) -> str:

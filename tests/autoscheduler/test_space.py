@@ -194,6 +194,7 @@ def _matmul_softmax():
     # keeps a kernel of its own (audit, helper-24: every sample was refused, or none built)
     (_sum_read_after_the_anchor, "threads(T) threads(A) row_reduce(S)", None),
     (_decomposed_sum, "threads(O) row_reduce(S_update) threads(S_init)", None),
+    # (beside a sketch that inlines the normalization into the matmul's operand fetch)
     (_rms_norm_then_matmul, "tile_gpu(C) row_anchor(Nx) row_reduce(S@Nx)", 2),
     # rows shorter than a warp: one warp per row, some threads idle
     (lambda: _softmax(9, 7), "inline(softmax_exp) row_anchor(softmax) "
@@ -205,14 +206,14 @@ def test_gpu_row_reductions_sketch_reduces_each_row_across_one_blocks_threads(ma
     workload = Workload(func, "cuda")
     space = SearchSpace(workload)
     names = [s.name for s in space.sketches]
-    assert names[0] == sketch, names
+    assert sketch in names, names
     arrays = workload.arrays(2)
     expected = [a.copy() for a in arrays]
     sched.build(func, target="c")(*expected)
     out = workload.outputs[-1]
     rng = random.Random(0)
     for _ in range(3):
-        sample = space.sample(0, None, rng)
+        sample = space.sample(names.index(sketch), None, rng)
         text = sample.schedule.func.script()
         assert 'thread="blockIdx.x"' in text and 'thread="threadIdx.x"' in text
         for target in ("c", "cuda-emu"):

@@ -118,3 +118,47 @@ def test_blockize_declares_the_widest_range_of_the_outer_block():
     # the tile loop k_0 runs (min(i, j) + 5) // 5 times: the block over it declares 0..1
     assert "v_k_0 = T.axis.reduce(2, k_0)" in sch.func.script()
     run(lower_left_matmul, sch.func, 7)
+
+
+@T.prim_func
+def upper_rows(A: T.Buffer((3, 3), "int32"), B: T.Buffer((3, 3), "int32"),
+               C: T.Buffer((3, 3), "int32")):
+    for i, j in T.grid(3, 3):
+        for k in range(i, 3):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = 0
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def test_a_domain_whose_first_value_moves_is_kept():
+    """The init runs at the first point of the domain (vk = i here): widened to start at 0,
+    rows i >= 1 were never initialized (audit helper-60)."""
+    # printed as a remap: the domain is the loop's own range, i..2
+    assert 'vi, vj, vk = T.axis.remap("SSR", [i, j, k])' in upper_rows.script()
+    a, b = (np.arange(9, dtype="int32").reshape(3, 3) + s for s in (1, 5))
+    c = np.full((3, 3), 555, "int32")
+    sched.build(upper_rows, target="c")(a, b, c)
+    np.testing.assert_array_equal(c, [[sum(int(a[i, k]) * int(b[k, j]) for k in range(i, 3))
+                                       for j in range(3)] for i in range(3)])
+
+
+@T.prim_func
+def never_runs(A: T.Buffer((1, 4), "int32"), C: T.Buffer((1,), "int32")):
+    for i in range(1):
+        for k in range(i):
+            with T.block("C"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    C[vi] = 0
+                C[vi] = C[vi] + A[vi, vk]
+
+
+def test_a_triangular_loop_that_never_runs_gets_one_point():
+    assert "vk = T.axis.reduce(1, k)" in never_runs.script()
+    sch = sched.Schedule(never_runs)
+    sch.blockize(sch.get_loops(sch.get_block("C"))[1])
+    c = np.full(1, 7, "int32")
+    sched.build(sch.func, target="c")(np.ones((1, 4), "int32"), c)
+    np.testing.assert_array_equal(c, [7])            # no iteration: C keeps its value
