@@ -33,6 +33,8 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
+import islpy as isl
+
 from sched.ir.extern import addressed_storages
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
@@ -41,6 +43,7 @@ from sched.ir.nodes import (
     BinaryOp,
     BufferLoad,
     BufferStore,
+    Evaluate,
     For,
     IfThenElse,
     IntImm,
@@ -56,8 +59,9 @@ from sched.polyhedral.isl_text import read_map
 
 # (buffer, indices, the thread variables pinned where it is made, as (variable, value) pairs,
 # or None): an access under `if t == 0` (every thread variable pinned to a constant) is made by
-# that thread alone, one under `if tx == 0` in a block of rows by the first thread of each row
-Access = tuple[str, tuple, frozenset | None]
+# that thread alone, one under `if tx == 0` in a block of rows by the first thread of each row;
+# and the shape of the buffer (the view of the storage) the indices index
+Access = tuple[str, tuple, frozenset | None, tuple | None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class _Threads:
     axis: dict
     needed: frozenset
     extent: dict = field(default_factory=dict)      # variable -> its loop's extent
+    # variables bound by serial loops, with the constant range of their values (None where
+    # it is not constant, and for lets): two accesses may see other values of them
+    varying: dict = field(default_factory=dict)
 
     def __contains__(self, var) -> bool:
         return var in self.axis
@@ -81,8 +88,12 @@ class _Threads:
         """Whether two accesses of `index`, made where `pins` and `other_pins` pin thread
         variables, are by one thread: the index and the pins both accesses share fix every
         axis and different threads give different elements for the same values of the other
-        variables (isl). (Two accesses in different iterations of a serial loop inside the
-        threads' code, `S[tx + k]`, are taken at the same values: not checked.)"""
+        variables (isl). The variables of serial loops in the index are not taken at the same
+        values: two accesses of `S[tx + k]` in different iterations of k touch other threads'
+        elements (S[tx + 1] at k = 1 is thread tx + 1's at k = 0), and sibling loops may bind
+        variables of one name (helper-64: no barrier, a race); the elements of different
+        threads must differ for every value of them in their loops' ranges (`S[tx * 4 + v]`,
+        v < 4, stays one thread's own). A let's variable makes no index one thread's own."""
         used = {self.axis[v] for i in index for v in free_vars(i) if v in self.axis}
         pinned = {self.axis[v] for v, _ in pins} if pins and pins == other_pins else set()
         if not (used and self.needed <= used | pinned):
@@ -90,7 +101,11 @@ class _Threads:
         pinned_vars = {v for v, _ in pins} if pins and pins == other_pins else set()
         variables = {v for i in index for v in free_vars(i)}
         threads = tuple(sorted(variables & set(self.axis) - pinned_vars, key=lambda v: v.name))
-        return _injective(index, threads, tuple(self.extent.get(v) for v in threads))
+        loops = tuple(sorted(variables & set(self.varying), key=lambda v: v.name))
+        if any(self.varying[v] is None for v in loops):
+            return False
+        return _owned(index, threads, tuple(self.extent.get(v) for v in threads), loops,
+                      tuple(self.varying[v] for v in loops))
 
     def one_thread(self, pins: frozenset | None) -> bool:
         """Whether `pins` fix every axis: the code runs in one thread."""
@@ -98,21 +113,30 @@ class _Threads:
 
 
 @functools.lru_cache(maxsize=4096)
-def _injective(index: tuple, threads: tuple, extents: tuple) -> bool:
+def _owned(index: tuple, threads: tuple, extents: tuple, loops: tuple, ranges: tuple) -> bool:
     """Whether different values of the thread variables `threads` (each in [0, extent)) give
-    different elements `index` for every value of the other variables (`S[tx // 2]` and
-    `S[ty + tx]` are shared by several threads), asked of isl; False where it cannot read."""
+    different elements `index`, whatever the values of the serial loops' variables `loops`
+    (each in its range, inclusive) for each, and for every value of the other variables
+    (`S[tx // 2]` and `S[ty + tx]` are shared by several threads), asked of isl; False where
+    it cannot read."""
     if not threads or any(not isinstance(e, IntImm) for e in extents):
         return False
     parts = [to_isl(i) for i in index]
     if any(p is None for p in parts):
         return False
     names = [isl_name(v) for v in threads]
-    others = sorted({isl_name(v) for i in index for v in free_vars(i)} - set(names))
-    ranges = " and ".join(f"0 <= {n} < {e.value}" for n, e in zip(names, extents))
-    relation = read_map(f"[{', '.join(others)}] -> {{ [{', '.join(names)}] -> "
-                        f"[{', '.join(parts)}] : {ranges} }}")
-    return relation.is_injective()
+    loop_names = [isl_name(v) for v in loops]
+    others = sorted({isl_name(v) for i in index for v in free_vars(i)}
+                    - set(names) - set(loop_names))
+    bounds = [f"0 <= {n} < {e.value}" for n, e in zip(names, extents)] + \
+        [f"{low} <= {n} <= {high}" for n, (low, high) in zip(loop_names, ranges)]
+    touched = read_map(f"[{', '.join(others)}] -> {{ [{', '.join(names + loop_names)}] -> "
+                       f"[{', '.join(parts)}] : {' and '.join(bounds)} }}")
+    same_element = touched.apply_range(touched.reverse())
+    same_thread = isl.Map.universe(same_element.get_space())
+    for p in range(len(names)):
+        same_thread = same_thread.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
+    return same_element.is_subset(same_thread)
 
 
 @dataclass
@@ -124,14 +148,17 @@ class _Accesses:
     private: _Threads = None             # the thread variables, by axis
 
     def _clash(self, first: set[Access], second: set[Access]) -> bool:
-        for buffer, index, thread in first:
-            for other_buffer, other_index, other_thread in second:
+        for buffer, index, thread, shape in first:
+            for other_buffer, other_index, other_thread, other_shape in second:
                 if buffer != other_buffer:
                     continue
                 if thread == other_thread and self.private.one_thread(thread):
                     continue            # both made by one thread: in its own program order
-                # the same index built from the thread's own index: one thread's element
-                if index == other_index and self.private.own(index, thread, other_thread):
+                # the same index of the same view, built from the thread's own index: one
+                # thread's element (views of one storage of other shapes index other
+                # elements: helper-64)
+                if index == other_index and shape == other_shape and \
+                        self.private.own(index, thread, other_thread):
                     continue
                 return True
         return False
@@ -168,13 +195,13 @@ class _Tracked:
 
 def _tracked_accesses(stmt: Stmt, tracked: _Tracked, private: _Threads,
                      thread: frozenset | None = None) -> _Accesses:
-    reads = {(load.buffer.storage_name, load.indices, thread)
+    reads = {(load.buffer.storage_name, load.indices, thread, load.buffer.shape)
              for load in collect(stmt, BufferLoad) if load.buffer.storage_name in tracked.all}
-    writes = {(store.buffer.storage_name, store.indices, thread)
+    writes = {(store.buffer.storage_name, store.indices, thread, store.buffer.shape)
               for store in collect(stmt, BufferStore) if store.buffer.storage_name in tracked.all}
     # an address of a shared buffer passed to an opaque call: the callee may read and write
     # any element (an index no other access has, so it clashes with every access of it)
-    anywhere = {(storage, (IntImm(-1),), thread) for storage in addressed_storages(stmt)
+    anywhere = {(storage, (IntImm(-1),), thread, None) for storage in addressed_storages(stmt)
                 if storage in tracked.shared}
     return _Accesses(reads | anywhere, writes | anywhere, private)
 
@@ -234,13 +261,21 @@ class _Inserter:
 
     def loop(self, loop: For) -> _Summary:
         body = self.visit(loop.body)
+        # the bounds' shared reads come before the body (`for k in range(S[0])`: helper-64)
+        bounds = _tracked_accesses(seq(Evaluate(loop.min), Evaluate(loop.extent)),
+                                   self.tracked, self.private, self.thread)
+        if bounds.reads:
+            body = _Summary(body.stmt, _with_reads(body.first, bounds),
+                            body.last if body.has_barrier else _with_reads(body.last, bounds),
+                            body.has_barrier)
         stmt = body.stmt
         if loop.kind != "thread_binding" and body.last.conflicts(body.first):
             stmt = seq(stmt, Barrier())          # the next iteration would race with this one
-            return _Summary(dataclasses.replace(loop, body=stmt), body.first, body.first.empty(),
-                            True)
-        return _Summary(dataclasses.replace(loop, body=stmt), body.first, body.last,
-                        body.has_barrier)
+            body = _Summary(stmt, body.first, body.first.empty(), True)
+        new = dataclasses.replace(loop, body=stmt)
+        if body.has_barrier and not (isinstance(loop.extent, IntImm) and loop.extent.value > 0):
+            return _maybe_barrier(new, body)
+        return _Summary(new, body.first, body.last, body.has_barrier)
 
     def wrapper(self, stmt: IfThenElse | LetStmt | Allocate) -> _Summary:
         """The summary of the body (both branches), with the shared reads of the condition or
@@ -286,11 +321,29 @@ class _Inserter:
                                  self.private)
             new = dataclasses.replace(stmt, then_body=then.stmt,
                                       else_body=other.stmt if other else None)
-            barrier = then.has_barrier or bool(other and other.has_barrier)
-            return _Summary(new, first, last, barrier)
+            if then.has_barrier and other is not None and other.has_barrier:
+                return _Summary(new, first, last, True)
+            if then.has_barrier or (other is not None and other.has_barrier):
+                return _maybe_barrier(new, _Summary(new, first, last, True))
+            return _Summary(new, first, last, False)
         body = self.visit(stmt.body)
         return _Summary(dataclasses.replace(stmt, body=body.stmt), body.first, body.last,
                         body.has_barrier)
+
+
+def _with_reads(accesses: _Accesses, more: _Accesses) -> _Accesses:
+    return _Accesses(accesses.reads | more.reads, set(accesses.writes), accesses.private)
+
+
+def _maybe_barrier(stmt: Stmt, summary: _Summary) -> _Summary:
+    """The summary of `stmt`, which runs the barriers of `summary` only sometimes (a loop
+    that may run no iteration, a branch): as a statement with no barrier, all of its tracked
+    accesses pending after it. Taken as a barrier, a loop `for k in range(T.min(n - 1, 4))`
+    holding one let a shared write before it reach a read of another thread after it with
+    no barrier between them when n = 1 (audit helper-63)."""
+    every = _Accesses(summary.first.reads | summary.last.reads,
+                      summary.first.writes | summary.last.writes, summary.first.private)
+    return _Summary(stmt, every, every, False)
 
 
 def _conjuncts(condition) -> list:
@@ -316,5 +369,26 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
                        frozenset(loop.thread_tag for loop in threads
                                  if not (isinstance(loop.extent, IntImm)
                                          and loop.extent.value == 1)),
-                       {loop.loop_var: loop.extent for loop in threads})
+                       {loop.loop_var: loop.extent for loop in threads},
+                       _varying(func))
     return dataclasses.replace(func, body=_Inserter(tracked, private).visit(func.body).stmt)
+
+
+def _varying(func: PrimFunc) -> dict:
+    """The variables of the serial loops of `func` with the range of their values (over
+    every loop of the name: sibling loops may share one), None where a bound is not a
+    constant; and the variables of its lets, None."""
+    ranges: dict = {let.var: None for let in collect(func.body, LetStmt)}
+    for loop in collect(func.body, For):
+        if loop.kind == "thread_binding":
+            continue
+        var = loop.loop_var
+        constant = isinstance(loop.min, IntImm) and isinstance(loop.extent, IntImm)
+        if not constant or (var in ranges and ranges[var] is None):
+            ranges[var] = None
+            continue
+        low, high = loop.min.value, loop.min.value + max(loop.extent.value, 1) - 1
+        if var in ranges:
+            low, high = min(low, ranges[var][0]), max(high, ranges[var][1])
+        ranges[var] = (low, high)
+    return ranges

@@ -71,7 +71,11 @@ class _Uniform:
             value = stmt.value
             if guards and collect(value, BufferLoad):
                 value = Select(logical_and(*guards), value, const(0, value.dtype))
-            return dataclasses.replace(stmt, value=value, body=self.visit(stmt.body, guards))
+            # a variable of a thread-dependent value is thread-dependent where it is used (a
+            # loop `for k in range(v)` with v = tx % 2 + 1 holding a barrier: helper-64)
+            inner = _Uniform(self.thread_vars | {stmt.var}) if self.thread_dependent(value) \
+                else self
+            return dataclasses.replace(stmt, value=value, body=inner.visit(stmt.body, guards))
         if isinstance(stmt, Allocate):
             return dataclasses.replace(stmt, body=self.visit(stmt.body, guards))
         if isinstance(stmt, While):

@@ -209,10 +209,9 @@ class _Concurrency:
         programs = tuple((len(s.time), self.thread_positions(s))
                          for s in (dep.source, dep.sink))
         params = f"[{', '.join(self.model.params)}] ->"
-        is_flow = dep.kind == "flow"
         if dep.key is None:
-            return in_program_order(crossing, dep.source.schedule, programs, params, is_flow)
-        return in_program_order_by_key(dep.key, between, programs, params, is_flow)
+            return in_program_order(crossing, programs, params)
+        return in_program_order_by_key(dep.key, between, programs, params)
 
     def thread_positions(self, statement: Statement) -> tuple[int, ...]:
         """The time positions of the statement's threadIdx loops, with this loop's when the

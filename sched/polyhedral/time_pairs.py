@@ -15,7 +15,7 @@ import islpy as isl
 from sched.ir.memo import register
 from sched.polyhedral import names
 from sched.polyhedral.dependences import Dependence
-from sched.polyhedral.isl_text import read_map, within_operations
+from sched.polyhedral.isl_text import read_map
 from sched.polyhedral.pairs import relation_of, schedule_map
 
 
@@ -142,55 +142,27 @@ def _crossing_times(relation: isl.Map, source: isl.Map, sink: isl.Map,
 
 @register
 @functools.lru_cache(maxsize=1 << 12)
-def in_program_order_by_key(key: tuple, between: tuple, programs: tuple, params: str,
-                            is_flow: bool) -> bool:
-    source, _, schedule_params = key[2]
-    return in_program_order(crossing_times_by_key(key, between),
-                            schedule_map(*source, schedule_params), programs, params, is_flow)
+def in_program_order_by_key(key: tuple, between: tuple, programs: tuple, params: str) -> bool:
+    return in_program_order(crossing_times_by_key(key, between), programs, params)
 
 
-def in_program_order(crossing: isl.Map, source: isl.Map, programs: tuple, params: str,
-                     is_flow: bool) -> bool:
-    """Whether each sink run of `crossing` (source time -> sink time, runs of a dependence's
-    instances in different threads) comes, in the threads' program, after some run of the
-    source instance it pairs with, so that a barrier can stand between them: the times with
-    the entries of the threadIdx loops set to 0 (`programs`: the width and those positions,
-    for the source and for the sink); `source` is the source's schedule (instance -> its
-    runs' times).
-
-    Asked first of each pair whose source run comes first in the function (cheap): all in
-    order answers it. Where an instance runs more than once (a halo element that the
-    cooperative fetches of two iterations of a reduction loop both copy), its other runs may
-    come after the sink run, even in the function's order (a later iteration of the fetch in
-    an earlier thread): the runs rule (runs.RUNS_RULE) makes every run store the value the
-    sink read, so only one run before it matters, and the question is asked of the
-    instances, within a budget (then the answer is no). Judged pair by pair, the default GPU
-    schedule of a conv2d whose input tile shifts with the reduction loop was refused in 19 of
-    24 samples. Only of a flow dependence (`is_flow`): the runs rule holds in the function's
-    order, where every run of the source comes before the sink; a later run of a writer
-    would overwrite the newer value of an output dependence's sink, and a later run of a
-    reader would read the value an anti dependence's sink stored (audit helper-62: both
-    were accepted and computed wrong results)."""
-    to_program, sink_program = (_without_thread_loops(width, zeroed, params)
-                                for width, zeroed in programs)
+def in_program_order(crossing: isl.Map, programs: tuple, params: str) -> bool:
+    """Whether each pair of runs in `crossing` (source time -> sink time) whose source run
+    comes first in the function is in order in the threads' program: the times with the
+    entries of the threadIdx loops set to 0 (`programs`: the width and those positions, for
+    the source and for the sink). Where an instance runs more than once (a halo element two
+    tiles fetch), a dependence between instances also pairs a later run of its source with
+    an earlier run of its sink; the runs rule (runs.RUNS_RULE) makes such a later run store
+    the value the sink read, so its order does not matter (and it is not the order of the
+    function: judged as one, a serial loop of tiles around a cooperative fetch of halo
+    tiles was refused)."""
+    source, sink = (_without_thread_loops(width, zeroed, params) for width, zeroed in programs)
     forward = crossing.intersect(isl.Map.lex_lt(crossing.get_space().domain()))
-    in_program = forward.apply_domain(to_program).apply_range(sink_program)
+    in_program = forward.apply_domain(source).apply_range(sink)
     # no pair out of order; cheaper than is_subset(domain.lex_lt_set(range)), which
     # complements a product of two sets with existentials (minutes on small matmul tiles)
-    if in_program.intersect(isl.Map.lex_ge(in_program.get_space().domain())).is_empty():
-        return True
-    if not is_flow:
-        return False
-
-    def some_run_before() -> bool:
-        read_by = crossing.apply_domain(source.reverse())      # source instance -> sink run
-        written_before = source.apply_range(to_program).lex_lt_map(sink_program)
-        return read_by.is_subset(written_before)
-    return bool(within_operations(RUNS_BEFORE_OPERATIONS, some_run_before))
-
-
-# isl operations (about 0.5 s) the question of the instances may take
-RUNS_BEFORE_OPERATIONS = 500_000
+    out_of_order = isl.Map.lex_ge(in_program.get_space().domain())
+    return in_program.intersect(out_of_order).is_empty()
 
 
 @functools.lru_cache(maxsize=1 << 10)

@@ -351,3 +351,148 @@ def test_a_private_buffer_read_along_a_thread_axis_its_reader_lacks_is_refused()
     with pytest.raises(sched.BuildError, match="block 'Q' runs in every thread along "
                                                "threadIdx.x .* reads 'P' \\(local"):
         sched.build(sch.func, target="c")
+
+
+@T.prim_func
+def barrier_in_a_loop_that_may_not_run(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (n, 64), "float32")
+    C = T.match_buffer(c, (64,), "float32")
+    X = T.decl_buffer((64,), "float32", scope="shared")
+    Y = T.decl_buffer((64,), "float32", scope="shared")
+    for t in T.thread_binding(64, thread="threadIdx.x"):
+        X[t] = A[t]
+        for k in range(T.min(n - 1, 4)):
+            Y[t] = B[k, t]
+            T.tvm_storage_sync("shared")
+            B[k, t] = Y[63 - t]
+        C[t] = X[63 - t]
+
+
+@T.prim_func
+def barrier_in_one_branch(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (n, 64), "float32")
+    C = T.match_buffer(c, (64,), "float32")
+    X = T.decl_buffer((64,), "float32", scope="shared")
+    Y = T.decl_buffer((64,), "float32", scope="shared")
+    for t in T.thread_binding(64, thread="threadIdx.x"):
+        X[t] = A[t]
+        if n > 1:
+            Y[t] = B[0, t]
+            T.tvm_storage_sync("shared")
+            C[t] = Y[63 - t]
+        C[t] = C[t] + X[63 - t]
+
+
+@pytest.mark.parametrize("func, n", [(barrier_in_a_loop_that_may_not_run, 1),
+                                     (barrier_in_one_branch, 1)])
+def test_a_barrier_that_may_not_run_does_not_order_what_is_around_it(func, n):
+    """X[t] is written before a loop (or branch) holding a barrier and read by another
+    thread after it: when the loop runs no iteration (n = 1), only a barrier after it orders
+    the two; taken as a barrier, the loop let the read race with the write (audit helper-63:
+    NaN on cuda-emu, and a race under the thread sanitizer)."""
+    text = lower(func, target="cuda").script()
+    assert text.rstrip().count('T.tvm_storage_sync("shared")') >= 2, text
+    a = np.arange(64, dtype="float32") + 1
+    c = np.zeros(64, "float32")
+    sched.build(func, target="cuda-emu", sanitize="thread")(a, np.ones((n, 64), "float32"), c)
+    assert_close(c, a[::-1])
+
+
+@T.prim_func
+def count_in_shared_memory(N: T.Buffer((1,), "int32"), A: T.Buffer((32, 8), "float32"),
+                           B: T.Buffer((32,), "float32")):
+    S = T.decl_buffer((1,), "int32", scope="shared")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        if tx == 0:
+            S[0] = N[0]
+        B[tx] = T.float32(0)
+        for k in range(S[0]):
+            B[tx] = B[tx] + A[tx, k]
+
+
+@T.prim_func
+def two_views_of_one_storage(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    S = T.decl_buffer((4, 16), "float32", scope="shared")
+    V = T.decl_buffer((8, 8), "float32", scope="shared", data=S.data)
+    for ty in T.thread_binding(4, thread="threadIdx.y"):
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+            S[ty, tx] = A[ty, tx]
+            B[ty, tx] = V[ty, tx]
+
+
+@T.prim_func
+def sibling_loops_of_one_name(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    S = T.decl_buffer((33,), "float32", scope="shared")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        for j in range(1, 2):
+            S[tx + j] = A[tx]
+        for j in range(1):
+            B[tx] = S[tx + j]
+
+
+@T.prim_func
+def shifted_by_the_serial_loop(A: T.Buffer((32, 4), "float32"), B: T.Buffer((32, 4), "float32")):
+    S = T.decl_buffer((36,), "float32", scope="shared")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        for k in range(4):
+            S[tx + k] = A[tx, k]
+            B[tx, k] = S[tx + k]
+
+
+@pytest.mark.parametrize("func, args, expected", [
+    # a shared read in a loop bound waits for thread 0's write
+    (count_in_shared_memory,
+     lambda: [np.array([5], "int32"), np.arange(256, dtype="float32").reshape(32, 8),
+              np.zeros(32, "float32")],
+     lambda a: a[1][:, :5].sum(1)),
+    # V[1, tx] is S's flat element 8 + tx, which thread (0, 8 + tx) does not write: S[0, 8:]
+    # is written by no thread; V[2, tx] = S[1, tx] is written by thread (1, tx)
+    (two_views_of_one_storage,
+     lambda: [np.arange(32, dtype="float32").reshape(4, 8) + 1, np.zeros((4, 8), "float32")],
+     None),
+    (sibling_loops_of_one_name,
+     lambda: [np.arange(32, dtype="float32") + 1, np.zeros(32, "float32")], None),
+    (shifted_by_the_serial_loop,
+     lambda: [np.arange(128, dtype="float32").reshape(32, 4) + 1, np.zeros((32, 4), "float32")],
+     lambda a: a[0]),
+])
+def test_accesses_that_only_look_like_one_threads_own_get_a_barrier(func, args, expected):
+    """Found by audit helper-64 in hand-written lowered code: a shared read in a loop bound
+    was not tracked; two views of one storage, two sibling loops binding a variable of one
+    name, and two iterations of a serial loop make equal index expressions that name other
+    threads' elements, taken as one thread's own. Each got no barrier and raced."""
+    text = lower(func, target="cuda").script()
+    assert 'T.tvm_storage_sync("shared")' in text, text
+    for target, options in (("cuda-emu", {"sanitize": "thread"}),
+                            ("c", {"thread_order": "reverse"})):
+        arrays = args()
+        sched.build(func, target=target, **options)(*arrays)
+        if expected is not None:
+            assert_close(arrays[-1], expected(arrays))
+    if func is two_views_of_one_storage:
+        np.testing.assert_array_equal(arrays[1][2], arrays[0][1])
+    if func is sibling_loops_of_one_name:
+        np.testing.assert_array_equal(arrays[1][1:], arrays[0][:-1])
+
+
+@T.prim_func
+def trip_count_of_the_thread_through_a_let(A: T.Buffer((32,), "float32"),
+                                           B: T.Buffer((32,), "float32")):
+    S = T.decl_buffer((32,), "float32", scope="shared")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        B[tx] = T.float32(0)
+        v: T.int32 = tx % 2 + 1
+        for k in range(v):  # noqa: B007
+            S[tx] = A[tx] + T.float32(1)
+            B[tx] = B[tx] + S[31 - tx]
+
+
+def test_a_barrier_under_a_trip_count_of_the_thread_through_a_let_is_refused():
+    """v = tx % 2 + 1: odd threads run the loop twice and wait at a barrier the others never
+    reach (cuda-emu reported a deadlock; helper-64)."""
+    with pytest.raises(ScheduleError, match="loop 'k' holds a barrier"):
+        sched.build(trip_count_of_the_thread_through_a_let, target="cuda-emu")
