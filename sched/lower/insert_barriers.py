@@ -21,9 +21,14 @@ address (the tensor-core store intrinsics: each warp stores its own tiles) are n
 built from a variable of every thread axis of the kernel (`X[tx]` written, then read, in a
 block of threadIdx.x alone; `X[ty, tx]` with threadIdx.y too) touch one thread's own element
 and need no barrier (`X[ty]` in a block of threadIdx.y and x is shared by the threads of a
-row: stored under `if tx == 0` and read by the others, it needs the barrier); otherwise any
-two accesses to a buffer may be by different threads, so the pass may put a barrier that a
-finer analysis would drop, never omit one that is needed. It runs after block conversion and
+row: stored under `if tx == 0` and read by the others, it needs the barrier), of one view of
+the storage, and where different threads touch different elements whatever the values of the
+serial loops' variables in the index (`S[tx * 4 + v]` for v < 4 is one thread's own; `S[tx +
+k]` is not: iterations of k touch other threads' elements); otherwise any two accesses to a
+buffer may be by different threads, so the pass may put a barrier that a finer analysis would
+drop, never omit one that is needed. A loop that may run no iteration, or an `if` with a
+barrier in one branch, orders nothing around it; the shared reads of a loop's bounds, of a
+condition and of a let's value come before its body. It runs after block conversion and
 thread-loop unification, on flattened or unflattened buffers alike.
 """
 

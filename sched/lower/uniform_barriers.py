@@ -94,8 +94,9 @@ class _Uniform:
             return dataclasses.replace(stmt, then_body=self.visit(stmt.then_body, guards),
                                        else_body=other)
         if collect(condition, BufferLoad):
-            raise ScheduleError("build", f"a barrier (needed for shared memory) sits under the "
-                                f"condition {condition.script()}, which reads memory and may "
+            raise ScheduleError("build", f"a barrier (threads exchange values through shared "
+                                f"or global memory there) sits under the condition "
+                                f"{condition.script()}, which reads memory and may "
                                 f"differ between threads: every thread of a block must reach "
                                 f"every barrier; compute the condition's data before the "
                                 f"shared-memory stages or guard smaller statements")
@@ -110,7 +111,8 @@ class _Uniform:
         for bound in (loop.min, loop.extent):
             if self.thread_dependent(bound):
                 raise ScheduleError("build", f"loop '{loop.loop_var.name}' holds a barrier "
-                                    f"(needed for shared memory) but its bounds "
+                                    f"(threads exchange values through shared or global "
+                                    f"memory in it) but its bounds "
                                     f"({loop.min.script()}, extent {loop.extent.script()}) "
                                     f"depend on the thread or on memory: every thread of a "
                                     f"block must reach every barrier; give the loop bounds "
