@@ -171,7 +171,9 @@ def box_by_points(domain: isl.Set) -> isl.Set | None:
     points: list[isl.Point] = []
     plain_box.foreach_point(points.append)
     if all(not plain.intersect(isl.Set.from_point(point)).is_empty() for point in points):
-        return box.intersect_params(context)
+        # (with no parameters the context is the domain projected on nothing, and isl keeps
+        # the domain's existentials in it: the box would get them back)
+        return box.intersect_params(context) if params else box
     return None
 
 
