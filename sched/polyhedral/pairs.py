@@ -320,8 +320,9 @@ def first_run_schedule(key: tuple, params_text: str) -> isl.Map:
 
 def free_loops_at_lower_bounds(nest: isl.Map) -> isl.Map:
     """`nest` (instances -> loop values) with each loop that is free in a piece (constrained
-    there only by constant bounds of its own: neither the instance, nor a predicate, nor
-    another loop involves it) fixed at its lower bound; `nest` itself where none is. The
+    there only by bounds of its own, a constant lower bound and an upper bound in the
+    parameters: neither the instance, nor a predicate, nor another loop involves it) fixed
+    at its lower bound; `nest` itself where none is. The
     first runs are those of the smaller map: beside each run with the loop above its lower
     bound, the piece has the run with the loop at it and every other loop the same, never
     later. A cooperative fetch under the thread loops of its consumer runs each instance
@@ -347,9 +348,8 @@ def _fix_free_loops(piece: isl.BasicMap) -> isl.Map | None:
     wrapped = piece.wrap()        # (isl gives the divisions of sets, not of maps)
     for d in range(dims[isl.dim_type.div]):      # a division of a loop uses it
         division = wrapped.get_div(d)
-        if dims[isl.dim_type.div] and division.involves_dims(isl.dim_type.div, 0,
-                                                             dims[isl.dim_type.div]):
-            return None
+        if division.involves_dims(isl.dim_type.div, 0, dims[isl.dim_type.div]):
+            return None                              # (a division of divisions: not followed)
         involved.update(p for p in range(loop_count) if division.involves_dims(
             isl.dim_type.in_, dims[isl.dim_type.in_] + p, 1))
     lower: dict[int, int] = {}
