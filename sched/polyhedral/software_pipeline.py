@@ -42,6 +42,7 @@ from sched.ir.nodes import (
 from sched.polyhedral.dependences import first_runs, model_and_dependences
 from sched.polyhedral.flow_crossing import flows_cross
 from sched.polyhedral.isl_text import read_map
+from sched.polyhedral.time_pairs import without_thread_loops
 from sched.polyhedral.violation import Violation, describe_instance_pair
 
 STAGE = "software_pipeline_stage"
@@ -226,13 +227,23 @@ def pipeline_violation(func: PrimFunc, loop_name: str, plan: PipelinePlan | None
                              f"that statement the same stage as the one that writes it, or "
                              f"cache the values in a buffer of their own")
     times = {s.name: _pipelined_schedule(s, position, plan) for s in statements}
+    # each thread's program: the times with its threadIdx loops at 0 (a dependence between
+    # threads keeps its order there, a barrier between them; in the function's order all of
+    # one thread's iterations come first, and a reordered body broke no pair: audit
+    # helper-68, a reader put before its writer in the stage order read unwritten memory)
+    program_params = f"[{', '.join(model.params)}] ->"
+    programs = {s.name: times[s.name].apply_range(without_thread_loops(
+        len(s.time), tuple(lp.position for lp in s.loops if lp.kind == "thread_binding"
+                           and (lp.thread_tag or "").startswith("threadIdx")), program_params))
+        for s in statements}
     for dep in deps:
         if dep.is_reduction or dep.source.name not in times or dep.sink.name not in times:
             continue
         relation = dep.relation
         if dep.buffer in versions:
             relation = relation.intersect(_same_copy(dep, position, versions[dep.buffer]))
-        before = times[dep.source.name].lex_lt_map(times[dep.sink.name])
+        before = times[dep.source.name].lex_lt_map(times[dep.sink.name]).intersect(
+            programs[dep.source.name].lex_lt_map(programs[dep.sink.name]))
         broken = relation.subtract(before)
         if not broken.is_empty():
             example = describe_instance_pair(dep, broken)

@@ -156,7 +156,7 @@ def in_program_order(crossing: isl.Map, programs: tuple, params: str) -> bool:
     the value the sink read, so its order does not matter (and it is not the order of the
     function: judged as one, a serial loop of tiles around a cooperative fetch of halo
     tiles was refused)."""
-    source, sink = (_without_thread_loops(width, zeroed, params) for width, zeroed in programs)
+    source, sink = (without_thread_loops(width, zeroed, params) for width, zeroed in programs)
     forward = crossing.intersect(isl.Map.lex_lt(crossing.get_space().domain()))
     in_program = forward.apply_domain(source).apply_range(sink)
     # no pair out of order; cheaper than is_subset(domain.lex_lt_set(range)), which
@@ -166,7 +166,7 @@ def in_program_order(crossing: isl.Map, programs: tuple, params: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1 << 10)
-def _without_thread_loops(width: int, zeroed: tuple[int, ...], params: str) -> isl.Map:
+def without_thread_loops(width: int, zeroed: tuple[int, ...], params: str) -> isl.Map:
     """{ time -> time with the entries at the positions `zeroed` (a statement's threadIdx
     loops, and a loop about to be bound) set to 0 }: where a run is in one thread's
     program."""

@@ -400,3 +400,38 @@ def test_refuses_to_make_a_pipelined_loop_concurrent(step):
                        r"\(software_pipeline_stage\): .*sch.unannotate\(loop, key\)"):
         getattr(sch, step)(*args)
     assert sch.func == before
+
+
+@T.prim_func
+def written_by_thread_0_read_by_thread_1(A: T.Buffer((8,), "float32"),
+                                         C: T.Buffer((8,), "float32")):
+    for bx in T.thread_binding(1, thread="blockIdx.x"):  # noqa: B007
+        with T.block("tile"):
+            S = T.alloc_buffer((8,), "float32", scope="shared")
+            for tx in T.thread_binding(2, thread="threadIdx.x"):
+                for k in range(8):
+                    with T.block("W"):
+                        vk = T.axis.spatial(8, k)
+                        T.where(tx == 0)
+                        S[vk] = A[vk]
+                    with T.block("R"):
+                        vk = T.axis.spatial(8, k)
+                        T.where(tx == 1)
+                        C[vk] = S[vk] * T.float32(2)
+
+
+@pytest.mark.parametrize("stages, order", [([0, 0], [1, 0]), ([1, 0], [0, 1])])
+def test_a_pipeline_that_puts_a_reader_before_another_threads_writer_is_refused(stages, order):
+    """In the function's order thread 0's iterations all come before thread 1's, so a stage
+    order that runs R before W in each iteration broke no dependence there; in the threads'
+    program thread 1 then read S[k] before thread 0 wrote it (audit helper-68: NaN on
+    cuda-emu, garbage on c). The pipelined times are compared in each thread's program too."""
+    a = np.arange(1, 9, dtype="float32")
+    c = np.full(8, np.nan, "float32")
+    sched.build(written_by_thread_0_read_by_thread_1, target="cuda-emu")(a, c)
+    np.testing.assert_array_equal(c, a * 2)
+    sch = sched.Schedule(written_by_thread_0_read_by_thread_1)
+    k = sch.get_loops(sch.get_block("W"))[-1]
+    sch.annotate(k, "software_pipeline_stage", stages)
+    with pytest.raises(ScheduleError, match="would run R before W"):
+        sch.annotate(k, "software_pipeline_order", order)

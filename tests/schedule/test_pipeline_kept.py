@@ -78,3 +78,4 @@ def test_a_pipeline_inside_a_block_of_a_pipelined_loop():
     sch.annotate(y, STAGE, [2])
     sch.annotate(y, ORDER, [0])
     _check(sch.func)
+
