@@ -53,6 +53,21 @@ def repeated_instance(statement: Statement) -> str | None:
     return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
 
 
+def stores_one_value_in_any_order(model, statement: Statement) -> bool:
+    """Whether every run of each instance of `statement` stores the same values whatever
+    the order of its runs among other statements' runs: its block reads only storages no
+    statement of the function writes (a copy of an input), sees every load it makes (none in
+    a bound, a condition or a binding), and is no opaque call. A block's body is a function
+    of its iteration variables and of what it reads, so the runs of one instance then store
+    one value. (RUNS_RULE asks the same of the function's order only: there the runs of a
+    copy whose input another statement rewrites between them may differ in another order.)"""
+    if is_opaque(statement.block) or statement.unseen:
+        return False
+    written = set(model.writers_of_storages())
+    return not any(model.storages[m.get_tuple_name(isl.dim_type.out)] in written
+                   for m in maps(statement.reads))
+
+
 def runs_are_idempotent(model, statement: Statement,
                         assumed: frozenset[str] = frozenset(),
                         overwritable: frozenset[str] = frozenset()) -> bool:
