@@ -536,11 +536,34 @@ def written_in_another_thread_block(A: T.Buffer((8,), "float32"), C: T.Buffer((8
                     S[v] = A[v]
 
 
-@pytest.mark.parametrize("func", [copy_rerun_with_new_values, written_in_another_thread_block])
+@T.prim_func
+def overwritten_between_two_copies(A: T.Buffer((1,), "float32"), B: T.Buffer((1,), "float32"),
+                                   C: T.Buffer((1,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((1,), "float32", scope="shared")
+        for tx in T.thread_binding(2, thread="threadIdx.x"):
+            for j in range(3):
+                with T.block("copy"):
+                    T.where(tx == 0 and j != 1)
+                    S[0] = A[0]
+                with T.block("other"):
+                    vt, vj = T.axis.remap("SS", [tx, j])
+                    T.where(tx == 0 and j == 1)
+                    S[0] = B[0]
+                with T.block("R"):
+                    vt, vj = T.axis.remap("SS", [tx, j])
+                    T.where(tx == 1 and j == 1)
+                    C[0] = S[0]
+
+
+@pytest.mark.parametrize("func", [copy_rerun_with_new_values, written_in_another_thread_block,
+                                  overwritten_between_two_copies])
 def test_one_earlier_copy_does_not_order_a_read(func):
     """One run of the writer before each read orders nothing here (audit helper-63, on a
     first version of that rule): W's runs store different values (its input P changes
-    between them), and a run in another thread block writes another block's shared memory.
-    Both must stay refused."""
+    between them), and a run in another thread block writes another block's shared memory;
+    and (helper-66, on the second) another block stores S[0] between two runs of the copy in
+    thread 0: thread 1's read after the first copy in the threads' program sees B, in the
+    function's order A. All must stay refused."""
     with pytest.raises(sched.BuildError, match="flow dependence on 'S'"):
         sched.build(func, target="cuda-emu")
