@@ -26,7 +26,11 @@ from sched.polyhedral.isl_expr import isl_name
 from sched.polyhedral.kernel_stages import stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
-from sched.polyhedral.runs import repeated_instance, runs_are_idempotent
+from sched.polyhedral.runs import (
+    repeated_instance,
+    runs_are_idempotent,
+    stores_one_value_in_any_order,
+)
 from sched.polyhedral.time_pairs import (
     carried_at,
     crossing_exists,
@@ -34,6 +38,7 @@ from sched.polyhedral.time_pairs import (
     crossing_times,
     in_program_order,
     in_program_order_by_key,
+    one_copy_before_each_read,
     time_pairs,
 )
 from sched.polyhedral.violation import Violation, describe_instance_pair
@@ -209,9 +214,14 @@ class _Concurrency:
         programs = tuple((len(s.time), self.thread_positions(s))
                          for s in (dep.source, dep.sink))
         params = f"[{', '.join(self.model.params)}] ->"
+        # of a flow from a copy whose runs store one value, one copy before each read is
+        # enough (time_pairs.one_copy_before_each_read)
+        one_copy = dep.kind == "flow" and stores_one_value_in_any_order(self.model, dep.source)
         if dep.key is None:
-            return in_program_order(crossing, programs, params)
-        return in_program_order_by_key(dep.key, between, programs, params)
+            return in_program_order(crossing, programs, params) or (one_copy and (
+                one_copy_before_each_read(crossing, dep.source.schedule, programs, params,
+                                          between)))
+        return in_program_order_by_key(dep.key, between, programs, params, one_copy)
 
     def thread_positions(self, statement: Statement) -> tuple[int, ...]:
         """The time positions of the statement's threadIdx loops, with this loop's when the

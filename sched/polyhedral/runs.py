@@ -53,6 +53,32 @@ def repeated_instance(statement: Statement) -> str | None:
     return f"{statement.block.name}{' (init)' if statement.is_init else ''}[{inner}]"
 
 
+def stores_one_value_in_any_order(model, statement: Statement) -> bool:
+    """Whether every run of each instance of `statement` stores the same values whatever
+    the order of its runs among other statements' runs, and what it stores stays: its block
+    reads only storages no statement of the function writes (a copy of an input), sees every
+    load it makes (none in a bound, a condition or a binding), is no opaque call, is the only
+    block writing its storages, and its runs are idempotent in the function's order
+    (RUNS_RULE: no other instance writes its elements between them). A block's body is a
+    function of its iteration variables and of what it reads, so the runs of one instance
+    then store one value. (RUNS_RULE alone asks it of the function's order only: there the
+    runs of a copy whose input another statement rewrites between them may differ in
+    another order.)"""
+    if is_opaque(statement.block) or statement.unseen:
+        return False
+    written = set(model.writers_of_storages())
+    if any(model.storages[m.get_tuple_name(isl.dim_type.out)] in written
+           for m in maps(statement.reads)):
+        return False
+    # the only writer of what it writes, and nothing between its runs in the function's
+    # order (another instance: audit helper-66 found another block's store between two runs
+    # of a copy, which a read after the first run in the threads' program then saw)
+    others = model.writers_of_storages([s for s in model.statements.values()
+                                        if s.block.name != statement.block.name])
+    own = {model.storages[m.get_tuple_name(isl.dim_type.out)] for m in maps(statement.writes)}
+    return not own & set(others) and runs_are_idempotent(model, statement)
+
+
 def runs_are_idempotent(model, statement: Statement,
                         assumed: frozenset[str] = frozenset(),
                         overwritable: frozenset[str] = frozenset()) -> bool:
