@@ -201,7 +201,7 @@ ONE_COPY_OPERATIONS = 500_000
 
 def _one_copy_before_each_read(crossing: isl.Map, source: isl.Map, programs: tuple,
                                params: str, equal: tuple[int, ...]) -> bool:
-    to_program, sink_program = (_without_thread_loops(width, zeroed, params)
+    to_program, sink_program = (without_thread_loops(width, zeroed, params)
                                 for width, zeroed in programs)
     program_space = to_program.get_space().range()
     earlier = to_program.apply_range(isl.Map.lex_lt(program_space)) \
