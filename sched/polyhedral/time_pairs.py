@@ -184,10 +184,11 @@ def one_copy_before_each_read(crossing: isl.Map, source: isl.Map, programs: tupl
     again, in a thread before the reader's in the function's order), and only of a source
     whose runs store one value in any order (runs.stores_one_value_in_any_order): then the
     other runs rewrite what the read saw. Within a budget of isl operations; no where it is
-    spent. Two weaker versions were unsound (audit helpers 62 and 63): asked of output and
+    spent. Weaker versions were unsound (audit helpers 62, 63, 66): asked of output and
     anti dependences (a later rerun of a writer overwrote a newer value; of a reader, read
     it), of a source whose runs store other values (a copy of a buffer rewritten between
-    them), and counting a run in another thread block (its own copy of shared memory)."""
+    them), of a copy another block overwrites between two of its runs, and counting a run in
+    another thread block (its own copy of shared memory)."""
     if between[0] == "carried":
         return False
     equal = between[2]
