@@ -94,18 +94,15 @@ class BlockHeaderParser:
         for iter_var, value in new:
             self._add_iter_var(parts, iter_var, value)
 
-    def _enclosing_ranges(self) -> dict[Var, tuple[Expr, Expr]]:
-        """The variables of enclosing blocks and loops, outermost first: (min, extent)."""
-        outer = {var: (lo, extent) for axes in self.block_axes for var, lo, extent in axes}
-        outer.update({var: (lo, extent) for var, lo, extent in self.loops})
-        return outer
-
     def _loop_invariant(self, dom: Range) -> Range:
         """`dom` as a block's domain, the same for every iteration around it: the widest
         range of a triangular loop (`for k in range(T.min(i, j) + 1)` declares 0..6, as a
-        TVM user writes T.axis.reduce(7, k); see intervals.loop_invariant_domain)."""
-        return loop_invariant_domain(dom, {var: Range(lo, extent) for var, (lo, extent)
-                                           in self._enclosing_ranges().items()})
+        TVM user writes T.axis.reduce(7, k); see intervals.loop_invariant_domain). The
+        variables around: enclosing blocks' axes, then loops, outermost first."""
+        enclosing = {var: Range(lo, extent) for axes in self.block_axes
+                     for var, lo, extent in axes}
+        enclosing.update({var: Range(lo, extent) for var, lo, extent in self.loops})
+        return loop_invariant_domain(dom, enclosing)
 
     def _add_iter_var(self, parts: _BlockParts, iter_var: IterVar, value: Expr) -> None:
         parts.iter_vars.append(iter_var)
