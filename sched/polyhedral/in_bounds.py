@@ -92,11 +92,16 @@ def _fix(condition: isl.Set, values: dict[str, int]) -> isl.Set:
 
 
 def _point(relation, values: dict[str, int] | None = None) -> isl.Point:
-    """One point of `relation` (a map as a wrapped set, or a set): the first, for readability."""
+    """One point of `relation` (a map as a wrapped set, or a set): the first, for readability,
+    where there is a first (an over-approximated instance set may be unbounded below: a loop
+    whose first value the model cannot write)."""
     found = relation.wrap() if isinstance(relation, isl.Map) else relation
     if values:
         found = _fix(found, values)
-    return found.lexmin().sample_point()
+    try:
+        return found.lexmin().sample_point()
+    except isl.Error:
+        return found.sample_point()
 
 
 def _coordinates(point: isl.Point, count: int, start: int = 0) -> list[int]:

@@ -315,11 +315,12 @@ class _Walker:
                       bindings=bindings)
         if block.iter_vars or block.name != "root":
             if block.init is not None:
-                first = [f"{isl_name(iv.var)} = {to_isl(iv.dom.min)}"
-                         for iv in block.iter_vars if iv.kind == "reduce"]
+                first, moving = self.first_reduce_values(block, env)
+                init_common = common if not moving else \
+                    {**common, "exact": False, "unseen": unseen + moving}
                 self.statements.append(Statement(
                     names.statement_tuple(block.name, True), block, True, tuple(loops),
-                    constraints=constraints + first, time=time + [INIT_SLOT], **common))
+                    constraints=constraints + first, time=time + [INIT_SLOT], **init_common))
             self.statements.append(Statement(
                 names.statement_tuple(block.name), block, False, tuple(loops),
                 constraints=constraints, time=time + [BODY_SLOT], **common))
@@ -339,6 +340,23 @@ class _Walker:
                           f"the model orders them before the nested blocks")
             self.walk(block.body, loops, context + in_domain, time + [NESTED_SLOT], inner_env,
                       hidden)
+
+    def first_reduce_values(self, block: Block, env) -> tuple[list[str], tuple]:
+        """Where the init of `block` runs: each reduce variable at the first value of its
+        domain (constraints in isl text), and the first values the model cannot write (a
+        domain `(i // n, n)` after fusing the loop its first value moves with, symbolic n):
+        there the model lets the init run at any value of that variable, as unseen."""
+        first, moving = [], ()
+        for iter_var in block.iter_vars:
+            if iter_var.kind != "reduce":
+                continue
+            low = substitute(iter_var.dom.min, env)
+            text = to_isl(low)
+            if text is None:
+                moving += (low,)
+            else:
+                first.append(f"{isl_name(iter_var.var)} = {text}")
+        return first, moving
 
     def init_blocks(self, block: Block, bindings, loops, conds, time, env, unseen) -> None:
         """The blocks in the init of `block` (TVM's blockize moves a reduction's init there,

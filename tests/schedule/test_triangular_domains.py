@@ -162,3 +162,38 @@ def test_a_triangular_loop_that_never_runs_gets_one_point():
     c = np.full(1, 7, "int32")
     sched.build(sch.func, target="c")(np.ones((1, 4), "int32"), c)
     np.testing.assert_array_equal(c, [7])            # no iteration: C keeps its value
+
+
+@T.prim_func
+def upper_sums(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, n), "float32")
+    B = T.match_buffer(b, (n, n), "float32")
+    for i, j in T.grid(n, n):
+        for k in range(i, n):
+            with T.block("B"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    B[vi, vj] = T.float32(0)
+                B[vi, vj] = B[vi, vj] + A[vj, vk]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["fuse", "fuse+split"])
+def test_fusing_the_loop_a_symbolic_first_value_moves_with(split):
+    """After fuse(i, j) the reduce domain starts at `i_j_fused // n`, which isl cannot read
+    (n symbolic): the model left the init's first value out as unseen instead of handing isl
+    `vk = None`, and the bounds check's example takes any point of the unbounded set
+    (both crashed the build; audit helper-60)."""
+    sch = sched.Schedule(upper_sums)
+    i, j, _ = sch.get_loops(sch.get_block("B"))
+    fused = sch.fuse(i, j)
+    if split:
+        sch.split(fused, [None, 4])
+    assert "vk = T.axis.reduce((" in sch.func.script()   # the first value moves with the loop
+    kernel = sched.build(sch.func, target="c")
+    for n in (1, 6):
+        a = np.random.default_rng(n).standard_normal((n, n)).astype("float32")
+        b = np.full((n, n), np.nan, "float32")
+        kernel(a, b)
+        np.testing.assert_allclose(b, [[a[j, i:].sum(dtype="float64") for j in range(n)]
+                                       for i in range(n)], rtol=1e-5, atol=1e-5)
