@@ -7,8 +7,9 @@ before and after a step (`legality.check_order`), so it leaves out only instance
 dead: of blocks that only store, writing buffers the function allocates, whose elements no
 instance left in reads, where the model sees every read of those buffers exactly. The model's
 reads are the loads of block bodies (with the bounds of loops inside them), in exact integers:
-a load elsewhere (a loop bound between blocks, a condition, a predicate, a binding, a let) or a
-read under a condition that int32 arithmetic may decide otherwise than isl is not seen exactly,
+a load elsewhere (a loop bound between blocks, a condition, a predicate, a binding, a let), a
+read under a data condition that int32 arithmetic may decide otherwise than isl, or in a block
+whose predicate is not affine is not seen exactly,
 and then nothing is left out (audit helper-51 found each of those dropping a needed value).
 """
 
@@ -28,6 +29,7 @@ from sched.ir.nodes import (
     While,
     is_constant,
 )
+from sched.polyhedral.isl_expr import to_isl_condition
 
 
 def dead_instances(func: PrimFunc, model, instances: isl.UnionSet) -> bool:
@@ -85,7 +87,11 @@ def _reads_seen_exactly(func: PrimFunc, model, storages: set[str]) -> bool:
             return False
         reads_here = loads(realize.block.body, *([realize.block.init] if realize.block.init
                                                   else []))
-        if reads_here and not is_constant(realize.predicate, 1):
+        # an affine predicate (a partial tile's `i_0 * 3 + i_1 < 10`) is read exactly: the
+        # lowering makes it a guard, computed in int64 where int32 could wrap
+        # (lower/wide_integers.py), so the code decides it as isl does
+        if reads_here and not is_constant(realize.predicate, 1) and \
+                to_isl_condition(realize.predicate) is None:
             return False
     for statement in model.statements.values():
         for view in statement.accesses:

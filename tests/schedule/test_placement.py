@@ -926,16 +926,61 @@ def test_compute_at_leaves_out_instances_whose_writes_nothing_reads():
     a = np.random.default_rng(0).standard_normal((10, 8)).astype(np.float32)
     assert_close(run_c(sch.func, a, np.zeros((10, 8), np.float32))[1], a[::-1] * 2 + 1)
 
-    # a partial last tile: the consumer's predicate is read in exact integers by the model,
-    # in int32 by the code: its reads are not seen exactly, and nothing is left out
-    n = te.var("n")
+
+
+@pytest.mark.parametrize("size", [10, "n"])
+def test_compute_at_at_a_partial_tile_leaves_out_what_no_tile_reads(size):
+    """A consumer split into tiles that do not divide it has a predicate (`i_0 * 4 + i_1 <
+    n`): affine, read exactly by the model and by the code (a guard, in int64 where int32
+    could wrap), so the producer's instances no tile reads are left out (B[0] here; refused
+    before: audit helper-61)."""
+    n = te.var("n") if size == "n" else size
     A = te.placeholder((n,), name="A")
     B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
-    C = te.compute((n,), lambda i: B[i // 2] + B[(i + 1) // 2], name="C")
+    C = te.compute((n,), lambda i: B[te.min(i + 1, n - 1)] + 1.0, name="C")
     sch = sched.Schedule(te.create_prim_func([A, C]))
     outer, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 4])
-    with pytest.raises(ScheduleError, match="would run only what its consumers there read"):
-        sch.compute_at(sch.get_block("B"), outer)
+    sch.compute_at(sch.get_block("B"), outer)
+    kernel = sched.build(sch.func, target="c")
+    for m in ([10] if size == 10 else [1, 2, 5, 10, 13]):
+        a = np.random.default_rng(m).standard_normal(m).astype(np.float32)
+        c = np.zeros(m, np.float32)
+        kernel(a, c)
+        i = np.arange(m)
+        assert_close(c, 2 * a[np.minimum(i + 1, m - 1)] + 1)
+
+
+@T.prim_func
+def read_under_a_wrapping_predicate(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"),
+                                    D: T.Buffer((4,), "float32")):
+    B = T.alloc_buffer((8,), "float32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * T.float32(2.0)
+    for i in range(4):
+        with T.block("D"):
+            vi = T.axis.remap("S", [i])
+            D[vi] = B[vi] + T.float32(1.0)
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            T.where(i * 1000000000 < 0)
+            C[vi] = B[vi]
+
+
+def test_a_predicate_whose_int32_arithmetic_wraps_is_decided_as_the_model_decides_it():
+    """The model reads `i * 1000000000 < 0` in exact integers (never true), so B[4:8] is
+    dead and compute_at leaves it out; the code must agree (at i = 3, int32 would wrap to a
+    negative number and read B[3..7]): the guard is computed in int64."""
+    sch = sched.Schedule(read_under_a_wrapping_predicate)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("D"))[0])
+    assert "for i_1 in range(4)" in sch.func.script()
+    a = np.arange(8, dtype=np.float32)
+    c, d = np.full(8, -1, np.float32), np.zeros(4, np.float32)
+    sched.build(sch.func, target="c")(a, c, d)
+    np.testing.assert_array_equal(c, np.full(8, -1))
+    np.testing.assert_array_equal(d, a[:4] * 2 + 1)
 
 
 @T.prim_func
