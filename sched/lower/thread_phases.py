@@ -413,10 +413,13 @@ class _Reorder(IRMutator):
         if not _is_thread_loop(node):           # blockIdx: one loop, reordered
             body = self.visit(node.body)
             var = node.loop_var
-            place = self.permutation(var, node.extent)
-            return dataclasses.replace(node, body=substitute(body, {var: place + node.min}
-                                                             if not _is_zero(node.min)
-                                                             else {var: place}))
+            if _is_zero(node.min):
+                return dataclasses.replace(node, body=substitute(
+                    body, {var: self.permutation(var, node.extent)}))
+            # the loop runs min .. min + extent - 1: its place counts from min (audit
+            # helper-69: `T.thread_binding(8, 20)` in reverse wrote rows 0..11, not 8..19)
+            place = self.permutation(var - node.min, node.extent)
+            return dataclasses.replace(node, body=substitute(body, {var: place + node.min}))
         nest, body = _thread_nest(node)
         body = self.visit(body)
         total = math.prod(loop.extent.value for loop in nest)

@@ -56,6 +56,26 @@ def test_a_shuffle_visits_every_thread_once():
     assert "sched_threads_" in text and "% 64" in text
 
 
+@T.prim_func
+def rows_from_eight(A: T.Buffer((20, 4), "float32"), B: T.Buffer((20, 4), "float32")):
+    for i in T.thread_binding(8, 20, thread="blockIdx.x"):
+        for j in T.thread_binding(4, thread="threadIdx.x"):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] + T.float32(1)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_block_loop_that_starts_above_zero_visits_its_own_range(order):
+    """`T.thread_binding(8, 20)` (loop_partition's second part, bound): the reordered block
+    index counts from 8 (in reverse it ran 19 - i, rows 0..11; audit helper-69)."""
+    a = np.arange(80, dtype=np.float32).reshape(20, 4)
+    b = np.zeros((20, 4), np.float32)
+    build_c(rows_from_eight, thread_order=order)(a, b)
+    np.testing.assert_array_equal(b[8:], a[8:] + 1)
+    np.testing.assert_array_equal(b[:8], 0)
+
+
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("name", sorted(GPU_CASES))
 def test_every_gpu_hand_schedule_matches_numpy_in_every_order(name, order):
