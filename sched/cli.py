@@ -117,7 +117,8 @@ def _add_tune_arguments(tune: argparse.ArgumentParser) -> None:
     tune.add_argument("--workers", type=_positive_int, metavar="N",
                       help="parallel builders (default: the tuner's)")
     tune.add_argument("--time-budget", type=_duration, metavar="TIME",
-                      help="stop after this long: 90s, 10m, 1h30m, or seconds")
+                      help="stop after this long: 90s, 10m, 1h30m, or seconds (the "
+                      "first round of measurements always completes)")
     tune.add_argument("--seed", type=int, metavar="N", help="random seed (deterministic with "
                       "one worker)")
     tune.add_argument("--runner", choices=("local", "ray"), default="local",

@@ -25,9 +25,11 @@ from sched.ir.nodes import (
     BufferLoad,
     BufferStore,
     Call,
+    For,
     IntImm,
     PrimFunc,
 )
+from sched.schedule.base import BlockRV, LoopRV
 from sched.schedule.trace import Trace
 
 
@@ -67,8 +69,13 @@ class Workload:
 
     @functools.cached_property
     def user_blocks(self) -> frozenset[str]:
-        """Names of the blocks the user's steps touched or made (not searched)."""
-        return frozenset(_blocks_touched(self.user_trace))
+        """Names of the blocks the user's steps scheduled or made (not searched)."""
+        from sched.schedule import Schedule
+
+        touched: set[str] = set()
+        self.user_trace.replay(Schedule(self.func, render_errors=False, verify_steps=False),
+                               on_call=functools.partial(_blocks_touched, touched))
+        return frozenset(touched)
 
     def base_schedule(self, seed: int | None = None, render_errors: bool = False):
         """A Schedule of `func` with the user's steps replayed."""
@@ -153,10 +160,23 @@ def _operations(body) -> int:
     return len(collect(body, BinaryOp)) + len(collect(body, Call))
 
 
-def _blocks_touched(trace: Trace) -> set[str]:
-    """Block names the steps got (`get_block("C")`) or made (cache stages)."""
-    names = set()
-    for instruction in trace.instructions:
-        if instruction.kind == "get_block" and instruction.inputs:
-            names.add(instruction.inputs[0])
-    return names
+def _blocks_touched(touched: set[str], instruction, handles, before: PrimFunc, sch) -> None:
+    """Add to `touched` the blocks a user's step scheduled: the blocks it took, those under
+    the loops it took (`parallel(i)` schedules the blocks under i) and those it made (a cache
+    stage). Finding handles (`get_block`, `get_loops`, `get_consumers`...) and sampling
+    schedule nothing: a block only looked at is searched, and one reached through
+    `get_child_blocks` and scheduled is not (audit helper-70)."""
+    if instruction.kind.startswith(("get_", "sample_")):
+        return
+    for handle in handles:
+        if isinstance(handle, BlockRV):
+            touched.add(handle.name)
+        elif isinstance(handle, LoopRV):
+            for func in (before, sch.func):
+                loop = next((lp for lp in collect(func.body, For)
+                             if lp.loop_var.name == handle.name), None)
+                if loop is not None:
+                    touched.update(r.block.name for r in collect(loop, BlockRealize))
+    old = {r.block.name for r in collect(before.body, BlockRealize)}
+    touched.update(r.block.name for r in collect(sch.func.body, BlockRealize)
+                   if r.block.name not in old)

@@ -125,10 +125,12 @@ class Trace:
         with schedule.concurrency_checked_at_end():
             return self.replay(schedule)
 
-    def replay(self, schedule, on_step=None):
+    def replay(self, schedule, on_step=None, on_call=None):
         """Apply the steps to `schedule` (of the function the trace started from, with no
         step applied yet, or with steps that keep the trace's handles valid); returns it.
-        `on_step(index, schedule)`, when given, is called after each step."""
+        `on_step(index, schedule)`, when given, is called after each step;
+        `on_call(instruction, handles, func_before, schedule)` too, with the handles the step
+        took and made (BlockRV, LoopRV) and the function before it."""
         handles: dict[str, object] = {}
 
         def resolve(value):
@@ -142,12 +144,17 @@ class Trace:
             kwargs = {key: resolve(value) for key, value in instruction.attrs}
             if instruction.decision is not None:
                 kwargs["decision"] = resolve(instruction.decision)
-            result = method(*[resolve(v) for v in instruction.inputs], **kwargs)
+            inputs = [resolve(v) for v in instruction.inputs]
+            before = schedule.func
+            result = method(*inputs, **kwargs)
             outputs = list(result) if instruction.kind in LIST_RESULTS else [result]
             for name, handle in zip(instruction.outputs, outputs):
                 handles[name] = handle
             if on_step is not None:
                 on_step(index, schedule)
+            if on_call is not None:
+                on_call(instruction, [*_flat(inputs), *_flat(list(kwargs.values())),
+                                      *outputs], before, schedule)
         return schedule
 
     def to_json(self) -> str:
@@ -174,3 +181,11 @@ class Trace:
         steps = list(self.instructions)
         steps[index] = dataclasses.replace(instruction, decision=_freeze(decision))
         return Trace(steps)
+
+
+def _flat(values) -> list:
+    """`values` with lists and tuples in it spread out."""
+    found = []
+    for value in values:
+        found.extend(_flat(value) if isinstance(value, list | tuple) else [value])
+    return found

@@ -184,6 +184,46 @@ def test_the_users_steps_are_kept_and_only_other_blocks_are_searched(tmp_path):
     np.testing.assert_allclose(c, a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
 
 
+def _matmul_relu():
+    A = te.placeholder((16, 16), name="A")
+    C = te.ops.matmul(A, A)
+    D = te.compute((16, 16), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    return te.create_prim_func([A, D], name="matmul_relu")
+
+
+def _user_blocks(*steps) -> set[str]:
+    sch = sched.Schedule(_matmul_relu())
+    for step in steps:
+        step(sch)
+    return set(Workload.of(sch).user_blocks)
+
+
+def test_the_blocks_a_users_steps_schedule_are_theirs_however_they_were_found():
+    """A block is the user's (never searched: not inlined, not tiled) when a step took it,
+    a loop around it or made it; finding handles schedules nothing (audit helper-70: the
+    search inlined "D", which the user had parallelized through get_child_blocks, and never
+    tiled "C", which the user had only looked up)."""
+    def through_children(sch):
+        _, d = sch.get_child_blocks(sch.get_block("root"))
+        sch.parallel(sch.get_loops(d)[0])
+
+    def through_consumers(sch):
+        d, = sch.get_consumers(sch.get_block("C"))
+        sch.vectorize(sch.get_loops(d)[1])
+
+    def looked_up(sch):
+        sch.get_loops(sch.get_block("C"))
+        sch.get_producers(sch.get_block("D"))
+
+    def cached(sch):
+        sch.cache_write(sch.get_block("C"), 0, "local")
+
+    assert _user_blocks(through_children) == {"D"}
+    assert _user_blocks(through_consumers) == {"D"}
+    assert _user_blocks(looked_up) == set()
+    assert _user_blocks(cached) == {"C", "C_local"}
+
+
 def test_build_of_the_scheduled_function_finds_the_records_of_its_schedule(tmp_path):
     """tune(sch) records a workload of the function as written plus the user's steps;
     build(sch.func, db=) is given the function with those steps applied, and applies the
