@@ -6,7 +6,8 @@ stores at such indices (`D[15 - vi]`).
 Under the loop, the producers write a box of their buffer (`needed_region.exact_box`); the
 consumer instances whose loads of those buffers all fall in that box are a set isl describes
 exactly (`{ [i, j] : io * 4 <= i * 4 + j < io * 4 + 4 }`); each variable's range over it is
-the range its new loop covers, when that range has a constant extent. Nothing here decides
+the range its new loop covers, with the largest extent it takes (a last partial tile's is
+smaller) where that is bounded. Nothing here decides
 legality: the moved block is checked afterwards like every move (each instance run once, every
 dependence kept), so a range that is too wide or too narrow is refused there, not run.
 """
@@ -25,7 +26,7 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.ir.simplify import simplify
-from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl, to_isl_comparison
 from sched.polyhedral.isl_text import read_set
 from sched.schedule.inlining import block_accesses
 from sched.schedule.needed_region import exact_box
@@ -38,7 +39,8 @@ def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
     """(low, extent) of the moved block's iteration variables over the instances whose loads
     of the buffers `here` write under `loop` fall in what one iteration writes (`reverse`: a
     consumer), or whose stores fall in what `here` read there (a producer); only variables
-    with a constant extent there (none when an index or a bound is not affine)."""
+    whose extent there is bounded, with its largest value (none when an index or a bound is
+    not affine)."""
     block = realize.block
     if reverse:
         touched = {r.buffer.name for p in here for r in p.block.writes}
@@ -71,21 +73,38 @@ def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
             boxes[name] = exact_box(func, loop, users, name, access,
                                     load.buffer.scope == "shared")
         for index, r in zip(load.indices, boxes[name]):
-            texts = [to_isl(index), to_isl(r.min), to_isl(r.extent)]
-            if None in texts or set(free_vars(r.min)) - set(params.values()):
+            # (a box's bounds may be piecewise: `T.if_then_else(io == 2, 0, 6 - io * 4)`)
+            text = to_isl(index)
+            inside = None if text is None else (to_isl_comparison(text, ">=", r.min),
+                                                to_isl_comparison(text, "<", r.min + r.extent))
+            outside_names = (set(free_vars(r.min)) | set(free_vars(r.extent))) - \
+                set(params.values())
+            if inside is None or None in inside or outside_names:
                 return {}
-            constraints.append(f"{texts[1]} <= {texts[0]} < {texts[1]} + {texts[2]}")
+            constraints += [f"({c})" for c in inside]
     names = ", ".join(params)
     instances = read_set(f"[{names}] -> {{ [{', '.join(dims)}] : {' and '.join(constraints)} }}")
     context = instances.params()
     found = {}
     for k, iv in enumerate(block.iter_vars):
         low, high = instances.dim_min(k), instances.dim_max(k)
-        if low.n_piece() != 1 or high.n_piece() != 1:
-            continue
-        extent = pw_aff_to_expr(high.sub(low), context, params)
-        if not isinstance(extent, IntImm):
+        extent = _largest(high.sub(low).intersect_params(context))
+        if extent is None:
             continue
         found[iv.var] = (simplify(pw_aff_to_expr(low, context, params)),
-                         IntImm(extent.value + 1, extent.dtype))
+                         IntImm(extent + 1, iv.var.dtype))
     return found
+
+
+def _largest(difference) -> int | None:
+    """The largest value of `difference` (a piecewise quasi-affine function of the loops
+    around), or None where it has none: a range whose extent changes with the loops (the last
+    tile of a split that does not divide, `[4 * io, min(4 * io + 3, 9)]`) is covered by its
+    largest extent; the moved block's domain guard drops what lies outside its domain, and
+    the check of the move refuses instances that would run twice."""
+    if difference.is_empty():
+        return None
+    value = difference.max_val()
+    if not value.is_int():
+        return None                 # unbounded (infinity) or undefined (NaN)
+    return value.to_python()

@@ -95,3 +95,31 @@ def test_compute_at_of_a_producer_storing_at_an_affine_index():
     assert sched.parse(sch.func.script()) == sch.func
     a, e = run(sch, (16,))
     np.testing.assert_allclose(e, (a[::-1] + 1) * 3, rtol=1e-6)
+
+
+LAYOUTS = {"offset": lambda i: (i + 2,), "reversed": lambda i: (9 - i,),
+           "pairs": lambda i: (i // 2, i % 2)}
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["compute_at", "reverse_compute_at"])
+@pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))
+def test_a_partial_last_tile_is_covered_by_the_largest_extent(layout, reverse):
+    """B's layout moved (transform_layout) so that the consumer reads B at affine indices,
+    then tiles of 4 over 10 elements: the last tile's range is shorter (`[8, 9]`), and the
+    moved block's loop takes the largest extent, 4, under its domain guard (refused before:
+    "no constant-extent range", "runs some instances more than once"; audit helper-69). A
+    reversed layout's box is piecewise (`T.if_then_else(io == 2, 0, 6 - io * 4)`)."""
+    a_ = te.placeholder((10,), name="A")
+    b_ = te.compute((10,), lambda i: a_[i] * 2.0, name="B")
+    c_ = te.compute((10,), lambda i: b_[i] + 1.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([a_, c_]))
+    sch.transform_layout(sch.get_block("B"), ("write", 0), LAYOUTS[layout])
+    tiled, moved_block = ("B", "C") if reverse else ("C", "B")
+    io, _ = sch.split(sch.get_loops(sch.get_block(tiled))[0], [None, 4])
+    move = sch.reverse_compute_at if reverse else sch.compute_at
+    move(sch.get_block(moved_block), io)
+    assert "for ax0 in range(4)" in sch.func.script()
+    a = np.random.default_rng(1).standard_normal(10).astype(np.float32)
+    c = np.zeros(10, np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
