@@ -217,6 +217,10 @@ def _new_reads(block: Block, old_reads, replaced: str, inlined, outer: tuple[Var
     inferred, _ = infer_block_regions(block.body, block.init, block.iter_vars,
                                       block.alloc_buffers, outer)
     loaded = {load.buffer.name for load in collect(inlined, BufferLoad)}
+    # a region indexed through the replaced buffer (a gather's `A[vk, G[vi]]`, G inlined)
+    # is inferred again too: it would name a buffer that is gone (audit helper-71)
+    loaded |= {r.buffer.name for r in old_reads
+               if any(load.buffer.name == replaced for load in collect(r, BufferLoad))}
     kept = [r for r in old_reads if r.buffer.name != replaced and r.buffer.name not in loaded]
     return tuple(kept + [r for r in inferred if r.buffer.name in loaded])
 

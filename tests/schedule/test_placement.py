@@ -1105,3 +1105,32 @@ def test_compute_inline_of_a_buffer_read_in_a_loop_bound_between_blocks(rng):
     for i in range(4):
         expected[i, :a[i + 4] + 1] = x[i, :a[i + 4] + 1] + a[i] + 1
     assert_close(c, expected)
+
+
+@pytest.mark.parametrize("copy", ["cache_read", "reindex"])
+def test_inlining_a_copy_of_a_gather_index_updates_the_regions_indexed_through_it(copy):
+    """B reads A[k, G[i]]: a copy of G (cache_read or reindex), then inlined, left B's
+    declared read `A[v_k, G_global[v_i]]` naming the copy, which is gone: the build's
+    verifier refused the kernel (audit helper-71). The region is inferred again."""
+    n = 6
+    A = te.placeholder((n, n), name="A")
+    G = te.placeholder((n,), "int32", name="G")
+    k = te.reduce_axis((0, n), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[k, G[i]], axis=k), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, G, B]))
+    block = sch.get_block("B")
+    if copy == "cache_read":
+        made = sch.cache_read(block, 1, "global")
+    else:
+        made = sch.reindex(block, ("read", 1))
+    sch.compute_inline(made)
+    assert "T.reads(B[v_i], A[v_k, G[v_i]], G[v_i])" in sch.func.script()
+    bx, tx = sch.split(sch.get_loops(block)[0], [None, 2])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    g = rng.integers(0, n, n).astype(np.int32)
+    out = np.zeros(n, np.float32)
+    sched.build(sch.func, target="c")(a, g, out)
+    assert_close(out, a[:, g].sum(axis=0))
