@@ -22,7 +22,8 @@ import dataclasses
 import islpy as isl
 
 from sched.ir.extern import addressed_storages
-from sched.ir.functor import IRMutator
+from sched.ir.functor import IRMutator, collect, free_vars, substitute
+from sched.ir.names import fresh
 from sched.ir.nodes import (
     Allocate,
     Block,
@@ -34,6 +35,7 @@ from sched.ir.nodes import (
     Expr,
     For,
     IntImm,
+    IterVar,
     Node,
     PrimFunc,
     Range,
@@ -46,6 +48,7 @@ from sched.polyhedral import build_model, names
 from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 from sched.polyhedral.isl_text import read_map
+from sched.schedule.state import path_to
 
 
 def _allocations(func: PrimFunc) -> list[tuple[Buffer, list[For]]]:
@@ -75,11 +78,15 @@ def _outer_loops(model, statement, count: int, relax_threads: bool) -> isl.Map:
     width = len(statement.time)
     times = [names.local("t", i) for i in range(width)]
     picked = [times[lp.position] for lp in statement.loops[:count]
-              if not (relax_threads and lp.kind == "thread_binding"
-                      and (lp.thread_tag or "").startswith("threadIdx"))]
+              if not (relax_threads and _thread_loop(lp))]
     project = read_map(f"[{', '.join(model.params)}] -> {{ [{', '.join(times)}] -> "
                       f"[{', '.join(picked)}] }}")
     return statement.schedule.apply_range(project)
+
+
+def _thread_loop(loop) -> bool:
+    """Whether a loop of the model (statements.Loop) is bound to threadIdx."""
+    return loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("threadIdx")
 
 
 def _box(model, buffer: Buffer, loops: list[For]):
@@ -119,9 +126,10 @@ def _extent(touched: isl.Map, dim: int) -> int | None:
 
 
 def _offsets(model, buffer: Buffer, outer: list, touched: isl.Map, dim: int,
-             extent: int) -> dict[str, Expr] | None:
+             extent: int, loops: list[For]) -> dict[str, Expr] | None:
     """The smallest index of `dim` touched in the current iteration of the outer loops, as an
-    expression of each accessing block's iteration variables (by block name), or None."""
+    expression of each accessing block's iteration variables (by block name), or None. An
+    expression may use the variables of `loops` (`_loop_offset`): `_Rebase` binds them."""
     ndim = touched.dim(isl.dim_type.out)
     one = touched.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
         .project_out(isl.dim_type.out, 0, dim)
@@ -130,7 +138,15 @@ def _offsets(model, buffer: Buffer, outer: list, touched: isl.Map, dim: int,
     for statement, to_loops in sorted(outer, key=lambda item: item[0].is_init):
         offset = to_loops.apply_range(lowest)           # instance -> the box's offset
         if not offset.is_single_valued():
-            return None
+            # an instance run in several iterations (a producer recomputed in each tile of
+            # an overlapping stencil): the offset is the loops', given to the block as
+            # iteration variables bound to them (`_loop_offset`)
+            by_loops = _loop_offset(model, statement, lowest, loops,
+                                    buffer.scope == "shared")
+            if by_loops is None:
+                return None
+            found.setdefault(statement.block.name, by_loops)
+            continue
         n_params, n_iters = offset.dim(isl.dim_type.param), offset.dim(isl.dim_type.in_)
         context = statement.domain.move_dims(isl.dim_type.param, n_params,
                                              isl.dim_type.set, 0, n_iters).params()
@@ -151,6 +167,51 @@ def _offsets(model, buffer: Buffer, outer: list, touched: isl.Map, dim: int,
             return None
         found.setdefault(statement.block.name, expr)   # the body's, valid for the init too
     return found
+
+
+def _loop_offset(model, statement, lowest: isl.Map, loops: list[For],
+                 relax_threads: bool) -> Expr | None:
+    """The box's offset `lowest` (values of the outer loops -> the smallest index) as an
+    expression of those loops' variables, where the block of `statement` may be given
+    iteration variables bound to them: it sits under them with no other block in between,
+    and their bounds use no other loop (the new variables' domains). TVM rebases such a
+    buffer by the loops too (its compaction runs where blocks are opaque)."""
+    picked = [lp for lp in statement.loops[:len(loops)]
+              if not (relax_threads and _thread_loop(lp))]
+    by_var = {lp.loop_var: lp for lp in loops}
+    used = [by_var.get(lp.var) for lp in picked]
+    if None in used or not _directly_under(model.func, statement.block, loops):
+        return None
+    inner = {lp.loop_var for lp in loops}
+    if any(set(free_vars(lp.min)) & inner or set(free_vars(lp.extent)) & inner
+           for lp in used):
+        return None
+    pw_multi = lowest.lexmin_pw_multi_aff()
+    if pw_multi.dim(isl.dim_type.in_) != len(used):
+        return None
+    low = pw_multi.get_pw_aff(0)
+    variables = {isl_name(v): v for v in model.func.symbolic_vars}
+    variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
+    for k, lp in enumerate(used):
+        low = low.set_dim_id(isl.dim_type.in_, k,
+                             isl.Id(isl_name(lp.loop_var), context=low.get_ctx()))
+        variables[isl_name(lp.loop_var)] = lp.loop_var
+    low = low.move_dims(isl.dim_type.param, low.dim(isl.dim_type.param), isl.dim_type.in_,
+                        0, len(used))
+    try:
+        return pw_aff_to_expr(low, low.domain(), variables)
+    except (NotAffine, KeyError, isl.Error):
+        return None
+
+
+def _directly_under(func: PrimFunc, block: Block, loops: list[For]) -> bool:
+    """Whether `block` is under `loops` with no other block between them and it."""
+    realize = next(r for r in collect(func.body, BlockRealize) if r.block is block)
+    path = path_to(func.body, realize) or []
+    first = next((k for k, node in enumerate(path) if node is loops[0]), None) \
+        if loops else 0
+    return first is not None and not any(isinstance(node, BlockRealize)
+                                         for node in path[first:])
 
 
 def _aligned_offset(statement, buffer: Buffer, dim: int, extent: int,
@@ -210,7 +271,7 @@ def _compaction(model, buffer: Buffer, loops: list[For]):
         extent = _extent(touched, dim)
         if extent is None or (isinstance(size, IntImm) and extent >= size.value):
             continue
-        found = _offsets(model, buffer, outer, touched, dim, extent)
+        found = _offsets(model, buffer, outer, touched, dim, extent, loops)
         if found is None:
             continue
         shape[dim] = IntImm(extent, size.dtype)
@@ -232,8 +293,9 @@ class _ReplaceBuffer(IRMutator):
 class _Rebase(IRMutator):
     """Subtracts each block's offsets from its accesses to one buffer (and its regions)."""
 
-    def __init__(self, buffer: Buffer, offsets: dict[str, list[Expr]]) -> None:
-        self.buffer, self.offsets = buffer, offsets
+    def __init__(self, buffer: Buffer, offsets: dict[str, list[Expr]], loops: list[For],
+                 taken: set[str]) -> None:
+        self.buffer, self.offsets, self.loops, self.taken = buffer, offsets, loops, taken
         self.current: list[Expr] | None = None
         self.context: Context = ()
 
@@ -244,11 +306,38 @@ class _Rebase(IRMutator):
     def visit_BlockRealize(self, realize: BlockRealize) -> BlockRealize:
         outer = self.current, self.context
         self.current = self.offsets.get(realize.block.name)
+        if self.current is not None:
+            realize = self._bind_loops(realize)
         self.context = tuple((iv.var, iv.dom.min, iv.dom.extent)
                              for iv in realize.block.iter_vars)
         result = self.visit_children(realize)
         self.current, self.context = outer
         return result
+
+    def _bind_loops(self, realize: BlockRealize) -> BlockRealize:
+        """`realize` with an iteration variable bound to each loop its offsets use (as
+        `_loop_offset` wrote them), and the offsets in those variables."""
+        loops = {lp.loop_var: lp for lp in self.loops}
+        used = [v for v in dict.fromkeys(v for o in self.current for v in free_vars(o))
+                if v in loops]
+        if not used:
+            return realize
+        mapping = {}
+        for var in used:
+            bound = next((iv.var for iv, value in zip(realize.block.iter_vars,
+                                                       realize.iter_values)
+                          if value is var and iv.kind == "spatial"), None)
+            mapping[var] = bound or Var(fresh(f"v_{var.name}", self.taken), var.dtype)
+        self.current = [substitute(o, mapping) for o in self.current]
+        added = [(IterVar(mapping[v], Range(loops[v].min, loops[v].extent)), v) for v in used
+                 if mapping[v] not in {iv.var for iv in realize.block.iter_vars}]
+        if not added:
+            return realize
+        block = dataclasses.replace(realize.block,
+                                    iter_vars=realize.block.iter_vars + tuple(iv for iv, _ in
+                                                                               added))
+        return dataclasses.replace(realize, block=block, iter_values=realize.iter_values +
+                                   tuple(v for _, v in added))
 
     def visit_BufferRegion(self, region: BufferRegion) -> BufferRegion:
         if region.buffer != self.buffer or self.current is None:
@@ -296,6 +385,7 @@ def compact_buffers(func: PrimFunc, only: set[str] | None = None) -> PrimFunc:
     # (accesses.unseen_loads): the box would leave it out and no rebase would reach it (audit
     # helper-57: `range(L[5])` read past a compacted 4-element L)
     unseen = unseen_loads(func.body)
+    taken = {v.name for v in collect(func, Var)} | {b.name for b in func.buffers}
     for buffer, loops in allocations:
         if buffer.storage_name in addressed or buffer.storage_name in unseen:
             continue
@@ -303,7 +393,7 @@ def compact_buffers(func: PrimFunc, only: set[str] | None = None) -> PrimFunc:
         if found is None:
             continue
         new_buffer, offsets = found
-        body = _Rebase(buffer, offsets).visit(body)
+        body = _Rebase(buffer, offsets, loops, taken).visit(body)
         body = _ReplaceBuffer(buffer, new_buffer).visit(body)
     if body is func.body:
         return func

@@ -140,3 +140,35 @@ def test_tile_under_a_fused_loop_is_indexed_without_selects(rng):
     expected = np.zeros_like(got)
     sched.build(_conv2d(4, 8, 28), target="c")(data, weight, expected)
     assert_close(got, expected)
+
+
+def _overlapping_tiles(size):
+    """A 3-point vertical blur of a 3-point horizontal blur, the first computed in each
+    32-row tile of the second: tiles overlap by 2 rows, recomputed in both."""
+    A = te.placeholder((size + 2, 16), name="A")
+    B = te.compute((size + 2, 14), lambda i, j: A[i, j] + A[i, j + 1] + A[i, j + 2], name="B")
+    C = te.compute((size, 14), lambda i, j: B[i, j] + B[i + 1, j] + B[i + 2, j], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    io, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 32])
+    sch.compute_at(sch.get_block("B"), io)
+    return sch
+
+
+def test_a_producer_recomputed_in_overlapping_tiles_compacts_to_one_tile(rng):
+    """Rows on a tile's edge run in two tiles: no offset in B's own iteration variables
+    gives the tile's first row, so B kept all its rows, allocated in every tile (a 16 MB
+    malloc per tile at 2048x2048). The offset is the tile loop's (as TVM rebases): B gets an
+    iteration variable bound to it, and 34 rows."""
+    sch = _overlapping_tiles(96)
+    func = plan_buffer_allocation(sch.func)
+    compacted = compact_buffers(func)
+    assert [d.value for d in allocated(compacted, "B").shape] == [34, 14]
+    assert "v_i_1_0 = T.axis.spatial(3, i_1_0)" in compacted.script()
+    sched.ir.verify.verify(compacted)
+    kernel = sched.build(sch.func, target="c")
+    assert "float B[476];" in kernel.source
+    a = rng.standard_normal((98, 16)).astype(np.float32)
+    c = np.zeros((96, 14), np.float32)
+    kernel(a, c)
+    b = a[:, :-2] + a[:, 1:-1] + a[:, 2:]
+    assert_close(c, b[:-2] + b[1:-1] + b[2:])
