@@ -30,8 +30,9 @@ import numpy as np
 
 from sched.errors import KernelArgumentError
 from sched.ir.dtype import is_bool, is_float, is_int
-from sched.ir.functor import collect, free_vars, substitute
-from sched.ir.nodes import Buffer, BufferStore, Expr, IntImm, PrimFunc, Var
+from sched.ir.extern import written_storages
+from sched.ir.functor import free_vars, substitute
+from sched.ir.nodes import Buffer, Expr, IntImm, PrimFunc, Var
 from sched.ir.simplify import simplify
 
 DEVICES = ("cpu", "cuda")
@@ -84,7 +85,7 @@ class ArgumentBinder:
         self.device = device
         self.params = func.params
         self.symbolic_vars = func.symbolic_vars
-        self.written = {store.buffer.storage_name for store in collect(func.body, BufferStore)}
+        self.written = written_storages(func.body)
         self.numpy_dtypes = {b.name: numpy_dtype(b.dtype) for b in func.buffers}
         # where each symbolic dim is bound: (index among the buffers, dimension), first found
         self.dim_sources: dict[Var, tuple[int, int]] = {}
@@ -237,7 +238,10 @@ class ArgumentBinder:
         elif is_float(var.dtype):
             if isinstance(arg, int | float | np.integer | np.floating) \
                     and not isinstance(arg, bool):
-                return float(arg)
+                try:
+                    return float(arg)
+                except OverflowError:
+                    raise self.error(position, f"{arg} is too large for {var.dtype}") from None
         kind = "a Python int" if is_int(var.dtype) else \
             "a Python bool" if is_bool(var.dtype) else "a Python float"
         raise self.error(position, f"expected {kind} ({var.dtype}), got "
@@ -261,6 +265,14 @@ class ArgumentBinder:
                     f"of its own in a parameter's shape, so no argument binds it")
             k, d = self.dim_sources[var]
             values[var] = shapes[k][2][d]
+            info = np.iinfo(var.dtype)
+            if values[var] > info.max:
+                # the kernel takes the dim as its dtype: a larger size would wrap (audit
+                # helper-73: 40000 rows of an int16 dim ran as n = -25536, nothing written)
+                raise self.error(shapes[k][0], f"dimension {d} (symbolic dim '{var.name}') is "
+                                    f"{values[var]}, beyond {var.dtype} (at most {info.max}); "
+                                    f"declare the dim wider (te.var(name, 'int64'), "
+                                    f"T.int64()) to run on such sizes")
             if values[var] < 1:
                 # the analysis proves accesses in bounds for sizes of at least 1: with an empty
                 # dimension an access that does not depend on it (A[0]) would still run
@@ -272,6 +284,13 @@ class ArgumentBinder:
 
     def check_shape(self, position: int, buffer: Buffer, shape, values: dict[Var, int]) -> None:
         expected = tuple(_evaluate(dim, values) for dim in buffer.shape)
+        if None in expected:
+            dim = buffer.shape[expected.index(None)]
+            scalars = ", ".join(f"{v.name} = {n}" for v, n in values.items()
+                                if v in free_vars(dim))
+            raise self.error(position, f"its shape {_shape_text(buffer.shape)} cannot be "
+                                       f"computed with {scalars}: {dim.script()} divides by "
+                                       f"zero or overflows")
         if tuple(shape) != expected:
             used = {v for dim in buffer.shape for v in free_vars(dim)}
             bound = [f"{v.name} = {values[v]}" for v in self.symbolic_vars]
@@ -282,14 +301,14 @@ class ArgumentBinder:
                                        f"{_shape_text(tuple(shape))}")
 
 
-def _evaluate(dim: Expr, values: dict[Var, int]) -> int:
+def _evaluate(dim: Expr, values: dict[Var, int]) -> int | None:
     if isinstance(dim, IntImm):
         return dim.value
     if isinstance(dim, Var):
         return values[dim]
     result = simplify(substitute(dim, {v: IntImm(n, v.dtype) for v, n in values.items()}))
-    assert isinstance(result, IntImm), f"shape {dim!r} does not evaluate to a constant"
-    return result.value
+    # (a division by zero, or INT64_MIN // -1, is left unevaluated)
+    return result.value if isinstance(result, IntImm) else None
 
 
 def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:

@@ -151,3 +151,65 @@ def test_symbolic_dim_that_no_shape_binds():
                                    BufferStore(A, A[Var("i")], (Var("i"),))))
     with pytest.raises(KernelArgumentError, match=r"symbolic dim 'n' is never a dimension"):
         ArgumentBinder(func, "cpu").bind((np.zeros(4, np.float32),))
+
+
+def test_a_symbolic_dim_beyond_its_dtype_is_refused():
+    """The kernel takes n as an int16: 40000 rows ran as n = -25536 and wrote nothing on the
+    Python path (the C entry refused; audit helper-73)."""
+    import sched
+    from sched import compute as te
+
+    n = te.var("n", "int16")
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    kernel = sched.build(te.create_prim_func([A, B]), target="c")
+    a, b = np.ones(40000, np.float32), np.zeros(40000, np.float32)
+    with pytest.raises(KernelArgumentError, match=r"symbolic dim 'n'\) is 40000, beyond int16"):
+        kernel(a, b)
+    with pytest.raises(KernelArgumentError, match=r"beyond int16"):
+        kernel(torch.from_numpy(a), torch.from_numpy(b))
+    kernel(a[:300], b[:300])
+    np.testing.assert_array_equal(b[:300], 2)
+
+
+def test_a_float_scalar_too_large_names_the_argument():
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'k': 1000* is too large for"):
+        bind(*arrays(), 10 ** 400)
+
+
+SCALE_ROW_C = """
+void scale_row(const float* a, float* b, int n) {
+    for (int k = 0; k < n; ++k) b[k] = 2.0f * a[k] + 1.0f;
+}
+"""
+
+
+def test_an_output_written_by_an_extern_call_is_an_output():
+    """B is written only by `T.call_extern` (its block declares `T.writes(B[...])`): it was
+    taken for an input, so a read-only array was written and an overlapping one accepted
+    (audit helper-73)."""
+    import sched
+    from sched.script import T
+
+    @T.prim_func
+    def rows(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+        for i in range(4):
+            with T.block("E"):
+                vi = T.axis.spatial(4, i)
+                T.reads(A[vi, 0:16])
+                T.writes(B[vi, 0:16])
+                T.evaluate(T.call_extern("int32", "scale_row", T.address_of(A[vi, 0]),
+                                         T.address_of(B[vi, 0]), 16))
+
+    kernel = sched.build(rows, target="c", extern_c=SCALE_ROW_C)
+    a = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    b = np.zeros((4, 16), np.float32)
+    b.flags.writeable = False
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': the kernel writes this"):
+        kernel(a, b)
+    both = np.zeros(80, np.float32)
+    with pytest.raises(KernelArgumentError, match="overlap"):
+        kernel(both[:64].reshape(4, 16), both[16:].reshape(4, 16))
+    out = np.zeros((4, 16), np.float32)
+    kernel(a, out)
+    np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)

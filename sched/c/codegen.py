@@ -26,8 +26,7 @@ from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode
 from sched.c.vectorize import plan_vector_loop
 from sched.ir.dtype import bits, is_float, is_int, max_value
-from sched.ir.extern import ADDRESS_OF, addressed_storages
-from sched.ir.functor import collect
+from sched.ir.extern import ADDRESS_OF, written_storages
 from sched.ir.nodes import (
     BIT_FUNCTIONS,
     EXTERN_CALLS,
@@ -131,8 +130,7 @@ class _CEmitter(BitCallEmitter):
         return "\n".join([*header, *helpers, signature + " {", *body, "}", ""])
 
     def parameters(self) -> list[str]:
-        stored = {store.buffer.storage_name for store in collect(self.func.body, BufferStore)}
-        stored |= addressed_storages(self.func.body)      # an opaque call may write them
+        stored = written_storages(self.func.body)
         params = []
         for buffer in self.func.buffers:
             const = "" if buffer.name in stored else "const "

@@ -288,9 +288,11 @@ class CheckWriter:
         if expr.op in ("min", "max"):
             return f"({a} {'<' if expr.op == 'min' else '>'} {b} ? {a} : {b})"
         if expr.op in ("floordiv", "floormod"):
-            if not isinstance(expr.b, IntImm):
-                self.fail(f"{b} == 0", "SCHED_ERROR_BAD_SHAPE",
-                          f"{c_text(expr.script())} divides by zero with these scalars")
+            if not isinstance(expr.b, IntImm) or expr.b.value == -1:
+                # INT64_MIN / -1 traps as / 0 does (audit helper-73: SIGFPE in the check)
+                self.fail(f"{b} == 0 || ({a} == INT64_MIN && {b} == -1)",
+                          "SCHED_ERROR_BAD_SHAPE", f"{c_text(expr.script())} divides by zero "
+                          f"or overflows int64 with these scalars")
             self.temporaries += 1
             temporary = f"sched_t{self.temporaries}"
             quotient = f"({a} / {b} - (({a} % {b} != 0) && (({a} < 0) != ({b} < 0))))"

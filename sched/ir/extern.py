@@ -25,8 +25,10 @@ from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     IMPURE_CALLS,
     Block,
+    BlockRealize,
     Buffer,
     BufferLoad,
+    BufferStore,
     Call,
     Evaluate,
     Stmt,
@@ -92,3 +94,14 @@ def addressed_buffers(stmt: Stmt) -> set[Buffer]:
 def addressed_storages(stmt: Stmt) -> set[str]:
     """The storage names of the buffers whose addresses `stmt` takes."""
     return {b.storage_name for b in addressed_buffers(stmt)}
+
+
+def written_storages(stmt: Stmt) -> set[str]:
+    """The storage names of the buffers `stmt` may write: those it stores to, those whose
+    element addresses go to an opaque call, and the blocks' declared writes (an extern call
+    with `T.writes(B[...])`: audit helper-73's B, written by the call, was taken for an input
+    that a read-only array may fill, and that another argument may overlap)."""
+    written = {store.buffer.storage_name for store in collect(stmt, BufferStore)}
+    written |= addressed_storages(stmt)
+    return written | {region.buffer.storage_name for realize in collect(stmt, BlockRealize)
+                      for region in realize.block.writes}

@@ -17,19 +17,26 @@ from __future__ import annotations
 
 import islpy as isl
 
+from sched.ir.dtype import max_value
 from sched.ir.functor import collect
+from sched.ir.intervals import interval
 from sched.ir.nodes import (
+    COMPARE_OPS,
+    LOGIC_OPS,
+    BinaryOp,
     BlockRealize,
     BufferLoad,
     Evaluate,
     For,
     IfThenElse,
     LetStmt,
+    Not,
     PrimFunc,
     While,
     is_constant,
 )
 from sched.polyhedral.isl_expr import to_isl_condition
+from sched.schedule.state import enclosing_loops
 
 
 def dead_instances(func: PrimFunc, model, instances: isl.UnionSet) -> bool:
@@ -87,11 +94,12 @@ def _reads_seen_exactly(func: PrimFunc, model, storages: set[str]) -> bool:
             return False
         reads_here = loads(realize.block.body, *([realize.block.init] if realize.block.init
                                                   else []))
-        # an affine predicate (a partial tile's `i_0 * 3 + i_1 < 10`) is read exactly: the
-        # lowering makes it a guard, computed in int64 where int32 could wrap
-        # (lower/wide_integers.py), so the code decides it as isl does
-        if reads_here and not is_constant(realize.predicate, 1) and \
-                to_isl_condition(realize.predicate) is None:
+        # an affine predicate (a partial tile's `i_0 * 3 + i_1 < 10`) whose arithmetic stays
+        # in int32 over the loops' ranges is decided by the code as by isl's exact integers
+        # (audit helper-72: `i * 2**62` in int64, or a cast of an int32 product, wrapped)
+        if reads_here and not is_constant(realize.predicate, 1) and not (
+                to_isl_condition(realize.predicate) is not None
+                and _cannot_wrap(realize.predicate, _loop_ranges(func, realize))):
             return False
     for statement in model.statements.values():
         for view in statement.accesses:
@@ -100,3 +108,28 @@ def _reads_seen_exactly(func: PrimFunc, model, storages: set[str]) -> bool:
                     (access.guards or not access.guards_exact):
                 return False
     return True
+
+
+def _loop_ranges(func: PrimFunc, realize: BlockRealize) -> dict:
+    """The values of the loops around `realize` (interval arithmetic over their bounds) and
+    of the symbolic dims (0 .. the largest of their dtype)."""
+    ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}
+    for loop in enclosing_loops(func, realize):
+        low, end = interval(loop.min, ranges), interval(loop.min + loop.extent, ranges)
+        if low is None or end is None:
+            continue                    # a variable without a range: `interval` says None
+        ranges[loop.loop_var] = (low[0][0], max(low[0][1], end[0][1] - 1))
+    return ranges
+
+
+def _cannot_wrap(condition, ranges: dict) -> bool:
+    """Whether every integer value in `condition` (comparisons joined by and, or, not), and
+    every value on the way, stays in int32 over `ranges`: then no integer type wraps."""
+    if isinstance(condition, BinaryOp) and condition.op in LOGIC_OPS:
+        return _cannot_wrap(condition.a, ranges) and _cannot_wrap(condition.b, ranges)
+    if isinstance(condition, Not):
+        return _cannot_wrap(condition.a, ranges)
+    if isinstance(condition, BinaryOp) and condition.op in COMPARE_OPS:
+        found = [interval(side, ranges) for side in (condition.a, condition.b)]
+        return all(f is not None and not f[1] for f in found)
+    return is_constant(condition, 1) or is_constant(condition, 0)

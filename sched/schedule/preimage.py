@@ -14,6 +14,8 @@ dependence kept), so a range that is too wide or too narrow is refused there, no
 
 from __future__ import annotations
 
+import islpy as isl
+
 from sched.ir.functor import free_vars
 from sched.ir.nodes import (
     BlockRealize,
@@ -104,7 +106,10 @@ def _largest(difference) -> int | None:
     the check of the move refuses instances that would run twice."""
     if difference.is_empty():
         return None
-    value = difference.max_val()
+    try:
+        value = difference.max_val()
+    except isl.Error:               # isl bounds affine pieces only (not `floor(io / 2)`)
+        return None
     if not value.is_int():
         return None                 # unbounded (infinity) or undefined (NaN)
     return value.to_python()

@@ -206,3 +206,33 @@ def test_a_prebuilt_shared_library_runs_through_ctypes(tmp_path, rng):
     library.matmul_error_message.restype = ctypes.c_char_p
     assert library.matmul(a.ctypes.data, b.ctypes.data, c.ctypes.data, 0) == 3
     assert library.matmul_error_message() == b"matmul: dim n = 0: sizes must be at least 1"
+
+
+@T.prim_func
+def divided_shape(a: T.handle, nn: T.int64, s: T.int64):
+    A = T.match_buffer(a, (nn // s,), "float32")
+    for i in range(nn // s):
+        with T.block("S"):
+            vi = T.axis.spatial(nn // s, i)
+            A[vi] = T.float32(1)
+
+
+def test_a_shape_divided_by_a_scalar_is_checked_for_zero_and_overflow(tmp_path):
+    """`nn // s` with s = 0, or nn = INT64_MIN and s = -1 (which traps as / 0 does: the
+    exported check itself died with SIGFPE; audit helper-73), is a bad shape, in the export
+    and at a call from Python (an AssertionError there)."""
+    import ctypes
+
+    from sched.errors import KernelArgumentError
+
+    kernel = sched.build(divided_shape, target="c")
+    library = ctypes.CDLL(str(kernel.export(tmp_path, shared_library=True).files[-1]))
+    library.divided_shape.restype = ctypes.c_int
+    library.divided_shape.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    a = np.zeros(4, np.float32)
+    assert library.divided_shape(a.ctypes.data, 8, 2) == 0
+    np.testing.assert_array_equal(a, 1)
+    for nn, s in ((8, 0), (-2 ** 63, -1)):
+        assert library.divided_shape(a.ctypes.data, nn, s) == 4
+        with pytest.raises(KernelArgumentError, match=r"nn // s divides by zero or overflows"):
+            kernel(a, nn, s)
