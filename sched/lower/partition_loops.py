@@ -43,7 +43,7 @@ from sched.ir.nodes import (
     logical_and,
 )
 from sched.polyhedral.isl_expr import to_isl_condition
-from sched.polyhedral.isl_text import read_set
+from sched.polyhedral.isl_text import first_point, read_set
 from sched.polyhedral.names import isl_name
 
 PARTITIONED_KINDS = ("serial", "parallel", "unrolled", "vectorized")
@@ -140,7 +140,7 @@ def _first_failure(loop: For, bounds: tuple[int, int], conjunct: Expr,
         return None
     if failing.is_empty():
         return bounds[1], False
-    point = failing.lexmin().sample_point()
+    point = first_point(failing)
     g = point.get_coordinate_val(isl.dim_type.set, 0).to_python()
     tail = read_set(f"{{ [{variable}] : {g} <= {variable} < {bounds[1]} }}")
     return g, somewhere.intersect(tail).is_empty()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from sched.ir.builders import const
 from sched.ir.nodes import PrimFunc, Range, Var
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr
 from sched.polyhedral.isl_text import parse_map
@@ -60,9 +61,17 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
     variables |= {isl_name(v): v for v in model.func.symbolic_vars}
     variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
     context = box.params()
+    shape = next(view.buffer.shape for s in statements for view in s.accesses
+                 if view.buffer.name == buffer)
     ranges = []
     for d in range(box.dim(isl.dim_type.set)):
-        low, high = box.dim_min(d), box.dim_max(d)
+        try:
+            low, high = box.dim_min(d), box.dim_max(d)
+        except isl.Error:
+            # unbounded: an index the model over-approximates (a loop from `i * i`); the
+            # accesses are in the buffer (the bounds check sees to it), so the whole dim
+            ranges.append(Range(const(0, shape[d].dtype), shape[d]))
+            continue
         extent = high.sub(low).add_constant_val(isl.Val.one(box.get_ctx()))
         ranges.append(Range(pw_aff_to_expr(low, context, variables),
                             pw_aff_to_expr(extent, context, variables)))

@@ -36,7 +36,7 @@ from sched.ir.memo import identity_cache
 from sched.ir.nodes import PrimFunc, Var
 from sched.polyhedral import names
 from sched.polyhedral.isl_expr import isl_name, to_isl
-from sched.polyhedral.isl_text import read_set
+from sched.polyhedral.isl_text import first_point, read_set
 from sched.polyhedral.model import (
     PolyModel,
     Statement,
@@ -93,15 +93,11 @@ def _fix(condition: isl.Set, values: dict[str, int]) -> isl.Set:
 
 def _point(relation, values: dict[str, int] | None = None) -> isl.Point:
     """One point of `relation` (a map as a wrapped set, or a set): the first, for readability,
-    where there is a first (an over-approximated instance set may be unbounded below: a loop
-    whose first value the model cannot write)."""
+    where there is one (`first_point`)."""
     found = relation.wrap() if isinstance(relation, isl.Map) else relation
     if values:
         found = _fix(found, values)
-    try:
-        return found.lexmin().sample_point()
-    except isl.Error:
-        return found.sample_point()
+    return first_point(found)
 
 
 def _coordinates(point: isl.Point, count: int, start: int = 0) -> list[int]:

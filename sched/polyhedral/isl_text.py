@@ -103,3 +103,12 @@ def maps(union: isl.UnionMap) -> list[isl.Map]:
     found: list[isl.Map] = []
     union.foreach_map(found.append)
     return found
+
+
+def first_point(found: isl.Set) -> isl.Point:
+    """The lexicographically first point of `found` (the easiest to read in a message), or
+    any point where there is no first: an over-approximated set may be unbounded below."""
+    try:
+        return found.lexmin().sample_point()
+    except isl.Error:
+        return found.sample_point()

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from sched.errors import UnmodelledError
+from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import collect, substitute
+from sched.ir.intervals import interval
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
@@ -195,6 +197,29 @@ class _Walker:
             self.note(f"{what} is not affine; the model over-approximates it")
         return text
 
+    def widest_bounds(self, loops: list[Loop], loop: Loop, name: str) -> list[str]:
+        """`name`'s constant bounds over every value of the loops around it (interval
+        arithmetic), where its own bounds are not affine: an over-approximation, like
+        leaving them out, but bounded."""
+        ranges = {v: (0, max_value(v.dtype)) for v in self.func.symbolic_vars}
+        ranges |= {p: (min_value(p.dtype), max_value(p.dtype)) for p in self.func.params
+                   if isinstance(p, Var) and is_int(p.dtype)}
+        found = []
+        for lp in [*loops, loop]:
+            low, high = interval(lp.min, ranges), interval(lp.min + lp.extent - 1, ranges)
+            if low is None or high is None:
+                ranges.pop(lp.var, None)
+                continue
+            ranges[lp.var] = (low[0][0], max(low[0][0], high[0][1]))
+        if loop.var in ranges:
+            low, high = ranges[loop.var]
+            # (a bound beyond int64, from products of symbolic dims, is no help and is more
+            # than the fast text builder's constants take)
+            found = [text for text, value in ((f"{name} >= {low}", low),
+                                              (f"{name} <= {high}", high))
+                     if abs(value) < 1 << 62]
+        return found
+
     def condition(self, expr: Expr, env: dict, what: str) -> str | None:
         text = to_isl_condition(substitute(expr, env))
         if text is None:
@@ -224,6 +249,11 @@ class _Walker:
                     bounds.append(below)
             left_out = (() if lo is not None else (loop.min,)) + (
                 () if below is not None else (loop.extent,))
+            if left_out:
+                # still bounded where interval arithmetic bounds it: isl's minima of an
+                # unbounded set fail ("unbounded optimum": audit helper-72, a reduce loop
+                # from `i_j_fused // n` after a fuse)
+                bounds += self.widest_bounds(loops, loop, name)
             self.walk(stmt.body, loops + [loop], conds + bounds, time + [name], env,
                       unseen + left_out)
         elif isinstance(stmt, IfThenElse):
@@ -388,7 +418,9 @@ class _Walker:
         loop_vars = {loop.var for loop in loops}
         for iter_var, value in zip(block.iter_vars, realize.iter_values):
             name = isl_name(iter_var.var)
-            lo, extent = to_isl(iter_var.dom.min), to_isl(iter_var.dom.extent)
+            # (a nested block's domain may use the variables of the blocks around it)
+            lo = to_isl(substitute(iter_var.dom.min, env))
+            extent = to_isl(substitute(iter_var.dom.extent, env))
             value = substitute(value, env)
             bound = to_isl(value)
             bindings.append((iter_var, bound, lo, extent))

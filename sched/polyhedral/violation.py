@@ -15,6 +15,7 @@ from sched.ir.nodes import PrimFunc
 from sched.polyhedral.dependences import (
     Dependence,
 )
+from sched.polyhedral.isl_text import first_point
 from sched.polyhedral.model import Statement
 
 
@@ -48,7 +49,7 @@ def _values(statement: Statement, point_set: isl.Set) -> str:
 
 def describe_instance_pair(dep: Dependence, pair: isl.Map) -> str:
     """`C[v_i=3] reads A[2] written by C[v_i=2]` for one pair in `pair` (a sub-relation)."""
-    point = pair.wrap().lexmin().sample_point()    # the first pair: the easiest to read
+    point = first_point(pair.wrap())     # the first pair: the easiest to read
     single = isl.Set.from_point(point).unwrap()
     params = [f"{single.get_dim_name(isl.dim_type.param, i)} = "
               f"{point.get_coordinate_val(isl.dim_type.param, i).to_python()}"

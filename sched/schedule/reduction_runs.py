@@ -88,6 +88,15 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
         constraints.append(f"{name} = {rename[loop_var].name}")
     for name, (iv, value) in zip(names[:len(spatial)] + names[s_count:], [*spatial, *reduce]):
         lo, extent, bound = text(iv.dom.min), text(iv.dom.extent), text(value)
+        if iv.kind == "reduce" and (set(free_vars(iv.dom.min)) | set(free_vars(iv.dom.extent))
+                                    ) & loop_vars:
+            # (`for k in range(i // 2, n)`: the questions below are about one box of reduce
+            # points; this one moves with the loops, and was an isl syntax error)
+            raise refusal(primitive, f"the reduce domain of {iv.var.name!r} in block "
+                          f"{block.name!r} starts at {iv.dom.min.script()}, which moves with "
+                          f"the loops around it: {primitive} checks one box of reduce points "
+                          f"for every instance; reduce over a fixed range under a condition "
+                          f"(T.where) instead", func, None, render)
         if None in (lo, extent, bound):
             raise cannot(f"the binding {iv.var.name} = {value.script()} of block "
                          f"{block.name!r}")
