@@ -196,6 +196,11 @@ class ArgumentBinder:
         if not tensor.is_contiguous():
             raise self.error(position, f"expected a contiguous tensor, got strides "
                                        f"{tuple(tensor.stride())}: pass tensor.contiguous()")
+        if buffer.name in self.written and tensor.requires_grad and torch.is_grad_enabled():
+            raise self.error(position, "the kernel writes this tensor, which requires grad: "
+                                       "autograd cannot follow the kernel's writes; call it "
+                                       "under torch.no_grad(), or wrap the kernel with "
+                                       "sched.torch.custom_op")
         if tensor.is_neg() or tensor.is_conj():
             # a lazy negation (or conjugation) of its storage, which the kernel would read as
             # it is stored

@@ -213,3 +213,31 @@ def test_an_output_written_by_an_extern_call_is_an_output():
     out = np.zeros((4, 16), np.float32)
     kernel(a, out)
     np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
+
+
+def test_torch_outputs_are_written_as_autograd_expects():
+    """A kernel's write is an in-place write to autograd: a tensor that requires grad is
+    refused while grad mode is on, and every written tensor's version counter moves (on the
+    checked and on the cached call), so a tensor saved for backward and overwritten fails
+    backward() instead of giving wrong gradients (audit helper-73)."""
+    import sched
+    from sched import compute as te
+
+    n = te.var("n")
+    A = te.placeholder((n, 8), "float32", name="A")
+    B = te.compute((n, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    kernel = sched.build(te.create_prim_func([A, B]), target="c")
+    a, b = torch.rand(4, 8), torch.zeros(4, 8)
+    for calls in (1, 2, 3):             # the first call is checked, the others cached
+        kernel(a, b)
+        assert (b._version, a._version) == (calls, 0)
+    x = torch.rand(4, 8, requires_grad=True)
+    y = x * 2
+    z = (y * y).sum()                   # saves y
+    with pytest.raises(KernelArgumentError, match="the kernel writes this tensor, which "
+                                                  "requires grad"):
+        kernel(a, y)
+    with torch.no_grad():
+        kernel(a, y)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()

@@ -35,6 +35,9 @@ class TorchCalls:
                       if binder.written & {buffers[i].storage_name, buffers[j].storage_name}]
         self.dims: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.tensor_type = None
+        # the arguments the kernel writes (by position among the parameters)
+        self.written = [k for k, p in enumerate(binder.params)
+                        if isinstance(p, Buffer) and p.storage_name in binder.written]
 
     def key(self, args: tuple) -> tuple | None:
         """What the binder's checks of `args` depend on, but the pointers; None unless every
@@ -81,8 +84,24 @@ class TorchCalls:
         for i, j in self.pairs:
             if pointers[i] < pointers[j] + sizes[j] and pointers[j] < pointers[i] + sizes[i]:
                 return False
+        for k in self.written:
+            if args[k].requires_grad:
+                return False        # the binder says whether autograd allows the write
         function(*pointers, *dims)
+        self.count_writes(args)
         return True
+
+    def count_writes(self, args: tuple) -> None:
+        """Tell autograd that the kernel wrote its torch outputs (their version counters), as
+        torch's own in-place operations do: a tensor saved for backward and overwritten by
+        the kernel then fails backward() instead of giving wrong gradients (audit
+        helper-73)."""
+        for k in self.written:
+            arg = args[k]
+            if type(arg).__module__.startswith("torch"):
+                import torch
+
+                torch.autograd.graph.increment_version(arg)
 
     def remember(self, key: tuple, dims: tuple[int, ...]) -> None:
         """`key`'s call was accepted by the binder and bound `dims`."""
