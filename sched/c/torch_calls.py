@@ -15,6 +15,7 @@ raises the error naming the argument.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from sched.arguments import ArgumentBinder, numpy_dtype
@@ -84,11 +85,14 @@ class TorchCalls:
         for i, j in self.pairs:
             if pointers[i] < pointers[j] + sizes[j] and pointers[j] < pointers[i] + sizes[i]:
                 return False
-        for k in self.written:
-            if args[k].requires_grad:
+        written = [args[k] for k in self.written]
+        for t in written:
+            if t.requires_grad:
                 return False        # the binder says whether autograd allows the write
         function(*pointers, *dims)
-        self.count_writes(args)
+        increment = self.increment_version
+        for t in written:
+            increment(t)
         return True
 
     def count_writes(self, args: tuple) -> None:
@@ -99,9 +103,13 @@ class TorchCalls:
         for k in self.written:
             arg = args[k]
             if type(arg).__module__.startswith("torch"):
-                import torch
+                self.increment_version(arg)
 
-                torch.autograd.graph.increment_version(arg)
+    @functools.cached_property
+    def increment_version(self):
+        import torch
+
+        return torch.autograd.graph.increment_version
 
     def remember(self, key: tuple, dims: tuple[int, ...]) -> None:
         """`key`'s call was accepted by the binder and bound `dims`."""
