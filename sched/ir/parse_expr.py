@@ -230,6 +230,12 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
         if type(node.op) in _BITWISE_OPS:
             return self._bitwise(node, _BITWISE_OPS[type(node.op)],
                                  _unify(self.value(node.left), self.value(node.right)))
+        if isinstance(node.op, ast.Pow):        # TVM's PrimExpr.__pow__: T.pow of floats
+            operands = _unify(self.value(node.left), self.value(node.right))
+            if not all(isinstance(o, Expr) and is_float(o.dtype) for o in operands):
+                raise self.error(node, f"'{ast.unparse(node)}': ** takes float operands (as "
+                                       f"T.pow); multiply integers out")
+            return Call("pow", tuple(operands), operands[0].dtype)
         if op is None:
             raise self.error(node, f"unsupported operator in '{ast.unparse(node)}'")
         return binary(op, *_unify(self.value(node.left), self.value(node.right)))
@@ -409,8 +415,13 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
 
     def _call_limit(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         """`T.min_value("float32")`: the lowest finite value of the dtype (as TVM's), and
-        `T.max_value` the highest."""
+        `T.max_value` the highest; `T.infinity("float32")` (float dtypes only, as TVM's)."""
         target = self.dtype(node.args[0])
+        if name == "infinity":
+            if not is_float(target):
+                raise self.error(node, f"T.infinity({target!r}): a float dtype has an infinity, "
+                                       f"{target} has none (T.max_value gives its largest)")
+            return const(float("inf"), target)
         if is_float(target):
             limit = float(_FLOAT_LIMITS[target])
             return const(-limit if name == "min_value" else limit, target)
@@ -423,6 +434,8 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
         return Select(self.expr(condition), *_unify(self.value(a), self.value(b)))
 
     def _call_likely(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+        """`T.likely(c)` is `c` (a hint); `T.meta_var(x)` is `x` (TVM's marker of a Python
+        value spliced into the script)."""
         return self.value(node.args[0])
 
     # ----------------------------------------------------------------------------------------
@@ -570,11 +583,13 @@ _CALLS = {
     "floordiv": ("binary", 2), "floormod": ("binary", 2),          # T.floordiv(a, b) -> a // b
     "Cast": ("cast", 2), "cast": ("cast", 2),       # T.Cast("float16", x), T.cast(x, "float16")
     "min_value": ("limit", 1), "max_value": ("limit", 1),          # T.min_value("float32")
+    "infinity": ("limit", 1),                                      # T.infinity("float32")
     "bitwise_and": ("integer", 2), "bitwise_or": ("integer", 2),   # T.bitwise_and(a, b)
     "bitwise_xor": ("integer", 2), "bitwise_not": ("integer", 1),
     "shift_left": ("integer", 2), "shift_right": ("integer", 2),   # T.shift_left(a, b) a << b
     "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
     "likely": ("likely", 1),                                       # T.likely(c) -> c
+    "meta_var": ("likely", 1),                                     # T.meta_var(x) -> x
     "shfl_down_sync": ("shuffle", 4),     # T.shfl_down_sync(value, offset, lanes, width)
     **BIT_CALLS,                          # T.reinterpret, T.popcount... (parse_bits.py)
 }

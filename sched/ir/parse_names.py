@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 
+# newer TVM spellings of the same constructs (TVM main calls a TensorIR block an "sblock")
+ALIASES = {"sblock": "block", "sblock_attr": "block_attr"}
+
 
 def t_name(node: ast.AST) -> str | None:
     """`"axis.remap"` for the ast of `T.axis.remap`, None for anything not under `T.`."""
@@ -12,7 +15,8 @@ def t_name(node: ast.AST) -> str | None:
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name) and node.id == "T" and parts:
-        return ".".join(reversed(parts))
+        name = ".".join(reversed(parts))
+        return ALIASES.get(name, name)
     return None
 
 

@@ -457,6 +457,8 @@ class ScheduleBase:
         self._record("get_block", self._func, (name,), outputs=(handle,))
         return handle
 
+    get_sblock = get_block      # TVM main's name (a TensorIR block is an "sblock" there)
+
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops around `block` up to the block that encloses it, outermost first (as
         TVM's: a block nested in another gets the loops between the two)."""

@@ -667,3 +667,27 @@ def f(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32")):
     b = np.zeros((64, 64), np.float32)
     run_c(func, a, b)
     np.testing.assert_array_equal(b, a + 1)
+
+
+def test_infinity_pow_meta_var_and_sblock_read_as_tvm_writes_them():
+    """`T.infinity("float32")`, `x ** y` (TVM's PrimExpr.__pow__, a T.pow), `T.meta_var(x)`
+    (a Python value spliced into the script: x itself) and TVM main's `T.sblock` /
+    `sch.get_sblock` (audit helper-75: each refused)."""
+    @T.prim_func
+    def f(A: T.Buffer((8,), "float32"), O: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("b"):
+                vi = T.axis.spatial(8, i)
+                s = T.meta_var(T.float32(0.5))
+                O[vi] = T.min(A[vi] ** T.float32(2) * s, T.infinity("float32"))
+
+    sch = sched.Schedule(f)
+    sch.split(sch.get_loops(sch.get_sblock("b"))[0], [None, 4])
+    assert "T.pow(A[vi], T.float32(2.0))" in sch.func.script()
+    a = np.arange(8, dtype=np.float32) - 3
+    o = np.zeros(8, np.float32)
+    sched.build(sch.func, target="c")(a, o)
+    np.testing.assert_allclose(o, a ** 2 * 0.5, rtol=1e-6)
+    with pytest.raises(ScriptError, match=r"T.infinity\('int32'\): a float dtype"):
+        parse('@T.prim_func\ndef g(A: T.Buffer((1,), "int32")):\n'
+              '    A[0] = T.infinity("int32")\n')
