@@ -674,12 +674,12 @@ def test_infinity_pow_meta_var_and_sblock_read_as_tvm_writes_them():
     (a Python value spliced into the script: x itself) and TVM main's `T.sblock` /
     `sch.get_sblock` (audit helper-75: each refused)."""
     @T.prim_func
-    def f(A: T.Buffer((8,), "float32"), O: T.Buffer((8,), "float32")):
+    def f(A: T.Buffer((8,), "float32"), Out: T.Buffer((8,), "float32")):
         for i in range(8):
             with T.sblock("b"):
                 vi = T.axis.spatial(8, i)
                 s = T.meta_var(T.float32(0.5))
-                O[vi] = T.min(A[vi] ** T.float32(2) * s, T.infinity("float32"))
+                Out[vi] = T.min(A[vi] ** T.float32(2) * s, T.infinity("float32"))
 
     sch = sched.Schedule(f)
     sch.split(sch.get_loops(sch.get_sblock("b"))[0], [None, 4])
