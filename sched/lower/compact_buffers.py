@@ -327,7 +327,8 @@ class _Rebase(IRMutator):
             bound = next((iv.var for iv, value in zip(realize.block.iter_vars,
                                                        realize.iter_values)
                           if value is var and iv.kind == "spatial"), None)
-            mapping[var] = bound or Var(fresh(f"v_{var.name}", self.taken), var.dtype)
+            mapping[var] = bound if bound is not None else \
+                Var(fresh(f"v_{var.name}", self.taken), var.dtype)
         self.current = [substitute(o, mapping) for o in self.current]
         added = [(IterVar(mapping[v], Range(loops[v].min, loops[v].extent)), v) for v in used
                  if mapping[v] not in {iv.var for iv in realize.block.iter_vars}]

@@ -172,3 +172,26 @@ def test_a_producer_recomputed_in_overlapping_tiles_compacts_to_one_tile(rng):
     kernel(a, c)
     b = a[:, :-2] + a[:, 1:-1] + a[:, 2:]
     assert_close(c, b[:-2] + b[1:-1] + b[2:])
+
+
+def test_two_recomputed_stages_of_a_chain_compact_in_one_tile(rng):
+    """B and C both recomputed in D's tiles: C reads B and writes C, so the second buffer
+    compacted meets a block already given a variable bound to the tile loop (reused; the
+    build raised a TypeError there: audit helper-74)."""
+    n = 20
+    A = te.placeholder((n + 4,), name="A")
+    B = te.compute((n + 4,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n + 2,), lambda i: B[i] + B[i + 2], name="C")
+    D = te.compute((n,), lambda i: C[i] + C[i + 2], name="D")
+    sch = sched.Schedule(te.create_prim_func([A, D]))
+    io, _ = sch.split(sch.get_loops(sch.get_block("D"))[0], [None, 5])
+    sch.compute_at(sch.get_block("C"), io)
+    sch.compute_at(sch.get_block("B"), io)
+    kernel = sched.build(sch.func, target="c")
+    assert "float B[9];" in kernel.source and "float C[7];" in kernel.source
+    a = rng.standard_normal(n + 4).astype(np.float32)
+    d = np.zeros(n, np.float32)
+    kernel(a, d)
+    b = a * 2
+    c = b[:-2] + b[2:]
+    assert_close(d, c[:-2] + c[2:])
