@@ -42,13 +42,13 @@ from sched.ir.nodes import (
     Var,
     is_constant,
 )
+from sched.ir.paths import path_to
 from sched.lower.isl_affine import Context
 from sched.lower.simplify_indices import simplify_index
 from sched.polyhedral import build_model, names
 from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 from sched.polyhedral.isl_text import read_map
-from sched.schedule.state import path_to
 
 
 def _allocations(func: PrimFunc) -> list[tuple[Buffer, list[For]]]:

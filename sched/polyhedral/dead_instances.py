@@ -35,8 +35,8 @@ from sched.ir.nodes import (
     While,
     is_constant,
 )
+from sched.ir.paths import enclosing_loops
 from sched.polyhedral.isl_expr import to_isl_condition
-from sched.schedule.state import enclosing_loops
 
 
 def dead_instances(func: PrimFunc, model, instances: isl.UnionSet) -> bool:

@@ -1,0 +1,84 @@
+"""Where statements are in a function: the parent of each statement and block, and the
+blocks and loops by name (`index`, built in one walk and remembered per node), the path down
+to a node (`path_to`) and the loops around it (`enclosing_loops`). Pure IR queries, used by
+the schedule, the polyhedral model and the lowering."""
+
+from __future__ import annotations
+
+from sched.ir.functor import child_field_names
+from sched.ir.memo import identity_cache
+from sched.ir.nodes import Block, BlockRealize, For, Node, PrimFunc, Stmt
+
+
+class _Index:
+    """Blocks and loops of one function by name, and the parent of each statement and block:
+    built in one walk, remembered per node (nodes are immutable). The index of a block
+    realize inside is taken from the cache and merged: a step rebuilds the function around
+    the blocks it did not touch, and their indexes are not built again."""
+
+    def __init__(self, root: Node) -> None:
+        self.parent: dict[int, Node] = {}
+        self.blocks: dict[str, BlockRealize] = {}
+        self.loops: dict[str, For] = {}
+        self.block_order: list[str] = []
+        self.loop_order: list[str] = []
+        self._walk(root)
+
+    def _walk(self, node: Node) -> None:
+        if isinstance(node, BlockRealize):
+            name = node.block.name
+            self.blocks.setdefault(name, node)
+            if name != "root":
+                self.block_order.append(name)
+        elif isinstance(node, For):
+            self.loops.setdefault(node.loop_var.name, node)
+            self.loop_order.append(node.loop_var.name)
+        for name in child_field_names(type(node), statements_only=True):
+            value = getattr(node, name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Stmt | Block) and id(child) not in self.parent:
+                    self.parent[id(child)] = node        # the first path, as a search finds
+                    if isinstance(child, BlockRealize):
+                        self._merge(index(child))
+                    else:
+                        self._walk(child)
+
+    def _merge(self, inner: _Index) -> None:
+        """Add the index of a block realize inside (its blocks and loops after those found
+        so far; the first parent found of a node stays)."""
+        for name, realize in inner.blocks.items():
+            self.blocks.setdefault(name, realize)
+        for name, loop in inner.loops.items():
+            self.loops.setdefault(name, loop)
+        self.block_order += inner.block_order
+        self.loop_order += inner.loop_order
+        for key, parent in inner.parent.items():
+            self.parent.setdefault(key, parent)
+
+
+index = identity_cache(maxsize=1 << 11)(_Index)   # the _Index of a function body or statement
+
+
+def enclosing_loops(func: PrimFunc, target: Node) -> list[For]:
+    """The loops around `target` (found by identity), outermost first."""
+    path = path_to(func.body, target)
+    if path is None:
+        raise AssertionError("target is not in the function")
+    return [node for node in path if isinstance(node, For)]
+
+
+def path_to(root: Node, target: Node) -> list[Node] | None:
+    """The nodes from `root` down to `target` (excluded), by identity, or None."""
+    if root is target:
+        return []
+    parents = index(root).parent
+    path: list[Node] = []
+    node = target
+    while True:
+        parent = parents.get(id(node))
+        if parent is None:
+            return None
+        path.append(parent)
+        if parent is root:
+            return path[::-1]
+        node = parent
