@@ -23,6 +23,7 @@ would access out of bounds is a `KernelArgumentError` naming the access and the 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -67,6 +68,20 @@ def _is_torch_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def increment_version(tensor) -> None:
+    """Tell autograd that a kernel wrote `tensor` in place (its version counter), as torch's
+    own in-place operations do: a tensor saved for backward and overwritten then fails
+    backward() instead of giving wrong gradients (audit helper-73)."""
+    _torch_increment_version()(tensor)
+
+
+@functools.cache
+def _torch_increment_version():
+    import torch
+
+    return torch.autograd.graph.increment_version
+
+
 def _misaligned(pointer: int, itemsize: int, copy: str) -> str:
     return (f"its data (address {pointer:#x}) is not aligned to its {itemsize}-byte elements "
             f"(a view at an odd byte offset?): pass a copy ({copy})")
@@ -86,6 +101,9 @@ class ArgumentBinder:
         self.params = func.params
         self.symbolic_vars = func.symbolic_vars
         self.written = written_storages(func.body)
+        # the parameters the kernel writes, by position (count_writes)
+        self.written_positions = [k for k, p in enumerate(func.params)
+                                  if isinstance(p, Buffer) and p.storage_name in self.written]
         self.numpy_dtypes = {b.name: numpy_dtype(b.dtype) for b in func.buffers}
         # where each symbolic dim is bound: (index among the buffers, dimension), first found
         self.dim_sources: dict[Var, tuple[int, int]] = {}
@@ -101,6 +119,13 @@ class ArgumentBinder:
     def error(self, position: int, message: str) -> KernelArgumentError:
         param = self.params[position]
         return KernelArgumentError(f"argument {position + 1} '{param.name}': {message}")
+
+    def count_writes(self, args) -> None:
+        """After a call: the torch tensors among `args` the kernel wrote are written, for
+        autograd (`increment_version`)."""
+        for k in self.written_positions:
+            if _is_torch_tensor(args[k]):
+                increment_version(args[k])
 
     def bind(self, args: tuple) -> BoundArguments:
         if len(args) != len(self.params):

@@ -213,6 +213,13 @@ def test_an_output_written_by_an_extern_call_is_an_output():
     out = np.zeros((4, 16), np.float32)
     kernel(a, out)
     np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
+    # A, whose address the call gets too, is declared read (T.reads): an input (review
+    # helper-77: counting every address as a write refused read-only and grad inputs)
+    a.flags.writeable = False
+    kernel(a, out)
+    weight = torch.from_numpy(a.copy()).requires_grad_()
+    kernel(weight, torch.zeros(4, 16))
+    assert weight._version == 0
 
 
 def test_torch_outputs_are_written_as_autograd_expects():
@@ -241,3 +248,23 @@ def test_torch_outputs_are_written_as_autograd_expects():
         kernel(a, y)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.backward()
+
+
+def test_the_emulated_gpu_counts_its_writes_too():
+    """cuda-emu copies the outputs back into the tensors: their version counters move as on
+    the C target (audit helper-76)."""
+    import sched
+    from sched import compute as te
+
+    A = te.placeholder((4, 8), "float32", name="A")
+    B = te.compute((4, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    kernel = sched.build(sch.func, target="cuda-emu")
+    a, b = torch.rand(4, 8), torch.zeros(4, 8)
+    kernel(a, b)
+    kernel(a, b)
+    assert (b._version, a._version) == (2, 0)
+    torch.testing.assert_close(b, a + 1)

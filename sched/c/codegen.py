@@ -26,7 +26,7 @@ from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode
 from sched.c.vectorize import plan_vector_loop
 from sched.ir.dtype import bits, is_float, is_int, max_value
-from sched.ir.extern import ADDRESS_OF, written_storages
+from sched.ir.extern import ADDRESS_OF, addressed_storages, written_storages
 from sched.ir.nodes import (
     BIT_FUNCTIONS,
     EXTERN_CALLS,
@@ -130,7 +130,9 @@ class _CEmitter(BitCallEmitter):
         return "\n".join([*header, *helpers, signature + " {", *body, "}", ""])
 
     def parameters(self) -> list[str]:
-        stored = written_storages(self.func.body)
+        # C's const: what the kernel stores to, and every buffer an opaque call gets an address
+        # of (a callee may take a non-const pointer for an input it only reads)
+        stored = written_storages(self.func.body) | addressed_storages(self.func.body)
         params = []
         for buffer in self.func.buffers:
             const = "" if buffer.name in stored else "const "

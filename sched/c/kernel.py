@@ -119,7 +119,7 @@ class CKernel:
             scalars = [scalar_bits(value, dtype)
                        for value, dtype in zip(scalars, self._dtypes_of_scalars, strict=True)]
         self._function(*bound.pointers, *scalars, *bound.dims)
-        self._torch_calls.count_writes(args)
+        self._binder.count_writes(args)
         if key is not None:
             self._torch_calls.remember(key, bound.dims)
 

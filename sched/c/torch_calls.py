@@ -15,10 +15,9 @@ raises the error naming the argument.
 
 from __future__ import annotations
 
-import functools
 import math
 
-from sched.arguments import ArgumentBinder, numpy_dtype
+from sched.arguments import ArgumentBinder, increment_version, numpy_dtype
 from sched.ir.nodes import Buffer
 
 MAX_KEYS = 64       # layouts remembered per kernel (then forgotten all at once)
@@ -36,9 +35,7 @@ class TorchCalls:
                       if binder.written & {buffers[i].storage_name, buffers[j].storage_name}]
         self.dims: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.tensor_type = None
-        # the arguments the kernel writes (by position among the parameters)
-        self.written = [k for k, p in enumerate(binder.params)
-                        if isinstance(p, Buffer) and p.storage_name in binder.written]
+        self.written = binder.written_positions
 
     def key(self, args: tuple) -> tuple | None:
         """What the binder's checks of `args` depend on, but the pointers; None unless every
@@ -90,26 +87,9 @@ class TorchCalls:
             if t.requires_grad:
                 return False        # the binder says whether autograd allows the write
         function(*pointers, *dims)
-        increment = self.increment_version
         for t in written:
-            increment(t)
+            increment_version(t)
         return True
-
-    def count_writes(self, args: tuple) -> None:
-        """Tell autograd that the kernel wrote its torch outputs (their version counters), as
-        torch's own in-place operations do: a tensor saved for backward and overwritten by
-        the kernel then fails backward() instead of giving wrong gradients (audit
-        helper-73)."""
-        for k in self.written:
-            arg = args[k]
-            if type(arg).__module__.startswith("torch"):
-                self.increment_version(arg)
-
-    @functools.cached_property
-    def increment_version(self):
-        import torch
-
-        return torch.autograd.graph.increment_version
 
     def remember(self, key: tuple, dims: tuple[int, ...]) -> None:
         """`key`'s call was accepted by the binder and bound `dims`."""

@@ -218,7 +218,7 @@ class CudaKernel:
         bound = self._binder.bind(args)
         check_pointer_alignment(self.func, self._aligned, bound.pointers)
         self._launch(bound.pointers, (*bound.scalars, *bound.dims))
-        self._torch_calls.count_writes(args)
+        self._binder.count_writes(args)
         if key is not None:
             self._torch_calls.remember(key, bound.dims)
 

@@ -97,11 +97,42 @@ def addressed_storages(stmt: Stmt) -> set[str]:
 
 
 def written_storages(stmt: Stmt) -> set[str]:
-    """The storage names of the buffers `stmt` may write: those it stores to, those whose
-    element addresses go to an opaque call, and the blocks' declared writes (an extern call
-    with `T.writes(B[...])`: audit helper-73's B, written by the call, was taken for an input
-    that a read-only array may fill, and that another argument may overlap)."""
-    written = {store.buffer.storage_name for store in collect(stmt, BufferStore)}
-    written |= addressed_storages(stmt)
-    return written | {region.buffer.storage_name for realize in collect(stmt, BlockRealize)
-                      for region in realize.block.writes}
+    """The storage names of the buffers `stmt` may write: those it stores to, the blocks'
+    declared writes (an extern call with `T.writes(B[...])`: audit helper-73's B, written by
+    the call, was taken for an input that a read-only array may fill, and that another
+    argument may overlap), and those whose element addresses go to an opaque call where no
+    block around the call declares the buffer's regions (lowered code; in a block, its
+    `T.reads` say an addressed input is only read: helper-77)."""
+    finder = _Written()
+    finder.visit(stmt)
+    return finder.written
+
+
+class _Written(IRVisitor):
+    def __init__(self) -> None:
+        self.written: set[str] = set()
+        self.declared: set[str] = set()      # the innermost block's declared storages
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        self.written.add(node.buffer.storage_name)
+        self.visit_children(node)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        block = node.block
+        self.written |= {region.buffer.storage_name for region in block.writes}
+        outer = self.declared
+        if block.name != "root":
+            self.declared = {region.buffer.storage_name
+                             for region in (*block.reads, *block.writes)}
+        self.visit_children(node)
+        self.declared = outer
+
+    def visit_Call(self, node: Call) -> None:
+        if node.op == ADDRESS_OF and isinstance(node.args[0], BufferLoad):
+            storage = node.args[0].buffer.storage_name
+            if storage not in self.declared:
+                self.written.add(storage)
+        self.visit_children(node)
+
+    def visit_Buffer(self, node) -> None:
+        pass

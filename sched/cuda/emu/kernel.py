@@ -92,6 +92,7 @@ class EmulatedKernel:
                                                  sizes):
             if buffer.storage_name in self._binder.written and size:
                 ctypes.memmove(pointer, result.ctypes.data + offset, size)
+        self._binder.count_writes(args)
 
     def save_launch(self, path, *args) -> str:
         """Write the launch of `kernel(*args)` to file `path` and return the command that runs

@@ -87,6 +87,7 @@ class EmulatedKernelSequence(EmulatedKernel):
                                                  sizes):
             if buffer.storage_name in self._binder.written and size:
                 ctypes.memmove(pointer, result.ctypes.data + offset, size)
+        self._binder.count_writes(args)
 
     def save_launch(self, path, *args) -> str:
         raise ValueError(f"save_launch: '{self.func.name}' runs {len(self.kernels)} kernels; "
