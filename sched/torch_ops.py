@@ -170,8 +170,9 @@ def _unsized(func: PrimFunc, sources) -> str | None:
 def _updated_in_place(func: PrimFunc, outputs) -> str | None:
     """Why an output allocated empty would be read before the kernel writes it (a block that
     reads and writes it with no init, `C[i] = C[i] + ...`), or None."""
+    from sched.ir.extern import ADDRESS_OF
     from sched.ir.functor import collect
-    from sched.ir.nodes import Block, BufferLoad
+    from sched.ir.nodes import Block, BufferLoad, Call
 
     names = {buffer.storage_name: buffer.name for buffer in outputs}
     for block in collect(func.body, Block):
@@ -179,7 +180,12 @@ def _updated_in_place(func: PrimFunc, outputs) -> str | None:
             continue
         written = {region.buffer.storage_name for region in block.writes}
         read = {region.buffer.storage_name for region in block.reads}
-        read |= {load.buffer.storage_name for load in collect(block.body, BufferLoad)}
+        # (an element's address handed to an extern call is no read: the block's T.reads say
+        # what the call reads; audit helper-76)
+        addresses = {id(call.args[0]) for call in collect(block.body, Call)
+                     if call.op == ADDRESS_OF}
+        read |= {load.buffer.storage_name for load in collect(block.body, BufferLoad)
+                 if id(load) not in addresses}
         for storage in sorted(written & read & set(names)):
             return (f"block '{block.name}' of '{func.name}' reads output '{names[storage]}' "
                     f"before writing it (an update in place, with no init), so the functional "

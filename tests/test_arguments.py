@@ -268,3 +268,37 @@ def test_the_emulated_gpu_counts_its_writes_too():
     kernel(a, b)
     assert (b._version, a._version) == (2, 0)
     torch.testing.assert_close(b, a + 1)
+
+
+def test_a_shape_computed_in_a_narrow_dtype_must_not_wrap(tmp_path):
+    """B's shape `n * 2` of an int8 n is computed in int8 by the kernel: at n = 100 it is
+    200, which wraps to -56, and the kernel wrote nothing; the C entry, the Python path and
+    the export refuse it (audit helpers 76, 77). int32 shape arithmetic is computed in int64
+    where it could wrap, so `n * 2` past 2**31 is a size (it was refused on the Python
+    path)."""
+    import ctypes
+
+    import sched
+    from sched import compute as te
+    from sched.arguments import _evaluate
+
+    n = te.var("n", "int8")
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n * 2,), lambda i: A[i // 2] * 2.0, name="B")
+    kernel = sched.build(te.create_prim_func([A, B], name="doubled"), target="c")
+    for size, fits in ((50, True), (100, False)):
+        a, b = np.ones(size, np.float32), np.zeros(2 * size, np.float32)
+        for args in ((a, b), (torch.from_numpy(a), torch.from_numpy(b))):
+            if fits:
+                kernel(*args)
+                assert (np.asarray(args[1]) == 2).all()
+            else:
+                with pytest.raises(KernelArgumentError, match=r"is 200, beyond int8"):
+                    kernel(*args)
+    library = ctypes.CDLL(str(kernel.export(tmp_path, shared_library=True).files[-1]))
+    library.doubled.restype = ctypes.c_int
+    b = np.zeros(200, np.float32)
+    assert library.doubled(np.ones(100, np.float32).ctypes.data, b.ctypes.data,
+                           ctypes.c_int64(100)) == 4
+    m = te.var("m")
+    assert _evaluate(m * 2, {m: 2 ** 30 + 5}) == 2 ** 31 + 10

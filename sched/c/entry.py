@@ -307,7 +307,20 @@ class _Generator:
                 self.line(f"if (sched_a{k}->dims[{d}] != {expected}) return {Status.SHAPE};")
 
     def expression(self, dim: Expr) -> str:
-        """The C text of shape expression `dim` (int64); a temporary for // and %."""
+        """The C text of shape expression `dim` (int64); a temporary for // and %, and for
+        8- and 16-bit arithmetic, checked to stay in its dtype: the kernel computes it there
+        and it wraps (an int8 `n * 2` of 200 ran as -56; int32 arithmetic is computed in
+        int64 where it could wrap, lower/wide_integers.py)."""
+        text = self._expression(dim)
+        if isinstance(dim, BinaryOp) and _INT_RANGES.get(dim.dtype, 32) < 32:
+            self.temporaries += 1
+            name = f"sched_t{self.temporaries}"
+            self.line(f"const int64_t {name} = {text};")
+            self.check_range(name, dim.dtype, Status.SHAPE)
+            return name
+        return text
+
+    def _expression(self, dim: Expr) -> str:
         if isinstance(dim, IntImm):
             return f"INT64_C({dim.value})"
         if isinstance(dim, Var):

@@ -196,7 +196,8 @@ class CheckWriter:
         bits = _INT_BITS.get(arg.ir.dtype)
         if bits is None:
             raise ValueError(f"export: symbolic dim '{arg.ir.name}' has dtype {arg.ir.dtype}: "
-                             f"expected an integer dtype")
+                             f"an exported kernel takes signed dims (int8, int16, int32, "
+                             f"int64); declare it signed")
         if bits < 64:
             self.fail(f"{arg.name} > INT64_C({2 ** (bits - 1) - 1})", "SCHED_ERROR_BAD_DIM",
                       f"dim {arg.name} = %lld is beyond {arg.ir.dtype}, the kernel's type for "
@@ -269,7 +270,24 @@ class CheckWriter:
 
     def expression(self, expr: Expr) -> str:
         """The int64 C text of integer expression `expr` over dims and scalars (a temporary
-        and a check for // and % by a non-constant)."""
+        and a check for // and % by a non-constant, and for 8- and 16-bit arithmetic, which
+        the kernel computes in its dtype: it must not leave it, as sched.c.entry checks)."""
+        text = self._expression(expr)
+        bits = _INT_BITS.get(expr.dtype, 32)
+        if isinstance(expr, BinaryOp) and bits < 32:
+            self.temporaries += 1
+            temporary = f"sched_t{self.temporaries}"
+            self.lines.append(f"    const int64_t {temporary} = {text};")
+            low, high = (0, 2 ** bits - 1) if expr.dtype.startswith("u") else \
+                (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+            self.fail(f"{temporary} < INT64_C({low}) || {temporary} > INT64_C({high})",
+                      "SCHED_ERROR_BAD_SHAPE", f"{c_text(expr.script())} = %lld leaves "
+                      f"{expr.dtype}, the type the kernel computes it in",
+                      f"(long long){temporary}")
+            return temporary
+        return text
+
+    def _expression(self, expr: Expr) -> str:
         if isinstance(expr, IntImm):
             return f"INT64_C({expr.value})"
         if isinstance(expr, Var):
