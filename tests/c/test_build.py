@@ -76,7 +76,21 @@ def test_flags_live_in_one_place():
     assert c_build.FLAGS == ("-O3", "-march=native", "-ffp-contract=fast",
                              "-fno-tree-loop-distribution", "-fno-tree-loop-if-convert",
                              "-fno-tree-slp-vectorize", "-fopenmp", "-shared", "-fPIC",
-                             "-std=c11", "-fno-math-errno")
+                             "-std=c11", "-fno-math-errno", "-fno-semantic-interposition",
+                             "-Wl,-Bsymbolic")
+
+
+@pytest.mark.parametrize("name", ["fdiv", "index", "y0"])
+def test_a_kernel_named_as_a_libc_function_is_the_one_called(name):
+    """The entry point's call of a kernel named `fdiv` reached libm's fdiv (the library's
+    calls went through the PLT): status 0, nothing written (audit helper-76)."""
+    n = te.var("n")
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    kernel = sched.build(te.create_prim_func([A, B], name=name), target="c")
+    a, b = np.arange(1, 9, dtype=np.float32), np.zeros(8, np.float32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, 2 * a)
 
 
 @T.prim_func
