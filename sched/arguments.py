@@ -224,8 +224,8 @@ class ArgumentBinder:
         if buffer.name in self.written and tensor.requires_grad and torch.is_grad_enabled():
             raise self.error(position, "the kernel writes this tensor, which requires grad: "
                                        "autograd cannot follow the kernel's writes; call it "
-                                       "under torch.no_grad(), or wrap the kernel with "
-                                       "sched.torch.custom_op")
+                                       "under torch.no_grad(), or write a tensor that does "
+                                       "not require grad")
         if tensor.is_neg() or tensor.is_conj():
             # a lazy negation (or conjugation) of its storage, which the kernel would read as
             # it is stored

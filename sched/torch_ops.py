@@ -26,6 +26,7 @@ the rest (shapes, dtypes, devices) and raises `KernelArgumentError` naming the a
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -98,10 +99,20 @@ def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
     if op.unsized is None:
         torch.library.register_fake(qualname, lambda *args, _op=op: _fake(_op, args),
                                     lib=library)
+        # no gradient: backward() through the operator raises (without this, torch only
+        # warned and gave wrong gradients: audit helper-76)
+        torch.library.register_autograd(qualname, functools.partial(_no_gradient, qualname),
+                                        lib=library)
         op.functional = getattr(namespace_ops, name).default
     torch.library.register_fake(f"{qualname}_out", lambda *args: None, lib=library)
     op.out = getattr(namespace_ops, f"{name}_out").default
     return op
+
+
+def _no_gradient(qualname: str, ctx, *grads):
+    raise RuntimeError(f"{qualname}: a sched kernel has no gradient (no backward formula is "
+                       f"registered); detach its inputs, or compute the gradient with another "
+                       f"operator")
 
 
 def _kernels_by_device(kernels) -> dict[str, object]:

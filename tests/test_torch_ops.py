@@ -55,6 +55,20 @@ def test_out_form_writes_in_place(mbr):
     torch.testing.assert_close(c, reference(a, b, bias), rtol=1e-4, atol=1e-4)
 
 
+def test_backward_through_the_operator_says_it_has_no_gradient(mbr):
+    """The operator has no backward formula: torch only warned and gave gradients that
+    left the kernel out (d/da of sum(op(a) + a) came out 1; audit helper-76). backward()
+    raises now; forward with inputs that require grad still runs."""
+    op = sched.torch.custom_op(unique("mbr"), mbr)
+    a = torch.randn(3, 16, requires_grad=True)
+    b, bias = torch.randn(16, 8), torch.randn(8)
+    out = op(a, b, bias)
+    torch.testing.assert_close(out.detach(), reference(a.detach(), b, bias), rtol=1e-4,
+                               atol=1e-4)
+    with pytest.raises(RuntimeError, match="a sched kernel has no gradient"):
+        (out.sum() + a.sum()).backward()
+
+
 def test_torch_compile_fullgraph_with_changing_sizes(mbr):
     op = sched.torch.custom_op(unique("mbr"), mbr)
     compiled = torch.compile(lambda a, b, bias: op.functional(a, b, bias) * 2 + 1,
