@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sched.errors import KernelArgumentError
-from sched.ir.dtype import is_bool, is_float, is_int
+from sched.ir.dtype import LARGEST_FINITE, is_bool, is_float, is_int
 from sched.ir.extern import written_storages
 from sched.ir.functor import free_vars, substitute
 from sched.ir.nodes import BinaryOp, Buffer, Cast, Expr, IntImm, PrimFunc, Var
@@ -269,9 +269,16 @@ class ArgumentBinder:
             if isinstance(arg, int | float | np.integer | np.floating) \
                     and not isinstance(arg, bool):
                 try:
-                    return float(arg)
+                    value = float(arg)
                 except OverflowError:
-                    raise self.error(position, f"{arg} is too large for {var.dtype}") from None
+                    value = math.inf if arg > 0 else -math.inf
+                if math.isinf(value) and not (isinstance(arg, float | np.floating) and
+                                              math.isinf(arg)) or \
+                        math.isfinite(value) and abs(value) > LARGEST_FINITE[var.dtype]:
+                    # (the kernel would get an infinity: audit helper-76)
+                    raise self.error(position, f"{arg} is beyond {var.dtype} (at most "
+                                               f"{LARGEST_FINITE[var.dtype]:g} in magnitude)")
+                return value
         kind = "a Python int" if is_int(var.dtype) else \
             "a Python bool" if is_bool(var.dtype) else "a Python float"
         raise self.error(position, f"expected {kind} ({var.dtype}), got "

@@ -172,9 +172,32 @@ def test_a_symbolic_dim_beyond_its_dtype_is_refused():
     np.testing.assert_array_equal(b[:300], 2)
 
 
-def test_a_float_scalar_too_large_names_the_argument():
-    with pytest.raises(KernelArgumentError, match=r"argument 3 'k': 1000* is too large for"):
+def test_a_float_scalar_beyond_its_dtype_is_refused():
+    """A finite value the kernel would get as an infinity (10**400, 1e39 for a float32,
+    70000.0 for a float16) is refused, on the binder's and the entry point's paths (they
+    ran with inf; audit helpers 73, 76); an infinity or NaN given as such runs."""
+    import sched
+    from sched.script import T
+
+    with pytest.raises(KernelArgumentError, match=r"argument 3 'k': 1000* is beyond float32"):
         bind(*arrays(), 10 ** 400)
+
+    @T.prim_func
+    def fill(A: T.Buffer((4,), "float16"), v: T.float16):
+        for i in range(4):
+            with T.block("A"):
+                vi = T.axis.spatial(4, i)
+                A[vi] = v
+
+    kernel = sched.build(fill, target="c")
+    a = np.zeros(4, np.float16)
+    for value in (70000.0, 65520.0, 100000):
+        with pytest.raises(KernelArgumentError, match=r"is beyond float16 \(at most 65504"):
+            kernel(a, value)
+    kernel(a, float("inf"))
+    assert np.isinf(a).all()
+    kernel(a, 65504.0)
+    np.testing.assert_array_equal(a, 65504)
 
 
 SCALE_ROW_C = """

@@ -12,6 +12,7 @@ thread reshaping one of them meanwhile is a race, as it would be for the kernel'
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import warnings
 from pathlib import Path
@@ -24,7 +25,7 @@ from sched.c.object_layout import CHECK_BOUNDS, layout_words, verify_layout
 from sched.c.openmp import load_kernel_library
 from sched.c.torch_calls import TorchCalls
 from sched.errors import BuildError
-from sched.ir.dtype import is_bool, is_float
+from sched.ir.dtype import LARGEST_FINITE, is_bool, is_float
 from sched.ir.nodes import PrimFunc, Var
 from sched.lower import lower
 
@@ -146,8 +147,12 @@ class CKernel:
             elif kind == "bool":
                 if type(value) is not bool:
                     return None
-            elif type(value) is not float and (type(value) is not int
-                                               or not low <= value <= high):
+            elif type(value) is float:
+                # a finite value beyond the dtype would arrive as an infinity: the binder
+                # refuses it (audit helper-76)
+                if not -high <= value <= high and math.isfinite(value):
+                    return None
+            elif type(value) is not int or not low <= value <= high:
                 return None
             values.append(value if dtype is None else scalar_bits(value, dtype))
         return values
@@ -189,7 +194,10 @@ def _scalar_checks(func: PrimFunc) -> list[tuple[int, str, int, int, str | None]
             checks.append((position, "bool", 0, 1, None))
         elif is_float(param.dtype):
             half = param.dtype if param.dtype in ("float16", "bfloat16") else None
-            checks.append((position, "float", -_EXACT_FLOAT_INT, _EXACT_FLOAT_INT, half))
+            # ints exactly representable, floats finite in the dtype: one bound, the smaller
+            # (a larger finite float takes the checked path, which says which it is)
+            limit = min(_EXACT_FLOAT_INT, LARGEST_FINITE[param.dtype])
+            checks.append((position, "float", -limit, limit, half))
         else:
             info = np.iinfo(param.dtype)
             checks.append((position, "int", int(info.min), int(info.max), None))

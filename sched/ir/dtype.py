@@ -47,6 +47,11 @@ def min_value(dtype: str) -> int | float:
     return -(2 ** (bits(dtype) - 1))
 
 
+# the largest finite value of each float dtype (T.max_value; T.min_value is its negation)
+LARGEST_FINITE = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+                  "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
 def max_value(dtype: str) -> int | float:
     """The largest value of `dtype`: the identity of a `min` reduction."""
     if is_float(dtype):

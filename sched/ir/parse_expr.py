@@ -21,6 +21,7 @@ from sched.ir.builders import cast_to, literal_dtype, promoted
 from sched.ir.dtype import (
     DTYPES,
     INDEX_DTYPE,
+    LARGEST_FINITE,
     check_dtype,
     is_float,
     is_int,
@@ -65,9 +66,6 @@ _BINARY_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
                ast.FloorDiv: "floordiv", ast.Mod: "floormod"}
 _COMPARE_OPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
                 ast.GtE: "ge"}
-# the largest finite value of each float dtype (T.max_value; T.min_value is its negation)
-_FLOAT_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-                 "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 # Python's bitwise operators on integers: `a & b` is T.bitwise_and(a, b) (on bools, `and`)
 _BITWISE_OPS = {ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
                 ast.LShift: "shift_left", ast.RShift: "shift_right"}
@@ -423,7 +421,7 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
                                        f"{target} has none (T.max_value gives its largest)")
             return const(float("inf"), target)
         if is_float(target):
-            limit = float(_FLOAT_LIMITS[target])
+            limit = LARGEST_FINITE[target]
             return const(-limit if name == "min_value" else limit, target)
         return const(min_value(target) if name == "min_value" else max_value(target), target)
 
