@@ -104,10 +104,10 @@ def max_value(dtype: str) -> Expr:
 
 def _limit(dtype: str, lowest: bool) -> Expr:
     from sched.ir import dtype as dtypes
-    from sched.ir.parse_expr import _FLOAT_LIMITS
+    from sched.ir.dtype import LARGEST_FINITE
 
     if dtypes.is_float(dtype):
-        return const(-_FLOAT_LIMITS[dtype] if lowest else _FLOAT_LIMITS[dtype], dtype)
+        return const(-LARGEST_FINITE[dtype] if lowest else LARGEST_FINITE[dtype], dtype)
     return const(dtypes.min_value(dtype) if lowest else dtypes.max_value(dtype), dtype)
 
 

@@ -100,6 +100,23 @@ def combine_ranges(op: str, a: tuple[int, int], b: tuple[int, int]) -> tuple[int
     return (0, bhi - 1) if blo > 0 else (blo + 1, 0)      # floormod
 
 
+def loop_ranges(loops, ranges: dict) -> dict:
+    """`ranges` (variable -> (least, greatest)) with the values of `loops` added, each a
+    (variable, first value, extent) in order, outermost first, by interval arithmetic over
+    the loops before it. A loop whose bounds cannot be followed, or whose 8- or 16-bit
+    arithmetic may wrap (int32 bounds are computed in int64 where they could:
+    lower/wide_integers.py), is left out: its values are unknown."""
+    ranges = dict(ranges)
+    for var, start, extent in loops:
+        low, high = interval(start, ranges), interval(start + extent - 1, ranges)
+        if low is None or high is None or (
+                (low[1] or high[1]) and start.dtype not in (NARROW, WIDE)):
+            ranges.pop(var, None)
+            continue
+        ranges[var] = (low[0][0], max(low[0][0], high[0][1]))
+    return ranges
+
+
 def widest_range(var: Var, enclosing: dict[Var, Range], positive=()) -> Range | None:
     """The smallest range holding every value of `var`, one of `enclosing` (the variables of
     the loops and blocks around a point, outermost first, with their ranges, which may use the

@@ -19,7 +19,7 @@ import islpy as isl
 
 from sched.ir.dtype import max_value
 from sched.ir.functor import collect
-from sched.ir.intervals import interval
+from sched.ir.intervals import interval, loop_ranges
 from sched.ir.nodes import (
     COMPARE_OPS,
     LOGIC_OPS,
@@ -111,15 +111,10 @@ def _reads_seen_exactly(func: PrimFunc, model, storages: set[str]) -> bool:
 
 
 def _loop_ranges(func: PrimFunc, realize: BlockRealize) -> dict:
-    """The values of the loops around `realize` (interval arithmetic over their bounds) and
-    of the symbolic dims (0 .. the largest of their dtype)."""
-    ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}
-    for loop in enclosing_loops(func, realize):
-        low, end = interval(loop.min, ranges), interval(loop.min + loop.extent, ranges)
-        if low is None or end is None:
-            continue                    # a variable without a range: `interval` says None
-        ranges[loop.loop_var] = (low[0][0], max(low[0][1], end[0][1] - 1))
-    return ranges
+    """The values of the loops around `realize` and of the symbolic dims (0 .. the largest
+    of their dtype)."""
+    return loop_ranges([(lp.loop_var, lp.min, lp.extent) for lp in enclosing_loops(func, realize)],
+                       {v: (0, max_value(v.dtype)) for v in func.symbolic_vars})
 
 
 def _cannot_wrap(condition, ranges: dict) -> bool:

@@ -13,7 +13,7 @@ import islpy as isl
 from sched.errors import UnmodelledError
 from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import collect, substitute
-from sched.ir.intervals import interval
+from sched.ir.intervals import loop_ranges
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
@@ -204,21 +204,14 @@ class _Walker:
         ranges = {v: (0, max_value(v.dtype)) for v in self.func.symbolic_vars}
         ranges |= {p: (min_value(p.dtype), max_value(p.dtype)) for p in self.func.params
                    if isinstance(p, Var) and is_int(p.dtype)}
-        found = []
-        for lp in [*loops, loop]:
-            low, high = interval(lp.min, ranges), interval(lp.min + lp.extent - 1, ranges)
-            if low is None or high is None:
-                ranges.pop(lp.var, None)
-                continue
-            ranges[lp.var] = (low[0][0], max(low[0][0], high[0][1]))
-        if loop.var in ranges:
-            low, high = ranges[loop.var]
-            # (a bound beyond int64, from products of symbolic dims, is no help and is more
-            # than the fast text builder's constants take)
-            found = [text for text, value in ((f"{name} >= {low}", low),
-                                              (f"{name} <= {high}", high))
-                     if abs(value) < 1 << 62]
-        return found
+        ranges = loop_ranges([(lp.var, lp.min, lp.extent) for lp in [*loops, loop]], ranges)
+        if loop.var not in ranges:
+            return []
+        low, high = ranges[loop.var]
+        # (a bound beyond int64, from products of symbolic dims, is no help and is more than
+        # the fast text builder's constants take)
+        return [text for text, value in ((f"{name} >= {low}", low), (f"{name} <= {high}", high))
+                if abs(value) < 1 << 62]
 
     def condition(self, expr: Expr, env: dict, what: str) -> str | None:
         text = to_isl_condition(substitute(expr, env))

@@ -50,7 +50,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 
-from sched.ir.dtype import max_value, min_value
+from sched.ir.dtype import LARGEST_FINITE, max_value, min_value
 from sched.ir.functor import IRMutator, collect, field_names
 from sched.ir.nodes import (
     BinaryOp,
@@ -68,7 +68,6 @@ from sched.ir.nodes import (
     binary,
     const,
 )
-from sched.ir.parse_expr import _FLOAT_LIMITS  # the largest finite values, by dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +127,7 @@ def _scaled_sum() -> TupleReducer:
                                                    y[0].dtype)))]
 
     def identity(dtypes):
-        return [const(-float(_FLOAT_LIMITS[dtypes[0]]), dtypes[0]), const(0, dtypes[1])]
+        return [const(-LARGEST_FINITE[dtypes[0]], dtypes[0]), const(0, dtypes[1])]
     return TupleReducer("(max, scaled sum) of logsumexp", combine, commutative=True,
                         identity=identity)
 
