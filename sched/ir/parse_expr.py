@@ -431,7 +431,7 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
             return Select(self.expr(condition), self.expr(a, dtype), self.expr(b, dtype))
         return Select(self.expr(condition), *_unify(self.value(a), self.value(b)))
 
-    def _call_likely(self, node: ast.Call, name: str, dtype: str | None) -> Value:
+    def _call_identity(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         """`T.likely(c)` is `c` (a hint); `T.meta_var(x)` is `x` (TVM's marker of a Python
         value spliced into the script)."""
         return self.value(node.args[0])
@@ -586,8 +586,8 @@ _CALLS = {
     "bitwise_xor": ("integer", 2), "bitwise_not": ("integer", 1),
     "shift_left": ("integer", 2), "shift_right": ("integer", 2),   # T.shift_left(a, b) a << b
     "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
-    "likely": ("likely", 1),                                       # T.likely(c) -> c
-    "meta_var": ("likely", 1),                                     # T.meta_var(x) -> x
+    "likely": ("identity", 1),                                     # T.likely(c) -> c
+    "meta_var": ("identity", 1),                                   # T.meta_var(x) -> x
     "shfl_down_sync": ("shuffle", 4),     # T.shfl_down_sync(value, offset, lanes, width)
     **BIT_CALLS,                          # T.reinterpret, T.popcount... (parse_bits.py)
 }
