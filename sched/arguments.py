@@ -68,6 +68,25 @@ def _is_torch_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def _becomes_infinite(value, dtype: str) -> bool:
+    """Whether a finite `value` (an int, a float, a numpy scalar of any precision) rounds to
+    an infinity in float `dtype`: beyond its largest finite value by more than half a step
+    (65519.0 rounds to float16's 65504, 65520.0 to inf; float32's largest is written
+    3.4028235e38)."""
+    if isinstance(value, int | np.integer):
+        exact = abs(int(value))
+    elif np.isinf(value) or np.isnan(value):
+        return False
+    else:
+        exact = abs(float(np.longdouble(value))) if np.isfinite(np.float64(value)) \
+            else math.inf
+    largest = LARGEST_FINITE[dtype]
+    if dtype == "float64":
+        return exact > largest
+    step = {"float16": 2.0 ** 5, "bfloat16": 2.0 ** 120, "float32": 2.0 ** 104}[dtype]
+    return exact >= largest + step / 2       # the halfway point rounds (to even) up
+
+
 def increment_version(tensor) -> None:
     """Tell autograd that a kernel wrote `tensor` in place (its version counter), as torch's
     own in-place operations do: a tensor saved for backward and overwritten then fails
@@ -268,17 +287,11 @@ class ArgumentBinder:
         elif is_float(var.dtype):
             if isinstance(arg, int | float | np.integer | np.floating) \
                     and not isinstance(arg, bool):
-                try:
-                    value = float(arg)
-                except OverflowError:
-                    value = math.inf if arg > 0 else -math.inf
-                if math.isinf(value) and not (isinstance(arg, float | np.floating) and
-                                              math.isinf(arg)) or \
-                        math.isfinite(value) and abs(value) > LARGEST_FINITE[var.dtype]:
-                    # (the kernel would get an infinity: audit helper-76)
+                if _becomes_infinite(arg, var.dtype):
+                    # (the kernel would get an infinity: audit helpers 76, 78)
                     raise self.error(position, f"{arg} is beyond {var.dtype} (at most "
                                                f"{LARGEST_FINITE[var.dtype]:g} in magnitude)")
-                return value
+                return float(arg)
         kind = "a Python int" if is_int(var.dtype) else \
             "a Python bool" if is_bool(var.dtype) else "a Python float"
         raise self.error(position, f"expected {kind} ({var.dtype}), got "
@@ -374,7 +387,7 @@ def _within(dim: Expr, value: int) -> int | str:
     info = np.iinfo(dtype)
     if info.min <= value <= info.max:
         return value
-    return f"{dim.script()} is {value}, beyond {dim.dtype}, the type the kernel computes it in"
+    return f"{dim.script()} is {value}, beyond {dtype}, the type the kernel computes it in"
 
 
 def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:

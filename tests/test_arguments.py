@@ -174,8 +174,9 @@ def test_a_symbolic_dim_beyond_its_dtype_is_refused():
 
 def test_a_float_scalar_beyond_its_dtype_is_refused():
     """A finite value the kernel would get as an infinity (10**400, 1e39 for a float32,
-    70000.0 for a float16) is refused, on the binder's and the entry point's paths (they
-    ran with inf; audit helpers 73, 76); an infinity or NaN given as such runs."""
+    70000.0 for a float16, a long double 1e400) is refused, on the binder's and the entry
+    point's paths (they ran with inf; audit helpers 73, 76, 78); a value that rounds to the
+    largest finite, an infinity or a NaN given as such runs."""
     import sched
     from sched.script import T
 
@@ -196,8 +197,11 @@ def test_a_float_scalar_beyond_its_dtype_is_refused():
             kernel(a, value)
     kernel(a, float("inf"))
     assert np.isinf(a).all()
-    kernel(a, 65504.0)
-    np.testing.assert_array_equal(a, 65504)
+    for value in (65504.0, 65519.0):      # 65519 rounds down to the largest finite
+        kernel(a, value)
+        np.testing.assert_array_equal(a, 65504)
+    with pytest.raises(KernelArgumentError, match=r"is beyond float16"):
+        kernel(a, np.longdouble("1e400"))       # finite, but an infinity in any float
 
 
 SCALE_ROW_C = """
@@ -325,3 +329,43 @@ def test_a_shape_computed_in_a_narrow_dtype_must_not_wrap(tmp_path):
                            ctypes.c_int64(100)) == 4
     m = te.var("m")
     assert _evaluate(m * 2, {m: 2 ** 30 + 5}) == 2 ** 31 + 10
+
+
+def test_shape_arithmetic_that_overflows_is_refused_by_the_entry_point_too():
+    """The C entry point checked 8- and 16-bit shape arithmetic of signed types only (a uint8
+    `n * 2` of 400 ran as 144), and computed int64 products with C's undefined overflow (at
+    n = 2**62, `n * 4` wrapped to 0 and the kernel wrote past an empty array; audit
+    helper-78). Both are refused with a status, and the call then by the binder."""
+    import sched
+    from sched.c.entry import Status
+    from sched.script import T
+
+    @T.prim_func
+    def doubled(a: T.handle, n: T.uint8):
+        A = T.match_buffer(a, (n * T.uint8(2),), "float32")
+        for i in range(n * T.uint8(2)):
+            with T.block("A"):
+                vi = T.axis.spatial(n * T.uint8(2), i)
+                A[vi] = T.float32(1)
+
+    @T.prim_func
+    def quadrupled(a: T.handle, n: T.int64):
+        A = T.match_buffer(a, (n * T.int64(4),), "float32")
+        for i in range(4):
+            with T.block("A"):
+                vi = T.axis.spatial(4, i)
+                A[vi] = T.float32(1)
+
+    kernel = sched.build(doubled, target="c")
+    a = np.zeros(400, np.float32)
+    assert kernel.entry_status(a, 200) == Status.SHAPE
+    with pytest.raises(KernelArgumentError, match=r"is 400, beyond uint8"):
+        kernel(a, 200)
+    kernel(a[:200], 100)
+    assert (a[:200] == 1).all()
+    guarded = np.zeros(8, np.float32)
+    kernel = sched.build(quadrupled, target="c")
+    assert kernel.entry_status(guarded[:0], 2 ** 62) == Status.SHAPE
+    with pytest.raises(KernelArgumentError, match=r"beyond int64"):
+        kernel(guarded[:0], 2 ** 62)
+    assert (guarded == 0).all()

@@ -64,7 +64,10 @@ class EntrySource:
     text: str
 
 
-_SHAPE_OPS = {"add": "+", "sub": "-", "mul": "*"}
+_SHAPE_OPS = ("add", "sub", "mul")     # (checked with gcc's __builtin_*_overflow)
+# the 8- and 16-bit integer types, in which a kernel computes for real (wrapping)
+NARROW_RANGES = {"int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
+                 "uint8": (0, 2 ** 8 - 1), "uint16": (0, 2 ** 16 - 1)}
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 # a float16 from its bits (shared by the entry point and the launcher)
@@ -312,11 +315,12 @@ class _Generator:
         and it wraps (an int8 `n * 2` of 200 ran as -56; int32 arithmetic is computed in
         int64 where it could wrap, lower/wide_integers.py)."""
         text = self._expression(dim)
-        if isinstance(dim, BinaryOp) and _INT_RANGES.get(dim.dtype, 32) < 32:
+        if isinstance(dim, BinaryOp) and dim.dtype in NARROW_RANGES:
+            low, high = NARROW_RANGES[dim.dtype]
             self.temporaries += 1
             name = f"sched_t{self.temporaries}"
             self.line(f"const int64_t {name} = {text};")
-            self.check_range(name, dim.dtype, Status.SHAPE)
+            self.line(f"if ({name} < {low}LL || {name} > {high}LL) return {Status.SHAPE};")
             return name
         return text
 
@@ -328,7 +332,15 @@ class _Generator:
                 raise Unsupported(f"shape variable '{dim.name}'")
             return f"(int64_t){self.values[dim]}"
         if isinstance(dim, BinaryOp) and dim.op in _SHAPE_OPS:
-            return f"({self.expression(dim.a)} {_SHAPE_OPS[dim.op]} {self.expression(dim.b)})"
+            # int64 overflow is undefined in C: checked (helper-78: `n * 4` at n = 2**62
+            # wrapped to 0 and a kernel wrote past an empty array)
+            a, b = self.expression(dim.a), self.expression(dim.b)
+            self.temporaries += 1
+            name = f"sched_t{self.temporaries}"
+            self.line(f"int64_t {name};")
+            self.line(f"if (__builtin_{dim.op}_overflow({a}, {b}, &{name})) "
+                      f"return {Status.SHAPE};")
+            return name
         if isinstance(dim, BinaryOp) and dim.op in ("min", "max"):
             a, b = self.expression(dim.a), self.expression(dim.b)
             compare = "<" if dim.op == "min" else ">"

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from sched.arguments import ArgumentBinder, entry_condition_c, numpy_dtype
+from sched.c.entry import NARROW_RANGES
 from sched.c.names import RESERVED, function_identifier, sanitize
 from sched.ir.nodes import BinaryOp, Buffer, Cast, Expr, IntImm, PrimFunc, Var
 
@@ -273,13 +274,11 @@ class CheckWriter:
         and a check for // and % by a non-constant, and for 8- and 16-bit arithmetic, which
         the kernel computes in its dtype: it must not leave it, as sched.c.entry checks)."""
         text = self._expression(expr)
-        bits = _INT_BITS.get(expr.dtype, 32)
-        if isinstance(expr, BinaryOp) and bits < 32:
+        if isinstance(expr, BinaryOp) and expr.dtype in NARROW_RANGES:
             self.temporaries += 1
             temporary = f"sched_t{self.temporaries}"
             self.lines.append(f"    const int64_t {temporary} = {text};")
-            low, high = (0, 2 ** bits - 1) if expr.dtype.startswith("u") else \
-                (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+            low, high = NARROW_RANGES[expr.dtype]
             self.fail(f"{temporary} < INT64_C({low}) || {temporary} > INT64_C({high})",
                       "SCHED_ERROR_BAD_SHAPE", f"{c_text(expr.script())} = %lld leaves "
                       f"{expr.dtype}, the type the kernel computes it in",
@@ -301,8 +300,14 @@ class CheckWriter:
             raise ValueError(f"export: cannot write {expr.script()} as C (expected + - * // % "
                              f"min max of dims and integer scalars)")
         a, b = self.expression(expr.a), self.expression(expr.b)
-        if expr.op in ("add", "sub", "mul"):
-            return f"({a} {'+-*'[('add', 'sub', 'mul').index(expr.op)]} {b})"
+        if expr.op in ("add", "sub", "mul"):      # int64 overflow: undefined in C, refused
+            self.temporaries += 1
+            temporary = f"sched_t{self.temporaries}"
+            self.lines.append(f"    int64_t {temporary};")
+            self.fail(f"__builtin_{expr.op}_overflow({a}, {b}, &{temporary})",
+                      "SCHED_ERROR_BAD_SHAPE", f"{c_text(expr.script())} overflows int64 with "
+                      f"these scalars")
+            return temporary
         if expr.op in ("min", "max"):
             return f"({a} {'<' if expr.op == 'min' else '>'} {b} ? {a} : {b})"
         if expr.op in ("floordiv", "floormod"):

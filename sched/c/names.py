@@ -54,6 +54,18 @@ expm1 frexp ldexp log log10 log1p log2 logb ilogb modf scalbn scalbln cbrt fabs 
 erf erfc lgamma tgamma ceil floor nearbyint rint lrint llrint round lround llround trunc fmod
 remainder remquo copysign nan nextafter nexttoward fdim fmax fmin fma rsqrt exp10 sincos"""
 
+# POSIX and GNU functions the C library headers declare (a kernel named `time` or `y0`
+# conflicted with them in an exported program, in cuda-emu's C++ and under NVRTC, and an
+# exported `time.h` shadowed the system header: audit helper-78), and C23's narrowing
+# arithmetic (fadd, fdiv...: libm has them)
+_POSIX_NAMES = """time clock_gettime signal raise kill alarm pause sleep usleep nanosleep
+select poll pipe fork wait waitpid read write open close creat lseek dup dup2 unlink link
+remove rename stat fstat lstat sync fsync index rindex bcopy bzero bcmp ffs random srandom
+drand48 erand48 lrand48 mrand48 srand48 y0 y1 yn j0 j1 jn gamma drem finite significand
+scalb fadd fsub fmul fdiv fsqrt ffma dadd dsub dmul ddiv dsqrt dfma socket connect listen
+accept send recv shutdown getpid getppid sysconf strdup strndup strtok strerror perror
+popen pclose sigaction setjmp longjmp"""
+
 _CUDA_NAMES = """threadIdx blockIdx blockDim gridDim warpSize dim3 min max umin umax llmin llmax
 float2 float3 float4 int2 int3 int4 uint2 uint4 double2 char4 uchar4 half half2 __half
 __nv_bfloat16 atomicAdd atomicMax atomicMin atomicExch atomicCAS clock clock64 printf
@@ -61,7 +73,8 @@ make_float4 make_float2 make_int4 rsqrtf saturate extern_shared"""
 
 
 def _reserved() -> frozenset[str]:
-    names = set(" ".join((_C_KEYWORDS, _CXX_KEYWORDS, _HEADER_NAMES, _CUDA_NAMES)).split())
+    names = set(" ".join((_C_KEYWORDS, _CXX_KEYWORDS, _HEADER_NAMES, _POSIX_NAMES,
+                          _CUDA_NAMES)).split())
     for function in _MATH_FUNCTIONS.split():
         names |= {function, function + "f", function + "l"}
     return frozenset(names)

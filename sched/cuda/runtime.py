@@ -21,9 +21,8 @@ import ctypes
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 from sched.arguments import ArgumentBinder
+from sched.c.entry import scalar_bits
 from sched.c.torch_calls import MAX_KEYS, TorchCalls
 from sched.cuda.alignment import check_pointer_alignment, parameter_alignments
 from sched.cuda.compile import compile_cuda
@@ -56,13 +55,10 @@ PARAMETER_CTYPES = {
 
 
 def parameter_value(value, dtype: str):
-    """`value` as the kernel receives it: half-precision floats as their 16 bits."""
-    if dtype == "float16":
-        return int(np.float16(value).view(np.uint16))
-    if dtype == "bfloat16":   # round to nearest even, from float32's bits
-        bits = int(np.float32(value).view(np.uint32))
-        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-    return value
+    """`value` as the kernel receives it: half-precision floats as their 16 bits, rounded as
+    the C target's entry point rounds them (a NaN stays a NaN: it became -0.0 in bfloat16
+    here; audit helper-78)."""
+    return scalar_bits(value, dtype)
 
 
 def _chosen_arch(kernel_name: str) -> str:
