@@ -209,3 +209,19 @@ def test_a_round_trip_through_float32_keeps_its_rounding(size):
     out = np.zeros(size)
     sched.build(te.create_prim_func([Z, R]), target="c")(z, out)
     np.testing.assert_array_equal(out, z.astype(np.float32).astype(np.float64))
+
+
+@pytest.mark.parametrize("name", ["time", "signal", "select", "y0", "fdiv"])
+def test_a_kernel_named_as_a_posix_function_gets_a_c_name_of_its_own(name, tmp_path):
+    """`time`, `y0`, `select`...: declared by the C library headers (an exported program
+    including <time.h> failed, cuda-emu's C++ and NVRTC conflicted, and the export's
+    `time.h` shadowed the system header; audit helper-78)."""
+    from sched.c.names import function_identifier
+
+    assert function_identifier(name) == name + "_"
+    n = te.var("n")
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    kernel = sched.build(te.create_prim_func([A, B], name=name), target="c")
+    exported = kernel.export(tmp_path)
+    assert exported.header.name == f"{name}_.h"
