@@ -83,11 +83,21 @@ def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
     inputs = [p for p in func.params if p not in op.outputs]
     returns = ", ".join("Tensor" for _ in op.outputs)
     returns = returns if len(op.outputs) == 1 else f"({returns})"
-    op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs)
+    # every buffer the kernel writes is mutated: the outputs, and any written buffer the
+    # caller left out of them (a workspace): the out form's schema says so; a functional
+    # form would not be functional (audit helper-78: torch.compile kept a stale value)
+    written = [b for b in func.buffers if b.storage_name in kernels[0]._binder.written]
+    side_effects = [b.name for b in written if b not in op.outputs]
+    op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs) or (
+        f"'{func.name}' also writes {side_effects}, which are not outputs: the functional "
+        f"form would change its arguments; use the out form" if side_effects else None) or (
+        None if any(isinstance(p, Buffer) for p in inputs) else
+        f"'{func.name}' takes no input tensor, so torch cannot tell which device runs the "
+        f"functional form: use the out form")
     try:
         if op.unsized is None:
             library.define(f"{name}({_schema_args(inputs, ())}) -> {returns}")
-        library.define(f"{name}_out({_schema_args(func.params, op.outputs)}) -> ()")
+        library.define(f"{name}_out({_schema_args(func.params, written)}) -> ()")
     except RuntimeError as error:
         raise ValueError(f"custom_op: cannot register {qualname!r}: {error}") from None
     for device in by_device:
@@ -147,6 +157,13 @@ def _outputs(func: PrimFunc, kernel, names) -> tuple[Buffer, ...]:
             raise ValueError(f"custom_op: outputs {unknown} are not buffers of '{func.name}' "
                              f"(its buffers: {', '.join(buffers)})")
         chosen = tuple(buffers[n] for n in names)
+        # an output the kernel does not write would be returned as allocated, empty
+        # (audit helper-78); a written buffer left out stays an argument the schemas mark
+        # mutated (`_schema_args`)
+        read_only = [b.name for b in chosen if b.storage_name not in kernel._binder.written]
+        if read_only:
+            raise ValueError(f"custom_op: outputs {read_only} are not written by "
+                             f"'{func.name}': an output is a buffer the kernel writes")
     if not chosen:
         raise ValueError(f"custom_op: '{func.name}' writes no buffer: nothing to return")
     for buffer in chosen:

@@ -215,3 +215,29 @@ def test_a_reduction_output_has_a_functional_form():
     op = sched.torch.custom_op(unique("matmul"), sched.build(func, target="c"))
     a, b = torch.randn(8, 4), torch.randn(4, 8)
     torch.testing.assert_close(op.functional(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_every_buffer_the_kernel_writes_is_marked_mutated():
+    """`outputs=["C"]` of a kernel that also writes D: the out form's schema marks D mutated
+    and there is no functional form (its schema said D was only read: torch.compile kept a
+    stale value; audit helper-78); an output the kernel never writes is refused (it came
+    back as allocated, garbage)."""
+    from sched.script import T
+
+    @T.prim_func
+    def two(a: T.handle, c: T.handle, d: T.handle):
+        A = T.match_buffer(a, (4,), "float32")
+        C = T.match_buffer(c, (4,), "float32")
+        D = T.match_buffer(d, (4,), "float32")
+        for i in range(4):
+            with T.block("S"):
+                vi = T.axis.spatial(4, i)
+                C[vi] = A[vi] + T.float32(1)
+                D[vi] = T.float32(100)
+
+    kernel = sched.build(two, target="c")
+    op = sched.torch.custom_op(unique("two"), kernel, outputs=["C"])
+    assert op.functional is None and "also writes ['D']" in op.unsized
+    assert "Tensor(c!) D" in str(op.out._schema)
+    with pytest.raises(ValueError, match=r"outputs \['A'\] are not written by 'two'"):
+        sched.torch.custom_op(unique("two"), kernel, outputs=["A"])
