@@ -184,6 +184,18 @@ def padded_nest(func: PrimFunc, realize: BlockRealize, growing: set) -> list[For
     only statement of the one before, each growing variable bound to one of them (its loop
     var, from 0 over the variable's extent), no predicate."""
     loops = enclosing_loops(func, realize)
+    loop_vars = {lp.loop_var for lp in loops}
+    for lp in loops:
+        # the padded block runs each variable over its whole (padded) domain: a loop whose
+        # bounds follow another (`for k in range(i + 1)`) would lose them (audit helper-79:
+        # a triangular sum padded along i summed the whole rows)
+        moving = (set(free_vars(lp.min)) | set(free_vars(lp.extent))) & loop_vars
+        if moving:
+            raise ScheduleError(PRIMITIVE, f"loop {lp.loop_var.name!r} around block "
+                                f"{realize.block.name!r} runs from {lp.min.script()} over "
+                                f"{lp.extent.script()}, which moves with loop "
+                                f"{sorted(v.name for v in moving)[0]!r}: pad_einsum pads "
+                                f"rectangular nests only")
     binding = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
     own = []
     for iv in realize.block.iter_vars:

@@ -275,3 +275,28 @@ def test_a_symbolic_extent_pads_to_a_multiple_that_a_split_divides(rng):
         c = np.full((size, 24), np.nan, np.float32)
         kernel(a, b, c)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@T.prim_func
+def lower_sums(A: T.Buffer((5, 5), "float32"), X: T.Buffer((5, 3), "float32")):
+    for i, j in T.grid(5, 3):
+        for k in range(i + 1):
+            with T.block("X"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    X[vi, vj] = T.float32(0)
+                X[vi, vj] = X[vi, vj] + A[vi, vk]
+
+
+def test_a_triangular_nest_is_refused():
+    """Padding i of a sum over `range(i + 1)` rebuilt k over its whole domain: whole rows
+    summed (audit helper-79)."""
+    sch = sched.Schedule(lower_sums)
+    with pytest.raises(ScheduleError, match="loop 'k' around block 'X' runs from 0 over "
+                                            r"i \+ 1, which moves with loop 'i'"):
+        sch.pad_einsum(sch.get_block("X"), [2, 1, 1])
+    sch.pad_einsum(sch.get_block("X"), [1, 1, 1])        # nothing padded: nothing changes
+    a = np.arange(1, 26, dtype=np.float32).reshape(5, 5)
+    x = np.zeros((5, 3), np.float32)
+    sched.build(sch.func, target="c")(a, x)
+    np.testing.assert_allclose(x, [[a[i, :i + 1].sum()] * 3 for i in range(5)])
