@@ -87,6 +87,19 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
         raise ScheduleError(PRIMITIVE, f"block(s) {', '.join(dict.fromkeys(others))} access "
                             f"{buffer.name!r} in the loop nest of block {block_name!r}, where "
                             f"the copy would not see them; reindex before placing them there")
+    # the copy, outside the nest, computes the indices too: a buffer they read that a block
+    # of the nest writes would be read before (or after) it is written (audit helper-79: a
+    # gather's index copy computed in the nest, read uninitialized: a segfault)
+    index_buffers = {load.buffer for i in indices for load in collect(i, BufferLoad)}
+    written_there = [(b.name, load_buffer.name) for load_buffer in index_buffers
+                     for b in blocks_accessing(scope.top, load_buffer, "write")]
+    if written_there:
+        writer, index_buffer = written_there[0]
+        raise ScheduleError(PRIMITIVE, f"the indices of {buffer.name!r} in block "
+                            f"{block_name!r} read {index_buffer!r}, which block {writer!r} "
+                            f"writes in the same loop nest: the copy, outside the nest, would "
+                            f"read it before it is written; reindex before placing {writer!r} "
+                            f"there")
     taken = taken_names(func)
     taken |= set(block_names(func))
     copy = Buffer(fresh(name or f"{buffer.name}_reindex", taken),

@@ -184,3 +184,30 @@ def test_reindex_of_a_nested_block_bound_to_its_outer_block_is_refused():
                            "block 'rows' that holds it"):
             step(sch)
         assert sch.func == nested_rows
+
+
+def test_indices_read_through_a_buffer_written_in_the_nest_are_refused():
+    """B[i] = sum_k A[G[i], k] with G's local copy computed in B's loop: the copy of A,
+    outside the nest, read the index copy before it was written (a segfault; audit
+    helper-79). Before the index copy is placed there, the reindex is fine."""
+    n, m, width = 8, 6, 3
+    A = te.placeholder((m, width), "int32", name="A")
+    G = te.placeholder((n,), "int32", name="G")
+    k = te.reduce_axis((0, width), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[G[i], k], axis=k), name="B")
+    func = te.create_prim_func([A, G, B])
+    sch = sched.Schedule(func)
+    b = sch.get_block("B")
+    copy = sch.cache_read(b, "G", "local")
+    sch.compute_at(copy, sch.get_loops(b)[1])
+    with pytest.raises(ScheduleError, match="the indices of 'A' in block 'B' read 'G_local', "
+                                            "which block 'G_local' writes in the same loop"):
+        sch.reindex(b, "A")
+    sch = sched.Schedule(func)
+    sch.reindex(sch.get_block("B"), "A")
+    rng = np.random.default_rng(0)
+    a = rng.integers(-100, 100, (m, width)).astype("int32")
+    g = rng.integers(0, m, n).astype("int32")
+    out = np.zeros(n, "int32")
+    sched.build(sch.func, target="c")(a, g, out)
+    np.testing.assert_array_equal(out, a[g].sum(axis=1))
