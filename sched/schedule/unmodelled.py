@@ -2,6 +2,8 @@
 `polyhedral/statements.py`) are refused, each naming itself: the analysis raises
 UnmodelledError wherever a step asks it, and `refuse_unmodelled` turns that into the step's
 ScheduleError. A step that asks nothing (a split, which keeps the order) is not refused.
+So is a step whose analysis fails in isl on a function with a block domain that moves with
+the loops (`_moving_domain`); any other isl error is raised as it is (a bug to report).
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ import functools
 import inspect
 import types
 
+import islpy as isl
+
 from sched.errors import ScheduleError, UnmodelledError
+from sched.ir.functor import collect, free_vars
+from sched.ir.nodes import BlockRealize, For
 
 
 def refuse_unmodelled(cls: type) -> type:
@@ -31,4 +37,28 @@ def _refusing(name: str, method):
         except UnmodelledError as error:
             raise ScheduleError(name, str(error),
                                 render=getattr(self, "render_errors", True)) from None
+        except isl.Error:
+            moving = _moving_domain(self._func)
+            if moving is None:
+                raise
+            raise ScheduleError(name, f"{moving}, which moves with the loops around it: "
+                                f"{name} cannot analyse such a domain yet; write the block "
+                                f"over a fixed range under T.where, or schedule without this "
+                                f"step",
+                                render=getattr(self, "render_errors", True)) from None
     return step
+
+
+def _moving_domain(func) -> str | None:
+    """The first block domain of `func` that uses a loop variable (`for k in range(i, n)`,
+    remapped: vk in [i, n)), described, or None. Such a domain is kept as written (a
+    reduction's init runs at its first point: intervals.loop_invariant_domain), and not every
+    analysis follows it."""
+    loop_vars = {loop.loop_var for loop in collect(func.body, For)}
+    for realize in collect(func.body, BlockRealize):
+        for iter_var in realize.block.iter_vars:
+            dom = iter_var.dom
+            if (set(free_vars(dom.min)) | set(free_vars(dom.extent))) & loop_vars:
+                return (f"the domain of {iter_var.var.name!r} in block "
+                        f"{realize.block.name!r} starts at {dom.min.script()}")
+    return None

@@ -303,3 +303,38 @@ def test_blockize_and_parallel_under_a_fused_moving_reduction_keep_the_result():
     sch.blockize(k)
     sch.parallel(fused)
     _run_upper_sums(sch.func)
+
+
+@T.prim_func
+def row_tails(A: T.Buffer((6, 6), "float32"), X: T.Buffer((6,), "float32")):
+    for i in range(6):
+        for k in range(i, 6):
+            with T.block("X"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    X[vi] = T.float32(0)
+                X[vi] = X[vi] + A[vi, vk]
+
+
+@pytest.mark.parametrize("step", ["reverse_compute_at", "reindex"])
+def test_a_step_whose_analysis_cannot_follow_a_moving_domain_is_refused(step):
+    """reverse_compute_at under a cache's loop, reindex of the output: their isl texts named
+    the loop variable the domain starts at (raw isl errors; audit helper-79). The step is
+    refused, naming the domain, and the schedule is unchanged."""
+    sch = sched.Schedule(row_tails)
+    if step == "reverse_compute_at":
+        cache = sch.cache_read(sch.get_block("X"), 0, "local")
+        before = sch.func
+        with pytest.raises(sched.ScheduleError, match="the domain of 'vk' in block 'X' starts "
+                                                      "at i, which moves with the loops"):
+            sch.reverse_compute_at(sch.get_block("X"), sch.get_loops(cache)[0])
+    else:
+        before = sch.func
+        with pytest.raises(sched.ScheduleError, match="starts at i, which moves with the"):
+            sch.reindex(sch.get_block("X"), ("write", 0))
+    assert sch.func is before
+    a = np.random.default_rng(0).standard_normal((6, 6)).astype("float32")
+    x = np.full(6, np.nan, "float32")
+    sched.build(sch.func, target="c")(a, x)
+    np.testing.assert_allclose(x, [a[i, i:].sum(dtype="float64") for i in range(6)],
+                               rtol=1e-5, atol=1e-5)
