@@ -126,9 +126,12 @@ def _rfactor_loops(func: PrimFunc, realize: BlockRealize, loop: For, render: boo
                       f"be combined inside them", func, shared[0], render)
     kept = [lp for lp in scope.loops[top:] if lp is loop or "spatial" in roles[lp.loop_var]]
     removed = [lp for lp in scope.loops[top:] if lp is not loop and "reduce" in roles[lp.loop_var]]
-    loop_vars = {lp.loop_var for lp in scope.loops}
+    # a bound may use only the symbolic dims and scalars: another loop's variable, or a
+    # variable of a block around (after blockize: `range(v_i // 2, 8)`), would be out of
+    # scope in the partial block's domain (audit helper-79: a VerifyError)
+    outer = {*func.symbolic_vars, *[p for p in func.params if isinstance(p, Var)]}
     for lp in [loop, *removed]:
-        if set(free_vars(lp.min)) & loop_vars or set(free_vars(lp.extent)) & loop_vars:
+        if (set(free_vars(lp.min)) | set(free_vars(lp.extent))) - outer:
             raise refusal("rfactor", f"the bounds of reduce loop {lp.loop_var.name!r} depend on "
                           f"another loop", func, lp.loop_var.name, render)
     return scope, scope.loops[top], kept, removed
@@ -244,9 +247,19 @@ def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, body: Stm
     iter_vars = (IterVar(rf_var, Range(loop.min, loop.extent), "reduce"),
                  *[iv for iv, _ in spatial])
     reads, writes = infer_block_regions(body, block.init, iter_vars)
+    predicate = _write_back_predicate(func, realize, loops, removed, render)
+    outer = {*func.symbolic_vars, *[p for p in func.params if isinstance(p, Var)]}
+    stray = sorted(v.name for v in free_vars(predicate) if v not in copies and v not in outer)
+    if stray:
+        # (a loop that binds no variable, split: `u_0 * 3 + u_1 < 1` after add_unit_loop;
+        # the write-back's nest has no such loop: audit helper-79, a VerifyError)
+        raise refusal("rfactor", f"the predicate of block {block.name!r} uses loop(s) "
+                      f"{', '.join(stray)}, which bind none of its variables and which the "
+                      f"write-back does not keep; rfactor before splitting them", func, None,
+                      render)
     nest = BlockRealize(
         (copies[loop.loop_var], *[substitute(v, copies) for _, v in spatial]),
-        substitute(_write_back_predicate(func, realize, loops, removed, render), copies),
+        substitute(predicate, copies),
         Block(block.name, iter_vars, reads, writes, body, block.init))
     for lp in reversed(kept):
         is_rf = lp is loop

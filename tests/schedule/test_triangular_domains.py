@@ -338,3 +338,30 @@ def test_a_step_whose_analysis_cannot_follow_a_moving_domain_is_refused(step):
     sched.build(sch.func, target="c")(a, x)
     np.testing.assert_allclose(x, [a[i, i:].sum(dtype="float64") for i in range(6)],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_rfactor_of_a_blockized_moving_reduction_is_refused():
+    """After blockize, the reduce loop runs from the outer block's `v_i`: the partial block's
+    domain used it out of scope (a VerifyError; audit helper-79)."""
+    sch = sched.Schedule(row_tails)
+    block = sch.get_block("X")
+    sch.blockize(sch.get_loops(block)[1])
+    with pytest.raises(sched.ScheduleError, match="the bounds of reduce loop 'k' depend on"):
+        sch.rfactor(sch.get_loops(block)[-1], 0)
+
+
+def test_rfactor_under_a_split_unit_loop_is_refused():
+    """add_unit_loop, then a split of it that does not divide: the predicate on the unit
+    loop's parts went into the write-back, which has no such loops (a VerifyError; audit
+    helper-79)."""
+    from sched import compute as te
+
+    A = te.placeholder((6, 5), "float32", name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    S = te.compute((6,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    sch = sched.Schedule(te.create_prim_func([A, S]))
+    block = sch.get_block("S")
+    sch.add_unit_loop(block)
+    sch.split(sch.get_loops(block)[2], [None, 3])
+    with pytest.raises(sched.ScheduleError, match="uses loop.s. u_0, u_1, which bind none"):
+        sch.rfactor(sch.get_loops(block)[1], factor_axis=0)
