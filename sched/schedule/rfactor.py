@@ -248,8 +248,12 @@ def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, body: Stm
                  *[iv for iv, _ in spatial])
     reads, writes = infer_block_regions(body, block.init, iter_vars)
     predicate = _write_back_predicate(func, realize, loops, removed, render)
-    outer = {*func.symbolic_vars, *[p for p in func.params if isinstance(p, Var)]}
-    stray = sorted(v.name for v in free_vars(predicate) if v not in copies and v not in outer)
+    # the loops rebuilt here that the write-back neither keeps nor folds (loops above them,
+    # and the variables of blocks around, stay in scope: review helper-80)
+    nest = {lp.loop_var for lp in [*kept, *removed]}
+    first = next(k for k, lp in enumerate(loops) if lp.loop_var in nest)
+    dropped = {lp.loop_var for lp in loops[first:]} - nest
+    stray = sorted(v.name for v in free_vars(predicate) if v in dropped)
     if stray:
         # (a loop that binds no variable, split: `u_0 * 3 + u_1 < 1` after add_unit_loop;
         # the write-back's nest has no such loop: audit helper-79, a VerifyError)

@@ -365,3 +365,24 @@ def test_rfactor_under_a_split_unit_loop_is_refused():
     sch.split(sch.get_loops(block)[2], [None, 3])
     with pytest.raises(sched.ScheduleError, match="uses loop.s. u_0, u_1, which bind none"):
         sch.rfactor(sch.get_loops(block)[1], factor_axis=0)
+
+
+def test_rfactor_under_a_partial_tile_of_compute_at_is_accepted():
+    """The row sum computed at a tile loop that does not divide (`T.where(i_1_0 * 3 + ax0 <
+    7)`): the tile loop lies above the rfactor nest and stays around the write-back; my
+    first check of stray predicate loops refused it (review helper-80)."""
+    from sched import compute as te
+
+    X = te.placeholder((7, 10), "float32", name="X")
+    k = te.reduce_axis((0, 10), name="k")
+    S = te.compute((7,), lambda i: te.sum(X[i, k], axis=k), name="S")
+    T2 = te.compute((7,), lambda i: S[i] * 2.0, name="T")
+    sch = sched.Schedule(te.create_prim_func([X, T2]))
+    io, _ = sch.split(sch.get_loops(sch.get_block("T"))[0], [None, 3])
+    sch.compute_at(sch.get_block("S"), io)
+    _, ki = sch.split(sch.get_loops(sch.get_block("S"))[-1], [None, 4])
+    sch.rfactor(ki, 0)
+    x = np.random.default_rng(0).random((7, 10)).astype("float32")
+    t = np.zeros(7, "float32")
+    sched.build(sch.func, target="c")(x, t)
+    np.testing.assert_allclose(t, 2 * x.sum(axis=1), rtol=1e-5)
