@@ -84,16 +84,10 @@ def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
     returns = ", ".join("Tensor" for _ in op.outputs)
     returns = returns if len(op.outputs) == 1 else f"({returns})"
     # every buffer the kernel writes is mutated: the outputs, and any written buffer the
-    # caller left out of them (a workspace): the out form's schema says so; a functional
-    # form would not be functional (audit helper-78: torch.compile kept a stale value)
+    # caller left out of them (a workspace): the out form's schema says so
     written = [b for b in func.buffers if b.storage_name in kernels[0]._binder.written]
-    side_effects = [b.name for b in written if b not in op.outputs]
-    op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs) or (
-        f"'{func.name}' also writes {side_effects}, which are not outputs: the functional "
-        f"form would change its arguments; use the out form" if side_effects else None) or (
-        None if any(isinstance(p, Buffer) for p in inputs) else
-        f"'{func.name}' takes no input tensor, so torch cannot tell which device runs the "
-        f"functional form: use the out form")
+    op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs) or \
+        _not_functional(func, op.outputs, written, inputs)
     try:
         if op.unsized is None:
             library.define(f"{name}({_schema_args(inputs, ())}) -> {returns}")
@@ -117,6 +111,20 @@ def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
     torch.library.register_fake(f"{qualname}_out", lambda *args: None, lib=library)
     op.out = getattr(namespace_ops, f"{name}_out").default
     return op
+
+
+def _not_functional(func: PrimFunc, outputs, written, inputs) -> str | None:
+    """Why a functional form would not be one, or None: the kernel writes a buffer besides
+    its outputs (its schema would have to say the argument changes: audit helper-78, where
+    torch.compile kept a stale value), or takes no input tensor (torch dispatches on one)."""
+    side_effects = [b.name for b in written if b not in outputs]
+    if side_effects:
+        return (f"'{func.name}' also writes {side_effects}, which are not outputs: the "
+                f"functional form would change its arguments; use the out form")
+    if not any(isinstance(p, Buffer) for p in inputs):
+        return (f"'{func.name}' takes no input tensor, so torch cannot tell which device "
+                f"runs the functional form: use the out form")
+    return None
 
 
 def _no_gradient(qualname: str, ctx, *grads):
