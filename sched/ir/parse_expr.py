@@ -17,16 +17,12 @@ import math
 from dataclasses import dataclass
 
 from sched.errors import ScriptError
-from sched.ir.builders import cast_to, literal_dtype, promoted
 from sched.ir.dtype import (
     DTYPES,
     INDEX_DTYPE,
-    LARGEST_FINITE,
     check_dtype,
     is_float,
     is_int,
-    max_value,
-    min_value,
 )
 from sched.ir.nodes import (
     BINARY_MATH,
@@ -49,7 +45,8 @@ from sched.ir.nodes import (
     const,
     convert,
 )
-from sched.ir.parse_bits import BIT_CALLS, BitCallParser
+from sched.ir.parse_bits import BitCallParser
+from sched.ir.parse_calls import CALLS, TCallParser, unify
 from sched.ir.parse_extern import EXTERN_PARSED, ExternCallParser
 from sched.ir.parse_intrin import INTRIN_CALLS, IntrinCallParser
 from sched.ir.parse_names import call_name, t_name
@@ -94,18 +91,6 @@ def _typed(*values: Value) -> str:
     return next((v.dtype for v in values if isinstance(v, Expr)), INDEX_DTYPE)
 
 
-def _unify(a: Value, b: Value) -> tuple[Expr, Expr]:
-    """Two operands as expressions of one dtype where TVM's matching gives one: a literal
-    takes the dtype it takes beside the other operand (builders.literal_dtype: a float beside
-    an integer is float32, an int beside a bool int32), then both are promoted
-    (builders.promoted); operands no promotion matches are left for the caller to refuse."""
-    if not isinstance(a, Expr):
-        a = convert(a, literal_dtype(a, b.dtype) if isinstance(b, Expr) else None)
-    b = convert(b, literal_dtype(b, a.dtype))
-    dtype = promoted(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
-    return (cast_to(a, dtype), cast_to(b, dtype)) if dtype is not None else (a, b)
-
-
 @dataclass(frozen=True)
 class RegionView:
     """`X = T.match_buffer(A[lo:hi, ...], shape)` inside a block: `buffer` is X as declared,
@@ -131,7 +116,7 @@ def _is_zero(expr: Expr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
 
 
-class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser):
+class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, BitCallParser):
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
     def __init__(self, line_offset: int = 0, filename: str | None = None,
@@ -227,16 +212,16 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
         op = _BINARY_OPS.get(type(node.op))
         if type(node.op) in _BITWISE_OPS:
             return self._bitwise(node, _BITWISE_OPS[type(node.op)],
-                                 _unify(self.value(node.left), self.value(node.right)))
+                                 unify(self.value(node.left), self.value(node.right)))
         if isinstance(node.op, ast.Pow):        # TVM's PrimExpr.__pow__: T.pow of floats
-            operands = _unify(self.value(node.left), self.value(node.right))
+            operands = unify(self.value(node.left), self.value(node.right))
             if not all(isinstance(o, Expr) and is_float(o.dtype) for o in operands):
                 raise self.error(node, f"'{ast.unparse(node)}': ** takes float operands (as "
                                        f"T.pow); multiply integers out")
             return Call("pow", tuple(operands), operands[0].dtype)
         if op is None:
             raise self.error(node, f"unsupported operator in '{ast.unparse(node)}'")
-        return binary(op, *_unify(self.value(node.left), self.value(node.right)))
+        return binary(op, *unify(self.value(node.left), self.value(node.right)))
 
     def _value_UnaryOp(self, node: ast.UnaryOp) -> Value:
         operand = self.value(node.operand)
@@ -277,12 +262,12 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
             name = _COMPARE_OPS.get(type(op))
             if name is None:
                 raise self.error(node, f"unsupported comparison in '{ast.unparse(node)}'")
-            comparison = binary(name, *_unify(a, b))
+            comparison = binary(name, *unify(a, b))
             result = comparison if result is None else binary("and", result, comparison)
         return result
 
     def _value_IfExp(self, node: ast.IfExp) -> Value:
-        return Select(self.expr(node.test), *_unify(self.value(node.body),
+        return Select(self.expr(node.test), *unify(self.value(node.body),
                                                      self.value(node.orelse)))
 
     def _value_Subscript(self, node: ast.Subscript) -> Value:
@@ -330,7 +315,7 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
                 return build(*self._operands(node, dtype))
             except TypeError as error:
                 raise self.error(node, f"T.{name}: {error}") from None
-        rule = _CALLS.get(name) or (("math", 2 if name in BINARY_MATH else 1)
+        rule = CALLS.get(name) or (("math", 2 if name in BINARY_MATH else 1)
                                     if name in MATH_FUNCTIONS else None)
         if rule is None:
             raise self.error(node, f"unknown construct 'T.{name}'")
@@ -371,70 +356,6 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
             return const(_NON_FINITE[arg.value], dtype)
         value = self.value(arg)
         return Cast(dtype, value) if isinstance(value, Expr) else const(value, dtype)
-
-    def _operands(self, node: ast.Call, dtype: str | None) -> list[Expr]:
-        """The arguments of a call, of one dtype: `dtype` when given, else the first
-        expression's (a literal takes it)."""
-        values = [self.value(arg) for arg in node.args]
-        typed = dtype or next((v.dtype for v in values if isinstance(v, Expr)), None)
-        return [convert(v, typed) for v in values]
-
-    def _call_binary(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        if dtype is not None:
-            return binary(name, *self._operands(node, dtype))
-        return binary(name, *_unify(self.value(node.args[0]), self.value(node.args[1])))
-
-    def _call_cast(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        """`T.Cast("float16", x)` (TVM's node) or `T.cast(x, "float16")` (TVM's function)."""
-        type_node, value_node = node.args if name == "Cast" else node.args[::-1]
-        return Cast(self.dtype(type_node), self.expr(value_node))
-
-    def _call_math(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        args = self._operands(node, dtype)
-        return Call(name, tuple(args), args[0].dtype)
-
-    def _call_integer(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        """`T.bitwise_and(a, b)`, `T.shift_left(a, b)`, `T.bitwise_not(a)` on integers."""
-        args = self._operands(node, dtype)
-        if not is_int(args[0].dtype) or any(a.dtype != args[0].dtype for a in args):
-            raise self.error(node, f"T.{name} takes integer operands of one dtype, got "
-                                   f"{', '.join(a.dtype for a in args)}: cast them first")
-        return Call(name, tuple(args), args[0].dtype)
-
-    def _call_shuffle(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        """`T.shfl_down_sync(value, offset, lanes, width)`, which the CUDA lowering of a
-        cross-thread reduction makes (GPU_INTRINSICS): the value's dtype, int32 offset, lane
-        count and segment width."""
-        value = self.value(node.args[0])
-        if not isinstance(value, Expr):
-            raise self.error(node, f"T.{name}: the value must be an expression")
-        offset, lanes, width = (convert(self.value(a), "int32") for a in node.args[1:])
-        return Call(name, (value, offset, lanes, width), value.dtype)
-
-    def _call_limit(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        """`T.min_value("float32")`: the lowest finite value of the dtype (as TVM's), and
-        `T.max_value` the highest; `T.infinity("float32")` (float dtypes only, as TVM's)."""
-        target = self.dtype(node.args[0])
-        if name == "infinity":
-            if not is_float(target):
-                raise self.error(node, f"T.infinity({target!r}): a float dtype has an infinity, "
-                                       f"{target} has none (T.max_value gives its largest)")
-            return const(float("inf"), target)
-        if is_float(target):
-            limit = LARGEST_FINITE[target]
-            return const(-limit if name == "min_value" else limit, target)
-        return const(min_value(target) if name == "min_value" else max_value(target), target)
-
-    def _call_select(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        condition, a, b = node.args
-        if dtype is not None:
-            return Select(self.expr(condition), self.expr(a, dtype), self.expr(b, dtype))
-        return Select(self.expr(condition), *_unify(self.value(a), self.value(b)))
-
-    def _call_identity(self, node: ast.Call, name: str, dtype: str | None) -> Value:
-        """`T.likely(c)` is `c` (a hint); `T.meta_var(x)` is `x` (TVM's marker of a Python
-        value spliced into the script)."""
-        return self.value(node.args[0])
 
     # ----------------------------------------------------------------------------------------
     # Buffer accesses, ranges and regions
@@ -573,24 +494,6 @@ class ExprParser(ExternCallParser, VectorParser, IntrinCallParser, BitCallParser
             raise self.error(node, f"annotation value '{ast.unparse(node)}' is not a number, "
                                    f"string or bool")
         return value
-
-
-# T.<name>: (rule, number of arguments); MATH_FUNCTIONS and the dtypes are handled apart
-_CALLS = {
-    "min": ("binary", 2), "max": ("binary", 2),                    # T.max(a, b)
-    "floordiv": ("binary", 2), "floormod": ("binary", 2),          # T.floordiv(a, b) -> a // b
-    "Cast": ("cast", 2), "cast": ("cast", 2),       # T.Cast("float16", x), T.cast(x, "float16")
-    "min_value": ("limit", 1), "max_value": ("limit", 1),          # T.min_value("float32")
-    "infinity": ("limit", 1),                                      # T.infinity("float32")
-    "bitwise_and": ("integer", 2), "bitwise_or": ("integer", 2),   # T.bitwise_and(a, b)
-    "bitwise_xor": ("integer", 2), "bitwise_not": ("integer", 1),
-    "shift_left": ("integer", 2), "shift_right": ("integer", 2),   # T.shift_left(a, b) a << b
-    "if_then_else": ("select", 3), "Select": ("select", 3),       # T.if_then_else(c, a, b)
-    "likely": ("identity", 1),                                     # T.likely(c) -> c
-    "meta_var": ("identity", 1),                                   # T.meta_var(x) -> x
-    "shfl_down_sync": ("shuffle", 4),     # T.shfl_down_sync(value, offset, lanes, width)
-    **BIT_CALLS,                          # T.reinterpret, T.popcount... (parse_bits.py)
-}
 
 
 def _subscript_elements(node: ast.Subscript) -> list[ast.AST]:
