@@ -164,18 +164,40 @@ def test_a_triangular_loop_that_never_runs_gets_one_point():
     np.testing.assert_array_equal(c, [7])            # no iteration: C keeps its value
 
 
+def _tail_sums(start: str):
+    """B[i, j] = the sum of A[j, k] for k from `start` (an expression of i) to n - 1, over a
+    symbolic n: a reduce domain whose first value moves with the loop i."""
+    return sched.parse(f"""
 @T.prim_func
-def upper_sums(a: T.handle, b: T.handle):
+def tail_sums(a: T.handle, b: T.handle):
     n = T.int32()
     A = T.match_buffer(a, (n, n), "float32")
     B = T.match_buffer(b, (n, n), "float32")
     for i, j in T.grid(n, n):
-        for k in range(i, n):
+        for k in range({start}, n):
             with T.block("B"):
                 vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                 with T.init():
                     B[vi, vj] = T.float32(0)
                 B[vi, vj] = B[vi, vj] + A[vj, vk]
+""")
+
+
+upper_sums = _tail_sums("i")
+halves_onwards = _tail_sums("i // 2")
+
+
+def _check_tail_sums(func, first, sizes) -> None:
+    """`func` (a schedule of `_tail_sums`) built for C against numpy, B[i, j] summing
+    A[j, first(i):], at each size."""
+    kernel = sched.build(func, target="c")
+    for n in sizes:
+        a = np.random.default_rng(n).standard_normal((n, n)).astype("float32")
+        b = np.full((n, n), np.nan, "float32")
+        kernel(a, b)
+        np.testing.assert_allclose(b, [[a[j, first(i):].sum(dtype="float64")
+                                        for j in range(n)] for i in range(n)],
+                                   rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["fuse", "fuse+split"])
@@ -190,13 +212,7 @@ def test_fusing_the_loop_a_symbolic_first_value_moves_with(split):
     if split:
         sch.split(fused, [None, 4])
     assert "vk = T.axis.reduce((" in sch.func.script()   # the first value moves with the loop
-    kernel = sched.build(sch.func, target="c")
-    for n in (1, 6):
-        a = np.random.default_rng(n).standard_normal((n, n)).astype("float32")
-        b = np.full((n, n), np.nan, "float32")
-        kernel(a, b)
-        np.testing.assert_allclose(b, [[a[j, i:].sum(dtype="float64") for j in range(n)]
-                                       for i in range(n)], rtol=1e-5, atol=1e-5)
+    _check_tail_sums(sch.func, lambda i: i, (1, 6))
 
 
 @T.prim_func
@@ -208,20 +224,6 @@ def squares_onwards(A: T.Buffer((4, 3, 16), "float32"), B: T.Buffer((4, 3), "flo
                 with T.init():
                     B[vi, vj] = T.float32(0)
                 B[vi, vj] = B[vi, vj] + A[vi, vj, vk]
-
-
-@T.prim_func
-def halves_onwards(a: T.handle, b: T.handle):
-    n = T.int32()
-    A = T.match_buffer(a, (n, n), "float32")
-    B = T.match_buffer(b, (n, n), "float32")
-    for i, j in T.grid(n, n):
-        for k in range(i // 2, n):
-            with T.block("B"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    B[vi, vj] = T.float32(0)
-                B[vi, vj] = B[vi, vj] + A[vj, vk]
 
 
 def _run_squares_onwards(func) -> None:
@@ -266,21 +268,7 @@ def test_blockize_of_a_reduce_loop_from_a_symbolic_half_keeps_the_result():
     model read it in the loops' variables (the build handed isl an undeclared name)."""
     sch = sched.Schedule(halves_onwards)
     sch.blockize(sch.get_loops(sch.get_block("B"))[2])
-    kernel = sched.build(sch.func, target="c")
-    for n in (1, 5):
-        a = np.random.default_rng(n).standard_normal((n, n)).astype("float32")
-        b = np.full((n, n), np.nan, "float32")
-        kernel(a, b)
-        np.testing.assert_allclose(b, [[a[y, x // 2:].sum(dtype="float64") for y in range(n)]
-                                       for x in range(n)], rtol=1e-5, atol=1e-5)
-
-
-def _run_upper_sums(func) -> None:
-    a = np.random.default_rng(6).standard_normal((6, 6)).astype("float32")
-    b = np.full((6, 6), np.nan, "float32")
-    sched.build(func, target="c")(a, b)
-    np.testing.assert_allclose(b, [[a[y, x:].sum(dtype="float64") for y in range(6)]
-                                   for x in range(6)], rtol=1e-5, atol=1e-5)
+    _check_tail_sums(sch.func, lambda i: i // 2, (1, 5))
 
 
 def test_a_cache_written_back_under_a_fused_moving_reduction_is_refused_with_a_message():
@@ -293,7 +281,7 @@ def test_a_cache_written_back_under_a_fused_moving_reduction_is_refused_with_a_m
     cache = sch.cache_write(sch.get_block("B"), 0, "local")
     with pytest.raises(sched.ScheduleError, match="more than once"):
         sch.reverse_compute_at(cache, fused)
-    _run_upper_sums(sch.func)
+    _check_tail_sums(sch.func, lambda i: i, (6,))
 
 
 def test_blockize_and_parallel_under_a_fused_moving_reduction_keep_the_result():
@@ -302,7 +290,7 @@ def test_blockize_and_parallel_under_a_fused_moving_reduction_keep_the_result():
     fused = sch.fuse(i, j)
     sch.blockize(k)
     sch.parallel(fused)
-    _run_upper_sums(sch.func)
+    _check_tail_sums(sch.func, lambda i: i, (6,))
 
 
 @T.prim_func
