@@ -36,6 +36,15 @@ def sample_tile(rng, extent: int, n: int, max_innermost_factor: int) -> list[int
     return list(reversed(factors))
 
 
+def every_tile(extent: int, n: int, max_innermost_factor: int) -> list[list[int]]:
+    """Every list `sample_tile` can draw: n factors of `extent` (outermost first), the
+    innermost at most `max_innermost_factor`."""
+    if n == 1:
+        return [[extent]] if extent <= max_innermost_factor else []
+    return [[d, *rest] for d in divisors(extent)
+            for rest in every_tile(extent // d, n - 1, max_innermost_factor)]
+
+
 def check_tile(decision, extent: int, n: int, max_innermost_factor: int) -> list[int]:
     """`decision` if it is a valid perfect tile, else a ScheduleError saying why."""
     factors = list(decision)

@@ -297,6 +297,19 @@ def test_gpu_estimate_reports_occupancy_and_shared_memory():
     assert 0 < compute["occupancy"] <= 1
 
 
+def test_a_pipelined_k_loop_multiplies_the_shared_tiles_and_is_a_feature():
+    workload = Workload.of(matmul(256), "cuda")
+    model = MemoryMovementModel("cuda")
+    plain = hand_schedules.gpu_matmul(256, 256, 256).func
+    pipelined = hand_schedules.gpu_matmul_pipelined(256, 256, 256, stages=3).func
+    bytes_per_block = [next(p for p in model.estimate(workload, f)["nests"]
+                            if p["name"] == "C_update")["shared_bytes_per_block"]
+                       for f in (plain, pipelined)]
+    assert bytes_per_block == [2 * 64 * 16 * 4, 3 * 2 * 64 * 16 * 4]   # A and B, 3 copies
+    stages = FEATURE_NAMES.index("pipeline_stages")
+    assert [features(workload, f, model)[stages] for f in (plain, pipelined)] == [1, 3]
+
+
 # -- the learned model ---------------------------------------------------------------------
 
 

@@ -327,6 +327,62 @@ def test_gpu_matmul_sketch_stages_both_inputs_in_shared_memory_and_compiles():
     assert "__shared__" in kernel.source
 
 
+def _with_stages(space, sample, stages: int):
+    """`sample` again with the GPU tile's last decision (its pipeline stages) set."""
+    from sched.autoscheduler.space.tiling_gpu import PIPELINE_STAGES
+
+    assert sample.kinds[-1] == f"choice:{len(PIPELINE_STAGES)}"
+    genome = (*sample.genome[:-1], PIPELINE_STAGES.index(stages))
+    return space.sample(sample.sketch, genome, random.Random(0))
+
+
+@pytest.mark.parametrize("arch, asynchronous", [("sm_80", True), ("sm_75", False)])
+def test_gpu_tile_pipelines_its_reduction_loop_over_the_sampled_stages(arch, asynchronous):
+    workload = Workload(_matmul(32, 24, 64), "cuda", arch)
+    space = SearchSpace(workload)
+    arrays = workload.arrays(4)
+    expected = arrays[0].astype(np.float64) @ arrays[1]
+    seen = 0
+    for seed in range(6):
+        plain = space.sample(0, None, random.Random(seed))
+        if _reduce_loops(plain)[0][1] < 3:
+            continue            # a K step of the whole K: nothing to pipeline
+        seen += 1
+        for stages in (1, 2, 3):
+            sample = _with_stages(space, plain, stages)
+            text = sample.schedule.func.script()
+            if stages == 1:
+                assert "software_pipeline" not in text
+                continue
+            # the two fetches (A, B) in stage 0, the multiply `stages - 1` iterations behind
+            assert f'"software_pipeline_stage": [0, 0, {stages - 1}]' in text
+            assert ('"software_pipeline_async_stages": [0]' in text) == asynchronous
+            for target in ("c", "cuda-emu"):
+                got = [a.copy() for a in arrays]
+                sched.build(sample.schedule.func, target=target)(*got)
+                np.testing.assert_allclose(got[2], expected, rtol=1e-5, atol=1e-5)
+            source = sched.build(sample.schedule.func, target="cuda", arch=arch).source
+            assert ("cp.async" in source) == asynchronous
+    assert seen
+
+
+def _reduce_loops(sample):
+    """(name, extent) of the outer K loops (around the shared-memory fetches)."""
+    return [(name, int(extent)) for name, extent in
+            re.findall(r"for (k_0\w*) in (?:range|T\.serial)\((\d+)", sample.schedule.func.script())]
+
+
+def test_gpu_tile_leaves_a_reduction_loop_of_fewer_iterations_than_stages_unpipelined():
+    # K = 16 in steps of 8 (two iterations): three stages would never fill
+    space = SearchSpace(Workload(_matmul(32, 32, 16), "cuda", "sm_80"))
+    for seed in range(8):
+        plain = space.sample(0, None, random.Random(seed))
+        extents = [extent for _, extent in _reduce_loops(plain)]
+        sample = _with_stages(space, plain, 3)
+        pipelined = "software_pipeline_stage" in sample.schedule.func.script()
+        assert pipelined == (extents[0] >= 3), (extents, pipelined)
+
+
 def test_a_genome_replays_to_the_same_schedule_and_its_trace_replays_too():
     workload = Workload(_matmul(32, 32, 16), "c")
     space = SearchSpace(workload)
@@ -336,6 +392,24 @@ def test_a_genome_replays_to_the_same_schedule_and_its_trace_replays_too():
     assert again.schedule.func.script() == first.schedule.func.script()
     replayed = first.schedule.trace.apply(workload.func)
     assert replayed.func.script() == first.schedule.func.script()
+
+
+def test_tile_sampling_finds_an_accepted_combination_random_draws_miss():
+    # threads of an 8 x 24 tile in four levels: random draws rarely give 96 or more, and
+    # a GPU sketch was refused ("8 threads per block") where 256 draws missed
+    from sched.autoscheduler.space.sampler import Sampler
+
+    def many_threads(decisions):
+        return decisions[0][1] * decisions[1][1] >= 96
+
+    for seed in range(10):
+        sch = sched.Schedule(_matmul(8, 24, 8))
+        i, j, _ = sch.get_loops(sch.get_block("C"))
+        sampler = Sampler(sch, None, random.Random(seed))
+        tiles = sampler.tiles([i, j], n=4, max_innermost_factor=8, accept=many_threads)
+        assert many_threads(tiles), tiles
+        assert [int(np.prod(t)) for t in tiles] == [8, 24] and max(t[-1] for t in tiles) <= 8
+        assert str(sch.trace).count("sample_perfect_tile") == 2
 
 
 def test_mutation_keeps_the_tile_product():

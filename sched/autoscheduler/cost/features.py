@@ -10,7 +10,8 @@ thousands), per block nest (`nests.py`), summed or maxed over the blocks:
 - the memory-movement model's own figures (log2 bytes per level, log2 of its estimated
   seconds and of each part), so that trees start from the analytical model;
 - buffers: count and log2 bytes per scope (global, shared, local) touched; the innermost
-  loop's stride per access (share of accesses with stride 0, 1, and larger), vector lanes.
+  loop's stride per access (share of accesses with stride 0, 1, and larger), vector lanes;
+- GPU: occupancy, blocks, threads per block, the most software-pipeline stages of a loop.
 
 `FEATURE_NAMES` names each entry.
 """
@@ -39,7 +40,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"log_footprint_{scope}" for scope in _SCOPES),
     *(f"accesses_{scope}" for scope in _SCOPES),
     "share_stride_0", "share_stride_1", "share_stride_large", "lanes",
-    "occupancy", "log_blocks", "log_threads",
+    "occupancy", "log_blocks", "log_threads", "pipeline_stages",
 )
 
 
@@ -63,6 +64,7 @@ def features(workload, func, model: MemoryMovementModel) -> np.ndarray:
     for nest in nests:
         for loop in nest.loops:
             extents[_kind(loop)] += math.log2(loop.extent)
+            values["pipeline_stages"] = max(values["pipeline_stages"], loop.stages)
         values["max_depth"] = max(values["max_depth"], len(nest.loops))
         _nest_features(nest, values, strides)
     for kind in _KINDS:

@@ -5,7 +5,9 @@ with the blocks' and threads' loops fixed, each thread's own loops give its load
 with the register-tile reuse of `levels.py`. "shared" and "local" buffers are the staging
 levels: local is registers; shared costs shared-memory wavefronts (bank conflicts from the
 threads' addresses). Occupancy from threads, shared memory and registers per block; waves of
-blocks over the SMs; latency hidden by resident warps times independent accumulators.
+blocks over the SMs; latency hidden by resident warps times independent accumulators. A
+software-pipelined loop around the nest (`stages` > 1) holds that many copies of each shared
+tile, and keeps that many tiles' loads in flight per warp (more latency hidden).
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: frozenset)
     shared = by_buffer(nest, ("shared",))
     staged = [p for p, lp in enumerate(loops) if _is_thread(lp)
               or (lp.var not in shared_with_others and not _is_block(lp))]
-    shared_bytes = sum(math.prod(union_box(nest, acc, staged)) * element_bytes(acc[0])
-                       for acc in shared.values())
+    stages = max((lp.stages for lp in loops), default=1)
+    shared_bytes = stages * sum(math.prod(union_box(nest, acc, staged)) * element_bytes(acc[0])
+                                for acc in shared.values())
     per_sm = [m.max_blocks_per_sm, m.max_threads_per_sm // max(threads, 1),
               m.registers_per_sm // max(1, threads * min(regs, 255))]
     if shared_bytes:
@@ -88,7 +91,7 @@ def estimate_gpu_nest(nest: LoopNest, m: Machine, shared_with_others: frozenset)
     busy = blocks / (waves * m.cores * resident)       # SM slots used, over all waves
     active_warps = min(64, resident * warps_per_block)
     ilp = min(8.0, independent_chains(nest)) if nest.operations else 1.0
-    hiding = min(1.0, active_warps * ilp / 32.0)
+    hiding = min(1.0, active_warps * ilp * stages / 32.0)
     compute = flops / (m.peak_flops * busy * hiding) if flops else 0.0
 
     # memory: per warp instruction, sectors of global memory; shared-memory wavefronts

@@ -53,6 +53,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
+from sched.polyhedral.software_pipeline import read_plan
 
 SYMBOLIC_EXTENT = 128        # the extent assumed for a loop whose extent is not a constant
 
@@ -63,6 +64,7 @@ class Loop:
     extent: int
     kind: str                  # serial, parallel, vectorized, unrolled, thread_binding
     thread_tag: str | None
+    stages: int = 1            # software-pipeline stages of the loop's body (1: none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,7 +324,7 @@ def _walk(stmt: Stmt, loops: list[Loop], env: dict, found: list[LoopNest]) -> No
         extent = substitute(stmt.extent, env)
         value = extent.value if isinstance(extent, IntImm) else SYMBOLIC_EXTENT
         _walk(stmt.body, loops + [Loop(stmt.loop_var, max(1, value), stmt.kind,
-                                       stmt.thread_tag)], env, found)
+                                       stmt.thread_tag, _stages(stmt))], env, found)
     elif isinstance(stmt, IfThenElse):
         _walk(stmt.then_body, loops, env, found)
         if stmt.else_body is not None:
@@ -331,6 +333,12 @@ def _walk(stmt: Stmt, loops: list[Loop], env: dict, found: list[LoopNest]) -> No
         _walk(stmt.body, loops, env, found)
     elif isinstance(stmt, BlockRealize):
         _block(stmt, loops, env, found)
+
+
+def _stages(loop: For) -> int:
+    """How many stages the loop's body is software-pipelined over (1: not pipelined)."""
+    plan = read_plan(loop, require_stage=False)
+    return plan.max_stage + 1 if plan is not None else 1
 
 
 def _block(realize: BlockRealize, loops: list[Loop], env: dict, found: list) -> None:

@@ -38,7 +38,7 @@ from sched.autoscheduler.space.rows_gpu import row_anchor, row_reduction, row_th
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 from sched.autoscheduler.space.threads_gpu import THREAD_WEIGHTS, bind_threads
 from sched.autoscheduler.space.tiling_cpu import tile_cpu, vector_axes, vector_lanes
-from sched.autoscheduler.space.tiling_gpu import tile_gpu
+from sched.autoscheduler.space.tiling_gpu import has_async_copies, tile_gpu
 from sched.errors import ScheduleError
 from sched.schedule.state import find_block
 
@@ -98,7 +98,7 @@ class SearchSpace:
         SketchRefused (or ScheduleError) when a step is refused."""
         sch = self.workload.base_schedule()
         sampler = Sampler(sch, genome, rng)
-        _apply(self.sketches[sketch], sch, sampler, self.workload.target)
+        _apply(self.sketches[sketch], sch, sampler, self.workload)
         return Sample(sketch, sampler.genome, tuple(sampler.kinds), sch)
 
 
@@ -112,8 +112,9 @@ def func_hash(func) -> str:
 CHECKED_AT_ONCE = frozenset({"threads", "row_reduce"})
 
 
-def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
-    state = {"threads": None, "rows": {}}   # rows: anchor block -> its row loop
+def _apply(sketch: Sketch, sch, sampler: Sampler, workload) -> None:
+    # threads: the count the GPU rules drew; rows: anchor block -> its row loop
+    state = {"threads": None, "rows": {}, "async": has_async_copies(workload)}
     for kind, block, *options in sketch.steps:
         with (contextlib.nullcontext() if kind in CHECKED_AT_ONCE
               else sch.concurrency_checked_at_end()):
@@ -123,7 +124,7 @@ def _apply(sketch: Sketch, sch, sampler: Sampler, target: str) -> None:
 def _apply_rule(sch, sampler: Sampler, sketch: Sketch, state: dict, kind: str, block: str,
                 options: list) -> None:
     """One rule of `sketch` on `block`; `state` carries the thread count drawn for the GPU
-    rules and the row loops the row anchors made."""
+    rules, the row loops the row anchors made and whether the arch copies asynchronously."""
     if kind in ("threads", "row_anchor", "row_reduce") and state["threads"] is None:
         choices = row_thread_choices(sch, [s[1] for s in sketch.steps if s[0] == "row_reduce"])
         state["threads"] = sampler.choose(choices, THREAD_WEIGHTS[:len(choices)])
@@ -133,7 +134,8 @@ def _apply_rule(sch, sampler: Sampler, sketch: Sketch, state: dict, kind: str, b
     elif kind == "tile_cpu":
         tile_cpu(sch, sampler, block_info(sch.func, block), *options)
     elif kind == "tile_gpu":
-        tile_gpu(sch, sampler, block_info(sch.func, block), *options)
+        tile_gpu(sch, sampler, block_info(sch.func, block), *options,
+                 asynchronous=state["async"])
     elif kind == "place":
         consumer, *rf = options
         partial = vector_rfactor(sch, sampler, block_info(sch.func, block)) \
@@ -368,7 +370,7 @@ def _valid(workload, sketches: list[Sketch], rng: random.Random) -> list[Sketch]
         for _ in range(VALIDATION_TRIES):
             sch = workload.base_schedule()
             try:
-                _apply(sketch, sch, Sampler(sch, None, rng), workload.target)
+                _apply(sketch, sch, Sampler(sch, None, rng), workload)
             except (ScheduleError, SketchRefused):
                 continue
             kept.append(sketch)

@@ -7,13 +7,16 @@ so neighbouring threads touch neighbouring elements; more than three axes: the o
 fused). Every global input is staged in shared
 memory once per R0 iteration, fetched by all the block's threads together (a sampled number of
 vector lanes each); the accumulator tile is "local" (registers), initialised and written back
-by each thread, with elementwise consumers fused into the write-back.
+by each thread, with elementwise consumers fused into the write-back. The innermost R0 loop is
+software-pipelined over a sampled number of stages (1: not pipelined): the fetches of the next
+`stages - 1` iterations run while the current tiles are multiplied, each shared tile
+multi-buffered, the fetches asynchronous (cp.async) where the arch has them (sm_80+).
 
     before                      after (matmul)
     for i, j, k:                for i0 (blockIdx.y), j0 (blockIdx.x):
         C[i, j] += A*B              for i1 (threadIdx.y), j1 (threadIdx.x):
                                         C_local = 0
-                                        for k0:
+                                        for k0 (pipelined: tiles of k0 + 1 fetched now):
                                             A_shared, B_shared = tiles (all threads)
                                             for i2, j2, k1, i3, j3 (unrolled within a budget): ...
                                         C[...] = C_local
@@ -26,14 +29,19 @@ import math
 from sched.autoscheduler.space.analysis import BlockInfo
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 from sched.autoscheduler.space.unroll import GPU_BUDGETS, sample_budget, unroll_within
+from sched.ir.functor import collect
+from sched.ir.nodes import BlockRealize, IntImm
+from sched.polyhedral.software_pipeline import pipeline_body
 
 MAX_THREADS = 1024
 MIN_THREADS = 32          # a warp: fewer threads leave most of each warp idle
+PIPELINE_STAGES = (1, 2, 3)       # 1: not pipelined; 3 stages was the best fp32 GEMM on an H200
 
 
 def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
-             staged: tuple[str, ...]) -> None:
-    """`staged`: the inputs (buffer names) to stage in shared memory."""
+             staged: tuple[str, ...], asynchronous: bool = True) -> None:
+    """`staged`: the inputs (buffer names) to stage in shared memory; `asynchronous`: whether
+    the arch copies into shared memory asynchronously (cp.async)."""
     block = sch.get_block(info.name)
     loops = {loop.name: loop for loop in sch.get_loops(block)}
     enough = min(MIN_THREADS, math.prod(sampler.extent(loops[name]) for name in info.spatial))
@@ -78,6 +86,44 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
                       budget)
     # the nest inside the threads: R0, S2, R1, S3; unrolled from the innermost
     unroll_within(sch, (spatial[2] + reduce[1] + spatial[3])[::-1], budget)
+    if reduce[0] and staged:
+        _pipeline(sch, sampler, reduce[0][-1][0], asynchronous)
+
+
+def has_async_copies(workload) -> bool:
+    """Whether the workload's CUDA arch (the one its kernels are built for when it names
+    none) has asynchronous copies into shared memory (sm_80+)."""
+    from sched.cuda.device import default_arch, parse_arch
+
+    if workload.target != "cuda":
+        return False
+    return parse_arch(workload.arch or default_arch())[:2] >= (8, 0)
+
+
+def _pipeline(sch, sampler: Sampler, loop, asynchronous: bool) -> None:
+    """Pipeline `loop` (the innermost R0 loop, whose body is the shared-memory fetches, then
+    the multiply) over a sampled number of stages: the fetches run `stages - 1` iterations
+    ahead. Drawn for every candidate (the genome keeps its shape); a loop of fewer iterations
+    than the stages, or a body of another shape, is left as it is. The annotations are checked
+    against the dependences as every annotation is (a refused pipeline refuses the sample)."""
+    from sched.schedule.state import find_loop
+
+    stages = sampler.choose(list(PIPELINE_STAGES))
+    found = find_loop(sch.func, loop.name, "annotate")
+    _, body = pipeline_body(found)
+    if stages == 1 or not isinstance(found.extent, IntImm) or found.extent.value < stages \
+            or len(body) < 2 or not all(_writes_shared(s) for s in body[:-1]):
+        return
+    sch.annotate(loop, "software_pipeline_stage", [0] * (len(body) - 1) + [stages - 1])
+    sch.annotate(loop, "software_pipeline_order", list(range(len(body))))
+    if asynchronous:
+        sch.annotate(loop, "software_pipeline_async_stages", [0])
+
+
+def _writes_shared(stmt) -> bool:
+    """Whether every block in `stmt` writes only shared memory (a cooperative fetch)."""
+    blocks = [r.block for r in collect(stmt, BlockRealize)]
+    return bool(blocks) and all(w.buffer.scope == "shared" for b in blocks for w in b.writes)
 
 
 def _bind_axes(sch, loops, kind: str):
@@ -134,7 +180,6 @@ def _depth_below(sch, block, anchor) -> int:
 
 def _constant_extent(sch, loop) -> int:
     """The loop's extent, or 0 when it is not a constant (never unrolled)."""
-    from sched.ir.nodes import IntImm
     from sched.schedule.state import find_loop
 
     extent = find_loop(sch.func, loop.name, "unroll").extent
