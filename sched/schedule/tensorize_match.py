@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sched.ir.functor import field_names, substitute
+from sched.ir.functor import collect, field_names, substitute
 from sched.ir.nodes import (
     TRUE,
     BinaryOp,
@@ -87,10 +87,42 @@ def match(pattern: IntrinPattern, block: Block) -> dict[Buffer, Binding]:
                        + ("; sch.decompose_reduction(block, loop) first" if ours[1] is None
                           else ""))
     comparator = _Comparator(block, {lp.loop_var: Range(lp.min, lp.extent) for lp in loops})
+    if theirs[1] is not None:
+        _same_init_points(inner, loops, comparator.fixed, f"block {inner.block.name!r}")
+        _same_init_points(desc_inner, pattern.loops, {}, "the intrinsic's block")
     for desc_part, block_part in zip(ours, theirs):
         if desc_part is not None:
             comparator.same(desc_part, block_part)
     return comparator.bindings
+
+
+def _same_init_points(inner: BlockRealize, loops: tuple[For, ...], fixed: dict[Var, Expr],
+                      who: str) -> None:
+    """Refuse a block with an init (the intrinsic's has one too) whose init does not run at
+    the first iteration of the tile's loops and only there: each reduce variable must be
+    bound to those loops alone (a reduction that goes on outside the tile, `v_k_0 * 8 + k_1`
+    under a split K, inits once; the intrinsic would init on every tile) and at their first
+    iteration be at its domain's first value."""
+    tile = {lp.loop_var for lp in loops}
+    first = {lp.loop_var: lp.min for lp in loops}
+    for iv, value in zip(inner.block.iter_vars, inner.iter_values):
+        if iv.kind != "reduce":
+            continue
+        value = simplify(substitute(value, fixed))
+        outside = sorted({v.name for v in collect(value, Var)} - {v.name for v in tile})
+        if outside:
+            raise Mismatch(
+                f"the reduction of {who} goes on outside the tensorized loops (its reduce "
+                f"variable {iv.var.name} = {value} uses {', '.join(outside)}): its init runs "
+                f"once for the whole reduction, the intrinsic's init would run on every tile; "
+                f"tensorize a loop holding the whole reduction, or "
+                f"sch.decompose_reduction(block, loop) first and use an intrinsic without "
+                f"an init")
+        start = simplify(substitute(value, first))
+        if simplify(start - iv.dom.min) != IntImm(0, start.dtype):
+            raise Mismatch(f"the init of {who} runs where {iv.var.name} = {iv.dom.min}, but the "
+                           f"tensorized loops start at {iv.var.name} = {start}: the intrinsic "
+                           f"would init there")
 
 
 def _match_loops(pattern: IntrinPattern, loops: tuple[For, ...], inner: BlockRealize) -> None:

@@ -393,3 +393,56 @@ def test_an_implementation_calling_external_code_is_refused_saying_so():
                        r"with loops over its buffers"):
         sch.tensorize(ii, name)
     assert sch.func is before
+
+
+DOT8_WITH_INIT = """
+@T.prim_func
+def dot8_with_init(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (8,), "float32", offset_factor=1)
+    B = T.match_buffer(b, (8,), "float32", offset_factor=1)
+    C = T.match_buffer(c, (1,), "float32", offset_factor=1)
+    with T.block("root"):
+        T.reads(A[0:8], B[0:8])
+        T.writes(C[0:1])
+        for k in range(8):
+            with T.block("update"):
+                vk = T.axis.remap("R", [k])
+                with T.init():
+                    C[0] = T.float32(0)
+                C[0] = C[0] + A[vk] * B[vk]
+"""
+
+
+def _row_dots(k: int):
+    A, B = te.placeholder((3, k), name="A"), te.placeholder((3, k), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    D = te.compute((3,), lambda i: te.sum(A[i, r] * B[i, r], axis=r), name="D")
+    return te.create_prim_func([A, B, D])
+
+
+def test_an_intrinsic_with_an_init_only_on_a_tile_holding_the_whole_reduction():
+    # audit (helper-84): an intrinsic whose description zeroes its output (T.init) was
+    # accepted on the inner 8 of a reduction of 16: it zeroed D again on every tile, and D
+    # held the last tile's partial sums
+    name = "test_dot8_with_init"
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        desc = sched.parse(DOT8_WITH_INIT)
+        TensorIntrin.register(name, desc, desc)
+    rng = np.random.default_rng(0)
+    for k in (8, 16):
+        sch = sched.Schedule(_row_dots(k))
+        _, r = sch.get_loops(sch.get_block("D"))
+        _, r_inner = sch.split(r, [None, 8])
+        a, b = rng.random((3, k), np.float32), rng.random((3, k), np.float32)
+        if k == 16:
+            before = sch.func
+            with pytest.raises(ScheduleError, match=r"the reduction of block 'D' goes on "
+                               r"outside the tensorized loops \(its reduce variable v_k = "
+                               r"v_k_0 \* 8 \+ k_1 uses v_k_0\).*decompose_reduction"):
+                sch.tensorize(r_inner, name)
+            assert sch.func is before
+            continue
+        sch.tensorize(r_inner, name)        # the tile is the whole reduction: one init
+        d = np.full(3, np.nan, np.float32)
+        sched.build(sch, target="c")(a, b, d)
+        np.testing.assert_allclose(d, (a.astype(np.float64) * b).sum(axis=1), rtol=1e-5)
