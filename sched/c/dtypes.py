@@ -47,6 +47,10 @@ def is_narrow_int(dtype: str) -> bool:
 def float_literal(value: float, dtype: str) -> str:
     """`value` as an exact C constant of `compute_type(dtype)`: the shortest decimal that reads
     back as the same float (`0.1f`, `1e-05f`, `2.5`), `INFINITY`, `NAN`."""
+    if dtype != "float64" and math.isfinite(value):
+        with np.errstate(over="ignore"):          # a constant beyond the type is infinite
+            value = {"float16": np.float16, "bfloat16": _round_bfloat16}.get(
+                dtype, np.float32)(value)
     if math.isnan(value):
         return "NAN" if dtype != "float64" else "(double)NAN"
     if math.isinf(value):
@@ -54,8 +58,7 @@ def float_literal(value: float, dtype: str) -> str:
         return text if value > 0 else f"-{text}"
     if dtype == "float64":
         return repr(float(value))
-    rounded = {"float16": np.float16, "bfloat16": _round_bfloat16}.get(dtype, np.float32)(value)
-    text = str(np.float32(rounded))
+    text = str(np.float32(value))
     if "." not in text and "e" not in text:
         text += ".0"
     return text + "f"

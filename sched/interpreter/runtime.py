@@ -57,7 +57,8 @@ def round_bfloat16(value) -> np.float32:
 
 def float_to_bfloat16(value) -> int:
     """The uint16 bits of `value` rounded to bfloat16 (nearest even)."""
-    u = int(np.array(value, dtype=np.float32).view(np.uint32))
+    with np.errstate(over="ignore"):            # beyond float32: infinite
+        u = int(np.array(value, dtype=np.float32).view(np.uint32))
     if (u & 0x7FFFFFFF) > 0x7F800000:
         return ((u >> 16) | 0x40) & 0xFFFF
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
@@ -81,11 +82,12 @@ def to_dtype(value, dtype: str):
     if is_bool(dtype):
         return bool(value != 0)
     if is_float(dtype):
-        if dtype == "float16":
-            return np.float32(np.float16(value))
-        if dtype == "bfloat16":
-            return round_bfloat16(value)
-        return compute_scalar(dtype)(value)
+        with np.errstate(over="ignore"):        # beyond the type: infinite, as in C
+            if dtype == "float16":
+                return np.float32(np.float16(value))
+            if dtype == "bfloat16":
+                return round_bfloat16(value)
+            return compute_scalar(dtype)(value)
     if isinstance(value, (float, np.floating)):
         if math.isnan(value):
             return wrap_int(0, dtype)

@@ -13,6 +13,7 @@ import islpy as isl
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import Block, BlockRealize, Buffer, Expr, For, PrimFunc, Var
 from sched.ir.paths import path_to
+from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 
 
@@ -133,7 +134,7 @@ def _aligned_offset(statement, buffer: Buffer, dim: int, extent: int,
             one = access.project_out(isl.dim_type.out, dim + 1, ndim - dim - 1) \
                 .project_out(isl.dim_type.out, 0, dim)
             index = one.lexmin_pw_multi_aff().get_pw_aff(0)
-        candidate = index.sub(index.mod_val(isl.Val.int_from_si(index.get_ctx(), extent)))
+        candidate = index.sub(index.mod_val(integer_val(extent, index.get_ctx())))
         if (statement.domain.is_subset(offset.domain())
                 and offset.is_subset(isl.Map.from_pw_aff(candidate))):
             return candidate

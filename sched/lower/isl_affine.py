@@ -15,6 +15,7 @@ import islpy as isl
 
 from sched.ir.dtype import is_int
 from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Var
+from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
 
 # (variable, min, extent) of each loop around an expression that bears on it, outermost first
@@ -142,7 +143,7 @@ def piecewise(function):
 
 
 def _val(value: int):
-    return isl.Val.int_from_si(isl.DEFAULT_CONTEXT, value)
+    return integer_val(value)
 
 
 def from_ast(node, terms: dict[str, Expr], dtype: str) -> Expr:

@@ -35,6 +35,7 @@ from sched.errors import KernelArgumentError
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import PrimFunc, Var
 from sched.polyhedral import names
+from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import isl_name, to_isl
 from sched.polyhedral.isl_text import first_point, read_set
 from sched.polyhedral.model import (
@@ -86,8 +87,8 @@ def _fix(condition: isl.Set, values: dict[str, int]) -> isl.Set:
         name = condition.get_dim_name(isl.dim_type.param, position)
         if name in values:
             condition = condition.fix_val(isl.dim_type.param, position,
-                                          isl.Val.int_from_si(condition.get_ctx(),
-                                                              int(values[name])))
+                                          integer_val(int(values[name]),
+                                                      condition.get_ctx()))
     return condition
 
 

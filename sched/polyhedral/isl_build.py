@@ -269,7 +269,7 @@ class _Reader:
     def atom(self) -> isl.Aff:
         token = self.take()
         if isinstance(token, int):
-            return self.zero.set_constant_val(isl.Val.int_from_si(self.zero.get_ctx(), token))
+            return self.zero.set_constant_val(integer_val(token, self.zero.get_ctx()))
         if token == "(":
             value = self.expression()
             self.take(")")
@@ -295,7 +295,19 @@ def _and(first: list[isl.BasicSet], second: list[isl.BasicSet]) -> list[isl.Basi
 def _positive(token) -> isl.Val:
     if not isinstance(token, int) or token <= 0:
         raise _Unsupported(f"divisor {token!r}")
-    return isl.Val.int_from_si(isl.DEFAULT_CONTEXT, token)
+    return integer_val(token)
+
+
+_LONG = range(-2 ** 63, 2 ** 63)
+
+
+def integer_val(value: int, ctx: isl.Context | None = None) -> isl.Val:
+    """The isl value of a Python int of any size (isl's `int_from_si` takes a C long: 2**63,
+    read as the negation of -2**63, did not fit)."""
+    ctx = ctx or isl.DEFAULT_CONTEXT
+    if value in _LONG:
+        return isl.Val.int_from_si(ctx, value)
+    return isl.Val.read_from_str(ctx, str(value))
 
 
 def _product(a: isl.Aff, b: isl.Aff) -> isl.Aff:

@@ -243,3 +243,49 @@ def test_a_shift_by_a_count_in_range_is_c_operator():
                                               name="B")])
     source = sched.build(func, target="c").source
     assert "sched_shl" not in source and " << (i % 8)" in source
+
+
+@pytest.mark.parametrize("dtype, constant", [("float32", 1e39), ("float32", -1e39),
+                                             ("float16", 70000.0), ("bfloat16", 3.5e38)])
+def test_a_constant_beyond_its_float_type_is_infinite_on_every_target(dtype, constant):
+    # audit (helper-82): T.float32(1e39) and T.float16(70000.0) were written `inf.0f`, and
+    # the C and the CUDA source did not compile
+    inf = np.float32(np.inf if constant > 0 else -np.inf)
+    A = te.placeholder((8,), "float32", name="A")
+    func = te.create_prim_func([A, te.compute(
+        (8,), lambda i: te.cast(te.const(constant, dtype), "float32") + A[i] * 0.0,
+        name="B")])
+    a = np.arange(8, dtype=np.float32)
+    runs = {"c": sched.build(func, target="c"),
+            "interpret": lambda *args: sched.interpret(func, *args),
+            "cuda-emu": sched.build(_on_threads(func, ["B"]), target="cuda-emu")}
+    for name, run in runs.items():
+        b = np.zeros(8, np.float32)
+        run(a, b)
+        np.testing.assert_array_equal(b, np.full(8, inf), err_msg=name)
+
+
+INT64_EXTREMES = """
+@T.prim_func
+def main(A: T.Buffer((8,), "int64"), B: T.Buffer((8,), "int64")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = T.if_then_else(T.Cast("int64", vi) > T.int64(-9223372036854775808)
+                                   and T.Cast("int64", vi) * T.int64(4611686018427387904)
+                                   < T.int64(9223372036854775807), A[vi], T.int64(-1))
+"""
+
+
+def test_int64_extremes_in_a_condition_are_read_by_the_analyses():
+    # audit (helper-82): -2**63 is read as the negation of 2**63, which isl's int_from_si
+    # (a C long) refused with a raw TypeError at Schedule(...) and at the build
+    func = sched.parse(INT64_EXTREMES)
+    sched.Schedule(func)
+    a = np.arange(10, 18, dtype=np.int64)
+    for run in (sched.build(func, target="c"), lambda *args: sched.interpret(func, *args)):
+        b = np.zeros(8, np.int64)
+        run(a, b)
+        # int64 arithmetic wraps on every path: vi * 2**62 is -2**63 at vi = 2, -2**62 at 3,
+        # ... and always below 2**63 - 1
+        np.testing.assert_array_equal(b, a)
