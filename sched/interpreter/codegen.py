@@ -197,8 +197,6 @@ class Emitter:
         if is_float(dtype):
             if op in _FLOAT_OPS:
                 return f"({a} {_FLOAT_OPS[op]} {b})"
-            if op in ("min", "max"):       # NaN propagates: an uninitialised read shows
-                return f"_np.{op}imum({a}, {b})"
             return f"_rt.float_{op}({a}, {b})"
         if op in ("min", "max"):
             return f"{op}({a}, {b})"

@@ -55,6 +55,17 @@ def round_bfloat16(value) -> np.float32:
     return bfloat16_to_float(float_to_bfloat16(value))
 
 
+def float_max(a, b):
+    """The C target's max: NaN wins (an uninitialised read shows), else the larger, `a` on
+    ties (max(0.0, -0.0) is 0.0, max(-0.0, 0.0) is -0.0; numpy's maximum gives `b`)."""
+    return b if b != b or b > a else a
+
+
+def float_min(a, b):
+    """The C target's min: NaN wins, else the smaller, `a` on ties."""
+    return b if b != b or b < a else a
+
+
 def float_to_bfloat16(value) -> int:
     """The uint16 bits of `value` rounded to bfloat16 (nearest even)."""
     with np.errstate(over="ignore"):            # beyond float32: infinite

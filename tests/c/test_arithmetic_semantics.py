@@ -289,3 +289,29 @@ def test_int64_extremes_in_a_condition_are_read_by_the_analyses():
         # int64 arithmetic wraps on every path: vi * 2**62 is -2**63 at vi = 2, -2**62 at 3,
         # ... and always below 2**63 - 1
         np.testing.assert_array_equal(b, a)
+
+
+def test_max_and_min_of_signed_zeros_and_nans_agree_on_every_path():
+    # audit (helper-82): the interpreter (numpy's maximum: `b` on ties) gave -0.0 for
+    # max(0.0, -0.0) where the C, the vector C and the emulated CUDA give `a`, 0.0; the
+    # interpreter is the fuzzers' oracle
+    a = np.array([0.0, -0.0, 0.0, -0.0, np.nan, 1.0, np.nan, -2.0], np.float32)
+    b = np.array([-0.0, 0.0, 0.0, -0.0, 1.0, np.nan, np.nan, -2.0], np.float32)
+    A, B = (te.placeholder((8,), "float32", name=n) for n in "AB")
+    func = te.create_prim_func([A, B, te.compute((8,), lambda i: te.max(A[i], B[i]), name="M"),
+                                te.compute((8,), lambda i: te.min(A[i], B[i]), name="N")])
+    vector = sched.Schedule(func)
+    for name in "MN":
+        vector.vectorize(vector.get_loops(vector.get_block(name))[0])
+    runs = {"interpret": lambda *args: sched.interpret(func, *args),
+            "c": sched.build(func, target="c"), "vector c": sched.build(vector, target="c"),
+            "cuda-emu": sched.build(_on_threads(func, ["M", "N"]), target="cuda-emu")}
+    expected = (a, a)                    # `a` on ties, NaN wherever one is NaN
+    for name, run in runs.items():
+        got = (np.ones(8, np.float32), np.ones(8, np.float32))
+        run(a, b, *got)
+        for value, want in zip(got, expected):
+            assert np.isnan(value[4:7]).all(), (name, value)
+            np.testing.assert_array_equal(np.signbit(value[:4]), np.signbit(want[:4]),
+                                          err_msg=name)
+            np.testing.assert_array_equal(value[7], -2.0)
