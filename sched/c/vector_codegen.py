@@ -207,10 +207,11 @@ class VectorCode:
     def expr_BinaryOp(self, node: BinaryOp, guard) -> VectorValue:
         a = self.expr(node.a, guard)
         if node.op in ("and", "or"):               # C evaluates b only where a decides not
-            b = self.expr(node.b, self.narrow(guard, a, node.op == "or") if a.vector else guard)
-            wanted = a.dtype if a.vector else b.dtype
-            text = f"({self.mask(a, wanted)} {_SYMBOL[node.op]} {self.mask(b, wanted)})"
-            return VectorValue(text, wanted, True)
+            if not a.vector:
+                return self.scalar_and_or(node.op, a, node.b, guard)
+            b = self.expr(node.b, self.narrow(guard, a, node.op == "or"))
+            text = f"({a.text} {_SYMBOL[node.op]} {self.mask(b, a.dtype)})"
+            return VectorValue(text, a.dtype, True)
         b = self.expr(node.b, guard)
         dtype = node.a.dtype
         if node.op in ("min", "max"):            # as the scalar code: a < b ? a : b
@@ -233,6 +234,19 @@ class VectorCode:
         if node.op in COMPARE_OPS:
             return VectorValue(text, mask_dtype(dtype), True)
         return VectorValue(text, dtype, True)
+
+    def scalar_and_or(self, op: str, a: VectorValue, b: Expr, guard) -> VectorValue:
+        """`a and b` / `a or b` where `a` is the same on every lane: as C's `&&` / `||`, `b`
+        (its loads, its divisions) is evaluated only where `a` does not decide, a `?:` on `a`
+        (helper-81: `L[i] != 0 and A[i * i, j] > 0` loaded whole vectors of rows past A's
+        end where L[i] == 0)."""
+        self.lazy += 1                  # nothing of b's hoisted out of the ?:
+        right = self.expr(b, guard)
+        self.lazy -= 1
+        zero = f"({self.type(right.dtype)}){{0}}"
+        decided = zero if op == "and" else f"~{zero}"
+        sides = (right.text, decided) if op == "and" else (decided, right.text)
+        return VectorValue(f"({a.text} ? {sides[0]} : {sides[1]})", right.dtype, True)
 
     def min_max(self, op: str, dtype: str) -> str:
         """The name of the vector min or max of `dtype` lanes, its definition added: a < b ? a

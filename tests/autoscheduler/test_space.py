@@ -368,8 +368,9 @@ def test_gpu_tile_pipelines_its_reduction_loop_over_the_sampled_stages(arch, asy
 
 def _reduce_loops(sample):
     """(name, extent) of the outer K loops (around the shared-memory fetches)."""
-    return [(name, int(extent)) for name, extent in
-            re.findall(r"for (k_0\w*) in (?:range|T\.serial)\((\d+)", sample.schedule.func.script())]
+    text = sample.schedule.func.script()
+    return [(name, int(extent))
+            for name, extent in re.findall(r"for (k_0\w*) in (?:range|T\.serial)\((\d+)", text)]
 
 
 def test_gpu_tile_leaves_a_reduction_loop_of_fewer_iterations_than_stages_unpipelined():

@@ -120,3 +120,44 @@ def test_a_select_inside_a_scalar_condition_reads_only_where_the_scalar_code_doe
     kernel(a, out)
     np.testing.assert_array_equal(out[:4], np.maximum(a, 0) + 1)
     np.testing.assert_array_equal(out[4:], -1)
+
+
+def scalar_and_or(op: str) -> None:
+    """`L[i] != 0 and A[i * i, j] > 0` (or `L[i] == 0 or ...`) vectorized along j: where the
+    row's flag decides, the scalar code reads no row of A (rows 4 and 9 do not exist); A
+    guarded, compared with numpy (run in a child process)."""
+
+    source = f"""
+@T.prim_func
+def main(L: T.Buffer((4,), "int32"), A: T.Buffer((4, 64), "float32"),
+         B: T.Buffer((4, 64), "float32")):
+    for i, j in T.grid(4, 64):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = T.if_then_else({'L[vi] != 0 and' if op == 'and' else 'L[vi] == 0 or'}
+                                       A[vi * vi, vj] > T.float32(0), T.float32(1), T.float32(0))
+"""
+    sch = sched.Schedule(sched.parse(source))
+    sch.vectorize(sch.get_loops(sch.get_block("B"))[-1])
+    kernel = sched.build(sch.func, target="c")
+    assert "vectorized: " in kernel.source, kernel.source
+    rng = np.random.default_rng(1)
+    flags = np.array([1, 1, 0, 0], np.int32)
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    out = np.full((4, 64), -1.0, np.float32)
+    kernel(flags, guarded_copy(a), out)
+    decided = 0.0 if op == "and" else 1.0
+    expected = [[decided if flags[i] == 0 else float(a[i * i, j] > 0) for j in range(64)]
+                for i in range(4)]
+    np.testing.assert_array_equal(out, np.array(expected, np.float32))
+
+
+@pytest.mark.parametrize("op", ["and", "or"])
+def test_and_or_with_a_row_flag_reads_only_where_the_scalar_code_does(op):
+    # audit (helper-81): with the left operand the same on every lane, the right one's
+    # loads were whole vectors with no mask: rows 4 and 9 of A were read (a crash)
+    result = subprocess.run(
+        [sys.executable, "-c",
+         f"from tests.c.test_vector_padding import scalar_and_or; scalar_and_or({op!r})"],
+        capture_output=True, text=True)
+    assert result.returncode == 0, f"exit status {result.returncode}\n{result.stderr[-3000:]}"
