@@ -216,6 +216,53 @@ def main(A: T.Buffer((2,), "int32"), F: T.Buffer((2,), "float32"), H: T.Buffer((
     assert h[0] == np.float16(1.0)
 
 
+INDEX_ARITHMETIC = """
+@T.prim_func
+def main(A: T.Buffer((40,), "int32"), B: T.Buffer((40,), "int32"), C: T.Buffer((40,), "int32"),
+         D: T.Buffer((40,), "int32"), E: T.Buffer((40,), "int32")):
+    for i in range(40):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = T.Select(vi * 100000000 > 0, 1, 2)
+            if vi * 100000000 > 0:
+                C[vi] = 1
+            else:
+                C[vi] = 2
+            D[vi] = A[vi * 100000000 // 100000000]
+            E[vi] = A[(A[vi] + vi * 100000000) // 100000000 % 40]
+    for i in range(40):
+        with T.block("W"):
+            vi = T.axis.remap("S", [i])
+            T.where(i * 1000000000 >= 0)
+            A[vi] = A[vi] + 1
+"""
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")      # the gather's index; no bindings
+def test_index_arithmetic_is_exact_and_data_arithmetic_wraps_on_every_path():
+    # audit (helper-82): the compiled code computes int32 index arithmetic (loop bounds,
+    # conditions of control flow, predicates, indices) exactly (in int64, or simplified as
+    # integers), as the analyses do, and what a store writes in int32; the interpreter
+    # wrapped both: `if i * 10**8 > 0`, T.where and an index disagreed with the C and the
+    # emulated CUDA
+    func = sched.parse(INDEX_ARITHMETIC)
+
+    def wrap(v):
+        return (v + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+    a = np.arange(40, dtype=np.int32)
+    expected = [a + 1, np.array([1 if wrap(i * 10 ** 8) > 0 else 2 for i in range(40)]),
+                np.array([1 if i > 0 else 2 for i in range(40)]), a,
+                a[[(int(a[i]) + i * 10 ** 8) // 10 ** 8 % 40 for i in range(40)]]]
+    runs = {"interpret": lambda *args: sched.interpret(func, *args),
+            "c": sched.build(func, target="c"), "cuda-emu": sched.build(func, target="cuda-emu")}
+    for name, run in runs.items():
+        arrays = [a.copy()] + [np.zeros(40, np.int32) for _ in range(4)]
+        run(*arrays)
+        for got, want in zip(arrays, expected):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+
+
 def test_scalar_parameter_in_a_shape():
     func = sched.parse("""
 @T.prim_func

@@ -42,10 +42,15 @@ result the IR defines:
   undefined);
 - a barrier (`T.tvm_storage_sync`, lowered GPU TIR) raises InterpretError: threads run one
   after another here, with no barrier semantics (the C target has them);
-- arithmetic in the dtype: integers wrap (int32 wraparound), `//` and `%` floor, `/` on
-  integers truncates as in C, an integer division or modulo by 0 gives 0 (numpy's result;
-  the C target's helpers agree), float32 rounds at every operation, float16 and bfloat16 compute
-  in float32 and round when cast or stored (as the C target), float min/max propagate NaN; a
+- index arithmetic (loop bounds, conditions of `if`/`while`, `T.where` predicates, bindings,
+  indices, shapes) is exact on int32, as the compiled code computes it (in int64) and the
+  analyses read it (integers): `if i * 100000000 > 0` holds for every i > 0; an exact value
+  another operation takes (a bitwise call, a cast, a let) is narrowed to int32 first;
+- arithmetic in the dtype elsewhere (what a store writes): integers wrap (int32
+  wraparound), `//` and `%` floor, `/` on integers truncates as in C, an integer division or
+  modulo by 0 gives 0 (numpy's result; the C target's helpers agree), float32 rounds at
+  every operation, float16 and bfloat16 compute in float32 and round when cast or stored (as
+  the C target), float min/max propagate NaN (else `a` on ties, as the C target); a
   float cast to an integer type truncates toward zero, NaN gives 0 and a value beyond the
   type's range (inf included) its nearest end (CUDA's conversion, which the C target
   implements: C leaves it undefined);

@@ -48,6 +48,9 @@ from sched.ir.nodes import (
 CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
 
 _INT_OPS = {"add": "+", "sub": "-", "mul": "*"}
+# the operations index arithmetic is made of (exact on int32 in an index; see Emitter.index)
+_INDEX_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
+_SHIFT_CALLS = ("shift_left", "shift_right")
 _FLOAT_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xor": "({} ^ {})",
@@ -133,6 +136,7 @@ class Emitter:
         self.block = "root"
         self.statement: object = "function entry"
         self.globals: dict = {"_np": runtime.np, "_rt": runtime}
+        self.exact = False          # whether the expression being written is an index
 
     # -- names --------------------------------------------------------------------------------
 
@@ -156,6 +160,42 @@ class Emitter:
             raise NotImplementedError(f"interpret: no semantics for {type(node).__name__}")
         return method(node)
 
+    def index(self, node: Expr) -> str:
+        """`node` as index arithmetic (a loop bound, a condition of control flow, a predicate,
+        a binding, an index, a shape), whose int32 operations on index values are exact, as
+        the compiled code computes them (sched/lower/wide_integers.py widens them to int64, the
+        analyses use isl's integers): `if i * 100000000 > 0` holds for every i > 0, and
+        `A[i * 100000000 // 100000000]` reads A[i]. What a store writes is data: it wraps."""
+        saved, self.exact = self.exact, True
+        try:
+            return self.expr(node)
+        finally:
+            self.exact = saved
+
+    def data(self, node: Expr) -> str:
+        saved, self.exact = self.exact, False
+        try:
+            return self.expr(node)
+        finally:
+            self.exact = saved
+
+    def exact_int32(self, node: Expr) -> bool:
+        """Whether `node` is an int32 operation computed exactly here (in an index)."""
+        if not self.exact or node.dtype != "int32":
+            return False
+        if isinstance(node, BinaryOp):
+            return node.op in _INDEX_OPS
+        return isinstance(node, Call) and node.op in _SHIFT_CALLS and \
+            isinstance(node.args[1], IntImm) and 0 <= node.args[1].value < 63
+
+    def operand(self, node: Expr) -> str:
+        """An operand of an operation that is not exact index arithmetic: an exact int32
+        value under it is narrowed to int32 first (the compiled code's cast back)."""
+        text = self.expr(node)
+        if self.exact_int32(node):
+            return runtime.wrap_source("int32", text)
+        return text
+
     def expr_Var(self, node: Var) -> str:
         if node.name not in self.vars:
             raise InterpretError(f"variable {node.name!r} is used where it is not defined "
@@ -171,7 +211,7 @@ class Emitter:
         return self.constant(runtime.to_dtype(node.value, node.dtype))
 
     def expr_Cast(self, node: Cast) -> str:
-        value, source, target = self.expr(node.value), node.value.dtype, node.dtype
+        value, source, target = self.operand(node.value), node.value.dtype, node.dtype
         if source == target:
             return value
         if is_bool(target):
@@ -189,11 +229,12 @@ class Emitter:
 
     def expr_BinaryOp(self, node: BinaryOp) -> str:
         op, dtype = node.op, node.a.dtype
-        a, b = self.expr(node.a), self.expr(node.b)
-        if op in ("and", "or"):
-            return f"({a} {op} {b})"
-        if op in _COMPARE:
-            return f"({a} {_COMPARE[op]} {b})"
+        if op in _COMPARE or op in ("and", "or"):   # exact operands compare exactly
+            a, b = self.expr(node.a), self.expr(node.b)
+            return f"({a} {op if op in ('and', 'or') else _COMPARE[op]} {b})"
+        if self.exact_int32(node):
+            return self.exact_operation(node)
+        a, b = self.operand(node.a), self.operand(node.b)
         if is_float(dtype):
             if op in _FLOAT_OPS:
                 return f"({a} {_FLOAT_OPS[op]} {b})"
@@ -209,12 +250,27 @@ class Emitter:
         text = runtime.wrap_source(dtype, f"{a} {_INT_OPS[op]} {b}")
         return f"bool({text})" if is_bool(dtype) else text
 
+    def exact_operation(self, node: BinaryOp) -> str:
+        """An int32 operation of index arithmetic, on Python's unbounded integers."""
+        a, b = self.expr(node.a), self.expr(node.b)
+        if node.op in _INT_OPS:
+            return f"({a} {_INT_OPS[node.op]} {b})"
+        if node.op in ("min", "max"):
+            return f"{node.op}({a}, {b})"
+        helper = {"div": "truncated_div", "floordiv": "floordiv", "floormod": "floormod"}
+        return f"_rt.{helper[node.op]}({a}, {b})"
+
     def expr_Call(self, node: Call) -> str:
         if node.op in EXTERN_CALLS or node.op == "address_of":
             raise NotImplementedError(
                 f"interpret: T.{node.op} calls C or CUDA code the reference interpreter cannot "
                 f"run; check an opaque block with sched.build(..., extern_c=...) instead")
-        args = [self.expr(arg) for arg in node.args]
+        if self.exact_int32(node):                 # a shift by a constant, exactly
+            shift = node.args[1].value
+            value = self.expr(node.args[0])
+            return f"({value} << {shift})" if node.op == "shift_left" else \
+                f"({value} >> {shift})"
+        args = [self.operand(arg) for arg in node.args]
         if node.op in _BIT_CALLS:     # sched/ir/bit_intrinsics.py
             return _BIT_CALLS[node.op].format(*args, source=node.args[0].dtype,
                                               target=node.dtype)
@@ -257,9 +313,9 @@ class Emitter:
             return f"{storage}[0]"
         site = len(self.sites)
         self.sites.append(Site(kind, buffer, indices, self.block, self.statement))
-        codes = [self.expr(i) for i in indices]
+        codes = [self.index(i) for i in indices]
         temps = [self.fresh("_t") for _ in indices]
-        dims = [self.expr(d) for d in buffer.shape]
+        dims = [self.index(d) for d in buffer.shape]
         checks = " and ".join(f"0 <= ({t} := {c}) < {d}" for t, c, d in zip(temps, codes, dims))
         flat = temps[0]
         for t, d in zip(temps[1:], dims[1:]):
@@ -269,7 +325,7 @@ class Emitter:
     # -- statements ---------------------------------------------------------------------------
 
     def stmt_Evaluate(self, node) -> None:
-        self.expr(node.value)          # refused there (see expr_Call)
+        self.data(node.value)          # refused there (see expr_Call)
 
     def stmt(self, node: Stmt) -> None:
         method = getattr(self, "stmt_" + type(node).__name__, None)
@@ -298,13 +354,13 @@ class Emitter:
 
     def stmt_BufferStore(self, node: BufferStore) -> None:
         self.statement = node
-        value = self.expr(node.value)
+        value = self.data(node.value)
         if node.buffer.dtype == "bfloat16":
             value = f"_rt.float_to_bfloat16({value})"
         self.line(f"{self.access('store', node.buffer, node.indices)} = {value}")
 
     def stmt_For(self, node: For) -> None:
-        start, extent = self.expr(node.min), self.expr(node.extent)
+        start, extent = self.index(node.min), self.index(node.extent)
         var = self.fresh("v", node.loop_var.name)
         concurrent = node.kind in CONCURRENT_KINDS and node.thread_tag not in VTHREAD_TAGS
         order = "_order" if concurrent else "range"     # a virtual thread is a serial loop
@@ -340,7 +396,7 @@ class Emitter:
 
     def stmt_IfThenElse(self, node: IfThenElse) -> None:
         self.statement = f"if {node.condition}"
-        self.line(f"if {self.expr(node.condition)}:")
+        self.line(f"if {self.index(node.condition)}:")
         self.scoped(lambda: self.body(node.then_body))
         if node.else_body is not None:
             self.line("else:")
@@ -348,19 +404,21 @@ class Emitter:
 
     def stmt_While(self, node: While) -> None:
         self.statement = f"while {node.condition}"
-        self.line(f"while {self.expr(node.condition)}:")
+        self.line(f"while {self.index(node.condition)}:")
         self.scoped(lambda: self.body(node.body))
 
     def stmt_Assume(self, node: Assume) -> None:
         """A false assumption makes the program undefined (TVM's definition): said here."""
         self.statement = f"T.assume({node.condition})"
         text = repr(f"T.assume({node.condition}) does not hold (block '{self.block}')")
-        self.line(f"if not ({self.expr(node.condition)}):")
+        self.line(f"if not ({self.index(node.condition)}):")
         self.line(f"    raise _rt.InterpretError({text})")
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         self.statement = f"{node.var.name} = {node.value}"
-        value = self.expr(node.value)
+        saved, self.exact = self.exact, True
+        value = self.operand(node.value)        # an int32 variable: narrowed
+        self.exact = saved
 
         def emit():
             var = self.fresh("v", node.var.name)
@@ -370,7 +428,7 @@ class Emitter:
         self.scoped(emit)
 
     def allocate(self, buffer: Buffer) -> None:
-        size = " * ".join(f"({self.expr(d)})" for d in buffer.shape) or "1"
+        size = " * ".join(f"({self.index(d)})" for d in buffer.shape) or "1"
         name = self.fresh("s", buffer.name)
         self.line(f"{name} = _rt.allocate({size}, {buffer.dtype!r})")
         self.storage[buffer.name] = name
@@ -395,10 +453,10 @@ class Emitter:
         self.statement = f"T.where({node.predicate}) of block {block.name}"
         guarded = not (isinstance(node.predicate, IntImm) and node.predicate.value)
         if guarded:
-            self.line(f"if {self.expr(node.predicate)}:")
+            self.line(f"if {self.index(node.predicate)}:")
             self.depth += 1
-        values = [self.expr(v) for v in node.iter_values]
-        domains = [(self.expr(iv.dom.min), self.expr(iv.dom.extent)) for iv in block.iter_vars]
+        values = [self.index(v) for v in node.iter_values]
+        domains = [(self.index(iv.dom.min), self.index(iv.dom.extent)) for iv in block.iter_vars]
         self.scoped(lambda: self.block_body(block, values, domains))
         if guarded:
             self.depth -= 1
@@ -448,7 +506,7 @@ class Emitter:
                     self.vars[dim.name] = name
         for k, buffer in enumerate(buffers):
             for d, dim in enumerate(buffer.shape):
-                self.line(f"if {self.expr(dim)} != _shapes[{k}][{d}]: "
+                self.line(f"if {self.index(dim)} != _shapes[{k}][{d}]: "
                           f"_bad_shape({k}, {d}, {self.constant(str(dim))})")
             name = self.fresh("s", buffer.name)
             self.line(f"{name} = _arrays[{k}]")
