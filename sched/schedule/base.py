@@ -488,19 +488,10 @@ class ScheduleBase:
         return handles
 
     def _neighbours(self, block: BlockRV, kind: str) -> list[BlockRV]:
-        from sched.polyhedral.dependences import dependences_where
+        from sched.schedule.inlining import neighbours
 
         name = self._block(block, f"get_{kind}")
-        found: dict[str, None] = {}
-        end = 0 if kind == "consumers" else 1      # only pairs with `block` there count
-        for dep in dependences_where(self._func, lambda *pair: pair[end].block.name == name):
-            if dep.kind != "flow" or dep.source.block is dep.sink.block:
-                continue
-            if kind == "producers" and dep.sink.block.name == name:
-                found[dep.source.block.name] = None
-            if kind == "consumers" and dep.source.block.name == name:
-                found[dep.sink.block.name] = None
-        handles = [BlockRV(n, self._new_rv("b")) for n in found]
+        handles = [BlockRV(n, self._new_rv("b")) for n in neighbours(self._func, name, kind)]
         self._record(f"get_{kind}", self._func, (block,), outputs=tuple(handles))
         return handles
 

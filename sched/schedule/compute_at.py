@@ -95,6 +95,11 @@ def _sources(block, here: list[BlockRealize], reverse: bool, primitive: str) -> 
     keep their full domain). reverse_compute_at: the variables that index a buffer the producers
     under the loop write (the others, like a broadcast dimension, keep their full domain)."""
     own = {iv.var for iv in block.iter_vars}
+    if collect(block.body, BlockRealize):
+        raise ScheduleError(primitive, f"block {block.name!r} holds blocks (blockize made it): "
+                            f"{primitive} sizes the instances to run from the indices of a "
+                            f"block's own stores and loads; move the inner block first, then "
+                            f"blockize (sch.{primitive}(inner, loop); sch.blockize(...))")
     if reverse:
         written = {r.buffer.name for p in here for r in p.block.writes}
         found: dict[Var, tuple[tuple[Buffer, ...], int]] = {}

@@ -48,17 +48,21 @@ from sched.schedule.state import and_predicate, find_block, path_to, refuse_othe
 
 def neighbours(func: PrimFunc, block: str, kind: str) -> dict[str, set[str]]:
     """The blocks that read what `block` writes (kind "consumers") or write what it reads
-    ("producers"), each with the buffers they exchange."""
+    ("producers"), each with the buffers they exchange; for a block holding blocks (one
+    `blockize` made) what the blocks inside it exchange with the blocks outside it (the
+    dependences are between the innermost blocks)."""
+    inside = {r.block.name for r in collect(find_block(func, block, f"get_{kind}"),
+                                            BlockRealize)}
     found: dict[str, set[str]] = {}
     # only the pairs with `block` at the end asked about can count: only those are computed
     end = 0 if kind == "consumers" else 1
-    for dep in dependences_where(func, lambda *pair: pair[end].block.name == block):
-        if dep.kind != "flow" or dep.source.block is dep.sink.block:
-            continue
+    for dep in dependences_where(func, lambda *pair: pair[end].block.name in inside):
         source, sink = dep.source.block.name, dep.sink.block.name
-        if kind == "consumers" and source == block:
+        if dep.kind != "flow" or (source in inside) == (sink in inside):
+            continue
+        if kind == "consumers" and source in inside:
             found.setdefault(sink, set()).add(dep.buffer)
-        if kind == "producers" and sink == block:
+        if kind == "producers" and sink in inside:
             found.setdefault(source, set()).add(dep.buffer)
     return found
 

@@ -164,3 +164,42 @@ def test_a_guard_that_cuts_a_tile_stays_in_the_nested_block():
     assert "T.where(v_i_0 * 8 + i_1 < 36)" in inner
     assert script.count("T.where") == 1
     check_uneven(sch.func)
+
+
+def _matmul_then_scale(m=24, n=20, k=12):
+    A, B = te.placeholder((m, k), name="A"), te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    D = te.compute((m, n), lambda i, j: C[i, j] * 2.0 + 1.0, name="D")
+    return te.create_prim_func([A, B, D])
+
+
+def test_a_blockized_blocks_neighbours_are_those_of_the_blocks_inside():
+    # audit (helper-84): the dependences are between the innermost blocks, and a block
+    # blockize made had no consumer ("its consumers: none") though D reads what it writes
+    sch = sched.Schedule(_matmul_then_scale())
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    _, inner = sch.split(i, [None, 6])
+    outer = sch.blockize(inner)
+    assert [b.name for b in sch.get_consumers(outer)] == ["D"]
+    assert sch.get_producers(outer) == []
+    assert [b.name for b in sch.get_producers(sch.get_block("D"))] == ["C"]
+    d_outer, _ = sch.split(sch.get_loops(sch.get_block("D"))[0], [None, 6])
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"block 'C_o' holds blocks \(blockize made it\).*"
+                       r"move the inner block first, then blockize"):
+        sch.compute_at(outer, d_outer)
+    assert sch.func is before
+
+
+def test_compute_at_then_blockize_as_the_refusal_advises():
+    sch = sched.Schedule(_matmul_then_scale())
+    d_outer, _ = sch.split(sch.get_loops(sch.get_block("D"))[0], [None, 6])
+    sch.compute_at(sch.get_block("C"), d_outer)
+    sch.blockize(sch.get_loops(sch.get_block("C"))[1])
+    assert 'T.block("C_o")' in sch.func.script()
+    rng = np.random.default_rng(0)
+    a, b = rng.random((24, 12), np.float32), rng.random((12, 20), np.float32)
+    d = np.zeros((24, 20), np.float32)
+    sched.build(sch.func, target="c")(a, b, d)
+    np.testing.assert_allclose(d, (a.astype(np.float64) @ b) * 2 + 1, rtol=1e-5)
