@@ -442,3 +442,27 @@ def test_the_check_catches_a_lost_init_and_an_int8_read_as_uint8():
         measurement = Measurement(reference.script(), "c", None, 0)
         assert measurement.check(reference.script()).kind is None
         assert measurement.check(wrong).kind == "wrong"
+
+
+def test_an_expensive_workloads_reference_runs_the_default_cpu_schedule(monkeypatch):
+    # the unscheduled loops of a 4096^3 matmul took minutes on one core before a GPU tuning
+    # run could check its first candidate: above SCHEDULED_REFERENCE_ABOVE operations the
+    # reference runs the default CPU schedule, and still catches a wrong candidate
+    from sched.autoscheduler.measure import worker
+
+    monkeypatch.setattr(worker, "SCHEDULED_REFERENCE_ABOVE", 1000.0)
+    func = sched.hand_schedules.cpu_matmul(32, 48, 16).original_func
+    workload = Workload.of(func)
+    assert "T.parallel" not in func.script()
+    reference = worker.reference_kernel(workload)
+    assert "#pragma omp parallel" in reference.source
+    measurement = Measurement(func.script(), "c", None, seed=1)
+    a, b, _ = workload.arrays(1)
+    (outputs,) = measurement.reference
+    np.testing.assert_allclose(outputs, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert measurement.check(hand_schedules.cpu_matmul(32, 48, 16).func.script()).kind is None
+    wrong = func.script().replace("A[v_i, v_k] * B[v_k, v_j]", "A[v_i, v_k] * B[v_k, v_j] * 2")
+    assert wrong != func.script()
+    assert measurement.check(wrong).kind == "wrong"
+    monkeypatch.setattr(worker, "SCHEDULED_REFERENCE_ABOVE", 2.0 ** 33)
+    assert "omp" not in worker.reference_kernel(workload).source    # a small one: as written

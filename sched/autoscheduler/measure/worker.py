@@ -42,6 +42,9 @@ HALF_TOLERANCE = 1e-2        # the same for float16 and bfloat16 outputs
 DEFAULT_CACHE_BYTES = 32 << 20
 MAX_CHECKED = 512            # checked kernels kept loaded, waiting to be timed
 ARRAY_ALIGNMENT = 64         # bytes: where candidates' inputs start (see aligned_copy)
+# arithmetic operations above which the reference runs a CPU schedule, not the unscheduled
+# loops (a 4096^3 matmul's: ~1.4e11, minutes of one core's naive loops; see reference_kernel)
+SCHEDULED_REFERENCE_ABOVE = 2.0 ** 33
 
 
 @dataclasses.dataclass
@@ -51,6 +54,28 @@ class Outcome:
     kind: str | None = None
     error: str | None = None
     seconds: tuple[float, ...] = ()
+
+
+def reference_kernel(workload):
+    """The C kernel whose outputs every candidate is compared with: the function as written
+    (its loops as the user wrote them, which no schedule step touched: the most independent
+    reference); above SCHEDULED_REFERENCE_ABOVE operations, the function under the default
+    CPU schedule (sched.autoscheduler.default: tiled, vectorized, on every core), which
+    shares the front end with a candidate but none of a GPU candidate's code (threads,
+    shared memory, the CUDA emitter): an error in either shows as a mismatch. A function no
+    CPU sketch applies to keeps its own loops."""
+    import sched
+    from sched.errors import ScheduleError
+
+    func = workload.func
+    if workload.flops() > SCHEDULED_REFERENCE_ABOVE:
+        from sched.autoscheduler.default import default_schedule
+
+        try:
+            func = default_schedule(func, "c").func
+        except ScheduleError:
+            pass
+    return sched.build(func, target="c")
 
 
 class Measurement:
@@ -81,12 +106,10 @@ class Measurement:
         self.on_run_start = None
 
     def reference_outputs(self) -> list[np.ndarray]:
-        """The unscheduled function's outputs, built for the C target, on copies of this
-        seed's inputs (a function that updates an argument in place leaves them as they are,
-        for the candidates)."""
-        import sched
-
-        kernel = sched.build(self.workload.func, target="c")
+        """The unscheduled function's outputs, built for the C target (`reference_kernel`), on
+        copies of this seed's inputs (a function that updates an argument in place leaves
+        them as they are, for the candidates)."""
+        kernel = reference_kernel(self.workload)
         arguments = [_to_kernel(aligned_copy(a), d, "c") for a, d in zip(self.arrays, self.dtypes)]
         start = time.perf_counter()
         kernel(*arguments)
