@@ -176,6 +176,15 @@ np.testing.assert_allclose(y_c, x * 2 + 1, rtol=1e-6)
 np.testing.assert_allclose(y_d, x * 2 - 1, rtol=1e-6)
 print("the new layout computes what the old one did")
 
+# cache_write takes consumer_blocks too: the listed consumers read the cache directly (isl
+# checks that they read only what the cached block wrote before them).
+sch = sched.Schedule(layout_func)
+sch.cache_write(sch.get_block("B"), "B", "local", consumer_blocks=[sch.get_block("C")])
+sched.build(sch.func, target="c")(x, y_c, y_d)
+np.testing.assert_allclose(y_c, x * 2 + 1, rtol=1e-6)
+np.testing.assert_allclose(y_d, x * 2 - 1, rtol=1e-6)
+print("C reads B_local, D reads B")
+
 # reindex_cache_read (TVM's): a cache whose layout is a map of the block's iteration variables.
 # Here C reads A[i, k] through A_shared[k, i], filled before C's loop nest; reindex_cache_write
 # does the same for a written buffer, copied back after the nest.

@@ -1,12 +1,18 @@
-"""cache_read with `consumer_blocks=[...]` (TVM's option): one cache read by several blocks.
+"""cache_read and cache_write with `consumer_blocks=[...]` (TVM's option).
 
-The cache holds the box of the buffer that all the listed consumers read; one copy block fills
-it right before the first loop nest, in the consumers' common scope, that holds one of them;
-each listed consumer reads the cache instead of the buffer, the others keep reading the buffer.
+cache_read: one cache read by several blocks. The cache holds the box of the buffer that all
+the listed consumers read; one copy block fills it right before the first loop nest, in the
+consumers' common scope, that holds one of them; each listed consumer reads the cache instead
+of the buffer, the others keep reading the buffer. What keeps it sound is what keeps the
+one-consumer cache_read sound (`memory.cache_read`): between the copy and the last consumer
+nothing writes the buffer (the copy would miss it), no consumer writes it, and the consumers
+are in one scope, so the copy runs before all of them.
 
-What keeps it sound is what keeps the one-consumer cache_read sound (`memory.cache_read`):
-between the copy and the last consumer nothing writes the buffer (the copy would miss it), no
-consumer writes it, and the consumers are in one scope, so the copy runs before all of them.
+cache_write: the listed consumers of the cached block read its cache directly instead of the
+buffer the write-back fills. Sound where every element they read is one the block wrote
+before the read (isl's flow analysis; a value the buffer held before the block is not in the
+cache): the block is the only writer of the buffer (cache_write's own rule), so the cache
+holds what the buffer would.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
+from sched.ir.functor import collect
 from sched.ir.names import fresh
-from sched.ir.nodes import Buffer, PrimFunc, SeqStmt
+from sched.ir.nodes import BlockRealize, Buffer, PrimFunc, SeqStmt
 from sched.schedule.memory import (
     _cache_buffer,
     _check_index,
@@ -100,3 +107,50 @@ def _check_consumer(func: PrimFunc, name: str, buffer: Buffer, scope_realize,
                             f"{other.realize.block.name!r}, not in {scope_realize.block.name!r} "
                             f"with the others: one cache serves consumers of one scope")
     return next(i for i, child in enumerate(children) if child is other.top)
+
+
+def cache_write_for(func: PrimFunc, block_name: str, index, storage_scope: str,
+                    consumers: list[str]) -> tuple[PrimFunc, str]:
+    """Write `block.writes[index]` through a cache that the blocks `consumers` read directly
+    (see Schedule.cache_write)."""
+    from sched.schedule.cache_coverage import reads_what_it_did_not_write
+    from sched.schedule.memory import cache_write
+
+    primitive = "cache_write"
+    realize = find_block(func, block_name, primitive)
+    buffer = _check_index(index, realize.block.writes, realize.block, primitive,
+                          "write_buffer_index", "writes")
+    if not consumers:
+        raise ScheduleError(primitive, "argument 'consumer_blocks': expected at least one "
+                            "block")
+    scope = scope_of(func, realize, primitive)
+    inside = {r.block.name for r in collect(realize, BlockRealize)}
+    for name in consumers:
+        if not isinstance(name, str):
+            raise ScheduleError(primitive, f"argument 'consumer_blocks': expected block "
+                                f"handles, got {name!r}")
+        if name in inside:
+            raise ScheduleError(primitive, f"consumer block {name!r} is block {block_name!r} "
+                                f"or inside it: give blocks that read what it writes")
+        consumer = find_block(func, name, primitive)
+        if not any(r.buffer.storage_name == buffer.storage_name for r in consumer.block.reads):
+            raise ScheduleError(primitive, f"consumer block {name!r} does not read "
+                                f"{buffer.name!r}")
+        check_one_view(consumer.block, buffer, primitive)
+        if scope_of(func, consumer, primitive).realize is not scope.realize:
+            raise ScheduleError(primitive, f"consumer block {name!r} is not in block "
+                                f"{scope.realize.block.name!r} with {block_name!r}: the cache "
+                                f"lives there")
+    new_func, copy_name = cache_write(func, block_name, index, storage_scope)
+    # cache_write's own checks passed: block_name is the only block writing the buffer
+    if reads_what_it_did_not_write(func, list(consumers), block_name, buffer):
+        raise ScheduleError(primitive, f"block(s) {', '.join(consumers)} may read elements of "
+                            f"{buffer.name!r} that block {block_name!r} has not written before "
+                            f"(values the buffer held before it, which are not in the cache): "
+                            f"leave them reading {buffer.name!r}")
+    (cache,) = [r.buffer for r in find_block(new_func, copy_name, primitive).block.reads]
+    for name in dict.fromkeys(consumers):
+        old = find_block(new_func, name, primitive)
+        new = dataclasses.replace(old, block=replace_buffer(old.block, buffer, cache))
+        new_func = replace(new_func, old, new)
+    return new_func, copy_name

@@ -48,7 +48,7 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
             _writes_surely(s) for s in statements):
         return True
     if all(s.runs_once for s in statements):
-        return _reads_before_every_write(statements, buffer, reads)
+        return _reads_before_every_write(statements, statements, buffer, reads)
     schedule = None         # of the block's statements: the only sources and sinks here
     for statement in statements:
         own = isl.UnionMap.from_map(statement.schedule)
@@ -56,7 +56,26 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
     return _reads_without_source(str(reads), str(writes), str(schedule))
 
 
-def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -> bool:
+def reads_what_it_did_not_write(func: PrimFunc, readers: list[str], block_name: str,
+                                buffer: Buffer) -> bool:
+    """Whether the blocks `readers` may read an element of `buffer` that block `block_name`
+    (the only one writing it) has not written before the read: a value the buffer held before
+    (or one the analysis cannot follow: where it over-approximates, any read counts)."""
+    model = build_model(func)
+    writers = _statements(model, func, block_name)
+    reading = [s for name in readers for s in _statements(model, func, name)]
+    reads = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
+    for statement in reading:
+        reads = reads.union(_on_buffer(statement.reads, buffer))
+    if reads.is_empty():
+        return False
+    if not model.is_exact or not all(_writes_surely(s) for s in writers) or \
+            not all(s.runs_once for s in writers + reading):
+        return True
+    return _reads_before_every_write(writers, reading, buffer, reads)
+
+
+def _reads_before_every_write(writers, readers, buffer: Buffer, reads: isl.UnionMap) -> bool:
     """`_reads_without_source` where each instance runs once: a read has a source iff some
     write of its element runs before it (every write is a must-source). Asked in time: each
     read and write as time -> element (through the statement's schedule, one to one here), a
@@ -67,9 +86,9 @@ def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -
     time it takes a fraction of a second. Remembered by the texts of the reads and writes
     and the pairs' order keys (what the order of each writer and reader is made of: a
     replayed trace asks again)."""
-    writers = [(w, _on_buffer(w.writes, buffer)) for w in statements]
+    writers = [(w, _on_buffer(w.writes, buffer)) for w in writers]
     writers = [(w, written) for w, written in writers if not written.is_empty()]
-    key = (str(reads), tuple((str(written), tuple(order_key(w, r) for r in statements))
+    key = (str(reads), tuple((str(written), tuple(order_key(w, r) for r in readers))
                              for w, written in writers))
     found = _READS_BEFORE_WRITES.recall(key)
     if found is None:
@@ -80,7 +99,7 @@ def _reads_before_every_write(statements, buffer: Buffer, reads: isl.UnionMap) -
         found = _READS_BEFORE_WRITES.remember(key, any(
             _read_unwritten(isl.UnionMap.from_map(reader.schedule).reverse().apply_range(
                 isl.UnionMap.from_map(read)), written_at)
-            for reader in statements for read in maps(_on_buffer(reader.reads, buffer))))
+            for reader in readers for read in maps(_on_buffer(reader.reads, buffer))))
     return found
 
 

@@ -331,7 +331,8 @@ class MemoryPrimitives(ScheduleBase):
         return handle
 
     def cache_write(self, block: BlockRV, write_buffer_index: int,
-                    storage_scope: str) -> BlockRV:
+                    storage_scope: str, consumer_blocks: list[BlockRV] | None = None
+                    ) -> BlockRV:
         """Make `block` write a buffer through a cache: `block` writes (and reads back) a new
         buffer `<buffer>_<scope>`, and a copy block of the same name, right after the loop
         nest that holds `block`, writes the box `block` wrote back to the buffer.
@@ -342,7 +343,10 @@ class MemoryPrimitives(ScheduleBase):
         Where `block` reads values of the buffer it has not written itself (a scan, an
         in-place update, an init that reads the old value), a copy block
         `<buffer>_<scope>_fill` first copies the box it reads into the cache (isl decides;
-        a reduction with its init needs none).
+        a reduction with its init needs none). With `consumer_blocks` (TVM's option), the
+        listed blocks read the cache directly instead of the buffer (the others keep
+        reading the buffer): they must be in `block`'s scope and read only elements `block`
+        wrote before them (isl's flow analysis).
 
         Arguments: `block` a block handle; `write_buffer_index` an index into its writes (or the
         buffer's name)
@@ -378,10 +382,20 @@ class MemoryPrimitives(ScheduleBase):
                         B[v0, v1] = B_local[v0, v1]
         """
         name = self._block(block, "cache_write")
-        new_func, copy = cache_write(self._func, name, write_buffer_index, storage_scope)
+        if consumer_blocks is None:
+            new_func, copy = cache_write(self._func, name, write_buffer_index, storage_scope)
+            attrs: tuple = ()
+        else:
+            from sched.schedule.cache_consumers import cache_write_for
+
+            consumers = [self._block(b, "cache_write", "consumer_blocks")
+                         for b in consumer_blocks]
+            new_func, copy = cache_write_for(self._func, name, write_buffer_index,
+                                             storage_scope, consumers)
+            attrs = (("consumer_blocks", list(consumer_blocks)),)
         handle = BlockRV(copy, self._new_rv("b"))
         self._record("cache_write", new_func, (block, write_buffer_index, storage_scope),
-                     outputs=(handle,))
+                     attrs, outputs=(handle,))
         return handle
 
     def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:

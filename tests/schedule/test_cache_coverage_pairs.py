@@ -100,4 +100,4 @@ def test_pairwise_answer_equals_flow_analysis(func, steps, block, buffer, expect
     assert all(s.runs_once for s in statements)
     flow = _reads_without_source(str(reads), str(writes), str(schedule))
     assert flow == expected
-    assert _reads_before_every_write(statements, target, reads) == expected
+    assert _reads_before_every_write(statements, statements, target, reads) == expected

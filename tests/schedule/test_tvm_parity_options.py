@@ -234,6 +234,57 @@ def test_cache_read_for_consumers_separated_by_a_write_is_refused():
         sch.cache_read(c, "A", "shared", consumer_blocks=[c, d])
 
 
+def test_cache_write_read_directly_by_consumer_blocks():
+    # TVM's option (apache/tvm#13510): the listed consumers read the cache, not the buffer
+    # the write-back fills; the write-back then moves under the block's row loop
+    func = two_consumers()
+    sch = sched.Schedule(func)
+    b, c = sch.get_block("B"), sch.get_block("C")
+    write_back = sch.cache_write(b, 0, "local", consumer_blocks=[c])
+    script = sch.func.script()
+    assert "T.reads(B_local[v_i, v_j])" in script and script.count("T.reads(B[") == 1
+    assert "consumer_blocks=[b1]" in str(sch.trace)
+    assert sch.trace.apply(func).func == sch.func
+    check_numbers(sch.func)
+    (b_rows, _) = sch.get_loops(b)
+    sch.reverse_compute_at(write_back, b_rows)
+    check_numbers(sch.func)
+    (e_rows, _) = sch.get_loops(sch.get_block("E"))
+    with pytest.raises(ScheduleError, match="compute_at"):
+        sch.compute_at(b, e_rows)        # after C, which reads B_local: refused
+
+
+def test_cache_write_for_a_consumer_reading_what_the_block_did_not_write_is_refused():
+    from sched.script import T
+
+    @T.prim_func
+    def half_written(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"),
+                     C: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("early"):
+                vi = T.axis.spatial(8, i)
+                D[vi] = B[vi] * T.float32(3)
+        for i in range(4):
+            with T.block("B"):
+                vi = T.axis.spatial(4, i)
+                B[vi] = A[vi] + T.float32(1)
+        for i in range(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[vi] = B[vi] * T.float32(2)
+
+    for consumer in ("C", "early"):
+        # C reads B[4:8], which B never writes; "early" reads B before B writes it: both
+        # read the values B held before, which a cache of B's writes does not hold
+        sch = sched.Schedule(half_written)
+        before = sch.func
+        with pytest.raises(ScheduleError, match=rf"cache_write: block\(s\) {consumer} may "
+                           r"read elements of 'B' that block 'B' has not written before"):
+            sch.cache_write(sch.get_block("B"), 0, "global",
+                            consumer_blocks=[sch.get_block(consumer)])
+        assert sch.func is before
+
+
 def test_tvm_schedule_keywords_are_accepted():
     func = scale_then_shift()
     sch = sched.Schedule(func, debug_mask="all", error_render_level="fast", enable_check=True)
