@@ -82,3 +82,25 @@ def path_to(root: Node, target: Node) -> list[Node] | None:
         if parent is root:
             return path[::-1]
         node = parent
+
+
+def feeds_reduction(func: PrimFunc, loop_name: str, block_name: str) -> bool:
+    """Whether loop `loop_name` feeds a reduce iteration variable of block `block_name` or of
+    a block around it, directly or through the bindings of the blocks between (a blockized
+    block's `v_k_0` of loop k_0 feeds the inner block's `v_k = v_k_0 * 8 + k_1`)."""
+    from sched.ir.functor import free_vars
+
+    realize = index(func.body).blocks.get(block_name)
+    path = path_to(func.body, realize) if realize is not None else None
+    if path is None:
+        return False
+    fed = {loop_name}
+    for node in [*path, realize]:
+        if not isinstance(node, BlockRealize):
+            continue
+        for iv, value in zip(node.block.iter_vars, node.iter_values):
+            if fed & {v.name for v in free_vars(value)}:
+                if iv.kind == "reduce":
+                    return True
+                fed.add(iv.var.name)
+    return False

@@ -12,6 +12,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
+from sched.ir.paths import feeds_reduction
 from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
@@ -409,6 +410,13 @@ class _Concurrency:
         article = "an" if dep.kind in ("anti", "output") else "a"
         what = "a reduction" if dep.is_reduction else f"{article} {dep.kind} dependence"
         reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
+        if dep.is_reduction and not feeds_reduction(self.func, name, dep.sink.block.name):
+            # (helper-86: a fused spatial loop over a symbolic dim, `vb = f // (10 * n)`)
+            reason = (f"iterations of loop '{name}' may update one element of the reduction "
+                      f"of block {dep.sink.block.name} as far as the analysis can tell: the "
+                      f"loop binds none of its reduce variables, but a binding the analysis "
+                      f"cannot follow exactly (not affine) keeps it from telling their "
+                      f"elements apart")
         if not (self.under(dep.source) and self.under(dep.sink)):
             other = dep.sink if self.under(dep.source) else dep.source
             sibling = next(lp.var.name for lp in other.loops if lp.position ==

@@ -365,3 +365,32 @@ def test_a_divisor_not_proven_positive_is_refused_naming_the_runs():
                                                 r"writes B\[0, 0\] written before by "
                                                 r"B\[vi=0, vj=0\] \(the run at i_j_fused = 0\)"):
             sch.parallel(fused)
+
+
+@T.prim_func
+def batch_matmul(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (3, n, 19), "float32")
+    B = T.match_buffer(b, (3, 19, 10), "float32")
+    C = T.match_buffer(c, (3, n, 10), "float32")
+    for bb, i, j, k in T.grid(3, n, 10, 19):
+        with T.block("C"):
+            vb, vi, vj, vk = T.axis.remap("SSSR", [bb, i, j, k])
+            with T.init():
+                C[vb, vi, vj] = T.float32(0)
+            C[vb, vi, vj] = C[vb, vi, vj] + A[vb, vi, vk] * B[vb, vk, vj]
+
+
+def test_a_spatial_loop_refused_for_a_reduction_is_said_to_be_conservative_not_rfactored():
+    # audit (helper-86): the fused spatial loop's bindings (vb = f // (10 * n)) are not affine,
+    # and the refusal said the loop "carries a reduction" and advised rfactor of it, which
+    # rfactor refuses (it binds no reduce variable)
+    sch = sched.Schedule(batch_matmul)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(sch.get_block("C"))[:3])
+        with pytest.raises(ScheduleError, match=r"iterations of loop 'bb_i_j_fused' may update "
+                           r"one element of the reduction of block C as far as the analysis "
+                           r"can tell: the loop binds none of its reduce variables") as error:
+            sch.bind(fused, "blockIdx.x")
+    assert "rfactor" not in str(error.value)
