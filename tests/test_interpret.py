@@ -219,7 +219,8 @@ def main(A: T.Buffer((2,), "int32"), F: T.Buffer((2,), "float32"), H: T.Buffer((
 INDEX_ARITHMETIC = """
 @T.prim_func
 def main(A: T.Buffer((40,), "int32"), B: T.Buffer((40,), "int32"), C: T.Buffer((40,), "int32"),
-         D: T.Buffer((40,), "int32"), E: T.Buffer((40,), "int32")):
+         D: T.Buffer((40,), "int32"), E: T.Buffer((40,), "int32"), F: T.Buffer((40,), "int32"),
+         G: T.Buffer((40,), "int32")):
     for i in range(40):
         with T.block("B"):
             vi = T.axis.remap("S", [i])
@@ -229,38 +230,75 @@ def main(A: T.Buffer((40,), "int32"), B: T.Buffer((40,), "int32"), C: T.Buffer((
             else:
                 C[vi] = 2
             D[vi] = A[vi * 100000000 // 100000000]
-            E[vi] = A[(A[vi] + vi * 100000000) // 100000000 % 40]
+            if A[vi] * 100000000 > 0:
+                E[vi] = 1
+            else:
+                E[vi] = 2
+            if T.Cast("int64", T.Select(vi < 100, vi * 100000000, 0)) > T.int64(0):
+                F[vi] = 1
+            else:
+                F[vi] = 2
+            if T.abs(vi - 3) * 100000000 > 0:
+                G[vi] = 1
+            else:
+                G[vi] = 2
     for i in range(40):
         with T.block("W"):
             vi = T.axis.remap("S", [i])
-            T.where(i * 1000000000 >= 0)
+            T.where(i * 1000000000 >= 0
+                    and T.Cast("int64", i) + T.int64(9223372036854775807) > T.int64(0))
             A[vi] = A[vi] + 1
 """
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")      # the gather's index; no bindings
+@pytest.mark.filterwarnings("ignore::UserWarning")      # no bindings: a default schedule
 def test_index_arithmetic_is_exact_and_data_arithmetic_wraps_on_every_path():
-    # audit (helper-82): the compiled code computes int32 index arithmetic (loop bounds,
-    # conditions of control flow, predicates, indices) exactly (in int64, or simplified as
-    # integers), as the analyses do, and what a store writes in int32; the interpreter
-    # wrapped both: `if i * 10**8 > 0`, T.where and an index disagreed with the C and the
-    # emulated CUDA
+    # audits (helpers 82 and 85): the compiled code computes index arithmetic on index values
+    # (loop variables, sizes, constants: `i * 10**8`) exactly in loop bounds, conditions of
+    # control flow, predicates and indices, narrowed to its type where an index, a cast or a
+    # let takes it; what reads memory or calls a function, and what a store writes, wraps.
+    # The interpreter wrapped everything, then (a first fix) nothing: each disagreed with the
+    # C and the emulated CUDA somewhere
     func = sched.parse(INDEX_ARITHMETIC)
 
     def wrap(v):
         return (v + 2 ** 31) % 2 ** 32 - 2 ** 31
 
+    def flags(values):
+        return np.array([1 if v > 0 else 2 for v in values])
+
     a = np.arange(40, dtype=np.int32)
-    expected = [a + 1, np.array([1 if wrap(i * 10 ** 8) > 0 else 2 for i in range(40)]),
-                np.array([1 if i > 0 else 2 for i in range(40)]), a,
-                a[[(int(a[i]) + i * 10 ** 8) // 10 ** 8 % 40 for i in range(40)]]]
+    expected = [a + 1,                                           # W: both predicates hold
+                flags(wrap(i * 10 ** 8) for i in range(40)),     # B: data wraps
+                flags(i * 10 ** 8 for i in range(40)),           # C: an index value, exact
+                a,                                               # D
+                flags(wrap(i * 10 ** 8) for i in range(40)),     # E: a load: int32
+                flags(wrap(i * 10 ** 8) for i in range(40)),     # F: narrowed by the cast
+                flags(wrap(abs(i - 3) * 10 ** 8) for i in range(40))]   # G: a call: int32
     runs = {"interpret": lambda *args: sched.interpret(func, *args),
             "c": sched.build(func, target="c"), "cuda-emu": sched.build(func, target="cuda-emu")}
     for name, run in runs.items():
-        arrays = [a.copy()] + [np.zeros(40, np.int32) for _ in range(4)]
+        arrays = [a.copy()] + [np.zeros(40, np.int32) for _ in range(6)]
         run(*arrays)
         for got, want in zip(arrays, expected):
             np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_functions_differing_in_a_signed_zero_are_not_one_function():
+    # audit (helper-85): FloatImm(0.0) and FloatImm(-0.0) were structurally equal, and the
+    # interpreter's cache ran the first function for the second
+    results = []
+    for constant in ("0.0", "-0.0"):
+        func = sched.parse(f"""
+@T.prim_func
+def main(B: T.Buffer((1,), "float32")):
+    with T.block("B"):
+        B[0] = T.float32({constant})
+""")
+        b = np.ones(1, np.float32)
+        sched.interpret(func, b)
+        results.append(np.signbit(b[0]))
+    assert results == [False, True]
 
 
 def test_scalar_parameter_in_a_shape():

@@ -43,9 +43,10 @@ result the IR defines:
 - a barrier (`T.tvm_storage_sync`, lowered GPU TIR) raises InterpretError: threads run one
   after another here, with no barrier semantics (the C target has them);
 - index arithmetic (loop bounds, conditions of `if`/`while`, `T.where` predicates, bindings,
-  indices, shapes) is exact on int32, as the compiled code computes it (in int64) and the
-  analyses read it (integers): `if i * 100000000 > 0` holds for every i > 0; an exact value
-  another operation takes (a bitwise call, a cast, a let) is narrowed to int32 first;
+  indices, shapes) on index values (loop variables, sizes, constants) is exact, as the
+  compiled code computes it (in int64) and the analyses read it (integers), and narrowed to
+  its type where an index, a cast or a let takes it: `if i * 100000000 > 0` holds for every
+  i > 0 (index_arithmetic.py);
 - arithmetic in the dtype elsewhere (what a store writes): integers wrap (int32
   wraparound), `//` and `%` floor, `/` on integers truncates as in C, an integer division or
   modulo by 0 gives 0 (numpy's result; the C target's helpers agree), float32 rounds at

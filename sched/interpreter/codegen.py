@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass, field
 
 from sched.interpreter import runtime
+from sched.interpreter.index_arithmetic import IndexArithmetic
 from sched.interpreter.runtime import InterpretError
-from sched.ir.dtype import bits, is_bool, is_float
+from sched.ir.dtype import bits, is_bool, is_float, is_int
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     EXTERN_CALLS,
@@ -49,8 +50,6 @@ CONCURRENT_KINDS = ("parallel", "vectorized", "thread_binding")
 
 _INT_OPS = {"add": "+", "sub": "-", "mul": "*"}
 # the operations index arithmetic is made of (exact on int32 in an index; see Emitter.index)
-_INDEX_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
-_SHIFT_CALLS = ("shift_left", "shift_right")
 _FLOAT_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _INT_CALLS = {"bitwise_and": "({} & {})", "bitwise_or": "({} | {})", "bitwise_xor": "({} ^ {})",
@@ -122,7 +121,7 @@ def _ident(prefix: str, number: int, name: str) -> str:
     return f"{prefix}{number}_{clean}"
 
 
-class Emitter:
+class Emitter(IndexArithmetic):
     """Writes the Python function for one PrimFunc."""
 
     def __init__(self, func: PrimFunc) -> None:
@@ -136,7 +135,7 @@ class Emitter:
         self.block = "root"
         self.statement: object = "function entry"
         self.globals: dict = {"_np": runtime.np, "_rt": runtime}
-        self.exact = False          # whether the expression being written is an index
+        self.index_vars: set[str] = set()      # see index_arithmetic.py
 
     # -- names --------------------------------------------------------------------------------
 
@@ -160,42 +159,6 @@ class Emitter:
             raise NotImplementedError(f"interpret: no semantics for {type(node).__name__}")
         return method(node)
 
-    def index(self, node: Expr) -> str:
-        """`node` as index arithmetic (a loop bound, a condition of control flow, a predicate,
-        a binding, an index, a shape), whose int32 operations on index values are exact, as
-        the compiled code computes them (sched/lower/wide_integers.py widens them to int64, the
-        analyses use isl's integers): `if i * 100000000 > 0` holds for every i > 0, and
-        `A[i * 100000000 // 100000000]` reads A[i]. What a store writes is data: it wraps."""
-        saved, self.exact = self.exact, True
-        try:
-            return self.expr(node)
-        finally:
-            self.exact = saved
-
-    def data(self, node: Expr) -> str:
-        saved, self.exact = self.exact, False
-        try:
-            return self.expr(node)
-        finally:
-            self.exact = saved
-
-    def exact_int32(self, node: Expr) -> bool:
-        """Whether `node` is an int32 operation computed exactly here (in an index)."""
-        if not self.exact or node.dtype != "int32":
-            return False
-        if isinstance(node, BinaryOp):
-            return node.op in _INDEX_OPS
-        return isinstance(node, Call) and node.op in _SHIFT_CALLS and \
-            isinstance(node.args[1], IntImm) and 0 <= node.args[1].value < 63
-
-    def operand(self, node: Expr) -> str:
-        """An operand of an operation that is not exact index arithmetic: an exact int32
-        value under it is narrowed to int32 first (the compiled code's cast back)."""
-        text = self.expr(node)
-        if self.exact_int32(node):
-            return runtime.wrap_source("int32", text)
-        return text
-
     def expr_Var(self, node: Var) -> str:
         if node.name not in self.vars:
             raise InterpretError(f"variable {node.name!r} is used where it is not defined "
@@ -211,7 +174,7 @@ class Emitter:
         return self.constant(runtime.to_dtype(node.value, node.dtype))
 
     def expr_Cast(self, node: Cast) -> str:
-        value, source, target = self.operand(node.value), node.value.dtype, node.dtype
+        value, source, target = self.expr(node.value), node.value.dtype, node.dtype
         if source == target:
             return value
         if is_bool(target):
@@ -229,12 +192,13 @@ class Emitter:
 
     def expr_BinaryOp(self, node: BinaryOp) -> str:
         op, dtype = node.op, node.a.dtype
-        if op in _COMPARE or op in ("and", "or"):   # exact operands compare exactly
-            a, b = self.expr(node.a), self.expr(node.b)
-            return f"({a} {op if op in ('and', 'or') else _COMPARE[op]} {b})"
-        if self.exact_int32(node):
-            return self.exact_operation(node)
-        a, b = self.operand(node.a), self.operand(node.b)
+        if op in ("and", "or"):
+            return f"({self.expr(node.a)} {op} {self.expr(node.b)})"
+        if op in _COMPARE:          # index values compare exactly (index_arithmetic.py)
+            return f"({self.compared(node.a)} {_COMPARE[op]} {self.compared(node.b)})"
+        if self.is_exact(node):
+            return self.narrowed_exact(node)
+        a, b = self.expr(node.a), self.expr(node.b)
         if is_float(dtype):
             if op in _FLOAT_OPS:
                 return f"({a} {_FLOAT_OPS[op]} {b})"
@@ -250,27 +214,14 @@ class Emitter:
         text = runtime.wrap_source(dtype, f"{a} {_INT_OPS[op]} {b}")
         return f"bool({text})" if is_bool(dtype) else text
 
-    def exact_operation(self, node: BinaryOp) -> str:
-        """An int32 operation of index arithmetic, on Python's unbounded integers."""
-        a, b = self.expr(node.a), self.expr(node.b)
-        if node.op in _INT_OPS:
-            return f"({a} {_INT_OPS[node.op]} {b})"
-        if node.op in ("min", "max"):
-            return f"{node.op}({a}, {b})"
-        helper = {"div": "truncated_div", "floordiv": "floordiv", "floormod": "floormod"}
-        return f"_rt.{helper[node.op]}({a}, {b})"
-
     def expr_Call(self, node: Call) -> str:
         if node.op in EXTERN_CALLS or node.op == "address_of":
             raise NotImplementedError(
                 f"interpret: T.{node.op} calls C or CUDA code the reference interpreter cannot "
                 f"run; check an opaque block with sched.build(..., extern_c=...) instead")
-        if self.exact_int32(node):                 # a shift by a constant, exactly
-            shift = node.args[1].value
-            value = self.expr(node.args[0])
-            return f"({value} << {shift})" if node.op == "shift_left" else \
-                f"({value} >> {shift})"
-        args = [self.operand(arg) for arg in node.args]
+        if self.is_exact(node):                    # a shift by a constant, exactly
+            return self.narrowed_exact(node)
+        args = [self.expr(arg) for arg in node.args]
         if node.op in _BIT_CALLS:     # sched/ir/bit_intrinsics.py
             return _BIT_CALLS[node.op].format(*args, source=node.args[0].dtype,
                                               target=node.dtype)
@@ -344,9 +295,9 @@ class Emitter:
         self.depth -= 1
 
     def scoped(self, emit) -> None:
-        saved_vars, saved_storage = dict(self.vars), dict(self.storage)
+        saved = dict(self.vars), dict(self.storage), set(self.index_vars)
         emit()
-        self.vars, self.storage = saved_vars, saved_storage
+        self.vars, self.storage, self.index_vars = saved
 
     def stmt_SeqStmt(self, node: SeqStmt) -> None:
         for stmt in node.stmts:
@@ -360,7 +311,7 @@ class Emitter:
         self.line(f"{self.access('store', node.buffer, node.indices)} = {value}")
 
     def stmt_For(self, node: For) -> None:
-        start, extent = self.index(node.min), self.index(node.extent)
+        start, extent = self.bound(node.min), self.bound(node.extent)
         var = self.fresh("v", node.loop_var.name)
         concurrent = node.kind in CONCURRENT_KINDS and node.thread_tag not in VTHREAD_TAGS
         order = "_order" if concurrent else "range"     # a virtual thread is a serial loop
@@ -380,6 +331,7 @@ class Emitter:
 
         def emit():
             self.vars[node.loop_var.name] = var
+            self.index_vars.add(node.loop_var.name)
             if snapshot is None:
                 self.body(node.body)
                 return
@@ -416,14 +368,17 @@ class Emitter:
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         self.statement = f"{node.var.name} = {node.value}"
-        saved, self.exact = self.exact, True
-        value = self.operand(node.value)        # an int32 variable: narrowed
-        self.exact = saved
+        value = self.index(node.value)          # narrowed to the variable's type
+        index_value = self.is_index_value(node.value)
 
         def emit():
             var = self.fresh("v", node.var.name)
             self.line(f"{var} = {value}")
             self.vars[node.var.name] = var
+            if index_value:
+                self.index_vars.add(node.var.name)
+            else:
+                self.index_vars.discard(node.var.name)
             self.stmt(node.body)
         self.scoped(emit)
 
@@ -457,13 +412,18 @@ class Emitter:
             self.depth += 1
         values = [self.index(v) for v in node.iter_values]
         domains = [(self.index(iv.dom.min), self.index(iv.dom.extent)) for iv in block.iter_vars]
-        self.scoped(lambda: self.block_body(block, values, domains))
+        indices = {iv.var.name for iv, v in zip(block.iter_vars, node.iter_values)
+                   if self.is_index_value(v)}
+        self.scoped(lambda: self.block_body(block, values, domains, indices))
         if guarded:
             self.depth -= 1
         self.block = outer_block
 
-    def block_body(self, block: Block, values: list[str], domains) -> None:
+    def block_body(self, block: Block, values: list[str], domains, indices: set[str]) -> None:
+        """`indices`: the iteration variables bound to index values."""
         self.block = block.name
+        self.index_vars.difference_update(iv.var.name for iv in block.iter_vars)
+        self.index_vars.update(indices)
         names = []
         for iv, value in zip(block.iter_vars, values):
             names.append(self.fresh("v", iv.var.name))
@@ -497,6 +457,8 @@ class Emitter:
             name = self.fresh("v", var.name)
             self.line(f"{name} = _scalars[{k}]")
             self.vars[var.name] = name
+            if is_int(var.dtype):
+                self.index_vars.add(var.name)
         buffers = func.buffers
         for k, buffer in enumerate(buffers):       # bind symbolic dims from shapes
             for d, dim in enumerate(buffer.shape):
@@ -504,6 +466,7 @@ class Emitter:
                     name = self.fresh("v", dim.name)
                     self.line(f"{name} = _shapes[{k}][{d}]")
                     self.vars[dim.name] = name
+                    self.index_vars.add(dim.name)
         for k, buffer in enumerate(buffers):
             for d, dim in enumerate(buffer.shape):
                 self.line(f"if {self.index(dim)} != _shapes[{k}][{d}]: "
