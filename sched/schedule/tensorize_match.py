@@ -135,12 +135,15 @@ def _match_loops(pattern: IntrinPattern, loops: tuple[For, ...], inner: BlockRea
     roles = loop_roles(inner, loops)
     for position, (ours, theirs) in enumerate(zip(pattern.loops, loops)):
         name = theirs.loop_var.name
-        if simplify(theirs.min) != simplify(ours.min) or \
-                simplify(theirs.extent) != simplify(ours.extent):
+        if simplify(theirs.extent) != simplify(ours.extent):
             raise Mismatch(f"loop {position} ({name!r}) has extent {theirs.extent}, the "
                            f"intrinsic's loop {ours.loop_var.name!r} has extent {ours.extent}; "
                            f"split the loops to the intrinsic's shape {extents(pattern.loops)}",
                            loop=name)
+        if simplify(theirs.min) != simplify(ours.min):
+            raise Mismatch(f"loop {position} ({name!r}) starts at {theirs.min}, the "
+                           f"intrinsic's loop {ours.loop_var.name!r} at {ours.min}; split it "
+                           f"so that the tensorized loop starts there", loop=name)
         if roles[theirs.loop_var] != desc_roles[ours.loop_var]:
             raise Mismatch(f"loop {position} ({name!r}) feeds {_roles(roles[theirs.loop_var])} "
                            f"iteration variables, the intrinsic's loop {ours.loop_var.name!r} "

@@ -446,3 +446,29 @@ def test_an_intrinsic_with_an_init_only_on_a_tile_holding_the_whole_reduction():
         d = np.full(3, np.nan, np.float32)
         sched.build(sch, target="c")(a, b, d)
         np.testing.assert_allclose(d, (a.astype(np.float64) * b).sum(axis=1), rtol=1e-5)
+
+
+def test_a_loop_starting_elsewhere_than_the_intrinsics_is_refused_saying_so():
+    # audit (helper-85): "has extent 8, the intrinsic's loop has extent 8" for range(4, 12)
+    name = "test_dot8_with_init"
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        desc = sched.parse(DOT8_WITH_INIT)
+        TensorIntrin.register(name, desc, desc)
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((3, 16), "float32"), B: T.Buffer((3, 16), "float32"),
+         D: T.Buffer((3,), "float32")):
+    for i in range(3):
+        for k in range(4, 12):
+            with T.block("D"):
+                vi = T.axis.spatial(3, i)
+                vk = T.axis.reduce((4, 12), k)
+                with T.init():
+                    D[vi] = T.float32(0)
+                D[vi] = D[vi] + A[vi, vk] * B[vi, vk]
+""")
+    sch = sched.Schedule(func)
+    _, k = sch.get_loops(sch.get_block("D"))
+    with pytest.raises(ScheduleError, match=r"loop 0 \('k'\) starts at 4, the intrinsic's "
+                       r"loop 'k' at 0"):
+        sch.tensorize(k, name)
