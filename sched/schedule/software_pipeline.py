@@ -28,7 +28,14 @@ from __future__ import annotations
 from sched.errors import ScheduleError
 from sched.ir.functor import collect
 from sched.ir.nodes import For, PrimFunc
-from sched.polyhedral.software_pipeline import KEYS, ORDER, STAGE, pipeline_violation, read_plan
+from sched.polyhedral.software_pipeline import (
+    ASYNC_STAGES,
+    KEYS,
+    ORDER,
+    STAGE,
+    pipeline_violation,
+    read_plan,
+)
 from sched.polyhedral.violation import schedule_error
 from sched.schedule.state import find_loop
 
@@ -42,8 +49,8 @@ def check_pipeline_annotation(func: PrimFunc, loop_name: str, key: str, render: 
     loop = find_loop(func, loop_name, "annotate")
     plan = read_plan(loop, "annotate", require_stage=False)
     values = dict(loop.annotations)
-    if plan is None or STAGE not in values or ORDER not in values:
-        return
+    if plan is None or STAGE not in values or ORDER not in values or key == ASYNC_STAGES:
+        return      # (which stages copy asynchronously changes no order: read_plan checks it)
     violation = pipeline_violation(func, loop_name, plan)
     if violation is not None:
         raise schedule_error("annotate", violation, func, loop=loop_name, render=render)
