@@ -116,6 +116,20 @@ def _reduces_across_threads(loop: For) -> bool:
     return False
 
 
+def _may_leave_int32(loop: For) -> bool:
+    """Whether an int32 loop's variable may take values beyond int32 (the compiled loop's is
+    then int64): unless it starts at a constant >= 0 and ends at a constant within int32 or
+    at an int32 size."""
+    if loop.loop_var.dtype != "int32":
+        return False
+    start, extent = loop.min, loop.extent
+    if not (isinstance(start, IntImm) and start.value >= 0):
+        return True
+    if isinstance(extent, IntImm):
+        return start.value + extent.value - 1 > 2 ** 31 - 1
+    return not (start.value == 0 and isinstance(extent, Var) and extent.dtype == "int32")
+
+
 def _ident(prefix: str, number: int, name: str) -> str:
     clean = re.sub(r"[^A-Za-z0-9_]", "", name.encode("ascii", "ignore").decode())[:20]
     return f"{prefix}{number}_{clean}"
@@ -136,6 +150,7 @@ class Emitter(IndexArithmetic):
         self.statement: object = "function entry"
         self.globals: dict = {"_np": runtime.np, "_rt": runtime}
         self.index_vars: set[str] = set()      # see index_arithmetic.py
+        self.wide_vars: set[str] = set()       # loop variables that may leave int32
 
     # -- names --------------------------------------------------------------------------------
 
@@ -165,6 +180,13 @@ class Emitter(IndexArithmetic):
                                  f"(block '{self.block}')")
         return self.vars[node.name]
 
+    def narrowed_var(self, node: Expr, text: str) -> str:
+        """`text` (the value of `node`) narrowed to int32 where `node` is a loop variable
+        that may leave int32 (index_arithmetic.py)."""
+        if isinstance(node, Var) and node.name in self.wide_vars:
+            return runtime.wrap_source("int32", text)
+        return text
+
     def expr_IntImm(self, node: IntImm) -> str:
         if is_bool(node.dtype):
             return "True" if node.value else "False"
@@ -175,8 +197,10 @@ class Emitter(IndexArithmetic):
 
     def expr_Cast(self, node: Cast) -> str:
         value, source, target = self.expr(node.value), node.value.dtype, node.dtype
-        if source == target:
+        if source == target:                    # (the compiled code drops it)
             return value
+        if target != "int64":                    # an int64 view of a wide loop keeps it
+            value = self.narrowed_var(node.value, value)
         if is_bool(target):
             return f"({value} != 0)"
         if not is_float(target) and not is_float(source):
@@ -295,9 +319,9 @@ class Emitter(IndexArithmetic):
         self.depth -= 1
 
     def scoped(self, emit) -> None:
-        saved = dict(self.vars), dict(self.storage), set(self.index_vars)
+        saved = dict(self.vars), dict(self.storage), set(self.index_vars), set(self.wide_vars)
         emit()
-        self.vars, self.storage, self.index_vars = saved
+        self.vars, self.storage, self.index_vars, self.wide_vars = saved
 
     def stmt_SeqStmt(self, node: SeqStmt) -> None:
         for stmt in node.stmts:
@@ -305,7 +329,7 @@ class Emitter(IndexArithmetic):
 
     def stmt_BufferStore(self, node: BufferStore) -> None:
         self.statement = node
-        value = self.data(node.value)
+        value = self.narrowed_var(node.value, self.data(node.value))
         if node.buffer.dtype == "bfloat16":
             value = f"_rt.float_to_bfloat16({value})"
         self.line(f"{self.access('store', node.buffer, node.indices)} = {value}")
@@ -332,6 +356,10 @@ class Emitter(IndexArithmetic):
         def emit():
             self.vars[node.loop_var.name] = var
             self.index_vars.add(node.loop_var.name)
+            if _may_leave_int32(node):
+                self.wide_vars.add(node.loop_var.name)
+            else:
+                self.wide_vars.discard(node.loop_var.name)
             if snapshot is None:
                 self.body(node.body)
                 return
@@ -368,7 +396,7 @@ class Emitter(IndexArithmetic):
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         self.statement = f"{node.var.name} = {node.value}"
-        value = self.index(node.value)          # narrowed to the variable's type
+        value = self.narrowed_var(node.value, self.index(node.value))   # narrowed to its type
         index_value = self.is_index_value(node.value)
 
         def emit():

@@ -9,11 +9,13 @@ wraps. The interpreter follows the same rule, written from its definition here:
   parameters, and the iteration variables and lets bound to index values) and constants by
   + - * / // % min max, shifts by a constant, selects and integer casts: no load, no other
   call;
-- in an index context, an int32 or int64 operation that is an index value is computed
-  exactly (Python's integers) and narrowed to its type where it is used: as an index, a
-  let's value, a cast's operand (`T.Cast("int64", i * 10**9)` wraps first), a branch of a
-  select; as an operand of a comparison it is compared exactly (`if i * 100000000 > 0`
-  holds for every i > 0);
+- in an index context, an int32 or int64 operation that is an index value is computed in
+  int64 (wrapping beyond it, where C leaves the overflow undefined) and narrowed to its
+  type where it is used: as an index, a let's value, a cast's operand (`T.Cast("int64",
+  i * 10**9)` wraps first), a branch of a select; as an operand of a comparison it is
+  compared in int64 (`if i * 100000000 > 0` holds for every i > 0);
+- a loop variable whose values may leave int32 (the compiled loop's is int64) is narrowed
+  where data, a let or a cast takes it;
 - anything else wraps at every operation, as data does. Arithmetic mixing a value read from
   memory into an index is int32 (the simplifier may still rearrange it as integers in the
   compiled code: an overflow there is undefined; keep such arithmetic within int32).
@@ -97,19 +99,21 @@ class IndexArithmetic:
         return self.expr(node)
 
     def exact_value(self, node: Expr) -> str:
-        """Python source for the exact value of index value `node`."""
+        """Python source for the value of index value `node` computed in int64, as the
+        compiled code computes it; each operation wraps at 64 bits (where C leaves the
+        overflow undefined and the compiled result may be either; audit helper-87)."""
         if isinstance(node, BinaryOp) and node.dtype in EXACT_DTYPES:
             a, b = self.exact_value(node.a), self.exact_value(node.b)
             if node.op in _EXACT_OPERATORS:
-                return f"({a} {_EXACT_OPERATORS[node.op]} {b})"
+                return runtime.wrap_source("int64", f"{a} {_EXACT_OPERATORS[node.op]} {b}")
             if node.op in ("min", "max"):
                 return f"{node.op}({a}, {b})"
-            return f"_rt.{_EXACT_HELPERS[node.op]}({a}, {b})"
+            return runtime.wrap_source("int64", f"_rt.{_EXACT_HELPERS[node.op]}({a}, {b})")
         if isinstance(node, Call) and node.dtype in EXACT_DTYPES:
             shift = node.args[1].value
             value = self.exact_value(node.args[0])
-            return f"({value} << {shift})" if node.op == "shift_left" else \
-                f"({value} >> {shift})"
+            return runtime.wrap_source("int64", f"{value} << {shift}") \
+                if node.op == "shift_left" else f"({value} >> {shift})"
         if isinstance(node, Select):
             return (f"({self.exact_value(node.true_value)} if {self.expr(node.condition)} "
                     f"else {self.exact_value(node.false_value)})")

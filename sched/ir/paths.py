@@ -104,3 +104,21 @@ def feeds_reduction(func: PrimFunc, loop_name: str, block_name: str) -> bool:
                     return True
                 fed.add(iv.var.name)
     return False
+
+
+def rfactor_loop_of(func: PrimFunc, loop_name: str, block_name: str) -> bool:
+    """Whether rfactor could factor block `block_name` at loop `loop_name`: the loop is
+    around the block with no other block between them and feeds reduce iteration variables
+    of it only (a fused spatial-and-reduce loop, or the loop of a blockized block's own
+    variable, is not one)."""
+    from sched.ir.functor import free_vars
+
+    realize = index(func.body).blocks.get(block_name)
+    path = path_to(func.body, realize) if realize is not None else None
+    loops = [n for n in path or () if isinstance(n, For) and n.loop_var.name == loop_name]
+    if not loops or any(isinstance(n, BlockRealize)
+                        for n in path[path.index(loops[-1]) + 1:]):
+        return False
+    kinds = {iv.kind for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+             if loop_name in {v.name for v in free_vars(value)}}
+    return kinds == {"reduce"}

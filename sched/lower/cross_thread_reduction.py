@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.dtype import max_value, min_value
+from sched.ir.dtype import is_float, max_value, min_value
 from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.nodes import (
     Allocate,
@@ -76,7 +76,10 @@ SHUFFLE_DOWN = "shfl_down_sync"     # Call(SHUFFLE_DOWN, (value, offset, lanes, 
 
 
 def identity(op: str, dtype: str) -> Expr:
-    """The identity of `op` ("add", "mul", "min", "max") in `dtype`."""
+    """The identity of `op` ("add", "mul", "min", "max") in `dtype` (-0.0 for a float sum:
+    x + -0.0 is x for every x, -0.0 included)."""
+    if op == "add" and is_float(dtype):
+        return const(-0.0, dtype)
     value = {"add": 0, "mul": 1}.get(op)
     if value is None:
         value = min_value(dtype) if op == "max" else max_value(dtype)

@@ -186,8 +186,10 @@ class _Widen(IRMutator):
 
     def _rewritten(self, e: Expr) -> bool:
         """Whether `e` is computed in int64 here: int32 index arithmetic that may overflow,
-        or that uses a loop variable made int64."""
-        if e.dtype != NARROW or integer_operation(e) is None:
+        or that uses a loop variable made int64 (a select of such values included: compared,
+        `if T.Select(c, i * 10**9, 0) > 0`, its values are compared in int64, as any other
+        operand's; audit helper-87)."""
+        if e.dtype != NARROW or (integer_operation(e) is None and not isinstance(e, Select)):
             return False
         found = interval(e, self.ranges)
         if found is None:

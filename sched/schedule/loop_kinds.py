@@ -15,7 +15,7 @@ from sched.errors import ScheduleError
 from sched.ir.dtype import is_float
 from sched.ir.functor import collect
 from sched.ir.nodes import AnnotationValue, Block, For, IntImm, PrimFunc
-from sched.ir.paths import feeds_reduction
+from sched.ir.paths import rfactor_loop_of
 from sched.polyhedral.cross_thread import (
     REDUCE_TAG,
     CrossThreadReduction,
@@ -62,7 +62,7 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
                     "vectorize": "vectorize"}.get(primitive, primitive)
             dependence = violation.dependence
             if dependence is not None and dependence.is_reduction:
-                if feeds_reduction(func, loop_name, dependence.sink.block.name):
+                if rfactor_loop_of(func, loop_name, dependence.sink.block.name):
                     alternatives = (f"sch.rfactor({loop_name}, factor_axis=0)  # then {verb} "
                                     f"the new loop of the factored block",)
                 why = cross_thread_hint(func, loop, thread_tag)

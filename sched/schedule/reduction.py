@@ -276,7 +276,8 @@ class ReductionPrimitives(ScheduleBase):
         form that keeps a NaN it holds, `val >= v or val != val`: a NaN takes the others out
         of order); `loop` binds reduce iteration
         variables only, and no loop binds both kinds. The partial results start from op's
-        identity (argmax/argmin: from the block's init); the combining block keeps the
+        identity (a float sum's is -0.0, so that a sum of -0.0 stays -0.0; argmax/argmin:
+        from the block's init); the combining block keeps the
         original init, and a predicate where the partial results of a non-dividing split do
         not all exist.
 
@@ -309,7 +310,7 @@ class ReductionPrimitives(ScheduleBase):
                         T.reads(A[v_i, v_k_0 * 2 + v_k_1], B_rf[v_k_1, v_i])
                         T.writes(B_rf[v_k_1, v_i])
                         with T.init():
-                            B_rf[v_k_1, v_i] = T.float32(0.0)
+                            B_rf[v_k_1, v_i] = T.float32(-0.0)
                         B_rf[v_k_1, v_i] = B_rf[v_k_1, v_i] + A[v_i, v_k_0 * 2 + v_k_1]
                 for i_1, k_1_1 in T.grid(4, 2):
                     with T.block("B"):

@@ -15,7 +15,7 @@ import dataclasses
 import islpy as isl
 
 from sched.errors import ScheduleError
-from sched.ir.dtype import max_value, min_value
+from sched.ir.dtype import is_float, max_value, min_value
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import (
@@ -89,6 +89,10 @@ def _is_plain_update(func: PrimFunc, block: Block, store: BufferStore, value: Ex
 
 
 def _identity(op: str, dtype: str) -> Expr:
+    """The identity of `op` in `dtype` (for a float sum -0.0: +0.0 + -0.0 is +0.0, and a sum
+    of -0.0 terms from an init of -0.0 is -0.0; helper-87)."""
+    if op == "add" and is_float(dtype):
+        return const(-0.0, dtype)
     value = {"add": 0, "mul": 1, "max": min_value(dtype), "min": max_value(dtype)}[op]
     return const(value, dtype)
 

@@ -90,8 +90,8 @@ def row_sum_rfactor_inner(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4,), "flo
                 v_k_1, v_i, v_k_0 = T.axis.remap("SSR", [k_1, i, k_0])
                 T.reads(A[v_i, v_k_0 * 2 + v_k_1], B_rf[v_k_1, v_i])
                 T.writes(B_rf[v_k_1, v_i])
-                with T.init():
-                    B_rf[v_k_1, v_i] = T.float32(0.0)
+                with T.init():      # a float sum's identity: -0.0 (TVM's rfactor: 0.0)
+                    B_rf[v_k_1, v_i] = T.float32(-0.0)
                 B_rf[v_k_1, v_i] = B_rf[v_k_1, v_i] + A[v_i, v_k_0 * 2 + v_k_1]
         for i_1, k_1_1 in T.grid(4, 2):
             with T.block("B"):
@@ -501,3 +501,55 @@ def test_rfactor_of_a_symbolic_reduction_split_by_an_outer_factor_says_how():
         out = np.zeros(4, np.float32)
         kernel(x, out)
         np.testing.assert_allclose(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+NEGATIVE_ZERO_SUM = """
+@T.prim_func
+def main(A: T.Buffer((2, 8), "float32"), B: T.Buffer((2,), "float32")):
+    for i, k in T.grid(2, 8):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(-0.0)
+            B[vi] = B[vi] + A[vi, vk]
+"""
+
+
+@pytest.mark.parametrize("how", ["rfactor", "threads"])
+def test_a_sum_of_negative_zeros_stays_negative_zero_when_factored(how):
+    # audit (helper-87): rfactor's partial sums started from +0.0, and +0.0 + -0.0 is +0.0:
+    # a sum of -0.0 terms from an init of -0.0 came out +0.0
+    sch = sched.Schedule(sched.parse(NEGATIVE_ZERO_SUM))
+    _, k = sch.get_loops(sch.get_block("B"))
+    if how == "rfactor":
+        _, k_inner = sch.split(k, [None, 4])
+        sch.rfactor(k_inner, 0)
+        runs = {"c": sched.build(sch, target="c")}
+    else:
+        sch.bind(sch.get_loops(sch.get_block("B"))[0], "blockIdx.x")
+        sch.bind(k, "threadIdx.x")
+        runs = {"c": sched.build(sch, target="c"), "cuda-emu": sched.build(sch, target="cuda-emu")}
+    runs["interpret"] = lambda *args: sched.interpret(sch.func, *args)
+    a = np.full((2, 8), -0.0, np.float32)
+    for name, run in runs.items():
+        b = np.ones(2, np.float32)
+        run(a, b)
+        assert (b == 0).all() and np.signbit(b).all(), (name, b)
+
+
+def test_no_rfactor_advice_for_a_loop_rfactor_refuses():
+    # audit (helper-87): parallel of a fused spatial-and-reduce loop, and of the loop of a
+    # blockized block's reduce variable, advised sch.rfactor(loop), which rfactor refuses
+    for make in ("fused", "blockized", "plain"):
+        sch = sched.Schedule(row_sum(rows=4, cols=8))
+        i, k = sch.get_loops(sch.get_block("B"))
+        if make == "fused":
+            loop = sch.fuse(i, k)
+        elif make == "blockized":
+            loop, k_inner = sch.split(k, [2, 4])
+            sch.blockize(k_inner)
+        else:
+            loop = k
+        with pytest.raises(ScheduleError) as error:
+            sch.parallel(loop)
+        assert ("sch.rfactor(" in str(error.value)) == (make == "plain"), make
