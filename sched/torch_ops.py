@@ -52,6 +52,7 @@ class CustomOp:
     out: object = None
     dim_sources: dict = field(default_factory=dict)
     unsized: str | None = None      # why there is no functional form, if there is none
+    written: tuple[Buffer, ...] = ()    # every buffer the kernel writes (outputs included)
 
     def __call__(self, *args):
         if self.functional is None:
@@ -86,6 +87,7 @@ def custom_op(qualname: str, *kernels, outputs=None) -> CustomOp:
     # every buffer the kernel writes is mutated: the outputs, and any written buffer the
     # caller left out of them (a workspace): the out form's schema says so
     written = [b for b in func.buffers if b.storage_name in kernels[0]._binder.written]
+    op.written = tuple(written)
     op.unsized = _unsized(func, op.dim_sources) or _updated_in_place(func, op.outputs) or \
         _not_functional(func, op.outputs, written, inputs)
     try:
@@ -311,7 +313,9 @@ def _run_functional(op: CustomOp, args):
 
 
 def _run_out(op: CustomOp, args) -> None:
-    args = [a.contiguous() if hasattr(a, "contiguous") and p not in op.outputs else a
+    # inputs may be copied to contiguous memory; a written buffer never is (the kernel would
+    # write the copy: audit helper-88), the call refuses it where it is not contiguous
+    args = [a.contiguous() if hasattr(a, "contiguous") and p not in op.written else a
             for a, p in zip(args, op.func.params, strict=True)]
     _kernel_for(op, _device_of(args))(*args)
 

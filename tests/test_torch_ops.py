@@ -241,3 +241,13 @@ def test_every_buffer_the_kernel_writes_is_marked_mutated():
     assert "Tensor(c!) D" in str(op.out._schema)
     with pytest.raises(ValueError, match=r"outputs \['A'\] are not written by 'two'"):
         sched.torch.custom_op(unique("two"), kernel, outputs=["A"])
+    # a written buffer left out of the outputs is never copied to contiguous memory: the
+    # kernel wrote the copy, and D kept its values (audit helper-88)
+    a, c = torch.arange(4.0), torch.empty(4)
+    d = torch.zeros(4, 2)[:, 0]                           # strided
+    with pytest.raises(sched.KernelArgumentError, match=r"argument 3 'D': expected a "
+                       r"contiguous tensor"):
+        op.out(a, c, d)
+    d = torch.zeros(4)
+    op.out(a, c, d)
+    assert d.tolist() == [100.0] * 4 and c.tolist() == [1.0, 2.0, 3.0, 4.0]
