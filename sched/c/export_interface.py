@@ -205,7 +205,9 @@ class CheckWriter:
                       f"it", f"(long long){arg.name}")
 
     def byte_size(self, arg: Argument) -> str:
-        """The C expression of the buffer's size in bytes (its shape checked non-negative)."""
+        """The C expression of the buffer's size in bytes (its shape checked non-negative, the
+        product checked not to overflow int64: undefined in C, and the pointer and overlap
+        checks use it; audit helper-88)."""
         parts = []
         for d, dim in enumerate(arg.ir.shape):
             text = self.expression(dim)
@@ -216,8 +218,24 @@ class CheckWriter:
                           f"these "
                           f"scalars", f"(long long)({text})")
             parts.append(text)
-        itemsize = numpy_dtype(arg.ir.dtype).itemsize
-        return " * ".join([*parts, f"INT64_C({itemsize})"])
+        return self.bytes_of(f"buffer {arg.name}", parts, numpy_dtype(arg.ir.dtype).itemsize)
+
+    def bytes_of(self, what: str, extents: list[str], itemsize: int) -> str:
+        """The C expression of `itemsize` times the non-negative int64 `extents`, each
+        product checked not to overflow int64 (refused as SCHED_ERROR_BAD_SHAPE)."""
+        size = f"INT64_C({itemsize})"
+        for part in extents:
+            if part.startswith("INT64_C(") and size.startswith("INT64_C("):
+                size = f"INT64_C({int(part[8:-1]) * int(size[8:-1])})"   # constants
+                continue
+            self.temporaries += 1
+            temporary = f"sched_t{self.temporaries}"
+            self.lines.append(f"    int64_t {temporary};")
+            self.fail(f"__builtin_mul_overflow({size}, {part}, &{temporary})",
+                      "SCHED_ERROR_BAD_SHAPE", f"{what} of these sizes holds more bytes than "
+                      f"int64 counts")
+            size = temporary
+        return size
 
     def check_pointer(self, arg: Argument, size: str) -> None:
         pointer = self.pointer_value(arg)

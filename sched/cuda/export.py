@@ -51,8 +51,8 @@ def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
     lines = checks.write()
     grid = [[checks.expression(extent) for extent in launch.grid]
             for _, launch in _kernels(kernel)]
-    workspace = [(buffer, " * ".join([f"(int64_t){_element_bytes(buffer.dtype)}", *(
-        f"(int64_t)({checks.expression(dim)})" for dim in buffer.shape)]))
+    workspace = [(buffer, checks.bytes_of(f"workspace {buffer.name}", [
+        checks.expression(dim) for dim in buffer.shape], _element_bytes(buffer.dtype)))
         for buffer in getattr(kernel, "workspace", ())]
     signature = (f"int {name}({', '.join(f'{a.c_type} {a.name}' for a in args)}, "
                  f"CUstream stream)")
@@ -189,8 +189,7 @@ def _launch(name: str, args, func, kernel, grids: list[list[str]],
     the parameters in the kernels' order, the launches in order, the workspace freed on the
     stream after them."""
     by_ir = {arg.ir: arg for arg in args}
-    lines = [f"    int status = {name}_init();", "    if (status != SCHED_OK) return status;",
-             f"    if ((status = {name}_use_context()) != SCHED_OK) return status;"]
+    lines = []      # the grids checked first: a bad size is SCHED_ERROR_LAUNCH with no GPU too
     empty = []
     for k, grid in enumerate(grids):
         suffix = "" if k == 0 else f"_{k}"
@@ -203,6 +202,8 @@ def _launch(name: str, args, func, kernel, grids: list[list[str]],
         empty.append(" || ".join(f"sched_grid_{a}{suffix} == 0" for a in "xyz"))
     if len(grids) == 1:
         lines.append(f"    if ({empty[0]}) return SCHED_OK;   /* nothing to compute */")
+    lines += [f"    int status = {name}_init();", "    if (status != SCHED_OK) return status;",
+              f"    if ((status = {name}_use_context()) != SCHED_OK) return status;"]
     params = [f"&{by_ir[buffer].name}" for buffer in func.buffers]
     for k, (buffer, size) in enumerate(workspace):
         lines += [f"    CUdeviceptr sched_workspace{k} = 0;   /* {buffer.name} */",
