@@ -79,16 +79,19 @@ def c_function_name(func: PrimFunc) -> str:
     return function_identifier(func.name)
 
 
-def generate_c(lowered: PrimFunc, *, fast_math: bool = False, extern_c: str = "") -> str:
+def generate_c(lowered: PrimFunc, *, fast_math: bool = False, extern_c: str = "",
+               static: bool = False) -> str:
     """The C source of `lowered` (the output of `sched.lower.lower`); `fast_math`: see
     `sched.build`; `extern_c`: C code for the functions opaque calls call (placed after the
-    standard headers, before the kernel).
+    standard headers, before the kernel); `static`: the kernel function is local to its file
+    (an export's, called by the checked entry point beside it).
 
     Requires: no blocks, one index per access (flattened), every non-parameter buffer
     allocated by an `Allocate`.
     """
     emitter = _CEmitter(lowered, fast_math=fast_math)
     emitter.extern_c = extern_c
+    emitter.linkage = "static " if static else ""
     return emitter.emit()
 
 
@@ -126,7 +129,8 @@ class _CEmitter(BitCallEmitter):
         if typedefs:
             helpers = ["\n".join(typedefs) + "\n", *helpers,
                        *(text for text in vector if not text.startswith("typedef"))]
-        signature = f"void {c_function_name(self.func)}({', '.join(self.parameters())})"
+        signature = f"{getattr(self, 'linkage', '')}void {c_function_name(self.func)}(" \
+            f"{', '.join(self.parameters())})"
         return "\n".join([*header, *helpers, signature + " {", *body, "}", ""])
 
     def parameters(self) -> list[str]:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sched.c.build import COMPILER, compiler_flags
-from sched.c.codegen import generate_c
+from sched.c.codegen import c_function_name, generate_c
 from sched.c.dtypes import STORAGE_TYPES
 from sched.c.export_interface import (
     CheckWriter,
@@ -45,14 +45,15 @@ def export_c(kernel, directory, name: str | None = None, *,
     also builds `libNAME.so` from them with gcc (listed last in the files)."""
     func = kernel.func
     name = export_name(func, name)
-    args = arguments(func, _pointer_type, lambda var: STORAGE_TYPES[var.dtype])
+    args = arguments(func, _pointer_type, lambda var: STORAGE_TYPES[var.dtype], name)
     checks = CheckWriter(func, name, args, check_bounds=kernel.checks_bounds, alignments={},
                          pointer_value=lambda arg: f"(uintptr_t){arg.name}")
     lines = checks.write()
     fast_math = getattr(kernel, "fast_math", False)
-    source = generate_c(replace(kernel.lowered, name=f"{name}_kernel"), fast_math=fast_math)
+    lowered = replace(kernel.lowered, name=f"{name}_kernel")
+    source = generate_c(lowered, fast_math=fast_math, static=True)
     signature = f"int {name}({', '.join(f'{a.c_type} {a.name}' for a in args)})"
-    call = _kernel_call(name, args, func)
+    call = _kernel_call(c_function_name(lowered), args, func)
     flags = [f for f in compiler_flags(fast_math) if f not in _BUILD_FLAGS_SKIPPED]
     files = {
         f"{name}.h": _header(name, args, signature, func.name, flags),
@@ -85,14 +86,14 @@ def _pointer_type(buffer, written: bool) -> str:
     return f"{'' if written else 'const '}{STORAGE_TYPES[buffer.dtype]} *"
 
 
-def _kernel_call(name: str, args, func) -> str:
-    """The call of the generated kernel: buffers in `func.buffers` order, the scalars, then the
-    dims in the kernel's types (`sched.c.codegen`'s signature)."""
+def _kernel_call(kernel: str, args, func) -> str:
+    """The call of the generated kernel function `kernel`: buffers in `func.buffers` order,
+    the scalars, then the dims in the kernel's types (`sched.c.codegen`'s signature)."""
     by_ir = {arg.ir: arg for arg in args}
     values = [by_ir[buffer].name for buffer in func.buffers]
     values += [arg.name for arg in args if arg.kind == "scalar"]
     values += [f"({STORAGE_TYPES[arg.ir.dtype]}){arg.name}" for arg in args if arg.kind == "dim"]
-    return f"{name}_kernel({', '.join(values)});"
+    return f"{kernel}({', '.join(values)});"
 
 
 def _header(name: str, args, signature: str, func_name: str, flags: list[str]) -> str:

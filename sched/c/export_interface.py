@@ -71,21 +71,24 @@ def export_name(func: PrimFunc, name: str | None) -> str:
     if name is None:
         return function_identifier(func.name)
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name in RESERVED \
-            or name.startswith("sched_"):
+            or name.lower().startswith("sched_"):
         raise ValueError(f"export: name {name!r} is not a C identifier sched can export: "
                          f"use letters, digits and '_', starting with a letter, not a C keyword "
-                         f"or libc name, not starting with 'sched_'")
+                         f"or libc name, not starting with 'sched_' (any case)")
     return name
 
 
-def arguments(func: PrimFunc, pointer_type, scalar_type) -> list[Argument]:
+def arguments(func: PrimFunc, pointer_type, scalar_type, name: str) -> list[Argument]:
     """The exported function's arguments (see the module doc); `pointer_type(buffer, written)`
-    and `scalar_type(var)` give their C types."""
+    and `scalar_type(var)` give their C types; `name` is the exported function's, whose
+    file-scope helpers (`NAME_kernel`, `NAME_fail`...) no argument may shadow."""
     written = ArgumentBinder(func, device="cpu").written
     taken: set[str] = set()
 
     def unique(ir_name: str) -> str:
         base = sanitize(ir_name)
+        if base == name or base.startswith(f"{name}_"):      # the export's own names
+            base = f"arg_{base}"
         text, k = base, 0
         while text in taken or text == "stream":
             k += 1

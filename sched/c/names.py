@@ -46,7 +46,10 @@ isnormal signbit fpclassify isgreater isgreaterequal isless islessequal islessgr
 isunordered malloc calloc realloc free aligned_alloc abort exit atexit getenv system qsort
 bsearch abs labs llabs div ldiv lldiv rand srand atoi atol atof strtol strtod memcpy memmove
 memset memcmp strlen strcmp printf fprintf sprintf puts stdin stdout stderr
-omp_get_thread_num omp_get_num_threads"""
+omp_get_thread_num omp_get_num_threads FILE fopen fclose fread fwrite fflush fputs fgets fputc
+fgetc putchar getchar fseek ftell snprintf vsnprintf vsprintf vfprintf vprintf sscanf scanf
+fscanf va_list va_start va_end va_arg va_copy strcpy strncpy strcat strncat strchr strrchr
+strstr strncmp strspn strcspn strpbrk memchr uintmax_t intmax_t bool true false"""
 
 # libm: each also with the f and l suffixes
 _MATH_FUNCTIONS = """acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2
@@ -90,7 +93,7 @@ def sanitize(name: str) -> str:
     text = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
     if text[0].isdigit() or text[0] == "_":
         text = "v" + text
-    if text in RESERVED or text.startswith(HELPER_PREFIX):
+    if text in RESERVED or text.lower().startswith(HELPER_PREFIX):     # SCHED_OK too
         text += "_"
     return text
 
@@ -147,8 +150,8 @@ class CNames:
     def _unique(self, base: str) -> str:
         if base not in self.taken:
             return base
-        k = 1
-        while f"{base}_{k}" in self.taken or sanitize(f"{base}_{k}") != f"{base}_{k}":
+        k = 1           # (`base` is sanitized: base_k is an identifier; a reserved one never)
+        while f"{base}_{k}" in self.taken or f"{base}_{k}" in RESERVED:
             k += 1
         return f"{base}_{k}"
 

@@ -43,7 +43,7 @@ def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
     func = kernel.func
     name = export_name(func, name)
     args = arguments(func, lambda buffer, written: "CUdeviceptr",
-                     lambda var: _SCALAR_TYPES[var.dtype])
+                     lambda var: _SCALAR_TYPES[var.dtype], name)
     checks = CheckWriter(func, name, args, check_bounds=kernel.checks_bounds,
                          alignments=alignment_bytes(kernel._aligned, func),
                          alignment_reasons=alignment_reasons(kernel._aligned, func),

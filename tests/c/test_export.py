@@ -259,3 +259,54 @@ def test_a_buffer_too_large_to_count_in_bytes_is_a_bad_shape(tmp_path):
     assert library.doubled(a.ctypes.data, b.ctypes.data, 2 ** 62) == 4
     assert library.doubled_error_message() == \
         b"doubled: buffer A of these sizes holds more bytes than int64 counts"
+
+
+def _plus_one(func_name: str, buffer_name: str = "A", dim_name: str = "n"):
+    n = te.var(dim_name)
+    A = te.placeholder((n,), "float32", name=buffer_name)
+    return te.create_prim_func([A, te.compute((n,), lambda i: A[i] + 1.0, name="B")],
+                               name=func_name)
+
+
+def test_exports_of_any_names_compile_and_link_into_one_program(tmp_path):
+    # audit (helper-88): the kernel function NAME_kernel was global (exports 'foo' and
+    # 'foo_kernel' clashed at link time); 'sched_x' called a kernel the naming had renamed;
+    # stdio/stdarg names (fopen, va_list) and the status names (SCHED_OK) were let through;
+    # a parameter named NAME_kernel or NAME_fail shadowed the export's helper
+    cases = [("foo",), ("foo_kernel",), ("sched_x",), ("fopen",), ("va_list",), ("SCHED_OK",),
+             ("mm", "mm_kernel"), ("mm2", "A", "mm2_fail")]
+    exports = [sched.build(_plus_one(*case), target="c").export(tmp_path / case[0])
+               for case in cases]
+    calls = "\n".join(f"    status |= {e.name}(a, b, 4); total += b[3];" for e in exports)
+    includes = "\n".join(f'#include "{e.name}.h"' for e in exports)
+    (tmp_path / "main.c").write_text(f"""
+#include <stdio.h>
+{includes}
+int main(void) {{
+    float a[4] = {{0, 1, 2, 3}}, b[4];
+    int status = 0;
+    float total = 0;
+{calls}
+    printf("%d %g\\n", status, total);
+    return status;
+}}
+""")
+    sources = [str(e.directory / f"{e.name}.c") for e in exports]
+    includes = [f"-I{e.directory}" for e in exports]
+    built = subprocess.run([*GCC, *includes, "main.c", *sources, "-o", "main", "-lm"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, f"0 {4 * len(cases)}\n")
+
+
+def test_names_sanitized_into_the_helper_prefix_twice_are_told_apart():
+    # two IR names both sanitized to `sched_a_` (the reserved prefix gets a '_'): the search
+    # for a free name looped forever (each candidate, sanitized again, got another '_')
+    n = te.var("n")
+    A = te.placeholder((n,), "float32", name="sched.a")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="sched_a")
+    kernel = sched.build(te.create_prim_func([A, B], name="two_names"), target="c")
+    a, b = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a + 1)
