@@ -99,6 +99,7 @@ class _CEmitter(BitCallEmitter):
     RESTRICT = "restrict"                   # how the language spells a non-aliasing pointer
     STORAGE_TYPES = dtypes.STORAGE_TYPES    # element and parameter types
     TAKEN: tuple[str, ...] = ()             # identifiers the emitter itself declares
+    linkage = ""                            # "static " for an export's kernel (generate_c)
 
     def __init__(self, func: PrimFunc, *, fast_math: bool = False) -> None:
         self.func = func
@@ -129,7 +130,7 @@ class _CEmitter(BitCallEmitter):
         if typedefs:
             helpers = ["\n".join(typedefs) + "\n", *helpers,
                        *(text for text in vector if not text.startswith("typedef"))]
-        signature = f"{getattr(self, 'linkage', '')}void {c_function_name(self.func)}(" \
+        signature = f"{self.linkage}void {c_function_name(self.func)}(" \
             f"{', '.join(self.parameters())})"
         return "\n".join([*header, *helpers, signature + " {", *body, "}", ""])
 

@@ -5,7 +5,7 @@ the schedule, the polyhedral model and the lowering."""
 
 from __future__ import annotations
 
-from sched.ir.functor import child_field_names
+from sched.ir.functor import child_field_names, free_vars
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import Block, BlockRealize, For, Node, PrimFunc, Stmt
 
@@ -88,8 +88,6 @@ def feeds_reduction(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     """Whether loop `loop_name` feeds a reduce iteration variable of block `block_name` or of
     a block around it, directly or through the bindings of the blocks between (a blockized
     block's `v_k_0` of loop k_0 feeds the inner block's `v_k = v_k_0 * 8 + k_1`)."""
-    from sched.ir.functor import free_vars
-
     realize = index(func.body).blocks.get(block_name)
     path = path_to(func.body, realize) if realize is not None else None
     if path is None:
@@ -111,8 +109,6 @@ def rfactor_loop_of(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     around the block with no other block between them and feeds reduce iteration variables
     of it only (a fused spatial-and-reduce loop, or the loop of a blockized block's own
     variable, is not one)."""
-    from sched.ir.functor import free_vars
-
     realize = index(func.body).blocks.get(block_name)
     path = path_to(func.body, realize) if realize is not None else None
     loops = [n for n in path or () if isinstance(n, For) and n.loop_var.name == loop_name]
