@@ -251,7 +251,7 @@ def test_load_refusals_of_the_file(tmp_path, kernels):
         load_function(f"{tmp_path}/nowhere.py:f")
     with pytest.raises(LoadError, match="expected FILE.py:NAME"):
         load_function("kernels:f")
-    with pytest.raises(LoadError, match="name the function to tune as .*kernels.py:NAME; it "
+    with pytest.raises(LoadError, match="name the function as .*kernels.py:NAME; it "
                                         "defines PrimFuncs: copy"):
         load_function(str(kernels))
     broken = tmp_path / "broken.py"

@@ -136,7 +136,7 @@ def _only_candidate(module, path: Path) -> str:
              for name in names]
     if len(names) == 1:
         return names[0]
-    raise LoadError(f"{path}: name the function to tune as {path}:NAME; {_inventory(module)}")
+    raise LoadError(f"{path}: name the function as {path}:NAME; {_inventory(module)}")
 
 
 def _suggestion(module, name: str) -> str:
