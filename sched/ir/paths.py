@@ -88,8 +88,7 @@ def feeds_reduction(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     """Whether loop `loop_name` feeds a reduce iteration variable of block `block_name` or of
     a block around it, directly or through the bindings of the blocks between (a blockized
     block's `v_k_0` of loop k_0 feeds the inner block's `v_k = v_k_0 * 8 + k_1`)."""
-    realize = index(func.body).blocks.get(block_name)
-    path = path_to(func.body, realize) if realize is not None else None
+    realize, path = _block_and_path(func, block_name)
     if path is None:
         return False
     fed = {loop_name}
@@ -109,8 +108,7 @@ def rfactor_loop_of(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     around the block with no other block between them and feeds reduce iteration variables
     of it only (a fused spatial-and-reduce loop, or the loop of a blockized block's own
     variable, is not one)."""
-    realize = index(func.body).blocks.get(block_name)
-    path = path_to(func.body, realize) if realize is not None else None
+    realize, path = _block_and_path(func, block_name)
     loops = [n for n in path or () if isinstance(n, For) and n.loop_var.name == loop_name]
     if not loops or any(isinstance(n, BlockRealize)
                         for n in path[path.index(loops[-1]) + 1:]):
@@ -118,3 +116,9 @@ def rfactor_loop_of(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     kinds = {iv.kind for iv, value in zip(realize.block.iter_vars, realize.iter_values)
              if loop_name in {v.name for v in free_vars(value)}}
     return kinds == {"reduce"}
+
+
+def _block_and_path(func: PrimFunc, block_name: str):
+    """(the realize of block `block_name`, the path down to it), or (None, None)."""
+    realize = index(func.body).blocks.get(block_name)
+    return realize, (path_to(func.body, realize) if realize is not None else None)
