@@ -93,7 +93,7 @@ def _spread_schedule(workload):
             for name in leaf_blocks(sch.func):
                 info = block_info(sch.func, name)
                 bind_threads(sch, info, _threads_for(sch, info))
-    except ScheduleError:
+    except (ScheduleError, SketchRefused):
         return None
     return sch if _lowers_for_cuda(sch.func) else None
 

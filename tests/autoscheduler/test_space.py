@@ -627,3 +627,39 @@ def test_cpu_padding_is_inlined_in_some_sketches_and_a_block_of_its_own_in_other
         got = [a.copy() for a in arrays]
         sched.build(sample.schedule.func, target="c")(*got)
         np.testing.assert_allclose(got[-1], expected, rtol=1e-4, atol=1e-4)
+
+
+def _grid_extents(func) -> dict:
+    """blockIdx axis -> the extents bound to it, from the printed IR."""
+    found = {}
+    for extent, axis in re.findall(r'T\.thread_binding\((\w+), thread="blockIdx\.(\w)"\)',
+                                   func.script()):
+        found.setdefault(axis, set()).add(extent)
+    return found
+
+
+def test_the_loop_with_the_most_thread_blocks_goes_to_blockidx_x():
+    # CUDA launches at most 65535 thread blocks along y and z: 2^17 row tiles on y (the rules
+    # put the innermost loop on x) were refused at launch
+    from sched.autoscheduler.space.grid_axes import bind_grid
+    from sched.autoscheduler.space.sampler import SketchRefused
+
+    A = te.placeholder((1 << 18, 16), name="A")
+    func = te.create_prim_func([A, te.compute(A.shape, lambda i, j: A[i, j] + 1, name="B")])
+    sch = sched.Schedule(func)
+    i, j = sch.get_loops(sch.get_block("B"))
+    rows, _ = sch.split(i, factors=[None, 2])
+    bind_grid(sch, [rows, j])
+    assert _grid_extents(sch.func) == {"x": {"131072"}, "y": {"16"}}
+    # small grids keep the innermost loop on x
+    sch = sched.Schedule(func)
+    i, j = sch.get_loops(sch.get_block("B"))
+    rows, _ = sch.split(i, factors=[4096, None])
+    bind_grid(sch, [rows, j])
+    assert _grid_extents(sch.func) == {"x": {"16"}, "y": {"4096"}}
+    # two loops over the limit cannot both be on x
+    B = te.placeholder((1 << 17, 1 << 17), name="B")
+    sch = sched.Schedule(te.create_prim_func(
+        [B, te.compute(B.shape, lambda i, j: B[i, j] + 1, name="C")]))
+    with pytest.raises(SketchRefused, match="131072 thread blocks along blockIdx.y"):
+        bind_grid(sch, sch.get_loops(sch.get_block("C")))

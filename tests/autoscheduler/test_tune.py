@@ -406,6 +406,41 @@ def test_default_cuda_schedule_of_symbolic_shapes_binds_without_fusing():
     np.testing.assert_allclose(b, 2 * a)
 
 
+def _double_rows():
+    n = te.var("n")
+    A = te.placeholder((n, 256), name="A")
+    return te.create_prim_func([A, te.compute((n, 256), lambda i, j: A[i, j] * 2, name="B")])
+
+
+def test_default_cuda_schedule_puts_symbolic_rows_on_blockidx_x():
+    # helper-88: n rows on blockIdx.y and 256 columns in one thread block along x: more than
+    # CUDA's 65535 blocks along y at n = 70000 (refused at launch); x takes 2^31 - 1
+    from sched.autoscheduler.default import default_schedule
+    from sched.ir.functor import free_vars
+
+    sch = default_schedule(_double_rows(), "cuda", "sm_90")
+    kernel = sched.build(sch.func, target="cuda-emu")
+    rows = {var: 70000 for var in free_vars(kernel.launch.grid[0])}
+    assert rows and kernel.launch.grid_dims(rows)[0] >= 70000
+    a = np.random.default_rng(0).random((37, 256), dtype=np.float32)
+    for target in ("c", "cuda-emu"):
+        b = np.full_like(a, np.nan)
+        sched.build(sch.func, target=target)(a, b)
+        np.testing.assert_array_equal(b, 2 * a, err_msg=target)
+
+
+@pytest.mark.gpu
+def test_default_cuda_schedule_runs_more_rows_than_a_grid_axis_y_holds():
+    import torch
+
+    with pytest.warns(UserWarning, match="no thread bindings"):
+        kernel = sched.build(_double_rows(), target="cuda")
+    a = torch.rand((70000, 256), device="cuda")
+    b = torch.full_like(a, float("nan"))
+    kernel(a, b)
+    torch.testing.assert_close(b, 2 * a, rtol=0, atol=0)
+
+
 def test_default_cuda_schedule_of_a_symbolic_matmul_spreads_it_over_threads():
     # audit, helper-36: no sketch tiles a symbolic matmul, and the default was one block of
     # one thread; now its spatial loops are spread (its reduction serial in each thread)

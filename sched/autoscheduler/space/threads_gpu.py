@@ -2,7 +2,8 @@
 thread blocks of a sampled number of threads (the one number every such block of the function
 shares: one kernel has one thread count per axis). Loops of symbolic extent are not fused (the
 fused index would divide by a symbol): the innermost is split into threads, the others are
-bound to blockIdx.y and .z.
+bound to blockIdx.y and .z (the one with the most blocks to x where another may pass y's limit,
+grid_axes.py).
 
     before                      after (threads = 256)
     for i, j:                   for i_j_0 (blockIdx.x):
@@ -16,6 +17,7 @@ what it writes; no leading spatial loop) runs serially on one thread, in a kerne
 from __future__ import annotations
 
 from sched.autoscheduler.space.analysis import BlockInfo
+from sched.autoscheduler.space.grid_axes import bind_grid
 from sched.autoscheduler.space.sampler import SketchRefused
 from sched.errors import ScheduleError
 
@@ -72,13 +74,13 @@ def bind_blocks(sch, loops: list):
     """`loops` to blockIdx: fused into blockIdx.x where every extent is constant, else the
     innermost to x and the others to y and z (fusing loops of symbolic extent divides by a
     symbol: no longer affine, so every later legality check would be conservative; three
-    grid axes are what there is). Returns the innermost loop."""
+    grid axes are what there is; grid_axes.bind_grid puts a loop that may pass y's 65535
+    blocks on x). Returns the innermost loop."""
     if all_constant(sch, loops):
         loops = [sch.fuse(*loops) if len(loops) > 1 else loops[0]]
     elif len(loops) > 3:
         raise SketchRefused(f"{len(loops)} spatial loops of symbolic extent")
-    for loop, axis in zip(reversed(loops), "xyz"):
-        sch.bind(loop, f"blockIdx.{axis}")
+    bind_grid(sch, loops)
     return loops[-1]
 
 

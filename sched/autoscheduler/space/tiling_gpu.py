@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from sched.autoscheduler.space.analysis import BlockInfo
+from sched.autoscheduler.space.grid_axes import bind_grid
 from sched.autoscheduler.space.sampler import Sampler, SketchRefused
 from sched.autoscheduler.space.unroll import GPU_BUDGETS, sample_budget, unroll_within
 from sched.ir.functor import collect
@@ -67,8 +68,9 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
     thread_extents = _axis_extents([extent for _, extent in spatial[1]])
     order = spatial[0] + spatial[1] + reduce[0] + spatial[2] + reduce[1] + spatial[3]
     sch.reorder(*[loop for loop, _ in order])
-    _bind_axes(sch, [loop for loop, _ in spatial[0]], "blockIdx")
-    thread = _bind_axes(sch, [loop for loop, _ in spatial[1]], "threadIdx")
+    blocks = [loop for loop, _ in spatial[0]]
+    bind_grid(sch, blocks if len(blocks) <= 3 else [_fused(sch, blocks[:-2]), *blocks[-2:]])
+    thread = _bind_threads(sch, [loop for loop, _ in spatial[1]])
     local = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(local, thread)
     for name in epilogues:
@@ -126,14 +128,14 @@ def _writes_shared(stmt) -> bool:
     return bool(blocks) and all(w.buffer.scope == "shared" for b in blocks for w in b.writes)
 
 
-def _bind_axes(sch, loops, kind: str):
-    """Bind the loops to `kind`.x (the innermost), .y, and .z (the others fused): one loop per
-    axis keeps the indices affine (a fused loop's // and % make every later check slower).
-    Returns the innermost bound loop."""
+def _bind_threads(sch, loops):
+    """Bind the loops to threadIdx.x (the innermost), .y, and .z (the others fused): one loop
+    per axis keeps the indices affine (a fused loop's // and % make every later check slower).
+    Returns the innermost bound loop. (The grid's loops: grid_axes.bind_grid.)"""
     if len(loops) > 3:
         loops = [_fused(sch, loops[:-2])] + loops[-2:]
     for loop, axis in zip(reversed(loops), "xyz"):
-        sch.bind(loop, f"{kind}.{axis}")
+        sch.bind(loop, f"threadIdx.{axis}")
     return loops[-1]
 
 
@@ -149,7 +151,7 @@ def _read_index(sch, block: str, buffer: str) -> int:
 
 
 def _axis_extents(extents: list[int]) -> list[int]:
-    """The extents of the z, y, x thread axes (as _bind_axes binds them), outermost first."""
+    """The extents of the z, y, x thread axes (as _bind_threads binds them), outermost first."""
     if len(extents) > 3:
         return [math.prod(extents[:-2])] + extents[-2:]
     return extents
