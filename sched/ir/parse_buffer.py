@@ -6,8 +6,9 @@ arguments are read against that layout, never dropped:
 
 - `strides=` and `elem_offset=` must describe it. A constant (or an expression of known
   variables) must equal the dense value; a variable of its own (`strides=[s0, s1]` with `s0`
-  declared `s0 = T.int32()` or not declared at all, or a string `"s0"`) is bound to the dense
-  value, in the rest of the scope too. That is sound because a kernel only ever receives dense
+  declared `s0 = T.int32()` at the top of the function or not declared at all, or a string
+  `"s0"`) is bound to the dense value, in the rest of the scope too; a parameter, loop or block
+  variable has a value of its own and is compared like an expression. That is sound because a kernel only ever receives dense
   arrays (the argument check refuses others: `np.ascontiguousarray` / `tensor.contiguous()`),
   so the variable can take no other value. Anything else is an error naming the argument and
   the dense value.
@@ -203,18 +204,26 @@ class BufferParser(ExprParser):
             return
         value = self.expr(item)
         if simplify(value.astype(dense.dtype)) != simplify(dense):
+            own = "" if name is None or not isinstance(self._found(name), Var) else (
+                f" ('{name}' has a value of its own, a parameter's or a loop's, that the "
+                f"layout cannot set; write the dense value, or a variable declared for the "
+                f"layout, `s0 = T.int32()` at the top of the function)")
             raise self.error(node, f"{what}: {key}={ast.unparse(item)} is not sched's dense "
                                    f"row-major layout, whose {key} is {dense.script()}: sched "
                                    f"buffers are dense (copy a strided or offset array into a "
-                                   f"dense one first)")
+                                   f"dense one first){own}")
 
     def _is_free_layout_var(self, name: str) -> bool:
-        """Whether `name` is undeclared, or a variable declared for the layout alone (no
-        buffer shape in scope uses it), so that binding it to the dense value is sound."""
-        found = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+        """Whether `name` is undeclared (in the script and around it), or declared
+        `name = T.int32()` at the top of the function for the layout alone (no buffer shape in
+        scope uses it), so that binding it to the dense value is sound. A parameter, a loop or
+        block variable, a let has a value of its own (audit helper-91: `strides=[lda, 1]` of a
+        parameter lda replaced the caller's lda by the dense stride everywhere, `strides=[vj]`
+        of a block variable made vj the constant 1)."""
+        found = self._found(name)
         if found is None:
-            return True
-        if not isinstance(found, Var):
+            return name not in self.outer
+        if not isinstance(found, Var) or self.declared_symbols.get(name) is not found:
             return False
         for scope in self.scopes:
             for value in scope.values():
@@ -222,8 +231,11 @@ class BufferParser(ExprParser):
                     return False
         return True
 
+    def _found(self, name: str):
+        return next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+
     def _declared_dtype(self, name: str) -> str:
-        found = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+        found = self._found(name)
         return found.dtype if isinstance(found, Var) else "int32"
 
     def _bind_view(self, node: ast.Assign) -> None:

@@ -122,6 +122,8 @@ class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, 
     def __init__(self, line_offset: int = 0, filename: str | None = None,
                  source: str = "", outer: dict | None = None) -> None:
         self.scopes: list[dict[str, Var | Buffer | Handle]] = [{}]
+        # `n = T.int32()` at the top of the function: the variables a layout may bind
+        self.declared_symbols: dict[str, Var] = {}
         # Python's names around a decorated function (parser.parse_function): numbers and
         # IR expressions are read from them where the script does not define a name
         self.outer = outer or {}

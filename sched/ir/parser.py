@@ -216,7 +216,8 @@ class _Parser(StmtParser):
         dtype = call_name(call)
         if dtype == "var":
             dtype = self.dtype(one_arg(self, call, "var"))
-        self.bind(node.targets[0].id, Var(node.targets[0].id, dtype))
+        var = self.declared_symbols[node.targets[0].id] = Var(node.targets[0].id, dtype)
+        self.bind(node.targets[0].id, var)
 
     def _function_func_attr(self, node: ast.Expr, parts: _FunctionParts) -> None:
         if parts.attrs is not None:

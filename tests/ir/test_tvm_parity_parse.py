@@ -180,6 +180,31 @@ def f(a: T.handle, b: T.handle):
         parse(text)
 
 
+@pytest.mark.parametrize("header, layout, name", [
+    # a BLAS-style leading dimension: the caller's lda was replaced by 16 everywhere
+    ("def f(a: T.handle, lda: T.int32):\n    A = T.match_buffer(a, (8, 16), \"float32\", "
+     "strides=[lda, 1])", "", "lda"),
+    # a block variable as a view's stride: vj became the constant 1 in the block
+    ("def f(A: T.Buffer((8, 16), \"float32\")):", "Av = T.match_buffer(A[vi, 0:16], (16,), "
+     "strides=[vj])", "vj"),
+])
+def test_a_variable_with_a_value_of_its_own_is_no_layout_variable(header, layout, name):
+    # audit, helper-91: the parser bound any variable no buffer shape used to the dense
+    # layout value, for the rest of the scope: wrong numbers, the caller's value ignored
+    text = f'''
+@T.prim_func
+{header}
+    for i, j in T.grid(8, 16):
+        with T.block("A"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            {layout or "T.evaluate(0)"}
+            A[vi, vj] = A[vi, vj] + T.float32(1)
+'''
+    with pytest.raises(ScriptError, match=f"'{name}' has a value of its own, a parameter's "
+                                          f"or a loop's, that the layout cannot set"):
+        parse(text)
+
+
 # --------------------------------------------------------------------------------------------
 # T.match_buffer of a region inside a block
 
