@@ -9,10 +9,11 @@ nothing writes the buffer (the copy would miss it), no consumer writes it, and t
 are in one scope, so the copy runs before all of them.
 
 cache_write: the listed consumers of the cached block read its cache directly instead of the
-buffer the write-back fills. Sound where every element they read is one the block wrote
-before the read (isl's flow analysis; a value the buffer held before the block is not in the
-cache): the block is the only writer of the buffer (cache_write's own rule), so the cache
-holds what the buffer would.
+buffer the write-back fills. Sound where every element they read is one the block, or the
+fill block that first copies the buffer's old values into the cache (where cache_write makes
+one), surely wrote before the read (isl's flow analysis; a value the buffer held before that
+is not in the cache): the block is the only writer of the buffer (cache_write's own rule), so
+the cache holds what the buffer would.
 """
 
 from __future__ import annotations
@@ -142,15 +143,19 @@ def cache_write_for(func: PrimFunc, block_name: str, index, storage_scope: str,
                                 f"{scope.realize.block.name!r} with {block_name!r}: the cache "
                                 f"lives there")
     new_func, copy_name = cache_write(func, block_name, index, storage_scope)
-    # cache_write's own checks passed: block_name is the only block writing the buffer
-    if reads_what_it_did_not_write(func, list(consumers), block_name, buffer):
-        raise ScheduleError(primitive, f"block(s) {', '.join(consumers)} may read elements of "
-                            f"{buffer.name!r} that block {block_name!r} has not written before "
-                            f"(values the buffer held before it, which are not in the cache): "
-                            f"leave them reading {buffer.name!r}")
     (cache,) = [r.buffer for r in find_block(new_func, copy_name, primitive).block.reads]
     for name in dict.fromkeys(consumers):
         old = find_block(new_func, name, primitive)
         new = dataclasses.replace(old, block=replace_buffer(old.block, buffer, cache))
         new_func = replace(new_func, old, new)
+    # cache_write's own checks passed: block_name is the only block writing the buffer, so
+    # the cache holds what the buffer would wherever the block, or the fill that copies the
+    # buffer's old values in first (where cache_write made one), wrote the element before
+    fills = [name for name in block_names(new_func)
+             if name not in block_names(func) and name != copy_name]
+    if reads_what_it_did_not_write(new_func, list(consumers), [block_name, *fills], cache):
+        raise ScheduleError(primitive, f"block(s) {', '.join(consumers)} may read elements of "
+                            f"{buffer.name!r} that block {block_name!r} has not written before "
+                            f"(values the buffer held before it, which are not in the cache): "
+                            f"leave them reading {buffer.name!r}")
     return new_func, copy_name

@@ -56,23 +56,25 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
     return _reads_without_source(str(reads), str(writes), str(schedule))
 
 
-def reads_what_it_did_not_write(func: PrimFunc, readers: list[str], block_name: str,
+def reads_what_it_did_not_write(func: PrimFunc, readers: list[str], writers: list[str],
                                 buffer: Buffer) -> bool:
-    """Whether the blocks `readers` may read an element of `buffer` that block `block_name`
-    (the only one writing it) has not written before the read: a value the buffer held before
-    (or one the analysis cannot follow: where it over-approximates, any read counts)."""
+    """Whether the blocks `readers` may read an element of `buffer` that none of the blocks
+    `writers` (the only ones writing it) has surely written before the read (where the
+    analysis over-approximates, any read counts). A write that may not happen (a store under
+    a data-dependent condition) is no source, and hides nothing: the element's latest value
+    is then whatever came before it."""
     model = build_model(func)
-    writers = _statements(model, func, block_name)
+    writing = [s for name in writers for s in _statements(model, func, name)]
     reading = [s for name in readers for s in _statements(model, func, name)]
     reads = isl.UnionMap(f"[{', '.join(model.params)}] -> {{ }}")
     for statement in reading:
         reads = reads.union(_on_buffer(statement.reads, buffer))
     if reads.is_empty():
         return False
-    if not model.is_exact or not all(_writes_surely(s) for s in writers) or \
-            not all(s.runs_once for s in writers + reading):
+    if not model.is_exact or not all(s.runs_once for s in writing + reading):
         return True
-    return _reads_before_every_write(writers, reading, buffer, reads)
+    sure = [s for s in writing if _writes_surely(s)]
+    return _reads_before_every_write(sure, reading, buffer, reads)
 
 
 def _reads_before_every_write(writers, readers, buffer: Buffer, reads: isl.UnionMap) -> bool:

@@ -285,6 +285,63 @@ def test_cache_write_for_a_consumer_reading_what_the_block_did_not_write_is_refu
         assert sch.func is before
 
 
+def _conditional_store():
+    from sched.script import T
+
+    @T.prim_func
+    def conditional_store(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"),
+                          C: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i)
+                if A[vi] > T.float32(0):
+                    B[vi] = A[vi] * T.float32(2)
+        for i in range(16):
+            with T.block("C"):
+                vi = T.axis.spatial(16, i)
+                C[vi] = B[vi] + T.float32(1)
+    return conditional_store
+
+
+def _scan():
+    from sched.script import T
+
+    @T.prim_func
+    def scan(A: T.Buffer((16,), "float32"), B: T.Buffer((17,), "float32"),
+             C: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i)
+                B[vi + 1] = B[vi] + A[vi]
+        for i in range(16):
+            with T.block("C"):
+                vi = T.axis.spatial(16, i)
+                C[vi] = B[vi] * T.float32(3)
+    return scan
+
+
+def test_cache_write_consumers_read_the_old_values_the_fill_copied_in():
+    # audit, helper-90: a store under a data-dependent condition, or a scan reading its own
+    # output, makes cache_write copy the buffer's old values into the cache first; the listed
+    # consumers, reading elements the block did not write, read those: refused before
+    rng = np.random.default_rng(7)
+    for make, expect in ((_conditional_store, lambda a, b: np.where(a > 0, 2 * a, b) + 1),
+                         (_scan, lambda a, b: 3 * np.concatenate(
+                             [b[:1], b[0] + np.cumsum(a, dtype=np.float32)])[:16])):
+        func = make()
+        sch = sched.Schedule(func)
+        sch.cache_write(sch.get_block("B"), 0, "local", consumer_blocks=[sch.get_block("C")])
+        script = sch.func.script()
+        assert "B_local_fill" in script and "T.reads(B_local[" in script
+        assert sch.trace.apply(func).func == sch.func
+        a = rng.uniform(-1, 1, 16).astype(np.float32)
+        b = rng.uniform(-1, 1, 17 if make is _scan else 16).astype(np.float32)
+        c = np.full(16, np.nan, np.float32)
+        expected = expect(a, b.copy())
+        sched.build(sch.func, target="c")(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-5, err_msg=make.__name__)
+
+
 def test_tvm_schedule_keywords_are_accepted():
     func = scale_then_shift()
     sch = sched.Schedule(func, debug_mask="all", error_render_level="fast", enable_check=True)
