@@ -8,10 +8,10 @@ arguments are read against that layout, never dropped:
   variables) must equal the dense value; a variable of its own (`strides=[s0, s1]` with `s0`
   declared `s0 = T.int32()` at the top of the function or not declared at all, or a string
   `"s0"`) is bound to the dense value, in the rest of the scope too; a parameter, loop or block
-  variable has a value of its own and is compared like an expression. That is sound because a kernel only ever receives dense
-  arrays (the argument check refuses others: `np.ascontiguousarray` / `tensor.contiguous()`),
-  so the variable can take no other value. Anything else is an error naming the argument and
-  the dense value.
+  variable has a value of its own and is compared like an expression. That is sound because
+  a kernel only ever receives dense arrays (the argument check refuses others:
+  `np.ascontiguousarray` / `tensor.contiguous()`), so the variable can take no other value.
+  Anything else is an error naming the argument and the dense value.
 - `align=` and `offset_factor=` (non-negative integers) constrain where a buffer may start;
   a dense buffer passed at its first element meets any `offset_factor`, and sched's
   allocations are aligned for the widest vector it emits, so they change nothing and are
