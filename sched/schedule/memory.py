@@ -196,9 +196,10 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
                if b.name not in inside]
     if writers:
         raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
-                            f"too; cache_write needs the only block that writes it (cache "
-                            f"before the step that made several, e.g. decompose_reduction or "
-                            f"loop_partition)")
+                            f"too; cache_write needs the only block that writes it (where a "
+                            f"step made several, e.g. decompose_reduction or loop_partition, "
+                            f"cache before it; where the function has several, write it "
+                            f"with one)")
     scope = scope_of(func, realize, primitive)
     readers = [b.name for b in blocks_accessing(scope.top, buffer, "read")
                if b.name not in inside]

@@ -32,6 +32,10 @@ def storage_align(func: PrimFunc, block_name: str, index: int, axis: int, factor
     _check_allocated(func, buffer, primitive)
     refuse_other_views(func, buffer, primitive, "padding its rows")
     ndim, a = buffer.ndim, _int(axis)
+    if ndim < 2:
+        raise ScheduleError(primitive, f"{buffer.name!r} has {ndim} dimension(s): only an axis "
+                            f"other than the innermost has a stride to align, so a buffer of "
+                            f"one dimension has none (transform_layout it into rows first)")
     checks = (("axis", axis, -ndim <= a < ndim and a % ndim != ndim - 1,
                f"an axis other than the innermost (its stride is 1): one of "
                f"{', '.join(str(x) for x in range(ndim - 1))} (or "

@@ -276,6 +276,17 @@ def test_storage_align_refuses_the_innermost_axis():
         sch.storage_align(sch.get_block("B"), 0, axis=-1, factor=8, offset=1)
 
 
+def test_storage_align_of_a_buffer_of_one_dimension_says_it_has_no_axis_to_align():
+    # audit, helper-90: the message listed the valid axes as two empty lists
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((8,), lambda i: B[i] + 1.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    with pytest.raises(ScheduleError, match="'B' has 1 dimension.* a buffer of one dimension "
+                                            "has none"):
+        sch.storage_align(sch.get_block("B"), 0, 0, 4, 1)
+
+
 def test_a_new_layout_of_an_aligned_buffer_is_refused():
     """The request names an axis of the old layout, which the lowering dropped silently after
     a transform_layout to fewer axes (audit helper-50): refused, saying which order works."""
