@@ -47,7 +47,14 @@ from sched.ir.nodes import (
     const,
     seq,
 )
-from sched.ir.parse_expr import ExprParser, RegionView, _subscript_elements, call_name
+from sched.ir.parse_expr import (
+    ExprParser,
+    RegionView,
+    _subscript_elements,
+    call_name,
+    dense_layout,
+    dense_strides,
+)
 from sched.ir.simplify import simplify
 
 _LAYOUT_KEYWORDS = ("strides", "elem_offset", "align", "offset_factor")
@@ -60,16 +67,6 @@ def _flatten(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.List | ast.Tuple):
         return [leaf for item in node.elts for leaf in _flatten(item)]
     return [node]
-
-
-def dense_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    """Row-major strides of `shape`: `(n * m, m, 1)` for `(k, n, m)`."""
-    strides: list[Expr] = []
-    stride: Expr = const(1, shape[-1].dtype if shape else "int32")
-    for dim in reversed(shape):
-        strides.append(stride)
-        stride = simplify(stride * dim)
-    return tuple(reversed(strides))
 
 
 class BufferParser(ExprParser):
@@ -141,11 +138,7 @@ class BufferParser(ExprParser):
         def layout(shape: tuple[Expr, ...]) -> Layout:
             dims = self._view_dims(call, name, region.region, shape)
             dims_of.append(dims)
-            strides = dense_strides(source.shape)
-            offset = const(0, "int32")
-            for r, stride in zip(region.region, strides, strict=True):
-                offset = simplify(offset + r.min * stride)
-            return tuple(strides[d] for d in dims), offset
+            return dense_layout(RegionView(None, source, region.region, dims))
 
         view = self.buffer(name, call, "T.match_buffer", layout)
         if view.dtype != source.dtype or view.scope != source.scope:

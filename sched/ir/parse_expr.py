@@ -112,6 +112,28 @@ class RegionView:
         return tuple(placed)
 
 
+def dense_layout(found: Buffer | RegionView) -> tuple[tuple[Expr, ...], Expr]:
+    """(strides, element offset) of a buffer (dense, row-major, from its first element) or of
+    a view (its window's, in the buffer it views)."""
+    if isinstance(found, Buffer):
+        return dense_strides(found.shape), const(0, "int32")
+    strides = dense_strides(found.source.shape)
+    offset: Expr = const(0, "int32")
+    for r, stride in zip(found.region, strides, strict=True):
+        offset = simplify(offset + r.min * stride)
+    return tuple(strides[d] for d in found.dims), offset
+
+
+def dense_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """Row-major strides of `shape`: `(n * m, m, 1)` for `(k, n, m)`."""
+    strides: list[Expr] = []
+    stride: Expr = const(1, shape[-1].dtype if shape else "int32")
+    for dim in reversed(shape):
+        strides.append(stride)
+        stride = simplify(stride * dim)
+    return tuple(reversed(strides))
+
+
 def _is_zero(expr: Expr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
 
@@ -274,19 +296,32 @@ class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, 
 
     def _value_Subscript(self, node: ast.Subscript) -> Value:
         target = node.value
-        if isinstance(target, ast.Attribute) and target.attr == "shape":     # A.shape[0]
-            buffer = self.lookup(target.value)
+        if isinstance(target, ast.Attribute) and target.attr in ("shape", "strides"):
+            found = self.lookup(target.value)                  # A.shape[0], A.strides[0]
+            buffer = found.buffer if isinstance(found, RegionView) else found
             try:
                 dim = ast.literal_eval(node.slice)
             except ValueError:
                 dim = None
             if not isinstance(buffer, Buffer) or not isinstance(dim, int) \
                     or not -len(buffer.shape) <= dim < len(buffer.shape):
-                raise self.error(node, f"'{ast.unparse(node)}': a buffer's shape is indexed "
-                                       f"by a constant dimension")
-            return buffer.shape[dim]
+                raise self.error(node, f"'{ast.unparse(node)}': a buffer's {target.attr} is "
+                                       f"indexed by a constant dimension")
+            if target.attr == "shape":
+                return buffer.shape[dim]
+            return dense_layout(found)[0][dim]
         buffer, indices = self.access(node)
         return BufferLoad(buffer, indices)
+
+    def _value_Attribute(self, node: ast.Attribute) -> Value:
+        """`A.elem_offset`: sched's buffers are dense from their first element (0); a view's
+        is where its window starts in the buffer it views. (`A.data`: parse_extern.)"""
+        if node.attr == "data":
+            return super()._value_Attribute(node)
+        found = self.lookup(node.value) if isinstance(node.value, ast.Name) else None
+        if node.attr != "elem_offset" or not isinstance(found, Buffer | RegionView):
+            raise self.error(node, f"unsupported expression '{ast.unparse(node)}'")
+        return dense_layout(found)[1]
 
     def _value_Call(self, node: ast.Call) -> Value:
         """`T.exp(x)`, `T.max(a, b)`, `T.float32(x)`, `T.Cast("float16", x)`, `T.cast(x, "int8")`,

@@ -243,6 +243,30 @@ def test_match_buffer_in_a_block_is_a_window_of_the_region():
     np.testing.assert_allclose(b, expected, rtol=1e-6)
 
 
+def test_elem_offset_and_strides_of_buffers_and_views_read_as_their_values():
+    # audit, helper-91: `Av.elem_offset`, `Av.strides[0]` (TVM's tensor intrinsics write
+    # them) were "unsupported expression"
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((8, 12), "float32"), C: T.Buffer((8, 12), "float32")):
+    for io, jo in T.grid(2, 3):
+        with T.block("tile"):
+            vi, vj = T.axis.remap("SS", [io, jo])
+            Av = T.match_buffer(A[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4], (4, 4))
+            Cv = T.match_buffer(C[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4], (4, 4))
+            for i, j in T.grid(4, 4):
+                Cv[i, j] = Av[i, j] + T.Cast("float32", Av.elem_offset * 100 + Av.strides[0]
+                                              + A.elem_offset + A.strides[1] * 10000)
+'''
+    func = parse(text)
+    round_trips(func)
+    a = np.random.default_rng(0).random((8, 12), dtype=np.float32)
+    c = np.full((8, 12), np.nan, np.float32)
+    run_c(func, a, c)
+    i, j = np.indices((8, 12))
+    np.testing.assert_allclose(c, a + ((i // 4 * 4) * 12 + j // 4 * 4) * 100 + 12 + 10000)
+
+
 def test_view_whose_shape_is_not_the_region_is_refused():
     text = '''
 @T.prim_func
