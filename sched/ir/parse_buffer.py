@@ -295,6 +295,10 @@ class BufferParser(ExprParser):
         return canonical_scope(node.value)
 
     def _data(self, node: ast.AST) -> str:
+        """`data=X.data`, or `data=X` of an `X = T.allocate(...)` (TVM's lowered form, where X
+        is the allocation's pointer): the name of the buffer whose storage is shared."""
+        if isinstance(node, ast.Name) and isinstance(self._found(node.id), Buffer):
+            return node.id
         if not (isinstance(node, ast.Attribute) and node.attr == "data"
                 and isinstance(node.value, ast.Name)):
             raise self.error(node, f"expected data=X.data, got '{ast.unparse(node)}'")

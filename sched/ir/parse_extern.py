@@ -67,6 +67,8 @@ class ExternCallParser:
         return Call(name, (StringImm(function), *values), dtype)
 
     def _result_dtype(self, node: ast.AST, name: str) -> str:
+        if isinstance(node, ast.Constant) and node.value == "void":
+            return "handle"             # TVM's spelling of a call made for its effect
         if isinstance(node, ast.Constant) and node.value in _RESULT_DTYPES:
             return node.value
         if isinstance(node, ast.Constant):

@@ -59,6 +59,7 @@ from sched.ir.functor import collect
 from sched.ir.module import IRModule
 from sched.ir.nodes import (
     TRUE,
+    Allocate,
     Annotations,
     Block,
     BlockRealize,
@@ -198,14 +199,18 @@ class _Parser(StmtParser):
                                    f"with annotations (no defaults, *args or **kwargs)")
 
     def _root(self, node: ast.AST, body: Stmt, alloc_buffers: list[Buffer]) -> Stmt:
-        """The body in the implicit root block, where it has blocks or allocations and is not
-        already a single root block."""
+        """The body in the implicit root block, where it has blocks and is not already a single
+        root block; a body with no blocks allocates its T.alloc_buffer buffers around it."""
         if isinstance(body, BlockRealize) and body.block.name == "root":
             if alloc_buffers:
                 raise self.error(node, "T.alloc_buffer before an explicit root block: move it "
                                        "into the root block")
             return body
-        if not alloc_buffers and not collect(body, BlockRealize):
+        if not collect(body, BlockRealize):
+            # no blocks (TVM's lowered form): a buffer is allocated over the body, not in a
+            # root block, whose loads would need declared regions (audit helper-91)
+            for buffer in reversed(alloc_buffers):
+                body = Allocate(buffer, body)
             return body
         return BlockRealize((), TRUE, Block("root", (), (), (), body,
                                             alloc_buffers=tuple(alloc_buffers)))

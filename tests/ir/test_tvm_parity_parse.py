@@ -15,6 +15,7 @@ import pytest
 import sched
 from sched.errors import ScriptError, ScriptWarning
 from sched.ir import Call
+from sched.ir.functor import collect
 from sched.ir.parser import parse
 from sched.script import T
 
@@ -398,6 +399,42 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 '''
     with pytest.raises(ScriptError, match=f"line 7: .*{re.escape(construct)}"):
         parse(text)
+
+
+@pytest.mark.parametrize("allocation", [
+    'X = T.alloc_buffer((4, 4), "float32")\n    Xf = T.decl_buffer((16,), "float32", data=X.data)',
+    'X = T.allocate([16], "float32", "global")\n    Xb = T.decl_buffer((4, 4), "float32", '
+    'data=X)\n    Xf = T.decl_buffer((16,), "float32", data=X)',
+])
+def test_a_body_with_no_blocks_allocates_as_tvm_writes_it(allocation):
+    # audit, helper-91: T.alloc_buffer in a body with no blocks made a root block whose loads
+    # the verifier asked to be declared; T.decl_buffer(data=X) of a T.allocate was refused
+    body = "X" if "alloc_buffer" in allocation else "Xb"
+    text = f'''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    {allocation}
+    for i in range(16):
+        Xf[i] = A[i] * T.float32(2)
+    for i, j in T.grid(4, 4):
+        C[i * 4 + j] = {body}[j, i]
+'''
+    func = parse(text)
+    round_trips(func)
+    a = np.random.default_rng(0).random(16, dtype=np.float32)
+    c = np.full(16, np.nan, np.float32)
+    run_c(func, a, c)
+    np.testing.assert_array_equal(c, (2 * a).reshape(4, 4).T.reshape(-1))
+
+
+def test_call_extern_of_void_is_a_call_for_its_effect():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32")):
+    T.evaluate(T.call_extern("void", "touch", A.data, 4))
+'''
+    (call,) = [c for c in collect(parse(text).body, Call) if c.op == "call_extern"]
+    assert call.dtype == "handle"
 
 
 # --------------------------------------------------------------------------------------------
