@@ -127,7 +127,7 @@ def test_export_writes_the_files(kernels, capsys, tmp_path):
     assert main(["export", f"{kernels}:gpu", "--target", "cuda", "--arch", "sm_90", "--out",
                  str(tmp_path / "cu"), "--name", "mm"]) == 0
     assert sorted(p.name for p in (tmp_path / "cu").iterdir()) == \
-        ["CMakeLists.txt", "mm.c", "mm.cu", "mm.h"]
+        ["CMakeLists.txt", "mm.c", "mm.cu", "mm.h", "mm.sched.cmake"]
 
 
 def test_every_command_has_a_one_line_description_at_80_columns(capsys, monkeypatch):

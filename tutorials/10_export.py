@@ -76,7 +76,7 @@ assert np.allclose(from_c, expected, rtol=1e-5, atol=1e-5)
 print("the C program's numbers match numpy")
 
 # 4. For CUDA the same call writes the cubin, the header, a driver-API launcher and a
-#    CMakeLists.txt; it compiles here without a GPU (NVRTC, for the arch named).
+#    CMake files; it compiles here without a GPU (NVRTC, for the arch named).
 gpu_kernel = sched.build(hand_schedules.gpu_matmul(256, 192, 128).func, target="cuda",
                          arch="sm_90")
 print("== CUDA export ==")

@@ -4,7 +4,8 @@ alone (no Python, no sched), and a CMakeLists.txt that builds them as a static l
     exported = sched.build(func, target="c").export("out/matmul")
     # out/matmul/matmul.h   int matmul(const float *A, const float *B, float *C, int64_t n);
     # out/matmul/matmul.c   the generated kernel (matmul_kernel) and the checked entry point
-    # out/matmul/CMakeLists.txt
+    # out/matmul/matmul.sched.cmake   the library matmul, for CMake
+    # out/matmul/CMakeLists.txt        builds every export in the directory
     # out/matmul/libmatmul.so     with shared_library=True: built here with gcc
 
 The interface is `sched.c.export_interface`'s: the parameters in order, symbolic dims as
@@ -32,7 +33,7 @@ from sched.c.export_interface import (
     messages,
     status_enum,
 )
-from sched.c.exported import ExportedKernel, write_files
+from sched.c.exported import ExportedKernel, cmake_files, write_files
 from sched.errors import BuildError
 
 _BUILD_FLAGS_SKIPPED = ("-shared", "-fPIC", "-fopenmp")   # the CMake file adds its own
@@ -62,7 +63,7 @@ def export_c(kernel, directory, name: str | None = None, *,
             f"(see {name}.h).", "#include <stdarg.h>", "#include <stdio.h>",
             f'#include "{name}.h"', "", source, messages(name), *checks.helpers,
             f"{signature} {{", *lines, f"    {call}", "    return SCHED_OK;", "}", ""]),
-        "CMakeLists.txt": _cmake(name, flags),
+        **cmake_files(name, _cmake(name, flags)),
     }
     written = write_files(directory, files)
     if shared_library:
@@ -134,13 +135,9 @@ const char *{name}_status_string(int status);
 
 def _cmake(name: str, flags: list[str]) -> str:
     options = " ".join(f for f in flags if f != "-std=c11")
-    return f"""# Builds sched's export '{name}' as a static library: add_subdirectory() this
-# directory and link {name}.
-cmake_minimum_required(VERSION 3.18)
-project({name} LANGUAGES C)
-
-add_library({name} STATIC {name}.c)
-target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}})
+    return f"""# sched's export '{name}': the static library {name} (CMakeLists.txt includes this).
+add_library({name} STATIC ${{CMAKE_CURRENT_LIST_DIR}}/{name}.c)
+target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}})
 set_target_properties({name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
                       POSITION_INDEPENDENT_CODE ON)
 target_compile_options({name} PRIVATE {options})

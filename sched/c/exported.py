@@ -37,6 +37,25 @@ class ExportedKernel:
                 f"{how.replace('DIR', str(self.directory)).replace('NAME', self.name)}")
 
 
+# The directory's CMakeLists.txt, the same for every export, so that several exports share a
+# directory: it includes each export's own NAME.sched.cmake (a static library NAME).
+CMAKE_LISTS = """# Builds every sched export in this directory: each NAME.sched.cmake defines a
+# static library NAME. add_subdirectory() this directory and link the names.
+cmake_minimum_required(VERSION 3.18)
+project(sched_exports LANGUAGES C)
+file(GLOB sched_exports CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.sched.cmake)
+foreach(sched_export IN LISTS sched_exports)
+  include(${sched_export})
+endforeach()
+"""
+
+
+def cmake_files(name: str, library: str) -> dict[str, str]:
+    """The files that build export `name`: its `NAME.sched.cmake` (`library`, CMake commands
+    defining the target) and the directory's CMakeLists.txt."""
+    return {f"{name}.sched.cmake": library, "CMakeLists.txt": CMAKE_LISTS}
+
+
 def write_files(directory, contents: dict[str, str]) -> tuple[Path, ...]:
     """Write each `file name -> text` under `directory` (created if missing)."""
     directory = Path(directory).expanduser()

@@ -5,7 +5,8 @@ toolkit alone (no Python, no sched, no NVRTC, no compilation at run time).
     # out/matmul/matmul.h      int matmul(CUdeviceptr A, ..., int64_t n, CUstream stream);
     # out/matmul/matmul.c      the cubin as a byte array and the launcher (driver API only)
     # out/matmul/matmul.cu     the CUDA C the cubin was compiled from (for reading)
-    # out/matmul/CMakeLists.txt
+    # out/matmul/matmul.sched.cmake   the library matmul, for CMake
+    # out/matmul/CMakeLists.txt        builds every export in the directory
 
 The launcher loads the cubin on first use (or at `matmul_init()`) into the CUDA context current
 on the calling thread (the device's primary context, the one the runtime API and torch use,
@@ -24,7 +25,7 @@ from sched.c.export_interface import (
     messages,
     status_enum,
 )
-from sched.c.exported import ExportedKernel, write_files
+from sched.c.exported import ExportedKernel, cmake_files, write_files
 from sched.cuda.alignment import alignment_bytes, alignment_reasons
 from sched.cuda.codegen import STATIC_SHARED_LIMIT
 from sched.ir.nodes import Var
@@ -66,7 +67,7 @@ def export_cuda(kernel, directory, name: str | None = None) -> ExportedKernel:
             _loader(name, kernel), f"{signature} {{", *lines,
             *_launch(name, args, func, kernel, grid, workspace), "}", ""]),
         f"{name}.cu": kernel.source,
-        "CMakeLists.txt": _cmake(name),
+        **cmake_files(name, _cmake(name)),
     }
     written = write_files(directory, files)
     return ExportedKernel(name, "cuda", written[0].parent, written)
@@ -288,15 +289,12 @@ const char *{name}_status_string(int status);
 
 
 def _cmake(name: str) -> str:
-    return f"""# Builds sched's CUDA export '{name}' as a static library on the CUDA driver API
-# only: add_subdirectory() this directory and link {name}.
-cmake_minimum_required(VERSION 3.18)
-project({name} LANGUAGES C)
-
+    return f"""# sched's CUDA export '{name}': the static library {name} on the CUDA driver API
+# only (CMakeLists.txt includes this).
 find_package(CUDAToolkit REQUIRED)
 find_package(Threads REQUIRED)
-add_library({name} STATIC {name}.c)
-target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}})
+add_library({name} STATIC ${{CMAKE_CURRENT_LIST_DIR}}/{name}.c)
+target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}})
 set_target_properties({name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
                       POSITION_INDEPENDENT_CODE ON)
 target_link_libraries({name} PUBLIC CUDA::cuda_driver Threads::Threads)

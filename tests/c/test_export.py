@@ -36,7 +36,8 @@ def run(exported, args, tmp_path, more=()):
 
 def test_exported_matmul_runs_from_c_and_matches_numpy(tmp_path, rng):
     exported = sched.build(matmul_func(), target="c").export(tmp_path / "out")
-    assert [p.name for p in exported.files] == ["matmul.h", "matmul.c", "CMakeLists.txt"]
+    assert [p.name for p in exported.files] == ["matmul.h", "matmul.c", "matmul.sched.cmake",
+                                                "CMakeLists.txt"]
     header = exported.header.read_text()
     assert "int matmul(const float * A, const float * B, float * C, int64_t n);" in header
     assert "const char *matmul_error_message(void);" in header
@@ -141,6 +142,20 @@ def test_the_cmake_file_builds_the_library(tmp_path):
         done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "build" / f"lib{exported.name}.a").is_file()
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake on the PATH")
+def test_two_exports_in_one_directory_both_build(tmp_path):
+    # helper-88: the second export's CMakeLists.txt replaced the first's, which then built no
+    # more; each export now has its NAME.sched.cmake, which the shared CMakeLists.txt includes
+    kernel = sched.build(matmul_func(), target="c")
+    kernel.export(tmp_path / "src", name="first")
+    kernel.export(tmp_path / "src", name="second")
+    for command in (["cmake", "-S", "src", "-B", "build"], ["cmake", "--build", "build"]):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("first", "second"):
+        assert (tmp_path / "build" / f"lib{name}.a").is_file()
 
 
 @T.prim_func

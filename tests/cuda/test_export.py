@@ -51,7 +51,7 @@ def test_export_writes_the_cubin_header_launcher_and_cmake(tmp_path):
                          arch="sm_90")
     exported = kernel.export(tmp_path)
     assert [p.name for p in exported.files] == ["matmul.h", "matmul.c", "matmul.cu",
-                                                "CMakeLists.txt"]
+                                                "matmul.sched.cmake", "CMakeLists.txt"]
     header = exported.header.read_text()
     assert "int matmul(CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, CUstream stream);" in header
     assert "int matmul_init(void);" in header and "matmul_error_message(void)" in header
@@ -61,7 +61,7 @@ def test_export_writes_the_cubin_header_launcher_and_cmake(tmp_path):
     assert int(match[1]) == len(kernel.cubin) and embedded == kernel.cubin
     assert "cuLaunchKernel(" in source and "nvrtc" not in source.lower()
     assert (tmp_path / "matmul.cu").read_text() == kernel.source
-    assert "CUDA::cuda_driver" in (tmp_path / "CMakeLists.txt").read_text()
+    assert "CUDA::cuda_driver" in (tmp_path / "matmul.sched.cmake").read_text()
 
 
 def test_symbolic_dims_are_int64_arguments_and_size_the_grid(tmp_path):
