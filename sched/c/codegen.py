@@ -145,12 +145,16 @@ class _CEmitter(BitCallEmitter):
                           f"{self.name(buffer.name)}")
         scalars = [p for p in self.func.params if isinstance(p, Var)]
         for var in (*scalars, *self.func.symbolic_vars):
-            params.append(f"{self.STORAGE_TYPES[var.dtype]} {self.name(var.name)}")
+            params.append(f"{self.STORAGE_TYPES[var.dtype]} {self.var_name(var.name)}")
         return params
 
     def name(self, ir_name: str) -> str:
-        """The C identifier of an IR name (of a buffer, storage or variable)."""
+        """The C identifier of the IR name of a buffer or storage."""
         return self.names[ir_name]
+
+    def var_name(self, ir_name: str) -> str:
+        """The C identifier of the IR name of a variable."""
+        return self.names.var(ir_name)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -183,7 +187,7 @@ class _CEmitter(BitCallEmitter):
         self.line(f"{self.name(node.buffer.storage_name)}[{self.expr(index)}] = {value};")
 
     def stmt_For(self, node: For) -> None:
-        var, ctype = self.name(node.loop_var.name), dtypes.storage_type(node.loop_var.dtype)
+        var, ctype = self.var_name(node.loop_var.name), dtypes.storage_type(node.loop_var.dtype)
         plan = plan_vector_loop(node) if node.kind == "vectorized" and not self.in_simd \
             else None
         if plan is not None:
@@ -214,7 +218,7 @@ class _CEmitter(BitCallEmitter):
         """A vectorized loop as SIMD code (vectorize.py, vector_codegen.py): `plan.lanes`
         elements per iteration over the first `plan.vector_extent` iterations, then the rest
         as a scalar loop."""
-        var = self.name(node.loop_var.name)
+        var = self.var_name(node.loop_var.name)
         ctype = dtypes.storage_type(node.loop_var.dtype)
         start = node.min.value
         end = start + plan.vector_extent
@@ -264,10 +268,10 @@ class _CEmitter(BitCallEmitter):
     def stmt_LetStmt(self, node: LetStmt) -> None:
         def emit() -> None:
             ctype = dtypes.compute_type(node.var.dtype)
-            self.line(f"const {ctype} {self.name(node.var.name)} = {self.expr(node.value)};")
+            self.line(f"const {ctype} {self.var_name(node.var.name)} = {self.expr(node.value)};")
             self.with_var(node.var, self.ranges.value(node.value), lambda: self.stmt(node.body))
 
-        self.declaring(self.name(node.var.name), emit)
+        self.declaring(self.var_name(node.var.name), emit)
 
     def stmt_Allocate(self, node: Allocate) -> None:
         self.declaring(self.name(node.buffer.name), lambda: self._allocate(node))
@@ -308,8 +312,8 @@ class _CEmitter(BitCallEmitter):
     def expr_Var(self, node: Var):
         if node.dtype == "bfloat16" and node in self.func.params:
             # a bfloat16 scalar parameter arrives as its bits (uint16_t), as a stored element
-            return f"{self.helper('sched_bf16_to_f32')}({self.name(node.name)})", _ATOM
-        return self.name(node.name), _ATOM
+            return f"{self.helper('sched_bf16_to_f32')}({self.var_name(node.name)})", _ATOM
+        return self.var_name(node.name), _ATOM
 
     def expr_IntImm(self, node: IntImm):
         text = dtypes.int_literal(node.value, node.dtype)

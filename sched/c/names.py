@@ -103,48 +103,54 @@ def function_identifier(name: str) -> str:
     return sanitize(name)
 
 
-def _ir_names(func: PrimFunc) -> list[str]:
-    """Every name the generated code of `func` may print, in a fixed order."""
-    names: dict[str, None] = {}
+def _ir_names(func: PrimFunc) -> list[tuple[str, str]]:
+    """Every name the generated code of `func` may print, as (kind, name), kind "buffer" (a
+    buffer or storage) or "var" (a variable): a buffer and a variable may share a name in the
+    IR (a dim `A` of a buffer `A`) and need two identifiers. In a fixed order."""
+    names: dict[tuple[str, str], None] = {}
     for param in func.params:
-        names[param.name] = None
+        names[("var" if isinstance(param, Var) else "buffer", param.name)] = None
     for var in func.symbolic_vars:
-        names[var.name] = None
+        names[("var", var.name)] = None
     for node in collect(func.body, (Allocate, For, LetStmt, BufferLoad, BufferStore)):
         if isinstance(node, Allocate):
-            names[node.buffer.name] = None
+            names[("buffer", node.buffer.name)] = None
         elif isinstance(node, For):
-            names[node.loop_var.name] = None
+            names[("var", node.loop_var.name)] = None
         elif isinstance(node, LetStmt):
-            names[node.var.name] = None
+            names[("var", node.var.name)] = None
         else:
-            names[node.buffer.storage_name] = None
+            names[("buffer", node.buffer.storage_name)] = None
     for var in free_vars(func.body):
         if isinstance(var, Var):
-            names[var.name] = None
+            names[("var", var.name)] = None
     return list(names)
 
 
 class CNames:
-    """The C identifier of every IR name of a lowered function: `names[ir_name]`."""
+    """The C identifier of every IR name of a lowered function: `names[buffer_name]` for a
+    buffer or storage, `names.var(var_name)` for a variable."""
 
     def __init__(self, func: PrimFunc, taken: tuple[str, ...] = ()) -> None:
         self.function = function_identifier(func.name)
         self.taken: set[str] = {self.function, *taken}
-        self.table: dict[str, str] = {}
-        names = [n for n in _ir_names(func) if n != func.name]
-        # names that are good identifiers already keep them; the others come after
-        for name in names:
-            if sanitize(name) == name and name not in self.taken:
-                self._assign(name, name)
-        for name in names:
-            if name not in self.table:
-                self._assign(name, self._unique(sanitize(name)))
-        if func.name in _ir_names(func):        # a parameter or loop named like the function
-            self._assign(func.name, self._unique(sanitize(func.name)))
+        self.table: dict[tuple[str, str], str] = {}
+        everything = _ir_names(func)
+        names = [key for key in everything if key[1] != func.name]
+        # names that are good identifiers already keep them (a buffer's first); the others
+        # come after
+        for key in names:
+            if sanitize(key[1]) == key[1] and key[1] not in self.taken:
+                self._assign(key, key[1])
+        for key in names:
+            if key not in self.table:
+                self._assign(key, self._unique(sanitize(key[1])))
+        for key in everything:      # a parameter or loop named like the function
+            if key[1] == func.name:
+                self._assign(key, self._unique(sanitize(func.name)))
 
-    def _assign(self, name: str, identifier: str) -> None:
-        self.table[name] = identifier
+    def _assign(self, key: tuple[str, str], identifier: str) -> None:
+        self.table[key] = identifier
         self.taken.add(identifier)
 
     def _unique(self, base: str) -> str:
@@ -156,8 +162,14 @@ class CNames:
         return f"{base}_{k}"
 
     def __getitem__(self, name: str) -> str:
-        identifier = self.table.get(name)
+        return self._identifier(("buffer", name))
+
+    def var(self, name: str) -> str:
+        return self._identifier(("var", name))
+
+    def _identifier(self, key: tuple[str, str]) -> str:
+        identifier = self.table.get(key)
         if identifier is None:      # a name made while emitting (none today): still unique
-            identifier = self._unique(sanitize(name))
-            self._assign(name, identifier)
+            identifier = self._unique(sanitize(key[1]))
+            self._assign(key, identifier)
         return identifier

@@ -103,7 +103,7 @@ class VectorCode:
             for stmt in node.stmts:
                 self.stmt(stmt)
         elif isinstance(node, For):               # the same bounds on every lane
-            var, ctype = self.c.name(node.loop_var.name), dtypes.storage_type(
+            var, ctype = self.c.var_name(node.loop_var.name), dtypes.storage_type(
                 node.loop_var.dtype)
             if node.kind == "unrolled" and isinstance(node.extent, IntImm):
                 self.c.line(f"#pragma GCC unroll {node.extent.value}")
@@ -183,7 +183,7 @@ class VectorCode:
 
     def expr_Var(self, node: Var, guard) -> VectorValue:
         lanes = ", ".join(str(lane) for lane in range(self.lanes))
-        return VectorValue(f"({self.c.name(node.name)} + ({self.type(node.dtype)}){{{lanes}}})",
+        return VectorValue(f"({self.c.var_name(node.name)} + ({self.type(node.dtype)}){{{lanes}}})",
                            node.dtype, True)
 
     def expr_BufferLoad(self, node: BufferLoad, guard) -> VectorValue:

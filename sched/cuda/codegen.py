@@ -213,7 +213,7 @@ class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
                 self.line(line)
             return
         if node.kind == "thread_binding":
-            var = self.name(node.loop_var.name)
+            var = self.var_name(node.loop_var.name)
             ctype = dtypes.storage_type(node.loop_var.dtype)
             index = f"({ctype}){node.thread_tag}"
             if not (isinstance(node.min, IntImm) and node.min.value == 0):
@@ -267,7 +267,7 @@ class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
                 self.aligned_params.require(name, size, f"moves it as {vector} ({size} bytes)")
             else:            # declared with the alignment (stmt_Allocate)
                 self.vector_moved[name] = max(self.vector_moved.get(name, 1), size)
-        var = self.name(node.loop_var.name)
+        var = self.var_name(node.loop_var.name)
         end = simplify(node.min + node.extent)
         ctype = dtypes.storage_type(node.loop_var.dtype)
         self.line(f"for ({ctype} {var} = {self.expr(node.min)}; {var} < {self.bound(end)}; "
@@ -351,8 +351,8 @@ class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
 
     def expr_Var(self, node: Var):
         if node.dtype in _TO_FLOAT and node in self.func.params:     # a 16-bit float scalar
-            return f"{_TO_FLOAT[node.dtype]}({self.name(node.name)})", 16
-        return self.name(node.name), 16
+            return f"{_TO_FLOAT[node.dtype]}({self.var_name(node.name)})", 16
+        return self.var_name(node.name), 16
 
     def expr_BufferLoad(self, node: BufferLoad):
         (index,) = node.indices

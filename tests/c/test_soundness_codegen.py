@@ -189,6 +189,28 @@ def test_names_are_valid_unique_and_not_reserved():
     assert sanitize("NAN") == "NAN_"
 
 
+def test_a_buffer_and_a_variable_of_one_name_get_two_identifiers(tmp_path):
+    # helper-88: a dim named like a buffer printed both as `A`: the C did not compile
+    from sched import compute as te
+
+    n = te.var("A")
+    A = te.placeholder((n,), name="A")
+    func = te.create_prim_func([A, te.compute((n,), lambda i: A[i] * 2, name="B")])
+    kernel = sched.build(func, target="c")
+    assert "const float* restrict A, float* restrict B, int32_t A_1)" in kernel.source
+    a = np.random.default_rng(0).random(5, dtype=np.float32)
+    b = np.full(5, np.nan, np.float32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, 2 * a)
+    sch = sched.Schedule(func)
+    blocks, threads = sch.split(sch.get_loops(sch.get_block("B"))[0], factors=[None, 32])
+    sch.bind(blocks, "blockIdx.x")
+    sch.bind(threads, "threadIdx.x")
+    lowered = lower(sch.func, target="cuda")
+    source, _, _ = generate_cuda(lowered, launch_config(lowered))
+    assert "float* __restrict__ A, float* __restrict__ B, int32_t A_1)" in source
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
 def test_cuda_kernel_with_reserved_names_compiles(tmp_path):
     @T.prim_func
