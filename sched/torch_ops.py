@@ -231,11 +231,18 @@ def _updated_in_place(func: PrimFunc, outputs) -> str | None:
     return None
 
 
+def _alias_set(k: int) -> str:
+    """The alias set of parameter `k` in the schema: a..z, then a1..z1 and so on (one set per
+    tensor: two written tensors of one set would tell torch they may alias; helper-88)."""
+    letter, round_ = chr(ord("a") + k % 26), k // 26
+    return f"{letter}{round_}" if round_ else letter
+
+
 def _schema_args(params, mutated) -> str:
     parts = []
     for k, param in enumerate(params):
         if isinstance(param, Buffer):
-            alias = f"({chr(ord('a') + k % 26)}!)" if param in mutated else ""
+            alias = f"({_alias_set(k)}!)" if param in mutated else ""
             parts.append(f"Tensor{alias} {_identifier(param.name)}")
         elif param.dtype == "bool":
             parts.append(f"bool {_identifier(param.name)}")

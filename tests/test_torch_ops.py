@@ -251,3 +251,22 @@ def test_every_buffer_the_kernel_writes_is_marked_mutated():
     d = torch.zeros(4)
     op.out(a, c, d)
     assert d.tolist() == [100.0] * 4 and c.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_written_tensors_past_the_26th_parameter_have_alias_sets_of_their_own():
+    # helper-88: the alias set was the letter of the position modulo 26: Y0 (0) and Y1 (26)
+    # were both (a!), telling torch that two outputs may alias
+    inputs = [te.placeholder((4,), name=f"A{k}") for k in range(25)]
+    Y0 = te.compute((4,), lambda i: inputs[0][i] + inputs[1][i], name="Y0")
+    Y1 = te.compute((4,), lambda i: inputs[2][i] * inputs[3][i], name="Y1")
+    func = te.create_prim_func([Y0, *inputs, Y1])
+    op = sched.torch.custom_op(unique("many"), sched.build(func, target="c"),
+                               outputs=["Y0", "Y1"])
+    schema = str(op.out._schema)
+    assert "Tensor(a!) Y0" in schema and "Tensor(a1!) Y1" in schema
+    a = [torch.randn(4) for _ in inputs]
+    y0, y1 = torch.empty(4), torch.empty(4)
+    op.out(y0, *a, y1)
+    torch.testing.assert_close(y0, a[0] + a[1])
+    torch.testing.assert_close(y1, a[2] * a[3])
+
