@@ -41,7 +41,8 @@ STATUSES = (   # (name, value, what it means): the common enum of every export
     ("SCHED_ERROR_LAUNCH", 7, "the grid is beyond CUDA's limits"),
     ("SCHED_ERROR_CUDA", 8, "a CUDA driver call failed"),
 )
-_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64,
+             "uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
@@ -200,10 +201,10 @@ class CheckWriter:
         bits = _INT_BITS.get(arg.ir.dtype)
         if bits is None:
             raise ValueError(f"export: symbolic dim '{arg.ir.name}' has dtype {arg.ir.dtype}: "
-                             f"an exported kernel takes signed dims (int8, int16, int32, "
-                             f"int64); declare it signed")
-        if bits < 64:
-            self.fail(f"{arg.name} > INT64_C({2 ** (bits - 1) - 1})", "SCHED_ERROR_BAD_DIM",
+                             f"an exported kernel takes integer dims; declare it an integer")
+        largest = 2 ** bits - 1 if arg.ir.dtype.startswith("u") else 2 ** (bits - 1) - 1
+        if largest < 2 ** 63 - 1:
+            self.fail(f"{arg.name} > INT64_C({largest})", "SCHED_ERROR_BAD_DIM",
                       f"dim {arg.name} = %lld is beyond {arg.ir.dtype}, the kernel's type for "
                       f"it", f"(long long){arg.name}")
 
@@ -214,12 +215,15 @@ class CheckWriter:
         parts = []
         for d, dim in enumerate(arg.ir.shape):
             text = self.expression(dim)
-            if not isinstance(dim, IntImm) and not (isinstance(dim, Var) and any(
-                    a.kind == "dim" and a.ir == dim for a in self.args)):  # dims: checked
+            # a constant, a dim (checked), an unsigned scalar narrower than int64: never < 0
+            # (and gcc's -Wtype-limits says so)
+            never_negative = isinstance(dim, IntImm) or isinstance(dim, Var) and (
+                any(a.kind == "dim" and a.ir == dim for a in self.args)
+                or dim.dtype in ("uint8", "uint16", "uint32"))
+            if not never_negative:
                 self.fail(f"{text} < 0", "SCHED_ERROR_BAD_SHAPE",
                           f"{arg.name}'s dimension {d} ({c_text(dim.script())}) is %lld with "
-                          f"these "
-                          f"scalars", f"(long long)({text})")
+                          f"these scalars", f"(long long)({text})")
             parts.append(text)
         return self.bytes_of(f"buffer {arg.name}", parts, numpy_dtype(arg.ir.dtype).itemsize)
 

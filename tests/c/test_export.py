@@ -181,6 +181,28 @@ def test_a_scalar_in_a_shape_is_checked_non_negative(tmp_path, rng):
         4, "scaled_copy: X's dimension 0 (n) is -1 with these scalars")
 
 
+@T.prim_func
+def unsigned_copy(x: T.handle, y: T.handle, n: T.uint32):
+    X = T.match_buffer(x, (n,), "float32")
+    Y = T.match_buffer(y, (n,), "float32")
+    for i in range(n):
+        with T.block("Y"):
+            vi = T.axis.spatial(n, i)
+            Y[vi] = X[vi] + T.float32(1)
+
+
+def test_an_unsigned_scalar_in_a_shape_is_exported(tmp_path, rng):
+    # helper-88: "'n' in a shape or the grid is neither a symbolic dim nor an integer scalar
+    # parameter" for a uint32 n
+    exported = sched.build(unsigned_copy, target="c").export(tmp_path)
+    assert "int unsigned_copy(const float * X, float * Y, uint32_t n);" in \
+        exported.header.read_text()
+    x = rng.standard_normal(5).astype(np.float32)
+    done = run(exported, [x, np.zeros(5, np.float32), 5], tmp_path)
+    assert done.status == 0
+    np.testing.assert_allclose(done.arrays[1], x + 1)
+
+
 def test_two_exports_link_into_one_program(tmp_path, rng):
     first = sched.build(matmul_func(), target="c").export(tmp_path)
     second = sched.build(scaled_copy, target="c").export(tmp_path)
