@@ -93,7 +93,21 @@ def run(name: str, entry, trials: int, time_budget: float | None, seed: int, db:
             "wrong": len(result.wrong), "best_seconds_in_search": result.best_seconds,
             "retimed_seconds": result.retimed_seconds, "spearman": result.correlations,
             "sketches": result.sketches, "curve_every_8": result.curve[::8], "variants": rows,
-            "trace": str(result.trace)}
+            "trace": str(result.trace), "error_records": _errors(db, workload)}
+
+
+def _errors(db: str, workload) -> list[dict]:
+    """The candidates that failed (of this run and earlier ones in `db`): their error kind,
+    message and trace, so that a failure on the device can be read back here."""
+    from sched.autoscheduler.database import Database
+    from sched.schedule.trace import Trace
+
+    with Database(db) as database:
+        failed = [r for r in database.records(workload) if r.error_kind is not None]
+    for record in failed:
+        print(f"  {record.error_kind}: {(record.error or '')[:400]}")
+    return [{"kind": r.error_kind, "error": (r.error or "")[:2000],
+             "trace": str(Trace.from_json(r.trace_json))} for r in failed]
 
 
 def main() -> None:
