@@ -382,7 +382,7 @@ def test_the_run_time_limit_counts_from_the_run_not_from_the_workers_build():
         return ("running", time.monotonic())
 
     def done():
-        return ("done", None, None, (0.001,), time.monotonic())
+        return ("done", None, None, (0.001,), False, time.monotonic())
 
     slow_build = _scripted_worker([(0.6, running), (0.1, done)])
     reply = slow_build.request(("check", "script"), timeout=0.3, build_timeout=5.0)
@@ -406,10 +406,43 @@ def test_a_run_longer_than_its_limit_is_a_timeout_even_when_its_reply_is_read_la
     # the ("running",) before it, and it counted as measured
     # both replies at once, the worker's clock saying the run took 0.5 s
     late = _scripted_worker([(0.0, ("running", 100.0)), (0.0, ("done", None, None, (0.5,),
-                                                                   100.5))])
+                                                                   False, 100.5))])
     reply = late.request(("check", "script"), timeout=0.3, build_timeout=5.0)
     assert reply[:2] == ("done", "timeout") and "ran 0.5 s, longer than 0.3 s" in reply[2]
     late.kill()
+
+
+def test_a_worker_that_ends_after_its_reply_is_replaced_before_the_next_candidate(
+        monkeypatch):
+    # stop 39, the 4096^3 tuning run on an H200: a failed CUDA launch ends the worker after
+    # its reply; the next candidate found the pipe closed and was counted a crash
+    from types import SimpleNamespace
+
+    from sched.autoscheduler.measure import runner as runner_module
+
+    made = []
+
+    class EndingWorker:
+        def __init__(self):
+            made.append(self)
+            self.process = SimpleNamespace(poll=lambda: None)
+            self.workload_key, self.replied = "k", False
+
+        def request(self, message, timeout, build_timeout=None):
+            if self.replied:
+                raise runner_module.WorkerDied("crash", "the worker process died")
+            self.replied = True
+            return ("done", "run", "CUDA_ERROR_LAUNCH_FAILED", (), True, 0.0)
+
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(runner_module, "WorkerProcess", EndingWorker)
+    runner = runner_module.IsolatedRunner()
+    workload = SimpleNamespace(key="k")
+    for script in ("first", "second"):
+        assert runner.check(workload, script).error_kind == "run"
+    assert len(made) == 3
 
 
 def test_the_check_catches_a_lost_init_and_an_int8_read_as_uint8():

@@ -87,7 +87,7 @@ class WorkerProcess:
                             reply[-1] - started > timeout:
                         # read late (a busy parent), but the run itself took too long
                         return ("done", "timeout", f"ran {reply[-1] - started:.3g} s, longer "
-                                f"than {timeout:g} s (its run)", (), reply[-1])
+                                f"than {timeout:g} s (its run)", (), reply[-2], reply[-1])
                     return reply
                 started = reply[1]
                 limit, what = timeout, "its run"
@@ -183,12 +183,14 @@ class IsolatedRunner:
             return MeasureResult(error_kind="run", error=error,
                                  run_seconds=time.perf_counter() - start)
         try:
-            _, kind, error, seconds, _ = self._worker.request(message, self.timing.timeout,
-                                                              build_timeout(self.timing))
+            _, kind, error, seconds, ends, _ = self._worker.request(
+                message, self.timing.timeout, build_timeout(self.timing))
         except WorkerDied as death:
             self._replace_worker()
             return MeasureResult(error_kind=death.kind, error=f"the candidate {death}",
                                  run_seconds=time.perf_counter() - start)
+        if ends:        # it exits after this reply: the next candidate gets a fresh one
+            self._replace_worker()
         return MeasureResult(seconds=tuple(seconds), error_kind=kind, error=error,
                              run_seconds=time.perf_counter() - start)
 

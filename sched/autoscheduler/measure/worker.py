@@ -9,13 +9,15 @@ and talks to it through two pipes, one request and one reply at a time, pickled 
 time of the candidate's one checked run, a first estimate):
 
     ("workload", key, script, target, arch, seed, reference)  -> ("ready", reference, seconds)
-    ("check", script)                                   -> ("done", kind, error, (run,), end)
-    ("time", script, timing)                            -> ("done", kind, error, seconds, end)
-    ("measure", script, timing)    (check, then time)   -> ("done", kind, error, seconds, end)
+    ("check", script)                           -> ("done", kind, error, (run,), ends, end)
+    ("time", script, timing)                    -> ("done", kind, error, seconds, ends, end)
+    ("measure", script, timing) (check, then time) -> ("done", kind, error, seconds, ends, end)
 
 Before each run (a check, a timing) the worker sends ("running", start); `start` and `end` are
 `time.monotonic()` readings, which the parent compares with the time limit: a reply it reads
-late (a busy machine) still says how long the run took.
+late (a busy machine) still says how long the run took. `ends`: the process exits after this
+reply (a failed CUDA launch may leave the context unusable): the parent starts a fresh one
+before the next candidate, which would otherwise find the pipe closed and be counted a crash.
     ("stop",)                                                 -> the process exits
 
 The process is started once and serves many candidates: its imports, its workload's arrays and
@@ -434,7 +436,7 @@ def serve(requests, replies) -> None:
             script, *timing = request[1:]
             outcome = getattr(measurement, kind)(script, *timing)
             replies.send(("done", outcome.kind, outcome.error, outcome.seconds,
-                          time.monotonic()))
+                          measurement.poisoned, time.monotonic()))
             if measurement.poisoned:
                 return
         else:
