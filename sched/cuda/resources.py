@@ -26,6 +26,7 @@ SUB_PARTITIONS = 4        # an SM's register file is split across 4 schedulers
 SHARED_UNIT = 128         # shared memory is allocated per block in multiples of this
 RESERVED_SHARED = 1 * KB  # shared memory the driver reserves per block (sm_80 and later)
 WARP = 32
+MAX_LOCAL_BYTES = 512 * KB  # local memory per thread (every arch since sm_20); the launch fails
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,10 @@ class Resources:
                     f"{self.threads_per_block} threads per block at {self.registers} registers "
                     f"per thread exceed the register file: at most {self.max_threads_per_block} "
                     f"threads fit; bind fewer threads or use fewer registers per thread")
+        if self.local_bytes > MAX_LOCAL_BYTES:
+            problems.append(f"{self.local_bytes} bytes of local memory per thread exceed the "
+                            f"{MAX_LOCAL_BYTES} a thread may have: keep fewer values per "
+                            f"thread (a smaller register tile)")
         if self.shared_bytes > limits.max_shared_per_block:
             problems.append(f"{self.shared_bytes} bytes of shared memory per block "
                             f"({self.static_shared_bytes} static + {self.dynamic_shared_bytes} "

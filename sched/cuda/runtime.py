@@ -25,6 +25,7 @@ from sched.arguments import ArgumentBinder
 from sched.c.entry import scalar_bits
 from sched.c.torch_calls import MAX_KEYS, TorchCalls
 from sched.cuda.alignment import check_pointer_alignment, parameter_alignments
+from sched.cuda.codegen import shared_bytes
 from sched.cuda.compile import compile_cuda
 from sched.cuda.device import (
     DEFAULT_ARCH,
@@ -37,7 +38,7 @@ from sched.cuda.device import (
     require_gpu,
     runs_on,
 )
-from sched.cuda.resources import Resources
+from sched.cuda.resources import Resources, arch_limits
 from sched.errors import BuildError
 from sched.ir.functor import free_vars
 from sched.ir.nodes import PrimFunc, Var
@@ -120,6 +121,15 @@ class CudaModule:
             self.handle = None
 
 
+def _check_shared_memory(kernel_name: str, launch, arch: str, shared: int) -> None:
+    """BuildError where `shared` bytes per block exceed what `arch` gives a block."""
+    limits = arch_limits(arch)
+    if limits is not None and shared > limits.max_shared_per_block:
+        raise BuildError(f"kernel '{kernel_name}' cannot launch with {launch} on {arch}:\n"
+                         f"  {shared} bytes of shared memory per block exceed {arch}'s "
+                         f"{limits.max_shared_per_block}: use smaller shared tiles")
+
+
 class CudaKernel:
     """A compiled CUDA kernel: `kernel(*args)` launches it on torch CUDA tensors (and Python
     scalars), in parameter order, on the current device and stream, writing outputs in place.
@@ -148,6 +158,8 @@ class CudaKernel:
         self.kernel_name, self.launch = kernel_name, launch
         self.arch = arch or _chosen_arch(kernel_name)
         self.compiler, self.flags, self.cache_dir = compiler, tuple(flags), cache_dir
+        if lowered is not None:      # known before compiling: the tuner saves the compile
+            _check_shared_memory(kernel_name, launch, self.arch, shared_bytes(lowered))
         self.compiled = compile_cuda(source, self.arch, compiler, self.flags,
                                      cache_dir=cache_dir)
         self.cubin = self.compiled.cubin

@@ -663,3 +663,14 @@ def test_the_loop_with_the_most_thread_blocks_goes_to_blockidx_x():
         [B, te.compute(B.shape, lambda i, j: B[i, j] + 1, name="C")]))
     with pytest.raises(SketchRefused, match="131072 thread blocks along blockIdx.y"):
         bind_grid(sch, sch.get_loops(sch.get_block("C")))
+
+
+def test_gpu_tiles_keep_at_most_256_values_per_thread():
+    # stop 39's 4096^3 run on an H200 drew [1, 2, 1024, 2] x [2, 16, 32, 4]: 2048 x 128
+    # accumulators per thread, 1 MB of local memory, refused at launch
+    space = SearchSpace(Workload(_matmul(4096, 4096, 64), "cuda"))
+    for seed in range(8):
+        trace = str(space.sample(0, None, random.Random(seed)).schedule.trace)
+        i_tile, j_tile = [list(map(int, found.split(", "))) for found in
+                          re.findall(r"n=4, max_innermost_factor=8, decision=\[([^]]*)\]", trace)]
+        assert i_tile[2] * i_tile[3] * j_tile[2] * j_tile[3] <= 256, trace

@@ -97,6 +97,11 @@ def test_launch_problems_say_what_to_change():
     assert "102400 bytes of shared memory per block" in problem
     assert "exceed sm_86's 101376: use smaller shared tiles" in problem
     assert resources(static=100 * 1024, arch="sm_90").launch_problems() == []
+    # stop 39 on an H200: a register tile of 2048 x 128 values per thread (1 MB of local
+    # memory) compiled and failed at cuLaunchKernel with CUDA_ERROR_INVALID_VALUE
+    huge = Resources("k", "sm_90", 255, 0, 0, 1 << 20, 0, 0, 0, 0, 32)
+    (problem,) = huge.launch_problems()
+    assert "1048576 bytes of local memory per thread exceed the 524288" in problem
 
 
 def test_unknown_arch_has_no_occupancy_but_still_reports():
@@ -113,3 +118,32 @@ def test_report_prints_as_text_and_as_a_rich_table():
     assert "2 blocks/SM, 64 of 64 warps (100%), limited by threads" in text
     table = r.table()
     assert isinstance(table, Table) and table.row_count == len(r.rows())
+
+
+def test_too_much_shared_memory_is_refused_before_compiling(monkeypatch):
+    # the tuner's 4096^3 run on an H200 compiled three candidates (seconds each) that the
+    # resource check then refused for their shared tiles; known before compiling
+    import sched
+    import sched.cuda.runtime as runtime
+    from sched import compute as te
+    from sched.errors import BuildError
+
+    A = te.placeholder((65536,), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((65536,), lambda i: A[i] * 2,
+                                                            name="B")]))
+    block = sch.get_block("B")
+    grid, threads, _ = sch.split(sch.get_loops(block)[0], factors=[1, 256, 256])
+    sch.bind(grid, "blockIdx.x")
+    sch.bind(threads, "threadIdx.x")
+    cache = sch.cache_read(block, 0, "shared")        # all of A: 256 KB
+    sch.compute_at(cache, grid)
+    _, fetch = sch.split(sch.get_loops(cache)[-1], factors=[None, 256])
+    sch.bind(fetch, "threadIdx.x")
+
+    def compile_cuda(*args, **kwargs):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr(runtime, "compile_cuda", compile_cuda)
+    with pytest.raises(BuildError, match="262144 bytes of shared memory per block exceed "
+                                         "sm_90's 232448: use smaller shared tiles"):
+        sched.build(sch.func, target="cuda", arch="sm_90")

@@ -36,6 +36,9 @@ from sched.polyhedral.software_pipeline import pipeline_body
 
 MAX_THREADS = 1024
 MIN_THREADS = 32          # a warp: fewer threads leave most of each warp idle
+# outputs each thread accumulates (S2 x S3): past the 255 registers a thread has, they spill;
+# 2048 x 128 (1 MB of local memory) failed at launch on an H200
+MAX_THREAD_TILE = 256
 PIPELINE_STAGES = (1, 2, 3)       # 1: not pipelined; 3 stages was the best fp32 GEMM on an H200
 
 
@@ -47,15 +50,19 @@ def tile_gpu(sch, sampler: Sampler, info: BlockInfo, epilogues: tuple[str, ...],
     loops = {loop.name: loop for loop in sch.get_loops(block)}
     enough = min(MIN_THREADS, math.prod(sampler.extent(loops[name]) for name in info.spatial))
 
-    def threads_in_range(decisions) -> bool:
-        return enough <= math.prod(factors[1] for factors in decisions) <= MAX_THREADS
+    def acceptable(decisions) -> bool:
+        return (enough <= math.prod(factors[1] for factors in decisions) <= MAX_THREADS
+                and math.prod(factors[2] * factors[3] for factors in decisions)
+                <= MAX_THREAD_TILE)
 
     tiles = dict(zip(info.spatial, sampler.tiles([loops[name] for name in info.spatial], n=4,
-                                                 max_innermost_factor=8,
-                                                 accept=threads_in_range)))
+                                                 max_innermost_factor=8, accept=acceptable)))
     threads = math.prod(int(factors[1]) for factors in tiles.values())
     if not enough <= threads <= MAX_THREADS:
         raise SketchRefused(f"{threads} threads per block (from {enough} to {MAX_THREADS})")
+    values = math.prod(int(factors[2]) * int(factors[3]) for factors in tiles.values())
+    if values > MAX_THREAD_TILE:
+        raise SketchRefused(f"{values} values per thread (at most {MAX_THREAD_TILE})")
     spatial = [[], [], [], []]
     for name, factors in tiles.items():
         for level, part in enumerate(sch.split(loops[name], factors=factors)):
