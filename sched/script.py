@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import sys
 
-from sched.ir.dtype import INT_DTYPES
-from sched.ir.nodes import IntImm, PrimFunc
+from sched.ir.dtype import DTYPES, FLOAT_DTYPES, INT_DTYPES
+from sched.ir.nodes import FloatImm, IntImm, PrimFunc
 from sched.ir.parser import parse_function
 
 
@@ -38,6 +38,11 @@ class _Placeholder:
         if name.startswith("__"):
             raise AttributeError(name)
         return self
+
+    def __iter__(self):
+        # iterable through __getitem__ otherwise, without end: `list(T.float32)` would hang
+        raise TypeError("a TVMScript placeholder (T.<name> outside @T.prim_func) stands for "
+                        "nothing")
 
     def __repr__(self) -> str:
         return "<TVMScript placeholder>"
@@ -67,8 +72,12 @@ class _Namespace:
             raise AttributeError(name)
         if name in INT_DTYPES:
             return _IntConstant(name)
+        if name in FLOAT_DTYPES:
+            return _FloatConstant(name)
         if name in _EXPR_FUNCTIONS:
             return _ExprFunction(name)
+        if name == "Cast":
+            return _CAST
         return _PLACEHOLDER
 
     def __repr__(self) -> str:
@@ -88,6 +97,38 @@ class _IntConstant(_Placeholder):
             return IntImm(args[0], self.dtype)
         return _PLACEHOLDER
 
+
+class _FloatConstant(_Placeholder):
+    """`T.float32`: `T.float32(0.5)` outside a function is the constant (a pad value's
+    `lambda i, j: T.float32(0.0)`, as TVM users write it and traces print it); anything else,
+    a placeholder."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], int | float | str) and \
+                not isinstance(args[0], bool):
+            try:
+                return FloatImm(float(args[0]), self.dtype)
+            except ValueError:                  # a string that is no number
+                return _PLACEHOLDER
+        return _PLACEHOLDER
+
+
+class _CastFunction(_Placeholder):
+    """`T.Cast("float32", i)` outside a function, on an IR expression: the conversion (a pad
+    value's function of the indices, as a trace prints it); anything else, a placeholder."""
+
+    def __call__(self, *args, **kwargs):
+        from sched.ir.nodes import Cast, Expr
+
+        if len(args) == 2 and not kwargs and args[0] in DTYPES and isinstance(args[1], Expr):
+            return args[1] if args[1].dtype == args[0] else Cast(args[0], args[1])
+        return _PLACEHOLDER
+
+
+_CAST = _CastFunction()
 
 _EXPR_FUNCTIONS = {"min": "min", "max": "max", "floordiv": "floordiv", "floormod": "floormod"}
 

@@ -58,7 +58,9 @@ def convert(value, dtype: str | None = None) -> Expr:
     if isinstance(value, Expr):
         return value
     if hasattr(value, "as_expr"):          # a DSL object standing for an expression (te axes)
-        return value.as_expr()
+        found = value.as_expr()
+        if isinstance(found, Expr):
+            return found
     if isinstance(value, bool):
         return const(value, dtype or "bool")
     if isinstance(value, int):       # past int32: int64, as TVM infers

@@ -63,13 +63,14 @@ class IndexMap:
 
     @classmethod
     def from_callable(cls, function, ndim: int, dtype: str,
-                      result_dtype: str | None = None) -> IndexMap:
+                      result_dtype: str | None = None, what: str = "index_map") -> IndexMap:
         """The map of `function` over `ndim` indices of `dtype`; its results in
-        `result_dtype` (default: `dtype`; a pad value's is the buffer's)."""
+        `result_dtype` (default: `dtype`; a pad value's is the buffer's). `what`: the
+        argument it was given as, for errors."""
         if isinstance(function, IndexMap):
             return function
         if not callable(function):
-            raise ScheduleError(PRIMITIVE, f"argument 'index_map': expected a function of the "
+            raise ScheduleError(PRIMITIVE, f"argument '{what}': expected a function of the "
                                 f"{ndim} indices (lambda i, j: (i // 4, j, i % 4)), got "
                                 f"{function!r}")
         names = getattr(getattr(function, "__code__", None), "co_varnames", ())[:ndim]
@@ -77,11 +78,14 @@ class IndexMap:
                        for d, n in enumerate(list(names) + [""] * (ndim - len(names))))
         try:
             results = function(*params)
+            results = results if isinstance(results, tuple | list) else (results,)
+            return cls(params, tuple(convert(r, result_dtype or dtype) for r in results))
         except TypeError as exc:
-            raise ScheduleError(PRIMITIVE, f"argument 'index_map': calling it with the {ndim} "
-                                f"indices of the buffer failed: {exc}") from None
-        results = results if isinstance(results, tuple | list) else (results,)
-        return cls(params, tuple(convert(r, result_dtype or dtype) for r in results))
+            raise ScheduleError(PRIMITIVE, f"argument '{what}': calling it with the {ndim} "
+                                f"indices of the buffer failed: {exc} (outside "
+                                f"@T.prim_func, T.int32(4), T.float32(0.5), T.Cast, T.min, "
+                                f"T.max, T.floordiv and T.floormod make expressions; any other "
+                                f"T.<name> stands for nothing)") from None
 
     def __call__(self, *indices: Expr) -> tuple[Expr, ...]:
         mapping = dict(zip(self.params, indices, strict=True))
@@ -357,7 +361,7 @@ def _pad_value(pad_value, ndim: int, index_dtype: str, dtype: str):
     if pad_value is None or isinstance(pad_value, int | float | Expr | IndexMap):
         return pad_value
     if callable(pad_value):
-        found = IndexMap.from_callable(pad_value, ndim, index_dtype, dtype)
+        found = IndexMap.from_callable(pad_value, ndim, index_dtype, dtype, "pad_value")
         if len(found.results) != 1:
             raise ScheduleError(PRIMITIVE, f"pad_value: the function gives "
                                 f"{len(found.results)} values; give one (the value of the "

@@ -81,6 +81,31 @@ def test_pad_value_as_a_function_of_the_new_indices():
                                    lambda i, j: (i // 4, j, i % 4), pad_value=wrong)
 
 
+def test_pad_value_written_with_t_as_in_tvm_and_its_printed_trace_replays():
+    # audit, helper-93: `lambda a, b, c: a * T.float32(4.0)` hung (a placeholder iterated
+    # without end), `T.float32(0.0)` was a raw TypeError, and the printed trace's
+    # `T.Cast("float32", c) * T.float32(0.5)` did not replay
+    from sched.script import T
+
+    func = scale_then_shift()
+    for pad_value, shown in ((lambda a, b, c: T.float32(0.0), "T.float32(0.0)"),
+                             (lambda a, b, c: T.Cast("float32", c) * T.float32(4.0),
+                              'T.Cast("float32", v2) * T.float32(4.0)')):
+        sch = sched.Schedule(func)
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4),
+                             pad_value=pad_value)
+        assert f"B[v0, v1, v2] = {shown}" in sch.func.script()
+        replay = sched.Schedule(func)
+        exec(str(sch.trace), {"sch": replay, "T": T})
+        assert replay.func == sch.func
+        check_numbers(sch.func)
+    sch = sched.Schedule(func)
+    with pytest.raises(ScheduleError, match=r"argument 'pad_value': calling it .* any other "
+                                            r"T.<name> stands for nothing"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4),
+                             pad_value=lambda a, b, c: T.exp(c))
+
+
 def test_a_padding_map_without_pad_value_leaves_the_padding_unwritten():
     sch = sched.Schedule(scale_then_shift())
     sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 4, j, i % 4))
