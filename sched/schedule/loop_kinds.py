@@ -27,6 +27,7 @@ from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.ordered_axes import check_loop_keeps_order
 from sched.schedule.software_pipeline import check_pipeline_annotation
 from sched.schedule.state import blocks_under, find_block, find_loop, replace
+from sched.schedule.storage_align import DIM_ALIGN, storage_align_by_annotation
 
 
 def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render: bool,
@@ -156,6 +157,8 @@ def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
     """Add `key = value` to the annotations of a loop or a block (replacing an older value);
     a list of ints is kept as a tuple. Software-pipeline keys are checked
     (schedule/software_pipeline.py)."""
+    if is_block and key == DIM_ALIGN:
+        return storage_align_by_annotation(func, target, value)
     if isinstance(value, list | tuple) and all(type(v) is int for v in value):
         value = tuple(value)
     if not isinstance(key, str) or not key:

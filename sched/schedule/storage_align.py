@@ -100,6 +100,28 @@ def _int(value, default: int = -(2**62)) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def storage_align_by_annotation(func: PrimFunc, block_name: str, value) -> PrimFunc:
+    """`annotate(block, "buffer_dim_align", value)`: each [buffer_index, axis, factor, offset]
+    of `value` (a list, or its JSON text) requested as storage_align requests it, with its
+    checks (audit helper-93: the annotation bypassed them; a bad value was a raw error or
+    ignored, a factor of 0 failed at build)."""
+    try:
+        requests = json.loads(value) if isinstance(value, str) else value
+        requests = [[int(n) for n in request] for request in requests]
+        if any(len(request) != 4 for request in requests):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ScheduleError("annotate", f"'{DIM_ALIGN}' takes [[buffer_index, axis, factor, "
+                            f"offset], ...], got {value!r}; storage_align makes it") from None
+    realize = find_block(func, block_name, "annotate")
+    kept = tuple((k, v) for k, v in realize.block.annotations if k != DIM_ALIGN)
+    func = replace(func, realize, dataclasses.replace(
+        realize, block=dataclasses.replace(realize.block, annotations=kept)))
+    for request in requests:
+        func = storage_align(func, block_name, *request)
+    return func
+
+
 def dim_align_requests(block: Block) -> list[list[int]]:
     """The [buffer_index, axis, factor, offset] requests of storage_align on `block`."""
     value = dict(block.annotations).get(DIM_ALIGN)

@@ -302,3 +302,22 @@ def test_storage_align_refuses_a_bad_factor_or_offset(factor, offset, argument):
     with pytest.raises(ScheduleError, match=f"'{argument}' to storage_align"):
         sch.storage_align(sch.get_block("B"), 0, axis=0, factor=factor, offset=offset)
     assert "buffer_dim_align" not in sch.func.script()
+
+
+def test_buffer_dim_align_by_annotate_is_checked_as_storage_align_is():
+    # audit, helper-93: the annotation bypassed storage_align's checks: a factor of 0 failed
+    # at build with a raw ValueError, garbage was a raw JSONDecodeError, a parameter's
+    # request was ignored
+    import json
+
+    for value, message in (("garbage", "takes \\[\\[buffer_index, axis, factor, offset\\]"),
+                           (json.dumps([[0, 0, 0, 5]]), "'factor' to storage_align: expected "
+                                                        "a positive int"),
+                           ([[3, 0, 8, 1]], "'buffer_index' to storage_align")):
+        sch = sched.Schedule(two_stage())
+        with pytest.raises(ScheduleError, match=message):
+            sch.annotate(sch.get_block("B"), "buffer_dim_align", value)
+    by_annotation, by_primitive = sched.Schedule(two_stage()), sched.Schedule(two_stage())
+    by_annotation.annotate(by_annotation.get_block("B"), "buffer_dim_align", [[0, 0, 8, 1]])
+    by_primitive.storage_align(by_primitive.get_block("B"), 0, 0, 8, 1)
+    assert by_annotation.func == by_primitive.func
