@@ -211,11 +211,14 @@ def unmodelled_domain_change(old_model, new_model) -> str | None:
         if not new.unseen or (old is not None and old.domain_texts == new.domain_texts
                               and old.unseen == new.unseen):
             continue
+        unseen = new.unseen[0]
+        shown = unseen.script() if hasattr(unseen, "script") else str(unseen)
+        shown = shown if len(shown) <= 200 else shown[:200] + "..."
         return (f"after this step the model cannot see which instances of block "
                 f"'{new.block.name}' run: one of its loop bounds, `if` conditions or its "
-                f"predicate is not affine (the warnings name it), so the step could drop "
-                f"some of its instances unseen; keep its loop bounds and conditions affine "
-                f"(sums of loop variables and symbolic dims times constants) before this step")
+                f"predicate is not affine ({shown}), so the step could drop some of its "
+                f"instances unseen; keep its loop bounds and conditions affine (sums of loop "
+                f"variables and symbolic dims times constants) before this step")
     return None
 
 
