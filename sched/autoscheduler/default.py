@@ -55,9 +55,10 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
 def _lowers_for_cuda(func) -> bool:
     """Whether `func` passes what the CUDA build asks before compiling: its kernels (a local
     buffer may not join two), the thread-redundancy rule, local values read on their own
-    threads, the lowering."""
+    threads, the lowering, the launch (every store under a thread loop)."""
     from sched.errors import BuildError
     from sched.ir.verify import VerifyError
+    from sched.lower.gpu_threads import launch_config
     from sched.lower.kernel_sequence import split_kernels
     from sched.lower.pipeline import lower
     from sched.lower.thread_redundancy import redundant_update
@@ -68,7 +69,9 @@ def _lowers_for_cuda(func) -> bool:
             return False
         plan = split_kernels(func)
         for kernel in plan.kernels if plan is not None else (func,):
-            lower(kernel, target="cuda")
+            # the launch: every store under a thread loop (audit helper-92: a scan's sample
+            # whose binds were refused lowered, and the build then refused it)
+            launch_config(lower(kernel, target="cuda"))
     except (ScheduleError, BuildError, VerifyError):
         # VerifyError: a kernel of the split reads a workspace buffer in a loop bound or
         # predicate it does not declare (audit helper-57): this sample does not lower

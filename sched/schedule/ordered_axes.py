@@ -6,7 +6,8 @@ parser binds for a block that used enclosing loop variables (see `parse_stmt`). 
 the order of such variables:
 
 - a loop whose variable a block binds to one of them is not reordered, run in parallel,
-  vectorized or bound to a thread (a split or fuse keeps the order and stays allowed);
+  vectorized or bound to a thread (a split or fuse keeps the order and stays allowed; a loop
+  of one iteration has no order to keep);
 - a block that has one is not moved, inlined or factored (compute_at, reverse_compute_at,
   compute_inline, reverse_compute_inline, rfactor, decompose_reduction): those primitives
   reason about spatial and reduce variables alone.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars
-from sched.ir.nodes import Block, BlockRealize, For
+from sched.ir.nodes import Block, BlockRealize, For, IntImm
 
 ORDERED_KINDS = ("scan", "opaque")
 # primitives that move a block or rewrite its iteration variables
@@ -39,7 +40,10 @@ def ordered_binding(loop: For) -> tuple[str, str, str] | None:
 
 def check_loop_keeps_order(loop: For, primitive: str, what: str) -> None:
     """Refuse `primitive` (which would `what` the loop) on a loop bound to a scan/opaque
-    variable."""
+    variable, unless it runs once (extent 1: no order to keep; the default GPU schedule runs
+    a scan on one thread by binding such loops, audit helper-92)."""
+    if isinstance(loop.extent, IntImm) and loop.extent.value == 1:
+        return
     found = ordered_binding(loop)
     if found is not None:
         block, var, kind = found

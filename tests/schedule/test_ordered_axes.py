@@ -87,3 +87,32 @@ def test_bind_to_a_virtual_thread_is_a_serial_loop():
     b, c = np.zeros((4, 16), np.float32), np.zeros((4, 16), np.float32)
     sched.build(sch.func, target="c")(a, b, c)
     np.testing.assert_allclose(c, 2 * np.cumsum(a, axis=1), rtol=1e-5)
+
+
+@T.prim_func
+def column_prefix_sums(A: T.Buffer((32, 8), "float32"), B: T.Buffer((32, 8), "float32")):
+    for t, c in T.grid(32, 8):
+        with T.block("scan"):
+            vt = T.axis.scan(32, t)
+            vc = T.axis.spatial(8, c)
+            B[vt, vc] = T.if_then_else(vt == 0, A[vt, vc], B[T.max(vt - 1, 0), vc] + A[vt, vc])
+
+
+def test_a_loop_of_one_iteration_over_a_scan_axis_may_be_bound():
+    # audit, helper-92: the default GPU schedule runs such a scan on one thread by binding the
+    # unit loops of a split; the bind was refused, and the schedule built had no thread loop
+    from sched.autoscheduler.default import default_schedule
+
+    sch = sched.Schedule(column_prefix_sums)
+    block_loop, thread_loop, rest = sch.split(sch.get_loops(sch.get_block("scan"))[0],
+                                              factors=[1, 1, None])
+    sch.bind(block_loop, "blockIdx.x")
+    sch.bind(thread_loop, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="cannot be run concurrently"):
+        sch.parallel(rest)
+    a = np.random.default_rng(1).random((32, 8), dtype=np.float32)
+    for func in (sch.func, default_schedule(column_prefix_sums, "cuda", "sm_90").func):
+        for target in ("c", "cuda-emu"):
+            b = np.full_like(a, np.nan)
+            sched.build(func, target=target)(a, b)
+            np.testing.assert_allclose(b, np.cumsum(a, axis=0), rtol=1e-5, err_msg=target)
