@@ -217,11 +217,14 @@ def compute(shape, fcompute, name: str | None = None, tag: str = "",
                  zip(_axis_names(fcompute, len(shape), name, varargs_names), dtypes))
     body, inputs = _evaluate(fcompute, axes)
     symbolic = _symbolic_names(body, shape, inputs)
-    if any(axis.name in symbolic for axis in axes):
-        # an axis named like a symbolic dim (`lambda n, ...` over a batch of te.var("n"))
-        # would be that variable in the function, which knows its variables by name
-        taken = symbolic | {axis.name for axis in axes}
-        axes = tuple(Var(_fresh(axis.name, taken), axis.dtype) if axis.name in symbolic
+    # an axis named like a symbolic dim (`lambda n, ...` over a batch of te.var("n")) or like
+    # a reduce axis of the body (`lambda x: te.sum(C[k, x], axis=k)` with k named "x": audit
+    # helper-94, C[k, x] became C[x, x]) would be that variable in the function, which knows
+    # its variables by name (and equal names and dtypes make equal variables)
+    clashing = symbolic | {axis.var.name for axis in _all_reduce_axes(body)}
+    if any(axis.name in clashing for axis in axes):
+        taken = clashing | {axis.name for axis in axes}
+        axes = tuple(Var(_fresh(axis.name, taken), axis.dtype) if axis.name in clashing
                      else axis for axis in axes)
         body, inputs = _evaluate(fcompute, axes)
     _check_reduce_axis_names(name, body, symbolic)
@@ -299,6 +302,12 @@ def _reduce_axes(body) -> tuple:
     return body.axes if isinstance(body, Reduce | TupleReduce) else ()
 
 
+def _all_reduce_axes(body) -> list:
+    """The reduce axes of the body's reducers (several for a list of values)."""
+    return [axis for part in (body if isinstance(body, list | tuple) else (body,))
+            for axis in _reduce_axes(part)]
+
+
 def _symbolic_names(body, shape, inputs) -> set[str]:
     """The names of the symbolic dims in the shapes a compute touches."""
     dims = [*shape, *(d for t in inputs for d in t.buffer.shape),
@@ -315,8 +324,15 @@ def _fresh(name: str, taken: set[str]) -> str:
 
 
 def _check_reduce_axis_names(name: str, body, symbolic: set[str]) -> None:
-    """A reduce axis named like a symbolic dim would be that variable in the function:
-    refused, since the user named it (a compute's own axes are renamed instead)."""
+    """A reduce axis named like a symbolic dim would be that variable in the function, and
+    two reduce axes of one name would be one variable (`A[i, k1, k2]` read as `A[i, k, k]`):
+    refused, since the user named them (a compute's own axes are renamed instead)."""
+    names = [axis.var.name for axis in _all_reduce_axes(body)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated and len(set(map(id, _all_reduce_axes(body)))) > len(set(names)):
+        raise DSLError(f"compute '{name}': two reduce axes are named '{repeated[0]}', and a "
+                       f"function knows its variables by name: name them apart "
+                       f"(te.reduce_axis(..., name=...))")
     for axis in _reduce_axes(body):
         if axis.var.name in symbolic:
             raise DSLError(

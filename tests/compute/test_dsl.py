@@ -112,6 +112,25 @@ def test_a_reduce_axis_named_like_a_symbolic_dim_is_refused():
         te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
 
 
+def test_an_axis_named_like_a_reduce_axis_is_renamed():
+    # audit, helper-94: `lambda x: te.sum(C[k, x], axis=k)` with k named "x" read C[x, x]
+    C = te.placeholder((5, 40), name="C")
+    k = te.reduce_axis((0, 5), name="x")
+    func = te.create_prim_func([C, te.compute((40,), lambda x: te.sum(C[k, x], axis=k),
+                                              name="D")])
+    c = np.random.default_rng(0).random((5, 40), dtype=np.float32)
+    d = np.full(40, np.nan, np.float32)
+    sched.build(func, target="c")(c, d)
+    np.testing.assert_allclose(d, c.sum(axis=0), rtol=1e-5)
+
+
+def test_two_reduce_axes_of_one_name_are_refused():
+    A = te.placeholder((4, 5, 6), name="A")
+    k1, k2 = te.reduce_axis((0, 5), name="k"), te.reduce_axis((0, 6), name="k")
+    with pytest.raises(DSLError, match="two reduce axes are named 'k'"):
+        te.compute((4,), lambda i: te.sum(A[i, k1, k2], axis=[k1, k2]), name="D")
+
+
 def test_a_reduction_init_may_read_a_tensor_at_the_output_index():
     # the init kept the lambda's variable i instead of the block's (an isl syntax error on
     # the C target, a VerifyError on CUDA; audit, stop 28)
