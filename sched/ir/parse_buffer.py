@@ -296,13 +296,16 @@ class BufferParser(ExprParser):
 
     def _data(self, node: ast.AST) -> str:
         """`data=X.data`, or `data=X` of an `X = T.allocate(...)` (TVM's lowered form, where X
-        is the allocation's pointer): the name of the buffer whose storage is shared."""
+        is the allocation's pointer): the storage shared, X's own where X shares another's
+        (audit helper-94: `B2 = T.decl_buffer(..., data=B1)` of a B1 over `buf` named B1's
+        storage 'B1', which nothing allocates: B1 never saw B2's stores)."""
         if isinstance(node, ast.Name) and isinstance(self._found(node.id), Buffer):
-            return node.id
+            return self._found(node.id).storage_name
         if not (isinstance(node, ast.Attribute) and node.attr == "data"
                 and isinstance(node.value, ast.Name)):
             raise self.error(node, f"expected data=X.data, got '{ast.unparse(node)}'")
-        return node.value.id
+        found = self._found(node.value.id)
+        return found.storage_name if isinstance(found, Buffer) else node.value.id
 
 
 def _without_keyword(call: ast.Call, name: str) -> ast.Call:

@@ -405,6 +405,11 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
     'X = T.alloc_buffer((4, 4), "float32")\n    Xf = T.decl_buffer((16,), "float32", data=X.data)',
     'X = T.allocate([16], "float32", "global")\n    Xb = T.decl_buffer((4, 4), "float32", '
     'data=X)\n    Xf = T.decl_buffer((16,), "float32", data=X)',
+    # helper-94: a buffer over one that shares another's storage shares that storage
+    'X = T.allocate([16], "float32", "global")\n    Xb = T.decl_buffer((4, 4), "float32", '
+    'data=X)\n    Xf = T.decl_buffer((16,), "float32", data=Xb)',
+    'X = T.allocate([16], "float32", "global")\n    Xb = T.decl_buffer((4, 4), "float32", '
+    'data=X)\n    Xf = T.decl_buffer((16,), "float32", data=Xb.data)',
 ])
 def test_a_body_with_no_blocks_allocates_as_tvm_writes_it(allocation):
     # audit, helper-91: T.alloc_buffer in a body with no blocks made a root block whose loads
