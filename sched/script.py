@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import sys
 
+from sched.ir.builders import const
 from sched.ir.dtype import DTYPES, FLOAT_DTYPES, INT_DTYPES
-from sched.ir.nodes import FloatImm, IntImm, PrimFunc
+from sched.ir.nodes import FloatImm, PrimFunc
 from sched.ir.parser import parse_function
 
 
@@ -94,7 +95,7 @@ class _IntConstant(_Placeholder):
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], int) and \
                 not isinstance(args[0], bool):
-            return IntImm(args[0], self.dtype)
+            return const(args[0], self.dtype)      # refuses T.int8(300), as TVM does
         return _PLACEHOLDER
 
 

@@ -31,6 +31,7 @@ from sched.ir.nodes import (
     BufferRegion,
     BufferStore,
     Expr,
+    FloatImm,
     For,
     IntImm,
     IterVar,
@@ -336,8 +337,11 @@ def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:
                               Range(const(0, dim.dtype), dim))
                       for d, dim in enumerate(buffer.shape))
     indices = tuple(iv.var for iv in iter_vars)
-    value = pad_value(*indices)[0] if isinstance(pad_value, IndexMap) else \
-        convert(pad_value, buffer.dtype)
+    try:
+        value = pad_value(*indices)[0] if isinstance(pad_value, IndexMap) else \
+            convert(pad_value, buffer.dtype)
+    except TypeError as error:      # a number beyond the buffer's dtype
+        raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r}: {error}") from None
     if collect(value, BufferLoad):
         raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r} reads a buffer; give a "
                             f"number or a function of the new indices alone")
@@ -358,7 +362,16 @@ def _pad_value(pad_value, ndim: int, index_dtype: str, dtype: str):
     """`pad_value` as transform_layout takes it: None, a number, an expression, or a function
     of the new indices (TVM's callable form, kept as an IndexMap of one result so that it
     prints back in a trace)."""
-    if pad_value is None or isinstance(pad_value, int | float | Expr | IndexMap):
+    if isinstance(pad_value, IntImm | FloatImm):
+        return pad_value.value          # `T.float32(-5)`: a number, as the trace prints it
+    if isinstance(pad_value, Expr):     # a constant expression: a function of no index
+        if free_vars(pad_value):
+            raise ScheduleError(PRIMITIVE, f"pad_value={pad_value.script()}: an expression of "
+                                f"variables; give a function of the new indices instead "
+                                f"(lambda i, j: ...)")
+        return IndexMap.from_callable(lambda *_: pad_value, ndim, index_dtype, dtype,
+                                      "pad_value")
+    if pad_value is None or isinstance(pad_value, int | float | IndexMap):
         return pad_value
     if callable(pad_value):
         found = IndexMap.from_callable(pad_value, ndim, index_dtype, dtype, "pad_value")
