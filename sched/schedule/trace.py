@@ -17,6 +17,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
+from sched.ir.nodes import Expr
+
 # Steps whose result is a list of handles (the others return one handle or nothing).
 LIST_RESULTS = {"get_loops", "get_child_blocks", "get_producers", "get_consumers", "split",
                 "sample_perfect_tile", "tile", "get_output_blocks", "loop_partition",
@@ -57,6 +59,8 @@ def _python(value) -> str:
         return value.name
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_python(v) for v in value) + "]"
+    if isinstance(value, Expr):             # as T writes it (sched.script.T), not a repr
+        return value.script()
     return repr(value)
 
 
