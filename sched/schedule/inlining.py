@@ -389,7 +389,18 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
             (iv.var for iv in producer.iter_vars), p_realize.iter_values))))
     new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
-    return _drop_allocation(new_func, buffer)
+    new_func = _drop_allocation(new_func, buffer)
+    # the producer's reads of what the consumer writes came before every write of it; inlined,
+    # a later instance must not read an element an earlier one wrote (audit helper-95:
+    # B[vi] = A[vi] + C[vi - 1] read the new C[vi - 1]: wrong numbers)
+    written = store.buffer.storage_name
+    _refuse_between(new_func, primitive, [
+        d for d in dependences(new_func) if d.kind == "flow" and d.buffer == written
+        and d.source.block.name == d.sink.block.name == producer.name], lambda d: (
+        f"block {producer.name!r} reads {written!r}, which {block_name!r} writes; inlined, "
+        f"an instance would read an element an earlier one wrote, where it read the value "
+        f"from before {block_name!r} ran"), render)
+    return new_func
 
 
 def _refuse_overwrites(func: PrimFunc, block_name: str, store: BufferStore, producer: str,
