@@ -55,8 +55,8 @@ def _dim_range(indices: list[Expr], extent: Expr, allowed: set[Var]) -> Range:
         start: Expr = IntImm(low)
     elif low == 0:
         start = base
-    else:
-        start = simplify(binary("add", base, low))
+    else:   # `base - 200` as a subtraction: -200 is no uint8 constant (audit helper-95)
+        start = simplify(binary("add", base, low) if low > 0 else binary("sub", base, -low))
     return Range(start, IntImm(high - low + 1))
 
 

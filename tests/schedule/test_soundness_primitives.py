@@ -11,6 +11,7 @@ import sched
 from sched.errors import ScheduleError
 from sched.ir.parser import parse
 from sched.ir.verify import verify
+from sched.script import T
 from tests.schedule.conftest import run_c
 
 RNG = np.random.default_rng(9)
@@ -172,3 +173,31 @@ def test_a_predicate_reading_a_parameter_is_a_read_of_its_block():
     a = RNG.standard_normal(16).astype("float32")
     _, d = run_c(sch.func, a, np.zeros(16, "float32"))
     np.testing.assert_allclose(d, np.where(a > 0, a + 1, 0))
+
+
+@T.prim_func
+def _uint8_index(A: T.Buffer((64,), "uint8"), X: T.Buffer((256,), "float32"),
+                 C: T.Buffer((64,), "float32")):
+    B = T.alloc_buffer((64,), "uint8")
+    for i in range(64):
+        with T.block("B"):
+            vi = T.axis.spatial(64, i)
+            B[vi] = A[vi] - T.uint8(200)
+    for i in range(64):
+        with T.block("C"):
+            vi = T.axis.spatial(64, i)
+            C[vi] = X[B[vi]]
+
+
+def test_an_unsigned_index_minus_a_constant_inlines():
+    # audit, helper-95: the read region of X[A[vi] - 200] was written A[vi] + -200, no uint8
+    # constant (a raw TypeError from compute_inline, and at the parse of the inlined form)
+    sch = sched.Schedule(_uint8_index)
+    with pytest.warns(UserWarning):         # the index is data: the whole of X is read
+        sch.compute_inline(sch.get_block("B"))
+    a = (np.arange(64) * 4).astype(np.uint8)
+    x = np.random.default_rng(0).random(256, dtype=np.float32)
+    for func in (sch.func, sched.parse(sch.func.script())):
+        c = np.full(64, np.nan, np.float32)
+        sched.build(func, target="c")(a, x, c)
+        np.testing.assert_array_equal(c, x[a - np.uint8(200)])
