@@ -201,3 +201,22 @@ def test_an_unsigned_index_minus_a_constant_inlines():
         c = np.full(64, np.nan, np.float32)
         sched.build(func, target="c")(a, x, c)
         np.testing.assert_array_equal(c, x[a - np.uint8(200)])
+
+
+@T.prim_func
+def _init_reads_the_reduce_variable(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 8):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                C[vi] = A[vi, vk]
+            C[vi] = C[vi] + A[vi, vk]
+
+
+def test_decompose_reduction_of_an_init_reading_a_reduce_variable_is_refused():
+    # audit, helper-95: the init block lost vk: an isl syntax error
+    sch = sched.Schedule(_init_reads_the_reduce_variable)
+    i, _ = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="the init of block 'C' reads the reduce variable "
+                                            "'vk'"):
+        sch.decompose_reduction(sch.get_block("C"), i)
