@@ -10,7 +10,6 @@ returns a new object), so one parsed object may be shared.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import islpy as isl
@@ -81,32 +80,6 @@ def is_single_valued_map(text: str, params_text: str) -> bool:
     return restricted_map(text, None, params_text).is_single_valued()
 
 
-EXCEEDED = "maximal number of operations exceeded"
-
-
-def operations_exceeded(error: isl.Error) -> bool:
-    """Whether `error` is isl's answer to a limit on its operations (within_operations,
-    operations_budget): never a fact about the sets, so no fallback may take it for one."""
-    return EXCEEDED in str(error)
-
-
-@contextlib.contextmanager
-def operations_budget(limit: int):
-    """isl may take at most `limit` operations at a time in the block (an inner
-    within_operations sets its own limit, then restarts this one's count): past it, isl.Error
-    with EXCEEDED. The autoscheduler samples under it, so that one sample whose analysis isl
-    cannot finish soon is dropped (refused) instead of stalling the search."""
-    context = isl.DEFAULT_CONTEXT
-    enclosing = context.get_max_operations()
-    context.set_max_operations(limit)
-    context.reset_operations()
-    try:
-        yield
-    finally:
-        context.set_max_operations(enclosing)
-        context.reset_operations()
-
-
 def within_operations(limit: int, compute):
     """`compute()`, or None when isl needs more than `limit` operations for it (isl counts
     them; an enclosing limit is restored after, with its count started again)."""
@@ -117,7 +90,7 @@ def within_operations(limit: int, compute):
     try:
         return compute()
     except isl.Error as error:
-        if not operations_exceeded(error):
+        if "maximal number of operations exceeded" not in str(error):
             raise
         return None
     finally:
@@ -137,7 +110,5 @@ def first_point(found: isl.Set) -> isl.Point:
     any point where there is no first: an over-approximated set may be unbounded below."""
     try:
         return found.lexmin().sample_point()
-    except isl.Error as error:
-        if operations_exceeded(error):
-            raise
+    except isl.Error:
         return found.sample_point()

@@ -20,7 +20,6 @@ from sched.ir.functor import substitute
 from sched.ir.nodes import BlockRealize, BufferStore, Expr, PrimFunc, Var
 from sched.polyhedral import build_model
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr, isl_name, pw_aff_to_expr, to_isl
-from sched.polyhedral.isl_text import operations_exceeded
 
 PRIMITIVE = "reverse_compute_inline"
 
@@ -105,11 +104,7 @@ def _condition(read: isl.Set, domain: isl.Set, variables: dict[str, Var],
     try:
         ast = isl.AstBuild.from_context(context).expr_from_set(as_params(read).gist(context))
         return ast_to_expr(ast, variables, dtype)
-    except isl.Error as error:
-        if operations_exceeded(error):
-            raise
-        return None
-    except (NotAffine, KeyError, TypeError):
+    except (isl.Error, NotAffine, KeyError, TypeError):
         return None
 
 

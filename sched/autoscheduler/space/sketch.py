@@ -30,8 +30,6 @@ import hashlib
 import itertools
 import random
 
-import islpy as isl
-
 from sched.autoscheduler.space.analysis import block_info, leaf_blocks
 from sched.autoscheduler.space.loops_cpu import parallel_vectorize
 from sched.autoscheduler.space.placement import compute_location, inline
@@ -42,14 +40,9 @@ from sched.autoscheduler.space.threads_gpu import THREAD_WEIGHTS, bind_threads
 from sched.autoscheduler.space.tiling_cpu import tile_cpu, vector_axes, vector_lanes
 from sched.autoscheduler.space.tiling_gpu import has_async_copies, tile_gpu
 from sched.errors import ScheduleError
-from sched.polyhedral.isl_text import operations_budget, operations_exceeded
 from sched.schedule.state import find_block
 
 MAX_SKETCHES = 12
-# isl operations one step of a sample may take at once (about 6 s here) before the sample is
-# dropped: the default GPU schedule of a stride-2 dilated conv2d sat minutes in one dependence
-# question (audit helper-92)
-SAMPLE_OPERATIONS = 5_000_000
 VALIDATION_TRIES = 6
 
 
@@ -105,7 +98,7 @@ class SearchSpace:
         SketchRefused (or ScheduleError) when a step is refused."""
         sch = self.workload.base_schedule()
         sampler = Sampler(sch, genome, rng)
-        _apply_within_budget(self.sketches[sketch], sch, sampler, self.workload)
+        _apply(self.sketches[sketch], sch, sampler, self.workload)
         return Sample(sketch, sampler.genome, tuple(sampler.kinds), sch)
 
 
@@ -117,19 +110,6 @@ def func_hash(func) -> str:
 # the rules that try a step and fall back to another when it is refused: they need the
 # refusal of the concurrency rule at once; every other rule has it asked at its end
 CHECKED_AT_ONCE = frozenset({"threads", "row_reduce"})
-
-
-def _apply_within_budget(sketch: Sketch, sch, sampler: Sampler, workload) -> None:
-    """`_apply`, refused (SketchRefused) where isl needs more than SAMPLE_OPERATIONS
-    operations at once to check a step."""
-    try:
-        with operations_budget(SAMPLE_OPERATIONS):
-            _apply(sketch, sch, sampler, workload)
-    except isl.Error as error:
-        if not operations_exceeded(error):
-            raise
-        raise SketchRefused(f"isl took more than {SAMPLE_OPERATIONS} operations at once to "
-                            f"check a step of this sample") from None
 
 
 def _apply(sketch: Sketch, sch, sampler: Sampler, workload) -> None:
@@ -390,7 +370,7 @@ def _valid(workload, sketches: list[Sketch], rng: random.Random) -> list[Sketch]
         for _ in range(VALIDATION_TRIES):
             sch = workload.base_schedule()
             try:
-                _apply_within_budget(sketch, sch, Sampler(sch, None, rng), workload)
+                _apply(sketch, sch, Sampler(sch, None, rng), workload)
             except (ScheduleError, SketchRefused):
                 continue
             kept.append(sketch)
