@@ -9,6 +9,7 @@ bindings.
 from __future__ import annotations
 
 import random
+import time
 
 from sched.autoscheduler.space.sampler import SketchRefused
 from sched.autoscheduler.space.sketch import SearchSpace
@@ -16,21 +17,27 @@ from sched.autoscheduler.workload import Workload
 from sched.errors import ScheduleError
 
 DEFAULT_SAMPLES = 8
+DEFAULT_SECONDS = 10.0     # drawing stops past this once a candidate is drawn
 
 
 def default_schedule(func, target: str = "cuda", arch: str | None = None,
                      samples: int = DEFAULT_SAMPLES, seed: int = 0):
-    """The best of `samples` random candidates by the memory-movement model (for CUDA, the
-    best that lowers); for CUDA, when no sketch gives one (symbolic shapes), each block's
-    spatial loops spread over threads, else every stage serial on one thread."""
+    """The best of `samples` random candidates (or of those drawn in DEFAULT_SECONDS, at
+    least one) by the memory-movement model (for CUDA, the best that lowers); for CUDA,
+    when no sketch gives one (symbolic shapes), each block's spatial loops spread over
+    threads, else every stage serial on one thread."""
     from sched.autoscheduler.cost import MemoryMovementModel
 
     workload = Workload.of(func, target, arch)
+    start = time.monotonic()
     space = SearchSpace(workload, seed=seed)
     rng = random.Random(seed)
-    drawn = []
+    drawn = list(space.validated)[:samples]     # each sketch's first sample
     for attempt in range(samples * 3):
-        if len(drawn) == samples or not space.sketches:
+        # the samples of a conv2d for the GPU take seconds each (audit helper-92: minutes
+        # for a default schedule): past DEFAULT_SECONDS the model ranks what is drawn
+        if len(drawn) >= samples or not space.sketches or \
+                (drawn and time.monotonic() - start > DEFAULT_SECONDS):
             break
         try:
             drawn.append(space.sample(attempt % len(space.sketches), None, rng))

@@ -558,3 +558,18 @@ def test_a_record_that_does_not_replay_is_a_warning_and_the_function_still_build
     with pytest.warns(UserWarning, match="best record of 'matmul' in .*stale.db' does not "
                                          "replay on it .*: built without a tuning record"):
         _check_matmul(sched.build(_matmul(), target="c", db=stale))
+
+
+def test_the_default_schedule_ranks_the_validating_samples_once_its_time_is_up(monkeypatch):
+    # audit, helper-92: the default GPU schedule of a stride-2 dilated conv2d drew 8 samples
+    # of ~25 s each (5 minutes); each sketch's validating sample is a candidate now, and
+    # drawing stops past DEFAULT_SECONDS
+    from sched.autoscheduler import default
+    from sched.autoscheduler.space.sketch import SearchSpace
+
+    drawn = []
+    monkeypatch.setattr(default, "DEFAULT_SECONDS", 0.0)
+    monkeypatch.setattr(SearchSpace, "sample", lambda *args: drawn.append(args))
+    sch = default.default_schedule(_matmul(32), "cuda", "sm_90")
+    assert not drawn and "blockIdx" in sch.func.script()
+    _check_matmul(sched.build(sch.func, target="c"), n=32)

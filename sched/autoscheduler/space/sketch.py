@@ -91,7 +91,10 @@ class SearchSpace:
 
     def __init__(self, workload, seed: int = 0):
         self.workload = workload
-        self.sketches = _valid(workload, _sketches(workload), random.Random(seed))
+        # `validated`: the sample that showed each kept sketch applies (a first candidate;
+        # on a conv2d for the GPU one sample is seconds of analysis)
+        self.sketches, self.validated = _valid(workload, _sketches(workload),
+                                               random.Random(seed))
 
     def sample(self, sketch: int, genome: tuple | None, rng: random.Random) -> Sample:
         """Apply sketch `sketch` with `genome` (missing decisions drawn from `rng`); raises
@@ -363,16 +366,19 @@ def _resolve(combo: tuple) -> tuple:
     return tuple(steps)
 
 
-def _valid(workload, sketches: list[Sketch], rng: random.Random) -> list[Sketch]:
-    """The sketches some random genome applies to."""
-    kept = []
+def _valid(workload, sketches: list[Sketch], rng: random.Random
+           ) -> tuple[list[Sketch], list[Sample]]:
+    """The sketches some random genome applies to, and that sample of each."""
+    kept, samples = [], []
     for sketch in sketches:
         for _ in range(VALIDATION_TRIES):
             sch = workload.base_schedule()
+            sampler = Sampler(sch, None, rng)
             try:
-                _apply(sketch, sch, Sampler(sch, None, rng), workload)
+                _apply(sketch, sch, sampler, workload)
             except (ScheduleError, SketchRefused):
                 continue
+            samples.append(Sample(len(kept), sampler.genome, tuple(sampler.kinds), sch))
             kept.append(sketch)
             break
-    return kept
+    return kept, samples
