@@ -51,14 +51,18 @@ from sched.ir.nodes import (
     BlockRealize,
     Buffer,
     BufferLoad,
+    BufferRegion,
     BufferStore,
     Expr,
     For,
     IntImm,
     PrimFunc,
+    Range,
     Stmt,
+    const,
     seq,
 )
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.kernel_stages import kernel_groups, root_stages
 
 
@@ -97,8 +101,16 @@ def split_kernels(func: PrimFunc) -> KernelPlan | None:
     for number, group in enumerate(groups):
         body = seq(*(stages[k] for k in group))
         used = _storage_used(body)
-        block = dataclasses.replace(root, body=body, alloc_buffers=tuple(
-            b for b in root.alloc_buffers if b.scope != "global" and b.name in used))
+        # a workspace the kernel loads outside its blocks (a loop bound, a predicate) is a
+        # parameter of the kernel now: its root block declares reading it (audit helper-96:
+        # a VerifyError, "loaded but not declared in the block's T.reads")
+        unseen = unseen_loads(body)
+        declared = tuple(BufferRegion(b, tuple(Range(const(0, d.dtype), d) for d in b.shape))
+                         for b in workspace if b.name in unseen)
+        block = dataclasses.replace(root, body=body, reads=(*root.reads, *declared),
+                                    alloc_buffers=tuple(b for b in root.alloc_buffers
+                                                        if b.scope != "global"
+                                                        and b.name in used))
         kernels.append(PrimFunc(f"{func.name}_kernel{number}", (*func.params, *workspace),
                                 dataclasses.replace(func.body, block=block), func.attrs))
     return KernelPlan(tuple(kernels), workspace)

@@ -302,3 +302,48 @@ def test_a_stage_without_block_loops_beside_a_grid_gets_a_kernel_of_one_block(ta
     sched.build(sch.func, target=target)(a, y, x)
     np.testing.assert_array_equal(y, a * 2)
     np.testing.assert_array_equal(x, np.cumsum(a, axis=0))
+
+
+def _workspace_read_outside_blocks(read: str):
+    """L = A % 4 + 1 on (blockIdx, threadIdx); B reads another block's row of L in `read`
+    (a predicate or a loop bound), which the model's statements do not hold."""
+    predicate = read == "predicate"
+    return sched.parse(f'''
+@T.prim_func
+def main(A: T.Buffer((8, 4), "int32"), B: T.Buffer((8, 4), "int32")):
+    with T.block("root"):
+        L = T.alloc_buffer((8, 4), "int32")
+        for i, t in T.grid(8, 4):
+            with T.block("L"):
+                vi, vt = T.axis.remap("SS", [i, t])
+                L[vi, vt] = A[vi, vt] % 4 + 1
+        for i2 in range(8):
+            for r in range({4 if predicate else "L[7 - i2, 3]"}):
+                with T.block("B"):
+                    vi = T.axis.spatial(8, i2)
+                    vj = T.axis.spatial(4, r)
+                    {"T.where(r < L[7 - i2, 3])" if predicate else ""}
+                    B[vi, vj] = A[vi, vj] * 2
+''')
+
+
+@pytest.mark.parametrize("read", ["predicate", "loop bound"])
+def test_a_workspace_read_outside_blocks_is_read_in_a_later_kernel(read):
+    # audit, helper-96: read in a T.where, the stages stayed one kernel and block i read row
+    # 7 - i of L before its block stored it (wrong numbers on cuda-emu, a race under TSan);
+    # read in a loop bound of the second kernel, a VerifyError
+    sch = sched.Schedule(_workspace_read_outside_blocks(read))
+    x, y = sch.get_loops(sch.get_block("L"))
+    sch.bind(x, "blockIdx.x")
+    sch.bind(y, "threadIdx.x")
+    sch.bind(sch.get_loops(sch.get_block("B"))[0], "blockIdx.x")
+    assert len(split_kernels(sch.func).kernels) == 2
+    a = np.random.default_rng(1).integers(0, 100, (8, 4)).astype(np.int32)
+    expected = np.full((8, 4), -1, np.int32)
+    for i in range(8):
+        for r in range((a % 4 + 1)[7 - i, 3]):
+            expected[i, r] = a[i, r] * 2
+    for target in ("c", "cuda-emu"):
+        b = np.full((8, 4), -1, np.int32)
+        sched.build(sch.func, target=target)(a, b)
+        np.testing.assert_array_equal(b, expected, err_msg=target)
