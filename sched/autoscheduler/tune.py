@@ -114,16 +114,18 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     target, arch = parse_target(target, arch)
     _check_a_gpu_measures(target, runner or "local")
     workload = Workload.of(func, target, arch)
+    symbolic = sorted({v.name for v in workload.func.symbolic_vars})
+    if symbolic:        # (audit helper-92: a symbolic softmax's every trial was an error)
+        raise ValueError(f"tune: the shapes of {workload.name!r} are symbolic "
+                         f"({', '.join(symbolic)}): candidates are measured, and tiles "
+                         f"chosen, at constant sizes; tune it with them fixed (each shape its "
+                         f"own workload), or build it with the default schedule")
     timing = timing or TimingOptions()
     database = Database(db if db is not None else ":memory:")
     space = SearchSpace(workload, seed=seed or 0)
     if not space.sketches:
-        symbolic = sorted({v.name for v in workload.func.symbolic_vars})
-        why = (f": its shapes are symbolic ({', '.join(symbolic)}) and the sketches' tiles "
-               f"need constant extents; tune it with them fixed (each shape its own "
-               f"workload) or" if symbolic else ":")
         raise ValueError(f"tune: no schedule sketch applies to {workload.name!r} on "
-                         f"{target}{why} schedule its blocks by hand (tutorials 02 and 07)")
+                         f"{target}: schedule its blocks by hand (tutorials 02 and 07)")
     search = EvolutionarySearch(space, seed=seed)
     previous = database.records(workload)
     search.remember(r.func_hash for r in previous)

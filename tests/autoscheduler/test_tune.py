@@ -535,14 +535,20 @@ def test_tuning_for_cuda_without_a_gpu_says_what_to_do_instead():
         sched.tune(_matmul(16), target="cuda", arch="sm_90", trials=2, progress=False)
 
 
-def test_a_workload_of_symbolic_shape_says_why_no_sketch_applies():
-    n = te.var("n")
+def test_a_workload_of_symbolic_shape_is_refused_before_the_search():
+    # a symbolic matmul had no sketch; a symbolic softmax had some, and every trial was an
+    # error (audit helper-92)
+    n, m = te.var("n"), te.var("m")
     A = te.placeholder((n, 32), name="A")
     B = te.placeholder((32, 24), name="B")
-    func = te.create_prim_func([A, B, te.ops.matmul(A, B)], name="symmm")
-    with pytest.raises(ValueError, match=r"no schedule sketch applies to 'symmm' on c: its "
-                                         r"shapes are symbolic \(n\)"):
-        tune(func, "c", trials=2, progress=False)
+    X = te.placeholder((n, m), name="X")
+    for func, shown in ((te.create_prim_func([A, B, te.ops.matmul(A, B)], name="symmm"),
+                         "'symmm' are symbolic \\(n\\)"),
+                        (te.create_prim_func([X, te.ops.softmax(X)], name="symsm"),
+                         "'symsm' are symbolic \\(m, n\\)")):
+        with pytest.raises(ValueError, match=f"tune: the shapes of {shown}: candidates are "
+                                             f"measured"):
+            tune(func, "c", trials=2, progress=False)
 
 
 def test_a_record_that_does_not_replay_is_a_warning_and_the_function_still_builds(tmp_path):
