@@ -33,6 +33,7 @@ from sched.ir.nodes import (
     Range,
     Select,
     SeqStmt,
+    Stmt,
     Var,
     const,
     is_constant,
@@ -41,6 +42,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.state import and_predicate, find_block, path_to, refuse_other_views, replace
@@ -164,6 +166,13 @@ def _top_position(func: PrimFunc, name: str) -> int:
         if any(r.block.name == name for r in collect(child, BlockRealize)):
             return index
     raise AssertionError(f"block {name!r} is not in the function")
+
+
+def _top_stage(func: PrimFunc, name: str) -> Stmt:
+    """The top-level statement (of the root block) that holds block `name`."""
+    body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
+    children = body.stmts if isinstance(body, SeqStmt) else (body,)
+    return children[_top_position(func, name)]
 
 
 def _refuse_between(func, primitive, deps, reason, render) -> None:
@@ -387,13 +396,20 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     if condition is not None:       # the instances whose element the consumer read
         new_realize = and_predicate(new_realize, substitute(condition, dict(zip(
             (iv.var for iv in producer.iter_vars), p_realize.iter_values))))
+    written = store.buffer.storage_name
+    if written in unseen_loads(_top_stage(func, p_realize.block.name)):
+        # a load the model's statements do not hold (the producer's predicate, an `if`
+        # around it) would read the new values (audit helper-97): wrong numbers
+        raise ScheduleError(primitive, f"the loop nest of block {p_realize.block.name!r} "
+                            f"loads {written!r}, which {block_name!r} writes, in a predicate, "
+                            f"a condition or a loop bound: inlined, it would read the new "
+                            f"values")
     new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
     new_func = _drop_allocation(new_func, buffer)
     # the producer's reads of what the consumer writes came before every write of it; inlined,
     # a later instance must not read an element an earlier one wrote (audit helper-95:
     # B[vi] = A[vi] + C[vi - 1] read the new C[vi - 1]: wrong numbers)
-    written = store.buffer.storage_name
     _refuse_between(new_func, primitive, [
         d for d in dependences(new_func) if d.kind == "flow" and d.buffer == written
         and d.source.block.name == d.sink.block.name == producer.name], lambda d: (

@@ -143,3 +143,26 @@ def test_a_producer_reading_another_element_of_the_consumers_output_keeps_it_sto
     sched.build(func, target="c")(a, expected)
     sched.build(sch.func, target="c")(a, c)
     np.testing.assert_array_equal(c, expected)
+
+
+@T.prim_func
+def _output_read_in_the_predicate(A: T.Buffer((16,), "float32"),
+                                  C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            T.where(i < 1 or C[i - 1] < T.float32(100))
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = B[vi] * T.float32(200)
+
+
+def test_a_producer_reading_the_consumers_output_in_its_predicate_keeps_it_stored():
+    # audit, helper-97: the predicate's load is no statement's read; inlined, it read the new
+    # C[i - 1] (4 of 16 elements wrong)
+    sch = sched.Schedule(_output_read_in_the_predicate)
+    with pytest.raises(ScheduleError, match="loads 'C', which 'C' writes, in a predicate"):
+        sch.reverse_compute_inline(sch.get_block("C"))
