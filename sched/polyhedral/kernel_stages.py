@@ -167,26 +167,29 @@ def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
         incoming.setdefault(stage_of(dep.sink, func), []).append(dep)
     groups: list[list[int]] = [[0]]
     launch = _outer_extents(stages[0])
-    written = _global_stores(stages[0], private)        # by the stages of the last group
+    # by the stages of the last group: the global storages stored, and those loaded where the
+    # model's statements do not see it (a predicate, a loop bound)
+    written, loaded = _global_stores(stages[0], private), unseen_loads(stages[0]) - private
     for index in range(1, len(stages)):
         extents = _outer_extents(stages[index])
         members = set(groups[-1])
         crossing = any(stage_of(dep.source, func) in members
                        and crosses_threads(dep, model.params)
                        for dep in incoming.get(index, ()))
-        # a load the model's statements do not hold (a predicate, a loop bound) of what the
-        # group stored may be another thread's value: a new kernel orders it (audit
-        # helper-96: T.where(j < L[7 - i, 3 - j]) read rows of L other blocks had not
-        # stored yet, in one kernel: wrong numbers)
-        unseen = bool(unseen_loads(stages[index]) & written)
+        # such a load of what the group stored may be another thread's value, and a store of
+        # what the group so loaded may come before another thread's load: a new kernel
+        # orders them (audit helper-96: T.where(j < L[7 - i, 3 - j]) read rows of L other
+        # blocks had not stored yet, in one kernel: wrong numbers; helper-97: the converse)
+        stores, loads = _global_stores(stages[index], private), unseen_loads(stages[index])
+        unseen = bool(loads & written or stores & loaded)
         if crossing or unseen or not _compatible(launch, extents):
             groups.append([index])
             launch = extents
-            written = _global_stores(stages[index], private)
+            written, loaded = stores, loads - private
         else:
             groups[-1].append(index)
             launch = {**extents, **launch}
-            written |= _global_stores(stages[index], private)
+            written, loaded = written | stores, loaded | (loads - private)
     return groups
 
 

@@ -347,3 +347,41 @@ def test_a_workspace_read_outside_blocks_is_read_in_a_later_kernel(read):
         b = np.full((8, 4), -1, np.int32)
         sched.build(sch.func, target=target)(a, b)
         np.testing.assert_array_equal(b, expected, err_msg=target)
+
+
+def test_a_load_outside_blocks_then_a_store_of_it_on_other_threads_are_two_kernels():
+    # audit, helper-97: B reads row 7 - i of the parameter L in its predicate, then a stage
+    # zeroes L: in one kernel, block 7 - i zeroed it first (rows 4-7 of B left unwritten)
+    sch = sched.Schedule(sched.parse('''
+@T.prim_func
+def main(A: T.Buffer((8, 4), "int32"), L: T.Buffer((8, 4), "int32"),
+         B: T.Buffer((8, 4), "int32")):
+    with T.block("root"):
+        T.reads(L[0:8, 0:4], A[0:8, 0:4])
+        for i2 in range(8):
+            for r in range(4):
+                with T.block("B"):
+                    vi = T.axis.spatial(8, i2)
+                    vj = T.axis.spatial(4, r)
+                    T.where(r < L[7 - i2, 3])
+                    B[vi, vj] = A[vi, vj] * 2
+        for i, t in T.grid(8, 4):
+            with T.block("L"):
+                vi, vt = T.axis.remap("SS", [i, t])
+                L[vi, vt] = 0
+'''))
+    x, y = sch.get_loops(sch.get_block("L"))
+    sch.bind(x, "blockIdx.x")
+    sch.bind(y, "threadIdx.x")
+    sch.bind(sch.get_loops(sch.get_block("B"))[0], "blockIdx.x")
+    assert len(split_kernels(sch.func).kernels) == 2
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 100, (8, 4)).astype(np.int32)
+    lengths = rng.integers(1, 5, (8, 4)).astype(np.int32)
+    expected = np.full((8, 4), -1, np.int32)
+    for i in range(8):
+        expected[i, :lengths[7 - i, 3]] = a[i, :lengths[7 - i, 3]] * 2
+    for target in ("c", "cuda-emu"):
+        b = np.full((8, 4), -1, np.int32)
+        sched.build(sch.func, target=target)(a, lengths.copy(), b)
+        np.testing.assert_array_equal(b, expected, err_msg=target)
