@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from sched.errors import DSLError
 from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_int
-from sched.ir.functor import free_vars
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import Buffer, BufferLoad, Expr, Range, Var, convert
 from sched.ir.simplify import simplify
 
@@ -215,13 +215,17 @@ def compute(shape, fcompute, name: str | None = None, tag: str = "",
     dtypes = [_index_dtype(dim) for dim in shape]
     axes = tuple(Var(n, t) for n, t in
                  zip(_axis_names(fcompute, len(shape), name, varargs_names), dtypes))
+    # the names of the variables the body uses besides the axes, from axes no name can equal
+    probes = tuple(Var(f"{_PROBE}{d}", t) for d, t in enumerate(dtypes))
+    others = _variable_names(_evaluate(fcompute, probes)[0]) - {v.name for v in probes}
     body, inputs = _evaluate(fcompute, axes)
     symbolic = _symbolic_names(body, shape, inputs)
-    # an axis named like a symbolic dim (`lambda n, ...` over a batch of te.var("n")) or like
-    # a reduce axis of the body (`lambda x: te.sum(C[k, x], axis=k)` with k named "x": audit
-    # helper-94, C[k, x] became C[x, x]) would be that variable in the function, which knows
-    # its variables by name (and equal names and dtypes make equal variables)
-    clashing = symbolic | {axis.var.name for axis in _all_reduce_axes(body)}
+    # an axis named like a symbolic dim (`lambda n, ...` over a batch of te.var("n")), like a
+    # reduce axis of the body (`lambda x: te.sum(C[k, x], axis=k)` with k named "x": audit
+    # helper-94, C[k, x] became C[x, x]) or like a scalar the body reads (`lambda i: A[i + m]`
+    # with m = te.var("i"): helper-97) would be that variable in the function, which knows its
+    # variables by name (and equal names and dtypes make equal variables)
+    clashing = symbolic | others | {axis.var.name for axis in _all_reduce_axes(body)}
     if any(axis.name in clashing for axis in axes):
         taken = clashing | {axis.name for axis in axes}
         axes = tuple(Var(_fresh(axis.name, taken), axis.dtype) if axis.name in clashing
@@ -302,6 +306,32 @@ def _reduce_axes(body) -> tuple:
     return body.axes if isinstance(body, Reduce | TupleReduce) else ()
 
 
+_PROBE = "\x00axis"      # no variable a user makes has this name
+
+
+def _variable_names(body) -> set[str]:
+    """The names of the variables in a compute's body (`_variables`)."""
+    return {v.name for v in _variables(body)}
+
+
+def _variables(body) -> list[Var]:
+    """Every occurrence of a variable in a compute's body: an expression, a reducer (its
+    values, condition, init and axes' bounds), or a list of those."""
+    from sched.compute.comm_reducer import TupleReduce
+    from sched.compute.reduction import Reduce
+
+    exprs = []
+    for part in body if isinstance(body, list | tuple) else (body,):
+        if isinstance(part, Reduce):
+            exprs += [part.source, part.condition, part.init]
+        elif isinstance(part, TupleReduce):
+            exprs += [*part.sources, part.condition]
+        else:
+            exprs.append(part)
+        exprs += [b for axis in _reduce_axes(part) for b in (axis.dom.min, axis.dom.extent)]
+    return [v for e in exprs if e is not None for v in collect(convert(e), Var)]
+
+
 def _all_reduce_axes(body) -> list:
     """The reduce axes of the body's reducers (several for a list of values)."""
     return [axis for part in (body if isinstance(body, list | tuple) else (body,))
@@ -324,21 +354,34 @@ def _fresh(name: str, taken: set[str]) -> str:
 
 
 def _check_reduce_axis_names(name: str, body, symbolic: set[str]) -> None:
-    """A reduce axis named like a symbolic dim would be that variable in the function, and
-    two reduce axes of one name would be one variable (`A[i, k1, k2]` read as `A[i, k, k]`):
-    refused, since the user named them (a compute's own axes are renamed instead)."""
+    """A reduce axis named like a symbolic dim or like another variable the body reads would
+    be that variable in the function, and two reduce axes of one name would be one variable
+    (`A[i, k1, k2]` read as `A[i, k, k]`): refused, since the user named them (a compute's
+    own axes are renamed instead); so is an axis listed twice in one reducer."""
     names = [axis.var.name for axis in _all_reduce_axes(body)]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated and len(set(map(id, _all_reduce_axes(body)))) > len(set(names)):
         raise DSLError(f"compute '{name}': two reduce axes are named '{repeated[0]}', and a "
                        f"function knows its variables by name: name them apart "
                        f"(te.reduce_axis(..., name=...))")
+    for part in body if isinstance(body, list | tuple) else (body,):
+        listed = [id(axis) for axis in _reduce_axes(part)]
+        if len(listed) != len(set(listed)):
+            raise DSLError(f"compute '{name}': a reduce axis is listed twice in one reducer's "
+                           f"axis=: list each once")
     for axis in _reduce_axes(body):
         if axis.var.name in symbolic:
             raise DSLError(
                 f"compute '{name}': reduce axis '{axis.var.name}' has the name of a symbolic "
                 f"dim of a shape, and a function knows its variables by name: name the axis "
                 f"otherwise (te.reduce_axis(..., name=...))")
+    reduce_vars = {axis.var.name: axis.var for axis in _all_reduce_axes(body)}
+    for variable in _variables(body):
+        own = reduce_vars.get(variable.name)
+        if own is not None and variable is not own:
+            raise DSLError(f"compute '{name}': the body reads a variable named like its reduce "
+                           f"axis '{variable.name}', and a function knows its variables by "
+                           f"name: name one of them otherwise")
 
 
 def _check_no_foreign_reduce_axes(name: str, expr: Expr, allowed: set[Var]) -> None:

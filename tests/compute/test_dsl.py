@@ -124,6 +124,26 @@ def test_an_axis_named_like_a_reduce_axis_is_renamed():
     np.testing.assert_allclose(d, c.sum(axis=0), rtol=1e-5)
 
 
+def test_an_axis_named_like_a_scalar_of_the_body_is_renamed():
+    # audit, helper-97: m = te.var("i") read by `lambda i: A[i + m]` made A[v_i + v_i]
+    A = te.placeholder((8,), name="A")
+    m = te.var("i")
+    func = te.create_prim_func([A, m, te.compute((4,), lambda i: A[i + m], name="D")])
+    a = np.random.default_rng(0).random(8, dtype=np.float32)
+    d = np.full(4, np.nan, np.float32)
+    sched.build(func, target="c")(a, 3, d)
+    np.testing.assert_array_equal(d, a[3:7])
+
+
+def test_a_reduce_axis_named_like_a_scalar_of_the_body_or_listed_twice_is_refused():
+    A = te.placeholder((4, 8), name="A")
+    m, k = te.var("k"), te.reduce_axis((0, 4), name="k")
+    with pytest.raises(DSLError, match="reads a variable named like its reduce axis 'k'"):
+        te.compute((4,), lambda i: te.sum(A[i, k + m], axis=k), name="D")
+    with pytest.raises(DSLError, match="a reduce axis is listed twice"):
+        te.compute((4,), lambda i: te.sum(A[i, k], axis=[k, k]), name="E")
+
+
 def test_two_reduce_axes_of_one_name_are_refused():
     A = te.placeholder((4, 5, 6), name="A")
     k1, k2 = te.reduce_axis((0, 5), name="k"), te.reduce_axis((0, 6), name="k")
