@@ -73,11 +73,13 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
     if block.init is None and nested is None:
         raise refusal(primitive, f"block {block_name!r} has no init (T.init) to decompose; was "
                       f"it decomposed already?", func, None, render)
-    reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
-    used = sorted(v.name for v in free_vars(block.init) if v in reduce_vars) \
-        if block.init is not None else []
-    if used:        # audit helper-95: an isl syntax error where the init block lost vk
-        raise refusal(primitive, f"the init of block {block_name!r} reads the reduce variable "
+    # the init's own block (the nested one of a blockized reduction, helper-97): one that
+    # reads a reduce variable loses it in the init block (audit helper-95: an isl error)
+    owner = block if block.init is not None else nested.block
+    reduce_vars = {iv.var for iv in owner.iter_vars if iv.kind == "reduce"}
+    used = sorted(v.name for v in free_vars(owner.init) if v in reduce_vars)
+    if used:
+        raise refusal(primitive, f"the init of block {owner.name!r} reads the reduce variable "
                       f"{used[0]!r}, which the init block, outside the reduction's loops, "
                       f"would not have: write the init of spatial variables alone (the value "
                       f"before the first iteration)", func, None, render)

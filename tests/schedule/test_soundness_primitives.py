@@ -220,3 +220,11 @@ def test_decompose_reduction_of_an_init_reading_a_reduce_variable_is_refused():
     with pytest.raises(ScheduleError, match="the init of block 'C' reads the reduce variable "
                                             "'vk'"):
         sch.decompose_reduction(sch.get_block("C"), i)
+    # blockized, the init stays in the nested block (helper-97: the same isl error)
+    sch = sched.Schedule(_init_reads_the_reduce_variable)
+    i, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, factors=[2, 4])
+    outer = sch.blockize(ki)
+    with pytest.raises(ScheduleError, match="the init of block 'C' reads the reduce variable "
+                                            "'vk'"):
+        sch.decompose_reduction(outer, ko)
