@@ -305,6 +305,10 @@ class BufferParser(ExprParser):
                 and isinstance(node.value, ast.Name)):
             raise self.error(node, f"expected data=X.data, got '{ast.unparse(node)}'")
         found = self._found(node.value.id)
+        if isinstance(found, RegionView):       # helper-97: a dangling 'Sub' at build
+            raise self.error(node, f"data={ast.unparse(node)}: '{node.value.id}' is a view "
+                                   f"of a region of '{found.source.name}' (T.match_buffer in "
+                                   f"a block); declare the buffer over '{found.source.name}'")
         return found.storage_name if isinstance(found, Buffer) else node.value.id
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 import islpy as isl
+import numpy as np
 
 from sched.errors import ScheduleError
 from sched.ir.dtype import is_int
@@ -364,6 +365,8 @@ def _pad_value(pad_value, ndim: int, index_dtype: str, dtype: str):
     prints back in a trace)."""
     if isinstance(pad_value, IntImm | FloatImm):
         return pad_value.value          # `T.float32(-5)`: a number, as the trace prints it
+    if isinstance(pad_value, np.generic):
+        return pad_value.item()         # `np.float32(2.5)`
     if isinstance(pad_value, Expr):     # a constant expression: a function of no index
         if free_vars(pad_value):
             raise ScheduleError(PRIMITIVE, f"pad_value={pad_value.script()}: an expression of "

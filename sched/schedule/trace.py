@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from sched.ir.nodes import Expr
 
@@ -61,7 +64,16 @@ def _python(value) -> str:
         return "[" + ", ".join(_python(v) for v in value) + "]"
     if isinstance(value, Expr):             # as T writes it (sched.script.T), not a repr
         return value.script()
+    value = _plain(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'          # `nan` and `inf` are no Python names
     return repr(value)
+
+
+def _plain(value):
+    """A numpy number as the Python number it holds (`np.float32(0.2)` is no name a replay
+    knows, nor JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 # arguments that are objects of their own (an index map): JSON key -> reader of the value;
@@ -76,7 +88,7 @@ def _to_json(value):
         return [_to_json(v) for v in value]
     if hasattr(value, "json_key"):
         return {value.json_key: value.to_json()}
-    return value
+    return _plain(value)
 
 
 def _from_json(value):

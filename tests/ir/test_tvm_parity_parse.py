@@ -268,6 +268,22 @@ def f(A: T.Buffer((8, 12), "float32"), C: T.Buffer((8, 12), "float32")):
     np.testing.assert_allclose(c, a + ((i // 4 * 4) * 12 + j // 4 * 4) * 100 + 12 + 10000)
 
 
+def test_a_buffer_over_a_region_views_data_is_refused():
+    # audit, helper-97: parsed, then "declared but neither a parameter nor allocated" at build
+    text = '''
+@T.prim_func
+def f(X: T.Buffer((4, 4), "float32")):
+    for i in range(1):
+        with T.block("S"):
+            vi = T.axis.spatial(1, i)
+            Sub = T.match_buffer(X[2:4, 0:4], (2, 4), "float32")
+            Sv = T.decl_buffer((8,), "float32", data=Sub.data)
+            Sv[0] = T.float32(1)
+'''
+    with pytest.raises(ScriptError, match="'Sub' is a view of a region of 'X'"):
+        parse(text)
+
+
 def test_view_whose_shape_is_not_the_region_is_refused():
     text = '''
 @T.prim_func

@@ -111,3 +111,27 @@ def test_tvm_style_get_of_a_sampled_value_and_trace_show(capsys):
     assert "sch.sample_perfect_tile(" in capsys.readouterr().out
     with pytest.raises(TypeError, match="a loop or block handle or a sampled value, got str"):
         sch.get("B")
+
+
+def test_non_finite_and_numpy_numbers_print_as_replayable_python():
+    # audit, helper-97: `pad_value=nan` and `np.float32(0.2)` in a trace's text are no names a
+    # replay knows, and a numpy number is no JSON
+    import numpy as np
+
+    from sched import compute as te
+    from sched.schedule.trace import Trace
+
+    A = te.placeholder((10,), name="A")
+    B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+    func = te.create_prim_func([A, te.compute((10,), lambda i: B[i] + 1.0, name="C")])
+    sch = sched.Schedule(func)
+    sch.transform_layout(sch.get_block("B"), "B", lambda i: (i // 4, i % 4),
+                         pad_value=float("-inf"))
+    sch.sample_categorical([1, 2, 4], [np.float32(0.25), 0.25, 0.5])
+    sch.annotate(sch.get_loops(sch.get_block("C"))[0], "pragma_x", float("nan"))
+    text = str(sch.trace)
+    assert 'pad_value=float("-inf")' in text and "[0.25, 0.25, 0.5]" in text
+    replay = sched.Schedule(func)
+    exec(text, {"sch": replay})
+    assert replay.func.script() == sch.func.script()
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func.script() == sch.func.script()
