@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sched.errors import ScheduleError
 from sched.ir.nodes import Expr
 
 # Steps whose result is a list of handles (the others return one handle or nothing).
@@ -164,6 +165,13 @@ class Trace:
             before = schedule.func
             result = method(*inputs, **kwargs)
             outputs = list(result) if instruction.kind in LIST_RESULTS else [result]
+            if instruction.outputs and len(outputs) != len(instruction.outputs):
+                # another decision before it (a compute location) changed the nest: the
+                # trace's later handles do not exist (the fuzzer: a KeyError on 'l66')
+                raise ScheduleError(instruction.kind, f"replay: step {index} made "
+                                    f"{len(outputs)} handles where the trace has "
+                                    f"{len(instruction.outputs)}: a decision before it changed "
+                                    f"the schedule this step sees")
             for name, handle in zip(instruction.outputs, outputs):
                 handles[name] = handle
             if on_step is not None:

@@ -135,3 +135,22 @@ def test_non_finite_and_numpy_numbers_print_as_replayable_python():
     exec(text, {"sch": replay})
     assert replay.func.script() == sch.func.script()
     assert Trace.from_json(sch.trace.to_json()).apply(func).func.script() == sch.func.script()
+
+
+def test_a_replay_whose_decision_changes_the_handles_a_step_makes_is_refused():
+    # the fuzzer: another compute location gave get_loops fewer loops, and a later step's
+    # handle 'l66' was a KeyError; a ScheduleError says what changed
+    A = te.placeholder((8, 5), name="A")
+    B = te.compute((8, 5), lambda i, j: A[i, j] * 2.0, name="B")
+    func = te.create_prim_func([A, te.compute((8, 4), lambda i, j: B[i, j] + B[i, j + 1],
+                                              name="C")])
+    sch = sched.Schedule(func)
+    location = sch.sample_compute_location(sch.get_block("B"), decision=0)   # under i
+    sch.compute_at(sch.get_block("B"), location)
+    _, j_b = sch.get_loops(sch.get_block("B"))
+    sch.unroll(j_b)
+    index = next(k for k, step in enumerate(sch.trace.instructions) if step.decision is not None)
+    # under j, B has three loops
+    with pytest.raises(ScheduleError, match="get_loops: replay: step 5 made 3 handles where the trace "
+                                            "has 2: a decision before it changed"):
+        sch.trace.with_decision(index, 1).apply(func)
