@@ -151,6 +151,6 @@ def test_a_replay_whose_decision_changes_the_handles_a_step_makes_is_refused():
     sch.unroll(j_b)
     index = next(k for k, step in enumerate(sch.trace.instructions) if step.decision is not None)
     # under j, B has three loops
-    with pytest.raises(ScheduleError, match="get_loops: replay: step 5 made 3 handles where the trace "
-                                            "has 2: a decision before it changed"):
+    with pytest.raises(ScheduleError, match="get_loops: replay: step 5 made 3 handles where "
+                                            "the trace has 2: a decision before it changed"):
         sch.trace.with_decision(index, 1).apply(func)
