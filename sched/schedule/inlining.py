@@ -35,6 +35,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
     Var,
+    While,
     const,
     is_constant,
     seq,
@@ -166,13 +167,6 @@ def _top_position(func: PrimFunc, name: str) -> int:
         if any(r.block.name == name for r in collect(child, BlockRealize)):
             return index
     raise AssertionError(f"block {name!r} is not in the function")
-
-
-def _top_stage(func: PrimFunc, name: str) -> Stmt:
-    """The top-level statement (of the root block) that holds block `name`."""
-    body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
-    children = body.stmts if isinstance(body, SeqStmt) else (body,)
-    return children[_top_position(func, name)]
 
 
 def _refuse_between(func, primitive, deps, reason, render) -> None:
@@ -397,13 +391,9 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         new_realize = and_predicate(new_realize, substitute(condition, dict(zip(
             (iv.var for iv in producer.iter_vars), p_realize.iter_values))))
     written = store.buffer.storage_name
-    if written in unseen_loads(_top_stage(func, p_realize.block.name)):
-        # a load the model's statements do not hold (the producer's predicate, an `if`
-        # around it) would read the new values (audit helper-97): wrong numbers
-        raise ScheduleError(primitive, f"the loop nest of block {p_realize.block.name!r} "
-                            f"loads {written!r}, which {block_name!r} writes, in a predicate, "
-                            f"a condition or a loop bound: inlined, it would read the new "
-                            f"values")
+    _refuse_unseen_reads_before(func, written, start, _top_position(func, block_name),
+                                block_name, primitive)
+    _refuse_control_around(func, realize, block_name, primitive)
     new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
     new_func = _drop_allocation(new_func, buffer)
@@ -417,6 +407,55 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         f"an instance would read an element an earlier one wrote, where it read the value "
         f"from before {block_name!r} ran"), render)
     return new_func
+
+
+def _refuse_unseen_reads_before(func: PrimFunc, written: str, start: int, end: int,
+                                consumer: str, primitive: str) -> None:
+    """Refuse where a top-level statement from the producer's (`start`) to the consumer's
+    (`end`, excluded) loads `written` where the model's statements do not see it (a
+    predicate, an `if` or a let, a loop bound): the consumer, inlined into the producer, would
+    write it earlier, and the load would read the new values (audit helpers 97 and 99: the
+    producer's T.where, a block between the two, wrong numbers)."""
+    for stage in _top_stages(func)[start:end]:
+        if written in unseen_loads(stage):
+            raise ScheduleError(primitive, f"{written!r}, which {consumer!r} writes, is loaded "
+                                f"in a predicate, a condition, a let or a loop bound between "
+                                f"the producer and {consumer!r}: inlined, {consumer!r} would "
+                                f"write it before that load")
+
+
+def _refuse_control_around(func: PrimFunc, realize: BlockRealize, name: str,
+                           primitive: str) -> None:
+    """Refuse a consumer under an `if`, a let or a loop whose bounds load memory in its
+    loop nest: which of its instances run is not in its bindings, and inlined into its
+    producer it would run for every one (audit helper-99: `if i < 5` around it was dropped)."""
+    stage = _top_stages(func)[_top_position(func, name)]
+    path = _path_to(stage, realize)
+    if any(isinstance(s, IfThenElse | LetStmt | While) for s in path) or any(
+            isinstance(s, For) and (collect(s.min, BufferLoad) or collect(s.extent, BufferLoad))
+            for s in path):
+        raise ScheduleError(primitive, f"block {name!r} runs under an `if`, a let or a loop "
+                            f"bound read from memory: which of its instances run is not in its "
+                            f"bindings, and inlined it would run for every element its "
+                            f"producer stores; move the condition into a T.where of the block")
+
+
+def _top_stages(func: PrimFunc) -> tuple[Stmt, ...]:
+    body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
+    return body.stmts if isinstance(body, SeqStmt) else (body,)
+
+
+def _path_to(stmt: Stmt, target: BlockRealize) -> list[Stmt]:
+    """The statements from `stmt` down to `target` (excluded), outermost first."""
+    if stmt is target:
+        return []
+    children = (stmt.stmts if isinstance(stmt, SeqStmt) else
+                [c for c in (getattr(stmt, "then_body", None), getattr(stmt, "else_body", None),
+                             getattr(stmt, "body", None)) if isinstance(c, Stmt)])
+    for child in children:
+        if child is target or any(r is target for r in collect(child, BlockRealize)):
+            return [stmt, *_path_to(child, target)]
+    return []
 
 
 def _refuse_overwrites(func: PrimFunc, block_name: str, store: BufferStore, producer: str,

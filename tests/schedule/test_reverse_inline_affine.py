@@ -164,5 +164,53 @@ def test_a_producer_reading_the_consumers_output_in_its_predicate_keeps_it_store
     # audit, helper-97: the predicate's load is no statement's read; inlined, it read the new
     # C[i - 1] (4 of 16 elements wrong)
     sch = sched.Schedule(_output_read_in_the_predicate)
-    with pytest.raises(ScheduleError, match="loads 'C', which 'C' writes, in a predicate"):
+    with pytest.raises(ScheduleError, match="'C', which 'C' writes, is loaded in a predicate"):
+        sch.reverse_compute_inline(sch.get_block("C"))
+
+
+def _consumer_under_an_if():
+    @T.prim_func
+    def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+        B = T.alloc_buffer((16,), "float32")
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i)
+                B[vi] = A[vi]
+        for i in range(16):
+            if i < 5:
+                with T.block("C"):
+                    vi = T.axis.spatial(16, i)
+                    C[vi] = B[vi] * T.float32(200)
+    return f
+
+
+@T.prim_func
+def _between_reads_the_output_in_a_predicate(A: T.Buffer((16,), "float32"),
+                                             C: T.Buffer((16,), "float32"),
+                                             D: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("D"):
+            vi = T.axis.spatial(16, i)
+            T.where(C[i] < T.float32(100))
+            D[vi] = A[vi] + T.float32(1)
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = B[vi] * T.float32(200)
+
+
+def test_a_consumer_under_an_if_or_a_load_between_of_its_output_is_not_inlined():
+    # audit, helper-99: the `if i < 5` around C was dropped (11 elements overwritten), and a
+    # block between the two reading C in its T.where read the new values (6 of 16 wrong)
+    sch = sched.Schedule(_consumer_under_an_if())
+    with pytest.raises(ScheduleError, match="block 'C' runs under an `if`"):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    sch = sched.Schedule(_between_reads_the_output_in_a_predicate)
+    with pytest.raises(ScheduleError, match="is loaded in a predicate, a condition, a let or a "
+                                            "loop bound between the producer and 'C'"):
         sch.reverse_compute_inline(sch.get_block("C"))
