@@ -34,6 +34,7 @@ from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingO
 from sched.autoscheduler.search import EvolutionarySearch
 from sched.autoscheduler.space.sketch import SearchSpace
 from sched.autoscheduler.workload import Workload
+from sched.ir.nodes import Buffer
 from sched.schedule.trace import Trace
 from sched.targets import parse_target
 
@@ -120,6 +121,11 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
                          f"({', '.join(symbolic)}): candidates are measured, and tiles "
                          f"chosen, at constant sizes; tune it with them fixed (each shape its "
                          f"own workload), or build it with the default schedule")
+    scalars = [p.name for p in workload.func.params if not isinstance(p, Buffer)]
+    if scalars:         # (helper-99: every trial an error, the kernel called without them)
+        raise ValueError(f"tune: {workload.name!r} takes the scalar parameter(s) "
+                         f"{', '.join(scalars)}; candidates are measured with arrays alone: "
+                         f"tune it with them fixed (a constant in the function)")
     timing = timing or TimingOptions()
     database = Database(db if db is not None else ":memory:")
     space = SearchSpace(workload, seed=seed or 0)

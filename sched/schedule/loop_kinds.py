@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from sched.errors import ScheduleError
 from sched.ir.dtype import is_float
 from sched.ir.functor import collect
@@ -159,14 +161,10 @@ def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
     (schedule/software_pipeline.py)."""
     if is_block and key == DIM_ALIGN:
         return storage_align_by_annotation(func, target, value)
-    if isinstance(value, list | tuple) and all(type(v) is int for v in value):
-        value = tuple(value)
     if not isinstance(key, str) or not key:
         raise ScheduleError("annotate", f"argument 'key': expected a non-empty string, got "
                             f"{key!r}")
-    if not isinstance(value, int | float | str | bool | tuple):
-        raise ScheduleError("annotate", f"argument 'value': expected an int, float, str, "
-                            f"bool or list of ints, got {type(value).__name__}")
+    value = _annotation_value(value)
     if is_block:
         realize = find_block(func, target, "annotate")
         block: Block = realize.block
@@ -181,6 +179,20 @@ def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
     _keep_cross_thread_reductions(func, new_func, "annotate", target,
                                   f"annotating loop {target!r} with {key!r}")
     return new_func
+
+
+def _annotation_value(value):
+    """`value` as an annotation keeps it: a number (a numpy one as the Python number), a
+    string, a bool, or a list or tuple of those (kept as a tuple; a trace prints it as a
+    list, which must read back the same: helper-99)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, list | tuple):
+        return tuple(_annotation_value(v) for v in value)
+    if not isinstance(value, int | float | str | bool):
+        raise ScheduleError("annotate", f"argument 'value': expected an int, float, str, bool "
+                            f"or a list of those, got {type(value).__name__}")
+    return value
 
 
 class LoopKindPrimitives(ScheduleBase):

@@ -39,7 +39,7 @@ from sched.polyhedral.legality import (
 from sched.polyhedral.pairs import nest_domain
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.blockized_init import hoist_nested_init, init_copy_nest, nested_init
-from sched.schedule.reduction_runs import check_reduction_runs_once
+from sched.schedule.reduction_runs import check_init_of_spatial_variables, check_reduction_runs_once
 from sched.schedule.rfactor import rfactor
 from sched.schedule.scope import (
     block_names,
@@ -73,16 +73,9 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
     if block.init is None and nested is None:
         raise refusal(primitive, f"block {block_name!r} has no init (T.init) to decompose; was "
                       f"it decomposed already?", func, None, render)
-    # the init's own block (the nested one of a blockized reduction, helper-97): one that
-    # reads a reduce variable loses it in the init block (audit helper-95: an isl error)
-    owner = block if block.init is not None else nested.block
-    reduce_vars = {iv.var for iv in owner.iter_vars if iv.kind == "reduce"}
-    used = sorted(v.name for v in free_vars(owner.init) if v in reduce_vars)
-    if used:
-        raise refusal(primitive, f"the init of block {owner.name!r} reads the reduce variable "
-                      f"{used[0]!r}, which the init block, outside the reduction's loops, "
-                      f"would not have: write the init of spatial variables alone (the value "
-                      f"before the first iteration)", func, None, render)
+    # the init's own block: the nested one of a blockized reduction (helper-97)
+    check_init_of_spatial_variables(func, block if block.init is not None else nested.block,
+                                    primitive, render)
     position = names.index(loop_name)
     roles = loop_roles(realize, scope.loops)
     outer = [n for n, lp in zip(names[:position], scope.loops) if "reduce" in roles[lp.loop_var]]

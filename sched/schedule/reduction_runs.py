@@ -21,6 +21,22 @@ from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
 from sched.schedule.scope import refusal
 
 
+def check_init_of_spatial_variables(func: PrimFunc, block, primitive: str,
+                                    render: bool = True) -> None:
+    """Refuse a block whose init (`T.init`) reads a reduce variable: decompose_reduction's
+    init block and rfactor's blocks have none there (audit helpers 95, 97, 99: an isl syntax
+    error, a VerifyError)."""
+    if block.init is None:
+        return
+    reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+    used = sorted(v.name for v in free_vars(block.init) if v in reduce_vars)
+    if used:
+        raise refusal(primitive, f"the init of block {block.name!r} reads the reduce variable "
+                      f"{used[0]!r}, which {primitive}'s blocks, outside the reduction's "
+                      f"loops, would not have: write the init of spatial variables alone (the "
+                      f"value before the first iteration)", func, None, render)
+
+
 def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,
                               render: bool, every_point: bool = True) -> None:
     """Refuse unless the loops run each instance of the reduction block at most once, every

@@ -42,7 +42,10 @@ from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import ASSOCIATIVE_OPS
 from sched.polyhedral.isl_expr import constraint_condition, isl_name, to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_set
-from sched.schedule.reduction_runs import check_reduction_runs_once
+from sched.schedule.reduction_runs import (
+    check_init_of_spatial_variables,
+    check_reduction_runs_once,
+)
 from sched.schedule.scope import (
     add_allocation,
     block_names,
@@ -166,6 +169,7 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
                       f"({', '.join(r.block.name for r in blocks) or 'none'}); rfactor needs a "
                       f"loop over one reduction block", func, loop_name, render)
     realize = blocks[0]
+    check_init_of_spatial_variables(func, realize.block, "rfactor", render)
     scope, top, kept, removed = _rfactor_loops(func, realize, loop, render)
     from sched.schedule.tuple_reducers import match_tuple_update
 

@@ -551,6 +551,20 @@ def test_a_workload_of_symbolic_shape_is_refused_before_the_search():
             tune(func, "c", trials=2, progress=False)
 
 
+def test_a_workload_with_a_scalar_parameter_is_refused_before_the_search():
+    # audit, helper-99: every trial was an error (the kernel called without the scalar)
+    @T.prim_func
+    def scaled(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+               n: T.int32):
+        for i, j in T.grid(16, 16):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.Cast("float32", n)
+
+    with pytest.raises(ValueError, match="takes the scalar parameter\\(s\\) n"):
+        tune(scaled, "c", trials=2, progress=False)
+
+
 def test_a_record_that_does_not_replay_is_a_warning_and_the_function_still_builds(tmp_path):
     # audit, helper-36: a record another sched wrote (or an edited database) raised a bare
     # "get_block: no block named 'NOPE'" from sched.build, naming neither database nor record

@@ -228,3 +228,13 @@ def test_decompose_reduction_of_an_init_reading_a_reduce_variable_is_refused():
     with pytest.raises(ScheduleError, match="the init of block 'C' reads the reduce variable "
                                             "'vk'"):
         sch.decompose_reduction(outer, ko)
+
+
+def test_rfactor_of_an_init_reading_a_reduce_variable_is_refused():
+    # audit, helper-99: a VerifyError ("vk used outside its scope") from the step's check
+    sch = sched.Schedule(_init_reads_the_reduce_variable)
+    _, k = sch.get_loops(sch.get_block("C"))
+    _, inner = sch.split(k, factors=[2, 4])
+    with pytest.raises(ScheduleError, match="rfactor: the init of block 'C' reads the reduce "
+                                            "variable 'vk'"):
+        sch.rfactor(inner, 0)

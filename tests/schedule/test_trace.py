@@ -154,3 +154,19 @@ def test_a_replay_whose_decision_changes_the_handles_a_step_makes_is_refused():
     with pytest.raises(ScheduleError, match="get_loops: replay: step 5 made 3 handles where "
                                             "the trace has 2: a decision before it changed"):
         sch.trace.with_decision(index, 1).apply(func)
+
+
+def test_an_annotation_of_a_tuple_replays_from_the_trace_text_and_json():
+    # audit, helper-99: annotate took (1, 2.5), the trace printed [1, 2.5], which annotate
+    # refused (only lists of ints)
+    import numpy as np
+
+    from sched.schedule.trace import Trace
+
+    A = te.placeholder((8,), name="A")
+    func = te.create_prim_func([A, te.compute((8,), lambda i: A[i] + 1.0, name="B")])
+    sch = sched.Schedule(func)
+    sch.annotate(sch.get_block("B"), "pragma_x", (1, 2.5, "a", (np.int64(3),)))
+    replay = sched.Schedule(func)
+    exec(str(sch.trace), {"sch": replay})
+    assert replay.func == sch.func == Trace.from_json(sch.trace.to_json()).apply(func).func
