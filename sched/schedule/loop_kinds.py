@@ -10,6 +10,7 @@ changes the order and is always legal. Each function is pure: `(func, loop name,
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -182,17 +183,21 @@ def annotate(func: PrimFunc, target: str, is_block: bool, key: str,
 
 
 def _annotation_value(value):
-    """`value` as an annotation keeps it: a number (a numpy one as the Python number), a
-    string, a bool, or a list or tuple of those (kept as a tuple; a trace prints it as a
-    list, which must read back the same: helper-99)."""
+    """`value` as an annotation keeps it, one the IR prints and reads back: a finite number (a
+    numpy one as the Python number), a string, a bool, or a list or tuple of ints (kept as a
+    tuple; a trace prints it as a list, which reads back the same: helper-99)."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, list | tuple):
-        return tuple(_annotation_value(v) for v in value)
-    if not isinstance(value, int | float | str | bool):
-        raise ScheduleError("annotate", f"argument 'value': expected an int, float, str, bool "
-                            f"or a list of those, got {type(value).__name__}")
-    return value
+        items = tuple(v.item() if isinstance(v, np.generic) else v for v in value)
+        if all(type(v) is int for v in items):
+            return items
+    elif isinstance(value, str | bool | int) or isinstance(value, float) and \
+            math.isfinite(value):
+        return value
+    raise ScheduleError("annotate", f"argument 'value': expected an int, a finite float, a "
+                        f"str, a bool or a list of ints (what the IR prints and reads back), "
+                        f"got {value!r}")
 
 
 class LoopKindPrimitives(ScheduleBase):
