@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import islpy as isl
+
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
 from sched.ir.nodes import (
@@ -43,8 +45,9 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
-from sched.polyhedral.accesses import unseen_loads
+from sched.polyhedral.accesses import buffer_tuple, unseen_loads
 from sched.polyhedral.dependences import dependences_where
+from sched.polyhedral.isl_text import maps
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.state import and_predicate, find_block, path_to, refuse_other_views, replace
 
@@ -397,6 +400,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
     new_func = _drop_allocation(new_func, buffer)
+    _refuse_other_elements(func, new_func, block_name, producer.name, store.buffer, primitive)
     # the producer's reads of what the consumer writes came before every write of it; inlined,
     # a later instance must not read an element an earlier one wrote (audit helper-95:
     # B[vi] = A[vi] + C[vi - 1] read the new C[vi - 1]: wrong numbers)
@@ -416,12 +420,47 @@ def _refuse_unseen_reads_before(func: PrimFunc, written: str, start: int, end: i
     predicate, an `if` or a let, a loop bound): the consumer, inlined into the producer, would
     write it earlier, and the load would read the new values (audit helpers 97 and 99: the
     producer's T.where, a block between the two, wrong numbers)."""
-    for stage in _top_stages(func)[start:end]:
+    # the producer's statement at least (one statement holds both after compute_at: helper-101)
+    for stage in _top_stages(func)[start:max(end, start + 1)]:
         if written in unseen_loads(stage):
             raise ScheduleError(primitive, f"{written!r}, which {consumer!r} writes, is loaded "
                                 f"in a predicate, a condition, a let or a loop bound between "
                                 f"the producer and {consumer!r}: inlined, {consumer!r} would "
                                 f"write it before that load")
+
+
+def _refuse_other_elements(func: PrimFunc, new_func: PrimFunc, consumer: str, merged: str,
+                           buffer: Buffer, primitive: str) -> None:
+    """Refuse where the inlined store would write other elements of `buffer` than the
+    consumer did: its loops may run fewer instances than its block's domain (`range(5)` over
+    an axis of 16, a stride, a symbolic extent, a predicate or an `if` on a block around it),
+    and inlined it runs for every instance of its producer (audit helper-101: 11 of 16 elements
+    overwritten). isl compares the two sets of elements; where the model is not exact, refused."""
+    before = _elements_written(func, consumer, buffer)
+    after = _elements_written(new_func, merged, buffer)
+    if before is None or after is None or not before.is_equal(after):
+        raise ScheduleError(primitive, f"inlined into its producer, block {consumer!r} would "
+                            f"write other elements of {buffer.name!r} than it does now (its "
+                            f"loops, or a condition around it, run only some of its block's "
+                            f"instances), or the model cannot tell")
+
+
+def _elements_written(func: PrimFunc, block: str, buffer: Buffer):
+    """The elements of `buffer`'s storage the block's statements (not an init) write, an isl
+    UnionSet; None where the model over-approximates."""
+    model = build_model(func)
+    if not model.is_exact:
+        return None
+    tuple_name = buffer_tuple(buffer)
+    found = None
+    for statement in model.statements_of_block(block):
+        if statement.is_init:
+            continue
+        for written in maps(statement.writes):
+            if written.get_tuple_name(isl.dim_type.out) == tuple_name:
+                elements = isl.UnionSet.from_set(written.range())
+                found = elements if found is None else found.union(elements)
+    return found
 
 
 def _refuse_control_around(func: PrimFunc, realize: BlockRealize, name: str,

@@ -214,3 +214,53 @@ def test_a_consumer_under_an_if_or_a_load_between_of_its_output_is_not_inlined()
     with pytest.raises(ScheduleError, match="is loaded in a predicate, a condition, a let or a "
                                             "loop bound between the producer and 'C'"):
         sch.reverse_compute_inline(sch.get_block("C"))
+
+
+def _consumer_over_part(loop: str):
+    return sched.parse(f"""
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi]
+    for i in {loop}:
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = B[vi] * T.float32(200)
+""")
+
+
+@pytest.mark.parametrize("loop", ["range(5)", "range(4, 16)"])
+def test_a_consumer_whose_loops_run_part_of_its_domain_is_not_inlined(loop):
+    # audit, helper-101: inlined, C was written for all 16 producer instances (11 of 16
+    # overwritten); isl compares the elements written before and after
+    sch = sched.Schedule(_consumer_over_part(loop))
+    with pytest.raises(ScheduleError, match="would write other elements of 'C' than it does"):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    sch = sched.Schedule(_consumer_over_part("range(16)"))
+    sch.reverse_compute_inline(sch.get_block("C"))       # the whole domain: inlined
+
+
+@T.prim_func
+def _both_in_one_statement(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for o in range(1):
+        for i in range(16):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i)
+                T.where(i < 1 or C[i - 1] < T.float32(100))
+                B[vi] = A[vi]
+        for i in range(16):
+            with T.block("C"):
+                vi = T.axis.spatial(16, i)
+                C[vi] = B[vi] * T.float32(200)
+
+
+def test_a_predicate_read_of_the_output_is_seen_when_one_statement_holds_both_blocks():
+    # audit, helper-101: after the fix for helper-99 only the statements between the two were
+    # scanned, none where one loop holds both (5 of 16 wrong)
+    sch = sched.Schedule(_both_in_one_statement)
+    with pytest.raises(ScheduleError, match="is loaded in a predicate"):
+        sch.reverse_compute_inline(sch.get_block("C"))
