@@ -246,7 +246,7 @@ def test_a_consumer_whose_loops_run_part_of_its_domain_is_not_inlined(loop):
 @T.prim_func
 def _both_in_one_statement(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
     B = T.alloc_buffer((16,), "float32")
-    for o in range(1):
+    for _o in range(1):
         for i in range(16):
             with T.block("B"):
                 vi = T.axis.spatial(16, i)
