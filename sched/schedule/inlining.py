@@ -35,7 +35,6 @@ from sched.ir.nodes import (
     Range,
     Select,
     SeqStmt,
-    Stmt,
     Var,
     While,
     const,
@@ -48,6 +47,7 @@ from sched.polyhedral import build_model, dependences
 from sched.polyhedral.accesses import buffer_tuple, unseen_loads
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.isl_text import maps
+from sched.polyhedral.kernel_stages import root_stages
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.state import and_predicate, find_block, path_to, refuse_other_views, replace
 
@@ -421,7 +421,7 @@ def _refuse_unseen_reads_before(func: PrimFunc, written: str, start: int, end: i
     write it earlier, and the load would read the new values (audit helpers 97 and 99: the
     producer's T.where, a block between the two, wrong numbers)."""
     # the producer's statement at least (one statement holds both after compute_at: helper-101)
-    for stage in _top_stages(func)[start:max(end, start + 1)]:
+    for stage in root_stages(func)[start:max(end, start + 1)]:
         if written in unseen_loads(stage):
             raise ScheduleError(primitive, f"{written!r}, which {consumer!r} writes, is loaded "
                                 f"in a predicate, a condition, a let or a loop bound between "
@@ -468,8 +468,7 @@ def _refuse_control_around(func: PrimFunc, realize: BlockRealize, name: str,
     """Refuse a consumer under an `if`, a let or a loop whose bounds load memory in its
     loop nest: which of its instances run is not in its bindings, and inlined into its
     producer it would run for every one (audit helper-99: `if i < 5` around it was dropped)."""
-    stage = _top_stages(func)[_top_position(func, name)]
-    path = _path_to(stage, realize)
+    path = path_to(func.body, realize) or []
     if any(isinstance(s, IfThenElse | LetStmt | While) for s in path) or any(
             isinstance(s, For) and (collect(s.min, BufferLoad) or collect(s.extent, BufferLoad))
             for s in path):
@@ -477,24 +476,6 @@ def _refuse_control_around(func: PrimFunc, realize: BlockRealize, name: str,
                             f"bound read from memory: which of its instances run is not in its "
                             f"bindings, and inlined it would run for every element its "
                             f"producer stores; move the condition into a T.where of the block")
-
-
-def _top_stages(func: PrimFunc) -> tuple[Stmt, ...]:
-    body = func.body.block.body if isinstance(func.body, BlockRealize) else func.body
-    return body.stmts if isinstance(body, SeqStmt) else (body,)
-
-
-def _path_to(stmt: Stmt, target: BlockRealize) -> list[Stmt]:
-    """The statements from `stmt` down to `target` (excluded), outermost first."""
-    if stmt is target:
-        return []
-    children = (stmt.stmts if isinstance(stmt, SeqStmt) else
-                [c for c in (getattr(stmt, "then_body", None), getattr(stmt, "else_body", None),
-                             getattr(stmt, "body", None)) if isinstance(c, Stmt)])
-    for child in children:
-        if child is target or any(r is target for r in collect(child, BlockRealize)):
-            return [stmt, *_path_to(child, target)]
-    return []
 
 
 def _refuse_overwrites(func: PrimFunc, block_name: str, store: BufferStore, producer: str,
