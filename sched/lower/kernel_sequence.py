@@ -24,7 +24,9 @@ a kernel unless
   per launch; grids too), or their grids do (a stage that binds no blockIdx axis, beside one
   of several blocks, would run in every block: it gets a kernel of one block), or
 - a dependence between them goes through global memory from one GPU thread to another
-  (`crosses_threads`, asked of isl): only a kernel boundary orders that.
+  (`crosses_threads`, asked of isl): only a kernel boundary orders that, or
+- one loads, outside its blocks (a predicate, a loop bound, a condition), a global buffer
+  the other stores: the model's dependences do not hold such a load, so it counts as one.
 A kernel boundary orders everything, so the split is always sound. Still refused (ScheduleError
 with the fix): a buffer in shared or local memory that stages of two different kernels use
 (it does not outlive a launch). A dependence between blocks inside one stage is refused by the

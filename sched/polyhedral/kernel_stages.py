@@ -154,8 +154,9 @@ def _is_one(extent: Expr) -> bool:
 
 def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
     """Consecutive stages (`root_stages`) that share a kernel, as lists of indices: a new
-    kernel where the launches differ (`_compatible`) or a dependence through global memory
-    crosses threads (sched/lower/kernel_sequence.py's module docstring)."""
+    kernel where the launches differ (`_compatible`), a dependence through global memory
+    crosses threads, or a stage loads outside its blocks a global buffer another of the
+    kernel stores, or the converse (sched/lower/kernel_sequence.py's module docstring)."""
     if len(stages) == 1:
         return [[0]]
     model, deps = model_and_dependences(func)
