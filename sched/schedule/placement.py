@@ -251,6 +251,10 @@ class PlacementPrimitives(ScheduleBase):
         exactly one producer, at its iteration variables, each once, over the producer's
         domains (the two blocks' instances match one to one); the producer is spatial, stores
         at its iteration variables, and its buffer is an intermediate no other block reads.
+        Inlined, the consumer writes the elements it wrote before (isl compares them: its
+        loops must run its whole domain, under no `if` or loop bound read from memory), and
+        no read of its output from the producer on (by the producer at other elements, or in
+        a predicate, condition or loop bound) sees the new values early.
 
         Arguments: `block` a block handle. Returns: nothing. Handles: `block` and its loops
         become invalid; the producer keeps its name and loops.
