@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import islpy as isl
-
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
 from sched.ir.nodes import (
@@ -36,7 +34,6 @@ from sched.ir.nodes import (
     Select,
     SeqStmt,
     Var,
-    While,
     const,
     is_constant,
     seq,
@@ -44,11 +41,13 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
-from sched.polyhedral.accesses import buffer_tuple, unseen_loads
 from sched.polyhedral.dependences import dependences_where
-from sched.polyhedral.isl_text import maps
-from sched.polyhedral.kernel_stages import root_stages
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
+from sched.schedule.reverse_inline_checks import (
+    refuse_control_around,
+    refuse_other_elements,
+    refuse_unseen_reads_before,
+)
 from sched.schedule.state import and_predicate, find_block, path_to, refuse_other_views, replace
 
 
@@ -394,13 +393,13 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         new_realize = and_predicate(new_realize, substitute(condition, dict(zip(
             (iv.var for iv in producer.iter_vars), p_realize.iter_values))))
     written = store.buffer.storage_name
-    _refuse_unseen_reads_before(func, written, start, _top_position(func, block_name),
+    refuse_unseen_reads_before(func, written, start, _top_position(func, block_name),
                                 block_name, primitive)
-    _refuse_control_around(func, realize, block_name, primitive)
+    refuse_control_around(func, realize, block_name, primitive)
     new_func = replace(func, p_realize, new_realize)
     new_func = remove_block(new_func, find_block(new_func, block_name))
     new_func = _drop_allocation(new_func, buffer)
-    _refuse_other_elements(func, new_func, block_name, producer.name, store.buffer, primitive)
+    refuse_other_elements(func, new_func, block_name, producer.name, store.buffer, primitive)
     # the producer's reads of what the consumer writes came before every write of it; inlined,
     # a later instance must not read an element an earlier one wrote (audit helper-95:
     # B[vi] = A[vi] + C[vi - 1] read the new C[vi - 1]: wrong numbers)
@@ -411,71 +410,6 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         f"an instance would read an element an earlier one wrote, where it read the value "
         f"from before {block_name!r} ran"), render)
     return new_func
-
-
-def _refuse_unseen_reads_before(func: PrimFunc, written: str, start: int, end: int,
-                                consumer: str, primitive: str) -> None:
-    """Refuse where a top-level statement from the producer's (`start`) to the consumer's
-    (`end`, excluded) loads `written` where the model's statements do not see it (a
-    predicate, an `if` or a let, a loop bound): the consumer, inlined into the producer, would
-    write it earlier, and the load would read the new values (audit helpers 97 and 99: the
-    producer's T.where, a block between the two, wrong numbers)."""
-    # the producer's statement at least (one statement holds both after compute_at: helper-101)
-    for stage in root_stages(func)[start:max(end, start + 1)]:
-        if written in unseen_loads(stage):
-            raise ScheduleError(primitive, f"{written!r}, which {consumer!r} writes, is loaded "
-                                f"in a predicate, a condition, a let or a loop bound between "
-                                f"the producer and {consumer!r}: inlined, {consumer!r} would "
-                                f"write it before that load")
-
-
-def _refuse_other_elements(func: PrimFunc, new_func: PrimFunc, consumer: str, merged: str,
-                           buffer: Buffer, primitive: str) -> None:
-    """Refuse where the inlined store would write other elements of `buffer` than the
-    consumer did: its loops may run fewer instances than its block's domain (`range(5)` over
-    an axis of 16, a stride, a symbolic extent, a predicate or an `if` on a block around it),
-    and inlined it runs for every instance of its producer (audit helper-101: 11 of 16 elements
-    overwritten). isl compares the two sets of elements; where the model is not exact, refused."""
-    before = _elements_written(func, consumer, buffer)
-    after = _elements_written(new_func, merged, buffer)
-    if before is None or after is None or not before.is_equal(after):
-        raise ScheduleError(primitive, f"inlined into its producer, block {consumer!r} would "
-                            f"write other elements of {buffer.name!r} than it does now (its "
-                            f"loops, or a condition around it, run only some of its block's "
-                            f"instances), or the model cannot tell")
-
-
-def _elements_written(func: PrimFunc, block: str, buffer: Buffer):
-    """The elements of `buffer`'s storage the block's statements (not an init) write, an isl
-    UnionSet; None where the model over-approximates."""
-    model = build_model(func)
-    if not model.is_exact:
-        return None
-    tuple_name = buffer_tuple(buffer)
-    found = None
-    for statement in model.statements_of_block(block):
-        if statement.is_init:
-            continue
-        for written in maps(statement.writes):
-            if written.get_tuple_name(isl.dim_type.out) == tuple_name:
-                elements = isl.UnionSet.from_set(written.range())
-                found = elements if found is None else found.union(elements)
-    return found
-
-
-def _refuse_control_around(func: PrimFunc, realize: BlockRealize, name: str,
-                           primitive: str) -> None:
-    """Refuse a consumer under an `if`, a let or a loop whose bounds load memory in its
-    loop nest: which of its instances run is not in its bindings, and inlined into its
-    producer it would run for every one (audit helper-99: `if i < 5` around it was dropped)."""
-    path = path_to(func.body, realize) or []
-    if any(isinstance(s, IfThenElse | LetStmt | While) for s in path) or any(
-            isinstance(s, For) and (collect(s.min, BufferLoad) or collect(s.extent, BufferLoad))
-            for s in path):
-        raise ScheduleError(primitive, f"block {name!r} runs under an `if`, a let or a loop "
-                            f"bound read from memory: which of its instances run is not in its "
-                            f"bindings, and inlined it would run for every element its "
-                            f"producer stores; move the condition into a T.where of the block")
 
 
 def _refuse_overwrites(func: PrimFunc, block_name: str, store: BufferStore, producer: str,
