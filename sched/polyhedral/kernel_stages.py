@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import islpy as isl
 
+from sched.ir.extern import written_storages
 from sched.ir.functor import IRVisitor, collect
 from sched.ir.nodes import (
     BlockRealize,
-    BufferStore,
     Expr,
     For,
     IntImm,
@@ -170,7 +170,7 @@ def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
     launch = _outer_extents(stages[0])
     # by the stages of the last group: the global storages stored, and those loaded where the
     # model's statements do not see it (a predicate, a loop bound)
-    written, loaded = _global_stores(stages[0], private), unseen_loads(stages[0]) - private
+    written, loaded = written_storages(stages[0]) - private, unseen_loads(stages[0]) - private
     for index in range(1, len(stages)):
         extents = _outer_extents(stages[index])
         members = set(groups[-1])
@@ -181,7 +181,7 @@ def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
         # what the group so loaded may come before another thread's load: a new kernel
         # orders them (audit helper-96: T.where(j < L[7 - i, 3 - j]) read rows of L other
         # blocks had not stored yet, in one kernel: wrong numbers; helper-97: the converse)
-        stores, loads = _global_stores(stages[index], private), unseen_loads(stages[index])
+        stores, loads = written_storages(stages[index]) - private, unseen_loads(stages[index])
         unseen = bool(loads & written or stores & loaded)
         if crossing or unseen or not _compatible(launch, extents):
             groups.append([index])
@@ -192,12 +192,6 @@ def kernel_groups(func: PrimFunc, stages: tuple[Stmt, ...]) -> list[list[int]]:
             launch = {**extents, **launch}
             written, loaded = written | stores, loaded | (loads - private)
     return groups
-
-
-def _global_stores(stage: Stmt, private: set[str]) -> set[str]:
-    """The storages `stage` stores into, but for those of the root block not in global
-    memory."""
-    return {store.buffer.storage_name for store in collect(stage, BufferStore)} - private
 
 
 def local_read_by_another_thread(func: PrimFunc) -> str | None:
