@@ -38,6 +38,7 @@ from sched.polyhedral import names
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import isl_name, to_isl
 from sched.polyhedral.isl_text import first_point, read_set
+from sched.polyhedral.statements import binding_in_range
 from sched.polyhedral.model import (
     PolyModel,
     Statement,
@@ -167,8 +168,8 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
     for iter_var, bound, lo, extent in statement.bindings:
         if bound is None or lo is None or extent is None:
             continue
-        outside = " and ".join(statement.context + [f"({bound} < {lo} or {bound} >= {lo} + "
-                                                    f"{extent})"])
+        outside = " and ".join(statement.context +
+                               [f"not ({binding_in_range(bound, lo, extent)})"])
         bad = read_set(f"[{', '.join(model.params)}] -> {{ [{', '.join(loops)}] : "
                       f"{outside} }}").intersect_params(context)
         if bad.is_empty():

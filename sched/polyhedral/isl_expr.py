@@ -142,10 +142,29 @@ def to_isl_condition(expr: Expr) -> str | None:
         return None
     a, b = to_isl(expr.a), to_isl(expr.b)
     if a is None or b is None:
-        return None
+        return _piecewise_comparison(expr)
     if expr.op == "ne":
         return f"({a} < {b} or {a} > {b})"
     return f"{a} {symbols[expr.op]} {b}"
+
+
+def _piecewise_comparison(expr: BinaryOp) -> str | None:
+    """A comparison whose side holds a select with an affine condition (a bound from isl
+    that came back piecewise, `T.if_then_else(io <= 1, io * 4, 12 - io * 4) + ax0 >= 0` in
+    a predicate after compute_at): one disjunct per piece; None when a piece or a condition
+    is not affine."""
+    for index, side in enumerate((_selects_lifted(expr.a), _selects_lifted(expr.b))):
+        if isinstance(side, Select) and is_int(side.dtype):
+            def piece(value, index=index):
+                return to_isl_condition(binary(expr.op, *((value, expr.b) if index == 0
+                                                          else (expr.a, value))))
+            condition = to_isl_condition(side.condition)
+            then, otherwise = piece(side.true_value), piece(side.false_value)
+            if condition is None or then is None or otherwise is None:
+                return None
+            return (f"((({condition}) and ({then})) or "
+                    f"((not ({condition})) and ({otherwise})))")
+    return None
 
 
 _BINARY_OPS = {
@@ -223,12 +242,68 @@ def pw_aff_to_expr(pw_aff: isl.PwAff, context: isl.Set, variables: dict[str, Var
     larger set: equal there, so equal where `context` holds."""
     def expression(around: isl.Set) -> Expr:
         build = isl.AstBuild.from_context(around)
+
+        def written(tree) -> Expr:                 # a _min_max_tree as IR
+            if isinstance(tree, isl.Aff):
+                return ast_to_expr(build.expr_from_pw_aff(isl.PwAff.from_aff(tree)),
+                                   variables, dtype)
+            op, parts = tree
+            result = written(parts[0])
+            for part in parts[1:]:
+                result = binary(op, result, written(part))
+            return result
+        tree = _min_max_tree(pw_aff, around)
+        if tree is not None:
+            return written(tree)
         return ast_to_expr(build.expr_from_pw_aff(pw_aff.gist_params(around)), variables,
                            dtype)
     if all(piece.dim(isl.dim_type.div) == 0 for piece in context.get_basic_sets()):
         return expression(context)
     found = within_operations(CONTEXT_OPERATIONS, lambda: expression(context))
     return found if found is not None else expression(context.remove_divs())
+
+
+# the most pieces a piecewise bound may have for pw_aff_to_expr to try it as mins and maxes
+MIN_MAX_PIECES = 4
+
+
+def _min_max_tree(pw_aff: isl.PwAff, context: isl.Set):
+    """`pw_aff` of several pieces as a min or max of its pieces, or a min of one piece and
+    the max of the others (or the other way round), where that equals it wherever it is
+    defined in `context`: ("min" or "max", [isl.Aff or such a tree, ...]), else None.
+
+    A region's start over two ranges is `min(io * 4, 12 - io * 4)`, clamped to the buffer
+    `max(0, min(...))`: isl's AST builder writes those as selects, which the model reads in
+    conditions and bindings one disjunct per piece, where a min or max is one affine
+    expression; TVM writes such bounds with min and max too."""
+    affs: dict[str, isl.Aff] = {}
+    for where, aff in pw_aff.get_pieces():
+        aff = aff.gist(where)                     # `6 - (8 + 3n) mod 4` where 4 divides n: 6
+        affs.setdefault(str(aff), aff)
+    if not 1 < len(affs) <= MIN_MAX_PIECES:
+        return None
+    pieces = list(affs.values())
+    candidates = [("min", pieces), ("max", pieces)]
+    if len(pieces) >= 3:
+        for n, piece in enumerate(pieces):
+            rest = pieces[:n] + pieces[n + 1:]
+            candidates += [("max", [piece, ("min", rest)]), ("min", [piece, ("max", rest)])]
+    where = pw_aff.domain().intersect_params(context if context.is_params()
+                                             else context.params())
+    for tree in candidates:
+        if where.is_subset(_tree_pw_aff(tree).eq_set(pw_aff)):
+            return tree
+    return None
+
+
+def _tree_pw_aff(tree) -> isl.PwAff:
+    if isinstance(tree, isl.Aff):
+        return isl.PwAff.from_aff(tree)
+    op, parts = tree
+    result = _tree_pw_aff(parts[0])
+    for part in parts[1:]:
+        result = getattr(result, op)(_tree_pw_aff(part))
+    return result
 
 
 def constraint_condition(constraint: isl.Constraint, variables: dict[str, Var]) -> Expr:

@@ -393,7 +393,7 @@ class _Walker:
             if bound is None or lo is None:
                 hidden.append(iter_var.var)
             else:
-                first.append(f"{bound} = {lo}")
+                first.append(binding_equals(bound, lo))
         if hidden:
             self.note(f"the init of block '{block.name}' runs at the first value of reduce "
                       f"variables whose bindings are not affine; the model lets its blocks "
@@ -416,13 +416,15 @@ class _Walker:
             extent = to_isl(substitute(iter_var.dom.extent, env))
             value = substitute(value, env)
             bound = to_isl(value)
+            if bound is None and to_isl_comparison(name, "=", value) is not None:
+                bound = PiecewiseBinding(value)
             bindings.append((iter_var, bound, lo, extent))
             if lo is not None and extent is not None:
                 own.append(f"{lo} <= {name} < {lo} + {extent}")
                 if bound is not None:
-                    in_domain.append(f"{lo} <= {bound} < {lo} + {extent}")
+                    in_domain.append(binding_in_range(bound, lo, extent))
             if bound is not None:
-                own.append(f"{name} = {bound}")
+                own.append(binding_equals(bound, name))
                 continue
             arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
             keys += [a for a in arguments if a not in keys]
@@ -442,6 +444,31 @@ class _Walker:
                               f"{', '.join(arguments) or 'nothing'}{given_back} (a step that "
                               f"changes those is refused)")
         return bindings, own, in_domain, keys, determined
+
+
+@dataclass(frozen=True)
+class PiecewiseBinding:
+    """A binding whose value is piecewise affine: selects with affine conditions over affine
+    pieces (`T.if_then_else(io <= 1, io * 4, 12 - io * 4) + ax0`, a region's start as isl's
+    AST builder wrote it). isl's syntax has no select inside a constraint, so each comparison
+    with it is one disjunct per piece (`to_isl_comparison`)."""
+
+    value: Expr
+
+
+def binding_equals(bound: str | PiecewiseBinding, text: str) -> str:
+    """The constraint `text = bound` (`bound`: an affine binding's isl text, or piecewise)."""
+    if isinstance(bound, PiecewiseBinding):
+        return to_isl_comparison(text, "=", bound.value)
+    return f"{text} = {bound}"
+
+
+def binding_in_range(bound: str | PiecewiseBinding, lo: str, extent: str) -> str:
+    """The constraint `lo <= bound < lo + extent`."""
+    if isinstance(bound, PiecewiseBinding):
+        return (f"({to_isl_comparison(lo, '<=', bound.value)}) and "
+                f"({to_isl_comparison(f'({lo}) + ({extent})', '>', bound.value)})")
+    return f"{lo} <= {bound} < {lo} + {extent}"
 
 
 # (id(realize), its context) -> (realize, loops, unseen: kept alive, statements, notes)

@@ -58,7 +58,7 @@ def test_a_padded_symbolic_layout_bound_to_blocks_runs_on_cuda_emu():
         sch.bind(loops[0], "blockIdx.x")
         sch.bind(outer, "blockIdx.y")
         sch.bind(inner, "threadIdx.x")
-    assert "T.if_then_else(n >= 4, 4, n)" in sch.func.script().replace("T.int64(4)", "4")
+    assert "T.min(4, n)" in sch.func.script().replace("T.int64(4)", "4")
     kernel = sched.build(sch.func, target="cuda-emu")
     for rows in (3, 10):
         a = np.random.default_rng(rows).standard_normal((rows, 3)).astype("float32")

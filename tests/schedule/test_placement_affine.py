@@ -125,13 +125,40 @@ def test_a_partial_last_tile_is_covered_by_the_largest_extent(layout, reverse):
     np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
 
 
-def test_a_placement_whose_bounds_are_not_affine_names_the_condition():
-    # audit, helper-93: the refusal said "(the warnings name it)" and no warning came: B is
-    # read at rows i and 9 - i, so its rows under loop i run from a piecewise minimum
+def test_a_placement_whose_region_starts_at_a_minimum_is_accepted(rng):
+    """B is read at rows i and 9 - i, so its rows under loop i start at min(i, 9 - i): isl's
+    AST builder wrote that as a select, which the model cannot read in a binding (audit,
+    helper-93/98: refused, "is not affine (T.if_then_else(i_1 <= 4, i_1, 9 - i_1))"); a
+    piecewise bound that is the minimum or maximum of its pieces is written with T.min/T.max,
+    as TVM writes it."""
     A = te.placeholder((10, 6), name="A")
     B = te.compute((10, 6), lambda i, j: A[i, j] * 2.0, name="B")
     C = te.compute((10, 6), lambda i, j: B[i, j] + B[9 - i, j], name="C")
+    func = te.create_prim_func([A, C])
+    sch = sched.Schedule(func)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    assert "v_i = T.axis.spatial(10, T.min(i_1, 9 - i_1) + ax0)" in sch.func.script()
+    a = rng.standard_normal((10, 6)).astype(np.float32)
+    c = np.full((10, 6), np.nan, np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_allclose(c, 2 * a + 2 * a[::-1], rtol=1e-6)
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_compute_at_a_split_loop_reading_both_ends_runs_the_union_of_the_rows(symbolic, rng):
+    """Under io of a split by 4, C reads B's rows 4io..4io+3 and n-4-4io..n-1-4io: the rows
+    B runs start at their minimum (audit helper-98: refused as not affine)."""
+    n = te.var("n") if symbolic else 16
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + B[n - 1 - i], name="C")
     sch = sched.Schedule(te.create_prim_func([A, C]))
-    with pytest.raises(ScheduleError, match=r"is not affine \(T.if_then_else\(i_1 <= 4, i_1, "
-                                            r"9 - i_1\)"):
-        sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    io, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 4])
+    sch.compute_at(sch.get_block("B"), io)
+    assert "T.min(" in sch.func.script() and "T.if_then_else" not in sch.func.script()
+    sch.parallel(io)
+    kernel = sched.build(sch.func, target="c")
+    for size in ((1, 3, 4, 9, 16, 21) if symbolic else (16,)):
+        a = rng.standard_normal(size).astype(np.float32)
+        c = np.full(size, np.nan, np.float32)
+        kernel(a, c)
+        np.testing.assert_allclose(c, 2 * a + 2 * a[::-1], rtol=1e-6)
