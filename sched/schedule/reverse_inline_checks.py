@@ -53,10 +53,16 @@ def refuse_other_elements(func: PrimFunc, new_func: PrimFunc, consumer: str, mer
     consumer did: its loops may run fewer instances than its block's domain (`range(5)` over
     an axis of 16, a stride, a symbolic extent, a predicate or an `if` on a block around it),
     and inlined it runs for every instance of its producer (audit helper-101: 11 of 16 elements
-    overwritten). isl compares the two sets of elements; where the model is not exact, refused."""
+    overwritten). isl compares the two sets of elements, and the inlined store must write
+    each element once: the consumer wrote each once (`_refuse_overwrites`), and where its
+    loops ran only some instances on which its store was one to one, the others may write
+    the same elements again (`C[vi % 8]` over `range(8)` of an axis of 16: audit helper-102,
+    the second half's values); with both, the inlined store writes each element from the
+    instance the consumer wrote it from. Where the model is not exact, refused."""
     before = _elements_written(func, consumer, buffer)
     after = _elements_written(new_func, merged, buffer)
-    if before is None or after is None or not before.is_equal(after):
+    if before is None or after is None or not before[0].is_equal(after[0]) or \
+            not after[1].is_injective():
         raise ScheduleError(primitive, f"inlined into its producer, block {consumer!r} would "
                             f"write other elements of {buffer.name!r} than it does now (its "
                             f"loops, or a condition around it, run only some of its block's "
@@ -65,7 +71,8 @@ def refuse_other_elements(func: PrimFunc, new_func: PrimFunc, consumer: str, mer
 
 def _elements_written(func: PrimFunc, block: str, buffer: Buffer):
     """The elements of `buffer`'s storage the block's statements (not an init) write, an isl
-    UnionSet; None where the model over-approximates."""
+    UnionSet, and the instances' writes of them, a UnionMap; None where the model
+    over-approximates."""
     model = build_model(func)
     if not model.is_exact:
         return None
@@ -76,9 +83,9 @@ def _elements_written(func: PrimFunc, block: str, buffer: Buffer):
             continue
         for written in maps(statement.writes):
             if written.get_tuple_name(isl.dim_type.out) == tuple_name:
-                elements = isl.UnionSet.from_set(written.range())
-                found = elements if found is None else found.union(elements)
-    return found
+                written = isl.UnionMap.from_map(written)
+                found = written if found is None else found.union(written)
+    return None if found is None else (found.range(), found)
 
 
 def refuse_control_around(func: PrimFunc, realize: BlockRealize, name: str,

@@ -243,6 +243,35 @@ def test_a_consumer_whose_loops_run_part_of_its_domain_is_not_inlined(loop):
     sch.reverse_compute_inline(sch.get_block("C"))       # the whole domain: inlined
 
 
+@pytest.mark.parametrize("binding, store", [("i", "C[vi % 8]"), ("i * 2", "C[vi // 2]")])
+def test_a_consumer_over_part_of_its_domain_writing_each_element_there_once_is_not_inlined(
+        binding, store):
+    # audit, helper-102: C's store is one to one on the 8 instances its loop runs, not on
+    # the 16 of its domain; inlined, the other 8 wrote the same elements again (C[0] got
+    # 2 * A[8]): the elements alone are equal, the inlined store must write each once
+    sch = sched.Schedule(sched.parse(f"""
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi]
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(16, {binding})
+            {store} = B[vi] * T.float32(2)
+"""))
+    with pytest.raises(ScheduleError, match="would write other elements of 'C' than it does"):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    a = np.arange(16, dtype=np.float32)
+    c = np.zeros(16, np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    expected = np.zeros(16, np.float32)
+    expected[:8] = 2 * a[:16:2] if binding == "i * 2" else 2 * a[:8]
+    np.testing.assert_array_equal(c, expected)
+
+
 @T.prim_func
 def _both_in_one_statement(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
     B = T.alloc_buffer((16,), "float32")
