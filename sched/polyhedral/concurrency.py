@@ -24,7 +24,7 @@ from sched.polyhedral.dependences import (
 )
 from sched.polyhedral.flow_crossing import statement_params
 from sched.polyhedral.isl_expr import isl_name
-from sched.polyhedral.kernel_stages import stage_of
+from sched.polyhedral.kernel_stages import root_stages, stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
 from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
 from sched.polyhedral.runs import (
@@ -273,13 +273,46 @@ class _Concurrency:
         helper-55, every row ran row 0's count on c)."""
         written = self.model.writers_of_storages(self.statements)
         read = sorted(unseen_loads(self.loop.body) & written.keys())
-        if not read:
-            return None
-        return Violation(
-            f"a loop bound, condition, let, predicate or binding under loop '{self.name}' reads "
-            f"'{read[0]}', which blocks under the loop write: the analysis sees no such read, "
-            f"so it cannot tell whether one iteration reads what another writes; keep the "
-            f"loop serial")
+        if read:
+            return Violation(
+                f"a loop bound, condition, let, predicate or binding under loop '{self.name}' "
+                f"reads '{read[0]}', which blocks under the loop write: the analysis sees no "
+                f"such read, so it cannot tell whether one iteration reads what another "
+                f"writes; keep the loop serial")
+        for sibling in self.sibling_axis_loops():
+            under = [s for s in self.model.statements.values()
+                     if any(lp.var.name == sibling.loop_var.name for lp in s.loops)]
+            crossing = sorted(
+                (unseen_loads(sibling.body) & written.keys())
+                | (unseen_loads(self.loop.body) & self.model.writers_of_storages(under).keys()))
+            if crossing:
+                return Violation(
+                    f"loops '{self.name}' and '{sibling.loop_var.name}', both bound to "
+                    f"{self.thread_tag}, run on the same "
+                    f"{'threads' if self.kind == 'threadIdx' else 'thread blocks'} one after "
+                    f"the other (one "
+                    f"kernel), and a loop bound, condition, let, predicate or binding under one "
+                    f"reads '{crossing[0]}', which blocks under the other write: the analysis "
+                    f"sees no such read, so it cannot tell whether it reads what another "
+                    f"{'thread' if self.kind == 'threadIdx' else 'thread block'} writes; "
+                    f"write the read as a load in a block's body, or put the loops in "
+                    f"separate kernels (no serial loop around both)")
+        return None
+
+    def sibling_axis_loops(self) -> list[For]:
+        """For a loop bound to a thread or block axis: the other loops bound to the same axis
+        in its root stage (one kernel), neither inside it nor around it."""
+        if self.kind not in ("threadIdx", "blockIdx"):
+            return []
+        for stage in root_stages(self.func):
+            loops = collect(stage, For)
+            if not any(lp is self.loop for lp in loops):
+                continue
+            inside = {id(lp) for lp in collect(self.loop.body, For)}
+            return [lp for lp in loops if lp is not self.loop and id(lp) not in inside
+                    and lp.kind == "thread_binding" and lp.thread_tag == self.thread_tag
+                    and not any(x is self.loop for x in collect(lp.body, For))]
+        return []
 
     def repeated_runs_violation(self) -> Violation | None:
         """A statement under the loop whose instances run more than once, in different

@@ -233,3 +233,58 @@ def test_no_default_gpu_schedule_for_a_loop_bound_read_from_a_buffer_says_so():
     with pytest.raises(ScheduleError, match="no default cuda schedule applies to "
                                             "'count_in_upper_half_bound'"):
         sched.build(count_in_upper_half_bound, target="cuda-emu")
+
+
+SIBLING_NESTS = """
+@T.prim_func
+def main(A: T.Buffer((8, 4), "int32"), B: T.Buffer((8, 4), "int32")):
+    with T.block("root"):
+        L = T.alloc_buffer((8, 4), "int32")
+        for o in range(1):
+            for i in {outer_l}:
+                for t in {inner_l}:
+                    with T.block("L"):
+                        vi, vt = T.axis.remap("SS", [i, t])
+                        L[vi, vt] = A[vi, vt] % 4 + 1
+            for i2 in {outer_b}:
+                for r in {inner_b}:
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, i2)
+                        vj = T.axis.spatial(4, r)
+                        T.where(r < L[7 - i2, 3])
+                        B[vi, vj] = A[vi, vj] * 2
+"""
+
+
+def test_sibling_block_loops_of_one_kernel_with_a_predicate_reading_the_others_output():
+    # audit, helper-102: the two nests share the serial loop o, so one kernel; B's predicate
+    # reads row 7 - i of L, which another thread block writes, unordered (cuda-emu: 10 of 32
+    # wrong). Each loop's own unseen loads were checked, not those of its siblings
+    serial = sched.parse(SIBLING_NESTS.format(outer_l="range(8)", inner_l="range(4)",
+                                              outer_b="range(8)", inner_b="range(4)"))
+    sch = sched.Schedule(serial)
+    for block in ("L", "B"):
+        _, x, y = sch.get_loops(sch.get_block(block))
+        if block == "B":
+            with pytest.raises(ScheduleError, match="loops 'i2' and 'i', both bound to "
+                               "blockIdx.x, run on the same thread blocks one after the other"):
+                sch.bind(x, "blockIdx.x")
+        else:
+            sch.bind(x, "blockIdx.x")
+            sch.bind(y, "threadIdx.x")
+    bound = sched.parse(SIBLING_NESTS.format(
+        outer_l='T.thread_binding(8, thread="blockIdx.x")',
+        inner_l='T.thread_binding(4, thread="threadIdx.x")',
+        outer_b='T.thread_binding(8, thread="blockIdx.x")',
+        inner_b='T.thread_binding(4, thread="threadIdx.x")'))
+    with pytest.raises(BuildError, match="reads 'L', which blocks under the other write"):
+        sched.build(bound, target="cuda-emu")
+    # serial, the C target runs it in order
+    a = np.random.default_rng(1).integers(0, 100, (8, 4)).astype(np.int32)
+    b = np.full((8, 4), -1, np.int32)
+    sched.build(serial, target="c")(a, b)
+    expected = np.full((8, 4), -1, np.int32)
+    for i in range(8):
+        count = (a % 4 + 1)[7 - i, 3]
+        expected[i, :count] = a[i, :count] * 2
+    np.testing.assert_array_equal(b, expected)
