@@ -109,7 +109,33 @@ class BufferParser(ExprParser):
         shape = self.shape(given["shape"])
         strides, offset = (layout or (lambda s: (dense_strides(s), const(0, "int32"))))(shape)
         self._check_layout(node, f"{construct} '{name}'", given, strides, offset)
+        if data is not None:
+            self._check_view_fits(node, f"{construct} '{name}'", shape, dtype, data)
         return Buffer(name, shape, dtype, scope, data)
+
+    def _check_view_fits(self, node: ast.AST, what: str, shape: tuple[Expr, ...], dtype: str,
+                         storage: str) -> None:
+        """A view (`data=`) has the element type of the storage it names and at most its
+        elements: sched reads a view as the storage's elements in row-major order, so another
+        dtype would convert values instead of reinterpreting bytes, and a larger view reads
+        and writes past the storage's end (audit helper-102: `T.decl_buffer((16,),
+        data=A.data)` of an A of 8 wrote 8 floats past the caller's array)."""
+        owner = self._found(storage)
+        if not isinstance(owner, Buffer) or owner.data is not None:
+            return
+        if dtype != owner.dtype:
+            raise self.error(node, f"{what}: a view of '{storage}' ({owner.dtype}) must have "
+                                   f"its dtype, got {dtype}; sched does not reinterpret "
+                                   f"memory as another type (cast the values instead)")
+        extra = simplify(_elements(shape) - _elements(owner.shape))
+        if not (isinstance(extra, IntImm) and extra.value <= 0):
+            shown = ", ".join(d.script() for d in shape)
+            whole = ", ".join(d.script() for d in owner.shape)
+            why = "has more elements" if isinstance(extra, IntImm) else \
+                "may have more elements (sched cannot compare the symbolic sizes)"
+            raise self.error(node, f"{what}: the view ({shown}) of '{storage}' ({whole}) "
+                                   f"{why}: it would access past the storage's end; give "
+                                   f"the view at most the storage's elements")
 
     def _check_default_only(self, node: ast.AST, construct: str, given: dict) -> None:
         """`buffer_type="default"` and `axis_separators=[]` are TVM's defaults, which sched's
@@ -310,6 +336,14 @@ class BufferParser(ExprParser):
                                    f"of a region of '{found.source.name}' (T.match_buffer in "
                                    f"a block); declare the buffer over '{found.source.name}'")
         return found.storage_name if isinstance(found, Buffer) else node.value.id
+
+
+def _elements(shape: tuple[Expr, ...]) -> Expr:
+    """The number of elements of a buffer of `shape`, as an expression."""
+    count: Expr = const(1, shape[0].dtype if shape else "int32")
+    for dim in shape:
+        count = count * dim
+    return count
 
 
 def _without_keyword(call: ast.Call, name: str) -> ast.Call:

@@ -565,3 +565,48 @@ def main(A: T.Buffer((8,), "float32")):
     with pytest.raises(ScriptError, match=re.escape("line 5: unknown construct "
                                                     "'T.tvm_warp_shuffle'")):
         parse(text)
+
+
+VIEW_OF_A = """
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32")):
+    A2 = {view}
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = T.Cast("int32", A2[vi])
+"""
+
+
+@pytest.mark.parametrize("view, message", [
+    ('T.decl_buffer((16,), "int32", data=A.data)',
+     r"the view \(16\) of 'A' \(8\) has more elements"),
+    ('T.Buffer((4, 4), "int32", data=A.data)', r"the view \(4, 4\) of 'A' \(8\) has more"),
+    ('T.decl_buffer((32,), "int8", data=A.data)',
+     r"a view of 'A' \(int32\) must have its dtype, got int8"),
+    ('T.Buffer((8,), "float32", data=A.data)', "must have its dtype, got float32"),
+])
+def test_a_view_larger_than_its_storage_or_of_another_dtype_is_refused(view, message):
+    # audit, helper-102: the larger view wrote past the caller's array (check_bounds="strict"
+    # checked the view's shape only), the int8 view converted int32 values instead of
+    # reading their bytes
+    with pytest.raises(ScriptError, match=message):
+        sched.parse(VIEW_OF_A.format(view=view))
+
+
+def test_a_view_of_a_symbolic_storage_with_as_many_elements_is_read_row_major(rng):
+    func = sched.parse("""
+@T.prim_func
+def g(var_A: T.handle, B: T.Buffer((8,), "float32")):
+    n = T.int32()
+    A = T.match_buffer(var_A, (n, 4))
+    A2 = T.Buffer((n * 4,), "float32", data=A.data)
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A2[vi] + A2[vi % 2]
+""")
+    a = rng.standard_normal((2, 4)).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    sched.build(func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a.reshape(-1) + a.reshape(-1)[np.arange(8) % 2])
