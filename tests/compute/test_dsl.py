@@ -348,3 +348,26 @@ def test_max_pool_of_int8_pads_with_the_lowest_int8():
     y = np.zeros((1, 1, 3, 3), "int8")
     sched.build(te.create_prim_func([data, pooled]), target="c")(x, y)
     np.testing.assert_array_equal(y, x)
+
+
+def test_a_te_var_used_in_a_body_but_in_no_shape_nor_argument_is_refused_at_creation(rng):
+    # audit, helper-102: accepted, the script did not parse back and the build failed with
+    # "variable 'm' is used outside its scope"
+    m = te.var("m")
+    A = te.placeholder((4, 6), name="A")
+    B = te.compute((4, 6), lambda i, j: A[i, j] + te.cast(m, "float32"), name="B")
+    with pytest.raises(DSLError, match="te.var 'm' is used by the computes but is neither"):
+        te.create_prim_func([A, B])
+    func = te.create_prim_func([A, B, m])           # a scalar parameter
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = np.zeros((4, 6), np.float32)
+    sched.build(func, target="c")(a, b, 3)
+    np.testing.assert_allclose(b, a + 3)
+
+
+def test_a_te_var_named_like_a_tensor_is_refused():
+    n = te.var("A")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    with pytest.raises(DSLError, match="te.var 'A' has the name of a tensor"):
+        te.create_prim_func([A, B])
