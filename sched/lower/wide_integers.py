@@ -168,9 +168,29 @@ class _Widen(IRMutator):
         wide = self.wide.get(node)
         return node if wide is None else Cast(NARROW, wide)
 
+    def _binding_in_data(self, node: Expr) -> Expr | None:
+        """In what a store writes: `node` computed in int64 and narrowed where it is a smallest
+        piece of index arithmetic over a loop variable made int64 whose value fits int32 (a
+        block variable's binding, `floormod(f, m)` of a fused loop f over n * m > 2**31
+        values): narrowed first, f lost its high bits (audit helper-103: a mask `j <= i`
+        wrong in the last rows). What the program computes from it keeps int32 semantics."""
+        if node.dtype != NARROW or not self.wide or \
+                not any(v in self.wide for v in free_vars(node)):
+            return None
+        found = interval(node, self.ranges)
+        if found is None or not _fits(found[0]):
+            return None
+        for child in _operands(node):
+            if any(v in self.wide for v in free_vars(child)):
+                inner = interval(child, self.ranges)
+                if inner is not None and _fits(inner[0]):
+                    return None          # a smaller piece fits: narrowed there
+        return Cast(NARROW, self._wide(node))
+
     def visit_BinaryOp(self, node: BinaryOp) -> Expr:
         if self.data:
-            return self.visit_children(node)
+            narrowed = self._binding_in_data(node)
+            return narrowed if narrowed is not None else self.visit_children(node)
         if node.op in COMPARISONS and is_int(node.a.dtype):
             if any(self._rewritten(e) or e in self.wide for e in (node.a, node.b)):
                 return BinaryOp(node.op, self._operand(node.a), self._operand(node.b))
@@ -180,7 +200,11 @@ class _Widen(IRMutator):
         return self.visit_children(node)
 
     def visit_Call(self, node: Call) -> Expr:
-        if not self.data and node.dtype == NARROW and self._rewritten(node):
+        if self.data:
+            narrowed = self._binding_in_data(node)
+            if narrowed is not None:
+                return narrowed
+        elif node.dtype == NARROW and self._rewritten(node):
             return Cast(NARROW, self._wide(node))
         return self.visit_children(node)
 
@@ -222,6 +246,14 @@ class _Widen(IRMutator):
             return Select(self._index(e.condition), self._wide(e.true_value),
                           self._wide(e.false_value))
         return Cast(WIDE, self._index(e))
+
+
+def _operands(node: Expr) -> tuple[Expr, ...]:
+    if isinstance(node, BinaryOp):
+        return node.a, node.b
+    if isinstance(node, Call):
+        return tuple(node.args)
+    return ()
 
 
 def _restore(mapping: dict, key, value) -> None:

@@ -195,3 +195,31 @@ def test_sibling_loops_of_one_variable_each_get_their_own_width():
     c = np.zeros(2, np.int64)
     sched.build(func, target="c")(c, 3, 4)
     assert c.tolist() == [sum(range(7)), sum(range(4))]
+
+
+def _lower_triangle_count():
+    """C[0] = the number of (i, j) with j <= i: block variables used as data."""
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n,), name="A", dtype="int8")
+    B = te.placeholder((m,), name="B", dtype="int8")
+    i = te.reduce_axis((0, n), name="i")
+    j = te.reduce_axis((0, m), name="j")
+    C = te.compute((1,), lambda _: te.sum(te.if_then_else(
+        j <= i, te.const(1, "int64"), te.const(0, "int64")), axis=[i, j]), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    _, ri, rj = sch.get_loops(sch.get_block("C"))
+    sch.fuse(ri, rj)
+    return sch.func
+
+
+def test_block_variables_of_a_fused_int64_loop_used_as_data_are_exact():
+    # audit, helper-103: a mask `j <= i` over a fused loop of n * m > 2**31 values compared
+    # floormod((int32)f, m) <= floordiv((int32)f, m): the fused variable lost its high bits
+    # before the bindings recovered i and j (wrong in the last rows)
+    kernel = sched.build(_lower_triangle_count(), target="c")
+    assert "(int32_t)sched_floormod_i64(i_j_fused, (int64_t)m) <= " in kernel.source
+    assert "(int32_t)i_j_fused" not in kernel.source
+    for size in (5, 46341):                     # 46341^2 > 2**31 - 1
+        c = np.zeros(1, np.int64)
+        kernel(np.zeros(size, np.int8), np.zeros(size, np.int8), c)
+        assert c[0] == size * (size + 1) // 2
