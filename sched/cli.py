@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                "build": cli_kernels.run_build, "export": cli_kernels.run_export}[args.command]
     try:
         with warnings.catch_warnings():
+            # each command says its warnings, even one an earlier call in this process said
+            warnings.simplefilter("default")
             warnings.showwarning = _one_line_warning(args.command)
             return command(args)
     except KeyboardInterrupt:

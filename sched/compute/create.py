@@ -188,9 +188,4 @@ def create_prim_func(args: list, name: str = "main") -> PrimFunc:
         raise DSLError(f"create_prim_func: te.var '{unknown[0].name}' is used by the computes "
                        f"but is neither a dim of an argument's shape nor among the arguments; "
                        f"add it to the list (a scalar parameter) or use it in a shape")
-    tensor_names = {t.name for t in everything}
-    clash = next((v for v in known if v.name in tensor_names), None)
-    if clash is not None:               # (audit helper-102: its script did not parse back)
-        raise DSLError(f"create_prim_func: te.var '{clash.name}' has the name of a tensor; "
-                       f"give one of them another name")
     return func

@@ -364,10 +364,3 @@ def test_a_te_var_used_in_a_body_but_in_no_shape_nor_argument_is_refused_at_crea
     sched.build(func, target="c")(a, b, 3)
     np.testing.assert_allclose(b, a + 3)
 
-
-def test_a_te_var_named_like_a_tensor_is_refused():
-    n = te.var("A")
-    A = te.placeholder((n,), name="A")
-    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
-    with pytest.raises(DSLError, match="te.var 'A' has the name of a tensor"):
-        te.create_prim_func([A, B])
