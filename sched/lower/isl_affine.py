@@ -14,7 +14,8 @@ from collections.abc import Callable
 import islpy as isl
 
 from sched.ir.dtype import is_int
-from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Var
+from sched.ir.functor import collect
+from sched.ir.nodes import BinaryOp, BufferLoad, Call, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
 
@@ -48,7 +49,7 @@ class AffineTranslation:
             return ("param", self.name(e))
         if _is_widening(e):               # exact: isl's integers have no width
             return self.term(e.value)
-        if isinstance(e, BinaryOp) and e.dtype in _EXACT:
+        if isinstance(e, BinaryOp) and e.dtype in _EXACT and not _wraps_before(e):
             a, b, op = e.a, e.b, e.op
             if op in ("add", "sub", "min", "max"):
                 return (op, self.term(a), self.term(b))
@@ -123,6 +124,17 @@ class AffineTranslation:
                 continue  # a bound with min/max: left out, which only weakens the context
             result = result.intersect(lo.le_basic_set(v)).intersect(v.lt_basic_set(hi))
         return isl.Set.from_basic_set(result)
+
+
+def _wraps_before(e: BinaryOp) -> bool:
+    """Whether `e` divides, takes a remainder, a min or a max of arithmetic on a value read
+    from memory or returned by a call. Such arithmetic wraps in its type (the lowering widens
+    index arithmetic of loop variables and sizes only); sums and products agree with isl's
+    exact integers modulo 2**32, the other operations do not, so isl must take `e` whole as an
+    opaque parameter (audit helper-103: `(B[i] * 65536) // 65536 % 40` became `B[i] % 40`)."""
+    return e.op in ("floordiv", "floormod", "min", "max") and any(
+        isinstance(x, BinaryOp) and (collect(x, BufferLoad) or collect(x, Call))
+        for x in (e.a, e.b))
 
 
 def _is_widening(e: Expr) -> bool:

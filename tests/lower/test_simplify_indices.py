@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+import sched
 from sched.ir import (
     BinaryOp,
     Buffer,
@@ -19,6 +23,7 @@ from sched.ir import (
 from sched.ir.verify import verify
 from sched.lower import convert_blocks_to_loops, flatten_buffers, simplify_indices
 from sched.lower.simplify_indices import simplify_index
+from sched.script import T
 from tests.lower.block_ir import scale_split
 
 i, j, k, n = Var("i"), Var("j"), Var("k"), Var("n")
@@ -153,3 +158,29 @@ def _subterms(e):
     from sched.ir.nodes import Expr
 
     return collect(e, Expr)
+
+
+@T.prim_func
+def _index_from_loaded_value(A: T.Buffer((40,), "int32"), B: T.Buffer((40,), "int32"),
+                             C: T.Buffer((40,), "int32")):
+    for i in range(40):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = A[T.floormod(T.floordiv(B[vi] * 65536, 65536), 40)]
+
+
+@pytest.mark.filterwarnings("ignore:build")
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_arithmetic_on_a_loaded_value_in_an_index_keeps_its_wrapping(target):
+    # audit, helper-103: isl, whose integers are exact, simplified (B[i] * 65536) // 65536
+    # to B[i]; in int32 the product wraps (the interpreter's and numpy's value: A[25])
+    a = np.arange(40, dtype=np.int32) * 10
+    b = np.array([40001, 7, -3, 32768] * 10, np.int32)
+    with np.errstate(over="ignore"):
+        expected = a[((b * np.int32(65536)) // 65536) % 40]
+    c = np.zeros(40, np.int32)
+    sched.interpret(_index_from_loaded_value, a, b, c)
+    np.testing.assert_array_equal(c, expected)
+    c = np.zeros(40, np.int32)
+    sched.build(_index_from_loaded_value, target=target)(a, b, c)
+    np.testing.assert_array_equal(c, expected)
