@@ -13,6 +13,7 @@ from sched.ir.simplify import simplify
 from sched.ir.verify import VerifyError, verify
 from sched.lower.align_storage import align_storage
 from sched.lower.compact_buffers import compact_buffers
+from sched.lower.bool_arithmetic import lower_bool_arithmetic
 from sched.lower.convert_blocks import convert_blocks_to_loops
 from sched.lower.cross_thread_reduction import lower_cross_thread_reductions
 from sched.lower.flatten_buffers import flatten_buffers
@@ -104,6 +105,7 @@ def lower(func: PrimFunc, *, target: str = "c", debug: bool = False,
     func = run(flatten_buffers, func)
     func = run(simplify_indices, func)
     func = run(fold_constants, func)
+    func = run(lower_bool_arithmetic, func)
     func = run(widen_overflowing_integers, func)
     _verify(func, "the output of lower()")
     return func
