@@ -37,7 +37,13 @@ from sched.ir.nodes import (
     While,
 )
 from sched.polyhedral import names
-from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_condition
+from sched.polyhedral.isl_expr import (
+    isl_name,
+    piecewise_form,
+    to_isl,
+    to_isl_comparison,
+    to_isl_condition,
+)
 
 
 def buffer_tuple(buffer: Buffer | str) -> str:
@@ -65,15 +71,19 @@ class Access:
 
     @property
     def is_affine(self) -> bool:
-        return None not in self.index_texts
+        """Whether each index is affine or piecewise affine (`element_constraints` exact)."""
+        return all(_index_constraint("_e", index) is not None for index in self.indices)
 
     def element_constraints(self, element_names: list[str]) -> list[str]:
         """Constraints tying `element_names` (one per dimension of the buffer) to the element
-        accessed: `_a0 = vi + 1`, or the whole dimension where the index is not affine."""
+        accessed: `_a0 = vi + 1`, one disjunct per piece of a piecewise affine index
+        (`T.if_then_else(vi < 8, vi, vi + 1)`, `T.abs(vi - 8)`, `T.truncdiv(vi, 2)`), or the
+        whole dimension where the index is neither."""
         constraints = []
-        for name, index, dim in zip(element_names, self.index_texts, self.buffer.shape):
-            if index is not None:
-                constraints.append(f"{name} = {index}")
+        for name, index, dim in zip(element_names, self.indices, self.buffer.shape):
+            constraint = _index_constraint(name, index)
+            if constraint is not None:
+                constraints.append(constraint)
             else:
                 extent = to_isl(dim)
                 constraints.append(f"0 <= {name}" + (f" < {extent}" if extent else ""))
@@ -84,6 +94,14 @@ class Access:
         the offset is not affine (an index that is not, or a symbolic stride)."""
         offset = row_major_offset(self.index_texts, self.buffer.shape)
         return None if offset is None else f"{offset_name} = {offset}"
+
+
+def _index_constraint(name: str, index: Expr) -> str | None:
+    """`name = index` in isl syntax, index affine or piecewise affine; None otherwise."""
+    text = to_isl(index)
+    if text is not None:
+        return f"{name} = {text}"
+    return to_isl_comparison(name, "=", piecewise_form(index))
 
 
 def row_major_offset(indices, shape) -> str | None:
@@ -111,7 +129,7 @@ class _AccessCollector(IRVisitor):
     def _record(self, buffer: Buffer, indices: tuple[Expr, ...], is_write: bool) -> None:
         substituted = tuple(substitute(index, self.env) for index in indices)
         for index, original in zip(substituted, indices):
-            if to_isl(index) is None:
+            if _index_constraint("_e", index) is None:
                 self.note(f"an index of '{buffer.name}' ({original.script()}) is not affine; "
                           f"the whole dimension is assumed to be accessed")
         self.accesses.append(Access(buffer, substituted, tuple(self.loops), tuple(self.bounds),

@@ -15,6 +15,7 @@ from sched.ir.dtype import INDEX_DTYPE, bits, is_int, max_value, min_value
 from sched.ir.nodes import (
     ARITH_OPS,
     BinaryOp,
+    Call,
     Cast,
     Expr,
     IntImm,
@@ -28,7 +29,8 @@ from sched.ir.nodes import (
 from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.names import isl_name
 
-__all__ = ["NotAffine", "ast_to_expr", "isl_name", "pw_aff_to_expr", "range_constraint",
+__all__ = ["NotAffine", "ast_to_expr", "isl_name", "piecewise_form", "pw_aff_to_expr",
+           "range_constraint",
            "to_isl", "to_isl_comparison", "to_isl_condition"]
 
 
@@ -49,6 +51,8 @@ def to_isl(expr: Expr) -> str | None:
         return isl_name(expr) if is_int(expr.dtype) else None
     if isinstance(expr, Cast) and is_int(expr.dtype) and is_int(expr.value.dtype):
         return to_isl(expr.value) if _keeps_values(expr.value.dtype, expr.dtype) else None
+    if isinstance(expr, Call):
+        return _call_to_isl(expr)
     if not isinstance(expr, BinaryOp) or not _exact(expr.dtype):
         return None
     a, b = to_isl(expr.a), to_isl(expr.b)
@@ -63,12 +67,57 @@ def to_isl(expr: Expr) -> str | None:
         return f"({a} * {b})"
     if op in ("floordiv", "floormod"):
         divisor = _constant(expr.b)
-        if divisor is None or divisor <= 0:
+        if divisor is None or divisor == 0:
             return None
+        if divisor < 0:          # floor(a / -d) = floor(-a / d); a mod -d = a - (-d) * that
+            quotient = f"floor((-({a})) / {-divisor})"
+            return quotient if op == "floordiv" else f"(({a}) + {-divisor} * {quotient})"
         return f"floor(({a}) / {divisor})" if op == "floordiv" else f"(({a}) mod {divisor})"
     if op in ("min", "max"):
         return f"{op}({a}, {b})"
     return None
+
+
+def _call_to_isl(expr: Call) -> str | None:
+    """A shift by a constant (a product or a floor division by a power of two) and a
+    bitwise and with a constant 2**k - 1 (the floor remainder modulo 2**k, in two's
+    complement) in isl syntax; None otherwise."""
+    if len(expr.args) != 2 or not _exact(expr.dtype):
+        return None
+    amount = _constant(expr.args[1])
+    a = to_isl(expr.args[0])
+    if amount is None or a is None:
+        return None
+    if expr.op in ("shift_left", "shift_right") and 0 <= amount < bits(expr.dtype) - 1:
+        return f"(({a}) * {1 << amount})" if expr.op == "shift_left" else \
+            f"floor(({a}) / {1 << amount})"
+    if expr.op == "bitwise_and" and amount >= 0 and (amount + 1) & amount == 0:
+        return f"(({a}) mod {amount + 1})"
+    return None
+
+
+def piecewise_form(expr: Expr) -> Expr:
+    """`expr` with the integer operations whose value is piecewise affine written as
+    selects, for `to_isl_comparison`: `abs(a)`, and the truncating division and remainder
+    by a positive constant (`a / 4` rounds toward zero: `floor(a / 4)` where a >= 0,
+    `-floor(-a / 4)` below)."""
+    if isinstance(expr, Call) and expr.op == "abs" and len(expr.args) == 1 and \
+            is_int(expr.dtype):
+        a = piecewise_form(expr.args[0])
+        return Select(binary("ge", a, const(0, a.dtype)), a,
+                      binary("sub", const(0, a.dtype), a))
+    if not isinstance(expr, BinaryOp) or not is_int(expr.dtype):
+        return expr
+    a, b = piecewise_form(expr.a), piecewise_form(expr.b)
+    divisor = _constant(b)
+    if expr.op in ("div", "mod") and divisor is not None and divisor > 0:
+        zero = const(0, a.dtype)
+        toward_zero = Select(binary("ge", a, zero), binary("floordiv", a, b), binary(
+            "sub", zero, binary("floordiv", binary("sub", zero, a), b)))
+        if expr.op == "div":
+            return toward_zero
+        return binary("sub", a, binary("mul", toward_zero, b))
+    return expr if (a, b) == (expr.a, expr.b) else binary(expr.op, a, b)
 
 
 def _exact(dtype: str) -> bool:
