@@ -223,3 +223,21 @@ def test_block_variables_of_a_fused_int64_loop_used_as_data_are_exact():
         c = np.zeros(1, np.int64)
         kernel(np.zeros(size, np.int8), np.zeros(size, np.int8), c)
         assert c[0] == size * (size + 1) // 2
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_a_split_whose_outer_factors_multiply_past_int32_stays_in_bounds(symbolic, rng):
+    # audit, helper-104: split [65536, 65536, None] bound the block variable to
+    # T.Cast("int64", i_0 * 65536 + i_1) * ..., computed in int32 before the cast: past
+    # i_0 = 32768 it wrapped negative, passed the guard and stored before C (a segfault)
+    n = te.var("n") if symbolic else 5
+    A = te.placeholder((n,), "float32", name="A")
+    C = te.compute((n,), lambda i: A[i] * 3, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.split(sch.get_loops(sch.get_block("C"))[0], [65536, 65536, None])
+    kernel = sched.build(sch.func, target="c")
+    assert "C[(int64_t)i_0 * 65536 + (int64_t)i_1] = " in kernel.source
+    a = rng.standard_normal(5).astype(np.float32)
+    c = np.zeros(5, np.float32)
+    kernel(a, c)
+    np.testing.assert_array_equal(c, a * 3)
