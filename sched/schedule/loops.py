@@ -14,7 +14,7 @@ import math
 import numbers
 
 from sched.errors import ScheduleError
-from sched.ir.dtype import is_int
+from sched.ir.dtype import is_int, max_value
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     BinaryOp,
@@ -72,6 +72,10 @@ def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
                                    or factor <= 0):
             raise ScheduleError("split", f"cannot split loop {loop!r} by {factor!r}: every "
                                 f"factor must be a positive integer (or one None)")
+        if factor is not None and factor > max_value(extent.dtype):
+            raise ScheduleError("split", f"cannot split loop {loop!r} by {factor}: a factor "
+                                f"must fit the loop's {extent.dtype} extent (at most "
+                                f"{max_value(extent.dtype)})")
     if sum(f is None for f in factors) > 1:
         raise ScheduleError("split", f"argument 'factors' {list(factors)}: at most one factor "
                             f"may be None (it is inferred from the extent)")

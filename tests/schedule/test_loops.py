@@ -92,6 +92,8 @@ def test_split_symbolic_extent_runs_at_two_sizes(rng):
     ([2, 3], "their product 6 is less than the extent 10 of loop 'i'"),
     ([None, None], "at most one factor may be None"),
     ([5], "expected a list of at least two factors"),
+    ([None, 2 ** 40], r"by 1099511627776: a factor must fit the loop's int32 extent"),  # 104
+    ([2 ** 31, None], r"by 2147483648: a factor must fit"),
 ])
 def test_split_bad_factors_are_refused(factors, message):
     sch = sched.Schedule(elementwise())
