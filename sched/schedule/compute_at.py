@@ -20,6 +20,7 @@ full (TVM's relaxation), under a `T.where` guard that keeps the iterations in th
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
@@ -471,6 +472,11 @@ def _rerun_clobbers(func: PrimFunc, block: str, loop_name: str) -> str | None:
     return None
 
 
+# how long a refusal may spend finding the loops the block could go under instead (audit
+# helper-104: 41 s, over symbolic shapes after transform_layout and cache_read)
+ALTERNATIVES_SECONDS = 2.0
+
+
 def _legal_loops(func: PrimFunc, block: str, reverse: bool) -> tuple[str, ...]:
     """Each loop the block may go under, as the call that moves it there."""
     primitive = "reverse_compute_at" if reverse else "compute_at"
@@ -483,7 +489,10 @@ def _legal_loops(func: PrimFunc, block: str, reverse: bool) -> tuple[str, ...]:
                 if not any(lp is x for x in own):
                     candidates[lp.loop_var.name] = None
     legal = []
+    start = time.monotonic()
     for name in candidates:
+        if time.monotonic() - start > ALTERNATIVES_SECONDS:
+            break                 # a suggestion, not the answer: the refusal waits no longer
         try:
             move_under(func, block, name, reverse=reverse, render=False, suggest=False)
         except ScheduleError:
