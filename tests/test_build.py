@@ -261,3 +261,22 @@ def test_a_function_the_verifier_refuses_is_refused_by_build_with_its_reason(tar
     with pytest.raises(VerifyError, match="variable 'vj' is used outside its "
                                                        "scope \\(in block 'C'\\)"):
         sched.build(func, target=target, arch="sm_80" if target == "cuda" else None)
+
+
+@pytest.mark.parametrize("step, message", [
+    ("parallel", "loop 'i' is parallel, a CPU loop kind no GPU schedule keeps"),
+    ("annotate", "loop 'i' has the CPU annotation 'pragma_auto_unroll_max_step'")])
+def test_a_cpu_step_that_keeps_the_default_gpu_schedule_out_is_named(step, message):
+    # audit, helper-105: the build said only "no default cuda schedule applies"
+    from sched import compute as te
+
+    A = te.placeholder((3, 97), name="A")
+    B = te.compute((3, 97), lambda i, j: A[i, j] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    i, _ = sch.get_loops(sch.get_block("B"))
+    if step == "parallel":
+        sch.parallel(i)
+    else:
+        sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+    with pytest.raises(sched.ScheduleError, match=message):
+        sched.build(sch, target="cuda-emu")

@@ -55,8 +55,28 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
             if found is not None:
                 return found
     raise ScheduleError("build", f"no default {target} schedule applies to "
-                        f"{workload.name!r}: schedule it by hand (bind its loops to "
-                        f"blockIdx/threadIdx) or tune it with sched.tune")
+                        f"{workload.name!r}{_cpu_steps(func) if target == 'cuda' else ''}: "
+                        f"schedule it by hand" + (" (bind its loops to blockIdx/threadIdx)"
+                                                  if target == "cuda" else "")
+                        + " or tune it with sched.tune")
+
+
+def _cpu_steps(func) -> str:
+    """Why a GPU sketch cannot start from `func`, where a step for the CPU is the reason (audit
+    helper-105: a parallel loop gave the generic message only)."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import For
+
+    for loop in collect(func.body, For):
+        if loop.kind == "parallel":
+            return (f" (loop '{loop.loop_var.name}' is parallel, a CPU loop kind no GPU "
+                    f"schedule keeps: leave it serial, or bind it to blockIdx/threadIdx "
+                    f"yourself)")
+        pragma = next((key for key, _ in loop.annotations if key.startswith("pragma_")), None)
+        if pragma is not None:
+            return (f" (loop '{loop.loop_var.name}' has the CPU annotation {pragma!r}: "
+                    f"unannotate it for the GPU)")
+    return ""
 
 
 def _lowers_for_cuda(func) -> bool:
