@@ -12,8 +12,8 @@ from sched.ir.nodes import PrimFunc
 from sched.ir.simplify import simplify
 from sched.ir.verify import VerifyError, verify
 from sched.lower.align_storage import align_storage
-from sched.lower.compact_buffers import compact_buffers
 from sched.lower.bool_arithmetic import lower_bool_arithmetic
+from sched.lower.compact_buffers import compact_buffers
 from sched.lower.convert_blocks import convert_blocks_to_loops
 from sched.lower.cross_thread_reduction import lower_cross_thread_reductions
 from sched.lower.flatten_buffers import flatten_buffers

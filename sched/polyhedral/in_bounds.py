@@ -38,13 +38,13 @@ from sched.polyhedral import names
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import isl_name, to_isl
 from sched.polyhedral.isl_text import first_point, read_set
-from sched.polyhedral.statements import binding_in_range
 from sched.polyhedral.model import (
     PolyModel,
     Statement,
     ViewAccess,
     build_footprint_model,
 )
+from sched.polyhedral.statements import binding_in_range
 
 
 @dataclass(frozen=True)
