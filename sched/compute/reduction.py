@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sched.compute.tensor import ReduceAxis
 from sched.errors import DSLError
-from sched.ir.dtype import max_value, min_value
+from sched.ir.dtype import LARGEST_FINITE, is_float, max_value, min_value
 from sched.ir.nodes import Expr, binary, const, convert
 
 COMBINERS = ("sum", "max", "min")
@@ -42,10 +42,18 @@ class Reduce:
         return self.init if self.init is not None else self.neutral()
 
     def neutral(self) -> Expr:
-        """The value that changes nothing when combined (0 for sum, the lowest value for max,
-        the highest for min): what a term that `where` leaves out contributes."""
-        value = {"sum": 0, "max": min_value(self.dtype), "min": max_value(self.dtype)}
-        return const(value[self.combiner], self.dtype)
+        """The value a reduction starts from and what a term that `where` leaves out
+        contributes: 0 for sum, the lowest value for max, the highest for min. Finite for
+        floats, as TVM's `te.max`/`te.min` identities (`min_value("float32")` is
+        -3.4028235e38): a row that `where` leaves empty gets it, not -inf (audit helper-105),
+        and a masked softmax row stays finite as in TVM."""
+        if self.combiner == "sum":
+            return const(0, self.dtype)
+        if is_float(self.dtype):
+            largest = LARGEST_FINITE[self.dtype]
+            return const(-largest if self.combiner == "max" else largest, self.dtype)
+        value = min_value(self.dtype) if self.combiner == "max" else max_value(self.dtype)
+        return const(value, self.dtype)
 
     def combine(self, accumulated: Expr, value: Expr) -> Expr:
         """One update step: `accumulated + value`, `T.max(accumulated, value)`..."""

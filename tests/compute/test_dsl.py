@@ -364,3 +364,19 @@ def test_a_te_var_used_in_a_body_but_in_no_shape_nor_argument_is_refused_at_crea
     sched.build(func, target="c")(a, b, 3)
     np.testing.assert_allclose(b, a + 3)
 
+
+
+@pytest.mark.parametrize("reducer, identity", [(te.max, -3.4028235e38), (te.min, 3.4028235e38)])
+def test_a_max_or_min_over_an_empty_where_is_tvms_finite_identity(reducer, identity, rng):
+    # audit, helper-105: the empty row was -inf; TVM's te.max starts from min_value("float32")
+    A = te.placeholder((7, 13), name="A")
+    k = te.reduce_axis((0, 13), "k")
+    B = te.compute((7,), lambda i: reducer(A[i, k], axis=k, where=k < i), name="B")
+    a = rng.standard_normal((7, 13)).astype(np.float32)
+    a[3, :] = -np.inf if reducer is te.max else np.inf       # a row of infinities stays finite
+    b = np.zeros(7, np.float32)
+    sched.build(te.create_prim_func([A, B]), target="c")(a, b)
+    pick = np.max if reducer is te.max else np.min
+    expected = [identity] + [max(pick(a[i, :i]), -3.4028235e38) if reducer is te.max else
+                             min(pick(a[i, :i]), 3.4028235e38) for i in range(1, 7)]
+    np.testing.assert_array_equal(b, np.array(expected, np.float32))
