@@ -158,12 +158,6 @@ class _Widen(IRMutator):
         return BufferLoad(node.buffer, indices)
 
     def visit_Cast(self, node: Cast) -> Expr:
-        if not self.data and node.dtype == WIDE and node.value.dtype == NARROW and \
-                self._rewritten(node.value):
-            # index arithmetic widened: its exact value, as the model reads it (a split's
-            # `T.Cast("int64", i_0 * 65536 + i_1)` wrapped in int32 first: audit helper-104,
-            # a store far outside its buffer)
-            return self._wide(node.value)
         value = self.visit(node.value)
         if node.dtype == WIDE and isinstance(value, Cast) and value.dtype == NARROW and \
                 value.value in self.wide.values():

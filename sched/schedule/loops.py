@@ -14,7 +14,8 @@ import math
 import numbers
 
 from sched.errors import ScheduleError
-from sched.ir.dtype import is_int, max_value
+from sched.ir.builders import cast_to
+from sched.ir.dtype import bits, is_int, max_value
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     BinaryOp,
@@ -129,9 +130,13 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     taken: set[str] = set()
     names = [fresh_name(func, f"{loop_name}_{i}", taken) for i in range(len(factors))]
     new_vars = [Var(n, loop.loop_var.dtype) for n in names]
-    fused: Expr = new_vars[0]
+    # in the widest dtype of the extents from the start: factors whose product passes int32
+    # make an int64 extent, and `T.Cast("int64", i_0 * 65536 + i_1) * ...` wrapped in int32
+    # before the cast (audit helper-104: split [65536, 65536, None] stored far outside C)
+    wide = max((e.dtype for e in extents), key=bits)
+    fused: Expr = cast_to(new_vars[0], wide)
     for var, extent in zip(new_vars[1:], extents[1:]):
-        fused = fused * extent + var
+        fused = fused * extent + cast_to(var, wide)
     original = simplify(fused + loop.min) if not is_constant(loop.min, 0) else fused
     body = substitute(loop.body, {loop.loop_var: original})
     covered = extents[0]
