@@ -287,8 +287,8 @@ class _Concurrency:
                 | (unseen_loads(self.loop.body) & self.model.writers_of_storages(under).keys()))
             if crossing:
                 return Violation(
-                    f"loops '{self.name}' and '{sibling.loop_var.name}', both bound to "
-                    f"{self.thread_tag}, run on the same "
+                    f"loops '{self.name}' and '{sibling.loop_var.name}', bound to "
+                    f"{self.thread_tag} and {sibling.thread_tag}, run on the same "
                     f"{'threads' if self.kind == 'threadIdx' else 'thread blocks'} one after "
                     f"the other (one "
                     f"kernel), and a loop bound, condition, let, predicate or binding under one "
@@ -300,8 +300,11 @@ class _Concurrency:
         return None
 
     def sibling_axis_loops(self) -> list[For]:
-        """For a loop bound to a thread or block axis: the other loops bound to the same axis
-        in its root stage (one kernel), neither inside it nor around it."""
+        """For a loop bound to a thread (block) axis: the other loops bound to a thread
+        (block) axis, this one or another, in its root stage (one kernel), neither inside it
+        nor around it. A nest on blockIdx.y and one on blockIdx.x share every thread block
+        of the kernel's grid (audit helper-108: an unseen read of what the other nest writes
+        raced on cuda-emu)."""
         if self.kind not in ("threadIdx", "blockIdx"):
             return []
         for stage in root_stages(self.func):
@@ -310,7 +313,8 @@ class _Concurrency:
                 continue
             inside = {id(lp) for lp in collect(self.loop.body, For)}
             return [lp for lp in loops if lp is not self.loop and id(lp) not in inside
-                    and lp.kind == "thread_binding" and lp.thread_tag == self.thread_tag
+                    and lp.kind == "thread_binding"
+                    and (lp.thread_tag or "").startswith(self.kind)
                     and not any(x is self.loop for x in collect(lp.body, For))]
         return []
 

@@ -266,7 +266,7 @@ def test_sibling_block_loops_of_one_kernel_with_a_predicate_reading_the_others_o
     for block in ("L", "B"):
         _, x, y = sch.get_loops(sch.get_block(block))
         if block == "B":
-            with pytest.raises(ScheduleError, match="loops 'i2' and 'i', both bound to "
+            with pytest.raises(ScheduleError, match="loops 'i2' and 'i', bound to blockIdx.x and "
                                "blockIdx.x, run on the same thread blocks one after the other"):
                 sch.bind(x, "blockIdx.x")
         else:
@@ -288,3 +288,28 @@ def test_sibling_block_loops_of_one_kernel_with_a_predicate_reading_the_others_o
         count = (a % 4 + 1)[7 - i, 3]
         expected[i, :count] = a[i, :count] * 2
     np.testing.assert_array_equal(b, expected)
+
+
+def test_nests_on_two_block_axes_of_one_kernel_are_siblings_too():
+    # audit, helper-108: a nest on blockIdx.y reading in its predicate what a nest on
+    # blockIdx.x writes shares the kernel's thread blocks: 16 of 32 wrong on cuda-emu
+    func = sched.parse("""
+@T.prim_func
+def main(A: T.Buffer((8, 4), "int32"), L: T.Buffer((8, 4), "int32"),
+         B: T.Buffer((8, 4), "int32")):
+    for o in range(1):
+        for i in T.thread_binding(8, thread="blockIdx.y"):
+            for t in range(4):
+                with T.block("B"):
+                    vi, vt = T.axis.remap("SS", [i, t])
+                    T.where(t < L[7 - i, 0])
+                    B[vi, vt] = A[vi, vt] * 2
+        for i2 in T.thread_binding(8, thread="blockIdx.x"):
+            for t2 in range(4):
+                with T.block("L"):
+                    vi, vt = T.axis.remap("SS", [i2, t2])
+                    L[vi, vt] = A[vi, vt] % 4
+""")
+    with pytest.raises(BuildError, match="bound to blockIdx.y and blockIdx.x, run on the same "
+                                         "thread blocks"):
+        sched.build(func, target="cuda-emu")
