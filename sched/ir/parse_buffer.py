@@ -27,17 +27,21 @@ from __future__ import annotations
 
 import ast
 import math
+from collections import Counter
 from collections.abc import Callable
 
+from sched.ir.dtype import is_int
 from sched.ir.functor import free_vars
 from sched.ir.nodes import (
     SCOPES,
     TRUE,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
     BufferRegion,
     BufferStore,
+    Cast,
     Expr,
     IntImm,
     Range,
@@ -120,15 +124,19 @@ class BufferParser(ExprParser):
         dtype would convert values instead of reinterpreting bytes, and a larger view reads
         and writes past the storage's end (audit helper-102: `T.decl_buffer((16,),
         data=A.data)` of an A of 8 wrote 8 floats past the caller's array)."""
-        owner = self._found(storage)
-        if not isinstance(owner, Buffer) or owner.data is not None:
+        # the storage's buffer, past names that shadow it (`for C in range(1)` around a view
+        # of the parameter C: audit helper-108)
+        owner = next((scope[storage] for scope in reversed(self.scopes)
+                      if isinstance(scope.get(storage), Buffer)), None)
+        if owner is None or owner.data is not None:
             return
         if dtype != owner.dtype:
             raise self.error(node, f"{what}: a view of '{storage}' ({owner.dtype}) must have "
                                    f"its dtype, got {dtype}; sched does not reinterpret "
                                    f"memory as another type (cast the values instead)")
         extra = simplify(_elements(shape) - _elements(owner.shape))
-        if not (isinstance(extra, IntImm) and extra.value <= 0):
+        if not (isinstance(extra, IntImm) and extra.value <= 0) and \
+                not _fewer_by_factors(shape, owner.shape):
             shown = ", ".join(d.script() for d in shape)
             whole = ", ".join(d.script() for d in owner.shape)
             why = "has more elements" if isinstance(extra, IntImm) else \
@@ -336,6 +344,31 @@ class BufferParser(ExprParser):
                                    f"of a region of '{found.source.name}' (T.match_buffer in "
                                    f"a block); declare the buffer over '{found.source.name}'")
         return found.storage_name if isinstance(found, Buffer) else node.value.id
+
+
+def _fewer_by_factors(shape: tuple[Expr, ...], owner: tuple[Expr, ...]) -> bool:
+    """Whether a buffer of `shape` has at most the elements of one of `owner`, both being
+    products of the same symbolic dims (in any order) and constants: `(m * n,)` over
+    `(n, m)` (audit helper-108: refused, the products differ in order only)."""
+    def factors(dims) -> tuple[int, Counter] | None:
+        constant, symbols = 1, Counter()
+        pending = list(dims)
+        while pending:
+            dim = pending.pop()
+            if isinstance(dim, Cast) and is_int(dim.dtype) and is_int(dim.value.dtype):
+                pending.append(dim.value)
+            elif isinstance(dim, BinaryOp) and dim.op == "mul":
+                pending += [dim.a, dim.b]
+            elif isinstance(dim, IntImm):
+                constant *= dim.value
+            elif isinstance(dim, Var):
+                symbols[dim.name] += 1
+            else:
+                return None
+        return constant, symbols
+    mine, theirs = factors(shape), factors(owner)
+    return mine is not None and theirs is not None and mine[1] == theirs[1] and \
+        0 <= mine[0] <= theirs[0]
 
 
 def _elements(shape: tuple[Expr, ...]) -> Expr:

@@ -167,6 +167,16 @@ class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, 
         return error
 
     def bind(self, name: str, value: Var | Buffer | Handle) -> None:
+        if isinstance(value, Buffer) and value.data is None:
+            shadowed = next((scope[name] for scope in reversed(self.scopes) if name in scope),
+                            None)
+            if isinstance(shadowed, Buffer) and shadowed is not value:
+                # buffers name their storage: a second one of the name would take the first's
+                # views and C identifier (audit helper-108: a view of the parameter C read an
+                # allocation C declared inside a block)
+                raise self.error(None, f"buffer '{name}' is declared where the buffer "
+                                       f"'{shadowed.name}' is already visible; give it "
+                                       f"another name")
         self.scopes[-1][name] = value
 
     def lookup(self, node: ast.AST):

@@ -610,3 +610,54 @@ def g(var_A: T.handle, B: T.Buffer((8,), "float32")):
     b = np.zeros(8, np.float32)
     sched.build(func, target="c")(a, b)
     np.testing.assert_array_equal(b, a.reshape(-1) + a.reshape(-1)[np.arange(8) % 2])
+
+
+def test_a_view_past_a_loop_variable_of_its_storages_name_is_still_checked():
+    # audit, helper-108: `for C in range(1)` hid the parameter C from the check, and the view
+    # of 16 read past C's 8 elements
+    with pytest.raises(ScriptError, match=r"the view \(16\) of 'C' \(8\) has more elements"):
+        sched.parse("""
+@T.prim_func
+def f(C: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    W = T.Buffer((8,), "float32", data=C.data)
+    for C in range(1):
+        V = T.Buffer((16,), "float32", data=W.data)
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = V[vi + 8]
+""")
+
+
+def test_a_buffer_named_like_a_visible_buffer_is_refused():
+    # audit, helper-108: buffers name their storage; an allocation C inside a block took the
+    # views of the parameter C (wrong numbers) or failed in gcc ("redeclared")
+    with pytest.raises(ScriptError, match="buffer 'C' is declared where the buffer 'C' is "
+                                          "already visible"):
+        sched.parse("""
+@T.prim_func
+def f(C: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    with T.block("root"):
+        C = T.alloc_buffer((8,), "float32")
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = C[vi]
+""")
+
+
+@pytest.mark.parametrize("view, owner, element", [
+    ("(m * n,)", "(n, m)", "0"), ("(n * m,)", "(m, n)", "0"),
+    ("(T.int64(4) * n,)", "(n, T.int64(4))", "0"), ("(2, n * m)", "(n, m, 2)", "0, 0")])
+def test_a_view_of_the_same_dims_in_another_order_fits(view, owner, element):
+    # audit, helper-108: refused, "may have more elements"
+    sched.parse(f"""
+@T.prim_func
+def g(var_A: T.handle, B: T.Buffer((1,), "float32")):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(var_A, {owner})
+    A2 = T.Buffer({view}, "float32", data=A.data)
+    with T.block("B"):
+        B[0] = A2[{element}]
+""")
