@@ -40,7 +40,8 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
                 (drawn and time.monotonic() - start > DEFAULT_SECONDS):
             break
         try:
-            drawn.append(space.sample(attempt % len(space.sketches), None, rng))
+            drawn.append(space.sample(attempt % len(space.sketches), None, rng,
+                                      pipelines=False))
         except (ScheduleError, SketchRefused):
             continue
     if drawn:

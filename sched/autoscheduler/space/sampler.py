@@ -27,8 +27,10 @@ class SketchRefused(Exception):
 
 
 class Sampler:
-    def __init__(self, sch, genome: tuple | None = None, rng: random.Random | None = None):
+    def __init__(self, sch, genome: tuple | None = None, rng: random.Random | None = None,
+                 pipelines: bool = True):
         self.sch = sch
+        self.pipelines = pipelines        # False: software pipelining is never drawn
         self.given = tuple(genome or ())
         self.rng = rng or random.Random()
         self.decisions: list = []

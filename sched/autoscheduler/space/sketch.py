@@ -96,11 +96,12 @@ class SearchSpace:
         self.sketches, self.validated = _valid(workload, _sketches(workload),
                                                random.Random(seed))
 
-    def sample(self, sketch: int, genome: tuple | None, rng: random.Random) -> Sample:
+    def sample(self, sketch: int, genome: tuple | None, rng: random.Random,
+               pipelines: bool = True) -> Sample:
         """Apply sketch `sketch` with `genome` (missing decisions drawn from `rng`); raises
         SketchRefused (or ScheduleError) when a step is refused."""
         sch = self.workload.base_schedule()
-        sampler = Sampler(sch, genome, rng)
+        sampler = Sampler(sch, genome, rng, pipelines)
         _apply(self.sketches[sketch], sch, sampler, self.workload)
         return Sample(sketch, sampler.genome, tuple(sampler.kinds), sch)
 

@@ -117,7 +117,10 @@ def _pipeline(sch, sampler: Sampler, loop, asynchronous: bool) -> None:
     against the dependences as every annotation is (a refused pipeline refuses the sample)."""
     from sched.schedule.state import find_loop
 
-    stages = sampler.choose(list(PIPELINE_STAGES))
+    # (not drawn for a default schedule: its checks cost tens of seconds on a strided
+    # conv2d, audit helper-105, and no measurement shows what it gains)
+    stages = sampler.choose(list(PIPELINE_STAGES), None if sampler.pipelines else
+                            [1.0] + [0.0] * (len(PIPELINE_STAGES) - 1))
     found = find_loop(sch.func, loop.name, "annotate")
     _, body = pipeline_body(found)
     if stages == 1 or not isinstance(found.extent, IntImm) or found.extent.value < stages \
