@@ -14,7 +14,8 @@ from collections.abc import Callable
 import islpy as isl
 
 from sched.ir.dtype import is_int
-from sched.ir.functor import collect
+from sched.ir.functor import collect, free_vars
+from sched.ir.intervals import interval
 from sched.ir.nodes import BinaryOp, BufferLoad, Call, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
@@ -32,9 +33,11 @@ class AffineTranslation:
     `context_set` build isl objects from terms.
     """
 
-    def __init__(self, context: Context, opaque: Callable[[Expr], Expr] = lambda e: e) -> None:
+    def __init__(self, context: Context, opaque: Callable[[Expr], Expr] = lambda e: e,
+                 data_vars: frozenset[Var] = frozenset()) -> None:
         self.context = context
         self.opaque = opaque          # the canonical form of a subterm isl cannot read
+        self.data_vars = data_vars    # let variables holding values read from memory
         self.names: dict[Expr, str] = {}
         self.space = None
 
@@ -47,9 +50,9 @@ class AffineTranslation:
             return ("const", e.value)
         if isinstance(e, Var):
             return ("param", self.name(e))
-        if _is_widening(e):               # exact: isl's integers have no width
+        if _is_widening(e) and self._cannot_wrap(e.value):   # isl's integers have no width
             return self.term(e.value)
-        if isinstance(e, BinaryOp) and e.dtype in _EXACT and not _wraps_before(e):
+        if isinstance(e, BinaryOp) and e.dtype in _EXACT and not self._wraps_before(e):
             a, b, op = e.a, e.b, e.op
             if op in ("add", "sub", "min", "max"):
                 return (op, self.term(a), self.term(b))
@@ -60,6 +63,40 @@ class AffineTranslation:
             if op in ("floordiv", "floormod") and isinstance(b, IntImm) and b.value > 0:
                 return (op, self.term(a), b.value)
         return ("param", self.name(self.opaque(e)))     # not affine: an opaque parameter
+
+    def _reads_data(self, e: Expr) -> bool:
+        """Whether `e` computes with a value read from memory, returned by a call, or held
+        by a let variable bound to one."""
+        return bool(collect(e, BufferLoad) or collect(e, Call)
+                    or (self.data_vars and set(free_vars(e)) & self.data_vars))
+
+    def _wraps_before(self, e: BinaryOp) -> bool:
+        """Whether `e` divides, takes a remainder, a min or a max of arithmetic on data
+        (`_reads_data`). Such arithmetic wraps in its type (the lowering widens index
+        arithmetic of loop variables and sizes only); sums and products agree with isl's
+        exact integers modulo 2**32, the other operations do not, so isl must take `e` whole
+        as an opaque parameter (audit helper-103: `(B[i] * 65536) // 65536 % 40` became
+        `B[i] % 40`; helper-107: the same through a let variable `v = B[0]`)."""
+        return e.op in ("floordiv", "floormod", "min", "max") and any(
+            isinstance(x, BinaryOp) and self._reads_data(x) for x in (e.a, e.b))
+
+    def _cannot_wrap(self, e: Expr) -> bool:
+        """Whether the int32 expression under a widening cast has its exact value: a
+        variable or a constant, or index arithmetic over the context's loops that stays in
+        int32 (the program casts the int32 value, which wraps: audit helper-107,
+        `T.Cast("int64", B[0] * 65536) // 65536` and `T.Cast("int64", i * 65536) % 40` past
+        i = 32767 were read exactly)."""
+        if not isinstance(e, BinaryOp):
+            return True
+        if self._reads_data(e):
+            return False
+        ranges: dict = {}
+        for var, lo, extent in self.context:
+            low, end = interval(lo, ranges), interval(lo + extent, ranges)
+            if low is not None and end is not None:
+                ranges[var] = (low[0][0], max(low[0][0], end[0][1] - 1))
+        found = interval(e, ranges)
+        return found is not None and not found[1]
 
     def strict_term(self, e: Expr) -> tuple:
         """`e` as an affine term of variables and of opaque subterms already named (NotAffine
@@ -124,17 +161,6 @@ class AffineTranslation:
                 continue  # a bound with min/max: left out, which only weakens the context
             result = result.intersect(lo.le_basic_set(v)).intersect(v.lt_basic_set(hi))
         return isl.Set.from_basic_set(result)
-
-
-def _wraps_before(e: BinaryOp) -> bool:
-    """Whether `e` divides, takes a remainder, a min or a max of arithmetic on a value read
-    from memory or returned by a call. Such arithmetic wraps in its type (the lowering widens
-    index arithmetic of loop variables and sizes only); sums and products agree with isl's
-    exact integers modulo 2**32, the other operations do not, so isl must take `e` whole as an
-    opaque parameter (audit helper-103: `(B[i] * 65536) // 65536 % 40` became `B[i] % 40`)."""
-    return e.op in ("floordiv", "floormod", "min", "max") and any(
-        isinstance(x, BinaryOp) and (collect(x, BufferLoad) or collect(x, Call))
-        for x in (e.a, e.b))
 
 
 def _is_widening(e: Expr) -> bool:

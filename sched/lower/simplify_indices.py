@@ -27,15 +27,17 @@ import logging
 import islpy as isl
 
 from sched.ir.dtype import INDEX_DTYPE, bits, is_int
-from sched.ir.functor import IRMutator, free_vars
+from sched.ir.functor import IRMutator, collect, free_vars
 from sched.ir.nodes import (
     BinaryOp,
     BufferLoad,
     BufferStore,
+    Call,
     Expr,
     For,
     IfThenElse,
     IntImm,
+    LetStmt,
     PrimFunc,
     SeqStmt,
     Stmt,
@@ -53,13 +55,14 @@ logger = logging.getLogger("sched.lower")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
-def _simplify_operands(e: Expr, context: Context) -> Expr:
+def _simplify_operands(e: Expr, context: Context,
+                       data_vars: frozenset[Var] = frozenset()) -> Expr:
     """`e` with each integer operand simplified (used for the subterms isl cannot read)."""
     changes = {}
     for field in dataclasses.fields(e):
         value = getattr(e, field.name)
         if isinstance(value, Expr) and is_int(value.dtype):
-            new = simplify_index(value, context)
+            new = simplify_index(value, context, data_vars)
             if new is not value:
                 changes[field.name] = new
     return dataclasses.replace(e, **changes) if changes else e
@@ -79,12 +82,15 @@ def _fits(e: Expr, dtype: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def simplify_index(e: Expr, context: Context = ()) -> Expr:
-    """The integer expression `e`, simplified by isl given the loop bounds in `context`."""
+def simplify_index(e: Expr, context: Context = (),
+                   data_vars: frozenset[Var] = frozenset()) -> Expr:
+    """The integer expression `e`, simplified by isl given the loop bounds in `context`
+    (`data_vars`: the let variables in `e` bound to values read from memory)."""
     e = simplify(e)
     if not is_int(e.dtype) or isinstance(e, (IntImm, Var)):
         return e
-    translation = AffineTranslation(context, lambda opaque: _simplify_operands(opaque, context))
+    translation = AffineTranslation(
+        context, lambda opaque: _simplify_operands(opaque, context, data_vars), data_vars)
     try:
         term = translation.term(e)
         bounds = translation.bounds()
@@ -100,9 +106,9 @@ def simplify_index(e: Expr, context: Context = ()) -> Expr:
             result = widen(result, e.dtype)     # no narrow intermediate results
     except (NotAffine, isl.Error) as error:
         logger.debug("simplify_indices: keeping %r (%s)", e, type(error).__name__)
-        return _simplify_operands(e, context) if isinstance(e, BinaryOp) else e
+        return _simplify_operands(e, context, data_vars) if isinstance(e, BinaryOp) else e
     if _size(result) > _size(e) or not _fits(result, e.dtype):
-        return _simplify_operands(e, context) if isinstance(e, BinaryOp) else e
+        return _simplify_operands(e, context, data_vars) if isinstance(e, BinaryOp) else e
     return result
 
 
@@ -139,6 +145,7 @@ class _IndexSimplifier(IRMutator):
         big = IntImm(2 ** 31 - 1)
         # a symbolic dim n is a size: 0 <= n < 2**31 - 1
         self.loops: list[tuple[Var, Expr, Expr]] = [(v, IntImm(0), big) for v in symbolic_vars]
+        self.data_vars: frozenset[Var] = frozenset()
 
     def context(self, e: Expr) -> Context:
         """The bounds of the loops `e` depends on, directly or through other bounds."""
@@ -152,7 +159,24 @@ class _IndexSimplifier(IRMutator):
 
     def index(self, e: Expr) -> Expr:
         e = self.visit(e)
-        return simplify_index(e, self.context(e))
+        data = frozenset(v for v in free_vars(e) if v in self.data_vars) if self.data_vars \
+            else frozenset()
+        return simplify_index(e, self.context(e), data)
+
+    def visit_LetStmt(self, node: LetStmt) -> Stmt:
+        """A let variable bound to a value read from memory (or a call) is data: its
+        arithmetic wraps (`AffineTranslation._wraps_before`)."""
+        value = self.visit(node.value)
+        is_data = bool(collect(value, BufferLoad) or collect(value, Call)
+                       or set(free_vars(value)) & self.data_vars)
+        if is_data:
+            self.data_vars = self.data_vars | {node.var}
+        body = self.visit(node.body)
+        if is_data:
+            self.data_vars = self.data_vars - {node.var}
+        if value is node.value and body is node.body:
+            return node
+        return LetStmt(node.var, value, body)
 
     def visit_For(self, node: For) -> Stmt:
         self.loops.append((node.loop_var, node.min, node.extent))

@@ -184,3 +184,40 @@ def test_arithmetic_on_a_loaded_value_in_an_index_keeps_its_wrapping(target):
     c = np.zeros(40, np.int32)
     sched.build(_index_from_loaded_value, target=target)(a, b, c)
     np.testing.assert_array_equal(c, expected)
+
+
+@T.prim_func
+def _cast_of_loaded_arithmetic(A: T.Buffer((40,), "int32"), B: T.Buffer((1,), "int32"),
+                               C: T.Buffer((2,), "int32")):
+    C[0] = A[T.Cast("int64", B[0] * 65536) // T.int64(65536) % T.int64(40)]
+    v = B[0]
+    C[1] = A[(v * 65536) // 65536 % 40]
+
+
+@T.prim_func
+def _cast_of_an_index_past_int32(A: T.Buffer((40,), "int32"), C: T.Buffer((32770,), "int32")):
+    for i in range(32770):
+        C[i] = A[T.Cast("int64", i * 65536) % T.int64(40)]
+
+
+def test_a_widening_cast_or_a_let_of_loaded_arithmetic_keeps_its_wrapping():
+    # audit, helper-107: isl read through T.Cast("int64", B[0] * 65536) and through a let
+    # variable bound to B[0] as exact integers (C[0] = A[0], the interpreter's A[24])
+    a = np.arange(40, dtype=np.int32)
+    b = np.array([40000], np.int32)
+    expected, got = np.zeros(2, np.int32), np.zeros(2, np.int32)
+    sched.interpret(_cast_of_loaded_arithmetic, a, b, expected)
+    sched.build(_cast_of_loaded_arithmetic, target="c")(a, b, got)
+    np.testing.assert_array_equal(expected, [24, 24])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_widening_cast_of_an_index_past_int32_casts_the_wrapped_value():
+    # audit, helper-107: at i = 32768 the interpreter casts the wrapped i * 65536 (A[32]),
+    # the lowering read the cast's operand exactly (A[8])
+    a = np.arange(40, dtype=np.int32)
+    expected, got = np.zeros(32770, np.int32), np.zeros(32770, np.int32)
+    sched.interpret(_cast_of_an_index_past_int32, a, expected)
+    sched.build(_cast_of_an_index_past_int32, target="c")(a, got)
+    np.testing.assert_array_equal(expected[32768:], [32, 8])
+    np.testing.assert_array_equal(got, expected)
