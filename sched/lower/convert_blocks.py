@@ -8,8 +8,24 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRMutator, substitute
-from sched.ir.nodes import Allocate, BlockRealize, IfThenElse, IntImm, PrimFunc, Stmt
+from sched.ir.intervals import interval
+from sched.ir.nodes import (
+    Allocate,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Cast,
+    Evaluate,
+    For,
+    IfThenElse,
+    IntImm,
+    PrimFunc,
+    Stmt,
+    Var,
+)
+from sched.lower.flatten_buffers import widen
 
 
 def _is_true(expr) -> bool:
@@ -17,6 +33,30 @@ def _is_true(expr) -> bool:
 
 
 class _BlockConverter(IRMutator):
+    def __init__(self, func: PrimFunc) -> None:
+        # the values of the loop variables, symbolic dims and scalar parameters, for
+        # `interval` (as lower/wide_integers.py bounds them)
+        self.ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}
+        for param in func.params:
+            if isinstance(param, Var) and is_int(param.dtype):
+                self.ranges[param] = (min_value(param.dtype), max_value(param.dtype))
+
+    def visit_For(self, node: For) -> Stmt:
+        low = interval(node.min, self.ranges)
+        end = interval(node.min + node.extent, self.ranges) if is_int(node.extent.dtype) \
+            else None
+        saved = self.ranges.get(node.loop_var)
+        if low is not None and end is not None:
+            self.ranges[node.loop_var] = (low[0][0], max(low[0][1], end[0][1] - 1))
+        else:
+            self.ranges.pop(node.loop_var, None)
+        body = self.visit(node.body)
+        if saved is None:
+            self.ranges.pop(node.loop_var, None)
+        else:
+            self.ranges[node.loop_var] = saved
+        return node if body is node.body else dataclasses.replace(node, body=body)
+
     def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
         block = realize.block
         assert block.init is None, (
@@ -27,10 +67,54 @@ class _BlockConverter(IRMutator):
             body = Allocate(buffer, body)
         values = zip(block.iter_vars, realize.iter_values, strict=True)
         binding = {iv.var: value for iv, value in values}
+        # a binding whose arithmetic may pass int32 (`f_0 * 256 + f_1` over more than 2**31
+        # iterations) is exact where indices, bounds and conditions use it (the lowering
+        # widens index arithmetic), but stored values keep int32 arithmetic: there the block
+        # variable is its value computed in 64 bits (audit helpers 103 and 107: a mask
+        # `j <= i` wrong past row 46340)
+        data = {var: Cast(var.dtype, widen(value)) for var, value in binding.items()
+                if var.dtype == "int32" and _may_overflow(value, self.ranges)}
+        if data:
+            body = _DataSubstituter(data).visit(body)
         body = substitute(body, binding)
         if not _is_true(realize.predicate):
             body = IfThenElse(realize.predicate, body)
         return body
+
+
+def _may_overflow(value, ranges: dict) -> bool:
+    found = interval(value, ranges)
+    return found is not None and found[1]
+
+
+class _DataSubstituter(IRMutator):
+    """Substitutes block variables in what stores write and calls are passed, not in the
+    indices of the loads there."""
+
+    def __init__(self, mapping: dict) -> None:
+        self.mapping = mapping
+        self.data = False
+
+    def visit_BufferStore(self, node: BufferStore) -> Stmt:
+        saved, self.data = self.data, True
+        value = self.visit(node.value)
+        self.data = saved
+        return node if value is node.value else dataclasses.replace(node, value=value)
+
+    def visit_Evaluate(self, node: Evaluate) -> Stmt:
+        saved, self.data = self.data, True
+        value = self.visit(node.value)
+        self.data = saved
+        return node if value is node.value else dataclasses.replace(node, value=value)
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        saved, self.data = self.data, False
+        indices = tuple(self.visit(i) for i in node.indices)
+        self.data = saved
+        return node if indices == node.indices else dataclasses.replace(node, indices=indices)
+
+    def visit_Var(self, node: Var):
+        return self.mapping.get(node, node) if self.data else node
 
 
 def convert_blocks_to_loops(func: PrimFunc) -> PrimFunc:
@@ -48,5 +132,5 @@ def convert_blocks_to_loops(func: PrimFunc) -> PrimFunc:
     parameter is allocated by an enclosing `Allocate`; every variable is a loop variable,
     a let variable, a scalar parameter or a symbolic dim.
     """
-    body = _BlockConverter().visit(func.body)
+    body = _BlockConverter(func).visit(func.body)
     return func if body is func.body else dataclasses.replace(func, body=body)

@@ -241,3 +241,46 @@ def test_a_split_whose_outer_factors_multiply_past_int32_stays_in_bounds(symboli
     c = np.zeros(5, np.float32)
     kernel(a, c)
     np.testing.assert_array_equal(c, a * 3)
+
+
+def _triangle_count_fused_and_split(size):
+    A = te.placeholder((size,), name="A", dtype="int8")
+    i = te.reduce_axis((0, size), name="i")
+    j = te.reduce_axis((0, size), name="j")
+    C = te.compute((1,), lambda _: te.sum(te.if_then_else(
+        j <= i, te.const(1, "int64"), te.const(0, "int64")), axis=[i, j]), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    _, ri, rj = sch.get_loops(sch.get_block("C"))
+    sch.split(sch.fuse(ri, rj), [None, 256])
+    return sch.func
+
+
+def test_bindings_used_as_data_past_int32_over_int32_loops_are_exact():
+    # audit, helper-107: after a split, no loop counts past int32, but the bindings
+    # `(f_0 * 256 + f_1) % 46341` did, in the stored value's int32 arithmetic
+    kernel = sched.build(_triangle_count_fused_and_split(46341), target="c")
+    assert "(int32_t)(((int64_t)i_j_fused_0 * 256 + (int64_t)i_j_fused_1) % 46341) <= " \
+        in kernel.source
+    kernel = sched.build(_triangle_count_fused_and_split(300), target="c")
+    c = np.zeros(1, np.int64)
+    kernel(np.zeros(300, np.int8), c)
+    assert c[0] == 300 * 301 // 2
+
+
+@pytest.mark.filterwarnings("ignore:build")
+def test_bindings_of_thread_loops_used_as_data_past_int32_are_exact():
+    # audit, helpers 103 and 107: blockIdx.x * 256 + threadIdx.x over a fused n * m passes
+    # int32; the mask j <= i computed it in int32 (indices and guards were right)
+    n, m = te.var("n"), te.var("m")
+    M = te.compute((n, m), lambda i, j: te.if_then_else(
+        j <= i, te.const(1, "int8"), te.const(0, "int8")), name="M")
+    sch = sched.Schedule(te.create_prim_func([M]))
+    bx, tx = sch.split(sch.fuse(*sch.get_loops(sch.get_block("M"))), [None, 256])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    kernel = sched.build(sch.func, target="cuda-emu")
+    store = next(line for line in kernel.source.splitlines() if "M[" in line and " = " in line)
+    assert "(int64_t)i_j_fused_0 * 256 + (int64_t)i_j_fused_1" in store.split(" = ", 1)[1]
+    out = np.full((7, 5), -1, np.int8)
+    kernel(out)
+    np.testing.assert_array_equal(out, np.tril(np.ones((7, 5), np.int8)))
