@@ -98,14 +98,11 @@ def _call_to_isl(expr: Call) -> str | None:
 
 def piecewise_form(expr: Expr) -> Expr:
     """`expr` with the integer operations whose value is piecewise affine written as
-    selects, for `to_isl_comparison`: `abs(a)`, and the truncating division and remainder
-    by a positive constant (`a / 4` rounds toward zero: `floor(a / 4)` where a >= 0,
-    `-floor(-a / 4)` below)."""
-    if isinstance(expr, Call) and expr.op == "abs" and len(expr.args) == 1 and \
-            is_int(expr.dtype):
-        a = piecewise_form(expr.args[0])
-        return Select(binary("ge", a, const(0, a.dtype)), a,
-                      binary("sub", const(0, a.dtype), a))
+    selects, for `to_isl_comparison`: the truncating division and remainder by a positive
+    constant (`a / 4` rounds toward zero: `floor(a / 4)` where a >= 0, `-floor(-a / 4)`
+    below). Not `T.abs`: the lowering computes it on its operand narrowed to int32, not as
+    index arithmetic (audit helper-106: `T.abs` of a sum past int32 was proven in bounds
+    and stored elsewhere)."""
     if not isinstance(expr, BinaryOp) or not is_int(expr.dtype):
         return expr
     a, b = piecewise_form(expr.a), piecewise_form(expr.b)
