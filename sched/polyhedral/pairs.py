@@ -346,10 +346,15 @@ def _fix_free_loops(piece: isl.BasicMap) -> isl.Map | None:
     out, loop_count = isl.dim_type.out, dims[isl.dim_type.out]
     involved: set[int] = set()
     wrapped = piece.wrap()        # (isl gives the divisions of sets, not of maps)
-    for d in range(dims[isl.dim_type.div]):      # a division of a loop uses it
+    # (counted on the wrapped set and on each division's own space, which may hold fewer
+    # than the map: audit helper-106, isl "index out of bounds" from compute_at)
+    for d in range(wrapped.dim(isl.dim_type.div)):      # a division of a loop uses it
         division = wrapped.get_div(d)
-        if division.involves_dims(isl.dim_type.div, 0, dims[isl.dim_type.div]):
+        own = division.dim(isl.dim_type.div)
+        if own and division.involves_dims(isl.dim_type.div, 0, own):
             return None                              # (a division of divisions: not followed)
+        if division.dim(isl.dim_type.in_) != dims[isl.dim_type.in_] + loop_count:
+            return None
         involved.update(p for p in range(loop_count) if division.involves_dims(
             isl.dim_type.in_, dims[isl.dim_type.in_] + p, 1))
     lower: dict[int, int] = {}

@@ -162,3 +162,39 @@ def test_compute_at_a_split_loop_reading_both_ends_runs_the_union_of_the_rows(sy
         c = np.full(size, np.nan, np.float32)
         kernel(a, c)
         np.testing.assert_allclose(c, 2 * a + 2 * a[::-1], rtol=1e-6)
+
+
+def test_compute_at_under_split_symbolic_loops_with_divided_reads_raises_no_isl_error():
+    # audit, helper-106: isl "position or range out of bounds" from pairs._fix_free_loops
+    # (a division whose own space holds fewer divisions than the map's)
+    func = sched.parse("""
+@T.prim_func
+def f(a: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "int32")
+    C = T.match_buffer(c, (n,), "int32")
+    B = T.alloc_buffer((n,), "int32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] * 3 + 1
+    for i in range(n):
+        with T.block("C"):
+            vi = T.axis.spatial(n, i)
+            C[vi] = B[vi // 2] + B[(n - vi) // 2] + B[T.max(vi - 2, 0)]
+""")
+    sch = sched.Schedule(func)
+    io, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 5])
+    _, io1 = sch.split(io, [None, 2])
+    try:
+        sch.compute_at(sch.get_block("B"), io1)
+    except ScheduleError:
+        return                                    # refused: fine, a ScheduleError
+    kernel = sched.build(sch.func, target="c")
+    for size in (1, 4, 11, 23):
+        a = np.arange(size, dtype=np.int32)
+        c = np.zeros(size, np.int32)
+        kernel(a, c)
+        b = a * 3 + 1
+        v = np.arange(size)
+        np.testing.assert_array_equal(c, b[v // 2] + b[(size - v) // 2] + b[np.maximum(v - 2, 0)])
