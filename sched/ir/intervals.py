@@ -54,6 +54,27 @@ def interval(e: Expr, ranges: dict) -> tuple[tuple[int, int], bool] | None:
     return value, a[1] or b[1] or not _fits(value)
 
 
+def parameter_ranges(func) -> dict:
+    """The values of `func`'s symbolic dims (sizes: 0 to the largest of their dtype) and of
+    its integer scalar parameters (their dtype's), as `interval` takes them."""
+    ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}
+    for param in func.params:
+        if isinstance(param, Var) and is_int(param.dtype):
+            ranges[param] = (min_value(param.dtype), max_value(param.dtype))
+    return ranges
+
+
+def loop_values(start: Expr, extent: Expr, ranges: dict) -> tuple[tuple[int, int],
+                                                                  tuple[int, int]] | None:
+    """The values a loop `for v in range(start, start + extent)` gives its variable, and the
+    end it reaches, over `ranges`; None where they are not bounded."""
+    low = interval(start, ranges)
+    end = interval(start + extent, ranges) if is_int(extent.dtype) else None
+    if low is None or end is None:
+        return None
+    return (low[0][0], max(low[0][1], end[0][1] - 1)), end[0]
+
+
 def _fits(value: tuple[int, int]) -> bool:
     return INT32[0] <= value[0] and value[1] <= INT32[1]
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRMutator, substitute
-from sched.ir.intervals import interval
+from sched.ir.intervals import interval, loop_values, parameter_ranges
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
@@ -36,18 +35,13 @@ class _BlockConverter(IRMutator):
     def __init__(self, func: PrimFunc) -> None:
         # the values of the loop variables, symbolic dims and scalar parameters, for
         # `interval` (as lower/wide_integers.py bounds them)
-        self.ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}
-        for param in func.params:
-            if isinstance(param, Var) and is_int(param.dtype):
-                self.ranges[param] = (min_value(param.dtype), max_value(param.dtype))
+        self.ranges = parameter_ranges(func)
 
     def visit_For(self, node: For) -> Stmt:
-        low = interval(node.min, self.ranges)
-        end = interval(node.min + node.extent, self.ranges) if is_int(node.extent.dtype) \
-            else None
+        found = loop_values(node.min, node.extent, self.ranges)
         saved = self.ranges.get(node.loop_var)
-        if low is not None and end is not None:
-            self.ranges[node.loop_var] = (low[0][0], max(low[0][1], end[0][1] - 1))
+        if found is not None:
+            self.ranges[node.loop_var] = found[0]
         else:
             self.ranges.pop(node.loop_var, None)
         body = self.visit(node.body)

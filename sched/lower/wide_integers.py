@@ -36,6 +36,8 @@ from sched.ir.intervals import (
     _fits,
     integer_operation,
     interval,
+    loop_values,
+    parameter_ranges,
 )
 from sched.ir.nodes import (
     BinaryOp,
@@ -60,11 +62,7 @@ COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 def widen_overflowing_integers(func: PrimFunc) -> PrimFunc:
     """`func` with its int32 index arithmetic that may overflow computed in int64 (module
     docstring)."""
-    ranges = {v: (0, max_value(v.dtype)) for v in func.symbolic_vars}     # sizes
-    for param in func.params:
-        if isinstance(param, Var) and is_int(param.dtype):
-            ranges[param] = (min_value(param.dtype), max_value(param.dtype))
-    body = _Widen(ranges).visit(func.body)
+    body = _Widen(parameter_ranges(func)).visit(func.body)
     return func if body is func.body else dataclasses.replace(func, body=body)
 
 
@@ -77,16 +75,13 @@ class _Widen(IRMutator):
     # -- statements ---------------------------------------------------------------------------
 
     def visit_For(self, node: For) -> Stmt:
-        low = interval(node.min, self.ranges)
-        end = interval(node.min + node.extent, self.ranges) if is_int(node.extent.dtype) \
-            else None
+        found = loop_values(node.min, node.extent, self.ranges)
         var = node.loop_var
-        known = low is not None and end is not None
-        values = (low[0][0], max(low[0][1], end[0][1] - 1)) if known else \
-            (min_value(var.dtype), max_value(var.dtype))
+        known = found is not None
+        values = found[0] if known else (min_value(var.dtype), max_value(var.dtype))
         # the variable also reaches the end, where the loop stops
         wide = known and node.kind != "thread_binding" and var.dtype == NARROW and \
-            not _fits((values[0], max(values[1], end[0][1])))
+            not _fits((values[0], max(values[1], found[1][1])))
         if wide:                         # its values may leave int32: an int64 variable
             new_var = Var(var.name, WIDE)
             start, extent = self._wide(node.min), self._wide(node.extent)
