@@ -67,7 +67,8 @@ def build(func, target: str = "c", *, arch: str | None = None,
     `db` (a tuning database, see `sched.tune`): the best record of this function (and, for a
     Schedule, its steps) on this target is applied first. Without one, a CUDA function with
     no thread bindings gets the default schedule the cost model picks
-    (`sched.autoscheduler.default`), with a note saying so.
+    (`sched.autoscheduler.default`), with a note saying so; one whose bound blocks leave a
+    kernel unbound gets it for those blocks.
     """
     from sched.schedule import Schedule
 
@@ -97,6 +98,16 @@ def build(func, target: str = "c", *, arch: str | None = None,
     if target in ("cuda", "cuda-emu") and not _has_thread_bindings(func):
         original = func
         func, trace = _default_cuda(func, arch)
+    elif target in ("cuda", "cuda-emu") and _has_unbound_stage(func):
+        # the blocks the user left unbound are filled in (audit helper-105: refused with
+        # "not under any loop bound to blockIdx or threadIdx"); where no default schedule
+        # applies, the build says what is unbound
+        try:
+            filled, filled_trace = _default_cuda(func, arch, partly=True)
+        except ScheduleError:
+            pass
+        else:
+            original, func, trace = func, filled, filled_trace
     try:
         return _build_for_target(func, target, arch, compiler, debug, check_bounds,
                                  thread_order, fast_math, sanitize, check_races, trace,
@@ -204,16 +215,29 @@ def _has_thread_bindings(func: PrimFunc) -> bool:
     return any(loop.kind == "thread_binding" for loop in collect(func.body, For))
 
 
-def _default_cuda(func: PrimFunc, arch: str | None):
+def _has_unbound_stage(func: PrimFunc) -> bool:
+    """Whether a root stage of `func` (a kernel of its own) stores under no thread binding:
+    the blocks a user left unscheduled beside bound ones."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import BufferStore, For
+    from sched.polyhedral.kernel_stages import root_stages
+
+    return any(collect(stage, BufferStore) and not any(
+        loop.kind == "thread_binding" for loop in collect(stage, For))
+        for stage in root_stages(func))
+
+
+def _default_cuda(func: PrimFunc, arch: str | None, partly: bool = False):
     import warnings
 
     from sched.autoscheduler.default import default_schedule
 
     sch = default_schedule(func, "cuda", arch)
-    warnings.warn(f"build: {func.name!r} has no thread bindings and no tuning record: "
-                  f"applied the default schedule the cost model picked (sched.tune finds "
-                  f"faster ones; sched.autoscheduler.default.default_schedule(func).trace "
-                  f"shows its steps)", stacklevel=3)
+    what = "has blocks no thread binding covers" if partly else "has no thread bindings"
+    warnings.warn(f"build: {func.name!r} {what} and no tuning record: applied the default "
+                  f"schedule the cost model picked (sched.tune finds faster ones; "
+                  f"sched.autoscheduler.default.default_schedule(func).trace shows its "
+                  f"steps)", stacklevel=3)
     return sch.func, sch.trace
 
 

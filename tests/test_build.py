@@ -280,3 +280,24 @@ def test_a_cpu_step_that_keeps_the_default_gpu_schedule_out_is_named(step, messa
         sch.annotate(i, "pragma_auto_unroll_max_step", 16)
     with pytest.raises(sched.ScheduleError, match=message):
         sched.build(sch, target="cuda-emu")
+
+
+def test_blocks_left_unbound_beside_bound_ones_get_the_default_gpu_schedule(rng):
+    # audit, helper-105: only a function with no thread binding at all got the default
+    # schedule; beside a bound block, an unscheduled reduction made the build refuse
+    from sched import compute as te
+
+    A = te.placeholder((3, 97), name="A")
+    k = te.reduce_axis((0, 97), name="k")
+    S = te.compute((3,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    C = te.compute((3, 97), lambda i, j: A[i, j] - S[i], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    with pytest.warns(UserWarning, match="has blocks no thread binding covers"):
+        kernel = sched.build(sch, target="cuda-emu")
+    a = rng.standard_normal((3, 97)).astype(np.float32)
+    c = np.zeros((3, 97), np.float32)
+    kernel(a, c)
+    np.testing.assert_allclose(c, a - a.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-4)
