@@ -37,9 +37,7 @@ class SearchStats:
 class EvolutionarySearch:
     def __init__(self, space: SearchSpace, seed: int | None = 0, population: int = 64,
                  epsilon: float = 0.2, mutation: float = 0.85, random_share: float = 0.2):
-        if not space.sketches:
-            raise ValueError("the search space has no sketch")
-        self.space = space
+        self.space = space              # (no sketch: nothing is proposed)
         self.rng = random.Random(seed)
         self.population_size = population
         self.epsilon, self.mutation, self.random_share = epsilon, mutation, random_share
@@ -70,6 +68,8 @@ class EvolutionarySearch:
         """Up to `count` new candidates, best predicted first."""
         import time
 
+        if not self.space.sketches:
+            return []
         start = time.perf_counter()
         pool: list[Sample] = []
         attempts = 0

@@ -352,6 +352,28 @@ def test_a_function_that_updates_an_argument_in_place_is_tuned():
     np.testing.assert_allclose(got, a * 2 + 1)
 
 
+@T.prim_func
+def _row_cumsum(A: T.Buffer((16, 64), "float32"), B: T.Buffer((16, 64), "float32")):
+    for i, j in T.grid(16, 64):
+        with T.block("scan"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = T.if_then_else(vj > 0, B[vi, vj - 1], T.float32(0)) + A[vi, vj]
+
+
+def test_a_function_no_sketch_applies_to_is_measured_as_given():
+    # audit, helper-105: a scan was refused ("no schedule sketch applies"); the function as
+    # given is a candidate, and the kernel it gives is correct
+    with pytest.warns(UserWarning, match="no schedule sketch applies to '_row_cumsum' on c "
+                                         ".*only the function as given is measured"):
+        result = tune(_row_cumsum, "c", trials=4, seed=0, per_round=4, workers=1,
+                      timing=FAST, progress=False)
+    assert result.trials == 0 and result.trace is not None and result.sketches == []
+    a = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    b = np.zeros_like(a)
+    result.kernel(a, b)
+    np.testing.assert_allclose(b, np.cumsum(a, axis=1), rtol=1e-5, atol=1e-5)
+
+
 def test_with_no_candidate_that_ran_the_kernel_says_so():
     result = tune(_matmul(), "c", trials=2, seed=0, per_round=2, workers=1,
                   timing=TimingOptions(repeat=2, min_repeat_ms=1000.0, timeout=1e-4),
