@@ -1,10 +1,14 @@
 """Between IR expressions and isl: affine IR expressions as isl syntax, isl expressions as IR.
 
 `to_isl(expr)` writes an integer expression in isl's input syntax when it is affine in isl's sense
-(sums, products by constants, `//` and `%` by positive constants, min, max) and returns None
-otherwise (a product of two variables, a load, a float). `pw_aff_to_expr` goes the other way
-through isl's AST builder, which picks the simplest expression valid in a given context; this is
-how sched lets isl do affine simplification and bounds instead of rewriting by hand.
+(sums, products by constants, `//` and `%` by nonzero constants, min, max, shifts by a
+constant, `& (2**k - 1)`) and returns None otherwise (a product of two variables, a load, a
+float). `to_isl_comparison` and `to_isl_condition` also read piecewise affine expressions
+(selects with affine conditions; `piecewise_form` writes truncating division and remainder
+so), one disjunct per piece. `pw_aff_to_expr` goes the other way through isl's AST builder,
+which picks the simplest expression valid in a given context (a min or max of pieces where it
+is one); this is how sched lets isl do affine simplification and bounds instead of rewriting
+by hand.
 """
 
 from __future__ import annotations
