@@ -56,7 +56,15 @@ class _BlockConverter(IRMutator):
         assert block.init is None, (
             f"convert_blocks_to_loops: block '{block.name}' still has an init; "
             f"run lower_reduction_init first")
+        # the bindings of blocks inside use this block's variables: their domains bound them
+        # (audit helper-109: a blockized block's `(v_o * 256 + f_1) // 46341` had no range)
+        saved = dict(self.ranges)
+        for iv in block.iter_vars:
+            found = loop_values(iv.dom.min, iv.dom.extent, self.ranges)
+            if found is not None:
+                self.ranges[iv.var] = found[0]
         body: Stmt = self.visit(block.body)
+        self.ranges = saved
         for buffer in reversed(block.alloc_buffers):
             body = Allocate(buffer, body)
         values = zip(block.iter_vars, realize.iter_values, strict=True)
@@ -77,8 +85,10 @@ class _BlockConverter(IRMutator):
 
 
 def _may_overflow(value, ranges: dict) -> bool:
+    """Whether the int32 arithmetic of binding `value` may leave int32, as far as `interval`
+    can tell: an unbounded binding may (its 64-bit value is the same where it fits)."""
     found = interval(value, ranges)
-    return found is not None and found[1]
+    return found is None or found[1]
 
 
 class _DataSubstituter(IRMutator):

@@ -64,7 +64,7 @@ class AffineTranslation:
                 return (op, self.term(a), b.value)
         return ("param", self.name(self.opaque(e)))     # not affine: an opaque parameter
 
-    def _reads_data(self, e: Expr) -> bool:
+    def reads_data(self, e: Expr) -> bool:
         """Whether `e` computes with a value read from memory, returned by a call, or held
         by a let variable bound to one."""
         return bool(collect(e, BufferLoad) or collect(e, Call)
@@ -78,7 +78,7 @@ class AffineTranslation:
         as an opaque parameter (audit helper-103: `(B[i] * 65536) // 65536 % 40` became
         `B[i] % 40`; helper-107: the same through a let variable `v = B[0]`)."""
         return e.op in ("floordiv", "floormod", "min", "max") and any(
-            isinstance(x, BinaryOp) and self._reads_data(x) for x in (e.a, e.b))
+            isinstance(x, BinaryOp) and self.reads_data(x) for x in (e.a, e.b))
 
     def _cannot_wrap(self, e: Expr) -> bool:
         """Whether the int32 expression under a widening cast has its exact value: a
@@ -88,7 +88,7 @@ class AffineTranslation:
         i = 32767 were read exactly)."""
         if not isinstance(e, BinaryOp):
             return True
-        if self._reads_data(e):
+        if self.reads_data(e):
             return False
         ranges: dict = {}
         for var, lo, extent in self.context:

@@ -113,10 +113,16 @@ def simplify_index(e: Expr, context: Context = (),
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def decide_comparison(e: BinaryOp, context: Context) -> bool | None:
+def decide_comparison(e: BinaryOp, context: Context,
+                      data_vars: frozenset[Var] = frozenset()) -> bool | None:
     """True when `context` implies the integer comparison `e`, False when it contradicts it,
-    None when neither (or when `e` is not affine)."""
-    translation = AffineTranslation(context)
+    None when neither (or when `e` is not affine). A comparison of arithmetic on data (a
+    load, a call, a let variable `data_vars` holds) is not decided: the arithmetic wraps
+    where isl's integers do not (audit helper-109: `if (v * 65536) // 65536 == v`, v = B[0],
+    was dropped as always true)."""
+    translation = AffineTranslation(context, data_vars=data_vars)
+    if any(isinstance(side, BinaryOp) and translation.reads_data(side) for side in (e.a, e.b)):
+        return None
     try:
         a, b = translation.strict_term(e.a), translation.strict_term(e.b)
         bounds = translation.bounds()
@@ -157,11 +163,14 @@ class _IndexSimplifier(IRMutator):
                 needed |= set(free_vars(lo)) | set(free_vars(extent))
         return tuple(reversed(relevant))
 
+    def data_in(self, e: Expr) -> frozenset[Var]:
+        """The let variables in `e` that hold data (read from memory)."""
+        return frozenset(v for v in free_vars(e) if v in self.data_vars) if self.data_vars \
+            else frozenset()
+
     def index(self, e: Expr) -> Expr:
         e = self.visit(e)
-        data = frozenset(v for v in free_vars(e) if v in self.data_vars) if self.data_vars \
-            else frozenset()
-        return simplify_index(e, self.context(e), data)
+        return simplify_index(e, self.context(e), self.data_in(e))
 
     def visit_LetStmt(self, node: LetStmt) -> Stmt:
         """A let variable bound to a value read from memory (or a call) is data: its
@@ -201,7 +210,7 @@ class _IndexSimplifier(IRMutator):
             decided = None
             if isinstance(term, BinaryOp) and term.op in COMPARE_OPS \
                     and is_int(term.a.dtype):
-                decided = decide_comparison(term, self.context(term))
+                decided = decide_comparison(term, self.context(term), self.data_in(term))
             if decided is False:
                 return const(False, "bool")
             if decided is None:

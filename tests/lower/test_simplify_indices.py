@@ -221,3 +221,24 @@ def test_a_widening_cast_of_an_index_past_int32_casts_the_wrapped_value():
     sched.build(_cast_of_an_index_past_int32, target="c")(a, got)
     np.testing.assert_array_equal(expected[32768:], [32, 8])
     np.testing.assert_array_equal(got, expected)
+
+
+@T.prim_func
+def _guard_on_loaded_arithmetic(B: T.Buffer((1,), "int32"), C: T.Buffer((2,), "int32")):
+    v = B[0]
+    if (v * 65536) // 65536 == v:
+        C[0] = 1
+    if v + 1 > v:
+        C[1] = 1
+
+
+def test_a_guard_on_arithmetic_of_loaded_values_is_not_decided_by_isl():
+    # audit, helper-109: decided as always true (exact integers), the `if` was dropped; in
+    # int32, 40000 * 65536 wraps and INT32_MAX + 1 is negative
+    for value in (40000, 2 ** 31 - 1, 5):
+        b = np.array([value], np.int32)
+        expected, got = np.zeros(2, np.int32), np.zeros(2, np.int32)
+        sched.interpret(_guard_on_loaded_arithmetic, b, expected)
+        sched.build(_guard_on_loaded_arithmetic, target="c")(b, got)
+        np.testing.assert_array_equal(got, expected)
+    assert list(expected) == [1, 1]                       # (the last value, 5)

@@ -284,3 +284,14 @@ def test_bindings_of_thread_loops_used_as_data_past_int32_are_exact():
     out = np.full((7, 5), -1, np.int8)
     kernel(out)
     np.testing.assert_array_equal(out, np.tril(np.ones((7, 5), np.int8)))
+
+
+def test_bindings_of_a_blockized_block_used_as_data_past_int32_are_exact():
+    # audit, helper-109: the inner block's binding used the outer block's variable, which
+    # had no range, so it was taken as safe and wrapped in int32
+    func = _triangle_count_fused_and_split(46341)
+    sch = sched.Schedule(func)
+    sch.blockize(sch.get_loops(sch.get_block("C"))[-1])
+    kernel = sched.build(sch.func, target="c")
+    assert "(int32_t)(((int64_t)i_j_fused_0 * 256 + (int64_t)i_j_fused_1) % 46341) <= " \
+        in kernel.source
