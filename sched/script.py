@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from sched.ir.builders import const
+from sched.ir.builders import literal
 from sched.ir.dtype import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from sched.ir.nodes import FloatImm, PrimFunc
 from sched.ir.parser import parse_function
@@ -95,7 +95,7 @@ class _IntConstant(_Placeholder):
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], int) and \
                 not isinstance(args[0], bool):
-            return const(args[0], self.dtype)      # refuses T.int8(300), as TVM does
+            return literal(args[0], self.dtype)    # refuses T.int8(300), as TVM does
         return _PLACEHOLDER
 
 
@@ -111,9 +111,12 @@ class _FloatConstant(_Placeholder):
         if len(args) == 1 and not kwargs and isinstance(args[0], int | float | str) and \
                 not isinstance(args[0], bool):
             try:
-                return FloatImm(float(args[0]), self.dtype)
+                value = float(args[0])
             except ValueError:                  # a string that is no number
                 return _PLACEHOLDER
+            if isinstance(args[0], str):        # T.float32("inf")
+                return FloatImm(value, self.dtype)
+            return literal(value, self.dtype)   # refuses T.float16(1e6), as TVM does
         return _PLACEHOLDER
 
 

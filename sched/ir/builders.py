@@ -6,6 +6,8 @@ them (Expr's operators call them).
 
 from __future__ import annotations
 
+import math
+
 from sched.ir.dtype import (
     INDEX_DTYPE,
     bits,
@@ -50,6 +52,24 @@ def const(value: int | float | bool, dtype: str) -> Expr:
         raise TypeError(f"the constant {int(value)} is outside {dtype} ({min_value(dtype)} .. "
                         f"{max_value(dtype)}): give a wider dtype")
     return IntImm(int(value), dtype)
+
+
+# the finite values from which a float type's round to nearest gives infinity: the largest
+# finite value plus half a unit in its last place
+ROUNDS_TO_INFINITY = {"float16": 65520.0, "bfloat16": 3.3895313892515355e38 + 2.0 ** 119,
+                      "float32": 3.4028235677973366e38}
+
+
+def literal(value: int | float | bool, dtype: str) -> Expr:
+    """`const(value, dtype)` for a literal the user writes (`T.float16(1e5)`): a finite value
+    beyond the type's range is refused, as TVM refuses it, where a constant computed (a cast
+    folded) becomes infinity as IEEE says."""
+    if is_float(dtype) and dtype in ROUNDS_TO_INFINITY and isinstance(value, int | float) \
+            and math.isfinite(value) and abs(value) >= ROUNDS_TO_INFINITY[dtype]:
+        raise TypeError(f"the literal {value!r} is beyond the range of {dtype} (it would "
+                        f"round to infinity); write T.{dtype}(\"inf\") for infinity or use a "
+                        f"wider type")
+    return const(value, dtype)
 
 
 def convert(value, dtype: str | None = None) -> Expr:

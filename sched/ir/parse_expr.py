@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from sched.errors import ScriptError
+from sched.ir.builders import literal
 from sched.ir.dtype import (
     DTYPES,
     INDEX_DTYPE,
@@ -402,7 +403,7 @@ class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, 
                 raise self.error(node, f"T.{dtype}: unexpected string {arg.value!r}")
             return const(_NON_FINITE[arg.value], dtype)
         value = self.value(arg)
-        return Cast(dtype, value) if isinstance(value, Expr) else const(value, dtype)
+        return Cast(dtype, value) if isinstance(value, Expr) else literal(value, dtype)
 
     # ----------------------------------------------------------------------------------------
     # Buffer accesses, ranges and regions

@@ -798,3 +798,18 @@ def test_infinity_pow_meta_var_and_sblock_read_as_tvm_writes_them():
     with pytest.raises(ScriptError, match=r"T.infinity\('int32'\): a float dtype"):
         parse('@T.prim_func\ndef g(A: T.Buffer((1,), "int32")):\n'
               '    A[0] = T.infinity("int32")\n')
+
+
+@pytest.mark.parametrize("literal", ["T.float16(1e6)", "T.float16(-65520.0)",
+                                     "T.bfloat16(1e39)", "T.float32(3.5e38)"])
+def test_a_float_literal_beyond_its_type_is_refused_as_tvm_refuses_it(literal):
+    # it became inf silently; T.float16("inf") writes infinity
+    with pytest.raises(ScriptError, match="is beyond the range of"):
+        sched.parse(f"""
+@T.prim_func
+def f(A: T.Buffer((1,), "{literal.split('(')[0][2:]}")):
+    A[0] = {literal}
+""")
+    with pytest.raises(TypeError, match="is beyond the range of"):
+        eval(literal, {"T": T})
+    assert str(T.float16(65519.0)) == "T.float16(65519.0)"    # rounds to 65504: in range
