@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sched.compute.reduction import _axes, check_where
+from sched.compute.reduction import _axes, check_where, type_limit
 from sched.errors import DSLError
 from sched.ir.functor import substitute
-from sched.ir.nodes import Expr, Var, const, convert
+from sched.ir.nodes import Expr, Var, convert
 
 
 @dataclass(frozen=True)
@@ -94,21 +94,12 @@ class TupleReduce:
 
 def min_value(dtype: str) -> Expr:
     """The lowest value of `dtype` (finite for floats, as TVM's `min_value`)."""
-    return _limit(dtype, lowest=True)
+    return type_limit(dtype, lowest=True)
 
 
 def max_value(dtype: str) -> Expr:
     """The highest value of `dtype` (finite for floats, as TVM's `max_value`)."""
-    return _limit(dtype, lowest=False)
-
-
-def _limit(dtype: str, lowest: bool) -> Expr:
-    from sched.ir import dtype as dtypes
-    from sched.ir.dtype import LARGEST_FINITE
-
-    if dtypes.is_float(dtype):
-        return const(-LARGEST_FINITE[dtype] if lowest else LARGEST_FINITE[dtype], dtype)
-    return const(dtypes.min_value(dtype) if lowest else dtypes.max_value(dtype), dtype)
+    return type_limit(dtype, lowest=False)
 
 
 def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") -> CommReducer:

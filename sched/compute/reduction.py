@@ -49,11 +49,7 @@ class Reduce:
         and a masked softmax row stays finite as in TVM."""
         if self.combiner == "sum":
             return const(0, self.dtype)
-        if is_float(self.dtype):
-            largest = LARGEST_FINITE[self.dtype]
-            return const(-largest if self.combiner == "max" else largest, self.dtype)
-        value = min_value(self.dtype) if self.combiner == "max" else max_value(self.dtype)
-        return const(value, self.dtype)
+        return type_limit(self.dtype, lowest=self.combiner == "max")
 
     def combine(self, accumulated: Expr, value: Expr) -> Expr:
         """One update step: `accumulated + value`, `T.max(accumulated, value)`..."""
@@ -70,6 +66,14 @@ class Reduce:
 
     def as_expr(self):
         self._misused()
+
+
+def type_limit(dtype: str, lowest: bool) -> Expr:
+    """The lowest (or highest) value of `dtype`, finite for floats, as TVM's `min_value`
+    and `max_value`."""
+    if is_float(dtype):
+        return const(-LARGEST_FINITE[dtype] if lowest else LARGEST_FINITE[dtype], dtype)
+    return const(min_value(dtype) if lowest else max_value(dtype), dtype)
 
 
 def _axes(axis) -> tuple[ReduceAxis, ...]:

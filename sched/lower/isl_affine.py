@@ -65,10 +65,7 @@ class AffineTranslation:
         return ("param", self.name(self.opaque(e)))     # not affine: an opaque parameter
 
     def reads_data(self, e: Expr) -> bool:
-        """Whether `e` computes with a value read from memory, returned by a call, or held
-        by a let variable bound to one."""
-        return bool(collect(e, BufferLoad) or collect(e, Call)
-                    or (self.data_vars and set(free_vars(e)) & self.data_vars))
+        return reads_data(e, self.data_vars)
 
     def _wraps_before(self, e: BinaryOp) -> bool:
         """Whether `e` divides, takes a remainder, a min or a max of arithmetic on data
@@ -161,6 +158,13 @@ class AffineTranslation:
                 continue  # a bound with min/max: left out, which only weakens the context
             result = result.intersect(lo.le_basic_set(v)).intersect(v.lt_basic_set(hi))
         return isl.Set.from_basic_set(result)
+
+
+def reads_data(e: Expr, data_vars: frozenset[Var] = frozenset()) -> bool:
+    """Whether `e` computes with a value read from memory, returned by a call, or held by a
+    let variable bound to one (`data_vars`): arithmetic that wraps in its type."""
+    return bool(collect(e, BufferLoad) or collect(e, Call)
+                or (data_vars and set(free_vars(e)) & data_vars))
 
 
 def _is_widening(e: Expr) -> bool:

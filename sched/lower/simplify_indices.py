@@ -27,12 +27,11 @@ import logging
 import islpy as isl
 
 from sched.ir.dtype import INDEX_DTYPE, bits, is_int
-from sched.ir.functor import IRMutator, collect, free_vars
+from sched.ir.functor import IRMutator, free_vars
 from sched.ir.nodes import (
     BinaryOp,
     BufferLoad,
     BufferStore,
-    Call,
     Expr,
     For,
     IfThenElse,
@@ -48,7 +47,14 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.lower.flatten_buffers import widen
-from sched.lower.isl_affine import AffineTranslation, Context, NotAffine, from_ast, piecewise
+from sched.lower.isl_affine import (
+    AffineTranslation,
+    Context,
+    NotAffine,
+    from_ast,
+    piecewise,
+    reads_data,
+)
 
 logger = logging.getLogger("sched.lower")
 
@@ -176,8 +182,7 @@ class _IndexSimplifier(IRMutator):
         """A let variable bound to a value read from memory (or a call) is data: its
         arithmetic wraps (`AffineTranslation._wraps_before`)."""
         value = self.visit(node.value)
-        is_data = bool(collect(value, BufferLoad) or collect(value, Call)
-                       or set(free_vars(value)) & self.data_vars)
+        is_data = reads_data(value, self.data_vars)
         if is_data:
             self.data_vars = self.data_vars | {node.var}
         body = self.visit(node.body)

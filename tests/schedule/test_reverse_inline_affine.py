@@ -216,7 +216,8 @@ def test_a_consumer_under_an_if_or_a_load_between_of_its_output_is_not_inlined()
         sch.reverse_compute_inline(sch.get_block("C"))
 
 
-def _consumer_over_part(loop: str):
+def _consumer_over_part(loop: str, binding: str = "i", store: str = "C[vi]",
+                        scale: int = 200):
     return sched.parse(f"""
 @T.prim_func
 def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
@@ -227,8 +228,8 @@ def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
             B[vi] = A[vi]
     for i in {loop}:
         with T.block("C"):
-            vi = T.axis.spatial(16, i)
-            C[vi] = B[vi] * T.float32(200)
+            vi = T.axis.spatial(16, {binding})
+            {store} = B[vi] * T.float32({scale})
 """)
 
 
@@ -249,19 +250,7 @@ def test_a_consumer_over_part_of_its_domain_writing_each_element_there_once_is_n
     # audit, helper-102: C's store is one to one on the 8 instances its loop runs, not on
     # the 16 of its domain; inlined, the other 8 wrote the same elements again (C[0] got
     # 2 * A[8]): the elements alone are equal, the inlined store must write each once
-    sch = sched.Schedule(sched.parse(f"""
-@T.prim_func
-def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
-    B = T.alloc_buffer((16,), "float32")
-    for i in range(16):
-        with T.block("B"):
-            vi = T.axis.spatial(16, i)
-            B[vi] = A[vi]
-    for i in range(8):
-        with T.block("C"):
-            vi = T.axis.spatial(16, {binding})
-            {store} = B[vi] * T.float32(2)
-"""))
+    sch = sched.Schedule(_consumer_over_part("range(8)", binding, store, scale=2))
     with pytest.raises(ScheduleError, match="would write other elements of 'C' than it does"):
         sch.reverse_compute_inline(sch.get_block("C"))
     a = np.arange(16, dtype=np.float32)
