@@ -52,6 +52,7 @@ FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-tree-loop-distribut
          "-fno-tree-loop-if-convert", "-fno-tree-slp-vectorize", "-fopenmp", "-shared",
          "-fPIC", "-std=c11", "-fno-math-errno", "-fno-semantic-interposition",
          "-Wl,-Bsymbolic")
+ICE_RETRY_FLAGS = ("-fno-tree-loop-vectorize",)   # a second try after an internal compiler error
 CONTEXT_LINES = 2   # source lines shown around each line gcc complains about
 
 
@@ -122,14 +123,24 @@ def compile_library(source: str, *, cache_dir: Path | None = None,
     _write_atomically(source_path, source)
     temporary = directory / f"kernel.{os.getpid()}.{uuid.uuid4().hex}.so.tmp"
     command = [COMPILER, *compiler_flags(fast_math), str(source_path), "-o", str(temporary)]
-    # LC_ALL=C: plain ASCII quotes in gcc's messages, whatever the user's locale
-    result = subprocess.run(command, capture_output=True, text=True,
-                            env={**os.environ, "LC_ALL": "C"})
+    result = _run(command)
+    if result.returncode != 0 and "internal compiler error" in result.stderr:
+        # gcc 12.2's loop vectorizer dies on some masks with AVX-512 (`A[(int32_t)(i < 8 ||
+        # false)]`, audit helper-110); sched writes its vector loops itself, so the kernel is
+        # built again without gcc's
+        command = [*command[:1], *ICE_RETRY_FLAGS, *command[1:]]
+        result = _run(command)
     if result.returncode != 0:
         temporary.unlink(missing_ok=True)
         raise BuildError(_failure_message(source, source_path, command, result))
     os.replace(temporary, library)
     return library
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess:
+    # LC_ALL=C: plain ASCII quotes in gcc's messages, whatever the user's locale
+    return subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "LC_ALL": "C"})
 
 
 def _failure_message(source: str, source_path: Path, command: list[str], result) -> str:

@@ -54,7 +54,7 @@ def to_isl(expr: Expr) -> str | None:
     if isinstance(expr, Var):
         return isl_name(expr) if is_int(expr.dtype) else None
     if isinstance(expr, Cast) and is_int(expr.dtype) and is_int(expr.value.dtype):
-        return to_isl(expr.value) if _keeps_values(expr.value.dtype, expr.dtype) else None
+        return _widened(expr) if _keeps_values(expr.value.dtype, expr.dtype) else None
     if isinstance(expr, Call):
         return _call_to_isl(expr)
     if not isinstance(expr, BinaryOp) or not _exact(expr.dtype):
@@ -80,6 +80,21 @@ def to_isl(expr: Expr) -> str | None:
     if op in ("min", "max"):
         return f"{op}({a}, {b})"
     return None
+
+
+def _widened(cast: Cast) -> str | None:
+    """A widening cast: its operand's value, which an int32 sum or product past int32 has
+    wrapped before the cast (as the kernel and the interpreter compute it; only index
+    arithmetic outside a cast is computed wide: sched/lower/wide_integers.py). Such an operand
+    is written modulo 2**32, exactly: isl drops the remainder where the operand's range keeps
+    it in int32 (audit helper-110: `T.Cast("int64", vi * 2**30) // 2**30` was read as vi, and
+    stores to C[-2] were proven in bounds)."""
+    value = to_isl(cast.value)
+    if value is None or cast.value.dtype != INDEX_DTYPE or \
+            not isinstance(cast.value, BinaryOp | Call):
+        return value
+    half = 1 << 31
+    return f"((({value}) + {half}) mod {2 * half} - {half})"
 
 
 def _call_to_isl(expr: Call) -> str | None:

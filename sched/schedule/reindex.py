@@ -21,15 +21,16 @@ import dataclasses
 import islpy as isl
 
 from sched.errors import ScheduleError
+from sched.ir.builders import logical_and
 from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import (
-    TRUE,
     Block,
     BlockRealize,
     Buffer,
     BufferLoad,
     BufferStore,
+    Expr,
     For,
     IntImm,
     IterVar,
@@ -40,7 +41,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
-from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_expr import constraint_condition, isl_name, to_isl
 from sched.polyhedral.isl_text import read_map, read_set
 from sched.polyhedral.names import local
 from sched.schedule.base import BlockRV, ScheduleBase
@@ -74,7 +75,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
     if any(not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0) for iv in used):
         raise ScheduleError(PRIMITIVE, f"block {block_name!r}: the iteration variables that "
                             f"index {buffer.name!r} must start at 0")
-    _check_every_instance(func, realize)
+    runs = _check_every_instance(func, realize, used)
     if write:
         _check_injective(buffer, indices, used)
     scope = scope_of(func, realize, PRIMITIVE)
@@ -106,7 +107,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
                   tuple(iv.dom.extent for iv in used), buffer.dtype,
                   storage_scope or buffer.scope)
     name = copy.name
-    nest = _copy_nest(name, buffer, copy, indices, used, write, taken)
+    nest = _copy_nest(name, buffer, copy, indices, used, write, taken, runs)
     new_block = _Redirect(buffer, copy, tuple(iv.var for iv in used)).visit(block)
     reads, writes = infer_block_regions(new_block.body, new_block.init, new_block.iter_vars,
                                         new_block.alloc_buffers)
@@ -143,8 +144,12 @@ def _one_pattern(block: Block, buffer: Buffer, write: bool) -> tuple:
     return next(iter(patterns))
 
 
-def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
-    """Refuse a block that does not run every point of its domain's box."""
+def _check_every_instance(func: PrimFunc, realize: BlockRealize, used: list[IterVar]) -> Expr:
+    """Refuse a block that does not run every point of its domain's box; returns the condition
+    on the symbolic dims under which it runs every point of the box of the variables `used`,
+    over which the copy runs. A reduction whose reduce range is empty at n = 1 runs no
+    instance there, and its copy must not run either (audit helper-111: uninitialized memory
+    copied into every row of C)."""
     block = realize.block
     statements = [s for s in build_model(func).statements_of_block(block.name)
                   if not s.is_init]
@@ -153,18 +158,38 @@ def _check_every_instance(func: PrimFunc, realize: BlockRealize) -> None:
                             f"exactly")
     domain = statements[0].domain
     names = domain.get_var_names(isl.dim_type.set)
-    params = ", ".join(domain.get_space().get_var_names(isl.dim_type.param))
-    bounds = []
+    params = domain.get_space().get_var_names(isl.dim_type.param)
+    bounds = {}
     for name, iv in zip(names, block.iter_vars):
         low, extent = to_isl(iv.dom.min), to_isl(iv.dom.extent)
         if low is None or extent is None:
             raise ScheduleError(PRIMITIVE, f"the domain of {iv.var.name!r} is not affine")
-        bounds.append(f"{low} <= {name} < {low} + {extent}")
-    box = read_set(f"[{params}] -> {{ {domain.get_tuple_name()}[{', '.join(names)}] : "
-                  f"{' and '.join(bounds) or 'true'} }}")
-    if not domain.is_equal(box):
+        bounds[iv] = f"{low} <= {name} < {low} + {extent}"
+
+    def box_of(ivs) -> isl.Set:
+        condition = " and ".join(bounds[iv] for iv in ivs) or "true"
+        return read_set(f"[{', '.join(params)}] -> {{ {domain.get_tuple_name()}"
+                        f"[{', '.join(names)}] : {condition} }}")
+
+    if not domain.is_equal(box_of(block.iter_vars)):
         raise ScheduleError(PRIMITIVE, f"block {block.name!r} runs part of its domain "
                             f"({domain}): the copy would touch elements it does not")
+    box = box_of(used)
+    unused = [i for i, iv in enumerate(block.iter_vars) if iv not in used]
+    for position in reversed(unused):
+        domain, box = (s.project_out(isl.dim_type.set, position, 1) for s in (domain, box))
+    sizes = domain.params().coalesce()       # where the block runs at all
+    pieces = sizes.get_basic_sets()
+    if not domain.is_equal(box.intersect_params(sizes)) or len(pieces) != 1 or \
+            pieces[0].dim(isl.dim_type.div):
+        raise ScheduleError(PRIMITIVE, f"block {block.name!r} runs no instance for some "
+                            f"elements of {', '.join(iv.var.name for iv in used)} (where "
+                            f"{domain.params()}), but the copy would copy every element; "
+                            f"reindex a block whose other ranges are never empty")
+    variables = {isl_name(v): v for v in func.symbolic_vars}
+    variables |= {isl_name(p): p for p in func.params if isinstance(p, Var)}
+    return logical_and(*[constraint_condition(c, variables)
+                         for c in pieces[0].get_constraints()])
 
 
 def _check_inside_scope(func: PrimFunc, realize: BlockRealize, used: list[IterVar],
@@ -211,7 +236,7 @@ def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> Non
 
 
 def _copy_nest(name: str, buffer: Buffer, copy: Buffer, indices: tuple, used: list[IterVar],
-               write: bool, taken: set[str]):
+               write: bool, taken: set[str], runs: Expr):
     loops = [Var(fresh(f"ax{d}", taken), iv.var.dtype) for d, iv in enumerate(used)]
     new = {iv.var: Var(fresh(f"v{d}", taken), iv.var.dtype) for d, iv in enumerate(used)}
     iter_vars = tuple(IterVar(new[iv.var], iv.dom) for iv in used)
@@ -219,7 +244,7 @@ def _copy_nest(name: str, buffer: Buffer, copy: Buffer, indices: tuple, used: li
     own = tuple(new[iv.var] for iv in used)
     body = BufferStore(buffer, copy[own], at) if write else BufferStore(copy, buffer[at], own)
     reads, writes = infer_block_regions(body, None, iter_vars)
-    stmt = BlockRealize(tuple(loops), TRUE, Block(name, iter_vars, reads, writes, body))
+    stmt = BlockRealize(tuple(loops), runs, Block(name, iter_vars, reads, writes, body))
     for loop, iv in reversed(list(zip(loops, used))):
         stmt = For(loop, const(0, loop.dtype), iv.dom.extent, "serial", stmt)
     return stmt

@@ -225,3 +225,36 @@ def test_a_kernel_named_as_a_posix_function_gets_a_c_name_of_its_own(name, tmp_p
     kernel = sched.build(te.create_prim_func([A, B], name=name), target="c")
     exported = kernel.export(tmp_path)
     assert exported.header.name == f"{name}_.h"
+
+
+def test_an_internal_compiler_error_is_retried_without_gccs_loop_vectorizer(tmp_path,
+                                                                             monkeypatch):
+    calls = []
+    real_run = c_build._run
+
+    def crashing_first(command):
+        calls.append(command)
+        if len(calls) == 1:
+            return subprocess.CompletedProcess(command, 1, "", "x.c:1: internal compiler "
+                                               "error: in finalize, at vector-builder.h:513")
+        return real_run(command)
+
+    monkeypatch.setattr(c_build, "_run", crashing_first)
+    library = compile_library(SOURCE, cache_dir=tmp_path)
+    assert library.exists() and len(calls) == 2
+    assert "-fno-tree-loop-vectorize" in calls[1] and "-fno-tree-loop-vectorize" not in calls[0]
+
+
+def test_a_bool_max_in_an_index_builds_and_computes():
+    # gcc 12.2 -O3 -march=native (AVX-512) died vectorizing `A[(int32_t)(i < 8 || false)]`
+    # (audit helper-110); any host: the kernel builds and computes the index
+    @T.prim_func
+    def gather(A: T.Buffer((16,), "int32"), C: T.Buffer((16,), "int32")):
+        for i in range(16):
+            with T.block("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[T.Cast("int32", T.max(vi < 8, T.bool(False)))]
+
+    a, c = np.arange(16, dtype=np.int32) * 10, np.zeros(16, np.int32)
+    sched.build(gather, target="c")(a, c)
+    np.testing.assert_array_equal(c, a[(np.arange(16) < 8).astype(int)])

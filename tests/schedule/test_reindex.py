@@ -211,3 +211,41 @@ def test_indices_read_through_a_buffer_written_in_the_nest_are_refused():
     out = np.zeros(n, "int32")
     sched.build(sch.func, target="c")(a, g, out)
     np.testing.assert_array_equal(out, a[g].sum(axis=1))
+
+
+@pytest.mark.parametrize("step", ["reindex", "reindex_cache_write"])
+def test_the_copy_of_a_reduction_runs_where_its_reduce_range_is_not_empty(step):
+    # at n = 1 the reduce range is empty: C keeps what the caller passed (T.init semantics);
+    # a copy back over every row copied uninitialized memory into C (audit helper-111)
+    n = te.var("n")
+    A = te.placeholder((4, n), "float32", name="A")
+    k = te.reduce_axis((0, n - 1), name="k")
+    C = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="C")
+    func = te.create_prim_func([A, C])
+    sch = sched.Schedule(func)
+    if step == "reindex":
+        sch.reindex(sch.get_block("C"), ("write", 0))
+    else:
+        sch.reindex_cache_write(sch.get_block("C"), 0, "local", lambda vi, vk: (vi,))
+    assert "T.where(n >= 2)" in sch.func.script()
+    for size in (1, 2, 5):
+        a = np.arange(4 * size, dtype=np.float32).reshape(4, size)
+        c = np.full(4, 42.0, np.float32)
+        sched.build(sch.func, target="c")(a, c)
+        np.testing.assert_array_equal(c, a[:, :size - 1].sum(axis=1) if size > 1 else 42.0)
+
+
+def test_a_block_that_runs_no_instance_for_some_rows_is_refused():
+    @T.prim_func
+    def triangle(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8,), "float32")):
+        for i, k in T.grid(8, 8):
+            with T.block("C"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                T.where(k < i)
+                with T.init():
+                    C[vi] = T.float32(0)
+                C[vi] = C[vi] + A[vi, vk]
+
+    sch = sched.Schedule(triangle)
+    with pytest.raises(ScheduleError, match="runs part of its domain"):
+        sch.reindex(sch.get_block("C"), ("write", 0))

@@ -1,0 +1,88 @@
+"""A widening cast of int32 arithmetic casts the wrapped value (the kernel and the interpreter
+compute the int32 operand first; only index arithmetic outside a cast is computed wide), and
+the model reads it so, modulo 2**32 (audit helper-110: `T.Cast("int64", vi * 2**30) // 2**30`
+was read as vi, so stores to C[-2] were proven in bounds, a guard that holds was "never true",
+and a step reordering a dependence carried through the wrapped index was accepted)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched.errors import ScheduleError
+from sched.ir.nodes import Cast, IntImm, Var
+from sched.polyhedral.in_bounds import OutOfBoundsError
+from sched.polyhedral.isl_expr import to_isl
+
+
+def _wrap32(value: int) -> int:
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def function(body: str, n: int = 4):
+    return sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer(({n},), "int32"), C: T.Buffer(({n},), "int32")):
+    for i in range({n}):
+        with T.block("C"):
+            vi = T.axis.spatial({n}, i)
+{body}
+''')
+
+
+def test_an_index_through_a_wrapped_cast_is_refused_with_the_element_it_reaches():
+    f = function('            C[T.Cast("int64", vi * 1073741824) // T.int64(1073741824)] = A[vi]')
+    with pytest.raises(OutOfBoundsError, match=r"C\[vi=2\] writes C\[-2\]"):
+        sched.Schedule(f)
+    assert [_wrap32(v * 2**30) // 2**30 for v in range(4)] == [0, 1, -2, -1]
+
+
+def test_a_guard_on_a_wrapped_cast_is_read_as_the_kernel_computes_it():
+    f = function('            if T.Cast("int64", vi * 1073741824) < T.int64(0):\n'
+                 '                C[vi + 100] = A[vi]')
+    with pytest.raises(OutOfBoundsError, match=r"C\[vi=2\] writes C\[102\]"):
+        sched.Schedule(f)
+
+
+def test_a_block_binding_through_a_wrapped_cast_leaves_its_domain():
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(T.int64(4), T.Cast("int64", i * 1073741824) // 1073741824)
+            C[vi] = A[vi]
+''')
+    with pytest.raises(OutOfBoundsError, match="binding of 'vi' is outside its domain"):
+        sched.Schedule(f)
+
+
+def test_a_dependence_through_a_wrapped_index_is_seen():
+    # C[vi] reads C[max(wrap(vi * 2**29) // 2**29, 0)]: vi = 4..7 read C[0] (4 * 2**29 wraps
+    # to -2**31), written by vi = 0; reversing the order would read it before
+    body = ('            C[vi] = C[T.max(T.Cast("int64", vi * 536870912) // '
+            'T.int64(536870912), T.int64(0))] + A[vi]')
+    f = function(body, n=8)
+    sch = sched.Schedule(f)
+    with pytest.raises(ScheduleError, match=r"flow dependence on 'C': C\[vi=4\] reads C\[0\]"):
+        sch.transform_block_layout(sch.get_block("C"), lambda v: (7 - v,))
+    a, c = np.arange(8, dtype=np.int32), np.arange(8, dtype=np.int32) * 10
+    expected = c.copy()
+    for v in range(8):
+        expected[v] = expected[max(_wrap32(v * 2**29) // 2**29, 0)] + a[v]
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_array_equal(c, expected)
+
+
+def test_a_cast_of_a_variable_or_of_arithmetic_that_fits_stays_plain_where_it_fits():
+    i = Var("i")
+    assert to_isl(Cast("int64", i)) == "i"                    # a variable cannot wrap
+    text = to_isl(Cast("int64", i * IntImm(4, "int32")))
+    assert "mod 4294967296" in text
+    f = function('            C[T.Cast("int64", vi * 2 + 1) // T.int64(2)] = A[vi]')
+    sch = sched.Schedule(f)                                   # in bounds: isl drops the wrap
+    sch.parallel(sch.get_loops(sch.get_block("C"))[0])
+    a, c = np.arange(4, dtype=np.int32) + 1, np.zeros(4, np.int32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_array_equal(c, a)
