@@ -22,7 +22,8 @@ import sys
 
 from sched.ir.builders import literal
 from sched.ir.dtype import DTYPES, FLOAT_DTYPES, INT_DTYPES
-from sched.ir.nodes import FloatImm, PrimFunc
+from sched.ir.nodes import INT_FUNCTIONS, FloatImm, PrimFunc
+from sched.ir.parse_spelled import SPELLED
 from sched.ir.parser import parse_function
 
 
@@ -134,23 +135,40 @@ class _CastFunction(_Placeholder):
 
 _CAST = _CastFunction()
 
-_EXPR_FUNCTIONS = {"min": "min", "max": "max", "floordiv": "floordiv", "floormod": "floormod"}
+_EXPR_FUNCTIONS = ("min", "max", "floordiv", "floormod", "shift_left", "shift_right",
+                   "bitwise_and", "bitwise_or", "bitwise_xor", "if_then_else", "Select",
+                   *SPELLED)
 
 
 class _ExprFunction(_Placeholder):
-    """`T.min`, `T.max`, `T.floordiv`, `T.floormod` outside a function, on IR expressions (an
-    index map's `lambda i: (T.min(i, 7),)`): the expression; anything else, a placeholder."""
+    """`T.min`, `T.max`, `T.floordiv`, `T.floormod`, the shifts, `T.bitwise_and`/`or`/`xor`,
+    `T.if_then_else` (`T.Select`) and TVM's other spellings (`T.truncdiv`, `T.ceildiv`...:
+    parse_spelled.py) outside a function, on IR expressions (an index map's
+    `lambda i: (T.min(i, 7),)`, `lambda v: (T.shift_right(v, 2), T.bitwise_and(v, 3))`): the
+    expression; anything else, a placeholder."""
 
     def __init__(self, name: str) -> None:
-        self.op = _EXPR_FUNCTIONS[name]
+        self.name = name
 
     def __call__(self, *args, **kwargs):
-        from sched.ir.nodes import Expr, binary, convert
+        from sched.ir.nodes import Expr, Select, binary, convert, integer_call
 
-        if len(args) == 2 and not kwargs and any(isinstance(a, Expr) for a in args) and all(
-                isinstance(a, Expr | int) and not isinstance(a, bool) for a in args):
-            return binary(self.op, *(convert(a) for a in args))
-        return _PLACEHOLDER
+        arity = 3 if self.name in ("if_then_else", "Select") else \
+            SPELLED[self.name][0] if self.name in SPELLED else 2
+        if len(args) != arity or kwargs or not any(isinstance(a, Expr) for a in args) or \
+                not all(isinstance(a, Expr | int) and not isinstance(a, bool) for a in args):
+            return _PLACEHOLDER
+        if arity == 3:
+            condition, then, otherwise = args
+            both = binary("add", then, otherwise)         # the branches in one dtype
+            return Select(convert(condition), both.a, both.b)
+        if self.name in INT_FUNCTIONS:
+            return integer_call(self.name, *args)
+        if self.name in SPELLED:
+            operands = binary("add", *args) if arity == 2 else convert(args[0])
+            return SPELLED[self.name][1](*((operands.a, operands.b) if arity == 2
+                                           else (operands,)))
+        return binary(self.name, *(convert(a) for a in args))
 
 
 T = _Namespace()

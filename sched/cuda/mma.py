@@ -189,12 +189,12 @@ class MmaCall(WmmaCall):
             raise _refuse(self.call, f"the rows of the tile of '{source.buffer.name}' (start "
                           f"{source.base.script()}, {ldm.script()} elements apart) are not "
                           f"16-byte aligned, as ldmatrix reads them: pad the shared tile's "
-                          f"rows to a multiple of {per_16_bytes} elements")
+                          f"rows to a multiple of {per_16_bytes} elements", hint="")
         trans = transposed != (role == "b")
         if trans and size == 1:
             raise _refuse(self.call, f"ldmatrix transposes 16-bit elements, not the int8 "
                           f"tile of '{source.buffer.name}': hold an int8 A as m x k and B as "
-                          f"n x k (TVM's mma_i8i8i32_trans_b), each row along k")
+                          f"n x k (TVM's mma_i8i8i32_trans_b), each row along k", hint="")
         # each lane gives the address of one 8-element row of one of the four 8x8 matrices
         # (the four 8x8 matrices of 16-bit elements: 16 bytes of a row each)
         if transposed:

@@ -128,10 +128,12 @@ def transposed_b_fragments(func: PrimFunc) -> set[str]:
 
 
 def _refuse(call: str, reason: str, hint: str | None = None) -> ScheduleError:
-    hint = hint or ("The loop nest is no longer the intrinsic's (a step after tensorize "
-                    "changed it?)")
-    return ScheduleError("build", f"cannot emit {call}: {reason}. {hint}; the C target runs "
-                         f"it as loops")
+    """The refusal to emit `call`; `hint` says what to do ("" where `reason` says it; the
+    default suspects a step after tensorize)."""
+    if hint is None:
+        hint = "The loop nest is no longer the intrinsic's (a step after tensorize changed it?)"
+    return ScheduleError("build", f"cannot emit {call}: {reason}{'. ' + hint if hint else ''}; "
+                         f"the C target runs it as loops")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -120,6 +120,13 @@ def power(a, b) -> Call:
     return Call("pow", (product.a, product.b), product.dtype)
 
 
+def bitwise(op: str, a, b) -> Expr:
+    """`a & b` (`op` "and") or `a | b` ("or"), as Python's operators on expressions and the
+    script's: on two bools the logical `and`/`or`, on integers `T.bitwise_and`/`or`."""
+    bools = all(getattr(x, "dtype", None) == "bool" or isinstance(x, bool) for x in (a, b))
+    return binary(op, a, b) if bools else integer_call(f"bitwise_{op}", a, b)
+
+
 def integer_call(op: str, a, b) -> Call:
     """Integer intrinsic `op` (INT_FUNCTIONS: `a << b` is `shift_left`) of two operands of
     one integer dtype, converting a Python number to the other operand's."""

@@ -141,9 +141,14 @@ class Expr(Node):
     def __le__(self, other): return binary("le", self, other)
     def __gt__(self, other): return binary("gt", self, other)
     def __ge__(self, other): return binary("ge", self, other)
-    def __and__(self, other): return binary("and", self, other)
-    def __or__(self, other): return binary("or", self, other)
-    def __invert__(self): return Not(self)
+    def __and__(self, other): return bitwise("and", self, other)
+    def __rand__(self, other): return bitwise("and", other, self)
+    def __or__(self, other): return bitwise("or", self, other)
+    def __ror__(self, other): return bitwise("or", other, self)
+    def __xor__(self, other): return integer_call("bitwise_xor", self, other)
+    def __rxor__(self, other): return integer_call("bitwise_xor", other, self)
+    def __invert__(self):
+        return Not(self) if self.dtype == "bool" else Call("bitwise_not", (self,), self.dtype)
     def __pow__(self, other): return power(self, other)
     def __rpow__(self, other): return power(other, self)
     def __lshift__(self, other): return integer_call("shift_left", self, other)
@@ -616,6 +621,7 @@ def _fits(value: int, dtype: str) -> bool:
 from sched.ir.builders import (  # noqa: E402, F401 (they need the classes above)
     TRUE,
     binary,
+    bitwise,
     conjuncts,
     const,
     convert,

@@ -35,11 +35,18 @@ from sched.ir.nodes import (
     Range,
     Var,
     const,
+    is_constant,
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model
 from sched.polyhedral.dependences import first_runs
-from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl
+from sched.polyhedral.isl_expr import (
+    NotAffine,
+    isl_name,
+    pw_aff_to_expr,
+    to_isl,
+    to_isl_comparison,
+)
 from sched.polyhedral.isl_text import read_map, read_set
 from sched.polyhedral.legality import check_schedule, schedule_error
 from sched.schedule.base import BlockRV, ScheduleBase
@@ -75,32 +82,34 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} must be bound by the loops that "
                             f"hold it alone (each used, no other loop in its bindings)")
     dtype = block.iter_vars[0].var.dtype
-    mapping = IndexMap.from_callable(index_map, len(block.iter_vars), dtype)
+    mapping = _index_map(index_map, block)
     mapping = IndexMap(tuple(iv.var for iv in block.iter_vars),
                        mapping(*[iv.var for iv in block.iter_vars]))
     domain = _domain(func, block_name)
     taken = taken_names(func)
     new_vars = [Var(fresh(f"v{k}", taken), dtype) for k in range(len(mapping.results))]
     loops = [Var(fresh(f"ax{k}", taken), dtype) for k in range(len(mapping.results))]
-    relation, box = _relation(mapping, domain, block_name, [isl_name(v) for v in new_vars])
+    sizes = {isl_name(v): v for v in func.symbolic_vars}
+    sizes |= {isl_name(p): p for p in func.params if isinstance(p, Var)}
+    relation, box, ranges = _relation(mapping, domain, block_name,
+                                      [isl_name(v) for v in new_vars], sizes, dtype)
     inverse = relation.reverse().as_pw_multi_aff()
-    names = {isl_name(var): var for var in new_vars}
-    old_of_new = {iv.var: pw_aff_to_expr(inverse.get_pw_aff(k), box, names)
+    names = sizes | {isl_name(var): var for var in new_vars}
+    old_of_new = {iv.var: pw_aff_to_expr(inverse.get_pw_aff(k), box, names, dtype)
                   for k, iv in enumerate(block.iter_vars)}
-    ranges = [(box.dim_min_val(k).to_python(), box.dim_max_val(k).to_python())
-              for k in range(len(new_vars))]
-    iter_vars = tuple(IterVar(v, Range(const(lo, dtype), const(hi - lo + 1, dtype)), kind)
-                      for v, (lo, hi), kind in zip(new_vars, ranges, kinds))
+    iter_vars = tuple(IterVar(v, Range(low, extent), kind)
+                      for v, (low, extent), kind in zip(new_vars, ranges, kinds))
     rewrite = _Rewrite(old_of_new, box, names)
     new_block = dataclasses.replace(
         block, iter_vars=iter_vars, body=rewrite.visit(block.body),
         init=rewrite.visit(block.init) if block.init is not None else None,
         reads=tuple(rewrite.visit(r) for r in block.reads),
         writes=tuple(rewrite.visit(r) for r in block.writes))
-    values = tuple(var if lo == 0 else var + lo for var, (lo, _) in zip(loops, ranges))
+    values = tuple(var if is_constant(low, 0) else var + low
+                   for var, (low, _) in zip(loops, ranges))
     stmt = BlockRealize(values, TRUE, new_block)
-    for var, (lo, hi) in reversed(list(zip(loops, ranges))):
-        stmt = For(var, const(0, dtype), const(hi - lo + 1, dtype), "serial", stmt)
+    for var, (_, extent) in reversed(list(zip(loops, ranges))):
+        stmt = For(var, const(0, dtype), extent, "serial", stmt)
     new_func = replace(func, chain[0], stmt)
     violation = _check(func, new_func, block_name, relation)
     if violation is not None:
@@ -119,8 +128,7 @@ def _new_kinds(index_map, block) -> list[str] | None:
         return ["spatial"] * _arity(index_map, block)
     own = [iv.var for iv in block.iter_vars]
     try:
-        mapping = IndexMap.from_callable(index_map, len(own), own[0].dtype)
-        results = mapping(*own)
+        results = _index_map(index_map, block)(*own)
     except (ScheduleError, ValueError):
         return None
     if len(set(results)) != len(results) or not all(r in own for r in results):
@@ -134,16 +142,20 @@ def _new_kinds(index_map, block) -> list[str] | None:
 
 def _arity(index_map, block) -> int:
     """How many indices `index_map` gives for the block's variables."""
-    own = [iv.var for iv in block.iter_vars]
-    return len(IndexMap.from_callable(index_map, len(own), own[0].dtype).results)
+    return len(_index_map(index_map, block).results)
+
+
+def _index_map(index_map, block) -> IndexMap:
+    """`index_map` (a function of the block's iteration variables) as an IndexMap."""
+    return IndexMap.from_callable(index_map, len(block.iter_vars),
+                                  block.iter_vars[0].var.dtype, primitive=PRIMITIVE, of="block")
 
 
 def _is_identity(index_map, block) -> bool:
     """Whether `index_map` gives the block's iteration variables back, in their order."""
     own = tuple(iv.var for iv in block.iter_vars)
     try:
-        mapping = IndexMap.from_callable(index_map, len(own), own[0].dtype)
-        return tuple(simplify(r) for r in mapping(*own)) == own
+        return tuple(simplify(r) for r in _index_map(index_map, block)(*own)) == own
     except (ScheduleError, ValueError):
         return False                      # another arity: the general path says why
 
@@ -181,9 +193,12 @@ def _domain(func: PrimFunc, block_name: str) -> isl.Set:
     return statements[0].domain
 
 
-def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list[str]):
-    """{ S[v] -> [w] : w = index_map(v) } on the block's instances, and the box of its image
-    (dims named `outputs`); refuses a map that is not affine, injective or onto a box."""
+def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list[str],
+              sizes: dict[str, Var], dtype: str):
+    """{ S[v] -> [w] : w = index_map(v) } on the block's instances, the box of its image (dims
+    named `outputs`) and the box's (start, extent) per dim, expressions of the symbolic dims
+    `sizes` where the image is (`lambda i, j: (j, i)` over `(n, 6)` runs `ax1 < n`); refuses
+    a map that is not affine, injective or onto a box."""
     names = domain.get_var_names(isl.dim_type.set)
     renamed = {var: Var(name, var.dtype) for var, name in zip(mapping.params, names)}
     texts = [to_isl(substitute(r, renamed)) for r in mapping.results]
@@ -198,19 +213,36 @@ def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list
         raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} sends two instances of "
                             f"block {block_name!r} to one: it must be injective")
     image = relation.range()
-    box = read_set(f"[{params}] -> {{ [{', '.join(outputs)}] }}")
+    context = image.params()
+    bounds, ranges = [], []
     for k, name in enumerate(outputs):
-        low, high = image.dim_min_val(k), image.dim_max_val(k)
-        if not (low.is_int() and high.is_int()):
+        low, high = (_bound(image, k, context, sizes, dtype, end) for end in (False, True))
+        texts = (to_isl_comparison(name, ">=", low), to_isl_comparison(name, "<=", high))
+        if low is None or high is None or None in texts:
             raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} has no "
-                                f"constant bounds")
-        box = box.intersect(read_set(f"[{params}] -> {{ [{', '.join(outputs)}] : "
-                                    f"{low.to_python()} <= {name} <= {high.to_python()} }}"))
+                                f"affine bounds ({image})")
+        bounds += texts
+        ranges.append((low, simplify(high - low + 1)))
+    box = read_set(f"[{params}] -> {{ [{', '.join(outputs)}] : {' and '.join(bounds)} }}")
     if not image.is_equal(box):
         raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} is {image}, "
                             f"not a box: loops over it would run points that are no instance "
                             f"of block {block_name!r}")
-    return relation, box
+    return relation, box, ranges
+
+
+def _bound(image: isl.Set, k: int, context: isl.Set, sizes: dict[str, Var], dtype: str,
+           end: bool) -> Expr | None:
+    """The least (greatest, `end`) value of dim `k` of `image`: a constant, or an expression
+    of the symbolic dims `sizes` where the image is not empty; None where isl finds none."""
+    found = image.dim_max(k) if end else image.dim_min(k)
+    if found.is_cst() and found.n_piece() == 1:
+        value = (image.dim_max_val(k) if end else image.dim_min_val(k))
+        return const(value.to_python(), dtype) if value.is_int() else None
+    try:
+        return simplify(pw_aff_to_expr(found, context, sizes, dtype))
+    except NotAffine:
+        return None
 
 
 def _check(func: PrimFunc, new_func: PrimFunc, block_name: str, relation: isl.Map):
@@ -308,6 +340,4 @@ class BlockLayoutPrimitives(ScheduleBase):
         name = self._block(block, PRIMITIVE)
         new_func = transform_block_layout(self._func, name, index_map, self.render_errors)
         realize = find_block(self._func, name, PRIMITIVE)
-        dtype = realize.block.iter_vars[0].var.dtype
-        mapping = IndexMap.from_callable(index_map, len(realize.block.iter_vars), dtype)
-        self._record(PRIMITIVE, new_func, (block, mapping))
+        self._record(PRIMITIVE, new_func, (block, _index_map(index_map, realize.block)))

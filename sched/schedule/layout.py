@@ -56,6 +56,9 @@ from sched.schedule.trace import JSON_READERS
 PRIMITIVE = "transform_layout"
 
 
+_ARGUMENTS = {"buffer": "indices", "block": "iteration variables"}
+
+
 class IndexMap:
     """An index map given as a Python function of the old indices (`lambda i, j: (i // 4, j,
     i % 4)`), kept as IR expressions so that it prints back as that lambda in a trace."""
@@ -65,15 +68,17 @@ class IndexMap:
 
     @classmethod
     def from_callable(cls, function, ndim: int, dtype: str,
-                      result_dtype: str | None = None, what: str = "index_map") -> IndexMap:
+                      result_dtype: str | None = None, what: str = "index_map",
+                      primitive: str = PRIMITIVE, of: str = "buffer") -> IndexMap:
         """The map of `function` over `ndim` indices of `dtype`; its results in
         `result_dtype` (default: `dtype`; a pad value's is the buffer's). `what`: the
-        argument it was given as, for errors."""
+        argument it was given as, `primitive` the step and `of` what it maps ("buffer" or
+        "block"), for errors."""
         if isinstance(function, IndexMap):
             return function
         if not callable(function):
-            raise ScheduleError(PRIMITIVE, f"argument '{what}': expected a function of the "
-                                f"{ndim} indices (lambda i, j: (i // 4, j, i % 4)), got "
+            raise ScheduleError(primitive, f"argument '{what}': expected a function of the "
+                                f"{ndim} {_ARGUMENTS[of]} (lambda i, j: (i // 4, j, i % 4)), got "
                                 f"{function!r}")
         names = getattr(getattr(function, "__code__", None), "co_varnames", ())[:ndim]
         params = tuple(Var(n if n else f"i{d}", dtype)
@@ -83,11 +88,12 @@ class IndexMap:
             results = results if isinstance(results, tuple | list) else (results,)
             return cls(params, tuple(convert(r, result_dtype or dtype) for r in results))
         except TypeError as exc:
-            raise ScheduleError(PRIMITIVE, f"argument '{what}': calling it with the {ndim} "
-                                f"indices of the buffer failed: {exc} (outside "
+            raise ScheduleError(primitive, f"argument '{what}': calling it with the {ndim} "
+                                f"{_ARGUMENTS[of]} of the {of} failed: {exc} (outside "
                                 f"@T.prim_func, T.int32(4), T.float32(0.5), T.Cast, T.min, "
-                                f"T.max, T.floordiv and T.floormod make expressions; any other "
-                                f"T.<name> stands for nothing)") from None
+                                f"T.max, T.floordiv, T.truncdiv, the shifts, T.bitwise_and "
+                                f"and T.if_then_else make expressions; any other T.<name> "
+                                f"stands for nothing)") from None
 
     def __call__(self, *indices: Expr) -> tuple[Expr, ...]:
         mapping = dict(zip(self.params, indices, strict=True))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from sched.ir.builders import binary
 from sched.ir.functor import free_vars
 from sched.ir.nodes import (
     BlockRealize,
@@ -28,7 +29,13 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.ir.simplify import simplify
-from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl, to_isl_comparison
+from sched.polyhedral.isl_expr import (
+    isl_name,
+    piecewise_form,
+    pw_aff_to_expr,
+    to_isl,
+    to_isl_condition,
+)
 from sched.polyhedral.isl_text import read_set
 from sched.schedule.inlining import block_accesses
 from sched.schedule.needed_region import exact_box
@@ -75,13 +82,14 @@ def preimage_ranges(func: PrimFunc, loop: For, realize: BlockRealize,
             boxes[name] = exact_box(func, loop, users, name, access,
                                     load.buffer.scope == "shared")
         for index, r in zip(load.indices, boxes[name]):
-            # (a box's bounds may be piecewise: `T.if_then_else(io == 2, 0, 6 - io * 4)`)
-            text = to_isl(index)
-            inside = None if text is None else (to_isl_comparison(text, ">=", r.min),
-                                                to_isl_comparison(text, "<", r.min + r.extent))
+            # (a box's bounds may be piecewise: `T.if_then_else(io == 2, 0, 6 - io * 4)`, and
+            # the index too: `T.truncdiv(vi, 2)`, audit helper-110)
+            index = piecewise_form(index)
+            inside = (to_isl_condition(binary("ge", index, r.min)),
+                      to_isl_condition(binary("lt", index, r.min + r.extent)))
             outside_names = (set(free_vars(r.min)) | set(free_vars(r.extent))) - \
                 set(params.values())
-            if inside is None or None in inside or outside_names:
+            if None in inside or outside_names:
                 return {}
             constraints += [f"({c})" for c in inside]
     names = ", ".join(params)

@@ -40,7 +40,7 @@ def reindex_cache(func: PrimFunc, block_name: str, buffer_index, storage_scope: 
     expected = (f"argument 4, 'index_map': expected a map of the {len(iter_vars)} iteration "
                 f"variables of block {block_name!r} ({', '.join(v.name for v in iter_vars)})")
     try:
-        mapping = IndexMap.from_callable(index_map, len(iter_vars), dtype)
+        mapping = IndexMap.from_callable(index_map, len(iter_vars), dtype, of="block")
     except ScheduleError as error:
         raise ScheduleError(primitive, f"{expected}: {error.reason}") from None
     if len(mapping.params) != len(iter_vars):

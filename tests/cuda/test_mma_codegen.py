@@ -199,3 +199,13 @@ def test_mma_matmul_on_the_device():
     torch.cuda.synchronize()
     np.testing.assert_allclose(out.cpu().numpy(), fp16_inputs(64, 64, 64)[2], rtol=1e-4,
                                atol=1e-3)
+
+
+def test_rows_padded_off_16_bytes_are_refused_with_the_padding_as_the_reason():
+    # the refusal ended "a step after tensorize changed it?", where only the padding did
+    # (audit helper-112)
+    with pytest.raises(ScheduleError, match=r"ptx_ldmatrix_a: .* not 16-byte aligned, as "
+                       r"ldmatrix reads them: pad the shared tile's rows to a multiple of 8 "
+                       r"elements; the C target") as refusal:
+        sched.build(gpu_matmul_mma(64, 64, 64, pad=4).func, target="cuda", arch="sm_80")
+    assert "tensorize" not in str(refusal.value)

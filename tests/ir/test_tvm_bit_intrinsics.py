@@ -475,3 +475,19 @@ def test_the_cuda_source_compiles_with_nvrtc(tmp_path):
                       "ldexpf(", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>"):
         assert intrinsic in source
     assert compile_cuda(source, "sm_90", cache_dir=tmp_path).cubin.startswith(b"\x7fELF")
+
+
+def test_pythons_bitwise_operators_on_expressions_are_the_scripts():
+    # `i & 3` on an integer expression was the logical `and` (a TypeError: "'and' needs two
+    # bool operands"), so an index map `lambda v: (v >> 2, v & 3)` failed (audit helper-110)
+    i, j = Var("i"), Var("j")
+    assert (i & 3).script() == "T.bitwise_and(i, 3)" and (3 & i).script() == "T.bitwise_and(3, i)"
+    assert (i | j).script() == "T.bitwise_or(i, j)" and (i ^ 1).script() == "T.bitwise_xor(i, 1)"
+    assert (~i).script() == "T.bitwise_not(i)" and (~(i < j)).script() == "not i < j"
+    assert ((i < 3) & (j > 1)).script() == "i < 3 and j > 1"
+    assert ((i < 3) | (j > 1)).script() == "i < 3 or j > 1"
+    A = te.placeholder((N,), "int32", name="A")
+    B = te.compute((N,), lambda v: (A[v] & 12) | (A[v] ^ v) >> 1, name="B")
+    a, b = np.arange(N, dtype=np.int32) * 7 - 100, np.zeros(N, np.int32)
+    sched.build(te.create_prim_func([A, B]), target="c")(a, b)
+    np.testing.assert_array_equal(b, (a & 12) | (a ^ np.arange(N)) >> 1)
