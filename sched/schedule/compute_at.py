@@ -243,6 +243,9 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
         values.append(value)
         if boxed:
             conditions += guards(value, low, extent, iv.dom, outer)
+            bound_by = _loop_binding(func, realize, iv)
+            if bound_by is not None:
+                conditions += guards(value, low, extent, bound_by, outer)
     carried = _carried_predicate(func, realize, values)
     if carried is not None:
         conditions.append(carried)
@@ -376,6 +379,23 @@ def _through_enclosing_block(func: PrimFunc, loop: For, nest: Stmt, block: str,
                             f"binds no iteration variable to it as is; bind one "
                             f"(T.axis.spatial(extent, loop)) or place the block elsewhere")
     return nest
+
+
+def _loop_binding(func: PrimFunc, realize: BlockRealize, iv) -> Range | None:
+    """The range of the loop that binds `iv` as is (`v0 = ax0`), where it runs less than
+    the variable's domain and its bounds are constants or symbolic dims: the block's
+    instances, which its new loops keep (a cache_read of the 9 elements of A that
+    `A[vi // 2]` reads over 17 runs `for ax0 in range(9)` over a domain of 17: a tile reading
+    A[8] and its box A[8:10] would run the copy of A[9], an instance it never ran, and the
+    move was refused: audit helper-110)."""
+    value = realize.iter_values[realize.block.iter_vars.index(iv)]
+    loop = next((lp for lp in enclosing_loops(func, realize) if lp.loop_var is value), None)
+    if loop is None or Range(loop.min, loop.extent) == iv.dom:
+        return None
+    allowed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+    if not set(free_vars(loop.min)) | set(free_vars(loop.extent)) <= allowed:
+        return None
+    return Range(loop.min, loop.extent)
 
 
 def _carried_predicate(func: PrimFunc, realize: BlockRealize, values: list[Expr]):

@@ -54,7 +54,6 @@ from sched.ir.nodes import (
     IntImm,
     PrimFunc,
     Range,
-    Select,
     binary,
     const,
     logical_and,
@@ -104,12 +103,13 @@ def rolling_buffer(func: PrimFunc, block_name: str, write_buffer_index) -> PrimF
                     if a is not None and a.loop is lp), None)
     if rolling is None:
         shown = ", ".join(f"{r.min.script()}:{(r.min + r.extent).script()}" for r in region)
-        piecewise = any(collect(r.extent, Select) for r in region)
-        advice = ("its window changes size between iterations (the T.if_then_else in its "
-                  "extent: a last window cut at the end of the loop or of the buffer), and a "
-                  "rolling buffer needs one size: tile the consumer by a factor that divides "
-                  "its extent, with every window inside the buffer"
-                  if piecewise else
+        changing = any(not isinstance(r.extent, IntImm) for r in region)
+        advice = ("its window changes size between iterations (the T.if_then_else, T.min or "
+                  "symbolic size in its extent: a last window cut at the end of the loop or "
+                  "of the buffer), and a rolling buffer needs one size: tile the consumer by "
+                  "a factor that divides its extent, with every window inside the buffer (a "
+                  "constant extent: with a symbolic one the last window may be cut)"
+                  if changing else
                   "split the consumer's loops into tiles and compute_at the producer under "
                   "the tile loop first")
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} writes {buffer.name}[{shown}] in "

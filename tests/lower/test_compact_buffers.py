@@ -195,3 +195,30 @@ def test_two_recomputed_stages_of_a_chain_compact_in_one_tile(rng):
     b = a * 2
     c = b[:-2] + b[2:]
     assert_close(d, c[:-2] + c[2:])
+
+
+def test_a_shared_tile_fetched_through_a_fused_loop_split_by_3_is_a_tile(rng):
+    # the fetch's rows are (f * 8 + t) // 3: isl's is_bounded said the rows' spread over one
+    # tile was unbounded (it answers for the rational relaxation), so A_shared kept the
+    # symbolic shape (m, 13) and the GPU build was refused (audit helper-112)
+    m = te.var("m")
+    A = te.placeholder((m, 13), name="A")
+    k = te.reduce_axis((0, 13), name="k")
+    S = te.compute((m,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    sch = sched.Schedule(te.create_prim_func([A, S]))
+    block = sch.get_block("S")
+    i, k = sch.get_loops(block)
+    bi, ti = sch.split(i, [None, 8])
+    ko, _ = sch.split(k, [None, 3])
+    sch.bind(bi, "blockIdx.x")
+    sch.bind(ti, "threadIdx.x")
+    shared = sch.cache_read(block, 0, "shared")
+    sch.compute_at(shared, ko)
+    _, t = sch.split(sch.fuse(*sch.get_loops(shared)[-2:]), [None, 8])
+    sch.bind(t, "threadIdx.x")
+    kernel = sched.build(sch.func, target="cuda-emu")
+    assert re.search(r"__shared__ .*A_shared\[24\]", kernel.source)
+    a = rng.standard_normal((37, 13)).astype(np.float32)
+    s = np.zeros(37, np.float32)
+    kernel(a, s)
+    assert_close(s, a.sum(axis=1))
