@@ -150,7 +150,7 @@ class Emitter(IndexArithmetic):
         self.statement: object = "function entry"
         self.globals: dict = {"_np": runtime.np, "_rt": runtime}
         self.index_vars: set[str] = set()      # see index_arithmetic.py
-        self.wide_vars: set[str] = set()       # loop variables that may leave int32
+        self.wide_vars: set[str] = set()       # loop and let variables that may leave int32
 
     # -- names --------------------------------------------------------------------------------
 
@@ -178,11 +178,13 @@ class Emitter(IndexArithmetic):
         if node.name not in self.vars:
             raise InterpretError(f"variable {node.name!r} is used where it is not defined "
                                  f"(block '{self.block}')")
+        if not self.exact and node.name in self.wide_vars:
+            return runtime.wrap_source("int32", self.vars[node.name])  # data takes it narrowed
         return self.vars[node.name]
 
     def narrowed_var(self, node: Expr, text: str) -> str:
-        """`text` (the value of `node`) narrowed to int32 where `node` is a loop variable
-        that may leave int32 (index_arithmetic.py)."""
+        """`text` (the value of `node`) narrowed to int32 where `node` is a loop or let
+        variable that may leave int32 (index_arithmetic.py)."""
         if isinstance(node, Var) and node.name in self.wide_vars:
             return runtime.wrap_source("int32", text)
         return text
@@ -196,7 +198,11 @@ class Emitter(IndexArithmetic):
         return self.constant(runtime.to_dtype(node.value, node.dtype))
 
     def expr_Cast(self, node: Cast) -> str:
-        value, source, target = self.expr(node.value), node.value.dtype, node.dtype
+        source, target = node.value.dtype, node.dtype
+        if target == "int64" and isinstance(node.value, Var) and \
+                node.value.name in self.wide_vars:
+            return self.vars[node.value.name]    # an int64 view of a wide variable keeps it
+        value = self.expr(node.value)
         if source == target:                    # (the compiled code drops it)
             return value
         if target != "int64":                    # an int64 view of a wide loop keeps it
@@ -396,8 +402,13 @@ class Emitter(IndexArithmetic):
 
     def stmt_LetStmt(self, node: LetStmt) -> None:
         self.statement = f"{node.var.name} = {node.value}"
-        value = self.narrowed_var(node.value, self.index(node.value))   # narrowed to its type
         index_value = self.is_index_value(node.value)
+        # an int32 let of an index value holds it exactly, as the compiled code's int64
+        # variable does where it may leave int32 (lower/wide_integers.py), and is narrowed
+        # where data or a cast takes it; any other let is narrowed to its type
+        wide = index_value and node.var.dtype == "int32"
+        value = self.exact_index(node.value) if wide else \
+            self.narrowed_var(node.value, self.index(node.value))
 
         def emit():
             var = self.fresh("v", node.var.name)
@@ -407,6 +418,10 @@ class Emitter(IndexArithmetic):
                 self.index_vars.add(node.var.name)
             else:
                 self.index_vars.discard(node.var.name)
+            if wide:
+                self.wide_vars.add(node.var.name)
+            else:
+                self.wide_vars.discard(node.var.name)
             self.stmt(node.body)
         self.scoped(emit)
 
@@ -438,7 +453,10 @@ class Emitter(IndexArithmetic):
         if guarded:
             self.line(f"if {self.index(node.predicate)}:")
             self.depth += 1
-        values = [self.index(v) for v in node.iter_values]
+        # an int64 variable bound to int32 index arithmetic takes its exact value
+        values = [runtime.wrap_source(iv.var.dtype, self.exact_index(v))
+                  if iv.var.dtype == "int64" and v.dtype == "int32" and self.is_index_value(v)
+                  else self.index(v) for iv, v in zip(block.iter_vars, node.iter_values)]
         domains = [(self.index(iv.dom.min), self.index(iv.dom.extent)) for iv in block.iter_vars]
         indices = {iv.var.name for iv, v in zip(block.iter_vars, node.iter_values)
                    if self.is_index_value(v)}

@@ -15,7 +15,9 @@ wraps. The interpreter follows the same rule, written from its definition here:
   i * 10**9)` wraps first), a branch of a select; as an operand of a comparison it is
   compared in int64 (`if i * 100000000 > 0` holds for every i > 0);
 - a loop variable whose values may leave int32 (the compiled loop's is int64) is narrowed
-  where data, a let or a cast takes it;
+  where data or a cast to a narrower type takes it; an int32 let of an index value holds it
+  exactly (the compiled let is int64 where it may leave int32), narrowed likewise, and an
+  int64 iteration variable bound to int32 index arithmetic takes its exact value;
 - anything else wraps at every operation, as data does. Arithmetic mixing a value read from
   memory into an index is int32 (the simplifier may still rearrange it as integers in the
   compiled code: an overflow there is undefined; keep such arithmetic within int32).
@@ -45,6 +47,15 @@ class IndexArithmetic:
         saved, self.exact = self.exact, True
         try:
             return self.expr(node)
+        finally:
+            self.exact = saved
+
+    def exact_index(self, node: Expr) -> str:
+        """Index value `node` computed exactly (in int64), not narrowed: the value of an
+        int32 let of it, and of an int64 variable bound to it."""
+        saved, self.exact = self.exact, True
+        try:
+            return self.exact_value(node)
         finally:
             self.exact = saved
 
@@ -117,6 +128,8 @@ class IndexArithmetic:
         if isinstance(node, Select):
             return (f"({self.exact_value(node.true_value)} if {self.expr(node.condition)} "
                     f"else {self.exact_value(node.false_value)})")
+        if isinstance(node, Cast) and node.dtype == node.value.dtype:
+            return self.exact_value(node.value)  # no cast (the compiled code drops it)
         return self.expr(node)         # a variable, a constant, a cast (as it is), a narrow op
 
 

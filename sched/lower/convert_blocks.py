@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.ir.dtype import bits, is_int
 from sched.ir.functor import IRMutator, substitute
 from sched.ir.intervals import interval, loop_values, parameter_ranges
 from sched.ir.nodes import (
@@ -17,6 +18,7 @@ from sched.ir.nodes import (
     BufferStore,
     Cast,
     Evaluate,
+    Expr,
     For,
     IfThenElse,
     IntImm,
@@ -68,7 +70,11 @@ class _BlockConverter(IRMutator):
         for buffer in reversed(block.alloc_buffers):
             body = Allocate(buffer, body)
         values = zip(block.iter_vars, realize.iter_values, strict=True)
-        binding = {iv.var: value for iv, value in values}
+        # an int64 variable bound to int32 index arithmetic takes its exact value, as the
+        # model reads it (audit helper-113: `vi = T.axis.spatial(T.int64(2**33), i * 2**30)`
+        # was the int32 product widened, and wrote C[-2])
+        binding = {iv.var: widen(value, iv.var.dtype) if _widening(value, iv.var) else value
+                   for iv, value in values}
         # a binding whose arithmetic may pass int32 (`f_0 * 256 + f_1` over more than 2**31
         # iterations) is exact where indices, bounds and conditions use it (the lowering
         # widens index arithmetic), but stored values keep int32 arithmetic: there the block
@@ -82,6 +88,11 @@ class _BlockConverter(IRMutator):
         if not _is_true(realize.predicate):
             body = IfThenElse(realize.predicate, body)
         return body
+
+
+def _widening(value: Expr, var: Var) -> bool:
+    """Whether integer `value` binds a wider integer variable (int32 arithmetic to int64)."""
+    return is_int(value.dtype) and is_int(var.dtype) and bits(var.dtype) > bits(value.dtype)
 
 
 def _may_overflow(value, ranges: dict) -> bool:

@@ -83,7 +83,7 @@ class AffineTranslation:
         int32 (the program casts the int32 value, which wraps: audit helper-107,
         `T.Cast("int64", B[0] * 65536) // 65536` and `T.Cast("int64", i * 65536) % 40` past
         i = 32767 were read exactly)."""
-        if not isinstance(e, BinaryOp):
+        if isinstance(e, Var | IntImm):
             return True
         if self.reads_data(e):
             return False

@@ -103,18 +103,32 @@ class _Widen(IRMutator):
         return For(new_var, start, extent, node.kind, body, node.thread_tag, node.annotations)
 
     def visit_LetStmt(self, node: LetStmt) -> Stmt:
-        value = self._index(node.value)
-        found = interval(node.value, self.ranges) if is_int(node.var.dtype) else None
-        saved = self.ranges.get(node.var)
-        if found is not None:
-            low, high = found[0]
-            self.ranges[node.var] = (max(low, min_value(node.var.dtype)),
-                                     min(high, max_value(node.var.dtype)))
+        var = node.var
+        found = interval(node.value, self.ranges) if is_int(var.dtype) else None
+        # an int32 let of index arithmetic whose value may leave int32 holds it in int64, as
+        # a loop's variable does (the model reads its value exactly: audit helper-113, a
+        # let `x = vi * 2**30` indexing `C[x // 2**30]` wrote C[-2])
+        wide = found is not None and var.dtype == NARROW and not _fits(found[0])
+        saved = self.ranges.get(var), self.wide.get(var)
+        if wide:
+            new_var, value = Var(var.name, WIDE), self._wide(node.value)
+            self.wide[var] = new_var
+            self.ranges[var] = self.ranges[new_var] = found[0]
+        else:
+            new_var, value = var, self._index(node.value)
+            self.wide.pop(var, None)
+            if found is not None:
+                low, high = found[0]
+                self.ranges[var] = (max(low, min_value(var.dtype)),
+                                    min(high, max_value(var.dtype)))
         body = self.visit(node.body)
-        _restore(self.ranges, node.var, saved)
-        if value is node.value and body is node.body:
+        _restore(self.ranges, var, saved[0])
+        _restore(self.wide, var, saved[1])
+        if wide:
+            del self.ranges[new_var]
+        if not wide and value is node.value and body is node.body:
             return node
-        return LetStmt(node.var, value, body)
+        return LetStmt(new_var, value, body)
 
     def visit_BufferStore(self, node: BufferStore) -> Stmt:
         value = self._data(node.value)

@@ -90,9 +90,9 @@ def _widened(cast: Cast) -> str | None:
     it in int32 (audit helper-110: `T.Cast("int64", vi * 2**30) // 2**30` was read as vi, and
     stores to C[-2] were proven in bounds)."""
     value = to_isl(cast.value)
-    if value is None or cast.value.dtype != INDEX_DTYPE or \
+    if value is None or cast.value.dtype != INDEX_DTYPE or cast.dtype == INDEX_DTYPE or \
             not isinstance(cast.value, BinaryOp | Call):
-        return value
+        return value          # (a cast to its own type is none: the lowering drops it)
     half = 1 << 31
     return f"((({value}) + {half}) mod {2 * half} - {half})"
 

@@ -86,3 +86,93 @@ def test_a_cast_of_a_variable_or_of_arithmetic_that_fits_stays_plain_where_it_fi
     a, c = np.arange(4, dtype=np.int32) + 1, np.zeros(4, np.int32)
     sched.build(sch.func, target="c")(a, c)
     np.testing.assert_array_equal(c, a)
+
+
+def _agree(func, arrays, expected):
+    """The interpreter, the C kernel and the emulated CUDA (where bound) compute `expected`."""
+    for run in (lambda *a: sched.interpret(func, *a), sched.build(func, target="c")):
+        got = [a.copy() for a in arrays]
+        run(*got)
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g, e)
+
+
+def test_a_let_of_index_arithmetic_past_int32_is_exact_as_the_model_reads_it():
+    # the kernel and the interpreter narrowed x = vi * 2**30 to int32, the model read it
+    # exactly: C[x // 2**30] was proven in bounds and wrote C[-2] (audit helper-113). The let
+    # holds the exact value (an int64 variable in the kernel); data takes it narrowed
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), D: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            x: T.int32 = vi * 1073741824 + 5
+            C[x // 1073741824] = A[vi] + x
+            D[vi] = T.Cast("int32", x < 0)
+''')
+    sched.Schedule(f)
+    a = np.arange(4, dtype=np.int32) + 1
+    x = [_wrap32(v * 2**30 + 5) for v in range(4)]
+    expected_c = np.array([a[v] + x[v] for v in range(4)], np.int64)
+    _agree(f, [a, np.zeros(4, np.int32), np.zeros(4, np.int32)],
+           [a, _wrap_array(expected_c), np.array([int(v < 0) for v in x], np.int32)])
+
+
+def _wrap_array(values):
+    return np.array([_wrap32(int(v)) for v in values], np.int32)
+
+
+def test_an_int64_variable_bound_to_int32_arithmetic_takes_its_exact_value():
+    # the kernel widened the wrapped int32 product (C[-2], C[-1] written: helper-113)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(T.int64(8589934592), i * 1073741824)
+            C[vi // T.int64(1073741824)] = A[vi // T.int64(1073741824)] + 1
+''')
+    sched.Schedule(f)
+    a = np.arange(8, dtype=np.int32)
+    _agree(f, [a, np.zeros(8, np.int32)], [a, a + 1])
+
+
+def test_a_cast_to_its_own_type_is_no_cast_anywhere():
+    # the model and the interpreter wrapped T.Cast("int32", <int32 arithmetic>), the kernel
+    # dropped it; an accepted reversal then changed the kernel's numbers (helper-113)
+    body = ('            C[T.Cast("int32", vi * 536870912) // 536870912 + 8] = '
+            'C[T.min(vi + 12, 15)] + A[vi]')
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((16,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+{body}
+''')
+    sch = sched.Schedule(f)
+    with pytest.raises(ScheduleError, match="anti dependence on 'C'"):
+        sch.transform_block_layout(sch.get_block("C"), lambda v: (7 - v,))
+    a, c = np.arange(8, dtype=np.int32), np.arange(16, dtype=np.int32) * 100
+    expected = c.copy()
+    for v in range(8):
+        expected[v + 8] = expected[min(v + 12, 15)] + a[v]
+    _agree(f, [a, c], [a, expected])
+
+
+def test_a_widening_cast_of_a_select_wraps_each_branch_in_the_kernel_too():
+    # simplify_indices read the cast through the select as exact (helper-113)
+    f = sched.parse('''
+@T.prim_func
+def f(D: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("D"):
+            vi = T.axis.spatial(8, i)
+            D[T.max(T.min(T.Cast("int64", T.Select(vi >= 0, vi * 1073741824, 0)),
+                          T.int64(7)), T.int64(0))] = vi + 1
+''')
+    expected = np.zeros(8, np.int32)
+    for v in range(8):
+        expected[max(min(_wrap32(v * 2**30), 7), 0)] = v + 1
+    _agree(f, [np.zeros(8, np.int32)], [expected])
