@@ -424,6 +424,26 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
     return tuple(by_name[name] for name in names), " || ".join(conditions)
 
 
+def entry_condition_function(name: str, result: str, condition: str, count: int) -> str:
+    """C source of `static inline <result> <name>(sched_p0, ...)` returning `condition` (from
+    entry_condition_c) over `count` int64 values. It computes in 128 bits where the compiler
+    has them: an int64 scalar at -2**63 made `p1 + p2 + 3 >= p0` overflow in int64 and
+    pass (audit helper-114)."""
+    params = ", ".join(f"sched_entry_int sched_p{i}" for i in range(count))
+    return "\n".join([
+        "#ifdef __SIZEOF_INT128__",
+        "typedef __int128 sched_entry_int;",
+        "#else",
+        "typedef long long sched_entry_int;",
+        "#endif",
+        "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
+        "#define min(a, b) ((a) < (b) ? (a) : (b))",
+        "#define max(a, b) ((a) > (b) ? (a) : (b))",
+        f"static inline {result} {name}({params}) {{",
+        f"    return {condition};", "}",
+        "#undef floord", "#undef min", "#undef max", ""])
+
+
 def _without_unused_params(condition):
     """`condition` without the isl parameters it does not involve (e.g. a float scalar the
     model carries along), which are then no argument of the C condition."""

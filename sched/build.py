@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from sched.errors import BuildError, ScheduleError, UnmodelledError
 from sched.ir.module import IRModule
 from sched.ir.nodes import PrimFunc
@@ -166,7 +168,6 @@ def _build_for_target(func, target, arch, compiler, debug, check_bounds, thread_
 def _best_recorded(func, target: str, arch: str | None, db):
     """The schedule of the best record of `func` in `db` (replayed, so checked), else
     `func` as given, with a warning (a missing file is not created)."""
-    import warnings
     from pathlib import Path
 
     from sched.autoscheduler.database import Database
@@ -228,8 +229,6 @@ def _has_unbound_stage(func: PrimFunc) -> bool:
 
 
 def _default_cuda(func: PrimFunc, arch: str | None, partly: bool = False):
-    import warnings
-
     from sched.autoscheduler.default import default_schedule
 
     sch = default_schedule(func, "cuda", arch)
@@ -248,11 +247,22 @@ def _check_bounds(func: PrimFunc, check_bounds: str) -> None:
                          f"{', '.join(repr(c) for c in CHECK_BOUNDS)}, got {check_bounds!r}")
     if check_bounds == "off":
         return
-    from sched.polyhedral.in_bounds import check_in_bounds, out_of_bounds_error
+    from sched.polyhedral.in_bounds import bounds_report, check_in_bounds, out_of_bounds_error
 
     found = check_in_bounds(func, strict=check_bounds == "strict")
     if found is not None:
         raise out_of_bounds_error(func, found, "build")
+    possible = bounds_report(func).possible
+    if possible:        # (audit helpers 113, 114: a guarded out-of-bounds read, silent)
+        from sched.errors import ConservativeAnalysisWarning
+
+        more = f" (and {len(possible) - 1} more)" if len(possible) > 1 else ""
+        warnings.warn(ConservativeAnalysisWarning(
+            f"build: function '{func.name}': {possible[0]}{more}. Such an access is under a "
+            f"condition the compiler cannot read (a load, a bool parameter, a narrowing "
+            f"cast), so it is neither proven in bounds nor checked when the kernel runs: make "
+            f"the condition affine, or pass check_bounds='strict' to refuse such functions"),
+            stacklevel=4)
 
 
 def _check_races(func: PrimFunc) -> None:

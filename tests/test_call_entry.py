@@ -496,3 +496,25 @@ def test_bfloat16_scalars_arrive_as_their_value():
     a = np.zeros(4, np.float32)
     kernel(a, 0.5)
     np.testing.assert_array_equal(a, np.full(4, 0.5, np.float32))
+
+
+def test_the_entry_condition_does_not_overflow_at_the_int64_limits():
+    # `off + m + 3 >= n` in int64 C wrapped at off = -2**63 and passed: the numpy path read
+    # A[-1] where the torch path refused (audit helper-114)
+    @T.prim_func
+    def f(a: T.handle, B: T.Buffer((4,), "float32"), off: T.int64, m: T.int64):
+        n = T.int64()
+        A = T.match_buffer(a, (n,), "float32")
+        for i in range(T.int64(4)):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi + off + m]
+
+    kernel = sched.build(f, target="c")
+    a = np.arange(10, dtype=np.float32)
+    for off, m in ((-(2**63), -1), (2**63 - 1, 1), (-(2**63), 2**63 - 1 - 7)):
+        with pytest.raises(KernelArgumentError, match="out of bounds"):
+            kernel(a, np.zeros(4, np.float32), off, m)
+    b = np.zeros(4, np.float32)
+    kernel(a, b, -(2**63) + 3, 2**63 - 1)          # off + m = 2: in bounds
+    np.testing.assert_array_equal(b, a[2:6])

@@ -26,7 +26,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from sched.arguments import ArgumentBinder, entry_condition_c, numpy_dtype
+from sched.arguments import (
+    ArgumentBinder,
+    entry_condition_c,
+    entry_condition_function,
+    numpy_dtype,
+)
 from sched.c.codegen import c_function_name
 from sched.c.dtypes import STORAGE_TYPES
 from sched.c.object_layout import (
@@ -383,14 +388,8 @@ class _Generator:
         variables, condition = found
         if any(v not in self.values or v.dtype not in _INT_RANGES for v in variables):
             raise Unsupported("the entry condition's parameters")
-        args = ", ".join(f"int64_t sched_p{i}" for i in range(len(variables)))
-        self.helpers.append("\n".join([
-            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
-            "#define min(a, b) ((a) < (b) ? (a) : (b))",
-            "#define max(a, b) ((a) > (b) ? (a) : (b))",
-            f"static inline bool sched_entry_out_of_bounds({args}) {{",
-            f"    return {condition};", "}",
-            "#undef floord", "#undef min", "#undef max", ""]))
+        self.helpers.append(entry_condition_function("sched_entry_out_of_bounds", "bool",
+                                                     condition, len(variables)))
         return (f"sched_entry_out_of_bounds("
                 f"{', '.join(f'(int64_t){self.values[v]}' for v in variables)})")
 

@@ -25,7 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sched.arguments import ArgumentBinder, entry_condition_c, numpy_dtype
+from sched.arguments import (
+    ArgumentBinder,
+    entry_condition_c,
+    entry_condition_function,
+    numpy_dtype,
+)
 from sched.c.entry import NARROW_RANGES
 from sched.c.names import RESERVED, function_identifier, sanitize
 from sched.ir.nodes import BinaryOp, Buffer, Cast, Expr, IntImm, PrimFunc, Var
@@ -281,13 +286,8 @@ class CheckWriter:
         if missing:
             raise ValueError(f"export: the in-bounds condition uses {', '.join(missing)}, "
                              f"which is neither a symbolic dim nor an integer scalar")
-        params = ", ".join(f"int64_t sched_p{i}" for i in range(len(variables)))
-        self.helpers.append("\n".join([
-            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
-            "#define min(a, b) ((a) < (b) ? (a) : (b))",
-            "#define max(a, b) ((a) > (b) ? (a) : (b))",
-            f"static inline int {self.name}_out_of_bounds({params}) {{",
-            f"    return {condition};", "}", "#undef floord", "#undef min", "#undef max", ""]))
+        self.helpers.append(entry_condition_function(f"{self.name}_out_of_bounds", "int",
+                                                     condition, len(variables)))
         call = ", ".join(self.values[v] for v in variables)
         shown = ", ".join(f"{c_text(v.name)} = %lld" for v in variables)
         self.fail(f"{self.name}_out_of_bounds({call})", "SCHED_ERROR_OUT_OF_BOUNDS",

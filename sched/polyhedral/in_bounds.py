@@ -73,6 +73,10 @@ class BoundsReport:
     violations: tuple[OutOfBounds, ...]
     unproven: tuple[str, ...]
     params: tuple[str, ...]
+    # of the unproven, those out of bounds at some point where the conditions the model
+    # cannot read would hold (an affine index under a data-dependent guard): not checked at
+    # run time, so build warns of them
+    possible: tuple[str, ...] = ()
 
     @property
     def always(self) -> tuple[OutOfBounds, ...]:
@@ -194,7 +198,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
     model = build_footprint_model(func)
     dims = [f"{isl_name(v)} >= 1" for v in func.symbolic_vars]   # sizes: at least 1
     context = read_set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
-    violations, unproven = [], []
+    violations, unproven, possible = [], [], []
     for statement in model.statements.values():
         if not statement.is_init:
             for found in _binding_violations(model, statement, context):
@@ -204,6 +208,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
                     unproven.append(f"block '{statement.block.name}' {found.what}: may be "
                                     f"outside its domain ({found.example}); the model "
                                     f"over-approximates where it happens")
+                    possible.append(unproven[-1])
         for view in statement.accesses:
             _, affine_shape = _box(model, view)
             found = _access_violation(model, statement, view, context)
@@ -213,9 +218,11 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
             elif found is not None and not (statement.exact and view.access.guards_exact):
                 unproven.append(f"{where}: may be out of bounds ({found.example}); the model "
                                 f"over-approximates where it happens")
+                possible.append(unproven[-1])
             elif found is not None:
                 violations.append(found)
-    return BoundsReport(tuple(violations), tuple(dict.fromkeys(unproven)), tuple(model.params))
+    return BoundsReport(tuple(violations), tuple(dict.fromkeys(unproven)), tuple(model.params),
+                        tuple(dict.fromkeys(possible)))
 
 
 def check_in_bounds(func: PrimFunc, strict: bool = False) -> OutOfBounds | str | None:

@@ -163,3 +163,27 @@ def test_an_access_under_a_condition_isl_cannot_represent_is_unproven_not_refuse
     assert report.violations == ()
     assert any("may be out of bounds" in u for u in report.unproven)
     assert check_in_bounds(guarded_by_a_non_affine_condition) is None
+
+
+def test_build_warns_of_an_access_out_of_bounds_under_a_condition_it_cannot_read():
+    # a read past A under a bool scalar or a data-dependent guard is neither proven nor
+    # checked at run time: it was silent and read garbage or segfaulted (audit helpers 113,
+    # 114); an access only widened by a non-affine index (a gather) is not warned of
+    from sched.errors import ConservativeAnalysisWarning
+
+    @T.prim_func
+    def guarded(A: T.Buffer((10,), "float32"), B: T.Buffer((5,), "float32"), off: T.int32,
+                flag: T.bool):
+        for i in range(5):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = T.if_then_else(flag, A[vi * 2 + off], T.float32(0))
+
+    assert bounds_report(guarded).possible
+    with pytest.warns(ConservativeAnalysisWarning, match=r"build: function 'guarded': block "
+                      r"'B' reads A\[vi \* 2 \+ off\]: may be out of bounds .* neither proven "
+                      r"in bounds nor checked when the kernel runs"):
+        sched.build(guarded, target="c")
+    assert bounds_report(gather).possible == ()
+    with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
+        sched.build(guarded, target="c", check_bounds="strict")
