@@ -168,16 +168,19 @@ def binary(op: str, a, b) -> BinaryOp:
 def promoted(a: str, b: str) -> str | None:
     """The dtype two operands of dtypes `a` and `b` are brought to, as TVM's
     BinaryOpMatchTypes does: the wider of two floats; the float beside an integer or a bool;
-    the wider of two signed or of two unsigned integers; a signed integer as wide as the wider
-    of a signed and an unsigned one (a bool counts as unsigned). None for float16 beside
-    bfloat16 (no width decides; TVM keeps the left one's)."""
+    the wider of two signed or of two unsigned integers; of a signed and an unsigned integer,
+    the wider one's type, and the unsigned one's where they are as wide (uint32 beside int32
+    is uint32, as in C; a bool counts as a 1-bit unsigned). None for float16 beside bfloat16
+    (no width decides; TVM keeps the left one's)."""
     if is_float(a) and is_float(b):
         return None if bits(a) == bits(b) else max(a, b, key=bits)
     if is_float(a) or is_float(b):
         return a if is_float(a) else b
     if _signed(a) == _signed(b):
         return max(a, b, key=lambda dtype: (bits(dtype), dtype != "bool"))
-    return f"int{max(bits(a), bits(b))}"
+    if bits(a) != bits(b):
+        return max(a, b, key=bits)
+    return b if _signed(a) else a
 
 
 def _signed(dtype: str) -> bool:

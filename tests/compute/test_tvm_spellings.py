@@ -26,11 +26,32 @@ def run(outputs, *arrays):
     ("float16", "float32", "float32"), ("float32", "float64", "float64"),
     ("int32", "float16", "float16"), ("bool", "float32", "float32"),
     ("int8", "int32", "int32"), ("uint8", "uint32", "uint32"), ("bool", "uint8", "uint8"),
-    ("uint8", "int8", "int8"), ("int8", "uint16", "int16"), ("bool", "int32", "int32"),
+    # a signed and an unsigned integer: the wider one's type, the unsigned one's where they
+    # are as wide (TVM's rule; sched made a signed one, audit helper-115)
+    ("uint8", "int8", "uint8"), ("int8", "uint16", "uint16"), ("uint32", "int32", "uint32"),
+    ("int64", "uint32", "int64"), ("bool", "int32", "int32"),
     ("float16", "bfloat16", None),
 ])
 def test_promoted_dtypes_follow_tvm(a, b, expected):
     assert promoted(a, b) == expected and promoted(b, a) == expected
+
+
+def test_a_signed_and_an_unsigned_integer_compute_in_tvms_type():
+    # uint32 // int32 is uint32 in TVM (and C): sched computed it as int32 (helper-115)
+    U = te.placeholder((4,), "uint32", name="U")
+    D = te.placeholder((4,), "int32", name="D")
+    U8 = te.placeholder((4,), "uint8", name="U8")
+    I8 = te.placeholder((4,), "int8", name="I8")
+    Q = te.compute((4,), lambda i: U[i] // D[i], name="Q")
+    S = te.compute((4,), lambda i: te.cast(U8[i] + I8[i], "int32"), name="S")
+    assert Q.dtype == "uint32"
+    u = np.array([10, 4000000000, 7, 99], np.uint32)
+    d = np.array([-1, 2, -3, 3], np.int32)
+    u8, i8 = np.array([200, 1, 250, 100], np.uint8), np.array([10, 3, 2, 28], np.int8)
+    q, s = run([U, D, U8, I8, Q, S], u, d, u8, i8, np.zeros(4, np.uint32),
+               np.zeros(4, np.int32))[4:]
+    np.testing.assert_array_equal(q, u // d.astype(np.uint32))
+    np.testing.assert_array_equal(s, (u8 + i8.astype(np.uint8)).astype(np.int32))
 
 
 def test_integers_and_bools_beside_floats_are_promoted():
