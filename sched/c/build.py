@@ -53,6 +53,7 @@ FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-tree-loop-distribut
          "-fPIC", "-std=c11", "-fno-math-errno", "-fno-semantic-interposition",
          "-Wl,-Bsymbolic")
 ICE_RETRY_FLAGS = ("-fno-tree-loop-vectorize",)   # a second try after an internal compiler error
+RETRIED_MARKER = "built-with-retry-flags"
 CONTEXT_LINES = 2   # source lines shown around each line gcc complains about
 
 
@@ -127,14 +128,21 @@ def compile_library(source: str, *, cache_dir: Path | None = None,
     if result.returncode != 0 and "internal compiler error" in result.stderr:
         # gcc 12.2's loop vectorizer dies on some masks with AVX-512 (`A[(int32_t)(i < 8 ||
         # false)]`, audit helper-110); sched writes its vector loops itself, so the kernel is
-        # built again without gcc's
+        # built again without gcc's (and an export of it says so: `needs_retry_flags`)
         command = [*command[:1], *ICE_RETRY_FLAGS, *command[1:]]
         result = _run(command)
+        if result.returncode == 0:
+            _write_atomically(directory / RETRIED_MARKER, " ".join(ICE_RETRY_FLAGS))
     if result.returncode != 0:
         temporary.unlink(missing_ok=True)
         raise BuildError(_failure_message(source, source_path, command, result))
     os.replace(temporary, library)
     return library
+
+
+def needs_retry_flags(library: Path) -> bool:
+    """Whether the cached `library` was built with ICE_RETRY_FLAGS (gcc died without them)."""
+    return (library.parent / RETRIED_MARKER).exists()
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:

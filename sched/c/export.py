@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-from sched.c.build import COMPILER, compiler_flags
+from sched.c.build import COMPILER, ICE_RETRY_FLAGS, compiler_flags, needs_retry_flags
 from sched.c.codegen import c_function_name, generate_c
 from sched.c.dtypes import STORAGE_TYPES
 from sched.c.export_interface import (
@@ -55,7 +55,9 @@ def export_c(kernel, directory, name: str | None = None, *,
     source = generate_c(lowered, fast_math=fast_math, static=True)
     signature = f"int {name}({', '.join(f'{a.c_type} {a.name}' for a in args)})"
     call = _kernel_call(c_function_name(lowered), args, func)
-    flags = [f for f in compiler_flags(fast_math) if f not in _BUILD_FLAGS_SKIPPED]
+    retried = needs_retry_flags(kernel.library_path)     # gcc died on it without them
+    build_flags = [*compiler_flags(fast_math), *(ICE_RETRY_FLAGS if retried else ())]
+    flags = [f for f in build_flags if f not in _BUILD_FLAGS_SKIPPED]
     files = {
         f"{name}.h": _header(name, args, signature, func.name, flags),
         f"{name}.c": "\n".join([
@@ -67,14 +69,15 @@ def export_c(kernel, directory, name: str | None = None, *,
     }
     written = write_files(directory, files)
     if shared_library:
-        written = (*written, _build_shared_library(written[1], name, fast_math))
-    return ExportedKernel(name, "c", written[0].parent, written)
+        written = (*written, _build_shared_library(written[1], name, build_flags))
+    return ExportedKernel(name, "c", written[0].parent, written,
+                          tuple(f for f in build_flags if f not in ("-shared", "-fPIC")))
 
 
-def _build_shared_library(source: Path, name: str, fast_math: bool) -> Path:
-    """`libNAME.so` next to `source`, built with the flags sched builds its kernels with."""
+def _build_shared_library(source: Path, name: str, flags: list[str]) -> Path:
+    """`libNAME.so` next to `source`, built with the `flags` sched built the kernel with."""
     library = source.with_name(f"lib{name}.so")
-    command = [COMPILER, *compiler_flags(fast_math), source.name, "-o", library.name, "-lm"]
+    command = [COMPILER, *flags, source.name, "-o", library.name, "-lm"]
     done = subprocess.run(command, cwd=source.parent, capture_output=True, text=True,
                           env={**os.environ, "LC_ALL": "C"})
     if done.returncode != 0:

@@ -10,12 +10,14 @@ from pathlib import Path
 @dataclass(frozen=True)
 class ExportedKernel:
     """What `kernel.export(directory)` wrote: the function's C `name`, the `target`, the
-    `directory` and its `files` (header first)."""
+    `directory` and its `files` (header first); for the C target, the gcc `flags` to compile
+    it with."""
 
     name: str
     target: str
     directory: Path
     files: tuple[Path, ...]
+    flags: tuple[str, ...] = ()
 
     @property
     def header(self) -> Path:
@@ -26,12 +28,9 @@ class ExportedKernel:
         listed = "\n".join(f"  {path}" for path in self.files)
         if self.target == "cuda":
             how = "cmake -S DIR -B DIR/build && cmake --build DIR/build (links CUDA::cuda_driver)"
-        else:        # the flags the C target compiles its kernels with (sched/c/build.py)
-            from sched.c.build import compiler_flags
-
-            flags = " ".join(f for f in compiler_flags() if f not in ("-shared", "-fPIC"))
+        else:        # the flags the C target compiled the kernel with (sched/c/build.py)
             how = (f"cmake -S DIR -B DIR/build && cmake --build DIR/build, or compile NAME.c "
-                   f"with gcc {flags}")
+                   f"with gcc {' '.join(self.flags)}")
         return (f"exported {self.name!r} ({self.target}) to {self.directory}:\n{listed}\n"
                 f"call it as declared in {self.header.name}; build: "
                 f"{how.replace('DIR', str(self.directory)).replace('NAME', self.name)}")

@@ -26,6 +26,8 @@ Computes that are not arguments become buffers allocated by the root block.
 
 from __future__ import annotations
 
+import keyword
+
 from sched.compute.comm_reducer import TupleReduce
 from sched.compute.reduction import Reduce
 from sched.compute.tensor import Tensor
@@ -68,10 +70,30 @@ def _reachable(outputs: list[Tensor]) -> list[Tensor]:
 def _check_names(tensors: list[Tensor]) -> None:
     names: dict[str, Tensor] = {}
     for tensor in tensors:
+        if not tensor.name.isidentifier() or keyword.iskeyword(tensor.name):
+            # the script names the buffer so: `A.b`, `lambda` did not parse back (audit
+            # helper-115)
+            raise DSLError(f"create_prim_func: tensor name {tensor.name!r} is not a Python "
+                           f"identifier, which the function's script names its buffer by; "
+                           f"give a name of letters, digits and '_' (name=...)")
         other = names.setdefault(tensor.name, tensor)
         if other is not tensor:
             raise DSLError(f"create_prim_func: two tensors are named '{tensor.name}'; give each "
                            f"tensor its own name= (names become buffer names)")
+
+
+def _check_listed_once(args: list) -> None:
+    """Each argument is one parameter: one listed twice would make two parameters of one
+    name, which the C compiler refuses (and the printed script cannot be parsed back)."""
+    positions: dict = {}
+    for position, arg in enumerate(args):
+        key = id(arg) if isinstance(arg, Tensor) else arg      # equal te.vars are one
+        first = positions.setdefault(key, position)
+        if first != position:
+            what = "tensor" if isinstance(arg, Tensor) else "te.var"
+            raise DSLError(f"create_prim_func: {what} '{arg.name}' is listed twice among the "
+                           f"arguments (positions {first} and {position}); list each "
+                           f"{what} once")
 
 
 def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
@@ -154,6 +176,7 @@ def create_prim_func(args: list, name: str = "main") -> PrimFunc:
                        f"{bad[0]!r}")
     if not tensors:
         raise DSLError("create_prim_func: no tensor among the arguments")
+    _check_listed_once(args)
     everything = _reachable(tensors)
     _check_names(everything)
     in_args = {id(t) for t in tensors}

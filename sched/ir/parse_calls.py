@@ -87,9 +87,14 @@ class TCallParser:
 
     def _call_select(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         condition, a, b = node.args
+        test = self.expr(condition)
+        if test.dtype != "bool":      # refused here, with the line, not at build (helper-115)
+            raise self.error(node, f"the condition of T.{name} must be a bool, got "
+                                   f"{test.dtype} '{ast.unparse(condition)}': compare it "
+                                   f"('{ast.unparse(condition)} != 0')")
         if dtype is not None:
-            return Select(self.expr(condition), self.expr(a, dtype), self.expr(b, dtype))
-        return Select(self.expr(condition), *unify(self.value(a), self.value(b)))
+            return Select(test, self.expr(a, dtype), self.expr(b, dtype))
+        return Select(test, *unify(self.value(a), self.value(b)))
 
     def _call_identity(self, node: ast.Call, name: str, dtype: str | None) -> Value:
         """`T.likely(c)` is `c` (a hint); `T.meta_var(x)` is `x` (TVM's marker of a Python

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from sched.ir.dtype import is_int
-from sched.ir.nodes import Call, Expr, Select, binary, const
+from sched.ir.nodes import Call, Expr, IntImm, Select, binary, const
 
 
 def _integers(a: Expr, b: Expr) -> None:
@@ -25,8 +25,12 @@ def _truncdiv(a: Expr, b: Expr) -> Expr:
 
 
 def _truncmod(a: Expr, b: Expr) -> Expr:
-    """The remainder of `_truncdiv` (C's `%`): `a - truncdiv(a, b) * b`."""
-    return binary("sub", a, binary("mul", _truncdiv(a, b), b))
+    """The remainder of `_truncdiv` (C's `%`): `a - truncdiv(a, b) * b`, and 0 where b is 0,
+    as every integer `/`, `//` and `%` by 0 gives (the formula gave a: audit helper-115)."""
+    remainder = binary("sub", a, binary("mul", _truncdiv(a, b), b))
+    if isinstance(b, IntImm) and b.value != 0:
+        return remainder
+    return Select(binary("eq", b, const(0, b.dtype)), const(0, remainder.dtype), remainder)
 
 
 def _ceildiv(a: Expr, b: Expr) -> Expr:

@@ -192,9 +192,17 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
             with self.scope():
                 self.bind(target.id, buffer)
                 return Allocate(buffer, self.stmts(rest))
+        if call_name(node.value) == "meta_var" and len(node.value.args) == 1:
+            # TVM's marker of a Python value: `x = T.meta_var(0.1)` makes x the number 0.1
+            # (typed where it is used), not a float32 let (audit helper-115)
+            with self.scope():
+                self.bind(target.id, self.value(node.value.args[0]))
+                return self.stmts(rest)
         dtype = self.dtype(node.annotation) if isinstance(node, ast.AnnAssign) else None
         value = self.expr(node.value, dtype)
-        var = Var(target.id, dtype or value.dtype)
+        # a name bound again (`x = x * 3`) is a new variable of a fresh name, as a repeated
+        # loop name is (audit helper-115: the verifier refused two definitions of x)
+        var = Var(self.loop_var_name(target.id), dtype or value.dtype)
         with self.scope():
             self.bind(target.id, var)
             return LetStmt(var, value, self.stmts(rest))
@@ -323,7 +331,7 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         return body
 
     def loop_var_name(self, name: str) -> str:
-        """The IR name of a loop the script calls `name`. In block IR names identify loops
+        """The IR name of a loop (or let) the script calls `name`. In block IR names identify loops
         (verify.py), while TVMScript lets sibling nests reuse one (`for bx in
         T.thread_binding(...)` in each): a repeated name becomes `name_1`, `name_2`... (the
         first free one, as TVM's printer renames), and the script's name refers to it inside

@@ -267,6 +267,9 @@ class _Verifier(IRVisitor):
             self.fail(f"loop '{node.loop_var.name}': a thread tag goes with kind thread_binding")
         self._check_index(f"the start of loop '{node.loop_var.name}'", node.min)
         self._check_index(f"the extent of loop '{node.loop_var.name}'", node.extent)
+        if node.extent.dtype != node.loop_var.dtype and is_int(node.extent.dtype):
+            self.fail(f"loop '{node.loop_var.name}' of dtype {node.loop_var.dtype} has an "
+                      f"extent of dtype {node.extent.dtype}")
 
         def body():
             self._define(node.loop_var)

@@ -237,7 +237,9 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
         if is_constant(extent, 1) and not preserve_unit_loops:
             value = _as_dtype(low, iv.var.dtype)     # T.int64(0) for an int64 variable
         else:
-            var = Var(fresh_name(func, f"ax{len(new_loops)}", taken))
+            # the loop's variable in its extent's dtype (an int64 one over T.min(T.int64(5),
+            # n) was int32: a loop TVM refuses, printed as one that reads back int64: helper-115)
+            var = Var(fresh_name(func, f"ax{len(new_loops)}", taken), extent.dtype)
             new_loops.append((var, extent))
             value = var if is_constant(low, 0) else simplify(low + var)
         values.append(value)
@@ -252,7 +254,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, loop: For, ranges,
     predicate = logical_and(*conditions) if conditions else TRUE
     stmt: Stmt = dataclasses.replace(realize, iter_values=tuple(values), predicate=predicate)
     for var, extent in reversed(new_loops):
-        stmt = For(var, IntImm(0), extent, "serial", stmt)
+        stmt = For(var, IntImm(0, extent.dtype), extent, "serial", stmt)
     return stmt
 
 

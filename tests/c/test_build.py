@@ -258,3 +258,22 @@ def test_a_bool_max_in_an_index_builds_and_computes():
     a, c = np.arange(16, dtype=np.int32) * 10, np.zeros(16, np.int32)
     sched.build(gather, target="c")(a, c)
     np.testing.assert_array_equal(c, a[(np.arange(16) < 8).astype(int)])
+
+
+def test_an_export_of_a_kernel_built_on_the_second_try_carries_its_flags(tmp_path,
+                                                                         monkeypatch):
+    real_run = c_build._run
+
+    def crashing_first(command):
+        if "-fno-tree-loop-vectorize" not in command:
+            return subprocess.CompletedProcess(command, 1, "", "internal compiler error")
+        return real_run(command)
+
+    monkeypatch.setattr(c_build, "_run", crashing_first)
+    monkeypatch.setenv("SCHED_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = sched.build(add_2d(), target="c")
+    exported = kernel.export(tmp_path / "out")
+    assert "-fno-tree-loop-vectorize" in exported.flags
+    assert "-fno-tree-loop-vectorize" in exported.summary()
+    cmake = "".join(p.read_text() for p in exported.files if p.name.endswith(".cmake"))
+    assert "-fno-tree-loop-vectorize" in cmake

@@ -380,3 +380,13 @@ def test_a_max_or_min_over_an_empty_where_is_tvms_finite_identity(reducer, ident
     expected = [identity] + [max(pick(a[i, :i]), -3.4028235e38) if reducer is te.max else
                              min(pick(a[i, :i]), 3.4028235e38) for i in range(1, 7)]
     np.testing.assert_array_equal(b, np.array(expected, np.float32))
+
+
+@pytest.mark.parametrize("name", ["A.b", "lambda", "1x", "my tensor"])
+def test_a_tensor_name_that_is_no_identifier_is_refused(name):
+    # the script named the buffer so and did not parse back (audit helper-115)
+    A = te.placeholder((4,), name=name)
+    B = te.compute((4,), lambda i: A[i] + 1.0, name="B")
+    with pytest.raises(DSLError, match=f"tensor name '{re.escape(name)}' is not a Python "
+                       f"identifier"):
+        te.create_prim_func([A, B])

@@ -813,3 +813,79 @@ def f(A: T.Buffer((1,), "{literal.split('(')[0][2:]}")):
     with pytest.raises(TypeError, match="is beyond the range of"):
         eval(literal, {"T": T})
     assert str(T.float16(65519.0)) == "T.float16(65519.0)"    # rounds to 65504: in range
+
+
+def test_a_meta_var_is_the_python_value_it_marks():
+    # `x = T.meta_var(0.1)` was a float32 let, so `A * x` on float16 computed in float32
+    # (audit helper-115); in TVM x is the number, typed where it is used
+    @T.prim_func
+    def scaled(A: T.Buffer((8,), "float16"), B: T.Buffer((8,), "float16"),
+               C: T.Buffer((8,), "int8")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                x = T.meta_var(0.1)
+                k = T.meta_var(100)
+                B[vi] = A[vi] * x
+                C[vi] = T.Cast("int8", vi) * T.int8(20) + k
+
+    text = scaled.script()
+    assert "T.float16(0.1)" in text and "x:" not in text and "k:" not in text
+    round_trips(scaled)
+    a = np.linspace(5, 17, 8).astype(np.float16)
+    b, c = np.zeros(8, np.float16), np.zeros(8, np.int8)
+    run_c(scaled, a, b, c)
+    np.testing.assert_array_equal(b, a * np.float16(0.1))
+    np.testing.assert_array_equal(c, (np.arange(8, dtype=np.int8) * np.int8(20)) + np.int8(100))
+
+
+def test_a_name_bound_again_is_a_new_let():
+    # `x = x * 3` was refused at build: "variable 'x' is defined twice" (helper-115)
+    @T.prim_func
+    def rebound(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                x = A[vi] + 1
+                x = x * 3
+                B[vi] = x
+
+    assert "x_1: T.int32 = x * 3" in rebound.script()
+    round_trips(rebound)
+    a, b = np.arange(8, dtype=np.int32), np.zeros(8, np.int32)
+    run_c(rebound, a, b)
+    np.testing.assert_array_equal(b, (a + 1) * 3)
+
+
+def test_a_select_on_an_integer_condition_is_refused_with_the_line():
+    with pytest.raises(ScriptError, match=r"line \d+: the condition of T.if_then_else must be "
+                       r"a bool, got int32 'A\[vi\]': compare it \('A\[vi\] != 0'\)"):
+        parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = T.if_then_else(A[vi], 1, 2)
+''')
+
+
+def test_truncmod_by_zero_is_zero_as_every_integer_remainder_by_zero():
+    @T.prim_func
+    def remainders(A: T.Buffer((4,), "int32"), D: T.Buffer((4,), "int32"),
+                   R: T.Buffer((4,), "int32"), M: T.Buffer((4,), "int32")):
+        for i in range(4):
+            with T.block("R"):
+                vi = T.axis.remap("S", [i])
+                R[vi] = T.truncmod(A[vi], D[vi])
+                M[vi] = T.Mod(A[vi], D[vi])
+
+    a, d = np.array([7, -7, 8, 9], np.int32), np.array([0, 0, 3, -4], np.int32)
+    r, m = np.zeros(4, np.int32), np.zeros(4, np.int32)
+    run_c(remainders, a, d, r, m)
+    expected = np.where(d == 0, 0, np.fmod(a, np.where(d == 0, 1, d)))
+    np.testing.assert_array_equal(r, expected)
+    np.testing.assert_array_equal(m, expected)
+    interpreted = np.zeros(4, np.int32)
+    sched.interpret(remainders, a, d, interpreted, np.zeros(4, np.int32))
+    np.testing.assert_array_equal(interpreted, expected)

@@ -10,6 +10,7 @@ import sched
 from sched import compute as te
 from sched.ir import (
     TRUE,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
@@ -173,3 +174,16 @@ def f(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
             vi = T.axis.remap("S", [i])
             A[vi] = B[vi] * T.float32(2)
 """
+
+
+def test_a_loop_whose_extent_has_another_dtype_than_its_variable_is_reported():
+    # compute_at made `ax0: int32` over an int64 extent; TVM refuses such a loop, and its
+    # script read back as another function (audit helper-115)
+    from sched.schedule.state import replace
+
+    func = elementwise()
+    (loop,) = collect(func.body, For)
+    extent = BinaryOp("min", IntImm(4, "int64"), Var("n", "int64"))
+    wide = dataclasses.replace(loop, extent=extent)
+    with pytest.raises(VerifyError, match="loop 'i' of dtype int32 has an extent of dtype int64"):
+        verify(replace(func, loop, wide))
