@@ -70,6 +70,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.parse_expr import Handle, call_name, t_name
 from sched.ir.parse_module import is_module, parse_module
+from sched.ir.parse_python import inline_python_values
 from sched.ir.parse_stmt import StmtParser, one_arg, split_header, statement_kind
 
 _FUNCTION_HEADER = {"func_attr", "match_buffer", "symbolic", "view", "alloc_buffer", "skip"}
@@ -111,6 +112,10 @@ def _parse_source(source: str, line_offset: int, filename: str | None,
         line = None if exc.lineno is None else exc.lineno + line_offset
         raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
     parser = _Parser(line_offset, filename, source, outer)
+    if outer:
+        tree.body = [inline_python_values(node, outer)
+                     if isinstance(node, ast.FunctionDef | ast.ClassDef) else node
+                     for node in tree.body]
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom) \

@@ -889,3 +889,38 @@ def test_truncmod_by_zero_is_zero_as_every_integer_remainder_by_zero():
     interpreted = np.zeros(4, np.int32)
     sched.interpret(remainders, a, d, interpreted, np.zeros(4, np.int32))
     np.testing.assert_array_equal(interpreted, expected)
+
+
+SHAPE = (4, 8)
+TILES = [(2, 2), (4, 4)]
+
+
+def test_python_tuples_around_the_script_read_as_tvm_reads_them():
+    # `T.Buffer(SHAPE, ...)`, `T.grid(*SHAPE)`, `SHAPE[0]` and `2 ** 1` were refused ("a
+    # Python tuple of the scope around the function": audit helper-115); TVM evaluates them
+    @T.prim_func
+    def f(A: T.Buffer(SHAPE, "float32"), B: T.Buffer(SHAPE, "float32")):
+        for i, j in T.grid(*SHAPE):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(SHAPE[0] - 1) + T.float32(2 ** 1) \
+                    + T.float32(TILES[1][0])
+
+    round_trips(f)
+    a = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
+    (_, b) = run_c(f, a, np.zeros(SHAPE, np.float32))
+    np.testing.assert_allclose(b, a * 3 + 2 + 4, rtol=1e-6)
+
+
+def test_a_tuple_named_like_a_variable_the_script_binds_is_the_scripts():
+    i = (5, 6)  # noqa: F841  (the script's loop variable `i` is its own)
+
+    @T.prim_func
+    def f(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.block("A"):
+                vi = T.axis.remap("S", [i])
+                A[vi] = T.float32(1)
+
+    (a,) = run_c(f, np.zeros(4, np.float32))
+    np.testing.assert_array_equal(a, 1)
