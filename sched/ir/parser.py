@@ -10,7 +10,8 @@ Anything it does not know is a ScriptError naming the line and the construct
 `parse_expr.py`, buffer declarations by `parse_buffer.py`, statements and blocks by
 `parse_stmt.py`, what TVM's lowering leaves by `parse_lowered.py` (statements),
 `parse_vector.py` (vectors) and `parse_intrin.py` (`T.call_intrin`), modules by
-`parse_module.py`; this module reads the function.
+`parse_module.py`; Python tuples around the script are written into it by `parse_python.py`;
+this module reads the function.
 
 Read as TVM means them, in sched's terms (each prints back in a form this parser reads):
 layout arguments (`strides=`, `elem_offset=`, `align=`, `offset_factor=`, `scope=""`) against
