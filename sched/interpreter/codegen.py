@@ -151,6 +151,7 @@ class Emitter(IndexArithmetic):
         self.globals: dict = {"_np": runtime.np, "_rt": runtime}
         self.index_vars: set[str] = set()      # see index_arithmetic.py
         self.wide_vars: set[str] = set()       # loop and let variables that may leave int32
+        self.wide_lets: set[str] = set()       # the lets among them
 
     # -- names --------------------------------------------------------------------------------
 
@@ -200,13 +201,14 @@ class Emitter(IndexArithmetic):
     def expr_Cast(self, node: Cast) -> str:
         source, target = node.value.dtype, node.dtype
         if target == "int64" and isinstance(node.value, Var) and \
-                node.value.name in self.wide_vars:
-            return self.vars[node.value.name]    # an int64 view of a wide variable keeps it
+                node.value.name in self.wide_vars - self.wide_lets:
+            return self.vars[node.value.name]    # an int64 view of a wide loop keeps it
         value = self.expr(node.value)
         if source == target:                    # (the compiled code drops it)
             return value
-        if target != "int64":                    # an int64 view of a wide loop keeps it
-            value = self.narrowed_var(node.value, value)
+        # a wide variable is narrowed where a cast takes it (an int32 let is its int32 value
+        # even under a cast to int64, as the model reads it: audit helper-117)
+        value = self.narrowed_var(node.value, value)
         if is_bool(target):
             return f"({value} != 0)"
         if not is_float(target) and not is_float(source):
@@ -420,6 +422,7 @@ class Emitter(IndexArithmetic):
                 self.index_vars.discard(node.var.name)
             if wide:
                 self.wide_vars.add(node.var.name)
+                self.wide_lets.add(node.var.name)
             else:
                 self.wide_vars.discard(node.var.name)
             self.stmt(node.body)

@@ -16,8 +16,9 @@ wraps. The interpreter follows the same rule, written from its definition here:
   compared in int64 (`if i * 100000000 > 0` holds for every i > 0);
 - a loop variable whose values may leave int32 (the compiled loop's is int64) is narrowed
   where data or a cast to a narrower type takes it; an int32 let of an index value holds it
-  exactly (the compiled let is int64 where it may leave int32), narrowed likewise, and an
-  int64 iteration variable bound to int32 index arithmetic takes its exact value;
+  exactly (the compiled let is int64 where it may leave int32), narrowed where data or any
+  cast takes it (`T.Cast("int64", x)` is the int32 x widened), and an int64 iteration
+  variable bound to int32 index arithmetic takes its exact value;
 - anything else wraps at every operation, as data does. Arithmetic mixing a value read from
   memory into an index is int32 (the simplifier may still rearrange it as integers in the
   compiled code: an overflow there is undefined; keep such arithmetic within int32).

@@ -73,8 +73,8 @@ class _BlockConverter(IRMutator):
         # an int64 variable bound to int32 index arithmetic takes its exact value, as the
         # model reads it (audit helper-113: `vi = T.axis.spatial(T.int64(2**33), i * 2**30)`
         # was the int32 product widened, and wrote C[-2])
-        binding = {iv.var: widen(value, iv.var.dtype) if _widening(value, iv.var) else value
-                   for iv, value in values}
+        binding = {iv.var: widen(value, iv.var.dtype, keep_casts=True)
+                   if _widening(value, iv.var) else value for iv, value in values}
         # a binding whose arithmetic may pass int32 (`f_0 * 256 + f_1` over more than 2**31
         # iterations) is exact where indices, bounds and conditions use it (the lowering
         # widens index arithmetic), but stored values keep int32 arithmetic: there the block

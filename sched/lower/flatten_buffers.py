@@ -45,20 +45,23 @@ def needs_wide_index(shape: tuple[Expr, ...]) -> bool:
     return math.prod(dim.value for dim in shape) > INT32_MAX
 
 
-def widen(e: Expr, dtype: str = WIDE_INDEX) -> Expr:
+def widen(e: Expr, dtype: str = WIDE_INDEX, keep_casts: bool = False) -> Expr:
     """The integer expression `e` computed in `dtype` throughout: constants retyped, integer
     arithmetic (and selects of it) on widened operands, every other leaf (a variable, a load,
     a cast) converted once. Equal to `e` wherever `e` does not overflow, and free of the
-    narrow intermediate results that could."""
+    narrow intermediate results that could. A narrowing cast of a value already in `dtype`
+    is dropped (the index arithmetic it narrowed is computed wide), unless `keep_casts`: the
+    program's own casts, which wrap."""
     if e.dtype == dtype:
         return e
     if isinstance(e, IntImm):
         return IntImm(e.value, dtype)
     if isinstance(e, BinaryOp) and e.op in _INT_ARITH:
-        return BinaryOp(e.op, widen(e.a, dtype), widen(e.b, dtype))
+        return BinaryOp(e.op, widen(e.a, dtype, keep_casts), widen(e.b, dtype, keep_casts))
     if isinstance(e, Select):
-        return Select(e.condition, widen(e.true_value, dtype), widen(e.false_value, dtype))
-    if isinstance(e, Cast) and e.value.dtype == dtype:
+        return Select(e.condition, widen(e.true_value, dtype, keep_casts),
+                      widen(e.false_value, dtype, keep_casts))
+    if isinstance(e, Cast) and e.value.dtype == dtype and not keep_casts:
         return e.value           # a narrowing cast of an already wide value: the value itself
     return Cast(dtype, e)
 

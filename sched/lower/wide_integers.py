@@ -69,7 +69,8 @@ def widen_overflowing_integers(func: PrimFunc) -> PrimFunc:
 class _Widen(IRMutator):
     def __init__(self, ranges: dict) -> None:
         self.ranges = ranges
-        self.wide: dict[Var, Var] = {}    # loop variables made int64 -> their int64 variable
+        self.wide: dict[Var, Var] = {}    # loop (and let) variables made int64 -> their int64 one
+        self.wide_lets: set[Var] = set()  # the int64 variables of lets among them
         self.data = False                 # in what a store writes: its arithmetic is kept
 
     # -- statements ---------------------------------------------------------------------------
@@ -113,6 +114,7 @@ class _Widen(IRMutator):
         if wide:
             new_var, value = Var(var.name, WIDE), self._wide(node.value)
             self.wide[var] = new_var
+            self.wide_lets.add(new_var)
             self.ranges[var] = self.ranges[new_var] = found[0]
         else:
             new_var, value = var, self._index(node.value)
@@ -169,37 +171,19 @@ class _Widen(IRMutator):
     def visit_Cast(self, node: Cast) -> Expr:
         value = self.visit(node.value)
         if node.dtype == WIDE and isinstance(value, Cast) and value.dtype == NARROW and \
-                value.value in self.wide.values():
+                value.value in self.wide.values() and value.value not in self.wide_lets:
             return value.value   # the program's int64 view of a loop variable now int64
+        # (an int32 let is the program's int32 value where a cast widens it, as the model
+        # reads `T.Cast("int64", x)` of its value: audit helper-117)
         return node if value is node.value else Cast(node.dtype, value)
 
     def visit_Var(self, node: Var) -> Expr:
         wide = self.wide.get(node)
         return node if wide is None else Cast(NARROW, wide)
 
-    def _binding_in_data(self, node: Expr) -> Expr | None:
-        """In what a store writes: `node` computed in int64 and narrowed where it is a smallest
-        piece of index arithmetic over a loop variable made int64 whose value fits int32 (a
-        block variable's binding, `floormod(f, m)` of a fused loop f over n * m > 2**31
-        values): narrowed first, f lost its high bits (audit helper-103: a mask `j <= i`
-        wrong in the last rows). What the program computes from it keeps int32 semantics."""
-        if node.dtype != NARROW or not self.wide or \
-                not any(v in self.wide for v in free_vars(node)):
-            return None
-        found = interval(node, self.ranges)
-        if found is None or not _fits(found[0]):
-            return None
-        for child in _operands(node):
-            if any(v in self.wide for v in free_vars(child)):
-                inner = interval(child, self.ranges)
-                if inner is not None and _fits(inner[0]):
-                    return None          # a smaller piece fits: narrowed there
-        return Cast(NARROW, self._wide(node))
-
     def visit_BinaryOp(self, node: BinaryOp) -> Expr:
-        if self.data:
-            narrowed = self._binding_in_data(node)
-            return narrowed if narrowed is not None else self.visit_children(node)
+        if self.data:     # (block variables over wide loops: convert_blocks computes them)
+            return self.visit_children(node)
         if node.op in COMPARISONS and is_int(node.a.dtype):
             if any(self._rewritten(e) or e in self.wide for e in (node.a, node.b)):
                 return BinaryOp(node.op, self._operand(node.a), self._operand(node.b))
@@ -209,11 +193,7 @@ class _Widen(IRMutator):
         return self.visit_children(node)
 
     def visit_Call(self, node: Call) -> Expr:
-        if self.data:
-            narrowed = self._binding_in_data(node)
-            if narrowed is not None:
-                return narrowed
-        elif node.dtype == NARROW and self._rewritten(node):
+        if not self.data and node.dtype == NARROW and self._rewritten(node):
             return Cast(NARROW, self._wide(node))
         return self.visit_children(node)
 

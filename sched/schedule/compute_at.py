@@ -26,6 +26,7 @@ from sched.errors import ScheduleError
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.nodes import (
     TRUE,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
@@ -384,20 +385,37 @@ def _through_enclosing_block(func: PrimFunc, loop: For, nest: Stmt, block: str,
 
 
 def _loop_binding(func: PrimFunc, realize: BlockRealize, iv) -> Range | None:
-    """The range of the loop that binds `iv` as is (`v0 = ax0`), where it runs less than
-    the variable's domain and its bounds are constants or symbolic dims: the block's
+    """The range of the loop that binds `iv` as is or shifted (`v0 = ax0 + 3`), where it
+    runs less than the variable's domain and its bounds are constants or symbolic dims: the
+    block's
     instances, which its new loops keep (a cache_read of the 9 elements of A that
     `A[vi // 2]` reads over 17 runs `for ax0 in range(9)` over a domain of 17: a tile reading
     A[8] and its box A[8:10] would run the copy of A[9], an instance it never ran, and the
     move was refused: audit helper-110)."""
     value = realize.iter_values[realize.block.iter_vars.index(iv)]
-    loop = next((lp for lp in enclosing_loops(func, realize) if lp.loop_var is value), None)
-    if loop is None or Range(loop.min, loop.extent) == iv.dom:
-        return None
     allowed = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
-    if not set(free_vars(loop.min)) | set(free_vars(loop.extent)) <= allowed:
-        return None
-    return Range(loop.min, loop.extent)
+    for loop in enclosing_loops(func, realize):
+        # `v0 = ax0` or `v0 = ax0 + 3` (a copy of rows 3 to 11: audit helper-117)
+        offset = _offset(value, loop.loop_var)
+        if offset is None or not set(free_vars(offset)) <= allowed:
+            continue
+        bound = Range(simplify(loop.min + offset), loop.extent)
+        if bound == iv.dom or not set(free_vars(bound.min)) | set(
+                free_vars(bound.extent)) <= allowed:
+            return None
+        return bound
+    return None
+
+
+def _offset(value: Expr, var: Var) -> Expr | None:
+    """`c` where `value` is `var + c` (`var`, `c + var`, `var - c`), else None."""
+    if value is var:
+        return IntImm(0, var.dtype)
+    if isinstance(value, BinaryOp) and value.op in ("add", "sub") and value.a is var:
+        return value.b if value.op == "add" else simplify(-value.b)
+    if isinstance(value, BinaryOp) and value.op == "add" and value.b is var:
+        return value.a
+    return None
 
 
 def _carried_predicate(func: PrimFunc, realize: BlockRealize, values: list[Expr]):

@@ -129,7 +129,8 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
         else simplify((loop.extent + (known - 1)) // known) for f in factors]
     taken: set[str] = set()
     names = [fresh_name(func, f"{loop_name}_{i}", taken) for i in range(len(factors))]
-    new_vars = [Var(n, loop.loop_var.dtype) for n in names]
+    new_vars = [Var(n, extent.dtype) for n, extent in zip(names, extents)]   # (a loop's
+    # variable has its extent's dtype: `(n + 2**32 - 1) // 2**32` is int64)
     # in the widest dtype of the extents from the start: factors whose product passes int32
     # make an int64 extent, and `T.Cast("int64", i_0 * 65536 + i_1) * ...` wrapped in int32
     # before the cast (audit helper-104: split [65536, 65536, None] stored far outside C)

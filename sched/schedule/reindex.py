@@ -21,10 +21,11 @@ import dataclasses
 import islpy as isl
 
 from sched.errors import ScheduleError
-from sched.ir.builders import logical_and
+from sched.ir.builders import binary, logical_and
 from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import (
+    TRUE,
     Block,
     BlockRealize,
     Buffer,
@@ -103,8 +104,12 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
                             f"there")
     taken = taken_names(func)
     taken |= set(block_names(func))
-    copy = Buffer(fresh(name or f"{buffer.name}_reindex", taken),
-                  tuple(iv.dom.extent for iv in used), buffer.dtype,
+    # a symbolic extent (`m - n`) may be negative where the block runs nothing: the copy's
+    # dimension is then 0, not a negative allocation (audit helper-117)
+    shape = tuple(iv.dom.extent if isinstance(iv.dom.extent, IntImm | Var) or runs == TRUE
+                  else binary("max", iv.dom.extent, const(0, iv.dom.extent.dtype))
+                  for iv in used)
+    copy = Buffer(fresh(name or f"{buffer.name}_reindex", taken), shape, buffer.dtype,
                   storage_scope or buffer.scope)
     name = copy.name
     nest = _copy_nest(name, buffer, copy, indices, used, write, taken, runs)

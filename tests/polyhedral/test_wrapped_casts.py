@@ -176,3 +176,56 @@ def f(D: T.Buffer((8,), "int32")):
     for v in range(8):
         expected[max(min(_wrap32(v * 2**30), 7), 0)] = v + 1
     _agree(f, [np.zeros(8, np.int32)], [expected])
+
+
+def test_a_let_under_a_widening_cast_is_its_int32_value_everywhere():
+    # the model read T.Cast("int64", x) of x = vi * 2**30 as the cast of the wrapped value,
+    # the kernel as the exact let: cache_read copied other elements (audit helper-117). A
+    # cast of an int32 let widens its int32 value, in the kernel and the interpreter too
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            x: T.int32 = vi * 1073741824
+            C[vi] = A[T.Cast("int64", x) // T.int64(1073741824) + T.int64(2)]
+''')
+    a = np.arange(8, dtype=np.int32) * 10 + 1
+    expected = a[[_wrap32(v * 2**30) // 2**30 + 2 for v in range(4)]]
+    _agree(f, [a, np.zeros(4, np.int32)], [a, expected])
+    sch = sched.Schedule(f)
+    sch.cache_read(sch.get_block("C"), 0, "global")
+    _agree(sch.func, [a, np.zeros(4, np.int32)], [a, expected])
+
+
+def test_an_int64_binding_keeps_the_programs_narrowing_cast():
+    # widening the binding dropped T.Cast("int32", ...): C[i + 2**32] (helper-117)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(T.int64(8),
+                                T.Cast("int32", T.Cast("int64", i) + T.int64(4294967296)))
+            C[vi] = A[vi] + 1
+''')
+    a = np.arange(8, dtype=np.int32)
+    _agree(f, [a, np.zeros(8, np.int32)], [a, a + 1])
+
+
+def test_stored_values_take_a_wide_let_narrowed_under_min_and_remainder():
+    # the kernel computed T.min(x, 7) and x % 3 of the exact x (helper-117)
+    f = sched.parse('''
+@T.prim_func
+def f(G: T.Buffer((4,), "int32"), H: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("G"):
+            vi = T.axis.spatial(4, i)
+            x: T.int32 = vi * 1073741824 + 1
+            G[vi] = T.min(x, 7)
+            H[vi] = x % 3
+''')
+    x = [_wrap32(v * 2**30 + 1) for v in range(4)]
+    _agree(f, [np.zeros(4, np.int32)] * 2,
+           [np.array([min(v, 7) for v in x], np.int32), np.array([v % 3 for v in x], np.int32)])

@@ -231,31 +231,33 @@ def f(a: T.handle, c: T.handle):
         np.testing.assert_array_equal(c, b[v // 2] + b[(size - v) // 2] + b[np.maximum(v - 2, 0)])
 
 
+@pytest.mark.parametrize("offset", [0, 3])
 @pytest.mark.parametrize("shape", ["16", "17", "n"])
-def test_a_cache_of_the_elements_an_upsampling_reads_moves_under_a_tile(shape):
+def test_a_cache_of_the_elements_an_upsampling_reads_moves_under_a_tile(shape, offset):
     # the copy runs `for ax0 in range(9)` over a domain of 17: a tile reading A[8] boxes
     # A[8:10], and its copy of A[9], an instance never run, was refused as an added instance
-    # (audit helper-110); the new loops keep the old loop's range as a guard
+    # (audit helper-110); the new loops keep the old loop's range as a guard, also where the
+    # copy's variable is the loop shifted, `v0 = ax0 + 3` (helper-117)
     f = sched.parse(f"""
 @T.prim_func
 def f(a: T.handle, c: T.handle):
     n = T.int32()
-    A = T.match_buffer(a, ({shape},), "float32")
+    A = T.match_buffer(a, ({shape} + {offset},), "float32")
     C = T.match_buffer(c, ({shape},), "float32")
     for i in range({shape}):
         with T.block("C"):
             vi = T.axis.spatial({shape}, i)
-            C[vi] = A[vi // 2]
+            C[vi] = A[vi // 2 + {offset}]
 """)
     sch = sched.Schedule(f)
     block = sch.get_block("C")
     io, _ = sch.split(sch.get_loops(block)[0], [None, 4])
     sch.compute_at(sch.cache_read(block, 0, "global"), io)
-    if shape == "17":
+    if shape == "17" and offset == 0:
         assert "T.where(i_0 * 4 // 2 + ax0_1 < 9)" in sch.func.script()
     kernel = sched.build(sch.func, target="c")
     for size in ((16,) if shape == "16" else (17,) if shape == "17" else (1, 5, 17)):
-        a = np.random.default_rng(size).random(size, dtype=np.float32)
+        a = np.random.default_rng(size).random(size + offset, dtype=np.float32)
         c = np.zeros(size, np.float32)
         kernel(a, c)
-        np.testing.assert_array_equal(c, a[np.arange(size) // 2])
+        np.testing.assert_array_equal(c, a[np.arange(size) // 2 + offset])

@@ -249,3 +249,23 @@ def test_a_block_that_runs_no_instance_for_some_rows_is_refused():
     sch = sched.Schedule(triangle)
     with pytest.raises(ScheduleError, match="runs part of its domain"):
         sch.reindex(sch.get_block("C"), ("write", 0))
+
+
+def test_a_copy_over_a_range_that_may_be_negative_allocates_nothing_there():
+    # the copy of A over the reduce range m - n was allocated with m - n elements a row, a
+    # negative size at m < n, where the function runs nothing (audit helper-117)
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), "float32", name="A")
+    k = te.reduce_axis((0, m - n), name="k")
+    C = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.reindex(sch.get_block("C"), ("read", 0))
+    assert "T.max(m - n, 0)" in sch.func.script()
+    for rows, columns in ((5, 3), (3, 7)):
+        a = np.arange(rows * columns, dtype=np.float32).reshape(rows, columns)
+        for run in (sched.build(sch.func, target="c"),
+                    lambda *args: sched.interpret(sch.func, *args)):
+            c = np.full(rows, 42.0, np.float32)
+            run(a, c)
+            np.testing.assert_array_equal(c, a[:, :max(columns - rows, 0)].sum(axis=1)
+                                          if columns > rows else 42.0)
