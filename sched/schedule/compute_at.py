@@ -387,8 +387,7 @@ def _through_enclosing_block(func: PrimFunc, loop: For, nest: Stmt, block: str,
 def _loop_binding(func: PrimFunc, realize: BlockRealize, iv) -> Range | None:
     """The range of the loop that binds `iv` as is or shifted (`v0 = ax0 + 3`), where it
     runs less than the variable's domain and its bounds are constants or symbolic dims: the
-    block's
-    instances, which its new loops keep (a cache_read of the 9 elements of A that
+    block's instances, which its new loops keep (a cache_read of the 9 elements of A that
     `A[vi // 2]` reads over 17 runs `for ax0 in range(9)` over a domain of 17: a tile reading
     A[8] and its box A[8:10] would run the copy of A[9], an instance it never ran, and the
     move was refused: audit helper-110)."""
