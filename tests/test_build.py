@@ -301,3 +301,22 @@ def test_blocks_left_unbound_beside_bound_ones_get_the_default_gpu_schedule(rng)
     c = np.zeros((3, 97), np.float32)
     kernel(a, c)
     np.testing.assert_allclose(c, a - a.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-4)
+
+
+def test_no_default_cpu_schedule_for_symbolic_shapes_advises_what_works():
+    # the refusal said "tune it with sched.tune", which refuses symbolic shapes and sent the
+    # user back (audit helper-118)
+    from sched import compute as te
+    from sched.autoscheduler.default import default_schedule
+
+    n = te.var("n")
+    A = te.placeholder((n, 16), name="A")
+    B = te.placeholder((16, 16), name="B")
+    func = te.create_prim_func([A, B, te.ops.matmul(A, B)])
+    with pytest.raises(sched.ScheduleError) as refusal:
+        default_schedule(func, "c")
+    assert "sched.tune" not in str(refusal.value)
+    assert "build it as written (sched.build(func, target='c') runs it unscheduled)" in \
+        str(refusal.value)
+    with pytest.raises(ValueError, match="on the CPU as written"):
+        sched.tune(func, target="c", trials=1)

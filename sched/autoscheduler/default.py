@@ -55,11 +55,15 @@ def default_schedule(func, target: str = "cuda", arch: str | None = None,
             found = fallback(workload)
             if found is not None:
                 return found
+    # (sched.tune takes constant shapes only: with symbolic ones it is no way out, audit
+    # helper-118; the C target runs a function as written)
+    way_out = " or tune it with sched.tune" if not func.symbolic_vars else (
+        ", or build it as written (sched.build(func, target='c') runs it unscheduled)"
+        if target != "cuda" else "")
     raise ScheduleError("build", f"no default {target} schedule applies to "
                         f"{workload.name!r}{_cpu_steps(func) if target == 'cuda' else ''}: "
                         f"schedule it by hand" + (" (bind its loops to blockIdx/threadIdx)"
-                                                  if target == "cuda" else "")
-                        + " or tune it with sched.tune")
+                                                  if target == "cuda" else "") + way_out)
 
 
 def _cpu_steps(func) -> str:

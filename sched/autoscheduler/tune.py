@@ -120,7 +120,8 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
         raise ValueError(f"tune: the shapes of {workload.name!r} are symbolic "
                          f"({', '.join(symbolic)}): candidates are measured, and tiles "
                          f"chosen, at constant sizes; tune it with them fixed (each shape its "
-                         f"own workload), or build it with the default schedule")
+                         f"own workload), or build it with sched.build (on the GPU with "
+                         f"the default schedule, on the CPU as written)")
     scalars = [p.name for p in workload.func.params if not isinstance(p, Buffer)]
     if scalars:         # (helper-99: every trial an error, the kernel called without them)
         raise ValueError(f"tune: {workload.name!r} takes the scalar parameter(s) "
