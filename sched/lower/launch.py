@@ -138,7 +138,8 @@ class LaunchConfig:
                 raise ValueError(
                     f"grid extent {'xyz'[axis]} = {self.grid[axis]} is {dim} ({given}): it "
                     f"must lie in [0, {limit}]; bind the loop with the most blocks to "
-                    f"blockIdx.x")
+                    f"blockIdx.x (a function built unscheduled got the default schedule, "
+                    f"whose grid axes suit typical sizes: schedule it by hand for these)")
         return dims
 
     def __str__(self) -> str:
