@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 
 from sched.ir.bit_intrinsics import call_problem
-from sched.ir.dtype import DTYPES, is_int
+from sched.ir.dtype import DTYPES, bits, is_int
 from sched.ir.extern import ADDRESS_OF
 from sched.ir.functor import IRVisitor, collect
 from sched.ir.memo import BoundedCache
@@ -267,9 +267,10 @@ class _Verifier(IRVisitor):
             self.fail(f"loop '{node.loop_var.name}': a thread tag goes with kind thread_binding")
         self._check_index(f"the start of loop '{node.loop_var.name}'", node.min)
         self._check_index(f"the extent of loop '{node.loop_var.name}'", node.extent)
-        if node.extent.dtype != node.loop_var.dtype and is_int(node.extent.dtype):
+        if is_int(node.extent.dtype) and is_int(node.loop_var.dtype) and \
+                bits(node.extent.dtype) > bits(node.loop_var.dtype):      # (int16 is fine)
             self.fail(f"loop '{node.loop_var.name}' of dtype {node.loop_var.dtype} has an "
-                      f"extent of dtype {node.extent.dtype}")
+                      f"extent of dtype {node.extent.dtype}, whose values it cannot take")
 
         def body():
             self._define(node.loop_var)
