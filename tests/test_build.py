@@ -213,10 +213,37 @@ def _update_outside_the_block_loop(Z: T.Buffer((4,), "float32"), B: T.Buffer((2,
 def test_an_update_every_thread_block_would_run_is_refused(target):
     # P is under a thread loop but no blockIdx loop of a kernel of 2 blocks: each block runs
     # it, each adding 1 (the C target runs it once)
-    with pytest.raises(BuildError, match=r"block 'P' runs outside the blockIdx loops of its "
-                                         r"kernel, so every thread block runs it, and it reads "
-                                         r"what it writes \(Z\)"):
+    with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
+                                         r"kernel, so every thread block along it runs it, and "
+                                         r"it reads what it writes \(Z\)"):
         sched.build(_update_outside_the_block_loop, target=target)
+
+
+@T.prim_func
+def _update_split_across_blocks(A: T.Buffer((2,), "float32"), B: T.Buffer((2, 128), "float32")):
+    X = T.alloc_buffer((2,), "float32")
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        with T.block("P"):
+            vy = T.axis.spatial(2, by)
+            X[vy] = A[vy]
+        with T.block("Q"):
+            vy = T.axis.spatial(2, by)
+            A[vy] = X[vy] + T.float32(1)
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("R"):
+                    vy = T.axis.spatial(2, by)
+                    vx = T.axis.spatial(128, bx * 32 + tx)
+                    B[vy, vx] = T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_an_update_split_over_two_blocks_under_blockidx_y_alone_is_refused(target):
+    # P and Q run under blockIdx.y but not blockIdx.x: each of the 4 x blocks ran them, A
+    # went up by 4 on cuda-emu (audit helper-120); neither block alone reads what it writes
+    with pytest.raises(BuildError, match=r"blocks 'Q' and 'P' run outside a blockIdx loop of "
+                                         r"their kernel, .* \(A, X\)"):
+        sched.build(_update_split_across_blocks, target=target)
 
 
 @pytest.mark.parametrize("target", ["c", "cuda"])

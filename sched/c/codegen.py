@@ -23,7 +23,7 @@ from sched.c import dtypes
 from sched.c.bit_intrinsics import BitCallEmitter
 from sched.c.int_ranges import IntRanges, unsigned_c_type
 from sched.c.names import CNames, function_identifier, sanitize
-from sched.c.vector_codegen import VectorCode
+from sched.c.vector_codegen import VectorCode, unroll_pragma
 from sched.c.vectorize import plan_vector_loop
 from sched.ir.dtype import bits, is_float, is_int, max_value
 from sched.ir.extern import ADDRESS_OF, addressed_storages, written_storages
@@ -203,7 +203,7 @@ class _CEmitter(BitCallEmitter):
             self.line("#pragma omp simd")
             self.in_simd = True
         elif node.kind == "unrolled" and isinstance(node.extent, IntImm):
-            self.line(f"#pragma GCC unroll {node.extent.value}")
+            self.line(unroll_pragma(node.extent.value))
         elif node.kind == "thread_binding":
             self.line(f"// {node.thread_tag}: a serial loop on the CPU")
         end = node.extent if _is_zero(node.min) else simplify(node.min + node.extent)

@@ -55,6 +55,17 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<="
 _CTYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
 
 
+# gcc takes `#pragma GCC unroll n` for n < 65535 only (a loop of 70000 iterations unrolled
+# failed to build: audit helper-119), and took over 10 minutes unrolling by 65534: a longer
+# loop than this is unrolled by this many (a copy of 4096 bodies already takes gcc seconds)
+MAX_UNROLL = 4096
+
+
+def unroll_pragma(extent: int) -> str:
+    """The pragma that unrolls a loop of `extent` iterations (by at most MAX_UNROLL)."""
+    return f"#pragma GCC unroll {min(extent, MAX_UNROLL)}"
+
+
 class VectorValue:
     """The C text of an expression in a vectorized loop: a vector of `dtype` lanes (a mask of
     int lanes when the IR type is bool), or a scalar when `vector` is False."""
@@ -106,7 +117,7 @@ class VectorCode:
             var, ctype = self.c.var_name(node.loop_var.name), dtypes.storage_type(
                 node.loop_var.dtype)
             if node.kind == "unrolled" and isinstance(node.extent, IntImm):
-                self.c.line(f"#pragma GCC unroll {node.extent.value}")
+                self.c.line(unroll_pragma(node.extent.value))
             end = node.extent if _is_zero(node.min) else simplify(node.min + node.extent)
             self.c.line(f"for ({ctype} {var} = {self.c.expr(node.min)}; {var} < "
                         f"{self.c.bound(end)}; ++{var}) {{")

@@ -52,26 +52,41 @@ def _kernels(func: PrimFunc) -> list[PrimFunc]:
 
 
 def _redundant_in_blocks(func: PrimFunc) -> str | None:
-    """The same one level up: code of a kernel of several thread blocks outside its blockIdx
-    loops runs in every block, so a block there that reads what it writes in global memory
-    races with its copies in the other blocks (shared memory is a block's own)."""
-    if not any(_tag(loop) in BLOCK_TAGS and not (isinstance(loop.extent, IntImm)
-                                                 and loop.extent.value == 1)
-               for loop in _loops(func.body)):
+    """The same one level up: code of a kernel outside one of its blockIdx loops runs in
+    every thread block along that axis, so blocks there that read what they (or the others
+    there) write in global memory race with their copies in the other thread blocks (shared
+    memory is a block's own). Audit helper-120: `X[y] = A[y]; A[y] = X[y] + 1` under
+    blockIdx.y, beside a nest bound to blockIdx.x, ran once per x block (A += 4)."""
+    axes = {_tag(loop) for loop in _loops(func.body) if _tag(loop) in BLOCK_TAGS
+            and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1)}
+    if not axes:
         return None
+    writers: dict[str, str] = {}
+    readers: dict[str, str] = {}
     for realize, loops in _leaf_blocks(func.body, []):
-        if any(_tag(loop) in BLOCK_TAGS for loop in loops):
+        if axes <= {_tag(loop) for loop in loops}:
             continue
         block = realize.block
-        written = {r.buffer.storage_name for r in block.writes if r.buffer.scope == "global"}
-        updated = sorted(written & {r.buffer.storage_name for r in block.reads})
-        if updated:
-            return (f"block {block.name!r} runs outside the blockIdx loops of its kernel, so "
-                    f"every thread block runs it, and it reads what it writes "
-                    f"({', '.join(updated)}): the blocks' copies would race. Bind one of its "
-                    f"loops to blockIdx, or move it under a block loop (sch.compute_at / "
-                    f"sch.reverse_compute_at)")
-    return None
+        for region in block.writes:
+            if region.buffer.scope == "global":
+                writers.setdefault(region.buffer.storage_name, block.name)
+        for region in block.reads:
+            if region.buffer.scope == "global":
+                readers.setdefault(region.buffer.storage_name, block.name)
+    updated = sorted(set(writers) & set(readers))
+    if not updated:
+        return None
+    writer, reader = writers[updated[0]], readers[updated[0]]
+    if writer == reader:
+        who = (f"block {writer!r} runs outside a blockIdx loop of its kernel, so every thread "
+               f"block along it runs it, and it reads what it writes")
+        fix = "one of its loops to that blockIdx axis, or move it"
+    else:
+        who = (f"blocks {writer!r} and {reader!r} run outside a blockIdx loop of their kernel, "
+               f"so every thread block along it runs them, and they read what they write")
+        fix = "one of their loops to that blockIdx axis, or move them"
+    return (f"{who} ({', '.join(updated)}): the blocks' copies would race. Bind {fix} under "
+            f"the block loop (sch.compute_at / sch.reverse_compute_at)")
 
 
 def _redundant_in_kernel(func: PrimFunc) -> str | None:

@@ -117,3 +117,17 @@ def test_integer_constants():
     assert int_literal(-(2 ** 31), "int32") == "INT32_MIN"
     assert int_literal(5, "int64") == "INT64_C(5)"
     assert int_literal(1, "bool") == "true"
+
+
+def test_an_unrolled_loop_longer_than_gcc_takes_is_unrolled_by_the_cap():
+    # `#pragma GCC unroll 70000` is refused by gcc (n < 65535), and gcc ran over 10 minutes
+    # unrolling by 65534 (audit helper-119): a loop past MAX_UNROLL is unrolled by that many
+    from sched.c.vector_codegen import MAX_UNROLL, unroll_pragma
+
+    assert unroll_pragma(8) == "#pragma GCC unroll 8"
+    assert unroll_pragma(70000) == f"#pragma GCC unroll {MAX_UNROLL}" and MAX_UNROLL < 65535
+    A = te.placeholder((70000,), name="A")
+    C = te.compute((70000,), lambda i: A[i] * 2.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.unroll(sch.get_loops(sch.get_block("C"))[0])
+    assert f"#pragma GCC unroll {MAX_UNROLL}\n" in generate_c(lower(sch.func))
