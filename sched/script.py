@@ -152,6 +152,7 @@ class _ExprFunction(_Placeholder):
 
     def __call__(self, *args, **kwargs):
         from sched.ir.nodes import Expr, Select, binary, convert, integer_call
+        from sched.ir.parse_calls import unify
 
         arity = 3 if self.name in ("if_then_else", "Select") else \
             SPELLED[self.name][0] if self.name in SPELLED else 2
@@ -160,14 +161,12 @@ class _ExprFunction(_Placeholder):
             return _PLACEHOLDER
         if arity == 3:
             condition, then, otherwise = args
-            both = binary("add", then, otherwise)         # the branches in one dtype
-            return Select(convert(condition), both.a, both.b)
+            return Select(convert(condition), *unify(then, otherwise))
         if self.name in INT_FUNCTIONS:
             return integer_call(self.name, *args)
         if self.name in SPELLED:
-            operands = binary("add", *args) if arity == 2 else convert(args[0])
-            return SPELLED[self.name][1](*((operands.a, operands.b) if arity == 2
-                                           else (operands,)))
+            operands = unify(*args) if arity == 2 else (convert(args[0]),)
+            return SPELLED[self.name][1](*operands)
         return binary(self.name, *(convert(a) for a in args))
 
 

@@ -924,3 +924,20 @@ def test_a_tuple_named_like_a_variable_the_script_binds_is_the_scripts():
 
     (a,) = run_c(f, np.zeros(4, np.float32))
     np.testing.assert_array_equal(a, 1)
+
+
+def test_t_functions_outside_a_function_make_expressions_as_inside():
+    # index maps use them (`lambda v: (T.shift_right(v, 2), T.bitwise_and(v, 3))`); a
+    # literal branch of T.if_then_else was a TypeError
+    from sched.ir import Var
+
+    i = Var("i")
+    made = {T.if_then_else(i < 3, 1, 0): "T.if_then_else(i < 3, 1, 0)",
+            T.Select(i < 2, i, 7): "T.if_then_else(i < 2, i, 7)",
+            T.truncdiv(i, 2): "i / 2",
+            T.truncmod(7, i): "T.if_then_else(i == 0, 0, 7 - 7 / i * i)",
+            T.shift_right(i, 1): "T.shift_right(i, 1)",
+            T.bitwise_and(i, 3): "T.bitwise_and(i, 3)",
+            T.floordiv(i, 2): "i // 2", T.max(i, 0): "T.max(i, 0)"}
+    for expr, text in made.items():
+        assert expr.script() == text
