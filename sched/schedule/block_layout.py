@@ -81,21 +81,23 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
     if not chain or not loop_vars <= used or used & _outer_loop_vars(func, chain) - loop_vars:
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} must be bound by the loops that "
                             f"hold it alone (each used, no other loop in its bindings)")
-    dtype = block.iter_vars[0].var.dtype
     mapping = _index_map(index_map, block)
     mapping = IndexMap(tuple(iv.var for iv in block.iter_vars),
                        mapping(*[iv.var for iv in block.iter_vars]))
+    # each new variable in its expression's dtype (an int64 one beside int32 ones keeps its
+    # width; all took the first old variable's dtype: audit helper-117)
+    dtypes = [result.dtype for result in mapping.results]
     domain = _domain(func, block_name)
     taken = taken_names(func)
-    new_vars = [Var(fresh(f"v{k}", taken), dtype) for k in range(len(mapping.results))]
-    loops = [Var(fresh(f"ax{k}", taken), dtype) for k in range(len(mapping.results))]
+    new_vars = [Var(fresh(f"v{k}", taken), dtype) for k, dtype in enumerate(dtypes)]
+    loops = [Var(fresh(f"ax{k}", taken), dtype) for k, dtype in enumerate(dtypes)]
     sizes = {isl_name(v): v for v in func.symbolic_vars}
     sizes |= {isl_name(p): p for p in func.params if isinstance(p, Var)}
     relation, box, ranges = _relation(mapping, domain, block_name,
-                                      [isl_name(v) for v in new_vars], sizes, dtype)
+                                      [isl_name(v) for v in new_vars], sizes, dtypes)
     inverse = relation.reverse().as_pw_multi_aff()
     names = sizes | {isl_name(var): var for var in new_vars}
-    old_of_new = {iv.var: pw_aff_to_expr(inverse.get_pw_aff(k), box, names, dtype)
+    old_of_new = {iv.var: pw_aff_to_expr(inverse.get_pw_aff(k), box, names, iv.var.dtype)
                   for k, iv in enumerate(block.iter_vars)}
     iter_vars = tuple(IterVar(v, Range(low, extent), kind)
                       for v, (low, extent), kind in zip(new_vars, ranges, kinds))
@@ -109,7 +111,7 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
                    for var, (low, _) in zip(loops, ranges))
     stmt = BlockRealize(values, TRUE, new_block)
     for var, (_, extent) in reversed(list(zip(loops, ranges))):
-        stmt = For(var, const(0, dtype), extent, "serial", stmt)
+        stmt = For(var, const(0, var.dtype), extent, "serial", stmt)
     new_func = replace(func, chain[0], stmt)
     violation = _check(func, new_func, block_name, relation)
     if violation is not None:
@@ -194,7 +196,7 @@ def _domain(func: PrimFunc, block_name: str) -> isl.Set:
 
 
 def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list[str],
-              sizes: dict[str, Var], dtype: str):
+              sizes: dict[str, Var], dtypes: list[str]):
     """{ S[v] -> [w] : w = index_map(v) } on the block's instances, the box of its image (dims
     named `outputs`) and the box's (start, extent) per dim, expressions of the symbolic dims
     `sizes` where the image is (`lambda i, j: (j, i)` over `(n, 6)` runs `ax1 < n`); refuses
@@ -216,7 +218,8 @@ def _relation(mapping: IndexMap, domain: isl.Set, block_name: str, outputs: list
     context = image.params()
     bounds, ranges = [], []
     for k, name in enumerate(outputs):
-        low, high = (_bound(image, k, context, sizes, dtype, end) for end in (False, True))
+        low, high = (_bound(image, k, context, sizes, dtypes[k], end)
+                     for end in (False, True))
         texts = (to_isl_comparison(name, ">=", low), to_isl_comparison(name, "<=", high))
         if low is None or high is None or None in texts:
             raise ScheduleError(PRIMITIVE, f"the image of the index map {mapping!r} has no "

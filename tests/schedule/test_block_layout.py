@@ -7,6 +7,7 @@ import pytest
 import sched
 from sched import compute as te
 from sched.errors import ScheduleError
+from sched.ir import BlockRealize, collect
 from sched.schedule.trace import Trace
 from sched.script import T
 
@@ -250,3 +251,26 @@ def test_shifts_and_masks_make_index_maps_and_a_map_that_fails_names_the_primiti
     with pytest.raises(ScheduleError, match=r"^transform_block_layout: argument 'index_map': "
                        r"calling it with the 1 iteration variables of the block failed"):
         sch.transform_block_layout(sch.get_block("C"), lambda v: (T.exp(v),))
+
+
+def test_each_new_variable_keeps_the_dtype_of_its_expression():
+    # every new variable took the first old variable's dtype: an int64 one became int32
+    # (audit helper-117)
+    @T.prim_func
+    def mixed(A: T.Buffer((4, 6), "float32"), B: T.Buffer((4, 6), "float32")):
+        for i in range(4):
+            for j in range(T.int64(6)):
+                with T.block("B"):
+                    vi = T.axis.spatial(4, i)
+                    vj = T.axis.spatial(T.int64(6), j)
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+
+    sch = sched.Schedule(mixed)
+    sch.transform_block_layout(sch.get_block("B"), lambda i, j: (j, i))
+    (realize,) = [r for r in collect(sch.func.body, BlockRealize) if r.block.name == "B"]
+    assert [iv.var.dtype for iv in realize.block.iter_vars] == ["int64", "int32"]
+    assert sched.parse(sch.func.script()) == sch.func
+    a = np.random.default_rng(0).random((4, 6), dtype=np.float32)
+    b = np.zeros((4, 6), np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_allclose(b, a * 2, rtol=1e-6)
