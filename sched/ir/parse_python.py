@@ -52,6 +52,9 @@ class _Inliner(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
         index = node.slice
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and \
+                isinstance(index.operand, ast.Constant):          # SHAPE[-1] (helper-121)
+            index = ast.Constant(-index.operand.value)
         if isinstance(node.value, ast.Tuple) and isinstance(index, ast.Constant) and \
                 type(index.value) is int and -len(node.value.elts) <= index.value < len(
                     node.value.elts):

@@ -53,40 +53,49 @@ def _kernels(func: PrimFunc) -> list[PrimFunc]:
 
 def _redundant_in_blocks(func: PrimFunc) -> str | None:
     """The same one level up: code of a kernel outside one of its blockIdx loops runs in
-    every thread block along that axis, so blocks there that read what they (or the others
-    there) write in global memory race with their copies in the other thread blocks (shared
-    memory is a block's own). Audit helper-120: `X[y] = A[y]; A[y] = X[y] + 1` under
-    blockIdx.y, beside a nest bound to blockIdx.x, ran once per x block (A += 4)."""
+    every thread block along that axis. Its copies store the same values, harmlessly, where
+    each value comes from memory no copy writes (`X[y] = A[y]; B[y] = X[y] + 1`); where a
+    value depends on what the copies write (an update, `A[y] = X[y] + 1` after `X[y] =
+    A[y]`), one block's copy reads what another's already changed: refused. Audit
+    helper-120: that update under blockIdx.y, beside a nest bound to blockIdx.x, ran once per
+    x block (A += 4); helper-121: the copy-then-read pair must stay accepted."""
     axes = {_tag(loop) for loop in _loops(func.body) if _tag(loop) in BLOCK_TAGS
             and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1)}
     if not axes:
         return None
-    writers: dict[str, str] = {}
-    readers: dict[str, str] = {}
-    for realize, loops in _leaf_blocks(func.body, []):
-        if axes <= {_tag(loop) for loop in loops}:
-            continue
-        block = realize.block
-        for region in block.writes:
-            if region.buffer.scope == "global":
-                writers.setdefault(region.buffer.storage_name, block.name)
-        for region in block.reads:
-            if region.buffer.scope == "global":
-                readers.setdefault(region.buffer.storage_name, block.name)
-    updated = sorted(set(writers) & set(readers))
-    if not updated:
+    blocks = [realize.block for realize, loops in _leaf_blocks(func.body, [])
+              if not axes <= {_tag(loop) for loop in loops}]
+
+    def global_storages(regions) -> set[str]:
+        return {r.buffer.storage_name for r in regions if r.buffer.scope == "global"}
+    writers: dict[str, list[str]] = {}
+    for block in blocks:
+        for storage in global_storages(block.writes):
+            writers.setdefault(storage, []).append(block.name)
+    # stable: the same in every copy (memory no copy writes, or written only from stable)
+    stable_blocks: set[str] = set()
+    stable = {s for block in blocks for s in global_storages(block.reads)} - set(writers)
+    changed = True
+    while changed:
+        changed = False
+        for block in blocks:
+            if block.name not in stable_blocks and global_storages(block.reads) <= stable:
+                stable_blocks.add(block.name)
+                changed = True
+        for storage, names in writers.items():
+            if storage not in stable and all(name in stable_blocks for name in names):
+                stable.add(storage)
+                changed = True
+    unstable = next((block for block in blocks if block.name not in stable_blocks), None)
+    if unstable is None:
         return None
-    writer, reader = writers[updated[0]], readers[updated[0]]
-    if writer == reader:
-        who = (f"block {writer!r} runs outside a blockIdx loop of its kernel, so every thread "
-               f"block along it runs it, and it reads what it writes")
-        fix = "one of its loops to that blockIdx axis, or move it"
-    else:
-        who = (f"blocks {writer!r} and {reader!r} run outside a blockIdx loop of their kernel, "
-               f"so every thread block along it runs them, and they read what they write")
-        fix = "one of their loops to that blockIdx axis, or move them"
-    return (f"{who} ({', '.join(updated)}): the blocks' copies would race. Bind {fix} under "
-            f"the block loop (sch.compute_at / sch.reverse_compute_at)")
+    moving = sorted(global_storages(unstable.reads) - stable)
+    return (f"block {unstable.name!r} runs outside a blockIdx loop of its kernel, so every "
+            f"thread block along it runs it, and it reads {', '.join(moving)}, which those "
+            f"copies write ({', '.join(sorted({w for s in moving for w in writers[s]}))}): one "
+            f"block's copy would read what another's already changed. Bind one of its loops "
+            f"to that blockIdx axis, or move it under the block loop (sch.compute_at / "
+            f"sch.reverse_compute_at)")
 
 
 def _redundant_in_kernel(func: PrimFunc) -> str | None:

@@ -903,7 +903,7 @@ def test_python_tuples_around_the_script_read_as_tvm_reads_them():
         for i, j in T.grid(*SHAPE):
             with T.block("B"):
                 vi, vj = T.axis.remap("SS", [i, j])
-                B[vi, vj] = A[vi, vj] * T.float32(SHAPE[0] - 1) + T.float32(2 ** 1) \
+                B[vi, vj] = A[vi, vj] * T.float32(SHAPE[-2] - 1) + T.float32(2 ** 1) \
                     + T.float32(TILES[1][0])
 
     round_trips(f)
