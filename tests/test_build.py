@@ -219,8 +219,12 @@ def test_an_update_every_thread_block_would_run_is_refused(target):
         sched.build(_update_outside_the_block_loop, target=target)
 
 
+def _blocks_beside_a_blockidx_x_nest(params: str, q_store: str):
+    """P copies A into X and Q stores `q_store` under blockIdx.y alone, beside a nest bound to
+    blockIdx.x (4 blocks) that fills C: every x block runs P and Q."""
+    return sched.parse(f'''
 @T.prim_func
-def _update_split_across_blocks(A: T.Buffer((2,), "float32"), B: T.Buffer((2, 128), "float32")):
+def f({params}C: T.Buffer((2, 128), "float32")):
     X = T.alloc_buffer((2,), "float32")
     for by in T.thread_binding(2, thread="blockIdx.y"):
         with T.block("P"):
@@ -228,13 +232,20 @@ def _update_split_across_blocks(A: T.Buffer((2,), "float32"), B: T.Buffer((2, 12
             X[vy] = A[vy]
         with T.block("Q"):
             vy = T.axis.spatial(2, by)
-            A[vy] = X[vy] + T.float32(1)
+            {q_store} = X[vy] + T.float32(1)
         for bx in T.thread_binding(4, thread="blockIdx.x"):
             for tx in T.thread_binding(32, thread="threadIdx.x"):
                 with T.block("R"):
                     vy = T.axis.spatial(2, by)
                     vx = T.axis.spatial(128, bx * 32 + tx)
-                    B[vy, vx] = T.float32(2)
+                    C[vy, vx] = T.float32(2)
+''')
+
+
+_update_split_across_blocks = _blocks_beside_a_blockidx_x_nest(
+    'A: T.Buffer((2,), "float32"), ', "A[vy]")
+_copy_then_read_in_every_block = _blocks_beside_a_blockidx_x_nest(
+    'A: T.Buffer((2,), "float32"), B: T.Buffer((2,), "float32"), ', "B[vy]")
 
 
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
@@ -245,26 +256,6 @@ def test_an_update_split_over_two_blocks_under_blockidx_y_alone_is_refused(targe
                                          r"kernel, .* it reads A, which those copies write "
                                          r"\(Q\)"):
         sched.build(_update_split_across_blocks, target=target)
-
-
-@T.prim_func
-def _copy_then_read_in_every_block(A: T.Buffer((2,), "float32"),
-                                   B: T.Buffer((2,), "float32"),
-                                   C: T.Buffer((2, 128), "float32")):
-    X = T.alloc_buffer((2,), "float32")
-    for by in T.thread_binding(2, thread="blockIdx.y"):
-        with T.block("P"):
-            vy = T.axis.spatial(2, by)
-            X[vy] = A[vy]
-        with T.block("Q"):
-            vy = T.axis.spatial(2, by)
-            B[vy] = X[vy] + T.float32(1)
-        for bx in T.thread_binding(4, thread="blockIdx.x"):
-            for tx in T.thread_binding(32, thread="threadIdx.x"):
-                with T.block("R"):
-                    vy = T.axis.spatial(2, by)
-                    vx = T.axis.spatial(128, bx * 32 + tx)
-                    C[vy, vx] = T.float32(2)
 
 
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
