@@ -215,7 +215,7 @@ def test_an_update_every_thread_block_would_run_is_refused(target):
     # it, each adding 1 (the C target runs it once)
     with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
                                          r"kernel, so every thread block along it runs it, and "
-                                         r"it reads Z, which those copies write \(P\)"):
+                                         r"it reads Z, which the kernel writes \(P\)"):
         sched.build(_update_outside_the_block_loop, target=target)
 
 
@@ -253,7 +253,7 @@ def test_an_update_split_over_two_blocks_under_blockidx_y_alone_is_refused(targe
     # P and Q run under blockIdx.y but not blockIdx.x: each of the 4 x blocks ran them, A
     # went up by 4 on cuda-emu (audit helper-120); neither block alone reads what it writes
     with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
-                                         r"kernel, .* it reads A, which those copies write "
+                                         r"kernel, .* it reads A, which the kernel writes "
                                          r"\(Q\)"):
         sched.build(_update_split_across_blocks, target=target)
 
@@ -267,6 +267,98 @@ def test_copies_in_every_block_that_store_the_same_values_build(target):
     sched.build(_copy_then_read_in_every_block, target=target)(a, b, c)
     np.testing.assert_array_equal(b, a + 1)
     np.testing.assert_array_equal(c, 2)
+
+
+def _copied_blocks(p_store: str, q_store: str, r_store: str = "C[vy, vx] = T.float32(2)"):
+    """P and Q under blockIdx.y alone (so every one of the 4 blockIdx.x blocks runs them)
+    storing `p_store` and `q_store`, beside a nest bound to blockIdx.x storing `r_store`."""
+    return sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((2,), "float32"), X: T.Buffer((2,), "float32"),
+      C: T.Buffer((2, 128), "float32")):
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        with T.block("P"):
+            vy = T.axis.spatial(2, by)
+            {p_store}
+        with T.block("Q"):
+            vy = T.axis.spatial(2, by)
+            {q_store}
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("R"):
+                    vy = T.axis.spatial(2, by)
+                    vx = T.axis.spatial(128, bx * 32 + tx)
+                    {r_store}
+''')
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_copy_before_an_overwrite_in_every_block_is_refused(target):
+    # P copies A into X, then Q zeroes A: the x blocks after the first copied Q's zero into X
+    # (audit helper-122: X = [0, 0] on cuda-emu, the C target runs P and Q once)
+    with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
+                                         r"kernel, .* it reads A, which the kernel writes "
+                                         r"\(Q\): one thread block's copy would read what "
+                                         r"another thread block already changed"):
+        sched.build(_copied_blocks("X[vy] = A[vy]", "A[vy] = T.float32(0)"), target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_two_copied_stores_to_one_buffer_are_refused(target):
+    # X = A then X = A + 1 in every x block: another block's first store may land after this
+    # block's second, and the nest bound to blockIdx.x reads X meanwhile
+    with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
+                                         r"kernel, .* blocks 'P', 'Q' all write X: which "
+                                         r"copy's store lands last depends on the order"):
+        sched.build(_copied_blocks("X[vy] = A[vy]", "X[vy] = A[vy] + T.float32(1)",
+                                   "C[vy, vx] = X[vy]"), target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_copied_read_of_what_the_bound_nest_writes_is_refused(target):
+    # R (one x block each) overwrites A, which P in every x block copies: a later x block's P
+    # would copy what an earlier block's R stored
+    with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
+                                         r"kernel, .* it reads A, which the kernel writes "
+                                         r"\(R\)"):
+        sched.build(_copied_blocks("X[vy] = A[vy]", "C[vy, 0] = X[vy]",
+                                   "A[vy] = T.float32(vx)"), target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_copied_store_into_what_the_bound_nest_writes_is_refused(target):
+    # Q in every x block stores column 0 of C, which R of x block 0 also stores: which lands
+    # last depends on the order the x blocks run in
+    with pytest.raises(BuildError, match=r"block 'Q' runs outside a blockIdx loop of its "
+                                         r"kernel, .* blocks 'Q', 'R' all write C"):
+        sched.build(_copied_blocks("X[vy] = A[vy]", "C[vy, 0] = X[vy]"), target=target)
+
+
+@T.prim_func
+def _opaque_call_in_every_block(X: T.Buffer((2, 2), "float32"),
+                                C: T.Buffer((2, 4, 2), "float32")):
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        for t in T.thread_binding(2, thread="threadIdx.x"):
+            with T.block("P"):
+                vy, vt = T.axis.remap("SS", [by, t])
+                T.reads()
+                T.writes(X[vy, vt])
+                T.evaluate(T.call_extern("int32", "bump", T.address_of(X[vy, vt])))
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(2, thread="threadIdx.x"):
+                with T.block("R"):
+                    vy, vx, vt = T.axis.remap("SSS", [by, bx, tx])
+                    C[vy, vx, vt] = T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_an_opaque_call_every_thread_block_runs_is_refused(target):
+    # `bump` adds 1 to X but declares no read of it: each of the 4 x blocks called it
+    # (audit helper-122: X = 4 on cuda-emu, 1 on the C target)
+    with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
+                                         r"kernel, .* makes an opaque call that may write X"):
+        sched.build(_opaque_call_in_every_block, target=target,
+                    extern_c="int bump(float* p) { *p += 1.0f; return 0; }")
 
 
 @pytest.mark.parametrize("target", ["c", "cuda"])

@@ -53,49 +53,76 @@ def _kernels(func: PrimFunc) -> list[PrimFunc]:
 
 def _redundant_in_blocks(func: PrimFunc) -> str | None:
     """The same one level up: code of a kernel outside one of its blockIdx loops runs in
-    every thread block along that axis. Its copies store the same values, harmlessly, where
-    each value comes from memory no copy writes (`X[y] = A[y]; B[y] = X[y] + 1`); where a
-    value depends on what the copies write (an update, `A[y] = X[y] + 1` after `X[y] =
-    A[y]`), one block's copy reads what another's already changed: refused. Audit
-    helper-120: that update under blockIdx.y, beside a nest bound to blockIdx.x, ran once per
-    x block (A += 4); helper-121: the copy-then-read pair must stay accepted."""
+    every thread block along that axis, and the copies run in any order, at once. They store
+    the same values, harmlessly, where what each copy reads is the same whenever it reads it:
+    memory nothing in the kernel writes, or memory one earlier block of the copies writes
+    with such values (`X[y] = A[y]; B[y] = X[y] + 1`: each copy reads its own or another's
+    equal X[y]). Refused: a read of memory a copied block writes later (an update, `A[y] =
+    X[y] + 1` after `X[y] = A[y]`, or `X[y] = A[y]` before `A[y] = 0`: one block's copy reads
+    what another's already changed), or that a block bound to the axis writes, and memory two
+    blocks write where one of them is copied (which store lands last depends on the order).
+    Audit helper-120: that update under blockIdx.y, beside a nest bound to blockIdx.x, ran
+    once per x block (A += 4); helper-121: the copy-then-read pair must stay accepted;
+    helper-122: the copy-then-overwrite pair was accepted (X = 0 in the later x blocks)."""
     axes = {_tag(loop) for loop in _loops(func.body) if _tag(loop) in BLOCK_TAGS
             and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1)}
     if not axes:
         return None
-    blocks = [realize.block for realize, loops in _leaf_blocks(func.body, [])
-              if not axes <= {_tag(loop) for loop in loops}]
+    # every leaf block in program order, and whether every thread block along an axis runs it
+    leaves = [(realize.block, not axes <= {_tag(loop) for loop in loops})
+              for realize, loops in _leaf_blocks(func.body, [])]
+    writers: dict[str, list[tuple[int, str, bool]]] = {}
+    for position, (block, copied) in enumerate(leaves):
+        for storage in _global_storages(block.writes):
+            writers.setdefault(storage, []).append((position, block.name, copied))
+    for storage, found in writers.items():
+        if len(found) > 1 and any(copied for _, _, copied in found):
+            names = ", ".join(repr(name) for _, name, _ in found)
+            copy = next(name for _, name, copied in found if copied)
+            return (f"block {copy!r} runs outside a blockIdx loop of its kernel, so every "
+                    f"thread block along it runs it, and blocks {names} all write {storage}: "
+                    f"which copy's store lands last depends on the order the thread blocks "
+                    f"run in. {_BLOCK_ADVICE}")
+    stable: set[str] = set()            # copied blocks whose copies read the same values
+    for position, (block, copied) in enumerate(leaves):
+        if not copied:
+            continue
+        if is_opaque(block) and _global_storages(block.writes):
+            return (f"block {block.name!r} runs outside a blockIdx loop of its kernel, so "
+                    f"every thread block along it runs it, and it makes an opaque call that "
+                    f"may write {', '.join(sorted(_global_storages(block.writes)))}: the "
+                    f"copies' calls could race. {_BLOCK_ADVICE}")
+        moving = sorted(storage for storage in _global_storages(block.reads)
+                        if not _same_when_read(writers.get(storage, []), position, stable))
+        if moving:
+            names = sorted({name for storage in moving for _, name, _ in writers[storage]})
+            return (f"block {block.name!r} runs outside a blockIdx loop of its kernel, so "
+                    f"every thread block along it runs it, and it reads {', '.join(moving)}, "
+                    f"which the kernel writes ({', '.join(names)}): one thread block's copy "
+                    f"would read what another thread block already changed. {_BLOCK_ADVICE}")
+        stable.add(block.name)
+    return None
 
-    def global_storages(regions) -> set[str]:
-        return {r.buffer.storage_name for r in regions if r.buffer.scope == "global"}
-    writers: dict[str, list[str]] = {}
-    for block in blocks:
-        for storage in global_storages(block.writes):
-            writers.setdefault(storage, []).append(block.name)
-    # stable: the same in every copy (memory no copy writes, or written only from stable)
-    stable_blocks: set[str] = set()
-    stable = {s for block in blocks for s in global_storages(block.reads)} - set(writers)
-    changed = True
-    while changed:
-        changed = False
-        for block in blocks:
-            if block.name not in stable_blocks and global_storages(block.reads) <= stable:
-                stable_blocks.add(block.name)
-                changed = True
-        for storage, names in writers.items():
-            if storage not in stable and all(name in stable_blocks for name in names):
-                stable.add(storage)
-                changed = True
-    unstable = next((block for block in blocks if block.name not in stable_blocks), None)
-    if unstable is None:
-        return None
-    moving = sorted(global_storages(unstable.reads) - stable)
-    return (f"block {unstable.name!r} runs outside a blockIdx loop of its kernel, so every "
-            f"thread block along it runs it, and it reads {', '.join(moving)}, which those "
-            f"copies write ({', '.join(sorted({w for s in moving for w in writers[s]}))}): one "
-            f"block's copy would read what another's already changed. Bind one of its loops "
-            f"to that blockIdx axis, or move it under the block loop (sch.compute_at / "
-            f"sch.reverse_compute_at)")
+
+_BLOCK_ADVICE = ("Bind one of its loops to that blockIdx axis, or move it under the block loop "
+                 "(sch.compute_at / sch.reverse_compute_at)")
+
+
+def _global_storages(regions) -> set[str]:
+    return {r.buffer.storage_name for r in regions if r.buffer.scope == "global"}
+
+
+def _same_when_read(writers: list[tuple[int, str, bool]], position: int,
+                    stable: set[str]) -> bool:
+    """Whether a copied block at `position` reads a storage with `writers` (position, name,
+    copied) the same in every copy: nothing writes it, or one copied block before it does,
+    with values the same in every copy."""
+    if not writers:
+        return True
+    if len(writers) > 1:
+        return False
+    at, name, copied = writers[0]
+    return copied and at < position and name in stable
 
 
 def _redundant_in_kernel(func: PrimFunc) -> str | None:
