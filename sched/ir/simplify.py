@@ -17,6 +17,7 @@ from sched.ir.functor import IRMutator, collect
 from sched.ir.nodes import (
     IMPURE_CALLS,
     BinaryOp,
+    BufferLoad,
     Call,
     Cast,
     Expr,
@@ -46,6 +47,15 @@ def _pure(e: Expr) -> bool:
     """Whether `e` makes no opaque call (one that may have an effect or another value each
     time: `f() - f()` is not 0)."""
     return not any(call.op in IMPURE_CALLS for call in collect(e, Call))
+
+
+def _droppable(e: Expr) -> bool:
+    """Whether integer arithmetic may drop `e` (`e * 0`, `e - e`, `e % 1` are 0): it makes no
+    opaque call and reads no data (no load, no call). Integer arithmetic on data wraps in its
+    type, also inside an index, where index arithmetic alone is exact (README, "Indices"):
+    `(vi * 2**30 + A[vi] * 0) // 2**30` wraps, and without `A[vi] * 0` it is vi (audit
+    helper-122: the C target stored to C[vi] where the interpreter stored to C[0])."""
+    return _pure(e) and not collect(e, BufferLoad) and not collect(e, Call)
 
 
 def _fold(op: str, x, y, dtype: str):
@@ -131,15 +141,16 @@ def _rewrite_binary(node: BinaryOp, positive: frozenset = frozenset()) -> Expr:
         (lambda: op == "add" and plus_zero, lambda: a),                      # x + 0 -> x
         (lambda: op == "add" and integer and _is(a, 0), lambda: b),          # 0 + x -> x
         (lambda: op == "sub" and minus_zero, lambda: a),                     # x - 0 -> x
-        (lambda: op == "sub" and integer and a == b and _pure(a),
+        (lambda: op == "sub" and integer and a == b and _droppable(a),
          lambda: const(0, a.dtype)),                                         # x - x -> 0
         (lambda: op == "mul" and _is(b, 1), lambda: a),                      # x * 1 -> x
         (lambda: op == "mul" and _is(a, 1), lambda: b),                      # 1 * x -> x
-        (lambda: op == "mul" and integer and (_is(a, 0) and _pure(b) or _is(b, 0) and _pure(a)),
+        (lambda: op == "mul" and integer and (_is(a, 0) and _droppable(b)
+                                              or _is(b, 0) and _droppable(a)),
          lambda: const(0, a.dtype)),                                         # x * 0 -> 0
         (lambda: (op == "div" or op == "floordiv" and integer) and _is(b, 1),
          lambda: a),                                                         # x // 1 -> x
-        (lambda: op == "floormod" and integer and _is(b, 1) and _pure(a),
+        (lambda: op == "floormod" and integer and _is(b, 1) and _droppable(a),
          lambda: const(0, a.dtype)),                                         # x % 1 -> 0
         (lambda: op in ("min", "max") and a == b and _pure(a), lambda: a),   # max(x, x) -> x
         (lambda: op == "and" and va == 1, lambda: b),                        # True and x -> x

@@ -115,7 +115,10 @@ def simplify_index(e: Expr, context: Context = (),
         # IntImm refuses: audit helper-113; kept as written)
         logger.debug("simplify_indices: keeping %r (%s)", e, type(error).__name__)
         return _simplify_operands(e, context, data_vars) if isinstance(e, BinaryOp) else e
-    if _size(result) > _size(e) or not _fits(result, e.dtype):
+    if _size(result) > _size(e) or not _fits(result, e.dtype) or (
+            translation.reads_data(e) and not translation.reads_data(result)):
+        # (arithmetic on data wraps, the same arithmetic on loop variables alone is exact:
+        # isl's `x + A[i] * 0` is x, which would change which; audit helper-122)
         return _simplify_operands(e, context, data_vars) if isinstance(e, BinaryOp) else e
     return result
 

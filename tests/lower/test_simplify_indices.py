@@ -212,6 +212,34 @@ def test_a_widening_cast_or_a_let_of_loaded_arithmetic_keeps_its_wrapping():
     np.testing.assert_array_equal(got, expected)
 
 
+@T.prim_func
+def _loaded_value_times_zero_in_an_index(A: T.Buffer((4,), "int32"),
+                                         C: T.Buffer((2, 4), "int32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[0, T.max((vi * 1073741824 + A[vi] * 0) // 1073741824, 0)] = vi + 10
+            C[1, T.max((vi * 1073741824 + (A[vi] - A[vi])) // 1073741824, 0)] = vi + 20
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_arithmetic_on_data_keeps_wrapping_when_the_data_cancels_out(target):
+    # audit, helper-122: `A[vi] * 0` (and `A[vi] - A[vi]`) dropped from the index, the rest
+    # became index arithmetic, computed exactly: C[vi] written where the sum wraps at
+    # vi = 2, 3 (numpy's and the interpreter's C[0])
+    a = np.arange(4, dtype=np.int32)
+    expected = np.zeros((2, 4), np.int32)
+    for v in range(4):
+        wrapped = (v * 2**30 + 2**31) % 2**32 - 2**31
+        expected[:, max(wrapped // 2**30, 0)] = [v + 10, v + 20]
+    got = np.zeros((2, 4), np.int32)
+    sched.interpret(_loaded_value_times_zero_in_an_index, a, got)
+    np.testing.assert_array_equal(got, expected)
+    got = np.zeros((2, 4), np.int32)
+    sched.build(_loaded_value_times_zero_in_an_index, target=target)(a, got)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_a_widening_cast_of_an_index_past_int32_casts_the_wrapped_value():
     # audit, helper-107: at i = 32768 the interpreter casts the wrapped i * 65536 (A[32]),
     # the lowering read the cast's operand exactly (A[8])
