@@ -61,6 +61,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.schedule.base import BlockRV, ScheduleBase
+from sched.schedule.inline_integers import block_ranges, exact_value, fits_its_type
 from sched.schedule.memory import _check_scope
 from sched.schedule.scope import add_allocation, scope_of, splice, taken_names
 from sched.schedule.state import find_block, replace
@@ -90,6 +91,9 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
         for expr in _cached(store, allowed, cse_thresh):
             if expr not in chosen:
                 chosen.append(expr)
+    # an int32 index whose exact value leaves int32 cannot be stored in an int32 buffer
+    ranges = block_ranges(func, block)
+    chosen = [e for e in chosen if fits_its_type(e, ranges)]
     chosen.sort(key=lambda e: -_complexity(e))          # stable: ties keep their order
     if not chosen:
         return func, []
@@ -101,8 +105,10 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
         buffer = _index_buffer(fresh(f"index_var_{k}", taken), expr, variables, doms,
                                storage_scope)
         buffers.append(buffer)
-        stages.append(_stage(fresh(f"index_{k}", taken), buffer, expr, variables, doms,
-                             taken))
+        # stored, it is data (which wraps): the exact value of the index arithmetic, which
+        # may pass int32 on the way (`vi * 2**30 // 2**30 + 2`: audit helper-122)
+        stages.append(_stage(fresh(f"index_{k}", taken), buffer,
+                             exact_value(expr, expr.dtype, ranges), variables, doms, taken))
         loads.append(BufferLoad(buffer, tuple(variables)))
     new_block = _rewrite(block, chosen, loads)
     new_func = replace(func, realize, dataclasses.replace(realize, block=new_block))

@@ -43,6 +43,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
+from sched.schedule.inline_integers import block_ranges, exact_index, wrapped_value
 from sched.schedule.reverse_inline_checks import (
     refuse_control_around,
     refuse_other_elements,
@@ -181,17 +182,22 @@ def _refuse_between(func, primitive, deps, reason, render) -> None:
 
 class _LoadReplacer(IRMutator):
     """Every load of `store.buffer` replaced by the stored value at the loaded indices,
-    rounded as the store rounded it (`stored_value`)."""
+    rounded and wrapped as the store rounded and wrapped it (`stored_value`; `ranges`: of
+    the storing block's variables), each index computed as the stored block computed its
+    variable (`exact_index`; `loading`: the ranges of the loading block's variables)."""
 
-    def __init__(self, store: BufferStore) -> None:
+    def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None) -> None:
         self.store = store
-        self.value = stored_value(store)
+        self.value = wrapped_value(stored_value(store), ranges)
+        self.loading = loading if loading is not None else ranges
 
     def visit_BufferLoad(self, load: BufferLoad):
         load = self.visit_children(load)
         if load.buffer.name != self.store.buffer.name:
             return load
-        return substitute(self.value, dict(zip(self.store.indices, load.indices)))
+        return substitute(self.value, {
+            var: exact_index(index, var, self.loading)
+            for var, index in zip(self.store.indices, load.indices) if isinstance(var, Var)})
 
 
 def stored_value(store: BufferStore) -> Expr:
@@ -274,7 +280,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
     _refuse_between(func, primitive, late, lambda d: (
         f"block {d.sink.block.name!r} overwrites {d.buffer!r}, which {block_name!r} reads, "
         f"before a consumer runs: inlined, the consumer would read the new values"), render)
-    replacer, outer = _LoadReplacer(store), _outer_vars(func)
+    ranges, outer = block_ranges(func, realize.block), _outer_vars(func)
 
     class Inline(IRMutator):
         def visit_BlockRealize(self, node: BlockRealize):
@@ -282,6 +288,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             block = node.block
             if block.name not in readers:
                 return node
+            replacer = _LoadReplacer(store, ranges, block_ranges(func, block))
             # every place the reader can load the buffer: its bindings and predicate (the
             # enclosing scope's), its domains, init, body (loop bounds and nested blocks too)
             body = replacer.visit(block.body)
@@ -381,7 +388,10 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         f"{p_realize.block.name!r} and {block_name!r}, which would then write it earlier"),
         render)
     # the consumer loads one element per instance, the one its producer instance stores
-    value = _LoadReplacer(p_store).visit(_at_store(substitute(store.value, mapping), p_store))
+    ranges = block_ranges(func, p_realize.block)
+    exact = {var: exact_index(index, var, ranges) for var, index in mapping.items()}
+    value = _LoadReplacer(p_store, ranges).visit(_at_store(substitute(store.value, exact),
+                                                           p_store))
     indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)
     new_store = BufferStore(store.buffer, value, indices)
     producer = p_realize.block

@@ -27,6 +27,7 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.names import fresh
 from sched.ir.nodes import (
+    TRUE,
     Block,
     BlockRealize,
     Buffer,
@@ -99,7 +100,15 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     body = _padded_block(realize, loops, padded, copies, new)
     before = [_fill(a, copies[name], old, new, taken) for name, a in padded.items()
               if name != store.buffer.name]
-    after = [_copy_back(output, copies[store.buffer.name], old, taken)] \
+    # the padded reduction runs no instance where a reduce range is empty (`range(m - 1)`
+    # at m = 1), so it leaves its copy uninitialized there; the original keeps the caller's
+    # values (README, "Reductions"): the copy back runs only where every range has a point
+    # (audit helper-122: garbage copied into C)
+    runs = [old[iv.var] >= const(1, old[iv.var].dtype) for iv in block.iter_vars
+            if iv.kind == "reduce" and not (isinstance(old[iv.var], IntImm)
+                                            and old[iv.var].value >= 1)]
+    after = [_copy_back(output, copies[store.buffer.name], old, taken,
+                        logical_and(*runs) if runs else TRUE)] \
         if store.buffer.name in padded else []
     new_func = replace(func, loops[0], body)
     top = scope_of(new_func, find_block(new_func, block_name, PRIMITIVE), PRIMITIVE).top
@@ -187,16 +196,16 @@ def _to_copy(stmt, access: Access, copy: Buffer):
     return ToCopy().visit(stmt)
 
 
-def _copypadded_nest(name: str, access: Access, extents: list[int], taken: set[str], store_of):
+def _copypadded_nest(name: str, access: Access, extents: list[int], taken: set[str], store_of,
+                     predicate: Expr = TRUE):
     """A nest over `extents` (one loop per dimension of the copy) around a block `name` whose
-    body is `store_of(variables)`."""
+    body is `store_of(variables)`, run where `predicate` (on the symbolic dims) holds."""
     loops = [Var(fresh(f"ax{d}", taken), _index_dtype(i)) for d, i in enumerate(access.indices)]
     vars_ = [Var(fresh(f"v{d}", taken), lp.dtype) for d, lp in enumerate(loops)]
     iter_vars = tuple(IterVar(v, Range(const(0, v.dtype), e)) for v, e in zip(vars_, extents))
     body = store_of(vars_)
     reads, writes = infer_block_regions(body, None, iter_vars)
-    stmt = BlockRealize(tuple(loops), IntImm(1, "bool"), Block(name, iter_vars, reads, writes,
-                                                                 body))
+    stmt = BlockRealize(tuple(loops), predicate, Block(name, iter_vars, reads, writes, body))
     for loop, extent in reversed(list(zip(loops, extents))):
         stmt = For(loop, const(0, loop.dtype), extent, "serial", stmt)
     return stmt
@@ -225,15 +234,16 @@ def _fill(access: Access, copy: Buffer, old: dict, new: dict, taken: set[str]):
     return _copypadded_nest(copy.name, access, extents, taken, store_of)
 
 
-def _copy_back(access: Access, copy: Buffer, old: dict, taken: set[str]):
-    """The block copying `copy` back into `access.buffer` over the old extents."""
+def _copy_back(access: Access, copy: Buffer, old: dict, taken: set[str], predicate: Expr):
+    """The block copying `copy` back into `access.buffer` over the old extents, where
+    `predicate` holds."""
     extents = [old[i] if isinstance(i, Var) else IntImm(1) for i in access.indices]
 
     def store_of(vars_):
         return BufferStore(access.buffer, BufferLoad(copy, tuple(vars_)),
                            _source(access, vars_))
     return _copypadded_nest(fresh(f"{access.buffer.name}_unpad", taken), access, extents, taken,
-                      store_of)
+                            store_of, predicate)
 
 
 class PadEinsumPrimitives(ScheduleBase):

@@ -187,3 +187,43 @@ def test_float16_arithmetic_is_not_cached_where_a_store_would_round_it(cse_thres
     sched.build(half_value, target="c")(a, want)
     sched.build(sch.func, target="c")(a, got)
     np.testing.assert_array_equal(got, want)
+
+
+@T.prim_func
+def _index_past_int32_on_the_way(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[vi * 1073741824 // 1073741824 + 2]
+
+
+def test_a_cached_index_keeps_the_exact_value_of_its_arithmetic():
+    # vi * 2**30 // 2**30 + 2 is vi + 2 as index arithmetic; stored into the int32 index
+    # buffer it wrapped (C read A[0], A[1] at vi = 2, 3: audit helper-122), so it is stored
+    # computed in int64
+    sch = sched.Schedule(_index_past_int32_on_the_way)
+    sch.cache_index(sch.get_block("C"), "global")
+    assert ('index_var_0[v0] = T.Cast("int32", T.Cast("int64", v0) * T.int64(1073741824) '
+            '// T.int64(1073741824) + T.int64(2))') in sch.mod.script()
+    a = np.arange(8, dtype=np.int32) * 10
+    c = np.zeros(4, np.int32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_array_equal(c, a[2:6])
+
+
+def test_an_index_whose_value_leaves_int32_is_not_cached():
+    # vi * 2**30 + vj * 2 is past int32 at vi = 2 (an int64 buffer's index, computed
+    # exactly): an int32 index buffer could not hold it, so it is not cached
+    f = sched.parse('''
+@T.prim_func
+def f(a: T.handle, C: T.Buffer((4, 4), "float32")):
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    for i, j in T.grid(4, 4):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi * 1073741824 + vj * 2]
+''')
+    sch = sched.Schedule(f)
+    sch.cache_index(sch.get_block("C"), "global")
+    assert "index_var" not in sch.mod.script()

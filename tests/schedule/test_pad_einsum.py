@@ -300,3 +300,38 @@ def test_a_triangular_nest_is_refused():
     x = np.zeros((5, 3), np.float32)
     sched.build(sch.func, target="c")(a, x)
     np.testing.assert_allclose(x, [[a[i, :i + 1].sum()] * 3 for i in range(5)])
+
+
+@T.prim_func
+def _reduction_over_m_minus_1(var_A: T.handle, var_B: T.handle, var_C: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(var_A, (n, m), "float32")
+    B = T.match_buffer(var_B, (m, 4), "float32")
+    C = T.match_buffer(var_C, (n, 4), "float32")
+    for i, j, k in T.grid(n, 4, m - 1):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(1)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+@pytest.mark.parametrize("m", [1, 2, 6])
+def test_a_reduce_range_that_may_be_empty_leaves_the_output_as_the_caller_passed_it(m):
+    # at m = 1 the reduction runs no instance, so C keeps its values (README, "Reductions");
+    # padded, C_pad was never initialized and its garbage copied into C (audit helper-122)
+    sch = sched.Schedule(_reduction_over_m_minus_1)
+    sch.pad_einsum(sch.get_block("C"), [4, 4, 4])
+    assert "T.where(m - 1 >= 1)" in sch.mod.script()
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((3, m)).astype(np.float32)
+    b = rng.standard_normal((m, 4)).astype(np.float32)
+    expected = np.full((3, 4), 42.0, np.float32)
+    if m > 1:
+        expected = 1 + a[:, :m - 1] @ b[:m - 1]
+    for run in (sched.build(sch.func, target="c"),
+                lambda *args: sched.interpret(sch.func, *args)):
+        c = np.full((3, 4), 42.0, np.float32)
+        run(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-5)

@@ -1,0 +1,133 @@
+"""compute_inline and reverse_compute_inline of int32 values that move between data (stored
+values: arithmetic wraps) and index arithmetic (exact): schedule/inline_integers.py. Audit
+helper-122 found each of these changing the numbers or raising a VerifyError."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+
+
+def _wrapped(value: int) -> int:
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def _run(func, *arrays, target="c"):
+    """The outputs of `func` on copies of `arrays` (the last is the output), built for
+    `target` and interpreted: both must agree."""
+    built = [a.copy() for a in arrays]
+    sched.build(func, target=target)(*built)
+    interpreted = [a.copy() for a in arrays]
+    sched.interpret(func, *interpreted)
+    np.testing.assert_array_equal(built[-1], interpreted[-1])
+    return built[-1]
+
+
+_STORED_PAST_INT32 = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((4,), "int32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = vi * 1073741824
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[B[vi] // 1073741824 + 2]
+''')
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_stored_value_that_wraps_keeps_wrapping_in_the_index_it_is_inlined_into(target):
+    # B stores 0, 2**30, -2**31, -2**30: C reads A[2], A[3], A[0], A[1]; inlined bare, the
+    # index was A[vi + 2] (exact index arithmetic)
+    a = np.arange(8, dtype=np.int32) * 10
+    expected = np.array([a[_wrapped(v * 2**30) // 2**30 + 2] for v in range(4)], np.int32)
+    sch = sched.Schedule(_STORED_PAST_INT32)
+    sch.compute_inline(sch.get_block("B"))
+    assert 'T.Cast("int32", T.Cast("int64", vi * 1073741824))' in sch.mod.script()
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32), target=target),
+                                  expected)
+
+
+def test_a_stored_value_that_stays_in_int32_is_inlined_as_written():
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((4,), "int32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = vi * 4 + 1
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[B[vi]]
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    assert "C[vi] = A[vi * 4 + 1]" in sch.mod.script()
+    a = np.arange(16, dtype=np.int32)
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a[1::4])
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_an_index_past_int32_on_the_way_keeps_its_exact_value_in_the_inlined_data(target):
+    # C reads B[vi * 2**30 // 2**30 + 2] = B[vi + 2] (index arithmetic is exact), and B's
+    # value computes with its variable: substituted bare into `A[vi] + vi`, the product
+    # wrapped (C[2] = A[2] + 0 instead of A[4] + 4)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + vi
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = B[vi * 1073741824 // 1073741824 + 2]
+''')
+    a = np.arange(8, dtype=np.int32) * 10
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32), target=target),
+                                  a[2:6] + np.arange(2, 6))
+
+
+_MIXED = '''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range({producer}):
+        with T.block("B"):
+            vi = T.axis.spatial({producer}, i)
+            B[vi] = A[vi] * 2 + vi
+    for i in range({consumer}):
+        with T.block("C"):
+            vi = T.axis.spatial({consumer}, i)
+            C[vi] = B[{index}] + vi
+'''
+
+
+@pytest.mark.filterwarnings("ignore::sched.errors.ScriptWarning")
+@pytest.mark.parametrize("producer, consumer, index", [
+    ("8", "8", 'T.Cast("int64", vi)'),            # an int64 index of an int32 variable
+    ("8", "T.int64(8)", "vi"),                    # int64 consumer, int32 producer
+    ("T.int64(8)", "8", "vi"),                    # int32 consumer, int64 producer
+])
+@pytest.mark.parametrize("inline", ["compute_inline", "reverse_compute_inline"])
+def test_inlining_between_int32_and_int64_variables(producer, consumer, index, inline):
+    # each raised a VerifyError ("a int64 value is stored to 'C' of dtype int32"): the
+    # variable substituted is converted to the dtype of the one it replaces (the script's
+    # `+ vi` of an int64 vi is converted on store, as TVM does: a ScriptWarning)
+    f = sched.parse(_MIXED.format(producer=producer, consumer=consumer, index=index))
+    sch = sched.Schedule(f)
+    getattr(sch, inline)(sch.get_block("B" if inline == "compute_inline" else "C"))
+    a = np.arange(8, dtype=np.int32) * 10
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)),
+                                  a * 2 + 2 * np.arange(8))
