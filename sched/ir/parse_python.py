@@ -5,13 +5,15 @@ file (`SHAPE = (128, 64)`, then `T.Buffer(SHAPE, "float32")`, `T.grid(*SHAPE)`, 
 arithmetic of Python numbers (`2 ** 10`). `inline_python_values` rewrites the script's syntax
 tree so: a name the script never binds, whose Python value is a tuple or list of numbers (or of
 such tuples), becomes that literal; indexing such a literal by a constant, and unpacking it into
-a call's arguments, are done; a power of two number literals is computed. Numbers themselves stay
+a call's arguments, are done; a power of two number literals is computed, and so are the
+shifts and bitwise operations of two integer literals. Numbers themselves stay
 names, read where they are used (ExprParser.lookup), as before.
 """
 
 from __future__ import annotations
 
 import ast
+import operator
 
 
 def inline_python_values(function: ast.AST, outer: dict) -> ast.AST:
@@ -38,6 +40,11 @@ def _number(value) -> ast.AST | None:
     if isinstance(value, bool | int | float):
         return ast.Constant(value)
     return None
+
+
+_INTEGER_OPERATIONS = {ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+                       ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+                       ast.BitXor: operator.xor}
 
 
 class _Inliner(ast.NodeTransformer):
@@ -78,4 +85,14 @@ class _Inliner(ast.NodeTransformer):
                 isinstance(side, ast.Constant) and type(side.value) in (int, float)
                 for side in (node.left, node.right)):
             return ast.copy_location(ast.Constant(node.left.value ** node.right.value), node)
+        # Python's own integers, as TVM's parser computes them (`T.Buffer((1 << 20,), ...)`
+        # is a constant shape, not a call the argument checks cannot evaluate)
+        operation = _INTEGER_OPERATIONS.get(type(node.op))
+        if operation is not None and all(
+                isinstance(side, ast.Constant) and type(side.value) is int
+                for side in (node.left, node.right)) and (
+                0 <= node.right.value <= 64 or not isinstance(node.op, ast.LShift | ast.RShift)):
+            value = operation(node.left.value, node.right.value)
+            if -(1 << 63) <= value < 1 << 63:
+                return ast.copy_location(ast.Constant(value), node)
         return node

@@ -113,10 +113,9 @@ def _parse_source(source: str, line_offset: int, filename: str | None,
         line = None if exc.lineno is None else exc.lineno + line_offset
         raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
     parser = _Parser(line_offset, filename, source, outer)
-    if outer:
-        tree.body = [inline_python_values(node, outer)
-                     if isinstance(node, ast.FunctionDef | ast.ClassDef) else node
-                     for node in tree.body]
+    tree.body = [inline_python_values(node, outer or {})
+                 if isinstance(node, ast.FunctionDef | ast.ClassDef) else node
+                 for node in tree.body]
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom) \

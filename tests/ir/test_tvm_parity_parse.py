@@ -77,6 +77,26 @@ def limits(A: T.Buffer((4,), "float16"), B: T.Buffer((2,), "int32"), C: T.Buffer
         C[1] = T.min_value("int8")
 
 
+def test_shifts_and_bitwise_operations_of_integer_literals_are_python_integers():
+    # TVM's parser computes them in Python: `T.Buffer((1 << 10,), ...)` is a shape of 1024
+    # (it was T.shift_left(1, 10), which the argument checks could not evaluate), whether the
+    # script is a string or a decorated function
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((1 << 10,), "float32"), C: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[vi * (1 << 8) + (7 & 3) + (8 >> 3) + (4 | 1) + (6 ^ 2) + 2 ** 3]
+''')
+    script = f.script()
+    assert 'A: T.Buffer((1024,), "float32")' in script
+    assert "A[vi * 256 + 3 + 1 + 5 + 4 + 8]" in script
+    a, c = np.arange(1024, dtype=np.float32), np.zeros(4, np.float32)
+    run_c(f, a, c)
+    np.testing.assert_array_equal(c, np.arange(4) * 256 + 21)
+
+
 def test_min_value_and_max_value_are_the_finite_limits():
     round_trips(limits)
     a, b, c = np.zeros(4, np.float16), np.zeros(2, np.int32), np.zeros(2, np.int8)
