@@ -41,15 +41,24 @@ class CommReducer:
     fidentity: Callable
     name: str = "reduce"
 
-    def __call__(self, source, axis, where=None) -> TupleReduce:
-        sources = tuple(convert(s) for s in source) if isinstance(source, tuple | list) \
-            else (convert(source),)
+    def __call__(self, source, axis, where=None, init=None) -> TupleReduce:
+        """The reduction of `source` (a value, or a tuple of them) over `axis` where `where`
+        holds, starting from `init` (one value per source, TVM's `init=`) instead of the
+        identity: an empty range leaves the output at `init`."""
+        several = isinstance(source, tuple | list)
+        sources = tuple(convert(s) for s in source) if several else (convert(source),)
         check_where(where, self.name)
         condition = None if where is None else convert(where)
         if condition is not None and condition.dtype != "bool":
             raise DSLError(f"{self.name}: where= must be a condition, got a {condition.dtype}")
-        return TupleReduce(self, sources, _axes(axis), condition,
-                           isinstance(source, tuple | list))
+        starts = None
+        if init is not None:
+            starts = tuple(init) if isinstance(init, tuple | list) else (init,)
+            if len(starts) != len(sources):
+                raise DSLError(f"{self.name}: init= gives {len(starts)} value(s) for "
+                               f"{len(sources)} reduced one(s); give one per value")
+            starts = tuple(convert(v, s.dtype) for v, s in zip(starts, sources))
+        return TupleReduce(self, sources, _axes(axis), condition, several, starts)
 
     def combine(self, accumulated: tuple[Expr, ...], incoming: tuple[Expr, ...]
                 ) -> tuple[Expr, ...]:
@@ -85,6 +94,7 @@ class TupleReduce:
     axes: tuple
     condition: Expr | None
     several: bool
+    init: tuple[Expr, ...] | None = None    # where the reduction starts (None: the identity)
 
     def _misused(self, *_):
         raise DSLError(f"a {self.reducer.name} reduction must be the whole body of a compute")

@@ -139,8 +139,8 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
 
 
 def _tuple_reduction(body: TupleReduce, outputs, spatial, to_iter, names: set[str]):
-    """(update, init) of a te.comm_reducer's block: the init stores the identity in each
-    output; the update binds each new value (`v_<output>: dtype = ...`, from the old values)
+    """(update, init) of a te.comm_reducer's block: the init stores the identity (or the
+    reduction's `init=`) in each output; the update binds each new value (`v_<output>: dtype = ...`, from the old values)
     and then stores them all, as TVM writes it."""
     reducer = body.reducer
     dtypes = [b.dtype for b in outputs]
@@ -151,7 +151,9 @@ def _tuple_reduction(body: TupleReduce, outputs, spatial, to_iter, names: set[st
         incoming = [Select(condition, v, e) for v, e in zip(incoming, identity)]
     accumulated = tuple(b[spatial] for b in outputs)
     new_values = reducer.combine(accumulated, tuple(incoming))
-    init = seq(*[BufferStore(b, e, spatial) for b, e in zip(outputs, identity)])
+    starts = identity if body.init is None else \
+        [substitute(convert(v, d), to_iter) for v, d in zip(body.init, dtypes)]
+    init = seq(*[BufferStore(b, e, spatial) for b, e in zip(outputs, starts)])
     if len(outputs) == 1:
         return BufferStore(outputs[0], new_values[0], spatial), init
     temps = [Var(fresh(f"v_{b.name}", names), b.dtype) for b in outputs]

@@ -129,6 +129,39 @@ def test_one_value_reducer_with_where():
     np.testing.assert_allclose(out, a[:, :5].prod(axis=1), rtol=1e-5)
 
 
+def test_a_reducer_starts_from_init_as_tvms_does():
+    # TVM's reducer(source, axis, where=None, init=None): a raw TypeError here (audit
+    # helper-123); a product from 2, rfactor's partials from the identity 1
+    product = te.comm_reducer(lambda x, y: x * y, lambda t: 1.0, name="product")
+    A = te.placeholder((4, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    P = te.compute((4,), lambda i: product(A[i, k], axis=k, init=te.const(2.0, "float32")),
+                   name="P")
+    sch = sched.Schedule(te.create_prim_func([A, P]))
+    assert "P[v_i] = T.float32(2.0)" in sch.mod.script()
+    _, ki = sch.split(sch.get_loops(sch.get_block("P"))[1], factors=[None, 4])
+    sch.rfactor(ki, factor_axis=0)
+    a = np.random.default_rng(2).uniform(0.5, 1.5, (4, 8)).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    sched.build(sch.func, target="c")(a, out)
+    np.testing.assert_allclose(out, 2 * a.prod(axis=1), rtol=1e-5)
+
+
+def test_argmax_from_an_init_pair():
+    A = te.placeholder((6, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    start = (te.const(-7, "int32"), te.const(0.5, "float32"))
+    idx, val = te.compute((6,), lambda i: _arg_reducer("argmax", "first")(
+        (k, A[i, k]), axis=k, init=start), name="T")
+    a = np.random.default_rng(3).uniform(0, 1, (6, 8)).astype(np.float32)
+    got_idx, got_val = _run(te.create_prim_func([A, idx, val]), a)
+    above = a.max(axis=1) > 0.5
+    np.testing.assert_array_equal(got_idx, np.where(above, a.argmax(axis=1), -7))
+    np.testing.assert_array_equal(got_val, np.maximum(a.max(axis=1), np.float32(0.5)))
+    with pytest.raises(DSLError, match="init= gives 1 value"):
+        _arg_reducer("argmax", "first")((k, A[0, k]), axis=k, init=0.0)
+
+
 def test_rfactor_refuses_a_reducer_it_cannot_prove():
     # keeps the value of the larger magnitude: associative perhaps, but not one rfactor knows
     def fcombine(x, y):
