@@ -136,9 +136,9 @@ def build(func, target: str = "c", *, arch: str | None = None,
 
 def _build_for_target(func, target, arch, compiler, debug, check_bounds, thread_order,
                       fast_math, sanitize, check_races, trace, extern_c):
-    _check_bounds(func, check_bounds)
+    refuse_out_of_bounds(func, check_bounds)
     if check_races:
-        _check_races(func)
+        refuse_races(func)
     if target == "c":
         from sched.c.kernel import build_c
 
@@ -240,7 +240,7 @@ def _default_cuda(func: PrimFunc, arch: str | None, partly: bool = False):
     return sch.func, sch.trace
 
 
-def _check_bounds(func: PrimFunc, check_bounds: str) -> None:
+def refuse_out_of_bounds(func: PrimFunc, check_bounds: str = "static") -> None:
     """Refuse `func` when it accesses out of bounds (see build's `check_bounds`)."""
     if check_bounds not in CHECK_BOUNDS:
         raise ValueError(f"build: check_bounds must be one of "
@@ -265,7 +265,7 @@ def _check_bounds(func: PrimFunc, check_bounds: str) -> None:
             stacklevel=4)
 
 
-def _check_races(func: PrimFunc) -> None:
+def refuse_races(func: PrimFunc) -> None:
     """Refuse `func` when a loop that runs its iterations at the same time lets them race
     (see build's `check_races`)."""
     from sched.errors import BuildError

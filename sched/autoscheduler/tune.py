@@ -127,6 +127,7 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
         raise ValueError(f"tune: {workload.name!r} takes the scalar parameter(s) "
                          f"{', '.join(scalars)}; candidates are measured with arrays alone: "
                          f"tune it with them fixed (a constant in the function)")
+    _refuse_unbuildable(workload)
     timing = timing or TimingOptions()
     database = Database(db if db is not None else ":memory:")
     space = SearchSpace(workload, seed=seed or 0)
@@ -319,6 +320,24 @@ class _Proposal:
         if self._error is not None:
             raise self._error
         return self._batch
+
+
+def _refuse_unbuildable(workload: Workload) -> None:
+    """Refuse a function `sched.build` refuses as given (a loop marked parallel whose
+    iterations race, an access out of bounds): every candidate keeps its steps, so none
+    would build, and the run would end with nothing measured and no reason (audit
+    helper-123)."""
+    from sched.build import refuse_out_of_bounds, refuse_races
+    from sched.errors import BuildError
+    from sched.polyhedral.in_bounds import OutOfBoundsError
+
+    func = workload.base_schedule().func
+    try:
+        refuse_out_of_bounds(func)
+        refuse_races(func)
+    except (BuildError, OutOfBoundsError) as error:
+        raise type(error)(f"tune: {workload.name!r} cannot be built as given, so no "
+                          f"candidate could: {str(error).removeprefix('build: ')}") from None
 
 
 def _baseline(workload: Workload, measurer, before_timing=None) -> float | None:

@@ -140,8 +140,8 @@ def _compute_nest(tensor: Tensor, taken_names: set[str]) -> Stmt:
 
 def _tuple_reduction(body: TupleReduce, outputs, spatial, to_iter, names: set[str]):
     """(update, init) of a te.comm_reducer's block: the init stores the identity (or the
-    reduction's `init=`) in each output; the update binds each new value (`v_<output>: dtype = ...`, from the old values)
-    and then stores them all, as TVM writes it."""
+    reduction's `init=`) in each output; the update binds each new value (`v_<output>:
+    dtype = ...`, from the old values) and then stores them all, as TVM writes it."""
     reducer = body.reducer
     dtypes = [b.dtype for b in outputs]
     identity = reducer.identity(dtypes)

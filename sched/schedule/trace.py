@@ -5,7 +5,8 @@
     l4, l5 = sch.split(l1, factors=[None, 32])
     v6 = sch.sample_perfect_tile(l2, n=2, max_innermost_factor=16, decision=[4, 8])
 
-`print(sch.trace)` prints that: runnable Python, given `sch = sched.Schedule(func)`.
+`print(sch.trace)` prints that: runnable Python, given `sch = sched.Schedule(func)` (with
+the import of `T` first where an argument is an expression, `T.float32(0)`).
 `trace.apply(func)` replays it on a fresh function; `trace.to_json()` / `Trace.from_json(text)`
 store it. A sampling step keeps its decision: `trace.with_decision(index, value)` gives a trace
 that replays with another one, which is how the autoscheduler mutates schedules.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -121,7 +123,11 @@ class Trace:
         print(self)
 
     def __str__(self) -> str:
-        return "\n".join(i.to_python() for i in self.instructions)
+        text = "\n".join(i.to_python() for i in self.instructions)
+        # an expression argument (a pad value, a predicate) is written as scripts write it
+        if re.search(r"\bT\.", text):
+            text = f"from sched.script import T\n\n{text}"
+        return text
 
     def __len__(self) -> int:
         return len(self.instructions)

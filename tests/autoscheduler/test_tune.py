@@ -587,6 +587,21 @@ def test_a_workload_with_a_scalar_parameter_is_refused_before_the_search():
         tune(scaled, "c", trials=2, progress=False)
 
 
+def test_a_function_build_refuses_as_given_is_refused_before_the_search():
+    # audit, helper-123: a parallel loop whose iterations race gave 0 trials, no error and
+    # no reason; result.kernel then said sched.build builds the function as it is
+    @T.prim_func
+    def racy(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        for i in T.parallel(63):
+            with T.block("B"):
+                vi = T.axis.spatial(63, i)
+                A[vi + 1] = A[vi] + B[vi]
+
+    with pytest.raises(sched.BuildError, match="tune: 'racy' cannot be built as given, so no "
+                                               "candidate could: the iterations of loop 'i'"):
+        tune(racy, "c", trials=2, progress=False)
+
+
 def test_a_record_that_does_not_replay_is_a_warning_and_the_function_still_builds(tmp_path):
     # audit, helper-36: a record another sched wrote (or an edited database) raised a bare
     # "get_block: no block named 'NOPE'" from sched.build, naming neither database nor record

@@ -136,6 +136,23 @@ def test_non_finite_and_numpy_numbers_print_as_replayable_python():
     assert Trace.from_json(sch.trace.to_json()).apply(func).func.script() == sch.func.script()
 
 
+def test_a_trace_with_an_expression_argument_imports_t_first():
+    # audit, helper-123: a pad value written as a function printed `T.Cast(...)`, and the
+    # text given only `sch` raised NameError: name 'T' is not defined
+    A = te.placeholder((16, 4), name="A")
+    B = te.compute((16, 4), lambda i, j: A[i, j] * 2.0, name="B")
+    func = te.create_prim_func([A, te.compute((16, 4), lambda i, j: B[i, j] + 1.0, name="C")])
+    sch = sched.Schedule(func)
+    sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 8, j, i % 8),
+                         pad_value=lambda a, b, c: a * 1.0)
+    text = str(sch.trace)
+    assert text.startswith("from sched.script import T\n\n")
+    replay = sched.Schedule(func)
+    exec(text, {"sch": replay})
+    assert replay.func.script() == sch.func.script()
+    assert not str(scheduled().trace).startswith("from")     # (none needed: none printed)
+
+
 def test_a_replay_whose_decision_changes_the_handles_a_step_makes_is_refused():
     # the fuzzer: another compute location gave get_loops fewer loops, and a later step's
     # handle 'l66' was a KeyError; a ScheduleError says what changed
