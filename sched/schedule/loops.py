@@ -71,8 +71,11 @@ def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
     for factor in factors:
         if factor is not None and (not isinstance(factor, int) or isinstance(factor, bool)
                                    or factor <= 0):
-            raise ScheduleError("split", f"cannot split loop {loop!r} by {factor!r}: every "
-                                f"factor must be a positive integer (or one None)")
+            shown = factor.script() if isinstance(factor, Expr) else repr(factor)
+            symbolic = "; a symbolic factor is not supported (split by None and a constant, " \
+                "or by constants alone)" if isinstance(factor, Expr) else ""
+            raise ScheduleError("split", f"cannot split loop {loop!r} by {shown}: every factor "
+                                f"must be a positive integer (or one None){symbolic}")
         if factor is not None and factor > max_value(extent.dtype):
             raise ScheduleError("split", f"cannot split loop {loop!r} by {factor}: a factor "
                                 f"must fit the loop's {extent.dtype} extent (at most "

@@ -94,6 +94,8 @@ def test_split_symbolic_extent_runs_at_two_sizes(rng):
     ([5], "expected a list of at least two factors"),
     ([None, 2 ** 40], r"by 1099511627776: a factor must fit the loop's int32 extent"),  # 104
     ([2 ** 31, None], r"by 2147483648: a factor must fit"),
+    ([None, te.var("m")], r"by m: every factor must be a positive integer \(or one None\); a "
+                          r"symbolic factor is not supported"),     # (audit helper-123)
 ])
 def test_split_bad_factors_are_refused(factors, message):
     sch = sched.Schedule(elementwise())
