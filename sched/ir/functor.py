@@ -17,10 +17,13 @@ from sched.ir.nodes import (
     BlockRealize,
     Buffer,
     Expr,
+    FloatImm,
     For,
+    IntImm,
     LetStmt,
     Node,
     Stmt,
+    StringImm,
     Var,
     binary,
 )
@@ -43,21 +46,23 @@ _SCALAR_TYPES = frozenset({"str", "int", "float", "bool", "str | None", "int | N
 # buffers, ranges or iteration variables, none of which contains a statement)
 _STATEMENT_TYPES = frozenset({"Stmt", "Stmt | None", "tuple[Stmt, ...]", "Block",
                               "Annotations"})
-_CHILD_FIELDS: dict[tuple[type, bool], tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_STATEMENT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def child_field_names(cls: type, statements_only: bool = False) -> tuple[str, ...]:
     """The fields of node class `cls` that may hold nodes (declaration order), or with
     `statements_only` those that may hold statements or blocks: what a walk must enter.
-    Judged by the fields' declared types; a type not known here counts as holding nodes."""
-    key = (cls, statements_only)
-    names = _CHILD_FIELDS.get(key)
+    Judged by the fields' declared types; a type not known here counts as holding nodes.
+    A class with none (a constant, a variable) is a leaf: a walk need not call into it."""
+    table = _STATEMENT_FIELDS if statements_only else _CHILD_FIELDS
+    names = table.get(cls)
     if names is None:
         fields = [f for f in dataclasses.fields(cls) if str(f.type) not in _SCALAR_TYPES]
         if statements_only:
             fields = [f for f in fields if str(f.type) in _STATEMENT_TYPES
                       or not _is_expression_type(str(f.type))]
-        names = _CHILD_FIELDS[key] = tuple(f.name for f in fields)
+        names = table[cls] = tuple(f.name for f in fields)
     return names
 
 
@@ -77,14 +82,17 @@ class _Dispatching:
         cls._methods = {}
 
     def _method(self, node_class: type):
+        """The function `visit_<ClassName>` of this visitor's class, or None."""
         methods = type(self)._methods
-        try:
-            return methods[node_class]
-        except KeyError:
-            name = "visit_" + node_class.__name__
-            found = name if callable(getattr(type(self), name, None)) else None
-            methods[node_class] = found
-            return found
+        found = methods.get(node_class, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = getattr(type(self), "visit_" + node_class.__name__, None)
+            found = methods[node_class] = found if callable(found) else None
+        return found
+
+
+_UNKNOWN = object()
+LEAF_CLASSES = frozenset({IntImm, FloatImm, StringImm, Var})    # node classes holding no node
 
 
 class IRVisitor(_Dispatching):
@@ -93,12 +101,14 @@ class IRVisitor(_Dispatching):
     def visit(self, node) -> None:
         method = self._method(type(node))
         if method is not None:
-            getattr(self, method)(node)
+            method(self, node)
         else:
             self.visit_children(node)
 
     def visit_children(self, node) -> None:
-        for name in child_field_names(type(node)):
+        cls = type(node)
+        names = _CHILD_FIELDS.get(cls)
+        for name in child_field_names(cls) if names is None else names:
             value = getattr(node, name)
             if isinstance(value, Node):
                 self.visit(value)
@@ -120,12 +130,14 @@ class IRMutator(_Dispatching):
     def visit(self, node):
         method = self._method(type(node))
         if method is not None:
-            return getattr(self, method)(node)
+            return method(self, node)
         return self.visit_children(node)
 
     def visit_children(self, node):
         changes = None
-        for name in child_field_names(type(node)):
+        cls = type(node)
+        names = _CHILD_FIELDS.get(cls)
+        for name in child_field_names(cls) if names is None else names:
             old = getattr(node, name)
             if isinstance(old, Node):
                 new = self.visit(old)
@@ -252,7 +264,9 @@ def _statement_level(node_type) -> bool:
 def _collect_into(node, node_type, skip_expressions: bool, found: list) -> None:
     if isinstance(node, node_type):
         found.append(node)
-    for name in child_field_names(type(node), skip_expressions):
+    cls = type(node)
+    names = (_STATEMENT_FIELDS if skip_expressions else _CHILD_FIELDS).get(cls)
+    for name in child_field_names(cls, skip_expressions) if names is None else names:
         value = getattr(node, name)
         if isinstance(value, Node):
             _collect_child(value, node_type, skip_expressions, found)
@@ -263,11 +277,15 @@ def _collect_into(node, node_type, skip_expressions: bool, found: list) -> None:
 def _collect_child(child, node_type, skip_expressions: bool, found: list) -> None:
     if skip_expressions and isinstance(child, Expr | Buffer):
         return
-    if isinstance(child, BlockRealize | For):
+    if isinstance(child, BlockRealize | For | Block):
         # each block's and loop's answer is remembered: a step rebuilds the function around
-        # the blocks and loops it did not touch, and the next walk takes their answers
-        # instead of walking them again
+        # the blocks and loops it did not touch (and a realize around the block whose
+        # bindings it rewrote), and the next walk takes their answers instead of walking them
+        # again
         found += _remembered(child, node_type, skip_expressions)
+    elif type(child) in LEAF_CLASSES:        # (a constant or a variable: nothing inside)
+        if isinstance(child, node_type):
+            found.append(child)
     else:
         _collect_into(child, node_type, skip_expressions, found)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.builders import const
+from sched.ir.memo import BoundedCache
 from sched.ir.nodes import PrimFunc, Range, Var
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr
-from sched.polyhedral.isl_text import parse_map
+from sched.polyhedral.isl_text import read_map
 from sched.polyhedral.model import build_model
 
 
@@ -46,23 +47,45 @@ def buffer_region(func: PrimFunc, block: str, buffer: str, loop: str | None = No
              if not (relax_threads and lp.kind == "thread_binding"
                      and (lp.thread_tag or "").startswith("threadIdx"))]
     outer = tuple(outer[p] for p in fixed)
-    box = None
-    for statement in statements:
-        relation = statement.accesses_of(buffer, access)
-        if relation is not None:
-            touched = _touched_per_outer_iteration(model, statement, relation, fixed)
-            box = touched if box is None else box.union(touched)
-    if box is None:
+    relations = [(statement, statement.accesses_of(buffer, access)) for statement in statements]
+    relations = [(statement, relation) for statement, relation in relations
+                 if relation is not None]
+    if not relations:
         raise ValueError(f"block {block!r} does not access buffer {buffer!r}")
-    if box.is_empty():         # every access sits under a condition that never holds
-        raise ValueError(f"block {block!r} accesses no element of buffer {buffer!r}: its "
-                         f"accesses are under conditions that never hold")
     variables = {isl_name(lp.var): lp.var for lp in outer}
     variables |= {isl_name(v): v for v in model.func.symbolic_vars}
     variables |= {isl_name(p): p for p in model.func.params if isinstance(p, Var)}
-    context = box.params()
     shape = next(view.buffer.shape for s in statements for view in s.accesses
                  if view.buffer.name == buffer)
+    # the box is a function of these texts (isl's answers are values), remembered: a step
+    # leaves most statements as they were, and an autoscheduler replaying traces meets the
+    # same statements again
+    key = (tuple(model.params), tuple(fixed), tuple(shape), tuple(variables.items()),
+           tuple((tuple(s.loop_names()), tuple(s.constraints), s.instance(), str(relation))
+                 for s, relation in relations))
+    ranges = _BOXES.recall(key)
+    if ranges is None:
+        ranges = _BOXES.remember(key, _box(model, relations, fixed, variables, shape))
+    if isinstance(ranges, str):
+        raise ValueError(f"block {block!r} accesses no element of buffer {buffer!r}: its "
+                         f"accesses are under conditions that never hold")
+    return ranges
+
+
+# (the texts of the accesses, see buffer_region) -> the box, or "empty"
+_BOXES = BoundedCache(1 << 10)
+
+
+def _box(model, relations, fixed: list[int], variables: dict[str, Var], shape):
+    """The box of the accesses `relations` (statement, isl map) in one iteration of the loops
+    at positions `fixed` (buffer_region), or "empty" where no access runs."""
+    box = None
+    for statement, relation in relations:
+        touched = _touched_per_outer_iteration(model, statement, relation, fixed)
+        box = touched if box is None else box.union(touched)
+    if box.is_empty():         # every access sits under a condition that never holds
+        return "empty"
+    context = box.params()
     ranges = []
     for d in range(box.dim(isl.dim_type.set)):
         try:
@@ -85,8 +108,8 @@ def _touched_per_outer_iteration(model, statement, relation: isl.Map,
     params = ", ".join(model.params)
     loop_names = statement.loop_names()
     constraints = " and ".join(statement.constraints) or "true"
-    loops_to_instance = parse_map(f"[{params}] -> {{ [{', '.join(loop_names)}] -> "
-                                  f"{statement.instance()} : {constraints} }}")
+    loops_to_instance = read_map(f"[{params}] -> {{ [{', '.join(loop_names)}] -> "
+                                 f"{statement.instance()} : {constraints} }}")
     n_params = loops_to_instance.dim(isl.dim_type.param)
     moved = loops_to_instance.apply_range(relation)
     for position in reversed(fixed):           # later positions first: earlier ones stay

@@ -18,29 +18,22 @@ from sched.ir.memo import register
 from sched.polyhedral.isl_build import build
 
 
+@register
+@functools.lru_cache(maxsize=1 << 14)
 def read_map(text: str) -> isl.Map:
     """The map `text` denotes: built through isl's API where it is a text of the form sched
-    writes (isl_build.py), else read by isl."""
+    writes (isl_build.py), else read by isl. Remembered by its text (a check asked of a
+    rebuilt function, or of the next sample of an autoscheduler, writes the same texts)."""
     found = build(text, want_map=True)
     return found if found is not None else isl.Map(text)
 
 
+@register
+@functools.lru_cache(maxsize=1 << 14)
 def read_set(text: str) -> isl.Set:
     """The set `text` denotes (as read_map)."""
     found = build(text, want_map=False)
     return found if found is not None else isl.Set(text)
-
-
-@register
-@functools.lru_cache(maxsize=1 << 14)
-def parse_map(text: str) -> isl.Map:
-    return read_map(text)
-
-
-@register
-@functools.lru_cache(maxsize=1 << 14)
-def parse_set(text: str) -> isl.Set:
-    return read_set(text)
 
 
 @register
@@ -60,7 +53,7 @@ def parse_union_set(text: str) -> isl.UnionSet:
 def restricted_set(text: str, params_text: str) -> isl.Set:
     """The set `text` with its parameters restricted to the set `params_text` (`[n] -> { : n
     >= 1 }`)."""
-    return parse_set(text).intersect_params(parse_set(params_text))
+    return read_set(text).intersect_params(read_set(params_text))
 
 
 @register
@@ -69,8 +62,8 @@ def restricted_map(text: str, domain_text: str | None, params_text: str) -> isl.
     """The map `text` restricted to the domain `restricted_set(domain_text, params_text)`, or
     with only its parameters restricted when `domain_text` is None."""
     if domain_text is None:
-        return parse_map(text).intersect_params(parse_set(params_text))
-    return parse_map(text).intersect_domain(restricted_set(domain_text, params_text))
+        return read_map(text).intersect_params(read_set(params_text))
+    return read_map(text).intersect_domain(restricted_set(domain_text, params_text))
 
 
 @register

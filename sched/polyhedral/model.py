@@ -75,7 +75,7 @@ from sched.polyhedral.accesses import (
     row_major_offset,
 )
 from sched.polyhedral.isl_expr import isl_name, to_isl
-from sched.polyhedral.isl_text import maps, parse_map, parse_union_map, parse_union_set
+from sched.polyhedral.isl_text import maps, parse_union_map, parse_union_set, read_map
 from sched.polyhedral.pairs import nest_domain
 from sched.polyhedral.statements import (  # noqa: F401  (re-exported: the model's types)
     BODY_SLOT,
@@ -323,7 +323,7 @@ class _Relations:
 @functools.lru_cache(maxsize=1 << 14)
 def _on_domain(text: str, nest_text: str, params_text: str) -> isl.Map:
     """The map `text` restricted to the instances of the nest `nest_text` that run."""
-    return parse_map(text).intersect_domain(nest_domain(nest_text, params_text))
+    return read_map(text).intersect_domain(nest_domain(nest_text, params_text))
 
 
 @identity_cache(maxsize=64)

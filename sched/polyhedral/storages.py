@@ -5,7 +5,7 @@ access to its storage's tuple through them (module doc there)."""
 from __future__ import annotations
 
 from sched.ir.extern import is_opaque
-from sched.ir.functor import child_field_names, collect
+from sched.ir.functor import LEAF_CLASSES, child_field_names, collect
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     Allocate,
@@ -60,10 +60,10 @@ def _gather_child(value, parts: tuple[_Views, _Views, _Views]) -> None:
     if isinstance(value, tuple):
         for item in value:
             _gather_child(item, parts)
-    elif isinstance(value, BlockRealize | For):
+    elif isinstance(value, BlockRealize | For | Block):
         for part, inner in zip(parts, _views_in(value)):
             _merge_views(part, inner)
-    elif isinstance(value, Node):
+    elif isinstance(value, Node) and type(value) not in LEAF_CLASSES:
         _gather_views(value, parts)
 
 
