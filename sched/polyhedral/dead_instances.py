@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from sched.ir.dtype import max_value
+from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import collect
 from sched.ir.intervals import interval, loop_ranges
 from sched.ir.nodes import (
@@ -29,9 +29,11 @@ from sched.ir.nodes import (
     Evaluate,
     For,
     IfThenElse,
+    IntImm,
     LetStmt,
     Not,
     PrimFunc,
+    Var,
     While,
     is_constant,
 )
@@ -119,12 +121,31 @@ def _loop_ranges(func: PrimFunc, realize: BlockRealize) -> dict:
 
 def _cannot_wrap(condition, ranges: dict) -> bool:
     """Whether every integer value in `condition` (comparisons joined by and, or, not), and
-    every value on the way, stays in int32 over `ranges`: then no integer type wraps."""
+    every value on the way, stays in int32 over `ranges`, or is index arithmetic of
+    variables alone that stays in int64 (`_wide_where_it_wraps`): then the code computes it
+    as isl does."""
     if isinstance(condition, BinaryOp) and condition.op in LOGIC_OPS:
         return _cannot_wrap(condition.a, ranges) and _cannot_wrap(condition.b, ranges)
     if isinstance(condition, Not):
         return _cannot_wrap(condition.a, ranges)
     if isinstance(condition, BinaryOp) and condition.op in COMPARE_OPS:
         found = [interval(side, ranges) for side in (condition.a, condition.b)]
-        return all(f is not None and not f[1] for f in found)
+        return all(f is not None and (not f[1] or _wide_where_it_wraps(side, ranges))
+                   for f, side in zip(found, (condition.a, condition.b)))
     return is_constant(condition, 1) or is_constant(condition, 0)
+
+
+def _wide_where_it_wraps(e, ranges: dict) -> bool:
+    """Whether `e`, index arithmetic of variables and constants alone (no cast, which would
+    take an int32 product wrapped), stays in int64 on the way: the lowering computes int32
+    index arithmetic that may pass int32 in int64 (lower/wide_integers.py), so the code
+    decides a partial tile's `i_0 * 3 + i_1 < n` over a symbolic n as isl does."""
+    if isinstance(e, Var | IntImm):
+        return interval(e, ranges) is not None
+    if not isinstance(e, BinaryOp) or e.op not in ("add", "sub", "mul", "floordiv",
+                                                   "floormod", "min", "max"):
+        return False
+    found = interval(e, ranges)
+    return found is not None and min_value("int64") <= found[0][0] and \
+        found[0][1] <= max_value("int64") and _wide_where_it_wraps(e.a, ranges) and \
+        _wide_where_it_wraps(e.b, ranges)

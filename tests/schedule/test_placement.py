@@ -3,6 +3,8 @@ the IR after each, trace round-trips, numbers on the C target, and every refusal
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -976,7 +978,6 @@ def func(A: T.Buffer((8,), "float32"), C: T.Buffer((8, 2), "float32"),
 
 
 WRAPPING_PREDICATES = {
-    "int32 product": "i * 1000000000 < 0",
     "int64 product": 'T.Cast("int64", i) * T.int64(4611686018427387904) + T.Cast("int64", j) '
                      '< T.int64(5)',
     "cast of an int32 product": 'T.Cast("int64", i * 1000000000) + T.Cast("int64", j) '
@@ -988,10 +989,49 @@ def test_a_predicate_whose_arithmetic_may_wrap_keeps_the_instances_it_may_read(w
     """isl reads these predicates in exact integers (true at i = 0 at most); the code may
     wrap (the int64 product, and the int32 product under the program's cast, did: C read
     B[4], B[6], B[7] after compute_at left them out; audit helper-72). compute_at leaves
-    instances out only where the predicate's values provably stay in int32."""
+    instances out only where the predicate's values provably stay in int32, or in int64
+    where the lowering computes int32 index arithmetic that may pass int32."""
     sch = sched.Schedule(_predicate_function(WRAPPING_PREDICATES[where]))
     with pytest.raises(ScheduleError, match="would run only what its consumers there read"):
         sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("D"))[0])
+
+
+def test_an_int32_predicate_past_int32_is_computed_in_int64_and_read_exactly():
+    # `i * 1000000000 < 0` holds at no i >= 0 in exact integers, and the lowering computes
+    # it in int64 (lower/wide_integers.py): C never runs, and compute_at leaves out the B
+    # elements only C reads
+    func = _predicate_function("i * 1000000000 < 0")
+    sch = sched.Schedule(func)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("D"))[0])
+    a = np.arange(8, dtype=np.float32) + 1
+    for run in (lambda *args: sched.interpret(func, *args),
+                sched.build(sch.func, target="cuda-emu", check_races=True)):
+        c, d = np.full((8, 2), 7.0, np.float32), np.zeros(4, np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")       # (the default schedule of the GPU build)
+            run(a, c, d)
+        np.testing.assert_array_equal(c, 7.0)
+        np.testing.assert_array_equal(d, 2 * a[:4] + 1)
+
+
+@pytest.mark.parametrize("factor", [3, 5])
+def test_compute_at_under_tiles_that_do_not_divide_a_symbolic_extent(factor):
+    # the partial tile's `i_0 * 3 + i_1 < n` may pass int32 over a symbolic n, and is computed
+    # in int64: the B elements no tile reads (C reads B[i // 2]) are left out (refused at
+    # factor 3, accepted at 4, whose product stays in int32: audit helper-122)
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    C = te.compute((n,), lambda i: B[i // 2] + 0.5, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    outer, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, factor])
+    sch.compute_at(sch.get_block("B"), outer)
+    kernel = sched.build(sch.func, target="c")
+    for m in (1, 2, 4, 11, 16):
+        a = np.random.default_rng(m).standard_normal(m).astype(np.float32)
+        c = np.zeros(m, np.float32)
+        kernel(a, c)
+        assert_close(c, (a * 2 + 1)[np.arange(m) // 2] + 0.5)
 
 
 @T.prim_func
