@@ -61,7 +61,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.schedule.base import BlockRV, ScheduleBase
-from sched.schedule.inline_integers import block_ranges, exact_value, fits_its_type
+from sched.schedule.inline_integers import block_ranges, exact_value, fits_its_type, may_wrap
 from sched.schedule.memory import _check_scope
 from sched.schedule.scope import add_allocation, scope_of, splice, taken_names
 from sched.schedule.state import find_block, replace
@@ -91,9 +91,14 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
         for expr in _cached(store, allowed, cse_thresh):
             if expr not in chosen:
                 chosen.append(expr)
-    # an int32 index whose exact value leaves int32 cannot be stored in an int32 buffer
+    # stored, an expression is data (int32 arithmetic wraps, as numpy's): one from an index
+    # (exact index arithmetic) is stored as its exact value, which must fit its type; one
+    # used both as data and in an index only where the two agree (audit helper-122, 124)
     ranges = block_ranges(func, block)
-    chosen = [e for e in chosen if fits_its_type(e, ranges)]
+    contexts = _contexts(stores)
+    chosen = [e for e in chosen if
+              (contexts[e] == {"index"} and fits_its_type(e, ranges))
+              or contexts[e] == {"data"} or not may_wrap(e, ranges)]
     chosen.sort(key=lambda e: -_complexity(e))          # stable: ties keep their order
     if not chosen:
         return func, []
@@ -105,10 +110,10 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
         buffer = _index_buffer(fresh(f"index_var_{k}", taken), expr, variables, doms,
                                storage_scope)
         buffers.append(buffer)
-        # stored, it is data (which wraps): the exact value of the index arithmetic, which
-        # may pass int32 on the way (`vi * 2**30 // 2**30 + 2`: audit helper-122)
-        stages.append(_stage(fresh(f"index_{k}", taken), buffer,
-                             exact_value(expr, expr.dtype, ranges), variables, doms, taken))
+        stored = exact_value(expr, expr.dtype, ranges) if contexts[expr] == {"index"} \
+            else expr
+        stages.append(_stage(fresh(f"index_{k}", taken), buffer, stored, variables, doms,
+                             taken))
         loads.append(BufferLoad(buffer, tuple(variables)))
     new_block = _rewrite(block, chosen, loads)
     new_func = replace(func, realize, dataclasses.replace(realize, block=new_block))
@@ -165,6 +170,23 @@ def _pure(expr: Expr, allowed: set) -> bool:
         return expr.op in MATH_FUNCTIONS and all(_pure(a, allowed) for a in expr.args
                                                  if isinstance(a, Expr))
     return False
+
+
+def _contexts(stores: list[BufferStore]) -> dict[Expr, set[str]]:
+    """Each subexpression of `stores`, with where it is used: "index" (an index of the store
+    or of a load: exact index arithmetic) or "data" (the stored value around the loads)."""
+    found: dict[Expr, set[str]] = {}
+
+    def visit(expr: Expr, context: str) -> None:
+        found.setdefault(expr, set()).add(context)
+        inner = "index" if isinstance(expr, BufferLoad) else context
+        for child in _children(expr):
+            visit(child, inner)
+    for store in stores:
+        for index in store.indices:
+            visit(index, "index")
+        visit(store.value, "data")
+    return found
 
 
 def _children(expr: Expr) -> list[Expr]:

@@ -24,7 +24,19 @@ from __future__ import annotations
 from sched.ir.dtype import is_int
 from sched.ir.functor import collect
 from sched.ir.intervals import interval, loop_ranges, loop_values, parameter_ranges
-from sched.ir.nodes import Block, BufferLoad, Call, Cast, Expr, For, PrimFunc, Var
+from sched.ir.nodes import (
+    BinaryOp,
+    Block,
+    BufferLoad,
+    Call,
+    Cast,
+    Expr,
+    For,
+    IntImm,
+    PrimFunc,
+    Select,
+    Var,
+)
 
 NARROW, WIDE = "int32", "int64"
 
@@ -46,20 +58,46 @@ def _reads_data(e: Expr) -> bool:
     return bool(collect(e, BufferLoad) or collect(e, Call))
 
 
-def _may_wrap(e: Expr, ranges: dict) -> bool:
-    """Whether int32 arithmetic `e` (reading no data) may pass int32 on the way."""
+def may_wrap(e: Expr, ranges: dict) -> bool:
+    """Whether int32 arithmetic in `e` (reading no data) may pass int32 over `ranges`: where
+    its stored value (wrapped) and its exact value differ. A cast is the program's own
+    conversion, the same in every context; the arithmetic under it is asked on its own."""
+    if isinstance(e, Var | IntImm):
+        return interval(e, ranges) is None
+    if isinstance(e, Cast):
+        return may_wrap(e.value, ranges)
+    if isinstance(e, Select):
+        return any(may_wrap(part, ranges) for part in (e.condition, e.true_value,
+                                                     e.false_value))
+    if not isinstance(e, BinaryOp):
+        return True
+    if any(may_wrap(part, ranges) for part in (e.a, e.b)):
+        return True
+    if e.dtype != NARROW:
+        return False
     found = interval(e, ranges)
-    return found is None or found[1]
+    return found is None or not (-(1 << 31) <= found[0][0] and found[0][1] < 1 << 31)
 
 
-def wrapped_value(value: Expr, ranges: dict) -> Expr:
+def wrapped_value(value: Expr, ranges: dict) -> Expr | None:
     """`value`, stored to a buffer of its dtype by a block whose variables take `ranges`, as
-    an expression that gives the stored value in any context. Arithmetic on data wraps
-    wherever it is, and types other than int32 compute in their own type everywhere: only
-    int32 arithmetic of variables that may pass int32 needs the wrapping cast."""
-    if value.dtype != NARROW or _reads_data(value) or not _may_wrap(value, ranges):
+    an expression that gives the stored value in any context, or None where there is none.
+    Arithmetic on data wraps wherever it is, and types other than int32 compute in their own
+    type everywhere: only int32 arithmetic of variables that may pass int32 needs the
+    wrapping cast, which takes the exact value modulo 2**32: the stored value where the
+    arithmetic is sums and products, not where a division, remainder, min or max follows a
+    wrap (`vi * 2**30 // 2**30` stores -2 at vi = 2, the cast would give 2: audit
+    helper-124)."""
+    if value.dtype != NARROW or _reads_data(value) or not may_wrap(value, ranges):
         return value
-    return Cast(NARROW, Cast(WIDE, value))
+    return Cast(NARROW, Cast(WIDE, value)) if _sums_and_products(value) else None
+
+
+def _sums_and_products(e: Expr) -> bool:
+    if isinstance(e, Var | IntImm):
+        return True
+    return isinstance(e, BinaryOp) and e.op in ("add", "sub", "mul") and \
+        _sums_and_products(e.a) and _sums_and_products(e.b)
 
 
 def exact_index(index: Expr, var: Var, ranges: dict) -> Expr:
@@ -78,9 +116,9 @@ def exact_value(index: Expr, dtype: str, ranges: dict) -> Expr:
     if not is_int(index.dtype) or not is_int(dtype) or _reads_data(index):
         return index if index.dtype == dtype else Cast(dtype, index)
     if dtype == WIDE and index.dtype == NARROW:
-        return widen(index, WIDE)           # (a widening cast would take it wrapped)
-    if index.dtype == NARROW and _may_wrap(index, ranges):
-        return Cast(NARROW, widen(index, WIDE))
+        return widen(index, WIDE, keep_casts=True)      # (a cast would take it wrapped)
+    if index.dtype == NARROW and may_wrap(index, ranges):
+        return Cast(NARROW, widen(index, WIDE, keep_casts=True))
     return index if index.dtype == dtype else Cast(dtype, index)
 
 

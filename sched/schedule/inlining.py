@@ -186,9 +186,17 @@ class _LoadReplacer(IRMutator):
     the storing block's variables), each index computed as the stored block computed its
     variable (`exact_index`; `loading`: the ranges of the loading block's variables)."""
 
-    def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None) -> None:
+    def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None,
+                 primitive: str = "compute_inline") -> None:
         self.store = store
         self.value = wrapped_value(stored_value(store), ranges)
+        if self.value is None:
+            raise ScheduleError(primitive, f"the value stored to {store.buffer.name!r}, "
+                                f"{store.value.script()}, is int32 arithmetic that may pass "
+                                f"int32 before a division, remainder, min or max: stored, it "
+                                f"wraps (as numpy's), and inlined into an index or a "
+                                f"condition it would be computed exactly. Compute it in int64 "
+                                f"(T.Cast(\"int64\", ...) of the variables), or keep the block")
         self.loading = loading if loading is not None else ranges
 
     def visit_BufferLoad(self, load: BufferLoad):
@@ -390,8 +398,8 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     # the consumer loads one element per instance, the one its producer instance stores
     ranges = block_ranges(func, p_realize.block)
     exact = {var: exact_index(index, var, ranges) for var, index in mapping.items()}
-    value = _LoadReplacer(p_store, ranges).visit(_at_store(substitute(store.value, exact),
-                                                           p_store))
+    value = _LoadReplacer(p_store, ranges, primitive=primitive).visit(
+        _at_store(substitute(store.value, exact), p_store))
     indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)
     new_store = BufferStore(store.buffer, value, indices)
     producer = p_realize.block

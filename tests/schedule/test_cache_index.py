@@ -227,3 +227,35 @@ def f(a: T.handle, C: T.Buffer((4, 4), "float32")):
     sch = sched.Schedule(f)
     sch.cache_index(sch.get_block("C"), "global")
     assert "index_var" not in sch.mod.script()
+
+
+@T.prim_func
+def _stored_value_past_int32(B: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = vi * 1073741824 // 1073741824
+
+
+@T.prim_func
+def _one_expression_as_data_and_index(A: T.Buffer((8,), "int32"), B: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = vi * 1073741824 // 1073741824 + A[vi * 1073741824 // 1073741824 + 4]
+
+
+def test_a_cached_stored_value_keeps_wrapping_and_an_index_its_exact_value():
+    # a value's int32 arithmetic wraps (0, 1, -2, -1): cached exactly it gave 0, 1, 2, 3
+    # (audit helper-124); beside an index of the same arithmetic (A[vi + 4], exact), the
+    # value keeps wrapping and the index its exact value
+    sch = sched.Schedule(_stored_value_past_int32)
+    sch.cache_index(sch.get_block("B"), "global")
+    b = np.zeros(4, np.int32)
+    sched.build(sch.func, target="c")(b)
+    np.testing.assert_array_equal(b, [0, 1, -2, -1])
+    sch = sched.Schedule(_one_expression_as_data_and_index)
+    sch.cache_index(sch.get_block("B"), "global")
+    a, b = np.arange(8, dtype=np.int32) * 10, np.zeros(4, np.int32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, [0, 1, -2, -1] + a[4:])

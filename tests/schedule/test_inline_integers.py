@@ -131,3 +131,51 @@ def test_inlining_between_int32_and_int64_variables(producer, consumer, index, i
     a = np.arange(8, dtype=np.int32) * 10
     np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)),
                                   a * 2 + 2 * np.arange(8))
+
+
+def test_a_stored_value_that_wraps_before_a_division_is_not_inlined():
+    # vi * 2**30 // 2**30 stores 0, 1, -2, -1; the wrapping cast takes the exact value
+    # modulo 2**32 (0, 1, 2, 3): no expression gives the stored value in an index (audit
+    # helper-124: C read A[2], A[3] for A[6], A[7])
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((4,), "int32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = vi * 1073741824 // 1073741824
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[B[vi] % 8]
+''')
+    sch = sched.Schedule(f)
+    with pytest.raises(sched.ScheduleError, match=r"compute_inline: the value stored to 'B', "
+                                                  r"vi \* 1073741824 // 1073741824, is int32 "
+                                                  r"arithmetic that may pass int32 before a "
+                                                  r"division"):
+        sch.compute_inline(sch.get_block("B"))
+    a = np.arange(8, dtype=np.int32) * 10
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a[[0, 1, 6, 7]])
+
+
+def test_a_narrowing_cast_of_the_program_wraps_in_every_context_and_inlines():
+    # the wrap is the program's own cast, computed the same in an index: inlined as written
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((4,), "int32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = T.Cast("int32", T.Cast("int64", vi) * T.int64(1073741824)) // 1073741824
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[B[vi] % 8]
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    a = np.arange(8, dtype=np.int32) * 10
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a[[0, 1, 6, 7]])
