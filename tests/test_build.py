@@ -335,6 +335,58 @@ def test_a_copied_store_into_what_the_bound_nest_writes_is_refused(target):
 
 
 @T.prim_func
+def _copied_read_ahead_of_the_copy(A: T.Buffer((2, 5), "float32"), X: T.Buffer((2, 5), "float32"),
+                                   B: T.Buffer((2, 4), "float32"),
+                                   C: T.Buffer((2, 128), "float32")):
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        for i in range(4):
+            with T.block("P"):
+                vy, vi = T.axis.remap("SS", [by, i])
+                X[vy, vi] = A[vy, vi]
+            with T.block("Q"):
+                vy, vi = T.axis.remap("SS", [by, i])
+                B[vy, vi] = X[vy, vi + 1]
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("R"):
+                    vy = T.axis.spatial(2, by)
+                    vx = T.axis.spatial(128, bx * 32 + tx)
+                    C[vy, vx] = T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_copied_read_ahead_of_its_copys_store_is_refused(target):
+    # Q reads X[y, i + 1] before P (same serial loop) stores it: another x block's P stored
+    # it first (B = A[:, 1:] on cuda-emu, the old X on the C target; audit helper-124)
+    with pytest.raises(BuildError, match=r"block 'Q' runs outside a blockIdx loop of its "
+                                         r"kernel, .* it reads X, which the kernel writes "
+                                         r"\(P\)"):
+        sched.build(_copied_read_ahead_of_the_copy, target=target)
+
+
+@T.prim_func
+def _copied_update_with_no_thread_loop(Z: T.Buffer((2,), "float32"),
+                                       C: T.Buffer((2, 4), "float32")):
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        with T.block("P"):
+            vy = T.axis.spatial(2, by)
+            Z[vy] = Z[vy] + T.float32(1)
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            with T.block("R"):
+                vy, vx = T.axis.remap("SS", [by, bx])
+                C[vy, vx] = T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_copied_update_in_a_kernel_of_one_thread_per_block_is_refused(target):
+    # the rule was asked only of kernels with a threadIdx loop: Z = 4 on cuda-emu, 1 on the
+    # C target (audit helper-124)
+    with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
+                                         r"kernel, .* it reads Z, which the kernel writes"):
+        sched.build(_copied_update_with_no_thread_loop, target=target)
+
+
+@T.prim_func
 def _opaque_call_in_every_block(X: T.Buffer((2, 2), "float32"),
                                 C: T.Buffer((2, 4, 2), "float32")):
     for by in T.thread_binding(2, thread="blockIdx.y"):

@@ -185,8 +185,10 @@ def _quotient_and_remainder(a: Expr, b: Expr, positive: frozenset) -> Expr | Non
     nonzero: a nonzero constant or a product of variables of `positive` (symbolic dims, at
     least 1 at every call). The flat index of `B[vi, vj]` where fused loops of symbolic
     extents bind `vi = f // m, vj = f % m` is `f`. Not for another divisor: `x // 0` and
-    `x % 0` are 0 in sched (a scalar parameter or a loaded value may be 0). None for any
-    other sum."""
+    `x % 0` are 0 in sched (a scalar parameter or a loaded value may be 0). Nor where `x`
+    reads data: that arithmetic wraps, and a product of dims past 2**32 wraps to 0 (audit
+    helper-124: `X[i] // (n * m) * (n * m) + X[i] % (n * m)` at n = m = 65536 is 0). None
+    for any other sum."""
     for product, remainder in ((a, b), (b, a)):
         if not (isinstance(product, BinaryOp) and product.op == "mul"
                 and isinstance(remainder, BinaryOp) and remainder.op == "floormod"):
@@ -194,7 +196,7 @@ def _quotient_and_remainder(a: Expr, b: Expr, positive: frozenset) -> Expr | Non
         x, d = remainder.a, remainder.b
         for quotient, factor in ((product.a, product.b), (product.b, product.a)):
             if isinstance(quotient, BinaryOp) and quotient.op == "floordiv" and \
-                    quotient.a == x and quotient.b == d and factor == d and _pure(x) and \
+                    quotient.a == x and quotient.b == d and factor == d and _droppable(x) and \
                     _nonzero(d, positive):
                 return x
     return None

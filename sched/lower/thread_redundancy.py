@@ -31,8 +31,8 @@ def redundant_update(func: PrimFunc) -> str | None:
     """Why a block of `func` would race with its copies in the other threads of its thread
     block (see the module doc), or None when none would. Each kernel of the function
     (lower/kernel_sequence.py) is asked on its own."""
-    if not any(_tag(loop).startswith("threadIdx") for loop in _loops(func.body)):
-        return None                               # kernels of one thread per block
+    if not any(_tag(loop).startswith(("threadIdx", "blockIdx")) for loop in _loops(func.body)):
+        return None                               # no kernel with threads or blocks
     for kernel in _kernels(func):
         reason = _redundant_in_kernel(kernel)
         if reason is not None:
@@ -68,11 +68,12 @@ def _redundant_in_blocks(func: PrimFunc) -> str | None:
             and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1)}
     if not axes:
         return None
-    # every leaf block in program order, and whether every thread block along an axis runs it
-    leaves = [(realize.block, not axes <= {_tag(loop) for loop in loops})
+    # every leaf block in program order, whether every thread block along an axis runs it,
+    # and its loops
+    leaves = [(realize.block, not axes <= {_tag(loop) for loop in loops}, loops)
               for realize, loops in _leaf_blocks(func.body, [])]
     writers: dict[str, list[tuple[int, str, bool]]] = {}
-    for position, (block, copied) in enumerate(leaves):
+    for position, (block, copied, _) in enumerate(leaves):
         for storage in _global_storages(block.writes):
             writers.setdefault(storage, []).append((position, block.name, copied))
     for storage, found in writers.items():
@@ -84,7 +85,7 @@ def _redundant_in_blocks(func: PrimFunc) -> str | None:
                     f"which copy's store lands last depends on the order the thread blocks "
                     f"run in. {_BLOCK_ADVICE}")
     stable: set[str] = set()            # copied blocks whose copies read the same values
-    for position, (block, copied) in enumerate(leaves):
+    for position, (block, copied, loops) in enumerate(leaves):
         if not copied:
             continue
         if is_opaque(block) and _global_storages(block.writes):
@@ -93,7 +94,8 @@ def _redundant_in_blocks(func: PrimFunc) -> str | None:
                     f"may write {', '.join(sorted(_global_storages(block.writes)))}: the "
                     f"copies' calls could race. {_BLOCK_ADVICE}")
         moving = sorted(storage for storage in _global_storages(block.reads)
-                        if not _same_when_read(writers.get(storage, []), position, stable))
+                        if not _same_when_read(writers.get(storage, []), position, stable,
+                                               leaves, loops))
         if moving:
             names = sorted({name for storage in moving for _, name, _ in writers[storage]})
             return (f"block {block.name!r} runs outside a blockIdx loop of its kernel, so "
@@ -112,17 +114,21 @@ def _global_storages(regions) -> set[str]:
     return {r.buffer.storage_name for r in regions if r.buffer.scope == "global"}
 
 
-def _same_when_read(writers: list[tuple[int, str, bool]], position: int,
-                    stable: set[str]) -> bool:
-    """Whether a copied block at `position` reads a storage with `writers` (position, name,
-    copied) the same in every copy: nothing writes it, or one copied block before it does,
-    with values the same in every copy."""
+def _same_when_read(writers: list[tuple[int, str, bool]], position: int, stable: set[str],
+                    leaves: list, loops: list[For]) -> bool:
+    """Whether a copied block at `position` under `loops` reads a storage with `writers`
+    (position, name, copied) the same in every copy: nothing writes it, or one copied block
+    does, with values the same in every copy, all before the reader starts (no loop but the
+    thread and block loops around both: under a shared serial loop the reader may read an
+    element before its copy's writer stores it, and another copy's store lands first; audit
+    helper-124)."""
     if not writers:
         return True
     if len(writers) > 1:
         return False
     at, name, copied = writers[0]
-    return copied and at < position and name in stable
+    shared = [loop for loop in leaves[at][2] if any(loop is mine for mine in loops)]
+    return copied and at < position and name in stable and all(_tag(loop) for loop in shared)
 
 
 def _redundant_in_kernel(func: PrimFunc) -> str | None:

@@ -286,3 +286,27 @@ def f(D: T.Buffer((8,), "int32")):
     d = np.zeros(8, np.int32)
     sched.build(f, target="c")(d)
     np.testing.assert_array_equal(d, np.arange(8) + 1)
+
+
+@T.prim_func
+def _quotient_and_remainder_of_data(a: T.handle, b: T.handle, B: T.Buffer((4,), "int32")):
+    n = T.int32()
+    m = T.int32()
+    X = T.match_buffer(a, (n,), "int32")
+    Y = T.match_buffer(b, (m,), "int32")  # noqa: F841 (binds m)
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = X[vi] // (n * m) * (n * m) + X[vi] % (n * m)
+
+
+def test_the_quotient_and_remainder_of_data_by_a_product_of_dims_are_not_folded():
+    # audit, helper-124: `(x // d) * d + x % d` was folded to x, a product of dims being
+    # nonzero; as data, n * m wraps, to 0 at n = m = 65536, and x // 0, x % 0 are 0
+    x, y = np.arange(65536, dtype=np.int32) + 5, np.zeros(65536, np.int32)
+    expected, got = np.zeros(4, np.int32), np.ones(4, np.int32)
+    sched.build(_quotient_and_remainder_of_data, target="c")(x, y, got)
+    np.testing.assert_array_equal(got, expected)
+    got = np.ones(4, np.int32)
+    sched.interpret(_quotient_and_remainder_of_data, x, y, got)
+    np.testing.assert_array_equal(got, expected)
