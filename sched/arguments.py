@@ -101,6 +101,10 @@ def _torch_increment_version():
     return torch.autograd.graph.increment_version
 
 
+# tensor types of torch's tracing whose data pointer is no memory of theirs
+_NO_MEMORY_TENSORS = frozenset({"FakeTensor", "FunctionalTensor", "BatchedTensor"})
+
+
 def _misaligned(pointer: int, itemsize: int, copy: str) -> str:
     return (f"its data (address {pointer:#x}) is not aligned to its {itemsize}-byte elements "
             f"(a view at an odd byte offset?): pass a copy ({copy})")
@@ -251,12 +255,23 @@ class ArgumentBinder:
             raise self.error(position, "expected a tensor whose values are its storage's, got "
                                        "a negated or conjugated view: pass "
                                        "tensor.resolve_neg().resolve_conj()")
+        try:
+            storage_bytes, pointer = tensor.untyped_storage().nbytes(), tensor.data_ptr()
+        except (RuntimeError, NotImplementedError):
+            storage_bytes = pointer = 0
+        if not pointer or type(tensor).__name__ in _NO_MEMORY_TENSORS:
+            # torch's tracing tensors (functionalize, vmap, fake and meta modes) stand for
+            # values with no memory of theirs: a kernel would read address 0 (audit
+            # helper-125: a segfault)
+            raise self.error(position, f"expected a tensor with memory, got a "
+                                       f"{type(tensor).__name__} with none (a tensor of "
+                                       f"torch's tracing: functionalize, vmap, fake tensors); "
+                                       f"call the kernel on real tensors, or register it with "
+                                       f"sched.torch.custom_op for traced code")
         needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
-        if tensor.untyped_storage().nbytes() < needed:
-            raise self.error(position, f"its storage holds "
-                                       f"{tensor.untyped_storage().nbytes()} bytes, fewer than "
+        if storage_bytes < needed:
+            raise self.error(position, f"its storage holds {storage_bytes} bytes, fewer than "
                                        f"the {needed} its shape needs (resized or freed?)")
-        pointer = tensor.data_ptr()
         if pointer % tensor.element_size():
             raise self.error(position, _misaligned(pointer, tensor.element_size(),
                                                    "tensor.clone()"))

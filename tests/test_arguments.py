@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import sched
 from sched.arguments import ArgumentBinder
 from sched.errors import KernelArgumentError
 from sched.ir import Buffer, BufferStore, For, IntImm, PrimFunc, Var
@@ -85,6 +86,41 @@ def test_non_contiguous_torch_tensor():
     a = torch.zeros(4, 3).t()
     with pytest.raises(KernelArgumentError, match=r"argument 1 'A': expected a contiguous tensor"):
         bind(a, arrays()[1], 1.0)
+
+
+def _doubling_kernel():
+    from sched import compute as te
+
+    A = te.placeholder((5,), "float32", name="A")
+    return sched.build(te.create_prim_func([A, te.compute((5,), lambda i: A[i] * 2.0,
+                                                          name="B")]), target="c")
+
+
+@pytest.mark.parametrize("trace", ["functionalize", "vmap", "fake"])
+def test_tensors_of_torchs_tracing_are_refused(trace):
+    # audit, helper-125: a functionalized or fake tensor has data pointer 0 (the kernel read
+    # it: a segfault); a batched one raised a raw NotImplementedError
+    kernel = _doubling_kernel()
+
+    def double(x):
+        out = torch.zeros(5)
+        kernel(x, out)
+        return out
+    match = r"argument 1 'A': expected a tensor with memory, got a \w+ with none"
+    with pytest.raises(KernelArgumentError, match=match):
+        if trace == "functionalize":
+            torch.func.functionalize(double)(torch.ones(5))
+        elif trace == "vmap":
+            torch.func.vmap(double)(torch.ones(3, 5))
+        else:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            with FakeTensorMode():
+                kernel(torch.ones(5), torch.zeros(5))
+    x, out = torch.ones(5), torch.zeros(5)
+    kernel(x, out)                              # real tensors, after: the fast path too
+    kernel(x, out)
+    assert out.tolist() == [2.0] * 5
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

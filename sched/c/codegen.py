@@ -286,9 +286,10 @@ class _CEmitter(BitCallEmitter):
             self.line(f"{ctype} {name}[{size.value}];  // scope {buffer.scope}")
             self.stmt(node.body)
             return
-        count = str(size.value) if isinstance(size, IntImm) else f"(size_t)({self.expr(size)})"
-        self.line(f"{ctype}* {name} = ({ctype}*)malloc(sizeof({ctype}) * {count});"
-                  f"  // scope {buffer.scope}")
+        count = str(size.value) if isinstance(size, IntImm) else f"(int64_t)({self.expr(size)})"
+        allocate = self.helper("sched_malloc_checked")
+        self.line(f"{ctype}* {name} = ({ctype}*){allocate}({count}, sizeof({ctype}), "
+                  f"\"{name}\");  // scope {buffer.scope}")
         self.stmt(node.body)
         self.line(f"free({name});")
 

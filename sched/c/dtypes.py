@@ -209,6 +209,22 @@ def saturating_cast_source(name: str, source: str, target: str) -> str:
             f"    return a > 0 ? {largest} : a < 0 ? {smallest} : 0;\n}}")
 
 
+def _checked_malloc_source(name: str) -> str:
+    """`malloc` of `count` elements that stops the process with a message where it fails (a
+    buffer of symbolic size past the memory, or a size past size_t) instead of the kernel
+    writing through NULL (audit helper-125: a segfault). The kernels return nothing, so
+    there is no error to return from inside their loops."""
+    return (f"#include <stdio.h>\n"
+            f"static void* {name}(int64_t count, size_t size, const char* what) {{\n"
+            f"    void* p = count > 0 && (uint64_t)count <= SIZE_MAX / size\n"
+            f"        ? malloc((size_t)count * size) : NULL;\n"
+            f"    if (p == NULL && count != 0) {{\n"
+            f"        fprintf(stderr, \"sched: cannot allocate %lld elements of %zu bytes for "
+            f"'%s' (out of memory, or past the address space): the process stops\\n\", "
+            f"(long long)count, size, what);\n"
+            f"        abort();\n    }}\n    return p;\n}}")
+
+
 def helper_source(name: str) -> str:
     """The C definition of helper `name`: `sched_<op>_<short type>`."""
     _, op, short = name.split("_", 2)
@@ -216,6 +232,8 @@ def helper_source(name: str) -> str:
 
     if op in bit_intrinsics.HELPER_OPS:      # clz, tobits, frombits
         return bit_intrinsics.helper_source(op, short)
+    if op == "malloc":                       # sched_malloc_checked
+        return _checked_malloc_source(name)
     if op == "sigmoid":
         # with e = exp(-|x|), as the vector code: 1 / (1 + exp(-x)) overflowed to 0 below
         # x = -88.7 in float32 where the result is a denormal (audit helper-54)

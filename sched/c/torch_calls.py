@@ -73,7 +73,7 @@ class TorchCalls:
         sizes, dims = known
         pointers = [t.data_ptr() for t in args]
         for pointer, itemsize in zip(pointers, self.itemsizes):
-            if pointer % itemsize:
+            if pointer % itemsize or not pointer:      # (no memory: the binder says why)
                 return False
         for t, size, itemsize in zip(args, sizes, self.itemsizes):
             # a storage resized since (untyped_storage().resize_) keeps shape and strides

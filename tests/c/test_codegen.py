@@ -72,7 +72,7 @@ def test_guard_of_a_split_is_an_if():
 def test_small_constant_allocation_is_on_the_stack_symbolic_on_the_heap():
     assert "float T[10];" in source_of(two_stage())
     heap = source_of(two_stage(Var("n")))
-    assert "float* T = (float*)malloc(sizeof(float) * (size_t)(n));" in heap
+    assert 'float* T = (float*)sched_malloc_checked((int64_t)(n), sizeof(float), "T");' in heap
     assert "free(T);" in heap
 
 
@@ -131,3 +131,34 @@ def test_an_unrolled_loop_longer_than_gcc_takes_is_unrolled_by_the_cap():
     sch = sched.Schedule(te.create_prim_func([A, C]))
     sch.unroll(sch.get_loops(sch.get_block("C"))[0])
     assert f"#pragma GCC unroll {MAX_UNROLL}\n" in generate_c(lower(sch.func))
+
+
+_TOO_LARGE_AN_INTERMEDIATE = '''
+import numpy as np
+import sched
+from sched import compute as te
+
+n, m = te.var("n"), te.var("m")
+A = te.placeholder((n,), name="A")
+B = te.placeholder((m,), name="B")
+T = te.compute((n, m), lambda i, j: A[i] * B[j], name="T")
+k = te.reduce_axis((0, m), name="k")
+C = te.compute((n,), lambda i: te.sum(T[i, k], axis=k), name="C")
+kernel = sched.build(te.create_prim_func([A, B, C]), target="c")
+size = 1 << 20                        # T: 2**40 floats (4 TiB), A and B 4 MiB each
+kernel(np.ones(size, np.float32), np.ones(size, np.float32), np.zeros(size, np.float32))
+'''
+
+
+def test_an_intermediate_buffer_that_cannot_be_allocated_stops_with_a_message():
+    # malloc returned NULL and the kernel wrote through it: a segfault (audit helper-125)
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _TOO_LARGE_AN_INTERMEDIATE],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONFAULTHANDLER": ""})
+    assert done.returncode != 0
+    assert "sched: cannot allocate 1099511627776 elements of 4 bytes for 'T' (out of memory" \
+        in done.stderr
