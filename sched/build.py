@@ -263,6 +263,16 @@ def refuse_out_of_bounds(func: PrimFunc, check_bounds: str = "static") -> None:
             f"cast), so it is neither proven in bounds nor checked when the kernel runs: make "
             f"the condition affine, or pass check_bounds='strict' to refuse such functions"),
             stacklevel=4)
+    unread = bounds_report(func).unread
+    if unread:          # (audit helpers 117, 125: an unsigned scalar offset read A[8])
+        from sched.errors import ConservativeAnalysisWarning
+
+        more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+        warnings.warn(ConservativeAnalysisWarning(
+            f"build: function '{func.name}': {unread[0]}{more}. Such an access is neither "
+            f"proven in bounds nor checked when the kernel runs: write the index in int32 or "
+            f"int64 arithmetic of the loops and scalars, or pass check_bounds='strict' to "
+            f"refuse such functions"), stacklevel=4)
 
 
 def refuse_races(func: PrimFunc) -> None:

@@ -331,6 +331,12 @@ class _CEmitter(BitCallEmitter):
             return f"(float){text}", _UNARY
         if node.buffer.dtype == "bfloat16":
             return f"{self.helper('sched_bf16_to_f32')}({text})", _ATOM
+        if node.buffer.dtype == "bool":
+            # its byte, nonzero as True, as numpy and torch read a bool array: a C bool
+            # holding 2 (a view of uint8 data) is undefined, and gcc read it as 2 (audit
+            # helper-125)
+            storage = self.name(node.buffer.storage_name)
+            return f"(((const uint8_t*){storage})[{self.expr(index)}] != 0)", _ATOM
         return text, _ATOM
 
     def expr_Cast(self, node: Cast):

@@ -359,6 +359,8 @@ class _CudaEmitter(AsyncCopyEmitter, CudaBitCalls, _CEmitter):
         text = f"{self.name(node.buffer.storage_name)}[{self.expr(index)}]"
         if node.buffer.dtype in _TO_FLOAT:
             return f"{_TO_FLOAT[node.buffer.dtype]}({text})", 16
+        if node.buffer.dtype == "bool":     # its byte, nonzero as True (the C target's)
+            return super().expr_BufferLoad(node)
         return text, 16
 
     def expr_Call(self, node: Call):

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from sched.errors import KernelArgumentError
+from sched.ir.functor import collect
 from sched.ir.memo import identity_cache
-from sched.ir.nodes import PrimFunc, Var
+from sched.ir.nodes import BufferLoad, Call, PrimFunc, Var
 from sched.polyhedral import names
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import isl_name, to_isl
@@ -77,6 +78,11 @@ class BoundsReport:
     # cannot read would hold (an affine index under a data-dependent guard): not checked at
     # run time, so build warns of them
     possible: tuple[str, ...] = ()
+    # of the unproven, the accesses whose index is arithmetic of variables and constants the
+    # model cannot read (unsigned or narrowing arithmetic, a product of two variables): not
+    # checked at run time either, so build warns of them (a gather's index, read from
+    # memory, is the program's to keep in bounds)
+    unread: tuple[str, ...] = ()
 
     @property
     def always(self) -> tuple[OutOfBounds, ...]:
@@ -198,7 +204,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
     model = build_footprint_model(func)
     dims = [f"{isl_name(v)} >= 1" for v in func.symbolic_vars]   # sizes: at least 1
     context = read_set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
-    violations, unproven, possible = [], [], []
+    violations, unproven, possible, unread = [], [], [], []
     for statement in model.statements.values():
         if not statement.is_init:
             for found in _binding_violations(model, statement, context):
@@ -215,6 +221,11 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
             where = f"block '{statement.block.name}' {_access_text(view)}"
             if not view.access.is_affine or not affine_shape:
                 unproven.append(f"{where}: an index or a dimension is not affine")
+                if affine_shape and not any(collect(i, BufferLoad) or collect(i, Call)
+                                            for i in view.access.indices):
+                    unread.append(f"{where}: its index is arithmetic the compiler cannot "
+                                  f"read as affine (unsigned or narrowing arithmetic, a "
+                                  f"product of two variables)")
             elif found is not None and not (statement.exact and view.access.guards_exact):
                 unproven.append(f"{where}: may be out of bounds ({found.example}); the model "
                                 f"over-approximates where it happens")
@@ -222,7 +233,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
             elif found is not None:
                 violations.append(found)
     return BoundsReport(tuple(violations), tuple(dict.fromkeys(unproven)), tuple(model.params),
-                        tuple(dict.fromkeys(possible)))
+                        tuple(dict.fromkeys(possible)), tuple(dict.fromkeys(unread)))
 
 
 def check_in_bounds(func: PrimFunc, strict: bool = False) -> OutOfBounds | str | None:

@@ -315,3 +315,29 @@ def test_max_and_min_of_signed_zeros_and_nans_agree_on_every_path():
             np.testing.assert_array_equal(np.signbit(value[:4]), np.signbit(want[:4]),
                                           err_msg=name)
             np.testing.assert_array_equal(value[7], -2.0)
+
+
+@pytest.mark.parametrize("target, vectorized", [("c", False), ("c", True), ("cuda-emu", False)])
+def test_a_bool_array_reads_any_nonzero_byte_as_true(target, vectorized):
+    # numpy and torch read a bool array's bytes as nonzero = True (a view of uint8 data holds
+    # 2 or 255); a C bool holding 2 is undefined, and gcc read it as 2: a count of Trues
+    # gave 258 (audit helper-125)
+    import warnings
+
+    A = te.placeholder((64,), "bool", name="A")
+    C = te.compute((64,), lambda i: A[i].astype("int32") + te.if_then_else(A[i], 10, 0),
+                   name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    (loop,) = sch.get_loops(sch.get_block("C"))
+    if target == "cuda-emu":
+        bx, tx = sch.split(loop, [None, 32])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    elif vectorized:
+        sch.vectorize(sch.split(loop, [None, 16])[1])
+    raw = np.array([0, 2, 255, 1] * 16, np.uint8)
+    out = np.zeros(64, np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sched.build(sch.func, target=target)(raw.view(bool), out)
+    np.testing.assert_array_equal(out, (raw != 0) * 11)

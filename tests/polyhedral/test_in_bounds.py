@@ -187,3 +187,29 @@ def test_build_warns_of_an_access_out_of_bounds_under_a_condition_it_cannot_read
     assert bounds_report(gather).possible == ()
     with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
         sched.build(guarded, target="c", check_bounds="strict")
+
+
+@T.prim_func
+def offset_by_an_unsigned_scalar(A: T.Buffer((8,), "int32"), B: T.Buffer((4,), "int32"),
+                                 s: T.uint32):
+    for i in range(4):
+        with T.block("S"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[T.Cast("uint32", vi) + s]
+
+
+def test_build_warns_of_an_index_of_arithmetic_it_cannot_read():
+    # unsigned (or narrowing) index arithmetic is neither proven nor checked: s = 5 read
+    # A[8] silently, s = 2**32 - 1 wrapped and segfaulted (audit helpers 117, 125); a
+    # gather's index, read from memory, is not warned of
+    from sched.errors import ConservativeAnalysisWarning
+
+    report = bounds_report(offset_by_an_unsigned_scalar)
+    assert report.unread and not bounds_report(gather).unread
+    with pytest.warns(ConservativeAnalysisWarning, match=r"build: function "
+                      r"'offset_by_an_unsigned_scalar': block 'S' reads "
+                      r"A\[T.Cast\(\"uint32\", vi\) \+ s\]: its index is arithmetic the "
+                      r"compiler cannot read as affine .* neither proven in bounds nor checked"):
+        sched.build(offset_by_an_unsigned_scalar, target="c")
+    with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
+        sched.build(offset_by_an_unsigned_scalar, target="c", check_bounds="strict")
