@@ -10,20 +10,30 @@ the value that was stored. Moved bare, an expression changes which arithmetic co
     C[vi] = A[B[vi] // 2**30 + 2]   # A[2], A[3], A[0], A[1]
     # inlined bare: A[vi * 2**30 // 2**30 + 2] is A[vi + 2], exactly
 
-So a stored int32 value that may wrap moves as `T.Cast("int32", T.Cast("int64", value))`,
-the wrapped value in every context (a widening cast of int32 arithmetic takes the wrapped
-value: README), and an index that may pass int32 on the way, taken for a variable a stored
-value computes with, moves computed in int64 (its exact value, which fits the variable: it
-indexes the buffer). Both only where interval arithmetic cannot show that the values stay in
-int32, so the usual case moves as written. An index also takes the variable's own dtype (an
-int64 index for an int32 variable, or the converse). Audit helper-122.
+So a stored int32 value that may wrap moves with each operation that may leave int32 under
+`T.Cast("int32", T.Cast("int64", ...))`, the wrapped value in every context (a widening cast
+of int32 arithmetic takes its exact value modulo 2**32: README), and an index that may pass
+int32 on the way, taken for a variable a stored value computes with, moves computed in int64
+(its exact value, which fits the variable: it indexes the buffer). Both only where interval
+arithmetic cannot show that the values stay in the type, so the usual case moves as written.
+An index also takes the variable's own dtype (an int64 index for an int32 variable, or the
+converse). int64 arithmetic that may leave int64 has no wider type to wrap it: refused.
+Audit helpers 122, 124, 126.
 """
 
 from __future__ import annotations
 
-from sched.ir.dtype import is_int
-from sched.ir.functor import collect
-from sched.ir.intervals import interval, loop_ranges, loop_values, parameter_ranges
+import dataclasses
+
+from sched.ir.dtype import is_int, max_value, min_value
+from sched.ir.functor import IRMutator, collect
+from sched.ir.intervals import (
+    integer_operation,
+    interval,
+    loop_ranges,
+    loop_values,
+    parameter_ranges,
+)
 from sched.ir.nodes import (
     BinaryOp,
     Block,
@@ -55,13 +65,23 @@ def block_ranges(func: PrimFunc, block: Block) -> dict[Var, tuple[int, int]]:
 
 
 def _reads_data(e: Expr) -> bool:
-    return bool(collect(e, BufferLoad) or collect(e, Call))
+    """Whether `e` reads memory or calls a function: arithmetic that wraps in every context.
+    A shift by a constant is index arithmetic (a product or floor division by a power of
+    two), as the lowering and the model read it."""
+    return bool(collect(e, BufferLoad)) or any(integer_operation(call) is None
+                                               for call in collect(e, Call))
+
+
+def _fits(found, dtype: str) -> bool:
+    return found is not None and min_value(dtype) <= found[0][0] and \
+        found[0][1] <= max_value(dtype)
 
 
 def may_wrap(e: Expr, ranges: dict) -> bool:
-    """Whether int32 arithmetic in `e` (reading no data) may pass int32 over `ranges`: where
-    its stored value (wrapped) and its exact value differ. A cast is the program's own
-    conversion, the same in every context; the arithmetic under it is asked on its own."""
+    """Whether int32 or int64 arithmetic in `e` (reading no data) may leave its type over
+    `ranges`: where its stored value (wrapped) and its exact value differ. The 8- and
+    16-bit and unsigned types wrap in every context, and a cast is the program's own
+    conversion, the same in every context: the arithmetic under it is asked on its own."""
     if isinstance(e, Var | IntImm):
         return interval(e, ranges) is None
     if isinstance(e, Cast):
@@ -69,35 +89,81 @@ def may_wrap(e: Expr, ranges: dict) -> bool:
     if isinstance(e, Select):
         return any(may_wrap(part, ranges) for part in (e.condition, e.true_value,
                                                      e.false_value))
-    if not isinstance(e, BinaryOp):
+    operation = integer_operation(e)
+    if operation is None:           # a comparison or a logic operation, or no arithmetic
+        return not isinstance(e, BinaryOp) or any(may_wrap(x, ranges) for x in (e.a, e.b))
+    _, a, b = operation
+    if may_wrap(a, ranges) or may_wrap(b, ranges):
         return True
-    if any(may_wrap(part, ranges) for part in (e.a, e.b)):
-        return True
-    if e.dtype != NARROW:
-        return False
-    found = interval(e, ranges)
-    return found is None or not (-(1 << 31) <= found[0][0] and found[0][1] < 1 << 31)
+    return e.dtype in (NARROW, WIDE) and not _fits(interval(e, ranges), e.dtype)
 
 
 def wrapped_value(value: Expr, ranges: dict) -> Expr | None:
     """`value`, stored to a buffer of its dtype by a block whose variables take `ranges`, as
     an expression that gives the stored value in any context, or None where there is none.
-    Arithmetic on data wraps wherever it is, and types other than int32 compute in their own
-    type everywhere: only int32 arithmetic of variables that may pass int32 needs the
-    wrapping cast, which takes the exact value modulo 2**32: the stored value where the
-    arithmetic is sums and products, not where a division, remainder, min or max follows a
-    wrap (`vi * 2**30 // 2**30` stores -2 at vi = 2, the cast would give 2: audit
-    helper-124)."""
-    if value.dtype != NARROW or _reads_data(value) or not may_wrap(value, ranges):
+    Arithmetic on data wraps wherever it is, and types other than int32 and int64 wrap in
+    their own type everywhere: only their arithmetic of variables that may leave the type
+    needs more (`_wrapped`)."""
+    if _reads_data(value) or not may_wrap(value, ranges):
         return value
-    return Cast(NARROW, Cast(WIDE, value)) if _sums_and_products(value) else None
+    return _wrapped(value, ranges)
 
 
-def _sums_and_products(e: Expr) -> bool:
+def _wrapped(e: Expr, ranges: dict) -> Expr | None:
+    """`e` as a stored value computes it, each int32 operation wrapping, in a form every
+    context computes so: each int32 operation whose result may leave int32 under the
+    wrapping cast `T.Cast("int32", T.Cast("int64", ...))`, which takes the exact value
+    modulo 2**32, of an operation on int32 values the wrapped one (a division after a
+    wrapped product too: `vi * 2**30 // 2**30` stores -2 at vi = 2; audit helper-124).
+    None where int64 arithmetic may leave int64: no wider type takes it modulo 2**64."""
     if isinstance(e, Var | IntImm):
-        return True
-    return isinstance(e, BinaryOp) and e.op in ("add", "sub", "mul") and \
-        _sums_and_products(e.a) and _sums_and_products(e.b)
+        return e
+    if isinstance(e, Cast):
+        inner = _wrapped(e.value, ranges)
+        return None if inner is None else Cast(e.dtype, inner)
+    children = _children(e)
+    if children is None:
+        return None
+    new = [_wrapped(child, ranges) for child in children]
+    if any(child is None for child in new):
+        return None
+    rebuilt = _with_children(e, new)
+    if integer_operation(e) is None or e.dtype not in (NARROW, WIDE) or \
+            _fits(interval(rebuilt, ranges), e.dtype):
+        return rebuilt
+    return Cast(NARROW, Cast(WIDE, rebuilt)) if e.dtype == NARROW else None
+
+
+def _children(e: Expr) -> list[Expr] | None:
+    if isinstance(e, BinaryOp):
+        return [e.a, e.b]
+    if isinstance(e, Select):
+        return [e.condition, e.true_value, e.false_value]
+    if isinstance(e, Call) and integer_operation(e) is not None:
+        return list(e.args)
+    return None
+
+
+def _with_children(e: Expr, children: list[Expr]) -> Expr:
+    if isinstance(e, BinaryOp):
+        return BinaryOp(e.op, *children)
+    if isinstance(e, Select):
+        return Select(*children)
+    return dataclasses.replace(e, args=tuple(children))
+
+
+def _as_arithmetic(e: Expr) -> Expr:
+    """`e` with each shift by a constant as the product or floor division by its power of
+    two (what `widen` computes in int64; a call would be converted whole)."""
+    class Shifts(IRMutator):
+        def visit_Call(self, call: Call):
+            call = self.visit_children(call)
+            operation = integer_operation(call)
+            if operation is None:
+                return call
+            op, a, b = operation
+            return BinaryOp(op, a, IntImm(b.value, a.dtype))
+    return Shifts().visit(e)
 
 
 def exact_index(index: Expr, var: Var, ranges: dict) -> Expr:
@@ -115,10 +181,10 @@ def exact_value(index: Expr, dtype: str, ranges: dict) -> Expr:
 
     if not is_int(index.dtype) or not is_int(dtype) or _reads_data(index):
         return index if index.dtype == dtype else Cast(dtype, index)
-    if dtype == WIDE and index.dtype == NARROW:
-        return widen(index, WIDE, keep_casts=True)      # (a cast would take it wrapped)
+    if dtype == WIDE and index.dtype == NARROW:     # (a cast would take it wrapped)
+        return widen(_as_arithmetic(index), WIDE, keep_casts=True)
     if index.dtype == NARROW and may_wrap(index, ranges):
-        return Cast(NARROW, widen(index, WIDE, keep_casts=True))
+        return Cast(NARROW, widen(_as_arithmetic(index), WIDE, keep_casts=True))
     return index if index.dtype == dtype else Cast(dtype, index)
 
 
@@ -131,5 +197,4 @@ def fits_its_type(index: Expr, ranges: dict) -> bool:
 
     if index.dtype != NARROW or _reads_data(index):
         return True
-    found = interval(widen(index, WIDE), ranges)
-    return found is not None and -(1 << 31) <= found[0][0] and found[0][1] < 1 << 31
+    return _fits(interval(widen(_as_arithmetic(index), WIDE), ranges), NARROW)

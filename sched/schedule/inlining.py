@@ -192,11 +192,10 @@ class _LoadReplacer(IRMutator):
         self.value = wrapped_value(stored_value(store), ranges)
         if self.value is None:
             raise ScheduleError(primitive, f"the value stored to {store.buffer.name!r}, "
-                                f"{store.value.script()}, is int32 arithmetic that may pass "
-                                f"int32 before a division, remainder, min or max: stored, it "
-                                f"wraps (as numpy's), and inlined into an index or a "
-                                f"condition it would be computed exactly. Compute it in int64 "
-                                f"(T.Cast(\"int64\", ...) of the variables), or keep the block")
+                                f"{store.value.script()}, is int64 arithmetic that may pass "
+                                f"int64: stored, it wraps (as numpy's), and inlined into an "
+                                f"index or a condition it would be computed exactly; keep the "
+                                f"block")
         self.loading = loading if loading is not None else ranges
 
     def visit_BufferLoad(self, load: BufferLoad):

@@ -133,10 +133,10 @@ def test_inlining_between_int32_and_int64_variables(producer, consumer, index, i
                                   a * 2 + 2 * np.arange(8))
 
 
-def test_a_stored_value_that_wraps_before_a_division_is_not_inlined():
-    # vi * 2**30 // 2**30 stores 0, 1, -2, -1; the wrapping cast takes the exact value
-    # modulo 2**32 (0, 1, 2, 3): no expression gives the stored value in an index (audit
-    # helper-124: C read A[2], A[3] for A[6], A[7])
+def test_a_stored_value_that_wraps_before_a_division_keeps_wrapping_where_it_may():
+    # vi * 2**30 // 2**30 stores 0, 1, -2, -1; the wrapping cast around the whole took the
+    # exact value modulo 2**32 (0, 1, 2, 3: C read A[2], A[3] for A[6], A[7]; audit
+    # helper-124): it goes around the product, the operation that may leave int32
     f = sched.parse('''
 @T.prim_func
 def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
@@ -151,13 +151,65 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
             C[vi] = A[B[vi] % 8]
 ''')
     sch = sched.Schedule(f)
-    with pytest.raises(sched.ScheduleError, match=r"compute_inline: the value stored to 'B', "
-                                                  r"vi \* 1073741824 // 1073741824, is int32 "
-                                                  r"arithmetic that may pass int32 before a "
-                                                  r"division"):
-        sch.compute_inline(sch.get_block("B"))
+    sch.compute_inline(sch.get_block("B"))
+    assert 'A[T.Cast("int32", T.Cast("int64", vi * 1073741824)) // 1073741824 % 8]' in \
+        sch.mod.script()
     a = np.arange(8, dtype=np.int32) * 10
-    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a[[0, 1, 6, 7]])
+    with pytest.warns(sched.ConservativeAnalysisWarning, match="cannot read as affine"):
+        np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)),
+                                      a[[0, 1, 6, 7]])
+
+
+_SHIFTED = '''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range({extent}):
+        with T.block("B"):
+            vi = T.axis.spatial({extent}, i)
+            B[vi] = {value}
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = {read}
+'''
+
+
+@pytest.mark.filterwarnings("ignore::sched.ConservativeAnalysisWarning")
+@pytest.mark.parametrize("extent, value, read, expected", [
+    # a shift by a constant is index arithmetic (a product): stored it wraps (audit
+    # helper-126: inlined bare, C read A[4] where B held -2**31)
+    (4, "T.shift_left(vi, 30)", "A[B[vi] // 1073741824 + 2]", [20, 30, 0, 10]),
+    # an index of shifts is exact (vi): inlined into `vi * 3` as data it wrapped
+    (8, "vi * 3", "B[T.shift_right(T.shift_left(vi, 30), 30)]", [0, 3, 6, 9]),
+])
+def test_shifts_move_between_data_and_indices_as_products_do(extent, value, read, expected):
+    f = sched.parse(_SHIFTED.format(extent=extent, value=value, read=read))
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    a = np.arange(8, dtype=np.int32) * 10
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), expected)
+
+
+def test_int64_arithmetic_that_may_pass_int64_is_not_inlined():
+    # stored it wraps, inlined into an index it is exact, and no wider type wraps it
+    # (audit helper-126: C read A[6], A[7] for A[2], A[3])
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((4,), "int64")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = T.Cast("int64", vi) * T.int64(4611686018427387904)
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = A[T.Cast("int32", B[vi] // T.int64(4611686018427387904)) + 4]
+''')
+    sch = sched.Schedule(f)
+    with pytest.raises(sched.ScheduleError, match=r"is int64 arithmetic that may pass int64"):
+        sch.compute_inline(sch.get_block("B"))
 
 
 def test_a_narrowing_cast_of_the_program_wraps_in_every_context_and_inlines():
