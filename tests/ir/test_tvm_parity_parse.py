@@ -264,6 +264,26 @@ def test_match_buffer_in_a_block_is_a_window_of_the_region():
     np.testing.assert_allclose(b, expected, rtol=1e-6)
 
 
+def test_a_window_whose_slice_bounds_are_sums_has_their_difference_as_extent():
+    # audit, helper-126: `L[vi * 2 + 4 : vi * 2 + 6]` (extent 2) was refused: "shape (2) is
+    # not the region's extents (vi * 2 + 6 - (vi * 2 + 4))"
+    f = sched.parse('''
+@T.prim_func
+def func(L: T.Buffer((8,), "float32"), C: T.Buffer((4,), "float32")):
+    for i in range(2):
+        with T.block("C"):
+            vi = T.axis.spatial(2, i)
+            T.reads(L[vi * 2 + 4 : vi * 2 + 6])
+            T.writes(C[vi * 2 : vi * 2 + 2])
+            W = T.match_buffer(L[vi * 2 + 4 : vi * 2 + 6], (2,))
+            for k in range(2):
+                C[vi * 2 + k] = W[k] * T.float32(2)
+''')
+    values, c = np.arange(8, dtype=np.float32), np.zeros(4, np.float32)
+    run_c(f, values, c)
+    np.testing.assert_array_equal(c, values[4:] * 2)
+
+
 def test_elem_offset_and_strides_of_buffers_and_views_read_as_their_values():
     # audit, helper-91: `Av.elem_offset`, `Av.strides[0]` (TVM's tensor intrinsics write
     # them) were "unsupported expression"
