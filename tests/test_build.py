@@ -308,8 +308,9 @@ def test_two_copied_stores_to_one_buffer_are_refused(target):
     # X = A then X = A + 1 in every x block: another block's first store may land after this
     # block's second, and the nest bound to blockIdx.x reads X meanwhile
     with pytest.raises(BuildError, match=r"block 'P' runs outside a blockIdx loop of its "
-                                         r"kernel, .* blocks 'P', 'Q' all write X: which "
-                                         r"copy's store lands last depends on the order"):
+                                         r"kernel, .* blocks 'P', 'Q' write the same elements "
+                                         r"of X: which copy's store lands last depends on "
+                                         r"the order"):
         sched.build(_copied_blocks("X[vy] = A[vy]", "X[vy] = A[vy] + T.float32(1)",
                                    "C[vy, vx] = X[vy]"), target=target)
 
@@ -330,7 +331,8 @@ def test_a_copied_store_into_what_the_bound_nest_writes_is_refused(target):
     # Q in every x block stores column 0 of C, which R of x block 0 also stores: which lands
     # last depends on the order the x blocks run in
     with pytest.raises(BuildError, match=r"block 'Q' runs outside a blockIdx loop of its "
-                                         r"kernel, .* blocks 'Q', 'R' all write C"):
+                                         r"kernel, .* blocks 'Q', 'R' write the same elements "
+                                         r"of C"):
         sched.build(_copied_blocks("X[vy] = A[vy]", "C[vy, 0] = X[vy]"), target=target)
 
 
@@ -362,6 +364,45 @@ def test_a_copied_read_ahead_of_its_copys_store_is_refused(target):
                                          r"kernel, .* it reads X, which the kernel writes "
                                          r"\(P\)"):
         sched.build(_copied_read_ahead_of_the_copy, target=target)
+
+
+@T.prim_func
+def _copied_read_of_the_same_iterations_store(A: T.Buffer((2, 4), "float32"),
+                                              X: T.Buffer((2, 4), "float32"),
+                                              B: T.Buffer((2, 4), "float32"),
+                                              C: T.Buffer((2, 128), "float32")):
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        for i in range(4):
+            with T.block("P"):
+                vy, vi = T.axis.remap("SS", [by, i])
+                X[vy, vi] = A[vy, vi]
+            with T.block("Q"):
+                vy, vi = T.axis.remap("SS", [by, i])
+                B[vy, vi] = X[vy, vi] + T.float32(1)
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("R"):
+                    vy = T.axis.spatial(2, by)
+                    vx = T.axis.spatial(128, bx * 32 + tx)
+                    T.where(bx * 32 + tx >= 1)
+                    C[vy, vx] = T.float32(2)
+        with T.block("S"):
+            vy = T.axis.spatial(2, by)
+            C[vy, 0] = T.float32(3)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_copied_reads_of_their_own_stores_and_stores_of_other_elements_build(target):
+    # Q reads the X[y, i] its copy of P stored in the same iteration (every copy stores the
+    # same value), and the copied S stores C[y, 0], which the bound R does not: refused when
+    # the rule compared loops and buffers instead of elements (audit helpers 124, 126)
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    x, b, c = np.zeros((2, 4), np.float32), np.zeros((2, 4), np.float32), \
+        np.zeros((2, 128), np.float32)
+    sched.build(_copied_read_of_the_same_iterations_store, target=target)(a, x, b, c)
+    np.testing.assert_array_equal(b, a + 1)
+    np.testing.assert_array_equal(c[:, 0], 3)
+    np.testing.assert_array_equal(c[:, 1:], 2)
 
 
 @T.prim_func

@@ -54,55 +54,63 @@ def _kernels(func: PrimFunc) -> list[PrimFunc]:
 def _redundant_in_blocks(func: PrimFunc) -> str | None:
     """The same one level up: code of a kernel outside one of its blockIdx loops runs in
     every thread block along that axis, and the copies run in any order, at once. They store
-    the same values, harmlessly, where what each copy reads is the same whenever it reads it:
-    memory nothing in the kernel writes, or memory one earlier block of the copies writes
-    with such values (`X[y] = A[y]; B[y] = X[y] + 1`: each copy reads its own or another's
-    equal X[y]). Refused: a read of memory a copied block writes later (an update, `A[y] =
-    X[y] + 1` after `X[y] = A[y]`, or `X[y] = A[y]` before `A[y] = 0`: one block's copy reads
-    what another's already changed), or that a block bound to the axis writes, and memory two
-    blocks write where one of them is copied (which store lands last depends on the order).
-    Audit helper-120: that update under blockIdx.y, beside a nest bound to blockIdx.x, ran
-    once per x block (A += 4); helper-121: the copy-then-read pair must stay accepted;
-    helper-122: the copy-then-overwrite pair was accepted (X = 0 in the later x blocks)."""
+    the same values, harmlessly, where each copy reads the same values whenever it reads them
+    (`X[y] = A[y]; B[y] = X[y] + 1`: each copy reads its own or another's equal X[y]).
+    Judged element by element on the dependences of one copy's order: refused where a copied
+    block reads an element another block may store after the read (another copy's store may
+    land first: `X[y] = A[y]` before `A[y] = 0`, a read of X[i + 1] ahead of the loop's store
+    to it), an element a block bound to the axis stores, or what it stores itself (an
+    update); and where a copied block stores an element another block, or its own later
+    instance, stores too (which store lands last depends on the order). Audit helper-120:
+    an update under blockIdx.y, beside a nest bound to blockIdx.x, ran once per x block
+    (A += 4); helper-121: the copy-then-read pair must stay accepted; helpers 122, 124, 126:
+    the copy-then-overwrite pair and a read ahead were accepted, stores of disjoint elements
+    and a read of the same iteration's store refused."""
     axes = {_tag(loop) for loop in _loops(func.body) if _tag(loop) in BLOCK_TAGS
             and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1)}
     if not axes:
         return None
-    # every leaf block in program order, whether every thread block along an axis runs it,
-    # and its loops
-    leaves = [(realize.block, not axes <= {_tag(loop) for loop in loops}, loops)
+    leaves = [(realize.block, not axes <= {_tag(loop) for loop in loops})
               for realize, loops in _leaf_blocks(func.body, [])]
-    writers: dict[str, list[tuple[int, str, bool]]] = {}
-    for position, (block, copied, _) in enumerate(leaves):
+    copied = {block.name for block, is_copied in leaves if is_copied}
+    if not copied:
+        return None
+    blocks = {block.name: block for block, _ in leaves}
+    writers: dict[str, list[str]] = {}
+    for block, _ in leaves:
         for storage in _global_storages(block.writes):
-            writers.setdefault(storage, []).append((position, block.name, copied))
-    for storage, found in writers.items():
-        if len(found) > 1 and any(copied for _, _, copied in found):
-            names = ", ".join(repr(name) for _, name, _ in found)
-            copy = next(name for _, name, copied in found if copied)
-            return (f"block {copy!r} runs outside a blockIdx loop of its kernel, so every "
-                    f"thread block along it runs it, and blocks {names} all write {storage}: "
-                    f"which copy's store lands last depends on the order the thread blocks "
-                    f"run in. {_BLOCK_ADVICE}")
-    stable: set[str] = set()            # copied blocks whose copies read the same values
-    for position, (block, copied, loops) in enumerate(leaves):
-        if not copied:
-            continue
-        if is_opaque(block) and _global_storages(block.writes):
-            return (f"block {block.name!r} runs outside a blockIdx loop of its kernel, so "
-                    f"every thread block along it runs it, and it makes an opaque call that "
-                    f"may write {', '.join(sorted(_global_storages(block.writes)))}: the "
-                    f"copies' calls could race. {_BLOCK_ADVICE}")
-        moving = sorted(storage for storage in _global_storages(block.reads)
-                        if not _same_when_read(writers.get(storage, []), position, stable,
-                                               leaves, loops))
-        if moving:
-            names = sorted({name for storage in moving for _, name, _ in writers[storage]})
-            return (f"block {block.name!r} runs outside a blockIdx loop of its kernel, so "
-                    f"every thread block along it runs it, and it reads {', '.join(moving)}, "
-                    f"which the kernel writes ({', '.join(names)}): one thread block's copy "
-                    f"would read what another thread block already changed. {_BLOCK_ADVICE}")
-        stable.add(block.name)
+            writers.setdefault(storage, []).append(block.name)
+    kinds = _dependence_kinds(func, blocks, writers)
+
+    def depends(kind: str, source: str, sink: str, storage: str) -> bool:
+        return kind in kinds.get((source, sink, storage), ())
+    for name in sorted(copied, key=list(blocks).index):
+        block = blocks[name]
+        written = _global_storages(block.writes)
+        if is_opaque(block) and written:
+            return (f"block {name!r} runs outside a blockIdx loop of its kernel, so every "
+                    f"thread block along it runs it, and it makes an opaque call that may "
+                    f"write {', '.join(sorted(written))}: the copies' calls could race. "
+                    f"{_BLOCK_ADVICE}")
+        for storage in sorted(_global_storages(block.reads)):
+            changed = [w for w in writers.get(storage, []) if w == name
+                       or depends("anti", name, w, storage)
+                       or (w not in copied and depends("flow", w, name, storage))]
+            if changed:
+                return (f"block {name!r} runs outside a blockIdx loop of its kernel, so every "
+                        f"thread block along it runs it, and it reads {storage}, which the "
+                        f"kernel writes ({', '.join(changed)}): one thread block's copy would "
+                        f"read what another thread block already changed. {_BLOCK_ADVICE}")
+        for storage in sorted(written):
+            others = [w for w in writers[storage] if depends("output", name, w, storage)
+                      or depends("output", w, name, storage)]
+            if others:
+                names = ", ".join(repr(w) for w in dict.fromkeys([name, *others]))
+                return (f"block {name!r} runs outside a blockIdx loop of its kernel, so every "
+                        f"thread block along it runs it, and blocks {names} write the same "
+                        f"elements of {storage}: which copy's store lands last depends on the "
+                        f"order the thread blocks run in. "
+                        f"{_BLOCK_ADVICE}")
     return None
 
 
@@ -114,21 +122,31 @@ def _global_storages(regions) -> set[str]:
     return {r.buffer.storage_name for r in regions if r.buffer.scope == "global"}
 
 
-def _same_when_read(writers: list[tuple[int, str, bool]], position: int, stable: set[str],
-                    leaves: list, loops: list[For]) -> bool:
-    """Whether a copied block at `position` under `loops` reads a storage with `writers`
-    (position, name, copied) the same in every copy: nothing writes it, or one copied block
-    does, with values the same in every copy, all before the reader starts (no loop but the
-    thread and block loops around both: under a shared serial loop the reader may read an
-    element before its copy's writer stores it, and another copy's store lands first; audit
-    helper-124)."""
-    if not writers:
-        return True
-    if len(writers) > 1:
-        return False
-    at, name, copied = writers[0]
-    shared = [loop for loop in leaves[at][2] if any(loop is mine for mine in loops)]
-    return copied and at < position and name in stable and all(_tag(loop) for loop in shared)
+def _dependence_kinds(func: PrimFunc, blocks: dict, writers: dict[str, list[str]]
+                      ) -> dict[tuple[str, str, str], set[str]]:
+    """(source block, sink block, storage) -> the kinds of the dependences between them on
+    global memory in one copy's order, from the polyhedral model; where the model cannot
+    see the kernel, every kind between every two blocks that write and access one storage."""
+    import islpy as isl
+
+    from sched.errors import UnmodelledError
+    from sched.polyhedral.dependences import dependences
+
+    try:
+        found: dict[tuple[str, str, str], set[str]] = {}
+        for dep in dependences(func):
+            key = (dep.source.block.name, dep.sink.block.name, dep.buffer)
+            found.setdefault(key, set()).add(dep.kind)
+        return found
+    except (UnmodelledError, isl.Error):
+        every: dict[tuple[str, str, str], set[str]] = {}
+        for storage, names in writers.items():
+            for writer in names:
+                for other, block in blocks.items():
+                    if storage in _global_storages(block.reads) | _global_storages(block.writes):
+                        every[writer, other, storage] = every[other, writer, storage] = \
+                            {"flow", "anti", "output"}
+        return every
 
 
 def _redundant_in_kernel(func: PrimFunc) -> str | None:
