@@ -13,7 +13,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.nodes import PrimFunc
-from sched.polyhedral.software_pipeline import KEYS
+from sched.polyhedral.software_pipeline import ASYNC_STAGES, KEYS, STAGE
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.software_pipeline import check_pipeline_annotation
 from sched.schedule.state import find_block, find_loop, replace
@@ -36,8 +36,12 @@ def unannotate(func: PrimFunc, target: str, is_block: bool, key: str,
         new = dataclasses.replace(realize, block=dataclasses.replace(realize.block,
                                                                     annotations=annotations))
         return replace(func, realize, new)
-    new_func = replace(func, node, dataclasses.replace(node, annotations=annotations))
     remaining = [k for k, _ in annotations if k in KEYS]
+    if key == STAGE and ASYNC_STAGES in remaining:      # (audit helper-127: build refused it)
+        raise ScheduleError("unannotate", f"loop {target!r} keeps {ASYNC_STAGES!r}, which "
+                            f"says which of the {STAGE!r} stages copy asynchronously: "
+                            f"unannotate {ASYNC_STAGES!r} first")
+    new_func = replace(func, node, dataclasses.replace(node, annotations=annotations))
     if key in KEYS and remaining:
         check_pipeline_annotation(new_func, target, remaining[0], render)
     return new_func

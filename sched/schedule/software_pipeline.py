@@ -67,8 +67,9 @@ def check_pipelines_kept(func: PrimFunc, new_func: PrimFunc, primitive: str) -> 
         if id(loop) in before or not any(key in KEYS for key, _ in loop.annotations):
             continue
         name = loop.loop_var.name
-        undo = (f"unannotate it first (sch.unannotate(loop, {STAGE!r}) and "
-                f"{ORDER!r}) and annotate it again after this step")
+        undo = (f"unannotate it first (sch.unannotate(loop, ...) of {ASYNC_STAGES!r} where "
+                f"it has them, then of {STAGE!r} and {ORDER!r}) and annotate it again after "
+                f"this step")
         try:
             plan = read_plan(loop, primitive, require_stage=False)
         except ScheduleError as error:

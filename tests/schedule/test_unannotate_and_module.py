@@ -49,6 +49,12 @@ def test_unannotate_checks_the_pipeline_annotations_that_remain():
     sch.annotate(k_outer, "software_pipeline_stage", [0, 0, 1])
     sch.annotate(k_outer, "software_pipeline_order", [0, 1, 2])
     sch.annotate(k_outer, "software_pipeline_async_stages", [0])
+    # the async stages say which stages copy asynchronously: left without the stages, the
+    # build refused the function (audit helper-127)
+    with pytest.raises(ScheduleError, match="unannotate: loop 'k_0' keeps "
+                                            "'software_pipeline_async_stages'.*unannotate "
+                                            "'software_pipeline_async_stages' first"):
+        sch.unannotate(k_outer, "software_pipeline_stage")
     sch.unannotate(k_outer, "software_pipeline_async_stages")
     assert "software_pipeline_async_stages" not in sch.func.script()
     sch.unannotate(k_outer, "software_pipeline_stage")
