@@ -56,6 +56,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 from sched.polyhedral.dependences import is_reduction_update, model_and_dependences
 from sched.polyhedral.expr_equality import first_decides
+from sched.polyhedral.isl_expr import to_isl_condition
 from sched.polyhedral.kernel_stages import kernel_groups, root_stages
 from sched.polyhedral.statements import Statement
 
@@ -223,10 +224,15 @@ def _result_guard(realize: BlockRealize, reduce_loops: tuple[For, ...]) -> Expr 
         if first_decides(part, at_first, ranges) is True:
             kept.append(at_first)       # `0 < m`: the element is written where it holds
             continue
+        # (audit helper-127: a thread loop outside a split of a symbolic extent)
+        unread = "" if to_isl_condition(part) is not None else (
+            " (it is not affine, so the analysis cannot show that it holds at the first "
+            "values: over a symbolic extent, split the reduce loop with the thread loop "
+            "inside, sch.split(k, [None, threads]), and bind the inner loop)")
         return (f"the predicate {part.script()} of block '{realize.block.name}' may hold for "
                 f"some iterations of the reduce loops but not at their first values: the "
                 f"first thread could not tell whether the element is written; split the "
-                f"reduce loop so that its first iteration is in range")
+                f"reduce loop so that its first iteration is in range{unread}")
     return logical_and(*kept) if kept else None
 
 

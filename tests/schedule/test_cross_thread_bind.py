@@ -452,3 +452,20 @@ def test_a_step_that_breaks_a_cross_thread_reduction_says_why():
                                             r"cross-thread reduction on threadIdx.x: loop "
                                             r"'k_1' holds 2 blocks, not one reduction"):
         sch.compute_at(sch.get_block("P"), inner)
+
+
+def test_a_thread_loop_outside_the_split_of_a_symbolic_extent_says_how_to_split_it():
+    # k_0 * ((n + 31) // 32) + k_1 < n is not affine: the refusal blamed the predicate alone
+    # and said to split so the first iteration is in range (audit helper-127)
+    n = te.var("n")
+    A = te.placeholder((3, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((3,), lambda i: te.sum(
+        A[i, k], axis=k), name="C")]))
+    i, kk = sch.get_loops(sch.get_block("C"))
+    outer, _ = sch.split(kk, [32, None])
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(sched.ScheduleError, match=r"it is not affine, .* split the reduce loop "
+                                                  r"with the thread loop inside, "
+                                                  r"sch.split\(k, \[None, threads\]\)"):
+        sch.bind(outer, "threadIdx.x")
