@@ -79,7 +79,8 @@ class BoundsReport:
     # run time, so build warns of them
     possible: tuple[str, ...] = ()
     # of the unproven, the accesses whose index is arithmetic of variables and constants the
-    # model cannot read (unsigned or narrowing arithmetic, a product of two variables): not
+    # model cannot read (unsigned or narrowing arithmetic, a product of two variables, `% m`):
+    # not
     # checked at run time either, so build warns of them (a gather's index, read from
     # memory, is the program's to keep in bounds)
     unread: tuple[str, ...] = ()
@@ -225,7 +226,8 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
                                             for i in view.access.indices):
                     unread.append(f"{where}: its index is arithmetic the compiler cannot "
                                   f"read as affine (unsigned or narrowing arithmetic, a "
-                                  f"product of two variables)")
+                                  f"product of two variables, a division or remainder by a "
+                                  f"variable)")
             elif found is not None and not (statement.exact and view.access.guards_exact):
                 unproven.append(f"{where}: may be out of bounds ({found.example}); the model "
                                 f"over-approximates where it happens")
