@@ -93,12 +93,15 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
                 chosen.append(expr)
     # stored, an expression is data (int32 arithmetic wraps, as numpy's): one from an index
     # (exact index arithmetic) is stored as its exact value, which must fit its type; one
-    # used both as data and in an index only where the two agree (audit helper-122, 124)
+    # used both as data and in an index only where the two agree; a part of an index only
+    # where the rest of the index, then arithmetic on a load, cannot wrap (audit helpers
+    # 122, 124, 128)
     ranges = block_ranges(func, block)
-    contexts = _contexts(stores)
+    contexts, within = _contexts(stores)
     chosen = [e for e in chosen if
-              (contexts[e] == {"index"} and fits_its_type(e, ranges))
-              or contexts[e] == {"data"} or not may_wrap(e, ranges)]
+              ((contexts[e] == {"index"} and fits_its_type(e, ranges))
+               or contexts[e] == {"data"} or not may_wrap(e, ranges))
+              and not any(may_wrap(index, ranges) for index in within.get(e, ()))]
     chosen.sort(key=lambda e: -_complexity(e))          # stable: ties keep their order
     if not chosen:
         return func, []
@@ -172,21 +175,28 @@ def _pure(expr: Expr, allowed: set) -> bool:
     return False
 
 
-def _contexts(stores: list[BufferStore]) -> dict[Expr, set[str]]:
+def _contexts(stores: list[BufferStore]) -> tuple[dict[Expr, set[str]], dict[Expr, set]]:
     """Each subexpression of `stores`, with where it is used: "index" (an index of the store
-    or of a load: exact index arithmetic) or "data" (the stored value around the loads)."""
+    or of a load: exact index arithmetic) or "data" (the stored value around the loads); and
+    with the whole indices it is a part of (cached, it becomes a load, and the arithmetic
+    around it in the index becomes arithmetic on data, which wraps)."""
     found: dict[Expr, set[str]] = {}
+    within: dict[Expr, set] = {}
 
-    def visit(expr: Expr, context: str) -> None:
+    def visit(expr: Expr, context: str, index: Expr | None) -> None:
         found.setdefault(expr, set()).add(context)
-        inner = "index" if isinstance(expr, BufferLoad) else context
+        if index is not None and expr is not index:
+            within.setdefault(expr, set()).add(index)
         for child in _children(expr):
-            visit(child, inner)
+            if isinstance(expr, BufferLoad):
+                visit(child, "index", child)
+            else:
+                visit(child, context, index)
     for store in stores:
         for index in store.indices:
-            visit(index, "index")
-        visit(store.value, "data")
-    return found
+            visit(index, "index", index)
+        visit(store.value, "data", None)
+    return found, within
 
 
 def _children(expr: Expr) -> list[Expr]:

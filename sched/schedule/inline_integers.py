@@ -43,8 +43,10 @@ from sched.ir.nodes import (
     Expr,
     For,
     IntImm,
+    Not,
     PrimFunc,
     Select,
+    StringImm,
     Var,
 )
 
@@ -80,22 +82,18 @@ def _fits(found, dtype: str) -> bool:
 def may_wrap(e: Expr, ranges: dict) -> bool:
     """Whether int32 or int64 arithmetic in `e` (reading no data) may leave its type over
     `ranges`: where its stored value (wrapped) and its exact value differ. The 8- and
-    16-bit and unsigned types wrap in every context, and a cast is the program's own
-    conversion, the same in every context: the arithmetic under it is asked on its own."""
-    if isinstance(e, Var | IntImm):
-        return interval(e, ranges) is None
-    if isinstance(e, Cast):
-        return may_wrap(e.value, ranges)
-    if isinstance(e, Select):
-        return any(may_wrap(part, ranges) for part in (e.condition, e.true_value,
-                                                     e.false_value))
-    operation = integer_operation(e)
-    if operation is None:           # a comparison or a logic operation, or no arithmetic
-        return not isinstance(e, BinaryOp) or any(may_wrap(x, ranges) for x in (e.a, e.b))
-    _, a, b = operation
-    if may_wrap(a, ranges) or may_wrap(b, ranges):
+    16-bit and unsigned types wrap in every context, float arithmetic is the same in every
+    context, and a cast is the program's own conversion: the arithmetic under them is asked
+    on its own."""
+    if isinstance(e, Var):
+        return is_int(e.dtype) and interval(e, ranges) is None
+    children = _children(e)
+    if children is None:                # a constant
+        return False
+    if any(may_wrap(child, ranges) for child in children):
         return True
-    return e.dtype in (NARROW, WIDE) and not _fits(interval(e, ranges), e.dtype)
+    return integer_operation(e) is not None and e.dtype in (NARROW, WIDE) and \
+        not _fits(interval(e, ranges), e.dtype)
 
 
 def wrapped_value(value: Expr, ranges: dict) -> Expr | None:
@@ -116,14 +114,9 @@ def _wrapped(e: Expr, ranges: dict) -> Expr | None:
     modulo 2**32, of an operation on int32 values the wrapped one (a division after a
     wrapped product too: `vi * 2**30 // 2**30` stores -2 at vi = 2; audit helper-124).
     None where int64 arithmetic may leave int64: no wider type takes it modulo 2**64."""
-    if isinstance(e, Var | IntImm):
-        return e
-    if isinstance(e, Cast):
-        inner = _wrapped(e.value, ranges)
-        return None if inner is None else Cast(e.dtype, inner)
     children = _children(e)
-    if children is None:
-        return None
+    if children is None or not children:        # a constant or a variable
+        return e
     new = [_wrapped(child, ranges) for child in children]
     if any(child is None for child in new):
         return None
@@ -135,21 +128,35 @@ def _wrapped(e: Expr, ranges: dict) -> Expr | None:
 
 
 def _children(e: Expr) -> list[Expr] | None:
+    """The operands of `e` (none for a variable), or None for a constant."""
+    if isinstance(e, Var):
+        return []
     if isinstance(e, BinaryOp):
         return [e.a, e.b]
+    if isinstance(e, Cast):
+        return [e.value]
     if isinstance(e, Select):
         return [e.condition, e.true_value, e.false_value]
-    if isinstance(e, Call) and integer_operation(e) is not None:
-        return list(e.args)
+    if isinstance(e, Call):
+        return [a for a in e.args if isinstance(a, Expr) and not isinstance(a, StringImm)]
+    if isinstance(e, Not):
+        return [e.a]
     return None
 
 
 def _with_children(e: Expr, children: list[Expr]) -> Expr:
     if isinstance(e, BinaryOp):
         return BinaryOp(e.op, *children)
+    if isinstance(e, Cast):
+        return Cast(e.dtype, children[0])
     if isinstance(e, Select):
         return Select(*children)
-    return dataclasses.replace(e, args=tuple(children))
+    if isinstance(e, Not):
+        return Not(children[0])
+    given = iter(children)
+    return dataclasses.replace(e, args=tuple(
+        next(given) if isinstance(a, Expr) and not isinstance(a, StringImm) else a
+        for a in e.args))
 
 
 def _as_arithmetic(e: Expr) -> Expr:

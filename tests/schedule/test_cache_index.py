@@ -259,3 +259,21 @@ def test_a_cached_stored_value_keeps_wrapping_and_an_index_its_exact_value():
     a, b = np.arange(8, dtype=np.int32) * 10, np.zeros(4, np.int32)
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_array_equal(b, [0, 1, -2, -1] + a[4:])
+
+
+@T.prim_func
+def _part_of_an_index_past_int32(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[vi * 1048576 * 4096 // 1073741824] + A[vi * 1048576 // 1048576]
+
+
+def test_a_part_of_an_index_is_cached_only_where_the_rest_cannot_wrap():
+    # with cse_thresh=2, vi * 1048576 (twice) was cached: the rest of the first index, then
+    # arithmetic on a load, wrapped (A[vi] for A[4 * vi]: audit helper-128)
+    sch = sched.Schedule(_part_of_an_index_past_int32)
+    sch.cache_index(sch.get_block("B"), "global", 2)
+    a, b = np.arange(16, dtype=np.float32) * 10, np.zeros(4, np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a[np.arange(4) * 4] + a[np.arange(4)])

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import sched
+from sched import compute as te
 
 
 def _wrapped(value: int) -> int:
@@ -231,3 +232,21 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
     sch.compute_inline(sch.get_block("B"))
     a = np.arange(8, dtype=np.int32) * 10
     np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a[[0, 1, 6, 7]])
+
+
+@pytest.mark.parametrize("value, expected", [
+    (lambda i: te.const(2.0, "float32"), np.full(8, 2.0)),                # a constant fill
+    (lambda i: i.astype("float32") * 0.5, np.arange(8) * 0.5),            # a float of i
+    (lambda i: te.if_then_else(i > 3, 1.0, 0.0), np.arange(8) > 3),       # a mask
+], ids=["constant", "float_of_index", "mask"])
+def test_float_values_of_the_indices_inline(value, expected):
+    # refused as "int64 arithmetic that may pass int64" by the first form of the rule, which
+    # took a float constant for a value that may wrap (audit helper-128)
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), value, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((8,), lambda i: A[i] + B[i],
+                                                            name="C")]))
+    sch.compute_inline(sch.get_block("B"))
+    a, c = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_array_equal(c, a + expected)
