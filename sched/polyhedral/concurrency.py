@@ -142,6 +142,8 @@ class _Concurrency:
             blocks = [i for i, lp in enumerate(loops[:index]) if lp.kind == "thread_binding"
                       and (lp.thread_tag or "").startswith("blockIdx")]
             same = tuple(range(max(blocks, default=-1) + 1))
+        elif self.kind == "blockIdx":       # (the serial loops in the kernel: carried_key)
+            same = tuple(i for i, lp in enumerate(loops[:index]) if lp.kind == "thread_binding")
         prefix = tuple(isl_name(lp.var) for lp in loops[:index + 1])
         return storages_touched_across(self.statements, prefix, same,
                                        statement_params(self.model))
@@ -157,6 +159,13 @@ class _Concurrency:
             # one iteration for both ends
             return ("threads", width, self.same_block_positions(self.statements[0],
                                                                 position), position, params)
+        if self.kind == "blockIdx":
+            # so do the thread blocks: a serial loop around this one in the kernel runs in
+            # each block on its own, and nothing orders one block's iteration t + 1 after
+            # another's t (audit helper-128: a stencil over time steps, its columns split
+            # over blocks, read its neighbours' columns before they were written)
+            return ("threads", width, self.same_grid_positions(self.statements[0], position),
+                    position, params)
         return ("carried", width, position, params)
 
     @functools.cached_property
@@ -414,7 +423,7 @@ class _Concurrency:
             if a != b or dep.source.time[:a.position + 1] != dep.sink.time[:a.position + 1]:
                 break
             common = a.position + 1
-        equal = tuple(range(common)) if self.kind == "blockIdx" else \
+        equal = self.same_grid_positions(dep.source, common) if self.kind == "blockIdx" else \
             self.same_block_positions(dep.source, common)
         return ("across", len(dep.source.time), equal, here, there,
                 f"[{', '.join(self.model.params)}] ->")
@@ -430,6 +439,14 @@ class _Concurrency:
         last_block = max(blocks, default=-1)
         loops = {lp.position for lp in statement.loops}
         return tuple(q for q in range(before) if q <= last_block or q not in loops)
+
+    def same_grid_positions(self, statement: Statement, before: int) -> tuple[int, ...]:
+        """The time positions before `before` at which two runs in thread blocks of one
+        launch agree: the constants and the loops bound to a block axis (each names one
+        block). A serial loop the kernel holds around them each block runs on its own."""
+        loops = {lp.position: lp for lp in statement.loops if lp.position < before}
+        return tuple(q for q in range(before)
+                     if q not in loops or loops[q].kind == "thread_binding")
 
     def rewrites_only(self, storage: str) -> bool:
         """Whether the function allocates `storage` and no value flows through it from one

@@ -74,13 +74,18 @@ def _elements_written(func: PrimFunc, block: str, buffer: Buffer):
     UnionSet, and the instances' writes of them, a UnionMap; None where the model
     over-approximates."""
     model = build_model(func)
-    if not model.is_exact:
-        return None
     tuple_name = buffer_tuple(buffer)
     found = None
     for statement in model.statements_of_block(block):
         if statement.is_init:
             continue
+        # the block's instances and its writes of the storage exact: what else the model
+        # widens (a gather's read, audit helper-128) does not change which elements it writes
+        if not statement.exact or any(
+                not (view.access.is_affine and view.access.guards_exact)
+                for view in statement.accesses
+                if view.is_write and view.buffer.storage_name == buffer.storage_name):
+            return None
         for written in maps(statement.writes):
             if written.get_tuple_name(isl.dim_type.out) == tuple_name:
                 written = isl.UnionMap.from_map(written)

@@ -469,3 +469,23 @@ def test_a_thread_loop_outside_the_split_of_a_symbolic_extent_says_how_to_split_
                                                   r"with the thread loop inside, "
                                                   r"sch.split\(k, \[None, threads\]\)"):
         sch.bind(outer, "threadIdx.x")
+
+
+@T.prim_func
+def _time_steps_of_a_stencil(X: T.Buffer((5, 64), "float32")):
+    for t, i in T.grid(4, 64):
+        with T.block("S"):
+            vt, vi = T.axis.remap("SS", [t, i])
+            X[vt + 1, vi] = X[vt, (vi + 63) % 64] + X[vt, vi] + X[vt, (vi + 1) % 64]
+
+
+def test_a_block_loop_under_a_serial_loop_that_carries_a_dependence_between_blocks_is_refused():
+    # every thread block runs the time loop on its own: block 0 read step t's edge column
+    # of block 1 before block 1 wrote it (cuda-emu off by 19.7; audit helper-128); the
+    # same loop bound to threadIdx was refused
+    sch = sched.Schedule(_time_steps_of_a_stencil)
+    _, i = sch.get_loops(sch.get_block("S"))
+    outer, _ = sch.split(i, [4, 16])
+    with pytest.raises(ScheduleError, match=r"bind: loop 'i_0' carries a flow dependence of "
+                                            r"block S"):
+        sch.bind(outer, "blockIdx.x")

@@ -282,3 +282,19 @@ def test_a_predicate_read_of_the_output_is_seen_when_one_statement_holds_both_bl
     sch = sched.Schedule(_both_in_one_statement)
     with pytest.raises(ScheduleError, match="is loaded in a predicate"):
         sch.reverse_compute_inline(sch.get_block("C"))
+
+
+def test_a_gather_consumer_inlines_into_its_producer():
+    # C[vi] = A[B[vi]] reads B at its own vi: the widened read of A made the whole model
+    # inexact, and the check of the elements C writes refused it (audit helper-128)
+    Idx = te.placeholder((8,), "int32", name="Idx")
+    A = te.placeholder((16,), name="A")
+    B = te.compute((8,), lambda i: Idx[i] + 1, name="B")
+    C = te.compute((8,), lambda i: A[B[i]], name="C")
+    sch = sched.Schedule(te.create_prim_func([Idx, A, C]))
+    sch.reverse_compute_inline(sch.get_block("C"))
+    idx = np.array([3, 0, 7, 14, 2, 9, 5, 1], np.int32)
+    a = np.arange(16, dtype=np.float32) * 10
+    c = np.zeros(8, np.float32)
+    sched.build(sch.func, target="c")(idx, a, c)
+    np.testing.assert_array_equal(c, a[idx + 1])
