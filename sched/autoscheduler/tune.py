@@ -327,8 +327,8 @@ def _refuse_unbuildable(workload: Workload) -> None:
     iterations race, an access out of bounds): every candidate keeps its steps, so none
     would build, and the run would end with nothing measured and no reason (audit
     helper-123)."""
-    from sched.build import refuse_out_of_bounds, refuse_races
     from sched.errors import BuildError
+    from sched.lower.build_checks import refuse_out_of_bounds, refuse_races
     from sched.polyhedral.in_bounds import OutOfBoundsError
 
     func = workload.base_schedule().func

@@ -25,6 +25,7 @@ from sched.c.int_ranges import IntRanges, unsigned_c_type
 from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode, unroll_pragma
 from sched.c.vectorize import plan_vector_loop
+from sched.ir.builders import widen
 from sched.ir.dtype import bits, is_float, is_int, max_value
 from sched.ir.extern import ADDRESS_OF, addressed_storages, written_storages
 from sched.ir.nodes import (
@@ -286,7 +287,9 @@ class _CEmitter(BitCallEmitter):
             self.line(f"{ctype} {name}[{size.value}];  // scope {buffer.scope}")
             self.stmt(node.body)
             return
-        count = str(size.value) if isinstance(size, IntImm) else f"(int64_t)({self.expr(size)})"
+        # the size in int64 arithmetic: a declared `n * 2**30 - 2**30 + 1` computed in int32
+        # wrapped to one element at n = 5 (audit helper-129)
+        count = str(size.value) if isinstance(size, IntImm) else self.expr(widen(size))
         allocate = self.helper("sched_malloc_checked")
         self.line(f"{ctype}* {name} = ({ctype}*){allocate}({count}, sizeof({ctype}), "
                   f"\"{name}\");  // scope {buffer.scope}")

@@ -26,6 +26,7 @@ from sched.ir.nodes import (
     Expr,
     FloatImm,
     IntImm,
+    Select,
     SeqStmt,
     Stmt,
     _fits,
@@ -246,3 +247,26 @@ def seq(*stmts: Stmt) -> Stmt:
     return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
 
 
+# integer arithmetic `widen` computes in the wider type (the other operations are converted)
+_WIDENED_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
+
+
+def widen(e: Expr, dtype: str = "int64", keep_casts: bool = False) -> Expr:
+    """The integer expression `e` computed in `dtype` throughout: constants retyped, integer
+    arithmetic (and selects of it) on widened operands, every other leaf (a variable, a load,
+    a cast) converted once. Equal to `e` wherever `e` does not overflow, and free of the
+    narrow intermediate results that could. A narrowing cast of a value already in `dtype`
+    is dropped (the index arithmetic it narrowed is computed wide), unless `keep_casts`: the
+    program's own casts, which wrap."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm):
+        return IntImm(e.value, dtype)
+    if isinstance(e, BinaryOp) and e.op in _WIDENED_OPS:
+        return BinaryOp(e.op, widen(e.a, dtype, keep_casts), widen(e.b, dtype, keep_casts))
+    if isinstance(e, Select):
+        return Select(e.condition, widen(e.true_value, dtype, keep_casts),
+                      widen(e.false_value, dtype, keep_casts))
+    if isinstance(e, Cast) and e.value.dtype == dtype and not keep_casts:
+        return e.value           # a narrowing cast of an already wide value: the value itself
+    return Cast(dtype, e)

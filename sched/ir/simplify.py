@@ -58,6 +58,20 @@ def _droppable(e: Expr) -> bool:
     return _pure(e) and not collect(e, BufferLoad) and not collect(e, Call)
 
 
+def _offset(e: Expr) -> tuple[Expr, int]:
+    """`e` as (x, c) with `e` = x + c (c = 0 where it adds no constant)."""
+    if isinstance(e, BinaryOp) and e.op in ("add", "sub") and isinstance(e.b, IntImm):
+        return e.a, e.b.value if e.op == "add" else -e.b.value
+    return e, 0
+
+
+def _same_base(a: Expr, b: Expr) -> bool:
+    """Whether `a` and `b` are one expression reading no data plus two constants (a window's
+    `(vi * 2 + 6) - (vi * 2 + 4)`: audit helper-126), whose difference fits their type."""
+    (x, c), (y, d) = _offset(a), _offset(b)
+    return bool(c or d) and x == y and _droppable(x) and _fits(c - d, a.dtype)
+
+
 def _fold(op: str, x, y, dtype: str):
     """`x op y` for two constants of `dtype` with the IR's semantics, as the targets compute
     it, or None where it is not folded: a division by zero; an integer result outside the
@@ -143,6 +157,8 @@ def _rewrite_binary(node: BinaryOp, positive: frozenset = frozenset()) -> Expr:
         (lambda: op == "sub" and minus_zero, lambda: a),                     # x - 0 -> x
         (lambda: op == "sub" and integer and a == b and _droppable(a),
          lambda: const(0, a.dtype)),                                         # x - x -> 0
+        (lambda: op == "sub" and integer and _same_base(a, b),               # (x + 6) -
+         lambda: const(_offset(a)[1] - _offset(b)[1], a.dtype)),             # (x + 4) -> 2
         (lambda: op == "mul" and _is(b, 1), lambda: a),                      # x * 1 -> x
         (lambda: op == "mul" and _is(a, 1), lambda: b),                      # 1 * x -> x
         (lambda: op == "mul" and integer and (_is(a, 0) and _droppable(b)

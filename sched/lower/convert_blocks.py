@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.ir.builders import widen
 from sched.ir.dtype import bits, is_int
 from sched.ir.functor import IRMutator, substitute
 from sched.ir.intervals import interval, loop_values, parameter_ranges
@@ -26,7 +27,6 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
-from sched.lower.flatten_buffers import widen
 
 
 def _is_true(expr) -> bool:

@@ -16,25 +16,22 @@ import dataclasses
 import math
 
 from sched.errors import ScheduleError
+from sched.ir.builders import widen
 from sched.ir.functor import IRMutator
 from sched.ir.nodes import (
     Allocate,
-    BinaryOp,
     Buffer,
     BufferLoad,
     BufferStore,
-    Cast,
     Expr,
     IntImm,
     PrimFunc,
-    Select,
     Stmt,
 )
 from sched.ir.simplify import simplify
 
 INT32_MAX = 2 ** 31 - 1
 WIDE_INDEX = "int64"
-_INT_ARITH = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
 
 
 def needs_wide_index(shape: tuple[Expr, ...]) -> bool:
@@ -43,27 +40,6 @@ def needs_wide_index(shape: tuple[Expr, ...]) -> bool:
     if not all(isinstance(dim, IntImm) for dim in shape):
         return True
     return math.prod(dim.value for dim in shape) > INT32_MAX
-
-
-def widen(e: Expr, dtype: str = WIDE_INDEX, keep_casts: bool = False) -> Expr:
-    """The integer expression `e` computed in `dtype` throughout: constants retyped, integer
-    arithmetic (and selects of it) on widened operands, every other leaf (a variable, a load,
-    a cast) converted once. Equal to `e` wherever `e` does not overflow, and free of the
-    narrow intermediate results that could. A narrowing cast of a value already in `dtype`
-    is dropped (the index arithmetic it narrowed is computed wide), unless `keep_casts`: the
-    program's own casts, which wrap."""
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, IntImm):
-        return IntImm(e.value, dtype)
-    if isinstance(e, BinaryOp) and e.op in _INT_ARITH:
-        return BinaryOp(e.op, widen(e.a, dtype, keep_casts), widen(e.b, dtype, keep_casts))
-    if isinstance(e, Select):
-        return Select(e.condition, widen(e.true_value, dtype, keep_casts),
-                      widen(e.false_value, dtype, keep_casts))
-    if isinstance(e, Cast) and e.value.dtype == dtype and not keep_casts:
-        return e.value           # a narrowing cast of an already wide value: the value itself
-    return Cast(dtype, e)
 
 
 def _size(shape: tuple[Expr, ...], wide: bool) -> Expr:

@@ -26,6 +26,7 @@ import logging
 
 import islpy as isl
 
+from sched.ir.builders import widen
 from sched.ir.dtype import INDEX_DTYPE, bits, is_int
 from sched.ir.functor import IRMutator, free_vars
 from sched.ir.nodes import (
@@ -46,7 +47,6 @@ from sched.ir.nodes import (
     seq,
 )
 from sched.ir.simplify import simplify
-from sched.lower.flatten_buffers import widen
 from sched.lower.isl_affine import (
     AffineTranslation,
     Context,

@@ -20,6 +20,7 @@ import dataclasses
 import islpy as isl
 
 from sched.errors import ScheduleError
+from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import IRMutator, free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import (
@@ -241,6 +242,10 @@ def _bound(image: isl.Set, k: int, context: isl.Set, sizes: dict[str, Var], dtyp
     found = image.dim_max(k) if end else image.dim_min(k)
     if found.is_cst() and found.n_piece() == 1:
         value = (image.dim_max_val(k) if end else image.dim_min_val(k))
+        if value.is_int() and not min_value(dtype) <= value.to_python() <= max_value(dtype):
+            raise ScheduleError(PRIMITIVE, f"the new iteration variable {k} takes the value "
+                                f"{value.to_python()}, past {dtype}: map int64 variables "
+                                f"(T.int64 domains) to build one so")   # (helper-129)
         return const(value.to_python(), dtype) if value.is_int() else None
     try:
         return simplify(pw_aff_to_expr(found, context, sizes, dtype))

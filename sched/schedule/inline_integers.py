@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.ir.builders import widen
 from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRMutator, collect
 from sched.ir.intervals import (
@@ -184,8 +185,6 @@ def exact_value(index: Expr, dtype: str, ranges: dict) -> Expr:
     """Index arithmetic `index` (over variables `ranges` gives) as a value of `dtype`
     computed exactly wherever it is used, data included: in int64 where it may pass int32 on
     the way, then converted (its value fits: it indexes a buffer, or `fits_its_type` said so)."""
-    from sched.lower.flatten_buffers import widen
-
     if not is_int(index.dtype) or not is_int(dtype) or _reads_data(index):
         return index if index.dtype == dtype else Cast(dtype, index)
     if dtype == WIDE and index.dtype == NARROW:     # (a cast would take it wrapped)
@@ -200,8 +199,6 @@ def fits_its_type(index: Expr, ranges: dict) -> bool:
     `ranges` (the values of its variables) hold: int32 arithmetic may pass int32 where int64
     would not; the other types compute in their own type everywhere, as does arithmetic on
     data."""
-    from sched.lower.flatten_buffers import widen
-
     if index.dtype != NARROW or _reads_data(index):
         return True
     return _fits(interval(widen(_as_arithmetic(index), WIDE), ranges), NARROW)

@@ -20,7 +20,8 @@ import islpy as isl
 import numpy as np
 
 from sched.errors import ScheduleError
-from sched.ir.dtype import is_int
+from sched.ir.builders import literal
+from sched.ir.dtype import is_int, max_value
 from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.names import fresh
 from sched.ir.nodes import (
@@ -164,13 +165,14 @@ def transform_layout(func: PrimFunc, block_name: str, buffer_ref, index_map,
     return new_func
 
 
-def _buffer(block: Block, ref) -> Buffer:
-    """The buffer named by `ref`: a name, a Buffer, or ("read" | "write", index)."""
+def _buffer(block: Block, ref, primitive: str = PRIMITIVE) -> Buffer:
+    """The buffer named by `ref`: a name, a Buffer, or ("read" | "write", index); refused
+    as step `primitive`'s argument."""
     regions = {"read": block.reads, "write": block.writes}
     if isinstance(ref, tuple | list) and len(ref) == 2 and ref[0] in regions:
         kind, index = ref
         if not isinstance(index, int) or not 0 <= index < len(regions[kind]):
-            raise ScheduleError(PRIMITIVE, f"argument 'buffer': block {block.name!r} has "
+            raise ScheduleError(primitive, f"argument 'buffer': block {block.name!r} has "
                                 f"{len(regions[kind])} {kind} regions, got index {index!r}")
         return regions[kind][index].buffer
     name = ref.name if isinstance(ref, Buffer) else ref
@@ -178,7 +180,7 @@ def _buffer(block: Block, ref) -> Buffer:
         if region.buffer.name == name:
             return region.buffer
     listed = ", ".join(dict.fromkeys(r.buffer.name for r in (*block.reads, *block.writes)))
-    raise ScheduleError(PRIMITIVE, f"argument 'buffer': block {block.name!r} accesses no "
+    raise ScheduleError(primitive, f"argument 'buffer': block {block.name!r} accesses no "
                         f"buffer {name!r} (it accesses {listed or 'none'}); give a name, a "
                         f"Buffer or (\"read\" | \"write\", index)")
 
@@ -224,7 +226,12 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
         if low < 0:
             raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} the "
                                 f"value {low}: indices start at 0")
-        shape.append(const(high + 1, buffer.shape[0].dtype))
+        dtype = buffer.shape[0].dtype
+        if high + 1 > max_value(dtype):     # (a raw TypeError: audit helper-129)
+            raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} the "
+                                f"value {high}, past {dtype}: declare the buffer's dimensions "
+                                f"as T.int64 to map it so")
+        shape.append(const(high + 1, dtype))
         box = box.intersect(read_set(f"{{ [{', '.join(outputs)}] : {name} <= {high} }}"))
     return tuple(shape), not image.is_equal(box)
 
@@ -345,7 +352,10 @@ def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:
                       for d, dim in enumerate(buffer.shape))
     indices = tuple(iv.var for iv in iter_vars)
     try:
+        # (a number past a float type's range is refused as a script's literal is: it
+        # printed T.float32(1e+40), which the parser refuses; audit helper-129)
         value = pad_value(*indices)[0] if isinstance(pad_value, IndexMap) else \
+            literal(pad_value, buffer.dtype) if isinstance(pad_value, int | float) else \
             convert(pad_value, buffer.dtype)
     except TypeError as error:      # a number beyond the buffer's dtype
         raise ScheduleError(PRIMITIVE, f"pad_value={pad_value!r}: {error}") from None

@@ -86,8 +86,9 @@ def partition_ranges(factors, loop: For, render: bool, func: PrimFunc) -> list[t
     for position, factor in enumerate(factors):
         if factor is not None and (not isinstance(factor, int) or isinstance(factor, bool)
                                    or factor <= 0):
-            raise refuse(f"cannot partition loop {name!r} with the factor {factor!r} (factor "
-                         f"{position}): every factor must be a positive integer (or one None)")
+            raise refuse(f"cannot partition loop {name!r} with the factor {factor!r} (at "
+                         f"position {position}): every factor must be a positive integer (or "
+                         f"one None)")
     if sum(f is None for f in factors) > 1:
         raise refuse(f"argument 2, 'factors' {list(factors)} to loop_partition: at most one "
                      f"factor may be None (it takes the rest of the loop)")

@@ -326,6 +326,9 @@ def add_unit_loop(func: PrimFunc, target: str, is_block: bool) -> tuple[PrimFunc
     """A loop of extent 1 around a block or a loop (see Schedule.add_unit_loop)."""
     node: Stmt = find_block(func, target, "add_unit_loop") if is_block \
         else find_loop(func, target, "add_unit_loop")
+    if is_block and node is func.body:      # (its script read back as another function)
+        raise ScheduleError("add_unit_loop", "the root block holds the whole function: add "
+                            "the loop around a block or a loop inside it")
     name = fresh_name(func, "u")
     loop = For(Var(name), IntImm(0), IntImm(1), "serial", node)
     return replace(func, node, loop), name

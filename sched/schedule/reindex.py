@@ -68,7 +68,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_ref, name: str | None = None
     (the copy buffer's too)."""
     realize = find_block(func, block_name, PRIMITIVE)
     block = realize.block
-    buffer = _buffer(block, buffer_ref)
+    buffer = _buffer(block, buffer_ref, PRIMITIVE)
     write = any(r.buffer == buffer for r in block.writes)
     refuse_other_views(func, buffer, PRIMITIVE, "copying it")
     indices = _one_pattern(block, buffer, write)

@@ -72,7 +72,7 @@ def test_guard_of_a_split_is_an_if():
 def test_small_constant_allocation_is_on_the_stack_symbolic_on_the_heap():
     assert "float T[10];" in source_of(two_stage())
     heap = source_of(two_stage(Var("n")))
-    assert 'float* T = (float*)sched_malloc_checked((int64_t)(n), sizeof(float), "T");' in heap
+    assert 'float* T = (float*)sched_malloc_checked((int64_t)n, sizeof(float), "T");' in heap
     assert "free(T);" in heap
 
 
@@ -162,3 +162,17 @@ def test_an_intermediate_buffer_that_cannot_be_allocated_stops_with_a_message():
     assert done.returncode != 0
     assert "sched: cannot allocate 1099511627776 elements of 4 bytes for 'T' (out of memory" \
         in done.stderr
+
+
+def test_a_one_dimensional_allocation_is_sized_in_int64_where_it_may_pass_int32():
+    # transform_layout(B, i -> i * 2**30) gives B the shape (n * 2**30 - 2**30 + 1,); sized in
+    # int32 it wrapped to one element at n = 5, and the stores ran past it (audit helper-129)
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((n,), lambda i: B[i] * 2.0,
+                                                            name="C")]))
+    sch.transform_layout(sch.get_block("B"), "B", lambda i: (i * 2**30,))
+    source = generate_c(lower(sch.func))
+    assert 'sched_malloc_checked((int64_t)n * 1073741824 - 1073741823, sizeof(float), "B")' \
+        in source

@@ -309,11 +309,11 @@ def test_operator_precedence_with_minimal_parentheses(expr, text):
     (IntImm(0), IntImm(128), "0:128"),
     (Var("vi"), IntImm(4), "vi:vi + 4"),
     (Var("vi") * 4, IntImm(4), "vi * 4:vi * 4 + 4"),
-    (Var("vi") + 1, IntImm(4), "vi + 1:vi + 1 + 4"),   # vi + 5 would not give back 4
+    (Var("vi") + 1, IntImm(4), "vi + 1:vi + 5"),       # (vi + 5) - (vi + 1) gives back 4
     (IntImm(2), IntImm(3), "2:5"),
     (Var("vi"), IntImm(1), "vi"),
     (IntImm(0), Var("vi") + 1, "0:vi + 1"),
-    (Var("vi") - 1, IntImm(3), "vi - 1:vi - 1 + 3"),
+    (Var("vi") - 1, IntImm(3), "vi - 1:vi + 2"),
 ])
 def test_region_bounds(lo, extent, text):
     region = BufferRegion(Buffer("O", (IntImm(256),)), (Range(lo, extent),))

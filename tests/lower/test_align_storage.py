@@ -52,3 +52,19 @@ def test_lowering_pads_the_annotated_buffer():
     text = lower(aligned_intermediate).script()
     assert 'B = T.decl_buffer((68,), "float32")' in text       # 4 rows of 17
     assert "B[i * 17 + j] = A_flat[i * 8 + j]" in text
+
+
+def test_the_padded_length_is_computed_in_closed_form():
+    # a factor of 2**40 was scanned one length at a time: sched.build did not end (audit
+    # helper-129); the closed form agrees with the scan where the scan is short
+    import itertools
+
+    from sched.lower.align_storage import _smallest_length
+
+    for length, stride, factor, offset in itertools.product((1, 7, 16), (1, 4, 6), (1, 8, 12),
+                                                            (0, 1, 3)):
+        offset %= factor
+        scanned = next((m for m in range(length, length + factor)
+                        if stride * m % factor == offset), None)
+        assert _smallest_length(length, stride, factor, offset) == scanned
+    assert _smallest_length(7, 1, 2**40, 1) == 2**40 + 1

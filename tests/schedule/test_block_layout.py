@@ -274,3 +274,15 @@ def test_each_new_variable_keeps_the_dtype_of_its_expression():
     b = np.zeros((4, 6), np.float32)
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_allclose(b, a * 2, rtol=1e-6)
+
+
+def test_a_new_variable_past_int32_is_refused():
+    # a raw TypeError: the constant 9663676422 is outside int32 (audit helper-129)
+    from sched import compute as te
+
+    A = te.placeholder((8, 4), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((8, 4), lambda i, j: A[i, j] * 2.0,
+                                                            name="C")]))
+    with pytest.raises(sched.ScheduleError, match=r"the new iteration variable 0 takes the "
+                                                  r"value \d+, past int32"):
+        sch.transform_block_layout(sch.get_block("C"), lambda i, j: (i * 2**30 + j,))

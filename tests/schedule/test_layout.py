@@ -245,3 +245,31 @@ def test_an_index_map_may_name_its_indices_like_the_symbolic_dims(step, rng):
         c = np.full((n, 8), np.nan, np.float32)
         kernel(a, c)
         np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+
+
+def _scaled_then_shifted():
+    A = te.placeholder((8, 4), name="A")
+    B = te.compute((8, 4), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((8, 4), lambda i, j: B[i, j] + 1.0, name="C")
+    return te.create_prim_func([A, C])
+
+
+def test_an_image_past_int32_and_a_pad_value_past_float32_are_refused():
+    # a raw TypeError, and a pad value printed as T.float32(1e+40), which the parser refuses
+    # (audit helper-129)
+    sch = sched.Schedule(_scaled_then_shifted())
+    with pytest.raises(ScheduleError, match=r"gives index .* the value 3758096384, past "
+                                            r"int32: declare the buffer's dimensions as "
+                                            r"T.int64"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i * 2**29, j))
+    with pytest.raises(ScheduleError, match=r"pad_value=.*beyond the range of float32"):
+        sch.transform_layout(sch.get_block("B"), "B", lambda i, j: (i // 3, j, i % 3),
+                             pad_value=10**40)
+
+
+def test_the_errors_of_a_buffer_argument_name_the_step():
+    # reindex's bad buffer index was reported as transform_layout's (audit helper-129)
+    sch = sched.Schedule(_scaled_then_shifted())
+    with pytest.raises(ScheduleError, match=r"^reindex: argument 'buffer': block 'B' has 1 "
+                                            r"read regions, got index 7"):
+        sch.reindex(sch.get_block("B"), ("read", 7))

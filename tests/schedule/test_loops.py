@@ -360,3 +360,11 @@ def test_orders_not_judged_within_the_budget_are_left_out(monkeypatch):
     assert "the new order runs S" in str(refused.value)
     assert "sch.reorder(i, k, j)" not in str(refused.value)
     assert "sch.reorder(k, i, j)" not in str(refused.value)
+
+
+def test_add_unit_loop_refuses_the_root_block():
+    # accepted, its script read back as another function (audit helper-129)
+    sch = sched.Schedule(elementwise())
+    with pytest.raises(ScheduleError, match="add_unit_loop: the root block holds the whole "
+                                            "function"):
+        sch.add_unit_loop(sch.get_block("root"))

@@ -1,0 +1,69 @@
+"""The checks `sched.build` asks of a function before lowering it, which `sched.tune` asks too
+(a function build refuses as given gives no candidate): its accesses in bounds
+(`check_bounds`), and no loop whose iterations run at the same time racing (`check_races`).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from sched.errors import BuildError, ConservativeAnalysisWarning, UnmodelledError
+from sched.ir.nodes import PrimFunc
+
+CHECK_BOUNDS = ("static", "strict", "off")
+
+
+def refuse_out_of_bounds(func: PrimFunc, check_bounds: str = "static") -> None:
+    """Refuse `func` when it accesses out of bounds (see build's `check_bounds`)."""
+    if check_bounds not in CHECK_BOUNDS:
+        raise ValueError(f"build: check_bounds must be one of "
+                         f"{', '.join(repr(c) for c in CHECK_BOUNDS)}, got {check_bounds!r}")
+    if check_bounds == "off":
+        return
+    from sched.polyhedral.in_bounds import bounds_report, check_in_bounds, out_of_bounds_error
+
+    found = check_in_bounds(func, strict=check_bounds == "strict")
+    if found is not None:
+        raise out_of_bounds_error(func, found, "build")
+    possible = bounds_report(func).possible
+    if possible:        # (audit helpers 113, 114: a guarded out-of-bounds read, silent)
+        more = f" (and {len(possible) - 1} more)" if len(possible) > 1 else ""
+        warnings.warn(ConservativeAnalysisWarning(
+            f"build: function '{func.name}': {possible[0]}{more}. Such an access is under a "
+            f"condition the compiler cannot read (a load, a bool parameter, a narrowing "
+            f"cast), so it is neither proven in bounds nor checked when the kernel runs: make "
+            f"the condition affine, or pass check_bounds='strict' to refuse such functions"),
+            stacklevel=4)
+    unread = bounds_report(func).unread
+    if unread:          # (audit helpers 117, 125: an unsigned scalar offset read A[8])
+        more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+        warnings.warn(ConservativeAnalysisWarning(
+            f"build: function '{func.name}': {unread[0]}{more}. Such an access is neither "
+            f"proven in bounds nor checked when the kernel runs: write the index in int32 or "
+            f"int64 arithmetic of the loops and scalars, or pass check_bounds='strict' to "
+            f"refuse such functions"), stacklevel=4)
+
+
+def refuse_races(func: PrimFunc) -> None:
+    """Refuse `func` when a loop that runs its iterations at the same time lets them race
+    (see build's `check_races`)."""
+    from sched.lower.thread_redundancy import redundant_update
+    from sched.polyhedral.concurrency import check_concurrent_loops
+    from sched.polyhedral.kernel_stages import local_read_by_another_thread
+
+    reason = redundant_update(func) or local_read_by_another_thread(func)
+    if reason is not None:
+        raise BuildError(f"build: {reason}")
+    try:
+        found = check_concurrent_loops(func)
+    except UnmodelledError as error:
+        raise BuildError(f"build: cannot check the concurrent loops of {func.name!r}: "
+                         f"{error}. To build it unchecked, pass check_races=False") from None
+    if found is None:
+        return
+    loop, violation = found
+    raise BuildError(f"build: the iterations of loop {loop!r} of {func.name!r} run at the same "
+                     f"time but depend on each other: {violation}; make the loop serial, or "
+                     f"schedule the function with sched.Schedule (sch.parallel, sch.bind, ... "
+                     f"refuse such a loop with the same reason, and rfactor or a cross-thread "
+                     f"reduction may make a reduction concurrent)")
