@@ -254,7 +254,7 @@ class BufferAccessPrimitives(ScheduleBase):
                 for i, j in T.grid(8, 8):
                     with T.block("B"):
                         vi, vj = T.axis.remap("SS", [i, j])
-                        T.reads(A[vi - 1:vi - 1 + 2, vj - 1:vj - 1 + 2])
+                        T.reads(A[vi - 1:vi + 1, vj - 1:vj + 1])
                         T.writes(B[vi, vj])
                         T.block_attr({"explicit_read_region": [0]})
                         B[vi, vj] = A[vi, vj] * T.float32(2.0)

@@ -280,7 +280,7 @@ def test_a_zero_factor_is_refused():
     i, _ = sch.get_loops(sch.get_block("B"))
     # a part of no iterations: TVM's NonPositiveFactorError
     with pytest.raises(ScheduleError, match=r"loop_partition: cannot partition loop 'i' with "
-                                            r"the factor 0 \(factor 1\): every factor must be "
+                                            r"the factor 0 \(at position 1\): every factor must be "
                                             r"a positive integer"):
         sch.loop_partition(i, factors=[4, 0])
     assert len(sch.trace) == 2                              # nothing recorded
