@@ -25,23 +25,24 @@ def refuse_out_of_bounds(func: PrimFunc, check_bounds: str = "static") -> None:
     found = check_in_bounds(func, strict=check_bounds == "strict")
     if found is not None:
         raise out_of_bounds_error(func, found, "build")
-    possible = bounds_report(func).possible
-    if possible:        # (audit helpers 113, 114: a guarded out-of-bounds read, silent)
-        more = f" (and {len(possible) - 1} more)" if len(possible) > 1 else ""
+    report = bounds_report(func)
+    # neither proven in bounds nor checked when the kernel runs: said, not refused
+    _warn_unchecked(func, report.possible, "Such an access is under a condition the compiler "
+                    "cannot read (a load, a bool parameter, a narrowing cast), so it is "
+                    "neither proven in bounds nor checked when the kernel runs: make the "
+                    "condition affine")                  # (audit helpers 113, 114)
+    _warn_unchecked(func, report.unread, "Such an access is neither proven in bounds nor "
+                    "checked when the kernel runs: write the index in int32 or int64 "
+                    "arithmetic of the loops and scalars")  # (audit helpers 117, 125)
+
+
+def _warn_unchecked(func: PrimFunc, accesses: tuple[str, ...], why: str) -> None:
+    """One ConservativeAnalysisWarning naming the first of `accesses` (and how many more)."""
+    if accesses:
+        more = f" (and {len(accesses) - 1} more)" if len(accesses) > 1 else ""
         warnings.warn(ConservativeAnalysisWarning(
-            f"build: function '{func.name}': {possible[0]}{more}. Such an access is under a "
-            f"condition the compiler cannot read (a load, a bool parameter, a narrowing "
-            f"cast), so it is neither proven in bounds nor checked when the kernel runs: make "
-            f"the condition affine, or pass check_bounds='strict' to refuse such functions"),
-            stacklevel=4)
-    unread = bounds_report(func).unread
-    if unread:          # (audit helpers 117, 125: an unsigned scalar offset read A[8])
-        more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
-        warnings.warn(ConservativeAnalysisWarning(
-            f"build: function '{func.name}': {unread[0]}{more}. Such an access is neither "
-            f"proven in bounds nor checked when the kernel runs: write the index in int32 or "
-            f"int64 arithmetic of the loops and scalars, or pass check_bounds='strict' to "
-            f"refuse such functions"), stacklevel=4)
+            f"build: function '{func.name}': {accesses[0]}{more}. {why}, or pass "
+            f"check_bounds='strict' to refuse such functions"), stacklevel=5)
 
 
 def refuse_races(func: PrimFunc) -> None:

@@ -26,19 +26,31 @@ def _run(func, *arrays, target="c"):
     return built[-1]
 
 
-_STORED_PAST_INT32 = sched.parse('''
+_PRODUCER_CONSUMER = '''
 @T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((4,), "int32")
-    for i in range(4):
+def f(A: T.Buffer(({a},), "int32"), C: T.Buffer(({c},), "int32")):
+    B = T.alloc_buffer(({b},), "{dtype}")
+    for i in range({producer}):
         with T.block("B"):
-            vi = T.axis.spatial(4, i)
-            B[vi] = vi * 1073741824
-    for i in range(4):
+            vi = T.axis.spatial({producer}, i)
+            B[vi] = {value}
+    for i in range({consumer}):
         with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = A[B[vi] // 1073741824 + 2]
-''')
+            vi = T.axis.spatial({consumer}, i)
+            C[vi] = {read}
+'''
+
+
+def _producer_consumer(value: str, read: str, *, a=8, b=4, c=4, producer=None, consumer=None,
+                       dtype="int32"):
+    """B (`b` elements of `dtype`) = `value` over `producer` (B's size unless given), and
+    C (`c` elements) = `read` over `consumer` (C's size unless given), A of `a` elements."""
+    return sched.parse(_PRODUCER_CONSUMER.format(
+        a=a, b=b, c=c, dtype=dtype, value=value, read=read, producer=producer or b,
+        consumer=consumer or c))
+
+
+_STORED_PAST_INT32 = _producer_consumer("vi * 1073741824", "A[B[vi] // 1073741824 + 2]")
 
 
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
@@ -55,19 +67,7 @@ def test_a_stored_value_that_wraps_keeps_wrapping_in_the_index_it_is_inlined_int
 
 
 def test_a_stored_value_that_stays_in_int32_is_inlined_as_written():
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((16,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((4,), "int32")
-    for i in range(4):
-        with T.block("B"):
-            vi = T.axis.spatial(4, i)
-            B[vi] = vi * 4 + 1
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = A[B[vi]]
-''')
+    f = _producer_consumer("vi * 4 + 1", "A[B[vi]]", a=16)
     sch = sched.Schedule(f)
     sch.compute_inline(sch.get_block("B"))
     assert "C[vi] = A[vi * 4 + 1]" in sch.mod.script()
@@ -80,39 +80,12 @@ def test_an_index_past_int32_on_the_way_keeps_its_exact_value_in_the_inlined_dat
     # C reads B[vi * 2**30 // 2**30 + 2] = B[vi + 2] (index arithmetic is exact), and B's
     # value computes with its variable: substituted bare into `A[vi] + vi`, the product
     # wrapped (C[2] = A[2] + 0 instead of A[4] + 4)
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for i in range(8):
-        with T.block("B"):
-            vi = T.axis.spatial(8, i)
-            B[vi] = A[vi] + vi
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = B[vi * 1073741824 // 1073741824 + 2]
-''')
+    f = _producer_consumer("A[vi] + vi", "B[vi * 1073741824 // 1073741824 + 2]", b=8)
     a = np.arange(8, dtype=np.int32) * 10
     sch = sched.Schedule(f)
     sch.compute_inline(sch.get_block("B"))
     np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32), target=target),
                                   a[2:6] + np.arange(2, 6))
-
-
-_MIXED = '''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for i in range({producer}):
-        with T.block("B"):
-            vi = T.axis.spatial({producer}, i)
-            B[vi] = A[vi] * 2 + vi
-    for i in range({consumer}):
-        with T.block("C"):
-            vi = T.axis.spatial({consumer}, i)
-            C[vi] = B[{index}] + vi
-'''
 
 
 @pytest.mark.filterwarnings("ignore::sched.errors.ScriptWarning")
@@ -126,7 +99,8 @@ def test_inlining_between_int32_and_int64_variables(producer, consumer, index, i
     # each raised a VerifyError ("a int64 value is stored to 'C' of dtype int32"): the
     # variable substituted is converted to the dtype of the one it replaces (the script's
     # `+ vi` of an int64 vi is converted on store, as TVM does: a ScriptWarning)
-    f = sched.parse(_MIXED.format(producer=producer, consumer=consumer, index=index))
+    f = _producer_consumer("A[vi] * 2 + vi", f"B[{index}] + vi", b=8, c=8, producer=producer,
+                           consumer=consumer)
     sch = sched.Schedule(f)
     getattr(sch, inline)(sch.get_block("B" if inline == "compute_inline" else "C"))
     a = np.arange(8, dtype=np.int32) * 10
@@ -138,19 +112,7 @@ def test_a_stored_value_that_wraps_before_a_division_keeps_wrapping_where_it_may
     # vi * 2**30 // 2**30 stores 0, 1, -2, -1; the wrapping cast around the whole took the
     # exact value modulo 2**32 (0, 1, 2, 3: C read A[2], A[3] for A[6], A[7]; audit
     # helper-124): it goes around the product, the operation that may leave int32
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((4,), "int32")
-    for i in range(4):
-        with T.block("B"):
-            vi = T.axis.spatial(4, i)
-            B[vi] = vi * 1073741824 // 1073741824
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = A[B[vi] % 8]
-''')
+    f = _producer_consumer("vi * 1073741824 // 1073741824", "A[B[vi] % 8]")
     sch = sched.Schedule(f)
     sch.compute_inline(sch.get_block("B"))
     assert 'A[T.Cast("int32", T.Cast("int64", vi * 1073741824)) // 1073741824 % 8]' in \
@@ -159,21 +121,6 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
     with pytest.warns(sched.ConservativeAnalysisWarning, match="cannot read as affine"):
         np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)),
                                       a[[0, 1, 6, 7]])
-
-
-_SHIFTED = '''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for i in range({extent}):
-        with T.block("B"):
-            vi = T.axis.spatial({extent}, i)
-            B[vi] = {value}
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = {read}
-'''
 
 
 @pytest.mark.filterwarnings("ignore::sched.ConservativeAnalysisWarning")
@@ -185,7 +132,7 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
     (8, "vi * 3", "B[T.shift_right(T.shift_left(vi, 30), 30)]", [0, 3, 6, 9]),
 ])
 def test_shifts_move_between_data_and_indices_as_products_do(extent, value, read, expected):
-    f = sched.parse(_SHIFTED.format(extent=extent, value=value, read=read))
+    f = _producer_consumer(value, read, b=8, producer=extent)
     sch = sched.Schedule(f)
     sch.compute_inline(sch.get_block("B"))
     a = np.arange(8, dtype=np.int32) * 10
@@ -195,19 +142,9 @@ def test_shifts_move_between_data_and_indices_as_products_do(extent, value, read
 def test_int64_arithmetic_that_may_pass_int64_is_not_inlined():
     # stored it wraps, inlined into an index it is exact, and no wider type wraps it
     # (audit helper-126: C read A[6], A[7] for A[2], A[3])
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((4,), "int64")
-    for i in range(4):
-        with T.block("B"):
-            vi = T.axis.spatial(4, i)
-            B[vi] = T.Cast("int64", vi) * T.int64(4611686018427387904)
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = A[T.Cast("int32", B[vi] // T.int64(4611686018427387904)) + 4]
-''')
+    f = _producer_consumer('T.Cast("int64", vi) * T.int64(4611686018427387904)',
+                           'A[T.Cast("int32", B[vi] // T.int64(4611686018427387904)) + 4]',
+                           dtype="int64")
     sch = sched.Schedule(f)
     with pytest.raises(sched.ScheduleError, match=r"is int64 arithmetic that may pass int64"):
         sch.compute_inline(sch.get_block("B"))
@@ -215,19 +152,9 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
 
 def test_a_narrowing_cast_of_the_program_wraps_in_every_context_and_inlines():
     # the wrap is the program's own cast, computed the same in an index: inlined as written
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((4,), "int32")
-    for i in range(4):
-        with T.block("B"):
-            vi = T.axis.spatial(4, i)
-            B[vi] = T.Cast("int32", T.Cast("int64", vi) * T.int64(1073741824)) // 1073741824
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = A[B[vi] % 8]
-''')
+    f = _producer_consumer(
+        'T.Cast("int32", T.Cast("int64", vi) * T.int64(1073741824)) // 1073741824',
+        "A[B[vi] % 8]")
     sch = sched.Schedule(f)
     sch.compute_inline(sch.get_block("B"))
     a = np.arange(8, dtype=np.int32) * 10
