@@ -28,6 +28,7 @@ import islpy as isl
 from sched.ir.extern import is_opaque
 from sched.ir.functor import collect
 from sched.ir.nodes import IfThenElse
+from sched.polyhedral.dependences import first_runs
 from sched.polyhedral.flow_crossing import statement_params
 from sched.polyhedral.isl_text import maps, parse_union_map
 
@@ -58,21 +59,39 @@ def _empty(params_text: str) -> isl.UnionMap:
     return parse_union_map(f"{params_text.split('{')[0]}{{ }}")
 
 
-def instance_sources(model, storage: str, elements_of=None) -> InstanceSources:
+def instance_sources(model, storage: str, elements_of=None,
+                     first_runs_only: bool = False) -> InstanceSources:
     """The sources of every read of `storage` in `model` (see the module doc); kept with the
     model. With `elements_of`, a model of a function with the same statements and accesses
     but for their indices into `storage`, the runs are `model`'s and the elements each
     access touches are those of `elements_of`: the flow of the values of `elements_of`'s
     elements when `model` runs (rolling_buffer: the elements before the fold, the runs
-    after it)."""
-    key = ("instance_sources", storage, id(elements_of))
+    after it). With `first_runs_only`, each instance runs once, at its first run: the flow
+    the order checks assume (first_run_flows.py)."""
+    key = ("instance_sources", storage, id(elements_of), first_runs_only)
     if key not in model.derived:
         model.derived[key] = (elements_of, _instance_sources(model, storage,
-                                                             elements_of or model))
+                                                             elements_of or model,
+                                                             first_runs_only))
     return model.derived[key][1]
 
 
-def _instance_sources(model, storage: str, elements_of) -> InstanceSources:
+def runs_of(statement, first_runs_only: bool = False) -> isl.Map:
+    """instance -> the times of its runs (of its first run only, with `first_runs_only`)."""
+    return first_runs(statement.schedule) if first_runs_only else statement.schedule
+
+
+def writes_surely(model, statement, views) -> bool:
+    """Whether the writes of `views` (accesses of `statement`) write every element their
+    relation names whenever the statement runs: an exact model, no condition inside the block,
+    no opaque call, exact guards (else each is a may-write)."""
+    body = statement.block.init if statement.is_init else statement.block.body
+    return model.is_exact and not collect(body, IfThenElse) and \
+        not is_opaque(statement.block) and all(v.access.guards_exact for v in views)
+
+
+def _instance_sources(model, storage: str, elements_of,
+                      first_runs_only: bool = False) -> InstanceSources:
     """isl's flow analysis with one sink per read access (its time tuple renamed `R<k>`):
     the element is a function of the access and the time, so no sink needs it as a key."""
     params = statement_params(model)
@@ -83,11 +102,9 @@ def _instance_sources(model, storage: str, elements_of) -> InstanceSources:
                  if v.buffer.storage_name == storage]
         if not views:
             continue
-        runs = statement.schedule.reverse()                           # time -> instance
+        runs = runs_of(statement, first_runs_only).reverse()          # time -> instance
         times_to_instances = times_to_instances.union(isl.UnionMap.from_map(runs))
-        body = statement.block.init if statement.is_init else statement.block.body
-        sure = model.is_exact and elements_of.is_exact and not collect(body, IfThenElse) and \
-            not is_opaque(statement.block) and all(v.access.guards_exact for v in views)
+        sure = elements_of.is_exact and writes_surely(model, statement, views)
         for view in views:
             access = runs.apply_range(view.relation)                  # time -> element
             if view.is_write:
@@ -159,11 +176,12 @@ def _untagged(keys: isl.Set) -> isl.Map:
     return identity.reset_tuple_id(isl.dim_type.out)
 
 
-def by_instance(found: InstanceSources, statement) -> tuple[isl.UnionMap, isl.UnionSet]:
+def by_instance(found: InstanceSources, statement,
+                first_runs_only: bool = False) -> tuple[isl.UnionMap, isl.UnionSet]:
     """The sources of `statement`'s reads keyed by access and instance (`R3[instance]`: its
     runs' times replaced by the instance that runs then), and its keys that may read the
-    entry value."""
-    runs = statement.schedule.reverse()                               # time -> instance
+    entry value (`found` computed with `first_runs_only`, given here too)."""
+    runs = runs_of(statement, first_runs_only).reverse()              # time -> instance
     to_instance = _empty_like(found.sources)
     for name, reader in found.readers.items():
         if reader is statement:

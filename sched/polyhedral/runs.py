@@ -16,6 +16,7 @@ from sched.polyhedral.dependences import (
     last_runs,
     maps,
 )
+from sched.polyhedral.first_run_flows import first_runs_stand_for_runs
 from sched.polyhedral.model import Statement
 from sched.polyhedral.pairs import order_key, schedule_map
 from sched.polyhedral.violation import Violation
@@ -290,7 +291,8 @@ def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation
             continue
         block = new.block.name
         if old_again:
-            if not runs_are_idempotent(old_model, old):
+            if not runs_are_idempotent(old_model, old) and \
+                    not first_runs_stand_for_runs(old_model, block):
                 if _same_runs(old, new, width):
                     if _others_keep_their_place(old_model, new_model, name, width):
                         continue
@@ -311,7 +313,8 @@ def check_runs(old_model, new_model, allow_recompute: bool = False) -> Violation
             if not old_again and not allow_recompute:
                 return Violation(f"the new loops run some instances of block {block!r} more "
                                  f"than once ({repeated_instance(new)} among them)")
-            if not runs_are_idempotent(new_model, new):
+            if not runs_are_idempotent(new_model, new) and \
+                    not first_runs_stand_for_runs(new_model, block):
                 return Violation(
                     f"the new loops run some instances of block {block!r} more than once "
                     f"({repeated_instance(new)} among them), and a later run would not "

@@ -85,7 +85,13 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
                       f"{', '.join(outer)} of block {block_name!r}: the init would run again in "
                       f"every iteration of them", func, loop_name, render,
                       tuple(f"sch.decompose_reduction({block_name}, {n})" for n in legal))
-    check_reduction_runs_once(func, realize, scope.loops, primitive, render, every_point=False)
+    # a loop outside `loop` that binds no iteration variable repeats the whole reduction
+    # (compute_at recomputed it): the init goes under it too, so the question is asked of one
+    # iteration of it, where its variable is fixed
+    repeating = {id(lp) for lp in scope.loops[:position] if not roles[lp.loop_var]}
+    check_reduction_runs_once(func, realize, [lp for lp in scope.loops
+                                              if id(lp) not in repeating],
+                              primitive, render, every_point=False)
     if nested is not None:       # a blockized reduction: its nested block's init (TVM's form)
         new_func, init_name, inner_init = hoist_nested_init(func, realize, nested, loop,
                                                             scope.loops[position:])
