@@ -555,3 +555,68 @@ def test_no_default_cpu_schedule_for_symbolic_shapes_advises_what_works():
         str(refusal.value)
     with pytest.raises(ValueError, match="on the CPU as written"):
         sched.tune(func, target="c", trials=1)
+
+
+@T.prim_func
+def _update_beside_inner_threads(X: T.Buffer((2,), "float32"), C: T.Buffer((2, 32), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        with T.block("outer"):
+            vb = T.axis.spatial(2, bx)
+            T.reads(X[vb])
+            T.writes(X[vb], C[vb, 0:32])
+            X[vb] = X[vb] + T.float32(1)
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("inner"):
+                    vx = T.axis.spatial(32, tx)
+                    T.reads()
+                    T.writes(C[vb, vx])
+                    C[vb, vx] = T.float32(2)
+
+
+@T.prim_func
+def _update_beside_inner_blocks(X: T.Buffer((2,), "float32"), C: T.Buffer((2, 4), "float32")):
+    for by in T.thread_binding(2, thread="blockIdx.y"):
+        with T.block("outer"):
+            vy = T.axis.spatial(2, by)
+            T.reads(X[vy])
+            T.writes(X[vy], C[vy, 0:4])
+            X[vy] = X[vy] + T.float32(1)
+            for bx in T.thread_binding(4, thread="blockIdx.x"):
+                with T.block("inner"):
+                    vx = T.axis.spatial(4, bx)
+                    T.reads()
+                    T.writes(C[vy, vx])
+                    C[vy, vx] = T.float32(2)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_an_update_beside_the_inner_blocks_of_a_block_is_judged_as_a_block(target):
+    # the store of a block that holds the thread (or block) loops runs outside them: X + 32
+    # on both targets, X + 4 on cuda-emu, were built (only leaf blocks were asked; audit
+    # helper-130)
+    with pytest.raises(BuildError, match=r"block 'outer' runs outside the threadIdx loops .* "
+                                         r"it reads what it writes \(X\)"):
+        sched.build(_update_beside_inner_threads, target=target)
+    with pytest.raises(BuildError, match=r"block 'outer' runs outside a blockIdx loop .* it "
+                                         r"reads X, which the kernel writes \(outer\)"):
+        sched.build(_update_beside_inner_blocks, target=target)
+
+
+@T.prim_func
+def _stencil_steps_on_a_vthread(X: T.Buffer((4, 64), "float32")):
+    for t in T.thread_binding(3, thread="vthread.x"):
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                with T.block("S"):
+                    vt = T.axis.spatial(3, t)
+                    vi = T.axis.spatial(64, bx * 16 + tx)
+                    X[vt + 1, vi] = X[vt, (vi + 63) % 64] + X[vt, vi] + X[vt, (vi + 1) % 64]
+
+
+def test_a_vthread_around_a_blockidx_loop_is_a_serial_loop_each_block_runs():
+    # every thread block runs the steps on its own: block 0 read block 1's column of the step
+    # before it was written (cuda-emu off by 6.6; a vthread counted as a block axis: audit
+    # helper-130)
+    with pytest.raises(BuildError, match=r"loop 'bx' .* run at the same time but depend on "
+                                         r"each other: flow dependence on 'X'"):
+        sched.build(_stencil_steps_on_a_vthread, target="cuda-emu")

@@ -21,8 +21,21 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.extern import is_opaque
-from sched.ir.functor import free_vars
-from sched.ir.nodes import Block, BlockRealize, For, IntImm, PrimFunc, Stmt, is_thread_private
+from sched.ir.functor import IRMutator, collect, free_vars
+from sched.ir.nodes import (
+    Block,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Call,
+    For,
+    IntImm,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    is_thread_private,
+)
+from sched.ir.regions import infer_block_regions
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
@@ -251,12 +264,21 @@ def _tag(loop: For) -> str:
 
 
 def _leaf_blocks(node, loops: list[For]):
-    """(block realize, enclosing loops) of each block with no block inside it."""
+    """(block realize, enclosing loops) of each block with no block inside it, and of the
+    own statements of each block with blocks inside it (a store or a call beside its inner
+    blocks runs outside their thread loops: audit helper-130), as a block of the same name
+    whose regions are those statements' accesses."""
     if isinstance(node, For):
         yield from _leaf_blocks(node.body, [*loops, node])
     elif isinstance(node, BlockRealize):
         inner = list(_leaf_blocks(node.block, loops))
-        yield from inner if inner else [(node, loops)]
+        if not inner:
+            yield node, loops
+            return
+        own = _own_statements(node)
+        if own is not None:
+            yield own, loops
+        yield from inner
     elif isinstance(node, Block):
         for child in (node.init, node.body):
             if child is not None:
@@ -264,6 +286,26 @@ def _leaf_blocks(node, loops: list[For]):
     elif isinstance(node, Stmt):
         for child in _children(node):
             yield from _leaf_blocks(child, loops)
+
+
+class _InnerBlocksDropped(IRMutator):
+    def visit_BlockRealize(self, realize: BlockRealize):
+        return SeqStmt(())
+
+
+def _own_statements(realize: BlockRealize) -> BlockRealize | None:
+    """`realize` with its inner blocks dropped and its regions inferred from what is left,
+    or None where no store, load or call is left."""
+    block = realize.block
+    body, init = (None if part is None else _InnerBlocksDropped().visit(part)
+                  for part in (block.body, block.init))
+    if not any(collect(part, kind) for part in (body, init) if part is not None
+               for kind in (BufferStore, BufferLoad, Call)):
+        return None
+    reads, writes = infer_block_regions(body, init, block.iter_vars, block.alloc_buffers,
+                                        free_vars(realize))
+    return dataclasses.replace(realize, block=dataclasses.replace(
+        block, body=body, init=init, reads=reads, writes=writes))
 
 
 def _children(node: Stmt):

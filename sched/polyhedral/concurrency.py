@@ -89,6 +89,13 @@ def concurrent_kind(loop: For | None = None, kind: str | None = None,
     return None
 
 
+def names_a_block(loop) -> bool:
+    """Whether `loop` (a model's loop) is bound to blockIdx or threadIdx (an iteration is a
+    thread block or a thread of the launch), not to a vthread (a serial loop each thread
+    block runs on its own)."""
+    return loop.kind == "thread_binding" and not (loop.thread_tag or "").startswith("vthread")
+
+
 class _Concurrency:
     """The one rule (CONCURRENT_RULE) for one loop of one function."""
 
@@ -143,7 +150,7 @@ class _Concurrency:
                       and (lp.thread_tag or "").startswith("blockIdx")]
             same = tuple(range(max(blocks, default=-1) + 1))
         elif self.kind == "blockIdx":       # (the serial loops in the kernel: carried_key)
-            same = tuple(i for i, lp in enumerate(loops[:index]) if lp.kind == "thread_binding")
+            same = tuple(i for i, lp in enumerate(loops[:index]) if names_a_block(lp))
         prefix = tuple(isl_name(lp.var) for lp in loops[:index + 1])
         return storages_touched_across(self.statements, prefix, same,
                                        statement_params(self.model))
@@ -443,10 +450,10 @@ class _Concurrency:
     def same_grid_positions(self, statement: Statement, before: int) -> tuple[int, ...]:
         """The time positions before `before` at which two runs in thread blocks of one
         launch agree: the constants and the loops bound to a block axis (each names one
-        block). A serial loop the kernel holds around them each block runs on its own."""
+        block). A serial loop the kernel holds around them each block runs on its own, and
+        so is a vthread loop (read as serial: audit helper-130)."""
         loops = {lp.position: lp for lp in statement.loops if lp.position < before}
-        return tuple(q for q in range(before)
-                     if q not in loops or loops[q].kind == "thread_binding")
+        return tuple(q for q in range(before) if q not in loops or names_a_block(loops[q]))
 
     def rewrites_only(self, storage: str) -> bool:
         """Whether the function allocates `storage` and no value flows through it from one

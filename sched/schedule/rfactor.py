@@ -56,6 +56,7 @@ from sched.schedule.scope import (
     taken_names,
 )
 from sched.schedule.state import blocks_under, find_loop, replace_in
+from sched.schedule.storage_align import DIM_ALIGN
 
 
 def _associative_update(func: PrimFunc, block: Block, render: bool):
@@ -272,7 +273,9 @@ def _combining_nest(func, realize, loop, loops, kept, removed, rf_var, body: Stm
     nest = BlockRealize(
         (copies[loop.loop_var], *[substitute(v, copies) for _, v in spatial]),
         substitute(predicate, copies),
-        Block(block.name, iter_vars, reads, writes, body, block.init))
+        Block(block.name, iter_vars, reads, writes, body, block.init,
+              annotations=tuple((key, value) for key, value in block.annotations
+                                if key == DIM_ALIGN)))     # (its writes are the block's)
     for lp in reversed(kept):
         is_rf = lp is loop
         nest = For(copies[lp.loop_var], substitute(lp.min, copies),
@@ -293,9 +296,13 @@ def _partial_block(realize, loop, removed, parts: RfactorParts, name,
     body, init = make_body(reduce_values)
     iter_vars, values = _partial_iter_vars(realize, loop, removed, parts)
     reads, writes = infer_block_regions(body, init, iter_vars, block.alloc_buffers)
+    # a storage_align request names the block's writes by position: the partial block's
+    # first write is the rf buffer, which the request was not about (audit helper-133)
+    annotations = tuple((key, value) for key, value in block.annotations
+                        if key != DIM_ALIGN)
     return BlockRealize(values, realize.predicate,
                         Block(name, iter_vars, reads, writes, body, init, block.alloc_buffers,
-                              block.annotations))
+                              annotations))
 
 
 def _partial_iter_vars(realize: BlockRealize, loop: For, removed, parts: RfactorParts

@@ -213,3 +213,24 @@ def test_build_warns_of_an_index_of_arithmetic_it_cannot_read():
         sched.build(offset_by_an_unsigned_scalar, target="c")
     with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
         sched.build(offset_by_an_unsigned_scalar, target="c", check_bounds="strict")
+
+
+@T.prim_func
+def shifted_past_int32(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[(T.shift_left(vi, 32) + 8) // 2]
+
+
+def test_build_warns_of_a_shift_it_cannot_read():
+    # a shift by 32 of an int32 loop variable is arithmetic, not a gather: it was built with
+    # no warning and read A[-2147483644] (audit helper-131)
+    from sched.errors import ConservativeAnalysisWarning
+
+    assert bounds_report(shifted_past_int32).unread
+    with pytest.warns(ConservativeAnalysisWarning, match=r"reads A\[\(T.shift_left\(vi, 32\) "
+                      r"\+ 8\) // 2\]: its index is arithmetic the compiler cannot read"):
+        sched.build(shifted_past_int32, target="c")
+    with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
+        sched.build(shifted_past_int32, target="c", check_bounds="strict")
