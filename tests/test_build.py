@@ -620,3 +620,35 @@ def test_a_vthread_around_a_blockidx_loop_is_a_serial_loop_each_block_runs():
     with pytest.raises(BuildError, match=r"loop 'bx' .* run at the same time but depend on "
                                          r"each other: flow dependence on 'X'"):
         sched.build(_stencil_steps_on_a_vthread, target="cuda-emu")
+
+
+def _row_cache_at_blockidx_y(scope: str):
+    """C[y, x] = A[y, x % 8] + B[y, x], x split over blockIdx.x (4 blocks) under y on
+    blockIdx.y, A's row cached in `scope` at y: every x block makes the copy."""
+    from sched import compute as te
+
+    A = te.placeholder((4, 8), "float32", name="A")
+    B = te.placeholder((4, 128), "float32", name="B")
+    C = te.compute((4, 128), lambda y, x: A[y, x % 8] + B[y, x], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_block("C")
+    y, x = sch.get_loops(block)
+    xo, xi = sch.split(x, [None, 32])
+    sch.bind(y, "blockIdx.y")
+    sch.bind(xo, "blockIdx.x")
+    sch.bind(xi, "threadIdx.x")
+    sch.compute_at(sch.cache_read(block, 0, scope), y)
+    return sch
+
+
+@pytest.mark.parametrize("scope", ["shared", "global"])
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_cache_every_block_copies_alike_is_kept(scope, target):
+    # each x block fills its own shared copy (or stores the same values to the global one);
+    # compute_at at the blockIdx.y loop was refused as a dependence between blocks (helper-130)
+    sch = _row_cache_at_blockidx_y(scope)
+    rng = np.random.default_rng(5)
+    a, b = rng.random((4, 8), dtype=np.float32), rng.random((4, 128), dtype=np.float32)
+    c = np.zeros((4, 128), np.float32)
+    sched.build(sch.mod, target=target)(a, b, c)
+    np.testing.assert_allclose(c, a[:, np.arange(128) % 8] + b, rtol=1e-6)

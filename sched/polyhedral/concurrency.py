@@ -386,16 +386,30 @@ class _Concurrency:
     def in_every_block(self, dep: Dependence) -> bool:
         """For a loop bound to a blockIdx axis (of more than one block): whether `dep` joins a
         statement under it and one of the same root stage (one kernel) under no loop bound to
-        that axis. The GPU runs that one in every thread block along the axis, so the
-        dependence goes between blocks whatever the order of the function says (the C target,
-        which runs it once, cannot show it: found by the fuzz hunt as NaN on cuda-emu)."""
+        that axis. The GPU runs that one in every thread block along
+        the axis, so the dependence goes between blocks whatever the order of the function
+        says (the C target, which runs it once, cannot show it: found by the fuzz hunt as NaN
+        on cuda-emu). Not a flow from that one to the loop's statements through memory each
+        block has its own (each block reads its own copy), nor through global memory where
+        the copies store the same values in any order (checked by the build, element by
+        element)."""
         if self.kind != "blockIdx" or self.under(dep.source) == self.under(dep.sink):
             return False
         if isinstance(self.loop.extent, IntImm) and self.loop.extent.value == 1:
             return False
         other = dep.sink if self.under(dep.source) else dep.source
-        return self.thread_position(other) is None and \
-            stage_of(dep.source, self.func) == stage_of(dep.sink, self.func)
+        if self.thread_position(other) is not None or \
+                stage_of(dep.source, self.func) != stage_of(dep.sink, self.func):
+            return False
+        if dep.kind != "flow" or other is not dep.source:
+            return True
+        if dep.buffer in self.allocations and \
+                self.allocations[dep.buffer][0].scope != "global":
+            return False        # read in each block from its own copy (audit helper-130)
+        # a copy every block makes alike into global memory, read under the loop: the build
+        # asks its elements (lower/thread_redundancy.py: the copies may not store different
+        # values, nor store what the loop's blocks read)
+        return not stores_one_value_in_any_order(self.model, dep.source)
 
     def between_kernels(self, dep: Dependence) -> bool:
         """Whether `dep` goes through global memory between two root stages: a kernel

@@ -34,7 +34,15 @@ import islpy as isl
 from sched.errors import KernelArgumentError
 from sched.ir.functor import collect
 from sched.ir.memo import identity_cache
-from sched.ir.nodes import INT_FUNCTIONS, BufferLoad, Call, PrimFunc, Var
+from sched.ir.nodes import (
+    BIT_FUNCTIONS,
+    INT_FUNCTIONS,
+    MATH_FUNCTIONS,
+    BufferLoad,
+    Call,
+    PrimFunc,
+    Var,
+)
 from sched.polyhedral import names
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import isl_name, to_isl
@@ -200,12 +208,13 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
 
 
 def _reads_data(index) -> bool:
-    """Whether `index` loads memory or calls a function that is not integer arithmetic (a
-    gather, which the build does not warn of); a shift or a bitwise operation of the loops is
-    arithmetic (a shift by 32 of int32 was not warned of, and read out of bounds: audit
-    helper-131)."""
-    return bool(collect(index, BufferLoad)) or any(call.op not in INT_FUNCTIONS
-                                                   for call in collect(index, Call))
+    """Whether `index` loads memory or makes an opaque call (a gather, which the build does
+    not warn of); an intrinsic of the loops (a shift, a bitwise operation, `T.abs`) is
+    arithmetic (a shift by 32 of int32, `T.bitwise_xor(vi, 16)`, `T.abs(vi - 20)` were not
+    warned of, and accessed out of bounds: audit helpers 131, 132)."""
+    return bool(collect(index, BufferLoad)) or any(
+        call.op not in (*INT_FUNCTIONS, *BIT_FUNCTIONS, *MATH_FUNCTIONS)
+        for call in collect(index, Call))
 
 
 @identity_cache(maxsize=64)

@@ -64,11 +64,11 @@ def to_isl(expr: Expr) -> str | None:
         return None
     op = expr.op
     if op in ("add", "sub"):
-        return f"({a} {'+' if op == 'add' else '-'} {b})"
+        return _wrapped_int64(f"({a} {'+' if op == 'add' else '-'} {b})", expr, 62)
     if op == "mul":
         if _constant(expr.a) is None and _constant(expr.b) is None:
             return None
-        return f"({a} * {b})"
+        return _wrapped_int64(f"({a} * {b})", expr, 31)
     if op in ("floordiv", "floormod"):
         divisor = _constant(expr.b)
         if divisor is None or divisor == 0:
@@ -80,6 +80,19 @@ def to_isl(expr: Expr) -> str | None:
     if op in ("min", "max"):
         return f"{op}({a}, {b})"
     return None
+
+
+def _wrapped_int64(text: str, expr: BinaryOp, large: int) -> str:
+    """`text`, the isl form of int64 sum or product `expr`, modulo 2**64 (two's complement,
+    as the kernels compute it) where a constant operand is at least 2**`large` in magnitude:
+    such arithmetic of loop variables may pass int64 (`i * 2**61 < x` holds again at i = 4;
+    audit helper-132). Smaller constants keep the usual exact form (int64 arithmetic of
+    sizes and loops stays far from 2**63)."""
+    constants = [c for c in (_constant(expr.a), _constant(expr.b)) if c is not None]
+    if expr.dtype != "int64" or not any(abs(c) >= 1 << large for c in constants):
+        return text
+    half = 1 << 63
+    return f"((({text}) + {half}) mod {2 * half} - {half})"
 
 
 def _widened(cast: Cast) -> str | None:

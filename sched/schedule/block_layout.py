@@ -80,6 +80,12 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map,
     loop_vars = {lp.loop_var for lp in chain}
     used = {v for value in realize.iter_values for v in free_vars(value)}
     if not chain or not loop_vars <= used or used & _outer_loop_vars(func, chain) - loop_vars:
+        marked = _marked_loop_around(func, realize, chain)
+        if marked is not None:         # (audit helper-133: the message named the bindings)
+            raise ScheduleError(PRIMITIVE, f"loop {marked.loop_var.name!r} around block "
+                                f"{block_name!r} is {_kind_text(marked)}: "
+                                f"transform_block_layout rebuilds serial loops only; "
+                                f"transform the block first, then mark the new loops")
         raise ScheduleError(PRIMITIVE, f"block {block_name!r} must be bound by the loops that "
                             f"hold it alone (each used, no other loop in its bindings)")
     mapping = _index_map(index_map, block)
@@ -175,6 +181,25 @@ def _loops_holding_only(func: PrimFunc, realize: BlockRealize) -> list[For]:
         chain.insert(0, node)
         child = node
     return chain
+
+
+def _marked_loop_around(func: PrimFunc, realize: BlockRealize, chain: list[For]
+                        ) -> For | None:
+    """The loop right around the serial `chain` (around `realize`), holding only it, that is
+    not serial or carries annotations, or None."""
+    path = path_to(func.body, chain[0] if chain else realize) or []
+    child = chain[0] if chain else realize
+    loop = path[-1] if path else None
+    if isinstance(loop, For) and loop.body is child and \
+            (loop.kind != "serial" or loop.annotations):
+        return loop
+    return None
+
+
+def _kind_text(loop: For) -> str:
+    if loop.kind == "thread_binding":
+        return f"bound to {loop.thread_tag}"
+    return loop.kind if loop.kind != "serial" else "annotated"
 
 
 def _outer_loop_vars(func: PrimFunc, chain: list[For]) -> set[Var]:

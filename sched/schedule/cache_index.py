@@ -50,8 +50,10 @@ from sched.ir.nodes import (
     Expr,
     FloatImm,
     For,
+    IfThenElse,
     IntImm,
     IterVar,
+    LetStmt,
     Not,
     PrimFunc,
     Range,
@@ -97,7 +99,7 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
     # where the rest of the index, then arithmetic on a load, cannot wrap (audit helpers
     # 122, 124, 128)
     ranges = block_ranges(func, block)
-    contexts, within = _contexts(stores)
+    contexts, within = _contexts(stores, _index_arithmetic(block))
     chosen = [e for e in chosen if
               ((contexts[e] == {"index"} and fits_its_type(e, ranges))
                or contexts[e] == {"data"} or not may_wrap(e, ranges))
@@ -175,11 +177,27 @@ def _pure(expr: Expr, allowed: set) -> bool:
     return False
 
 
-def _contexts(stores: list[BufferStore]) -> tuple[dict[Expr, set[str]], dict[Expr, set]]:
-    """Each subexpression of `stores`, with where it is used: "index" (an index of the store
-    or of a load: exact index arithmetic) or "data" (the stored value around the loads); and
-    with the whole indices it is a part of (cached, it becomes a load, and the arithmetic
-    around it in the index becomes arithmetic on data, which wraps)."""
+def _index_arithmetic(block: Block) -> list[Expr]:
+    """The conditions, loop bounds and let values of `block`'s body and init: index
+    arithmetic (exact) that `_rewrite` rewrites too (an expression cached from a store and
+    replaced in an `if` condition too computed it wrapped: audit helper-131)."""
+    found: list[Expr] = []
+    for part in (block.init, block.body):
+        if part is None:
+            continue
+        found += [node.condition for node in collect(part, IfThenElse)]
+        found += [x for loop in collect(part, For) for x in (loop.min, loop.extent)]
+        found += [let.value for let in collect(part, LetStmt)]
+    return found
+
+
+def _contexts(stores: list[BufferStore], conditions: list[Expr] = ()
+              ) -> tuple[dict[Expr, set[str]], dict[Expr, set]]:
+    """Each subexpression of `stores` and of the index arithmetic `conditions`, with where
+    it is used: "index" (an index of the store or of a load, a condition, a bound: exact
+    index arithmetic) or "data" (the stored value around the loads); and with the whole
+    indices it is a part of (cached, it becomes a load, and the arithmetic around it in the
+    index becomes arithmetic on data, which wraps)."""
     found: dict[Expr, set[str]] = {}
     within: dict[Expr, set] = {}
 
@@ -196,6 +214,8 @@ def _contexts(stores: list[BufferStore]) -> tuple[dict[Expr, set[str]], dict[Exp
         for index in store.indices:
             visit(index, "index", index)
         visit(store.value, "data", None)
+    for condition in conditions:
+        visit(condition, "index", condition)
     return found, within
 
 

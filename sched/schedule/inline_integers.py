@@ -17,17 +17,23 @@ int32 on the way, taken for a variable a stored value computes with, moves compu
 (its exact value, which fits the variable: it indexes the buffer). Both only where interval
 arithmetic cannot show that the values stay in the type, so the usual case moves as written.
 An index also takes the variable's own dtype (an int64 index for an int32 variable, or the
-converse). int64 arithmetic that may leave int64 has no wider type to wrap it: refused.
-Audit helpers 122, 124, 126.
+converse). int64 arithmetic that may leave int64 has no wider type to wrap it: refused where
+it would move into an index.
+
+Within an index, the largest parts that read no data are exact and the arithmetic on data
+wraps. So a value loaded in an index takes its pure parts wrapped too (`wrapped_value` with
+`in_index`), the index's own arithmetic that read data only through the replaced load keeps
+wrapping (`rewrapped`), and an index moved into data keeps its pure parts exact, through
+widening casts, selects' conditions, bitwise operations and let variables (`exact_value`).
+Audit helpers 122, 124, 126, 131.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from sched.ir.builders import widen
-from sched.ir.dtype import is_int, max_value, min_value
-from sched.ir.functor import IRMutator, collect
+from sched.ir.dtype import bits, is_int, max_value, min_value
+from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.intervals import (
     integer_operation,
     interval,
@@ -97,15 +103,56 @@ def may_wrap(e: Expr, ranges: dict) -> bool:
         not _fits(interval(e, ranges), e.dtype)
 
 
-def wrapped_value(value: Expr, ranges: dict) -> Expr | None:
+def wrapped_value(value: Expr, ranges: dict, in_index: bool = False) -> Expr | None:
     """`value`, stored to a buffer of its dtype by a block whose variables take `ranges`, as
-    an expression that gives the stored value in any context, or None where there is none.
-    Arithmetic on data wraps wherever it is, and types other than int32 and int64 wrap in
-    their own type everywhere: only their arithmetic of variables that may leave the type
-    needs more (`_wrapped`)."""
-    if _reads_data(value) or not may_wrap(value, ranges):
+    an expression that gives the stored value where a load of it is (`in_index`: in an index
+    or a condition), or None where there is none. Arithmetic on data wraps wherever it is,
+    and types other than int32 and int64 wrap in their own type everywhere: out of indices,
+    only their arithmetic of variables that may leave the type needs more (`_wrapped`); in
+    an index, also the arithmetic beside data in a value that reads some (an index computes
+    the parts that read no data exactly: audit helper-131)."""
+    if not may_wrap(value, ranges) or not in_index and _reads_data(value):
         return value
-    return _wrapped(value, ranges)
+    wrapped = _wrapped(value, ranges)
+    # (out of indices, int64 arithmetic wraps alike stored or inlined: audit helper-131)
+    return value if wrapped is None and not in_index else wrapped
+
+
+def rewrapped(old: Expr, new: Expr, replaced: str, ranges: dict) -> Expr | None:
+    """`new`, the index `old` with its loads of buffer `replaced` replaced by values, with
+    each int32 operation that read data only through those loads (it wrapped) and reads
+    none now (it would be computed exactly) wrapping as before, under `T.Cast("int32",
+    T.Cast("int64", ...))` where it may leave int32 (audit helper-131: `X[B[vi] * 2**30 //
+    2**30 % 8]` read X[vi] once `B[vi] = vi` was inlined). None where that cannot be kept:
+    int64 arithmetic that may leave int64, or a division or comparison beside a part that
+    reads no data and may leave int32 (the index computes that part exactly, then
+    divides)."""
+    if isinstance(old, BufferLoad) and old.buffer.name == replaced:
+        return new
+    if not any(load.buffer.name == replaced for load in collect(old, BufferLoad)) or \
+            isinstance(old, BufferLoad):
+        return new
+    old_children, new_children = _children(old), _children(new)
+    if not old_children or new_children is None or len(old_children) != len(new_children):
+        return new
+    children = []
+    for a, b in zip(old_children, new_children):
+        child = rewrapped(a, b, replaced, ranges)
+        if child is None:
+            return None
+        children.append(child)
+    rebuilt = _with_children(new, children)
+    if _reads_data(rebuilt) or integer_operation(rebuilt) is None and \
+            not (isinstance(rebuilt, BinaryOp) and is_int(rebuilt.a.dtype)):
+        return rebuilt               # still arithmetic on data: wraps as it did
+    operands = [c for a, c in zip(old_children, children)
+                if not any(x.buffer.name == replaced for x in collect(a, BufferLoad))]
+    if integer_operation(rebuilt) is None or rebuilt.op not in ("add", "sub", "mul"):
+        if any(is_int(c.dtype) and may_wrap(c, ranges) for c in operands):
+            return None
+    if integer_operation(rebuilt) is None or _fits(interval(rebuilt, ranges), rebuilt.dtype):
+        return rebuilt
+    return Cast(NARROW, Cast(WIDE, rebuilt)) if rebuilt.dtype == NARROW else None
 
 
 def _wrapped(e: Expr, ranges: dict) -> Expr | None:
@@ -123,8 +170,8 @@ def _wrapped(e: Expr, ranges: dict) -> Expr | None:
         return None
     rebuilt = _with_children(e, new)
     if integer_operation(e) is None or e.dtype not in (NARROW, WIDE) or \
-            _fits(interval(rebuilt, ranges), e.dtype):
-        return rebuilt
+            _reads_data(e) or _fits(interval(rebuilt, ranges), e.dtype):
+        return rebuilt               # (arithmetic on data wraps in every context)
     return Cast(NARROW, Cast(WIDE, rebuilt)) if e.dtype == NARROW else None
 
 
@@ -174,31 +221,115 @@ def _as_arithmetic(e: Expr) -> Expr:
     return Shifts().visit(e)
 
 
-def exact_index(index: Expr, var: Var, ranges: dict) -> Expr:
+def exact_index(index: Expr, var: Var, ranges: dict, lets: dict | None = None) -> Expr:
     """`index` (of a variable the loading block's `ranges` give) in place of the stored
     block's variable `var`: of `var`'s dtype, and equal to its exact value where the stored
-    value computes with it as data."""
-    return exact_value(index, var.dtype, ranges)
+    value computes with it as data (`lets`: the values of the let variables around it)."""
+    return exact_value(index, var.dtype, ranges, lets)
 
 
-def exact_value(index: Expr, dtype: str, ranges: dict) -> Expr:
+def exact_value(index: Expr, dtype: str, ranges: dict, lets: dict | None = None) -> Expr:
     """Index arithmetic `index` (over variables `ranges` gives) as a value of `dtype`
-    computed exactly wherever it is used, data included: in int64 where it may pass int32 on
-    the way, then converted (its value fits: it indexes a buffer, or `fits_its_type` said so)."""
-    if not is_int(index.dtype) or not is_int(dtype) or _reads_data(index):
-        return index if index.dtype == dtype else Cast(dtype, index)
-    if dtype == WIDE and index.dtype == NARROW:     # (a cast would take it wrapped)
-        return widen(_as_arithmetic(index), WIDE, keep_casts=True)
-    if index.dtype == NARROW and may_wrap(index, ranges):
-        return Cast(NARROW, widen(_as_arithmetic(index), WIDE, keep_casts=True))
-    return index if index.dtype == dtype else Cast(dtype, index)
+    computed in every context as an index computes it, data included: each largest part that
+    reads no data exactly (in int64 where it may pass int32 on the way: under a widening
+    cast, a select's condition or a bitwise operation too, audit helper-131), the arithmetic
+    on data wrapping as it does; a let variable in it by its value (it holds the exact value
+    in an index). Converted to `dtype` (its value fits: it indexes a buffer, or
+    `fits_its_type` said so). An `InexactIndex` where a part that reads no data may leave
+    int32 under arithmetic on data, where the two contexts could differ in more than the
+    wrap."""
+    index = _with_lets(index, lets or {}, ranges)
+    if is_int(index.dtype) and is_int(dtype) and dtype == WIDE and index.dtype == NARROW \
+            and not _reads_data(index):
+        return _exact_wide(index, ranges)            # (a cast would take it wrapped)
+    exact = _exact(index, ranges)
+    return exact if exact.dtype == dtype else Cast(dtype, exact)
+
+
+class InexactIndex(ValueError):
+    """An index whose value no expression computes alike in an index and in data."""
+
+
+def _with_lets(index: Expr, lets: dict, ranges: dict) -> Expr:
+    """`index` with each let variable whose value reads no data and may wrap replaced by
+    that value (computed exactly where the let is an index's)."""
+    mapping = {var: value for var, value in lets.items()
+               if var in set(free_vars(index)) and not _reads_data(value)
+               and may_wrap(value, ranges)}
+    return substitute(index, mapping) if mapping else index
+
+
+def _exact(e: Expr, ranges: dict) -> Expr:
+    """`e`, a part of an index, computing what it computes there in any context."""
+    if e.dtype == "bool":
+        return _exact_condition(e, ranges)
+    if not _reads_data(e):
+        if not may_wrap(e, ranges) or not is_int(e.dtype):
+            return e
+        wide = _exact_wide(e, ranges)
+        return wide if e.dtype == WIDE else Cast(e.dtype, wide)
+    if isinstance(e, BufferLoad):
+        return e                     # (its indices are indices wherever it goes)
+    children = _children(e)
+    if not children:
+        return e
+    new = []
+    for child in children:
+        if not _reads_data(child) and is_int(child.dtype) and child.dtype != WIDE and \
+                may_wrap(child, ranges) and not _fits(
+                    interval(_exact_wide(child, ranges), ranges), child.dtype):
+            raise InexactIndex(f"{child.script()}, which may leave {child.dtype} in {e.script()}")
+        new.append(_exact(child, ranges))
+    return _with_children(e, new)
+
+
+def _exact_condition(e: Expr, ranges: dict) -> Expr:
+    """A condition of an index, its integer comparisons of arithmetic that may wrap compared
+    in int64 (exactly, as an index compares them)."""
+    if isinstance(e, Not):
+        return Not(_exact_condition(e.a, ranges))
+    if isinstance(e, BinaryOp) and e.op in ("and", "or"):
+        return BinaryOp(e.op, _exact_condition(e.a, ranges), _exact_condition(e.b, ranges))
+    if isinstance(e, BinaryOp) and is_int(e.a.dtype) and \
+            (may_wrap(e.a, ranges) or may_wrap(e.b, ranges)):
+        if _reads_data(e.a) or _reads_data(e.b):
+            return BinaryOp(e.op, _exact(e.a, ranges), _exact(e.b, ranges))
+        return BinaryOp(e.op, _exact_wide(e.a, ranges), _exact_wide(e.b, ranges))
+    return e
+
+
+_EXACT_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
+_BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
+
+
+def _exact_wide(e: Expr, ranges: dict) -> Expr:
+    """Integer arithmetic `e`, reading no data, computed in int64 as an index computes it:
+    exactly, through widening casts, selects (their conditions too) and bitwise operations;
+    a narrowing cast converts the exact value of its operand; any other leaf is converted."""
+    e = _as_arithmetic(e)
+    if isinstance(e, IntImm):
+        return IntImm(e.value, WIDE)
+    if isinstance(e, BinaryOp) and e.op in _EXACT_OPS and e.dtype in (NARROW, WIDE):
+        return BinaryOp(e.op, _exact_wide(e.a, ranges), _exact_wide(e.b, ranges))
+    if isinstance(e, Select) and e.dtype in (NARROW, WIDE):
+        return Select(_exact_condition(e.condition, ranges), _exact_wide(e.true_value, ranges),
+                      _exact_wide(e.false_value, ranges))
+    if isinstance(e, Call) and e.op in _BITWISE and e.dtype in (NARROW, WIDE):
+        return Call(e.op, tuple(_exact_wide(a, ranges) for a in e.args), WIDE)
+    if isinstance(e, Cast) and is_int(e.value.dtype) and e.dtype in (NARROW, WIDE) and \
+            bits(e.value.dtype) <= bits(e.dtype) and e.value.dtype in (NARROW, WIDE):
+        return _exact_wide(e.value, ranges)          # a widening cast: the exact value
+    if isinstance(e, Cast) and is_int(e.value.dtype):
+        inner = e.value if not may_wrap(e.value, ranges) else _exact_wide(e.value, ranges)
+        e = Cast(e.dtype, inner)                     # a narrowing cast wraps the exact value
+    return e if e.dtype == WIDE else Cast(WIDE, e)
 
 
 def fits_its_type(index: Expr, ranges: dict) -> bool:
     """Whether the exact value of index arithmetic `index` is one of its dtype wherever
     `ranges` (the values of its variables) hold: int32 arithmetic may pass int32 where int64
-    would not; the other types compute in their own type everywhere, as does arithmetic on
-    data."""
-    if index.dtype != NARROW or _reads_data(index):
+    would not, and int32 arithmetic under a widening cast may pass it in an int64 index; the
+    other types compute in their own type everywhere, as does arithmetic on data."""
+    if index.dtype not in (NARROW, WIDE) or _reads_data(index):
         return True
-    return _fits(interval(widen(_as_arithmetic(index), WIDE), ranges), NARROW)
+    return _fits(interval(_exact_wide(index, ranges), ranges), index.dtype)

@@ -43,7 +43,13 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
-from sched.schedule.inline_integers import block_ranges, exact_index, wrapped_value
+from sched.schedule.inline_integers import (
+    InexactIndex,
+    block_ranges,
+    exact_index,
+    rewrapped,
+    wrapped_value,
+)
 from sched.schedule.reverse_inline_checks import (
     refuse_control_around,
     refuse_other_elements,
@@ -184,27 +190,95 @@ class _LoadReplacer(IRMutator):
     """Every load of `store.buffer` replaced by the stored value at the loaded indices,
     rounded and wrapped as the store rounded and wrapped it (`stored_value`; `ranges`: of
     the storing block's variables), each index computed as the stored block computed its
-    variable (`exact_index`; `loading`: the ranges of the loading block's variables)."""
+    variable (`exact_index`; `loading`: the ranges of the loading block's variables).
+
+    Integer arithmetic in an index (of a load or a store), a condition, a loop bound or a
+    let is computed exactly where it reads no data (inline_integers.py): a load replaced
+    there takes the stored value as data computes it, and the arithmetic of the index that
+    read data only through the load keeps wrapping (`rewrapped`). The visitor starts out of
+    indices (`in_index`; a block's bindings, predicate and domains are visited in one)."""
 
     def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None,
-                 primitive: str = "compute_inline") -> None:
-        self.store = store
-        self.value = wrapped_value(stored_value(store), ranges)
-        if self.value is None:
-            raise ScheduleError(primitive, f"the value stored to {store.buffer.name!r}, "
-                                f"{store.value.script()}, is int64 arithmetic that may pass "
-                                f"int64: stored, it wraps (as numpy's), and inlined into an "
-                                f"index or a condition it would be computed exactly; keep the "
-                                f"block")
+                 primitive: str = "compute_inline", in_index: bool = False) -> None:
+        self.store, self.ranges, self.primitive = store, ranges, primitive
         self.loading = loading if loading is not None else ranges
+        self.in_index = in_index
+        self.lets: dict = {}
+
+    def refusal(self, why: str) -> ScheduleError:
+        return ScheduleError(self.primitive, f"the value stored to "
+                             f"{self.store.buffer.name!r}, {self.store.value.script()}, "
+                             f"{why}; keep the block")
+
+    def in_context(self, node, in_index: bool):
+        """`node` visited in an index (or out of one), its arithmetic that read data through
+        replaced loads still wrapping."""
+        outer, self.in_index = self.in_index, in_index
+        try:
+            new = self.visit(node)
+        finally:
+            self.in_index = outer
+        if not in_index or new is node or not isinstance(node, Expr):
+            return new
+        kept = rewrapped(node, new, self.store.buffer.name, self.loading)
+        if kept is None:
+            raise self.refusal(f"loaded in {node.script()}, would change how that index "
+                               f"computes the arithmetic around the load (wrapping on data, "
+                               f"exact without it)")
+        return kept
 
     def visit_BufferLoad(self, load: BufferLoad):
-        load = self.visit_children(load)
+        indices = tuple(self.in_context(i, True) for i in load.indices)
+        if any(a is not b for a, b in zip(indices, load.indices)):
+            load = dataclasses.replace(load, indices=indices)
         if load.buffer.name != self.store.buffer.name:
             return load
-        return substitute(self.value, {
-            var: exact_index(index, var, self.loading)
-            for var, index in zip(self.store.indices, load.indices) if isinstance(var, Var)})
+        value = wrapped_value(stored_value(self.store), self.ranges, self.in_index)
+        if value is None:
+            raise self.refusal("is int64 arithmetic that may pass int64: stored, it wraps (as "
+                               "numpy's), and inlined into an index or a condition it would "
+                               "be computed exactly")
+        try:
+            return substitute(value, {
+                var: exact_index(index, var, self.loading, self.lets)
+                for var, index in zip(self.store.indices, load.indices)
+                if isinstance(var, Var)})
+        except InexactIndex as error:
+            raise self.refusal(f"read at an index holding {error}, would compute it as data "
+                               f"(wrapping) where the index computes it exactly") from None
+
+    def visit_BufferStore(self, store: BufferStore):
+        return _changed(store, indices=tuple(self.in_context(i, True) for i in store.indices),
+                        value=self.in_context(store.value, False))
+
+    def visit_IfThenElse(self, node: IfThenElse):
+        return _changed(
+            node, condition=self.in_context(node.condition, True),
+            then_body=self.visit(node.then_body),
+            else_body=None if node.else_body is None else self.visit(node.else_body))
+
+    def visit_For(self, loop: For):
+        return _changed(loop, min=self.in_context(loop.min, True),
+                        extent=self.in_context(loop.extent, True), body=self.visit(loop.body))
+
+    def visit_LetStmt(self, let: LetStmt):
+        value = self.in_context(let.value, True)
+        self.lets[let.var] = value
+        try:
+            return _changed(let, value=value, body=self.visit(let.body))
+        finally:
+            del self.lets[let.var]
+
+
+def _changed(node, **fields):
+    """`node` with `fields`, or `node` itself where each is the one it holds (a mutator keeps
+    the identity of what it did not change: the steps find nodes by it)."""
+    if all(getattr(node, name) is value or isinstance(value, tuple)
+           and len(value) == len(getattr(node, name))
+           and all(a is b for a, b in zip(value, getattr(node, name)))
+           for name, value in fields.items()):
+        return node
+    return dataclasses.replace(node, **fields)
 
 
 def stored_value(store: BufferStore) -> Expr:
@@ -300,11 +374,11 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             # enclosing scope's), its domains, init, body (loop bounds and nested blocks too)
             body = replacer.visit(block.body)
             init = None if block.init is None else replacer.visit(block.init)
-            iter_vars = tuple(replacer.visit(iv) for iv in block.iter_vars)
+            iter_vars = tuple(replacer.in_context(iv, True) for iv in block.iter_vars)
             new = dataclasses.replace(block, body=body, init=init, iter_vars=iter_vars)
             reads = _new_reads(new, block.reads, buffer.name, store.value, outer)
-            iter_values = tuple(replacer.visit(v) for v in node.iter_values)
-            predicate = replacer.visit(node.predicate)
+            iter_values = tuple(replacer.in_context(v, True) for v in node.iter_values)
+            predicate = replacer.in_context(node.predicate, True)
             reads = _with_whole_buffers(reads, [*iter_values, predicate])
             return dataclasses.replace(
                 node, iter_values=iter_values, predicate=predicate,
@@ -357,10 +431,12 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     store = _single_store(block, primitive, "block", exact=False)
     if realize.predicate != TRUE:
         raise ScheduleError(primitive, f"block {block_name!r} runs under the predicate "
-                            f"{realize.predicate.script()} (from a split that does not "
-                            f"divide, or from compute_at / reverse_compute_at); "
-                            f"reverse_compute_inline takes a block without one: inline it "
-                            f"before the step that made it")
+                            f"{realize.predicate.script()}; reverse_compute_inline takes a "
+                            f"block without one (its producer would store only where it "
+                            f"holds): inline it before the step that made it (a split that "
+                            f"does not divide, compute_at / reverse_compute_at), or, where "
+                            f"the script wrote it (T.where), write the condition into the "
+                            f"value (T.if_then_else) and keep the block")
     loading = [load.buffer.name for value in realize.iter_values
                for load in collect(value, BufferLoad)]
     if loading:

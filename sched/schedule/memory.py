@@ -194,6 +194,14 @@ def cache_write(func: PrimFunc, block_name: str, index: int, storage_scope: str
     inside = {b.name for b in collect(realize.block, Block)}
     writers = [b.name for b in blocks_accessing(func.body, buffer, "write")
                if b.name not in inside]
+    around = [b.block.name for b in collect(func.body, BlockRealize)
+              if b.block.name in writers and b is not realize and any(
+                  inner is realize.block for inner in collect(b.block, Block))]
+    if around:               # (it was called another writer: audit helper-133)
+        raise ScheduleError(primitive, f"block {block_name!r} is nested in block "
+                            f"{around[-1]!r}, which writes "
+                            f"{buffer.name!r} through it; cache the outer block: "
+                            f"sch.cache_write({around[-1]}, ...)")
     if writers:
         raise ScheduleError(primitive, f"block(s) {', '.join(writers)} write {buffer.name!r} "
                             f"too; cache_write needs the only block that writes it (where a "

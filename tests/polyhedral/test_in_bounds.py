@@ -234,3 +234,40 @@ def test_build_warns_of_a_shift_it_cannot_read():
         sched.build(shifted_past_int32, target="c")
     with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
         sched.build(shifted_past_int32, target="c", check_bounds="strict")
+
+
+@pytest.mark.parametrize("index", ["T.abs(vi - 20)", "T.bitwise_xor(vi, 16)"])
+def test_build_warns_of_an_intrinsic_of_the_loops_it_cannot_read(index):
+    # calls of the loops are arithmetic, not gathers: these wrote 5 and 16 elements past C
+    # with no warning (audit helper-132)
+    from sched.errors import ConservativeAnalysisWarning
+
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[{index}] = A[vi]
+''')
+    with pytest.warns(ConservativeAnalysisWarning, match="its index is arithmetic the "
+                                                         "compiler cannot read"):
+        sched.build(f, target="c")
+
+
+@T.prim_func
+def where_past_int64(A: T.Buffer((16,), "float32"), C: T.Buffer((2,), "float32"), x: T.int64):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            T.where(T.Cast("int64", i) * T.int64(2**61) < x)
+            C[vi] = A[vi] + T.float32(1)
+
+
+def test_int64_arithmetic_past_int64_is_read_as_the_kernel_wraps_it():
+    # i * 2**61 wraps to -2**63 at i = 4, where the predicate holds again: read exactly, x =
+    # 2**62 passed the call's check and 12 elements past C were written (audit helper-132)
+    kernel = sched.build(where_past_int64, target="c")
+    with pytest.raises(KernelArgumentError, match=r"with x = 4611686018427387904, block 'C' "
+                                                  r"writes C\[vi\] out of bounds"):
+        kernel(np.arange(16, dtype=np.float32), np.zeros(2, np.float32), 2**62)

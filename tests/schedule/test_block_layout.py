@@ -286,3 +286,14 @@ def test_a_new_variable_past_int32_is_refused():
     with pytest.raises(sched.ScheduleError, match=r"the new iteration variable 0 takes the "
                                                   r"value \d+, past int32"):
         sch.transform_block_layout(sch.get_block("C"), lambda i, j: (i * 2**30 + j,))
+
+
+def test_a_loop_marked_parallel_is_named_in_the_refusal():
+    # the message said the block was not bound by its loops alone (audit helper-133)
+    A = te.placeholder((4, 4), name="A")
+    sch = sched.Schedule(te.create_prim_func([A, te.compute((4, 4), lambda i, j: A[i, j] * 2.0,
+                                                            name="B")]))
+    sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+    with pytest.raises(ScheduleError, match=r"loop 'i' around block 'B' is parallel: "
+                                            r"transform_block_layout rebuilds serial loops only"):
+        sch.transform_block_layout(sch.get_block("B"), lambda i, j: (j, i))

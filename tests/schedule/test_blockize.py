@@ -203,3 +203,20 @@ def test_compute_at_then_blockize_as_the_refusal_advises():
     d = np.zeros((24, 20), np.float32)
     sched.build(sch.func, target="c")(a, b, d)
     np.testing.assert_allclose(d, (a.astype(np.float64) @ b) * 2 + 1, rtol=1e-5)
+
+
+def test_cache_write_of_a_block_nested_in_a_blockized_one_names_the_outer_block():
+    # the outer block was called another writer of C (audit helper-133); caching it works
+    A, B = te.placeholder((12, 9), name="A"), te.placeholder((9, 20), name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B, te.ops.matmul(A, B)]))
+    block = sch.get_block("C")
+    sch.blockize(sch.get_loops(block)[2])
+    with pytest.raises(ScheduleError, match=r"block 'C' is nested in block 'C_o', which writes "
+                                            r"'C' through it; cache the outer block"):
+        sch.cache_write(block, 0, "global")
+    sch.cache_write(sch.get_block("C_o"), 0, "global")
+    rng = np.random.default_rng(2)
+    a, b = rng.random((12, 9), dtype=np.float32), rng.random((9, 20), dtype=np.float32)
+    c = np.zeros((12, 20), np.float32)
+    sched.build(sch.mod, target="c")(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)

@@ -177,3 +177,137 @@ def test_float_values_of_the_indices_inline(value, expected):
     a, c = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
     sched.build(sch.func, target="c")(a, c)
     np.testing.assert_array_equal(c, a + expected)
+
+
+# An index computes each largest part that reads no data exactly, and the arithmetic on
+# data wrapping; a stored value wraps everywhere (audit helper-131: each case below changed
+# its numbers under the step).
+
+def _inlined_both_ways(func, a, expected, affine=True):
+    """`func` (B inlined into C) checked as written, after compute_inline of B and after
+    reverse_compute_inline of C (where C reads B at an `affine` index: it refuses others),
+    against `expected`."""
+    np.testing.assert_array_equal(_run(func, a, np.zeros(len(expected), np.int32)), expected)
+    steps = (("compute_inline", "B"),) + ((("reverse_compute_inline", "C"),) if affine
+                                          else ())
+    for step, block in steps:
+        sch = sched.Schedule(func)
+        getattr(sch, step)(sch.get_block(block))
+        np.testing.assert_array_equal(_run(sch.func, a, np.zeros(len(expected), np.int32)),
+                                      expected, err_msg=step)
+
+
+def test_arithmetic_around_an_inlined_load_in_an_index_keeps_wrapping():
+    # B[vi] * 2**30 wrapped (data); inlined, vi * 2**30 would be exact index arithmetic
+    f = _producer_consumer("vi", "A[B[vi] * 1073741824 // 1073741824 % 8]", b=8, c=8)
+    a = np.arange(8, dtype=np.int32) * 10
+    expected = a[[_wrapped(v * 2**30) // 2**30 % 8 for v in range(8)]]
+    _inlined_both_ways(f, a, expected)
+
+
+def test_the_pure_part_of_a_stored_value_that_reads_data_keeps_wrapping_in_an_index():
+    f = _producer_consumer("T.max(vi * 1073741824 // 1073741824, A[vi])", "A[B[vi] % 8]",
+                           b=8, c=8)
+    a = -5 - np.arange(8, dtype=np.int32)
+    stored = [max(_wrapped(v * 2**30) // 2**30, a[v]) for v in range(8)]
+    _inlined_both_ways(f, a, a[[s % 8 for s in stored]])
+
+
+@pytest.mark.parametrize("index", [
+    "(A[vi] + vi * 1073741824 // 1073741824) % 8",          # a gather beside exact arithmetic
+    "T.Select(vi + 2147483647 > 0, vi, 7 - vi)",           # an exact condition
+    "T.bitwise_and(vi * 1073741824 // 1073741824, 7)",     # a bitwise operation
+])
+def test_an_exact_index_moved_into_data_keeps_its_exact_value(index):
+    f = _producer_consumer("A[vi] + vi * 1000", f"B[{index}]", b=8, c=8)
+    a = np.array([3, 1, 4, 1, 5, 9, 2, 6], np.int32)
+    exact = {0: lambda v: (a[v] + v) % 8, 1: lambda v: v, 2: lambda v: v & 7}
+    which = [i for i, text in enumerate(["(A[vi] +", "T.Select", "T.bitwise_and"])
+             if index.startswith(text)][0]
+    j = [exact[which](v) for v in range(8)]
+    _inlined_both_ways(f, a, np.array([a[k] + k * 1000 for k in j], np.int32), affine=False)
+
+
+def test_a_let_of_an_index_is_inlined_by_its_exact_value():
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + vi * 1000
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            x: T.int32 = vi * 1073741824
+            C[vi] = B[x // 1073741824]
+''')
+    a = np.arange(8, dtype=np.int32) * 10
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)),
+                                  a + np.arange(8, dtype=np.int32) * 1000)
+
+
+def test_int32_arithmetic_under_the_cast_of_an_int64_index_stays_exact():
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + vi * 100
+    for i in range(T.int64(8)):
+        with T.block("C"):
+            vi = T.axis.spatial(T.int64(8), i)
+            C[vi] = B[T.floormod((2147483647 + 1) % 6 + vi, 8)]
+''')
+    a = np.arange(8, dtype=np.int32)
+    j = (2**31 % 6 + np.arange(8)) % 8                      # 2**31 % 6 = 2, exactly
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)),
+                                  (a + np.arange(8) * 100)[j])
+
+
+def test_int64_arithmetic_used_as_data_only_is_inlined():
+    f = sched.parse('''
+@T.prim_func
+def f(C: T.Buffer((8,), "int64")):
+    B = T.alloc_buffer((8,), "int64")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = T.Cast("int64", vi) * T.int64(9223372036854775807)
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[vi] + T.int64(1)
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))       # (refused: stored or inlined, it wraps)
+    c = np.zeros(8, np.int64)
+    sched.build(sch.func, target="c")(c)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(c, np.arange(8, dtype=np.int64) * (2**63 - 1) + 1)
+
+
+def test_cache_index_leaves_the_condition_of_an_if_exact():
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            if vi * 1073741824 < 0:
+                B[vi] = vi * 1073741824
+            else:
+                B[vi] = A[vi]
+''')
+    a = np.arange(4, dtype=np.int32) + 100
+    sch = sched.Schedule(f)
+    sch.cache_index(sch.get_block("B"), "global", 0)
+    # vi * 2**30 < 0 never holds in the condition (exact); cached, it held at vi = 2, 3
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a)

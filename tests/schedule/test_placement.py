@@ -707,9 +707,10 @@ def test_reverse_compute_inline_under_a_predicate_names_where_it_may_come_from()
     io, _ = sch.split(sch.get_loops(sch.get_block("B"))[0], factors=[None, 4])
     sch.reverse_compute_at(sch.get_block("C"), io)
     sch.reverse_compute_at(sch.get_block("D"), io)
-    with pytest.raises(ScheduleError, match=r"runs under the predicate .* \(from a split that "
-                                            r"does not divide, or from compute_at / "
-                                            r"reverse_compute_at\).*before the step that made"):
+    with pytest.raises(ScheduleError, match=r"runs under the predicate .*before the step "
+                                            r"that made it \(a split that does not divide, "
+                                            r"compute_at / reverse_compute_at\), or, where the "
+                                            r"script wrote it \(T.where\)"):
         sch.reverse_compute_inline(sch.get_block("D"))
 
 
