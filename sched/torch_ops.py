@@ -228,7 +228,30 @@ def _updated_in_place(func: PrimFunc, outputs) -> str | None:
             return (f"block '{block.name}' of '{func.name}' reads output '{names[storage]}' "
                     f"before writing it (an update in place, with no init), so the functional "
                     f"form cannot allocate it empty: use the out form")
+    for storage in sorted(names):
+        if _read_before_written(func, storage):
+            return (f"'{func.name}' reads output '{names[storage]}' where no write of it came "
+                    f"before (a block reading it ahead of the one that writes it, or an update "
+                    f"in place), so the functional form cannot allocate it empty: use the out "
+                    f"form")
     return None
+
+
+def _read_before_written(func: PrimFunc, storage: str) -> bool:
+    """Whether some read of `storage` in `func` may take the value it held on entry (isl's
+    flow analysis; a store outside blocks in a block of its own). True where the model
+    cannot tell (audit helper-137: a block reading output C ahead of the block writing it
+    computed from torch.empty's garbage)."""
+    from sched.errors import UnmodelledError
+    from sched.ir.implicit_blocks import with_implicit_blocks
+    from sched.polyhedral import build_model
+    from sched.polyhedral.instance_flows import instance_sources
+
+    try:
+        found = instance_sources(build_model(with_implicit_blocks(func)), storage)
+    except UnmodelledError:
+        return True
+    return not found.unwritten.is_empty()
 
 
 def _alias_set(k: int) -> str:

@@ -118,11 +118,14 @@ def test_a_hand_written_racy_parallel_loop_is_refused_at_build():
     sched.build(racy_parallel_sum, target="c", check_races=False)     # on the caller's word
 
 
-def test_stores_outside_blocks_are_not_checked_for_races():
-    """The polyhedral model is made of blocks: a store written outside any block (lowered-IR
-    style, as hand-written CUDA-like kernels are) is not one of its statements, so the check
-    has nothing to refuse. This pins that limit down (build's docstring states it)."""
-    kernel = sched.build(racy_threads, target="c")
+def test_stores_outside_blocks_are_checked_for_races():
+    """A store written outside any block (lowered-IR style, as hand-written CUDA-like kernels
+    are) is checked in a block of its own (ir/implicit_blocks.py): every thread writing B[0]
+    went unchecked until audit helper-137."""
+    with pytest.raises(BuildError, match=r"iterations of loop 't' .* run at the same time but "
+                                         r"depend on each other: output dependence on 'B'"):
+        sched.build(racy_threads, target="c")
+    kernel = sched.build(racy_threads, target="c", check_races=False)  # on the caller's word
     b = np.zeros(1, np.float32)
     kernel(np.arange(64, dtype=np.float32), b)
     assert b[0] in np.arange(64)
@@ -652,3 +655,124 @@ def test_a_cache_every_block_copies_alike_is_kept(scope, target):
     c = np.zeros((4, 128), np.float32)
     sched.build(sch.mod, target=target)(a, b, c)
     np.testing.assert_allclose(c, a[:, np.arange(128) % 8] + b, rtol=1e-6)
+
+
+@T.prim_func
+def _own_store_under_its_thread_loop(A: T.Buffer((4, 32), "float32"),
+                                     B: T.Buffer((4, 32), "float32"),
+                                     C: T.Buffer((4, 32), "float32")):
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        with T.block("outer"):
+            vb = T.axis.spatial(4, bx)
+            T.reads(A[vb, 0:32], C[vb, 0:32])
+            T.writes(B[vb, 0:32], C[vb, 0:32])
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                C[vb, tx] = C[vb, tx] + T.float32(1)
+                with T.block("inner"):
+                    vt = T.axis.spatial(32, tx)
+                    B[vb, vt] = A[vb, vt] * T.float32(2)
+
+
+@T.prim_func
+def _shared_row_reloaded_per_step(A: T.Buffer((4, 3, 8), "float32"),
+                                  C: T.Buffer((4, 3, 128), "float32")):
+    S = T.alloc_buffer((8,), "float32", scope="shared")
+    for y in T.thread_binding(4, thread="blockIdx.y"):
+        for k in range(3):
+            for j in range(8):
+                with T.block("S"):
+                    vy, vk, vj = T.axis.remap("SSS", [y, k, j])
+                    S[vj] = A[vy, vk, vj]
+            for bx in T.thread_binding(4, thread="blockIdx.x"):
+                for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("C"):
+                        vy, vk = T.axis.remap("SS", [y, k])
+                        vx = T.axis.spatial(128, bx * 32 + tx)
+                        C[vy, vk, vx] = S[vx % 8]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_own_stores_under_their_thread_loop_and_per_block_reloads_build(target):
+    # a block's own store under its own threadIdx loop was judged as if outside it; a shared
+    # row reloaded each step by every x block was refused on its write after read, which
+    # stays in one block (both refused: audit helper-136)
+    rng = np.random.default_rng(6)
+    a = rng.random((4, 32), dtype=np.float32)
+    b, c = np.zeros((4, 32), np.float32), rng.random((4, 32), dtype=np.float32)
+    expected_c = c + 1
+    sched.build(_own_store_under_its_thread_loop, target=target)(a, b, c)
+    np.testing.assert_allclose(b, 2 * a)
+    np.testing.assert_allclose(c, expected_c)
+    a3 = rng.random((4, 3, 8), dtype=np.float32)
+    c3 = np.zeros((4, 3, 128), np.float32)
+    sched.build(_shared_row_reloaded_per_step, target=target)(a3, c3)
+    np.testing.assert_allclose(c3, a3[:, :, np.arange(128) % 8])
+
+
+@T.prim_func
+def _blockless_store_past_b(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for i in range(64):
+        B[i * 1000000] = A[i]
+
+
+@T.prim_func
+def _blockless_running_sum(A: T.Buffer((64,), "float32"), B: T.Buffer((65,), "float32")):
+    for i in T.parallel(64):
+        B[i + 1] = B[i] + A[i]
+
+
+@T.prim_func
+def _running_sum_vectorized_in_a_block(A: T.Buffer((4, 64), "float32"),
+                                       B: T.Buffer((4, 65), "float32")):
+    for r in range(4):
+        with T.block("row"):
+            vr = T.axis.spatial(4, r)
+            T.reads(A[vr, 0:64], B[vr, 0:65])
+            T.writes(B[vr, 0:65])
+            for i in T.vectorized(64):
+                B[vr, i + 1] = B[vr, i] + A[vr, i]
+
+
+@T.prim_func
+def _blockless_copy(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for i in T.parallel(64):
+        B[i] = A[i] * T.float32(2)
+
+
+def test_stores_outside_blocks_are_checked_as_blocks_of_their_own():
+    # TVM's lowered form: a store with no block was never compared with its buffer (a
+    # segfault), and its parallel loop never checked (a running sum of ones gave 50000 for
+    # 100000); nor was a vectorized loop in a block's body (audit helper-137)
+    with pytest.raises(sched.polyhedral.in_bounds.OutOfBoundsError,
+                       match=r"writes B\[v_i \* 1000000\] out of bounds"):
+        sched.build(_blockless_store_past_b, target="c")
+    for func in (_blockless_running_sum, _running_sum_vectorized_in_a_block):
+        with pytest.raises(BuildError, match=r"the iterations of loop 'i' of '.*' run at the "
+                                             r"same time but depend on each other: flow "
+                                             r"dependence on 'B'"):
+            sched.build(func, target="c")
+    a, b = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    sched.build(_blockless_copy, target="c")(a, b)             # (no dependence: builds)
+    np.testing.assert_array_equal(b, 2 * a)
+
+
+@T.prim_func
+def _buffer_past_the_address_space(A: T.Buffer((16,), "float32"),
+                                   G: T.Buffer((16,), "int32"),
+                                   B: T.Buffer((16,), "float32")):
+    X = T.alloc_buffer((T.int64(2**60 + 1), T.int64(16)), "float32")
+    for i in range(16):
+        with T.block("X"):
+            vi = T.axis.spatial(16, i)
+            X[G[vi] * 1000, G[vi]] = A[vi]
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = X[G[vi] * 1000, G[vi]]
+
+
+def test_a_buffer_of_more_bytes_than_the_address_space_is_refused():
+    # its byte count wrapped to 64: the kernel wrote 240k elements past it (helper-137)
+    with pytest.raises(BuildError, match=r"buffer 'X' holds 18446744073709551632 elements of "
+                                         r"float32, more bytes than a 64-bit address space"):
+        sched.build(_buffer_past_the_address_space, target="c")

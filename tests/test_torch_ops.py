@@ -207,6 +207,34 @@ def test_an_output_updated_in_place_leaves_only_the_out_form():
     torch.testing.assert_close(c, a + 1)
 
 
+def test_an_output_read_ahead_of_its_writer_leaves_only_the_out_form():
+    # D read C before block C wrote it: the functional form computed D from torch.empty's
+    # garbage (audit helper-137); likewise a store outside blocks updating C
+    from sched.script import T
+
+    @T.prim_func
+    def reads_ahead(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32"),
+                    C: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("D"):
+                vi = T.axis.spatial(8, i)
+                D[vi] = C[vi] + A[vi]
+        for i in range(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[vi] = A[vi] * T.float32(2)
+
+    @T.prim_func
+    def bumped(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        for i in range(8):
+            C[i] = C[i] + A[i]
+
+    for func in (reads_ahead, bumped):
+        op = sched.torch.custom_op(unique(func.name), sched.build(func, target="c"))
+        assert op.functional is None
+        assert "so the functional form cannot allocate it empty" in op.unsized
+
+
 def test_a_reduction_output_has_a_functional_form():
     # the reduction block reads C too, but its init writes it first
     A = te.placeholder((8, 4), "float32", name="A")

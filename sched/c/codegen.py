@@ -25,9 +25,11 @@ from sched.c.int_ranges import IntRanges, unsigned_c_type
 from sched.c.names import CNames, function_identifier, sanitize
 from sched.c.vector_codegen import VectorCode, unroll_pragma
 from sched.c.vectorize import plan_vector_loop
+from sched.errors import BuildError
 from sched.ir.builders import widen
 from sched.ir.dtype import bits, is_float, is_int, max_value
 from sched.ir.extern import ADDRESS_OF, addressed_storages, written_storages
+from sched.ir.intervals import interval
 from sched.ir.nodes import (
     BIT_FUNCTIONS,
     EXTERN_CALLS,
@@ -59,6 +61,7 @@ from sched.ir.nodes import (
 from sched.ir.simplify import simplify
 
 STACK_LIMIT_BYTES = 64 * 1024   # larger or symbolic allocations go to the heap
+LARGEST_ALLOCATION = 1 << 62     # bytes; a constant size past it is refused
 
 # C operator precedence (higher binds tighter); ops of equal precedence associate left
 _PRECEDENCE = {"mul": 13, "div": 13, "floordiv": 13, "floormod": 13, "add": 12, "sub": 12,
@@ -283,6 +286,13 @@ class _CEmitter(BitCallEmitter):
         ctype, name = dtypes.storage_type(buffer.dtype), self.name(buffer.name)
         element_bytes = 1 if buffer.dtype in ("bool", "int8", "uint8") else \
             int("".join(c for c in buffer.dtype if c.isdigit())) // 8
+        constant = interval(widen(size), {}) if is_int(size.dtype) else None
+        if constant is not None and constant[0][1] * element_bytes > LARGEST_ALLOCATION:
+            # (its byte count wrapped modulo 2**64: 0 bytes, or 64 for 2**64 + 16 elements,
+            # written far past: audit helper-137)
+            raise BuildError(f"build: buffer {buffer.name!r} holds {constant[0][1]} elements "
+                             f"of {buffer.dtype}, more bytes than a 64-bit address space: "
+                             f"give it a smaller shape")
         if isinstance(size, IntImm) and size.value * element_bytes <= STACK_LIMIT_BYTES:
             self.line(f"{ctype} {name}[{size.value}];  // scope {buffer.scope}")
             self.stmt(node.body)

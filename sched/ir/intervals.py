@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sched.ir.builders import const
 from sched.ir.dtype import is_int, max_value, min_value
-from sched.ir.functor import free_vars
-from sched.ir.nodes import BinaryOp, Call, Cast, Expr, IntImm, Range, Select, Var
+from sched.ir.functor import collect, free_vars
+from sched.ir.nodes import BinaryOp, Call, Cast, Expr, For, IntImm, Range, Select, Var
 
 NARROW, WIDE = "int32", "int64"
 INT32 = (min_value(NARROW), max_value(NARROW))
@@ -62,6 +62,41 @@ def parameter_ranges(func) -> dict:
         if isinstance(param, Var) and is_int(param.dtype):
             ranges[param] = (min_value(param.dtype), max_value(param.dtype))
     return ranges
+
+
+def block_ranges(func, block, ranges: dict | None = None) -> dict:
+    """The values of `block`'s iteration variables (from their domains), of `func`'s loop
+    variables (a load in the bindings or a loop bound of the enclosing scope uses those) and
+    of its sizes and integer scalars (`ranges`, by default `parameter_ranges`), as
+    `interval` takes them."""
+    loops = [(loop.loop_var, loop.min, loop.extent) for loop in collect(func.body, For)]
+    ranges = loop_ranges(loops, parameter_ranges(func) if ranges is None else ranges)
+    for iter_var in block.iter_vars:
+        found = loop_values(iter_var.dom.min, iter_var.dom.extent, ranges)
+        if found is not None:
+            ranges[iter_var.var] = found[0]
+    return ranges
+
+
+# the largest size of a dimension that memory can hold (bytes of a 48-bit address space)
+LARGEST_SIZE = 1 << 48
+
+
+def may_pass_int64(e: Expr, ranges: dict) -> bool:
+    """Whether integer arithmetic in `e` may leave int64 on the way, over `ranges`: the
+    kernels compute index arithmetic in int64 (int32 where it stays there), modulo 2**64
+    past it, where the model reads it exactly (audit helper-136)."""
+    if isinstance(e, IntImm | Var) or not isinstance(e, Expr):
+        return False
+    found = interval(e, ranges) if integer_operation(e) is not None else None
+    if found is not None and not (min_value(WIDE) <= found[0][0]
+                                  and found[0][1] <= max_value(WIDE)):
+        return True
+    children = [getattr(e, name) for name in ("a", "b", "value", "condition",
+                                              "true_value", "false_value")
+                if isinstance(getattr(e, name, None), Expr)]
+    children += [a for a in getattr(e, "args", ()) if isinstance(a, Expr)]
+    return any(may_pass_int64(child, ranges) for child in children)
 
 
 def loop_values(start: Expr, extent: Expr, ranges: dict) -> tuple[tuple[int, int],

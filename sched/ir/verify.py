@@ -51,6 +51,7 @@ from sched.ir.nodes import (
     Evaluate,
     For,
     IfThenElse,
+    IntImm,
     LetStmt,
     PrimFunc,
     Select,
@@ -132,6 +133,10 @@ class _Verifier(IRVisitor):
             self.fail(f"buffer '{buffer.name}' has unknown dtype {buffer.dtype!r}")
         if buffer.scope not in SCOPES:
             self.fail(f"buffer '{buffer.name}' has unknown scope {buffer.scope!r}")
+        negative = [dim.value for dim in buffer.shape
+                    if isinstance(dim, IntImm) and dim.value < 0]
+        if negative:
+            self.fail(f"buffer '{buffer.name}' has a negative size {negative[0]} in its shape")
         if buffer.name not in self.buffers[-1]:
             self.buffers[-1].add(buffer.name)
             self.visible_buffers[buffer.name] = self.visible_buffers.get(buffer.name, 0) + 1
@@ -265,6 +270,11 @@ class _Verifier(IRVisitor):
             self.fail(f"loop '{node.loop_var.name}' has unknown kind {node.kind!r}")
         if (node.kind == "thread_binding") != (node.thread_tag is not None):
             self.fail(f"loop '{node.loop_var.name}': a thread tag goes with kind thread_binding")
+        if node.kind == "thread_binding" and isinstance(node.extent, IntImm) and \
+                node.extent.value < 1 and not (node.thread_tag or "").startswith("vthread"):
+            self.fail(f"loop '{node.loop_var.name}' bound to {node.thread_tag} has extent "
+                      f"{node.extent.value}: a launch has at least one thread block and "
+                      f"thread along each axis (audit helper-137)")
         self._check_index(f"the start of loop '{node.loop_var.name}'", node.min)
         self._check_index(f"the extent of loop '{node.loop_var.name}'", node.extent)
         if is_int(node.extent.dtype) and is_int(node.loop_var.dtype) and \

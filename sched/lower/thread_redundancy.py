@@ -276,8 +276,8 @@ def _leaf_blocks(node, loops: list[For]):
             yield node, loops
             return
         own = _own_statements(node)
-        if own is not None:
-            yield own, loops
+        if own is not None:      # under the loops of the block that hold all of them
+            yield own, [*loops, *_loops_around_all(own.block)]
         yield from inner
     elif isinstance(node, Block):
         for child in (node.init, node.body):
@@ -291,6 +291,19 @@ def _leaf_blocks(node, loops: list[For]):
 class _InnerBlocksDropped(IRMutator):
     def visit_BlockRealize(self, realize: BlockRealize):
         return SeqStmt(())
+
+
+def _loops_around_all(block) -> list[For]:
+    """The loops of `block`'s body (its inner blocks dropped) that hold every statement it
+    has left: a store of its own under its own thread loop runs in that loop's threads only
+    (audit helper-136). Where the statements lie under different loops, only those common to
+    all: the rules then judge each as if it ran outside the others (stricter)."""
+    found: list[For] = []
+    node = block.body
+    while isinstance(node, For):
+        found.append(node)
+        node = node.body
+    return found if block.init is None else []
 
 
 def _own_statements(realize: BlockRealize) -> BlockRealize | None:

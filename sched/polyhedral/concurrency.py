@@ -11,6 +11,7 @@ import functools
 import islpy as isl
 
 from sched.ir.functor import collect
+from sched.ir.implicit_blocks import with_implicit_blocks
 from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
 from sched.ir.paths import feeds_reduction
 from sched.polyhedral.accesses import unseen_loads
@@ -389,10 +390,10 @@ class _Concurrency:
         that axis. The GPU runs that one in every thread block along
         the axis, so the dependence goes between blocks whatever the order of the function
         says (the C target, which runs it once, cannot show it: found by the fuzz hunt as NaN
-        on cuda-emu). Not a flow from that one to the loop's statements through memory each
-        block has its own (each block reads its own copy), nor through global memory where
-        the copies store the same values in any order (checked by the build, element by
-        element)."""
+        on cuda-emu). Not a dependence through memory each block has its own (shared,
+        local), but for a read there by that one of what the loop's statements wrote; nor a
+        flow from that one through global memory where its copies store the same values in
+        any order (checked by the build, element by element)."""
         if self.kind != "blockIdx" or self.under(dep.source) == self.under(dep.sink):
             return False
         if isinstance(self.loop.extent, IntImm) and self.loop.extent.value == 1:
@@ -401,11 +402,13 @@ class _Concurrency:
         if self.thread_position(other) is not None or \
                 stage_of(dep.source, self.func) != stage_of(dep.sink, self.func):
             return False
-        if dep.kind != "flow" or other is not dep.source:
-            return True
         if dep.buffer in self.allocations and \
                 self.allocations[dep.buffer][0].scope != "global":
-            return False        # read in each block from its own copy (audit helper-130)
+            # each block's own memory: only a read there of what the loop's blocks wrote, each
+            # in its own, crosses blocks (audit helpers 130, 136)
+            return dep.kind == "flow" and other is dep.sink
+        if dep.kind != "flow" or other is not dep.source:
+            return True
         # a copy every block makes alike into global memory, read under the loop: the build
         # asks its elements (lower/thread_redundancy.py: the copies may not store different
         # values, nor store what the loop's blocks read)
@@ -593,7 +596,9 @@ def check_concurrent_loops(func: PrimFunc) -> tuple[str, Violation] | None:
     A step that moves blocks under such a loop, or moves the loop, must ask this again: the
     loop was checked when it was marked, for what was under it then. The answer does not
     depend on the order of the steps: marking a loop asks the same rule of the same function.
+    A store or call outside blocks is asked in a block of its own (ir/implicit_blocks.py).
     """
+    func = with_implicit_blocks(func)
     for loop in collect(func.body, For):
         kind = concurrent_kind(loop)
         if kind is None:

@@ -44,15 +44,21 @@ from sched.polyhedral.instance_flows import (
     runs_of,
     writes_surely,
 )
-from sched.polyhedral.isl_text import maps
+from sched.polyhedral.isl_text import maps, within_operations
+
+# isl operations the flow questions may take before the answer is "no" (a halo tile's
+# modulo indices made one take 55 s: audit helper-134)
+FLOW_OPERATIONS = 3_000_000
 
 
 def first_runs_stand_for_runs(model, block_name: str) -> bool:
     """Whether the first runs of the statements of block `block_name` stand for all their
-    runs (the module doc); kept with the model."""
+    runs (the module doc); kept with the model. "No" where isl cannot tell within
+    FLOW_OPERATIONS."""
     key = ("first_runs_stand_for_runs", block_name)
     if key not in model.derived:
-        model.derived[key] = _stand_for_runs(model, model.statements_of_block(block_name))
+        model.derived[key] = bool(within_operations(FLOW_OPERATIONS, lambda: _stand_for_runs(
+            model, model.statements_of_block(block_name))))
     return model.derived[key]
 
 

@@ -34,6 +34,7 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.extern import is_opaque
 from sched.ir.functor import IRMutator, collect, substitute
+from sched.ir.intervals import block_ranges
 from sched.ir.names import fresh
 from sched.ir.nodes import (
     MATH_FUNCTIONS,
@@ -63,7 +64,7 @@ from sched.ir.nodes import (
 )
 from sched.ir.regions import infer_block_regions
 from sched.schedule.base import BlockRV, ScheduleBase
-from sched.schedule.inline_integers import block_ranges, exact_value, fits_its_type, may_wrap
+from sched.schedule.inline_integers import exact_value, fits_its_type, may_wrap
 from sched.schedule.memory import _check_scope
 from sched.schedule.scope import add_allocation, scope_of, splice, taken_names
 from sched.schedule.state import find_block, replace

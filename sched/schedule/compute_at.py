@@ -387,8 +387,6 @@ def _violation(func: PrimFunc, new_func: PrimFunc, block: str, loop: For, here,
         rule = rule or (f"block {block!r} would run some instances in more than one "
                         f"iteration of loop {loop_name!r}: its {kind} there do not "
                         f"determine which instances to run")
-    if violation is None and not runs_once:
-        rule = rule or _rerun_clobbers(new_func, block, loop_name)
     if rule is not None:
         return dataclasses.replace(violation or Violation(rule), reason=rule)
     return violation

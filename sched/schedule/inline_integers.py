@@ -32,45 +32,26 @@ from __future__ import annotations
 
 import dataclasses
 
-from sched.ir.dtype import bits, is_int, max_value, min_value
+from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRMutator, collect, free_vars, substitute
 from sched.ir.intervals import (
     integer_operation,
     interval,
-    loop_ranges,
-    loop_values,
-    parameter_ranges,
 )
 from sched.ir.nodes import (
     BinaryOp,
-    Block,
     BufferLoad,
     Call,
     Cast,
     Expr,
-    For,
     IntImm,
     Not,
-    PrimFunc,
     Select,
     StringImm,
     Var,
 )
 
 NARROW, WIDE = "int32", "int64"
-
-
-def block_ranges(func: PrimFunc, block: Block) -> dict[Var, tuple[int, int]]:
-    """The values of `block`'s iteration variables (from their domains), of `func`'s loop
-    variables (a load in the bindings or a loop bound of the enclosing scope uses those) and
-    of its sizes and integer scalars, as `interval` takes them."""
-    loops = [(loop.loop_var, loop.min, loop.extent) for loop in collect(func.body, For)]
-    ranges = loop_ranges(loops, parameter_ranges(func))     # (outer loops come first)
-    for iter_var in block.iter_vars:
-        found = loop_values(iter_var.dom.min, iter_var.dom.extent, ranges)
-        if found is not None:
-            ranges[iter_var.var] = found[0]
-    return ranges
 
 
 def _reads_data(e: Expr) -> bool:
@@ -242,8 +223,37 @@ def exact_value(index: Expr, dtype: str, ranges: dict, lets: dict | None = None)
     if is_int(index.dtype) and is_int(dtype) and dtype == WIDE and index.dtype == NARROW \
             and not _reads_data(index):
         return _exact_wide(index, ranges)            # (a cast would take it wrapped)
-    exact = _exact(index, ranges)
+    exact = index if _ring_only(index) else _exact(index, ranges)
     return exact if exact.dtype == dtype else Cast(dtype, exact)
+
+
+_RING_OPS = ("add", "sub", "mul")
+
+
+def _ring_only(e: Expr) -> bool:
+    """Whether `e` is sums, differences and products of variables and constants of one
+    integer type: wrapping each operation gives the exact value modulo 2**bits, so where the
+    exact value fits its type (an index of a buffer) both contexts compute it alike, and no
+    cast is needed (audit helper-135: `v_p + v_ry` of a padded convolution with symbolic
+    sizes was rebuilt in int64 and no longer proven in bounds)."""
+    if isinstance(e, IntImm | Var):
+        return is_int(e.dtype)
+    return isinstance(e, BinaryOp) and e.op in _RING_OPS and e.dtype in (NARROW, WIDE) and \
+        e.a.dtype == e.b.dtype == e.dtype and _ring_only(e.a) and _ring_only(e.b)
+
+
+def used_as_data(value: Expr) -> set:
+    """The variables `value` (a stored value) computes with as data: outside the indices of
+    its loads, where an index moved in for them must keep its exact value. One used only in
+    indices takes the index as it is (an index there too)."""
+    if isinstance(value, Var):
+        return {value}
+    if isinstance(value, BufferLoad):
+        return set()
+    found: set = set()
+    for child in _children(value) or ():
+        found |= used_as_data(child)
+    return found
 
 
 class InexactIndex(ValueError):
@@ -252,11 +262,21 @@ class InexactIndex(ValueError):
 
 def _with_lets(index: Expr, lets: dict, ranges: dict) -> Expr:
     """`index` with each let variable whose value reads no data and may wrap replaced by
-    that value (computed exactly where the let is an index's)."""
-    mapping = {var: value for var, value in lets.items()
-               if var in set(free_vars(index)) and not _reads_data(value)
-               and may_wrap(value, ranges)}
-    return substitute(index, mapping) if mapping else index
+    that value (computed exactly where the let is an index's), through lets of lets. An
+    `InexactIndex` where one holds data (its arithmetic in the index wraps, but moved it
+    would read as index arithmetic: audit helper-135)."""
+    for _ in range(len(lets) + 1):
+        used = set(free_vars(index))
+        data = [var for var in lets if var in used and _reads_data(lets[var])]
+        if data:
+            raise InexactIndex(f"the let variable {data[0].name}, which holds data, in "
+                               f"{index.script()}")
+        mapping = {var: value for var, value in lets.items()
+                   if var in used and may_wrap(value, ranges)}
+        if not mapping:
+            return index
+        index = substitute(index, mapping)
+    return index
 
 
 def _exact(e: Expr, ranges: dict) -> Expr:
@@ -274,12 +294,14 @@ def _exact(e: Expr, ranges: dict) -> Expr:
     if not children:
         return e
     new = []
+    ring = isinstance(e, BinaryOp) and e.op in _RING_OPS
     for child in children:
-        if not _reads_data(child) and is_int(child.dtype) and child.dtype != WIDE and \
-                may_wrap(child, ranges) and not _fits(
+        if not ring and not _reads_data(child) and is_int(child.dtype) and \
+                child.dtype != WIDE and may_wrap(child, ranges) and not _fits(
                     interval(_exact_wide(child, ranges), ranges), child.dtype):
+            # (under a sum or product on data, wrapped or exact modulo 2**32 is one value)
             raise InexactIndex(f"{child.script()}, which may leave {child.dtype} in {e.script()}")
-        new.append(_exact(child, ranges))
+        new.append(child if ring and _ring_only(child) else _exact(child, ranges))
     return _with_children(e, new)
 
 
@@ -316,12 +338,14 @@ def _exact_wide(e: Expr, ranges: dict) -> Expr:
                       _exact_wide(e.false_value, ranges))
     if isinstance(e, Call) and e.op in _BITWISE and e.dtype in (NARROW, WIDE):
         return Call(e.op, tuple(_exact_wide(a, ranges) for a in e.args), WIDE)
-    if isinstance(e, Cast) and is_int(e.value.dtype) and e.dtype in (NARROW, WIDE) and \
-            bits(e.value.dtype) <= bits(e.dtype) and e.value.dtype in (NARROW, WIDE):
-        return _exact_wide(e.value, ranges)          # a widening cast: the exact value
-    if isinstance(e, Cast) and is_int(e.value.dtype):
-        inner = e.value if not may_wrap(e.value, ranges) else _exact_wide(e.value, ranges)
-        e = Cast(e.dtype, inner)                     # a narrowing cast wraps the exact value
+    if isinstance(e, Cast) and e.value.dtype == "bool":
+        e = Cast(e.dtype, _exact_condition(e.value, ranges))    # (audit helper-135)
+    elif isinstance(e, Cast) and is_int(e.value.dtype):
+        # a cast converts the exact value of its operand (wrapped where it does not fit the
+        # operand's type, then converted: README), widening or narrowing
+        inner = e.value if not may_wrap(e.value, ranges) else \
+            Cast(e.value.dtype, _exact_wide(e.value, ranges))
+        e = Cast(e.dtype, inner)
     return e if e.dtype == WIDE else Cast(WIDE, e)
 
 

@@ -13,6 +13,7 @@ import dataclasses
 
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
+from sched.ir.intervals import block_ranges
 from sched.ir.nodes import (
     TRUE,
     Allocate,
@@ -28,6 +29,7 @@ from sched.ir.nodes import (
     FloatImm,
     For,
     IfThenElse,
+    IterVar,
     LetStmt,
     PrimFunc,
     Range,
@@ -45,9 +47,9 @@ from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
 from sched.schedule.inline_integers import (
     InexactIndex,
-    block_ranges,
     exact_index,
     rewrapped,
+    used_as_data,
     wrapped_value,
 )
 from sched.schedule.reverse_inline_checks import (
@@ -213,6 +215,10 @@ class _LoadReplacer(IRMutator):
     def in_context(self, node, in_index: bool):
         """`node` visited in an index (or out of one), its arithmetic that read data through
         replaced loads still wrapping."""
+        if isinstance(node, IterVar):         # (its domain's bounds: audit helper-135)
+            return _changed(node, dom=_changed(
+                node.dom, min=self.in_context(node.dom.min, in_index),
+                extent=self.in_context(node.dom.extent, in_index)))
         outer, self.in_index = self.in_index, in_index
         try:
             new = self.visit(node)
@@ -238,9 +244,11 @@ class _LoadReplacer(IRMutator):
             raise self.refusal("is int64 arithmetic that may pass int64: stored, it wraps (as "
                                "numpy's), and inlined into an index or a condition it would "
                                "be computed exactly")
+        as_data = used_as_data(value)
         try:
             return substitute(value, {
-                var: exact_index(index, var, self.loading, self.lets)
+                var: index if var not in as_data and index.dtype == var.dtype else
+                exact_index(index, var, self.loading, self.lets)
                 for var, index in zip(self.store.indices, load.indices)
                 if isinstance(var, Var)})
         except InexactIndex as error:
@@ -472,7 +480,9 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
         render)
     # the consumer loads one element per instance, the one its producer instance stores
     ranges = block_ranges(func, p_realize.block)
-    exact = {var: exact_index(index, var, ranges) for var, index in mapping.items()}
+    as_data = used_as_data(store.value)
+    exact = {var: index if var not in as_data and index.dtype == var.dtype else
+             exact_index(index, var, ranges) for var, index in mapping.items()}
     value = _LoadReplacer(p_store, ranges, primitive=primitive).visit(
         _at_store(substitute(store.value, exact), p_store))
     indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)

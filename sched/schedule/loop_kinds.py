@@ -44,6 +44,7 @@ def _set_kind(func: PrimFunc, loop_name: str, kind: str, primitive: str, render:
                                 f"kind (split it and unroll the inner, serial loop)")
         raise ScheduleError(primitive, f"loop {loop_name!r} is already {loop.kind}; a loop has "
                             f"one kind")
+    _refuse_cpu_and_gpu_loops(func, loop_name, kind, primitive)
     if kind in ("parallel", "vectorized", "thread_binding"):
         check_loop_keeps_order(loop, primitive, "run concurrently")
         pipelined = [key for key, _ in loop.annotations if key in PIPELINE_KEYS]
@@ -139,6 +140,24 @@ def cross_thread_hint(func: PrimFunc, loop: For, thread_tag: str | None) -> str:
     found = cross_thread_reduction(func, loop)
     return "" if isinstance(found, CrossThreadReduction) else \
         f"it is not a cross-thread reduction on {REDUCE_TAG}: {found}"
+
+
+def _refuse_cpu_and_gpu_loops(func: PrimFunc, loop_name: str, kind: str,
+                              primitive: str) -> None:
+    """A parallel loop (CPU threads) and loops bound to GPU threads in one function: the
+    build refuses it (lower/thread_storage.py), so the step that makes it is refused (the
+    fuzz hunt found every step accepting it, then the build refusing)."""
+    other = {"parallel": "thread_binding", "thread_binding": "parallel"}.get(kind)
+    if other is None:
+        return
+    found = next((lp for lp in collect(func.body, For) if lp.kind == other), None)
+    if found is not None:
+        cpu, gpu = (loop_name, found.loop_var.name) if kind == "parallel" else \
+            (found.loop_var.name, loop_name)
+        raise ScheduleError(primitive, f"loop {cpu!r} would be parallel (CPU threads) and loop "
+                            f"{gpu!r} bound to GPU threads in one function, which no target "
+                            f"builds: bind the loop to blockIdx/threadIdx instead of "
+                            f"parallel, or schedule the function for the CPU only")
 
 
 def parallel(func: PrimFunc, loop_name: str, render: bool = True,

@@ -29,6 +29,7 @@ from sched.ir.nodes import (
 from sched.ir.regions import infer_block_regions
 from sched.polyhedral import build_model
 from sched.polyhedral.dependences import dependences_where
+from sched.polyhedral.first_run_flows import first_runs_stand_for_runs
 from sched.polyhedral.legality import (
     Violation,
     check_new_order,
@@ -37,6 +38,7 @@ from sched.polyhedral.legality import (
     unmodelled_domain_change,
 )
 from sched.polyhedral.pairs import nest_domain
+from sched.polyhedral.runs import repeated_instance, runs_are_idempotent
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.blockized_init import hoist_nested_init, init_copy_nest, nested_init
 from sched.schedule.reduction_runs import check_init_of_spatial_variables, check_reduction_runs_once
@@ -85,21 +87,23 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_name: str,
                       f"{', '.join(outer)} of block {block_name!r}: the init would run again in "
                       f"every iteration of them", func, loop_name, render,
                       tuple(f"sch.decompose_reduction({block_name}, {n})" for n in legal))
-    # a loop outside `loop` that binds no iteration variable repeats the whole reduction
-    # (compute_at recomputed it): the init goes under it too, so the question is asked of one
-    # iteration of it, where its variable is fixed
-    repeating = {id(lp) for lp in scope.loops[:position] if not roles[lp.loop_var]}
-    check_reduction_runs_once(func, realize, [lp for lp in scope.loops
-                                              if id(lp) not in repeating],
-                              primitive, render, every_point=False)
+    # the loops outside `loop` (none of them a reduce loop) hold the init too: the question
+    # is asked of one iteration of them, where their variables are fixed (a loop that binds
+    # no variable, or a tile loop, repeats the whole reduction where compute_at recomputed
+    # it: each run starts at the init, as the undecomposed block does; audit helper-134)
+    check_reduction_runs_once(func, realize, scope.loops, primitive, render,
+                              every_point=False, fixed=position)
     if nested is not None:       # a blockized reduction: its nested block's init (TVM's form)
         new_func, init_name, inner_init = hoist_nested_init(func, realize, nested, loop,
                                                             scope.loops[position:])
         violation = _check_init_moved(func, new_func, nested.block.name, inner_init,
                                       wrappers=(init_name,))
+        moved = (inner_init, block_name)
     else:
         new_func, init_name = _hoist_init(func, realize, loop, scope.loops[position:])
         violation = _check_init_moved(func, new_func, block_name, init_name)
+        moved = (init_name, block_name)
+    violation = violation or _reruns_unproven(new_func, moved)
     if violation is not None:
         raise schedule_error(primitive, violation, func, loop=loop_name, render=render)
     # checked with the update under its old name (the dependences are by block name); then
@@ -154,6 +158,21 @@ def _same_other_domains(old_model, new_model, old_left_out: set, new_left_out: s
     return old.keys() == new.keys() and all(
         old[n].domain_texts == new[n].domain_texts or old[n].domain.is_equal(new[n].domain)
         for n in old)
+
+
+def _reruns_unproven(func: PrimFunc, names: tuple[str, ...]) -> Violation | None:
+    """Where the init or the update block of a decomposed reduction runs some instance more
+    than once (the reduction was recomputed), whether the first runs stand for the others
+    (RUNS_RULE: runs.py, first_run_flows.py), which the order checks assume."""
+    model = build_model(func)
+    for name in names:
+        for statement in model.statements_of_block(name):
+            if not (statement.runs_once or runs_are_idempotent(model, statement)
+                    or first_runs_stand_for_runs(model, name)):
+                return Violation(f"block {name!r} would run some instances more than once "
+                                 f"({repeated_instance(statement)} among them), and a later "
+                                 f"run may not compute what the first did")
+    return None
 
 
 def _check_init_moved(func: PrimFunc, new_func: PrimFunc, block_name: str,

@@ -38,7 +38,7 @@ def check_init_of_spatial_variables(func: PrimFunc, block, primitive: str,
 
 
 def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,
-                              render: bool, every_point: bool = True) -> None:
+                              render: bool, every_point: bool = True, fixed: int = 0) -> None:
     """Refuse unless the loops run each instance of the reduction block at most once, every
     point of the reduce domain for each output element, the first at the domain's first point
     (isl). rfactor and decompose_reduction rely on it: both run the init once per output
@@ -47,14 +47,19 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
     after the other updates. Without `every_point`, an element's points after its first may
     be skipped (a predicate of a split that does not divide): decompose_reduction, which
     compares the init's instances and order before and after, asks only that the first point
-    runs wherever another does."""
+    runs wherever another does. The first `fixed` loops are asked of one iteration at a time
+    (decompose_reduction's init goes under them: a tile loop or a loop binding nothing that
+    repeats a recomputed reduction runs it whole each time): their variables are parameters
+    in their ranges, and a spatial variable bound by them alone is one value."""
     block = realize.block
+    loops, fixed_loops = list(loops[fixed:]), list(loops[:fixed])
     # isl names of our own: loops l<i>, iteration variables v<i>, outer variables p<i>
     # parameters: the function's symbolic dims and scalars, and the variables of the blocks
     # around (fixed in one instance of the scope, where the reduction runs)
     loop_vars = {lp.loop_var for lp in loops}
-    used = [v for e in [*realize.iter_values, realize.predicate,
-                        *[x for lp in loops for x in (lp.min, lp.extent)],
+    used = [v for e in [*[lp.loop_var for lp in fixed_loops], *realize.iter_values,
+                        realize.predicate,
+                        *[x for lp in [*fixed_loops, *loops] for x in (lp.min, lp.extent)],
                         *[x for iv in block.iter_vars for x in (iv.dom.min, iv.dom.extent)]]
             for v in free_vars(e)]
     outer = list(dict.fromkeys([*func.symbolic_vars,
@@ -64,7 +69,7 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
     rename.update({lp.loop_var: Var(f"l{i}", lp.loop_var.dtype) for i, lp in enumerate(loops)})
     allowed = set(rename.values())
     spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
-               if iv.kind == "spatial"]
+               if iv.kind == "spatial" and (not fixed_loops or set(free_vars(v)) & loop_vars)]
     reduce = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
               if iv.kind == "reduce"]
     names = [f"v{i}" for i in range(len(spatial) + len(reduce))]
@@ -91,6 +96,10 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
         spatial = [(iv, v) for iv, v in spatial if text(v) is not None]
         names = [f"v{i}" for i in range(len(spatial) + len(stand_ins) + len(reduce))]
     constraints = []
+    for lp in fixed_loops:
+        lo, extent = text(lp.min), text(lp.extent)
+        if lo is not None and extent is not None:        # (else: any value, a superset)
+            constraints.append(f"{lo} <= {rename[lp.loop_var].name} < {lo} + {extent}")
     for lp in loops:
         lo, extent = text(lp.min), text(lp.extent)
         if lo is None or extent is None:

@@ -187,3 +187,20 @@ def test_a_loop_whose_extent_has_another_dtype_than_its_variable_is_reported():
     wide = dataclasses.replace(loop, extent=extent)
     with pytest.raises(VerifyError, match="loop 'i' of dtype int32 has an extent of dtype int64"):
         verify(replace(func, loop, wide))
+
+
+@pytest.mark.parametrize("source, problem", [
+    ('tx = T.launch_thread("threadIdx.x", 0)\n    B[0] = A[0]',
+     "bound to threadIdx.x has extent 0: a launch has at least one"),
+    ('X = T.alloc_buffer((-4,), "float32")\n    B[0] = A[0]',
+     "buffer 'X' has a negative size -4 in its shape"),
+])
+def test_an_empty_launch_and_a_negative_size_are_not_well_formed(source, problem):
+    # a raw ValueError from the launch configuration, a gcc error (audit helper-137)
+    func = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    {source}
+''')
+    with pytest.raises(VerifyError, match=problem):
+        verify(func)

@@ -4,6 +4,8 @@ helper-122 found each of these changing the numbers or raising a VerifyError."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -311,3 +313,114 @@ def f(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
     sch.cache_index(sch.get_block("B"), "global", 0)
     # vi * 2**30 < 0 never holds in the condition (exact); cached, it held at vi = 2, 3
     np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), a)
+
+
+def test_a_sum_of_symbolic_indices_is_inlined_as_written():
+    # the exact value of `vi + 1` indexes P: wrapped or exact it is one value, so no cast;
+    # with one (int64) the read of A was no longer proven in bounds (audit helper-135)
+    from sched.errors import ConservativeAnalysisWarning
+
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((n,), "float32"), C: T.Buffer((n,), "float32")):
+    n = T.int32()
+    P = T.alloc_buffer((n + 2,), "float32")
+    for i in range(n + 2):
+        with T.block("P"):
+            vi = T.axis.spatial(n + 2, i)
+            P[vi] = T.if_then_else(1 <= vi and vi < n + 1, A[vi - 1], T.float32(0))
+    for i in range(n):
+        with T.block("C"):
+            vi = T.axis.spatial(n, i)
+            C[vi] = P[vi] + P[vi + 1] + P[vi + 2]
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("P"))
+    assert "T.Cast" not in sch.func.script()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConservativeAnalysisWarning)
+        kernel = sched.build(sch.func, target="c")
+    a = np.arange(1, 7, dtype=np.float32)
+    c = np.zeros(6, np.float32)
+    kernel(a, c)
+    padded = np.r_[0, a, 0]
+    np.testing.assert_array_equal(c, padded[:-2] + padded[1:-1] + padded[2:])
+
+
+def test_a_gather_with_a_scalar_stride_is_inlined():
+    # `vj * s` may pass int32, but B uses its variable only in an index (refused: helper-135)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((40,), "float32"), I: T.Buffer((7,), "int32"),
+      C: T.Buffer((7, 6), "float32"), s: T.int32):
+    B = T.alloc_buffer((40,), "float32")
+    for i in range(40):
+        with T.block("B"):
+            vi = T.axis.spatial(40, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i, j in T.grid(7, 6):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vj * s + I[vi]]
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    rng = np.random.default_rng(0)
+    a, idx = rng.random(40).astype(np.float32), rng.integers(0, 5, 7).astype(np.int32)
+    c = np.zeros((7, 6), np.float32)
+    sched.build(sch.func, target="c")(a, idx, c, 5)
+    np.testing.assert_array_equal(c, (a * 2)[np.arange(6)[None, :] * 5 + idx[:, None]])
+
+
+@pytest.mark.parametrize("lets, index, exact", [
+    # a widening cast takes the wrapped value of its operand: A[-2 + 2] at vi = 2
+    ("", 'T.Cast("int32", T.Cast("int64", vi * 1073741824) // T.int64(1073741824)) + 2',
+     lambda v: _wrapped(v * 2**30) // 2**30 + 2),
+    # a comparison cast to an integer compares exactly
+    ("", 'T.Cast("int32", vi * 1073741824 > 0) + 2', lambda v: int(v > 0) + 2),
+    # a let of a let of index arithmetic holds the exact value
+    ("x: T.int32 = vi * 1073741824\n            y: T.int32 = x // 1073741824\n            ",
+     "y % 4", lambda v: v % 4),
+])
+def test_casts_and_lets_of_an_index_keep_their_meaning_in_data(lets, index, exact):
+    # each was inlined into B's data (vi * 1000) computed otherwise (audit helper-135)
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + vi * 1000
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            {lets}C[vi] = B[{index}]
+''')
+    a = np.arange(8, dtype=np.int32) * 10
+    expected = np.array([a[exact(v)] + exact(v) * 1000 for v in range(4)], np.int32)
+    np.testing.assert_array_equal(_run(f, a, np.zeros(4, np.int32)), expected)
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(4, np.int32)), expected)
+
+
+def test_a_let_of_data_in_an_index_refuses_the_inline_where_the_value_computes_with_it():
+    # x * 2**30 wraps in the index (x holds data); moved into B's value it would not
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + vi * 1000
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            x: T.int32 = A[vi]
+            C[vi] = B[x * 1073741824 // 1073741824 % 8]
+''')
+    sch = sched.Schedule(f)
+    with pytest.raises(sched.ScheduleError, match="the let variable x, which holds data"):
+        sch.compute_inline(sch.get_block("B"))

@@ -108,11 +108,18 @@ def test_a_loop_of_one_iteration_over_a_scan_axis_may_be_bound():
                                               factors=[1, 1, None])
     sch.bind(block_loop, "blockIdx.x")
     sch.bind(thread_loop, "threadIdx.x")
-    with pytest.raises(ScheduleError, match="cannot be run concurrently"):
-        sch.parallel(rest)
+    with pytest.raises(ScheduleError, match="bound to GPU threads in one function"):
+        sch.parallel(rest)                      # (a CPU loop in a GPU kernel)
     a = np.random.default_rng(1).random((32, 8), dtype=np.float32)
     for func in (sch.func, default_schedule(column_prefix_sums, "cuda", "sm_90").func):
         for target in ("c", "cuda-emu"):
             b = np.full_like(a, np.nan)
             sched.build(func, target=target)(a, b)
             np.testing.assert_allclose(b, np.cumsum(a, axis=0), rtol=1e-5, err_msg=target)
+
+
+def test_the_scan_axis_may_not_run_in_parallel():
+    sch = sched.Schedule(column_prefix_sums)
+    _, rest = sch.split(sch.get_loops(sch.get_block("scan"))[0], factors=[1, None])
+    with pytest.raises(ScheduleError, match="cannot be run concurrently"):
+        sch.parallel(rest)

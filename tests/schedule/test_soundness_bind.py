@@ -219,3 +219,21 @@ def test_a_block_axis_bound_inside_a_kernel_beside_code_outside_it_is_refused():
                                             "the same kernel, outside every loop bound to "
                                             "blockIdx.y, runs in each of its thread blocks"):
         sch.bind(copy_rows, "blockIdx.y")
+
+
+def test_a_parallel_loop_and_gpu_bindings_in_one_function_are_refused_at_the_step():
+    # every step accepted it and the build refused (found by the fuzz hunt, 10 times)
+    A = te.placeholder((16, 8), name="A")
+    C = te.compute((16, 8), lambda i, j: A[i, j] * 2.0, name="C")
+    for first, second in (("parallel", "bind"), ("bind", "parallel")):
+        sch = sched.Schedule(te.create_prim_func([A, C]))
+        i, j = sch.get_loops(sch.get_block("C"))
+        def mark(kind: str, loop, sch=sch) -> None:
+            if kind == "parallel":
+                sch.parallel(loop)
+            else:
+                sch.bind(loop, "threadIdx.x")
+        mark(first, i)
+        with pytest.raises(ScheduleError, match=r"would be parallel \(CPU threads\) and loop "
+                                                r"'.*' bound to GPU threads in one function"):
+            mark(second, j)

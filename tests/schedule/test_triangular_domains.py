@@ -256,11 +256,14 @@ def test_a_reorder_inside_a_reduce_loop_from_a_square_is_refused_with_a_message(
 
 def test_a_reduce_box_that_moves_with_the_loops_is_refused_by_decompose_reduction():
     """`range(i // 2, n)`: decompose_reduction's questions are about one box of reduce
-    points; this one moves with i (it handed isl an undeclared name)."""
+    points; this one moves with i (it handed isl an undeclared name). Under i (the init
+    goes there too) the box is one per iteration of i: decomposed at j, it keeps the result."""
     sch = sched.Schedule(halves_onwards)
-    _, j, _ = sch.get_loops(sch.get_block("B"))
+    i, j, _ = sch.get_loops(sch.get_block("B"))
     with pytest.raises(sched.ScheduleError, match="starts at i // 2, which moves with the"):
-        sch.decompose_reduction(sch.get_block("B"), j)
+        sch.decompose_reduction(sch.get_block("B"), i)
+    sch.decompose_reduction(sch.get_block("B"), j)
+    _check_tail_sums(sch.func, lambda i: i // 2, (1, 5, 8))
 
 
 def test_blockize_of_a_reduce_loop_from_a_symbolic_half_keeps_the_result():
