@@ -11,7 +11,9 @@ helper-137: such a store out of bounds segfaulted, and such loops raced, uncheck
 Each statement of a loop body that holds no loop and no block (a store, a call, an `if` or
 a `let` around them) becomes one block, its iteration variables bound one to one to the
 loops around it; the rest of the function is kept. The function made is only analysed,
-never built or shown.
+never built or shown. Not under two loops of one thread axis (a lowered kernel's phases,
+`for t: X[t] = ...; for t2 < 64 of the same axis: ...`): the loops as written do not give
+the threads' order there, and such a statement stays unchecked, as before.
 """
 
 from __future__ import annotations
@@ -143,6 +145,13 @@ class _Wrapper(IRMutator):
                 mapping[iter_var.var] = var
                 iter_vars.append(IterVar(var, iter_var.dom, iter_var.kind))
                 values.append(iter_var.var)
+        tags = [loop.thread_tag for loop in self.loops if loop.kind == "thread_binding"
+                and not loop.thread_tag.startswith("vthread")]
+        if len(tags) != len(set(tags)):
+            # a loop of a thread axis inside another: phases of the same threads, which the
+            # lowering separates by barriers; the order of the loops as written is not the
+            # threads' (left as it was: unchecked)
+            return stmt
         for loop in self.loops:
             var = Var(fresh(f"v_{loop.loop_var.name}", self.taken), loop.loop_var.dtype)
             mapping[loop.loop_var] = var
