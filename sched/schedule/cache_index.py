@@ -39,6 +39,7 @@ from sched.ir.names import fresh
 from sched.ir.nodes import (
     MATH_FUNCTIONS,
     TRUE,
+    Assume,
     BinaryOp,
     Block,
     BlockRealize,
@@ -60,6 +61,7 @@ from sched.ir.nodes import (
     Range,
     Select,
     Var,
+    While,
     const,
 )
 from sched.ir.regions import infer_block_regions
@@ -105,6 +107,11 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope, cse_thresh=0
               ((contexts[e] == {"index"} and fits_its_type(e, ranges))
                or contexts[e] == {"data"} or not may_wrap(e, ranges))
               and not any(may_wrap(index, ranges) for index in within.get(e, ()))]
+    # a let's whole value cached makes its variable data where it was index arithmetic
+    # (audit helper-139)
+    let_values = {let.value for part in (block.init, block.body) if part is not None
+                  for let in collect(part, LetStmt)}
+    chosen = [e for e in chosen if e not in let_values]
     chosen.sort(key=lambda e: -_complexity(e))          # stable: ties keep their order
     if not chosen:
         return func, []
@@ -186,7 +193,8 @@ def _index_arithmetic(block: Block) -> list[Expr]:
     for part in (block.init, block.body):
         if part is None:
             continue
-        found += [node.condition for node in collect(part, IfThenElse)]
+        found += [node.condition for kind in (IfThenElse, While, Assume)
+                  for node in collect(part, kind)]
         found += [x for loop in collect(part, For) for x in (loop.min, loop.extent)]
         found += [let.value for let in collect(part, LetStmt)]
     return found

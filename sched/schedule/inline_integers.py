@@ -54,7 +54,7 @@ from sched.ir.nodes import (
 NARROW, WIDE = "int32", "int64"
 
 
-def _reads_data(e: Expr) -> bool:
+def reads_data(e: Expr) -> bool:
     """Whether `e` reads memory or calls a function: arithmetic that wraps in every context.
     A shift by a constant is index arithmetic (a product or floor division by a power of
     two), as the lowering and the model read it."""
@@ -92,7 +92,7 @@ def wrapped_value(value: Expr, ranges: dict, in_index: bool = False) -> Expr | N
     only their arithmetic of variables that may leave the type needs more (`_wrapped`); in
     an index, also the arithmetic beside data in a value that reads some (an index computes
     the parts that read no data exactly: audit helper-131)."""
-    if not may_wrap(value, ranges) or not in_index and _reads_data(value):
+    if not may_wrap(value, ranges) or not in_index and reads_data(value):
         return value
     wrapped = _wrapped(value, ranges)
     # (out of indices, int64 arithmetic wraps alike stored or inlined: audit helper-131)
@@ -123,7 +123,7 @@ def rewrapped(old: Expr, new: Expr, replaced: str, ranges: dict) -> Expr | None:
             return None
         children.append(child)
     rebuilt = _with_children(new, children)
-    if _reads_data(rebuilt) or integer_operation(rebuilt) is None and \
+    if reads_data(rebuilt) or integer_operation(rebuilt) is None and \
             not (isinstance(rebuilt, BinaryOp) and is_int(rebuilt.a.dtype)):
         return rebuilt               # still arithmetic on data: wraps as it did
     operands = [c for a, c in zip(old_children, children)
@@ -151,7 +151,7 @@ def _wrapped(e: Expr, ranges: dict) -> Expr | None:
         return None
     rebuilt = _with_children(e, new)
     if integer_operation(e) is None or e.dtype not in (NARROW, WIDE) or \
-            _reads_data(e) or _fits(interval(rebuilt, ranges), e.dtype):
+            reads_data(e) or _fits(interval(rebuilt, ranges), e.dtype):
         return rebuilt               # (arithmetic on data wraps in every context)
     return Cast(NARROW, Cast(WIDE, rebuilt)) if e.dtype == NARROW else None
 
@@ -221,7 +221,7 @@ def exact_value(index: Expr, dtype: str, ranges: dict, lets: dict | None = None)
     wrap."""
     index = _with_lets(index, lets or {}, ranges)
     if is_int(index.dtype) and is_int(dtype) and dtype == WIDE and index.dtype == NARROW \
-            and not _reads_data(index):
+            and not reads_data(index):
         return _exact_wide(index, ranges)            # (a cast would take it wrapped)
     exact = index if _ring_only(index) else _exact(index, ranges)
     return exact if exact.dtype == dtype else Cast(dtype, exact)
@@ -256,6 +256,22 @@ def used_as_data(value: Expr) -> set:
     return found
 
 
+def beyond_ring(node, var: Var) -> bool:
+    """Whether `var` is an operand (at any depth) of integer arithmetic other than sums,
+    differences and products in `node` (an expression or a statement): there, whether it
+    holds index arithmetic (exact) or data (wrapping) changes the value."""
+    for e in collect(node, BinaryOp):
+        if e.op not in _RING_OPS and is_int(e.a.dtype) and var in free_vars(e):
+            return True
+    return any(var in free_vars(e) for kind in (Call, Select, Cast) for e in collect(node, kind)
+               if not (isinstance(e, Cast) and not is_int(e.dtype)))
+
+
+def index_parts(value: Expr) -> list[Expr]:
+    """The indices of the loads in `value` (index arithmetic inside a stored value)."""
+    return [index for load in collect(value, BufferLoad) for index in load.indices]
+
+
 class InexactIndex(ValueError):
     """An index whose value no expression computes alike in an index and in data."""
 
@@ -267,8 +283,8 @@ def _with_lets(index: Expr, lets: dict, ranges: dict) -> Expr:
     would read as index arithmetic: audit helper-135)."""
     for _ in range(len(lets) + 1):
         used = set(free_vars(index))
-        data = [var for var in lets if var in used and _reads_data(lets[var])]
-        if data:
+        data = [var for var in lets if var in used and reads_data(lets[var])]
+        if data and not _ring_only(index):      # (`B[x]`: one value either way, helper-139)
             raise InexactIndex(f"the let variable {data[0].name}, which holds data, in "
                                f"{index.script()}")
         mapping = {var: value for var, value in lets.items()
@@ -283,7 +299,7 @@ def _exact(e: Expr, ranges: dict) -> Expr:
     """`e`, a part of an index, computing what it computes there in any context."""
     if e.dtype == "bool":
         return _exact_condition(e, ranges)
-    if not _reads_data(e):
+    if not reads_data(e):
         if not may_wrap(e, ranges) or not is_int(e.dtype):
             return e
         wide = _exact_wide(e, ranges)
@@ -296,7 +312,7 @@ def _exact(e: Expr, ranges: dict) -> Expr:
     new = []
     ring = isinstance(e, BinaryOp) and e.op in _RING_OPS
     for child in children:
-        if not ring and not _reads_data(child) and is_int(child.dtype) and \
+        if not ring and not reads_data(child) and is_int(child.dtype) and \
                 child.dtype != WIDE and may_wrap(child, ranges) and not _fits(
                     interval(_exact_wide(child, ranges), ranges), child.dtype):
             # (under a sum or product on data, wrapped or exact modulo 2**32 is one value)
@@ -314,7 +330,7 @@ def _exact_condition(e: Expr, ranges: dict) -> Expr:
         return BinaryOp(e.op, _exact_condition(e.a, ranges), _exact_condition(e.b, ranges))
     if isinstance(e, BinaryOp) and is_int(e.a.dtype) and \
             (may_wrap(e.a, ranges) or may_wrap(e.b, ranges)):
-        if _reads_data(e.a) or _reads_data(e.b):
+        if reads_data(e.a) or reads_data(e.b):
             return BinaryOp(e.op, _exact(e.a, ranges), _exact(e.b, ranges))
         return BinaryOp(e.op, _exact_wide(e.a, ranges), _exact_wide(e.b, ranges))
     return e
@@ -354,6 +370,6 @@ def fits_its_type(index: Expr, ranges: dict) -> bool:
     `ranges` (the values of its variables) hold: int32 arithmetic may pass int32 where int64
     would not, and int32 arithmetic under a widening cast may pass it in an int64 index; the
     other types compute in their own type everywhere, as does arithmetic on data."""
-    if index.dtype not in (NARROW, WIDE) or _reads_data(index):
+    if index.dtype not in (NARROW, WIDE) or reads_data(index):
         return True
     return _fits(interval(_exact_wide(index, ranges), ranges), index.dtype)

@@ -40,7 +40,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
-from sched.schedule.inline_integers import exact_index, used_as_data
+from sched.schedule.inline_integers import beyond_ring, exact_index, reads_data, used_as_data
 from sched.schedule.load_replacer import LoadReplacer
 from sched.schedule.reverse_inline_checks import (
     refuse_control_around,
@@ -233,6 +233,9 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
         f"block {d.sink.block.name!r} overwrites {d.buffer!r}, which {block_name!r} reads, "
         f"before a consumer runs: inlined, the consumer would read the new values"), render)
     ranges, outer = block_ranges(func, realize.block), _outer_vars(func)
+    data_bound = frozenset(iv.var for iv, value in zip(realize.block.iter_vars,
+                                                       realize.iter_values)
+                           if reads_data(value))
 
     class Inline(IRMutator):
         def visit_BlockRealize(self, node: BlockRealize):
@@ -240,7 +243,8 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             block = node.block
             if block.name not in readers:
                 return node
-            replacer = LoadReplacer(store, ranges, block_ranges(func, block))
+            replacer = LoadReplacer(store, ranges, block_ranges(func, block),
+                                    data_bound=data_bound)
             # every place the reader can load the buffer: its bindings and predicate (the
             # enclosing scope's), its domains, init, body (loop bounds and nested blocks too)
             body = replacer.visit(block.body)
@@ -249,6 +253,15 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             new = dataclasses.replace(block, body=body, init=init, iter_vars=iter_vars)
             reads = _new_reads(new, block.reads, buffer.name, store.value, outer)
             iter_values = tuple(replacer.in_context(v, True) for v in node.iter_values)
+            for iter_var, before, after in zip(block.iter_vars, node.iter_values,
+                                               iter_values):
+                if reads_data(before) and not reads_data(after) and \
+                        beyond_ring(block, iter_var.var):
+                    raise replacer.refusal(
+                        f"inlined into the binding {iter_var.var.name} = {before.script()}, "
+                        f"would make {iter_var.var.name} index arithmetic (exact) where it "
+                        f"held data (wrapping) in arithmetic that may differ (audit "
+                        f"helper-139)")
             predicate = replacer.in_context(node.predicate, True)
             reads = _with_whole_buffers(reads, [*iter_values, predicate])
             return dataclasses.replace(
@@ -346,7 +359,9 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     as_data = used_as_data(store.value)
     exact = {var: index if var not in as_data and index.dtype == var.dtype else
              exact_index(index, var, ranges) for var, index in mapping.items()}
-    value = LoadReplacer(p_store, ranges, primitive=primitive).visit(
+    data_bound = frozenset(iv.var for iv, v in zip(p_realize.block.iter_vars,
+                                                   p_realize.iter_values) if reads_data(v))
+    value = LoadReplacer(p_store, ranges, primitive=primitive, data_bound=data_bound).visit(
         _at_store(substitute(store.value, exact), p_store))
     indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)
     new_store = BufferStore(store.buffer, value, indices)

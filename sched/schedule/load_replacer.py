@@ -14,6 +14,7 @@ import dataclasses
 from sched.errors import ScheduleError
 from sched.ir.functor import IRMutator, substitute
 from sched.ir.nodes import (
+    Assume,
     BinaryOp,
     BufferLoad,
     BufferStore,
@@ -26,10 +27,14 @@ from sched.ir.nodes import (
     LetStmt,
     Select,
     Var,
+    While,
 )
 from sched.schedule.inline_integers import (
     InexactIndex,
+    beyond_ring,
     exact_index,
+    index_parts,
+    reads_data,
     rewrapped,
     used_as_data,
     wrapped_value,
@@ -49,8 +54,10 @@ class LoadReplacer(IRMutator):
     indices (`in_index`; a block's bindings, predicate and domains are visited in one)."""
 
     def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None,
-                 primitive: str = "compute_inline", in_index: bool = False) -> None:
+                 primitive: str = "compute_inline", in_index: bool = False,
+                 data_bound: frozenset = frozenset()) -> None:
         self.store, self.ranges, self.primitive = store, ranges, primitive
+        self.data_bound = data_bound      # the storing block's variables bound to data
         self.loading = loading if loading is not None else ranges
         self.in_index = in_index
         self.lets: dict = {}
@@ -93,6 +100,15 @@ class LoadReplacer(IRMutator):
                                "numpy's), and inlined into an index or a condition it would "
                                "be computed exactly")
         as_data = used_as_data(value)
+        for var, index in zip(self.store.indices, load.indices):
+            if isinstance(var, Var) and reads_data(index) != (var in self.data_bound) and \
+                    any(beyond_ring(part, var) for part in index_parts(value)):
+                held, given = ("index arithmetic", "data") if reads_data(index) else \
+                    ("data", "index arithmetic")
+                raise self.refusal(f"computes with {var.name} in an index where it holds "
+                                   f"{held}, and the read {load.script()} gives it {given}, "
+                                   f"whose arithmetic there may differ (wrapping on data, "
+                                   f"exact without it: audit helper-139)")
         try:
             return substitute(value, {
                 var: index if var not in as_data and index.dtype == var.dtype else
@@ -117,8 +133,20 @@ class LoadReplacer(IRMutator):
         return _changed(loop, min=self.in_context(loop.min, True),
                         extent=self.in_context(loop.extent, True), body=self.visit(loop.body))
 
+    def visit_While(self, node: While):
+        return _changed(node, condition=self.in_context(node.condition, True),
+                        body=self.visit(node.body))
+
+    def visit_Assume(self, node: Assume):
+        return _changed(node, condition=self.in_context(node.condition, True))
+
     def visit_LetStmt(self, let: LetStmt):
         value = self.in_context(let.value, True)
+        if reads_data(let.value) and not reads_data(value) and beyond_ring(let.body, let.var):
+            raise self.refusal(f"inlined into the let {let.var.name} = {let.value.script()}, "
+                               f"would make {let.var.name} index arithmetic (exact) where it "
+                               f"held data (wrapping) in arithmetic that may differ "
+                               f"(audit helper-139)")
         self.lets[let.var] = value
         try:
             return _changed(let, value=value, body=self.visit(let.body))

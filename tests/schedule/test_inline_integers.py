@@ -424,3 +424,103 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
     sch = sched.Schedule(f)
     with pytest.raises(sched.ScheduleError, match="the let variable x, which holds data"):
         sch.compute_inline(sch.get_block("B"))
+
+
+@pytest.mark.parametrize("consumer", [
+    # a let that held data would hold index arithmetic (exact) after the inline
+    "x: T.int32 = B[vi]\n            C[vi] = A[x * 1073741824 // 1073741824 % 8]",
+    # a binding likewise
+    None,
+])
+def test_a_variable_that_held_data_may_not_become_index_arithmetic(consumer):
+    # x * 2**30 // 2**30 wrapped (x data); inlined, x = vi and it would not (helper-139)
+    binding = consumer is None
+    body = ("vi = T.axis.opaque(8, B[i])\n            C[vi] = A[vi * 1073741824 // "
+            "1073741824 % 8]") if binding else ("vi = T.axis.spatial(8, i)\n            "
+                                                 + consumer)
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = vi
+    for i in range(8):
+        with T.block("C"):
+            {body}
+''')
+    sch = sched.Schedule(f)
+    with pytest.raises(sched.ScheduleError, match="held data .* may differ"):
+        sch.compute_inline(sch.get_block("B"))
+
+
+def test_a_let_of_a_gather_in_an_index_is_inlined():
+    # `x = I[vi]; C[vi] = B[x]`: one value either way (refused by the first fix; helper-139)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + vi * 3
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            x: T.int32 = G[vi]
+            C[vi] = B[x]
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("B"))
+    a, g = np.arange(8, dtype=np.int32) * 10, np.array([3, 1, 4, 1, 5, 0, 2, 6], np.int32)
+    c = np.zeros(8, np.int32)
+    sched.build(sch.func, target="c")(a, g, c)
+    np.testing.assert_array_equal(c, a[g] + g * 3)
+
+
+def test_a_gather_into_a_producer_computing_exactly_in_an_index_is_refused():
+    # B[vj] = A[vj * 2**30 // 2**30] (exact: A[vj]); read at B[G[vi]], the index would
+    # become arithmetic on data and wrap (A[-2] read: helper-139)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for j in range(8):
+        with T.block("B"):
+            vj = T.axis.spatial(8, j)
+            B[vj] = A[vj * 1073741824 // 1073741824]
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[G[vi]]
+''')
+    sch = sched.Schedule(f)
+    with pytest.raises(sched.ScheduleError, match="computes with vj in an index where it holds "
+                                                  "index arithmetic"):
+        sch.compute_inline(sch.get_block("B"))
+
+
+@pytest.mark.parametrize("body, oracle", [
+    ("x: T.int32 = vi + 1\n            C[vi] = A[(x * 1073741824 // 1073741824 + 7) % 8] + "
+     "(vi + 1)", lambda v: (v + 8) % 8 * 10 + v + 1),
+    ("C[vi] = vi + 1\n            while C[vi] < (vi + 1) * 1073741824 // 1073741824 + 4:\n"
+     "                C[vi] = C[vi] + 1", lambda v: v + 5),
+])
+def test_cache_index_keeps_lets_and_while_conditions_exact(body, oracle):
+    # the let's whole value and a while condition were replaced by the cached (wrapping)
+    # value (helper-139)
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            {body}
+''')
+    a = np.arange(8, dtype=np.int32) * 10
+    expected = np.array([oracle(v) for v in range(8)], np.int32)
+    np.testing.assert_array_equal(_run(f, a, np.zeros(8, np.int32)), expected)
+    sch = sched.Schedule(f)
+    sch.cache_index(sch.get_block("C"), "global")
+    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)), expected)
