@@ -55,9 +55,9 @@ def build(func, target: str = "c", *, arch: str | None = None,
     (parallel, vectorized, bound to blockIdx or threadIdx) is checked by the rule schedule
     steps use (`sched.polyhedral.concurrency`), so a function written with such loops by hand
     (TVMScript's `T.parallel`, `T.thread_binding`) that races is a BuildError naming the loop
-    and the dependence, as `sch.parallel` would refuse it (a store written outside any block,
-    lowered-IR style, or under a loop of a block's body, is checked in a block of its own:
-    `sched/ir/implicit_blocks.py`). For a function a
+    and the dependence, as `sch.parallel` would refuse it (stores written outside any block,
+    lowered-IR style, are not statements of the model and go unchecked, as do loops inside a
+    block's body). For a function a
     Schedule made, the answers are remembered and the check costs about a millisecond; the
     autoscheduler's builders, whose candidates were checked step by step, pass False.
 

@@ -239,16 +239,29 @@ def _updated_in_place(func: PrimFunc, outputs) -> str | None:
 
 def _read_before_written(func: PrimFunc, storage: str) -> bool:
     """Whether some read of `storage` in `func` may take the value it held on entry (isl's
-    flow analysis; a store outside blocks in a block of its own). True where the model
-    cannot tell (audit helper-137: a block reading output C ahead of the block writing it
-    computed from torch.empty's garbage)."""
+    flow analysis). True where the model cannot tell, as where a load of it is outside every
+    block (lowered-IR style: not in the model) (audit helper-137: a block reading output C ahead of
+    the block writing it computed from torch.empty's garbage)."""
     from sched.errors import UnmodelledError
-    from sched.ir.implicit_blocks import with_implicit_blocks
+    from sched.ir.functor import IRVisitor
     from sched.polyhedral import build_model
     from sched.polyhedral.instance_flows import instance_sources
 
+    class LoadOutsideBlocks(IRVisitor):
+        found = False
+
+        def visit_BlockRealize(self, node) -> None:
+            pass
+
+        def visit_BufferLoad(self, node) -> None:
+            self.found = self.found or node.buffer.storage_name == storage
+            self.visit_children(node)
+    finder = LoadOutsideBlocks()
+    finder.visit(func.body)
+    if finder.found:
+        return True
     try:
-        found = instance_sources(build_model(with_implicit_blocks(func)), storage)
+        found = instance_sources(build_model(func), storage)
     except UnmodelledError:
         return True
     return not found.unwritten.is_empty()

@@ -118,14 +118,13 @@ def test_a_hand_written_racy_parallel_loop_is_refused_at_build():
     sched.build(racy_parallel_sum, target="c", check_races=False)     # on the caller's word
 
 
-def test_stores_outside_blocks_are_checked_for_races():
-    """A store written outside any block (lowered-IR style, as hand-written CUDA-like kernels
-    are) is checked in a block of its own (ir/implicit_blocks.py): every thread writing B[0]
-    went unchecked until audit helper-137."""
-    with pytest.raises(BuildError, match=r"iterations of loop 't' .* run at the same time but "
-                                         r"depend on each other: output dependence on 'B'"):
-        sched.build(racy_threads, target="c")
-    kernel = sched.build(racy_threads, target="c", check_races=False)  # on the caller's word
+def test_stores_outside_blocks_are_not_checked_for_races():
+    """The polyhedral model is made of blocks: a store written outside any block (lowered-IR
+    style, as hand-written CUDA-like kernels are) is not one of its statements, so the check
+    has nothing to refuse. This pins that limit down (build's docstring states it; giving
+    such stores blocks of their own for the checks refused TVM's lowered kernels with
+    barriers: audit helper-138)."""
+    kernel = sched.build(racy_threads, target="c")
     b = np.zeros(1, np.float32)
     kernel(np.arange(64, dtype=np.float32), b)
     assert b[0] in np.arange(64)
@@ -707,53 +706,6 @@ def test_own_stores_under_their_thread_loop_and_per_block_reloads_build(target):
     c3 = np.zeros((4, 3, 128), np.float32)
     sched.build(_shared_row_reloaded_per_step, target=target)(a3, c3)
     np.testing.assert_allclose(c3, a3[:, :, np.arange(128) % 8])
-
-
-@T.prim_func
-def _blockless_store_past_b(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
-    for i in range(64):
-        B[i * 1000000] = A[i]
-
-
-@T.prim_func
-def _blockless_running_sum(A: T.Buffer((64,), "float32"), B: T.Buffer((65,), "float32")):
-    for i in T.parallel(64):
-        B[i + 1] = B[i] + A[i]
-
-
-@T.prim_func
-def _running_sum_vectorized_in_a_block(A: T.Buffer((4, 64), "float32"),
-                                       B: T.Buffer((4, 65), "float32")):
-    for r in range(4):
-        with T.block("row"):
-            vr = T.axis.spatial(4, r)
-            T.reads(A[vr, 0:64], B[vr, 0:65])
-            T.writes(B[vr, 0:65])
-            for i in T.vectorized(64):
-                B[vr, i + 1] = B[vr, i] + A[vr, i]
-
-
-@T.prim_func
-def _blockless_copy(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
-    for i in T.parallel(64):
-        B[i] = A[i] * T.float32(2)
-
-
-def test_stores_outside_blocks_are_checked_as_blocks_of_their_own():
-    # TVM's lowered form: a store with no block was never compared with its buffer (a
-    # segfault), and its parallel loop never checked (a running sum of ones gave 50000 for
-    # 100000); nor was a vectorized loop in a block's body (audit helper-137)
-    with pytest.raises(sched.polyhedral.in_bounds.OutOfBoundsError,
-                       match=r"writes B\[v_i \* 1000000\] out of bounds"):
-        sched.build(_blockless_store_past_b, target="c")
-    for func in (_blockless_running_sum, _running_sum_vectorized_in_a_block):
-        with pytest.raises(BuildError, match=r"the iterations of loop 'i' of '.*' run at the "
-                                             r"same time but depend on each other: flow "
-                                             r"dependence on 'B'"):
-            sched.build(func, target="c")
-    a, b = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
-    sched.build(_blockless_copy, target="c")(a, b)             # (no dependence: builds)
-    np.testing.assert_array_equal(b, 2 * a)
 
 
 @T.prim_func

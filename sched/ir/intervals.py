@@ -78,27 +78,6 @@ def block_ranges(func, block, ranges: dict | None = None) -> dict:
     return ranges
 
 
-# the largest size of a dimension that memory can hold (bytes of a 48-bit address space)
-LARGEST_SIZE = 1 << 48
-
-
-def may_pass_int64(e: Expr, ranges: dict) -> bool:
-    """Whether integer arithmetic in `e` may leave int64 on the way, over `ranges`: the
-    kernels compute index arithmetic in int64 (int32 where it stays there), modulo 2**64
-    past it, where the model reads it exactly (audit helper-136)."""
-    if isinstance(e, IntImm | Var) or not isinstance(e, Expr):
-        return False
-    found = interval(e, ranges) if integer_operation(e) is not None else None
-    if found is not None and not (min_value(WIDE) <= found[0][0]
-                                  and found[0][1] <= max_value(WIDE)):
-        return True
-    children = [getattr(e, name) for name in ("a", "b", "value", "condition",
-                                              "true_value", "false_value")
-                if isinstance(getattr(e, name, None), Expr)]
-    children += [a for a in getattr(e, "args", ()) if isinstance(a, Expr)]
-    return any(may_pass_int64(child, ranges) for child in children)
-
-
 def loop_values(start: Expr, extent: Expr, ranges: dict) -> tuple[tuple[int, int],
                                                                   tuple[int, int]] | None:
     """The values a loop `for v in range(start, start + extent)` gives its variable, and the

@@ -11,7 +11,6 @@ import functools
 import islpy as isl
 
 from sched.ir.functor import collect
-from sched.ir.implicit_blocks import with_implicit_blocks
 from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
 from sched.ir.paths import feeds_reduction
 from sched.polyhedral.accesses import unseen_loads
@@ -596,9 +595,7 @@ def check_concurrent_loops(func: PrimFunc) -> tuple[str, Violation] | None:
     A step that moves blocks under such a loop, or moves the loop, must ask this again: the
     loop was checked when it was marked, for what was under it then. The answer does not
     depend on the order of the steps: marking a loop asks the same rule of the same function.
-    A store or call outside blocks is asked in a block of its own (ir/implicit_blocks.py).
     """
-    func = with_implicit_blocks(func)
     for loop in collect(func.body, For):
         kind = concurrent_kind(loop)
         if kind is None:

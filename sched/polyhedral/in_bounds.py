@@ -32,10 +32,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from sched.errors import KernelArgumentError
-from sched.ir.dtype import bits, is_int, max_value, min_value
 from sched.ir.functor import collect
-from sched.ir.implicit_blocks import with_implicit_blocks
-from sched.ir.intervals import LARGEST_SIZE, block_ranges, may_pass_int64
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     BIT_FUNCTIONS,
@@ -210,19 +207,6 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
     return found
 
 
-def _passes_int64(func: PrimFunc, block, indices) -> bool:
-    """Whether index arithmetic of `indices` (of `block`) may leave int64 on the way, over
-    the values of the loops, the block's variables, sizes (up to LARGEST_SIZE) and int32
-    scalars: the kernels compute it modulo 2**64 there, the model exactly (audit
-    helper-136: `(vi + 2**40) * 2**30` was proven in bounds, and stored 2**30 elements
-    before C). An int64 scalar is left out (any value: no question is asked of it)."""
-    ranges = {v: (0, LARGEST_SIZE) for v in func.symbolic_vars}
-    ranges.update({p: (min_value(p.dtype), max_value(p.dtype)) for p in func.params
-                   if isinstance(p, Var) and is_int(p.dtype) and bits(p.dtype) <= 32})
-    found = block_ranges(func, block, ranges)
-    return any(may_pass_int64(index, found) for index in indices)
-
-
 def _reads_data(index) -> bool:
     """Whether `index` loads memory or makes an opaque call (a gather, which the build does
     not warn of); an intrinsic of the loops (a shift, a bitwise operation, `T.abs`) is
@@ -235,9 +219,7 @@ def _reads_data(index) -> bool:
 
 @identity_cache(maxsize=64)
 def bounds_report(func: PrimFunc) -> BoundsReport:
-    """Every access of `func` checked against its buffer's shape (see the module doc); a
-    store or call outside blocks in a block of its own (ir/implicit_blocks.py)."""
-    func = with_implicit_blocks(func)
+    """Every access of `func` checked against its buffer's shape (see the module doc)."""
     model = build_footprint_model(func)
     dims = [f"{isl_name(v)} >= 1" for v in func.symbolic_vars]   # sizes: at least 1
     context = read_set(f"[{', '.join(model.params)}] -> {{ : {' and '.join(dims) or 'true'} }}")
@@ -256,13 +238,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
             _, affine_shape = _box(model, view)
             found = _access_violation(model, statement, view, context)
             where = f"block '{statement.block.name}' {_access_text(view)}"
-            past_int64 = view.access.is_affine and affine_shape and \
-                _passes_int64(func, statement.block, view.access.indices)
-            if past_int64:
-                unproven.append(f"{where}: its index arithmetic may pass int64 on the way")
-                unread.append(f"{where}: its index arithmetic may pass int64 on the way, "
-                              f"where the kernel computes it modulo 2**64")
-            elif not view.access.is_affine or not affine_shape:
+            if not view.access.is_affine or not affine_shape:
                 unproven.append(f"{where}: an index or a dimension is not affine")
                 if affine_shape and not any(_reads_data(i) for i in view.access.indices):
                     unread.append(f"{where}: its index is arithmetic the compiler cannot "
