@@ -234,6 +234,13 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
                                     f"outside its domain ({found.example}); the model "
                                     f"over-approximates where it happens")
                     possible.append(unproven[-1])
+        for load in [x for e in statement.unseen for x in collect(e, BufferLoad)]:
+            # a load in a binding, a predicate, a loop bound or a condition is no access
+            # of the model (audit helper-138: `T.where(A[i + 10**8] > 0)` segfaulted)
+            where = f"block '{statement.block.name}' loads {load.script()}"
+            unproven.append(f"{where} in a binding, predicate, bound or condition")
+            unread.append(f"{where} in a binding, predicate, bound or condition, where the "
+                          f"compiler does not compare it with the buffer's shape")
         for view in statement.accesses:
             _, affine_shape = _box(model, view)
             found = _access_violation(model, statement, view, context)

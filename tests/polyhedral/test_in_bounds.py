@@ -271,3 +271,26 @@ def test_int64_arithmetic_past_int64_is_read_as_the_kernel_wraps_it():
     with pytest.raises(KernelArgumentError, match=r"with x = 4611686018427387904, block 'C' "
                                                   r"writes C\[vi\] out of bounds"):
         kernel(np.arange(16, dtype=np.float32), np.zeros(2, np.float32), 2**62)
+
+
+def test_build_warns_of_a_load_in_a_predicate_it_does_not_check():
+    # no access of the model: it was built silently, and read A[10**8] (audit helper-138)
+    from sched.errors import ConservativeAnalysisWarning
+
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("b"):
+            vi = T.axis.spatial(16, i)
+            T.where(A[i + 100000000] > T.float32(0))
+            T.reads(A[vi])
+            T.writes(B[vi])
+            B[vi] = T.float32(1)
+''')
+    with pytest.warns(ConservativeAnalysisWarning, match=r"block 'b' loads A\[i \+ 100000000\] "
+                                                         r"in a binding, predicate, bound or "
+                                                         r"condition"):
+        sched.build(f, target="c")
+    with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
+        sched.build(f, target="c", check_bounds="strict")
