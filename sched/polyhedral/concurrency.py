@@ -386,13 +386,13 @@ class _Concurrency:
     def in_every_block(self, dep: Dependence) -> bool:
         """For a loop bound to a blockIdx axis (of more than one block): whether `dep` joins a
         statement under it and one of the same root stage (one kernel) under no loop bound to
-        that axis. The GPU runs that one in every thread block along
-        the axis, so the dependence goes between blocks whatever the order of the function
-        says (the C target, which runs it once, cannot show it: found by the fuzz hunt as NaN
-        on cuda-emu). Not a dependence through memory each block has its own (shared,
-        local), but for a read there by that one of what the loop's statements wrote; nor a
-        flow from that one through global memory where its copies store the same values in
-        any order (checked by the build, element by element)."""
+        that axis. The GPU runs that one in every thread block along the axis, so the
+        dependence goes between blocks whatever the order of the function says (the C target,
+        which runs it once, cannot show it: found by the fuzz hunt as NaN on cuda-emu). Not a
+        dependence through memory each block has its own (shared, local), but for a read
+        there by that one of what the loop's statements wrote; nor a flow from that one
+        through global memory where its copies store the same values in any order (checked
+        by the build, element by element)."""
         if self.kind != "blockIdx" or self.under(dep.source) == self.under(dep.sink):
             return False
         if isinstance(self.loop.extent, IntImm) and self.loop.extent.value == 1:
