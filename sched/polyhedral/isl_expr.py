@@ -64,11 +64,11 @@ def to_isl(expr: Expr) -> str | None:
         return None
     op = expr.op
     if op in ("add", "sub"):
-        return _wrapped_int64(f"({a} {'+' if op == 'add' else '-'} {b})", expr, 62)
+        return _wrapped_int64(f"({a} {'+' if op == 'add' else '-'} {b})", expr)
     if op == "mul":
         if _constant(expr.a) is None and _constant(expr.b) is None:
             return None
-        return _wrapped_int64(f"({a} * {b})", expr, 31)
+        return _wrapped_int64(f"({a} * {b})", expr)
     if op in ("floordiv", "floormod"):
         divisor = _constant(expr.b)
         if divisor is None or divisor == 0:
@@ -82,17 +82,54 @@ def to_isl(expr: Expr) -> str | None:
     return None
 
 
-def _wrapped_int64(text: str, expr: BinaryOp, large: int) -> str:
-    """`text`, the isl form of int64 sum or product `expr`, modulo 2**64 (two's complement,
-    as the kernels compute it) where a constant operand is at least 2**`large` in magnitude:
-    such arithmetic of loop variables may pass int64 (`i * 2**61 < x` holds again at i = 4;
-    audit helper-132). Smaller constants keep the usual exact form (int64 arithmetic of
-    sizes and loops stays far from 2**63)."""
-    constants = [c for c in (_constant(expr.a), _constant(expr.b)) if c is not None]
-    if expr.dtype != "int64" or not any(abs(c) >= 1 << large for c in constants):
+def _wrapped_int64(text: str, expr: BinaryOp) -> str:
+    """`text`, the isl form of the sum or product `expr`, modulo 2**64 (two's complement, as
+    the kernels compute index arithmetic, int32 widened where it could pass int32) where its
+    magnitude may reach 2**63 (`i * 2**61 < x` holds again at i = 4, audit helper-132;
+    `(vi + 2**40) * 2**30`, `x * 2**30 * 2**30`, helper-136). The usual exact form otherwise:
+    index arithmetic of sizes and loops stays far from 2**63."""
+    magnitude = _magnitude(expr)
+    if magnitude is None or magnitude < 1 << 63:
         return text
     half = 1 << 63
     return f"((({text}) + {half}) mod {2 * half} - {half})"
+
+
+# the magnitude a variable is taken to reach when judging whether index arithmetic may pass
+# int64: any value of an int32 one; an int64 one (a loop over a size, a scalar) up to 2**40
+_VARIABLE_MAGNITUDE = {"int32": 1 << 31, "int64": 1 << 40}
+
+
+def _magnitude(e: Expr) -> int | None:
+    """A bound of |e| over its integer arithmetic of constants and variables, or None where
+    it holds anything else (a load: not index arithmetic the model reads)."""
+    if isinstance(e, IntImm):
+        return abs(e.value)
+    if isinstance(e, Var):
+        return _VARIABLE_MAGNITUDE.get(e.dtype, 1 << (bits(e.dtype) - 1)) \
+            if is_int(e.dtype) else None
+    if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
+        return _magnitude(e.value)
+    if isinstance(e, Call) and e.op in ("shift_left", "shift_right") and \
+            isinstance(e.args[1], IntImm) and 0 <= e.args[1].value < 64:
+        inner = _magnitude(e.args[0])
+        amount = e.args[1].value
+        return None if inner is None else (inner << amount if e.op == "shift_left"
+                                           else inner >> amount)
+    if not isinstance(e, BinaryOp):
+        return None
+    a, b = _magnitude(e.a), _magnitude(e.b)
+    if a is None or b is None:
+        return None
+    if e.op in ("add", "sub"):
+        return a + b
+    if e.op == "mul":
+        return a * b
+    if e.op in ("floordiv", "div") and _constant(e.b):
+        return a // abs(_constant(e.b)) + 1
+    if e.op in ("floormod", "mod"):
+        return b
+    return max(a, b) if e.op in ("min", "max") else None
 
 
 def _widened(cast: Cast) -> str | None:

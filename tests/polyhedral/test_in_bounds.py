@@ -294,3 +294,23 @@ def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
         sched.build(f, target="c")
     with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
         sched.build(f, target="c", check_bounds="strict")
+
+
+@pytest.mark.parametrize("index", [
+    'T.truncdiv((T.Cast("int64", vi) + T.int64(2**40)) * T.int64(2**30), T.int64(2**40)) '
+    '- T.int64(2**30) + T.Cast("int64", vi)',
+    "T.truncdiv(T.truncdiv((vi + 8) * 1073741824 * 1073741824, 1073741824), 1073741824) - 8",
+])
+def test_index_arithmetic_past_int64_is_read_as_the_kernel_wraps_it(index):
+    # exactly, each index is vi; the kernels compute it modulo 2**64 (int32 widened):
+    # proven in bounds, it wrote before C (a segfault, heap corruption: audit helper-136)
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[{index}] = A[vi]
+''')
+    with pytest.raises(OutOfBoundsError, match="accesses memory out of bounds"):
+        sched.build(f, target="c")
