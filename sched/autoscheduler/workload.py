@@ -113,7 +113,7 @@ class Workload:
         arrays = []
         for buffer in self.buffers:
             shape = tuple(d.value for d in buffer.shape)
-            dtype = np.dtype(buffer.dtype) if buffer.dtype != "bfloat16" else np.float32
+            dtype = np.dtype(buffer.dtype) if buffer.dtype != "bfloat16" else np.dtype(np.float32)
             if dtype.kind in "iu":
                 low, high = (0, 4) if buffer.name in indices else _integer_range(dtype)
                 arrays.append(rng.integers(low, high, shape, endpoint=True).astype(dtype))

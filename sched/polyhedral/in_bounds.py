@@ -33,6 +33,7 @@ import islpy as isl
 
 from sched.errors import KernelArgumentError
 from sched.ir.functor import collect
+from sched.ir.intervals import block_ranges, interval
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     BIT_FUNCTIONS,
@@ -40,6 +41,7 @@ from sched.ir.nodes import (
     MATH_FUNCTIONS,
     BufferLoad,
     Call,
+    IntImm,
     PrimFunc,
     Var,
 )
@@ -207,6 +209,16 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
     return found
 
 
+def _within_shape(load: BufferLoad, ranges: dict) -> bool:
+    """Whether every index of `load` stays in its dimension, a constant, over `ranges`."""
+    for index, dim in zip(load.indices, load.buffer.shape):
+        found = interval(index, ranges)
+        if not isinstance(dim, IntImm) or found is None or \
+                not 0 <= found[0][0] <= found[0][1] < dim.value:
+            return False
+    return len(load.indices) == len(load.buffer.shape)
+
+
 def _reads_data(index) -> bool:
     """Whether `index` loads memory or makes an opaque call (a gather, which the build does
     not warn of); an intrinsic of the loops (a shift, a bitwise operation, `T.abs`) is
@@ -234,9 +246,15 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
                                     f"outside its domain ({found.example}); the model "
                                     f"over-approximates where it happens")
                     possible.append(unproven[-1])
-        for load in [x for e in statement.unseen for x in collect(e, BufferLoad)]:
+        loads = [x for e in statement.unseen for x in collect(e, BufferLoad)]
+        ranges = block_ranges(func, statement.block) if loads else {}
+        for load in loads:
             # a load in a binding, a predicate, a loop bound or a condition is no access
-            # of the model (audit helper-138: `T.where(A[i + 10**8] > 0)` segfaulted)
+            # of the model (audit helper-138: `T.where(A[i + 10**8] > 0)` segfaulted); said
+            # unless interval arithmetic keeps it in a constant shape (`T.where(M[i] > 0)`
+            # over i < 16 of M's 16: helper-140)
+            if _within_shape(load, ranges):
+                continue
             where = f"block '{statement.block.name}' loads {load.script()}"
             unproven.append(f"{where} in a binding, predicate, bound or condition")
             unread.append(f"{where} in a binding, predicate, bound or condition, where the "

@@ -256,15 +256,17 @@ def used_as_data(value: Expr) -> set:
     return found
 
 
-def beyond_ring(node, var: Var) -> bool:
-    """Whether `var` is an operand (at any depth) of integer arithmetic other than sums,
-    differences and products in `node` (an expression or a statement): there, whether it
-    holds index arithmetic (exact) or data (wrapping) changes the value."""
-    for e in collect(node, BinaryOp):
-        if e.op not in _RING_OPS and is_int(e.a.dtype) and var in free_vars(e):
-            return True
-    return any(var in free_vars(e) for kind in (Call, Select, Cast) for e in collect(node, kind)
-               if not (isinstance(e, Cast) and not is_int(e.dtype)))
+def wraps_around(node, var: Var, ranges: dict) -> bool:
+    """Whether `node` (an expression or a statement) holds, under integer arithmetic other
+    than sums and products (a division, a remainder, a min, a cast, a call, a select), a sum
+    or product of `var` that may leave its type with `var` at any value of its dtype: there,
+    whether `var` holds index arithmetic (exact) or data (wrapping) changes the value (audit
+    helper-139). `vp // 16`, `T.min(vp, 99)`, `T.Cast("int64", vp)` hold none (helper-140)."""
+    full = {**ranges, var: (min_value(var.dtype), max_value(var.dtype))}
+    around = [e for kind in (BinaryOp, Call, Select, Cast) for e in collect(node, kind)
+              if not (isinstance(e, BinaryOp) and e.op in _RING_OPS)]
+    return any(var in free_vars(child) and may_wrap(child, full)
+               for e in around for child in _children(e) or ())
 
 
 def index_parts(value: Expr) -> list[Expr]:
@@ -284,7 +286,8 @@ def _with_lets(index: Expr, lets: dict, ranges: dict) -> Expr:
     for _ in range(len(lets) + 1):
         used = set(free_vars(index))
         data = [var for var in lets if var in used and reads_data(lets[var])]
-        if data and not _ring_only(index):      # (`B[x]`: one value either way, helper-139)
+        if any(wraps_around(index, var, ranges) for var in data):
+            # (`B[x]`, `B[x // 2]`: one value either way: helpers 139, 140)
             raise InexactIndex(f"the let variable {data[0].name}, which holds data, in "
                                f"{index.script()}")
         mapping = {var: value for var, value in lets.items()

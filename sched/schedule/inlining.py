@@ -40,7 +40,7 @@ from sched.ir.simplify import simplify
 from sched.polyhedral import build_model, dependences
 from sched.polyhedral.dependences import dependences_where
 from sched.polyhedral.legality import Violation, describe_instance_pair, schedule_error
-from sched.schedule.inline_integers import beyond_ring, exact_index, reads_data, used_as_data
+from sched.schedule.inline_integers import exact_index, reads_data, used_as_data, wraps_around
 from sched.schedule.load_replacer import LoadReplacer
 from sched.schedule.reverse_inline_checks import (
     refuse_control_around,
@@ -256,7 +256,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             for iter_var, before, after in zip(block.iter_vars, node.iter_values,
                                                iter_values):
                 if reads_data(before) and not reads_data(after) and \
-                        beyond_ring(block, iter_var.var):
+                        wraps_around(block, iter_var.var, replacer.loading):
                     raise replacer.refusal(
                         f"inlined into the binding {iter_var.var.name} = {before.script()}, "
                         f"would make {iter_var.var.name} index arithmetic (exact) where it "

@@ -31,13 +31,13 @@ from sched.ir.nodes import (
 )
 from sched.schedule.inline_integers import (
     InexactIndex,
-    beyond_ring,
     exact_index,
     index_parts,
     reads_data,
     rewrapped,
     used_as_data,
     wrapped_value,
+    wraps_around,
 )
 
 
@@ -102,7 +102,7 @@ class LoadReplacer(IRMutator):
         as_data = used_as_data(value)
         for var, index in zip(self.store.indices, load.indices):
             if isinstance(var, Var) and reads_data(index) != (var in self.data_bound) and \
-                    any(beyond_ring(part, var) for part in index_parts(value)):
+                    any(wraps_around(part, var, self.ranges) for part in index_parts(value)):
                 held, given = ("index arithmetic", "data") if reads_data(index) else \
                     ("data", "index arithmetic")
                 raise self.refusal(f"computes with {var.name} in an index where it holds "
@@ -142,7 +142,8 @@ class LoadReplacer(IRMutator):
 
     def visit_LetStmt(self, let: LetStmt):
         value = self.in_context(let.value, True)
-        if reads_data(let.value) and not reads_data(value) and beyond_ring(let.body, let.var):
+        if reads_data(let.value) and not reads_data(value) and \
+                wraps_around(let.body, let.var, self.loading):
             raise self.refusal(f"inlined into the let {let.var.name} = {let.value.script()}, "
                                f"would make {let.var.name} index arithmetic (exact) where it "
                                f"held data (wrapping) in arithmetic that may differ "

@@ -630,3 +630,13 @@ def test_the_default_schedule_ranks_the_validating_samples_once_its_time_is_up(m
     sch = default.default_schedule(_matmul(32), "cuda", "sm_90")
     assert not drawn and "blockIdx" in sch.func.script()
     _check_matmul(sched.build(sch.func, target="c"), n=32)
+
+
+def test_a_bfloat16_function_is_tuned():
+    # the reference arrays were made with the class np.float32 for a dtype: every trial
+    # failed as a "run" error, silently (audit helper-141)
+    A = te.placeholder((33,), "bfloat16", name="A")
+    B = te.compute((33,), lambda i: A[i] + te.const(1, "bfloat16"), name="B")
+    result = sched.tune(te.create_prim_func([A, B]), target="c", trials=2, progress=False)
+    assert not result.errors
+    assert result.kernel is not None

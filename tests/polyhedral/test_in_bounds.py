@@ -314,3 +314,25 @@ def f(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):
 ''')
     with pytest.raises(OutOfBoundsError, match="accesses memory out of bounds"):
         sched.build(f, target="c")
+
+
+def test_a_load_in_a_predicate_kept_in_a_constant_shape_is_not_warned_of():
+    # i < 16 over M's 16 elements (warned of by the first version of the rule: helper-140)
+    import warnings
+
+    from sched.errors import ConservativeAnalysisWarning
+
+    f = sched.parse('''
+@T.prim_func
+def f(M: T.Buffer((16,), "int32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("b"):
+            vi = T.axis.spatial(16, i)
+            T.where(M[i] > 0)
+            T.reads(M[vi])
+            T.writes(B[vi])
+            B[vi] = T.float32(1)
+''')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConservativeAnalysisWarning)
+        sched.build(f, target="c", check_bounds="strict")

@@ -524,3 +524,29 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
     sch = sched.Schedule(f)
     sch.cache_index(sch.get_block("C"), "global")
     np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)), expected)
+
+
+def test_a_paged_table_gathered_by_rows_is_inlined():
+    # Pages[vp // 16, vp % 16, vd] read at kv[I[vi], vd]: a division of the row, no sum or
+    # product that could wrap, computes alike on data (refused by helper-139's rule: 140)
+    f = sched.parse('''
+@T.prim_func
+def f(P: T.Buffer((4, 16, 8), "float32"), I: T.Buffer((5,), "int32"),
+      O: T.Buffer((5, 8), "float32")):
+    kv = T.alloc_buffer((64, 8), "float32")
+    for p, d in T.grid(64, 8):
+        with T.block("kv"):
+            vp, vd = T.axis.remap("SS", [p, d])
+            kv[vp, vd] = P[vp // 16, vp % 16, vd]
+    for i, d in T.grid(5, 8):
+        with T.block("O"):
+            vi, vd = T.axis.remap("SS", [i, d])
+            O[vi, vd] = kv[I[vi], vd]
+''')
+    sch = sched.Schedule(f)
+    sch.compute_inline(sch.get_block("kv"))
+    rng = np.random.default_rng(4)
+    pages, rows = rng.random((4, 16, 8), dtype=np.float32), np.array([3, 63, 0, 17, 40], np.int32)
+    out = np.zeros((5, 8), np.float32)
+    sched.build(sch.func, target="c")(pages, rows, out)
+    np.testing.assert_array_equal(out, pages.reshape(64, 8)[rows])
