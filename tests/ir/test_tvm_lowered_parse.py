@@ -661,3 +661,25 @@ def g(var_A: T.handle, B: T.Buffer((1,), "float32")):
     with T.block("B"):
         B[0] = A2[{element}]
 """)
+
+
+def test_a_loop_bound_read_from_memory_under_the_implicit_root_builds():
+    # TVM's sparse style: the implicit root block declared no reads, and the build refused
+    # the loads of indptr as undeclared in a block the script does not write (helper-140)
+    f = sched.parse('''
+@T.prim_func
+def csr(indptr: T.Buffer((5,), "int32"), data: T.Buffer((10,), "float32"),
+        y: T.Buffer((4,), "float32")):
+    for i in range(4):
+        for k in range(indptr[i], indptr[i + 1]):
+            with T.block("y"):
+                vi = T.axis.spatial(4, i)
+                vk = T.axis.opaque(10, k)
+                y[vi] = y[vi] + data[vk]
+''')
+    assert sched.parse(f.script()) == f
+    indptr = np.array([0, 3, 3, 7, 10], np.int32)
+    data = np.arange(10, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    sched.build(f, target="c")(indptr, data, y)
+    np.testing.assert_array_equal(y, [data[indptr[r]:indptr[r + 1]].sum() for r in range(4)])
