@@ -39,17 +39,18 @@ def f(A: T.Buffer(({a},), "int32"), C: T.Buffer(({c},), "int32")):
     for i in range({consumer}):
         with T.block("C"):
             vi = T.axis.spatial({consumer}, i)
-            C[vi] = {read}
+            {lets}C[vi] = {read}
 '''
 
 
 def _producer_consumer(value: str, read: str, *, a=8, b=4, c=4, producer=None, consumer=None,
-                       dtype="int32"):
+                       dtype="int32", lets: tuple[str, ...] = ()):
     """B (`b` elements of `dtype`) = `value` over `producer` (B's size unless given), and
-    C (`c` elements) = `read` over `consumer` (C's size unless given), A of `a` elements."""
+    C (`c` elements) = `read` over `consumer` (C's size unless given), after the let
+    statements `lets` (`"x: T.int32 = vi + 1"`); A of `a` elements."""
     return sched.parse(_PRODUCER_CONSUMER.format(
         a=a, b=b, c=c, dtype=dtype, value=value, read=read, producer=producer or b,
-        consumer=consumer or c))
+        consumer=consumer or c, lets="".join(f"{let}\n            " for let in lets)))
 
 
 _STORED_PAST_INT32 = _producer_consumer("vi * 1073741824", "A[B[vi] // 1073741824 + 2]")
@@ -230,28 +231,6 @@ def test_an_exact_index_moved_into_data_keeps_its_exact_value(index):
     _inlined_both_ways(f, a, np.array([a[k] + k * 1000 for k in j], np.int32), affine=False)
 
 
-def test_a_let_of_an_index_is_inlined_by_its_exact_value():
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for i in range(8):
-        with T.block("B"):
-            vi = T.axis.spatial(8, i)
-            B[vi] = A[vi] + vi * 1000
-    for i in range(8):
-        with T.block("C"):
-            vi = T.axis.spatial(8, i)
-            x: T.int32 = vi * 1073741824
-            C[vi] = B[x // 1073741824]
-''')
-    a = np.arange(8, dtype=np.int32) * 10
-    sch = sched.Schedule(f)
-    sch.compute_inline(sch.get_block("B"))
-    np.testing.assert_array_equal(_run(sch.func, a, np.zeros(8, np.int32)),
-                                  a + np.arange(8, dtype=np.int32) * 1000)
-
-
 def test_int32_arithmetic_under_the_cast_of_an_int64_index_stays_exact():
     f = sched.parse('''
 @T.prim_func
@@ -374,29 +353,18 @@ def f(A: T.Buffer((40,), "float32"), I: T.Buffer((7,), "int32"),
 
 @pytest.mark.parametrize("lets, index, exact", [
     # a widening cast takes the wrapped value of its operand: A[-2 + 2] at vi = 2
-    ("", 'T.Cast("int32", T.Cast("int64", vi * 1073741824) // T.int64(1073741824)) + 2',
+    ((), 'T.Cast("int32", T.Cast("int64", vi * 1073741824) // T.int64(1073741824)) + 2',
      lambda v: _wrapped(v * 2**30) // 2**30 + 2),
     # a comparison cast to an integer compares exactly
-    ("", 'T.Cast("int32", vi * 1073741824 > 0) + 2', lambda v: int(v > 0) + 2),
-    # a let of a let of index arithmetic holds the exact value
-    ("x: T.int32 = vi * 1073741824\n            y: T.int32 = x // 1073741824\n            ",
-     "y % 4", lambda v: v % 4),
+    ((), 'T.Cast("int32", vi * 1073741824 > 0) + 2', lambda v: int(v > 0) + 2),
+    # a let of index arithmetic holds the exact value, through a let of it too
+    (("x: T.int32 = vi * 1073741824",), "x // 1073741824", lambda v: v),
+    (("x: T.int32 = vi * 1073741824", "y: T.int32 = x // 1073741824"), "y % 4",
+     lambda v: v % 4),
 ])
 def test_casts_and_lets_of_an_index_keep_their_meaning_in_data(lets, index, exact):
-    # each was inlined into B's data (vi * 1000) computed otherwise (audit helper-135)
-    f = sched.parse(f'''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for i in range(8):
-        with T.block("B"):
-            vi = T.axis.spatial(8, i)
-            B[vi] = A[vi] + vi * 1000
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            {lets}C[vi] = B[{index}]
-''')
+    # each was inlined into B's data (vi * 1000) computed otherwise (audit helpers 131, 135)
+    f = _producer_consumer("A[vi] + vi * 1000", f"B[{index}]", b=8, lets=lets)
     a = np.arange(8, dtype=np.int32) * 10
     expected = np.array([a[exact(v)] + exact(v) * 1000 for v in range(4)], np.int32)
     np.testing.assert_array_equal(_run(f, a, np.zeros(4, np.int32)), expected)
@@ -407,20 +375,8 @@ def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
 
 def test_a_let_of_data_in_an_index_refuses_the_inline_where_the_value_computes_with_it():
     # x * 2**30 wraps in the index (x holds data); moved into B's value it would not
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), C: T.Buffer((4,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for i in range(8):
-        with T.block("B"):
-            vi = T.axis.spatial(8, i)
-            B[vi] = A[vi] + vi * 1000
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            x: T.int32 = A[vi]
-            C[vi] = B[x * 1073741824 // 1073741824 % 8]
-''')
+    f = _producer_consumer("A[vi] + vi * 1000", "B[x * 1073741824 // 1073741824 % 8]", b=8,
+                           lets=("x: T.int32 = A[vi]",))
     sch = sched.Schedule(f)
     with pytest.raises(sched.ScheduleError, match="the let variable x, which holds data"):
         sch.compute_inline(sch.get_block("B"))
