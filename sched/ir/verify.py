@@ -274,7 +274,7 @@ class _Verifier(IRVisitor):
                 node.extent.value < 1 and not (node.thread_tag or "").startswith("vthread"):
             self.fail(f"loop '{node.loop_var.name}' bound to {node.thread_tag} has extent "
                       f"{node.extent.value}: a launch has at least one thread block and "
-                      f"thread along each axis (audit helper-137)")
+                      f"thread along each axis")
         self._check_index(f"the start of loop '{node.loop_var.name}'", node.min)
         self._check_index(f"the extent of loop '{node.loop_var.name}'", node.extent)
         if is_int(node.extent.dtype) and is_int(node.loop_var.dtype) and \

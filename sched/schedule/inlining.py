@@ -260,8 +260,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
                     raise replacer.refusal(
                         f"inlined into the binding {iter_var.var.name} = {before.script()}, "
                         f"would make {iter_var.var.name} index arithmetic (exact) where it "
-                        f"held data (wrapping) in arithmetic that may differ (audit "
-                        f"helper-139)")
+                        f"held data (wrapping) in arithmetic that may differ")
             predicate = replacer.in_context(node.predicate, True)
             reads = _with_whole_buffers(reads, [*iter_values, predicate])
             return dataclasses.replace(

@@ -51,15 +51,15 @@ class LoadReplacer(IRMutator):
     let is computed exactly where it reads no data (inline_integers.py): a load replaced
     there takes the stored value as data computes it, and the arithmetic of the index that
     read data only through the load keeps wrapping (`rewrapped`). The visitor starts out of
-    indices (`in_index`; a block's bindings, predicate and domains are visited in one)."""
+    indices (a block's bindings, predicate and domains are visited in one: `in_context`)."""
 
     def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None,
-                 primitive: str = "compute_inline", in_index: bool = False,
+                 primitive: str = "compute_inline",
                  data_bound: frozenset = frozenset()) -> None:
         self.store, self.ranges, self.primitive = store, ranges, primitive
         self.data_bound = data_bound      # the storing block's variables bound to data
         self.loading = loading if loading is not None else ranges
-        self.in_index = in_index
+        self.in_index = False
         self.lets: dict = {}
 
     def refusal(self, why: str) -> ScheduleError:
@@ -89,9 +89,7 @@ class LoadReplacer(IRMutator):
         return kept
 
     def visit_BufferLoad(self, load: BufferLoad):
-        indices = tuple(self.in_context(i, True) for i in load.indices)
-        if any(a is not b for a, b in zip(indices, load.indices)):
-            load = dataclasses.replace(load, indices=indices)
+        load = _changed(load, indices=tuple(self.in_context(i, True) for i in load.indices))
         if load.buffer.name != self.store.buffer.name:
             return load
         value = wrapped_value(stored_value(self.store), self.ranges, self.in_index)
@@ -108,7 +106,7 @@ class LoadReplacer(IRMutator):
                 raise self.refusal(f"computes with {var.name} in an index where it holds "
                                    f"{held}, and the read {load.script()} gives it {given}, "
                                    f"whose arithmetic there may differ (wrapping on data, "
-                                   f"exact without it: audit helper-139)")
+                                   f"exact without it)")
         try:
             return substitute(value, {
                 var: index if var not in as_data and index.dtype == var.dtype else
@@ -146,8 +144,7 @@ class LoadReplacer(IRMutator):
                 wraps_around(let.body, let.var, self.loading):
             raise self.refusal(f"inlined into the let {let.var.name} = {let.value.script()}, "
                                f"would make {let.var.name} index arithmetic (exact) where it "
-                               f"held data (wrapping) in arithmetic that may differ "
-                               f"(audit helper-139)")
+                               f"held data (wrapping) in arithmetic that may differ")
         self.lets[let.var] = value
         try:
             return _changed(let, value=value, body=self.visit(let.body))
