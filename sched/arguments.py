@@ -418,25 +418,26 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
 
     scalars = [p for p in func.params if isinstance(p, Var) and is_int(p.dtype)]
     by_name = {isl_name(v): v for v in (*func.symbolic_vars, *scalars)}
-    conditions, names = [], None
-    for violation in bounds_report(func).conditional:
-        condition = _without_unused_params(violation.condition)
-        found = [condition.get_dim_name(isl.dim_type.param, i)
-                 for i in range(condition.dim(isl.dim_type.param))]
-        names = found if names is None else names
-        if found != names or any(name not in by_name for name in found):
-            raise ValueError("the entry condition's parameters are not the function's "
-                             "symbolic dims and integer scalars")
-        for i in range(len(found)):
-            condition = condition.set_dim_name(isl.dim_type.param, i, f"sched_p{i}")
-        build = isl.AstBuild.from_context(isl.Set.universe(condition.get_space()))
-        try:
-            conditions.append(f"({build.expr_from_set(condition).to_C_str()})")
-        except isl.Error as error:
-            raise ValueError(f"isl cannot write the entry condition as C: {error}") from None
-    if not conditions:
+    conditional = bounds_report(func).conditional
+    if not conditional:
         return None
-    return tuple(by_name[name] for name in names), " || ".join(conditions)
+    condition = conditional[0].condition
+    for violation in conditional[1:]:          # (one condition over every parameter)
+        condition = condition.union(violation.condition)
+    condition = _without_unused_params(condition.coalesce())
+    names = [condition.get_dim_name(isl.dim_type.param, i)
+             for i in range(condition.dim(isl.dim_type.param))]
+    if any(name not in by_name for name in names):
+        raise ValueError("the entry condition's parameters are not the function's "
+                         "symbolic dims and integer scalars")
+    for i in range(len(names)):
+        condition = condition.set_dim_name(isl.dim_type.param, i, f"sched_p{i}")
+    build = isl.AstBuild.from_context(isl.Set.universe(condition.get_space()))
+    try:
+        text = build.expr_from_set(condition).to_C_str()
+    except isl.Error as error:
+        raise ValueError(f"isl cannot write the entry condition as C: {error}") from None
+    return tuple(by_name[name] for name in names), f"({text})"
 
 
 def entry_condition_function(name: str, result: str, condition: str, count: int) -> str:

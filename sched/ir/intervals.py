@@ -21,8 +21,9 @@ _SHIFTS = ("shift_left", "shift_right")
 
 def interval(e: Expr, ranges: dict) -> tuple[tuple[int, int], bool] | None:
     """The mathematical range of integer expression `e` (loop variables and parameters in
-    `ranges`) and whether it or an intermediate result may leave int32; None when `e` reads
-    memory, calls a function or holds a variable not in `ranges`."""
+    `ranges`; 8- and 16-bit and unsigned arithmetic that may wrap: any value of its type) and
+    whether it or an intermediate result may leave int32; None when `e` reads memory, calls
+    a function or holds a variable not in `ranges`."""
     if isinstance(e, IntImm) and is_int(e.dtype):
         return (e.value, e.value), not INT32[0] <= e.value <= INT32[1]
     if isinstance(e, Var):
@@ -49,8 +50,12 @@ def interval(e: Expr, ranges: dict) -> tuple[tuple[int, int], bool] | None:
     if a is None or b is None:
         return None
     value = combine_ranges(op, a[0], b[0])
-    if value is None:
-        value = (min_value(e.dtype), max_value(e.dtype))
+    every = (min_value(e.dtype), max_value(e.dtype))
+    if value is None or e.dtype not in (NARROW, WIDE) and not (
+            every[0] <= value[0] and value[1] <= every[1]):
+        # (8- and 16-bit and unsigned arithmetic wraps in every context: audit helper-143,
+        # `T.Cast("int8", i) * T.int8(64)` is -128 at i = 2)
+        value = every
     return value, a[1] or b[1] or not _fits(value)
 
 

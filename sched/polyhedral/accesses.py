@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sched.ir.functor import IRVisitor, collect, substitute
+from sched.ir.intervals import loop_ranges
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     Block,
@@ -26,6 +27,7 @@ from sched.ir.nodes import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Evaluate,
     Expr,
     For,
     IfThenElse,
@@ -43,6 +45,7 @@ from sched.polyhedral.isl_expr import (
     to_isl,
     to_isl_comparison,
     to_isl_condition,
+    wrapping_int32,
 )
 
 
@@ -117,8 +120,12 @@ def row_major_offset(indices, shape) -> str | None:
 
 
 class _AccessCollector(IRVisitor):
-    def __init__(self, note: Callable[[str], None], env: dict) -> None:
+    def __init__(self, note: Callable[[str], None], env: dict,
+                 ranges: Callable[[], dict] | None = None) -> None:
         self.note = note
+        self.ranges = ranges              # the values of the variables (see _as_computed)
+        self.in_data = False              # in what a store writes (not in an index of it)
+        self.inner_loops: list[tuple] = []   # (variable, start, extent) of loops in the body
         self.loops: list[str] = []
         self.bounds: list[str] = []
         self.guards: list[str] = []
@@ -136,7 +143,11 @@ class _AccessCollector(IRVisitor):
                                     tuple(self.guards), is_write, self.dropped == 0))
 
     def _condition(self, condition: Expr) -> str | None:
-        return to_isl_condition(substitute(condition, self.env))
+        condition = substitute(condition, self.env)
+        if self.in_data:
+            ranges = loop_ranges(self.inner_loops, self.ranges() if self.ranges else {})
+            condition = wrapping_int32(condition, ranges)
+        return to_isl_condition(condition)
 
     def _guarded(self, text: str | None, visit: Callable[[], None]) -> None:
         """Visit under the condition `text` (None: a condition isl cannot represent, dropped)."""
@@ -152,13 +163,23 @@ class _AccessCollector(IRVisitor):
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self._record(node.buffer, node.indices, False)
+        in_data, self.in_data = self.in_data, False     # its indices are index arithmetic
         self.visit_children(node)
+        self.in_data = in_data
 
     def visit_BufferStore(self, node: BufferStore) -> None:
         self._record(node.buffer, node.indices, True)
-        self.visit(node.value)
+        self._in_data(node.value)
         for index in node.indices:
             self.visit(index)
+
+    def visit_Evaluate(self, node: Evaluate) -> None:
+        self._in_data(node.value)             # what an opaque call is passed is data
+
+    def _in_data(self, value: Expr) -> None:
+        in_data, self.in_data = self.in_data, True
+        self.visit(value)
+        self.in_data = in_data
 
     def visit_Select(self, node: Select) -> None:
         self.visit(node.condition)
@@ -187,11 +208,14 @@ class _AccessCollector(IRVisitor):
             if extent is not None:
                 bounds.append(f"{name} < {lo} + {extent}")
         self.loops.append(name)
+        self.inner_loops.append((node.loop_var, substitute(node.min, self.env),
+                                 substitute(node.extent, self.env)))
         self.bounds.extend(bounds)
         self.dropped += len(bounds) < 2           # a bound isl cannot represent is left out
         self.visit(node.body)
         self.dropped -= len(bounds) < 2
         self.loops.pop()
+        self.inner_loops.pop()
         del self.bounds[len(self.bounds) - len(bounds):]
 
     def visit_While(self, node: While) -> None:
@@ -245,10 +269,14 @@ def region_accesses(block: Block, note: Callable[[str], None],
 
 
 def collect_accesses(body: Stmt, note: Callable[[str], None],
-                     env: dict | None = None) -> list[Access]:
+                     env: dict | None = None,
+                     ranges: Callable[[], dict] | None = None) -> list[Access]:
     """Every load and store in `body`, outside nested blocks, in visiting order. `env` maps
-    variables of enclosing blocks to their values (in loop variables)."""
-    collector = _AccessCollector(note, env or {})
+    variables of enclosing blocks to their values (in loop variables); `ranges` gives the
+    values of the block's and the loops' variables and the parameters (`interval`'s form),
+    by which a condition in a stored value is read as exact where its int32 arithmetic
+    cannot wrap (else modulo 2**32, as the kernel computes it)."""
+    collector = _AccessCollector(note, env or {}, ranges)
     collector.visit(body)
     return collector.accesses
 

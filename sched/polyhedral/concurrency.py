@@ -31,6 +31,7 @@ from sched.polyhedral.runs import (
     repeated_instance,
     runs_are_idempotent,
     stores_one_value_in_any_order,
+    written_tuples,
 )
 from sched.polyhedral.time_pairs import (
     carried_at,
@@ -342,11 +343,16 @@ class _Concurrency:
         buffer private to an iteration do not count: each iteration runs on its own copy,
         where the values the runs store are those of the function's order as long as what
         they read stays the same (a fragment blockized per loop, whose instances differing
-        in a loop its region does not use store one element, each value the same)."""
+        in a loop its region does not use store one element, each value the same). Nor do
+        the runs of a statement that writes only such buffers: each iteration's runs are in
+        the function's order on its own copy, which RUNS_RULE proved right in that order (a
+        reduction recomputed from its init in overlapping tiles, in a shared or local
+        buffer: audit helper-142)."""
+        private = self.buffers.tuples()
         for statement in self.statements:
             if statement.runs_once or runs_are_idempotent(self.model, statement) or \
-                    runs_are_idempotent(self.model, statement,
-                                        overwritable=self.buffers.tuples()):
+                    runs_are_idempotent(self.model, statement, overwritable=private) or \
+                    written_tuples(statement) <= private:
                 continue
             schedule = statement.schedule
             again = schedule.reverse().apply_range(schedule)       # time -> time, one instance

@@ -32,22 +32,33 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from sched.errors import KernelArgumentError
-from sched.ir.functor import collect
+from sched.ir.functor import IRVisitor, collect
 from sched.ir.intervals import block_ranges, interval
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     BIT_FUNCTIONS,
     INT_FUNCTIONS,
     MATH_FUNCTIONS,
+    Assume,
+    BinaryOp,
+    BlockRealize,
     BufferLoad,
+    BufferStore,
     Call,
+    Cast,
+    For,
+    IfThenElse,
     IntImm,
+    LetStmt,
+    Not,
     PrimFunc,
+    Select,
     Var,
+    While,
 )
 from sched.polyhedral import names
 from sched.polyhedral.isl_build import integer_val
-from sched.polyhedral.isl_expr import isl_name, to_isl
+from sched.polyhedral.isl_expr import INT64_MAGNITUDE, isl_name, to_isl
 from sched.polyhedral.isl_text import first_point, read_set
 from sched.polyhedral.model import (
     PolyModel,
@@ -75,6 +86,24 @@ class OutOfBounds:
     def happens_at(self, values: dict[str, int]) -> bool:
         """Whether it happens for these parameter values (isl names -> ints)."""
         return not _fix(self.condition, values).is_empty()
+
+    def described(self, values: dict[str, int]) -> str:
+        """What happens at these parameter values, for the message of a refused call."""
+        return (f"block '{self.block}' {self.what} out of bounds "
+                f"({self.example_at(values)}): pass arrays and values for which every access "
+                f"is in bounds")
+
+
+@dataclass(frozen=True)
+class BeyondMagnitude(OutOfBounds):
+    """An int64 scalar parameter the model reads in index arithmetic, past the magnitude it
+    is proven for (`isl_expr.INT64_MAGNITUDE`: sums and products of int64 variables up to
+    it are read exactly where they stay below 2**63; past it, the kernel's arithmetic may
+    wrap where the model's does not: audit helper-143, `T.min(m * 3, 0)` at m = 2**62 + 1)."""
+
+    def described(self, values: dict[str, int]) -> str:
+        return (f"block '{self.block}' {self.what}, which the compiler proves its accesses "
+                f"in bounds for up to 2**40 in magnitude: pass a smaller value")
 
 
 @dataclass(frozen=True)
@@ -209,6 +238,118 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
     return found
 
 
+def _beyond_magnitude(func: PrimFunc, model: PolyModel, context) -> list[BeyondMagnitude]:
+    """For each int64 scalar parameter under an operation other than a sum, difference or
+    product in index arithmetic (a division, a remainder, a min, a comparison, a cast), the
+    values past INT64_MAGNITUDE (see BeyondMagnitude). Sums, differences and products wrap
+    alike on the way: where the exact value is in bounds, so is the kernel's (`vi + off + m`
+    at off = -2**63 + 3, m = 2**63 - 1 is vi + 2); another operation on a wrapped value is
+    not."""
+    scalars = {p for p in func.params if isinstance(p, Var) and p.dtype == "int64"}
+    if not scalars:
+        return []
+    finder = _ScalarsUnderOperations(scalars)
+    finder.visit(func.body)
+    found = []
+    for var, block in finder.found.items():
+        name = isl_name(var)
+        beyond = read_set(f"[{', '.join(model.params)}] -> {{ : {name} > {INT64_MAGNITUDE} "
+                          f"or {name} < -{INT64_MAGNITUDE} }}").intersect_params(context)
+
+        def example(values: dict[str, int] | None = None, name=name, var=var) -> str:
+            return f"{var.name} = {(values or {}).get(name, INT64_MAGNITUDE + 1)}"
+        found.append(BeyondMagnitude(block, f"computes its index arithmetic with {var.name}",
+                                     example(), beyond, False, example))
+    return found
+
+
+_RING_OPS = ("add", "sub", "mul")
+
+
+class _ScalarsUnderOperations(IRVisitor):
+    """The `scalars` under an operation other than a sum, difference or product in what the
+    model reads as integer arithmetic (indices, loop bounds, conditions, bindings, lets, a
+    select's condition in a stored value), each with the first block that has one."""
+
+    def __init__(self, scalars: set) -> None:
+        self.scalars = scalars
+        self.found: dict[Var, str] = {}
+        self.block = "root"
+
+    def read(self, *exprs) -> None:
+        for expr in exprs:
+            self.under(expr, False)
+            self.visit(expr)                 # the loads and selects inside
+
+    def under(self, e, below: bool) -> None:
+        if isinstance(e, Var):
+            if below and e in self.scalars:
+                self.found.setdefault(e, self.block)
+        elif isinstance(e, BinaryOp) and e.op in _RING_OPS:
+            self.under(e.a, below)
+            self.under(e.b, below)
+        elif not isinstance(e, BufferLoad):  # (a load's indices are read on their own)
+            for child in _operands(e):
+                self.under(child, True)
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        self.read(*node.indices)
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        self.read(*node.indices)
+        self.visit(node.value)
+
+    def visit_Select(self, node: Select) -> None:
+        self.read(node.condition)
+        self.visit(node.true_value)
+        self.visit(node.false_value)
+
+    def visit_For(self, node: For) -> None:
+        self.read(node.min, node.extent)
+        self.visit(node.body)
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        self.read(node.condition)
+        self.visit(node.then_body)
+        if node.else_body is not None:
+            self.visit(node.else_body)
+
+    def visit_While(self, node: While) -> None:
+        self.read(node.condition)
+        self.visit(node.body)
+
+    def visit_Assume(self, node: Assume) -> None:
+        self.read(node.condition)
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        self.read(node.value)
+        self.visit(node.body)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        outer, self.block = self.block, node.block.name
+        self.read(node.predicate, *node.iter_values,
+                  *(x for iv in node.block.iter_vars for x in (iv.dom.min, iv.dom.extent)))
+        for stmt in (node.block.init, node.block.body):
+            if stmt is not None:
+                self.visit(stmt)
+        self.block = outer
+
+
+def _operands(e) -> tuple:
+    """The expressions an expression node computes from."""
+    if isinstance(e, BinaryOp):
+        return (e.a, e.b)
+    if isinstance(e, Not):
+        return (e.a,)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Select):
+        return (e.condition, e.true_value, e.false_value)
+    if isinstance(e, Call):
+        return e.args
+    return ()
+
+
 def _within_shape(load: BufferLoad, ranges: dict) -> bool:
     """Whether every index of `load` stays in its dimension, a constant, over `ranges`."""
     for index, dim in zip(load.indices, load.buffer.shape):
@@ -276,6 +417,7 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
                 possible.append(unproven[-1])
             elif found is not None:
                 violations.append(found)
+    violations += _beyond_magnitude(func, model, context)
     return BoundsReport(tuple(violations), tuple(dict.fromkeys(unproven)), tuple(model.params),
                         tuple(dict.fromkeys(possible)), tuple(dict.fromkeys(unread)))
 
@@ -327,9 +469,7 @@ def entry_bounds_check(func: PrimFunc):
             if violation.happens_at(named):
                 given = ", ".join(f"{var.name} = {value}" for var, value in values.items()
                                   if isl_name(var) in report.params)
-                raise KernelArgumentError(
-                    f"kernel '{func.name}': with {given}, block '{violation.block}' "
-                    f"{violation.what} out of bounds ({violation.example_at(named)}): pass "
-                    f"arrays and values for which every access is in bounds")
+                raise KernelArgumentError(f"kernel '{func.name}': with {given}, "
+                                          f"{violation.described(named)}")
         checked.add(key)
     return check

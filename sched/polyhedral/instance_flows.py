@@ -104,7 +104,10 @@ def _instance_sources(model, storage: str, elements_of,
             continue
         runs = runs_of(statement, first_runs_only).reverse()          # time -> instance
         times_to_instances = times_to_instances.union(isl.UnionMap.from_map(runs))
-        sure = elements_of.is_exact and writes_surely(model, statement, views)
+        # (a read's guard says nothing of the writes: an argmax's `T.Select(v >= A[k], v,
+        # A[k])` reads under a data condition; audit helper-142)
+        sure = elements_of.is_exact and writes_surely(model, statement,
+                                                      [v for v in views if v.is_write])
         for view in views:
             access = runs.apply_range(view.relation)                  # time -> element
             if view.is_write:

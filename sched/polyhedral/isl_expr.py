@@ -35,7 +35,7 @@ from sched.polyhedral.names import isl_name
 
 __all__ = ["NotAffine", "ast_to_expr", "isl_name", "piecewise_form", "pw_aff_to_expr",
            "range_constraint",
-           "to_isl", "to_isl_comparison", "to_isl_condition"]
+           "to_isl", "to_isl_comparison", "to_isl_condition", "wrapping_int32"]
 
 
 def _constant(expr: Expr) -> int | None:
@@ -96,8 +96,10 @@ def _wrapped_int64(text: str, expr: BinaryOp) -> str:
 
 
 # the magnitude a variable is taken to reach when judging whether index arithmetic may pass
-# int64: any value of an int32 one; an int64 one (a loop over a size, a scalar) up to 2**40
-_VARIABLE_MAGNITUDE = {"int32": 1 << 31, "int64": 1 << 40}
+# int64: any value of an int32 one; an int64 one (a loop over a size, a scalar) up to 2**40,
+# which calls check of the int64 scalars the model reads (in_bounds: INT64_MAGNITUDE)
+INT64_MAGNITUDE = 1 << 40
+_VARIABLE_MAGNITUDE = {"int32": 1 << 31, "int64": INT64_MAGNITUDE}
 
 
 def _magnitude(e: Expr) -> int | None:
@@ -143,14 +145,85 @@ def _widened(cast: Cast) -> str | None:
     if value is None or cast.value.dtype != INDEX_DTYPE or cast.dtype == INDEX_DTYPE or \
             not isinstance(cast.value, BinaryOp | Call):
         return value          # (a cast to its own type is none: the lowering drops it)
+    return _modulo_int32(value)
+
+
+def wrapping_int32(expr: Expr, ranges: dict) -> Expr:
+    """`expr`, computed as data (a condition in what a store writes: the kernel computes its
+    int32 arithmetic modulo 2**32, as numpy does, where an index computes it exactly), with
+    each int32 sum, difference, product or left shift whose value may leave int32 marked so
+    that `to_isl` reads it modulo 2**32: as a widening cast of it (`_widened`). `ranges` gives
+    the variables' values (`interval`'s form; a variable without one may take any value of
+    its type). Audit helper-143: `T.if_then_else(vi * 2**30 < 0, A[vi + 10**8], A[vi])` was
+    read as never taking the far branch, which the kernel takes at vi = 2."""
+    return _wrapping(expr, ranges)[0]
+
+
+def _wrapping(expr: Expr, ranges: dict) -> tuple[Expr, tuple[int, int] | None]:
+    """(`expr` marked as wrapping_int32 says, the range of the value the kernel computes for
+    it; None for one that is not an integer)."""
+    from sched.ir.intervals import combine_ranges, integer_operation
+
+    every = (min_value(expr.dtype), max_value(expr.dtype)) if is_int(expr.dtype) else None
+    if isinstance(expr, IntImm):
+        return expr, (expr.value, expr.value) if is_int(expr.dtype) else None
+    if isinstance(expr, Var):
+        return expr, ranges.get(expr, every)
+    if isinstance(expr, Not):
+        inner = _wrapping(expr.a, ranges)[0]
+        return (expr if inner is expr.a else Not(inner)), None
+    if isinstance(expr, Cast):
+        inner, found = _wrapping(expr.value, ranges)
+        node = expr if inner is expr.value else Cast(expr.dtype, inner)
+        keeps = found is not None and every is not None and \
+            every[0] <= found[0] and found[1] <= every[1]
+        return node, found if keeps else every
+    if isinstance(expr, Select):
+        condition = _wrapping(expr.condition, ranges)[0]
+        (a, ra), (b, rb) = (_wrapping(v, ranges) for v in (expr.true_value, expr.false_value))
+        same = condition is expr.condition and a is expr.true_value and b is expr.false_value
+        node = expr if same else Select(condition, a, b)
+        return node, None if ra is None or rb is None else (min(ra[0], rb[0]),
+                                                            max(ra[1], rb[1]))
+    if isinstance(expr, BinaryOp):
+        (a, ra), (b, rb) = _wrapping(expr.a, ranges), _wrapping(expr.b, ranges)
+        node = expr if a is expr.a and b is expr.b else BinaryOp(expr.op, a, b)
+    elif isinstance(expr, Call) and expr.op == "shift_left" and len(expr.args) == 2:
+        value, ra = _wrapping(expr.args[0], ranges)
+        node = expr if value is expr.args[0] else Call(expr.op, (value, expr.args[1]),
+                                                       expr.dtype)
+        rb = (0, 0)
+    else:
+        return expr, every
+    operation = integer_operation(node)
+    if operation is None or every is None or ra is None or rb is None:
+        return node, every
+    op, _, power = operation
+    found = combine_ranges(op, ra, rb if isinstance(node, BinaryOp) else
+                           (power.value, power.value))
+    if found is not None and every[0] <= found[0] and found[1] <= every[1]:
+        return node, found
+    if expr.dtype == INDEX_DTYPE and op in ("add", "sub", "mul"):
+        return Call(WRAP32, (node,), INDEX_DTYPE), every
+    return node, every
+
+
+# the mark of int32 arithmetic to read modulo 2**32 (wrapping_int32)
+WRAP32 = "sched.wrap32"
+
+
+def _modulo_int32(text: str) -> str:
     half = 1 << 31
-    return f"((({value}) + {half}) mod {2 * half} - {half})"
+    return f"((({text}) + {half}) mod {2 * half} - {half})"
 
 
 def _call_to_isl(expr: Call) -> str | None:
     """A shift by a constant (a product or a floor division by a power of two) and a
     bitwise and with a constant 2**k - 1 (the floor remainder modulo 2**k, in two's
-    complement) in isl syntax; None otherwise."""
+    complement) in isl syntax; the mark of wrapping_int32 modulo 2**32; None otherwise."""
+    if expr.op == WRAP32:
+        inner = to_isl(expr.args[0])
+        return None if inner is None else _modulo_int32(inner)
     if len(expr.args) != 2 or not _exact(expr.dtype):
         return None
     amount = _constant(expr.args[1])

@@ -87,6 +87,7 @@ from sched.polyhedral.statements import (  # noqa: F401  (re-exported: the model
     _exists,
     _params,
     _Walker,
+    statement_ranges,
 )
 from sched.polyhedral.storages import owners_of, views_of
 
@@ -275,7 +276,8 @@ class _Relations:
         empty = isl.UnionMap(f"{self.params} {{ }}")
         reads = writes = empty
         accesses: list[ViewAccess] = []
-        found = collect_accesses(body, notes.append, statement.env)
+        found = collect_accesses(body, notes.append, statement.env,
+                                 lambda: statement_ranges(self.walker.func, statement))
         if is_opaque(statement.block):
             found += region_accesses(statement.block, notes.append, statement.env)
         for access in found:

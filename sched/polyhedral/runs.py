@@ -139,6 +139,11 @@ def _tuples(relation: isl.UnionMap) -> set[str]:
     return {m.get_tuple_name(isl.dim_type.out) for m in maps(relation)}
 
 
+def written_tuples(statement: Statement) -> set[str]:
+    """The isl tuples of the storages `statement` writes."""
+    return _tuples(statement.writes)
+
+
 def _texts_by_tuple(relation: isl.UnionMap) -> dict[str, str]:
     return {m.get_tuple_name(isl.dim_type.out): str(m) for m in maps(relation)}
 

@@ -13,7 +13,7 @@ import islpy as isl
 from sched.errors import UnmodelledError
 from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import collect, substitute
-from sched.ir.intervals import loop_ranges
+from sched.ir.intervals import loop_ranges, loop_values, parameter_ranges
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
@@ -473,6 +473,19 @@ def binding_in_range(bound: str | PiecewiseBinding, lo: str, extent: str) -> str
 
 # (id(realize), its context) -> (realize, loops, unseen: kept alive, statements, notes)
 _BLOCK_STATEMENTS = BoundedCache(1 << 11)
+
+
+def statement_ranges(func: PrimFunc, statement: Statement) -> dict:
+    """The values of `statement`'s loops and iteration variables and of `func`'s sizes and
+    integer scalars, as `interval` takes them (a variable whose values interval arithmetic
+    cannot bound is left out: any value of its type)."""
+    loops = [(loop.var, loop.min, loop.extent) for loop in statement.loops]
+    ranges = loop_ranges(loops, parameter_ranges(func))
+    for iter_var in statement.block.iter_vars:
+        found = loop_values(iter_var.dom.min, iter_var.dom.extent, ranges)
+        if found is not None:
+            ranges[iter_var.var] = found[0]
+    return ranges
 
 
 def _template(statement: Statement) -> Statement:

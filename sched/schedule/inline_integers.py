@@ -305,6 +305,9 @@ def _exact(e: Expr, ranges: dict) -> Expr:
     if not reads_data(e):
         if not may_wrap(e, ranges) or not is_int(e.dtype):
             return e
+        if e.dtype not in (NARROW, WIDE) and _children(e):
+            # computed in its own type, on operands an index computes exactly
+            return _with_children(e, [_exact(child, ranges) for child in _children(e)])
         wide = _exact_wide(e, ranges)
         return wide if e.dtype == WIDE else Cast(e.dtype, wide)
     if isinstance(e, BufferLoad):
@@ -346,7 +349,8 @@ _BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
 def _exact_wide(e: Expr, ranges: dict) -> Expr:
     """Integer arithmetic `e`, reading no data, computed in int64 as an index computes it:
     exactly, through widening casts, selects (their conditions too) and bitwise operations;
-    a narrowing cast converts the exact value of its operand; any other leaf is converted."""
+    a narrowing cast converts the exact value of its operand, as does an operation of
+    another type; any other leaf is converted."""
     e = _as_arithmetic(e)
     if isinstance(e, IntImm):
         return IntImm(e.value, WIDE)
@@ -365,6 +369,11 @@ def _exact_wide(e: Expr, ranges: dict) -> Expr:
         inner = e.value if not may_wrap(e.value, ranges) else \
             Cast(e.value.dtype, _exact_wide(e.value, ranges))
         e = Cast(e.dtype, inner)
+    elif _children(e):
+        # an operation of another type (8- or 16-bit, unsigned) computes in that type, on
+        # operands an index computes exactly (audit helper-143: the int32 `vi * 2**30 //
+        # 2**30` under an int8 `%` wrapped once moved into data)
+        e = _with_children(e, [_exact(child, ranges) for child in _children(e)])
     return e if e.dtype == WIDE else Cast(WIDE, e)
 
 

@@ -233,9 +233,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
         f"block {d.sink.block.name!r} overwrites {d.buffer!r}, which {block_name!r} reads, "
         f"before a consumer runs: inlined, the consumer would read the new values"), render)
     ranges, outer = block_ranges(func, realize.block), _outer_vars(func)
-    data_bound = frozenset(iv.var for iv, value in zip(realize.block.iter_vars,
-                                                       realize.iter_values)
-                           if reads_data(value))
+    data_bound = _bound_to_data(realize)
 
     class Inline(IRMutator):
         def visit_BlockRealize(self, node: BlockRealize):
@@ -244,7 +242,8 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
             if block.name not in readers:
                 return node
             replacer = LoadReplacer(store, ranges, block_ranges(func, block),
-                                    data_bound=data_bound)
+                                    data_bound=data_bound,
+                                    loading_data_bound=_bound_to_data(node))
             # every place the reader can load the buffer: its bindings and predicate (the
             # enclosing scope's), its domains, init, body (loop bounds and nested blocks too)
             body = replacer.visit(block.body)
@@ -358,9 +357,8 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     as_data = used_as_data(store.value)
     exact = {var: index if var not in as_data and index.dtype == var.dtype else
              exact_index(index, var, ranges) for var, index in mapping.items()}
-    data_bound = frozenset(iv.var for iv, v in zip(p_realize.block.iter_vars,
-                                                   p_realize.iter_values) if reads_data(v))
-    value = LoadReplacer(p_store, ranges, primitive=primitive, data_bound=data_bound).visit(
+    value = LoadReplacer(p_store, ranges, primitive=primitive,
+                         data_bound=_bound_to_data(p_realize)).visit(
         _at_store(substitute(store.value, exact), p_store))
     indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)
     new_store = BufferStore(store.buffer, value, indices)
@@ -431,3 +429,10 @@ def _readers(func: PrimFunc, buffer: Buffer) -> dict[str, None]:
         if any(load.buffer.name == buffer.name for load in loads):
             found[r.block.name] = None
     return found
+
+
+def _bound_to_data(realize: BlockRealize) -> frozenset:
+    """The block's iteration variables bound to values that read memory (a gather's index:
+    data arithmetic, which wraps)."""
+    return frozenset(iv.var for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+                     if reads_data(value))

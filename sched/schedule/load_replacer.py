@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, substitute
+from sched.ir.functor import IRMutator, free_vars, substitute
 from sched.ir.nodes import (
     Assume,
     BinaryOp,
@@ -55,9 +55,11 @@ class LoadReplacer(IRMutator):
 
     def __init__(self, store: BufferStore, ranges: dict, loading: dict | None = None,
                  primitive: str = "compute_inline",
-                 data_bound: frozenset = frozenset()) -> None:
+                 data_bound: frozenset = frozenset(),
+                 loading_data_bound: frozenset = frozenset()) -> None:
         self.store, self.ranges, self.primitive = store, ranges, primitive
         self.data_bound = data_bound      # the storing block's variables bound to data
+        self.loading_data_bound = loading_data_bound      # the loading block's
         self.loading = loading if loading is not None else ranges
         self.in_index = False
         self.lets: dict = {}
@@ -99,9 +101,10 @@ class LoadReplacer(IRMutator):
                                "be computed exactly")
         as_data = used_as_data(value)
         for var, index in zip(self.store.indices, load.indices):
-            if isinstance(var, Var) and reads_data(index) != (var in self.data_bound) and \
+            holds_data = self.holds_data(index)
+            if isinstance(var, Var) and holds_data != (var in self.data_bound) and \
                     any(wraps_around(part, var, self.ranges) for part in index_parts(value)):
-                held, given = ("index arithmetic", "data") if reads_data(index) else \
+                held, given = ("index arithmetic", "data") if holds_data else \
                     ("data", "index arithmetic")
                 raise self.refusal(f"computes with {var.name} in an index where it holds "
                                    f"{held}, and the read {load.script()} gives it {given}, "
@@ -116,6 +119,16 @@ class LoadReplacer(IRMutator):
         except InexactIndex as error:
             raise self.refusal(f"read at an index holding {error}, would compute it as data "
                                f"(wrapping) where the index computes it exactly") from None
+
+    def holds_data(self, index: Expr) -> bool:
+        """Whether `index` computes with data: reads memory, or a let or a variable of the
+        loading block bound to a load (audit helper-143: `x: T.int32 = G[vi]` then `B[x]`,
+        the stored `A[vj * 2**30 // 2**30]` became `A[x * 2**30 // 2**30]`, which wraps)."""
+        if reads_data(index):
+            return True
+        variables = free_vars(index)
+        return any(v in self.loading_data_bound or v in self.lets and
+                   self.holds_data(self.lets[v]) for v in variables)
 
     def visit_BufferStore(self, store: BufferStore):
         return _changed(store, indices=tuple(self.in_context(i, True) for i in store.indices),

@@ -336,3 +336,49 @@ def f(M: T.Buffer((16,), "int32"), B: T.Buffer((16,), "float32")):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConservativeAnalysisWarning)
         sched.build(f, target="c", check_bounds="strict")
+
+
+@pytest.mark.parametrize("index", [
+    'T.Cast("int32", T.max((T.Cast("uint32", i) - T.uint32(1)) // T.uint32(268435456), '
+    'T.uint32(0)))',                                              # 15 at i = 0
+    'T.Cast("int32", T.Cast("int8", i) * T.int8(64)) // 961',     # -1 at i = 2
+])
+def test_a_predicate_load_through_narrow_or_unsigned_arithmetic_that_wraps_is_not_proven(index):
+    # interval arithmetic took their mathematical values: built silently under strict, it
+    # read M[15] and M[-1] (audit helper-143)
+    f = sched.parse(f'''
+@T.prim_func
+def f(M: T.Buffer((1,), "int32"), C: T.Buffer((16,), "int32")):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            T.where(M[{index}] > 0)
+            C[vi] = 1
+''')
+    with pytest.raises(OutOfBoundsError, match="cannot be proven in bounds"):
+        sched.build(f, target="c", check_bounds="strict")
+
+
+def test_an_int64_scalar_in_index_arithmetic_is_checked_against_the_magnitude_it_is_proven_for():
+    # the model reads int64 sums and products exactly for variables up to 2**40; at
+    # m = 2**62 + 1 the kernel's 3 * m wrapped to -2**62 + 3 and read A[vi + 3] past A
+    # (audit helper-143). A scalar used as data only takes any value.
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64, n: T.int64):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[T.Cast("int64", vi) + T.min(m * T.int64(3), T.int64(0))] + \\
+                T.Cast("float32", n)
+''')
+    kernel = sched.build(f, target="c")
+    a, c = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    kernel(a, c, 2**40, 2**62)
+    np.testing.assert_array_equal(c, a + np.float32(2**62))
+    for m in (2**62 + 1, 2**40 + 1):
+        with pytest.raises(KernelArgumentError, match=f"with m = {m}, n = 0, block 'C' "
+                                                      f"computes its index arithmetic with m"):
+            kernel(a, c, m, 0)
+    with pytest.raises(KernelArgumentError, match="reads A"):
+        kernel(a, c, -1, 0)

@@ -229,3 +229,47 @@ def f(G: T.Buffer((4,), "int32"), H: T.Buffer((4,), "int32")):
     x = [_wrap32(v * 2**30 + 1) for v in range(4)]
     _agree(f, [np.zeros(4, np.int32)] * 2,
            [np.array([min(v, 7) for v in x], np.int32), np.array([v % 3 for v in x], np.int32)])
+
+
+# -- conditions in what a store writes: data arithmetic, computed modulo 2**32 -------------------
+# (audit helper-143: the model read them exactly, as index arithmetic)
+
+def test_a_select_in_a_stored_value_is_read_with_its_int32_arithmetic_wrapping():
+    f = function('            C[vi] = T.if_then_else(vi * 1073741824 < 0, A[vi + 100000000], '
+                 'A[vi])')
+    with pytest.raises(OutOfBoundsError, match=r"C\[vi=2\] reads A\[100000002\]"):
+        sched.Schedule(f)
+
+
+def test_a_let_in_a_stored_condition_wraps_there_too():
+    f = function('            x: T.int32 = vi * 1073741824\n'
+                 '            C[vi] = T.if_then_else(x < 0, A[vi + 100000000], A[vi])')
+    with pytest.raises(OutOfBoundsError, match=r"A\[100000002\]"):
+        sched.Schedule(f)
+
+
+def test_a_dependence_under_a_wrapping_stored_condition_is_seen():
+    f = function('            C[vi] = T.if_then_else(vi * 1073741824 < 0, C[vi - 1] + 1, A[vi])',
+                 n=8)
+    sch = sched.Schedule(f)
+    with pytest.raises(ScheduleError, match="flow dependence on 'C'"):
+        sch.bind(sch.get_loops("C")[0], "threadIdx.x")
+
+
+def test_an_index_under_a_stored_select_stays_exact_and_padding_stays_proven():
+    # the select's condition is data; the indices of the loads in it are index arithmetic
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((6,), "int32"), C: T.Buffer((8,), "int32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = T.if_then_else(1 <= vi and vi - 1 < 6, A[vi - 1], 0) + \\
+                A[(vi * 1073741824) // 1073741824 % 6]
+''')
+    sched.Schedule(f)
+    kernel = sched.build(f, target="c", check_bounds="strict")
+    a, c = np.arange(1, 7, dtype="int32"), np.zeros(8, "int32")
+    kernel(a, c)
+    padded = [a[v - 1] if 1 <= v < 7 else 0 for v in range(8)]
+    np.testing.assert_array_equal(c, np.array(padded) + a[np.arange(8) % 6])

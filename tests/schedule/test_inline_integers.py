@@ -220,14 +220,18 @@ def test_the_pure_part_of_a_stored_value_that_reads_data_keeps_wrapping_in_an_in
     "(A[vi] + vi * 1073741824 // 1073741824) % 8",          # a gather beside exact arithmetic
     "T.Select(vi + 2147483647 > 0, vi, 7 - vi)",           # an exact condition
     "T.bitwise_and(vi * 1073741824 // 1073741824, 7)",     # a bitwise operation
+    # an operation of another type over exact int32 arithmetic (audit helper-143)
+    'T.Cast("int32", T.Cast("int8", vi * 1073741824 // 1073741824) % T.int8(7))',
+    'T.Cast("int32", T.if_then_else(vi * 1073741824 // 1073741824 < 4, T.int8(1), '
+    'T.int8(2)))',
 ])
 def test_an_exact_index_moved_into_data_keeps_its_exact_value(index):
     f = _producer_consumer("A[vi] + vi * 1000", f"B[{index}]", b=8, c=8)
     a = np.array([3, 1, 4, 1, 5, 9, 2, 6], np.int32)
-    exact = {0: lambda v: (a[v] + v) % 8, 1: lambda v: v, 2: lambda v: v & 7}
-    which = [i for i, text in enumerate(["(A[vi] +", "T.Select", "T.bitwise_and"])
-             if index.startswith(text)][0]
-    j = [exact[which](v) for v in range(8)]
+    exact = {"(A[vi] +": lambda v: (a[v] + v) % 8, "T.Select": lambda v: v,
+             "T.bitwise_and": lambda v: v & 7, 'T.Cast("int32", T.Cast': lambda v: v % 7,
+             'T.Cast("int32", T.if_': lambda v: 1 if v < 4 else 2}
+    j = [next(f for start, f in exact.items() if index.startswith(start))(v) for v in range(8)]
     _inlined_both_ways(f, a, np.array([a[k] + k * 1000 for k in j], np.int32), affine=False)
 
 
@@ -435,10 +439,16 @@ def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), 
     np.testing.assert_array_equal(c, a[g] + g * 3)
 
 
-def test_a_gather_into_a_producer_computing_exactly_in_an_index_is_refused():
+@pytest.mark.parametrize("consumer", [
+    "vi = T.axis.spatial(8, i)\n            C[vi] = B[G[vi]]",
+    # a let bound to the gather, an opaque binding to it (audit helper-143)
+    "vi = T.axis.spatial(8, i)\n            x: T.int32 = G[vi]\n            C[vi] = B[x]",
+    "vi = T.axis.opaque(8, G[i])\n            C[i] = B[vi]",
+])
+def test_a_gather_into_a_producer_computing_exactly_in_an_index_is_refused(consumer):
     # B[vj] = A[vj * 2**30 // 2**30] (exact: A[vj]); read at B[G[vi]], the index would
     # become arithmetic on data and wrap (A[-2] read: helper-139)
-    f = sched.parse('''
+    f = sched.parse(f'''
 @T.prim_func
 def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
     B = T.alloc_buffer((8,), "int32")
@@ -448,8 +458,7 @@ def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), 
             B[vj] = A[vj * 1073741824 // 1073741824]
     for i in range(8):
         with T.block("C"):
-            vi = T.axis.spatial(8, i)
-            C[vi] = B[G[vi]]
+            {consumer}
 ''')
     sch = sched.Schedule(f)
     with pytest.raises(sched.ScheduleError, match="computes with vj in an index where it holds "
@@ -506,3 +515,16 @@ def f(P: T.Buffer((4, 16, 8), "float32"), I: T.Buffer((5,), "int32"),
     out = np.zeros((5, 8), np.float32)
     sched.build(sch.func, target="c")(pages, rows, out)
     np.testing.assert_array_equal(out, pages.reshape(64, 8)[rows])
+
+
+def test_an_unsigned_value_inlined_into_an_index_wraps_as_stored():
+    # uint32 arithmetic wraps in every context: inlined both ways (refused as a change from
+    # wrapping to exact: interval arithmetic took 0 - 1 as -1, audit helper-143)
+    f = _producer_consumer('T.Cast("uint32", vi) - T.uint32(1)',
+                           'A[T.Cast("int32", B[vi] // T.uint32(1073741824))]',
+                           b=8, c=8, dtype="uint32")
+    a = np.arange(8, dtype=np.int32) * 10
+    stored = np.arange(8, dtype=np.uint32) - np.uint32(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        _inlined_both_ways(f, a, a[(stored // np.uint32(2**30)).astype(np.int32)])

@@ -109,8 +109,30 @@ def test_a_recomputed_sum_into_its_input_is_refused():
         sch.compute_at(sch.get_block("C"), sch.get_loops(sch.get_block("D"))[1])
 
 
-def test_the_repeating_loop_may_not_run_in_parallel():
+@T.prim_func
+def row_sum_kept(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8, 4), "float32"),
+                 C: T.Buffer((8,), "float32"), D: T.Buffer((8, 4), "float32")):
+    for i, k in T.grid(8, 16):
+        with T.block("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                C[vi] = T.float32(0)
+            C[vi] = C[vi] + A[vi, vk]
+    for i, j in T.grid(8, 4):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            D[vi, vj] = C[vi] * B[vi, vj]
+
+
+def test_the_repeating_loop_may_run_in_parallel_on_a_copy_per_iteration_only():
+    # C allocated by the function and used under the loop only: each iteration sums into
+    # its own copy (the lowering allocates it in the loop)
     sch = _recomputed(sched.Schedule(row_sum_scaled))
+    sch.parallel(sch.get_loops(sch.get_block("D"))[1])
+    assert_close(_scaled(sch), A.sum(1)[:, None] * B)
+    assert "float C[1];" in sched.build(sch.mod, target="c").source
+    # C an output: one copy, which the iterations' inits and sums would race on
+    sch = _recomputed(sched.Schedule(row_sum_kept))
     with pytest.raises(ScheduleError, match="more than once, in different iterations"):
         sch.parallel(sch.get_loops(sch.get_block("D"))[1])
 
@@ -209,3 +231,71 @@ def test_a_later_writer_of_the_buffer_does_not_stop_the_recomputation():
     sched.build(sch.mod, target="c")(A, B, d, c)
     assert_close(d, A.sum(1)[:, None] * B)
     assert_close(c, A.sum(1) + 1)
+
+
+def test_an_argmax_may_be_recomputed_like_a_sum():
+    # its update reads the running value under a data condition (T.if_then_else of the
+    # comparison), which made the block's writes count as may-writes (audit helper-142)
+    from sched import compute as te
+
+    x = te.placeholder((6, 16), name="X")
+    w = te.placeholder((6, 5), name="W")
+
+    def combine(a, b):
+        keep = te.any(a[1] >= b[1], te.not_equal(a[1], a[1]))
+        return te.if_then_else(keep, a[0], b[0]), te.if_then_else(keep, a[1], b[1])
+    argmax = te.comm_reducer(combine, lambda t0, t1: (-1, te.min_value(t1)), name="argmax")
+    k = te.reduce_axis((0, 16), name="k")
+    index, value = te.compute((6,), lambda i: argmax((k, x[i, k]), axis=k), name="M")
+    y = te.compute((6, 5), lambda i, j: value[i] * w[i, j] + index[i].astype("float32"),
+                   name="Y")
+    sch = sched.Schedule(te.create_prim_func([x, w, y]))
+    sch.compute_at(sch.get_block("M"), sch.get_loops(sch.get_block("Y"))[1])
+    a = np.random.default_rng(0).integers(0, 4, (6, 16)).astype("float32")
+    b = np.random.default_rng(1).random((6, 5)).astype("float32")
+    out = np.zeros((6, 5), "float32")
+    sched.build(sch.mod, target="c")(a, b, out)
+    assert_close(out, a.max(1)[:, None] * b + a.argmax(1)[:, None])
+
+
+def _overlapping_tiles(scope: str):
+    """neighbour_sums with C recomputed per tile of 4 (from its init) in `scope`."""
+    sch = sched.Schedule(neighbour_sums)
+    io, ii = sch.split(sch.get_loops(sch.get_block("D"))[0], [None, 4])
+    sch.compute_at(sch.get_block("C"), io)
+    sch.set_scope(sch.get_block("C"), 0, scope)
+    return sch, io, ii
+
+
+def _neighbour_sums_checked(sch, target: str) -> None:
+    a = RNG.random((17, 8), dtype=np.float32)
+    d = np.zeros(16, np.float32)
+    sched.build(sch.mod, target=target)(a, d)
+    c = a.sum(1)
+    assert_close(d, c[:-1] + c[1:])
+
+
+def test_tiles_recomputing_a_reduction_in_their_own_copy_may_run_in_parallel():
+    # each iteration of the tile loop reruns C's init and sums on its own local copy: no
+    # race (refused as "each run changes what the next one reads": audit helper-142)
+    sch, io, _ = _overlapping_tiles("local")
+    sch.parallel(io)
+    _neighbour_sums_checked(sch, "c")
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_threads_recomputing_a_reduction_in_local_memory_may_be_bound(target):
+    sch, io, ii = _overlapping_tiles("local")
+    # C per thread: computed at the thread loop, each thread sums its two rows
+    sch.compute_at(sch.get_block("C"), ii)
+    sch.bind(io, "blockIdx.x")
+    sch.bind(ii, "threadIdx.x")
+    _neighbour_sums_checked(sch, target)
+
+
+def test_a_shared_copy_recomputed_by_every_thread_is_still_refused():
+    sch, io, ii = _overlapping_tiles("shared")
+    sch.compute_at(sch.get_block("C"), ii)
+    sch.bind(io, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="more than once, in different iterations"):
+        sch.bind(ii, "threadIdx.x")
