@@ -10,10 +10,10 @@ Two operators are registered for a function `f(A, B, alpha, C)` whose kernel wri
 
 - `ns::name(Tensor A, Tensor B, float alpha) -> Tensor`: the functional form. Its outputs (by
   default the buffers the kernel writes; `outputs=` names them) are allocated by the operator
-  (`torch.empty`: every element must be written by the kernel, as a `te.compute` output is),
-  with shapes from the function's: symbolic dims are read off the inputs' shapes. There is no
-  functional form (`op.functional` is None and `op.unsized` says why) when an output dim is
-  fixed by no input, or when a block updates an output in place (reads it with no init).
+  (`torch.empty`), with shapes from the function's: symbolic dims are read off the inputs'
+  shapes. There is no functional form (`op.functional` is None and `op.unsized` says why)
+  when an output dim is fixed by no input, when a block updates an output in place (reads it
+  with no init), or when isl cannot show that the kernel writes every element of each output.
 - `ns::name_out(Tensor A, Tensor B, float alpha, Tensor(a!) C) -> ()`: the out form, the
   parameters in the function's order, the written buffers mutated in place.
 
@@ -126,7 +126,40 @@ def _not_functional(func: PrimFunc, outputs, written, inputs) -> str | None:
     if not any(isinstance(p, Buffer) for p in inputs):
         return (f"'{func.name}' takes no input tensor, so torch cannot tell which device "
                 f"runs the functional form: use the out form")
+    for buffer in outputs:
+        missing = _unwritten(func, buffer)
+        if missing is not None:
+            return (f"'{func.name}' {missing}, so the functional form would return the "
+                    f"allocator's garbage there: use the out form, or write every element")
     return None
+
+
+def _unwritten(func: PrimFunc, buffer: Buffer) -> str | None:
+    """Where output `buffer` is not surely written by `func` (isl), or None."""
+    import islpy as isl
+
+    from sched.errors import UnmodelledError
+    from sched.polyhedral import build_model
+    from sched.polyhedral.instance_flows import unwritten_elements
+    from sched.polyhedral.isl_text import first_point
+
+    try:
+        found = unwritten_elements(build_model(func), buffer)
+    except UnmodelledError:
+        found = None
+    if found is None:
+        return f"may not write every element of output '{buffer.name}' (the model cannot tell)"
+    if found.is_empty():
+        return None
+    point = first_point(found)
+    element = [str(point.get_coordinate_val(isl.dim_type.set, d).to_python())
+               for d in range(buffer.ndim)]
+    params = [f"{found.get_dim_name(isl.dim_type.param, p)} = "
+              f"{point.get_coordinate_val(isl.dim_type.param, p).to_python()}"
+              for p in range(found.dim(isl.dim_type.param))
+              if found.involves_dims(isl.dim_type.param, p, 1)]
+    where = f" with {', '.join(params)}" if params else ""
+    return f"may leave {buffer.name}[{', '.join(element)}] of its output unwritten{where}"
 
 
 def _no_gradient(qualname: str, ctx, *grads):

@@ -235,6 +235,29 @@ def test_an_output_read_ahead_of_its_writer_leaves_only_the_out_form():
         assert "so the functional form cannot allocate it empty" in op.unsized
 
 
+def test_an_output_partly_written_leaves_only_the_out_form():
+    # B[n - 1] was never written: the functional form returned torch.empty's garbage there
+    # (audit helper-146)
+    from sched.script import T
+
+    @T.prim_func
+    def head(a: T.handle, b: T.handle):
+        n = T.int32()
+        A = T.match_buffer(a, (n,), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        for i in range(n - 1):
+            with T.block("B"):
+                vi = T.axis.spatial(n - 1, i)
+                B[vi] = A[vi] * T.float32(2)
+
+    op = sched.torch.custom_op(unique("head"), sched.build(head, target="c"))
+    assert op.functional is None
+    assert op.unsized.startswith("'head' may leave B[0] of its output unwritten with n = 1")
+    a, b = torch.randn(6), torch.zeros(6)
+    op.out(a, b)
+    torch.testing.assert_close(b[:5], a[:5] * 2)
+
+
 def test_a_reduction_output_has_a_functional_form():
     # the reduction block reads C too, but its init writes it first
     A = te.placeholder((8, 4), "float32", name="A")

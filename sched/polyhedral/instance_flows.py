@@ -231,3 +231,31 @@ def _storages_read(model, statement) -> list[str]:
     return sorted({model.storage_of_tuple(m.get_tuple_name(isl.dim_type.out))
                    for m in maps(statement.reads)} & {model.storage_of_tuple(t)
                                                       for t in written})
+
+
+def unwritten_elements(model, buffer) -> isl.Set | None:
+    """The elements of `buffer` (a parameter, in its own dimensions) that no statement
+    surely writes, where the sizes are at least 1; None where the model cannot tell (a
+    write through another view of its storage, an inexact model). The functional form of a
+    torch operator allocates its outputs empty and needs this empty (audit helper-146: a
+    kernel writing B[0:n - 1] of an (n,) output returned the allocator's garbage in B[n - 1])."""
+    from sched.polyhedral.isl_expr import isl_name, to_isl
+    from sched.polyhedral.isl_text import read_set
+
+    elements = [f"e{d}" for d in range(buffer.ndim)]
+    extents = [to_isl(dim) for dim in buffer.shape]
+    if not model.is_exact or None in extents:
+        return None
+    params = ", ".join(model.params)
+    constraints = [f"0 <= {e} < {x}" for e, x in zip(elements, extents)]
+    constraints += [f"{isl_name(v)} >= 1" for v in model.func.symbolic_vars]
+    box = read_set(f"[{params}] -> {{ [{', '.join(elements)}] : {' and '.join(constraints)} }}")
+    for statement in model.statements.values():
+        views = [v for v in statement.accesses
+                 if v.is_write and v.buffer.storage_name == buffer.storage_name]
+        if any(v.buffer.name != buffer.name for v in views):
+            return None
+        if views and writes_surely(model, statement, views):
+            for view in views:
+                box = box.subtract(view.relation.range().reset_tuple_id())
+    return box
