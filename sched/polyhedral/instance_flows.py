@@ -249,7 +249,8 @@ def unwritten_elements(model, buffer) -> isl.Set | None:
     params = ", ".join(model.params)
     constraints = [f"0 <= {e} < {x}" for e, x in zip(elements, extents)]
     constraints += [f"{isl_name(v)} >= 1" for v in model.func.symbolic_vars]
-    box = read_set(f"[{params}] -> {{ [{', '.join(elements)}] : {' and '.join(constraints)} }}")
+    condition = " and ".join(constraints) or "true"
+    box = read_set(f"[{params}] -> {{ [{', '.join(elements)}] : {condition} }}")
     for statement in model.statements.values():
         views = [v for v in statement.accesses
                  if v.is_write and v.buffer.storage_name == buffer.storage_name]
