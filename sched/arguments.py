@@ -257,9 +257,14 @@ class ArgumentBinder:
                                        "tensor.resolve_neg().resolve_conj()")
         try:
             storage_bytes, pointer = tensor.untyped_storage().nbytes(), tensor.data_ptr()
+            resized = storage_bytes == 0 and type(tensor) is torch.Tensor
         except (RuntimeError, NotImplementedError):
             storage_bytes = pointer = 0
-        if not pointer or type(tensor).__name__ in _NO_MEMORY_TENSORS:
+            resized = False
+        needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
+        if resized and needed:
+            pass            # a storage resized to nothing: said below (audit helper-146)
+        elif not pointer or type(tensor).__name__ in _NO_MEMORY_TENSORS:
             # torch's tracing tensors (functionalize, vmap, fake and meta modes) stand for
             # values with no memory of theirs: a kernel would read address 0 (audit
             # helper-125: a segfault)
@@ -268,7 +273,6 @@ class ArgumentBinder:
                                        f"torch's tracing: functionalize, vmap, fake tensors); "
                                        f"call the kernel on real tensors, or register it with "
                                        f"sched.torch.custom_op for traced code")
-        needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
         if storage_bytes < needed:
             raise self.error(position, f"its storage holds {storage_bytes} bytes, fewer than "
                                        f"the {needed} its shape needs (resized or freed?)")

@@ -96,6 +96,15 @@ def _doubling_kernel():
                                                           name="B")]), target="c")
 
 
+def test_a_tensor_whose_storage_was_freed_is_said_to_be_one():
+    # (it was called a tensor of torch's tracing: helper-146)
+    x = torch.ones(5)
+    x.untyped_storage().resize_(0)
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': its storage holds 0 bytes, "
+                                                  r"fewer than the 20 its shape needs"):
+        _doubling_kernel()(x, torch.zeros(5))
+
+
 @pytest.mark.parametrize("trace", ["functionalize", "vmap", "fake"])
 def test_tensors_of_torchs_tracing_are_refused(trace):
     # audit, helper-125: a functionalized or fake tensor has data pointer 0 (the kernel read

@@ -193,10 +193,14 @@ def create_prim_func(args: list, name: str = "main") -> PrimFunc:
         raise DSLError("create_prim_func: nothing to compute; pass the output tensors too")
 
     taken = {t.name for t in everything}
-    for tensor in tensors:
-        for dim in tensor.shape:
-            taken |= {v.name for v in free_vars(dim)}
-    taken |= {v.name for v in scalars}
+    variables = {v for t in tensors for dim in t.shape for v in free_vars(dim)} | set(scalars)
+    for var in sorted(variables, key=lambda v: v.name):
+        if var.name in taken:
+            # the script names both alike: `A = T.int32()`, then `A = T.match_buffer(...)`
+            # did not parse back (audit helper-146)
+            raise DSLError(f"create_prim_func: te.var '{var.name}' has the name of a tensor; "
+                           f"give one of them another name")
+    taken |= {v.name for v in variables}
     ops: dict[int, Tensor] = {}            # one nest per compute (several outputs: one op)
     for tensor in computes:
         ops.setdefault(id(tensor.op), tensor)

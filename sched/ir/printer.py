@@ -294,13 +294,14 @@ class _Printer:
 
     def function(self, func: PrimFunc) -> str:
         params = []
+        handles = _handle_names(func)
         for param in func.params:
             if isinstance(param, Var):
                 params.append(f"{param.name}: T.{param.dtype}")
             elif all(isinstance(dim, IntImm) for dim in param.shape):
                 params.append(f"{param.name}: T.Buffer({_buffer_args(param)})")
             else:
-                params.append(f"var_{param.name}: T.handle")
+                params.append(f"{handles[param]}: T.handle")
         self.lines += ["# from sched.script import T", "", "@T.prim_func",
                        f"def {func.name}({', '.join(params)}):"]
         with self.nested():
@@ -310,7 +311,7 @@ class _Printer:
                 self.emit(f"{var.name} = T.{var.dtype}()")
             for param in func.buffers:
                 if not all(isinstance(dim, IntImm) for dim in param.shape):
-                    self.emit(f"{param.name} = T.match_buffer(var_{param.name}, "
+                    self.emit(f"{param.name} = T.match_buffer({handles[param]}, "
                               f"{_buffer_args(param)})")
             for buffer in _undeclared_buffers(func):
                 self.emit(f"{buffer.name} = T.Buffer({_buffer_args(buffer)})")
@@ -460,3 +461,17 @@ def _undeclared_buffers(func: PrimFunc) -> list[Buffer]:
     declared |= {allocate.buffer for allocate in collect(func.body, Allocate)}
     declared |= {b for block in collect(func.body, Block) for b in block.alloc_buffers}
     return list(dict.fromkeys(b for b in collect(func.body, Buffer) if b not in declared))
+
+
+def _handle_names(func: PrimFunc) -> dict:
+    """The `T.handle` parameter name of each buffer parameter with a symbolic shape:
+    `var_<name>` (as TVM prints it), made unique where another name of the function is
+    that (buffers named `var_A` and `A`: audit helper-146)."""
+    from sched.ir.names import fresh
+
+    taken = {v.name for v in collect(func, Var)} | {p.name for p in func.params}
+    taken |= {node.buffer.name for node in (*collect(func.body, BufferLoad),
+                                            *collect(func.body, BufferStore))}
+    taken |= {b.name for block in collect(func.body, Block) for b in block.alloc_buffers}
+    return {param: fresh(f"var_{param.name}", taken) for param in func.buffers
+            if not all(isinstance(dim, IntImm) for dim in param.shape)}

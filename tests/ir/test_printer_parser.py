@@ -114,6 +114,17 @@ def test_matmul_prints_as_tvmscript():
     assert round_trip(matmul()) == MATMUL_SCRIPT
 
 
+def test_handle_names_do_not_clash_with_buffer_names():
+    # buffers `var_A` and `A` of symbolic shapes: A's handle was printed `var_A` too, and the
+    # script did not parse back (audit helper-146)
+    n = te.var("n")
+    A = te.placeholder((n, 3), name="var_A")
+    B = te.compute((n, 3), lambda i, j: A[i, j] * 2.0, name="A")
+    f = te.create_prim_func([A, B])
+    assert "var_A_1: T.handle" in f.script()
+    assert sched.parse(f.script()) == f
+
+
 def test_dsl_operators_round_trip():
     n = te.var("n")
     X = te.placeholder((n, 64), name="X")
