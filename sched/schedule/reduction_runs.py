@@ -145,6 +145,19 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
                                  every_point)
     if problem is not None:
         shown = ", ".join(f"{iv.var.name} = {v.script()}" for iv, v in reduce)
+        bound = {v for _, value in (*spatial, *reduce) for v in free_vars(value)}
+        repeating = [lp.loop_var.name for lp in loops
+                     if lp.loop_var not in bound and lp.loop_var not in stand_ins]
+        if problem.startswith("run some instances more than once") and repeating:
+            # (a reduction recomputed under a loop of its consumer, compute_at's placement,
+            # was blamed on its bindings: audit helper-142)
+            inside = f"decompose at a loop inside {repeating[0]!r}, or " \
+                if primitive == "decompose_reduction" else ""
+            raise refusal(primitive, f"loop {repeating[0]!r} around block {block.name!r} "
+                          f"binds none of its iteration variables, so the whole reduction runs "
+                          f"again in each of its iterations (recomputed there); {primitive} "
+                          f"needs each reduction to run once: {inside}apply it before the "
+                          f"step that recomputed the reduction (compute_at)", func, None, render)
         raise refusal(primitive, f"the loops of block {block.name!r} ({shown}) {problem}; "
                       f"{primitive} needs the reduce variables bound one to one onto their "
                       f"domain, the first iteration at its first point (the init's), or the "
