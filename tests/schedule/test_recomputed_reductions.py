@@ -309,5 +309,7 @@ def test_a_step_refused_on_a_recomputed_reduction_names_the_repeating_loop(step)
     loop = sch.get_loops(block)[-1] if step == "rfactor" else sch.get_loops(block)[0]
     with pytest.raises(ScheduleError, match=f"{step}: loop 'j' around block 'C' binds none of "
                                             f"its iteration variables"):
-        getattr(sch, step)(loop if step == "rfactor" else block,
-                           *(() if step == "rfactor" else (loop,)))
+        if step == "rfactor":
+            sch.rfactor(loop, 0)
+        else:
+            sch.decompose_reduction(block, loop)
