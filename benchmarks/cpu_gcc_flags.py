@@ -25,7 +25,8 @@ from benchmarks.cpu_common import alternate, isa_info, relative_error  # noqa: E
 # label -> (the x86 flags used instead of X86_FLAGS, flags added)
 FLAG_SETS = {"C target flags": (None, ()), "host tuning (no -mtune=generic)": ((), ()),
              "+ -fschedule-insns": (None, ("-fschedule-insns",)),
-             "+ -fno-tree-slp-vectorize": (None, ("-fno-tree-slp-vectorize",))}
+             "+ -fno-tree-slp-vectorize": (None, ("-fno-tree-slp-vectorize",)),
+             "without -fno-tree-vrp": (None, ("-ftree-vrp",))}
 
 
 def workloads():

@@ -44,12 +44,17 @@ COMPILER = "gcc"
 # audit helper-54: a 10-line C program reproduces it; right at -O2, without -march=native and
 # with this flag). sched's vector loops are its own vector code; benchmarks/cpu_gcc_flags.py
 # measured the CPU hand schedules unchanged with the flag on an AMD EPYC Zen 5.
+# -fno-tree-vrp: gcc 12.2 at -O2 and -O3 (with or without -march=native) miscompiles
+# `C[i] = A[floormod((i >> 1) / 3, 8)]` under restrict pointers, reading A at a vector
+# compare's -1 for i = 6, 7 (audit helper-147: a 12-line C program reproduces it; right at
+# -O1 and with this flag; sched's compute_inline made the form from a fuzzed kernel).
 # -fno-semantic-interposition, -Wl,-Bsymbolic: the library's calls of its own functions (the
 # entry point's of the kernel) bind to them, never to a libc or libm function of the same name
 # loaded first (audit helper-76: a kernel named `fdiv`, `index` or `y0` was a silent no-op on
 # the entry point's path, which called libm's)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-tree-loop-distribution",
-         "-fno-tree-loop-if-convert", "-fno-tree-slp-vectorize", "-fopenmp", "-shared",
+         "-fno-tree-loop-if-convert", "-fno-tree-slp-vectorize", "-fno-tree-vrp", "-fopenmp",
+         "-shared",
          "-fPIC", "-std=c11", "-fno-math-errno", "-fno-semantic-interposition",
          "-Wl,-Bsymbolic")
 ICE_RETRY_FLAGS = ("-fno-tree-loop-vectorize",)   # a second try after an internal compiler error

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from sched.errors import KernelArgumentError
-from sched.ir.functor import IRVisitor, collect
+from sched.ir.functor import IRVisitor, collect, free_vars
 from sched.ir.intervals import block_ranges, interval
 from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
@@ -239,12 +239,13 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
 
 
 def _beyond_magnitude(func: PrimFunc, model: PolyModel, context) -> list[BeyondMagnitude]:
-    """For each int64 scalar parameter under an operation other than a sum, difference or
-    product in index arithmetic (a division, a remainder, a min, a comparison, a cast), the
-    values past INT64_MAGNITUDE (see BeyondMagnitude). Sums, differences and products wrap
-    alike on the way: where the exact value is in bounds, so is the kernel's (`vi + off + m`
-    at off = -2**63 + 3, m = 2**63 - 1 is vi + 2); another operation on a wrapped value is
-    not."""
+    """For each int64 scalar parameter whose value may pass int64 on the way to an operation
+    other than a sum, difference or product in index arithmetic (`_ScalarsUnderOperations`),
+    the values past INT64_MAGNITUDE (see BeyondMagnitude). Sums, differences and products
+    wrap alike on the way: where the exact value is in bounds, so is the kernel's (`vi + off
+    + m` at off = -2**63 + 3, m = 2**63 - 1 is vi + 2); another operation on a wrapped value
+    is not (`T.min(m * 3, 0)` at m = 2**62 + 1), while one on the scalar itself is exact (a
+    `T.Cast("int64", vi) < limit` at limit = 2**63 - 1)."""
     scalars = {p for p in func.params if isinstance(p, Var) and p.dtype == "int64"}
     if not scalars:
         return []
@@ -267,30 +268,46 @@ _RING_OPS = ("add", "sub", "mul")
 
 
 class _ScalarsUnderOperations(IRVisitor):
-    """The `scalars` under an operation other than a sum, difference or product in what the
-    model reads as integer arithmetic (indices, loop bounds, conditions, bindings, lets, a
-    select's condition in a stored value), each with the first block that has one."""
+    """The `scalars` whose values may wrap on the way to an operation other than a sum,
+    difference or product, in what the model reads as integer arithmetic (indices, loop
+    bounds, conditions, bindings, lets, a select's condition in a stored value), each with
+    the first block that has one: under a sum, difference or product such an operation
+    takes (`T.min(m * 3, 0)`), or through a variable the model substitutes (a let, a block
+    binding, a loop bound of them: `x = m * 3` then `T.min(x, 0)`, audit helper-147)."""
 
     def __init__(self, scalars: set) -> None:
         self.scalars = scalars
+        self.derived: dict[Var, frozenset] = {}   # a variable -> the scalars it holds
         self.found: dict[Var, str] = {}
         self.block = "root"
 
+    def sources(self, *exprs) -> frozenset:
+        found = set()
+        for var in (v for e in exprs for v in free_vars(e)):
+            found |= {var} & self.scalars | self.derived.get(var, frozenset())
+        return frozenset(found)
+
+    def derive(self, var: Var, *exprs) -> None:
+        held = self.sources(*exprs)
+        if held:
+            self.derived[var] = held
+
     def read(self, *exprs) -> None:
         for expr in exprs:
-            self.under(expr, False)
+            self.under(expr, below=False, ring=False)
             self.visit(expr)                 # the loads and selects inside
 
-    def under(self, e, below: bool) -> None:
+    def under(self, e, below: bool, ring: bool) -> None:
         if isinstance(e, Var):
-            if below and e in self.scalars:
-                self.found.setdefault(e, self.block)
+            held = ({e} & self.scalars if ring else set()) | self.derived.get(e, set())
+            for scalar in held if below else ():
+                self.found.setdefault(scalar, self.block)
         elif isinstance(e, BinaryOp) and e.op in _RING_OPS:
-            self.under(e.a, below)
-            self.under(e.b, below)
+            self.under(e.a, below, True)
+            self.under(e.b, below, True)
         elif not isinstance(e, BufferLoad):  # (a load's indices are read on their own)
             for child in _operands(e):
-                self.under(child, True)
+                self.under(child, True, False)
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self.read(*node.indices)
@@ -306,6 +323,7 @@ class _ScalarsUnderOperations(IRVisitor):
 
     def visit_For(self, node: For) -> None:
         self.read(node.min, node.extent)
+        self.derive(node.loop_var, node.min, node.extent)
         self.visit(node.body)
 
     def visit_IfThenElse(self, node: IfThenElse) -> None:
@@ -323,12 +341,15 @@ class _ScalarsUnderOperations(IRVisitor):
 
     def visit_LetStmt(self, node: LetStmt) -> None:
         self.read(node.value)
+        self.derive(node.var, node.value)
         self.visit(node.body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> None:
         outer, self.block = self.block, node.block.name
         self.read(node.predicate, *node.iter_values,
                   *(x for iv in node.block.iter_vars for x in (iv.dom.min, iv.dom.extent)))
+        for iter_var, value in zip(node.block.iter_vars, node.iter_values):
+            self.derive(iter_var.var, value)
         for stmt in (node.block.init, node.block.body):
             if stmt is not None:
                 self.visit(stmt)

@@ -188,11 +188,15 @@ def _wrapping(expr: Expr, ranges: dict) -> tuple[Expr, tuple[int, int] | None]:
     if isinstance(expr, BinaryOp):
         (a, ra), (b, rb) = _wrapping(expr.a, ranges), _wrapping(expr.b, ranges)
         node = expr if a is expr.a and b is expr.b else BinaryOp(expr.op, a, b)
-    elif isinstance(expr, Call) and expr.op == "shift_left" and len(expr.args) == 2:
-        value, ra = _wrapping(expr.args[0], ranges)
-        node = expr if value is expr.args[0] else Call(expr.op, (value, expr.args[1]),
-                                                       expr.dtype)
-        rb = (0, 0)
+    elif isinstance(expr, Call):
+        args = tuple(_wrapping(arg, ranges) for arg in expr.args)
+        node = expr if all(a is b for (a, _), b in zip(args, expr.args)) else \
+            Call(expr.op, tuple(a for a, _ in args), expr.dtype)
+        if expr.op != "shift_left" or len(args) != 2:
+            # (its arguments marked: `T.shift_right(vi * 2**30, 30)` read its product
+            # exactly, audit helper-147)
+            return node, every
+        ra, rb = args[0][1], (0, 0)
     else:
         return expr, every
     operation = integer_operation(node)

@@ -36,6 +36,7 @@ from sched.ir.nodes import BlockRealize, For, PrimFunc
 from sched.ir.verify import verify
 from sched.schedule.opaque_blocks import check_block_not_opaque, check_opaque_blocks_kept
 from sched.schedule.ordered_axes import check_block_keeps_order
+from sched.schedule.outer_regions import outer_regions_refreshed
 from sched.schedule.state import (
     find_block,
     find_loop,
@@ -379,6 +380,8 @@ class ScheduleBase:
         append the step to the trace. `loops_kept`: the step changed no loop, no order and no
         scope, and relabelled elements one to one (transform_layout without padding): the
         same instances touch one element, so no loop can start carrying a dependence."""
+        if new_func is not self._func:
+            new_func = outer_regions_refreshed(new_func)
         if self.verify_steps and new_func is not self._func:
             verify(new_func)        # (a step that changed nothing leaves a verified function)
         if new_func is not self._func:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
+from sched.ir.functor import IRMutator, IRVisitor, collect, free_vars, substitute
 from sched.ir.intervals import block_ranges
 from sched.ir.nodes import (
     TRUE,
@@ -233,7 +233,8 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
         f"block {d.sink.block.name!r} overwrites {d.buffer!r}, which {block_name!r} reads, "
         f"before a consumer runs: inlined, the consumer would read the new values"), render)
     ranges, outer = block_ranges(func, realize.block), _outer_vars(func)
-    data_bound = _bound_to_data(realize)
+    data = data_variables(func)
+    data_bound = _bound_to_data(realize, data)
 
     class Inline(IRMutator):
         def visit_BlockRealize(self, node: BlockRealize):
@@ -243,7 +244,7 @@ def compute_inline(func: PrimFunc, block_name: str, render: bool = True) -> Prim
                 return node
             replacer = LoadReplacer(store, ranges, block_ranges(func, block),
                                     data_bound=data_bound,
-                                    loading_data_bound=_bound_to_data(node))
+                                    loading_data_bound=data)
             # every place the reader can load the buffer: its bindings and predicate (the
             # enclosing scope's), its domains, init, body (loop bounds and nested blocks too)
             body = replacer.visit(block.body)
@@ -358,7 +359,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str, render: bool = True)
     exact = {var: index if var not in as_data and index.dtype == var.dtype else
              exact_index(index, var, ranges) for var, index in mapping.items()}
     value = LoadReplacer(p_store, ranges, primitive=primitive,
-                         data_bound=_bound_to_data(p_realize)).visit(
+                         data_bound=_bound_to_data(p_realize, data_variables(func))).visit(
         _at_store(substitute(store.value, exact), p_store))
     indices = tuple(simplify(substitute(index, mapping)) for index in store.indices)
     new_store = BufferStore(store.buffer, value, indices)
@@ -431,8 +432,28 @@ def _readers(func: PrimFunc, buffer: Buffer) -> dict[str, None]:
     return found
 
 
-def _bound_to_data(realize: BlockRealize) -> frozenset:
-    """The block's iteration variables bound to values that read memory (a gather's index:
-    data arithmetic, which wraps)."""
-    return frozenset(iv.var for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-                     if reads_data(value))
+def _bound_to_data(realize: BlockRealize, data: frozenset) -> frozenset:
+    """The block's iteration variables bound to data (`data_variables`)."""
+    return frozenset(iv.var for iv in realize.block.iter_vars if iv.var in data)
+
+
+def data_variables(func: PrimFunc) -> frozenset:
+    """The variables of `func` bound to data: a let or a block's iteration variable whose
+    value reads memory or uses such a variable (a gather's index: arithmetic on data, which
+    wraps). Anywhere in the function: a let around the block, or an outer block's binding,
+    holds data for the blocks in it too (audit helper-147)."""
+    found: set[Var] = set()
+
+    class Walk(IRVisitor):
+        def visit_LetStmt(self, node: LetStmt) -> None:
+            if reads_data(node.value) or set(free_vars(node.value)) & found:
+                found.add(node.var)
+            self.visit_children(node)
+
+        def visit_BlockRealize(self, node: BlockRealize) -> None:
+            for iter_var, value in zip(node.block.iter_vars, node.iter_values):
+                if reads_data(value) or set(free_vars(value)) & found:
+                    found.add(iter_var.var)
+            self.visit_children(node)
+    Walk().visit(func.body)
+    return frozenset(found)

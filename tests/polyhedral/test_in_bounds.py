@@ -382,3 +382,44 @@ def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64, n:
             kernel(a, c, m, 0)
     with pytest.raises(KernelArgumentError, match="reads A"):
         kernel(a, c, -1, 0)
+
+
+@pytest.mark.parametrize("body", [
+    '            x: T.int64 = m * T.int64(3)\n'
+    '            C[vi] = A[T.Cast("int64", vi) + T.min(x, T.int64(0))]',
+    '            vj = T.axis.opaque(T.int64(9223372036854775807), m)\n'
+    '            C[vi] = A[T.Cast("int64", vi) + T.min(vj * T.int64(3), T.int64(0))]',
+])
+def test_the_magnitude_check_follows_lets_and_bindings_of_the_scalar(body):
+    # (they carried m * 3 past the check, which looked for m itself: audit helper-147)
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), m: T.int64):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+{body}
+''')
+    kernel = sched.build(f, target="c")
+    a, c = np.arange(4, dtype=np.int32), np.zeros(4, np.int32)
+    kernel(a, c, 5)
+    np.testing.assert_array_equal(c, a)
+    with pytest.raises(KernelArgumentError, match="computes its index arithmetic with m"):
+        kernel(a, c, 2**62 + 1)
+
+
+def test_a_scalar_compared_as_it_is_takes_any_value():
+    # no sum or product of it can wrap: a "no limit" sentinel (refused by the first version
+    # of the magnitude check: audit helper-147)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), limit: T.int64):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = T.if_then_else(T.Cast("int64", vi) < limit, A[vi], 0)
+''')
+    kernel = sched.build(f, target="c")
+    a, c = np.arange(1, 5, dtype=np.int32), np.zeros(4, np.int32)
+    kernel(a, c, 2**63 - 1)
+    np.testing.assert_array_equal(c, a)

@@ -234,9 +234,12 @@ def f(G: T.Buffer((4,), "int32"), H: T.Buffer((4,), "int32")):
 # -- conditions in what a store writes: data arithmetic, computed modulo 2**32 -------------------
 # (audit helper-143: the model read them exactly, as index arithmetic)
 
-def test_a_select_in_a_stored_value_is_read_with_its_int32_arithmetic_wrapping():
-    f = function('            C[vi] = T.if_then_else(vi * 1073741824 < 0, A[vi + 100000000], '
-                 'A[vi])')
+@pytest.mark.parametrize("condition", [
+    "vi * 1073741824 < 0",
+    "T.shift_right(vi * 1073741824, 30) < 0",         # under a call (audit helper-147)
+])
+def test_a_select_in_a_stored_value_is_read_with_its_int32_arithmetic_wrapping(condition):
+    f = function(f'            C[vi] = T.if_then_else({condition}, A[vi + 100000000], A[vi])')
     with pytest.raises(OutOfBoundsError, match=r"C\[vi=2\] reads A\[100000002\]"):
         sched.Schedule(f)
 

@@ -220,3 +220,36 @@ def test_cache_write_of_a_block_nested_in_a_blockized_one_names_the_outer_block(
     c = np.zeros((12, 20), np.float32)
     sched.build(sch.mod, target="c")(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+@T.prim_func
+def _scaled_then_bumped(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    B = T.alloc_buffer((64, 64))
+    for i, j in T.grid(64, 64):
+        with T.block("b"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(64, 64):
+        with T.block("c"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+def test_a_blockized_block_declares_what_its_blocks_read_after_an_inline():
+    # c_o kept reading B once b was inlined into c: its script read a buffer nothing wrote,
+    # and cache_read of its read 0 copied B, not A (audit helper-133)
+    sch = sched.Schedule(_scaled_then_bumped)
+    io, _ = sch.split(sch.get_loops(sch.get_block("c"))[0], [None, 16])
+    outer = sch.blockize(sch.get_loops(sch.get_block("c"))[1])
+    assert "T.reads(B[v_i_1_0 * 16:v_i_1_0 * 16 + 16, 0:64])" in sch.mod.script()
+    sch.compute_inline(sch.get_block("b"))
+    assert "T.reads(A[0:64, 0:64])" in sch.mod.script()
+    assert "T.reads(B" not in sch.mod.script()
+    sch.cache_read(outer, 0, "shared")
+    script = sch.mod.script()
+    assert 'with T.block("A_shared")' in script and "T.reads(A_shared[0:64, 0:64])" in script
+    a = np.random.default_rng(0).random((64, 64), dtype=np.float32)
+    c = np.zeros((64, 64), np.float32)
+    sched.build(sch.mod, target="c")(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    assert sched.parse(script) is not None

@@ -528,3 +528,38 @@ def test_an_unsigned_value_inlined_into_an_index_wraps_as_stored():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
         _inlined_both_ways(f, a, a[(stored // np.uint32(2**30)).astype(np.int32)])
+
+
+@pytest.mark.parametrize("consumer", [
+    # a let around the block, an outer block's binding (audit helper-147)
+    '''    for i in range(8):
+        x: T.int32 = G[i]
+        with T.block("C"):
+            vi = T.axis.opaque(8, x)
+            vc = T.axis.spatial(8, i)
+            C[vc] = B[vi]''',
+    '''    for i in range(8):
+        with T.block("outer"):
+            vo = T.axis.opaque(8, G[i])
+            T.reads(G[i], B[0:8])
+            T.writes(C[i])
+            with T.block("C"):
+                vi = T.axis.spatial(8, vo)
+                C[i] = B[vi]''',
+])
+def test_a_gather_bound_outside_the_reading_block_refuses_the_inline_too(consumer):
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for j in range(8):
+        with T.block("B"):
+            vj = T.axis.spatial(8, j)
+            B[vj] = A[vj * 1073741824 // 1073741824]
+''' + consumer + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
+        sch = sched.Schedule(f)
+        with pytest.raises(sched.ScheduleError, match="computes with vj in an index where it "
+                                                      "holds index arithmetic"):
+            sch.compute_inline(sch.get_block("B"))
