@@ -257,6 +257,15 @@ def test_a_row_in_shared_memory_is_read_from_global_memory_once():
         assert len(re.findall(r"\bX\[", source)) == 1     # the copy alone reads X
 
 
+@pytest.mark.parametrize("schedule", [hs.gpu_softmax_rows, hs.gpu_layer_norm_rows])
+def test_a_row_of_symbolic_length_is_not_staged_in_shared_memory(schedule):
+    # (accepted, then refused by the CUDA build: audit helper-148)
+    from sched import compute as te
+
+    with pytest.raises(ValueError, match="row_in_shared: a row of m columns has no size"):
+        schedule(te.var("n"), te.var("m"), 16, row_in_shared=True)
+
+
 def test_row_schedules_reduce_with_warp_shuffles_not_rfactor():
     for sch in (hs.gpu_softmax_rows(8, 1024, 256), hs.gpu_layer_norm_rows(8, 1024, 256)):
         assert "rfactor" not in str(sch.trace)

@@ -132,6 +132,20 @@ def test_cpu_layer_norm_structure():
     assert "layer_norm_sum_rf" in text and "layer_norm_sqsum_rf" in text
 
 
+def test_row_schedules_take_a_symbolic_row_length():
+    # their rfactored lanes under the row loop were T.min(n, 16), which vectorize refused
+    # (audit helper-148)
+    from sched import compute as te
+
+    x = (np.random.default_rng(4).standard_normal((3, 37)) + 0.5).astype(np.float32)
+    out = np.full(x.shape, np.nan, np.float32)
+    sched.build(hs.cpu_softmax(3, te.var("n")).func, target="c")(x, out)
+    np.testing.assert_allclose(out, _softmax(x.astype(np.float64)), rtol=1e-5, atol=1e-7)
+    gamma, beta = np.ones(37, np.float32), np.zeros(37, np.float32)
+    sched.build(hs.cpu_layer_norm(3, te.var("n")).func, target="c")(x, gamma, beta, out)
+    np.testing.assert_allclose(out, _layer_norm(x, gamma, beta), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape", [(32, 48, 16), (4, 16, 3)])
 def test_cpu_matmul_tensorized_matches_numpy(shape):
     M, N, K = shape

@@ -191,8 +191,10 @@ def _checked_partials(schedule: str, cols, partials: int | None) -> int | None:
 
 
 def _vector_partials_fit(cols, lanes: int) -> bool:
-    """Whether a row of `cols` splits into at least two vectors of `lanes` (for rfactor)."""
-    return lanes > 1 and (not isinstance(cols, int) or cols // lanes >= 2)
+    """Whether a row of `cols` splits into at least two vectors of `lanes` (for rfactor): not
+    a symbolic row, whose rfactored lanes under the row loop would be `T.min(n, lanes)` of
+    them, no vector (audit helper-148: vectorize refused the schedule's own loop)."""
+    return lanes > 1 and isinstance(cols, int) and cols // lanes >= 2
 
 
 def _vector_rfactor(sch: Schedule, block, lanes: int):
