@@ -41,6 +41,8 @@ def outer_regions_refreshed(func: PrimFunc) -> PrimFunc:
     if not isinstance(func.body, BlockRealize):
         return func
     root = func.body.block
+    if not any(collect(r.block.body, BlockRealize) for r in collect(root.body, BlockRealize)):
+        return func                     # (no block holds blocks: no walk; collect remembers)
     body = _Refresh().visit(root.body)
     if body is root.body:
         return func
