@@ -44,6 +44,7 @@ from sched.ir.nodes import (
     convert,
     seq,
 )
+from sched.ir.paths import path_to
 from sched.ir.regions import infer_block_regions
 from sched.ir.simplify import simplify
 from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr, to_isl, to_isl_comparison
@@ -226,7 +227,7 @@ def _image_shape(buffer: Buffer, mapping: IndexMap) -> tuple[tuple[Expr, ...], b
         if low < 0:
             raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} the "
                                 f"value {low}: indices start at 0")
-        dtype = buffer.shape[0].dtype
+        dtype = buffer.shape[0].dtype if buffer.shape else "int32"     # (a 0-d buffer)
         if high + 1 > max_value(dtype):     # (a raw TypeError: audit helper-129)
             raise ScheduleError(PRIMITIVE, f"the index map {mapping!r} gives index {name} the "
                                 f"value {high}, past {dtype}: declare the buffer's dimensions "
@@ -344,6 +345,18 @@ def _fill_padding(func: PrimFunc, buffer: Buffer, pad_value) -> PrimFunc:
     elements of the image)."""
     owner = next(r for r in collect(func.body, BlockRealize)
                  if buffer in r.block.alloc_buffers)
+    around = [n for n in path_to(func.body, owner) or () if isinstance(n, For)]
+    if buffer.scope not in ("", "global") and any(
+            loop.kind == "thread_binding" for loop in collect(func.body, For)) and not any(
+            loop.kind == "thread_binding" for loop in around):
+        # the padding nest would run where the buffer is allocated, outside the kernel's
+        # thread loops, and no step could move it in (audit helper-144: the build refused it,
+        # naming the copy that writes the cache)
+        raise ScheduleError(PRIMITIVE, f"pad_value for {buffer.name!r} in {buffer.scope!r} "
+                            f"memory of a GPU function: the padding would be written before "
+                            f"the kernel, outside its thread loops, where {buffer.scope} "
+                            f"memory does not exist; transform the layout without pad_value, "
+                            f"or pad the buffer the cache copies (its global producer)")
     taken = taken_names(func)
     loops = [Var(fresh(f"ax{d}", taken), d_.dtype) for d, d_ in enumerate(buffer.shape)]
     taken |= {v.name for v in loops}

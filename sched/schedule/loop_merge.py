@@ -65,12 +65,15 @@ def _check_chains(chains: list[list[For]]) -> None:
                                     f"the loops down to a merged loop must be perfectly nested")
         for loop, model in zip(chain, first):
             name = loop.loop_var.name
-            if not is_constant(loop.min, 0) or loop.extent != model.extent:
-                raise ScheduleError("merge", f"loop {name!r} runs [{loop.min.script()}, "
-                                    f"+{loop.extent.script()}), loop {model.loop_var.name!r} "
-                                    f"[{model.min.script()}, +{model.extent.script()}): merged "
-                                    f"loops start at 0 and have the same extent (split one "
-                                    f"first)")
+            if not is_constant(loop.min, 0):
+                raise ScheduleError("merge", f"loop {name!r} starts at {loop.min.script()}, "
+                                    f"not 0: merged loops start at 0 (the merged loop's "
+                                    f"variable stands for each of them)")
+            if loop.extent != model.extent:
+                raise ScheduleError("merge", f"loop {name!r} runs {loop.extent.script()} "
+                                    f"iterations, loop {model.loop_var.name!r} "
+                                    f"{model.extent.script()}: merged loops have the same "
+                                    f"extent (split one first)")
             if loop.kind != "serial" or loop.annotations:
                 shown = loop.thread_tag or loop.kind if loop.kind != "serial" else "annotated"
                 raise ScheduleError("merge", f"loop {name!r} is {shown}: merge makes a serial "

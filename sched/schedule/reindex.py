@@ -234,7 +234,8 @@ def _check_injective(buffer: Buffer, indices: tuple, used: list[IterVar]) -> Non
     relation = read_map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
                        f"[{', '.join(outputs)}] : "
                        f"{domain or 'true'} and "
-                       f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts))} }}")
+                       f"{' and '.join(f'{o} = {t}' for o, t in zip(outputs, texts)) or 'true'}"
+                       f" }}")
     if not relation.is_injective():
         raise ScheduleError(PRIMITIVE, f"two instances of the block write one element of "
                             f"{buffer.name!r}: copied back, the last write could change")

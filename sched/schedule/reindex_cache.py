@@ -60,8 +60,12 @@ def reindex_cache(func: PrimFunc, block_name: str, buffer_index, storage_scope: 
     if stray:
         raise ScheduleError(primitive, f"argument 4, 'index_map' {mapping!r} uses "
                             f"{', '.join(sorted(stray))}, which do(es) not index {buffer.name!r} "
-                            f"in block {block_name!r}: the cache has one element per value of "
-                            f"{', '.join(v.name for v in used) or 'nothing'}")
+                            f"in block {block_name!r}: " + (
+                                f"the cache has one element per value of "
+                                f"{', '.join(v.name for v in used)}" if used else
+                                f"the block accesses one element of it, so the cache has "
+                                f"one: map to no index (lambda "
+                                f"{', '.join(p.name for p in mapping.params)}: ())"))
     layout = IndexMap(params, tuple(substitute(r, to_copy) for r in mapping.results))
     try:
         new_func = transform_layout(new_func, block_name, copy, layout)

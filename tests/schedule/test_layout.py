@@ -273,3 +273,15 @@ def test_the_errors_of_a_buffer_argument_name_the_step():
     with pytest.raises(ScheduleError, match=r"^reindex: argument 'buffer': block 'B' has 1 "
                                             r"read regions, got index 7"):
         sch.reindex(sch.get_block("B"), ("read", 7))
+
+
+def test_padding_a_shared_cache_outside_the_kernel_is_refused_at_the_step():
+    # the pad nest went to the root, outside the thread loops: accepted, then refused by the
+    # build naming the cooperative fetch (audit helper-144)
+    from sched import hand_schedules
+
+    sch = hand_schedules.gpu_matmul(64, 48, 32)
+    with pytest.raises(sched.ScheduleError, match="pad_value for 'A_shared' in 'shared' memory "
+                                                  "of a GPU function"):
+        sch.transform_layout(sch.get_block("A_shared"), "A_shared",
+                             lambda i, k: (k // 3, i, k % 3), pad_value=0.0)

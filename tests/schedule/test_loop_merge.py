@@ -88,10 +88,29 @@ def test_merge_refuses_nests_of_different_extents():
     sch = sched.Schedule(te.create_prim_func([A, C]))
     i = sch.get_loops(sch.get_block("B"))[0]
     j = sch.get_loops(sch.get_block("C"))[0]
-    with pytest.raises(ScheduleError, match=r"merge: loop 'j_1' runs \[0, \+4\), loop 'i' "
-                                            r"\[0, \+8\): merged loops start at 0 and have "
-                                            r"the same extent"):
+    with pytest.raises(ScheduleError, match=r"merge: loop 'j_1' runs 4 iterations, loop 'i' "
+                                            r"8: merged loops have the same extent"):
         sch.merge(i, j)
+
+
+def test_merge_refuses_loops_not_starting_at_0_saying_so():
+    # (the message compared the first loop with itself: audit helper-144)
+    f = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((20,), "float32"), B: T.Buffer((20,), "float32"),
+      C: T.Buffer((20,), "float32")):
+    for i in T.serial(3, 17):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * T.float32(2)
+    for i in T.serial(3, 17):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = A[vi] + T.float32(1)
+""")
+    sch = sched.Schedule(f)
+    with pytest.raises(ScheduleError, match=r"merge: loop 'i' starts at 3, not 0"):
+        sch.merge(sch.get_loops(sch.get_block("B"))[0], sch.get_loops(sch.get_block("C"))[0])
 
 
 def test_merge_refuses_loops_of_one_nest_and_marked_loops():

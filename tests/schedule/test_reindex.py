@@ -269,3 +269,32 @@ def test_a_copy_over_a_range_that_may_be_negative_allocates_nothing_there():
             run(a, c)
             np.testing.assert_array_equal(c, a[:, :max(columns - rows, 0)].sum(axis=1)
                                           if columns > rows else 42.0)
+
+
+def _scalar_sum():
+    from sched import compute as te
+
+    A = te.placeholder((8,), "float32", name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    S = te.compute((), lambda: te.sum(A[k], axis=k), name="S")
+    return te.create_prim_func([A, te.compute((8,), lambda i: A[i] - S[()], name="C")])
+
+
+def test_0d_buffers_are_reindexed_and_relaid():
+    # a raw isl syntax error and a raw IndexError (audit helper-144)
+    import numpy as np
+
+    a = np.random.default_rng(0).random(8, dtype=np.float32)
+    for step in (lambda s: s.reindex(s.get_block("S"), ("write", 0)),
+                 lambda s: s.reindex_cache_write(s.get_block("S"), 0, "global", lambda k: ()),
+                 lambda s: s.transform_layout(s.get_block("S"), "S", lambda: (0,))):
+        sch = sched.Schedule(_scalar_sum())
+        step(sch)
+        c = np.zeros(8, np.float32)
+        sched.build(sch.mod, target="c")(a, c)
+        np.testing.assert_allclose(c, a - a.sum(), rtol=1e-5, atol=1e-6)
+    sch = sched.Schedule(_scalar_sum())
+    with pytest.raises(sched.ScheduleError, match=r"the block accesses one element of it, so "
+                                                  r"the cache has one: map to no index "
+                                                  r"\(lambda k: \(\)\)"):
+        sch.reindex_cache_write(sch.get_block("S"), 0, "global", lambda k: (k,))
