@@ -194,13 +194,11 @@ def create_prim_func(args: list, name: str = "main") -> PrimFunc:
 
     taken = {t.name for t in everything}
     variables = {v for t in tensors for dim in t.shape for v in free_vars(dim)} | set(scalars)
-    for var in sorted(variables, key=lambda v: v.name):
-        if var.name in taken:
-            # the script names both alike: `A = T.int32()`, then `A = T.match_buffer(...)`
-            # did not parse back (audit helper-146)
-            raise DSLError(f"create_prim_func: te.var '{var.name}' has the name of a tensor; "
-                           f"give one of them another name")
+    # a te.var named like a tensor is renamed (`A_1`): the script named both `A`, and did
+    # not parse back (audit helper-146)
+    clashing = sorted((v for v in variables if v.name in taken), key=lambda v: v.name)
     taken |= {v.name for v in variables}
+    renamed = {v: Var(fresh(v.name, taken), v.dtype) for v in clashing}
     ops: dict[int, Tensor] = {}            # one nest per compute (several outputs: one op)
     for tensor in computes:
         ops.setdefault(id(tensor.op), tensor)
@@ -217,4 +215,4 @@ def create_prim_func(args: list, name: str = "main") -> PrimFunc:
         raise DSLError(f"create_prim_func: te.var '{unknown[0].name}' is used by the computes "
                        f"but is neither a dim of an argument's shape nor among the arguments; "
                        f"add it to the list (a scalar parameter) or use it in a shape")
-    return func
+    return substitute(func, renamed) if renamed else func
