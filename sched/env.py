@@ -60,6 +60,8 @@ def _thread_order(text: str) -> tuple[str, int]:
                          f"another permutation)")
     if seed and order != "shuffle":
         raise ValueError("only shuffle takes a seed")
+    if seed and not seed.lstrip("-").isdigit():
+        raise ValueError(f"shuffle's seed is an integer (shuffle:<seed>), got {seed!r}")
     return order, int(seed) if seed else 0
 
 

@@ -235,6 +235,22 @@ def test_an_output_read_ahead_of_its_writer_leaves_only_the_out_form():
         assert "so the functional form cannot allocate it empty" in op.unsized
 
 
+@pytest.mark.parametrize("step", ["decompose_reduction", "blockize"])
+def test_a_decomposed_or_blockized_reduction_keeps_its_functional_form(step):
+    # C_update (no init of its own) reads what C_init wrote: refused by name (helper-149)
+    A = te.placeholder((8, 4), "float32", name="A")
+    B = te.placeholder((4, 8), "float32", name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B, te.ops.matmul(A, B)], name="matmul"))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    if step == "blockize":
+        sch.blockize(j)
+    else:
+        sch.decompose_reduction(sch.get_block("C"), k)
+    op = sched.torch.custom_op(unique(step), sched.build(sch.mod, target="c"))
+    a, b = torch.randn(8, 4), torch.randn(4, 8)
+    torch.testing.assert_close(op.functional(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_an_output_partly_written_leaves_only_the_out_form():
     # B[n - 1] was never written: the functional form returned torch.empty's garbage there
     # (audit helper-146)

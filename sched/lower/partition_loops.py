@@ -30,9 +30,12 @@ import islpy as isl
 
 from sched.ir.functor import IRMutator, collect, free_vars
 from sched.ir.nodes import (
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     BinaryOp,
     BufferStore,
+    Evaluate,
     Expr,
     For,
     IfThenElse,
@@ -146,6 +149,11 @@ def _first_failure(loop: For, bounds: tuple[int, int], conjunct: Expr,
     return g, somewhere.intersect(tail).is_empty()
 
 
+# statements whose running matters (an opaque call's too: the rest of a loop whose extern
+# calls were left out dropped them, audit helper-150)
+_EFFECTS = (BufferStore, Barrier, Evaluate, AsyncCommit, AsyncWait)
+
+
 def _partition(loop: For, outer: dict) -> list[For] | None:
     """The loops `loop` becomes (the first part without the conjuncts that hold there, then
     the rest as before, unless no guarded statement runs in it), or None."""
@@ -169,7 +177,7 @@ def _partition(loop: For, outer: dict) -> list[For] | None:
         return [main]
     dead = {id(guard) for g, never, guard, _ in firsts if never and g == split}
     rest_body = _WithoutIfs(dead).visit(loop.body)
-    if not collect(rest_body, BufferStore) and not collect(rest_body, Barrier):
+    if not any(collect(rest_body, kind) for kind in _EFFECTS):
         return [main]        # nothing runs in the rest
     if split - bounds[0] < bounds[1] - split:
         return None          # most iterations need a guard: two loops would not pay

@@ -25,7 +25,7 @@ Runs after thread-loop unification and barrier insertion, before buffer flatteni
 buffers can grow a dimension). Only for the C target; CUDA runs barriers natively.
 
 Races without a GPU: the GPU runs the threads of a phase, and the blocks, in no fixed order.
-`thread_order` (default: the SCHEDTHREAD_ORDER environment variable, see sched/env.py) runs
+`thread_order` (default: the SCHED_THREAD_ORDER environment variable, see sched/env.py) runs
 them forward, in reverse, or shuffled: each phase's thread nest becomes one loop over all the
 block's threads, visited in the permutation `(a * f + c) mod n` (a coprime with n; a and c
 drawn from a generator seeded by the seed and the phase's position), and each blockIdx loop
@@ -316,10 +316,15 @@ class _SplitPhases(IRMutator):
 def emulate_threads(func: PrimFunc, thread_order: str | None = None) -> PrimFunc:
     """`func` (a GPU kernel) as CPU loops that compute what the GPU would (module docstring),
     running blocks and threads in `thread_order` ("forward", "reverse", "shuffle" or
-    "shuffle:<seed>"; default SCHEDTHREAD_ORDER). A function without thread-bound loops is
+    "shuffle:<seed>"; default SCHED_THREAD_ORDER). A function without thread-bound loops is
     returned unchanged."""
-    order = env.THREAD_ORDER.value() if thread_order is None else \
-        env.THREAD_ORDER.parse(thread_order)
+    if thread_order is None:
+        order = env.THREAD_ORDER.value()
+    else:
+        try:
+            order = env.THREAD_ORDER.parse(thread_order)
+        except ValueError as error:       # (a raw int() error: audit helper-150)
+            raise ValueError(f"thread_order={thread_order!r}: {error}") from None
     func = _emulate(func)
     if order[0] == "forward" or not any(loop.kind == "thread_binding"
                                         for loop in collect(func.body, For)):

@@ -292,9 +292,12 @@ class _ScalarsUnderOperations(IRVisitor):
         if held:
             self.derived[var] = held
 
-    def read(self, *exprs) -> None:
+    def read(self, *exprs, compared: bool = False) -> None:
+        """`exprs`, each an index (its value is what counts) or, `compared`, a value the
+        kernel compares (a loop bound, a binding checked against its domain: audit
+        helper-149, `range(m * 4)` ran 4 iterations at m = -2**62 + 1, none in the model)."""
         for expr in exprs:
-            self.under(expr, below=False, ring=False)
+            self.under(expr, below=compared, ring=False)
             self.visit(expr)                 # the loads and selects inside
 
     def under(self, e, below: bool, ring: bool) -> None:
@@ -322,7 +325,7 @@ class _ScalarsUnderOperations(IRVisitor):
         self.visit(node.false_value)
 
     def visit_For(self, node: For) -> None:
-        self.read(node.min, node.extent)
+        self.read(node.min, node.extent, compared=True)
         self.derive(node.loop_var, node.min, node.extent)
         self.visit(node.body)
 
@@ -347,7 +350,8 @@ class _ScalarsUnderOperations(IRVisitor):
     def visit_BlockRealize(self, node: BlockRealize) -> None:
         outer, self.block = self.block, node.block.name
         self.read(node.predicate, *node.iter_values,
-                  *(x for iv in node.block.iter_vars for x in (iv.dom.min, iv.dom.extent)))
+                  *(x for iv in node.block.iter_vars for x in (iv.dom.min, iv.dom.extent)),
+                  compared=True)
         for iter_var, value in zip(node.block.iter_vars, node.iter_values):
             self.derive(iter_var.var, value)
         for stmt in (node.block.init, node.block.body):

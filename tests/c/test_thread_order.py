@@ -51,6 +51,14 @@ def test_the_order_comes_from_the_environment(monkeypatch):
         env.THREAD_ORDER.value()
 
 
+@pytest.mark.parametrize("order", ["shuffle:abc", "shuffle:1:2"])
+def test_a_seed_that_is_no_integer_is_refused_naming_the_argument(order):
+    # (a raw int() error: audit helper-150)
+    with pytest.raises(ValueError, match=f"thread_order='{order}': shuffle's seed is an "
+                                         f"integer"):
+        _run_racy(thread_order=order)
+
+
 def test_a_shuffle_visits_every_thread_once():
     text = lower(racy, thread_order="shuffle:3").script()
     assert "sched_threads_" in text and "% 64" in text

@@ -115,3 +115,27 @@ def test_a_guard_that_always_holds_goes_and_a_function_without_guards_stays():
     parted = partition_guarded_loops(lowered)
     assert len(_loops(parted, "io")) == 1 and not collect(parted.body, IfThenElse)
     assert partition_guarded_loops(parted) == parted
+
+
+def test_the_rest_of_a_loop_with_only_an_extern_call_left_still_runs():
+    # iterations 6-9 ran only the opaque call: the partition dropped them (audit helper-150)
+    @T.prim_func
+    def f(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32"),
+          C: T.Buffer((10,), "float32")):
+        for i in range(10):
+            with T.block("B"):
+                vi = T.axis.spatial(10, i)
+                T.where(i < 6)
+                B[vi] = A[vi] * T.float32(2)
+            with T.block("E"):
+                vi = T.axis.spatial(10, i)
+                T.reads(A[vi])
+                T.writes(C[vi])
+                T.evaluate(T.call_extern("int32", "store_one", T.address_of(C[vi]), A[vi]))
+
+    kernel = sched.build(f, target="c", extern_c="static int store_one(float* p, float v) "
+                                                  "{ *p = v + 1.0f; return 0; }")
+    a, b, c = np.arange(10, dtype=np.float32), np.zeros(10, np.float32), np.zeros(10, np.float32)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a + 1)
+    np.testing.assert_array_equal(b[:6], a[:6] * 2)

@@ -423,3 +423,21 @@ def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), limit: T.int64):
     a, c = np.arange(1, 5, dtype=np.int32), np.zeros(4, np.int32)
     kernel(a, c, 2**63 - 1)
     np.testing.assert_array_equal(c, a)
+
+
+def test_a_loop_bound_of_an_int64_product_is_checked_too():
+    # the kernel compares i < m * 4: at m = -2**62 + 1 the product wrapped to 4 and wrote
+    # B[2], B[3]; the model read no iteration (audit helper-149)
+    f = sched.parse('''
+@T.prim_func
+def f(B: T.Buffer((2,), "float32"), m: T.int64):
+    for i in range(m * T.int64(4)):
+        with T.block("b"):
+            vi = T.axis.spatial(T.int64(2), i)
+            B[vi] = T.float32(1.0)
+''')
+    kernel = sched.build(f, target="c")
+    with pytest.raises(KernelArgumentError, match="computes its index arithmetic with m"):
+        kernel(np.zeros(2, np.float32), -2**62 + 1)
+    with pytest.raises(KernelArgumentError, match=r"binds vi out of bounds"):
+        kernel(np.zeros(2, np.float32), 1)

@@ -253,3 +253,30 @@ def test_a_blockized_block_declares_what_its_blocks_read_after_an_inline():
     sched.build(sch.mod, target="c")(a, c)
     np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
     assert sched.parse(script) is not None
+
+
+@T.prim_func
+def _outer_with_own_reads(A: T.Buffer((16,), "float32"), N: T.Buffer((4,), "int32"),
+                          B: T.Buffer((16,), "float32"), D: T.Buffer((8,), "float32")):
+    for io in range(4):
+        with T.block("outer"):
+            vo = T.axis.spatial(4, io)
+            T.reads(A[vo * 4:vo * 4 + 4], N[vo])
+            T.writes(B[vo * 4:vo * 4 + 4])
+            for ii in range(4):
+                if N[vo] > ii:
+                    with T.block("inner"):
+                        vi = T.axis.spatial(16, vo * 4 + ii)
+                        B[vi] = A[vi] + 1.0
+    for k in range(8):
+        with T.block("d"):
+            vk = T.axis.spatial(8, k)
+            D[vk] = 1.0
+
+
+def test_an_outer_block_with_accesses_of_its_own_keeps_its_regions():
+    # its `if N[vo] > ii` read N outside the nested block: the refreshed regions lost N, and
+    # the next step, elsewhere, failed to verify (audit helper-149)
+    sch = sched.Schedule(_outer_with_own_reads)
+    sch.split(sch.get_loops(sch.get_block("d"))[0], [2, 4])
+    assert "T.reads(A[vo * 4:vo * 4 + 4], N[vo])" in sch.mod.script()
