@@ -262,8 +262,9 @@ class ArgumentBinder:
             storage_bytes = pointer = 0
             resized = False
         needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
-        if resized and needed:
-            pass            # a storage resized to nothing: said below (audit helper-146)
+        if resized and needed or type(tensor) is torch.Tensor and not tensor.numel():
+            pass            # a storage resized to nothing, an empty tensor: said below or by
+            #                 the shape checks (audit helpers 146, 149)
         elif not pointer or type(tensor).__name__ in _NO_MEMORY_TENSORS:
             # torch's tracing tensors (functionalize, vmap, fake and meta modes) stand for
             # values with no memory of theirs: a kernel would read address 0 (audit

@@ -105,6 +105,19 @@ def test_a_tensor_whose_storage_was_freed_is_said_to_be_one():
         _doubling_kernel()(x, torch.zeros(5))
 
 
+def test_an_empty_tensor_is_refused_by_its_size():
+    # (it was called a tensor of torch's tracing: helper-149)
+    from sched import compute as te
+
+    m = te.var("m")
+    A = te.placeholder((4, m), "float32", name="A")
+    kernel = sched.build(te.create_prim_func([A, te.compute((4, m), lambda i, j: A[i, j] * 2.0,
+                                                            name="B")]), target="c")
+    with pytest.raises(KernelArgumentError, match=r"argument 1 'A': dimension 1 \(symbolic dim "
+                                                  r"'m'\) is 0"):
+        kernel(torch.zeros(4, 0), torch.zeros(4, 0))
+
+
 @pytest.mark.parametrize("trace", ["functionalize", "vmap", "fake"])
 def test_tensors_of_torchs_tracing_are_refused(trace):
     # audit, helper-125: a functionalized or fake tensor has data pointer 0 (the kernel read
