@@ -152,10 +152,11 @@ def wrapping_int32(expr: Expr, ranges: dict) -> Expr:
     """`expr`, computed as data (a condition in what a store writes: the kernel computes its
     int32 arithmetic modulo 2**32, as numpy does, where an index computes it exactly), with
     each int32 sum, difference, product or left shift whose value may leave int32 marked so
-    that `to_isl` reads it modulo 2**32: as a widening cast of it (`_widened`). `ranges` gives
-    the variables' values (`interval`'s form; a variable without one may take any value of
-    its type). Audit helper-143: `T.if_then_else(vi * 2**30 < 0, A[vi + 10**8], A[vi])` was
-    read as never taking the far branch, which the kernel takes at vi = 2."""
+    that `to_isl` reads it modulo 2**32 (a call `WRAP32` of it, which no IR of a program
+    holds). `ranges` gives the variables' values (`interval`'s form; a variable without one
+    may take any value of its type). Audit helper-143: `T.if_then_else(vi * 2**30 < 0,
+    A[vi + 10**8], A[vi])` was read as never taking the far branch, which the kernel takes
+    at vi = 2."""
     return _wrapping(expr, ranges)[0]
 
 

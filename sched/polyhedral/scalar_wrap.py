@@ -1,0 +1,157 @@
+"""The int64 scalar parameters whose values may wrap on the way to an operation other than a
+sum, difference or product in what the polyhedral model reads as integer arithmetic.
+
+The model reads int64 arithmetic exactly where its magnitude stays below 2**63 with each
+int64 variable up to 2**40 (`isl_expr.INT64_MAGNITUDE`); sizes stay far below that, but a
+scalar parameter may take any value. Sums, differences and products wrap alike on the way
+(where the exact value is in bounds, so is the kernel's), and an operation on the scalar
+itself is exact; another operation on a wrapped sum or product is not: `T.min(m * 3, 0)` at
+m = 2**62 + 1 read A[vi + 3] past A (audit helper-143). in_bounds.py checks the scalars found
+here at every call against 2**40.
+
+    scalars_that_may_wrap(func)     # {m: "C"}: the scalar and the first block that has one
+"""
+
+from __future__ import annotations
+
+from sched.ir.functor import IRVisitor, free_vars
+from sched.ir.nodes import (
+    Assume,
+    BinaryOp,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    For,
+    IfThenElse,
+    LetStmt,
+    Not,
+    PrimFunc,
+    Select,
+    Var,
+    While,
+)
+
+
+def scalars_that_may_wrap(func: PrimFunc) -> dict[Var, str]:
+    """The int64 scalar parameters of `func` whose values may wrap on the way to an operation
+    other than a sum, difference or product (see the module doc), each with the first block
+    that computes so."""
+    scalars = {p for p in func.params if isinstance(p, Var) and p.dtype == "int64"}
+    if not scalars:
+        return {}
+    finder = _ScalarsUnderOperations(scalars)
+    finder.visit(func.body)
+    return finder.found
+
+
+_RING_OPS = ("add", "sub", "mul")
+
+
+class _ScalarsUnderOperations(IRVisitor):
+    """The `scalars` whose values may wrap on the way to an operation other than a sum,
+    difference or product, in what the model reads as integer arithmetic (indices, loop
+    bounds, conditions, bindings, lets, a select's condition in a stored value), each with
+    the first block that has one: under a sum, difference or product such an operation
+    takes (`T.min(m * 3, 0)`), or through a variable the model substitutes (a let, a block
+    binding, a loop bound of them: `x = m * 3` then `T.min(x, 0)`, audit helper-147)."""
+
+    def __init__(self, scalars: set) -> None:
+        self.scalars = scalars
+        self.derived: dict[Var, frozenset] = {}   # a variable -> the scalars it holds
+        self.found: dict[Var, str] = {}
+        self.block = "root"
+
+    def sources(self, *exprs) -> frozenset:
+        found = set()
+        for var in (v for e in exprs for v in free_vars(e)):
+            found |= {var} & self.scalars | self.derived.get(var, frozenset())
+        return frozenset(found)
+
+    def derive(self, var: Var, *exprs) -> None:
+        held = self.sources(*exprs)
+        if held:
+            self.derived[var] = held
+
+    def read(self, *exprs, compared: bool = False) -> None:
+        """`exprs`, each an index (its value is what counts) or, `compared`, a value the
+        kernel compares (a loop bound, a binding checked against its domain: audit
+        helper-149, `range(m * 4)` ran 4 iterations at m = -2**62 + 1, none in the model)."""
+        for expr in exprs:
+            self.under(expr, below=compared, ring=False)
+            self.visit(expr)                 # the loads and selects inside
+
+    def under(self, e, below: bool, ring: bool) -> None:
+        if isinstance(e, Var):
+            held = ({e} & self.scalars if ring else set()) | self.derived.get(e, set())
+            for scalar in held if below else ():
+                self.found.setdefault(scalar, self.block)
+        elif isinstance(e, BinaryOp) and e.op in _RING_OPS:
+            self.under(e.a, below, True)
+            self.under(e.b, below, True)
+        elif not isinstance(e, BufferLoad):  # (a load's indices are read on their own)
+            for child in _operands(e):
+                self.under(child, True, False)
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        self.read(*node.indices)
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        self.read(*node.indices)
+        self.visit(node.value)
+
+    def visit_Select(self, node: Select) -> None:
+        self.read(node.condition)
+        self.visit(node.true_value)
+        self.visit(node.false_value)
+
+    def visit_For(self, node: For) -> None:
+        self.read(node.min, node.extent, compared=True)
+        self.derive(node.loop_var, node.min, node.extent)
+        self.visit(node.body)
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        self.read(node.condition)
+        self.visit(node.then_body)
+        if node.else_body is not None:
+            self.visit(node.else_body)
+
+    def visit_While(self, node: While) -> None:
+        self.read(node.condition)
+        self.visit(node.body)
+
+    def visit_Assume(self, node: Assume) -> None:
+        self.read(node.condition)
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        self.read(node.value)
+        self.derive(node.var, node.value)
+        self.visit(node.body)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        outer, self.block = self.block, node.block.name
+        self.read(node.predicate, *node.iter_values,
+                  *(x for iv in node.block.iter_vars for x in (iv.dom.min, iv.dom.extent)),
+                  compared=True)
+        for iter_var, value in zip(node.block.iter_vars, node.iter_values):
+            self.derive(iter_var.var, value)
+        for stmt in (node.block.init, node.block.body):
+            if stmt is not None:
+                self.visit(stmt)
+        self.block = outer
+
+
+def _operands(e) -> tuple:
+    """The expressions an expression node computes from."""
+    if isinstance(e, BinaryOp):
+        return (e.a, e.b)
+    if isinstance(e, Not):
+        return (e.a,)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Select):
+        return (e.condition, e.true_value, e.false_value)
+    if isinstance(e, Call):
+        return e.args
+    return ()
