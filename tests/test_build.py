@@ -591,6 +591,38 @@ def _update_beside_inner_blocks(X: T.Buffer((2,), "float32"), C: T.Buffer((2, 4)
                     C[vy, vx] = T.float32(2)
 
 
+@T.prim_func
+def _row_sum_declared_as_tvm_prints_it(A: T.Buffer((4, 33), "float32"),
+                                       B: T.Buffer((4, 33), "float32")):
+    S = T.alloc_buffer((4,))
+    for i, k in T.grid(4, 33):
+        with T.block("S"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            T.reads(A[vi, vk])
+            T.writes(S[vi])
+            with T.init():
+                S[vi] = T.float32(0)
+            S[vi] = S[vi] + A[vi, vk]
+    for i, j in T.grid(4, 33):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] / S[vi]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_an_update_outside_the_thread_loops_is_refused_whatever_its_declared_reads(target):
+    # TVM prints a reduction's T.reads without its accumulator: judged by them, every thread
+    # ran the row sum (S 32 times too large on both targets, audit helper-151)
+    sch = sched.Schedule(_row_sum_declared_as_tvm_prints_it)
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(sch.split(j, factors=[None, 32])[1], "threadIdx.x")
+    sch.compute_at(sch.get_block("S"), i)
+    with pytest.raises(BuildError, match=r"block 'S' runs outside the threadIdx loops .* it "
+                                         r"reads what it writes \(S\)"):
+        sched.build(sch.func, target=target)
+
+
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
 def test_an_update_beside_the_inner_blocks_of_a_block_is_judged_as_a_block(target):
     # the store of a block that holds the thread (or block) loops runs outside them: X + 32

@@ -25,6 +25,7 @@ from sched.ir.functor import IRMutator, collect, free_vars
 from sched.ir.nodes import (
     Block,
     BlockRealize,
+    Buffer,
     BufferLoad,
     BufferStore,
     Call,
@@ -91,7 +92,7 @@ def _redundant_in_blocks(func: PrimFunc) -> str | None:
     blocks = {block.name: block for block, _ in leaves}
     writers: dict[str, list[str]] = {}
     for block, _ in leaves:
-        for storage in _global_storages(block.writes):
+        for storage in _global_storages(_accessed(block, write=True)):
             writers.setdefault(storage, []).append(block.name)
     kinds = _dependence_kinds(func, blocks, writers)
 
@@ -99,13 +100,13 @@ def _redundant_in_blocks(func: PrimFunc) -> str | None:
         return kind in kinds.get((source, sink, storage), ())
     for name in sorted(copied, key=list(blocks).index):
         block = blocks[name]
-        written = _global_storages(block.writes)
+        written = _global_storages(_accessed(block, write=True))
         if is_opaque(block) and written:
             return (f"block {name!r} runs outside a blockIdx loop of its kernel, so every "
                     f"thread block along it runs it, and it makes an opaque call that may "
                     f"write {', '.join(sorted(written))}: the copies' calls could race. "
                     f"{_BLOCK_ADVICE}")
-        for storage in sorted(_global_storages(block.reads)):
+        for storage in sorted(_global_storages(_accessed(block, write=False))):
             changed = [w for w in writers.get(storage, []) if w == name
                        or depends("anti", name, w, storage)
                        or (w not in copied and depends("flow", w, name, storage))]
@@ -131,8 +132,20 @@ _BLOCK_ADVICE = ("Bind one of its loops to that blockIdx axis, or move it under 
                  "(sch.compute_at / sch.reverse_compute_at)")
 
 
-def _global_storages(regions) -> set[str]:
-    return {r.buffer.storage_name for r in regions if r.buffer.scope == "global"}
+def _global_storages(buffers) -> set[str]:
+    return {b.storage_name for b in buffers if b.scope == "global"}
+
+
+def _accessed(block: Block, write: bool) -> list[Buffer]:
+    """The buffers `block` writes (or reads): its declared regions and the stores (loads) in
+    its body and init. A TVM script's `T.reads` leaves out a reduction's own accumulator
+    (`S[vi] = S[vi] + A[vi, vk]` with `T.reads(A[vi, vk])`): judged by the declared regions
+    alone, every thread of a block ran that update (audit helper-151)."""
+    found = [r.buffer for r in (block.writes if write else block.reads)]
+    for stmt in (block.init, block.body):
+        if stmt is not None:
+            found += [node.buffer for node in collect(stmt, BufferStore if write else BufferLoad)]
+    return found
 
 
 def _dependence_kinds(func: PrimFunc, blocks: dict, writers: dict[str, list[str]]
@@ -156,7 +169,8 @@ def _dependence_kinds(func: PrimFunc, blocks: dict, writers: dict[str, list[str]
         for storage, names in writers.items():
             for writer in names:
                 for other, block in blocks.items():
-                    if storage in _global_storages(block.reads) | _global_storages(block.writes):
+                    if storage in _global_storages(_accessed(block, write=False)) | \
+                            _global_storages(_accessed(block, write=True)):
                         every[writer, other, storage] = every[other, writer, storage] = \
                             {"flow", "anti", "output"}
         return every
@@ -182,9 +196,9 @@ def _redundant_in_kernel(func: PrimFunc) -> str | None:
         if kernel is None or axes <= {_tag(loop) for loop in loops}:
             continue
         block = realize.block
-        written = {r.buffer.storage_name for r in block.writes
-                   if not is_thread_private(r.buffer.scope)}
-        updated = sorted(written & {r.buffer.storage_name for r in block.reads})
+        written = {b.storage_name for b in _accessed(block, write=True)
+                   if not is_thread_private(b.scope)}
+        updated = sorted(written & {b.storage_name for b in _accessed(block, write=False)})
         if written and is_opaque(block):
             return (f"block {block.name!r} runs outside the threadIdx loops of its kernel, so "
                     f"every thread of a block runs it at the same time, and it makes an "
@@ -214,9 +228,9 @@ def _private_read_by_every_thread(func: PrimFunc) -> str | None:
         axes = _thread_axes(loops)
         if axes:
             reduced_across = _reduces_across_threads(realize, loops)
-            for region in realize.block.writes:
-                if is_thread_private(region.buffer.scope):
-                    found = written_by_threads.setdefault(region.buffer.storage_name,
+            for buffer in _accessed(realize.block, write=True):
+                if is_thread_private(buffer.scope):
+                    found = written_by_threads.setdefault(buffer.storage_name,
                                                           (realize.block.name, set(), set()))
                     found[1].update(axes)
                     if reduced_across:
@@ -225,14 +239,14 @@ def _private_read_by_every_thread(func: PrimFunc) -> str | None:
         if not any(_tag(loop) in BLOCK_TAGS for loop in loops):
             continue
         own = _thread_axes(loops)
-        for region in realize.block.reads:
-            writer, axes, reducers = written_by_threads.get(region.buffer.storage_name,
+        for buffer in _accessed(realize.block, write=False):
+            writer, axes, reducers = written_by_threads.get(buffer.storage_name,
                                                             (None, set(), set()))
-            if writer is not None and is_thread_private(region.buffer.scope) and axes - own:
+            if writer is not None and is_thread_private(buffer.scope) and axes - own:
                 missing = ", ".join(sorted(axes - own))
                 return (f"block {realize.block.name!r} runs in every thread along {missing} "
                         f"(no loop of it is bound there), and it reads "
-                        f"{region.buffer.name!r} ({region.buffer.scope}: each thread's own "
+                        f"{buffer.name!r} ({buffer.scope}: each thread's own "
                         f"copy), which block {writer!r} writes under a loop bound to "
                         f"{missing}: the other threads would read a copy nobody wrote. Bind "
                         f"its loops to the threads as the writer's are, or keep the buffer in "

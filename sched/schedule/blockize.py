@@ -191,7 +191,7 @@ def _box(func: PrimFunc, block: str, buffer: Buffer, loop: str, access: str):
 class BlockizePrimitives(ScheduleBase):
     """blockize."""
 
-    def blockize(self, loop: LoopRV) -> BlockRV:
+    def blockize(self, loop: LoopRV, preserve_unit_iters: bool = True) -> BlockRV:
         """Make the subtree under `loop` (the loop included) one block, `<block>_o`, with the
         blocks under it nested inside; schedules then treat it as one unit (compute_at,
         cache_read, parallel...), and `get_loops` of a nested block stops at it.
@@ -201,9 +201,11 @@ class BlockizePrimitives(ScheduleBase):
         (and enclosing block variables) that the subtree uses; its regions are what the
         nested blocks touch in one of its instances.
 
-        Arguments: `loop` a loop handle.
+        Arguments: `loop` a loop handle; `preserve_unit_iters` (TVM's) is accepted and changes
+        nothing: the new block keeps an iteration variable per loop its subtree uses.
         Returns: a handle to the new block. Handles stay valid.
-        Also known as: `blockize` in TVM.
+        Also known as: `blockize` in TVM (which also takes a list of blocks; sched takes the
+        loop above them).
 
         >>> import sched
         >>> from sched import compute as te

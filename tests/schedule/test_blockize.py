@@ -280,3 +280,16 @@ def test_an_outer_block_with_accesses_of_its_own_keeps_its_regions():
     sch = sched.Schedule(_outer_with_own_reads)
     sch.split(sch.get_loops(sch.get_block("d"))[0], [2, 4])
     assert "T.reads(A[vo * 4:vo * 4 + 4], N[vo])" in sch.mod.script()
+
+
+def test_tvm_keyword_spellings_of_blockize_and_cache_read():
+    # blockize(loop, preserve_unit_iters=True) was a raw TypeError; consumer_blocks=[] (what
+    # TVM's wrapper passes for None) was refused (audit helper-151)
+    sch = sched.Schedule(_scaled_then_bumped)
+    i_0, i_1 = sch.split(sch.get_loops(sch.get_block("c"))[0], [None, 16])
+    sch.blockize(i_1, preserve_unit_iters=True)
+    sch.cache_read(sch.get_block("b"), 0, "global", consumer_blocks=[])
+    a = np.random.default_rng(1).random((64, 64), dtype=np.float32)
+    c = np.zeros((64, 64), np.float32)
+    sched.build(sch.mod, target="c")(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
