@@ -15,22 +15,24 @@ block's regions may be):
         ...                                  ->       ...
             C[vi, vj] = A[vi, vj] * 2 + 1                 C[vi, vj] = A[vi, vj] * 2 + 1
 
-Buffers allocated inside the block are not its regions. A block with accesses of its own
-(outside the blocks in it) or an init is left as it is. The analyses read the nested
-blocks' own accesses, so nothing they prove changes. A declared region of a buffer the
-blocks still access is kept as it is, even where they now access more of it.
+A declared region of a buffer the blocks still access is kept where it holds what the
+blocks directly inside access in one instance (isl, over the loops between), else widened
+to the whole buffer. Buffers allocated inside the block are not its regions. A block with
+accesses of its own (outside the blocks in it) or an init is left as it is. The analyses
+read the nested blocks' own accesses, so nothing they prove changes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from sched.ir.functor import IRMutator, IRVisitor, collect
+from sched.ir.functor import IRMutator, IRVisitor, child_field_names, collect, free_vars
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
     Buffer,
     BufferRegion,
+    For,
     PrimFunc,
     Range,
     const,
@@ -64,11 +66,12 @@ class _Refresh(IRMutator):
         local |= {a.buffer.name for a in collect(block.body, Allocate)}
         reads = _refreshed(block.reads, [r for b in inner for r in b.reads], local)
         writes = _refreshed(block.writes, [r for b in inner for r in b.writes], local)
-        if reads is None and writes is None:
+        reads = _widened(node, block.reads if reads is None else reads, "reads")
+        writes = _widened(node, block.writes if writes is None else writes, "writes")
+        if reads == block.reads and writes == block.writes:
             return node
-        return dataclasses.replace(node, block=dataclasses.replace(
-            block, reads=block.reads if reads is None else reads,
-            writes=block.writes if writes is None else writes))
+        return dataclasses.replace(node, block=dataclasses.replace(block, reads=reads,
+                                                                   writes=writes))
 
 
 def _accesses_of_its_own(body) -> bool:
@@ -116,3 +119,83 @@ def _refreshed(declared: tuple[BufferRegion, ...], nested: list[BufferRegion],
 
 def _whole(buffer: Buffer) -> BufferRegion:
     return BufferRegion(buffer, tuple(Range(const(0, d.dtype), d) for d in buffer.shape))
+
+
+def _widened(node: BlockRealize, declared: tuple[BufferRegion, ...], access: str
+             ) -> tuple[BufferRegion, ...]:
+    """`declared`, each region the whole buffer where a block directly inside accesses more
+    of it than the region says in an instance of `node` (its region relaxed over the loops
+    between, by isl; audit helper-149: after inlining B[vi] = A[(vi + 16) % 64, vj] into a
+    blockized block, its nested block read all of A's rows, the outer block 16 of them)."""
+    outer = {iv.var: iv.dom for iv in node.block.iter_vars}
+    nested = list(_directly_inside(node.block.body, []))
+    widened = []
+    for region in declared:
+        covered = all(_covers(region, box, outer) for realize, loops in nested
+                      for inner in getattr(realize.block, access)
+                      if inner.buffer.name == region.buffer.name
+                      for box in [_relaxed(inner, realize, loops, outer)])
+        widened.append(region if covered else _whole(region.buffer))
+    return tuple(widened) if widened != list(declared) else declared
+
+
+def _directly_inside(stmt, loops: list[For]):
+    """(block realize, the loops from `stmt` down to it) of each block in `stmt` that no
+    other block in it holds."""
+    if isinstance(stmt, BlockRealize):
+        yield stmt, loops
+    elif isinstance(stmt, For):
+        yield from _directly_inside(stmt.body, [*loops, stmt])
+    else:
+        for child in _statements(stmt):
+            yield from _directly_inside(child, loops)
+
+
+def _statements(stmt) -> list:
+    found = []
+    for name in child_field_names(type(stmt), statements_only=True):
+        value = getattr(stmt, name)
+        found += list(value) if isinstance(value, tuple) else [value] if value is not None \
+            else []
+    return found
+
+
+def _relaxed(region: BufferRegion, realize: BlockRealize, loops: list[For], outer: dict):
+    from sched.schedule.relaxed_region import relaxed_region
+
+    bindings = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+    return relaxed_region(region, bindings, loops, outer)
+
+
+def _covers(region: BufferRegion, box, outer: dict) -> bool:
+    """Whether `region` holds `box` (None: a box isl could not find) wherever the variables
+    of `outer` take their domains."""
+    import islpy as isl
+
+    from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl
+    from sched.polyhedral.isl_text import read_set
+
+    if box is None:
+        return False
+    elements = [f"e{d}" for d in range(len(box))]
+    context = [range_constraint(var, dom.min, dom.extent) for var, dom in outer.items()]
+
+    def inside(ranges) -> list[str] | None:
+        texts = [(to_isl(r.min), to_isl(r.extent)) for r in ranges]
+        if any(None in pair for pair in texts):
+            return None
+        return [f"{lo} <= {e} < {lo} + {extent}" for e, (lo, extent) in zip(elements, texts)]
+    held, needed = inside(region.region), inside(box)
+    if held is None or needed is None or None in context:
+        return False
+    variables = {v for r in (*region.region, *box) for x in (r.min, r.extent)
+                 for v in free_vars(x)} | set(outer)
+    params = ", ".join(sorted(isl_name(v) for v in variables))
+    try:
+        small = read_set(f"[{params}] -> {{ [{', '.join(elements)}] : "
+                         f"{' and '.join(needed + context) or 'true'} }}")
+        large = read_set(f"[{params}] -> {{ [{', '.join(elements)}] : "
+                         f"{' and '.join(held) or 'true'} }}")
+        return small.is_subset(large)
+    except isl.Error:
+        return False

@@ -293,3 +293,28 @@ def test_tvm_keyword_spellings_of_blockize_and_cache_read():
     c = np.zeros((64, 64), np.float32)
     sched.build(sch.mod, target="c")(a, c)
     np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+
+
+@T.prim_func
+def _shifted_then_added(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    B = T.alloc_buffer((64, 64))
+    for i, j in T.grid(64, 64):
+        with T.block("b"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[(vi + 16) % 64, vj] * 2.0
+    for i, j in T.grid(64, 64):
+        with T.block("c"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + A[vi, vj]
+
+
+def test_a_blockized_block_declares_more_of_a_buffer_its_blocks_read_more_of():
+    # b inlined into a blockized c: its nested block reads every row of A, the outer block
+    # kept declaring 16 (audit helper-149)
+    sch = sched.Schedule(_shifted_then_added)
+    sch.split(sch.get_loops(sch.get_block("c"))[0], [None, 16])
+    sch.blockize(sch.get_loops(sch.get_block("c"))[1])
+    assert "T.reads(B[v_i_1_0 * 16:v_i_1_0 * 16 + 16, 0:64], A[v_i_1_0 * 16:v_i_1_0 * 16 " \
+        "+ 16, 0:64])" in sch.mod.script()
+    sch.compute_inline(sch.get_block("b"))
+    assert "T.reads(A[0:64, 0:64])" in sch.mod.script()
