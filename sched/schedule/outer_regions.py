@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.functor import IRMutator, IRVisitor, child_field_names, collect, free_vars
+from sched.ir.memo import identity_cache
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
@@ -56,22 +57,32 @@ def outer_regions_refreshed(func: PrimFunc) -> PrimFunc:
 
 class _Refresh(IRMutator):
     def visit_BlockRealize(self, node: BlockRealize):
-        node = self.visit_children(node)
-        block = node.block
-        inner = [r.block for r in collect(block.body, BlockRealize)]
-        if not inner or block.init is not None or _accesses_of_its_own(block.body):
-            return node             # (what it declares for its own accesses is the user's)
-        local = {b.name for b in block.alloc_buffers}
-        local |= {b.name for nested in inner for b in nested.alloc_buffers}
-        local |= {a.buffer.name for a in collect(block.body, Allocate)}
-        reads = _refreshed(block.reads, [r for b in inner for r in b.reads], local)
-        writes = _refreshed(block.writes, [r for b in inner for r in b.writes], local)
-        reads = _widened(node, block.reads if reads is None else reads, "reads")
-        writes = _widened(node, block.writes if writes is None else writes, "writes")
-        if reads == block.reads and writes == block.writes:
-            return node
-        return dataclasses.replace(node, block=dataclasses.replace(block, reads=reads,
-                                                                   writes=writes))
+        return _refreshed_realize(node)
+
+    def visit_Buffer(self, node):
+        return node
+
+
+@identity_cache(maxsize=1 << 10)
+def _refreshed_realize(node: BlockRealize) -> BlockRealize:
+    """`node` with the blocks in it refreshed, then its own regions; remembered per node (a
+    step rebuilds the function around the blocks it did not touch)."""
+    node = _Refresh().visit_children(node)
+    block = node.block
+    inner = [r.block for r in collect(block.body, BlockRealize)]
+    if not inner or block.init is not None or _accesses_of_its_own(block.body):
+        return node             # (what it declares for its own accesses is the user's)
+    local = {b.name for b in block.alloc_buffers}
+    local |= {b.name for nested in inner for b in nested.alloc_buffers}
+    local |= {a.buffer.name for a in collect(block.body, Allocate)}
+    reads = _refreshed(block.reads, [r for b in inner for r in b.reads], local)
+    writes = _refreshed(block.writes, [r for b in inner for r in b.writes], local)
+    reads = _widened(node, block.reads if reads is None else reads, "reads")
+    writes = _widened(node, block.writes if writes is None else writes, "writes")
+    if reads == block.reads and writes == block.writes:
+        return node
+    return dataclasses.replace(node, block=dataclasses.replace(block, reads=reads,
+                                                               writes=writes))
 
 
 def _accesses_of_its_own(body) -> bool:
