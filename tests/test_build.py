@@ -760,3 +760,29 @@ def test_a_buffer_of_more_bytes_than_the_address_space_is_refused():
     with pytest.raises(BuildError, match=r"buffer 'X' holds 18446744073709551632 elements of "
                                          r"float32, more bytes than a 64-bit address space"):
         sched.build(_buffer_past_the_address_space, target="c")
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_scratch_buffer_a_block_allocates_itself_stays_out_of_the_thread_checks(target):
+    # every thread of the block stores the same values into its shared scratch: accepted by
+    # the declared regions, refused once stores and loads were read too (audit helper-152)
+    f = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        with T.block("stage"):
+            vb = T.axis.spatial(2, bx)
+            T.reads(A[vb * 32:vb * 32 + 32])
+            T.writes()
+            tmp = T.alloc_buffer((1,), scope="shared")
+            tmp[0] = A[vb * 32]
+            tmp[0] = tmp[0] + T.float32(1)
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("out"):
+                vi = T.axis.spatial(64, bx * 32 + tx)
+                B[vi] = A[vi] * T.float32(2)
+""")
+    b = np.zeros(64, np.float32)
+    a = np.arange(64, dtype=np.float32)
+    sched.build(f, target=target)(a, b)
+    np.testing.assert_array_equal(b, a * 2)

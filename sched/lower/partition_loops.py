@@ -30,11 +30,13 @@ import islpy as isl
 
 from sched.ir.functor import IRMutator, collect, free_vars
 from sched.ir.nodes import (
+    IMPURE_CALLS,
     AsyncCommit,
     AsyncWait,
     Barrier,
     BinaryOp,
     BufferStore,
+    Call,
     Evaluate,
     Expr,
     For,
@@ -149,8 +151,8 @@ def _first_failure(loop: For, bounds: tuple[int, int], conjunct: Expr,
     return g, somewhere.intersect(tail).is_empty()
 
 
-# statements whose running matters (an opaque call's too: the rest of a loop whose extern
-# calls were left out dropped them, audit helper-150)
+# statements whose running matters, and opaque calls wherever they are (a let's value too:
+# the rest of a loop whose extern calls were left out dropped them, audit helpers 150, 152)
 _EFFECTS = (BufferStore, Barrier, Evaluate, AsyncCommit, AsyncWait)
 
 
@@ -177,7 +179,8 @@ def _partition(loop: For, outer: dict) -> list[For] | None:
         return [main]
     dead = {id(guard) for g, never, guard, _ in firsts if never and g == split}
     rest_body = _WithoutIfs(dead).visit(loop.body)
-    if not any(collect(rest_body, kind) for kind in _EFFECTS):
+    if not any(collect(rest_body, kind) for kind in _EFFECTS) and not any(
+            call.op in IMPURE_CALLS for call in collect(rest_body, Call)):
         return [main]        # nothing runs in the rest
     if split - bounds[0] < bounds[1] - split:
         return None          # most iterations need a guard: two loops would not pay

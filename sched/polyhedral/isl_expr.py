@@ -82,9 +82,10 @@ def to_isl(expr: Expr) -> str | None:
     return None
 
 
-def _wrapped_int64(text: str, expr: BinaryOp) -> str:
-    """`text`, the isl form of the sum or product `expr`, modulo 2**64 (two's complement, as
-    the kernels compute index arithmetic, int32 widened where it could pass int32) where its
+def _wrapped_int64(text: str, expr: Expr) -> str:
+    """`text`, the isl form of the sum, product or left shift `expr`, modulo 2**64 (two's
+    complement, as the kernels compute index arithmetic, int32 widened where it could pass
+    int32) where its
     magnitude may reach 2**63 (`i * 2**61 < x` holds again at i = 4, audit helper-132;
     `(vi + 2**40) * 2**30`, `x * 2**30 * 2**30`, helper-136). The usual exact form otherwise:
     index arithmetic of sizes and loops stays far from 2**63."""
@@ -236,8 +237,9 @@ def _call_to_isl(expr: Call) -> str | None:
     if amount is None or a is None:
         return None
     if expr.op in ("shift_left", "shift_right") and 0 <= amount < bits(expr.dtype) - 1:
-        return f"(({a}) * {1 << amount})" if expr.op == "shift_left" else \
-            f"floor(({a}) / {1 << amount})"
+        # (a left shift wraps as a product does: audit helper-152)
+        return _wrapped_int64(f"(({a}) * {1 << amount})", expr) if expr.op == "shift_left" \
+            else f"floor(({a}) / {1 << amount})"
     if expr.op == "bitwise_and" and amount >= 0 and (amount + 1) & amount == 0:
         return f"(({a}) mod {amount + 1})"
     return None

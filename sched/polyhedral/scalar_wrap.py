@@ -90,6 +90,10 @@ class _ScalarsUnderOperations(IRVisitor):
         elif isinstance(e, BinaryOp) and e.op in _RING_OPS:
             self.under(e.a, below, True)
             self.under(e.b, below, True)
+        elif isinstance(e, Call) and e.op == "shift_left":
+            # a product by a power of two, as the model reads it (audit helper-152)
+            self.under(e.args[0], below, True)
+            self.under(e.args[1], True, False)
         elif not isinstance(e, BufferLoad):  # (a load's indices are read on their own)
             for child in _operands(e):
                 self.under(child, True, False)

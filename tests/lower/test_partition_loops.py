@@ -117,21 +117,29 @@ def test_a_guard_that_always_holds_goes_and_a_function_without_guards_stays():
     assert partition_guarded_loops(parted) == parted
 
 
-def test_the_rest_of_a_loop_with_only_an_extern_call_left_still_runs():
+@pytest.mark.parametrize("call", [
+    'T.evaluate(T.call_extern("int32", "store_one", T.address_of(C[vi]), A[vi]))',
+    # in a let's value (audit helper-152)
+    'r: T.int32 = T.call_extern("int32", "store_one", T.address_of(C[vi]), A[vi])\n'
+    '            T.assume(r == 0)',
+])
+def test_the_rest_of_a_loop_with_only_an_extern_call_left_still_runs(call):
     # iterations 6-9 ran only the opaque call: the partition dropped them (audit helper-150)
-    @T.prim_func
-    def f(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32"),
-          C: T.Buffer((10,), "float32")):
-        for i in range(10):
-            with T.block("B"):
-                vi = T.axis.spatial(10, i)
-                T.where(i < 6)
-                B[vi] = A[vi] * T.float32(2)
-            with T.block("E"):
-                vi = T.axis.spatial(10, i)
-                T.reads(A[vi])
-                T.writes(C[vi])
-                T.evaluate(T.call_extern("int32", "store_one", T.address_of(C[vi]), A[vi]))
+    f = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32"),
+      C: T.Buffer((10,), "float32")):
+    for i in range(10):
+        with T.block("B"):
+            vi = T.axis.spatial(10, i)
+            T.where(i < 6)
+            B[vi] = A[vi] * T.float32(2)
+        with T.block("E"):
+            vi = T.axis.spatial(10, i)
+            T.reads(A[vi])
+            T.writes(C[vi])
+            {call}
+''')
 
     kernel = sched.build(f, target="c", extern_c="static int store_one(float* p, float v) "
                                                   "{ *p = v + 1.0f; return 0; }")

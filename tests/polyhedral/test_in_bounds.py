@@ -441,3 +441,34 @@ def f(B: T.Buffer((2,), "float32"), m: T.int64):
         kernel(np.zeros(2, np.float32), -2**62 + 1)
     with pytest.raises(KernelArgumentError, match=r"binds vi out of bounds"):
         kernel(np.zeros(2, np.float32), 1)
+
+
+def test_a_left_shift_wraps_as_a_product_does():
+    # read exactly, m << 4 at m = 2**60 - 4 (-64 in the kernel) and (vi + 2**60 - 8) << 4 were
+    # proven in bounds (audit helper-152)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[T.Cast("int64", vi) + T.min(T.shift_left(m, T.int64(4)), T.int64(0))]
+''')
+    kernel = sched.build(f, target="c")
+    a, c = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    kernel(a, c, 3)
+    np.testing.assert_array_equal(c, a)
+    with pytest.raises(KernelArgumentError, match="computes its index arithmetic with m"):
+        kernel(a, c, 2**60 - 4)
+    g = sched.parse('''
+@T.prim_func
+def g(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[T.Cast("int64", vi) + T.min(T.shift_left(T.Cast("int64", vi) +
+                                                               T.int64(1152921504606846968),
+                                                               T.int64(4)), T.int64(0))]
+''')
+    with pytest.raises(OutOfBoundsError, match="accesses memory out of bounds"):
+        sched.build(g, target="c")
