@@ -763,26 +763,35 @@ def test_a_buffer_of_more_bytes_than_the_address_space_is_refused():
 
 
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
-def test_a_scratch_buffer_a_block_allocates_itself_stays_out_of_the_thread_checks(target):
-    # every thread of the block stores the same values into its shared scratch: accepted by
-    # the declared regions, refused once stores and loads were read too (audit helper-152)
-    f = sched.parse("""
+@pytest.mark.parametrize("scope", ["shared", "local"])
+def test_a_scratch_buffer_a_block_outside_the_thread_loops_updates(target, scope):
+    # a shared scratch is one per thread block, which every thread runs the block's update
+    # on: 32 times the sum (audit helper-154); a local one is each thread's own
+    f = sched.parse(f"""
 @T.prim_func
-def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
-    for bx in T.thread_binding(2, thread="blockIdx.x"):
-        with T.block("stage"):
-            vb = T.axis.spatial(2, bx)
-            T.reads(A[vb * 32:vb * 32 + 32])
-            T.writes()
-            tmp = T.alloc_buffer((1,), scope="shared")
-            tmp[0] = A[vb * 32]
-            tmp[0] = tmp[0] + T.float32(1)
+def f(A: T.Buffer((4, 8), "float32"), S: T.Buffer((4,), "float32"),
+      B: T.Buffer((4, 32), "float32")):
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for k in range(8):
+            with T.block("S"):
+                vb, vk = T.axis.remap("SR", [bx, k])
+                T.reads(A[vb, vk])
+                T.writes(S[vb])
+                tmp = T.alloc_buffer((1,), scope="{scope}")
+                tmp[0] = T.float32(0)
+                tmp[0] = tmp[0] + A[vb, vk]
+                S[vb] = tmp[0]
         for tx in T.thread_binding(32, thread="threadIdx.x"):
-            with T.block("out"):
-                vi = T.axis.spatial(64, bx * 32 + tx)
-                B[vi] = A[vi] * T.float32(2)
+            with T.block("B"):
+                vb, vt = T.axis.remap("SS", [bx, tx])
+                B[vb, vt] = T.float32(1)
 """)
-    b = np.zeros(64, np.float32)
-    a = np.arange(64, dtype=np.float32)
-    sched.build(f, target=target)(a, b)
-    np.testing.assert_array_equal(b, a * 2)
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    s, b = np.zeros(4, np.float32), np.zeros((4, 32), np.float32)
+    if scope == "shared":
+        with pytest.raises(BuildError, match=r"block 'S' runs outside the threadIdx loops .* "
+                                             r"it reads what it writes \(tmp\)"):
+            sched.build(f, target=target)
+        return
+    sched.build(f, target=target)(a, s, b)
+    np.testing.assert_array_equal(s, a[:, -1])

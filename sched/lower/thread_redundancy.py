@@ -142,11 +142,11 @@ def _accessed(block: Block, write: bool) -> list[Buffer]:
     (`S[vi] = S[vi] + A[vi, vk]` with `T.reads(A[vi, vk])`): judged by the declared regions
     alone, every thread of a block ran that update (audit helper-151)."""
     found = [r.buffer for r in (block.writes if write else block.reads)]
-    own = {b.storage_name for b in block.alloc_buffers}     # (not regions: per block copy)
     for stmt in (block.init, block.body):
         if stmt is not None:
-            found += [node.buffer for node in collect(stmt, BufferStore if write else BufferLoad)
-                      if node.buffer.storage_name not in own]
+            # (a shared buffer the block allocates itself too: one per thread block, which
+            # all its threads update, audit helper-154)
+            found += [node.buffer for node in collect(stmt, BufferStore if write else BufferLoad)]
     return found
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sched.ir.functor import IRVisitor, free_vars
 from sched.ir.nodes import (
+    Allocate,
     Assume,
     BinaryOp,
     BlockRealize,
@@ -52,7 +53,7 @@ _RING_OPS = ("add", "sub", "mul")
 class _ScalarsUnderOperations(IRVisitor):
     """The `scalars` whose values may wrap on the way to an operation other than a sum,
     difference or product, in what the model reads as integer arithmetic (indices, loop
-    bounds, conditions, bindings, lets, a select's condition in a stored value), each with
+    bounds, conditions, bindings, lets, a select's condition in a stored value, sizes), each with
     the first block that has one: under a sum, difference or product such an operation
     takes (`T.min(m * 3, 0)`), or through a variable the model substitutes (a let, a block
     binding, a loop bound of them: `x = m * 3` then `T.min(x, 0)`, audit helper-147)."""
@@ -128,6 +129,10 @@ class _ScalarsUnderOperations(IRVisitor):
     def visit_Assume(self, node: Assume) -> None:
         self.read(node.condition)
 
+    def visit_Allocate(self, node: Allocate) -> None:
+        self.read(*node.buffer.shape, compared=True)
+        self.visit(node.body)
+
     def visit_LetStmt(self, node: LetStmt) -> None:
         self.read(node.value)
         self.derive(node.var, node.value)
@@ -140,6 +145,9 @@ class _ScalarsUnderOperations(IRVisitor):
                   compared=True)
         for iter_var, value in zip(node.block.iter_vars, node.iter_values):
             self.derive(iter_var.var, value)
+        # the sizes of its allocations: `T.alloc_buffer((m * 3,))` allocated (m * 3) mod
+        # 2**64 elements, 5 at m = (2**64 + 5) // 3 (audit helper-154)
+        self.read(*(d for b in node.block.alloc_buffers for d in b.shape), compared=True)
         for stmt in (node.block.init, node.block.body):
             if stmt is not None:
                 self.visit(stmt)

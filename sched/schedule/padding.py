@@ -147,7 +147,10 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
         substitute(v, fill_vars) for v in realize.iter_values),
         predicate=substitute(realize.predicate, fill_vars))
     for lp in reversed(chain):
-        fill = For(fill_vars[lp.loop_var], lp.min, lp.extent, lp.kind, fill, lp.thread_tag)
+        # (bounds over the loops around, in their copies: `range(i + 1)` of a triangular nest
+        # named the old `i`, an isl syntax error, audit helper-154)
+        fill = For(fill_vars[lp.loop_var], substitute(lp.min, fill_vars),
+                   substitute(lp.extent, fill_vars), lp.kind, fill, lp.thread_tag)
     inside = _inside(realize, store, chain, substitute(condition, binding))
     parent = path_to(func.body, chain[0])[-1]
     if isinstance(parent, SeqStmt):        # one sequence, as the parser would read it back

@@ -472,3 +472,30 @@ def g(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
 ''')
     with pytest.raises(OutOfBoundsError, match="accesses memory out of bounds"):
         sched.build(g, target="c")
+
+
+def test_an_allocation_sized_by_an_int64_product_is_checked_too():
+    # (m * 3) mod 2**64 elements were allocated, 5 at m = (2**64 + 5) // 3, and 64 written
+    # (heap corruption: audit helper-154)
+    f = sched.parse('''
+@T.prim_func
+def g(a: T.handle, c: T.handle, m: T.int64):
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    C = T.match_buffer(c, (n,), "float32")
+    B = T.alloc_buffer((m * T.int64(3),), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(n):
+        with T.block("C"):
+            vi = T.axis.spatial(n, i)
+            C[vi] = B[vi] + T.float32(1)
+''')
+    kernel = sched.build(f, target="c")
+    a, c = np.ones(64, np.float32), np.zeros(64, np.float32)
+    kernel(a, c, 30)
+    np.testing.assert_array_equal(c, 3 * a)
+    with pytest.raises(KernelArgumentError, match="computes its index arithmetic with m"):
+        kernel(a, c, (2**64 + 5) // 3)

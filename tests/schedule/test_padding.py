@@ -8,6 +8,7 @@ import sched
 from sched import compute as te
 from sched.errors import ScheduleError
 from sched.schedule.trace import Trace
+from sched.script import T
 
 
 def padded_box_sum(n=8):
@@ -129,3 +130,25 @@ def test_a_loop_holding_more_than_the_nest_is_refused():
     # loop i also holds S: filling P before all of i would not be the same split
     with pytest.raises(ScheduleError, match=r"loop 'i' holds more than the nest of block 'P'"):
         sch.decompose_padding(sch.get_block("P"), i)
+
+
+def test_decompose_padding_of_a_triangular_nest():
+    # the fill nest's copy of range(i + 1) named the old i: a raw isl error (audit helper-154)
+    @T.prim_func
+    def tri(A: T.Buffer((8, 8), "float32"), P: T.Buffer((10, 10), "float32")):
+        for i in range(10):
+            for j in range(i + 1):
+                with T.block("P"):
+                    vi = T.axis.spatial(10, i)
+                    vj = T.axis.spatial(10, j)
+                    P[vi, vj] = T.if_then_else(1 <= vi and vi < 9 and 1 <= vj and vj < 9,
+                                               A[vi - 1, vj - 1], T.float32(-1))
+
+    sch = sched.Schedule(tri)
+    sch.decompose_padding(sch.get_block("P"), sch.get_loops(sch.get_block("P"))[0])
+    a = np.random.default_rng(0).random((8, 8), dtype=np.float32)
+    p = np.zeros((10, 10), np.float32)
+    sched.build(sch.mod, target="c")(a, p)
+    expected = np.full((10, 10), -1, np.float32)
+    expected[1:9, 1:9] = a
+    np.testing.assert_array_equal(np.tril(p), np.tril(expected))
