@@ -298,30 +298,7 @@ class ArgumentBinder:
                                        f"{_shape_text(buffer.shape)}, got {ndim}")
 
     def check_scalar(self, position: int, var: Var, arg) -> int | float | bool:
-        if is_bool(var.dtype):
-            if isinstance(arg, bool | np.bool_):
-                return bool(arg)
-        elif is_int(var.dtype):
-            if isinstance(arg, int | np.integer) and not isinstance(arg, bool | np.bool_):
-                return self.check_range(position, var, int(arg))
-        elif is_float(var.dtype):
-            if isinstance(arg, int | float | np.integer | np.floating) \
-                    and not isinstance(arg, bool):
-                if _becomes_infinite(arg, var.dtype):
-                    # (the kernel would get an infinity: audit helpers 76, 78)
-                    raise self.error(position, f"{arg} is beyond {var.dtype} (at most "
-                                               f"{LARGEST_FINITE[var.dtype]:g} in magnitude)")
-                return float(arg)
-        kind = "a Python int" if is_int(var.dtype) else \
-            "a Python bool" if is_bool(var.dtype) else "a Python float"
-        raise self.error(position, f"expected {kind} ({var.dtype}), got "
-                                   f"{type(arg).__name__} {arg!r}")
-
-    def check_range(self, position: int, var: Var, value: int) -> int:
-        info = np.iinfo(var.dtype)
-        if not info.min <= value <= info.max:
-            raise self.error(position, f"{value} is out of range for {var.dtype}")
-        return value
+        return checked_scalar(position, var, arg)
 
     # -- shapes --------------------------------------------------------------------------------
 
@@ -368,6 +345,33 @@ class ArgumentBinder:
             given = f" ({', '.join(bound)})" if bound else ""
             raise self.error(position, f"expected shape {_shape_text(expected)}{given}, got "
                                        f"{_shape_text(tuple(shape))}")
+
+
+def checked_scalar(position: int, var: Var, arg) -> int | float | bool:
+    """Scalar argument `arg` for parameter `var` (at `position`) as the kernel takes it, or a
+    KernelArgumentError: a Python (or numpy) value of the parameter's kind, within its dtype
+    (a float beyond a float type would arrive as an infinity: audit helpers 76, 78)."""
+    def error(message: str) -> KernelArgumentError:
+        return KernelArgumentError(f"argument {position + 1} '{var.name}': {message}")
+    if is_bool(var.dtype):
+        if isinstance(arg, bool | np.bool_):
+            return bool(arg)
+    elif is_int(var.dtype):
+        if isinstance(arg, int | np.integer) and not isinstance(arg, bool | np.bool_):
+            info = np.iinfo(var.dtype)
+            if not info.min <= int(arg) <= info.max:
+                raise error(f"{int(arg)} is out of range for {var.dtype}")
+            return int(arg)
+    elif is_float(var.dtype):
+        if isinstance(arg, int | float | np.integer | np.floating) \
+                and not isinstance(arg, bool):
+            if _becomes_infinite(arg, var.dtype):
+                raise error(f"{arg} is beyond {var.dtype} (at most "
+                            f"{LARGEST_FINITE[var.dtype]:g} in magnitude)")
+            return float(arg)
+    kind = "a Python int" if is_int(var.dtype) else \
+        "a Python bool" if is_bool(var.dtype) else "a Python float"
+    raise error(f"expected {kind} ({var.dtype}), got {type(arg).__name__} {arg!r}")
 
 
 def _evaluate(dim: Expr, values: dict[Var, int]) -> int | str:

@@ -569,3 +569,25 @@ def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
     a = rng.integers(-3, 4, (4, 8)).astype(np.float32)
     got = interpret(func, a, np.zeros((4, 8), np.float32), thread_order="snapshot")
     np.testing.assert_array_equal(got, 3 * a + 3 * a[:, ::-1])
+
+
+@pytest.mark.parametrize("s, u, match", [
+    (2**33 + 1, 0, r"argument 3 's': 8589934593 is out of range for int32"),
+    (2.7, 0, r"argument 3 's': expected a Python int \(int32\), got float 2.7"),
+    (3, 300, r"argument 4 'u': 300 is out of range for uint8"),
+])
+def test_scalars_are_checked_as_the_kernels_check_them(s, u, match):
+    # the interpreter ran on another value (2**33 + 1 as 1, 2.7 as 2, 300 as 44: audit
+    # helper-156)
+    from sched.errors import KernelArgumentError
+
+    f = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32"), s: T.int32, u: T.uint8):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[vi] + s + T.Cast("int32", u)
+""")
+    with pytest.raises(KernelArgumentError, match=match):
+        sched.interpret(f, np.zeros(4, np.int32), np.zeros(4, np.int32), s, u)

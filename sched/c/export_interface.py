@@ -42,7 +42,8 @@ STATUSES = (   # (name, value, what it means): the common enum of every export
     ("SCHED_ERROR_BAD_DIM", 3, "a symbolic dim is below 1 or out of its dtype's range"),
     ("SCHED_ERROR_BAD_SHAPE", 4, "a buffer's shape computed from the scalars is invalid"),
     ("SCHED_ERROR_OVERLAP", 5, "a buffer the kernel writes overlaps another argument"),
-    ("SCHED_ERROR_OUT_OF_BOUNDS", 6, "with these sizes some access would be out of bounds"),
+    ("SCHED_ERROR_OUT_OF_BOUNDS", 6, "with these sizes some access would be out of bounds, or "
+     "an int64 scalar is past the 2**40 its arithmetic is proven for"),
     ("SCHED_ERROR_LAUNCH", 7, "the grid is beyond CUDA's limits"),
     ("SCHED_ERROR_CUDA", 8, "a CUDA driver call failed"),
 )
@@ -290,8 +291,14 @@ class CheckWriter:
                                                      condition, len(variables)))
         call = ", ".join(self.values[v] for v in variables)
         shown = ", ".join(f"{c_text(v.name)} = %lld" for v in variables)
+        from sched.polyhedral.scalar_wrap import scalars_that_may_wrap
+
+        wrapping = sorted(v.name for v in scalars_that_may_wrap(self.func))
+        magnitude = (f" (or {', '.join(wrapping)} is past the 2**40 in magnitude its "
+                     f"arithmetic is proven for)") if wrapping else ""
         self.fail(f"{self.name}_out_of_bounds({call})", "SCHED_ERROR_OUT_OF_BOUNDS",
-                  f"with {shown} some access of the kernel would be out of bounds",
+                  f"with {shown} some access of the kernel would be out of bounds"
+                  f"{c_text(magnitude)}",
                   *(f"(long long){self.values[v]}" for v in variables))
 
     def expression(self, expr: Expr) -> str:

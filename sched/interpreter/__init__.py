@@ -72,6 +72,7 @@ import functools
 
 import numpy as np
 
+from sched.arguments import checked_scalar
 from sched.interpreter.codegen import Emitter, Program
 from sched.interpreter.runtime import (
     InterpretError,
@@ -165,7 +166,9 @@ def interpret(func: PrimFunc, *args, thread_order: str = "forward", seed: int = 
             arrays.append(_flat_storage(position, param, arg))
             shapes.append(tuple(int(d) for d in arg.shape))
         else:
-            scalars.append(to_dtype(arg, param.dtype))
+            # checked as a kernel checks it (a float for an int32, 2**33 + 1 or a str were
+            # converted to another value: audit helper-156)
+            scalars.append(to_dtype(checked_scalar(position, param, arg), param.dtype))
     with np.errstate(all="ignore"):
         try:
             kernel(arrays, scalars, shapes, order)
@@ -174,3 +177,4 @@ def interpret(func: PrimFunc, *args, thread_order: str = "forward", seed: int = 
         except IndexError as error:       # a view reaching past its storage
             raise OutOfBoundsError(f"an access through a buffer view reaches past its "
                                    f"storage: {error}") from None
+

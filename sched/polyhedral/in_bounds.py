@@ -92,8 +92,9 @@ class BeyondMagnitude(OutOfBounds):
     wrap where the model's does not: audit helper-143, `T.min(m * 3, 0)` at m = 2**62 + 1)."""
 
     def described(self, values: dict[str, int]) -> str:
-        return (f"block '{self.block}' {self.what}, which the compiler proves its accesses "
-                f"in bounds for up to 2**40 in magnitude: pass a smaller value")
+        return (f"block '{self.block}' {self.what}, whose sums and products the compiler "
+                f"reads exactly (so proves the kernel's accesses in bounds) only for values up "
+                f"to 2**40 in magnitude: pass a smaller value")
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ def _beyond_magnitude(func: PrimFunc, model: PolyModel, context) -> list[BeyondM
 
         def example(values: dict[str, int] | None = None, name=name, var=var) -> str:
             return f"{var.name} = {(values or {}).get(name, INT64_MAGNITUDE + 1)}"
-        found.append(BeyondMagnitude(block, f"computes its index arithmetic with {var.name}",
+        found.append(BeyondMagnitude(block, f"computes integer arithmetic with {var.name}",
                                      example(), beyond, False, example))
     return found
 
