@@ -39,13 +39,13 @@ from sched.ir.nodes import (
     While,
 )
 from sched.polyhedral import names
+from sched.polyhedral.data_wrap import wrapping_int32
 from sched.polyhedral.isl_expr import (
     isl_name,
     piecewise_form,
     to_isl,
     to_isl_comparison,
     to_isl_condition,
-    wrapping_int32,
 )
 
 

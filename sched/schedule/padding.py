@@ -47,7 +47,8 @@ from sched.ir.nodes import (
 )
 from sched.ir.simplify import simplify
 from sched.polyhedral import build_model
-from sched.polyhedral.isl_expr import isl_name, to_isl_condition, wrapping_int32
+from sched.polyhedral.data_wrap import wrapping_int32
+from sched.polyhedral.isl_expr import isl_name, to_isl_condition
 from sched.polyhedral.isl_text import read_set
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.scope import taken_names
