@@ -136,6 +136,14 @@ class Database:
 
     def _open(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        tables = [row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if version == 0 and tables and "workloads" not in tables:
+            # an SQLite file of something else: sched's tables were added to it (audit
+            # helper-156)
+            raise sqlite3.DatabaseError(f"it is an SQLite file of something else (tables "
+                                        f"{', '.join(sorted(tables)[:5])}), not a tuning "
+                                        f"database; give another file")
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(f"it was written by a newer sched (schema {version}, "
                                         f"this one reads {SCHEMA_VERSION}); upgrade sched")

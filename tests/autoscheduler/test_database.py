@@ -148,6 +148,18 @@ def test_file_that_is_not_a_database_is_refused(tmp_path):
         Database(path)
 
 
+def test_an_sqlite_file_of_something_else_is_refused_untouched(tmp_path):
+    # sched's tables were added to it, and `sched db` listed nothing (audit helper-156)
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE notes (text)")
+    with pytest.raises(ValueError, match=r"an SQLite file of something else \(tables notes\)"):
+        Database(path)
+    with sqlite3.connect(path) as raw:
+        tables = [r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    assert tables == ["notes"]
+
+
 def test_newer_schema_is_refused(tmp_path):
     Database(tmp_path / "tune.db").close()
     with sqlite3.connect(tmp_path / "tune.db") as raw:
