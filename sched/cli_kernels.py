@@ -79,13 +79,16 @@ def run_show(args: argparse.Namespace) -> int:
         steps = str(loaded.trace) if isinstance(loaded, Schedule) else ""
         _section("the schedule's steps", steps or f"(no steps: {args.spec} is a PrimFunc, "
                  f"not a sched.Schedule)")
+    kernel = None if args.source is None else _build(loaded, args.source, args.arch, None)
     if args.lowered:
         from sched.lower import lower
 
-        target = args.source or "c"
-        _section(f"the loop IR, lowered for {target}", lower(func, target=target).script())
-    if args.source is not None:
-        kernel = _build(loaded, args.source, args.arch, None)
+        # the built kernel's own lowering where there is one: a function with no bindings
+        # is built with the default GPU schedule (audit helper-156: the lowering of the
+        # function as given was shown above that schedule's CUDA)
+        lowered = getattr(kernel, "lowered", None) or lower(func, target=args.source or "c")
+        _section(f"the loop IR, lowered for {args.source or 'c'}", lowered.script())
+    if kernel is not None:
         _section(f"the generated {'CUDA C' if args.source == 'cuda' else 'C'}", kernel.source)
     return 0
 

@@ -68,6 +68,16 @@ def test_show_cuda_source(kernels, capsys):
     assert 'extern "C" __global__' in capsys.readouterr().out
 
 
+def test_show_lowered_for_cuda_is_the_lowering_of_the_built_kernel(kernels, capsys):
+    # a function with no bindings is built with the default GPU schedule: its lowering, not
+    # the function's as given, goes with the CUDA shown (audit helper-156)
+    assert main(["show", f"{kernels}:scale", "--lowered", "--source", "cuda",
+                 "--arch", "sm_80"]) == 0
+    out = capsys.readouterr().out
+    lowered = out.split("# ---- the loop IR, lowered for cuda ----")[1].split("# ----")[0]
+    assert 'thread="blockIdx.x"' in lowered and 'thread="threadIdx.x"' in lowered
+
+
 def test_build_prints_the_resource_report(kernels, capsys):
     assert main(["build", f"{kernels}:gpu", "--target", "cuda", "--arch", "sm_90"]) == 0
     out = capsys.readouterr().out
