@@ -24,8 +24,10 @@ from sched.ir.nodes import (
     BufferStore,
     Call,
     Cast,
+    Expr,
     For,
     IfThenElse,
+    IntImm,
     LetStmt,
     Not,
     PrimFunc,
@@ -130,7 +132,7 @@ class _ScalarsUnderOperations(IRVisitor):
         self.read(node.condition)
 
     def visit_Allocate(self, node: Allocate) -> None:
-        self.read(*node.buffer.shape, compared=True)
+        self.read(_size(node.buffer), compared=True)
         self.visit(node.body)
 
     def visit_LetStmt(self, node: LetStmt) -> None:
@@ -145,9 +147,10 @@ class _ScalarsUnderOperations(IRVisitor):
                   compared=True)
         for iter_var, value in zip(node.block.iter_vars, node.iter_values):
             self.derive(iter_var.var, value)
-        # the sizes of its allocations: `T.alloc_buffer((m * 3,))` allocated (m * 3) mod
-        # 2**64 elements, 5 at m = (2**64 + 5) // 3 (audit helper-154)
-        self.read(*(d for b in node.block.alloc_buffers for d in b.shape), compared=True)
+        # the sizes of its allocations, the product of the dims: `T.alloc_buffer((m * 3,))`
+        # and `(m, 3)` allocated (m * 3) mod 2**64 elements, 5 at m = (2**64 + 5) // 3
+        # (audit helpers 154, 157)
+        self.read(*(_size(b) for b in node.block.alloc_buffers), compared=True)
         for stmt in (node.block.init, node.block.body):
             if stmt is not None:
                 self.visit(stmt)
@@ -167,3 +170,11 @@ def _operands(e) -> tuple:
     if isinstance(e, Call):
         return e.args
     return ()
+
+
+def _size(buffer) -> Expr:
+    """The number of elements of `buffer`, as the allocation computes it."""
+    size: Expr = IntImm(1, "int64")
+    for dim in buffer.shape:
+        size = BinaryOp("mul", size, dim)
+    return size

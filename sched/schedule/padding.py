@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
-from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.intervals import block_ranges
 from sched.ir.names import fresh
@@ -125,21 +124,6 @@ def _box(chain: list[For], condition) -> list[tuple[int, int]] | None:
     return box if inside.is_equal(read_set(f"{{ [{', '.join(names)}] : {limits} }}")) else None
 
 
-# the sizes the padding conditions' wrap is judged for: a symbolic dim up to 2**30, so that a
-# padded size's `v < n + 1` is no int32 wrap (at n = 2**31 - 1 the function's own loops run in
-# int64 and its data conditions mix types; refusing every symbolic padding for it would
-# refuse TVM's dynamic-shape schedules)
-_SIZE = 1 << 30
-
-
-def _sized_ranges(func: PrimFunc, realize: BlockRealize) -> dict:
-    ranges = {v: (0, _SIZE) for v in func.symbolic_vars}
-    for param in func.params:
-        if isinstance(param, Var) and is_int(param.dtype):
-            ranges[param] = (min_value(param.dtype), max_value(param.dtype))
-    return block_ranges(func, realize.block, ranges)
-
-
 def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
                       ) -> tuple[PrimFunc, str]:
     """`func` with the padding block split under `loop_name` (see Schedule.decompose_padding);
@@ -154,13 +138,15 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
     if to_isl_condition(condition) is None:
         raise ScheduleError(PRIMITIVE, f"the padding condition {condition.script()} of block "
                             f"{block_name!r} is not affine, so the inside cannot be bounded")
-    if wrapping_int32(condition, _sized_ranges(func, realize)) is not condition:
+    if wrapping_int32(condition, block_ranges(func, realize.block)) is not condition:
         # in the stored value it is data, whose int32 arithmetic wraps; as loop bounds or a
-        # predicate it would be exact (audit helper-155: vi * 2**30 < 1 held at vi = 2..4)
+        # predicate it would be exact (audit helper-155: vi * 2**30 < 1 held at vi = 2..4;
+        # helper-157: a symbolic size's v < n + 1 at n = 2**31 - 1, a legal size)
         raise ScheduleError(PRIMITIVE, f"the padding condition {condition.script()} of block "
                             f"{block_name!r} computes int32 arithmetic that may wrap (in the "
                             f"stored value it is data), which loop bounds would compute "
-                            f"exactly; keep the block as it is")
+                            f"exactly (with a symbolic size: at sizes near 2**31); keep the "
+                            f"block as it is, or pad with a condition of constant bounds")
     taken = taken_names(func)
     fill_name = fresh(f"{block_name}_pad_const", taken)
     fill_vars = {lp.loop_var: Var(fresh(lp.loop_var.name, taken), lp.loop_var.dtype)

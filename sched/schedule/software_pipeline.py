@@ -5,8 +5,7 @@ r"""Software-pipeline annotations on a loop, checked when they are set.
 `"software_pipeline_async_stages", [0]`) ask the lowering to run each statement of the loop
 body that many iterations behind, in that order, multi-buffering what a later stage reads
 (lower/software_pipeline.py). The shape of the annotations is checked as soon as one is set;
-the dependences (polyhedral/software_pipeline.py) once the stages are there (with the body's
-order until an order is given),
+the dependences (polyhedral/software_pipeline.py) once both the stages and the order are there,
 and again after every later step that changes the loop (`check_pipelines_kept`: a split, a
 compute_at or an inlining in its body changes its statements), and when the loop is lowered.
 
@@ -50,11 +49,8 @@ def check_pipeline_annotation(func: PrimFunc, loop_name: str, key: str, render: 
     loop = find_loop(func, loop_name, "annotate")
     plan = read_plan(loop, "annotate", require_stage=False)
     values = dict(loop.annotations)
-    if plan is None or STAGE not in values or key == ASYNC_STAGES:
+    if plan is None or STAGE not in values or ORDER not in values or key == ASYNC_STAGES:
         return      # (which stages copy asynchronously changes no order: read_plan checks it)
-    # stages without an order run in the body's order, as the lowering runs them: the most
-    # lenient order, so a stage assignment it refuses no order would take (the fuzz hunt:
-    # stages [2, 0] alone were accepted, and refused at build)
     violation = pipeline_violation(func, loop_name, plan)
     if violation is not None:
         raise schedule_error("annotate", violation, func, loop=loop_name, render=render)

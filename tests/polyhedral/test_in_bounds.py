@@ -474,24 +474,26 @@ def g(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
         sched.build(g, target="c")
 
 
-def test_an_allocation_sized_by_an_int64_product_is_checked_too():
+@pytest.mark.parametrize("shape", ["(m * T.int64(3),)", "(m, T.int64(3))"])
+def test_an_allocation_sized_by_an_int64_product_is_checked_too(shape):
     # (m * 3) mod 2**64 elements were allocated, 5 at m = (2**64 + 5) // 3, and 64 written
-    # (heap corruption: audit helper-154)
-    f = sched.parse('''
+    # (heap corruption: audit helper-154); the dims' product too (helper-157)
+    index = "vi" if shape.startswith("(m *") else "vi // T.int64(3), vi % T.int64(3)"
+    f = sched.parse(f'''
 @T.prim_func
 def g(a: T.handle, c: T.handle, m: T.int64):
     n = T.int64()
     A = T.match_buffer(a, (n,), "float32")
     C = T.match_buffer(c, (n,), "float32")
-    B = T.alloc_buffer((m * T.int64(3),), "float32")
+    B = T.alloc_buffer({shape}, "float32")
     for i in range(n):
         with T.block("B"):
             vi = T.axis.spatial(n, i)
-            B[vi] = A[vi] * T.float32(2)
+            B[{index}] = A[vi] * T.float32(2)
     for i in range(n):
         with T.block("C"):
             vi = T.axis.spatial(n, i)
-            C[vi] = B[vi] + T.float32(1)
+            C[vi] = B[{index}] + T.float32(1)
 ''')
     kernel = sched.build(f, target="c")
     a, c = np.ones(64, np.float32), np.zeros(64, np.float32)
