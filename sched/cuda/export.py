@@ -196,8 +196,9 @@ def _launch(name: str, args, func, kernel, grids: list[list[str]],
         suffix = "" if k == 0 else f"_{k}"
         for axis, (extent, limit) in enumerate(zip(grid, MAX_GRID)):
             var = f"sched_grid_{'xyz'[axis]}{suffix}"
-            lines.append(f"    const int64_t {var} = {extent};")
-            lines.append(f"    if ({var} < 0 || {var} > INT64_C({limit})) return {name}_fail("
+            # (a negative extent: an empty loop, nothing to launch, as on the other paths)
+            lines.append(f"    const int64_t {var} = ({extent}) < 0 ? 0 : ({extent});")
+            lines.append(f"    if ({var} > INT64_C({limit})) return {name}_fail("
                          f"SCHED_ERROR_LAUNCH, \"{name}: the grid has %lld blocks along "
                          f"{'xyz'[axis]}, beyond CUDA's {limit}\", (long long){var});")
         empty.append(" || ".join(f"sched_grid_{a}{suffix} == 0" for a in "xyz"))

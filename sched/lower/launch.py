@@ -128,10 +128,11 @@ class LaunchConfig:
     def grid_dims(self, values: Mapping[Var, int]) -> tuple[int, int, int]:
         """The number of blocks along x, y, z for these values of the variables.
 
-        A zero extent is returned as is (there is nothing to launch); raises ValueError for a
-        negative one or one beyond CUDA's limits (2^31 - 1 along x, 65535 along y and z).
+        A zero extent is returned as is (there is nothing to launch), as is a negative one
+        (a loop `range(2, n)` at n = 1 runs no iteration either: audit helper-158); raises
+        ValueError for one beyond CUDA's limits (2^31 - 1 along x, 65535 along y and z).
         """
-        dims = tuple(evaluate_int(g, values) for g in self.grid)
+        dims = tuple(max(0, evaluate_int(g, values)) for g in self.grid)
         for axis, (dim, limit) in enumerate(zip(dims, MAX_GRID)):
             if not 0 <= dim <= limit:
                 given = ", ".join(f"{v.name} = {n}" for v, n in values.items())

@@ -75,6 +75,25 @@ def test_grid_from_symbolic_dims():
     assert launch.threads_per_block == 1024
 
 
+def test_a_negative_grid_extent_is_an_empty_launch():
+    # range(2, n) bound to blockIdx.x at n = 1: an empty loop, refused on cuda-emu (helper-158)
+    f = sched.parse("""
+@T.prim_func
+def f(a: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    for i in T.thread_binding(2, n, thread="blockIdx.x"):
+        with T.block("A"):
+            vi = T.axis.spatial(n, i)
+            A[vi] = T.float32(1)
+""")
+    assert LaunchConfig(grid=(n - 2, 1, 1), block=(1, 1, 1)).grid_dims({n: 1}) == (0, 1, 1)
+    for target in ("c", "cuda-emu"):
+        a = np.zeros(1, np.float32)
+        sched.build(f, target=target)(a)
+        np.testing.assert_array_equal(a, [0])
+
+
 def test_grid_beyond_cuda_limits_says_what_to_bind():
     launch = LaunchConfig(grid=(1, n, 1), block=(128, 1, 1))
     with pytest.raises(ValueError, match=r"grid extent y = n is 70000 \(n = 70000\): it must "
