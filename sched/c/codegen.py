@@ -299,12 +299,26 @@ class _CEmitter(BitCallEmitter):
             return
         # the size in int64 arithmetic: a declared `n * 2**30 - 2**30 + 1` computed in int32
         # wrapped to one element at n = 5 (audit helper-129)
-        count = str(size.value) if isinstance(size, IntImm) else self.expr(widen(size))
+        count = str(size.value) if isinstance(size, IntImm) else self.checked_count(
+            widen(size), name)
         allocate = self.helper("sched_malloc_checked")
         self.line(f"{ctype}* {name} = ({ctype}*){allocate}({count}, sizeof({ctype}), "
                   f"\"{name}\");  // scope {buffer.scope}")
         self.stmt(node.body)
         self.line(f"free({name});")
+
+    def checked_count(self, size: Expr, name: str) -> str:
+        """The C text of element count `size` (int64), each product of its factors checked
+        not to pass int64: the count of a `(m, m)` buffer at m = 2**32 wrapped to 0, and the
+        kernel wrote through NULL (audit helper-159)."""
+        factors = _factors(size)
+        if len(factors) == 1:
+            return self.expr(size)
+        multiply = self.helper("sched_mulcount_checked")
+        count = self.expr(factors[0])
+        for factor in factors[1:]:
+            count = f"{multiply}({count}, {self.expr(factor)}, \"{name}\")"
+        return count
 
     # -- expressions ---------------------------------------------------------------------------
 
@@ -502,3 +516,10 @@ def _int_call(op: str, args: list[str], dtype: str) -> str:
 
 def _is_zero(node: Expr) -> bool:
     return isinstance(node, IntImm) and node.value == 0
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a product `e` (itself where it is none)."""
+    if isinstance(e, BinaryOp) and e.op == "mul":
+        return _factors(e.a) + _factors(e.b)
+    return [e]

@@ -225,6 +225,18 @@ def _checked_malloc_source(name: str) -> str:
             f"        abort();\n    }}\n    return p;\n}}")
 
 
+def _checked_count_source(name: str) -> str:
+    """The product of two element counts, stopping the process with a message where it
+    passes int64 (see codegen.checked_count)."""
+    return (f"#include <stdio.h>\n"
+            f"static int64_t {name}(int64_t a, int64_t b, const char* what) {{\n"
+            f"    int64_t product;\n"
+            f"    if (__builtin_mul_overflow(a, b, &product)) {{\n"
+            f"        fprintf(stderr, \"sched: cannot allocate %lld * %lld elements for "
+            f"'%s' (past int64): the process stops\\n\", (long long)a, (long long)b, what);\n"
+            f"        abort();\n    }}\n    return product;\n}}")
+
+
 def helper_source(name: str) -> str:
     """The C definition of helper `name`: `sched_<op>_<short type>`."""
     _, op, short = name.split("_", 2)
@@ -234,6 +246,8 @@ def helper_source(name: str) -> str:
         return bit_intrinsics.helper_source(op, short)
     if op == "malloc":                       # sched_malloc_checked
         return _checked_malloc_source(name)
+    if op == "mulcount":                     # sched_mulcount_checked
+        return _checked_count_source(name)
     if op == "sigmoid":
         # with e = exp(-|x|), as the vector code: 1 / (1 + exp(-x)) overflowed to 0 below
         # x = -88.7 in float32 where the result is a denormal (audit helper-54)

@@ -14,7 +14,7 @@ here at every call against 2**40.
 
 from __future__ import annotations
 
-from sched.ir.functor import IRVisitor, free_vars
+from sched.ir.functor import IRVisitor, collect, free_vars
 from sched.ir.nodes import (
     Allocate,
     Assume,
@@ -35,6 +35,7 @@ from sched.ir.nodes import (
     Var,
     While,
 )
+from sched.polyhedral.isl_expr import to_isl_condition
 
 
 def scalars_that_may_wrap(func: PrimFunc) -> dict[Var, str]:
@@ -109,7 +110,14 @@ class _ScalarsUnderOperations(IRVisitor):
         self.visit(node.value)
 
     def visit_Select(self, node: Select) -> None:
-        self.read(node.condition)
+        # its condition matters where the model reads it, guarding a load (a data-only
+        # condition, `now - A[vi] < 6e10` of a timestamp, was refused at 1.7e18: helper-159)
+        guards = any(collect(value, BufferLoad) for value in (node.true_value,
+                                                               node.false_value))
+        if guards and to_isl_condition(node.condition) is not None:
+            self.read(node.condition)
+        else:
+            self.visit(node.condition)
         self.visit(node.true_value)
         self.visit(node.false_value)
 

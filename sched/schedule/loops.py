@@ -17,6 +17,7 @@ from sched.errors import ScheduleError
 from sched.ir.builders import cast_to
 from sched.ir.dtype import bits, is_int, max_value
 from sched.ir.functor import collect, free_vars, substitute
+from sched.ir.intervals import interval, parameter_ranges
 from sched.ir.nodes import (
     BinaryOp,
     BlockRealize,
@@ -26,6 +27,7 @@ from sched.ir.nodes import (
     PrimFunc,
     Stmt,
     Var,
+    binary,
     const,
     is_constant,
 )
@@ -223,12 +225,19 @@ def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
     fused = Var(name, outer.loop_var.dtype)
     mapping: dict[Var, Expr] = {}
     stride: Expr = const(1, fused.dtype)
+    extent: Expr = const(1, fused.dtype)
+    ranges = parameter_ranges(func)
     for position in reversed(range(len(chain))):
         lp = chain[position]
         mapping[lp.loop_var] = _fused_index(fused, stride, lp, chain[:position])
         stride = simplify(stride * lp.extent)
+        # an extent that may be negative runs no iteration, and counts as none: the product
+        # of two, (n - 2) * (m - 2) at n = m = 1, ran one (audit helper-159)
+        found = interval(lp.extent, ranges)
+        extent = simplify(extent * (lp.extent if found is not None and found[0][0] >= 0 else
+                                    binary("max", lp.extent, const(0, lp.extent.dtype))))
     body = substitute(chain[-1].body, mapping)
-    new_loop = For(fused, const(0, fused.dtype), stride, "serial", body)
+    new_loop = For(fused, const(0, fused.dtype), extent, "serial", body)
     return replace(func, outer, new_loop), name
 
 

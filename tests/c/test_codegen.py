@@ -164,6 +164,43 @@ def test_an_intermediate_buffer_that_cannot_be_allocated_stops_with_a_message():
         in done.stderr
 
 
+_A_COUNT_PAST_INT64 = '''
+import numpy as np
+import sched
+
+f = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32"), m: T.int64):
+    B = T.alloc_buffer((m, m), "float32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[0, vi] = A[vi]
+            B[m - 1, m - 1 - vi] = A[vi]
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = B[0, vi] + B[m - 1, m - 1 - vi]
+""")
+kernel = sched.build(f, target="c")
+kernel(np.ones(4, np.float32), np.zeros(4, np.float32), 2**32)
+'''
+
+
+def test_an_element_count_past_int64_stops_with_a_message():
+    # (m, m) at m = 2**32 counted 2**64 elements, wrapped to 0: a NULL buffer written through
+    # (audit helper-159)
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _A_COUNT_PAST_INT64], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONFAULTHANDLER": ""})
+    assert done.returncode != 0
+    assert "sched: cannot allocate 4294967296 * 4294967296 elements for 'B' (past int64)" \
+        in done.stderr
+
+
 def test_a_one_dimensional_allocation_is_sized_in_int64_where_it_may_pass_int32():
     # transform_layout(B, i -> i * 2**30) gives B the shape (n * 2**30 - 2**30 + 1,); sized in
     # int32 it wrapped to one element at n = 5, and the stores ran past it (audit helper-129)

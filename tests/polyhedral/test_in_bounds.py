@@ -501,3 +501,21 @@ def g(a: T.handle, c: T.handle, m: T.int64):
     np.testing.assert_array_equal(c, 3 * a)
     with pytest.raises(KernelArgumentError, match="computes integer arithmetic with m"):
         kernel(a, c, (2**64 + 5) // 3)
+
+
+def test_an_int64_scalar_in_a_data_only_condition_takes_any_value():
+    # no access depends on `now - A[vi] < 6e10`: a nanosecond timestamp was refused (audit
+    # helper-159)
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int64"), C: T.Buffer((4,), "int32"), now: T.int64):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[vi] = T.if_then_else(now - A[vi] < T.int64(60000000000), 1, 0)
+''')
+    now = 1_700_000_000_000_000_000
+    a = np.array([now - 10, now - 10**11, now, now - 5 * 10**10], np.int64)
+    c = np.zeros(4, np.int32)
+    sched.build(f, target="c")(a, c, now)
+    np.testing.assert_array_equal(c, [1, 0, 1, 1])

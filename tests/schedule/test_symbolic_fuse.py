@@ -394,3 +394,32 @@ def test_a_spatial_loop_refused_for_a_reduction_is_said_to_be_conservative_not_r
                            r"can tell: the loop binds none of its reduce variables") as error:
             sch.bind(fused, "blockIdx.x")
     assert "rfactor" not in str(error.value)
+
+
+def test_fused_loops_of_negative_extents_run_no_iteration():
+    # range((n - 2) * (m - 2)) ran one iteration at n = m = 1, which wrote past B (audit
+    # helper-159): each extent that may be negative counts as none
+    f = sched.parse("""
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int32()
+    m = T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n, m), "float32")
+    for i, j in T.grid(n - 2, m - 2):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i + 1)
+            vj = T.axis.spatial(m, j + 1)
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+""")
+    sch = sched.Schedule(f)
+    sch.fuse(*sch.get_loops(sch.get_block("B")))
+    assert "T.max(n - 2, 0)" in sch.func.script() and "T.max(m - 2, 0)" in sch.func.script()
+    kernel = sched.build(sch.func, target="c")
+    memory = np.full(8, -7, np.float32)
+    kernel(np.ones((1, 1), np.float32), memory[:1].reshape(1, 1))
+    np.testing.assert_array_equal(memory, -7)
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    b = np.zeros((4, 5), np.float32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b[1:3, 1:4], a[1:3, 1:4] * 2)
