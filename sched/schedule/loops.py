@@ -408,7 +408,8 @@ class LoopPrimitives(ScheduleBase):
         Requires: the loops are consecutive in one nest, given outermost first, with nothing
         between them; no extent depends on another of them. One loop is renamed
         `<name>_fused`, as TVM does. A loop of one iteration (`T.int64(1)` too) adds nothing
-        to the fused index.
+        to the fused index. An extent that may be negative (`n - 2`) counts as
+        `T.max(n - 2, 0)` in the product: two negative ones would make iterations.
 
         Arguments: the loop handles, outermost first; `preserve_unit_iters` (TVM's) is
         accepted and changes nothing, as for split.
