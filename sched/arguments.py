@@ -449,6 +449,14 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
     return tuple(by_name[name] for name in names), f"({text})"
 
 
+def magnitude_checked_scalars(func: PrimFunc) -> list[str]:
+    """The names of the int64 scalars whose magnitude calls check (see in_bounds
+    BeyondMagnitude), for messages."""
+    from sched.polyhedral.scalar_wrap import scalars_that_may_wrap
+
+    return sorted(v.name for v in scalars_that_may_wrap(func))
+
+
 def entry_condition_function(name: str, result: str, condition: str, count: int) -> str:
     """C source of `static inline <result> <name>(sched_p0, ...)` returning `condition` (from
     entry_condition_c) over `count` int64 values. It computes in 128 bits where the compiler

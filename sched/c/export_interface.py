@@ -29,6 +29,7 @@ from sched.arguments import (
     ArgumentBinder,
     entry_condition_c,
     entry_condition_function,
+    magnitude_checked_scalars,
     numpy_dtype,
 )
 from sched.c.entry import NARROW_RANGES
@@ -291,9 +292,7 @@ class CheckWriter:
                                                      condition, len(variables)))
         call = ", ".join(self.values[v] for v in variables)
         shown = ", ".join(f"{c_text(v.name)} = %lld" for v in variables)
-        from sched.polyhedral.scalar_wrap import scalars_that_may_wrap
-
-        wrapping = sorted(v.name for v in scalars_that_may_wrap(self.func))
+        wrapping = magnitude_checked_scalars(self.func)
         magnitude = (f" (or {', '.join(wrapping)} is past the 2**40 in magnitude its "
                      f"arithmetic is proven for)") if wrapping else ""
         self.fail(f"{self.name}_out_of_bounds({call})", "SCHED_ERROR_OUT_OF_BOUNDS",
