@@ -56,8 +56,9 @@ _RING_OPS = ("add", "sub", "mul")
 class _ScalarsUnderOperations(IRVisitor):
     """The `scalars` whose values may wrap on the way to an operation other than a sum,
     difference or product, in what the model reads as integer arithmetic (indices, loop
-    bounds, conditions, bindings, lets, a select's condition in a stored value, sizes), each with
-    the first block that has one: under a sum, difference or product such an operation
+    bounds, conditions, bindings, lets, a select's condition in a stored value, allocation
+    sizes), each with the first block that has one: under a sum, difference or product such
+    an operation
     takes (`T.min(m * 3, 0)`), or through a variable the model substitutes (a let, a block
     binding, a loop bound of them: `x = m * 3` then `T.min(x, 0)`, audit helper-147)."""
 
