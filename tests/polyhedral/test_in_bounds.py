@@ -359,19 +359,27 @@ def f(M: T.Buffer((1,), "int32"), C: T.Buffer((16,), "int32")):
         sched.build(f, target="c", check_bounds="strict")
 
 
+def _one_block(params: str, body: str, n: int):
+    """`f(params)`: one block "C" over `for i in range(n)` (vi = i), whose body is `body`
+    (lines at the block's indentation)."""
+    return sched.parse(f"""
+@T.prim_func
+def f({params}):
+    for i in range({n}):
+        with T.block("C"):
+            vi = T.axis.spatial({n}, i)
+{body}
+""")
+
+
 def test_an_int64_scalar_in_index_arithmetic_is_checked_against_the_magnitude_it_is_proven_for():
     # the model reads int64 sums and products exactly for variables up to 2**40; at
     # m = 2**62 + 1 the kernel's 3 * m wrapped to -2**62 + 3 and read A[vi + 3] past A
     # (audit helper-143). A scalar used as data only takes any value.
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64, n: T.int64):
-    for i in range(8):
-        with T.block("C"):
-            vi = T.axis.spatial(8, i)
-            C[vi] = A[T.Cast("int64", vi) + T.min(m * T.int64(3), T.int64(0))] + \\
-                T.Cast("float32", n)
-''')
+    f = _one_block('A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64, '
+                   'n: T.int64',
+                   '            C[vi] = A[T.Cast("int64", vi) + T.min(m * T.int64(3), '
+                   'T.int64(0))] + T.Cast("float32", n)', 8)
     kernel = sched.build(f, target="c")
     a, c = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
     kernel(a, c, 2**40, 2**62)
@@ -392,14 +400,7 @@ def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64, n:
 ])
 def test_the_magnitude_check_follows_lets_and_bindings_of_the_scalar(body):
     # (they carried m * 3 past the check, which looked for m itself: audit helper-147)
-    f = sched.parse(f'''
-@T.prim_func
-def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), m: T.int64):
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-{body}
-''')
+    f = _one_block('A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), m: T.int64', body, 4)
     kernel = sched.build(f, target="c")
     a, c = np.arange(4, dtype=np.int32), np.zeros(4, np.int32)
     kernel(a, c, 5)
@@ -411,14 +412,9 @@ def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), m: T.int64):
 def test_a_scalar_compared_as_it_is_takes_any_value():
     # no sum or product of it can wrap: a "no limit" sentinel (refused by the first version
     # of the magnitude check: audit helper-147)
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), limit: T.int64):
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = T.if_then_else(T.Cast("int64", vi) < limit, A[vi], 0)
-''')
+    f = _one_block('A: T.Buffer((4,), "int32"), C: T.Buffer((4,), "int32"), limit: T.int64',
+                   '            C[vi] = T.if_then_else(T.Cast("int64", vi) < limit, A[vi], 0)',
+                   4)
     kernel = sched.build(f, target="c")
     a, c = np.arange(1, 5, dtype=np.int32), np.zeros(4, np.int32)
     kernel(a, c, 2**63 - 1)
@@ -446,14 +442,9 @@ def f(B: T.Buffer((2,), "float32"), m: T.int64):
 def test_a_left_shift_wraps_as_a_product_does():
     # read exactly, m << 4 at m = 2**60 - 4 (-64 in the kernel) and (vi + 2**60 - 8) << 4 were
     # proven in bounds (audit helper-152)
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64):
-    for i in range(8):
-        with T.block("C"):
-            vi = T.axis.spatial(8, i)
-            C[vi] = A[T.Cast("int64", vi) + T.min(T.shift_left(m, T.int64(4)), T.int64(0))]
-''')
+    f = _one_block('A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"), m: T.int64',
+                   '            C[vi] = A[T.Cast("int64", vi) + T.min(T.shift_left(m, '
+                   'T.int64(4)), T.int64(0))]', 8)
     kernel = sched.build(f, target="c")
     a, c = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
     kernel(a, c, 3)
@@ -506,14 +497,9 @@ def g(a: T.handle, c: T.handle, m: T.int64):
 def test_an_int64_scalar_in_a_data_only_condition_takes_any_value():
     # no access depends on `now - A[vi] < 6e10`: a nanosecond timestamp was refused (audit
     # helper-159)
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((4,), "int64"), C: T.Buffer((4,), "int32"), now: T.int64):
-    for i in range(4):
-        with T.block("C"):
-            vi = T.axis.spatial(4, i)
-            C[vi] = T.if_then_else(now - A[vi] < T.int64(60000000000), 1, 0)
-''')
+    f = _one_block('A: T.Buffer((4,), "int64"), C: T.Buffer((4,), "int32"), now: T.int64',
+                   '            C[vi] = T.if_then_else(now - A[vi] < T.int64(60000000000), 1, 0)',
+                   4)
     now = 1_700_000_000_000_000_000
     a = np.array([now - 10, now - 10**11, now, now - 5 * 10**10], np.int64)
     c = np.zeros(4, np.int32)

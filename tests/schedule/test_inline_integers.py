@@ -439,6 +439,19 @@ def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), 
     np.testing.assert_array_equal(c, a[g] + g * 3)
 
 
+# B[vj] = A[vj * 2**30 // 2**30]: exact in an index (A[vj]), wrapping once it computes on a
+# gathered value
+_EXACT_IN_AN_INDEX = '''
+@T.prim_func
+def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+    B = T.alloc_buffer((8,), "int32")
+    for j in range(8):
+        with T.block("B"):
+            vj = T.axis.spatial(8, j)
+            B[vj] = A[vj * 1073741824 // 1073741824]
+'''
+
+
 @pytest.mark.parametrize("consumer", [
     "vi = T.axis.spatial(8, i)\n            C[vi] = B[G[vi]]",
     # a let bound to the gather, an opaque binding to it (audit helper-143)
@@ -448,15 +461,7 @@ def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), 
 def test_a_gather_into_a_producer_computing_exactly_in_an_index_is_refused(consumer):
     # B[vj] = A[vj * 2**30 // 2**30] (exact: A[vj]); read at B[G[vi]], the index would
     # become arithmetic on data and wrap (A[-2] read: helper-139)
-    f = sched.parse(f'''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for j in range(8):
-        with T.block("B"):
-            vj = T.axis.spatial(8, j)
-            B[vj] = A[vj * 1073741824 // 1073741824]
-    for i in range(8):
+    f = sched.parse(_EXACT_IN_AN_INDEX + f'''    for i in range(8):
         with T.block("C"):
             {consumer}
 ''')
@@ -548,15 +553,7 @@ def test_an_unsigned_value_inlined_into_an_index_wraps_as_stored():
                 C[i] = B[vi]''',
 ])
 def test_a_gather_bound_outside_the_reading_block_refuses_the_inline_too(consumer):
-    f = sched.parse('''
-@T.prim_func
-def f(A: T.Buffer((8,), "int32"), G: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
-    B = T.alloc_buffer((8,), "int32")
-    for j in range(8):
-        with T.block("B"):
-            vj = T.axis.spatial(8, j)
-            B[vj] = A[vj * 1073741824 // 1073741824]
-''' + consumer + "\n")
+    f = sched.parse(_EXACT_IN_AN_INDEX + consumer + "\n")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sched.ConservativeAnalysisWarning)
         sch = sched.Schedule(f)
