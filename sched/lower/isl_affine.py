@@ -18,7 +18,7 @@ from sched.ir.functor import collect, free_vars
 from sched.ir.intervals import interval
 from sched.ir.nodes import BinaryOp, BufferLoad, Call, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_build import integer_val
-from sched.polyhedral.isl_expr import NotAffine, ast_to_expr
+from sched.polyhedral.isl_expr import NotAffine, ast_to_expr, may_pass_int64
 
 # (variable, min, extent) of each loop around an expression that bears on it, outermost first
 Context = tuple[tuple[Var, Expr, Expr], ...]
@@ -52,7 +52,8 @@ class AffineTranslation:
             return ("param", self.name(e))
         if _is_widening(e) and self._cannot_wrap(e.value):   # isl's integers have no width
             return self.term(e.value)
-        if isinstance(e, BinaryOp) and e.dtype in _EXACT and not self._wraps_before(e):
+        if isinstance(e, BinaryOp) and e.dtype in _EXACT and not self._wraps_before(e) \
+                and not may_pass_int64(e):
             a, b, op = e.a, e.b, e.op
             if op in ("add", "sub", "min", "max"):
                 return (op, self.term(a), self.term(b))

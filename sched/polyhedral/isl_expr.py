@@ -96,6 +96,15 @@ def _wrapped_int64(text: str, expr: Expr) -> str:
     return f"((({text}) + {half}) mod {2 * half} - {half})"
 
 
+def may_pass_int64(expr: Expr) -> bool:
+    """Whether the index arithmetic `expr` (a sum, product or shift of constants and
+    variables) may reach 2**63 in magnitude, where the kernel's int64 arithmetic wraps and the
+    model reads it modulo 2**64 (`_wrapped_int64`): a pass that reads it with isl's exact
+    integers must take it whole, as an opaque value."""
+    magnitude = _magnitude(expr)
+    return magnitude is not None and magnitude >= 1 << 63
+
+
 # the magnitude a variable is taken to reach when judging whether index arithmetic may pass
 # int64: any value of an int32 one; an int64 one (a loop over a size, a scalar) up to 2**40,
 # which calls check of the int64 scalars the model reads (in_bounds: INT64_MAGNITUDE)

@@ -17,8 +17,9 @@ block's regions may be):
 
 A declared region of a buffer the blocks still access is kept where it holds what the
 blocks directly inside access in one instance (isl, over the loops between), else widened
-to the whole buffer. Buffers allocated inside the block are not its regions. A block with
-accesses of its own (outside the blocks in it) or an init is left as it is. The analyses
+to the whole buffer. Buffers allocated inside the block are not its regions; the blocks of
+its init (a blockized reduction's) count as blocks in it. A block with accesses of its own
+(outside the blocks in it and in its init) is left as it is. The analyses
 read the nested blocks' own accesses, so nothing they prove changes.
 """
 
@@ -69,8 +70,9 @@ def _refreshed_realize(node: BlockRealize) -> BlockRealize:
     step rebuilds the function around the blocks it did not touch)."""
     node = _Refresh().visit_children(node)
     block = node.block
-    inner = [r.block for r in collect(block.body, BlockRealize)]
-    if not inner or block.init is not None or _accesses_of_its_own(block.body):
+    parts = (block.body,) if block.init is None else (block.init, block.body)
+    inner = [r.block for part in parts for r in collect(part, BlockRealize)]
+    if not inner or any(_accesses_of_its_own(part) for part in parts):
         return node             # (what it declares for its own accesses is the user's)
     local = {b.name for b in block.alloc_buffers}
     local |= {b.name for nested in inner for b in nested.alloc_buffers}
@@ -139,7 +141,9 @@ def _widened(node: BlockRealize, declared: tuple[BufferRegion, ...], access: str
     between, by isl; audit helper-149: after inlining B[vi] = A[(vi + 16) % 64, vj] into a
     blockized block, its nested block read all of A's rows, the outer block 16 of them)."""
     outer = {iv.var: iv.dom for iv in node.block.iter_vars}
-    nested = list(_directly_inside(node.block.body, []))
+    block = node.block
+    nested = [found for part in (block.init, block.body) if part is not None
+              for found in _directly_inside(part, [])]
     widened = []
     for region in declared:
         covered = all(_covers(region, box, outer) for realize, loops in nested

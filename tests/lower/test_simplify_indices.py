@@ -310,3 +310,35 @@ def test_the_quotient_and_remainder_of_data_by_a_product_of_dims_are_not_folded(
     got = np.ones(4, np.int32)
     sched.interpret(_quotient_and_remainder_of_data, x, y, got)
     np.testing.assert_array_equal(got, expected)
+
+
+def _wrap64(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def test_int64_arithmetic_past_2_63_is_taken_whole_in_an_index_and_a_guard():
+    # audit helper-161: the model reads i * 2**62 modulo 2**64 (as the kernel computes it)
+    # and proved both accesses in bounds; isl read it exactly, simplified the index
+    # max(i * 2**62, 0) // 2**62 to i and decided the `if` true: A[2..7] and A[12..13] were
+    # read past A
+    f = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((12,), "int32"), C: T.Buffer((12,), "int32"), D: T.Buffer((12,), "int32")):
+    for i in range(12):
+        with T.block("C"):
+            vi = T.axis.spatial(12, i)
+            C[vi] = A[T.max(T.Cast("int64", vi) * T.int64(2**62), T.int64(0)) // T.int64(2**62)]
+            if T.Cast("int64", vi) * T.int64(2**62) >= T.int64(0):
+                D[vi] = A[vi + 2]
+            else:
+                D[vi] = -1
+''')
+    storage = np.full(16, -5, np.int32)
+    storage[:12] = np.arange(12) + 100
+    a = storage[:12]
+    expected_c = [a[max(_wrap64(v * 2**62), 0) // 2**62] for v in range(12)]
+    expected_d = [a[v + 2] if _wrap64(v * 2**62) >= 0 else -1 for v in range(12)]
+    c, d = np.zeros(12, np.int32), np.zeros(12, np.int32)
+    sched.build(f, target="c", check_bounds="strict")(a, c, d)
+    np.testing.assert_array_equal(c, expected_c)
+    np.testing.assert_array_equal(d, expected_d)

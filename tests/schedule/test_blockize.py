@@ -318,3 +318,47 @@ def test_a_blockized_block_declares_more_of_a_buffer_its_blocks_read_more_of():
         "+ 16, 0:64])" in sch.mod.script()
     sch.compute_inline(sch.get_block("b"))
     assert "T.reads(A[0:64, 0:64])" in sch.mod.script()
+
+
+@T.prim_func
+def _tvm_blockized_reduction(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+                             C: T.Buffer((16, 16), "float32")):
+    A1 = T.alloc_buffer((16, 16))
+    A2 = T.alloc_buffer((16, 16))
+    for i, k in T.grid(16, 16):
+        with T.block("A1"):
+            vi, vk = T.axis.remap("SS", [i, k])
+            A1[vi, vk] = A[vi, vk] + T.float32(1)
+    for i, k in T.grid(16, 16):
+        with T.block("A2"):
+            vi, vk = T.axis.remap("SS", [i, k])
+            A2[vi, vk] = A1[vi, vk] * T.float32(2)
+    for io, jo, ko in T.grid(2, 2, 2):
+        with T.block("C_o"):
+            vio, vjo, vko = T.axis.remap("SSR", [io, jo, ko])
+            T.reads(A2[vio * 8:vio * 8 + 8, vko * 8:vko * 8 + 8],
+                    B[vko * 8:vko * 8 + 8, vjo * 8:vjo * 8 + 8])
+            T.writes(C[vio * 8:vio * 8 + 8, vjo * 8:vjo * 8 + 8])
+            with T.init():
+                for ii, ji in T.grid(8, 8):
+                    with T.block("C_init"):
+                        vi, vj = T.axis.remap("SS", [ii, ji])
+                        C[vio * 8 + vi, vjo * 8 + vj] = T.float32(0)
+            for ii, ji, ki in T.grid(8, 8, 8):
+                with T.block("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [ii, ji, ki])
+                    C[vio * 8 + vi, vjo * 8 + vj] = C[vio * 8 + vi, vjo * 8 + vj] + \
+                        A2[vio * 8 + vi, vko * 8 + vk] * B[vko * 8 + vk, vjo * 8 + vj]
+
+
+def test_a_blockized_reduction_with_an_init_declares_what_its_blocks_read_after_an_inline():
+    # TVM's blockized reduction holds its init's blocks in a T.init(): C_o kept reading A2
+    # once A2 was inlined, and cache_read(C_o, "A1") was refused (audit helper-161)
+    sch = sched.Schedule(_tvm_blockized_reduction)
+    sch.compute_inline(sch.get_block("A2"))
+    assert "A2[" not in sch.mod.script()
+    sch.cache_read(sch.get_block("C_o"), "A1", "shared")
+    a, b = (np.random.default_rng(s).random((16, 16), dtype=np.float32) for s in (0, 1))
+    c = np.zeros((16, 16), np.float32)
+    sched.build(sch.mod, target="c")(a, b, c)
+    np.testing.assert_allclose(c, ((a + 1) * 2) @ b, rtol=1e-5)

@@ -176,3 +176,23 @@ def test_a_padding_condition_whose_int32_arithmetic_wraps_is_not_moved_into_loop
     sch = sched.Schedule(te.create_prim_func([A, P]))
     with pytest.raises(ScheduleError, match="computes int32 arithmetic that may wrap"):
         sch.decompose_padding(sch.get_block("P"), sch.get_loops(sch.get_block("P"))[0])
+
+
+def test_a_padding_condition_of_int64_arithmetic_past_2_63_keeps_its_wrap_as_a_predicate():
+    # i * 2**62 wraps at i % 4 in (2, 3), where the stored value pads; moved into the
+    # predicate, the lowering read it exactly and dropped it: nothing padded (helper-161)
+    @T.prim_func
+    def wrapping(A: T.Buffer((12,), "int32"), P: T.Buffer((12,), "int32")):
+        for i in range(12):
+            with T.block("P"):
+                vi = T.axis.spatial(12, i)
+                P[vi] = T.if_then_else(T.Cast("int64", vi) * T.int64(2**62) >= T.int64(0),
+                                       A[vi], -7)
+
+    sch = sched.Schedule(wrapping)
+    sch.decompose_padding(sch.get_block("P"), sch.get_loops(sch.get_block("P"))[0])
+    a = np.arange(12, dtype=np.int32) * 5 + 3
+    p = np.zeros(12, np.int32)
+    sched.build(sch.mod, target="c")(a, p)
+    wrapped = (np.arange(12, dtype=object) * 2**62 + 2**63) % 2**64 - 2**63
+    np.testing.assert_array_equal(p, np.where(wrapped >= 0, a, -7))
