@@ -23,6 +23,7 @@ import sys
 from sched.ir.builders import literal
 from sched.ir.dtype import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from sched.ir.nodes import INT_FUNCTIONS, FloatImm, PrimFunc
+from sched.ir.parse_expr import OuterSymbol
 from sched.ir.parse_spelled import SPELLED
 from sched.ir.parser import parse_function
 
@@ -97,6 +98,8 @@ class _IntConstant(_Placeholder):
         if len(args) == 1 and not kwargs and isinstance(args[0], int) and \
                 not isinstance(args[0], bool):
             return literal(args[0], self.dtype)    # refuses T.int8(300), as TVM does
+        if not args and not kwargs:
+            return OuterSymbol(self.dtype)         # `n = T.int32()` around a function
         return _PLACEHOLDER
 
 

@@ -139,6 +139,15 @@ def _is_zero(expr: Expr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
 
 
+class OuterSymbol:
+    """What `T.int32()` (any integer type, no argument) gives outside a function: a symbolic
+    variable that a function using the name declares at its top (TVM's module-level
+    `n = T.int32()`, read in `T.Buffer((n,), ...)`)."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+
 class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, BitCallParser):
     """Scopes, errors and expressions: the part of the parser that statements build on."""
 
@@ -190,6 +199,12 @@ class ExprParser(TCallParser, ExternCallParser, VectorParser, IntrinCallParser, 
             found = self.outer[node.id]
             if isinstance(found, bool | int | float | Expr):
                 return found
+            if isinstance(found, OuterSymbol):
+                # `n = T.int32()` around the function, as TVM users write it: a symbolic
+                # variable of the function, as if declared at its top
+                var = self.declared_symbols.setdefault(node.id, Var(node.id, found.dtype))
+                self.scopes[0][node.id] = var
+                return var
             raise self.error(node, f"'{node.id}' is a Python {type(found).__name__} of the "
                                    f"scope around the function; a script reads numbers and IR "
                                    f"expressions from there")

@@ -103,6 +103,20 @@ def feeds_reduction(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     return False
 
 
+def unindexed_variables(func: PrimFunc, loop_name: str, block_name: str) -> list[str]:
+    """The iteration variables of block `block_name` that loop `loop_name` binds, where no
+    variable it binds indexes what the block writes (none otherwise): each iteration of the
+    loop then updates the same elements."""
+    realize = index(func.body).blocks.get(block_name)
+    if realize is None:
+        return []
+    bound = [iv.var for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+             if loop_name in {v.name for v in free_vars(value)}]
+    written = {v for region in realize.block.writes for r in region.region
+               for v in (*free_vars(r.min), *free_vars(r.extent))}
+    return [] if not bound or written & set(bound) else [v.name for v in bound]
+
+
 def rfactor_loop_of(func: PrimFunc, loop_name: str, block_name: str) -> bool:
     """Whether rfactor could factor block `block_name` at loop `loop_name`: the loop is
     around the block with no other block between them and feeds reduce iteration variables

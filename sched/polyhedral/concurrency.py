@@ -12,7 +12,7 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
-from sched.ir.paths import feeds_reduction
+from sched.ir.paths import feeds_reduction, unindexed_variables
 from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
@@ -493,7 +493,16 @@ class _Concurrency:
         article = "an" if dep.kind in ("anti", "output") else "a"
         what = "a reduction" if dep.is_reduction else f"{article} {dep.kind} dependence"
         reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
-        if dep.is_reduction and not feeds_reduction(self.func, name, dep.sink.block.name):
+        spatial = dep.is_reduction and not feeds_reduction(self.func, name,
+                                                           dep.sink.block.name)
+        unindexed = spatial and unindexed_variables(self.func, name, dep.sink.block.name)
+        if unindexed:
+            # (helper-162: the non-affine wording for `C[vi] += A[vi, vj, vk]`)
+            reason = (f"iterations of loop '{name}' update the same elements of the "
+                      f"reduction of block {dep.sink.block.name}: the loop binds its "
+                      f"variable{'s' if len(unindexed) > 1 else ''} {', '.join(unindexed)}, "
+                      f"which no index of what it writes holds")
+        elif spatial:
             # (helper-86: a fused spatial loop over a symbolic dim, `vb = f // (10 * n)`)
             reason = (f"iterations of loop '{name}' may update one element of the reduction "
                       f"of block {dep.sink.block.name} as far as the analysis can tell: the "
@@ -610,3 +619,4 @@ def check_concurrent_loops(func: PrimFunc) -> tuple[str, Violation] | None:
         if violation is not None:
             return loop.loop_var.name, violation
     return None
+

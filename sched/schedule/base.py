@@ -135,6 +135,8 @@ class ScheduleBase:
                 raise ValueError(f"Schedule: error_render_level must be 'detail', 'fast' or "
                                  f"'none' (TVM's), got {error_render_level!r}")
             render_errors = error_render_level == "detail"
+        # the module's other functions, kept in `mod` as they are (a schedule holds one)
+        self._module: IRModule | None = func if isinstance(func, IRModule) else None
         if isinstance(func, IRModule):         # "main" or the only function
             func = func.main_function("Schedule")
         if not isinstance(func, PrimFunc):
@@ -191,6 +193,7 @@ class ScheduleBase:
         """An independent schedule in the same state (same function, trace and handles)."""
         other = type(self).__new__(type(self))
         other._func, other.original_func = self._func, self.original_func
+        other._module = self._module
         other.trace = Trace(list(self.trace.instructions))
         other.render_errors, other.verify_steps = self.render_errors, self.verify_steps
         other._counter = itertools.count(self._peek_counter())

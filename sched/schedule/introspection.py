@@ -60,8 +60,14 @@ class IntrospectionPrimitives(ScheduleBase):
     @property
     def mod(self) -> IRModule:
         """The function as scheduled so far, as a module: `sch.mod["main"]` is `sch.func`
-        (TVM's `tir.Schedule(func).mod` holds it as "main")."""
-        return IRModule({"main": self._func})
+        (TVM's `tir.Schedule(func).mod` holds it as "main"). A schedule of a module keeps
+        its other functions as they were, in their order, with the scheduled one under its
+        name."""
+        module = self._module
+        if module is None:
+            return IRModule({"main": self._func})
+        return IRModule({name: self._func if func is self.original_func else func
+                         for name, func in module.functions.items()}, module.name)
 
     def work_on(self, func_name: str) -> None:
         """Choose the function the following steps work on (TVM's, for a module of several).

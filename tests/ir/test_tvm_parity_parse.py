@@ -981,3 +981,23 @@ def test_t_functions_outside_a_function_make_expressions_as_inside():
             T.floordiv(i, 2): "i // 2", T.max(i, 0): "T.max(i, 0)"}
     for expr, text in made.items():
         assert expr.script() == text
+
+
+N_AROUND = T.int32()
+
+
+def test_a_symbolic_variable_declared_around_the_function_is_the_functions():
+    # TVM users write `n = T.int32()` at module level and read it in T.Buffer annotations;
+    # sched refused it naming an internal placeholder class (audit helper-162)
+    @T.prim_func
+    def doubled(A: T.Buffer((N_AROUND,), "float32"), B: T.Buffer((N_AROUND,), "float32")):
+        for i in range(N_AROUND):
+            with T.block("B"):
+                vi = T.axis.spatial(N_AROUND, i)
+                B[vi] = A[vi] * T.float32(2)
+
+    assert "N_AROUND = T.int32()" in doubled.script()
+    round_trips(doubled)
+    for n in (1, 7):
+        a, b = run_c(doubled, np.arange(n, dtype=np.float32), np.zeros(n, np.float32))
+        np.testing.assert_array_equal(b, a * 2)

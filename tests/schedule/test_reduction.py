@@ -553,3 +553,25 @@ def test_no_rfactor_advice_for_a_loop_rfactor_refuses():
         with pytest.raises(ScheduleError) as error:
             sch.parallel(loop)
         assert ("sch.rfactor(" in str(error.value)) == (make == "plain"), make
+
+
+@T.prim_func
+def _sum_over_an_unindexed_spatial_axis(A: T.Buffer((4, 3, 5), "float32"),
+                                        C: T.Buffer((4,), "float32")):
+    for i, j, k in T.grid(4, 3, 5):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi] = T.float32(0)
+            C[vi] = C[vi] + A[vi, vj, vk]
+
+
+def test_parallel_of_a_spatial_loop_that_no_output_index_holds_says_so():
+    # the refusal blamed a binding "the analysis cannot follow exactly (not affine)"; every
+    # binding is affine, vj just indexes nothing C is written at (audit helper-162)
+    sch = sched.Schedule(_sum_over_an_unindexed_spatial_axis)
+    _, j, _ = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="update the same elements of the reduction of "
+                                            "block C: the loop binds its variable vj, which "
+                                            "no index of what it writes holds"):
+        sch.parallel(j)

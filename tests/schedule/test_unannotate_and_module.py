@@ -83,6 +83,22 @@ def test_mod_holds_the_function_as_main():
         sch.work_on("other")
 
 
+
+def test_a_schedule_of_a_module_keeps_its_other_functions():
+    # sch.mod held "main" alone: a round trip of the module lost its other functions, which
+    # TVM's sch.mod keeps (audit helper-162)
+    from sched.ir.module import IRModule
+
+    helper = te.create_prim_func([te.placeholder((4,), "float32", name="X"),
+                                  te.compute((4,), lambda i: te.const(1.0), name="Y")])
+    module = IRModule({"fill": helper, "main": scale_then_shift()})
+    sch = sched.Schedule(module)
+    sch.compute_inline(sch.get_block("B"))
+    assert list(sch.mod) == ["fill", "main"] and list(sch.copy().mod) == ["fill", "main"]
+    assert sch.mod["fill"] == module["fill"] and sch.mod["main"].body is sch.func.body
+    assert sched.parse(sch.mod.script()) == sch.mod
+    run(sch.mod["main"])
+
 def test_show_prints_the_function_then_the_trace(capsys):
     sch = sched.Schedule(scale_then_shift())
     sch.compute_inline(sch.get_block("B"))
