@@ -56,14 +56,18 @@ _CTYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64":
 
 
 # gcc takes `#pragma GCC unroll n` for n < 65535 only (a loop of 70000 iterations unrolled
-# failed to build: audit helper-119), and took over 10 minutes unrolling by 65534: a longer
-# loop than this is unrolled by this many (a copy of 4096 bodies already takes gcc seconds)
+# failed to build: audit helper-119), and took over 10 minutes unrolling by 65534: a loop up
+# to this long is unrolled whole (a copy of 4096 bodies already takes gcc seconds); a longer
+# one, which no unrolling makes straight-line code, by PARTIAL_UNROLL (unrolled by 4096, a
+# loop of 2**20 took gcc almost 3 minutes: audit helper-165)
 MAX_UNROLL = 4096
+PARTIAL_UNROLL = 64
 
 
 def unroll_pragma(extent: int) -> str:
-    """The pragma that unrolls a loop of `extent` iterations (by at most MAX_UNROLL)."""
-    return f"#pragma GCC unroll {min(extent, MAX_UNROLL)}"
+    """The pragma that unrolls a loop of `extent` iterations: whole up to MAX_UNROLL, by
+    PARTIAL_UNROLL past it."""
+    return f"#pragma GCC unroll {extent if extent <= MAX_UNROLL else PARTIAL_UNROLL}"
 
 
 class VectorValue:

@@ -84,7 +84,10 @@ def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, prim
                        f"init first. Where a split of a symbolic extent made it, split by a "
                        f"constant inner factor (sch.split(k, [None, 4]): k_0 * 4 + k_1 is "
                        f"affine; a constant outer factor makes the inner extent symbolic and "
-                       f"its product with the outer loop not affine)", func, None, render)
+                       f"its product with the outer loop not affine). A fuse of loops of "
+                       f"symbolic extents (n * m iterations) is not affine however it is "
+                       f"split: split and rfactor one of the loops before fusing",
+                       func, None, render)
     dims = " and ".join(f"{rename[v].name} >= 1" for v in func.symbolic_vars) or "true"
     params = f"[{', '.join(rename[v].name for v in outer)}] -> "
     # spatial variables bound to loops of symbolic extents fused (`vx = f // n`): their loops

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import sched
 from sched import compute as te
 from sched.c.codegen import c_function_name, generate_c
@@ -119,18 +121,23 @@ def test_integer_constants():
     assert int_literal(1, "bool") == "true"
 
 
-def test_an_unrolled_loop_longer_than_gcc_takes_is_unrolled_by_the_cap():
+def test_an_unrolled_loop_longer_than_gcc_takes_is_unrolled_in_part():
     # `#pragma GCC unroll 70000` is refused by gcc (n < 65535), and gcc ran over 10 minutes
-    # unrolling by 65534 (audit helper-119): a loop past MAX_UNROLL is unrolled by that many
-    from sched.c.vector_codegen import MAX_UNROLL, unroll_pragma
+    # unrolling by 65534 (audit helper-119), almost 3 unrolling a loop of 2**20 by 4096
+    # (helper-165): a loop past MAX_UNROLL is unrolled by PARTIAL_UNROLL
+    from sched.c.vector_codegen import MAX_UNROLL, PARTIAL_UNROLL, unroll_pragma
 
     assert unroll_pragma(8) == "#pragma GCC unroll 8"
-    assert unroll_pragma(70000) == f"#pragma GCC unroll {MAX_UNROLL}" and MAX_UNROLL < 65535
+    assert unroll_pragma(MAX_UNROLL) == f"#pragma GCC unroll {MAX_UNROLL}" and MAX_UNROLL < 65535
+    assert unroll_pragma(70000) == f"#pragma GCC unroll {PARTIAL_UNROLL}"
     A = te.placeholder((70000,), name="A")
     C = te.compute((70000,), lambda i: A[i] * 2.0, name="C")
     sch = sched.Schedule(te.create_prim_func([A, C]))
     sch.unroll(sch.get_loops(sch.get_block("C"))[0])
-    assert f"#pragma GCC unroll {MAX_UNROLL}\n" in generate_c(lower(sch.func))
+    assert f"#pragma GCC unroll {PARTIAL_UNROLL}\n" in generate_c(lower(sch.func))
+    a, c = np.arange(70000, dtype=np.float32), np.zeros(70000, np.float32)
+    sched.build(sch.func, target="c")(a, c)
+    np.testing.assert_array_equal(c, a * 2)
 
 
 _TOO_LARGE_AN_INTERMEDIATE = '''

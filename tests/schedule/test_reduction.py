@@ -575,3 +575,17 @@ def test_parallel_of_a_spatial_loop_that_no_output_index_holds_says_so():
                                             "block C: the loop binds its variable vj, which "
                                             "no index of what it writes holds"):
         sch.parallel(j)
+
+
+def test_rfactor_of_a_split_of_fused_symbolic_reduce_loops_names_the_fuse():
+    # the refusal advised a constant inner factor, which the split had (audit helper-165)
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), "float32", name="A")
+    k, ll = te.reduce_axis((0, n), name="k"), te.reduce_axis((0, m), name="l")
+    C = te.compute((1,), lambda z: te.sum(A[k, ll], axis=[k, ll]), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    _, k_loop, l_loop = sch.get_loops(sch.get_block("C"))
+    _, inner = sch.split(sch.fuse(k_loop, l_loop), [None, 4])
+    with pytest.raises(ScheduleError, match=r"A fuse of loops of symbolic extents \(n \* m "
+                                            r"iterations\) is not affine however it is split"):
+        sch.rfactor(inner, 0)
