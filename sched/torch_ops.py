@@ -174,8 +174,12 @@ def _kernels_by_device(kernels) -> dict[str, object]:
         device = "cuda" if hasattr(kernel, "cubin") else "cpu" if hasattr(
             kernel, "library_path") else None
         if device is None:
+            emulated = type(kernel).__name__ == "EmulatedKernel"
             raise TypeError(f"custom_op: expected kernels built by sched.build, got "
-                            f"{type(kernel).__name__}")
+                            f"{type(kernel).__name__}" + (
+                                " (a cuda-emu kernel runs a GPU schedule on the host to check "
+                                "it; register kernels built for target 'c' or 'cuda')"
+                                if emulated else ""))
         if device in found:
             raise ValueError(f"custom_op: two kernels for {device}: give one per device type")
         first = next(iter(found.values()), None)
@@ -199,6 +203,10 @@ def _outputs(func: PrimFunc, kernel, names) -> tuple[Buffer, ...]:
         if unknown:
             raise ValueError(f"custom_op: outputs {unknown} are not buffers of '{func.name}' "
                              f"(its buffers: {', '.join(buffers)})")
+        repeated = sorted({n for n in names if list(names).count(n) > 1})
+        if repeated:
+            raise ValueError(f"custom_op: outputs {repeated} are named more than once: name "
+                             f"each output once")
         chosen = tuple(buffers[n] for n in names)
         # an output the kernel does not write would be returned as allocated, empty
         # (audit helper-78); a written buffer left out stays an argument the schemas mark
@@ -358,11 +366,28 @@ def _evaluate(expr, values):
     raise ValueError(f"custom_op: cannot compute the shape expression {expr.script()}")
 
 
+class _ScriptText(str):
+    """A string that a tuple shows as written (`(k,)`, not `('k',)`)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def _allocate(op: CustomOp, args, empty):
     import torch
 
+    from sched.errors import KernelArgumentError
+
+    shapes = _output_shapes(op, args)
+    for shape, buffer in zip(shapes, op.outputs, strict=True):
+        if any(isinstance(d, int) and d < 0 for d in shape):
+            # (torch's raw "negative dimension" error named nothing: audit helper-164)
+            raise KernelArgumentError(
+                f"{op.qualname}: output '{buffer.name}' of shape "
+                f"{tuple(_ScriptText(d.script()) for d in buffer.shape)} would have the negative "
+                f"shape {tuple(shape)} for these arguments")
     return [empty(shape, getattr(torch, _TORCH_DTYPES[buffer.dtype]))
-            for shape, buffer in zip(_output_shapes(op, args), op.outputs, strict=True)]
+            for shape, buffer in zip(shapes, op.outputs, strict=True)]
 
 
 def _device_of(args) -> str:
@@ -383,9 +408,11 @@ def _run_functional(op: CustomOp, args):
     args = [a.contiguous() if hasattr(a, "contiguous") else a for a in args]
     first = next(a for a in args if hasattr(a, "device"))
     outputs = _allocate(op, args, lambda shape, dtype: first.new_empty(shape, dtype=dtype))
-    produced = iter(outputs)
+    # each output by its buffer: `outputs=` may name them in another order than the
+    # parameters (audit helper-164: outputs=["C", "B"] returned B as c)
     supplied = iter(args)
-    call = [next(produced) if p in op.outputs else next(supplied) for p in op.func.params]
+    call = [outputs[op.outputs.index(p)] if p in op.outputs else next(supplied)
+            for p in op.func.params]
     _kernel_for(op, device)(*call)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 

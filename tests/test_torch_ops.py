@@ -337,3 +337,47 @@ def test_written_tensors_past_the_26th_parameter_have_alias_sets_of_their_own():
     torch.testing.assert_close(y0, a[0] + a[1])
     torch.testing.assert_close(y1, a[2] * a[3])
 
+
+
+def test_outputs_named_in_another_order_than_the_parameters_are_returned_as_named():
+    # outputs=["C", "B"] returned B's values as c and C's as b; naming one twice returned an
+    # unwritten tensor (audit helper-164)
+    A = te.placeholder((4, 3), "float32", name="A")
+    B = te.compute((4, 3), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((3, 4), lambda j, i: A[i, j] * 2.0, name="C")
+    kernel = sched.build(te.create_prim_func([A, B, C], name="two"), target="c")
+    op = sched.torch.custom_op(unique("two"), kernel, outputs=["C", "B"])
+    a = torch.randn(4, 3)
+    c, b = op(a)
+    torch.testing.assert_close(c, (a * 2).T)
+    torch.testing.assert_close(b, a + 1)
+    with pytest.raises(ValueError, match=r"outputs \['B'\] are named more than once"):
+        sched.torch.custom_op(unique("two"), kernel, outputs=["B", "B"])
+
+
+def test_a_negative_output_size_from_a_scalar_names_the_output():
+    from sched.script import T
+
+    @T.prim_func
+    def take(a: T.handle, b: T.handle, k: T.int32):
+        A = T.match_buffer(a, (10,), "float32")
+        B = T.match_buffer(b, (k,), "float32")
+        for i in range(k):
+            with T.block("B"):
+                vi = T.axis.spatial(k, i)
+                B[vi] = A[vi]
+
+    op = sched.torch.custom_op(unique("take"), sched.build(take, target="c"))
+    a = torch.randn(10)
+    torch.testing.assert_close(op(a, 3), a[:3])
+    with pytest.raises(sched.KernelArgumentError, match=r"output 'B' of shape \(k,\) would "
+                                                        r"have the negative shape \(-1,\)"):
+        op(a, -1)
+
+
+def test_a_cuda_emu_kernel_is_refused_saying_which_targets_register():
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
+    emulated = sched.build(te.create_prim_func([A, B]), target="cuda-emu")
+    with pytest.raises(TypeError, match="register kernels built for target 'c' or 'cuda'"):
+        sched.torch.custom_op(unique("emu"), emulated)

@@ -34,7 +34,8 @@ from sched.autoscheduler.measure.common import Candidate, MeasureResult, TimingO
 from sched.autoscheduler.search import EvolutionarySearch
 from sched.autoscheduler.space.sketch import SearchSpace
 from sched.autoscheduler.workload import Workload
-from sched.ir.nodes import Buffer
+from sched.ir.functor import collect
+from sched.ir.nodes import Buffer, For
 from sched.schedule.trace import Trace
 from sched.targets import parse_target
 
@@ -134,10 +135,14 @@ def tune(func, target: str = "c", *, arch: str | None = None, trials: int = 256,
     if not space.sketches:
         # the function as given is still measured and recorded (audit helper-105: a scan
         # was refused outright)
+        bound = target == "c" and any(lp.kind == "thread_binding" for lp in
+                                      collect(workload.base_schedule().func.body, For))
+        why = ("its loops are bound to GPU threads, and the CPU sketches add parallel "
+               "loops, which no GPU kernel holds: tune it for target 'cuda'" if bound else
+               "a scan or a recurrence, say")
         warnings.warn(f"tune: no schedule sketch applies to {workload.name!r} on {target} "
-                      f"(a scan or a recurrence, say): only the function as given is "
-                      f"measured; schedule its blocks by hand (tutorials 02 and 07)",
-                      stacklevel=2)
+                      f"({why}): only the function as given is measured; schedule its "
+                      f"blocks by hand (tutorials 02 and 07)", stacklevel=2)
     search = EvolutionarySearch(space, seed=seed)
     previous = database.records(workload)
     search.remember(r.func_hash for r in previous)

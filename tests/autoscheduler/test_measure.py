@@ -214,6 +214,32 @@ def test_the_reference_is_the_unscheduled_functions_output():
     assert outcome.kind is None and len(outcome.seconds) == TIMING.repeat
 
 
+
+def test_index_data_is_drawn_in_bounds_of_what_it_indexes():
+    # a 4-row table's indices were drawn 0..4, and a CSR's row pointers (read in loop bounds)
+    # over the whole int range: the reference read past its arrays and every candidate was
+    # reported a legality bug (audit helper-164)
+    from sched.script import T
+
+    @T.prim_func
+    def gather(A: T.Buffer((2, 8), "float32"), idx: T.Buffer((64,), "int32"),
+               ptr: T.Buffer((9,), "int32"), data: T.Buffer((16,), "float32"),
+               B: T.Buffer((64, 8), "float32"), y: T.Buffer((8,), "float32")):
+        for i, j in T.grid(64, 8):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[idx[vi], vj]
+        for i in range(8):
+            with T.block("y"):
+                vi = T.axis.remap("S", [i])
+                y[vi] = T.float32(0)
+                for k in range(ptr[vi], ptr[vi + 1]):
+                    y[vi] = y[vi] + data[k]
+
+    _, idx, ptr, *_ = Workload.of(gather).arrays(0)
+    assert set(idx) == {0, 1}
+    assert ptr.min() >= 0 and ptr.max() <= 3
+
 def test_compare_allows_float_rounding_not_errors_and_integers_exactly():
     expected = np.linspace(-10, 10, 100, dtype=np.float32)
     assert compare("C", expected * (1 + 1e-5), expected, "float32") is None

@@ -374,6 +374,21 @@ def test_a_function_no_sketch_applies_to_is_measured_as_given():
     np.testing.assert_allclose(b, np.cumsum(a, axis=1), rtol=1e-5, atol=1e-5)
 
 
+
+def test_tuning_a_gpu_bound_schedule_for_the_cpu_says_why_no_sketch_applies():
+    # the warning blamed "a scan or a recurrence" (audit helper-164)
+    A, B = te.placeholder((12, 8), name="A"), te.placeholder((8, 10), name="B")
+    C = te.ops.matmul(A, B)
+    D = te.compute((12, 10), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    sch = sched.Schedule(te.create_prim_func([A, B, D], name="mm_relu"))
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    with pytest.warns(UserWarning, match="its loops are bound to GPU threads.*tune it for "
+                                         "target 'cuda'"):
+        tune(sch, "c", trials=4, seed=0, per_round=4, workers=1, timing=FAST,
+             progress=False)
+
 def test_with_no_candidate_that_ran_the_kernel_says_so():
     result = tune(_matmul(), "c", trials=2, seed=0, per_round=2, workers=1,
                   timing=TimingOptions(repeat=2, min_repeat_ms=1000.0, timeout=1e-4),
