@@ -19,7 +19,7 @@ arguments are read against that layout, never dropped:
 - `scope=""` is TVM's spelling of the global scope.
 
 A view `X = T.match_buffer(A[vi * 16:vi * 16 + 16, 0:16], (16, 16))` in a block is read as a
-window: `X[i, j]` is `A[vi * 16 + i, j]` (see `parse_expr.RegionView`), so the IR holds no view
+window: `X[i, j]` is `A[vi * 16 + i, j]` (see `parse_regions.RegionView`), so the IR holds no view
 and printing gives the accesses of `A`. Its strides and offset are those of the window in `A`.
 """
 
@@ -51,14 +51,8 @@ from sched.ir.nodes import (
     const,
     seq,
 )
-from sched.ir.parse_expr import (
-    ExprParser,
-    RegionView,
-    _subscript_elements,
-    call_name,
-    dense_layout,
-    dense_strides,
-)
+from sched.ir.parse_expr import ExprParser, call_name
+from sched.ir.parse_regions import RegionView, dense_layout, dense_strides, subscript_elements
 from sched.ir.simplify import simplify
 
 _LAYOUT_KEYWORDS = ("strides", "elem_offset", "align", "offset_factor")
@@ -83,7 +77,7 @@ class BufferParser(ExprParser):
         arguments after the handle of `T.match_buffer(...)`. The dtype defaults to float32.
         `layout` gives the strides and offset the declaration may state (dense by default)."""
         if isinstance(node, ast.Subscript):
-            items = _subscript_elements(node)
+            items = subscript_elements(node)
             last = items[-1] if items else None
             if not (isinstance(last, ast.Constant) and isinstance(last.value, str)):
                 items = [node.slice]

@@ -72,8 +72,9 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
-from sched.ir.parse_expr import Handle, call_name, t_name
+from sched.ir.parse_expr import Handle
 from sched.ir.parse_module import is_module, parse_module
+from sched.ir.parse_names import call_name, t_name
 from sched.ir.parse_python import inline_python_values
 from sched.ir.parse_stmt import StmtParser, one_arg, split_header, statement_kind
 

@@ -14,7 +14,7 @@ What it prints, `parser.parse` reads back: `parse(to_script(f)) == f` for every 
 names are Python identifiers and whose operands agree in dtype (as `verify` requires). Where
 two spellings would do, it picks the one the parser maps back to the same node: an int32
 constant is `5`, any other is typed (`T.int64(5)`); a range `[lo, lo + e)` prints its upper
-bound simplified when that still gives back `e` (see `parse_expr.extent_between`); a let or a
+bound simplified when that still gives back `e` (see `parse_regions.extent_between`); a let or a
 buffer declaration that is not last in its sequence uses the `with` form, so that its body
 does not swallow the statements after it.
 """
@@ -64,7 +64,7 @@ from sched.ir.nodes import (
     While,
     const,
 )
-from sched.ir.parse_expr import extent_between
+from sched.ir.parse_regions import extent_between
 from sched.ir.simplify import simplify
 
 # Python's precedence levels, lowest first: or, and, not, comparisons, + -, * / // %, unary -
