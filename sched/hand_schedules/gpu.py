@@ -270,8 +270,9 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     and multiplies (wmma_sync_16x16x16_f16f16f32).
 
     The tiles are fetched `lanes` halves at a time (8: 16-byte moves; 1 element by element
-    where the tile does not split so), their rows padded by `pad` halves (8 spreads ldmatrix
-    and wmma loads over the shared-memory banks; 0: unpadded), and with `stages` > 1 the K
+    where the tile does not split so), their rows padded by `pad` halves (0, 8, 16 or 24: 8
+    spreads ldmatrix and wmma loads over the shared-memory banks; 0: unpadded), and with
+    `stages` > 1 the K
     loop is software-pipelined: the fetches of the next `stages - 1` steps run ahead
     (cp.async), each shared tile multi-buffered. On an H200, 4096^3
     (benchmarks/gpu_tensor_core.py): `fragments=(4, 4), stages=3, k_tiles=4` ran at 346
@@ -334,9 +335,12 @@ def _tensor_core_matmul(name: str, M: int, N: int, K: int, fragments, warps, k_t
         raise ValueError(f"{name}: M must be a multiple of {tile_m}, N of "
                          f"{tile_n} and K of {16 * k_tiles} (whole fragments), got M={M}, "
                          f"N={N}, K={K}")
-    if not 0 <= pad < 32:
-        raise ValueError(f"{name}: pad must be in [0, 32) halves (the row stride is padded to "
-                         f"32 * n + pad; 8 spreads the loads over the banks), got {pad}")
+    if not (0 <= pad < 32 and pad % 8 == 0):
+        # (wmma loads and ldmatrix need rows 16 bytes apart: pad 4 built on the C target
+        # only, audit helper-163)
+        raise ValueError(f"{name}: pad must be 0, 8, 16 or 24 halves (the row stride is "
+                         f"padded to 32 * n + pad, and wmma and ldmatrix need rows a multiple "
+                         f"of 16 bytes apart; 8 spreads the loads over the banks), got {pad}")
     A = te.placeholder((M, K), "float16", name="A")
     B = te.placeholder((N, K) if trans_b else (K, N), "float16", name="B")
     k = te.reduce_axis((0, K), name="k")

@@ -150,7 +150,9 @@ def test_a_fragment_read_element_by_element_is_refused_on_cuda_but_runs_on_c():
 def test_rows_padded_off_16_bytes_are_refused_naming_the_padding():
     # storage_align pads the shared rows by 4 halves (8 bytes): wmma's row stride must be a
     # multiple of 16 bytes; the message points at the padding, not at a step after tensorize
-    sch = hs.gpu_matmul_tensor_core(64, 64, 64, pad=4)
+    sch = hs.gpu_matmul_tensor_core(64, 64, 64, pad=0)
+    for name in ("A_shared", "B_shared"):
+        sch.storage_align(sch.get_block(name), 0, axis=0, factor=32, offset=4)
     with pytest.raises(ScheduleError, match=r"the rows of the tile of 'A_shared' are 36 "
                        r"elements apart: wmma needs a multiple of 16 bytes\. The buffer's row "
                        r"length sets it \(its shape, or the padding storage_align adds\): make "

@@ -250,8 +250,12 @@ def test_tensor_core_matmul_on_the_device():
 def test_partial_fragments_are_refused_by_the_hand_schedule():
     with pytest.raises(ValueError, match="M must be a multiple of 64, N of 64 and K of 32"):
         hs.gpu_matmul_tensor_core(40, 64, 32)
-    with pytest.raises(ValueError, match=r"gpu_matmul_mma: pad must be in \[0, 32\) halves"):
+    with pytest.raises(ValueError, match=r"gpu_matmul_mma: pad must be 0, 8, 16 or 24 halves"):
         hs.gpu_matmul_mma(64, 64, 32, pad=40)
+    # rows 4 halves past 32 * n are 8 bytes apart: no CUDA build took them (helper-163)
+    for schedule in (hs.gpu_matmul_mma, hs.gpu_matmul_tensor_core):
+        with pytest.raises(ValueError, match="a multiple of 16 bytes apart"):
+            schedule(64, 64, 32, pad=4)
 
 
 def _fp16_matmul_tiles(caches=(), dtype="float16"):
