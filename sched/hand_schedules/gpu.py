@@ -272,9 +272,8 @@ def gpu_matmul_tensor_core(M: int, N: int, K: int, fragments=(2, 2), warps=(2, 2
     The tiles are fetched `lanes` halves at a time (8: 16-byte moves; 1 element by element
     where the tile does not split so), their rows padded by `pad` halves (0, 8, 16 or 24: 8
     spreads ldmatrix and wmma loads over the shared-memory banks; 0: unpadded), and with
-    `stages` > 1 the K
-    loop is software-pipelined: the fetches of the next `stages - 1` steps run ahead
-    (cp.async), each shared tile multi-buffered. On an H200, 4096^3
+    `stages` > 1 the K loop is software-pipelined: the fetches of the next `stages - 1`
+    steps run ahead (cp.async), each shared tile multi-buffered. On an H200, 4096^3
     (benchmarks/gpu_tensor_core.py): `fragments=(4, 4), stages=3, k_tiles=4` ran at 346
     TFLOP/s, `fragments=(4, 4)` at 237, and at 121 unpadded (`pad=0`).
 
