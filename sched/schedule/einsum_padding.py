@@ -34,6 +34,7 @@ from sched.ir.nodes import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     Cast,
     FloatImm,
     For,
@@ -158,7 +159,8 @@ def _leaves(value, own: BufferLoad) -> bool:
 
 def _is_zero(expr) -> bool:
     """Whether `expr` is +0 whatever its loads hold: a zero constant, a cast of one, a sum
-    or a product of zeros, an integer product with a zero factor (the simplifier folds no
+    or a product of zeros, an integer product with a zero factor, a float product of a zero
+    and a finite constant (`0 * T.exp(0)`: audit helper-165; the simplifier folds no
     float16 or bfloat16 arithmetic, and no float `0 * x`: x may be inf)."""
     if isinstance(expr, IntImm | FloatImm):
         return expr.value == 0 and math.copysign(1.0, expr.value) > 0
@@ -166,8 +168,54 @@ def _is_zero(expr) -> bool:
         return _is_zero(expr.value)
     if isinstance(expr, BinaryOp) and expr.op in ("add", "mul"):
         a, b = _is_zero(expr.a), _is_zero(expr.b)
+        if expr.op == "mul" and (a and _nonnegative_finite(expr.b) or
+                                 b and _nonnegative_finite(expr.a)):
+            return True
         return (a and b) or (expr.op == "mul" and is_int(expr.dtype) and (a or b))
     return False
+
+
+# the math functions whose value at a constant `_nonnegative_finite` computes
+_CONSTANT_MATH = {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
+                  "erf": math.erf, "abs": abs, "sin": math.sin, "cos": math.cos,
+                  "rsqrt": lambda x: 1 / math.sqrt(x),
+                  "sigmoid": lambda x: 1 / (1 + math.exp(-x))}
+
+
+def _nonnegative_finite(expr) -> bool:
+    """Whether `expr` reads nothing and is a finite number of at least +0 in its type
+    (multiplied by +0, it gives +0)."""
+    try:
+        value = _constant_value(expr)
+    except (ArithmeticError, ValueError, KeyError):
+        return False
+    return value is not None and math.isfinite(value) and value >= 0 and \
+        math.copysign(1.0, value) > 0 and abs(value) <= _largest(expr.dtype)
+
+
+def _constant_value(expr) -> float | None:
+    """The value of `expr` when it is built from constants, casts, sums, products and the
+    math functions of _CONSTANT_MATH (computed in double precision), else None."""
+    if isinstance(expr, IntImm | FloatImm):
+        return float(expr.value)
+    if isinstance(expr, Cast):
+        return _constant_value(expr.value)
+    if isinstance(expr, BinaryOp) and expr.op in ("add", "sub", "mul"):
+        a, b = _constant_value(expr.a), _constant_value(expr.b)
+        if a is None or b is None:
+            return None
+        return a + b if expr.op == "add" else a - b if expr.op == "sub" else a * b
+    if isinstance(expr, Call) and len(expr.args) == 1:
+        arg = _constant_value(expr.args[0])
+        return None if arg is None else float(_CONSTANT_MATH[expr.op](arg))
+    return None
+
+
+def _largest(dtype: str) -> float:
+    """The largest finite value of the float type `dtype` (any value fits an integer one
+    here: integer constants come from the program)."""
+    return {"float16": 65504.0, "bfloat16": 3.3895e38, "float32": 3.4028234e38}.get(
+        dtype, math.inf if is_int(dtype) else 1.7976931348623157e308)
 
 
 def _zero_loads(expr, zeros: dict):

@@ -142,6 +142,31 @@ def test_a_float_factor_that_does_not_depend_on_the_padded_variable_is_refused()
         sch.pad_einsum("S", [1, 8])
 
 
+
+@pytest.mark.parametrize("update, oracle", [
+    (lambda a, b: a * te.exp(b), lambda a, b: a @ np.exp(b)),      # 0 * exp(0): a zero
+    (lambda a, b: te.log(a + 1.0) * b, lambda a, b: np.log(a + 1) @ b),     # log(1) * 0
+    (lambda a, b: a * te.rsqrt(b), None),             # 0 * rsqrt(0) = 0 * inf: NaN
+    (lambda a, b: te.log(a) * b, None),               # log(0) * 0: NaN
+])
+def test_a_factor_of_math_functions_at_the_padding_is_judged_by_its_value(update, oracle):
+    # 0 * T.exp(0) was refused as if exp(0) could be inf (audit helper-165)
+    A = te.placeholder((13, 7), name="A")
+    B = te.placeholder((7, 11), name="B")
+    k = te.reduce_axis((0, 7), name="k")
+    C = te.compute((13, 11), lambda i, j: te.sum(update(A[i, k], B[k, j]), axis=k), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    if oracle is None:
+        with pytest.raises(ScheduleError, match="the padding would change the result"):
+            sch.pad_einsum("C", [1, 1, 8])
+        return
+    sch.pad_einsum("C", [1, 1, 8])
+    rng = np.random.default_rng(0)
+    a, b = rng.random((13, 7), dtype=np.float32), rng.random((7, 11), dtype=np.float32)
+    c = np.zeros((13, 11), np.float32)
+    sched.build(sch.func, target="c")(a, b, c)
+    np.testing.assert_allclose(c, oracle(a, b), rtol=1e-5)
+
 def test_refusals_name_what_to_change():
     sch = sched.Schedule(matmul())
     with pytest.raises(ScheduleError, match="padding must be a list of 3 positive integers"):
