@@ -281,6 +281,11 @@ def helper_source(name: str) -> str:
     if op == "abs":      # of the minimum it is the minimum, as numpy's (-a would overflow)
         negated = f"({ctype})(0 - ({_UNSIGNED[ctype]})a)" if ctype in _UNSIGNED else "-a"
         return f"static inline {ctype} {name}({ctype} a) {{\n    return a < 0 ? {negated} : a;\n}}"
+    if name == "sched_tof16_f64":
+        # a volatile double gcc cannot trace back to an integer (expr_codegen's Cast)
+        return ("static inline float sched_tof16_f64(double x) {\n"
+                "    volatile double value = x;\n"
+                "    return (float)(_Float16)value;\n}")
     if name == "sched_bf16_to_f32":
         return ("static inline float sched_bf16_to_f32(uint16_t v) {\n"
                 "    union { uint32_t u; float f; } x = { .u = (uint32_t)v << 16 };\n"

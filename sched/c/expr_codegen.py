@@ -90,6 +90,11 @@ class CExprEmitter(BitCallEmitter):
     def expr_Cast(self, node: Cast):
         value = self.operand(node.value, _UNARY)
         if node.dtype == "float16":
+            if _from_integer(node.value):
+                # gcc 12 (-O2, AVX512-FP16) folded (float)(_Float16) of an integer's value
+                # whose bits fit float16's mantissa, dropping the overflow to inf (int8 127
+                # * 1024 gave 130048: audit helper-167); a helper it cannot see through
+                return f"{self.helper('sched_tof16_f64')}({self.expr(node.value)})", _ATOM
             return f"(float)(_Float16){value}", _UNARY
         if node.dtype == "bfloat16":
             to_bf16 = self.helper("sched_f32_to_bf16")
@@ -230,3 +235,10 @@ def _int_call(op: str, args: list[str], dtype: str) -> str:
     else:
         text = f"({args[0]}) {_BITWISE[op]} ({args[1]})"
     return f"(({ctype})({text}))"
+
+
+def _from_integer(value: Expr) -> bool:
+    """Whether `value` is an integer, or a float conversion of one."""
+    while isinstance(value, Cast) and is_float(value.dtype):
+        value = value.value
+    return is_int(value.dtype)

@@ -9,13 +9,14 @@ about ten times more.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import islpy as isl
 
 from sched.ir.dtype import is_int
 from sched.ir.functor import collect, free_vars
-from sched.ir.intervals import interval
+from sched.ir.intervals import interval, loop_ranges
 from sched.ir.nodes import BinaryOp, BufferLoad, Call, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import NotAffine, ast_to_expr, may_pass_int64
@@ -53,7 +54,7 @@ class AffineTranslation:
         if _is_widening(e) and self._cannot_wrap(e.value):   # isl's integers have no width
             return self.term(e.value)
         if isinstance(e, BinaryOp) and e.dtype in _EXACT and not self._wraps_before(e) \
-                and not may_pass_int64(e):
+                and not may_pass_int64(e, self.magnitudes):
             a, b, op = e.a, e.b, e.op
             if op in ("add", "sub", "min", "max"):
                 return (op, self.term(a), self.term(b))
@@ -67,6 +68,20 @@ class AffineTranslation:
 
     def reads_data(self, e: Expr) -> bool:
         return reads_data(e, self.data_vars)
+
+    @functools.cached_property
+    def magnitudes(self) -> dict[Var, int]:
+        """A bound of the magnitude of each variable of the context (its loop's values, a
+        let's value), by interval arithmetic; an int64 one whose values it cannot follow
+        may take any value."""
+        ranges = loop_ranges(self.context, {})
+        found = {}
+        for var, _, _ in self.context:
+            if var in ranges:
+                found[var] = max(abs(ranges[var][0]), abs(ranges[var][1]))
+            elif var.dtype == "int64":
+                found[var] = 1 << 63
+        return found
 
     def _wraps_before(self, e: BinaryOp) -> bool:
         """Whether `e` divides, takes a remainder, a min or a max of arithmetic on data

@@ -185,14 +185,21 @@ class _IndexSimplifier(IRMutator):
 
     def visit_LetStmt(self, node: LetStmt) -> Stmt:
         """A let variable bound to a value read from memory (or a call) is data: its
-        arithmetic wraps (`AffineTranslation._wraps_before`)."""
+        arithmetic wraps (`AffineTranslation._wraps_before`). Any other is in the context as
+        a loop of one iteration at its value, which bounds its magnitude (audit helper-166:
+        `x = T.Cast("int64", vi) * 2**62` was taken as at most 2**40, and `(x * 4) // 4`
+        simplified to x, which the kernel wraps)."""
         value = self.visit(node.value)
         is_data = reads_data(value, self.data_vars)
         if is_data:
             self.data_vars = self.data_vars | {node.var}
+        elif is_int(node.var.dtype):
+            self.loops.append((node.var, value, IntImm(1, value.dtype)))
         body = self.visit(node.body)
         if is_data:
             self.data_vars = self.data_vars - {node.var}
+        elif is_int(node.var.dtype):
+            self.loops.pop()
         if value is node.value and body is node.body:
             return node
         return LetStmt(node.var, value, body)

@@ -16,7 +16,7 @@ import islpy as isl
 from sched.ir.builders import const
 from sched.ir.memo import BoundedCache
 from sched.ir.nodes import PrimFunc, Range, Var
-from sched.polyhedral.isl_expr import isl_name, pw_aff_to_expr
+from sched.polyhedral.isl_expr import NotAffine, isl_name, pw_aff_to_expr
 from sched.polyhedral.isl_text import read_map
 from sched.polyhedral.model import build_model
 
@@ -96,8 +96,11 @@ def _box(model, relations, fixed: list[int], variables: dict[str, Var], shape):
             ranges.append(Range(const(0, shape[d].dtype), shape[d]))
             continue
         extent = high.sub(low).add_constant_val(isl.Val.one(box.get_ctx()))
-        ranges.append(Range(pw_aff_to_expr(low, context, variables),
-                            pw_aff_to_expr(extent, context, variables)))
+        try:
+            ranges.append(Range(pw_aff_to_expr(low, context, variables),
+                                pw_aff_to_expr(extent, context, variables)))
+        except NotAffine:      # bounds no IR expression writes (past int64): the whole dim
+            ranges.append(Range(const(0, shape[d].dtype), shape[d]))
     return tuple(ranges)
 
 

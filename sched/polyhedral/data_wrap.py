@@ -1,9 +1,10 @@
 """Data arithmetic as the model reads it: a condition inside a stored value (a
-`T.if_then_else` of what a store writes) is data, whose int32 sums, differences, products and
-left shifts the kernel computes modulo 2**32, as numpy does, where an index computes them
-exactly (sched/lower/wide_integers.py). `wrapping_int32` marks each such operation that may
-leave int32 over the variables' ranges with `isl_expr.WRAP32`, which `to_isl` reads modulo
-2**32; the access model (accesses.py) and decompose_padding ask it.
+`T.if_then_else` of what a store writes) is data, whose int32 sums, differences, products,
+left shifts and divisions (INT32_MIN // -1) the kernel computes modulo 2**32, as numpy does,
+where an index computes them exactly (sched/lower/wide_integers.py). `wrapping_int32` marks
+each such operation that may leave int32 over the variables' ranges with `isl_expr.WRAP32`,
+which `to_isl` reads modulo 2**32; the access model (accesses.py) and decompose_padding ask
+it.
 
     wrapping_int32(vi * 2**30 < 0, {vi: (0, 7)})      # WRAP32(vi * 2**30) < 0
 """
@@ -74,6 +75,7 @@ def _wrapping(expr: Expr, ranges: dict) -> tuple[Expr, tuple[int, int] | None]:
                            (power.value, power.value))
     if found is not None and every[0] <= found[0] and found[1] <= every[1]:
         return node, found
-    if expr.dtype == INDEX_DTYPE and op in ("add", "sub", "mul"):
+    if expr.dtype == INDEX_DTYPE and op in ("add", "sub", "mul", "floordiv", "div"):
+        # (a division leaves int32 at INT32_MIN // -1, which wraps: audit helper-166)
         return Call(WRAP32, (node,), INDEX_DTYPE), every
     return node, every

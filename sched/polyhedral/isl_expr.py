@@ -74,7 +74,9 @@ def to_isl(expr: Expr) -> str | None:
         if divisor is None or divisor == 0:
             return None
         if divisor < 0:          # floor(a / -d) = floor(-a / d); a mod -d = a - (-d) * that
-            quotient = f"floor((-({a})) / {-divisor})"
+            # (-a wraps where a is -2**63, as the kernel's a // -1 does: audit helper-166)
+            negated = _wrapped_int64(f"(-({a}))", expr.a) if divisor == -1 else f"(-({a}))"
+            quotient = f"floor({negated} / {-divisor})"
             return quotient if op == "floordiv" else f"(({a}) + {-divisor} * {quotient})"
         return f"floor(({a}) / {divisor})" if op == "floordiv" else f"(({a}) mod {divisor})"
     if op in ("min", "max"):
@@ -96,41 +98,48 @@ def _wrapped_int64(text: str, expr: Expr) -> str:
     return f"((({text}) + {half}) mod {2 * half} - {half})"
 
 
-def may_pass_int64(expr: Expr) -> bool:
+def may_pass_int64(expr: Expr, magnitudes: dict | None = None) -> bool:
     """Whether the index arithmetic `expr` (a sum, product or shift of constants and
     variables) may reach 2**63 in magnitude, where the kernel's int64 arithmetic wraps and the
     model reads it modulo 2**64 (`_wrapped_int64`): a pass that reads it with isl's exact
-    integers must take it whole, as an opaque value."""
-    magnitude = _magnitude(expr)
+    integers must take it whole, as an opaque value. `magnitudes` bounds the variables it
+    knows (a loop's, a let's: audit helper-166, a let `x = vi * 2**62` was taken as at most
+    2**40 and `(x * 4) // 4` read as x)."""
+    magnitude = _magnitude(expr, magnitudes)
     return magnitude is not None and magnitude >= 1 << 63
 
 
 # the magnitude a variable is taken to reach when judging whether index arithmetic may pass
 # int64: any value of an int32 one; an int64 one (a loop over a size, a scalar) up to 2**40,
-# which calls check of the int64 scalars the model reads (in_bounds: INT64_MAGNITUDE)
+# which calls check of the int64 scalars the model reads (in_bounds: INT64_MAGNITUDE); any
+# value of an unsigned one (a uint32 scalar reaches 2**32: audit helper-166)
 INT64_MAGNITUDE = 1 << 40
 _VARIABLE_MAGNITUDE = {"int32": 1 << 31, "int64": INT64_MAGNITUDE}
 
 
-def _magnitude(e: Expr) -> int | None:
-    """A bound of |e| over its integer arithmetic of constants and variables, or None where
-    it holds anything else (a load: not index arithmetic the model reads)."""
+def _magnitude(e: Expr, magnitudes: dict | None = None) -> int | None:
+    """A bound of |e| over its integer arithmetic of constants and variables (those in
+    `magnitudes` bounded by it), or None where it holds anything else (a load: not index
+    arithmetic the model reads)."""
     if isinstance(e, IntImm):
         return abs(e.value)
     if isinstance(e, Var):
-        return _VARIABLE_MAGNITUDE.get(e.dtype, 1 << (bits(e.dtype) - 1)) \
+        if magnitudes and e in magnitudes:
+            return magnitudes[e]
+        signed = not e.dtype.startswith("u")
+        return _VARIABLE_MAGNITUDE.get(e.dtype, 1 << (bits(e.dtype) - signed)) \
             if is_int(e.dtype) else None
     if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
-        return _magnitude(e.value)
+        return _magnitude(e.value, magnitudes)
     if isinstance(e, Call) and e.op in ("shift_left", "shift_right") and \
             isinstance(e.args[1], IntImm) and 0 <= e.args[1].value < 64:
-        inner = _magnitude(e.args[0])
+        inner = _magnitude(e.args[0], magnitudes)
         amount = e.args[1].value
         return None if inner is None else (inner << amount if e.op == "shift_left"
                                            else inner >> amount)
     if not isinstance(e, BinaryOp):
         return None
-    a, b = _magnitude(e.a), _magnitude(e.b)
+    a, b = _magnitude(e.a, magnitudes), _magnitude(e.b, magnitudes)
     if a is None or b is None:
         return None
     if e.op in ("add", "sub"):
@@ -192,7 +201,7 @@ def _call_to_isl(expr: Call) -> str | None:
 def piecewise_form(expr: Expr) -> Expr:
     """`expr` with the integer operations whose value is piecewise affine written as
     selects, for `to_isl_comparison`: the truncating division and remainder by a positive
-    constant (`a / 4` rounds toward zero: `floor(a / 4)` where a >= 0, `-floor(-a / 4)`
+    constant (`a / 4` rounds toward zero: `floor(a / 4)` where a >= 0, `floor((a + 3) / 4)`
     below). Not `T.abs`: the lowering computes it on its operand narrowed to int32, not as
     index arithmetic (audit helper-106: `T.abs` of a sum past int32 was proven in bounds
     and stored elsewhere)."""
@@ -201,9 +210,11 @@ def piecewise_form(expr: Expr) -> Expr:
     a, b = piecewise_form(expr.a), piecewise_form(expr.b)
     divisor = _constant(b)
     if expr.op in ("div", "mod") and divisor is not None and divisor > 0:
+        # below 0, toward zero is up: floor((a + d - 1) / d), a sum that stays in range
+        # where -floor(-a / d) negates a, which wraps at a = -2**63 (audit helper-166)
         zero = const(0, a.dtype)
         toward_zero = Select(binary("ge", a, zero), binary("floordiv", a, b), binary(
-            "sub", zero, binary("floordiv", binary("sub", zero, a), b)))
+            "floordiv", binary("add", a, const(divisor - 1, a.dtype)), b))
         if expr.op == "div":
             return toward_zero
         return binary("sub", a, binary("mul", toward_zero, b))
@@ -334,6 +345,10 @@ def ast_to_expr(ast: isl.AstExpr, variables: dict[str, Expr], dtype: str = INDEX
     kind = ast.get_type()
     if kind == isl.ast_expr_type.int:          # int64 where it does not fit the index type
         value = ast.get_val().to_python()
+        if not min_value("int64") <= value <= max_value("int64"):
+            # (isl's exact form of arithmetic the model reads modulo 2**64: no IR constant
+            # holds it; audit helper-166, a raw TypeError from compute_at and build)
+            raise NotAffine
         fits = min_value(dtype) <= value <= max_value(dtype)
         return const(value, dtype if fits or dtype == "int64" else "int64")
     if kind == isl.ast_expr_type.id:

@@ -100,8 +100,10 @@ class _ScalarsUnderOperations(IRVisitor):
             self.under(e.args[0], below, True)
             self.under(e.args[1], True, False)
         elif not isinstance(e, BufferLoad):  # (a load's indices are read on their own)
+            # inside a sum or product, a scalar under another operation still sets its
+            # magnitude (audit helper-166: `T.min(m // 2 * 4, 0)` at m = 2**63 - 4)
             for child in _operands(e):
-                self.under(child, True, False)
+                self.under(child, True, ring)
 
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self.read(*node.indices)

@@ -341,3 +341,22 @@ def test_a_bool_array_reads_any_nonzero_byte_as_true(target, vectorized):
         warnings.simplefilter("ignore")
         sched.build(sch.func, target=target)(raw.view(bool), out)
     np.testing.assert_array_equal(out, (raw != 0) * 11)
+
+
+@pytest.mark.parametrize("source", ["int8", "float16"])
+def test_an_integer_cast_to_float16_overflows_to_infinity(source):
+    # gcc 12 (-O2, AVX512-FP16 hosts) folded (float)(_Float16) of an integer whose bits fit
+    # float16's mantissa: 127 * 1024 became 130048, not inf; -inf through int32 -2**31
+    # (audit helper-167)
+    A = te.placeholder((4,), source, name="A")
+    B = te.compute((4,), lambda i: te.cast(te.cast(te.cast(A[i], "int32") * 1024, "float16"),
+                                           "float32"), name="B")
+    a = np.array([127, -128, 64, 1], dtype=source)
+    if source == "float16":
+        a = np.array([np.inf, -np.inf, 64, 1], np.float16)
+    b = np.zeros(4, np.float32)
+    sched.build(te.create_prim_func([A, B]), target="c")(a, b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        wide = np.where(np.isfinite(a), a, np.where(a > 0, 2**31 - 1, -2**31)).astype(np.int64)
+        expected = (wide.astype(np.int32) * 1024).astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(b, expected)

@@ -1,0 +1,179 @@
+"""Integer arithmetic that wraps, read alike by the model (which proves accesses in bounds)
+and by the lowering (which simplifies and widens indices): audit helper-166's and -168's
+programs. Each is either refused as out of bounds (where the wrapped index leaves the buffer)
+or builds to what a numpy oracle computing the wrap gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sched
+from sched.polyhedral.in_bounds import OutOfBoundsError
+
+
+def wrap64(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def parse(body: str, params: str = 'A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")'):
+    return sched.parse(f'''
+@T.prim_func
+def f({params}):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+{body}
+''')
+
+
+def run_guarded(func, a, size: int, *scalars) -> tuple[np.ndarray, np.ndarray]:
+    """C's elements, and the memory just past it (which must stay -1)."""
+    storage = np.full(size + 16, -1, np.float32)
+    sched.build(func, target="c", check_bounds="strict")(a, storage[:size], *scalars)
+    return storage[:size], storage[size:]
+
+
+def test_a_let_of_int64_arithmetic_past_2_63_is_bounded_by_its_value():
+    # x = vi * 2**62 was taken as at most 2**40: (x * 4) // 4 simplified to x, which the
+    # kernel wraps; it wrote 15 elements before C (helper-166) and past C (helper-168)
+    func = parse('''            x = T.Cast("int64", vi) * T.int64(2**62)
+            C[(x * T.int64(4)) // T.int64(4) // T.int64(2**62) * T.int64(8)
+              + T.int64(1)] = A[vi]''')
+    c, past = run_guarded(func, np.arange(4, dtype=np.float32) + 10, 4)
+    targets = [wrap64(wrap64(v * 2**62) * 4) // 4 // 2**62 * 8 + 1 for v in range(4)]
+    assert set(targets) == {1} and c[1] == 13 and (past == -1).all()
+
+
+def test_an_int32_let_past_int32_keeps_its_products_exact_only_where_they_fit():
+    # x = vi * 2**30 holds up to 3 * 2**30 (an int64 let after widening); x * 2**30 * 3
+    # passes 2**63 and wraps: `// 3` was dropped as if exact, and C[8..10] written
+    # (helper-166)
+    func = parse('''            x = vi * 1073741824
+            C[x * 1073741824 * 3 // 3 // 1073741824 // 1073741824 + 3] = A[vi]''',
+                 'A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")')
+    a = np.arange(8, dtype=np.float32) + 10
+    expected = np.full(8, -1, np.float32)
+    for v in range(4):
+        expected[wrap64(v * 2**30 * 2**30 * 3) // 3 // 2**30 // 2**30 + 3] = a[v]
+    c, past = run_guarded(func, a, 8)
+    np.testing.assert_array_equal(c, expected)
+    assert (past == -1).all()
+
+
+def test_an_index_of_a_bitwise_operation_beside_arithmetic_past_int32_is_computed_in_int64():
+    # T.min(T.bitwise_and(vi, 3), vi * 2**30 - 4): the min was left in int32 and its
+    # operand narrowed alone, wrapped: C[-4] at vi = 4 (helper-166)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((5,), "float32"), C: T.Buffer((4,), "float32")):
+    for i in range(2):
+        with T.block("C"):
+            vi = T.axis.spatial(5, i * 3 + 1)
+            C[T.min(T.bitwise_and(vi, 3), vi * 1073741824 - 4)] = A[vi]
+''')
+    c, past = run_guarded(func, np.arange(10, 15, dtype=np.float32), 4)
+    expected = np.full(4, -1, np.float32)
+    for v in (1, 4):
+        expected[min(v & 3, v * 2**30 - 4)] = 10 + v
+    np.testing.assert_array_equal(c, expected)
+    assert (past == -1).all()
+
+
+@pytest.mark.parametrize("index", [
+    # INT64_MIN // -1 wraps to INT64_MIN; the model read 2**63
+    "(T.Cast(\"int64\", vi) * T.int64(2**62) // T.int64(-1)) // T.int64(2**62) * T.int64(-1)"
+    " + T.int64(2)",
+    # truncdiv(-2**63, 2**62) is -2; the model negated -2**63, which wraps, and read +2
+    "T.int64(2) - T.truncdiv(T.Cast(\"int64\", vi) * T.int64(2**62), T.int64(2**62))",
+])
+def test_divisions_of_int64_min_are_read_as_the_kernel_computes_them(index):
+    func = parse(f"            C[{index}] = A[vi]")
+    with pytest.raises(OutOfBoundsError, match=r"C\[vi=2\] writes C\[4\]"):
+        sched.build(func, target="c")
+
+
+def test_int32_data_divided_by_minus_one_wraps_in_the_model():
+    # INT32_MIN // -1 is INT32_MIN in the stored value: the far branch is taken at vi = 2
+    func = parse("            C[vi] = T.if_then_else(vi * 1073741824 // -1 >= 0, A[vi], A[vi * 5])",
+                 'A: T.Buffer((8,), "float32"), C: T.Buffer((4,), "float32")')
+    with pytest.raises(OutOfBoundsError, match=r"reads A\[10\]"):
+        sched.build(func, target="c")
+
+
+def test_an_unsigned_scalar_reaches_its_whole_range():
+    # a uint32 scalar was taken as at most 2**31: p * (2**32 - 1) // (2**32 - 1) == p read
+    # as always true, and A[vi + 16] never read; at p = 2**32 - 1 the kernel wraps
+    func = parse('''            C[vi] = T.if_then_else(T.Cast("int64", p) * T.int64(4294967295)
+                // T.int64(4294967295) == T.Cast("int64", p), A[vi], A[vi + 16])''',
+                 'A: T.Buffer((16,), "float32"), C: T.Buffer((4,), "float32"), p: T.uint32')
+    kernel = sched.build(func, target="c")
+    a, c = np.arange(16, dtype=np.float32), np.zeros(4, np.float32)
+    kernel(a, c, 7)
+    np.testing.assert_array_equal(c, a[:4])
+    with pytest.raises(sched.KernelArgumentError, match="out of bounds"):
+        kernel(a, c, 2**32 - 1)
+
+
+def test_an_int64_scalar_under_a_division_inside_a_product_is_checked_at_the_call():
+    # T.min(m // 2 * 4, 0): m was not checked against 2**40, and at m = 2**63 - 4 the
+    # kernel's product wrapped and wrote C[vi + 8]
+    func = parse('''            C[T.Cast("int64", vi)
+              - T.min(m // T.int64(2) * T.int64(4), T.int64(0))] = A[vi]''',
+                 'A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32"), m: T.int64')
+    kernel = sched.build(func, target="c", check_bounds="strict")
+    a, c = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    kernel(a, c, 6)
+    np.testing.assert_array_equal(c, a)
+    with pytest.raises(sched.KernelArgumentError, match="up to 2\\*\\*40 in magnitude"):
+        kernel(a, c, 2**63 - 4)
+
+
+def test_bounds_past_int64_are_a_whole_dimension_not_a_raw_error():
+    # isl's exact bound of (vo * (2**62 + 1)) // 2**62 + 2, 2**63, is no IR constant:
+    # compute_at and the build's compaction raised a raw TypeError (helper-166)
+    func = sched.parse('''
+@T.prim_func
+def f(a: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (8,), "float32")
+    C = T.match_buffer(c, (n,), "float32")
+    B = T.alloc_buffer((8,), "float32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(n):
+        with T.block("C"):
+            vi = T.axis.spatial(n, i)
+            C[vi] = B[(T.Cast("int64", vi) * T.int64(4611686018427387905))
+                      // T.int64(4611686018427387904) + T.int64(2)]
+''')
+    sch = sched.Schedule(func)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    a = np.arange(8, dtype=np.float32)
+    for n in (1, 5):
+        expected = np.array([a[wrap64(v * (2**62 + 1)) // 2**62 + 2] * 2 for v in range(n)],
+                            np.float32)
+        c = np.zeros(n, np.float32)
+        sched.build(sch.mod, target="c")(a, c)
+        np.testing.assert_array_equal(c, expected)
+
+
+def test_int64_shapes_index_as_int32_ones_do():
+    # with every int64 variable taken as up to 2**40, i * 2**24 counted as passing 2**63:
+    # the fused and split index of a (4, 4096, 4096) int64 shape stayed unsimplified and
+    # its vector loop became scalar (helper-168)
+    from sched import compute as te
+    from sched.c.codegen import generate_c
+    from sched.lower import lower
+
+    shape = tuple(sched.ir.IntImm(d, "int64") for d in (4, 4096, 4096))
+    A = te.placeholder(shape, name="A")
+    C = te.compute(shape, lambda i, j, k: A[i, j, k] * 2.0, name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    _, j, k = sch.get_loops(sch.get_block("C"))
+    _, inner = sch.split(sch.fuse(j, k), [None, 16])
+    sch.vectorize(inner)
+    source = generate_c(lower(sch.func))
+    assert "i * 16777216 + j_k_fused_0 * 16 + j_k_fused_1" in source
