@@ -34,7 +34,8 @@ from sched.ir.nodes import BinaryOp, Buffer, Cast, IntImm, PrimFunc, Var
 
 _TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32",
                  "float64": "float64", "int8": "int8", "int16": "int16", "int32": "int32",
-                 "int64": "int64", "uint8": "uint8", "bool": "bool"}
+                 "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
+                 "uint64": "uint64", "bool": "bool"}
 _QUALNAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)")
 _LIBRARIES: dict[str, object] = {}     # namespace -> torch.library.Library, kept alive
 

@@ -591,3 +591,22 @@ def f(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32"), s: T.int32, u: T.u
 """)
     with pytest.raises(KernelArgumentError, match=match):
         sched.interpret(f, np.zeros(4, np.int32), np.zeros(4, np.int32), s, u)
+
+
+def test_sigmoid_of_large_negatives_and_int64_to_float32_agree_with_the_c_target():
+    # the interpreter's sigmoid gave 0 below x = -88.7 (C: the denormal), and it rounded an
+    # int64 to float32 through float64, twice (audit helper-167)
+    X = te.placeholder((4,), "float32", name="X")
+    N = te.placeholder((4,), "int64", name="N")
+    S = te.compute((4,), lambda i: te.sigmoid(X[i]), name="S")
+    F = te.compute((4,), lambda i: te.cast(N[i], "float32"), name="F")
+    func = te.create_prim_func([X, N, S, F])
+    x = np.array([-95, -100, -88, 3], np.float32)
+    n = np.array([2**55 + 2**31 + 1, -(2**55 + 2**31 + 1), 2**60 + 1, 3], np.int64)
+    s_interpreted, f_interpreted, s_c, f_c = (np.zeros(4, np.float32) for _ in range(4))
+    sched.interpret(func, x, n, s_interpreted, f_interpreted)
+    sched.build(func, target="c")(x, n, s_c, f_c)
+    assert (s_interpreted[:3] > 0).all()
+    np.testing.assert_allclose(s_interpreted, s_c, rtol=1e-6)
+    np.testing.assert_array_equal(f_interpreted, n.astype(np.float32))
+    np.testing.assert_array_equal(f_c, n.astype(np.float32))

@@ -381,3 +381,15 @@ def test_a_cuda_emu_kernel_is_refused_saying_which_targets_register():
     emulated = sched.build(te.create_prim_func([A, B]), target="cuda-emu")
     with pytest.raises(TypeError, match="register kernels built for target 'c' or 'cuda'"):
         sched.torch.custom_op(unique("emu"), emulated)
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_unsigned_outputs_torch_has_tensors_of(dtype):
+    # refused as "torch has no tensor of" (audit helper-167)
+    A = te.placeholder((5,), dtype, name="A")
+    B = te.compute((5,), lambda i: A[i] * te.const(3, dtype), name="B")
+    op = sched.torch.custom_op(unique(dtype), sched.build(te.create_prim_func([A, B]),
+                                                          target="c"))
+    a = torch.arange(5).to(getattr(torch, dtype))
+    assert op(a).dtype == a.dtype
+    np.testing.assert_array_equal(op(a).numpy(), a.numpy() * 3)

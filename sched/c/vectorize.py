@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from sched.c.isa import VectorISA, host_isa
 from sched.c.vector_math import FLOAT32_FUNCTIONS, FLOAT64_FUNCTIONS
 from sched.ir.dtype import bits
-from sched.ir.functor import free_vars
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     COMPARE_OPS,
     BinaryOp,
@@ -184,6 +184,13 @@ def _stored_dtypes(stmt: Stmt) -> set[str]:
     return {stmt.buffer.dtype} if isinstance(stmt, BufferStore) else set()
 
 
+def _compares_doubles(stmt: Stmt) -> bool:
+    """Whether `stmt` compares float64 values: a min, a max, a comparison, a select."""
+    compare = ("min", "max", "lt", "le", "gt", "ge", "eq", "ne")
+    return any(e.op in compare and e.a.dtype == "float64" for e in collect(stmt, BinaryOp)) \
+        or any(e.dtype == "float64" for e in collect(stmt, Select))
+
+
 def plan_vector_loop(loop: For, isa: VectorISA | None = None) -> VectorPlan | None:
     """How to emit `loop` (a vectorized loop) as vector code for `isa` (the host's by
     default), or None to keep it scalar."""
@@ -195,7 +202,13 @@ def plan_vector_loop(loop: For, isa: VectorISA | None = None) -> VectorPlan | No
     if not dtypes:
         return None
     element = min(ELEMENT_BYTES[d] for d in dtypes)
-    return vector_width(loop.extent.value, element, (isa or host_isa()).vector_bytes)
+    vector_bytes = (isa or host_isa()).vector_bytes
+    if element < 8 and _compares_doubles(loop.body):
+        # float64 comparisons (min, max, selects) in the lanes of narrower stores: vectors
+        # of one register at most (gcc 12 failed with an internal error on a min of 16
+        # doubles, 128 bytes, for an int32 store: audit helper-167)
+        return vector_width(loop.extent.value, 8, vector_bytes)
+    return vector_width(loop.extent.value, element, vector_bytes)
 
 
 def vector_width(extent: int, element: int, vector_bytes: int) -> VectorPlan | None:

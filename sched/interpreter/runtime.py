@@ -98,6 +98,12 @@ def to_dtype(value, dtype: str):
                 return np.float32(np.float16(value))
             if dtype == "bfloat16":
                 return round_bfloat16(value)
+            if isinstance(value, int | np.integer) and not isinstance(value, bool) and \
+                    abs(int(value)) > 2**53:
+                # rounded once, as C converts an int64 (through float64 it rounded twice:
+                # 2**55 + 2**31 + 1 became 3.6028797e16, audit helper-167)
+                wide = np.int64 if int(value) < 2**63 else np.uint64
+                return np.array(int(value), wide).astype(compute_scalar(dtype))[()]
             return compute_scalar(dtype)(value)
     if isinstance(value, (float, np.floating)):
         if math.isnan(value):
@@ -196,8 +202,11 @@ def float_floormod(a, b):
 
 
 def sigmoid(x):
+    """With e = exp(-|x|), as the C and CUDA code: 1 / (1 + exp(-x)) gave 0 below x = -88.7
+    in float32 where they give the denormal (audit helper-167)."""
     one = type(x)(1)
-    return one / (one + np.exp(-x))
+    e = np.exp(-np.abs(x))
+    return one / (one + e) if x >= 0 else e / (one + e)
 
 
 def rsqrt(x):

@@ -301,3 +301,19 @@ def test_a_uniform_select_added_to_a_vector_keeps_its_parentheses(rng):
     out = np.zeros((8, 16), np.float32)
     sched.build(sch.func, target="c")(x, w, out)
     np.testing.assert_array_equal(out, w + np.append(x[1:], np.float32(0))[:, None])
+
+
+@pytest.mark.parametrize("op", [te.min, te.max,
+                                lambda a, b: te.if_then_else(a < b, a, b * 2.0)])
+def test_float64_comparisons_in_the_lanes_of_int32_stores_build(rng, width, op):
+    # 16 lanes of int32 made min(float64, float64) vectors of 128 bytes: gcc 12 stopped with
+    # an internal compiler error (audit helper-167); they are one register at most now
+    A, B = (te.placeholder((32,), "float32", name=name) for name in "AB")
+    C = te.compute((32,), lambda i: te.cast(op(te.cast(A[i], "float64"),
+                                               te.cast(B[i], "float64")), "int32"), name="C")
+    kernel = build([A, B, C], "C", vectorize=True)
+    assert f"sched_f64x{width // 8}" in kernel.source or width // 8 < 2
+    a, b = (rng.standard_normal(32).astype(np.float32) * 100 for _ in range(2))
+    scalar = build([A, B, C], "C", vectorize=False)
+    np.testing.assert_array_equal(run(kernel, a, b, out_shape=32, out_dtype=np.int32),
+                                  run(scalar, a, b, out_shape=32, out_dtype=np.int32))

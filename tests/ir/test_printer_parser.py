@@ -460,3 +460,15 @@ def f(A: T.Buffer((4,), "int8"), C: T.Buffer((4,), "int32")):
         c = np.zeros(4, np.int32)
         run(a, c)
         np.testing.assert_array_equal(c, (a * a).astype(np.int32))    # an int8 product
+
+
+@pytest.mark.parametrize("dtype, constant", [("float16", 1e5), ("float16", 65520.0),
+                                             ("float32", 1e40), ("float16", -7e4)])
+def test_a_computed_constant_beyond_its_float_type_prints_as_infinity(dtype, constant):
+    # te made T.float16(100000.0), which the kernels compute as inf and parse refuses as a
+    # literal: the printed function did not read back (audit helper-167)
+    A = te.placeholder((4,), dtype, name="A")
+    B = te.compute((4,), lambda i: A[i] + te.const(constant, dtype), name="B")
+    func = te.create_prim_func([A, B])
+    assert f'T.{dtype}("{"-" if constant < 0 else ""}inf")' in func.script()
+    assert sched.parse(func.script()) == func
