@@ -21,6 +21,15 @@ def refuse_out_of_bounds(func: PrimFunc, check_bounds: str = "static") -> None:
     if check_bounds == "off":
         return
     from sched.polyhedral.in_bounds import bounds_report, check_in_bounds, out_of_bounds_error
+    from sched.polyhedral.scalar_wrap import variables_past_magnitude
+
+    past = variables_past_magnitude(func)
+    if past:
+        raise BuildError(f"build: function '{func.name}': the int64 variable '{past[0]}' "
+                         f"takes values past 2**40 in magnitude, where the compiler no longer "
+                         f"reads index arithmetic exactly (so cannot prove accesses in "
+                         f"bounds): loop from 0 and add the offset in the index, or pass "
+                         f"check_bounds='off'")
 
     found = check_in_bounds(func, strict=check_bounds == "strict")
     if found is not None:

@@ -189,3 +189,27 @@ def _size(buffer) -> Expr:
     for dim in buffer.shape:
         size = BinaryOp("mul", size, dim)
     return size
+
+
+def variables_past_magnitude(func: PrimFunc) -> list[str]:
+    """The int64 loop variables whose constant bounds take them past 2**40 in
+    magnitude, which the model takes as their largest (`isl_expr.INT64_MAGNITUDE`; audit
+    helper-166: over `range(2**50, 2**50 + 4)` the model read `i * 8192` exactly, the kernel
+    wrapped it and read past A). Bounds of sizes and scalars are not judged here: the calls
+    check the scalars, and a size that large holds no buffer; a block variable takes its
+    binding's values."""
+    from sched.ir.intervals import loop_values
+    from sched.polyhedral.isl_expr import INT64_MAGNITUDE
+
+    found, ranges = [], {}
+    for var, start, extent in ((lp.loop_var, lp.min, lp.extent)
+                               for lp in collect(func.body, For)):
+        if not set(free_vars(start)) | set(free_vars(extent)) <= set(ranges):
+            continue                   # (a size, a scalar or an unbounded variable in them)
+        values = loop_values(start, extent, ranges)
+        if values is None:
+            continue
+        ranges[var] = values[0]
+        if var.dtype == "int64" and max(abs(v) for v in values[0]) > INT64_MAGNITUDE:
+            found.append(var.name)
+    return found

@@ -177,3 +177,20 @@ def test_int64_shapes_index_as_int32_ones_do():
     sch.vectorize(inner)
     source = generate_c(lower(sch.func))
     assert "i * 16777216 + j_k_fused_0 * 16 + j_k_fused_1" in source
+
+
+def test_an_int64_loop_past_2_40_is_refused_at_build():
+    # the model takes an int64 variable as at most 2**40: over range(2**50, 2**50 + 4) it
+    # read i * 8192 exactly where the kernel wraps it, and A was read past its end
+    # (helpers 166, 168)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):
+    for i in T.serial(T.int64(2**50), T.int64(2**50 + 4)):
+        with T.block("C"):
+            vi = T.axis.spatial(T.int64(2**51), i)
+            C[vi - T.int64(2**50)] = A[(vi * T.int64(8192)) // T.int64(2**62) + T.int64(1)]
+''')
+    with pytest.raises(sched.BuildError, match="the int64 variable 'i' takes values past "
+                                               "2\\*\\*40 in magnitude"):
+        sched.build(func, target="c")
