@@ -17,13 +17,12 @@ import hashlib
 
 import numpy as np
 
+from sched.autoscheduler.index_data import index_data_ranges
 from sched.ir.functor import collect
 from sched.ir.nodes import (
     BinaryOp,
     BlockRealize,
     Buffer,
-    BufferLoad,
-    BufferStore,
     Call,
     For,
     IntImm,
@@ -107,16 +106,15 @@ class Workload:
         loses a reduction's init, or reads an output before writing it, sees other values
         than the unscheduled function wrote over. Integers take both signs and, for the 8-
         and 16-bit types, their whole range (an int8 read as uint8 shows), except those read
-        as indices or loop bounds (`_index_buffers`), which stay small and in bounds."""
+        as indices or loop bounds (index_data.py), which stay small and in bounds."""
         rng = np.random.default_rng(seed)
-        indices = _index_buffers(self.func)
+        indices = index_data_ranges(self.func)
         arrays = []
         for buffer in self.buffers:
             shape = tuple(d.value for d in buffer.shape)
             dtype = np.dtype(buffer.dtype) if buffer.dtype != "bfloat16" else np.dtype(np.float32)
             if dtype.kind in "iu":
-                low, high = (0, indices[buffer.name] - 1) if buffer.name in indices else \
-                    _integer_range(dtype)
+                low, high = indices.get(buffer.name) or _integer_range(dtype)
                 arrays.append(rng.integers(low, high, shape, endpoint=True).astype(dtype))
             elif dtype.kind == "b":
                 arrays.append(rng.integers(0, 2, shape).astype(dtype))
@@ -130,31 +128,6 @@ class Workload:
         return float(sum(_iterations(r) * max(1, _operations(r.block.body))
                          for r in collect(self.func.body, BlockRealize)
                          if r.block.iter_vars))
-
-
-# the values drawn for index data: 0..3 (fewer where a dimension they index is shorter)
-_INDEX_VALUES = 4
-
-
-def _index_buffers(func: PrimFunc) -> dict[str, int]:
-    """The buffers whose values the function reads inside an index (a gather's indices) or a
-    loop bound (a CSR row's `range(indptr[i], indptr[i + 1])`), each with how many values
-    (from 0) to draw for it: at most _INDEX_VALUES, and no more than the shortest constant
-    dimension its values index directly (audit helper-164: a 4-row table's indices were
-    drawn up to 4, and a CSR's row pointers over the whole int range, read past the data)."""
-    found: dict[str, int] = {}
-    accesses = collect(func.body, BufferLoad) + collect(func.body, BufferStore)
-    for access in accesses:
-        for index, extent in zip(access.indices, access.buffer.shape):
-            for load in collect(index, BufferLoad):
-                limit = extent.value if isinstance(extent, IntImm) and index is load \
-                    else _INDEX_VALUES
-                found[load.buffer.name] = max(1, min(found.get(load.buffer.name,
-                                                               _INDEX_VALUES), limit))
-    for loop in collect(func.body, For):
-        for load in collect(loop.min, BufferLoad) + collect(loop.extent, BufferLoad):
-            found.setdefault(load.buffer.name, _INDEX_VALUES)
-    return found
 
 
 def _integer_range(dtype: np.dtype) -> tuple[int, int]:

@@ -240,6 +240,40 @@ def test_index_data_is_drawn_in_bounds_of_what_it_indexes():
     assert set(idx) == {0, 1}
     assert ptr.min() >= 0 and ptr.max() <= 3
 
+
+@pytest.mark.parametrize("body, low, high", [
+    ("C[vi] = A[I[vi] - 1]", 1, 4),                     # index arithmetic
+    ("C[vi] = A[I[vi] * 2 + 1]", 0, 2),
+    ("x = I[vi]\n            C[vi] = A[x + 3]", 0, 2),   # through a let
+])
+def test_index_data_in_arithmetic_and_lets_is_drawn_in_bounds(body, low, high):
+    # A[I[vi] - 1] read A[-1], a let's value was drawn over the int range (helper-168)
+    func = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((6,), "float32"), I: T.Buffer((16,), "int32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            {body}
+''')
+    arrays = Workload.of(func).arrays(0)
+    assert low <= arrays[1].min() and arrays[1].max() <= high
+    sched.interpret(func, *arrays)                      # (in bounds: no OutOfBoundsError)
+
+
+def test_index_data_of_a_block_binding_is_drawn_in_its_domain():
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((3,), "float32"), I: T.Buffer((16,), "int32"), C: T.Buffer((3,), "float32")):
+    for i in range(16):
+        with T.block("C"):
+            vj = T.axis.spatial(3, I[i])
+            C[vj] = A[vj] + T.float32(1)
+''')
+    arrays = Workload.of(func).arrays(0)
+    assert arrays[1].max() <= 2
+    sched.interpret(func, *arrays)
+
 def test_compare_allows_float_rounding_not_errors_and_integers_exactly():
     expected = np.linspace(-10, 10, 100, dtype=np.float32)
     assert compare("C", expected * (1 + 1e-5), expected, "float32") is None

@@ -1,0 +1,112 @@
+"""The values a tuning workload draws for integer data the function reads as indices.
+
+A gather `A[I[vi]]`, `A[I[vi] - 1]`, a let `x = I[vi]` used as an index, a block binding
+`vj = T.axis.spatial(6, I[i])` and a CSR row's loop `range(indptr[i], indptr[i + 1])` read
+their integer data as positions: drawn over the integer range, the unscheduled function the
+candidates are compared with read past its arrays, and every candidate was reported a
+legality bug (audit helpers 164, 168). Each such buffer gets the first range of a few small
+candidates (0..3, fewer, then shifted) for which interval arithmetic puts every index it
+takes part in inside its dimension (or binding inside its domain):
+
+    index_data_ranges(func)      # {"I": (1, 4)} for A[I[vi] - 1] with A of 8 elements
+"""
+
+from __future__ import annotations
+
+from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
+from sched.ir.intervals import interval, loop_ranges
+from sched.ir.nodes import BlockRealize, BufferLoad, Expr, For, IntImm, LetStmt, PrimFunc, Var
+
+# the ranges tried, in order: the first that keeps every index in bounds is taken
+CANDIDATES = ((0, 3), (0, 2), (0, 1), (0, 0),
+              *((low, low + width) for low in range(1, 9) for width in (3, 1, 0)))
+
+
+def index_data_ranges(func: PrimFunc) -> dict[str, tuple[int, int]]:
+    """Each integer buffer `func` reads as positions -> the (least, greatest) value to draw
+    for it (see the module doc)."""
+    sites = _Sites()
+    sites.visit(func.body)
+    ranges = loop_ranges([(lp.loop_var, lp.min, lp.extent) for lp in collect(func.body, For)],
+                         {})
+    for realize in collect(func.body, BlockRealize):
+        for iv in realize.block.iter_vars:
+            if isinstance(iv.dom.min, IntImm) and isinstance(iv.dom.extent, IntImm):
+                ranges[iv.var] = (iv.dom.min.value, iv.dom.min.value + iv.dom.extent.value - 1)
+    chosen: dict[str, tuple[int, int]] = {}
+    for name in sorted({load.buffer.name for e, _ in sites.found
+                        for load in collect(e, BufferLoad)} | sites.bounds):
+        mine = [(e, limits) for e, limits in sites.found
+                if any(load.buffer.name == name for load in collect(e, BufferLoad))]
+        chosen[name] = next((c for c in CANDIDATES
+                             if all(_inside(e, limits, name, c, ranges) for e, limits in mine)),
+                            CANDIDATES[0])
+    return chosen
+
+
+def _inside(e: Expr, limits, name: str, values, ranges: dict) -> bool:
+    """Whether `e` stays within `limits` (None: anything) where the loads of buffer `name`
+    take `values` and other loads 0..3."""
+    if limits is None:
+        return True
+    stand_ins, local = {}, dict(ranges)
+    for load in collect(e, BufferLoad):
+        var = stand_ins.setdefault(load, Var(f"_{load.buffer.name}", load.dtype))
+        local[var] = values if load.buffer.name == name else CANDIDATES[0]
+    found = interval(_replaced(e, stand_ins), local)
+    return found is not None and limits[0] <= found[0][0] and found[0][1] <= limits[1]
+
+
+def _replaced(e: Expr, stand_ins: dict) -> Expr:
+    """`e` with each load of `stand_ins` replaced by its variable."""
+    class Loads(IRMutator):
+        def visit_BufferLoad(self, node):
+            return stand_ins.get(node, node)
+    return Loads().visit(e)
+
+
+class _Sites(IRVisitor):
+    """The expressions that read integer data as positions, each with the values it must
+    stay within: an index (its dimension), a binding (its domain); a loop bound's buffers
+    (`bounds`), which get the first candidate."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[Expr, tuple[int, int] | None]] = []
+        self.bounds: set[str] = set()
+        self.lets: dict[Var, Expr] = {}
+
+    def add(self, e: Expr, limits) -> None:
+        e = substitute(e, self.lets) if self.lets else e
+        if collect(e, BufferLoad):
+            self.found.append((e, limits))
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        self.visit(node.value)
+        self.lets[node.var] = substitute(node.value, self.lets) if self.lets else node.value
+        self.visit(node.body)
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        self._indices(node)
+        self.visit_children(node)
+
+    def visit_BufferStore(self, node) -> None:
+        self._indices(node)
+        self.visit_children(node)
+
+    def _indices(self, access) -> None:
+        for index, extent in zip(access.indices, access.buffer.shape):
+            self.add(index, (0, extent.value - 1) if isinstance(extent, IntImm) else None)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        for iv, value in zip(node.block.iter_vars, node.iter_values):
+            dom = iv.dom
+            limits = (dom.min.value, dom.min.value + dom.extent.value - 1) if isinstance(
+                dom.min, IntImm) and isinstance(dom.extent, IntImm) else None
+            self.add(value, limits)
+        self.visit_children(node)
+
+    def visit_For(self, node: For) -> None:
+        for bound in (node.min, node.extent):
+            bound = substitute(bound, self.lets) if self.lets else bound
+            self.bounds |= {load.buffer.name for load in collect(bound, BufferLoad)}
+        self.visit_children(node)
