@@ -71,6 +71,14 @@ class OuterSymbol:
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
 
+    def _refused(self, *args):
+        raise TypeError("a symbolic variable declared around a function (`n = T.int32()`) is "
+                        "read by its name inside the function: write the arithmetic there "
+                        "(`T.Buffer((n + 1,), ...)`)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refused
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = _refused
+
 
 class ExprParser(RegionParser, TCallParser, ExternCallParser, VectorParser, IntrinCallParser,
                  BitCallParser):

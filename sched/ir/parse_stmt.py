@@ -339,7 +339,10 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         if self.loop_names is None:
             return name
         fresh, count = name, 0
-        while fresh in self.loop_names or (count and fresh in self.identifiers):
+        # (a symbolic variable or scalar parameter keeps its name: `n = n * 2` of a symbolic
+        # n made a let of the name, which the verifier refused; audit helper-168)
+        while fresh in self.loop_names or (count and fresh in self.identifiers) or \
+                fresh in self.declared_symbols or isinstance(self.scopes[0].get(fresh), Var):
             count += 1
             fresh = f"{name}_{count}"
         self.loop_names.add(fresh)

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 
 from sched.errors import ScriptError
 from sched.ir.dtype import DTYPES
-from sched.ir.functor import IRVisitor, collect
+from sched.ir.functor import IRVisitor, collect, free_vars
 from sched.ir.module import IRModule
 from sched.ir.nodes import (
     TRUE,
@@ -220,7 +220,24 @@ class _Parser(StmtParser):
                                        f"T.match_buffer matches")
         self.alloc_targets.append(parts.alloc_buffers)
         body = self._root(node, self.stmts(rest), parts.alloc_buffers)
-        return PrimFunc(node.name, tuple(parts.params), body, parts.attrs or ())
+        func = PrimFunc(node.name, tuple(parts.params), body, parts.attrs or ())
+        self._refuse_unbound_symbols(node, func)
+        return func
+
+    def _refuse_unbound_symbols(self, node: ast.FunctionDef, func: PrimFunc) -> None:
+        """A symbolic variable no parameter's shape holds gets no value from a call (audit
+        helper-168: one read only in a loop extent or an allocation's shape printed
+        without its declaration, and its build failed verifying the lowered code)."""
+        bound = set(func.symbolic_vars) | {p for p in func.params if isinstance(p, Var)}
+        used = set(free_vars(func.body)) | {v for b in collect(func.body, Allocate)
+                                            for d in b.buffer.shape for v in free_vars(d)}
+        for name, var in self.declared_symbols.items():
+            if var not in bound and (var in used or any(
+                    var in free_vars(d) for b in func.buffers for d in b.shape)):
+                raise self.error(node, f"symbolic variable '{name}' is in no parameter's "
+                                       f"shape, so no call gives it a value: use it in the "
+                                       f"shape of a T.Buffer or T.match_buffer parameter, or "
+                                       f"make it a scalar parameter ('{name}: T.int32')")
 
     def _check_signature(self, node: ast.FunctionDef) -> None:
         for decorator in node.decorator_list:

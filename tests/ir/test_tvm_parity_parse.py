@@ -1001,3 +1001,31 @@ def test_a_symbolic_variable_declared_around_the_function_is_the_functions():
     for n in (1, 7):
         a, b = run_c(doubled, np.arange(n, dtype=np.float32), np.zeros(n, np.float32))
         np.testing.assert_array_equal(b, a * 2)
+
+
+def test_a_symbolic_variable_no_parameter_binds_is_refused_and_rebinding_one_renames_it():
+    # read only in a loop extent, N_AROUND printed without its declaration and the build
+    # failed verifying its lowering; `n = n * 2` made a let named like the variable, which
+    # the verifier refused as defined twice (audit helper-168)
+    with pytest.raises(ScriptError, match="symbolic variable 'N_AROUND' is in no parameter's "
+                                          "shape"):
+        @T.prim_func
+        def loop_only(A: T.Buffer((8,), "float32")):
+            for i in range(N_AROUND):
+                with T.block("B"):
+                    vi = T.axis.spatial(N_AROUND, i)
+                    A[vi % 8] = T.float32(1)
+
+    @T.prim_func
+    def doubled(A: T.Buffer((N_AROUND,), "float32")):
+        N_AROUND = N_AROUND * 2  # noqa: F823, N806 (a new variable of the script)
+        for i in range(N_AROUND // 2):
+            with T.block("A"):
+                vi = T.axis.spatial(N_AROUND // 2, i)
+                A[vi] = T.float32(1)
+
+    assert "N_AROUND_1: T.int32 = N_AROUND * 2" in doubled.script()
+    (a,) = run_c(doubled, np.zeros(3, np.float32))
+    np.testing.assert_array_equal(a, 1)
+    with pytest.raises(TypeError, match="read by its name inside the function"):
+        N_AROUND + 1
