@@ -7,8 +7,9 @@ wraps. The interpreter follows the same rule, written from its definition here:
 
 - an *index value* is built from index variables (loop variables, sizes, integer scalar
   parameters, and the iteration variables and lets bound to index values) and constants by
-  + - * / // % min max, shifts by a constant, selects and integer casts: no load, no other
-  call;
+  + - * / // % min max, shifts by a constant, a bitwise and with a constant 2**k - 1 (the
+  floor remainder modulo 2**k, as the analyses read it), selects and integer casts: no
+  load, no other call;
 - in an index context, an int32 or int64 operation that is an index value is computed in
   int64 (wrapping beyond it, where C leaves the overflow undefined) and narrowed to its
   type where it is used: as an index, a let's value, a cast's operand (`T.Cast("int64",
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from sched.interpreter import runtime
 from sched.ir.dtype import is_int
+from sched.ir.intervals import low_bits_mask
 from sched.ir.nodes import BinaryOp, Call, Cast, Expr, IntImm, Select, Var
 
 INDEX_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
@@ -92,7 +94,8 @@ class IndexArithmetic:
             return node.op in INDEX_OPS and is_int(node.dtype) and \
                 self.is_index_value(node.a) and self.is_index_value(node.b)
         if isinstance(node, Call):
-            return _constant_shift(node) and self.is_index_value(node.args[0])
+            return (_constant_shift(node) or low_bits_mask(node) is not None) and \
+                self.is_index_value(node.args[0])
         return False
 
     def is_exact(self, node: Expr) -> bool:
@@ -122,10 +125,11 @@ class IndexArithmetic:
                 return f"{node.op}({a}, {b})"
             return runtime.wrap_source("int64", f"_rt.{_EXACT_HELPERS[node.op]}({a}, {b})")
         if isinstance(node, Call) and node.dtype in EXACT_DTYPES:
-            shift = node.args[1].value
-            value = self.exact_value(node.args[0])
-            return runtime.wrap_source("int64", f"{value} << {shift}") \
-                if node.op == "shift_left" else f"({value} >> {shift})"
+            value, constant = self.exact_value(node.args[0]), node.args[1].value
+            if node.op == "bitwise_and":          # the floor remainder modulo 2**k
+                return f"({value} & {constant})"
+            return runtime.wrap_source("int64", f"{value} << {constant}") \
+                if node.op == "shift_left" else f"({value} >> {constant})"
         if isinstance(node, Select):
             return (f"({self.exact_value(node.true_value)} if {self.expr(node.condition)} "
                     f"else {self.exact_value(node.false_value)})")

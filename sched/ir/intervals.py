@@ -100,13 +100,27 @@ def _fits(value: tuple[int, int]) -> bool:
 
 def integer_operation(e: Expr) -> tuple[str, Expr, Expr] | None:
     """(op, a, b) of integer arithmetic the intervals follow: a shift by a constant as the
-    multiplication or floor division by its power of two; None for anything else."""
+    multiplication or floor division by its power of two, a bitwise and with a constant
+    2**k - 1 as the floor remainder modulo 2**k (two's complement: what the model reads,
+    isl_expr.py; audit helper-169); None for anything else."""
     if isinstance(e, BinaryOp) and e.op in _ARITHMETIC and is_int(e.dtype):
         return e.op, e.a, e.b
     if isinstance(e, Call) and e.op in _SHIFTS and is_int(e.dtype) and \
             isinstance(e.args[1], IntImm) and 0 <= e.args[1].value < 63:
         power = IntImm(1 << e.args[1].value, WIDE)
         return ("mul" if e.op == "shift_left" else "floordiv"), e.args[0], power
+    mask = low_bits_mask(e)
+    if mask is not None:
+        return "floormod", e.args[0], IntImm(mask + 1, WIDE)
+    return None
+
+
+def low_bits_mask(e: Expr) -> int | None:
+    """The constant 2**k - 1 of `T.bitwise_and(x, 2**k - 1)` (int32 or int64), else None."""
+    if isinstance(e, Call) and e.op == "bitwise_and" and e.dtype in (NARROW, WIDE) and \
+            len(e.args) == 2 and isinstance(e.args[1], IntImm):
+        mask = e.args[1].value
+        return mask if mask >= 0 and (mask + 1) & mask == 0 else None
     return None
 
 

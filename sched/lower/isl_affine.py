@@ -14,15 +14,26 @@ from collections.abc import Callable
 
 import islpy as isl
 
-from sched.ir.dtype import is_int
+from sched.ir.dtype import is_int, max_value
 from sched.ir.functor import collect, free_vars
 from sched.ir.intervals import interval, loop_ranges
 from sched.ir.nodes import BinaryOp, BufferLoad, Call, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_build import integer_val
-from sched.polyhedral.isl_expr import NotAffine, ast_to_expr, may_pass_int64
+from sched.polyhedral.isl_expr import INT64_MAGNITUDE, NotAffine, ast_to_expr, may_pass_int64
 
 # (variable, min, extent) of each loop around an expression that bears on it, outermost first
 Context = tuple[tuple[Var, Expr, Expr], ...]
+
+# the extent of a symbolic dim's entry in a context (from 0): every value of its dtype (the
+# largest int64 aside). An int64 size's magnitude is taken as the model takes it
+# (isl_expr.INT64_MAGNITUDE), so that the lowering reads its arithmetic as the model does
+SIZE_EXTENTS = {"int32": IntImm(2**31, "int64"), "int64": IntImm(2**63 - 1, "int64")}
+
+
+def size_extent(dtype: str) -> IntImm:
+    """The extent of a symbolic dim of `dtype` in a context (SIZE_EXTENTS)."""
+    return SIZE_EXTENTS[dtype] if dtype in SIZE_EXTENTS else IntImm(max_value(dtype) + 1,
+                                                                    "int64")
 
 
 class AffineTranslation:
@@ -76,8 +87,10 @@ class AffineTranslation:
         may take any value."""
         ranges = loop_ranges(self.context, {})
         found = {}
-        for var, _, _ in self.context:
-            if var in ranges:
+        for var, _, extent in self.context:
+            if var.dtype == "int64" and extent is SIZE_EXTENTS["int64"]:
+                found[var] = INT64_MAGNITUDE
+            elif var in ranges:
                 found[var] = max(abs(ranges[var][0]), abs(ranges[var][1]))
             elif var.dtype == "int64":
                 found[var] = 1 << 63

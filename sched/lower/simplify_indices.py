@@ -54,6 +54,7 @@ from sched.lower.isl_affine import (
     from_ast,
     piecewise,
     reads_data,
+    size_extent,
 )
 
 logger = logging.getLogger("sched.lower")
@@ -159,9 +160,10 @@ def _conjuncts(e: Expr) -> list[Expr]:
 
 class _IndexSimplifier(IRMutator):
     def __init__(self, symbolic_vars: tuple[Var, ...]) -> None:
-        big = IntImm(2 ** 31 - 1)
-        # a symbolic dim n is a size: 0 <= n < 2**31 - 1
-        self.loops: list[tuple[Var, Expr, Expr]] = [(v, IntImm(0), big) for v in symbolic_vars]
+        # a symbolic dim n is a size: 0 <= n <= the largest of its dtype (audit helper-169:
+        # `if n < 2**31` of an int64 n was dropped, the int32 bound was off by one)
+        self.loops: list[tuple[Var, Expr, Expr]] = [
+            (v, IntImm(0, "int64"), size_extent(v.dtype)) for v in symbolic_vars]
         self.data_vars: frozenset[Var] = frozenset()
 
     def context(self, e: Expr) -> Context:

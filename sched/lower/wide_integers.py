@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from sched.ir.dtype import is_int, max_value, min_value
-from sched.ir.functor import IRMutator, collect, free_vars
+from sched.ir.functor import IRMutator, free_vars
 from sched.ir.intervals import (
     _ARITHMETIC,
     _SHIFTS,
@@ -37,6 +37,7 @@ from sched.ir.intervals import (
     integer_operation,
     interval,
     loop_values,
+    low_bits_mask,
     parameter_ranges,
 )
 from sched.ir.nodes import (
@@ -202,21 +203,12 @@ class _Widen(IRMutator):
         or that uses a loop variable made int64 (a select of such values included: compared,
         `if T.Select(c, i * 10**9, 0) > 0`, its values are compared in int64, as any other
         operand's; audit helper-87)."""
-        if e.dtype != NARROW:
+        if e.dtype != NARROW or (integer_operation(e) is None and not isinstance(e, Select)):
             return False
-        follows = integer_operation(e) is not None or isinstance(e, Select)
-        found = interval(e, self.ranges) if follows else None
-        if found is not None:
-            return found[1] or any(v in self.wide for v in free_vars(e))
-        if (follows or (isinstance(e, Call) and e.op in _BITWISE)) and _index_only(e):
-            # index arithmetic with a bitwise operation in it, which the intervals cannot
-            # follow, over an operand computed in int64 is computed in int64 too: narrowed
-            # alone, the operand would wrap where the model reads it exactly (audit
-            # helper-166: `T.min(T.bitwise_and(vi, 3), vi * 2**30 - 4)` wrote C[-4]).
-            # Arithmetic on data (a load, a call) keeps wrapping as the data's does
-            operands = (e.true_value, e.false_value) if isinstance(e, Select) else _operands(e)
-            return any(self._rewritten(x) for x in operands)
-        return False
+        found = interval(e, self.ranges)
+        if found is None:
+            return False
+        return found[1] or any(v in self.wide for v in free_vars(e))
 
     def _operand(self, e: Expr) -> Expr:
         """A comparison's operand in int64: index arithmetic throughout, anything else (a
@@ -240,22 +232,12 @@ class _Widen(IRMutator):
         if isinstance(e, Call) and e.op in _SHIFTS and is_int(e.dtype) and \
                 isinstance(e.args[1], IntImm):
             return Call(e.op, (self._wide(e.args[0]), IntImm(e.args[1].value, WIDE)), WIDE)
-        if isinstance(e, Call) and e.op in _BITWISE and is_int(e.dtype):
-            return Call(e.op, tuple(self._wide(arg) for arg in e.args), WIDE)
+        if low_bits_mask(e) is not None:       # x & (2**k - 1): x's floor remainder
+            return Call(e.op, (self._wide(e.args[0]), IntImm(e.args[1].value, WIDE)), WIDE)
         if isinstance(e, Select):
             return Select(self._index(e.condition), self._wide(e.true_value),
                           self._wide(e.false_value))
         return Cast(WIDE, self._index(e))
-
-
-# bitwise operations, which int64 computes on the exact values as the model reads them
-_BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", *_SHIFTS)
-
-
-def _index_only(e: Expr) -> bool:
-    """Whether `e` computes with variables and constants alone (no load, no call but the
-    bitwise operations)."""
-    return not collect(e, BufferLoad) and all(c.op in _BITWISE for c in collect(e, Call))
 
 
 def _operands(node: Expr) -> tuple[Expr, ...]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.dtype import INDEX_DTYPE, bits, is_int, max_value, min_value
+from sched.ir.intervals import low_bits_mask
 from sched.ir.nodes import (
     ARITH_OPS,
     BinaryOp,
@@ -131,6 +132,10 @@ def _magnitude(e: Expr, magnitudes: dict | None = None) -> int | None:
             if is_int(e.dtype) else None
     if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
         return _magnitude(e.value, magnitudes)
+    if isinstance(e, Call) and e.op == WRAP32:
+        return 1 << 31
+    if low_bits_mask(e) is not None:     # whatever its operand: 0 .. 2**k - 1 (helper-169)
+        return e.args[1].value
     if isinstance(e, Call) and e.op in ("shift_left", "shift_right") and \
             isinstance(e.args[1], IntImm) and 0 <= e.args[1].value < 64:
         inner = _magnitude(e.args[0], magnitudes)

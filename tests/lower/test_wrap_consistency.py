@@ -194,3 +194,82 @@ def f(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):
     with pytest.raises(sched.BuildError, match="the int64 variable 'i' takes values past "
                                                "2\\*\\*40 in magnitude"):
         sched.build(func, target="c")
+
+
+def test_a_low_bits_mask_is_index_arithmetic_to_the_model_the_kernel_and_the_interpreter():
+    # T.bitwise_and(x, 2**k - 1) is x's floor remainder modulo 2**k: the model read the
+    # index below exactly (4..7), the kernel wrapped the product in int32 and stored before C,
+    # and the interpreter wrapped it too (helper-169)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(4):
+        with T.block("C"):
+            vi = T.axis.spatial(4, i)
+            C[T.bitwise_and(vi + 4, 7) * 1073741824 // 1073741824] = A[vi]
+''')
+    a = np.arange(4, dtype=np.float32) + 10
+    expected = np.full(8, -1, np.float32)
+    expected[4:] = a
+    interpreted = np.full(8, -1, np.float32)
+    sched.interpret(func, a, interpreted)
+    c, past = run_guarded(func, a, 8)
+    np.testing.assert_array_equal(interpreted, expected)
+    np.testing.assert_array_equal(c, expected)
+    assert (past == -1).all()
+
+
+def test_a_shift_by_a_variable_count_keeps_the_int32_wrap_of_its_operand():
+    # widened with its operand, the shift ran on the exact value: positions 5 where numpy
+    # and the interpreter give 3 (helper-169)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((4, 2), "float32"), C: T.Buffer((4, 2, 8), "float32")):
+    for i, j in T.grid(4, 2):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj, T.shift_right(vi * 1073741824, vj + 31) + 4] = A[vi, vj]
+''')
+    a = (np.arange(8, dtype=np.float32) + 10).reshape(4, 2)
+    c = np.zeros((4, 2, 8), np.float32)
+    sched.build(func, target="c")(a, c)
+    for v in range(4):
+        for j in range(2):
+            wrapped = np.int32((v * 2**30 + 2**31) % 2**32 - 2**31)
+            position = int(wrapped >> (j + 31)) + 4 if j + 31 < 32 else 4 - (wrapped < 0)
+            assert c[v, j, position] == a[v, j]
+
+
+@pytest.mark.parametrize("body", [
+    # the product of a mask and 2**62 wraps in int64 (the mask's magnitude was unknown)
+    "C[(T.bitwise_and(T.Cast(\"int64\", vi) + T.int64(4), T.int64(7)) * T.int64(2**62))"
+    " // T.int64(2**62)] = A[vi]",
+    # an int32 product marked as wrapping, then an int64 product past 2**63: the far branch
+    "C[vi] = T.if_then_else(T.Cast(\"int64\", vi * 1073741824) * T.int64(8589934592)"
+    " < T.int64(0), A[vi + 100000000], A[vi])",
+])
+def test_int64_products_over_masks_and_wrapped_int32_values_wrap_in_the_model(body):
+    func = parse(f"            {body}")
+    with pytest.raises(OutOfBoundsError):
+        sched.build(func, target="c")
+
+
+@pytest.mark.parametrize("dtype, limit", [("int32", 2**31 - 1), ("int64", 2**31)])
+def test_a_guard_on_a_size_near_its_types_end_is_kept(dtype, limit):
+    # sizes were taken as below 2**31 - 1, int64 ones too: `if n < limit` was dropped, and
+    # at n = limit a store went past C (helper-169)
+    from sched.c.codegen import generate_c
+    from sched.lower import lower
+
+    func = sched.parse(f'''
+@T.prim_func
+def f(a: T.handle, C: T.Buffer((8,), "float32")):
+    n = T.{dtype}()
+    A = T.match_buffer(a, (n,), "int8")
+    for i in range(1):
+        with T.block("C"):
+            vi = T.axis.spatial(1, i)
+            if n < T.{dtype}({limit}):
+                C[n - T.{dtype}({limit - 7})] = T.float32(1)
+''')
+    assert f"n < {limit}" in generate_c(lower(func)).replace(f"INT64_C({limit})", str(limit))
