@@ -192,24 +192,55 @@ def _size(buffer) -> Expr:
 
 
 def variables_past_magnitude(func: PrimFunc) -> list[str]:
-    """The int64 loop variables whose constant bounds take them past 2**40 in
-    magnitude, which the model takes as their largest (`isl_expr.INT64_MAGNITUDE`; audit
-    helper-166: over `range(2**50, 2**50 + 4)` the model read `i * 8192` exactly, the kernel
-    wrapped it and read past A). Bounds of sizes and scalars are not judged here: the calls
-    check the scalars, and a size that large holds no buffer; a block variable takes its
-    binding's values."""
-    from sched.ir.intervals import loop_values
-    from sched.polyhedral.isl_expr import INT64_MAGNITUDE
+    """The int64 loop, block and let variables whose values, from constant bounds,
+    bindings and values, pass 2**40 in magnitude, which the model takes as their largest
+    (`isl_expr.INT64_MAGNITUDE`; audit helper-166: over `range(2**50, 2**50 + 4)` the model
+    read `i * 8192` exactly, the kernel wrapped it and read past A; helper-170: the same
+    values through a block binding `i + 2**50`, a let bound, an inner loop). Values of sizes
+    and scalars are not judged here: the calls check the scalars, and a size that large
+    holds no buffer; nor are lets, which the model reads as their values."""
+    finder = _PastMagnitude()
+    finder.visit(func.body)
+    return finder.found
 
-    found, ranges = [], {}
-    for var, start, extent in ((lp.loop_var, lp.min, lp.extent)
-                               for lp in collect(func.body, For)):
-        if not set(free_vars(start)) | set(free_vars(extent)) <= set(ranges):
-            continue                   # (a size, a scalar or an unbounded variable in them)
-        values = loop_values(start, extent, ranges)
+
+class _PastMagnitude(IRVisitor):
+    """variables_past_magnitude's walk: each variable's values by interval arithmetic over
+    the variables around it (those it cannot bound are left out)."""
+
+    def __init__(self) -> None:
+        self.ranges: dict = {}
+        self.found: list[str] = []
+
+    def bound(self, var: Var, values, judged: bool = True) -> None:
+        """Record `var`'s values; `judged`: one the model reads as a variable (a let's it
+        reads as its value)."""
+        from sched.polyhedral.isl_expr import INT64_MAGNITUDE
+
         if values is None:
-            continue
-        ranges[var] = values[0]
-        if var.dtype == "int64" and max(abs(v) for v in values[0]) > INT64_MAGNITUDE:
-            found.append(var.name)
-    return found
+            return
+        self.ranges[var] = values
+        if judged and var.dtype == "int64" and max(abs(v) for v in values) > INT64_MAGNITUDE:
+            self.found.append(var.name)
+
+    def visit_For(self, node: For) -> None:
+        from sched.ir.intervals import loop_values
+
+        found = loop_values(node.min, node.extent, self.ranges)
+        self.bound(node.loop_var, None if found is None else found[0])
+        self.visit(node.body)
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        from sched.ir.intervals import interval
+
+        found = interval(node.value, self.ranges) if node.var.dtype == "int64" else None
+        self.bound(node.var, None if found is None else found[0], judged=False)
+        self.visit(node.body)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        from sched.ir.intervals import interval
+
+        for iv, value in zip(node.block.iter_vars, node.iter_values):
+            found = interval(value, self.ranges)
+            self.bound(iv.var, None if found is None else found[0])
+        self.visit_children(node)

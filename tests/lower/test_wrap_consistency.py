@@ -273,3 +273,28 @@ def f(a: T.handle, C: T.Buffer((8,), "float32")):
                 C[n - T.{dtype}({limit - 7})] = T.float32(1)
 ''')
     assert f"n < {limit}" in generate_c(lower(func)).replace(f"INT64_C({limit})", str(limit))
+
+
+@pytest.mark.parametrize("nest", [
+    # a block binding adds the offset
+    """    for i in T.serial(T.int64(4)):
+        with T.block("B"):
+            vi = T.axis.spatial((T.int64(2**50), T.int64(2**50 + 4)), i + T.int64(2**50))
+            B[vi - T.int64(2**50)] = A[vi * T.int64(8192) // T.int64(2**60) - T.int64(8)]""",
+    # a let gives the loop's bounds
+    """    x = T.int64(2**50)
+    for i in T.serial(x, x + T.int64(4)):
+        with T.block("B"):
+            vi = T.axis.spatial((T.int64(2**50), T.int64(2**50 + 4)), i)
+            B[vi - T.int64(2**50)] = A[vi * T.int64(8192) // T.int64(2**60) - T.int64(8)]""",
+])
+def test_int64_values_past_2_40_through_bindings_and_lets_are_refused_at_build(nest):
+    # the check looked at loops of constant bounds only: the kernel read A[-16] (helper-170)
+    func = sched.parse(f'''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+{nest}
+''')
+    with pytest.raises(sched.BuildError, match="takes values past 2\\*\\*40 in magnitude"):
+        sched.build(func, target="c")
+
