@@ -38,10 +38,38 @@ def index_data_ranges(func: PrimFunc) -> dict[str, tuple[int, int]]:
                         for load in collect(e, BufferLoad)} | sites.bounds):
         mine = [(e, limits) for e, limits in sites.found
                 if any(load.buffer.name == name for load in collect(e, BufferLoad))]
-        chosen[name] = next((c for c in CANDIDATES
+        candidates = CANDIDATES + tuple(c for e, limits in mine
+                                        for c in _shifted(e, limits, name, ranges))
+        chosen[name] = next((c for c in candidates
                              if all(_inside(e, limits, name, c, ranges) for e, limits in mine)),
                             CANDIDATES[0])
     return chosen
+
+
+def _shifted(e: Expr, limits, name: str, ranges: dict) -> tuple[tuple[int, int], ...]:
+    """Ranges starting where `e`, read as a line in the values of `name` (its values at 0
+    and 1), enters `limits`: `A[I[vi] - 20]` needs I from 20 (audit helper-170)."""
+    if limits is None:
+        return ()
+    at = [_interval(e, name, (v, v), ranges) for v in (0, 1)]
+    if None in at or at[1][0] == at[0][0]:
+        return ()
+    slope = at[1][0] - at[0][0]
+    # the least start where the line is past its limit at 0: rising, at least limits[0];
+    # falling, at most limits[1] (ceiling divisions)
+    start = -((at[0][0] - limits[0]) // slope) if slope > 0 else \
+        -((limits[1] - at[0][1]) // -slope)
+    return tuple((start, start + width) for width in (3, 1, 0))
+
+
+def _interval(e: Expr, name: str, values, ranges: dict):
+    """The values of `e` where the loads of `name` take `values` and other loads 0..3."""
+    stand_ins, local = {}, dict(ranges)
+    for load in collect(e, BufferLoad):
+        var = stand_ins.setdefault(load, Var(f"_{load.buffer.name}", load.dtype))
+        local[var] = values if load.buffer.name == name else CANDIDATES[0]
+    found = interval(_replaced(e, stand_ins), local)
+    return None if found is None else found[0]
 
 
 def _inside(e: Expr, limits, name: str, values, ranges: dict) -> bool:
@@ -49,12 +77,8 @@ def _inside(e: Expr, limits, name: str, values, ranges: dict) -> bool:
     take `values` and other loads 0..3."""
     if limits is None:
         return True
-    stand_ins, local = {}, dict(ranges)
-    for load in collect(e, BufferLoad):
-        var = stand_ins.setdefault(load, Var(f"_{load.buffer.name}", load.dtype))
-        local[var] = values if load.buffer.name == name else CANDIDATES[0]
-    found = interval(_replaced(e, stand_ins), local)
-    return found is not None and limits[0] <= found[0][0] and found[0][1] <= limits[1]
+    found = _interval(e, name, values, ranges)
+    return found is not None and limits[0] <= found[0] and found[1] <= limits[1]
 
 
 def _replaced(e: Expr, stand_ins: dict) -> Expr:
