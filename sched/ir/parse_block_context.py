@@ -14,7 +14,7 @@ import warnings
 
 from sched.errors import ScriptWarning
 from sched.ir.functor import collect, free_vars, substitute
-from sched.ir.nodes import Expr, IterVar, Range, Stmt, Var
+from sched.ir.nodes import BufferLoad, Call, Expr, IterVar, Range, Stmt, Var
 
 
 class BlockContext:
@@ -38,6 +38,7 @@ class BlockContext:
         The block computes the same thing, it is isolated again (so the analyses see its
         accesses exactly), and schedules keep the order of those loops
         (schedule/ordered_axes.py)."""
+        body = self._let_values_in(parts, body)
         outer = {}            # enclosing blocks' axes, then loops, outermost first
         for axes in self.block_axes:
             outer.update({var: (lo, extent) for var, lo, extent in axes})
@@ -74,6 +75,40 @@ class BlockContext:
         if parts.init is not None:
             parts.init = substitute(parts.init, mapping)
         return substitute(body, mapping)
+
+    def _let_values_in(self, parts, body: Stmt) -> Stmt:
+        """`body` (and the init and regions in `parts`) with each let variable bound outside
+        the block replaced by its value, where that value reads nothing (index arithmetic of
+        sizes, scalars and loops): TVM lets a block use such a let (`m: T.int32 = n - 1`
+        above it; audit helper-170: refused as a variable of an enclosing loop). The loops
+        its value uses then become the block's opaque axes, as any enclosing loop's."""
+        pieces = [body, parts.init, *(parts.reads or ()), *(parts.writes or ())]
+        used = {v for piece in pieces if piece is not None for v in free_vars(piece)}
+        mapping = {}
+        for var in used & set(self.let_values):
+            value = self._let_value(var)
+            if value is not None:
+                mapping[var] = value
+        if not mapping:
+            return body
+        if parts.reads is not None:
+            parts.reads = tuple(substitute(r, mapping) for r in parts.reads)
+        if parts.writes is not None:
+            parts.writes = tuple(substitute(r, mapping) for r in parts.writes)
+        if parts.init is not None:
+            parts.init = substitute(parts.init, mapping)
+        return substitute(body, mapping)
+
+    def _let_value(self, var: Var) -> Expr | None:
+        """The value of let `var` in the variables around the lets (lets in it replaced too),
+        or None where it reads memory or calls a function."""
+        value = self.let_values[var]
+        if collect(value, BufferLoad) or collect(value, Call):
+            return None
+        inner = {v: self._let_value(v) for v in free_vars(value) if v in self.let_values}
+        if any(found is None for found in inner.values()):
+            return None
+        return substitute(value, inner) if inner else value
 
     def _unique_block_name(self, node: ast.stmt, name: str, warn: bool = True) -> str:
         """`name`, or, when a block before it has that name, `name_1` (`name_2`...) with a

@@ -129,6 +129,7 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         self.alloc_targets: list[list[Buffer]] = []   # where T.allocate_const allocates
         self.block_axes: list[list[tuple[Var, Expr, Expr]]] = []   # enclosing blocks' axes
         self.pending_scopes: dict = {}        # T.attr storage_scope before its T.allocate
+        self.let_values: dict[Var, Expr] = {}  # each let's variable -> its value
         # block IR: loop names met so far, and every identifier of the function (a repeated
         # loop name becomes a fresh one: `loop_var_name`)
         self.loop_names: set[str] | None = None
@@ -203,6 +204,8 @@ class StmtParser(LoweredStmtParser, BlockHeaderParser, BlockContext, BufferParse
         # a name bound again (`x = x * 3`) is a new variable of a fresh name, as a repeated
         # loop name is (audit helper-115: the verifier refused two definitions of x)
         var = Var(self.loop_var_name(target.id), dtype or value.dtype)
+        if isinstance(value, Expr):
+            self.let_values[var] = value
         with self.scope():
             self.bind(target.id, var)
             return LetStmt(var, value, self.stmts(rest))

@@ -1029,3 +1029,25 @@ def test_a_symbolic_variable_no_parameter_binds_is_refused_and_rebinding_one_ren
     np.testing.assert_array_equal(a, 1)
     with pytest.raises(TypeError, match="read by its name inside the function"):
         N_AROUND + 1
+
+
+def test_a_let_above_a_block_is_read_inside_it_as_its_value():
+    # TVM accepts `m: T.int32 = n - 1` above the loops and `m` in a block; sched's verifier
+    # refused it as "a variable of an enclosing loop" (audit helper-170)
+    func = sched.parse('''
+@T.prim_func
+def f(a: T.handle, b: T.handle, k: T.int32):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    m: T.int32 = n - 1
+    k = k * 2
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] + T.Cast("float32", m) + T.Cast("float32", k)
+''')
+    round_trips(func)
+    a = np.arange(6, dtype=np.float32)
+    (_, b) = run_c(func, a, np.zeros(6, np.float32), 5)[:2]
+    np.testing.assert_array_equal(b, a + 5 + 10)
