@@ -13,7 +13,7 @@ takes part in inside its dimension (or binding inside its domain):
 
 from __future__ import annotations
 
-from sched.ir.functor import IRMutator, IRVisitor, collect, substitute
+from sched.ir.functor import IRMutator, IRVisitor, collect, free_vars, substitute
 from sched.ir.intervals import interval, loop_ranges
 from sched.ir.nodes import BlockRealize, BufferLoad, Expr, For, IntImm, LetStmt, PrimFunc, Var
 
@@ -35,14 +35,17 @@ def index_data_ranges(func: PrimFunc) -> dict[str, tuple[int, int]]:
                 ranges[iv.var] = (iv.dom.min.value, iv.dom.min.value + iv.dom.extent.value - 1)
     chosen: dict[str, tuple[int, int]] = {}
     for name in sorted({load.buffer.name for e, _ in sites.found
-                        for load in collect(e, BufferLoad)} | sites.bounds):
+                        for load in collect(e, BufferLoad)} | set(sites.bounding)):
+        # the loops whose bounds read it run between two of its values (a CSR's row)
+        loops = sites.bounding.get(name, set())
         mine = [(e, limits) for e, limits in sites.found
-                if any(load.buffer.name == name for load in collect(e, BufferLoad))]
+                if any(load.buffer.name == name for load in collect(e, BufferLoad))
+                or loops & set(free_vars(e))]
         candidates = CANDIDATES + tuple(c for e, limits in mine
                                         for c in _shifted(e, limits, name, ranges))
-        chosen[name] = next((c for c in candidates
-                             if all(_inside(e, limits, name, c, ranges) for e, limits in mine)),
-                            CANDIDATES[0])
+        chosen[name] = next((c for c in candidates if all(
+            _inside(e, limits, name, c, {**ranges, **dict.fromkeys(loops, c)})
+            for e, limits in mine)), CANDIDATES[0])
     return chosen
 
 
@@ -91,17 +94,18 @@ def _replaced(e: Expr, stand_ins: dict) -> Expr:
 
 class _Sites(IRVisitor):
     """The expressions that read integer data as positions, each with the values it must
-    stay within: an index (its dimension), a binding (its domain); a loop bound's buffers
-    (`bounds`), which get the first candidate."""
+    stay within: an index (its dimension), a binding (its domain), also one of a loop
+    whose bounds read data (`bounding`: the loop runs between two of its values)."""
 
     def __init__(self) -> None:
         self.found: list[tuple[Expr, tuple[int, int] | None]] = []
-        self.bounds: set[str] = set()
+        self.bounding: dict[str, set[Var]] = {}      # a buffer -> the loops it bounds
         self.lets: dict[Var, Expr] = {}
 
     def add(self, e: Expr, limits) -> None:
         e = substitute(e, self.lets) if self.lets else e
-        if collect(e, BufferLoad):
+        bounded = {v for loops in self.bounding.values() for v in loops}
+        if collect(e, BufferLoad) or bounded & set(free_vars(e)):
             self.found.append((e, limits))
 
     def visit_LetStmt(self, node: LetStmt) -> None:
@@ -132,5 +136,6 @@ class _Sites(IRVisitor):
     def visit_For(self, node: For) -> None:
         for bound in (node.min, node.extent):
             bound = substitute(bound, self.lets) if self.lets else bound
-            self.bounds |= {load.buffer.name for load in collect(bound, BufferLoad)}
+            for load in collect(bound, BufferLoad):
+                self.bounding.setdefault(load.buffer.name, set()).add(node.loop_var)
         self.visit_children(node)

@@ -561,3 +561,24 @@ def test_an_expensive_workloads_reference_runs_the_default_cpu_schedule(monkeypa
     assert measurement.check(wrong).kind == "wrong"
     monkeypatch.setattr(worker, "SCHEDULED_REFERENCE_ABOVE", 2.0 ** 33)
     assert "omp" not in worker.reference_kernel(workload).source    # a small one: as written
+
+
+def test_row_pointers_keep_a_csr_rows_reads_in_its_data():
+    # the row pointers bound a loop that indexes data of 2 elements: drawn 0..3, the rows
+    # read past data (audit helper-170)
+    from sched.script import T
+
+    @T.prim_func
+    def row_sums(ptr: T.Buffer((5,), "int32"), data: T.Buffer((2,), "float32"),
+                 y: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.block("row"):
+                vi = T.axis.remap("S", [i])
+                y[vi] = T.float32(0)
+                for k in range(ptr[vi], ptr[vi + 1]):
+                    y[vi] = y[vi] + data[k]
+
+    for seed in range(4):
+        arrays = Workload.of(row_sums).arrays(seed)
+        assert arrays[0].min() >= 0 and arrays[0].max() <= 1
+        sched.interpret(row_sums, *arrays)
