@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from sched.ir.functor import free_vars
 from sched.ir.intervals import loop_invariant_domain
 from sched.ir.nodes import Annotations, Buffer, BufferRegion, Expr, IterVar, Range, Stmt, Var
 from sched.ir.parse_expr import ExprParser, call_name
@@ -61,6 +62,13 @@ class BlockHeaderParser:
         else:
             dom = Range(*self._from_zero(dom_node))
         value = self.expr(value_node, dom.extent.dtype)
+        own = [iv.var.name for iv in parts.iter_vars if iv.var in free_vars(value)]
+        if own:
+            # (the binding's loops give every axis its value: audit helper-170's
+            # `vj = T.axis.spatial(6, I[vi])` failed verifying at build)
+            raise self.error(node, f"the binding of '{node.targets[0].id}' uses '{own[0]}', "
+                                   f"an axis of the same block: bind it to the loops "
+                                   f"(write the loop variables in place of '{own[0]}')")
         var = Var(node.targets[0].id, dom.extent.dtype)
         dom = self._loop_invariant(dom)
         self._add_iter_var(parts, IterVar(var, dom, _AXIS_KINDS[call_name(call)]), value)

@@ -1051,3 +1051,18 @@ def f(a: T.handle, b: T.handle, k: T.int32):
     a = np.arange(6, dtype=np.float32)
     (_, b) = run_c(func, a, np.zeros(6, np.float32), 5)[:2]
     np.testing.assert_array_equal(b, a + 5 + 10)
+
+
+def test_a_binding_that_uses_an_axis_of_its_own_block_is_refused_at_parse():
+    # `vj = T.axis.spatial(6, I[vi])` parsed and failed verifying at build (helper-170)
+    with pytest.raises(ScriptError, match="the binding of 'vj' uses 'vi', an axis of the same "
+                                          "block: bind it to the loops"):
+        sched.parse('''
+@T.prim_func
+def f(I: T.Buffer((16,), "int32"), B: T.Buffer((16, 6), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            vj = T.axis.spatial(6, I[vi])
+            B[vi, vj] = T.float32(1)
+''')
