@@ -3,7 +3,8 @@
 UnmodelledError wherever a step asks it, and `refuse_unmodelled` turns that into the step's
 ScheduleError. A step that asks nothing (a split, which keeps the order) is not refused.
 So is a step whose analysis fails in isl on a function with a block domain that moves with
-the loops (`_moving_domain`); any other isl error is raised as it is (a bug to report).
+the loops (`_moving_domain`), and one that needs a bound no IR expression writes (NotAffine:
+past int64); any other isl error is raised as it is (a bug to report).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import islpy as isl
 from sched.errors import ScheduleError, UnmodelledError
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import BlockRealize, For
+from sched.polyhedral.isl_expr import NotAffine
 
 
 def refuse_unmodelled(cls: type) -> type:
@@ -36,6 +38,14 @@ def _refusing(name: str, method):
             return method(self, *args, **kwargs)
         except UnmodelledError as error:
             raise ScheduleError(name, str(error),
+                                render=getattr(self, "render_errors", True)) from None
+        except NotAffine:
+            # a bound isl found that no IR expression writes (one past int64, of index
+            # arithmetic the kernels wrap: audit helper-169's raw NotAffine)
+            raise ScheduleError(name, f"{name} cannot write a bound of the accesses it "
+                                f"works on as an expression (index arithmetic past int64 "
+                                f"or not affine): keep index arithmetic within int64, or "
+                                f"schedule without this step",
                                 render=getattr(self, "render_errors", True)) from None
         except isl.Error:
             moving = _moving_domain(self._func)

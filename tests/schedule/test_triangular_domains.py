@@ -377,3 +377,22 @@ def test_rfactor_under_a_partial_tile_of_compute_at_is_accepted():
     t = np.zeros(7, "float32")
     sched.build(sch.func, target="c")(x, t)
     np.testing.assert_allclose(t, 2 * x.sum(axis=1), rtol=1e-5)
+
+
+def test_a_bound_no_expression_writes_refuses_the_step_by_name(monkeypatch):
+    # isl's bounds of index arithmetic past int64 have no IR constant: a step that needs one
+    # raised a raw NotAffine (audit helper-169); the steps' wrapper refuses it by name
+    from sched import compute as te
+    from sched.errors import ScheduleError
+    from sched.polyhedral.isl_expr import NotAffine
+    from sched.schedule import loops
+
+    def unwritable(*args, **kwargs):
+        raise NotAffine
+
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    monkeypatch.setattr(loops, "split", unwritable)
+    with pytest.raises(ScheduleError, match="split cannot write a bound of the accesses"):
+        sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 4])
