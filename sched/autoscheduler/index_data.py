@@ -13,6 +13,9 @@ takes part in inside its dimension (or binding inside its domain):
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from sched.ir.functor import IRMutator, IRVisitor, collect, free_vars, substitute
 from sched.ir.intervals import interval, loop_ranges
 from sched.ir.nodes import BlockRealize, BufferLoad, Expr, For, IntImm, LetStmt, PrimFunc, Var
@@ -54,15 +57,17 @@ def _shifted(e: Expr, limits, name: str, ranges: dict) -> tuple[tuple[int, int],
     and 1), enters `limits`: `A[I[vi] - 20]` needs I from 20 (audit helper-170)."""
     if limits is None:
         return ()
-    at = [_interval(e, name, (v, v), ranges) for v in (0, 1)]
+    far = 1 << 12      # (two values far apart: a division's steps, `(I - 100) // 4`, helper-171)
+    at = [_interval(e, name, (v, v), ranges) for v in (0, far)]
     if None in at or at[1][0] == at[0][0]:
         return ()
-    slope = at[1][0] - at[0][0]
+    slope = Fraction(at[1][0] - at[0][0], far)
     # the least start where the line is past its limit at 0: rising, at least limits[0];
-    # falling, at most limits[1] (ceiling divisions)
-    start = -((at[0][0] - limits[0]) // slope) if slope > 0 else \
-        -((limits[1] - at[0][1]) // -slope)
-    return tuple((start, start + width) for width in (3, 1, 0))
+    # falling, at most limits[1]
+    start = math.ceil((limits[0] - at[0][0]) / slope) if slope > 0 else \
+        math.ceil((at[0][1] - limits[1]) / -slope)
+    return tuple((start + shift, start + shift + width) for shift in (0, 1, 2, 3)
+                 for width in (3, 1, 0))
 
 
 def _interval(e: Expr, name: str, values, ranges: dict):

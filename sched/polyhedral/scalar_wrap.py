@@ -196,10 +196,23 @@ def variables_past_magnitude(func: PrimFunc) -> list[str]:
     bindings and values, pass 2**40 in magnitude, which the model takes as their largest
     (`isl_expr.INT64_MAGNITUDE`; audit helper-166: over `range(2**50, 2**50 + 4)` the model
     read `i * 8192` exactly, the kernel wrapped it and read past A; helper-170: the same
-    values through a block binding `i + 2**50`, a let bound, an inner loop). Values of sizes
-    and scalars are not judged here: the calls check the scalars, and a size that large
-    holds no buffer; nor are lets, which the model reads as their values."""
+    values through a block binding `i + 2**50`, a let bound, an inner loop). int64 sizes and
+    scalars are not judged here (the calls check the scalars the model needs; a size that
+    large holds no buffer but an empty one), nor are lets, which the model reads as their
+    values."""
+    from sched.ir.dtype import max_value, min_value
+
     finder = _PastMagnitude()
+    # int32 (and narrower) sizes and scalars take any value of their type (audit
+    # helper-171: a loop from n - 4 to an int32 scalar n, bound as T.Cast("int64", i) * 2**20,
+    # passed 2**40); int64 ones count as 1, so that the constants around them are judged
+    # (2**50 + n) and not the sizes themselves (a fused n * m of int64 sizes, i // m)
+    for var in (*func.symbolic_vars, *(p for p in func.params if isinstance(p, Var))):
+        if var.dtype == "int64":
+            finder.ranges[var] = (1, 1)
+        elif var.dtype.startswith("int") or var.dtype.startswith("uint"):
+            finder.ranges[var] = (0 if var in func.symbolic_vars else min_value(var.dtype),
+                                  max_value(var.dtype))
     finder.visit(func.body)
     return finder.found
 

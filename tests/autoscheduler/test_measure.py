@@ -247,6 +247,7 @@ def test_index_data_is_drawn_in_bounds_of_what_it_indexes():
     ("x = I[vi]\n            C[vi] = A[x + 3]", 0, 2),   # through a let
     ("C[vi] = A[I[vi] - 20]", 20, 25),                  # past the small candidates
     ("C[vi] = A[40 - I[vi]]", 35, 40),                  # falling
+    ("C[vi] = A[(I[vi] - 100) // 4]", 100, 123),        # a division's steps
 ])
 def test_index_data_in_arithmetic_and_lets_is_drawn_in_bounds(body, low, high):
     # A[I[vi] - 1] read A[-1], a let's value was drawn over the int range (helper-168)

@@ -560,3 +560,29 @@ def test_a_gather_bound_outside_the_reading_block_refuses_the_inline_too(consume
         with pytest.raises(sched.ScheduleError, match="computes with vj in an index where it "
                                                       "holds index arithmetic"):
             sch.compute_inline(sch.get_block("B"))
+
+
+def test_inlining_through_a_mask_of_63_bits_keeps_the_mask():
+    # T.bitwise_and(x, 2**63 - 1) became x % 2**63, a constant no int64 holds: A[-1] was read
+    # (audit helper-171)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), C: T.Buffer((4,), "float32")):
+    B = T.alloc_buffer((T.int64(8),), "float32")
+    for i in T.serial(T.int64(8)):
+        with T.block("B"):
+            vi = T.axis.spatial(T.int64(8), i)
+            B[vi] = A[vi] + T.Cast("float32", vi)
+    for j in T.serial(T.int64(4)):
+        with T.block("C"):
+            vj = T.axis.spatial(T.int64(4), j)
+            C[vj] = B[T.bitwise_and(vj * T.int64(2**62), T.int64(9223372036854775807))
+                      // T.int64(2**62)]
+''')
+    sch = sched.Schedule(func)
+    sch.compute_inline(sch.get_block("B"))
+    a = np.arange(8, dtype=np.float32) * 10
+    positions = [(j * 2**62 % 2**63) // 2**62 for j in range(4)]
+    c = np.zeros(4, np.float32)
+    sched.build(sch.mod, target="c")(a, c)
+    np.testing.assert_array_equal(c, [a[p] + p for p in positions])
