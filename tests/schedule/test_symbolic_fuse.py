@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import sched
+from sched import compute as te
 from sched.errors import ScheduleError
 from sched.ir.nodes import BinaryOp, IntImm, Var
 from sched.polyhedral.injective_bindings import determining_variables, keys_determined
@@ -423,3 +424,25 @@ def f(a: T.handle, b: T.handle):
     b = np.zeros((4, 5), np.float32)
     kernel(a, b)
     np.testing.assert_array_equal(b[1:3, 1:4], a[1:3, 1:4] * 2)
+
+
+def test_a_reduction_computed_under_a_fused_symbolic_nest_is_refused_as_conservative():
+    # each (i, j) of the matmul runs once under the split fused nest; the model widens the
+    # non-affine bindings and sees repeated runs: the refusal said so as a fact (audit
+    # helper-172); with constant extents the step is taken
+    def matmul_plus_one(m, n):
+        A = te.placeholder((m, 19), "float32", name="A")
+        B = te.placeholder((19, n), "float32", name="B")
+        k = te.reduce_axis((0, 19), name="k")
+        C = te.compute((m, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        D = te.compute((m, n), lambda i, j: C[i, j] + 1.0, name="D")
+        return te.create_prim_func([A, B, D])
+
+    for m, n in ((33, 17), (te.var("m"), te.var("n"))):
+        sch = sched.Schedule(matmul_plus_one(m, n))
+        _, inner = sch.split(sch.fuse(*sch.get_loops(sch.get_block("D"))), [None, 16])
+        if isinstance(m, int):
+            sch.compute_at(sch.get_block("C"), inner)
+            continue
+        with pytest.raises(ScheduleError, match="more than once .* \\(conservative: a binding"):
+            sch.compute_at(sch.get_block("C"), inner)
