@@ -14,7 +14,17 @@ import warnings
 
 from sched.errors import ScriptWarning
 from sched.ir.functor import collect, free_vars, substitute
-from sched.ir.nodes import BufferLoad, Call, Expr, IterVar, Range, Stmt, Var
+from sched.ir.nodes import (
+    EXTERN_CALLS,
+    IMPURE_CALLS,
+    BufferLoad,
+    Call,
+    Expr,
+    IterVar,
+    Range,
+    Stmt,
+    Var,
+)
 
 
 class BlockContext:
@@ -38,7 +48,7 @@ class BlockContext:
         The block computes the same thing, it is isolated again (so the analyses see its
         accesses exactly), and schedules keep the order of those loops
         (schedule/ordered_axes.py)."""
-        body = self._let_values_in(parts, body)
+        body = self._let_values_in(node, parts, body)
         outer = {}            # enclosing blocks' axes, then loops, outermost first
         for axes in self.block_axes:
             outer.update({var: (lo, extent) for var, lo, extent in axes})
@@ -54,6 +64,14 @@ class BlockContext:
             iv.var.name for iv in parts.iter_vars}
         mapping: dict[Var, Expr] = {}
         for var in enclosing:
+            same = next((iv.var for iv, value in zip(parts.iter_vars, parts.iter_values)
+                         if value == var), None)
+            if same is not None:
+                # an axis bound to the loop already stands for it (a let `x = i * 2` above
+                # the block made a second, opaque axis of i, which kept every step from the
+                # block: audit helper-173)
+                mapping[var] = same
+                continue
             lo, extent = outer[var]
             if any(v in outer for v in free_vars(lo) + free_vars(extent)):
                 raise self.error(node, f"block '{parts.name}' uses '{var.name}', a variable of "
@@ -76,7 +94,7 @@ class BlockContext:
             parts.init = substitute(parts.init, mapping)
         return substitute(body, mapping)
 
-    def _let_values_in(self, parts, body: Stmt) -> Stmt:
+    def _let_values_in(self, node: ast.With, parts, body: Stmt) -> Stmt:
         """`body` (and the init and regions in `parts`) with each let variable bound outside
         the block replaced by its value, where that value reads nothing (index arithmetic of
         sizes, scalars and loops): TVM lets a block use such a let (`m: T.int32 = n - 1`
@@ -87,8 +105,12 @@ class BlockContext:
         mapping = {}
         for var in used & set(self.let_values):
             value = self._let_value(var)
-            if value is not None:
-                mapping[var] = value
+            if value is None:
+                raise self.error(node, f"block '{parts.name}' uses '{var.name}', a let above "
+                                       f"it of a value read from memory or returned by a "
+                                       f"call: a block reads memory only through its own "
+                                       f"accesses; compute '{var.name}' inside the block")
+            mapping[var] = value
         if not mapping:
             return body
         if parts.reads is not None:
@@ -101,10 +123,12 @@ class BlockContext:
 
     def _let_value(self, var: Var) -> Expr | None:
         """The value of let `var` in the variables around the lets (lets in it replaced too),
-        or None where it reads memory or calls a function."""
+        or None where it reads memory or makes a call that is not a value (an extern or
+        impure one)."""
         value = self.let_values[var]
-        if collect(value, BufferLoad) or collect(value, Call):
-            return None
+        if collect(value, BufferLoad) or any(c.op in IMPURE_CALLS or c.op in EXTERN_CALLS
+                                             for c in collect(value, Call)):
+            return None         # (pure integer and math calls are values: helper-173)
         inner = {v: self._let_value(v) for v in free_vars(value) if v in self.let_values}
         if any(found is None for found in inner.values()):
             return None

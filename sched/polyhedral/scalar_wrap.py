@@ -203,16 +203,16 @@ def variables_past_magnitude(func: PrimFunc) -> list[str]:
     from sched.ir.dtype import max_value, min_value
 
     finder = _PastMagnitude()
-    # int32 (and narrower) sizes and scalars take any value of their type (audit
-    # helper-171: a loop from n - 4 to an int32 scalar n, bound as T.Cast("int64", i) * 2**20,
-    # passed 2**40); int64 ones count as 1, so that the constants around them are judged
-    # (2**50 + n) and not the sizes themselves (a fused n * m of int64 sizes, i // m)
+    # int32 (and narrower) scalars take any value of their type (audit helper-171: a loop
+    # from n - 4 to an int32 scalar n, bound as T.Cast("int64", i) * 2**20, passed 2**40);
+    # sizes and int64 scalars count as 1, so that the constants around them are judged
+    # (2**50 + n) and not the sizes themselves (a fused n * m of int64 sizes, i // m, an
+    # int64 loop over an int32 size times 4096: helper-173)
     for var in (*func.symbolic_vars, *(p for p in func.params if isinstance(p, Var))):
-        if var.dtype == "int64":
+        if var.dtype == "int64" or var in func.symbolic_vars:
             finder.ranges[var] = (1, 1)
         elif var.dtype.startswith("int") or var.dtype.startswith("uint"):
-            finder.ranges[var] = (0 if var in func.symbolic_vars else min_value(var.dtype),
-                                  max_value(var.dtype))
+            finder.ranges[var] = (min_value(var.dtype), max_value(var.dtype))
     finder.visit(func.body)
     return finder.found
 
@@ -246,14 +246,16 @@ class _PastMagnitude(IRVisitor):
     def visit_LetStmt(self, node: LetStmt) -> None:
         from sched.ir.intervals import interval
 
-        found = interval(node.value, self.ranges) if node.var.dtype == "int64" else None
+        found = interval(node.value, self.ranges)
         self.bound(node.var, None if found is None else found[0], judged=False)
         self.visit(node.body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> None:
-        from sched.ir.intervals import interval
+        from sched.ir.intervals import interval, loop_values
 
         for iv, value in zip(node.block.iter_vars, node.iter_values):
             found = interval(value, self.ranges)
+            if found is None:     # (a binding the intervals cannot follow: its domain)
+                found = loop_values(iv.dom.min, iv.dom.extent, self.ranges)
             self.bound(iv.var, None if found is None else found[0])
         self.visit_children(node)

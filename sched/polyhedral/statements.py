@@ -259,7 +259,10 @@ class _Walker:
             if stmt.else_body is not None:
                 self.walk(stmt.else_body, loops, else_conds, time + ["1"], env, unseen)
         elif isinstance(stmt, LetStmt):
-            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: stmt.value}, unseen)
+            # (its value in the lets around: a let of a let reached isl by name, audit
+            # helper-173)
+            self.walk(stmt.body, loops, conds, time, {**env, stmt.var: substitute(stmt.value, env)},
+                      unseen)
         elif isinstance(stmt, Allocate):
             self.walk(stmt.body, loops, conds, time, env, unseen)
         elif isinstance(stmt, BlockRealize):

@@ -21,6 +21,7 @@ from sched.ir.intervals import interval, parameter_ranges
 from sched.ir.nodes import (
     BinaryOp,
     BlockRealize,
+    Cast,
     Expr,
     For,
     IntImm,
@@ -222,14 +223,20 @@ def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
             raise ScheduleError("fuse", f"the bounds of loop {lp.loop_var.name!r} depend on "
                                 f"an outer loop being fused")
     name = fresh_name(func, "_".join(loop_names) + "_fused")
-    fused = Var(name, outer.loop_var.dtype)
+    # the widest of the loops' dtypes, as TVM's fuse (an int32 loop of a symbolic extent
+    # fused with an int64 one failed verifying: audit helper-173)
+    wide = "int64" if any(lp.loop_var.dtype == "int64" for lp in chain) else \
+        outer.loop_var.dtype
+    fused = Var(name, wide)
     mapping: dict[Var, Expr] = {}
     stride: Expr = const(1, fused.dtype)
     extent: Expr = const(1, fused.dtype)
     ranges = parameter_ranges(func)
     for position in reversed(range(len(chain))):
         lp = chain[position]
-        mapping[lp.loop_var] = _fused_index(fused, stride, lp, chain[:position])
+        index = _fused_index(fused, stride, lp, chain[:position])
+        mapping[lp.loop_var] = index if index.dtype == lp.loop_var.dtype else \
+            Cast(lp.loop_var.dtype, index)
         stride = simplify(stride * lp.extent)
         # an extent that may be negative runs no iteration, and counts as none: the product
         # of two, (n - 2) * (m - 2) at n = m = 1, ran one (audit helper-159)

@@ -1066,3 +1066,47 @@ def f(I: T.Buffer((16,), "int32"), B: T.Buffer((16, 6), "float32")):
             vj = T.axis.spatial(6, I[vi])
             B[vi, vj] = T.float32(1)
 ''')
+
+
+def test_lets_of_pure_calls_and_of_the_loop_above_a_block_keep_it_schedulable():
+    # a let of T.shift_left(i, 2) above a block was refused as a loop variable, and a let of
+    # i made a second, opaque axis of i that kept steps from the block (audit helper-173); a
+    # let of a loaded value is refused at parse, naming it
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "int32"), B: T.Buffer((16,), "int32")):
+    for i in range(16):
+        x: T.int32 = T.shift_left(i, 2)
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi] + x
+''')
+    assert "T.axis.opaque" not in func.script()
+    sch = sched.Schedule(func)
+    sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+    a = np.arange(16, dtype=np.int32)
+    (_, b) = run_c(sch.func, a, np.zeros(16, np.int32))
+    np.testing.assert_array_equal(b, a + (np.arange(16) << 2))
+    with pytest.raises(ScriptError, match="block 'B' uses 'x', a let above it of a value read "
+                                          "from memory"):
+        sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "int32"), B: T.Buffer((16,), "int32")):
+    for i in range(16):
+        x: T.int32 = A[i]
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = x
+''')
+
+
+def test_integer_literals_past_int64_stay_python_numbers_until_typed():
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "int64"), B: T.Buffer((8,), "int64")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = T.bitwise_and(A[vi], T.int64(2**63 - 1))
+''')
+    assert "T.int64(9223372036854775807)" in func.script()

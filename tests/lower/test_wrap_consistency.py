@@ -324,3 +324,59 @@ def f({header}):
     with pytest.raises(sched.BuildError, match="takes values past 2\\*\\*40 in magnitude"):
         sched.build(func, target="c")
 
+
+
+def test_a_let_of_a_let_in_a_loop_bound_reaches_the_model_as_its_value():
+    # the model wrote the inner let's name into isl text: a raw isl syntax error (helper-173)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+    y: T.int32 = 3
+    x: T.int64 = T.Cast("int64", y) * T.int64(2)
+    for i in T.serial(x, x + T.int64(4)):
+        with T.block("B"):
+            vi = T.axis.spatial((T.int64(6), T.int64(10)), i)
+            B[vi - T.int64(6)] = A[vi]
+''')
+    sched.Schedule(func)
+    a = np.arange(16, dtype=np.float32)
+    b = np.zeros(4, np.float32)
+    sched.build(func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a[6:10])
+
+
+def test_an_int64_loop_over_an_int32_size_times_a_constant_builds():
+    # the check took the int32 size at its whole range (n * 4096 past 2**40) and refused a
+    # flattened loop of an (n, 4096) buffer (audit helper-173)
+    func = sched.parse('''
+@T.prim_func
+def f(var_A: T.handle, var_B: T.handle):
+    n = T.int32()
+    A = T.match_buffer(var_A, (n, T.int64(4096)), "float32")
+    B = T.match_buffer(var_B, (n, T.int64(4096)), "float32")
+    for i_j_fused in range(T.Cast("int64", n) * T.int64(4096)):
+        with T.block("B"):
+            vi = T.axis.spatial(T.Cast("int64", n), i_j_fused // T.int64(4096))
+            vj = T.axis.spatial(T.int64(4096), i_j_fused % T.int64(4096))
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+''')
+    a = np.random.default_rng(0).random((3, 4096), dtype=np.float32)
+    b = np.zeros_like(a)
+    sched.build(func, target="c", check_bounds="strict")(a, b)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+def test_a_binding_the_intervals_cannot_follow_is_judged_by_its_domain():
+    # vi = T.bitwise_or(2**50, i) past 2**40: the check skipped it (helper-173)
+    func = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in T.serial(T.int64(4)):
+        with T.block("B"):
+            vi = T.axis.spatial((T.int64(2**50), T.int64(2**50 + 4)),
+                                T.bitwise_or(T.int64(2**50), i))
+            B[vi - T.int64(2**50)] = A[vi * T.int64(8192) // T.int64(2**60) - T.int64(8)]
+''')
+    with pytest.raises(sched.BuildError, match="'vi' takes values past 2\\*\\*40"):
+        sched.build(func, target="c")
+

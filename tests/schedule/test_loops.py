@@ -368,3 +368,18 @@ def test_add_unit_loop_refuses_the_root_block():
     with pytest.raises(ScheduleError, match="add_unit_loop: the root block holds the whole "
                                             "function"):
         sch.add_unit_loop(sch.get_block("root"))
+
+
+def test_fuse_of_an_int32_loop_and_an_int64_one_counts_in_int64():
+    # the fused loop took the first loop's int32 with an int64 extent: a raw VerifyError
+    # inside the step (audit helper-173)
+    n = te.var("n")
+    A = te.placeholder((n, sched.ir.IntImm(16, "int64")), name="A")
+    B = te.compute(A.shape, lambda i, j: A[i, j] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+    assert "_fused" in fused.name
+    a = np.arange(48, dtype=np.float32).reshape(3, 16)
+    b = np.zeros((3, 16), np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a * 2)
