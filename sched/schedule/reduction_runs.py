@@ -37,6 +37,37 @@ def check_init_of_spatial_variables(func: PrimFunc, block, primitive: str,
                       f"value before the first iteration)", func, None, render)
 
 
+def check_output_determines_instance(func: PrimFunc, block, indices, primitive: str,
+                                     render: bool = True) -> None:
+    """Refuse a reduction block whose output element (`indices`, of its spatial variables)
+    does not determine its spatial instance: several instances then update one element, and
+    the partial results of rfactor (one per element and reduce position, each started from
+    the identity) lose all but one of them (audit helper-174: `B[0] = B[0] + A[vi, vk]`
+    summed 8 times the last row)."""
+    spatial = [iv for iv in block.iter_vars if iv.kind == "spatial"]
+    names = [iv.var.name for iv in spatial]
+    texts = [to_isl(index) for index in indices]
+    bounds = []
+    for iv in spatial:
+        low, extent = to_isl(iv.dom.min), to_isl(iv.dom.extent)
+        bounds.append(None if low is None or extent is None else
+                      f"{low} <= {iv.var.name} < ({low}) + ({extent})")
+    injective = False
+    if None not in texts and None not in bounds:
+        params = sorted({v.name for e in (*indices, *(iv.dom.extent for iv in spatial),
+                                          *(iv.dom.min for iv in spatial))
+                         for v in free_vars(e)} - set(names))
+        relation = read_map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
+                            f"[{', '.join(texts)}] : {' and '.join(bounds) or 'true'} }}")
+        injective = relation.is_injective()
+    if not injective:
+        raise refusal(primitive, f"block {block.name!r} updates one element of its output "
+                      f"from several spatial instances (its spatial variables do not all "
+                      f"index what it writes, one to one): {primitive}'s partial results "
+                      f"would keep one of them; make each spatial variable an index of the "
+                      f"output, or a reduce variable", func, None, render)
+
+
 def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,
                               render: bool, every_point: bool = True, fixed: int = 0) -> None:
     """Refuse unless the loops run each instance of the reduction block at most once, every

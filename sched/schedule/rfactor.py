@@ -44,6 +44,7 @@ from sched.polyhedral.isl_expr import constraint_condition, isl_name, to_isl, to
 from sched.polyhedral.isl_text import read_set
 from sched.schedule.reduction_runs import (
     check_init_of_spatial_variables,
+    check_output_determines_instance,
     check_reduction_runs_once,
 )
 from sched.schedule.scope import (
@@ -182,6 +183,7 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int,
         return rfactor_tuple(func, realize, update, loop, (scope, top, kept, removed),
                              factor_axis, render)
     store, op, value, accumulator_first = _associative_update(func, realize.block, render)
+    check_output_determines_instance(func, realize.block, store.indices, "rfactor", render)
     check_reduction_runs_once(func, realize, scope.loops, "rfactor", render)
     axis = _check_factor_axis(factor_axis, store.buffer)
     parts = _rfactor_parts(func, loop, removed, axis)

@@ -15,7 +15,17 @@ from __future__ import annotations
 from sched.ir.dtype import is_float
 from sched.ir.functor import collect, free_vars, substitute
 from sched.ir.names import fresh
-from sched.ir.nodes import BufferLoad, BufferStore, LetStmt, PrimFunc, SeqStmt, Var
+from sched.ir.nodes import (
+    BufferLoad,
+    BufferStore,
+    FloatImm,
+    IntImm,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Var,
+)
+from sched.ir.simplify import simplify
 from sched.schedule.rfactor import (
     _check_factor_axis,
     _combining_nest,
@@ -104,6 +114,8 @@ def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render)
                       f"{update.reducer.name[:6]} does, and rfactor is exact: keep the "
                       f"accumulators where `{held} {compare} {incoming} or {held} != {held}` "
                       f"(the first of equal values wins), in both selects", func, None, render)
+    if not update.reducer.neutral:
+        _check_init_is_identity(func, update, what, render)
     if update.reducer.commutative:
         return
     roles = loop_roles(realize, loops)
@@ -117,3 +129,19 @@ def _check_tuple_update(func, realize, update: TupleUpdate, loop, loops, render)
                       ", or break ties by the smaller index in the update (keep x where "
                       "x_val > y_val, or the values are equal and x_idx < y_idx)"),
                       func, loop.loop_var.name, render, (f"sch.rfactor({outer}, factor_axis=0)",))
+
+
+def _check_init_is_identity(func, update: TupleUpdate, what: str, render) -> None:
+    """Refuse a reducer whose partial results start from its identity where the block's init
+    is another value: the partials then combine values the unscheduled block never saw
+    together (audit helper-174: logsumexp from (-inf, 0) over rows masked with -inf gave
+    -3.4e38 for -inf and numbers for NaN once factored)."""
+    identity = update.reducer.identity([s.buffer.dtype for s in update.stores])
+    if all(isinstance(v, FloatImm | IntImm) and isinstance(i, FloatImm | IntImm) and
+           v.value == i.value for v, i in zip(map(simplify, update.init), identity)):
+        return
+    wanted = ", ".join(i.script() for i in identity)
+    raise refusal("rfactor", f"{what} starts from ({', '.join(v.script() for v in update.init)})"
+                  f", not from its identity ({wanted}), which its partial results start from: "
+                  f"with values the init is not neutral for (-inf in a masked row) the result "
+                  f"would change; write the init as ({wanted})", func, None, render)

@@ -84,6 +84,9 @@ class TupleReducer:
     # associative only where the compared values (accumulator 1) are in a total order: not
     # floating-point values, of which a NaN compares false both ways
     total_order: bool = False
+    # whether `identity` is neutral for every value (a sum's 0, a max's -inf); the scaled
+    # sum's (lowest finite, 0) is not for -inf, so the block's init must be it (rfactor_tuple)
+    neutral: bool = True
 
 
 def _identity(op: str, dtype: str) -> Expr:
@@ -129,7 +132,7 @@ def _scaled_sum() -> TupleReducer:
     def identity(dtypes):
         return [const(-LARGEST_FINITE[dtypes[0]], dtypes[0]), const(0, dtypes[1])]
     return TupleReducer("(max, scaled sum) of logsumexp", combine, commutative=True,
-                        identity=identity)
+                        identity=identity, neutral=False)
 
 
 REDUCERS = (_arg("gt", True), _arg("gt", True, nan_wins=True), _arg("gt", False),

@@ -126,3 +126,32 @@ def test_rfactor_refuses_a_reducer_it_cannot_prove():
     i, k = sch.get_loops(sch.get_block("R"))
     with pytest.raises(ScheduleError, match="rfactor: block 'R' is not an associative update"):
         sch.rfactor(k, 0)
+
+
+def test_logsumexp_from_minus_infinity_is_refused_naming_its_identity():
+    # partial results start from (lowest finite, 0), which is not neutral for a masked -inf:
+    # a fully masked row's max became -3.4e38 and NaN sums numbers (audit helper-174)
+    from_inf = te.comm_reducer(_lse_combine,
+                               lambda t0, t1: (te.cast(float("-inf"), t0), te.cast(0, t1)),
+                               name="lse_inf")
+    func = _func(from_inf, lambda A, i, k: (A[i, k], te.cast(1.0, "float32")), 2)
+    with pytest.raises(ScheduleError, match=r"starts from \(T.float32\(\"-inf\"\).*not from "
+                                            r"its identity"):
+        _rfactored(func, 1)
+
+
+@T.prim_func
+def _sum_into_one_element(A: T.Buffer((8, 16), "float32"), B: T.Buffer((1,), "float32")):
+    for i, k in T.grid(8, 16):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            B[0] = B[0] + A[vi, vk]
+
+
+def test_rfactor_of_a_reduction_several_spatial_instances_update_is_refused():
+    # every vi updates B[0]: the partial results kept the last row (8 times its sum) where
+    # the unscheduled kernel sums all rows (audit helper-174)
+    sch = sched.Schedule(_sum_into_one_element)
+    with pytest.raises(ScheduleError, match="updates one element of its output from several "
+                                            "spatial instances"):
+        sch.rfactor(sch.get_loops(sch.get_block("B"))[1], 0)
