@@ -53,8 +53,8 @@ def index_data_ranges(func: PrimFunc) -> dict[str, tuple[int, int]]:
 
 
 def _shifted(e: Expr, limits, name: str, ranges: dict) -> tuple[tuple[int, int], ...]:
-    """Ranges starting where `e`, read as a line in the values of `name` (its values at 0
-    and 1), enters `limits`: `A[I[vi] - 20]` needs I from 20 (audit helper-170)."""
+    """Ranges starting where `e`, read as a line in the values of `name` (through its values
+    at 0 and at `far`), enters `limits`: `A[I[vi] - 20]` needs I from 20 (audit helper-170)."""
     if limits is None:
         return ()
     far = 1 << 12      # (two values far apart: a division's steps, `(I - 100) // 4`, helper-171)
