@@ -12,10 +12,11 @@ import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.functor import free_vars, substitute
+from sched.ir.intervals import interval, loop_values
 from sched.ir.memo import register
 from sched.ir.nodes import BlockRealize, PrimFunc, Var, conjuncts
 from sched.polyhedral.injective_bindings import affine_arguments, keys_determined
-from sched.polyhedral.isl_expr import to_isl, to_isl_condition
+from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_map, read_set, within_operations
 from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
 from sched.schedule.scope import refusal
@@ -45,27 +46,40 @@ def check_output_determines_instance(func: PrimFunc, block, indices, primitive: 
     the identity) lose all but one of them (audit helper-174: `B[0] = B[0] + A[vi, vk]`
     summed 8 times the last row)."""
     spatial = [iv for iv in block.iter_vars if iv.kind == "spatial"]
-    names = [iv.var.name for iv in spatial]
-    texts = [to_isl(index) for index in indices]
-    bounds = []
-    for iv in spatial:
-        low, extent = to_isl(iv.dom.min), to_isl(iv.dom.extent)
-        bounds.append(None if low is None or extent is None else
-                      f"{low} <= {iv.var.name} < ({low}) + ({extent})")
-    injective = False
-    if None not in texts and None not in bounds:
-        params = sorted({v.name for e in (*indices, *(iv.dom.extent for iv in spatial),
-                                          *(iv.dom.min for iv in spatial))
-                         for v in free_vars(e)} - set(names))
-        relation = read_map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
-                            f"[{', '.join(texts)}] : {' and '.join(bounds) or 'true'} }}")
-        injective = relation.is_injective()
-    if not injective:
+    names = [isl_name(iv.var) for iv in spatial]
+    ranges = {iv.var: found[0] for iv in spatial
+              for found in [loop_values(iv.dom.min, iv.dom.extent, {})] if found is not None}
+    texts = [to_isl(_fitting_narrowing(index, ranges)) for index in indices]
+    bounds = [range_constraint(iv.var, iv.dom.min, iv.dom.extent) for iv in spatial]
+    if None in texts or None in bounds:
+        raise refusal(primitive, f"the index of what block {block.name!r} writes is not "
+                      f"affine in its spatial variables, so {primitive} cannot prove that each "
+                      f"output element has one spatial instance (its partial results would "
+                      f"keep one of several); write the index affine (a flat index `vi * m + "
+                      f"vj` as a 2-d buffer)", func, None, render)
+    params = sorted({isl_name(v) for e in (*indices, *(iv.dom.extent for iv in spatial),
+                                           *(iv.dom.min for iv in spatial))
+                     for v in free_vars(e)} - set(names))
+    relation = read_map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
+                        f"[{', '.join(texts)}] : {' and '.join(bounds) or 'true'} }}")
+    if not relation.is_injective():
         raise refusal(primitive, f"block {block.name!r} updates one element of its output "
                       f"from several spatial instances (its spatial variables do not all "
                       f"index what it writes, one to one): {primitive}'s partial results "
                       f"would keep one of them; make each spatial variable an index of the "
                       f"output, or a reduce variable", func, None, render)
+
+
+def _fitting_narrowing(index, ranges: dict):
+    """`index` without a narrowing cast to int32 whose operand fits int32 over `ranges` (TVM's
+    int64 axes index int32 buffers so: audit helper-175)."""
+    from sched.ir.nodes import Cast
+
+    if isinstance(index, Cast) and index.dtype == "int32" and index.value.dtype == "int64":
+        found = interval(index.value, ranges)
+        if found is not None and -2**31 <= found[0][0] and found[0][1] < 2**31:
+            return index.value
+    return index
 
 
 def check_reduction_runs_once(func: PrimFunc, realize: BlockRealize, loops, primitive: str,

@@ -155,3 +155,37 @@ def test_rfactor_of_a_reduction_several_spatial_instances_update_is_refused():
     with pytest.raises(ScheduleError, match="updates one element of its output from several "
                                             "spatial instances"):
         sch.rfactor(sch.get_loops(sch.get_block("B"))[1], 0)
+
+
+def test_the_output_check_reads_named_variables_and_int32_casts_of_int64_axes():
+    # a spatial variable named NaN or max reached isl by its raw name: rfactor accepted the
+    # shared-output case (NaN) or raised an isl syntax error (max); an int32 cast of int64
+    # axes, as TVM prints int64 IR, was refused as shared (audit helper-175)
+    shared = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8, 16), "float32"), B: T.Buffer((1,), "float32")):
+    for i, k in T.grid(8, 16):
+        with T.block("B"):
+            NaN, vk = T.axis.remap("SR", [i, k])
+            B[0] = B[0] + A[NaN, vk]
+''')
+    sch = sched.Schedule(shared)
+    with pytest.raises(ScheduleError, match="from several spatial instances"):
+        sch.rfactor(sch.get_loops(sch.get_block("B"))[1], 0)
+    cast = sched.parse('''
+@T.prim_func
+def f(A: T.Buffer((8, 3, 16), "float32"), B: T.Buffer((24,), "float32")):
+    for i, j, k in T.grid(T.int64(8), T.int64(3), T.int64(16)):
+        with T.block("B"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                B[T.Cast("int32", vi * T.int64(3) + vj)] = T.float32(0)
+            B[T.Cast("int32", vi * T.int64(3) + vj)] = B[T.Cast("int32", vi * T.int64(3) + vj)] \\
+                + A[T.Cast("int32", vi), T.Cast("int32", vj), T.Cast("int32", vk)]
+''')
+    sch = sched.Schedule(cast)
+    sch.rfactor(sch.split(sch.get_loops(sch.get_block("B"))[2], [None, 4])[1], 0)
+    a = np.random.default_rng(0).standard_normal((8, 3, 16)).astype("float32")
+    b = np.zeros(24, np.float32)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_allclose(b, a.sum(2).reshape(24), rtol=1e-5, atol=1e-5)
