@@ -386,7 +386,7 @@ def test_tuning_a_gpu_bound_schedule_for_the_cpu_says_why_no_sketch_applies():
     sch.bind(j, "threadIdx.x")
     with pytest.warns(UserWarning, match="its loops are bound to GPU threads.*tune it for "
                                          "target 'cuda'"):
-        tune(sch, "c", trials=4, seed=0, per_round=4, workers=1, timing=FAST,
+        tune(sch, "c", trials=1, seed=0, per_round=1, workers=1, timing=FAST,
              progress=False)
 
 def test_with_no_candidate_that_ran_the_kernel_says_so():
