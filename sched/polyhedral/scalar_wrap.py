@@ -14,7 +14,9 @@ here at every call against 2**40.
 
 from __future__ import annotations
 
+from sched.ir.dtype import max_value, min_value
 from sched.ir.functor import IRVisitor, collect, free_vars
+from sched.ir.intervals import interval, loop_values
 from sched.ir.nodes import (
     Allocate,
     Assume,
@@ -35,7 +37,7 @@ from sched.ir.nodes import (
     Var,
     While,
 )
-from sched.polyhedral.isl_expr import to_isl_condition
+from sched.polyhedral.isl_expr import INT64_MAGNITUDE, to_isl_condition
 
 
 def scalars_that_may_wrap(func: PrimFunc) -> dict[Var, str]:
@@ -192,16 +194,14 @@ def _size(buffer) -> Expr:
 
 
 def variables_past_magnitude(func: PrimFunc) -> list[str]:
-    """The int64 loop, block and let variables whose values, from constant bounds,
-    bindings and values, pass 2**40 in magnitude, which the model takes as their largest
+    """The int64 loop and block variables whose values, from constant bounds, bindings and
+    the lets around them, pass 2**40 in magnitude, which the model takes as their largest
     (`isl_expr.INT64_MAGNITUDE`; audit helper-166: over `range(2**50, 2**50 + 4)` the model
     read `i * 8192` exactly, the kernel wrapped it and read past A; helper-170: the same
     values through a block binding `i + 2**50`, a let bound, an inner loop). int64 sizes and
     scalars are not judged here (the calls check the scalars the model needs; a size that
     large holds no buffer but an empty one), nor are lets, which the model reads as their
     values."""
-    from sched.ir.dtype import max_value, min_value
-
     finder = _PastMagnitude()
     # int32 (and narrower) scalars take any value of their type (audit helper-171: a loop
     # from n - 4 to an int32 scalar n, bound as T.Cast("int64", i) * 2**20, passed 2**40);
@@ -228,8 +228,6 @@ class _PastMagnitude(IRVisitor):
     def bound(self, var: Var, values, judged: bool = True) -> None:
         """Record `var`'s values; `judged`: one the model reads as a variable (a let's it
         reads as its value)."""
-        from sched.polyhedral.isl_expr import INT64_MAGNITUDE
-
         if values is None:
             return
         self.ranges[var] = values
@@ -237,22 +235,16 @@ class _PastMagnitude(IRVisitor):
             self.found.append(var.name)
 
     def visit_For(self, node: For) -> None:
-        from sched.ir.intervals import loop_values
-
         found = loop_values(node.min, node.extent, self.ranges)
         self.bound(node.loop_var, None if found is None else found[0])
         self.visit(node.body)
 
     def visit_LetStmt(self, node: LetStmt) -> None:
-        from sched.ir.intervals import interval
-
         found = interval(node.value, self.ranges)
         self.bound(node.var, None if found is None else found[0], judged=False)
         self.visit(node.body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> None:
-        from sched.ir.intervals import interval, loop_values
-
         for iv, value in zip(node.block.iter_vars, node.iter_values):
             found = interval(value, self.ranges)
             if found is None:     # (a binding the intervals cannot follow: its domain)

@@ -14,7 +14,7 @@ from sched.errors import ScheduleError
 from sched.ir.functor import free_vars, substitute
 from sched.ir.intervals import interval, loop_values
 from sched.ir.memo import register
-from sched.ir.nodes import BlockRealize, PrimFunc, Var, conjuncts
+from sched.ir.nodes import BlockRealize, Cast, PrimFunc, Var, conjuncts
 from sched.polyhedral.injective_bindings import affine_arguments, keys_determined
 from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_map, read_set, within_operations
@@ -73,8 +73,6 @@ def check_output_determines_instance(func: PrimFunc, block, indices, primitive: 
 def _fitting_narrowing(index, ranges: dict):
     """`index` without a narrowing cast to int32 whose operand fits int32 over `ranges` (TVM's
     int64 axes index int32 buffers so: audit helper-175)."""
-    from sched.ir.nodes import Cast
-
     if isinstance(index, Cast) and index.dtype == "int32" and index.value.dtype == "int64":
         found = interval(index.value, ranges)
         if found is not None and -2**31 <= found[0][0] and found[0][1] < 2**31:
