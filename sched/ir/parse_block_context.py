@@ -86,13 +86,7 @@ class BlockContext:
             mapping[var] = new
             parts.iter_vars.append(IterVar(new, Range(lo, extent), "opaque"))
             parts.iter_values.append(var)
-        if parts.reads is not None:
-            parts.reads = tuple(substitute(r, mapping) for r in parts.reads)
-        if parts.writes is not None:
-            parts.writes = tuple(substitute(r, mapping) for r in parts.writes)
-        if parts.init is not None:
-            parts.init = substitute(parts.init, mapping)
-        return substitute(body, mapping)
+        return _substituted(parts, body, mapping)
 
     def _let_values_in(self, node: ast.With, parts, body: Stmt) -> Stmt:
         """`body` (and the init and regions in `parts`) with each let variable bound outside
@@ -113,13 +107,7 @@ class BlockContext:
             mapping[var] = value
         if not mapping:
             return body
-        if parts.reads is not None:
-            parts.reads = tuple(substitute(r, mapping) for r in parts.reads)
-        if parts.writes is not None:
-            parts.writes = tuple(substitute(r, mapping) for r in parts.writes)
-        if parts.init is not None:
-            parts.init = substitute(parts.init, mapping)
-        return substitute(body, mapping)
+        return _substituted(parts, body, mapping)
 
     def _let_value(self, var: Var) -> Expr | None:
         """The value of let `var` in the variables around the lets (lets in it replaced too),
@@ -161,3 +149,14 @@ class BlockContext:
             self.unnamed_blocks += 1
         self.block_names.add(f"b{self.unnamed_blocks}")
         return f"b{self.unnamed_blocks}"
+
+
+def _substituted(parts, body: Stmt, mapping: dict) -> Stmt:
+    """`body` with `mapping` applied, and the block's regions and init in `parts` too."""
+    if parts.reads is not None:
+        parts.reads = tuple(substitute(r, mapping) for r in parts.reads)
+    if parts.writes is not None:
+        parts.writes = tuple(substitute(r, mapping) for r in parts.writes)
+    if parts.init is not None:
+        parts.init = substitute(parts.init, mapping)
+    return substitute(body, mapping)
