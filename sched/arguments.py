@@ -312,14 +312,9 @@ class ArgumentBinder:
                     f"of its own in a parameter's shape, so no argument binds it")
             k, d = self.dim_sources[var]
             values[var] = shapes[k][2][d]
-            info = np.iinfo(var.dtype)
-            if values[var] > info.max:
-                # the kernel takes the dim as its dtype: a larger size would wrap (audit
-                # helper-73: 40000 rows of an int16 dim ran as n = -25536, nothing written)
+            if values[var] > largest_dim(var.dtype):
                 raise self.error(shapes[k][0], f"dimension {d} (symbolic dim '{var.name}') is "
-                                    f"{values[var]}, beyond {var.dtype} (at most {info.max}); "
-                                    f"declare the dim wider (te.var(name, 'int64'), "
-                                    f"T.int64()) to run on such sizes")
+                                    f"{values[var]}, {beyond_dim(var.dtype)}")
             if values[var] < 1:
                 # the analysis proves accesses in bounds for sizes of at least 1: with an empty
                 # dimension an access that does not depend on it (A[0]) would still run
@@ -447,6 +442,29 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
     except isl.Error as error:
         raise ValueError(f"isl cannot write the entry condition as C: {error}") from None
     return tuple(by_name[name] for name in names), f"({text})"
+
+
+def largest_dim(dtype: str) -> int:
+    """The largest value a symbolic dim of `dtype` takes at a call. The kernel takes the dim
+    as its dtype: a larger size would wrap (audit helper-73: 40000 rows of an int16 dim ran
+    as n = -25536, nothing written). An int64 dim is at most 2**40, the magnitude the
+    compiler reads int64 arithmetic exactly for (`isl_expr.INT64_MAGNITUDE`); only an array
+    with an empty dimension elsewhere can have a larger one (audit helper-171: an (n, 0)
+    array with n = 2**50 stored to C[-8] through `n * 8192 // 2**60`)."""
+    from sched.polyhedral.isl_expr import INT64_MAGNITUDE
+
+    largest = int(np.iinfo(dtype).max)
+    return INT64_MAGNITUDE if dtype == "int64" else largest
+
+
+def beyond_dim(dtype: str) -> str:
+    """What a dim past `largest_dim(dtype)` is, and how to fix the call, for messages."""
+    if dtype == "int64":
+        return ("past 2**40, the largest int64 size the compiler proves the kernel's "
+                "arithmetic for (only an array with an empty dimension can be that long): skip "
+                "the call when there is nothing to compute")
+    return (f"beyond {dtype} (at most {largest_dim(dtype)}); declare the dim wider "
+            f"(te.var(name, 'int64'), T.int64()) to run on such sizes")
 
 
 def magnitude_checked_scalars(func: PrimFunc) -> list[str]:

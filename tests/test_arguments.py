@@ -230,6 +230,44 @@ def test_a_symbolic_dim_beyond_its_dtype_is_refused():
     np.testing.assert_array_equal(b[:300], 2)
 
 
+def test_an_int64_dim_past_2_to_the_40_is_refused(tmp_path):
+    """The compiler reads int64 arithmetic exactly for values up to 2**40; an (n, 0) array
+    with n = 2**50 ran `C[n * 8192 // 2**60]`, which the kernel wraps, and stored to C[-8]
+    (audit helper-171). Such a dim is refused: on numpy's and torch's paths and by the
+    export; 2**40 itself runs."""
+    import ctypes
+
+    import sched
+    from sched.script import T
+
+    @T.prim_func
+    def f(a: T.handle, C: T.Buffer((16,), "float32")):
+        n = T.int64()
+        A = T.match_buffer(a, (n, T.int64(0)), "float32")  # noqa: F841
+        for i in range(1):
+            with T.block("C"):
+                vi = T.axis.spatial(1, i)
+                C[T.Select(vi < 1, n * T.int64(8192), T.int64(0)) // T.int64(2**60)] = 1.0
+
+    kernel = sched.build(f, target="c")
+    guard = np.zeros(40, np.float32)
+    with pytest.raises(KernelArgumentError, match=r"is 1125899906842624, past 2\*\*40"):
+        kernel(np.empty((2**50, 0), np.float32), guard[16:32])
+    with pytest.raises(KernelArgumentError, match=r"past 2\*\*40"):
+        kernel(torch.empty((2**50, 0)), torch.from_numpy(guard[16:32]))
+    assert not guard.any()
+    kernel(np.empty((2**40, 0), np.float32), guard[16:32])
+    np.testing.assert_array_equal(np.nonzero(guard)[0], [16])       # C[0]
+    exported = kernel.export(tmp_path, shared_library=True)
+    library = ctypes.CDLL(str(exported.files[-1]))
+    library.f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    library.f_error_message.restype = ctypes.c_char_p
+    c = np.zeros(16, np.float32)
+    assert library.f(c.ctypes.data, c.ctypes.data, 2**50) == 3
+    assert b"n = 1125899906842624 is past 2**40" in library.f_error_message()
+    assert not c.any()
+
+
 def test_a_float_scalar_beyond_its_dtype_is_refused():
     """A finite value the kernel would get as an infinity (10**400, 1e39 for a float32,
     70000.0 for a float16, a long double 1e400) is refused, on the binder's and the entry

@@ -30,6 +30,7 @@ from sched.arguments import (
     ArgumentBinder,
     entry_condition_c,
     entry_condition_function,
+    largest_dim,
     numpy_dtype,
 )
 from sched.c.codegen import c_function_name
@@ -292,17 +293,11 @@ class _Generator:
         for k, var in enumerate(self.func.symbolic_vars):
             buffer_index, dim = self.binder.dim_sources[var]
             self.line(f"const int64_t sched_d{k} = sched_a{buffer_index}->dims[{dim}];")
-            self.check_range(f"sched_d{k}", var.dtype, Status.SHAPE)
-            # the bounds were proven for sizes of at least 1 (ArgumentBinder.bind_dims)
-            self.line(f"if (sched_d{k} < 1) return {Status.SHAPE};")
-
-    def check_range(self, value: str, dtype: str, status: Status) -> None:
-        bits = _INT_RANGES.get(dtype)
-        if bits is None:
-            raise Unsupported(f"a symbolic dim of dtype {dtype}")
-        if bits < 64:
-            self.line(f"if ({value} < -{2 ** (bits - 1)}LL || {value} > "
-                      f"{2 ** (bits - 1) - 1}LL) return {status};")
+            if var.dtype not in _INT_RANGES:
+                raise Unsupported(f"a symbolic dim of dtype {var.dtype}")
+            # the bounds were proven for sizes from 1 to largest_dim (ArgumentBinder.bind_dims)
+            self.line(f"if (sched_d{k} < 1 || sched_d{k} > {largest_dim(var.dtype)}LL) "
+                      f"return {Status.SHAPE};")
 
     def check_shapes(self) -> None:
         bound_from = {self.binder.dim_sources[v] for v in self.func.symbolic_vars}

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 from sched.arguments import (
     ArgumentBinder,
+    beyond_dim,
     entry_condition_c,
     entry_condition_function,
+    largest_dim,
     magnitude_checked_scalars,
     numpy_dtype,
 )
@@ -40,7 +42,8 @@ STATUSES = (   # (name, value, what it means): the common enum of every export
     ("SCHED_OK", 0, "success"),
     ("SCHED_ERROR_NULL_POINTER", 1, "a buffer argument is NULL"),
     ("SCHED_ERROR_MISALIGNED", 2, "a buffer argument is not aligned as the kernel needs"),
-    ("SCHED_ERROR_BAD_DIM", 3, "a symbolic dim is below 1 or out of its dtype's range"),
+    ("SCHED_ERROR_BAD_DIM", 3, "a symbolic dim is below 1 or past its largest (its dtype's; "
+     "2**40 for int64)"),
     ("SCHED_ERROR_BAD_SHAPE", 4, "a buffer's shape computed from the scalars is invalid"),
     ("SCHED_ERROR_OVERLAP", 5, "a buffer the kernel writes overlaps another argument"),
     ("SCHED_ERROR_OUT_OF_BOUNDS", 6, "with these sizes some access would be out of bounds, or "
@@ -209,11 +212,11 @@ class CheckWriter:
         if bits is None:
             raise ValueError(f"export: symbolic dim '{arg.ir.name}' has dtype {arg.ir.dtype}: "
                              f"an exported kernel takes integer dims; declare it an integer")
-        largest = 2 ** bits - 1 if arg.ir.dtype.startswith("u") else 2 ** (bits - 1) - 1
+        largest = largest_dim(arg.ir.dtype)
         if largest < 2 ** 63 - 1:
             self.fail(f"{arg.name} > INT64_C({largest})", "SCHED_ERROR_BAD_DIM",
-                      f"dim {arg.name} = %lld is beyond {arg.ir.dtype}, the kernel's type for "
-                      f"it", f"(long long){arg.name}")
+                      f"dim {arg.name} = %lld is {c_text(beyond_dim(arg.ir.dtype))}",
+                      f"(long long){arg.name}")
 
     def byte_size(self, arg: Argument) -> str:
         """The C expression of the buffer's size in bytes (its shape checked non-negative, the

@@ -278,24 +278,28 @@ def test_a_shape_divided_by_a_scalar_is_checked_for_zero_and_overflow(tmp_path):
 
 def test_a_buffer_too_large_to_count_in_bytes_is_a_bad_shape(tmp_path):
     # audit (helper-88): the byte sizes the pointer and overlap checks use were multiplied in
-    # int64 unchecked (undefined in C; UBSan reported it at n = 2**62)
+    # int64 unchecked (undefined in C; UBSan reported it at n = 2**62). An int64 dim is at
+    # most 2**40 (arguments.largest_dim); an n x n buffer's bytes still overflow
     import ctypes
 
     n = te.var("n", "int64")
-    A = te.placeholder((n,), "float32", name="A")
-    func = te.create_prim_func([A, te.compute((n,), lambda i: A[i] * 2.0, name="B")],
+    A = te.placeholder((n, n), "float32", name="A")
+    func = te.create_prim_func([A, te.compute((n, n), lambda i, j: A[i, j] * 2.0, name="B")],
                                name="doubled")
     library = ctypes.CDLL(str(sched.build(func, target="c").export(
         tmp_path, shared_library=True).files[-1]))
     library.doubled.restype = ctypes.c_int
     library.doubled.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     library.doubled_error_message.restype = ctypes.c_char_p
-    a, b = np.ones(4, np.float32), np.zeros(4, np.float32)
+    a, b = np.ones(16, np.float32), np.zeros(16, np.float32)
     assert library.doubled(a.ctypes.data, b.ctypes.data, 4) == 0
     np.testing.assert_array_equal(b, 2)
-    assert library.doubled(a.ctypes.data, b.ctypes.data, 2 ** 62) == 4
+    assert library.doubled(a.ctypes.data, b.ctypes.data, 2 ** 35) == 4
     assert library.doubled_error_message() == \
         b"doubled: buffer A of these sizes holds more bytes than int64 counts"
+    assert library.doubled(a.ctypes.data, b.ctypes.data, 2 ** 62) == 3
+    assert library.doubled_error_message().startswith(
+        b"doubled: dim n = 4611686018427387904 is past 2**40")
 
 
 def _plus_one(func_name: str, buffer_name: str = "A", dim_name: str = "n"):
