@@ -55,7 +55,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from sched.errors import ScriptError
-from sched.ir.dtype import DTYPES
+from sched.ir.dtype import DTYPES, INT_DTYPES
 from sched.ir.functor import IRVisitor, collect, free_vars
 from sched.ir.module import IRModule
 from sched.ir.nodes import (
@@ -72,7 +72,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
 )
-from sched.ir.parse_expr import Handle
+from sched.ir.parse_expr import Handle, OuterSymbol
 from sched.ir.parse_module import is_module, parse_module
 from sched.ir.parse_names import call_name, t_name
 from sched.ir.parse_python import inline_python_values
@@ -116,14 +116,18 @@ def _parse_source(source: str, line_offset: int, filename: str | None,
     except SyntaxError as exc:
         line = None if exc.lineno is None else exc.lineno + line_offset
         raise ScriptError(f"invalid Python: {exc.msg}", line, filename) from None
+    declarations = _outer_symbols(tree)
+    outer = {**(outer or {}), **{name: OuterSymbol(dtype)
+                                 for name, (dtype, _) in declarations.items()}}
     parser = _Parser(line_offset, filename, source, outer)
-    tree.body = [inline_python_values(node, outer or {})
+    tree.body = [inline_python_values(node, outer)
                  if isinstance(node, ast.FunctionDef | ast.ClassDef) else node
                  for node in tree.body]
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom) \
-                and statement_kind(node) != "skip":
+                and statement_kind(node) != "skip" and \
+                all(node is not statement for _, statement in declarations.values()):
             raise parser.error(node, "only imports and one @T.prim_func function or "
                                      "@I.ir_module class may appear at the top level")
     if len(functions) != 1:
@@ -136,6 +140,21 @@ def _parse_source(source: str, line_offset: int, filename: str | None,
         return parser.function(functions[0])
     except ScriptError as exc:      # the user's line is what matters, not the parser's frames
         raise exc.with_traceback(None) from None
+
+
+def _outer_symbols(tree: ast.Module) -> dict[str, tuple[str, ast.Assign]]:
+    """The symbolic variables a script text declares at its top level (`n = T.int32()`, as
+    TVM users write them above a function): name -> (dtype, the statement). The functions
+    that read the name declare it (parse_expr.OuterSymbol), as when the decorator finds it
+    in the module's globals (a text had them refused as top-level code: audit helper-177)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and \
+                not node.value.args and not node.value.keywords and \
+                t_name(node.value.func) in INT_DTYPES:
+            found[node.targets[0].id] = (t_name(node.value.func), node)
+    return found
 
 
 def _is_buffer_annotation(node: ast.AST | None) -> bool:

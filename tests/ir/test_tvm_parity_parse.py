@@ -1003,6 +1003,31 @@ def test_a_symbolic_variable_declared_around_the_function_is_the_functions():
         np.testing.assert_array_equal(b, a * 2)
 
 
+def test_a_script_text_declares_symbolic_variables_at_its_top_level():
+    # the decorator read `n = T.int32()` above the function, sched.parse of the same text
+    # refused it as top-level code (audit helper-177); other top-level code still is
+    text = """
+from sched.script import T
+n = T.int64()
+
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] + T.float32(1)
+"""
+    func = sched.parse(text)
+    assert [v.dtype for v in func.symbolic_vars] == ["int64"]
+    round_trips(func)
+    a, b = run_c(func, np.arange(5, dtype=np.float32), np.zeros(5, np.float32))
+    np.testing.assert_array_equal(b, a + 1)
+    with pytest.raises(ScriptError, match="only imports and one @T.prim_func"):
+        sched.parse(text.replace("n = T.int64()", "n = T.int64()\nm = 3"))
+
+
 def test_a_symbolic_variable_no_parameter_binds_is_refused_and_rebinding_one_renames_it():
     # read only in a loop extent, N_AROUND printed without its declaration and the build
     # failed verifying its lowering; `n = n * 2` made a let named like the variable, which
