@@ -28,7 +28,11 @@ Thread 0 then runs the block's init (if it has one) and stores `X[idx] = X[idx] 
 every thread, lands first), so
 the result is the element's init combined with every iteration, as before (reassociated, as
 rfactor does). Consumers in other threads read it after a barrier (the concurrency rule has
-checked that every other use of X is ordered, through shared memory).
+checked that every other use of X is ordered, through shared memory). Where X is each
+thread's own ("local": TVM's `cache_write(block, 0, "local")`, its copy-out in every thread),
+thread 0 shares the total through a shared array of one entry per group and every thread
+stores `X[idx] = init op total` into its copy (`polyhedral/cross_thread.stores_every_copy`
+tells the checks so).
 
 Runs on block IR after the buffers are planned and compacted, before `lower_reduction_init`
 (it takes the block's init itself); it writes plain loop IR (stores, `Allocate`s) in place of
@@ -62,6 +66,7 @@ from sched.ir.nodes import (
     Var,
     binary,
     const,
+    is_thread_private,
     seq,
 )
 from sched.ir.simplify import simplify
@@ -208,12 +213,32 @@ class _Combine:
                                  update.indices)))
         return IfThenElse(self.stores(), seq(*steps))
 
+    @property
+    def every_thread(self) -> bool:
+        """Whether every thread stores the element: its buffer is each thread's own
+        ("local": TVM's cache_write(..., "local") of a cross-thread reduction, whose copy-out
+        runs in every thread), so each copy needs the total."""
+        return is_thread_private(self.reduction.update.buffer.scope)
+
+    def first(self) -> Expr:
+        return binary("eq", self.thread, self.index(0))
+
     def stores(self) -> Expr:
-        """Whether this thread stores the element: thread 0, where the block's
-        predicate lets the element be written at all."""
-        first = binary("eq", self.thread, self.index(0))
+        """Whether this thread stores the element: thread 0 (each thread where the buffer
+        is thread-private), where the block's predicate lets the element be written."""
         guard = self.reduction.guard       # over the loops outside the reduction's
-        return first if guard is None else binary("and", first, guard)
+        if self.every_thread:
+            return const(True, "bool") if guard is None else guard
+        return self.first() if guard is None else binary("and", self.first(), guard)
+
+    def broadcast(self) -> tuple[Stmt, Buffer]:
+        """Thread 0's total (in its partial) to every thread of its group, through a shared
+        array of one entry per group."""
+        total = Buffer(self.lowerer.fresh(f"{self.reduction.block_name}_total"),
+                       (IntImm(self.groups, "int32"),), self.dtype, "shared")
+        slot = self.slot(1, self.index(0))
+        return seq(IfThenElse(self.first(), BufferStore(total, self.partial[0], (slot,))),
+                   _store(self.partial, total[slot])), total
 
     def on_cpu(self) -> _Result:
         """Each thread's partial into a shared array; thread 0 combines them in order."""
@@ -266,6 +291,10 @@ class _Combine:
             # (one warp, no barrier yet) another block's store to the element, in every thread
             # (an init outside the thread loop), must land before thread 0's
             steps.append(Barrier())
+        if self.every_thread:
+            broadcast, total = self.broadcast()
+            steps.append(broadcast)
+            shared = (*shared, total)
         steps.append(self.write_result(self.partial[0]))
         body = seq(*steps)
         if any(store.buffer == tmp for store in collect(body, BufferStore)):

@@ -233,17 +233,16 @@ def _private_read_by_every_thread(func: PrimFunc) -> str | None:
             for buffer in _accessed(realize.block, write=True):
                 if is_thread_private(buffer.scope):
                     found = written_by_threads.setdefault(buffer.storage_name,
-                                                          (realize.block.name, set(), set()))
-                    found[1].update(axes)
-                    if reduced_across:
-                        found[2].add(realize.block.name)
+                                                          (realize.block.name, set()))
+                    # a cross-thread reduction stores its total in every thread's own copy
+                    # (lower/cross_thread_reduction.py): not one copy per threadIdx.x
+                    found[1].update(axes - {"threadIdx.x"} if reduced_across else axes)
     for realize, loops in _leaf_blocks(func.body, []):
         if not any(_tag(loop) in BLOCK_TAGS for loop in loops):
             continue
         own = _thread_axes(loops)
         for buffer in _accessed(realize.block, write=False):
-            writer, axes, reducers = written_by_threads.get(buffer.storage_name,
-                                                            (None, set(), set()))
+            writer, axes = written_by_threads.get(buffer.storage_name, (None, set()))
             if writer is not None and is_thread_private(buffer.scope) and axes - own:
                 missing = ", ".join(sorted(axes - own))
                 return (f"block {realize.block.name!r} runs in every thread along {missing} "
@@ -252,14 +251,8 @@ def _private_read_by_every_thread(func: PrimFunc) -> str | None:
                         f"copy), which block {writer!r} writes under a loop bound to "
                         f"{missing}: the other threads would read a copy nobody wrote. Bind "
                         f"its loops to the threads as the writer's are, or keep the buffer in "
-                        f"shared memory (sch.set_scope(..., \"shared\"))"
-                        f"{_stored_once(writer) if writer in reducers else ''}")
+                        f"shared memory (sch.set_scope(..., \"shared\"))")
     return None
-
-
-def _stored_once(writer: str) -> str:
-    return (f"; {writer!r} reduces across threadIdx.x, which stores the result on one thread "
-            f"only: its buffer must be shared (there is no loop of the reader to bind)")
 
 
 def _reduces_across_threads(realize: BlockRealize, loops: list[For]) -> bool:

@@ -15,7 +15,12 @@ from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
 from sched.ir.paths import feeds_reduction, unindexed_variables
 from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
-from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, cross_thread_reduction
+from sched.polyhedral.cross_thread import (
+    REDUCE_TAG,
+    CrossThreadReduction,
+    cross_thread_reduction,
+    stores_every_copy,
+)
 from sched.polyhedral.dependences import (
     Dependence,
     dependences_where,
@@ -201,7 +206,14 @@ class _Concurrency:
 
     def combined_across_threads(self, dep: Dependence) -> bool:
         """Whether `dep` is between two instances of this loop's cross-thread reduction
-        through its output: the allreduce orders them (the rule's exception)."""
+        through its output: the allreduce orders them (the rule's exception); or, for a loop
+        bound to threadIdx.x, a flow from a cross-thread reduction into its thread-private
+        output, which the allreduce stores in every thread's copy (`stores_every_copy`)."""
+        if dep.kind == "flow" and self.thread_tag == REDUCE_TAG and \
+                dep.source.block.name != dep.sink.block.name and \
+                stores_every_copy(self.func, dep.source, dep.buffer,
+                                  self.loop if self.under(dep.source) else None):
+            return True
         if not (dep.source.block.name == dep.sink.block.name and self.under(dep.source)):
             return False
         reduction = self.cross_thread

@@ -51,6 +51,7 @@ from sched.ir.nodes import (
     Range,
     Stmt,
     conjuncts,
+    is_thread_private,
     logical_and,
 )
 from sched.ir.simplify import simplify
@@ -170,6 +171,26 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
                 f"'{block.name}' where another thread does")
     return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), guard,
                                 tuple(groups))
+
+
+def stores_every_copy(func: PrimFunc, statement: Statement, storage: str,
+                      loop: For | None = None) -> bool:
+    """Whether `statement` is under a cross-thread reduction's loop and writes `storage`, the
+    reduction's output, which each thread holds a copy of (scope "local"): the allreduce
+    stores the total in every thread's copy (lower/cross_thread_reduction.py), so a reader on
+    any thread of the group along threadIdx.x reads what it stored. TVM's
+    `cache_write(block, 0, "local")` of such a reduction, its copy-out in every thread, was
+    refused (audit helper-177). `loop`: the loop around `statement` about to be bound to
+    threadIdx.x (by default, the one bound)."""
+    if loop is None:
+        names = [lp.var.name for lp in statement.loops
+                 if lp.kind == "thread_binding" and lp.thread_tag == REDUCE_TAG]
+        if len(names) != 1:
+            return False
+        loop = next(lp for lp in collect(func.body, For) if lp.loop_var.name == names[0])
+    found = cross_thread_reduction(func, loop)
+    return isinstance(found, CrossThreadReduction) and found.storage == storage and \
+        found.block_name == statement.block.name and is_thread_private(found.update.buffer.scope)
 
 
 def _group_problem(loop: For, other: For) -> str | None:

@@ -215,7 +215,7 @@ def local_read_by_another_thread(func: PrimFunc) -> str | None:
         # carrying one is refused at the step unless the buffer is private to its iterations;
         # a block run as one unit, a while loop in it, writes before it reads in its body)
         if dep.kind == "flow" and dep.buffer in local and dep.source.block is not \
-                dep.sink.block and _reads_another_copy(dep, model):
+                dep.sink.block and _reads_another_copy(dep, model, func):
             return (f"block {dep.sink.block.name} reads '{dep.buffer}' in local memory (each "
                     f"thread's own copy) on threads that did not store what it reads there "
                     f"(block {dep.source.block.name} stores it on other threads); bind both "
@@ -225,16 +225,19 @@ def local_read_by_another_thread(func: PrimFunc) -> str | None:
     return None
 
 
-def _reads_another_copy(dep: Dependence, model) -> bool:
+def _reads_another_copy(dep: Dependence, model, func: PrimFunc) -> bool:
     """Whether a value of `dep`'s pair of statements flows from a run on one thread to a run
     on another (see local_read_by_another_thread)."""
+    from sched.polyhedral.cross_thread import REDUCE_TAG, stores_every_copy
+
     width = len(dep.source.time)
     a = [names.local("a", i) for i in range(width)]
     b = [names.local("b", i) for i in range(len(dep.sink.time))]
     differ = []
     for axis in GPU_AXES:
         sources, sinks = _axis_loops(dep.source, axis), _axis_loops(dep.sink, axis)
-        if not sources:
+        if not sources or (axis == REDUCE_TAG and stores_every_copy(func, dep.source,
+                                                                    dep.buffer)):
             continue                      # every thread along the axis stored its copy
         if not sinks:                     # read on every thread, stored on some
             if not all(isinstance(lp.extent, IntImm) and lp.extent.value == 1

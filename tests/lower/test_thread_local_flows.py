@@ -57,10 +57,11 @@ def test_a_local_value_every_thread_along_the_reader_axis_stored(target):
     assert_close(out, expected(x))
 
 
-def test_a_cross_thread_accumulator_cached_in_local_memory_says_to_share_it():
-    """cache_write to local of a cross-thread reduction, written back under blockIdx: the
-    allreduce stores the total on thread 0 only, and the write-back has no loop to bind
-    (audit helper-49: the refusal advised binding it); in shared memory it runs."""
+@pytest.mark.parametrize("threads", [16, 7, 64, 100])
+def test_a_cross_thread_accumulator_cached_in_local_memory_is_in_every_thread(threads):
+    """cache_write to local of a cross-thread reduction, written back under blockIdx in every
+    thread (TVM's usual schedule): the allreduce stores the total in every thread's copy.
+    It was refused at build (the total was stored on thread 0 only: audit helper-177)."""
     X = te.placeholder((4, 50), name="X")
     k = te.reduce_axis((0, 50), name="k")
     func = te.create_prim_func([X, te.compute((4,), lambda i: te.sum(X[i, k], axis=k),
@@ -69,18 +70,59 @@ def test_a_cross_thread_accumulator_cached_in_local_memory_says_to_share_it():
     block = sch.get_block("S")
     i, loop = sch.get_loops(block)
     sch.bind(i, "blockIdx.x")
-    sch.bind(sch.split(loop, [None, 16])[1], "threadIdx.x")
+    sch.bind(sch.split(loop, [None, threads])[1], "threadIdx.x")
     cache = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(cache, i)
-    with pytest.raises(BuildError, match="'S' reduces across threadIdx.x, which stores the "
-                                         "result on one thread only: its buffer must be shared"):
-        sched.build(sch.func, target="c")
-    sch.set_scope(block, 0, "shared")
     x = np.random.default_rng(1).standard_normal((4, 50)).astype(np.float32)
     for target in ("c", "cuda-emu"):
         out = np.zeros(4, np.float32)
         sched.build(sch.func, target=target)(x, out)
         assert_close(out, x.sum(1), rtol=1e-5)
+    source = sched.build(sch.func, target="cuda", arch="sm_90").source
+    assert "S_total" in source and "__syncthreads" in source
+
+
+@pytest.mark.parametrize("threads", [32, 7, 70])
+def test_a_row_total_in_local_memory_is_read_by_the_next_loop_on_the_threads(threads):
+    """A softmax-like row: its sum a cross-thread reduction into local memory, the
+    normalization on the same threads in a sibling loop bound to threadIdx.x: every thread
+    reads its own copy of the total (refused at bind as a flow between threads: audit
+    helper-177)."""
+    A = te.placeholder((8, 70), name="A")
+    k = te.reduce_axis((0, 70), name="k")
+    B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((8, 70), lambda i, j: A[i, j] / B[i], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.set_scope(sch.get_block("B"), 0, "local")
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(sch.split(j, [None, threads])[1], "threadIdx.x")
+    sch.compute_at(sch.get_block("B"), i)
+    sch.bind(sch.split(sch.get_loops(sch.get_block("B"))[-1], [None, threads])[1],
+             "threadIdx.x")
+    a = np.random.default_rng(2).random((8, 70)).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        out = np.zeros((8, 70), np.float32)
+        sched.build(sch.func, target=target)(a, out)
+        assert_close(out, a / a.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_a_local_total_read_on_another_row_of_threads_is_refused():
+    """Rows on threadIdx.y, each reduced across threadIdx.x into local memory: only the
+    threads of the reducing row hold its total, so an epilogue on threadIdx.y that reads
+    another row's total is refused."""
+    X = te.placeholder((4, 32), name="X")
+    k = te.reduce_axis((0, 32), name="k")
+    S = te.compute((4,), lambda i: te.sum(X[i, k], axis=k), name="S")
+    E = te.compute((4, 32), lambda i, j: X[i, j] / S[3 - i], name="E")
+    sch = sched.Schedule(te.create_prim_func([X, E]))
+    sch.set_scope(sch.get_block("S"), 0, "local")
+    i, j = sch.get_loops(sch.get_block("S"))
+    sch.bind(i, "threadIdx.y")
+    sch.bind(j, "threadIdx.x")
+    with pytest.raises(sched.ScheduleError, match="a flow dependence goes from one thread to "
+                                                  "another between them through 'S' in local"):
+        sch.bind(sch.get_loops(sch.get_block("E"))[0], "threadIdx.y")
 
 
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
