@@ -16,10 +16,12 @@ from __future__ import annotations
 import islpy as isl
 
 from sched.ir.dtype import INDEX_DTYPE, bits, is_int, max_value, min_value
+from sched.ir.functor import collect
 from sched.ir.intervals import low_bits_mask
 from sched.ir.nodes import (
     ARITH_OPS,
     BinaryOp,
+    BufferLoad,
     Call,
     Cast,
     Expr,
@@ -142,6 +144,15 @@ def _magnitude(e: Expr, magnitudes: dict | None = None) -> int | None:
         amount = e.args[1].value
         return None if inner is None else (inner << amount if e.op == "shift_left"
                                            else inner >> amount)
+    if isinstance(e, Select) and is_int(e.dtype):
+        a = _magnitude(e.true_value, magnitudes)
+        b = _magnitude(e.false_value, magnitudes)
+        return None if a is None or b is None else max(a, b)
+    if isinstance(e, Call) and is_int(e.dtype) and not collect(e, BufferLoad):
+        # another intrinsic of index arithmetic (`T.bitwise_xor(vi, 16)`): any value of its
+        # type (audit helper-176: a select times 5 * 2**60 was taken as unable to pass
+        # int64, and its product read exactly where the kernel wraps it)
+        return 1 << (bits(e.dtype) - (not e.dtype.startswith("u")))
     if not isinstance(e, BinaryOp):
         return None
     a, b = _magnitude(e.a, magnitudes), _magnitude(e.b, magnitudes)

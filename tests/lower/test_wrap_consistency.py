@@ -254,6 +254,30 @@ def test_int64_products_over_masks_and_wrapped_int32_values_wrap_in_the_model(bo
         sched.build(func, target="c")
 
 
+@pytest.mark.parametrize("operand, value, check", [
+    ("T.if_then_else(vi < 100, T.Cast(\"int64\", vi), T.int64(0))", lambda v: v, "strict"),
+    # (the model cannot read a xor: strict refuses it, static runs it unchecked)
+    ("T.Cast(\"int64\", T.bitwise_xor(vi, 1))", lambda v: v ^ 1, "static"),
+])
+def test_int64_products_of_selects_and_intrinsics_wrap_in_the_lowering(operand, value, check):
+    """A select or an intrinsic times 5 * 2**60: the lowering took the product as unable to
+    pass int64 (the operand's magnitude was unknown), read it exactly and simplified
+    `(p * 5 * 2**60) // 2**60` to `p * 5`: stores past C under strict (audit helper-176)."""
+    func = parse(f"            C[{operand} * T.int64({5 * 2**60}) // T.int64({2**60})"
+                 f" + T.int64(6)]"
+                 f" = A[vi]", params='A: T.Buffer((4,), "float32"), C: T.Buffer((16,), '
+                                    '"float32")')
+    a = np.arange(4, dtype=np.float32) + 1
+    expected = np.full(16, -1, np.float32)        # run_guarded's fill: unwritten
+    for v in range(4):
+        expected[wrap64(value(v) * 5 * 2**60) // 2**60 + 6] = a[v]
+    storage = np.full(32, -1, np.float32)
+    sched.build(func, target="c", check_bounds=check)(a, storage[:16])
+    c, past = storage[:16], storage[16:]
+    np.testing.assert_array_equal(c, expected)
+    assert (past == -1).all()
+
+
 @pytest.mark.parametrize("dtype, limit", [("int32", 2**31 - 1), ("int64", 2**31)])
 def test_a_guard_on_a_size_near_its_types_end_is_kept(dtype, limit):
     # sizes were taken as below 2**31 - 1, int64 ones too: `if n < limit` was dropped, and
