@@ -210,10 +210,13 @@ class ExprParser(RegionParser, TCallParser, ExternCallParser, VectorParser, Intr
         left, right = self.value(node.left), self.value(node.right)
         if type(left) is int and type(right) is int and op in _LITERAL_OPS and \
                 (right != 0 or op in ("add", "sub", "mul")) and \
-                not all(-2**63 <= v < 2**63 for v in (left, right)):
-            # Python's integers where one is past int64: `2**63 - 1` is a number until it
-            # meets a typed operand (audit helper-173: 2**63 was typed first and refused);
-            # others stay an expression, as printed (`16 + 1`)
+                not all(-2**31 <= v < 2**31
+                        for v in (left, right, _LITERAL_OPS[op](left, right))):
+            # Python's integers where one or the result is past int32, as TVM's parser
+            # computes them: `2**63 - 1` is a number until it meets a typed operand (audit
+            # helper-173: 2**63 was typed first and refused), `3 * 2**30` is 3221225472
+            # (helper-176: int32 arithmetic wrapped it); others stay an expression, as
+            # printed (`16 + 1`)
             return _LITERAL_OPS[op](left, right)
         return binary(op, *unify(left, right))
 

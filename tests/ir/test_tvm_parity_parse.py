@@ -1028,6 +1028,27 @@ def f(a: T.handle, b: T.handle):
         sched.parse(text.replace("n = T.int64()", "n = T.int64()\nm = 3"))
 
 
+def test_literal_arithmetic_past_int32_is_computed_as_python_computes_it():
+    # TVM's parser computes `3 * 2**30` in Python (3221225472); sched made int32 arithmetic
+    # of it, which wrapped to -1073741824 in a stored value (audit helper-176). Literal
+    # arithmetic within int32 stays as written
+    func = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((4,), "int64"), D: T.Buffer((4,), "int64")):
+    for i in range(4):
+        with T.block("D"):
+            vi = T.axis.spatial(4, i)
+            D[vi] = A[vi] + T.int64(3 * 2**30) - T.int64(-5 * 2**31 + 16 + 1)
+""")
+    assert "T.int64(3221225472) - T.int64(-10737418223)" in func.script()
+    round_trips(func)
+    a, d = run_c(func, np.arange(4, dtype=np.int64), np.zeros(4, np.int64))
+    np.testing.assert_array_equal(d, a + 3 * 2**30 - (-5 * 2**31 + 16 + 1))
+    assert "16 + 1" in sched.parse(
+        "@T.prim_func\ndef g(A: T.Buffer((17,), 'float32')):\n    A[16 + 1 - 1] = 1.0"
+    ).script()
+
+
 def test_a_symbolic_variable_no_parameter_binds_is_refused_and_rebinding_one_renames_it():
     # read only in a loop extent, N_AROUND printed without its declaration and the build
     # failed verifying its lowering; `n = n * 2` made a let named like the variable, which

@@ -274,18 +274,23 @@ def test_a_guard_on_arithmetic_of_loaded_values_is_not_decided_by_isl():
 
 def test_a_constant_folded_past_int64_is_kept_as_written():
     # isl folded 2**30 * 2**30 * 2**30 exactly, which no int64 constant holds: a raw
-    # TypeError from build (audit helper-113); the untaken branch is kept as written
+    # TypeError from build (audit helper-113); the untaken branch is kept as written. (Of
+    # Python literals, the script computes the product as TVM's parser does, and refuses it)
     f = sched.parse('''
 @T.prim_func
 def f(D: T.Buffer((8,), "int32")):
     for i in range(8):
         with T.block("D"):
             vi = T.axis.spatial(8, i)
-            D[T.Select(vi >= 0, vi, 1073741824 * 1073741824 * 1073741824)] = vi + 1
+            D[T.Select(vi >= 0, T.Cast("int64", vi),
+                       T.int64(1073741824) * T.int64(1073741824) * T.int64(1073741824))] = vi + 1
 ''')
     d = np.zeros(8, np.int32)
     sched.build(f, target="c")(d)
     np.testing.assert_array_equal(d, np.arange(8) + 1)
+    with pytest.raises(sched.errors.ScriptError, match="the constant 1237940039285380274899124224 "
+                                                       "is outside int64"):
+        sched.parse(f.script().replace("T.int64(1073741824)", "1073741824"))
 
 
 @T.prim_func
