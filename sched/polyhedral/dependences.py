@@ -308,7 +308,8 @@ def _distinct_runs(source: Statement, sink: Statement) -> tuple | None:
     equal on those variables are at one key. None otherwise."""
     if source.block is not sink.block or source.keys_determined_by is None:
         return None
-    return source.keys_determined_by, len(source.iter_names), len(source.keys)
+    return source.keys_determined_by, len(source.iter_names), len(source.keys), \
+        source.keys_given
 
 
 def _pair_dependences(model: PolyModel, kind: str, buffer: str, source: Statement,

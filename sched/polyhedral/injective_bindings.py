@@ -22,56 +22,84 @@ from __future__ import annotations
 
 import dataclasses
 
-from sched.ir.functor import free_vars
+from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
 from sched.polyhedral.isl_expr import to_isl
 
 
 def determining_variables(values: list[Expr], keys: list[str], dims: tuple[Var, ...]
-                          ) -> tuple[int, ...] | None:
-    """The positions of the iteration variables whose values (`values`: a block's bindings,
-    in loop variables) determine every key of `keys` (isl texts of affine expressions), or
-    None: those of the non-affine bindings where they suffice (`vx = f // n, vi = f % n`
-    beside a reduction's `vk = k`: runs at equal vx and vi are at one f whatever vk), else
-    all of them. `dims`: the function's symbolic dims, which are at least 1."""
+                          ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(the positions of the iteration variables whose values (`values`: a block's bindings,
+    in loop variables) determine every key of `keys` (isl texts of affine expressions), the
+    positions of the keys taken as given), or None. The variables: those of the non-affine
+    bindings where they suffice (`vx = f // n, vi = f % n` beside a reduction's `vk = k`:
+    runs at equal vx and vi are at one f whatever vk), else all of them. The keys given:
+    none where the variables suffice, else those no division of a binding divides, where
+    they and the variables determine the others (`v0 = i_0 * 4 + f // k, v1 = f % k`: runs
+    at equal v0, v1 and i_0 * 4 are at one f). `dims`: the function's symbolic dims, which
+    are at least 1."""
     if not keys:
         return None
     keyed = tuple(p for p, v in enumerate(values) if to_isl(v) is None)
-    for positions in dict.fromkeys((keyed, tuple(range(len(values))))):
-        if positions and keys_determined([values[p] for p in positions], keys, dims):
-            return positions
+    divided = {to_isl(e.a) for v in values for e in collect(v, BinaryOp)
+               if e.op in ("floordiv", "floormod")}
+    plain = tuple(p for p, key in enumerate(keys) if key not in divided)
+    for given in dict.fromkeys(((), plain)):
+        if len(given) == len(keys):
+            continue
+        for positions in dict.fromkeys((keyed, tuple(range(len(values))))):
+            if positions and keys_determined([values[p] for p in positions], keys, dims,
+                                             [keys[g] for g in given]):
+                return positions, given
     return None
 
 
-def keys_determined(values: list[Expr], keys: list[str], dims: tuple[Var, ...]) -> bool:
-    """Whether the expressions `values` determine every key of `keys`: each key is one of
-    the values, or is recovered from a pair `x // d` and `x % d` among them (then `x` is one
-    of them too, and so on)."""
+def keys_determined(values: list[Expr], keys: list[str], dims: tuple[Var, ...],
+                    given: list[str] = ()) -> bool:
+    """Whether the expressions `values`, with the keys `given`, determine every key of
+    `keys`: each key is one of them, or is recovered from a pair `x // d` and `x % d` among
+    them (then `x` is one of them too, and so on), or from a sum `a + x` among them whose
+    `a` is (then `x` is)."""
     if not keys:
         return False
     known = list(values)
+    texts = {to_isl(e) for e in known} | set(given)
     recovered = True
     while recovered:
         recovered = False
-        for x in _recoverable(known, dims):
+        for x in [*_recoverable(known, dims), *_summands(known, texts)]:
             if x not in known:
                 known.append(x)
+                texts.add(to_isl(x))
                 recovered = True
-    texts = {to_isl(e) for e in known}
     return all(key in texts for key in keys)
+
+
+def _summands(known: list[Expr], texts: set) -> list[Expr]:
+    """The `x` of each sum `a + x` or `x + a` in `known` whose `a` is known (by isl text)."""
+    found = []
+    for v in known:
+        if _is(v, "add"):
+            if to_isl(v.a) is not None and to_isl(v.a) in texts:
+                found.append(v.b)
+            if to_isl(v.b) is not None and to_isl(v.b) in texts:
+                found.append(v.a)
+    return found
 
 
 def _recoverable(known: list[Expr], dims: tuple[Var, ...]) -> list[Expr]:
     """The `x` of each pair `x // d`, `x % d` in `known` with a divisor `d` positive on every
     run (`x == (x // d) * d + x % d`); and `x // a` from `x // (a * b)` and `x // a % b`
     (for positive a and b, floor division by a then b is floor division by a * b)."""
-    quotients = {(v.a, v.b): v for v in known if _is(v, "floordiv") and _positive(v.b, dims)}
+    quotients = {(v.a, v.b): v for v in known
+                 if _is(v, "floordiv") and positive_divisor(v.b, dims)}
     found = [v.a for v in known if _is(v, "floormod") and (v.a, v.b) in quotients]
     for v in known:       # x // a % b beside x // (a * b): x // a is recovered
         if _is(v, "floormod") and _is(v.a, "floordiv"):
             x, a, b = v.a.a, v.a.b, v.b
             if any(_is(d, "mul") and {d.a, d.b} == {a, b}
-                   and _positive(a, dims) and _positive(b, dims) for (y, d) in quotients
+                   and positive_divisor(a, dims) and positive_divisor(b, dims)
+                   for (y, d) in quotients
                    if y == x):
                 found.append(v.a)
     return found
@@ -81,12 +109,15 @@ def _is(expr: Expr, op: str) -> bool:
     return isinstance(expr, BinaryOp) and expr.op == op
 
 
-def _positive(divisor: Expr, dims: tuple[Var, ...]) -> bool:
+def positive_divisor(divisor: Expr, dims: tuple[Var, ...]) -> bool:
+    """Whether `divisor` is positive on every run: a positive constant, a symbolic dim (at
+    least 1) or a product of those."""
     if isinstance(divisor, IntImm):
         return divisor.value > 0
     if isinstance(divisor, Var):
         return divisor in dims
-    return _is(divisor, "mul") and _positive(divisor.a, dims) and _positive(divisor.b, dims)
+    return _is(divisor, "mul") and positive_divisor(divisor.a, dims) and \
+        positive_divisor(divisor.b, dims)
 
 
 def affine_arguments(expr: Expr, loop_vars: set[Var]) -> list[Expr]:

@@ -442,15 +442,16 @@ def pair_relation(first_text: str, second_text: str, order: tuple,
 
 
 def _determined_keys(space: isl.Space, determining: tuple[int, ...], variables: int,
-                     keys: int) -> isl.Map:
-    """{ S[v, k] -> S'[v', k'] : v[p] != v'[p] for some p in `determining`, or k = k' } in
-    `space` (instance dims: `variables` iteration variables, then `keys` keys): where those
-    variables determine the keys, a pair of runs equal on them is at one key."""
+                     keys: int, given: tuple[int, ...] = ()) -> isl.Map:
+    """{ S[v, k] -> S'[v', k'] : v[p] != v'[p] for some p in `determining`, or k[g] != k'[g]
+    for some g in `given`, or k = k' } in `space` (instance dims: `variables` iteration
+    variables, then `keys` keys): where those variables and keys determine the keys, a pair
+    of runs equal on them is at one key."""
     universe = isl.Map.universe(space)
     allowed = universe
     for p in range(variables, variables + keys):
         allowed = allowed.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
-    for p in determining:
+    for p in (*determining, *(variables + g for g in given)):
         allowed = allowed.union(universe.order_lt(isl.dim_type.in_, p, isl.dim_type.out, p)) \
             .union(universe.order_gt(isl.dim_type.in_, p, isl.dim_type.out, p))
     return allowed

@@ -33,6 +33,7 @@ from sched.ir.nodes import (
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
+from sched.polyhedral.binding_ranges import binding_range
 from sched.polyhedral.injective_bindings import affine_arguments, determining_variables
 from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_comparison, to_isl_condition
 from sched.polyhedral.isl_text import is_single_valued_map
@@ -77,9 +78,11 @@ class Statement:
     time: list[str] = field(default_factory=list)          # the time vector's entries
     keys: list[str] = field(default_factory=list)          # affine arguments of non-affine
     #                                                        bindings (see the module doc)
-    # the positions of the iteration variables whose values give the keys back
-    # (injective_bindings.py): runs equal on them are at one key; None where none do
+    # the positions of the iteration variables whose values give the keys back, with the
+    # keys at `keys_given` (injective_bindings.py): runs equal on them and on those keys are
+    # at one key; None where none do
     keys_determined_by: tuple[int, ...] | None = None
+    keys_given: tuple[int, ...] = ()
     env: dict = field(default_factory=dict)                 # enclosing blocks' variables
     accesses: list[ViewAccess] = field(default_factory=list)
     exact: bool = True          # no condition or binding of it was over-approximated
@@ -336,7 +339,8 @@ class _Walker:
         bindings, own, in_domain, keys, determined = self.bindings(realize, loops, env)
         constraints = context + own + [f"{names.local('k', k)} = {key}"
                                        for k, key in enumerate(keys)]
-        common = dict(keys=keys, keys_determined_by=determined, env=env,
+        common = dict(keys=keys, keys_determined_by=determined and determined[0],
+                      keys_given=determined[1] if determined else (), env=env,
                       exact=not unseen and not keys, unseen=unseen, context=context,
                       bindings=bindings)
         if block.iter_vars or block.name != "root":
@@ -429,6 +433,10 @@ class _Walker:
             if bound is not None:
                 own.append(binding_equals(bound, name))
                 continue
+            found = binding_range(value, loops, substitute(realize.predicate, env),
+                                  self.func.symbolic_vars)
+            if found is not None:       # its affine bounds (binding_ranges.py)
+                own.append(f"{found[0]} <= {name} <= {found[1]}")
             arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
             keys += [a for a in arguments if a not in keys]
         determined = None
@@ -436,8 +444,9 @@ class _Walker:
             values = [substitute(v, env) for v in realize.iter_values]
             determined = determining_variables(values, keys, self.func.symbolic_vars)
             given_back = "" if determined is None else (
-                f", which {', '.join(block.iter_vars[p].var.name for p in determined)} give "
-                f"back (runs at equal values are one run)")
+                f", which {', '.join(block.iter_vars[p].var.name for p in determined[0])}"
+                f"{''.join(f', {keys[g]}' for g in determined[1])} give back (runs at equal "
+                f"values are one run)")
             for (iter_var, bound, _, _), value in zip(bindings, values):
                 if bound is None:
                     arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]

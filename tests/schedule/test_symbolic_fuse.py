@@ -208,7 +208,19 @@ def test_fused_symbolic_kernel_indexes_with_the_fused_loop():
     ([div(F, M), Var("k")], None),
 ])
 def test_which_variables_give_the_key_back(values, positions):
-    assert determining_variables(values, [to_isl(F)], (N, M, P)) == positions
+    found = determining_variables(values, [to_isl(F)], (N, M, P))
+    assert (found and found[0]) == positions and (found is None or found[1] == ())
+
+
+def test_keys_no_division_divides_are_taken_as_given():
+    # v0 = i * 4 + f // m, v1 = f % m (a fused tile's copy under its row-tile loop): runs at
+    # equal v0, v1 and i * 4 are at one f (binding_ranges.py bounds v0 to i's tile)
+    i = Var("i")
+    values = [BinaryOp("add", BinaryOp("mul", i, IntImm(4)), div(F, M)), mod(F, M)]
+    keys = [to_isl(BinaryOp("mul", i, IntImm(4))), to_isl(F)]
+    assert determining_variables(values, keys, (N, M, P)) == ((0, 1), (0,))
+    # without the remainder the key is not given back, whatever is given
+    assert determining_variables(values[:1], keys, (N, M, P)) is None
 
 
 @T.prim_func

@@ -1,0 +1,127 @@
+"""Affine bounds of non-affine bindings (polyhedral/binding_ranges.py): a fused tile's
+`v0 = i_0 * 4 + f // k` stays within its tile's rows, so fusing a cooperative copy of a
+symbolic-width tile keeps its parallel or blockIdx loop legal (audit helper-178), while a
+binding that reaches the next tile is still refused."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import sched
+from sched import compute as te
+from sched.ir.nodes import IntImm, Var
+from sched.polyhedral.binding_ranges import binding_range
+from sched.polyhedral.statements import Loop
+from tests.conftest import assert_close
+
+
+def _loop(var, extent):
+    return Loop(var, IntImm(0, "int32"), extent, 0, "serial", None)
+
+
+def _values(found, **env):
+    return None if found is None else tuple(eval(text, {}, env) for text in found)
+
+
+def test_ranges_of_divisions_by_symbolic_dims():
+    i, f, k, m = Var("i"), Var("f"), Var("k"), Var("m")
+    loops = [_loop(i, m), _loop(f, k * 4)]
+    true = IntImm(1, "bool")
+    at = {"i": 3, "k": 5, "m": 9}
+    assert _values(binding_range(i * 4 + f // k, loops, true, (k, m)), **at) == (12, 15)
+    assert _values(binding_range(f % k, loops, true, (k, m)), **at) == (0, 4)
+    assert _values(binding_range(f // m, loops, true, (k, m)), **at) == (0, 19)
+    # a divisor that is not a symbolic dim; a product of loops
+    assert binding_range(f // i, loops, true, (k, m)) is None
+    assert binding_range(i * f, loops, true, (k, m)) is None
+    # below a bound the predicate gives: the split of a fused loop
+    f0, f1 = Var("f0"), Var("f1")
+    split = [_loop(f0, (k * 4 + 3) // 4), _loop(f1, IntImm(4, "int32"))]
+    x = f0 * 4 + f1
+    floor = math.floor      # isl's floor((a) / b) in the texts
+    assert _values(binding_range(x // k, split, true, (k,)), k=5, floor=floor) == (0, 19)
+    assert _values(binding_range(x // k, split, x < k * 4, (k,)), k=5) == (0, 3)
+    exact = [_loop(f0, k), _loop(f1, IntImm(4, "int32"))]
+    assert _values(binding_range(x // k, exact, true, (k,)), k=5) == (0, 3)
+    # a dividend that may be negative has no bound from it
+    assert binding_range((f1 - 2) // k, split, (f1 - 2) < k * 4, (k,)) is None
+
+
+def _cooperative_copy(gpu: bool):
+    """A matmul's (4 x k) row tile of A copied under its row-tile loop, the copy's loops
+    fused (k symbolic): TVM's cooperative fetch on dynamic shapes."""
+    k = te.var("k")
+    A = te.placeholder((te.var("m"), k), "float32", name="A")
+    B = te.placeholder((k, 7), "float32", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    C = te.compute((A.shape[0], 7), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_block("C")
+    i, j, _ = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 4])
+    if gpu:
+        sch.bind(io, "blockIdx.x")
+        sch.bind(ii, "threadIdx.x")
+    else:
+        sch.parallel(io)
+    cache = sch.cache_read(block, 0, "shared" if gpu else "global")
+    sch.compute_at(cache, io)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sched.errors.ConservativeAnalysisWarning)
+        fused = sch.fuse(*sch.get_loops(cache)[1:])
+        if gpu:
+            sch.bind(sch.split(fused, [None, 4])[1], "threadIdx.x")
+    return sch
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_a_fused_copy_of_a_symbolic_tile_keeps_its_concurrent_loop(gpu):
+    # (on the GPU a shared tile of symbolic size does not build yet: the C target runs it)
+    sch = _cooperative_copy(gpu)
+    assert "// k" in sch.func.script()
+    rng = np.random.default_rng(0)
+    kernel = sched.build(sch.func, target="c")
+    for m, k in ((9, 5), (1, 1), (8, 3)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, 7)).astype(np.float32)
+        c = np.zeros((m, 7), np.float32)
+        kernel(a, b, c)
+        assert_close(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def _accumulate(rows: int):
+    return sched.parse(f"""
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    m = T.int32()
+    k = T.int32()
+    A = T.match_buffer(a, (m, k), "float32")
+    B = T.match_buffer(b, (m, k), "float32")
+    for i_0 in range((m + 3) // 4):
+        for f in range({rows} * k):
+            with T.block("B"):
+                v0 = T.axis.spatial(m, i_0 * 4 + f // k)
+                v1 = T.axis.spatial(k, f % k)
+                T.where(i_0 * 4 + f // k < m)
+                B[v0, v1] = B[v0, v1] + A[v0, v1]
+""")
+
+
+def test_rows_within_the_tile_run_in_parallel_and_rows_past_it_are_refused():
+    sch = sched.Schedule(_accumulate(4))
+    sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+    kernel = sched.build(sch.func, target="c")
+    rng = np.random.default_rng(1)
+    for m, k in ((9, 5), (13, 7)):
+        a, b = (rng.standard_normal((m, k)).astype(np.float32) for _ in range(2))
+        expected = a + b
+        kernel(a, b)
+        assert_close(b, expected)
+    # five rows per tile: row 4 of one tile is row 0 of the next, updated by both
+    sch = sched.Schedule(_accumulate(5))
+    with pytest.raises(sched.ScheduleError, match="loop 'i_0' carries a flow dependence"):
+        sch.parallel(sch.get_loops(sch.get_block("B"))[0])
