@@ -15,6 +15,7 @@ from sched.ir.memo import BoundedCache, register
 from sched.ir.nodes import Block, Buffer, PrimFunc
 from sched.polyhedral import build_model
 from sched.polyhedral.accesses import buffer_tuple
+from sched.polyhedral.isl_expr import to_isl
 from sched.polyhedral.isl_text import maps
 from sched.polyhedral.pairs import order_key
 
@@ -31,6 +32,29 @@ def _on_buffer(relation: isl.UnionMap, buffer: Buffer) -> isl.UnionMap:
     return kept
 
 
+def _exact_for(model, statements: list, buffer: Buffer) -> bool:
+    """Whether the model holds `statements`' runs and their accesses of `buffer` exactly: no
+    condition or binding of theirs over-approximated, their loops' bounds affine, each
+    access of the buffer's storage affine under affine guards, through no view or offset.
+    What the model widens elsewhere does not bear on them (a later block's `B[(i + 1) % n]`
+    made cache_write refuse a consumer that reads `B[i]`: audit helper-178)."""
+    if model.is_exact:
+        return True
+    storage = buffer.storage_name
+    if storage in model.linearized:
+        return False
+    for statement in statements:
+        if not statement.exact or any(to_isl(lp.min) is None or to_isl(lp.extent) is None
+                                      for lp in statement.loops):
+            return False
+        for view in statement.accesses:
+            if view.buffer.storage_name == storage and not (
+                    view.buffer.name == storage and view.access.is_affine and
+                    view.access.guards_exact):
+                return False
+    return True
+
+
 def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> bool:
     """Whether the block may read an element of `buffer` it has not itself written before, in
     the cache's scope (isl flow analysis: reads with no earlier write of the block as their
@@ -44,8 +68,8 @@ def reads_unwritten(func: PrimFunc, block_name: str, buffer: Buffer, scope) -> b
         writes = writes.union(_on_buffer(statement.writes, buffer))
     if reads.is_empty():
         return False
-    if not model.is_exact or scope.realize.block.name != "root" or not all(
-            _writes_surely(s) for s in statements):
+    if not _exact_for(model, statements, buffer) or scope.realize.block.name != "root" or \
+            not all(_writes_surely(s) for s in statements):
         return True
     if all(s.runs_once for s in statements):
         return _reads_before_every_write(statements, statements, buffer, reads)
@@ -71,7 +95,8 @@ def reads_what_it_did_not_write(func: PrimFunc, readers: list[str], writers: lis
         reads = reads.union(_on_buffer(statement.reads, buffer))
     if reads.is_empty():
         return False
-    if not model.is_exact or not all(s.runs_once for s in writing + reading):
+    if not _exact_for(model, writing + reading, buffer) or \
+            not all(s.runs_once for s in writing + reading):
         return True
     sure = [s for s in writing if _writes_surely(s)]
     return _reads_before_every_write(sure, reading, buffer, reads)

@@ -285,6 +285,53 @@ def test_cache_write_for_a_consumer_reading_what_the_block_did_not_write_is_refu
         assert sch.func is before
 
 
+def test_cache_write_for_a_consumer_is_judged_apart_from_other_blocks_widened_reads():
+    """A later block reading `B[(i + 1) % n]` (widened under a symbolic n) made cache_write
+    refuse consumer C, which reads B[i] after B wrote it (audit helper-178); a consumer that
+    reads B before B writes it is still refused beside the widened read."""
+    n = te.var("n")
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
+    E = te.compute((n,), lambda i: B[(i + 1) % n] - 1.0, name="E")
+    sch = sched.Schedule(te.create_prim_func([A, B, C, E]))
+    sch.cache_write(sch.get_block("B"), 0, "local", consumer_blocks=[sch.get_block("C")])
+    assert "B_local[v_i]" in sch.func.script()
+    a = np.random.default_rng(0).standard_normal(7).astype(np.float32)
+    b, c, e = (np.zeros(7, np.float32) for _ in range(3))
+    sched.build(sch.func, target="c")(a, b, c, e)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(e, np.roll(a * 2, -1) - 1, rtol=1e-6)
+
+    from sched.script import T
+
+    @T.prim_func
+    def read_early(a: T.handle, b: T.handle, d: T.handle, e: T.handle):
+        n = T.int32()
+        A = T.match_buffer(a, (n,), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        D = T.match_buffer(d, (n,), "float32")
+        E = T.match_buffer(e, (n,), "float32")
+        for i in range(n):
+            with T.block("early"):
+                vi = T.axis.spatial(n, i)
+                D[vi] = B[vi] * T.float32(3)
+        for i in range(n):
+            with T.block("B"):
+                vi = T.axis.spatial(n, i)
+                B[vi] = A[vi] + T.float32(1)
+        for i in range(n):
+            with T.block("E"):
+                vi = T.axis.spatial(n, i)
+                E[vi] = B[(vi + 1) % n]
+
+    sch = sched.Schedule(read_early)
+    with pytest.raises(ScheduleError, match=r"cache_write: block\(s\) early may read elements "
+                                            r"of 'B' that block 'B' has not written before"):
+        sch.cache_write(sch.get_block("B"), 0, "global",
+                        consumer_blocks=[sch.get_block("early")])
+
+
 def _conditional_store():
     from sched.script import T
 
