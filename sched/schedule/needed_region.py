@@ -10,6 +10,8 @@ conditions that keep a regenerated loop inside the block's domain.
 
 from __future__ import annotations
 
+import dataclasses
+
 import islpy as isl
 
 from sched.errors import ScheduleError
@@ -208,9 +210,15 @@ def relaxed_box(func: PrimFunc, loop: For, blocks, buffer: str, write: bool,
         if relax_threads:
             between += [lp for lp in around[:around.index(loop) + 1] if is_thread_loop(lp)]
         binding = _bindings_through_blocks(func, realize)
+        # and the loops in the block's body, in loop variables (`for k in range(vi + 1)`
+        # around `P[vi * 4 + k]`: its region under the block's loop named k, and compute_at
+        # was refused as needing a variable not defined there: audit helper-177)
+        body_loops = [dataclasses.replace(lp, min=substitute(lp.min, binding),
+                                          extent=substitute(lp.extent, binding))
+                      for lp in collect(realize.block, For)]
         for access in block_accesses(realize.block, BufferStore if write else BufferLoad):
             if access.buffer.name == buffer:
-                spans.append([_interval(substitute(i, binding), between)
+                spans.append([_interval(substitute(i, binding), [*between, *body_loops])
                               for i in access.indices])
     box = []
     for dim in zip(*spans):

@@ -1186,3 +1186,32 @@ def test_inlining_a_copy_of_a_gather_index_updates_the_regions_indexed_through_i
     out = np.zeros(n, np.float32)
     sched.build(sch.func, target="c")(a, g, out)
     assert_close(out, a[:, g].sum(axis=0))
+
+
+@T.prim_func
+def _consumer_with_a_body_loop(A: T.Buffer((40,), "float32"), C: T.Buffer((8,), "float32")):
+    P = T.alloc_buffer((40,), "float32")
+    for i in range(40):
+        with T.block("P"):
+            vi = T.axis.spatial(40, i)
+            P[vi] = A[vi] * T.float32(2)
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = T.float32(0)
+            for k in range(vi + 1):
+                C[vi] = C[vi] + P[vi * 4 + k]
+
+
+def test_compute_at_a_consumer_whose_body_loops_over_the_producer():
+    """The consumer's region under its loop spans its body's loop k (P[i * 4 : i * 5 + 1]):
+    compute_at was refused as needing k, which is not defined there (audit helper-177); the
+    producer recomputes the largest such region, 8 elements, in each iteration."""
+    sch = sched.Schedule(_consumer_with_a_body_loop)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("P"), i)
+    script = sch.func.script()
+    assert "for ax0 in range(8):" in script and "T.axis.spatial(40, i_1 * 4 + ax0)" in script
+    a = np.random.default_rng(0).standard_normal(40).astype(np.float32)
+    (_, c) = run_c(sch.func, a, np.zeros(8, np.float32))
+    assert_close(c, [sum(a[v * 4 + k] * 2 for k in range(v + 1)) for v in range(8)])
