@@ -12,8 +12,8 @@ import islpy as isl
 
 from sched.ir.functor import collect
 from sched.ir.nodes import Buffer, For, IntImm, Node, PrimFunc
-from sched.ir.paths import feeds_reduction, unindexed_variables
 from sched.polyhedral.accesses import unseen_loads
+from sched.polyhedral.concurrency_reasons import violation_reason
 from sched.polyhedral.conflicts import iterations_touch, storages_touched_across
 from sched.polyhedral.cross_thread import (
     REDUCE_TAG,
@@ -31,7 +31,7 @@ from sched.polyhedral.flow_crossing import statement_params
 from sched.polyhedral.isl_expr import isl_name
 from sched.polyhedral.kernel_stages import root_stages, stage_of
 from sched.polyhedral.model import Loop, Statement, build_model
-from sched.polyhedral.private_buffers import PrivateBuffers, allocations, scope_can_be_private
+from sched.polyhedral.private_buffers import PrivateBuffers, allocations
 from sched.polyhedral.runs import (
     repeated_instance,
     runs_are_idempotent,
@@ -291,7 +291,8 @@ class _Concurrency:
                 dep, pairs = next(((d, p) for d, p in self.carried()
                                    if d.buffer == dep.buffer and d.kind == "output"),
                                   (dep, pairs))
-            return Violation(self.reason(dep), dep, describe_instance_pair(dep, pairs))
+            return Violation(violation_reason(self, dep), dep,
+                             describe_instance_pair(dep, pairs))
         return None
 
     def unseen_read_violation(self) -> Violation | None:
@@ -499,86 +500,6 @@ class _Concurrency:
         carried = carried_at(len(self.statements[0].time), self.target.position,
                               f"[{', '.join(self.model.params)}] ->")
         return flows.intersect(isl.UnionMap.from_map(carried)).is_empty()
-
-    def reason(self, dep: Dependence) -> str:
-        name = self.name
-        article = "an" if dep.kind in ("anti", "output") else "a"
-        what = "a reduction" if dep.is_reduction else f"{article} {dep.kind} dependence"
-        reason = f"loop '{name}' carries {what} of block {dep.sink.block.name}"
-        spatial = dep.is_reduction and not feeds_reduction(self.func, name,
-                                                           dep.sink.block.name)
-        unindexed = spatial and unindexed_variables(self.func, name, dep.sink.block.name)
-        if unindexed:
-            # (helper-162: the non-affine wording for `C[vi] += A[vi, vj, vk]`)
-            reason = (f"iterations of loop '{name}' update the same elements of the "
-                      f"reduction of block {dep.sink.block.name}: the loop binds its "
-                      f"variable{'s' if len(unindexed) > 1 else ''} {', '.join(unindexed)}, "
-                      f"which no index of what it writes holds")
-        elif spatial:
-            # (helper-86: a fused spatial loop over a symbolic dim, `vb = f // (10 * n)`)
-            reason = (f"iterations of loop '{name}' may update one element of the reduction "
-                      f"of block {dep.sink.block.name} as far as the analysis can tell: the "
-                      f"loop binds none of its reduce variables, but a binding the analysis "
-                      f"cannot follow exactly (not affine) keeps it from telling their "
-                      f"elements apart")
-        if not (self.under(dep.source) and self.under(dep.sink)):
-            other = dep.sink if self.under(dep.source) else dep.source
-            sibling = next(lp.var.name for lp in other.loops if lp.position ==
-                           self.thread_position(other))
-            unit = "thread" if self.kind == "threadIdx" else "thread block"
-            reason = (f"loops '{name}' and '{sibling}', both bound to {self.thread_tag}, run "
-                      f"on the same {unit}s one after the other (one kernel), and {what} goes "
-                      f"from one {unit} to another between them")
-        if dep.is_reduction:
-            return reason
-        storage = dep.buffer
-        # (between sibling loops a value may flow from one loop's thread to the other's:
-        # `rewrites_only` looks at iterations of this loop only)
-        if self.under(dep.source) and self.under(dep.sink) and self.rewrites_only(storage):
-            return (f"every iteration of loop '{name}' rewrites the same elements of "
-                    f"'{storage}' (no value flows from one iteration to another, but there is "
-                    f"one copy for all of them: {self._why_shared(storage)}); give each "
-                    f"iteration its own copy: keep every access to '{storage}' under loop "
-                    f"'{name}' (compute_at its producers there, or a cache_read/cache_write "
-                    f"at the loop) so that it is allocated inside")
-        if self.kind == "threadIdx" and storage not in self.allocations:
-            reason += (f" through '{storage}' in {_scope_of(self.func, storage)} memory: "
-                       f"nothing orders it between threads (a barrier orders only shared "
-                       f"memory)")
-        elif self.kind == "threadIdx" and \
-                not self.allocations[storage][0].scope.startswith("shared") and \
-                not (self.under(dep.source) and self.under(dep.sink)):
-            writer = dep.source if dep.kind != "anti" else dep.sink
-            index = next((n for n, region in enumerate(writer.block.writes)
-                          if region.buffer.storage_name == storage), 0)
-            reason += (f" through '{storage}' in {self.allocations[storage][0].scope} memory, "
-                       f"which nothing orders between threads; in shared memory a barrier "
-                       f"orders it: sch.set_scope(sch.get_block('{writer.block.name}'), "
-                       f"{index}, 'shared')")
-        elif self.kind == "blockIdx" and not (self.under(dep.source) and self.under(dep.sink)):
-            reason += (f" through '{storage}': nothing orders thread blocks in one kernel; map "
-                       f"both loops so that each block uses what it produced itself, or "
-                       f"compute the producer at the consumer's block loop (sch.compute_at)")
-        return reason
-
-    def _why_shared(self, storage: str) -> str:
-        buffer, _ = self.allocations[storage]
-        if not scope_can_be_private(buffer.scope, self.kind):
-            return (f"its scope {buffer.scope!r} has one copy for every iteration of a "
-                    f"{self.kind} loop")
-        around = self.buffers.declared_around(storage)
-        if around is not None:
-            return (f"block {around!r} around the loop names it in its reads or writes, so it "
-                    f"is allocated outside the loop")
-        return ("it is also accessed outside the loop, or a value written before the loop "
-                "is read in it")
-
-
-def _scope_of(func: PrimFunc, storage: str) -> str:
-    for p in func.params:
-        if isinstance(p, Buffer) and p.storage_name == storage:
-            return p.scope
-    return "global"
 
 
 def _loops(func: PrimFunc) -> dict[str, For]:
