@@ -48,6 +48,7 @@ from sched.schedule.introspection import IntrospectionPrimitives
 from sched.schedule.layout import LayoutPrimitives
 from sched.schedule.loop_kinds import LoopKindPrimitives
 from sched.schedule.loop_merge import LoopMergePrimitives
+from sched.schedule.loop_order import LoopOrderPrimitives
 from sched.schedule.loop_partition import LoopPartitionPrimitives
 from sched.schedule.loops import LoopPrimitives
 from sched.schedule.mapping import MappingPrimitives
@@ -67,7 +68,8 @@ from sched.schedule.unmodelled import refuse_unmodelled
 
 
 @refuse_unmodelled
-class Schedule(LoopPrimitives, LoopKindPrimitives, PlacementPrimitives, MappingPrimitives,
+class Schedule(LoopPrimitives, LoopOrderPrimitives, LoopKindPrimitives, PlacementPrimitives,
+               MappingPrimitives,
                SamplingPrimitives, ReductionPrimitives, MemoryPrimitives, StorageAlignPrimitives,
                LayoutPrimitives,
                BlockizePrimitives, BlockLayoutPrimitives, ReindexPrimitives,

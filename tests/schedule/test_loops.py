@@ -350,7 +350,7 @@ def test_orders_not_judged_within_the_budget_are_left_out(monkeypatch):
 
     from sched.polyhedral import clear_caches
 
-    loops = importlib.import_module("sched.schedule.loops")
+    loops = importlib.import_module("sched.schedule.loop_order")
     monkeypatch.setattr(loops, "SUGGESTION_OPERATIONS", 1)
     clear_caches()                  # (an order judged before would be remembered)
     sch = sched.Schedule(shifted_sweep)
