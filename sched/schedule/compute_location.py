@@ -25,7 +25,8 @@ from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import BlockRealize, For, IntImm, PrimFunc
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.compute_at import move_under
-from sched.schedule.inlining import compute_inline, neighbours, reverse_compute_inline
+from sched.schedule.inlining import compute_inline, neighbours
+from sched.schedule.reverse_inlining import reverse_compute_inline
 from sched.schedule.state import blocks_under, find_block, path_to
 
 INLINE, ROOT = -2, -1

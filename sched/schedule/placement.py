@@ -13,7 +13,8 @@ from __future__ import annotations
 from sched.schedule.base import BlockRV, LoopRV, ScheduleBase
 from sched.schedule.compute_at import move_under
 from sched.schedule.compute_location import LocationMark
-from sched.schedule.inlining import compute_inline, reverse_compute_inline
+from sched.schedule.inlining import compute_inline
+from sched.schedule.reverse_inlining import reverse_compute_inline
 
 
 def _check_flag(value, primitive: str) -> None:
