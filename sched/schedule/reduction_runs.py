@@ -15,10 +15,10 @@ from sched.ir.functor import free_vars, substitute
 from sched.ir.intervals import interval, loop_values
 from sched.ir.memo import register
 from sched.ir.nodes import BlockRealize, Cast, PrimFunc, Var, conjuncts
+from sched.polyhedral.domain_boxes import DOMAIN_OPERATIONS, box_by_count
 from sched.polyhedral.injective_bindings import affine_arguments, keys_determined
 from sched.polyhedral.isl_expr import isl_name, range_constraint, to_isl, to_isl_condition
 from sched.polyhedral.isl_text import read_map, read_set, within_operations
-from sched.polyhedral.pairs import DOMAIN_OPERATIONS, box_by_count
 from sched.schedule.scope import refusal
 
 

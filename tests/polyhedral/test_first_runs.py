@@ -104,7 +104,7 @@ def test_the_lexmin_check_refuses_a_map_that_loses_an_instance_or_is_not_first()
 
 
 def test_a_domain_loses_its_existentials_only_where_that_is_the_same_set():
-    from sched.polyhedral.pairs import exact_domain
+    from sched.polyhedral.domain_boxes import exact_domain
 
     covered = isl.Map("{ S[v] -> [a, b] : v = 4a + b and 0 <= a < 3 and 0 <= b < 4 }")
     assert str(exact_domain(covered)) == "{ S[v] : 0 <= v <= 11 }"

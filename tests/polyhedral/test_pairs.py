@@ -14,9 +14,8 @@ from sched import compute as te
 from sched import hand_schedules
 from sched.polyhedral import build_model, clear_caches
 from sched.polyhedral.dependences import first_runs
+from sched.polyhedral.domain_boxes import box_by_count, box_by_points
 from sched.polyhedral.pairs import (
-    box_by_count,
-    box_by_points,
     canonical_time_set,
     canonical_times,
     deciding_times,

@@ -198,7 +198,7 @@ def test_a_halo_recomputed_per_thread_splits_in_seconds():
     up to 8 threads and no loop point maps one to one to an instance, so the domain's
     existentials stayed (the lexmin proof ran out of operations) and the split's legality
     check ran isl for over 20 minutes; the domain is proven a box point by point now
-    (pairs.box_by_points). The numbers stay right on the C target and through the CUDA."""
+    (domain_boxes.box_by_points). The numbers stay right on the C target and through the CUDA."""
     Z, Y, X = 4, 4, 16
     A = te.placeholder((Z + 1, Y + 1, X + 1), name="A")
     P = te.compute(A.shape, lambda z, y, x: A[z, y, x] * 2.0 + 1.0, name="P")
