@@ -229,6 +229,32 @@ def _binding_violations(model, statement, context) -> list[OutOfBounds]:
     return found
 
 
+def _loose_bindings_outside(model, statement, context) -> list[tuple[str, bool]]:
+    """For each non-affine binding (`Statement.loose_bindings`) whose known bounds do not keep
+    it in its iteration variable's domain: its description and whether its value reads
+    memory. The model takes such a variable as inside its domain, so an access through it
+    was proven in bounds where the kernel reads past the buffer (audit helper-179:
+    `v0 = i_0 * 4 + f // k` over `f` in `range(4 * k)` past m rows wrote 15 floats past
+    B, under strict too)."""
+    found = []
+    loops = statement.loop_names()
+    domains = {iter_var: (lo, extent) for iter_var, _, lo, extent in statement.bindings}
+    for iter_var, reads_memory, limits in statement.loose_bindings:
+        lo, extent = domains[iter_var]
+        name = isl_name(iter_var.var)
+        where = f"binds {iter_var.var.name}"
+        if lo is None or extent is None:
+            found.append((where, reads_memory))
+            continue
+        outside = " and ".join([*statement.context, *limits,
+                                f"not ({lo} <= {name} < {lo} + {extent})"])
+        bad = read_set(f"[{', '.join(model.params)}] -> {{ [{', '.join([*loops, name])}] : "
+                       f"{outside} }}").intersect_params(context)
+        if not bad.is_empty():
+            found.append((where, reads_memory))
+    return found
+
+
 def _beyond_magnitude(func: PrimFunc, model: PolyModel, context) -> list[BeyondMagnitude]:
     """For each int64 scalar parameter whose value may pass int64 on the way to an operation
     other than a sum, difference or product in index arithmetic (`scalars_that_may_wrap`),
@@ -287,6 +313,13 @@ def bounds_report(func: PrimFunc) -> BoundsReport:
                                     f"outside its domain ({found.example}); the model "
                                     f"over-approximates where it happens")
                     possible.append(unproven[-1])
+        for what, reads_memory in _loose_bindings_outside(model, statement, context):
+            where = f"block '{statement.block.name}' {what}"
+            unproven.append(f"{where}: a binding the model cannot read (not affine) may "
+                            f"leave its domain")
+            if not reads_memory:        # (a gather's binding is the program's to keep)
+                unread.append(f"{where}, a binding that is not affine, which the compiler "
+                              f"does not compare with its domain")
         loads = [x for e in statement.unseen for x in collect(e, BufferLoad)]
         ranges = block_ranges(func, statement.block) if loads else {}
         for load in loads:

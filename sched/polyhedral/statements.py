@@ -18,9 +18,11 @@ from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
     Allocate,
+    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
+    BufferLoad,
     Expr,
     For,
     IfThenElse,
@@ -30,6 +32,7 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     While,
+    conjuncts,
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
@@ -83,6 +86,10 @@ class Statement:
     # at one key; None where none do
     keys_determined_by: tuple[int, ...] | None = None
     keys_given: tuple[int, ...] = ()
+    # each non-affine binding: (its iteration variable, whether its value reads memory, the
+    # constraints the model knows of its value: binding_ranges.py's bounds, a predicate's
+    # `value < e`), which in_bounds.py compares with the variable's domain
+    loose_bindings: tuple = ()
     env: dict = field(default_factory=dict)                 # enclosing blocks' variables
     accesses: list[ViewAccess] = field(default_factory=list)
     exact: bool = True          # no condition or binding of it was over-approximated
@@ -336,11 +343,12 @@ class _Walker:
             context += [predicate] if predicate is not None else []
             if predicate is None:
                 unseen = unseen + (substitute(realize.predicate, env),)
-        bindings, own, in_domain, keys, determined = self.bindings(realize, loops, env)
+        bindings, own, in_domain, keys, determined, loose = self.bindings(realize, loops, env)
         constraints = context + own + [f"{names.local('k', k)} = {key}"
                                        for k, key in enumerate(keys)]
         common = dict(keys=keys, keys_determined_by=determined and determined[0],
                       keys_given=determined[1] if determined else (), env=env,
+                      loose_bindings=loose,
                       exact=not unseen and not keys, unseen=unseen, context=context,
                       bindings=bindings)
         if block.iter_vars or block.name != "root":
@@ -414,8 +422,9 @@ class _Walker:
         of the non-affine bindings; the positions of the variables that give the keys back, or
         None: injective_bindings.py)."""
         block = realize.block
-        bindings, own, in_domain, keys = [], [], [], []
+        bindings, own, in_domain, keys, loose = [], [], [], [], []
         loop_vars = {loop.var for loop in loops}
+        predicate = substitute(realize.predicate, env)
         for iter_var, value in zip(block.iter_vars, realize.iter_values):
             name = isl_name(iter_var.var)
             # (a nested block's domain may use the variables of the blocks around it)
@@ -433,10 +442,14 @@ class _Walker:
             if bound is not None:
                 own.append(binding_equals(bound, name))
                 continue
-            found = binding_range(value, loops, substitute(realize.predicate, env),
-                                  self.func.symbolic_vars)
+            limits = [f"{name} < {to_isl(term.b)}" for term in conjuncts(predicate)
+                      if isinstance(term, BinaryOp) and term.op == "lt" and term.a == value
+                      and to_isl(term.b) is not None]       # (the split of a fused loop)
+            found = binding_range(value, loops, predicate, self.func.symbolic_vars)
             if found is not None:       # its affine bounds (binding_ranges.py)
-                own.append(f"{found[0]} <= {name} <= {found[1]}")
+                limits.append(f"{found[0]} <= {name} <= {found[1]}")
+            own += limits
+            loose.append((iter_var, bool(collect(value, BufferLoad)), tuple(limits)))
             arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
             keys += [a for a in arguments if a not in keys]
         determined = None
@@ -455,7 +468,7 @@ class _Walker:
                               f"value in its domain and tells the block's runs apart by "
                               f"{', '.join(arguments) or 'nothing'}{given_back} (a step that "
                               f"changes those is refused)")
-        return bindings, own, in_domain, keys, determined
+        return bindings, own, in_domain, keys, determined, tuple(loose)
 
 
 @dataclass(frozen=True)
