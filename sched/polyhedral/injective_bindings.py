@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from sched.ir.dtype import bits, is_int
 from sched.ir.functor import collect, free_vars
-from sched.ir.nodes import BinaryOp, Expr, IntImm, Var
+from sched.ir.nodes import BinaryOp, Cast, Expr, IntImm, Var
 from sched.polyhedral.isl_expr import to_isl
 
 
@@ -111,9 +112,15 @@ def _is(expr: Expr, op: str) -> bool:
 
 def positive_divisor(divisor: Expr, dims: tuple[Var, ...]) -> bool:
     """Whether `divisor` is positive on every run: a positive constant, a symbolic dim (at
-    least 1) or a product of those."""
+    least 1; widened, as an int16 dim is in int32 arithmetic: audit helper-179) or a product
+    of those."""
     if isinstance(divisor, IntImm):
         return divisor.value > 0
+    if isinstance(divisor, Cast) and isinstance(divisor.value, Var) and \
+            is_int(divisor.dtype) and is_int(divisor.value.dtype) and \
+            not divisor.value.dtype.startswith("u") and \
+            bits(divisor.dtype) >= bits(divisor.value.dtype):
+        return divisor.value in dims
     if isinstance(divisor, Var):
         return divisor in dims
     return _is(divisor, "mul") and positive_divisor(divisor.a, dims) and \

@@ -458,3 +458,21 @@ def test_a_reduction_computed_under_a_fused_symbolic_nest_is_refused_as_conserva
             continue
         with pytest.raises(ScheduleError, match="more than once .* \\(conservative: a binding"):
             sch.compute_at(sch.get_block("C"), inner)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int8"])
+def test_fused_loops_of_narrow_symbolic_dims_run_in_parallel(dtype):
+    # the divisors of the fused bindings are the dims widened to int32 (`T.Cast("int32",
+    # m)`): not seen as dims, they left the key undetermined and parallel was refused
+    # (audit helper-179); int32 dims were accepted
+    n, m = te.var("n", dtype), te.var("m", dtype)
+    A = te.placeholder((n, m), "float32", name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] + 1.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    outer, _ = sch.split(sch.fuse(*sch.get_loops(sch.get_block("B"))), [None, 64])
+    sch.parallel(outer)
+    assert 'T.Cast("int32", m)' in sch.func.script()
+    a = np.random.default_rng(0).standard_normal((50, 30)).astype(np.float32)
+    b = np.zeros_like(a)
+    sched.build(sch.func, target="c")(a, b)
+    np.testing.assert_array_equal(b, a + 1)
