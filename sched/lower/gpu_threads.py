@@ -31,6 +31,7 @@ from sched.ir.nodes import (
     PrimFunc,
     binary,
     const,
+    is_thread_private,
 )
 from sched.lower.launch import MAX_THREADS_PER_BLOCK, LaunchConfig
 from sched.polyhedral.nested_threads import nested_loop_problem
@@ -87,7 +88,10 @@ class _LaunchReader(IRVisitor):
             self.visit_children(loop)
 
     def visit_BufferStore(self, store: BufferStore) -> None:
-        if self.bound_depth == 0 and self.unbound_store is None:
+        # (a store to local memory is each thread's to its own copy: a decomposed init of a
+        # row total every thread keeps, in a kernel with no blockIdx loop: audit helper-179)
+        if self.bound_depth == 0 and self.unbound_store is None and \
+                not is_thread_private(store.buffer.scope):
             self.unbound_store = store
 
 

@@ -107,6 +107,31 @@ def test_a_row_total_in_local_memory_is_read_by_the_next_loop_on_the_threads(thr
         assert_close(out, a / a.sum(1, keepdims=True), rtol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [64, 16])
+def test_a_decomposed_local_total_in_a_kernel_of_one_thread_block(threads):
+    """Rows serial in one thread block (no blockIdx loop), each row's total a cross-thread
+    reduction into local memory, its init decomposed outside the thread loops: every thread
+    zeroes its own copy. It was refused as a store every GPU thread would run (audit
+    helper-179); with the rows on blockIdx.x it built."""
+    A = te.placeholder((6, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    S = te.compute((6,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    C = te.compute((6, 64), lambda i, j: A[i, j] / S[i], name="C")
+    sch = sched.Schedule(te.create_prim_func([A, C]))
+    sch.set_scope(sch.get_block("S"), 0, "local")
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.bind(sch.split(j, [None, threads])[1], "threadIdx.x")
+    sch.compute_at(sch.get_block("S"), i)
+    outer, inner = sch.split(sch.get_loops(sch.get_block("S"))[-1], [None, threads])
+    sch.bind(inner, "threadIdx.x")
+    sch.decompose_reduction(sch.get_block("S"), outer)
+    a = np.random.default_rng(4).random((6, 64)).astype(np.float32)
+    for target in ("c", "cuda-emu"):
+        out = np.zeros((6, 64), np.float32)
+        sched.build(sch.func, target=target)(a, out)
+        assert_close(out, a / a.sum(1, keepdims=True), rtol=1e-5)
+
+
 def test_a_local_total_read_on_another_row_of_threads_is_refused():
     """Rows on threadIdx.y, each reduced across threadIdx.x into local memory: only the
     threads of the reducing row hold its total, so an epilogue on threadIdx.y that reads
