@@ -63,12 +63,19 @@ def _check_axis_extent(func: PrimFunc, loop_name: str, thread_axis: str) -> None
         if other is loop or other.kind != "thread_binding" or other.thread_tag != thread_axis:
             continue
         if not _same_extent(other.extent, loop.extent):
+            smaller = isinstance(loop.extent, IntImm) and isinstance(other.extent, IntImm) \
+                and loop.extent.value < other.extent.value
+            # (splitting the smaller loop cannot reach the other's extent: audit helper-181
+            # saw `sch.split(u, [None, 36])` advised for a loop of extent 1)
+            advice = (f"bind a loop of extent {other.extent.script()} instead, or leave loop "
+                      f"{loop_name!r} unbound" if smaller else
+                      f"split them alike (e.g. sch.split({loop_name}, [None, "
+                      f"{other.extent.script()}]) and bind the inner loop)")
             raise ScheduleError(
                 "bind", f"loop {loop_name!r} (extent {loop.extent.script()}) and loop "
                 f"{other.loop_var.name!r} (extent {other.extent.script()}, already bound to "
                 f"{thread_axis}) would give {thread_axis} two extents; the loops of one axis "
-                f"must agree: split them alike (e.g. sch.split({loop_name}, [None, "
-                f"{other.extent.script()}]) and bind the inner loop)")
+                f"must agree: {advice}")
 
 
 def _same_extent(a, b) -> bool:

@@ -104,6 +104,12 @@ def rolling_buffer(func: PrimFunc, block_name: str, write_buffer_index) -> PrimF
     if rolling is None:
         shown = ", ".join(f"{r.min.script()}:{(r.min + r.extent).script()}" for r in region)
         changing = any(not isinstance(r.extent, IntImm) for r in region)
+        if any((_stride(r, outer) or 0) < 0 for r in region):
+            raise ScheduleError(PRIMITIVE, f"block {block_name!r} writes {buffer.name}[{shown}] "
+                                f"in one iteration of loop {lca.loop_var.name!r}: its window "
+                                f"slides backwards (a negative stride: the tiles run from the "
+                                f"end), and a rolling buffer keeps the rows the next window "
+                                f"shares, further on: run the tiles in increasing order")
         advice = ("its window changes size between iterations (the T.if_then_else, T.min or "
                   "symbolic size in its extent: a last window cut at the end of the loop or "
                   "of the buffer), and a rolling buffer needs one size: tile the consumer by "
@@ -190,7 +196,19 @@ def _common_loop(func: PrimFunc, realize: BlockRealize, buffer: Buffer,
 
 def _axis(region: Range, outer: list[For]) -> _Axis | None:
     """The dimension's sliding loop, stride and extent, when its min is `stride * v + c` for
-    one loop `v` of `outer` and its extent a constant larger than the stride."""
+    one loop `v` of `outer`, a positive stride, and its extent a constant larger than the
+    stride."""
+    stride = _stride(region, outer)
+    if stride is None or stride <= 0:
+        return None
+    loop = next(lp for lp in outer if lp.loop_var in set(free_vars(region.min)))
+    axis = _Axis(loop, stride, region.extent.value, region.min)
+    return axis if axis.overlap > 0 else None
+
+
+def _stride(region: Range, outer: list[For]) -> int | None:
+    """The stride of the dimension's window along the one loop of `outer` its min is
+    `stride * v + c` of (an integer c), its extent a constant; None otherwise."""
     if not isinstance(region.extent, IntImm):
         return None
     variables = set(free_vars(region.min))
@@ -198,13 +216,9 @@ def _axis(region: Range, outer: list[For]) -> _Axis | None:
     if loop is None or variables != {loop.loop_var}:
         return None
     start = _affine(region.min, [loop.loop_var])
-    if start is None:
+    if start is None or not start.get_constant_val().is_int():
         return None
-    stride = start.get_coefficient_val(isl.dim_type.in_, 0).to_python()
-    if stride <= 0 or not start.get_constant_val().is_int():
-        return None
-    axis = _Axis(loop, stride, region.extent.value, region.min)
-    return axis if axis.overlap > 0 else None
+    return start.get_coefficient_val(isl.dim_type.in_, 0).to_python()
 
 
 def _affine(expr, variables: list) -> isl.Aff | None:

@@ -286,3 +286,25 @@ def test_a_window_of_symbolic_size_says_the_window_changes_size():
                        r"changes size between iterations") as refusal:
         sch.rolling_buffer(sch.get_block("B"), 0)
     assert "compute_at the producer under the tile loop first" not in str(refusal.value)
+
+
+@T.prim_func
+def _tiles_from_the_end(A: T.Buffer((20,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((18,), "float32")
+    for t in range(4):
+        for ax in range(6):
+            with T.block("B"):
+                vb = T.axis.spatial(18, (3 - t) * 4 + ax)
+                B[vb] = A[vb] + A[vb + 1] + A[vb + 2]
+        for ax in range(4):
+            with T.block("C"):
+                vc = T.axis.spatial(16, (3 - t) * 4 + ax)
+                C[vc] = B[vc] * B[vc + 2]
+
+
+def test_a_window_sliding_backwards_says_to_run_the_tiles_forwards():
+    # it said no dimension slides and advised tiling and compute_at, already done (audit
+    # helper-181)
+    with pytest.raises(ScheduleError, match="its window slides backwards .* run the tiles in "
+                                            "increasing order"):
+        sched.Schedule(_tiles_from_the_end).rolling_buffer("B", 0)

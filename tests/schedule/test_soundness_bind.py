@@ -237,3 +237,20 @@ def test_a_parallel_loop_and_gpu_bindings_in_one_function_are_refused_at_the_ste
         with pytest.raises(ScheduleError, match=r"would be parallel \(CPU threads\) and loop "
                                                 r"'.*' bound to GPU threads in one function"):
             mark(second, j)
+
+
+def test_two_extents_on_one_thread_axis_are_refused_with_advice_that_fits():
+    # a loop of extent 1 was advised to be split by 36 (audit helper-181)
+    A = te.placeholder((72, 36), name="A")
+    B = te.compute((72, 36), lambda i, j: A[i, j] * 2.0, name="B")
+    sch = sched.Schedule(te.create_prim_func([A, B]))
+    block = sch.get_block("B")
+    i, j = sch.get_loops(block)
+    sch.bind(j, "threadIdx.x")
+    unit = sch.add_unit_loop(block)
+    with pytest.raises(ScheduleError, match="bind a loop of extent 36 instead, or leave loop "
+                                            "'u' unbound"):
+        sch.bind(unit, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"split them alike \(e.g. sch.split\(i, \[None, "
+                                            r"36\]\)"):
+        sch.bind(i, "threadIdx.x")
