@@ -125,3 +125,40 @@ def test_rows_within_the_tile_run_in_parallel_and_rows_past_it_are_refused():
     sch = sched.Schedule(_accumulate(5))
     with pytest.raises(sched.ScheduleError, match="loop 'i_0' carries a flow dependence"):
         sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+
+
+def _past_the_last_tile(guarded: bool):
+    where = "                T.where(i_0 * 4 + f // k < m)\n" if guarded else ""
+    return sched.parse(f"""
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    m = T.int32()
+    k = T.int32()
+    A = T.match_buffer(a, (m, k), "float32")
+    B = T.match_buffer(b, (m, k), "float32")
+    for i_0 in range((m + 3) // 4):
+        for f in range(4 * k):
+            with T.block("B"):
+                v0 = T.axis.spatial(m, i_0 * 4 + f // k)
+                v1 = T.axis.spatial(k, f % k)
+{where}                B[v0, v1] = A[v0, v1] + T.float32(1)
+""")
+
+
+def test_a_binding_past_its_domain_is_unproven_and_its_predicate_proves_it():
+    """Without its T.where the last tile binds v0 past m: the model took v0 inside [0, m)
+    and proved B[v0, v1] in bounds, and the kernel wrote 15 floats past B (audit
+    helper-179). It is unproven now: strict refuses it, a build warns; with the predicate
+    (what split writes) the binding's `value < m` proves it."""
+    from sched.polyhedral.in_bounds import OutOfBoundsError
+
+    with pytest.raises(OutOfBoundsError, match="binds v0: a binding the model cannot read"):
+        sched.build(_past_the_last_tile(False), target="c", check_bounds="strict")
+    with pytest.warns(UserWarning, match="binds v0, a binding that is not affine"):
+        sched.build(_past_the_last_tile(False), target="c")
+    kernel = sched.build(_past_the_last_tile(True), target="c", check_bounds="strict")
+    a = np.random.default_rng(2).standard_normal((9, 5)).astype(np.float32)
+    storage = np.full(45 + 16, -1, np.float32)
+    kernel(a, storage[:45].reshape(9, 5))
+    assert_close(storage[:45].reshape(9, 5), a + 1)
+    assert (storage[45:] == -1).all()
