@@ -235,11 +235,18 @@ class _MergeSiblings(IRMutator):
         by_tag = {inner.thread_tag: inner for inner in nest}
         if len(by_tag) != len(nest) or set(by_tag) & set(self.enclosing):
             return None
+        inside = {inner.thread_tag for inner in collect(body, For) if _is_thread_loop(inner)}
         full = []
         for tag in THREAD_ORDER:
             if tag in by_tag:
                 full.append(by_tag[tag])
             elif self.block[tag] > 1 and tag not in self.enclosing:
+                if tag in inside:
+                    # a loop of that axis deeper in the body (a fragment's fill run per
+                    # thread by _PrivateCopiesPerThread, under a serial loop): another
+                    # around it would run each thread's part once per thread (audit
+                    # helper-180: `sched_threadIdx_x` defined twice); the nest stays apart
+                    return None
                 full.append(For(Var(f"sched_{tag.replace('.', '_')}", "int32"), IntImm(0),
                                 IntImm(self.block[tag]), "thread_binding", seq(), tag))
         return full, body

@@ -102,3 +102,52 @@ def test_a_global_intermediate_in_a_thread_loop_is_shared_along_the_axes_inside(
     script = lower(sch.func, target="c").script()
     assert 'C = T.decl_buffer((16,), "float32")' in script
     assert "T.max(C[i_1_1 * 4 + ax0], T.float32(0.0))" in script
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_fragment_fill_decomposed_at_the_warp_loop(target):
+    """A wmma matmul's accumulator fill decomposed at the warp loop (threadIdx.y), so that it
+    runs in a nest of its own beside the cooperative copies under threadIdx.x: the C target's
+    thread emulation wrapped the fill per thread and then again in the block's threadIdx.x
+    loop, an internal error ("sched_threadIdx_x is defined twice": audit helper-180)."""
+    from sched.hand_schedules.gpu import _fragment_loops
+
+    M, N, K = 32, 64, 32
+    A = te.placeholder((M, K), "float16", name="A")
+    B = te.placeholder((K, N), "float16", name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(
+        te.cast(A[i, k], "float32") * te.cast(B[k, j], "float32"), axis=k), name="C")
+    sch = sched.Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_block("C")
+    i, j, r = sch.get_loops(block)
+    bi, ii = sch.split(i, [None, 16])
+    bj, wj, jj = sch.split(j, [None, 2, 16])
+    ko, kk = sch.split(r, [None, 16])
+    sch.reorder(bi, bj, wj, ko, ii, jj, kk)
+    for loop, axis in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (wj, "threadIdx.y")):
+        sch.bind(loop, axis)
+    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(accumulator, wj)
+    fragments = []
+    for index, scope in ((0, "wmma.matrix_a"), (1, "wmma.matrix_b")):
+        shared = sch.cache_read(block, index, "shared")
+        fragments.append(sch.cache_read(block, index, scope))
+        sch.compute_at(fragments[-1], ko)
+        sch.compute_at(shared, ko)
+        _, ty, tx = sch.split(sch.fuse(*sch.get_loops(shared)[-2:]), [None, 2, 32])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+    init = sch.decompose_reduction(block, wj)
+    sch.tensorize(_fragment_loops(sch, fragments[0]), "wmma_load_16x16x16_f16_a")
+    sch.tensorize(_fragment_loops(sch, fragments[1]), "wmma_load_16x16x16_f16_b")
+    sch.tensorize(sch.get_loops(init)[-2], "wmma_fill_16x16x16_f32")
+    sch.tensorize(sch.get_loops(block)[-3], "wmma_sync_16x16x16_f16f16f32")
+    sch.tensorize(_fragment_loops(sch, accumulator), "wmma_store_16x16x16_f32_global")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.zeros((M, N), np.float32)
+    sched.build(sch.func, target=target)(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4,
+                               atol=1e-3)
