@@ -307,9 +307,7 @@ class ArgumentBinder:
         values: dict[Var, int] = {}
         for var in self.symbolic_vars:
             if var not in self.dim_sources:
-                raise KernelArgumentError(
-                    f"kernel '{self.func.name}': symbolic dim '{var.name}' is never a dimension "
-                    f"of its own in a parameter's shape, so no argument binds it")
+                raise KernelArgumentError(unbound_dim_message(self.func, var))
             k, d = self.dim_sources[var]
             values[var] = shapes[k][2][d]
             if values[var] > largest_dim(var.dtype):
@@ -442,6 +440,21 @@ def entry_condition_c(func: PrimFunc) -> tuple[tuple[Var, ...], str] | None:
     except isl.Error as error:
         raise ValueError(f"isl cannot write the entry condition as C: {error}") from None
     return tuple(by_name[name] for name in names), f"({text})"
+
+
+def unbound_dims(func: PrimFunc) -> list[Var]:
+    """The symbolic dims of `func` that no parameter's shape has as a dimension of its own
+    (`(16 * n,)` only): no argument gives their values."""
+    bound = {dim for buffer in func.buffers for dim in buffer.shape if isinstance(dim, Var)}
+    return [var for var in func.symbolic_vars if var not in bound]
+
+
+def unbound_dim_message(func: PrimFunc, var: Var) -> str:
+    """Why `var` (of `unbound_dims`) has no value, and how to give it one."""
+    return (f"kernel '{func.name}': symbolic dim '{var.name}' is never a dimension of its own "
+            f"in a parameter's shape, so no argument binds it: pass it as a parameter "
+            f"(te.create_prim_func([..., {var.name}]), or `{var.name}: T.int32` in a script's "
+            f"signature) or give a parameter a dimension of exactly {var.name}")
 
 
 def largest_dim(dtype: str) -> int:

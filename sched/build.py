@@ -7,7 +7,7 @@ import warnings
 from sched.errors import BuildError, ScheduleError
 from sched.ir.module import IRModule
 from sched.ir.nodes import PrimFunc
-from sched.lower.build_checks import refuse_out_of_bounds, refuse_races
+from sched.lower.build_checks import refuse_out_of_bounds, refuse_races, refuse_unbound_dims
 from sched.targets import BUILD_TARGETS, parse_target
 
 
@@ -136,6 +136,7 @@ def build(func, target: str = "c", *, arch: str | None = None,
 
 def _build_for_target(func, target, arch, compiler, debug, check_bounds, thread_order,
                       fast_math, sanitize, check_races, trace, extern_c):
+    refuse_unbound_dims(func)
     refuse_out_of_bounds(func, check_bounds)
     if check_races:
         refuse_races(func)

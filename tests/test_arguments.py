@@ -211,6 +211,24 @@ def test_symbolic_dim_that_no_shape_binds():
         ArgumentBinder(func, "cpu").bind((np.zeros(4, np.float32),))
 
 
+def test_a_symbolic_dim_only_inside_a_shape_expression_is_refused_at_build():
+    """`(16 * n,)` its only use: the build was accepted and every call failed, without the
+    fix (audit helper-180); passed as a parameter, n runs."""
+    import sched
+    from sched import compute as te
+    from sched.errors import BuildError
+
+    n = te.var("n")
+    A = te.placeholder((16 * n,), "float32", name="A")
+    C = te.compute((16 * n,), lambda i: A[i] * 2.0, name="C")
+    with pytest.raises(BuildError, match=r"symbolic dim 'n' is never a dimension of its own .* "
+                                         r"pass it as a parameter \(te.create_prim_func"):
+        sched.build(te.create_prim_func([A, C]), target="c")
+    a, c = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    sched.build(te.create_prim_func([A, C, n]), target="c")(a, c, 2)
+    np.testing.assert_array_equal(c, a * 2)
+
+
 def test_a_symbolic_dim_beyond_its_dtype_is_refused():
     """The kernel takes n as an int16: 40000 rows ran as n = -25536 and wrote nothing on the
     Python path (the C entry refused; audit helper-73)."""

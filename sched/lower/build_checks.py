@@ -13,6 +13,16 @@ from sched.ir.nodes import PrimFunc
 CHECK_BOUNDS = ("static", "strict", "off")
 
 
+def refuse_unbound_dims(func: PrimFunc) -> None:
+    """Refuse a symbolic dim no argument gives (`(16 * n,)` its only use): every call failed
+    (audit helper-180)."""
+    from sched.arguments import unbound_dim_message, unbound_dims
+
+    unbound = unbound_dims(func)
+    if unbound:
+        raise BuildError(f"build: {unbound_dim_message(func, unbound[0])}")
+
+
 def refuse_out_of_bounds(func: PrimFunc, check_bounds: str = "static") -> None:
     """Refuse `func` when it accesses out of bounds (see build's `check_bounds`)."""
     if check_bounds not in CHECK_BOUNDS:
