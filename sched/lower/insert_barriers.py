@@ -77,7 +77,10 @@ class _Threads:
 
     axis: dict
     needed: frozenset
-    extent: dict = field(default_factory=dict)      # variable -> its loop's extent
+    # variable -> its loop's (min, extent): a loop bound to threadIdx may start past 0
+    # (`T.thread_binding(8, 16, ...)`: audit helper-182 saw S[tx - 8] and S[15 - tx] taken
+    # for one thread's own over 0 .. 7, and a barrier dropped)
+    extent: dict = field(default_factory=dict)
     # variables bound by serial loops, with the constant range of their values (None where
     # it is not constant, and for lets): two accesses may see other values of them
     varying: dict = field(default_factory=dict)
@@ -89,27 +92,31 @@ class _Threads:
     def variables(self) -> set:
         return set(self.axis)
 
-    def own(self, index: tuple, pins: frozenset | None, other_pins: frozenset | None) -> bool:
-        """Whether two accesses of `index`, made where `pins` and `other_pins` pin thread
-        variables, are by one thread: the index and the pins both accesses share fix every
-        axis and different threads give different elements for the same values of the other
-        variables (isl). The variables of serial loops in the index are not taken at the same
-        values: two accesses of `S[tx + k]` in different iterations of k touch other threads'
-        elements (S[tx + 1] at k = 1 is thread tx + 1's at k = 0), and sibling loops may bind
-        variables of one name (helper-64: no barrier, a race); the elements of different
-        threads must differ for every value of them in their loops' ranges (`S[tx * 4 + v]`,
-        v < 4, stays one thread's own). A let's variable makes no index one thread's own."""
-        used = {self.axis[v] for i in index for v in free_vars(i) if v in self.axis}
+    def own(self, index: tuple, pins: frozenset | None, other_pins: frozenset | None,
+            other_index: tuple | None = None) -> bool:
+        """Whether two accesses, of `index` and `other_index` (by default `index`), made where
+        `pins` and `other_pins` pin thread variables, are by one thread: each index and the
+        pins both accesses share fix every axis, and different threads give different
+        elements for the same values of the other variables (isl). The variables of serial
+        loops in the indices are not taken at the same values: two accesses of `S[tx + k]` in
+        different iterations of k touch other threads' elements (S[tx + 1] at k = 1 is thread
+        tx + 1's at k = 0), and sibling loops may bind variables of one name (helper-64: no
+        barrier, a race); the elements of different threads must differ for every value of
+        them in their loops' ranges (`S[tx * 4 + v]`, v < 4, stays one thread's own; a
+        pipeline's `S[k % 2, tx]` written and `S[(k - 1) % 2, tx]` read stay thread tx's:
+        audit helper-180); a let's, or a loop's of no constant range, may take any value."""
+        other_index = index if other_index is None else other_index
         pinned = {self.axis[v] for v, _ in pins} if pins and pins == other_pins else set()
-        if not (used and self.needed <= used | pinned):
-            return False
+        for each in (index, other_index):
+            used = {self.axis[v] for i in each for v in free_vars(i) if v in self.axis}
+            if not (used and self.needed <= used | pinned):
+                return False
         pinned_vars = {v for v, _ in pins} if pins and pins == other_pins else set()
-        variables = {v for i in index for v in free_vars(i)}
+        variables = {v for i in (*index, *other_index) for v in free_vars(i)}
         threads = tuple(sorted(variables & set(self.axis) - pinned_vars, key=lambda v: v.name))
         loops = tuple(sorted(variables & set(self.varying), key=lambda v: v.name))
-        if any(self.varying[v] is None for v in loops):
-            return False
-        return _owned(index, threads, tuple(self.extent.get(v) for v in threads), loops,
+        return _owned(index, other_index, threads,
+                      tuple(self.extent.get(v) for v in threads), loops,
                       tuple(self.varying[v] for v in loops))
 
     def one_thread(self, pins: frozenset | None) -> bool:
@@ -118,26 +125,32 @@ class _Threads:
 
 
 @functools.lru_cache(maxsize=4096)
-def _owned(index: tuple, threads: tuple, extents: tuple, loops: tuple, ranges: tuple) -> bool:
-    """Whether different values of the thread variables `threads` (each in [0, extent)) give
-    different elements `index`, whatever the values of the serial loops' variables `loops`
-    (each in its range, inclusive) for each, and for every value of the other variables
-    (`S[tx // 2]` and `S[ty + tx]` are shared by several threads), asked of isl; False where
-    it cannot read."""
-    if not threads or any(not isinstance(e, IntImm) for e in extents):
+def _owned(index: tuple, other_index: tuple, threads: tuple, extents: tuple, loops: tuple,
+           ranges: tuple) -> bool:
+    """Whether different values of the thread variables `threads` (each over its loop's
+    `extents` entry, (min, extent)) never
+    give one element as `index` and as `other_index`, whatever the values of the serial
+    loops' variables `loops` (each in its range, inclusive, or any value where it is None)
+    for each, and for every value of the other variables (`S[tx // 2]` and `S[ty + tx]` are
+    shared by several threads), asked of isl; False where it cannot read."""
+    if not threads or any(r is None or not all(isinstance(x, IntImm) for x in r)
+                          for r in extents):
         return False
-    parts = [to_isl(i) for i in index]
-    if any(p is None for p in parts):
+    parts, other_parts = [to_isl(i) for i in index], [to_isl(i) for i in other_index]
+    if any(p is None for p in (*parts, *other_parts)):
         return False
     names = [isl_name(v) for v in threads]
     loop_names = [isl_name(v) for v in loops]
-    others = sorted({isl_name(v) for i in index for v in free_vars(i)}
+    others = sorted({isl_name(v) for i in (*index, *other_index) for v in free_vars(i)}
                     - set(names) - set(loop_names))
-    bounds = [f"0 <= {n} < {e.value}" for n, e in zip(names, extents)] + \
-        [f"{low} <= {n} <= {high}" for n, (low, high) in zip(loop_names, ranges)]
-    touched = read_map(f"[{', '.join(others)}] -> {{ [{', '.join(names + loop_names)}] -> "
-                       f"[{', '.join(parts)}] : {' and '.join(bounds)} }}")
-    same_element = touched.apply_range(touched.reverse())
+    bounds = " and ".join(
+        [f"{lo.value} <= {n} < {lo.value + e.value}" for n, (lo, e) in zip(names, extents)] +
+        [f"{r[0]} <= {n} <= {r[1]}" for n, r in zip(loop_names, ranges) if r is not None]
+    ) or "true"
+    space = f"[{', '.join(others)}] -> {{ [{', '.join(names + loop_names)}] -> "
+    touched = read_map(f"{space}[{', '.join(parts)}] : {bounds} }}")
+    other_touched = read_map(f"{space}[{', '.join(other_parts)}] : {bounds} }}")
+    same_element = touched.apply_range(other_touched.reverse())
     same_thread = isl.Map.universe(same_element.get_space())
     for p in range(len(names)):
         same_thread = same_thread.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
@@ -159,11 +172,11 @@ class _Accesses:
                     continue
                 if thread == other_thread and self.private.one_thread(thread):
                     continue            # both made by one thread: in its own program order
-                # the same index of the same view, built from the thread's own index: one
-                # thread's element (views of one storage of other shapes index other
-                # elements: helper-64)
-                if index == other_index and shape == other_shape and \
-                        self.private.own(index, thread, other_thread):
+                # indices of the same view built from the thread's own index, which no two
+                # threads share: one thread's elements (views of one storage of other shapes
+                # index other elements: helper-64)
+                if shape == other_shape and len(index) == len(other_index) and \
+                        self.private.own(index, thread, other_thread, other_index):
                     continue
                 return True
         return False
@@ -374,7 +387,7 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
                        frozenset(loop.thread_tag for loop in threads
                                  if not (isinstance(loop.extent, IntImm)
                                          and loop.extent.value == 1)),
-                       {loop.loop_var: loop.extent for loop in threads},
+                       {loop.loop_var: (loop.min, loop.extent) for loop in threads},
                        _varying(func))
     return dataclasses.replace(func, body=_Inserter(tracked, private).visit(func.body).stmt)
 

@@ -435,3 +435,40 @@ def test_a_pipeline_that_puts_a_reader_before_another_threads_writer_is_refused(
     sch.annotate(k, "software_pipeline_stage", stages)
     with pytest.raises(ScheduleError, match="would run R before W"):
         sch.annotate(k, "software_pipeline_order", order)
+
+
+
+def _per_thread_pipeline(extent: str):
+    return sched.parse(f"""
+@T.prim_func
+def f(A: T.Buffer((32, 32), "float32"), C: T.Buffer((32,), "float32")):
+    S = T.alloc_buffer((32,), "float32", scope="shared")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        with T.block("init"):
+            vt = T.axis.spatial(32, tx)
+            C[vt] = T.float32(0)
+        for k in T.serial({extent}, annotations={{"software_pipeline_stage": [0, 1],
+                                                 "software_pipeline_order": [0, 1]}}):
+            with T.block("S"):
+                vt = T.axis.spatial(32, tx)
+                vk = T.axis.opaque(32, k)
+                S[vt] = A[vt, vk] * T.float32(2)
+            with T.block("C"):
+                vt = T.axis.spatial(32, tx)
+                vk = T.axis.opaque(32, k)
+                C[vt] = C[vt] + S[vt]
+""")
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_pipelined_buffer_of_each_threads_own_slot_needs_no_barrier(target):
+    """S[k % 2, tx] written and S[(k - 1) % 2, tx] read after multi-buffering are thread tx's
+    own: the barriers put between them (compared as different indices) made a loop whose
+    extent depends on the thread refused, and a constant one synchronize three times for
+    nothing (audit helper-180)."""
+    a = np.random.default_rng(0).random((32, 32), dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    sched.build(_per_thread_pipeline("tx + 1"), target=target)(a, out)
+    np.testing.assert_allclose(out, [2 * a[t, :t + 1].sum() for t in range(32)], rtol=1e-5)
+    own = sched.build(_per_thread_pipeline("32"), target="cuda", arch="sm_90")
+    assert "__syncthreads" not in own.source
