@@ -40,6 +40,10 @@ BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
+def _starts_at_zero(loop: For) -> bool:
+    return isinstance(loop.min, IntImm) and loop.min.value == 0
+
+
 def _is_bound(loop: For) -> bool:
     return loop.kind == "thread_binding" and loop.thread_tag in BLOCK_TAGS + THREAD_TAGS
 
@@ -60,9 +64,15 @@ class _Unify(IRMutator):
         problem = nested_loop_problem(loop, outer)
         if problem is not None:
             raise ScheduleError("build", problem)
-        body = self.visit(substitute(loop.body, {loop.loop_var: outer.loop_var}))
+        # the thread index is the outer variable less its min; the inner variable is that
+        # index plus its own min (both loops start past 0 in `T.thread_binding(8, 16, ...)`:
+        # taken as starting at 0, the inner loop ran elements 0 .. 7: audit helper-182)
+        index = outer.loop_var if _starts_at_zero(outer) else \
+            binary("sub", outer.loop_var, outer.min)
+        value = index if _starts_at_zero(loop) else binary("add", index, loop.min)
+        body = self.visit(substitute(loop.body, {loop.loop_var: value}))
         if loop.extent != outer.extent:
-            body = IfThenElse(binary("lt", outer.loop_var, loop.extent), body)
+            body = IfThenElse(binary("lt", index, loop.extent), body)
         return body
 
 
