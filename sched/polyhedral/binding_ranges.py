@@ -8,16 +8,18 @@ loops: fusing a tile's copy loops of extents 4 and `k` binds `v0 = i_0 * 4 + f /
 `i_0 = 0` seemed to write row 4, and a parallel `i_0` was refused as carrying a dependence
 (audit helper-178).
 
-    binding_range(i_0 * 4 + f // k, loops, dims)  # ("4 * i_0", "4 * i_0 + 3") as isl texts
+    binding_range(i_0 * 4 + f // k, loops, predicate, dims)   # 4*i_0 .. 4*i_0 + 3, isl texts
 
 Each term's range, over divisors that are positive on every run (a positive constant, a
 symbolic dim, a product of those):
 
 - `x // d` where x is at least 0 (a sum of loops from 0 times constants of at least 0) and
-  below `q * d` (factors in any order): 0 .. q - 1. x is below a loop's extent, or below the
-  bound of a conjunct `x < e` of the block's predicate (a split of the fused loop gives
-  `f_0 * 4 + f_1` and `T.where(f_0 * 4 + f_1 < 4 * k)`); where e has no factor d but is
-  affine, 0 .. e - 1 (x // d <= x for x >= 0, d >= 1);
+  below `q * d` (factors in any order): 0 .. q - 1. x is below a loop's extent, below the
+  bound of a conjunct `x < e` of the block's predicate (a split of the fused loop that does
+  not divide gives `f_0 * 4 + f_1` and `T.where(f_0 * 4 + f_1 < 4 * k)`), or, for the loops
+  of a split that divides (`f_0 * 4 + f_1`, f_1 < 4), below the outer loop's extent times its
+  constant; where that bound has no factor d but is affine, 0 .. e - 1 (x // d <= x for
+  x >= 0, d >= 1);
 - `x % d`: 0 .. d - 1 where d - 1 is affine;
 - an affine term: itself; `c * t` and `t * c` for a constant c: the range of t scaled.
 """
