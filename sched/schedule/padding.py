@@ -142,11 +142,17 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_name: str
         # in the stored value it is data, whose int32 arithmetic wraps; as loop bounds or a
         # predicate it would be exact (audit helper-155: vi * 2**30 < 1 held at vi = 2..4;
         # helper-157: a symbolic size's v < n + 1 at n = 2**31 - 1, a legal size)
+        sizes = sorted(v.name for v in free_vars(condition)
+                       if v in func.symbolic_vars and v.dtype == "int32")
+        # (a constant bound is no advice for a symbolic size: audit helper-178)
+        advice = (f"declare {', '.join(sizes)} int64 (te.var(name, 'int64'), T.int64()), "
+                  f"whose arithmetic does not wrap there" if sizes else
+                  "pad with a condition of constant bounds")
         raise ScheduleError(PRIMITIVE, f"the padding condition {condition.script()} of block "
                             f"{block_name!r} computes int32 arithmetic that may wrap (in the "
                             f"stored value it is data), which loop bounds would compute "
                             f"exactly (with a symbolic size: at sizes near 2**31); keep the "
-                            f"block as it is, or pad with a condition of constant bounds")
+                            f"block as it is, or {advice}")
     taken = taken_names(func)
     fill_name = fresh(f"{block_name}_pad_const", taken)
     fill_vars = {lp.loop_var: Var(fresh(lp.loop_var.name, taken), lp.loop_var.dtype)

@@ -174,8 +174,21 @@ def test_a_padding_condition_whose_int32_arithmetic_wraps_is_not_moved_into_loop
     P = te.compute((n + 2,), lambda i: te.if_then_else(te.all(i >= 1, i < n + 1), A[i - 1], 0.0),
                    name="P")
     sch = sched.Schedule(te.create_prim_func([A, P]))
-    with pytest.raises(ScheduleError, match="computes int32 arithmetic that may wrap"):
+    with pytest.raises(ScheduleError, match="computes int32 arithmetic that may wrap .* or "
+                                            "declare n int64"):
         sch.decompose_padding(sch.get_block("P"), sch.get_loops(sch.get_block("P"))[0])
+    # the advice: an int64 size, whose n + 1 does not wrap (helper-178 was told to pad with
+    # constant bounds, which a symbolic size cannot)
+    n = te.var("n", "int64")
+    A = te.placeholder((n,), name="A")
+    P = te.compute((n + 2,), lambda i: te.if_then_else(te.all(i >= 1, i < n + 1), A[i - 1], 0.0),
+                   name="P")
+    sch = sched.Schedule(te.create_prim_func([A, P]))
+    sch.decompose_padding(sch.get_block("P"), sch.get_loops(sch.get_block("P"))[0])
+    a = np.random.default_rng(0).standard_normal(7).astype(np.float32)
+    p = np.full(9, -1, np.float32)
+    sched.build(sch.func, target="c")(a, p)
+    np.testing.assert_array_equal(p, np.pad(a, 1))
 
 
 def test_a_padding_condition_of_int64_arithmetic_past_2_63_keeps_its_wrap_as_a_predicate():
