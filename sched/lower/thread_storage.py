@@ -22,6 +22,7 @@ from sched.ir.nodes import (
     For,
     IntImm,
     PrimFunc,
+    binary,
     is_thread_private,
 )
 from sched.lower.gpu_threads import BLOCK_TAGS, THREAD_TAGS
@@ -72,7 +73,10 @@ class HoistAllocations(IRMutator):
             return dataclasses.replace(loop, body=body)
         if tag in THREAD_TAGS:
             previous = self.thread_vars.get(tag)
-            self.thread_vars[tag] = node.loop_var
+            # the thread index: the variable less its loop's min (`T.thread_binding(1, 34)`
+            # indexed copies M[33] with tx up to 33, past the end: audit helper-183)
+            self.thread_vars[tag] = node.loop_var if _is_zero(node.min) else \
+                binary("sub", node.loop_var, node.min)
             loop = self.visit_children(node)
             if previous is None:
                 del self.thread_vars[tag]
@@ -99,6 +103,10 @@ class HoistAllocations(IRMutator):
             return node
         buffer, tags = expanded
         return BufferStore(buffer, node.value, self._thread_index(tags) + node.indices)
+
+
+def _is_zero(expr: Expr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 0
 
 
 def refuse_parallel_loops(func: PrimFunc) -> None:

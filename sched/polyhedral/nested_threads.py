@@ -9,7 +9,9 @@ step never accepts what the build refuses. Structural: it asks no isl question.
 
 from __future__ import annotations
 
+from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRVisitor, collect, free_vars
+from sched.ir.intervals import interval
 from sched.ir.nodes import BlockRealize, For, IntImm, PrimFunc
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -38,18 +40,32 @@ def nested_loop_problem(loop: For, outer: For, outer_vars: frozenset = frozenset
                 f"too: nested loops of one block axis would share one block index and compute "
                 f"only part of the iterations; fuse the two loops and bind the fused loop, or "
                 f"bind them to different axes (blockIdx.x, blockIdx.y)")
-    if isinstance(loop.extent, IntImm) and isinstance(outer.extent, IntImm) \
-            and loop.extent.value > outer.extent.value:
-        return (f"loop {name!r} is bound to {tag} with extent {loop.extent.value}, inside loop "
-                f"{outer_name!r} bound to it with extent {outer.extent.value}: a nested loop of "
-                f"one thread axis cannot use more threads than the outer one; split it by "
-                f"{outer.extent.value}")
+    if not _at_most(loop.extent, outer.extent):
+        # (an extent not known to be at most the outer one, `n` or `k + 1`, ran only the
+        # iterations below the outer extent: audit helper-183)
+        return (f"loop {name!r} is bound to {tag} with extent {loop.extent.script()}, inside "
+                f"loop {outer_name!r} bound to it with extent {outer.extent.script()}: a nested "
+                f"loop of one thread axis cannot use more threads than the outer one (its "
+                f"extent must be at most the outer one's whatever its variables); split it by "
+                f"{outer.extent.script()}")
     if ({outer.loop_var} | set(outer_vars)) & set(free_vars(loop.body)):
         return (f"loop {name!r} is bound to {tag} inside loop {outer_name!r} bound to {tag} "
                 f"too, and its body uses {outer_name!r}: one thread index cannot stand for "
                 f"both loops; fuse them and bind the fused loop, or bind them to different "
                 f"axes (threadIdx.x, threadIdx.y)")
     return None
+
+
+def _at_most(extent, outer_extent) -> bool:
+    """Whether `extent` is at most `outer_extent` for every value of its variables (each over
+    its type: `T.min(8, n)` within 8), or the same expression."""
+    if extent == outer_extent:
+        return True
+    if not isinstance(outer_extent, IntImm):
+        return False
+    found = interval(extent, {v: (min_value(v.dtype), max_value(v.dtype))
+                              for v in free_vars(extent) if is_int(v.dtype)})
+    return found is not None and found[0][1] <= outer_extent.value
 
 
 class _NestedAxes(IRVisitor):
