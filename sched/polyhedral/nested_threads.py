@@ -40,6 +40,14 @@ def nested_loop_problem(loop: For, outer: For, outer_vars: frozenset = frozenset
                 f"too: nested loops of one block axis would share one block index and compute "
                 f"only part of the iterations; fuse the two loops and bind the fused loop, or "
                 f"bind them to different axes (blockIdx.x, blockIdx.y)")
+    bounds = set(free_vars(loop.min)) | set(free_vars(loop.extent))
+    if ({outer.loop_var} | set(outer_vars)) & bounds:
+        # (`T.thread_binding(tx, tx + 2)` or an extent `T.min(tx, 4)` inside tx's loop ran
+        # the wrong iterations, or none: audit helper-184)
+        return (f"loop {name!r} is bound to {tag} inside loop {outer_name!r} bound to {tag} "
+                f"too, and its bounds use {outer_name!r}: one thread index cannot stand for "
+                f"both loops; fuse them and bind the fused loop, or bind them to different "
+                f"axes (threadIdx.x, threadIdx.y)")
     if not _at_most(loop.extent, outer.extent):
         # (an extent not known to be at most the outer one, `n` or `k + 1`, ran only the
         # iterations below the outer extent: audit helper-183)
@@ -65,7 +73,7 @@ def _at_most(extent, outer_extent) -> bool:
         return False
     found = interval(extent, {v: (min_value(v.dtype), max_value(v.dtype))
                               for v in free_vars(extent) if is_int(v.dtype)})
-    return found is not None and found[0][1] <= outer_extent.value
+    return found is not None and not found[1] and found[0][1] <= outer_extent.value
 
 
 class _NestedAxes(IRVisitor):

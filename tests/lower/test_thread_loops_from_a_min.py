@@ -126,3 +126,21 @@ def f(a: T.handle, b: T.handle):
     b = np.zeros(6, np.float32)
     sched.build(nested("T.min(8, n)"), target="c")(a, b)
     np.testing.assert_array_equal(b, a * 2)
+
+
+@pytest.mark.parametrize("bounds", ["tx, tx + 2", "T.min(tx, 4)"])
+def test_a_nested_loop_of_one_thread_axis_bounded_by_the_outer_index_is_refused(bounds):
+    # the outer index in the inner loop's min or extent: one index stood for both loops and
+    # the kernel ran the wrong iterations, or none (audit helper-184)
+    func = sched.parse(f"""
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for tx in T.thread_binding(8, thread="threadIdx.x"):
+        for ty in T.thread_binding({bounds}, thread="threadIdx.x"):
+            with T.block("B"):
+                vi = T.axis.spatial(16, ty)
+                B[vi] = A[vi] * T.float32(2)
+""")
+    with pytest.raises(sched.ScheduleError, match="its bounds use 'tx': one thread index "
+                                                  "cannot stand for both loops"):
+        sched.build(func, target="c")
