@@ -28,8 +28,6 @@ from dataclasses import dataclass
 
 from sched.arguments import (
     ArgumentBinder,
-    entry_condition_c,
-    entry_condition_function,
     largest_dim,
     numpy_dtype,
 )
@@ -48,6 +46,7 @@ from sched.c.object_layout import (
     TYPE_OFFSET,
     WRITEABLE,
 )
+from sched.entry_condition import entry_condition_c, entry_condition_function
 from sched.ir.nodes import BinaryOp, Buffer, Expr, IntImm, PrimFunc, Var
 
 

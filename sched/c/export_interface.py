@@ -16,7 +16,7 @@ checks are those a sched kernel call makes on the values the C caller passes: ea
 pointer non-NULL and aligned to its element (16 bytes where the CUDA kernel moves it as
 float4), no written buffer overlapping another argument (the kernel's pointers are
 `restrict`), and the condition under which every access is in bounds
-(`sched.arguments.entry_condition_c`, written by isl) unless the kernel was built with
+(`sched.entry_condition.entry_condition_c`, written by isl) unless the kernel was built with
 `check_bounds="off"`. The shapes themselves are the caller's promise: a C pointer carries none.
 """
 
@@ -28,14 +28,16 @@ from dataclasses import dataclass
 from sched.arguments import (
     ArgumentBinder,
     beyond_dim,
-    entry_condition_c,
-    entry_condition_function,
     largest_dim,
-    magnitude_checked_scalars,
     numpy_dtype,
 )
 from sched.c.entry import NARROW_RANGES
 from sched.c.names import RESERVED, function_identifier, sanitize
+from sched.entry_condition import (
+    entry_condition_c,
+    entry_condition_function,
+    magnitude_checked_scalars,
+)
 from sched.ir.nodes import BinaryOp, Buffer, Cast, Expr, IntImm, PrimFunc, Var
 
 STATUSES = (   # (name, value, what it means): the common enum of every export
