@@ -93,7 +93,12 @@ def test_a_fused_copy_of_a_symbolic_tile_keeps_its_concurrent_loop(gpu):
         assert_close(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
-def _accumulate(rows: int):
+def _tiled_rows(rows: int = 4, guarded: bool = True, accumulate: bool = False):
+    """B over tiles of 4 of its m rows, each tile's `rows` rows as one loop over `rows * k`
+    (a fused copy's binding `i_0 * 4 + f // k`), with or without the predicate a split
+    writes; `accumulate`: B += A (two tiles updating one row race), else B = A + 1."""
+    where = "                T.where(i_0 * 4 + f // k < m)\n" if guarded else ""
+    value = "B[v0, v1] + A[v0, v1]" if accumulate else "A[v0, v1] + T.float32(1)"
     return sched.parse(f"""
 @T.prim_func
 def f(a: T.handle, b: T.handle):
@@ -106,13 +111,12 @@ def f(a: T.handle, b: T.handle):
             with T.block("B"):
                 v0 = T.axis.spatial(m, i_0 * 4 + f // k)
                 v1 = T.axis.spatial(k, f % k)
-                T.where(i_0 * 4 + f // k < m)
-                B[v0, v1] = B[v0, v1] + A[v0, v1]
+{where}                B[v0, v1] = {value}
 """)
 
 
 def test_rows_within_the_tile_run_in_parallel_and_rows_past_it_are_refused():
-    sch = sched.Schedule(_accumulate(4))
+    sch = sched.Schedule(_tiled_rows(4, accumulate=True))
     sch.parallel(sch.get_loops(sch.get_block("B"))[0])
     kernel = sched.build(sch.func, target="c")
     rng = np.random.default_rng(1)
@@ -122,27 +126,9 @@ def test_rows_within_the_tile_run_in_parallel_and_rows_past_it_are_refused():
         kernel(a, b)
         assert_close(b, expected)
     # five rows per tile: row 4 of one tile is row 0 of the next, updated by both
-    sch = sched.Schedule(_accumulate(5))
+    sch = sched.Schedule(_tiled_rows(5, accumulate=True))
     with pytest.raises(sched.ScheduleError, match="loop 'i_0' carries a flow dependence"):
         sch.parallel(sch.get_loops(sch.get_block("B"))[0])
-
-
-def _past_the_last_tile(guarded: bool):
-    where = "                T.where(i_0 * 4 + f // k < m)\n" if guarded else ""
-    return sched.parse(f"""
-@T.prim_func
-def f(a: T.handle, b: T.handle):
-    m = T.int32()
-    k = T.int32()
-    A = T.match_buffer(a, (m, k), "float32")
-    B = T.match_buffer(b, (m, k), "float32")
-    for i_0 in range((m + 3) // 4):
-        for f in range(4 * k):
-            with T.block("B"):
-                v0 = T.axis.spatial(m, i_0 * 4 + f // k)
-                v1 = T.axis.spatial(k, f % k)
-{where}                B[v0, v1] = A[v0, v1] + T.float32(1)
-""")
 
 
 def test_a_binding_past_its_domain_is_unproven_and_its_predicate_proves_it():
@@ -153,10 +139,10 @@ def test_a_binding_past_its_domain_is_unproven_and_its_predicate_proves_it():
     from sched.polyhedral.in_bounds import OutOfBoundsError
 
     with pytest.raises(OutOfBoundsError, match="binds v0: a binding the model cannot read"):
-        sched.build(_past_the_last_tile(False), target="c", check_bounds="strict")
+        sched.build(_tiled_rows(guarded=False), target="c", check_bounds="strict")
     with pytest.warns(UserWarning, match="binds v0, a binding that is not affine"):
-        sched.build(_past_the_last_tile(False), target="c")
-    kernel = sched.build(_past_the_last_tile(True), target="c", check_bounds="strict")
+        sched.build(_tiled_rows(guarded=False), target="c")
+    kernel = sched.build(_tiled_rows(guarded=True), target="c", check_bounds="strict")
     a = np.random.default_rng(2).standard_normal((9, 5)).astype(np.float32)
     storage = np.full(45 + 16, -1, np.float32)
     kernel(a, storage[:45].reshape(9, 5))
