@@ -31,6 +31,7 @@ from sched.ir.nodes import (
     PrimFunc,
     binary,
     const,
+    is_constant,
     is_thread_private,
 )
 from sched.lower.launch import MAX_THREADS_PER_BLOCK, LaunchConfig
@@ -38,10 +39,6 @@ from sched.polyhedral.nested_threads import nested_loop_problem
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-
-
-def _starts_at_zero(loop: For) -> bool:
-    return isinstance(loop.min, IntImm) and loop.min.value == 0
 
 
 def _is_bound(loop: For) -> bool:
@@ -67,9 +64,9 @@ class _Unify(IRMutator):
         # the thread index is the outer variable less its min; the inner variable is that
         # index plus its own min (both loops start past 0 in `T.thread_binding(8, 16, ...)`:
         # taken as starting at 0, the inner loop ran elements 0 .. 7: audit helper-182)
-        index = outer.loop_var if _starts_at_zero(outer) else \
+        index = outer.loop_var if is_constant(outer.min, 0) else \
             binary("sub", outer.loop_var, outer.min)
-        value = index if _starts_at_zero(loop) else binary("add", index, loop.min)
+        value = index if is_constant(loop.min, 0) else binary("add", index, loop.min)
         body = self.visit(substitute(loop.body, {loop.loop_var: value}))
         if loop.extent != outer.extent:
             body = IfThenElse(binary("lt", index, loop.extent), body)

@@ -23,6 +23,7 @@ from sched.ir.nodes import (
     IntImm,
     PrimFunc,
     binary,
+    is_constant,
     is_thread_private,
 )
 from sched.lower.gpu_threads import BLOCK_TAGS, THREAD_TAGS
@@ -75,7 +76,7 @@ class HoistAllocations(IRMutator):
             previous = self.thread_vars.get(tag)
             # the thread index: the variable less its loop's min (`T.thread_binding(1, 34)`
             # indexed copies M[33] with tx up to 33, past the end: audit helper-183)
-            self.thread_vars[tag] = node.loop_var if _is_zero(node.min) else \
+            self.thread_vars[tag] = node.loop_var if is_constant(node.min, 0) else \
                 binary("sub", node.loop_var, node.min)
             loop = self.visit_children(node)
             if previous is None:
@@ -103,10 +104,6 @@ class HoistAllocations(IRMutator):
             return node
         buffer, tags = expanded
         return BufferStore(buffer, node.value, self._thread_index(tags) + node.indices)
-
-
-def _is_zero(expr: Expr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0
 
 
 def refuse_parallel_loops(func: PrimFunc) -> None:
