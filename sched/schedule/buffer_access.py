@@ -39,7 +39,7 @@ from sched.polyhedral.isl_expr import (
     to_isl_comparison,
 )
 from sched.schedule.base import BlockRV, ScheduleBase
-from sched.schedule.layout import read_lambda
+from sched.schedule.index_map import read_lambda
 from sched.schedule.state import find_block, replace
 from sched.schedule.trace import JSON_READERS
 
