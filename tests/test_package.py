@@ -20,7 +20,8 @@ ALLOWED = {
     "cuda": {"ir", "lower", "c"},     # CUDA C extends the C emitter
     "autoscheduler": {"ir", "compute", "polyhedral", "schedule", "lower", "c", "cuda"},
 }
-SHARED = {"errors", "env", "arguments", "targets"}   # top-level modules every package may use
+SHARED = {"errors", "env", "arguments", "entry_condition", "targets"}   # top-level modules every
+#   package may use (entry_condition: the part of arguments the C entry points write)
 # Single files allowed one later package, each for a stated reason (keep this list short).
 EXCEPTIONS = {
     # storage_align pads the buffer as the lowering compacts it: the step asks the lowering's
