@@ -101,6 +101,13 @@ class CExprEmitter(BitCallEmitter):
             return f"{self.helper('sched_bf16_to_f32')}({to_bf16}({value}))", _ATOM
         if node.dtype == "bool":
             return f"({value} != 0)", _ATOM
+        if node.value.dtype == "bool":
+            # a select, not a conversion: gcc 12.2's loop vectorizer (-O2 and -O3, any x86
+            # ISA) turns `(int32_t)(a | b)` of two comparisons into the vector mask, -1 for
+            # true, where it is a gathered load's index (`A[(int32_t)(a | b) + 2]` read A[1]:
+            # a bool max in an index on an AVX2 host); the select's form is vectorized right
+            one, zero = (f"({dtypes.storage_type(node.dtype)}){v}" for v in (1, 0))
+            return f"{value} ? {one} : {zero}", _SELECT
         if is_int(node.dtype) and is_float(node.value.dtype):     # C: undefined beyond range
             helper = f"sched_saturate_{dtypes.short_name(node.value.dtype)}_" \
                      f"{dtypes.short_name(node.dtype)}"

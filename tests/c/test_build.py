@@ -283,6 +283,34 @@ def test_a_bool_max_in_an_index_builds_and_computes():
     np.testing.assert_array_equal(c, a[(np.arange(16) < 8).astype(int)])
 
 
+BOOL_INDEX_SCRIPT = """
+@T.prim_func
+def gather(A: T.Buffer((40,), "int32"), C: T.Buffer((32,), "int32")):
+    for i in range(32):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = A[T.Cast("int32", {condition}) * 3 + 2]
+"""
+
+
+@pytest.mark.parametrize("condition, expected", [
+    ("vi < 8 or vi > 13", lambda i: (i < 8) | (i > 13)),
+    ("T.max(vi < 8, vi % 3 == 0)", lambda i: (i < 8) | (i % 3 == 0)),
+    ("vi < 8 and not vi % 3 == 0", lambda i: (i < 8) & (i % 3 != 0)),
+    ("T.min(vi < 20, vi > 5)", lambda i: (i < 20) & (i > 5)),
+])
+def test_a_bool_converted_to_an_index_is_zero_or_one(condition, expected):
+    # gcc 12.2's loop vectorizer (-O2/-O3, any x86 ISA) read `(int32_t)(a | b)` of two
+    # comparisons as the vector mask, -1 for true, in a gathered load's index: every `true`
+    # row read A[-1] on an AVX2 host; a bool converts to a number through a select now
+    gather = sched.parse(BOOL_INDEX_SCRIPT.format(condition=condition))
+    a, c = np.arange(40, dtype=np.int32) * 10, np.zeros(32, np.int32)
+    kernel = sched.build(gather, target="c")
+    kernel(a, c)
+    np.testing.assert_array_equal(c, a[expected(np.arange(32)).astype(int) * 3 + 2])
+    assert "? (int32_t)1 : (int32_t)0" in kernel.source
+
+
 def test_an_export_of_a_kernel_built_on_the_second_try_carries_its_flags(tmp_path,
                                                                          monkeypatch):
     real_run = c_build._run
