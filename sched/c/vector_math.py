@@ -42,8 +42,10 @@ EPYC (Zen 3, AVX2); max error, exact / `fast_math=True`:
     erf      1.14 / 1.43
     sigmoid  2.36 / 3.52 (fast: 0 below x = -87.3, where the result is under 2^-126)
     sqrt     correctly rounded (vsqrtps)
-    rsqrt    1.49 / 0.99 (fast: from the hardware estimate, which differs between CPUs;
-             measured on a Zen 5 at 4, 8 and 16 lanes)
+    rsqrt    1.49 / 1.49 (fast: 0.99 from the hardware estimate, which differs between
+             CPUs, measured on a Zen 5 at 4, 8 and 16 lanes; where the ISA has no estimate
+             for the vector's width, ARM or 16 lanes on an AVX2 host, the exact 1 / sqrt:
+             1.28 measured on an AVX2 Zen 3)
     abs      exact
 
 and for float64 (against numpy's 80-bit long double, in float64 ulps, 2^24 inputs): exp 1.00,
@@ -68,7 +70,7 @@ from __future__ import annotations
 # ulps of the float32 ones, (exact, fast_math): the measured figures above, rounded up
 MAX_ULPS_F64 = {"exp": 1.0, "log": 0.8, "sqrt": 0.5, "rsqrt": 1.5, "abs": 0}
 MAX_ULPS = {"exp": (1.1, 2.3), "log": (0.9, 0.9), "tanh": (1.4, 1.9), "erf": (1.2, 1.5),
-            "sigmoid": (2.4, 3.6), "sqrt": (0.5, 0.5), "rsqrt": (1.5, 1.0), "abs": (0, 0)}
+            "sigmoid": (2.4, 3.6), "sqrt": (0.5, 0.5), "rsqrt": (1.5, 1.5), "abs": (0, 0)}
 
 FLOAT32_FUNCTIONS = ("exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs")
 FLOAT64_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "abs")
@@ -331,9 +333,21 @@ static inline VF NAME(VF x) {
 
 _SELECT = """\
 static inline VF NAME(VI m, VF a, VF b) {   /* a where m is true (all ones), else b */
+#if !defined(__x86_64__) || defined(GUARD)
     return (VF)(((VI)a & m) | ((VI)b & ~m));
+#else
+    VF chosen;                 /* wider than the ISA's registers: lane by lane (see below) */
+    for (int lane = 0; lane < LANES; ++lane)
+        chosen[lane] = m[lane] ? a[lane] : b[lane];
+    return chosen;
+#endif
 }
 """
+# the guard of a vector that fits the x86 ISA's registers: a select on one wider (64 bytes of
+# float64 with AVX2, as SCHED_VECTOR_BYTES=64 gives on an AVX2 host) reinterpreted the lanes
+# of `__builtin_convertvector` from float32, and gcc 12.2 died (internal compiler error in
+# convert_mode_scalar, at -O1 too)
+_REGISTER_GUARDS = {16: "__SSE2__", 32: "__AVX__", 64: "__AVX512F__"}
 # min and max as the scalar code computes them ((b < a || b != b) ? b : a, (b > a || b != b) ?
 # b : a: a NaN in either operand gives NaN, and a on a tie, -0.0 against 0.0 included), which
 # x86's minps/maxps(b, a) do but for a NaN in b (they give a where either is a NaN): that one
@@ -409,8 +423,9 @@ def functions(op: str, short: str, lanes: int, fast: bool) -> list[tuple[str, st
     """(name, C definition) of vector function `op` and of the functions it calls, callees
     first. `short` names the element type: "f32" or "f64"."""
     if op == "select":
-        return [(select_name(short, lanes), _fill(_SELECT, short, lanes, select_name(short,
-                                                                                    lanes)))]
+        guard = _REGISTER_GUARDS.get(lanes * (4 if short == "f32" else 8), _NO_BUILTIN)
+        return [(select_name(short, lanes), _fill(_SELECT.replace("GUARD", guard), short, lanes,
+                                                  select_name(short, lanes)))]
     if op in ("min", "max", "clamp_min", "clamp_max"):
         return [*functions("select", short, lanes, fast),
                 (function_name(op, short, lanes, fast), _min_max(op, short, lanes))]
