@@ -29,6 +29,7 @@ from sched.ir.nodes import (
     Allocate,
     Barrier,
     BufferLoad,
+    Call,
     Expr,
     For,
     IfThenElse,
@@ -43,6 +44,7 @@ from sched.ir.nodes import (
     logical_and,
     seq,
 )
+from sched.lower.cross_thread_reduction import SHUFFLE_DOWN
 
 
 def _has_barrier(stmt: Stmt) -> bool:
@@ -120,13 +122,64 @@ class _Uniform:
         return dataclasses.replace(loop, body=self.visit(loop.body, guards))
 
 
+def _holds_shuffle(node) -> bool:
+    return any(call.op == SHUFFLE_DOWN for call in collect(node, Call))
+
+
+def _refuse_divergent_shuffles(stmt: Stmt, uniform: _Uniform) -> None:
+    """A warp shuffle (a cross-thread reduction's, CUDA) is made by all the lanes its mask
+    names at once, which may be several threadIdx.y rows of one warp: like a barrier, it may
+    not sit in a loop whose trip count differs between threads (`for r in range(ty + 1)`
+    around a reduction over 8 threadIdx.x lanes: the rows of a warp left it at different
+    times, a deadlock on cuda-emu, undefined on a GPU; audit helper-186), nor under a
+    condition that reads memory."""
+    if not _holds_shuffle(stmt):
+        return
+    if isinstance(stmt, For) and stmt.kind != "thread_binding" and any(
+            uniform.thread_dependent(bound) for bound in (stmt.min, stmt.extent)):
+        raise ScheduleError("build", f"loop '{stmt.loop_var.name}' holds a cross-thread "
+                            f"reduction (warp shuffles, which the lanes of a warp make "
+                            f"together) but its bounds ({stmt.min.script()}, extent "
+                            f"{stmt.extent.script()}) depend on the thread or on memory: "
+                            f"give the loop bounds that are the same for all threads, or "
+                            f"reduce in a loop outside it")
+    if isinstance(stmt, IfThenElse) and collect(stmt.condition, BufferLoad):
+        raise ScheduleError("build", f"a cross-thread reduction (warp shuffles, which the "
+                            f"lanes of a warp make together) sits under the condition "
+                            f"{stmt.condition.script()}, which reads memory and may differ "
+                            f"between threads: compute the condition's data before the "
+                            f"reduction or guard smaller statements")
+    if isinstance(stmt, While):
+        raise ScheduleError("build", f"a cross-thread reduction (warp shuffles, which the "
+                            f"lanes of a warp make together) sits in the while loop `while "
+                            f"{stmt.condition.script()}:`, whose trip count sched cannot "
+                            f"prove the same for every thread: write it as a for loop with "
+                            f"uniform bounds")
+    if isinstance(stmt, LetStmt) and uniform.thread_dependent(stmt.value):
+        uniform = _Uniform(uniform.thread_vars | {stmt.var})
+    for child in _child_statements(stmt):
+        _refuse_divergent_shuffles(child, uniform)
+
+
+def _child_statements(stmt: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(stmt, SeqStmt):
+        return stmt.stmts
+    if isinstance(stmt, IfThenElse):
+        return (stmt.then_body,) + (() if stmt.else_body is None else (stmt.else_body,))
+    if isinstance(stmt, (For, LetStmt, Allocate, While)):
+        return (stmt.body,)
+    return ()
+
+
 def uniform_barriers(func: PrimFunc) -> PrimFunc:
-    """`func` with no barrier under a thread-dependent condition (module docstring).
-    A function without barriers is returned unchanged."""
-    if not collect(func.body, Barrier):
-        return func
+    """`func` with no barrier under a thread-dependent condition (module docstring), and no
+    warp shuffle in a loop of thread-dependent bounds. A function without barriers is
+    returned unchanged."""
     thread_vars = frozenset(loop.loop_var for loop in collect(func.body, For)
                             if loop.kind == "thread_binding"
                             and loop.thread_tag.startswith("threadIdx"))
+    _refuse_divergent_shuffles(func.body, _Uniform(thread_vars))
+    if not collect(func.body, Barrier):
+        return func
     body = _Uniform(thread_vars).visit(func.body, ())
     return dataclasses.replace(func, body=body)

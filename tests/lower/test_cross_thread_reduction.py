@@ -294,3 +294,37 @@ def test_a_partial_last_warp_of_groups_shuffles_with_its_own_lanes(rng, threads,
     out = np.full(30, np.nan, "float32")
     sched.build(sch.func, target="cuda-emu")(a, out)
     assert_close(out, a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+TRIANGLE_OF_ROW_SUMS = """
+@T.prim_func
+def f(A: T.Buffer((4, 4, 16), "float32"), S: T.Buffer((4, 4), "float32")):
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for ty in T.thread_binding(4, thread="threadIdx.y"):
+            for r in range({extent}):
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    for ki in range(2):
+                        with T.block("S"):
+                            vi = T.axis.spatial(4, ty)
+                            vr = T.axis.spatial(4, r)
+                            vk = T.axis.reduce(16, tx * 2 + ki)
+                            with T.init():
+                                S[vi, vr] = T.float32(0)
+                            S[vi, vr] = S[vi, vr] + A[vi, vr, vk]
+"""
+
+
+def test_shuffles_in_a_loop_whose_trip_count_depends_on_the_row_are_refused(rng):
+    # four threadIdx.y rows of 8 lanes share a warp, whose shuffles they make together: with
+    # `range(ty + 1)` around the reduction the rows left the loop at different times (a
+    # deadlock on cuda-emu, undefined on a GPU; audit helper-186)
+    func = sched.parse(TRIANGLE_OF_ROW_SUMS.format(extent="ty + 1"))
+    for target in ("cuda-emu", "c"):
+        with pytest.raises(sched.ScheduleError, match="bounds .* depend on the thread"):
+            sched.build(func, target=target)
+    # the same rows over a loop of uniform bounds run
+    func = sched.parse(TRIANGLE_OF_ROW_SUMS.format(extent="4"))
+    a = rng.standard_normal((4, 4, 16)).astype("float32")
+    out = np.zeros((4, 4), "float32")
+    sched.build(func, target="cuda-emu")(a, out)
+    assert_close(out, a.sum(axis=2))
