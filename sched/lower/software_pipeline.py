@@ -242,12 +242,14 @@ class _Steps:
 
     def _waits(self) -> dict[int, int]:
         """Statement -> the groups it lets stay in flight, for each statement that touches a
-        buffer an asynchronous statement (another one) writes."""
+        buffer an asynchronous statement (another one) writes, or writes a buffer it reads
+        (a copy reads its source when it lands, at the wait: a statement zeroing the source
+        after the copy's issue zeroed the copy; audit helper-188)."""
         access = [accessed(child) for child in self.children]
         waits: dict[int, int] = {}
         for r, (reads, writes) in enumerate(access):
             for w in self.async_children:
-                if w == r or not (access[w][1] & (reads | writes)):
+                if w == r or not (access[w][1] & (reads | writes) or access[w][0] & writes):
                     continue
                 count = self._groups_between(w, r)
                 waits[r] = min(waits.get(r, count), count)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from sched.errors import ScheduleError
-from sched.ir.functor import collect
+from sched.ir.functor import IRVisitor, collect
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
@@ -39,6 +39,7 @@ from sched.ir.nodes import (
     SeqStmt,
     Stmt,
 )
+from sched.polyhedral.accesses import unseen_loads
 from sched.polyhedral.dependences import first_runs, model_and_dependences
 from sched.polyhedral.flow_crossing import flows_cross
 from sched.polyhedral.isl_text import read_map
@@ -195,6 +196,34 @@ def _find_loop(func: PrimFunc, name: str) -> For:
     raise ScheduleError(PRIMITIVE, f"no loop named {name!r}")
 
 
+def _unseen_access(loop: For, written: dict) -> str | None:
+    """What under `loop` the model has no statement for and a reordered body could break: a
+    store outside every block (`B[k] = S[k] + 1` beside the block writing S ran a stage
+    early), a predicate, condition, loop bound or let that loads what a block under the loop
+    writes (`T.where(S[k] > 0)` read S before its writer; audit helper-188)."""
+    stores = _stores_outside_blocks(loop.body)
+    if stores:
+        return f"it holds the store {stores[0].buffer.name}[...] outside any block"
+    read = sorted(unseen_loads(loop.body) & written.keys())
+    if read:
+        return (f"a predicate, condition, loop bound or let under it reads '{read[0]}', which "
+                f"a block under the loop writes")
+    return None
+
+
+def _stores_outside_blocks(stmt: Stmt) -> list[BufferStore]:
+    found: list[BufferStore] = []
+
+    class Stores(IRVisitor):
+        def visit_BlockRealize(self, node: BlockRealize) -> None:
+            pass                # (a block's stores are its statement's)
+
+        def visit_BufferStore(self, node: BufferStore) -> None:
+            found.append(node)
+    Stores().visit(stmt)
+    return found
+
+
 def pipeline_violation(func: PrimFunc, loop_name: str, plan: PipelinePlan | None = None
                        ) -> Violation | None:
     """Why pipelining loop `loop_name` of `func` (block IR) by `plan` (default: its
@@ -215,6 +244,12 @@ def pipeline_violation(func: PrimFunc, loop_name: str, plan: PipelinePlan | None
                   if any(lp.var == loop.loop_var for lp in s.loops)]
     if not statements:
         return None
+    unseen = _unseen_access(loop, model.writers_of_storages(statements))
+    if unseen is not None:
+        return Violation(f"{plan.describe()} of loop {loop_name!r} would reorder its "
+                         f"statements, but {unseen}: the analysis sees no such access, so it "
+                         f"cannot tell whether the new order keeps its value; write it in a "
+                         f"block's body (T.block), or do not pipeline the loop")
     position = next(lp.position for lp in statements[0].loops if lp.var == loop.loop_var)
     for name in versions:
         outside = _accesses(func.body, name) - _accesses(loop, name)

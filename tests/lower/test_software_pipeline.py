@@ -472,3 +472,84 @@ def test_a_pipelined_buffer_of_each_threads_own_slot_needs_no_barrier(target):
     np.testing.assert_allclose(out, [2 * a[t, :t + 1].sum() for t in range(32)], rtol=1e-5)
     own = sched.build(_per_thread_pipeline("32"), target="cuda", arch="sm_90")
     assert "__syncthreads" not in own.source
+
+
+@T.prim_func
+def _copy_then_zero_its_source(X: T.Buffer((256,), "float32"), Y: T.Buffer((256,), "float32")):
+    with T.block("root"):
+        S = T.alloc_buffer((256,), "float32", scope="shared")
+        for b in T.thread_binding(1, thread="blockIdx.x"):
+            for k in range(8):
+                for t in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("S"):
+                        v = T.axis.spatial(256, k * 32 + t)
+                        S[v] = X[v]
+                for t in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("Z"):
+                        v = T.axis.spatial(256, k * 32 + t)
+                        X[v] = T.float32(0)
+                for t in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("Y"):
+                        v = T.axis.spatial(256, k * 32 + t)
+                        Y[v] = S[v] * T.float32(2) + T.float32(1)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_statement_writing_an_async_copys_source_waits_for_the_copy(rng, target):
+    # the copy reads X when it lands (at its wait): the zeroing of X after its issue reached
+    # it first on cuda-emu, and every Y was 1 (audit helper-188)
+    sch = Schedule(_copy_then_zero_its_source)
+    k = sch.get_loops(sch.get_block("S"))[1]
+    sch.annotate(k, "software_pipeline_stage", [0, 0, 1])
+    sch.annotate(k, "software_pipeline_order", [0, 1, 2])
+    sch.annotate(k, "software_pipeline_async_stages", [0])
+    x = rng.standard_normal(256).astype(np.float32)
+    expected = 2 * x + 1
+    y = np.zeros(256, np.float32)
+    kernel = sched.build(sch.func, target=target)
+    kernel(x, y)
+    assert_close(y, expected)
+    assert (x == 0).all()
+    if target == "cuda-emu":     # after each issue, a wait before the store to X
+        for after_commit in kernel.source.split("cp.async.commit_group")[1:]:
+            if "X[" in after_commit:
+                assert "wait_group" in after_commit[:after_commit.index("X[")]
+
+
+@T.prim_func
+def _guard_reads_what_the_loop_writes(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    S = T.alloc_buffer((8,), "float32")
+    for k in range(8):
+        with T.block("P"):
+            vk = T.axis.spatial(8, k)
+            S[vk] = A[vk] * T.float32(2)
+        with T.block("Q"):
+            vk = T.axis.spatial(8, k)
+            T.where(S[k] > T.float32(0))
+            B[vk] = T.float32(1)
+
+
+@T.prim_func
+def _store_outside_blocks(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    S = T.alloc_buffer((8,), "float32")
+    for k in range(8):
+        with T.block("P"):
+            vk = T.axis.spatial(8, k)
+            S[vk] = A[vk] * T.float32(2)
+        B[k] = S[k] + T.float32(1)
+
+
+@pytest.mark.parametrize("func, reason", [
+    (_guard_reads_what_the_loop_writes, "a predicate, condition, loop bound or let under it "
+                                        "reads 'S'"),
+    (_store_outside_blocks, "it holds the store B\\[...\\] outside any block")])
+@pytest.mark.parametrize("stages, order", [([0, 0], [1, 0]), ([1, 0], [0, 1])])
+def test_a_pipeline_over_accesses_the_analysis_does_not_see_is_refused(func, reason, stages,
+                                                                       order):
+    # the guard read S before P stored it, the bare store ran a stage early: wrong numbers on
+    # the C target (audit helper-188)
+    sch = Schedule(func)
+    (k,) = sch.get_loops(sch.get_block("P"))
+    sch.annotate(k, "software_pipeline_stage", stages)
+    with pytest.raises(ScheduleError, match=reason):
+        sch.annotate(k, "software_pipeline_order", order)
