@@ -118,7 +118,15 @@ class BlockHeaderParser:
         self.bind(iter_var.var.name, iter_var.var)
 
     def _block_where(self, node: ast.Expr, parts: _BlockParts) -> None:
-        parts.set(self, node, "predicate", self.expr(one_arg(self, node.value, "where")))
+        predicate = self.expr(one_arg(self, node.value, "where"))
+        own = {iter_var.var for iter_var in parts.iter_vars}
+        used = [var.name for var in free_vars(predicate) if var in own]
+        if used:    # (the block's realize holds it: it was a VerifyError at build)
+            raise self.error(node, f"T.where({predicate.script()}) uses the block's own axis "
+                                   f"'{used[0]}': a block's predicate is a condition on the "
+                                   f"loops around it (TVM's too); write it with the loop "
+                                   f"variables its axes are bound to")
+        parts.set(self, node, "predicate", predicate)
 
     def _regions(self, node: ast.Expr) -> tuple[BufferRegion, ...]:
         """`T.reads(A[vi, 0:128], B[vi])`, also with lists of regions."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import IRVisitor, collect, free_vars
 from sched.ir.intervals import interval
-from sched.ir.nodes import BlockRealize, For, IntImm, PrimFunc
+from sched.ir.nodes import BinaryOp, BlockRealize, For, IntImm, PrimFunc
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -69,6 +69,9 @@ def _at_most(extent, outer_extent) -> bool:
     its type: `T.min(8, n)` within 8), or the same expression."""
     if extent == outer_extent:
         return True
+    if isinstance(extent, BinaryOp) and extent.op == "min":    # (whatever the other operand
+        # does, wrapping included: `T.min(16, k * 4 + 4)` inside 16 threads; helper-186)
+        return _at_most(extent.a, outer_extent) or _at_most(extent.b, outer_extent)
     if not isinstance(outer_extent, IntImm):
         return False
     found = interval(extent, {v: (min_value(v.dtype), max_value(v.dtype))

@@ -369,6 +369,8 @@ def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16, 16), "float32"), x: T.floa
     ("for t in T.thread_binding(2, thread='warp.x'):\n                pass",
      "line 7: T.thread_binding: thread= must be one of"),
     ("with T.blok('x'):\n                pass", "line 7: unknown construct 'T.blok'"),
+    ("T.where(vi < 8)\n            A[vi] = x",      # (a VerifyError at build: helper-186)
+     r"line 7: T.where\(vi < 8\) uses the block's own axis 'vi'.* the loop variables"),
 ])
 def test_errors_name_the_line_and_the_construct(line, message):
     with pytest.raises(ScriptError, match=message):
