@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sched.ir.nodes import BinaryOp, Expr, IntImm, Var, binary, conjuncts
+from sched.ir.simplify import simplify
 from sched.polyhedral.injective_bindings import positive_divisor
-from sched.polyhedral.isl_expr import to_isl
+from sched.polyhedral.isl_expr import exact_arithmetic, to_isl
 
 if TYPE_CHECKING:
     from sched.polyhedral.statements import Loop
@@ -44,37 +45,55 @@ def binding_range(value: Expr, loops: list[Loop], predicate: Expr, dims: tuple[V
     (see the module docstring)."""
     starts = {lp.var: lp.extent for lp in loops
               if isinstance(lp.min, IntImm) and lp.min.value == 0}
-    below = dict(starts)
-    for term in conjuncts(predicate):
-        if isinstance(term, BinaryOp) and term.op == "lt":
-            below.setdefault(term.a, term.b)
+    below: dict[Expr, list[Expr]] = {var: [extent] for var, extent in starts.items()}
+    for x, bound in predicate_limits(predicate):
+        below.setdefault(x, []).append(bound)
     return _range(value, _Bounds(below, starts, dims))
+
+
+def predicate_limits(predicate: Expr) -> list[tuple[Expr, Expr]]:
+    """(x, e) for each conjunct of `predicate` that keeps x below e: `x < e` (what split
+    writes), `e > x`, `x <= e - 1` and `e - 1 >= x` (e is `e - 1 + 1` there), in int32 or
+    int64 (an int8 or int16 comparison wraps: `i * T.int8(2) < T.int8(100)` holds at i = 64,
+    where the product is -128; audit helper-185)."""
+    limits = []
+    for term in conjuncts(predicate):
+        if not isinstance(term, BinaryOp) or not exact_arithmetic(term.a.dtype):
+            continue
+        x, bound = {"lt": (term.a, term.b), "gt": (term.b, term.a),
+                    "le": (term.a, term.b), "ge": (term.b, term.a)}.get(term.op, (None, None))
+        if x is None:
+            continue
+        if term.op in ("le", "ge"):
+            bound = simplify(bound + IntImm(1, bound.dtype))
+        limits.append((x, bound))
+    return limits
 
 
 @dataclass(frozen=True)
 class _Bounds:
-    below: dict[Expr, Expr]     # an expression -> a bound it stays below
-    starts: dict[Var, Expr]     # the loops that start at 0 -> their extents
-    dims: tuple[Var, ...]       # the function's symbolic dims (at least 1)
+    below: dict[Expr, list[Expr]]   # an expression -> bounds it stays below
+    starts: dict[Var, Expr]         # the loops that start at 0 -> their extents
+    dims: tuple[Var, ...]           # the function's symbolic dims (at least 1)
 
-    def bound(self, x: Expr) -> Expr | None:
-        """A bound `x` stays below: a loop's extent, a predicate's, or for the loops of a
+    def bounds(self, x: Expr) -> list[Expr]:
+        """Bounds `x` stays below: a loop's extent, a predicate's, or for the loops of a
         split `f_0 * 4 + f_1` (each loop's constant times the extent of the loop of the next
         smaller constant) the largest constant times its loop's extent."""
         if x in self.below:
             return self.below[x]
         terms = _linear_terms(x)
         if not terms or any(v not in self.starts or c < 1 for v, c in terms.items()):
-            return None
+            return []
         order = sorted(terms, key=terms.get)
         if terms[order[0]] != 1:
-            return None
+            return []
         for inner, outer in zip(order, order[1:]):
             extent = self.starts[inner]
             if not isinstance(extent, IntImm) or terms[outer] != terms[inner] * extent.value:
-                return None
+                return []
         largest = order[-1]
-        return binary("mul", IntImm(terms[largest], largest.dtype), self.starts[largest])
+        return [binary("mul", IntImm(terms[largest], largest.dtype), self.starts[largest])]
 
     def not_negative(self, x: Expr) -> bool:
         if isinstance(x, IntImm):
@@ -90,8 +109,8 @@ def _range(value: Expr, bounds: _Bounds) -> tuple[str, str] | None:
     text = to_isl(value)
     if text is not None:
         return text, text
-    if not isinstance(value, BinaryOp):
-        return None
+    if not isinstance(value, BinaryOp) or not exact_arithmetic(value.dtype):
+        return None         # (8- and 16-bit arithmetic wraps: `i * T.int8(2)` at i = 64)
     a, b = value.a, value.b
     if value.op in ("add", "sub"):
         left, right = _range(a, bounds), _range(b, bounds)
@@ -112,12 +131,14 @@ def _range(value: Expr, bounds: _Bounds) -> tuple[str, str] | None:
     if value.op == "floormod":
         top = to_isl(b)
         return None if top is None else ("0", f"({top}) - 1")
-    limit = bounds.bound(a) if value.op == "floordiv" and bounds.not_negative(a) else None
-    if limit is not None:
-        quotient = _without(_factors(limit), _factors(b))
-        top = to_isl(_product(quotient)) if quotient is not None else to_isl(limit)
-        return None if top is None else ("0", f"({top}) - 1")
-    return None
+    limits = bounds.bounds(a) if value.op == "floordiv" and bounds.not_negative(a) else []
+    # a bound with the factor d gives the quotient's (x < 4 * k, x // k < 4), another one
+    # that is affine its own (x // d <= x for x >= 0, d >= 1): the first found of each kind
+    tops = [to_isl(_product(quotient)) for quotient in
+            (_without(_factors(limit), _factors(b)) for limit in limits) if quotient is not None]
+    tops += [to_isl(limit) for limit in limits]
+    top = next((t for t in tops if t is not None), None)
+    return None if top is None else ("0", f"({top}) - 1")
 
 
 def _linear_terms(x: Expr) -> dict[Var, int] | None:

@@ -36,8 +36,8 @@ from sched.ir.nodes import (
 from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.names import isl_name
 
-__all__ = ["NotAffine", "ast_to_expr", "isl_name", "piecewise_form", "pw_aff_to_expr",
-           "range_constraint",
+__all__ = ["NotAffine", "ast_to_expr", "exact_arithmetic", "isl_name", "piecewise_form",
+           "pw_aff_to_expr", "range_constraint",
            "to_isl", "to_isl_comparison", "to_isl_condition"]
 
 
@@ -60,7 +60,7 @@ def to_isl(expr: Expr) -> str | None:
         return _widened(expr) if _keeps_values(expr.value.dtype, expr.dtype) else None
     if isinstance(expr, Call):
         return _call_to_isl(expr)
-    if not isinstance(expr, BinaryOp) or not _exact(expr.dtype):
+    if not isinstance(expr, BinaryOp) or not exact_arithmetic(expr.dtype):
         return None
     a, b = to_isl(expr.a), to_isl(expr.b)
     if a is None or b is None:
@@ -199,7 +199,7 @@ def _call_to_isl(expr: Call) -> str | None:
     if expr.op == WRAP32:
         inner = to_isl(expr.args[0])
         return None if inner is None else _modulo_int32(inner)
-    if len(expr.args) != 2 or not _exact(expr.dtype):
+    if len(expr.args) != 2 or not exact_arithmetic(expr.dtype):
         return None
     amount = _constant(expr.args[1])
     a = to_isl(expr.args[0])
@@ -237,7 +237,7 @@ def piecewise_form(expr: Expr) -> Expr:
     return expr if (a, b) == (expr.a, expr.b) else binary(expr.op, a, b)
 
 
-def _exact(dtype: str) -> bool:
+def exact_arithmetic(dtype: str) -> bool:
     """Whether integer arithmetic in `dtype` is read as exact (int32, int64; see to_isl)."""
     return dtype in ("int32", "int64")
 

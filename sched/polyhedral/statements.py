@@ -36,9 +36,14 @@ from sched.ir.nodes import (
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
-from sched.polyhedral.binding_ranges import binding_range
+from sched.polyhedral.binding_ranges import binding_range, predicate_limits
 from sched.polyhedral.injective_bindings import affine_arguments, determining_variables
-from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_comparison, to_isl_condition
+from sched.polyhedral.isl_expr import (
+    isl_name,
+    to_isl,
+    to_isl_comparison,
+    to_isl_condition,
+)
 from sched.polyhedral.isl_text import is_single_valued_map
 
 BODY_SLOT, INIT_SLOT, NESTED_SLOT = "1", "0", "2"
@@ -442,9 +447,8 @@ class _Walker:
             if bound is not None:
                 own.append(binding_equals(bound, name))
                 continue
-            limits = [f"{name} < {to_isl(term.b)}" for term in conjuncts(predicate)
-                      if isinstance(term, BinaryOp) and term.op == "lt" and term.a == value
-                      and to_isl(term.b) is not None]       # (the split of a fused loop)
+            limits = [f"{name} < {to_isl(bound)}" for x, bound in predicate_limits(predicate)
+                      if x == value and to_isl(bound) is not None]  # (a fused loop's split)
             found = binding_range(value, loops, predicate, self.func.symbolic_vars)
             if found is not None:       # its affine bounds (binding_ranges.py)
                 limits.append(f"{found[0]} <= {name} <= {found[1]}")

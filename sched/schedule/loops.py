@@ -7,6 +7,7 @@ Split and fuse keep the execution order (a split with a guard too).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 
@@ -60,6 +61,16 @@ def _as_ints(factors):
             for f in factors]
 
 
+def arithmetic_dtype(dtype: str) -> str:
+    """The dtype the loops that split or fuse make from loops of `dtype` count in: int32 for
+    8- and 16-bit loops, int64 for uint32, the loop's own otherwise. An int8 loop of 120
+    split by 16 had the extent `(120 + 15) // 16` in int8, which wrapped to -121, and fusing
+    int8 loops of 16 and 8 the extent 128, -128 (audit helper-185): no iteration ran."""
+    if dtype in ("int32", "int64") or not is_int(dtype):
+        return dtype
+    return "int64" if bits(dtype) >= 32 else "int32"
+
+
 def _check_factors(factors, extent: Expr, loop: str) -> list[int | None]:
     if not isinstance(factors, list | tuple) or len(factors) < 2:
         raise ScheduleError("split", f"argument 'factors': expected a list of at least two "
@@ -108,10 +119,13 @@ def _divides(func: PrimFunc, factor: int, extent: Expr) -> bool:
 
 def _quotient(extent: Expr, factor: int) -> Expr:
     """`extent // factor` for an extent `factor` divides: `x * c` with `factor` dividing `c`
-    is `x * (c // factor)` (`(n + 31) // 32 * 32` by 32 is `(n + 31) // 32`)."""
-    if isinstance(extent, BinaryOp) and extent.op == "mul" and isinstance(extent.b, IntImm) \
-            and extent.b.value % factor == 0:
-        return simplify(extent.a * const(extent.b.value // factor, extent.dtype))
+    is `x * (c // factor)` (`(n + 31) // 32 * 32` by 32 is `(n + 31) // 32`), and so is
+    `c * x` (`4 * k` by 4 is k, which the bounds of a binding `f // k` need: audit
+    helper-185)."""
+    if isinstance(extent, BinaryOp) and extent.op == "mul":
+        for constant, x in ((extent.b, extent.a), (extent.a, extent.b)):
+            if isinstance(constant, IntImm) and constant.value % factor == 0:
+                return simplify(x * const(constant.value // factor, extent.dtype))
     return simplify(extent // const(factor, extent.dtype))
 
 
@@ -119,13 +133,14 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     """Split loop `loop_name` into len(factors) nested loops (see Schedule.split)."""
     loop = find_loop(func, loop_name, "split")
     _check_plain(loop, "split")
-    factors = _check_factors(factors, loop.extent, loop_name)
+    whole = cast_to(loop.extent, arithmetic_dtype(loop.extent.dtype))
+    factors = _check_factors(factors, whole, loop_name)
     known = math.prod(f for f in factors if f is not None)
-    divides = _divides(func, known, loop.extent)
+    divides = _divides(func, known, whole)
     extents: list[Expr] = [
-        const(f, loop.extent.dtype) if f is not None
-        else _quotient(loop.extent, known) if divides
-        else simplify((loop.extent + (known - 1)) // known) for f in factors]
+        const(f, whole.dtype) if f is not None
+        else _quotient(whole, known) if divides
+        else simplify((whole + (known - 1)) // known) for f in factors]
     taken: set[str] = set()
     names = [fresh_name(func, f"{loop_name}_{i}", taken) for i in range(len(factors))]
     new_vars = [Var(n, extent.dtype) for n, extent in zip(names, extents)]   # (a loop's
@@ -137,13 +152,14 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
     fused: Expr = cast_to(new_vars[0], wide)
     for var, extent in zip(new_vars[1:], extents[1:]):
         fused = fused * extent + cast_to(var, wide)
-    original = simplify(fused + loop.min) if not is_constant(loop.min, 0) else fused
-    body = substitute(loop.body, {loop.loop_var: original})
+    original = simplify(fused + cast_to(loop.min, wide)) if not is_constant(loop.min, 0) \
+        else fused
+    body = substitute(loop.body, {loop.loop_var: cast_to(original, loop.loop_var.dtype)})
     covered = extents[0]
     for extent in extents[1:]:
         covered = simplify(covered * extent)
-    if covered != loop.extent and not divides:
-        body = _guard_blocks(body, fused < loop.extent)
+    if covered != whole and not divides:
+        body = _guard_blocks(body, fused < cast_to(whole, wide))
     for var, extent in reversed(list(zip(new_vars, extents))):
         body = For(var, const(0, var.dtype), extent, "serial", body)
     return replace(func, loop, body), names
@@ -218,18 +234,19 @@ def fuse(func: PrimFunc, loop_names: list[str]) -> tuple[PrimFunc, str]:
     name = fresh_name(func, "_".join(loop_names) + "_fused")
     # the widest of the loops' dtypes, as TVM's fuse (an int32 loop of a symbolic extent
     # fused with an int64 one failed verifying: audit helper-173)
-    wide = "int64" if any(lp.loop_var.dtype == "int64" for lp in chain) else \
-        outer.loop_var.dtype
+    wide = "int64" if any(arithmetic_dtype(lp.loop_var.dtype) == "int64" for lp in chain) \
+        else arithmetic_dtype(outer.loop_var.dtype)
     fused = Var(name, wide)
     mapping: dict[Var, Expr] = {}
     stride: Expr = const(1, fused.dtype)
     extent: Expr = const(1, fused.dtype)
     ranges = parameter_ranges(func)
+    counted = [dataclasses.replace(lp, min=cast_to(lp.min, wide),
+                                   extent=cast_to(lp.extent, wide)) for lp in chain]
     for position in reversed(range(len(chain))):
-        lp = chain[position]
-        index = _fused_index(fused, stride, lp, chain[:position])
-        mapping[lp.loop_var] = index if index.dtype == lp.loop_var.dtype else \
-            Cast(lp.loop_var.dtype, index)
+        lp = counted[position]
+        index = _fused_index(fused, stride, lp, counted[:position])
+        mapping[lp.loop_var] = cast_to(index, lp.loop_var.dtype)
         stride = simplify(stride * lp.extent)
         # an extent that may be negative runs no iteration, and counts as none: the product
         # of two, (n - 2) * (m - 2) at n = m = 1, ran one (audit helper-159)

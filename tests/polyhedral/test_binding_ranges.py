@@ -93,11 +93,13 @@ def test_a_fused_copy_of_a_symbolic_tile_keeps_its_concurrent_loop(gpu):
         assert_close(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
-def _tiled_rows(rows: int = 4, guarded: bool = True, accumulate: bool = False):
+def _tiled_rows(rows: int = 4, guarded: bool = True, accumulate: bool = False,
+                guard: str = "i_0 * 4 + f // k < m"):
     """B over tiles of 4 of its m rows, each tile's `rows` rows as one loop over `rows * k`
-    (a fused copy's binding `i_0 * 4 + f // k`), with or without the predicate a split
-    writes; `accumulate`: B += A (two tiles updating one row race), else B = A + 1."""
-    where = "                T.where(i_0 * 4 + f // k < m)\n" if guarded else ""
+    (a fused copy's binding `i_0 * 4 + f // k`), with or without the predicate `guard` (a
+    split writes the default); `accumulate`: B += A (two tiles updating one row race), else
+    B = A + 1."""
+    where = f"                T.where({guard})\n" if guarded else ""
     value = "B[v0, v1] + A[v0, v1]" if accumulate else "A[v0, v1] + T.float32(1)"
     return sched.parse(f"""
 @T.prim_func
@@ -148,3 +150,55 @@ def test_a_binding_past_its_domain_is_unproven_and_its_predicate_proves_it():
     kernel(a, storage[:45].reshape(9, 5))
     assert_close(storage[:45].reshape(9, 5), a + 1)
     assert (storage[45:] == -1).all()
+
+
+@pytest.mark.parametrize("guard", ["m > i_0 * 4 + f // k", "i_0 * 4 + f // k <= m - 1",
+                                   "m - 1 >= i_0 * 4 + f // k"])
+def test_other_spellings_of_the_guard_prove_the_binding(guard):
+    kernel = sched.build(_tiled_rows(guard=guard), target="c", check_bounds="strict")
+    a = np.random.default_rng(3).standard_normal((9, 5)).astype(np.float32)
+    storage = np.full(45 + 16, -1, np.float32)
+    kernel(a, storage[:45].reshape(9, 5))
+    assert_close(storage[:45].reshape(9, 5), a + 1)
+    assert (storage[45:] == -1).all()
+
+
+def test_a_split_of_the_fused_loop_keeps_the_parallel_tile_loop():
+    # the split's outer extent was `4 * k // 4`, whose bound has no factor k: f // k seemed
+    # to reach 4k - 1 and the split under a parallel i_0 was refused (audit helper-185)
+    sch = sched.Schedule(_tiled_rows(4, accumulate=True))
+    i_0, f = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i_0)
+    sch.split(f, [None, 4])
+    assert "for f_0, f_1 in T.grid(k, 4)" in sch.func.script()
+    kernel = sched.build(sch.func, target="c")
+    rng = np.random.default_rng(4)
+    for m, k in ((9, 5), (4, 1)):
+        a, b = (rng.standard_normal((m, k)).astype(np.float32) for _ in range(2))
+        expected = a + b
+        kernel(a, b)
+        assert_close(b, expected)
+
+
+def test_an_int8_guard_that_wraps_proves_nothing():
+    # `i * T.int8(2) < T.int8(100)` holds at i = 64..99, where the int8 product wraps below
+    # 0, while the index is computed wide: B[128..198] were written under strict (audit
+    # helper-185); the int8 binding and the int8 guard are unproven now
+    from sched.polyhedral.in_bounds import OutOfBoundsError, bounds_report
+
+    func = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((100,), "float32"), B: T.Buffer((100,), "float32")):
+    for i in range(T.int8(100)):
+        with T.block("B"):
+            v0 = T.axis.spatial(100, i * T.int8(2))
+            T.where(i * T.int8(2) < T.int8(100))
+            B[v0] = A[v0] + T.float32(1)
+""")
+    assert bounds_report(func).unproven
+    with pytest.raises(OutOfBoundsError, match="binds v0"):
+        sched.build(func, target="c", check_bounds="strict")
+    i = Var("i", "int8")
+    loops = [_loop(i, IntImm(100, "int8"))]
+    assert binding_range(i * IntImm(2, "int8") + i // IntImm(3, "int8"), loops,
+                         IntImm(1, "bool"), ()) is None

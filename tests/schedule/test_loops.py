@@ -9,6 +9,8 @@ import pytest
 import sched
 from sched import compute as te
 from sched.errors import ScheduleError
+from sched.ir.functor import collect
+from sched.ir.nodes import For
 from sched.script import T
 from tests.conftest import assert_close
 from tests.schedule.conftest import run_c
@@ -383,3 +385,58 @@ def test_fuse_of_an_int32_loop_and_an_int64_one_counts_in_int64():
     b = np.zeros((3, 16), np.float32)
     sched.build(sch.func, target="c")(a, b)
     np.testing.assert_array_equal(b, a * 2)
+
+
+INT8_LOOPS = """
+@T.prim_func
+def f(A: T.Buffer((128,), "float32"), B: T.Buffer((128,), "float32")):
+    for i_0 in range(T.int8(8)):
+        for i_1 in range(T.int8(16)):
+            with T.block("B"):
+                v0 = T.axis.spatial(128, i_0 * T.int8(16) + i_1)
+                B[v0] = A[v0] + T.float32(1)
+"""
+
+INT8_DIM = """
+@T.prim_func
+def g(a: T.handle, b: T.handle):
+    n = T.int8()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] + T.float32(1)
+"""
+
+
+@pytest.mark.parametrize("step", ["fuse", "fuse_mixed", "split", "split_symbolic"])
+def test_split_and_fuse_of_int8_loops_count_in_int32(rng, step):
+    # the extents were computed in int8: fusing 8 x 16 gave 128, which wraps to -128, and a
+    # split of 120 by 16 (120 + 15) // 16, with 135 wrapping to -121: no iteration ran
+    # (audit helper-185); the new loops count in int32 and give the old ones back in int8
+    if step == "split_symbolic":
+        sch = sched.Schedule(sched.parse(INT8_DIM))
+        sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 16])
+        n = 120
+    elif step == "fuse_mixed":      # an int8 loop fused with an int32 one (a VerifyError)
+        sch = sched.Schedule(sched.parse(INT8_LOOPS.replace("range(T.int8(16))", "range(16)")
+                                         .replace("+ i_1)", "+ T.Cast(\"int8\", i_1))")))
+        sch.fuse(*sch.get_loops(sch.get_block("B")))
+        n = 128
+    else:
+        sch = sched.Schedule(sched.parse(INT8_LOOPS))
+        loops = sch.get_loops(sch.get_block("B"))
+        if step == "fuse":
+            sch.fuse(*loops)
+        else:
+            sch.split(loops[1], [None, 3])
+        n = 128
+    made = [loop for loop in collect(sch.func.body, For)    # (split leaves i_0 as it was)
+            if step != "split" or loop.loop_var.name != "i_0"]
+    assert made and all(loop.loop_var.dtype == loop.extent.dtype == "int32" for loop in made)
+    a = rng.standard_normal(n).astype(np.float32)
+    b = np.zeros(n, np.float32)
+    with pytest.warns(sched.errors.ConservativeAnalysisWarning):
+        sched.build(sch.func, target="c")(a, b)
+    assert_close(b, a + 1)
