@@ -60,13 +60,16 @@ class PipelinePlan:
     stages: tuple[int, ...]
     orders: tuple[int, ...]
     async_stages: tuple[int, ...]
+    order_given: bool = True    # False: the loop has no software_pipeline_order (the body's)
 
     @property
     def max_stage(self) -> int:
         return max(self.stages)
 
     def describe(self) -> str:
-        return f"stages {list(self.stages)}, order {list(self.orders)}"
+        order = f"order {list(self.orders)}" if self.order_given else \
+            f"the body's order {list(self.orders)} (the loop has no {ORDER} yet)"
+        return f"stages {list(self.stages)}, {order}"
 
 
 def pipeline_body(loop: For) -> tuple[list, tuple[Stmt, ...]]:
@@ -120,7 +123,7 @@ def read_plan(loop: For, primitive: str = PRIMITIVE, require_stage: bool = True
         raise ScheduleError(primitive, f"{ASYNC_STAGES} of loop {name!r} names {unknown}: an "
                             f"asynchronous stage must be one of the stages {sorted(set(stages))} "
                             f"other than the last (a later stage consumes what it copies)")
-    return PipelinePlan(stages, orders, async_stages)
+    return PipelinePlan(stages, orders, async_stages, ORDER in values)
 
 
 def _int_list(value, key: str, loop: str, primitive: str) -> tuple[int, ...]:
