@@ -46,6 +46,7 @@ from sched.ir.nodes import (
     Var,
 )
 from sched.polyhedral import names
+from sched.polyhedral.block_bindings import binding_in_range
 from sched.polyhedral.isl_build import integer_val
 from sched.polyhedral.isl_expr import INT64_MAGNITUDE, isl_name, to_isl
 from sched.polyhedral.isl_text import first_point, read_set
@@ -56,7 +57,6 @@ from sched.polyhedral.model import (
     build_footprint_model,
 )
 from sched.polyhedral.scalar_wrap import scalars_that_may_wrap
-from sched.polyhedral.statements import binding_in_range
 
 
 @dataclass(frozen=True)

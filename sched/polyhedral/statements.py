@@ -18,11 +18,9 @@ from sched.ir.memo import BoundedCache
 from sched.ir.nodes import (
     TRUE,
     Allocate,
-    BinaryOp,
     Block,
     BlockRealize,
     Buffer,
-    BufferLoad,
     Expr,
     For,
     IfThenElse,
@@ -32,12 +30,10 @@ from sched.ir.nodes import (
     Stmt,
     Var,
     While,
-    conjuncts,
 )
 from sched.polyhedral import names
 from sched.polyhedral.accesses import Access, collect_accesses
-from sched.polyhedral.binding_ranges import binding_range, predicate_limits
-from sched.polyhedral.injective_bindings import affine_arguments, determining_variables
+from sched.polyhedral.block_bindings import binding_equals, block_bindings
 from sched.polyhedral.isl_expr import (
     isl_name,
     to_isl,
@@ -348,7 +344,8 @@ class _Walker:
             context += [predicate] if predicate is not None else []
             if predicate is None:
                 unseen = unseen + (substitute(realize.predicate, env),)
-        bindings, own, in_domain, keys, determined, loose = self.bindings(realize, loops, env)
+        bindings, own, in_domain, keys, determined, loose = block_bindings(
+            self.func, realize, loops, env, self.note)
         constraints = context + own + [f"{names.local('k', k)} = {key}"
                                        for k, key in enumerate(keys)]
         common = dict(keys=keys, keys_determined_by=determined and determined[0],
@@ -420,85 +417,6 @@ class _Walker:
                       f"run at any value")
         self.walk(block.init, loops, conds + first,
                   time + [INIT_SLOT, "1"], env, unseen + tuple(hidden))
-
-    def bindings(self, realize: BlockRealize, loops, env):
-        """(per iteration variable: (iter var, value, lo, extent) in isl text; constraints on
-        the iteration variables; the same on the values, in loop variables; the instance keys
-        of the non-affine bindings; the positions of the variables that give the keys back, or
-        None: injective_bindings.py)."""
-        block = realize.block
-        bindings, own, in_domain, keys, loose = [], [], [], [], []
-        loop_vars = {loop.var for loop in loops}
-        predicate = substitute(realize.predicate, env)
-        for iter_var, value in zip(block.iter_vars, realize.iter_values):
-            name = isl_name(iter_var.var)
-            # (a nested block's domain may use the variables of the blocks around it)
-            lo = to_isl(substitute(iter_var.dom.min, env))
-            extent = to_isl(substitute(iter_var.dom.extent, env))
-            value = substitute(value, env)
-            bound = to_isl(value)
-            if bound is None and to_isl_comparison(name, "=", value) is not None:
-                bound = PiecewiseBinding(value)
-            bindings.append((iter_var, bound, lo, extent))
-            if lo is not None and extent is not None:
-                own.append(f"{lo} <= {name} < {lo} + {extent}")
-                if bound is not None:
-                    in_domain.append(binding_in_range(bound, lo, extent))
-            if bound is not None:
-                own.append(binding_equals(bound, name))
-                continue
-            limits = [f"{name} < {to_isl(bound)}" for x, bound in predicate_limits(predicate)
-                      if x == value and to_isl(bound) is not None]  # (a fused loop's split)
-            found = binding_range(value, loops, predicate, self.func.symbolic_vars)
-            if found is not None:       # its affine bounds (binding_ranges.py)
-                limits.append(f"{found[0]} <= {name} <= {found[1]}")
-            own += limits
-            loose.append((iter_var, bool(collect(value, BufferLoad)), tuple(limits)))
-            arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
-            keys += [a for a in arguments if a not in keys]
-        determined = None
-        if keys:
-            values = [substitute(v, env) for v in realize.iter_values]
-            determined = determining_variables(values, keys, self.func.symbolic_vars)
-            given_back = "" if determined is None else (
-                f", which {', '.join(block.iter_vars[p].var.name for p in determined[0])}"
-                f"{''.join(f', {keys[g]}' for g in determined[1])} give back (runs at equal "
-                f"values are one run)")
-            for (iter_var, bound, _, _), value in zip(bindings, values):
-                if bound is None:
-                    arguments = [to_isl(a) for a in affine_arguments(value, loop_vars)]
-                    self.note(f"the binding of '{iter_var.var.name}' in block '{block.name}' "
-                              f"({value.script()}) is not affine; the model lets it take any "
-                              f"value in its domain and tells the block's runs apart by "
-                              f"{', '.join(arguments) or 'nothing'}{given_back} (a step that "
-                              f"changes those is refused)")
-        return bindings, own, in_domain, keys, determined, tuple(loose)
-
-
-@dataclass(frozen=True)
-class PiecewiseBinding:
-    """A binding whose value is piecewise affine: selects with affine conditions over affine
-    pieces (`T.if_then_else(io <= 1, io * 4, 12 - io * 4) + ax0`, a region's start as isl's
-    AST builder wrote it). isl's syntax has no select inside a constraint, so each comparison
-    with it is one disjunct per piece (`to_isl_comparison`)."""
-
-    value: Expr
-
-
-def binding_equals(bound: str | PiecewiseBinding, text: str) -> str:
-    """The constraint `text = bound` (`bound`: an affine binding's isl text, or piecewise)."""
-    if isinstance(bound, PiecewiseBinding):
-        return to_isl_comparison(text, "=", bound.value)
-    return f"{text} = {bound}"
-
-
-def binding_in_range(bound: str | PiecewiseBinding, lo: str, extent: str) -> str:
-    """The constraint `lo <= bound < lo + extent`."""
-    if isinstance(bound, PiecewiseBinding):
-        return (f"({to_isl_comparison(lo, '<=', bound.value)}) and "
-                f"({to_isl_comparison(f'({lo}) + ({extent})', '>', bound.value)})")
-    return f"{lo} <= {bound} < {lo} + {extent}"
-
 
 # (id(realize), its context) -> (realize, loops, unseen: kept alive, statements, notes)
 _BLOCK_STATEMENTS = BoundedCache(1 << 11)

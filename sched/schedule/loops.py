@@ -19,7 +19,6 @@ from sched.ir.intervals import interval, parameter_ranges
 from sched.ir.nodes import (
     BinaryOp,
     BlockRealize,
-    Cast,
     Expr,
     For,
     IntImm,

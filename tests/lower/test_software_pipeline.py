@@ -478,7 +478,7 @@ def test_a_pipelined_buffer_of_each_threads_own_slot_needs_no_barrier(target):
 def _copy_then_zero_its_source(X: T.Buffer((256,), "float32"), Y: T.Buffer((256,), "float32")):
     with T.block("root"):
         S = T.alloc_buffer((256,), "float32", scope="shared")
-        for b in T.thread_binding(1, thread="blockIdx.x"):
+        for _b in T.thread_binding(1, thread="blockIdx.x"):
             for k in range(8):
                 for t in T.thread_binding(32, thread="threadIdx.x"):
                     with T.block("S"):

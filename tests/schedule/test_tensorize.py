@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import sched
-from sched.c.isa import host_isa
 from sched import TensorIntrin
 from sched import compute as te
+from sched.c.isa import host_isa
 from sched.errors import ScheduleError
 from sched.interpreter.runtime import numpy_dtype
 
