@@ -153,7 +153,11 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
         fused = fused * extent + cast_to(var, wide)
     original = simplify(fused + cast_to(loop.min, wide)) if not is_constant(loop.min, 0) \
         else fused
-    body = substitute(loop.body, {loop.loop_var: cast_to(original, loop.loop_var.dtype)})
+    # (an 8- or 16-bit loop's variable gets its own type back; a wider split of an int32 loop
+    # keeps the int64 value, which its uses then compute in)
+    narrow = bits(loop.loop_var.dtype) < 32
+    body = substitute(loop.body, {loop.loop_var: cast_to(original, loop.loop_var.dtype)
+                                  if narrow else original})
     covered = extents[0]
     for extent in extents[1:]:
         covered = simplify(covered * extent)
