@@ -82,8 +82,25 @@ def refuse_races(func: PrimFunc) -> None:
     if found is None:
         return
     loop, violation = found
+    why = _not_cross_thread(func, loop)
     raise BuildError(f"build: the iterations of loop {loop!r} of {func.name!r} run at the same "
-                     f"time but depend on each other: {violation}; make the loop serial, or "
+                     f"time but depend on each other: {violation}{why}; make the loop serial, or "
                      f"schedule the function with sched.Schedule (sch.parallel, sch.bind, ... "
                      f"refuse such a loop with the same reason, and rfactor or a cross-thread "
                      f"reduction may make a reduction concurrent)")
+
+
+def _not_cross_thread(func: PrimFunc, loop_name: str) -> str:
+    """For a reduce loop bound to threadIdx.x: why it is not a cross-thread reduction (audit
+    helper-186: the build named only the dependence), else ""."""
+    from sched.ir.functor import collect
+    from sched.ir.nodes import For
+    from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, \
+        cross_thread_reduction
+
+    loop = next((lp for lp in collect(func.body, For) if lp.loop_var.name == loop_name), None)
+    if loop is None or loop.kind != "thread_binding" or loop.thread_tag != REDUCE_TAG:
+        return ""
+    found = cross_thread_reduction(func, loop)
+    return "" if isinstance(found, CrossThreadReduction) else \
+        f" (not a cross-thread reduction on {REDUCE_TAG}: {found})"

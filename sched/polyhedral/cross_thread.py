@@ -141,20 +141,34 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     guard = _result_guard(realize, (loop, *inner, *outer))
     if isinstance(guard, str):
         return guard
-    groups = []
+    groups, siblings = [], []
     for other in collect(func.body, For):
         if other.kind != "thread_binding" or other is loop:
             continue
         if other.thread_tag == "vthread":
             return (f"loop '{other.loop_var.name}' is bound to vthread: a cross-thread "
                     f"reduction runs on a block's threads alone")
+        around = any(n is loop for n in collect(other.body, For))
         if other.thread_tag in _OTHER_THREAD_TAGS and _in_one_kernel(func, loop, other):
+            if not around:
+                siblings.append(other)
+                continue
             problem = _group_problem(loop, other)
             if problem is not None:
                 return problem
             groups.append(other)
-        if other.thread_tag == REDUCE_TAG and any(n is loop for n in collect(other.body, For)):
+        if other.thread_tag == REDUCE_TAG and around:
             return f"loop '{loop.loop_var.name}' is nested in loop '{other.loop_var.name}'"
+    for other in siblings:
+        # another nest's threadIdx.y loop (rows normalized after their totals) is the same
+        # threads: the reduction's groups are the rows of its own loop (threads past its
+        # extent skip it); without such a loop every threadIdx.y thread would reduce
+        if not any(g.thread_tag == other.thread_tag for g in groups) and \
+                not (isinstance(other.extent, IntImm) and other.extent.value == 1):
+            return (f"loop '{other.loop_var.name}' bound to {other.thread_tag} is not around "
+                    f"the reduce loop '{loop.loop_var.name}', and no loop bound to "
+                    f"{other.thread_tag} is: every {other.thread_tag} thread would run the "
+                    f"whole reduction; bind a loop around it to {other.thread_tag} too")
     if not isinstance(loop.min, IntImm):
         return f"loop '{loop.loop_var.name}' starts at a symbolic value"
     model, found = model_and_dependences(func)
@@ -194,16 +208,13 @@ def stores_every_copy(func: PrimFunc, statement: Statement, storage: str,
 
 
 def _group_problem(loop: For, other: For) -> str | None:
-    """Why loop `other`, bound to threadIdx.y or .z in the kernel of the reduce loop `loop`,
-    stops the threads of each of its iterations from reducing apart, or None. It must be
-    around `loop` with a constant extent (the threads of one of its iterations then hold one
+    """Why loop `other`, bound to threadIdx.y or .z around the reduce loop `loop`, stops the
+    threads of each of its iterations from reducing apart, or None. It must hold `loop` alone,
+    with a constant extent (the threads of one of its iterations then hold one
     element's reduction), and threadIdx.x's extent a multiple of the warp or a power of two
     dividing it: a warp then holds the threads of one group, or whole groups at the lanes a
     shuffle of width 32 keeps apart."""
     tag, x = other.thread_tag, loop.extent
-    if not any(n is loop for n in collect(other.body, For)):
-        return (f"loop '{other.loop_var.name}' bound to {tag} is not around the reduce loop "
-                f"'{loop.loop_var.name}': every {tag} thread would run the whole reduction")
     node = other
     while node is not loop:
         if not isinstance(node.body, For):

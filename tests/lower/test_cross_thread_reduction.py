@@ -328,3 +328,60 @@ def test_shuffles_in_a_loop_whose_trip_count_depends_on_the_row_are_refused(rng)
     out = np.zeros((4, 4), "float32")
     sched.build(func, target="cuda-emu")(a, out)
     assert_close(out, a.sum(axis=2))
+
+
+ROWS_THEN_EPILOGUE = """
+@T.prim_func
+def f(A: T.Buffer((8, 32), "float32"), B: T.Buffer((8, 32), "float32")):
+    S = T.alloc_buffer((8,), "float32", scope="shared")
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for ty in T.thread_binding(4, thread="threadIdx.y"):
+            for tx in T.thread_binding({threads}, thread="threadIdx.x"):
+                for ko in range({chunks}):
+                    with T.block("S"):
+                        vi = T.axis.spatial(8, bx * 4 + ty)
+                        vk = T.axis.reduce(32, ko * {threads} + tx)
+                        with T.init():
+                            S[vi] = T.float32(0)
+                        S[vi] = S[vi] + A[vi, vk]
+        for ty2 in T.thread_binding({epilogue_rows}, thread="threadIdx.y"):
+            for tx2 in T.thread_binding({threads}, thread="threadIdx.x"):
+                for jo in range({chunks}):
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, bx * 4 + ty2 % 4)
+                        vj = T.axis.spatial(32, jo * {threads} + tx2)
+                        B[vi, vj] = A[vi, vj] / S[vi]
+"""
+
+
+@pytest.mark.parametrize("threads", [8, 32])
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_rows_on_threadidx_y_then_an_epilogue_on_the_same_threads(rng, target, threads):
+    # the epilogue's own threadIdx.y loop (the rows divided by their totals) was taken for a
+    # group loop not around the reduction, and the kernel refused (audit helper-186)
+    func = sched.parse(ROWS_THEN_EPILOGUE.format(threads=threads, chunks=32 // threads,
+                                                 epilogue_rows=4))
+    a = rng.random((8, 32)).astype("float32") + 0.5
+    out = np.zeros((8, 32), "float32")
+    options = {"sanitize": "thread"} if target == "cuda-emu" else {}
+    sched.build(func, target=target, **options)(a, out)
+    assert_close(out, a / a.sum(axis=1, keepdims=True))
+
+
+def test_a_reduce_loop_on_threadidx_x_that_is_no_cross_thread_reduction_says_why():
+    func = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((4, 32), "float32"), S: T.Buffer((4,), "float32")):
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("S"):
+                vi = T.axis.spatial(4, bx)
+                vk = T.axis.reduce(32, tx)
+                T.where(tx >= 28)
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = S[vi] + A[vi, vk]
+""")
+    with pytest.raises(sched.BuildError, match=r"not a cross-thread reduction on threadIdx.x: "
+                                               r"the predicate tx >= 28"):
+        sched.build(func, target="c")
