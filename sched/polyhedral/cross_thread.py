@@ -46,7 +46,9 @@ from sched.ir.nodes import (
     BufferStore,
     Expr,
     For,
+    IfThenElse,
     IntImm,
+    LetStmt,
     PrimFunc,
     Range,
     Stmt,
@@ -96,6 +98,12 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
     if len(realizes) != 1:
         return f"loop '{loop.loop_var.name}' holds {len(realizes)} blocks, not one reduction"
     realize = realizes[0]
+    between = _between(loop.body, realize)
+    if between is not None:
+        return (f"{between} stands between loop '{loop.loop_var.name}' and block "
+                f"'{realize.block.name}' (the lowering combines the threads' partials and "
+                f"stores the total outside it); write the condition as the block's T.where, "
+                f"or the value in the block's bindings")
     block = realize.block
     if not is_reduction_update(block):
         return f"block '{block.name}' is not an associative update X[i] = X[i] op value"
@@ -185,6 +193,23 @@ def cross_thread_reduction(func: PrimFunc, loop: For) -> CrossThreadReduction | 
                 f"'{block.name}' where another thread does")
     return CrossThreadReduction(loop, realize, combine.op, update, value, tuple(outer), guard,
                                 tuple(groups))
+
+
+def _between(stmt: Stmt, realize: BlockRealize) -> str | None:
+    """What other than loops lies between a reduce loop's body `stmt` and the block `realize`
+    under it: an `if` applied only to each thread's accumulation (a row it left out was
+    stored 0; audit helper-190), a let whose variable the total's store used out of its
+    scope (a VerifyError). None where only loops do."""
+    while stmt is not realize:
+        if isinstance(stmt, For):
+            stmt = stmt.body
+        elif isinstance(stmt, IfThenElse):
+            return f"the condition `if {stmt.condition.script()}`"
+        elif isinstance(stmt, LetStmt):
+            return f"the let `{stmt.var.name} = {stmt.value.script()}`"
+        else:
+            return f"a {type(stmt).__name__}"
+    return None
 
 
 def stores_every_copy(func: PrimFunc, statement: Statement, storage: str,

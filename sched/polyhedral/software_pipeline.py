@@ -29,11 +29,13 @@ import islpy as isl
 
 from sched.errors import ScheduleError
 from sched.ir.functor import IRVisitor, collect
+from sched.ir.extern import ADDRESS_OF
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
     BufferLoad,
     BufferStore,
+    Call,
     For,
     PrimFunc,
     SeqStmt,
@@ -164,9 +166,16 @@ def _summary(children) -> str:
 
 
 def accessed(stmt: Stmt) -> tuple[set[str], set[str]]:
-    """(storage names read, storage names written) in `stmt`."""
+    """(storage names read, storage names written) in `stmt`: an element whose address an
+    opaque call takes (`T.address_of(X[v])`, `X.data`) and what a block declares it writes
+    count as written (an extern call zeroing an async copy's source got no wait: audit
+    helper-190)."""
     reads = {load.buffer.storage_name for load in collect(stmt, BufferLoad)}
     writes = {store.buffer.storage_name for store in collect(stmt, BufferStore)}
+    writes |= {arg.buffer.storage_name for call in collect(stmt, Call) if call.op == ADDRESS_OF
+               for arg in call.args if isinstance(arg, BufferLoad)}
+    writes |= {region.buffer.storage_name for realize in collect(stmt, BlockRealize)
+               for region in realize.block.writes}
     return reads, writes
 
 

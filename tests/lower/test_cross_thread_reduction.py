@@ -385,3 +385,37 @@ def f(A: T.Buffer((4, 32), "float32"), S: T.Buffer((4,), "float32")):
     with pytest.raises(sched.BuildError, match=r"not a cross-thread reduction on threadIdx.x: "
                                                r"the predicate tx >= 28"):
         sched.build(func, target="c")
+
+
+REDUCTION_UNDER = """
+@T.prim_func
+def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
+    for i in range(4):
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+{between}
+"""
+ROW_REDUCTION = """\
+for ki in range(2):
+    with T.block("S"):
+        vi = T.axis.spatial(4, {row})
+        vk = T.axis.reduce(16, tx * 2 + ki)
+        with T.init():
+            S[vi] = T.float32(0)
+        S[vi] = S[vi] + A[vi, vk]"""
+
+
+@pytest.mark.parametrize("between, row, reason", [
+    ("if i < 2:", "i", r"the condition `if i < 2` stands between loop 'tx' and block 'S'"),
+    ("row = 3 - i", "row", r"the let `row = 3 - i` stands between loop 'tx' and block 'S'")])
+def test_an_if_or_a_let_between_the_reduce_loop_and_its_block_is_no_cross_thread_reduction(
+        between, row, reason):
+    # the lowering applied the `if` to each thread's accumulation only: rows it leaves out
+    # were stored 0; a let's variable was used by the total's store out of its scope, a
+    # VerifyError (audit helper-190)
+    indent = "    " if between.startswith("if") else ""
+    body = "\n".join(" " * 12 + indent + line
+                     for line in ROW_REDUCTION.format(row=row).splitlines())
+    func = sched.parse(REDUCTION_UNDER.format(between=" " * 12 + between + "\n" + body))
+    for target in ("c", "cuda-emu"):
+        with pytest.raises(sched.BuildError, match=reason):
+            sched.build(func, target=target)
