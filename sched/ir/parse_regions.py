@@ -11,7 +11,8 @@ import ast
 import json
 from dataclasses import dataclass
 
-from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_int
+from sched.ir.builders import is_constant
+from sched.ir.dtype import INDEX_DTYPE, check_dtype, is_int, max_value
 from sched.ir.nodes import (
     Annotations,
     BinaryOp,
@@ -134,9 +135,34 @@ class RegionParser:
         """(min, extent) of the half-open range written `lo, hi` (see `extent_between`)."""
         lo = self.value(lo_node) if lo_node is not None else 0
         hi = self.value(hi_node) if hi_node is not None else default_hi
+        node = hi_node or lo_node
         dtype = typed(lo, hi)
-        lo, hi = convert(lo, dtype), convert(hi, dtype)
-        return lo, self._guard(hi_node or lo_node, lambda: extent_between(lo, hi))
+        lo, hi = self._guard(node, lambda: (convert(lo, dtype), convert(hi, dtype)))
+        if dtype not in ("int32", "int64") and not is_constant(lo, 0):
+            return lo, self._narrow_extent(node, lo, hi)
+        return lo, self._guard(node, lambda: extent_between(lo, hi))
+
+    def _narrow_extent(self, node: ast.AST, lo: Expr, hi: Expr) -> Expr:
+        """The extent of [lo, hi) in an 8- or 16-bit or unsigned type, which must count it
+        and whose end `lo + extent` (the C loop's bound) must hold: `hi - lo` in the type
+        wrapped (`T.serial(T.int8(-100), T.int8(100))` had the extent -56, and
+        `T.serial(T.uint8(10), T.uint8(5))` 251, which split then ran: audit helper-189),
+        and so did an end past the type (`T.serial(T.uint8(156), T.uint8(156) + 100)` ran
+        no iteration on C: helper-191). Constant bounds give the exact count, 0 for an
+        empty range; symbolic ones are refused."""
+        written = hi.b if isinstance(hi, BinaryOp) and hi.op == "add" and hi.a == lo else None
+        if isinstance(lo, IntImm) and isinstance(written, IntImm):
+            hi = IntImm(lo.value + written.value, "int64")
+        if isinstance(lo, IntImm) and isinstance(hi, IntImm):
+            count = max(hi.value - lo.value, 0)
+            if count > max_value(lo.dtype) or lo.value + count > max_value(lo.dtype):
+                raise self.error(node, f"the range [{lo.value}, {hi.value}) in {lo.dtype}: "
+                                       f"its count ({count}) or its end must fit {lo.dtype} "
+                                       f"(at most {max_value(lo.dtype)}): write it in int32")
+            return const(count, lo.dtype)
+        raise self.error(node, f"the range [{lo.script()}, {hi.script()}) in {lo.dtype}: its "
+                               f"extent and its end are computed in {lo.dtype} and may wrap; "
+                               f"start it at 0, or write it in int32")
 
     def region(self, node: ast.AST) -> BufferRegion:
         """`A[vi, 0:128]` (a bare index is a range of extent 1), or `A` for all of it."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sched.ir.dtype import is_int, max_value, min_value
 from sched.ir.functor import collect, substitute
-from sched.ir.nodes import BlockRealize, BufferLoad, Expr, PrimFunc
+from sched.ir.intervals import interval, loop_ranges, parameter_ranges
+from sched.ir.nodes import BlockRealize, BufferLoad, Cast, Expr, PrimFunc
 from sched.polyhedral.binding_ranges import binding_range, predicate_limits
 from sched.polyhedral.injective_bindings import affine_arguments, determining_variables
-from sched.polyhedral.isl_expr import isl_name, to_isl, to_isl_comparison
+from sched.polyhedral.isl_expr import isl_name, keeps_values, to_isl, to_isl_comparison
 
 
 def block_bindings(func: PrimFunc, realize: BlockRealize, loops: list, env: dict, note):
@@ -28,6 +30,7 @@ def block_bindings(func: PrimFunc, realize: BlockRealize, loops: list, env: dict
     bindings, own, in_domain, keys, loose = [], [], [], [], []
     loop_vars = {loop.var for loop in loops}
     predicate = substitute(realize.predicate, env)
+    ranges = None
     for iter_var, value in zip(block.iter_vars, realize.iter_values):
         name = isl_name(iter_var.var)
         # (a nested block's domain may use the variables of the blocks around it)
@@ -35,6 +38,10 @@ def block_bindings(func: PrimFunc, realize: BlockRealize, loops: list, env: dict
         extent = to_isl(substitute(iter_var.dom.extent, env))
         value = substitute(value, env)
         bound = to_isl(value)
+        if bound is None and _narrowed(value) is not None:
+            ranges = ranges if ranges is not None else loop_ranges(
+                [(lp.var, lp.min, lp.extent) for lp in loops], parameter_ranges(func))
+            bound = _exactly_narrowed(value, ranges)
         if bound is None and to_isl_comparison(name, "=", value) is not None:
             bound = PiecewiseBinding(value)
         bindings.append((iter_var, bound, lo, extent))
@@ -98,3 +105,29 @@ def binding_in_range(bound: str | PiecewiseBinding, lo: str, extent: str) -> str
         return (f"({to_isl_comparison(lo, '<=', bound.value)}) and "
                 f"({to_isl_comparison(f'({lo}) + ({extent})', '>', bound.value)})")
     return f"{lo} <= {bound} < {lo} + {extent}"
+
+
+def _narrowed(value: Expr) -> Cast | None:
+    """The narrowing cast `value` is, under a widening one where there is one: a split of an
+    int16 loop binds `T.Cast("int16", i_0 * 32 + i_1)` (schedule/loops.py)."""
+    if isinstance(value, Cast) and isinstance(value.value, Cast) and \
+            is_int(value.value.dtype) and keeps_values(value.value.dtype, value.dtype):
+        value = value.value     # (uint16 of a negative int16 changes it: audit helper-191)
+    if isinstance(value, Cast) and is_int(value.dtype) and is_int(value.value.dtype) and \
+            value.dtype not in ("int32", "int64"):
+        return value
+    return None
+
+
+def _exactly_narrowed(value: Expr, ranges: dict) -> str | None:
+    """`value`'s isl text where it is a narrowing cast of affine int32/int64 arithmetic whose
+    values over the loops (`ranges`) all fit the narrow type, so the cast changes none of
+    them; else None (audit helper-189: parallel, vectorize and bind of a split int16 loop
+    were refused as a non-affine binding)."""
+    cast = _narrowed(value)
+    text = to_isl(cast.value)
+    found = interval(cast.value, ranges) if text is not None else None
+    if found is None or not min_value(cast.dtype) <= found[0][0] <= found[0][1] <= \
+            max_value(cast.dtype):
+        return None
+    return text

@@ -36,8 +36,8 @@ from sched.ir.nodes import (
 from sched.polyhedral.isl_text import within_operations
 from sched.polyhedral.names import isl_name
 
-__all__ = ["NotAffine", "ast_to_expr", "exact_arithmetic", "isl_name", "piecewise_form",
-           "pw_aff_to_expr", "range_constraint",
+__all__ = ["NotAffine", "ast_to_expr", "exact_arithmetic", "isl_name", "keeps_values",
+           "piecewise_form", "pw_aff_to_expr", "range_constraint",
            "to_isl", "to_isl_comparison", "to_isl_condition"]
 
 
@@ -57,7 +57,7 @@ def to_isl(expr: Expr) -> str | None:
     if isinstance(expr, Var):
         return isl_name(expr) if is_int(expr.dtype) else None
     if isinstance(expr, Cast) and is_int(expr.dtype) and is_int(expr.value.dtype):
-        return _widened(expr) if _keeps_values(expr.value.dtype, expr.dtype) else None
+        return _widened(expr) if keeps_values(expr.value.dtype, expr.dtype) else None
     if isinstance(expr, Call):
         return _call_to_isl(expr)
     if not isinstance(expr, BinaryOp) or not exact_arithmetic(expr.dtype):
@@ -242,7 +242,7 @@ def exact_arithmetic(dtype: str) -> bool:
     return dtype in ("int32", "int64")
 
 
-def _keeps_values(source: str, target: str) -> bool:
+def keeps_values(source: str, target: str) -> bool:
     """Whether every `source` value is a `target` value (a widening conversion)."""
     if source.startswith("uint"):
         return bits(target) > bits(source) or (target.startswith("uint")

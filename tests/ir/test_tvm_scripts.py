@@ -36,6 +36,7 @@ from sched.ir import (
     Var,
     equal,
 )
+from sched.ir.functor import collect
 from sched.ir.parser import parse
 from sched.ir.printer import to_script
 from sched.script import T
@@ -408,3 +409,37 @@ def test_error_in_a_decorated_function_names_the_line_in_its_file():
     assert str(info.value).startswith(f"line {line}: unknown construct 'T.blok'")
     assert info.value.lineno == line and info.value.filename == __file__
     assert 'T.blok("x")' in info.value.text          # Python's traceback shows the line
+
+
+NARROW_RANGE = '''
+@T.prim_func
+def f(A: T.Buffer((256,), "float32")):
+    n = T.uint8()
+    for i in T.serial({start}, {stop}):
+        with T.block("b"):
+            vi = T.axis.spatial(256, T.Cast("int32", i) + 100)
+            A[vi] = T.float32(1)
+'''
+
+
+@pytest.mark.parametrize("start, stop, message", [
+    ("T.int8(-100)", "T.int8(100)", r"the range \[-100, 100\) in int8: its count \(200\) or "
+                                    r"its end must fit int8"),
+    ("T.uint8(10)", "n", r"the range \[T.uint8\(10\), n\) in uint8: its extent .* may wrap"),
+    # the end 256 wrapped to 0 in the C loop's bound: no iteration ran (helper-191)
+    ("T.uint8(156)", "T.uint8(156) + T.uint8(100)", r"the range \[156, 256\) in uint8: its "
+                                                    r"count \(100\) or its end must fit"),
+    ("n", "n + T.uint8(100)", r"the range \[n, n \+ T.uint8\(100\)\) in uint8"),
+    ("T.uint8(1)", "256", r"the constant 256 is outside uint8")])
+def test_a_narrow_range_whose_extent_wraps_is_refused(start, stop, message):
+    # its extent, `stop - start` in the loop's type, wrapped: -56 for the first, 251 for the
+    # second at n = 5, and split then ran them (audit helper-189)
+    with pytest.raises(ScriptError, match=message):
+        parse(NARROW_RANGE.format(start=start, stop=stop))
+
+
+def test_an_empty_constant_narrow_range_has_extent_zero():
+    func = parse(NARROW_RANGE.format(start="T.uint8(10)", stop="T.uint8(5)"))
+    (loop,) = collect(func.body, For)
+    assert loop.extent == IntImm(0, "uint8")
+    assert parse(func.script()) == func

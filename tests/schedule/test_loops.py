@@ -437,6 +437,52 @@ def test_split_and_fuse_of_int8_loops_count_in_int32(rng, step):
     assert made and all(loop.loop_var.dtype == loop.extent.dtype == "int32" for loop in made)
     a = rng.standard_normal(n).astype(np.float32)
     b = np.zeros(n, np.float32)
-    with pytest.warns(sched.errors.ConservativeAnalysisWarning):
-        sched.build(sch.func, target="c")(a, b)
+    if step == "split_symbolic":    # the binding is the split's int8 value, which fits
+        sched.build(sch.func, target="c", check_bounds="strict")(a, b)
+    else:                           # the script's own int8 arithmetic is not read exactly
+        with pytest.warns(sched.errors.ConservativeAnalysisWarning):
+            sched.build(sch.func, target="c")(a, b)
     assert_close(b, a + 1)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+@pytest.mark.parametrize("step", ["parallel", "vectorize", "bind"])
+def test_split_narrow_loops_stay_affine_where_their_values_fit(rng, dtype, step):
+    # the old variable comes back as T.Cast("int16", i_0 * 32 + i_1), whose values all fit
+    # int16: an exact binding (parallel, vectorize and bind were refused; audit helper-189)
+    func = sched.parse(INT8_DIM.replace("T.int8()", f"T.{dtype}()"))
+    sch = sched.Schedule(func)
+    outer, inner = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 32])
+    if step == "parallel":
+        sch.parallel(outer)
+    elif step == "vectorize":
+        sch.vectorize(inner)
+    else:
+        sch.bind(outer, "blockIdx.x")
+        sch.bind(inner, "threadIdx.x")
+    assert f'T.Cast("{dtype}", ' in sch.func.script()
+    a = rng.standard_normal(100).astype(np.float32)
+    for target in ("c", "cuda-emu") if step == "bind" else ("c",):
+        b = np.zeros(100, np.float32)
+        sched.build(sch.func, target=target, check_bounds="strict")(a, b)
+        assert_close(b, a + 1)
+
+
+@pytest.mark.parametrize("domain, binding, extent", [
+    ("200", 'T.Cast("int32", T.Cast("int8", i)) + 56', 200),
+    # a uint16 of a negative int16 is no widening: it was read as i - 4, and strict wrote
+    # A[65536..65539] (audit helper-191)
+    ("(-4, 4)", 'T.Cast("uint16", T.Cast("int16", i - 4))', 8)])
+def test_a_narrowing_cast_of_values_that_do_not_fit_stays_unproven(domain, binding, extent):
+    from sched.polyhedral.in_bounds import OutOfBoundsError
+
+    func = sched.parse(f"""
+@T.prim_func
+def f(A: T.Buffer((200,), "float32"), B: T.Buffer((200,), "float32")):
+    for i in range({extent}):
+        with T.block("B"):
+            vi = T.axis.spatial({domain}, {binding})
+            B[vi + 4] = A[vi + 4] + T.float32(1)
+""")
+    with pytest.raises(OutOfBoundsError, match="binds vi"):
+        sched.build(func, target="c", check_bounds="strict")
