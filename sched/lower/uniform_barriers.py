@@ -24,11 +24,13 @@ from __future__ import annotations
 import dataclasses
 
 from sched.errors import ScheduleError
+from sched.ir.extern import ADDRESS_OF
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
     Allocate,
     Barrier,
     BufferLoad,
+    BufferStore,
     Call,
     Expr,
     For,
@@ -52,11 +54,24 @@ def _has_barrier(stmt: Stmt) -> bool:
 
 
 class _Uniform:
-    def __init__(self, thread_vars: frozenset) -> None:
+    def __init__(self, thread_vars: frozenset, written: frozenset = frozenset()) -> None:
         self.thread_vars = thread_vars
+        self.written = written      # the storages the function stores to
+
+    def with_var(self, var) -> _Uniform:
+        return _Uniform(self.thread_vars | {var}, self.written)
 
     def thread_dependent(self, e: Expr) -> bool:
-        return bool(set(free_vars(e)) & self.thread_vars) or bool(collect(e, BufferLoad))
+        return bool(set(free_vars(e)) & self.thread_vars) or bool(self.varying_loads(e))
+
+    def varying_loads(self, e: Expr) -> list[BufferLoad]:
+        """The loads in `e` whose value may differ between threads: of a storage the function
+        writes, or at an index that depends on the thread (a read-only input at the row's
+        index, `if A[i, 0] > 0` around a reduction, is the same for every thread: it was
+        refused; audit helper-190)."""
+        return [load for load in collect(e, BufferLoad)
+                if load.buffer.storage_name in self.written
+                or set(free_vars(load)) & self.thread_vars]
 
     def visit(self, stmt: Stmt, guards: tuple[Expr, ...]) -> Stmt:
         if not _has_barrier(stmt):
@@ -75,8 +90,7 @@ class _Uniform:
                 value = Select(logical_and(*guards), value, const(0, value.dtype))
             # a variable of a thread-dependent value is thread-dependent where it is used (a
             # loop `for k in range(v)` with v = tx % 2 + 1 holding a barrier: helper-64)
-            inner = _Uniform(self.thread_vars | {stmt.var}) if self.thread_dependent(value) \
-                else self
+            inner = self.with_var(stmt.var) if self.thread_dependent(value) else self
             return dataclasses.replace(stmt, value=value, body=inner.visit(stmt.body, guards))
         if isinstance(stmt, Allocate):
             return dataclasses.replace(stmt, body=self.visit(stmt.body, guards))
@@ -95,7 +109,7 @@ class _Uniform:
             other = None if stmt.else_body is None else self.visit(stmt.else_body, guards)
             return dataclasses.replace(stmt, then_body=self.visit(stmt.then_body, guards),
                                        else_body=other)
-        if collect(condition, BufferLoad):
+        if self.varying_loads(condition):
             raise ScheduleError("build", f"a barrier (threads exchange values through shared "
                                 f"or global memory there) sits under the condition "
                                 f"{condition.script()}, which reads memory and may "
@@ -122,6 +136,13 @@ class _Uniform:
         return dataclasses.replace(loop, body=self.visit(loop.body, guards))
 
 
+def _addressed(stmt: Stmt) -> frozenset[str]:
+    """The storages whose address an opaque call takes (it may write them)."""
+    return frozenset(arg.buffer.storage_name for call in collect(stmt, Call)
+                     if call.op == ADDRESS_OF for arg in call.args
+                     if isinstance(arg, BufferLoad))
+
+
 def _holds_shuffle(node) -> bool:
     return any(call.op == SHUFFLE_DOWN for call in collect(node, Call))
 
@@ -143,7 +164,7 @@ def _refuse_divergent_shuffles(stmt: Stmt, uniform: _Uniform) -> None:
                             f"{stmt.extent.script()}) depend on the thread or on memory: "
                             f"give the loop bounds that are the same for all threads, or "
                             f"reduce in a loop outside it")
-    if isinstance(stmt, IfThenElse) and collect(stmt.condition, BufferLoad):
+    if isinstance(stmt, IfThenElse) and uniform.varying_loads(stmt.condition):
         raise ScheduleError("build", f"a cross-thread reduction (warp shuffles, which the "
                             f"lanes of a warp make together) sits under the condition "
                             f"{stmt.condition.script()}, which reads memory and may differ "
@@ -156,7 +177,7 @@ def _refuse_divergent_shuffles(stmt: Stmt, uniform: _Uniform) -> None:
                             f"prove the same for every thread: write it as a for loop with "
                             f"uniform bounds")
     if isinstance(stmt, LetStmt) and uniform.thread_dependent(stmt.value):
-        uniform = _Uniform(uniform.thread_vars | {stmt.var})
+        uniform = uniform.with_var(stmt.var)
     for child in _child_statements(stmt):
         _refuse_divergent_shuffles(child, uniform)
 
@@ -178,8 +199,10 @@ def uniform_barriers(func: PrimFunc) -> PrimFunc:
     thread_vars = frozenset(loop.loop_var for loop in collect(func.body, For)
                             if loop.kind == "thread_binding"
                             and loop.thread_tag.startswith("threadIdx"))
-    _refuse_divergent_shuffles(func.body, _Uniform(thread_vars))
+    written = frozenset(store.buffer.storage_name for store in collect(func.body, BufferStore))
+    uniform = _Uniform(thread_vars, written | _addressed(func.body))
+    _refuse_divergent_shuffles(func.body, uniform)
     if not collect(func.body, Barrier):
         return func
-    body = _Uniform(thread_vars).visit(func.body, ())
+    body = uniform.visit(func.body, ())
     return dataclasses.replace(func, body=body)

@@ -419,3 +419,30 @@ def test_an_if_or_a_let_between_the_reduce_loop_and_its_block_is_no_cross_thread
     for target in ("c", "cuda-emu"):
         with pytest.raises(sched.BuildError, match=reason):
             sched.build(func, target=target)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_reduction_under_a_condition_on_read_only_data_at_the_rows_index(rng, target):
+    # `if A[i, 0] > 0` reads an input no thread writes, at an index of no thread: the same
+    # for every thread. It was refused as "reads memory and may differ between threads"
+    # (audit helper-190)
+    func = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for i in range(4):
+            if A[i, 0] > T.float32(0):
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    for ki in range(2):
+                        with T.block("S"):
+                            vi = T.axis.spatial(4, i)
+                            vk = T.axis.reduce(16, tx * 2 + ki)
+                            with T.init():
+                                S[vi] = T.float32(0)
+                            S[vi] = S[vi] + A[vi, vk]
+""")
+    a = rng.standard_normal((4, 16)).astype("float32")
+    a[:, 0] = [1, -1, -1, 1]
+    out = np.full(4, -7, "float32")
+    sched.build(func, target=target)(a, out)
+    assert_close(out, np.where(a[:, 0] > 0, a.sum(axis=1), -7))

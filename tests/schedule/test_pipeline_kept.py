@@ -79,3 +79,34 @@ def test_a_pipeline_inside_a_block_of_a_pipelined_loop():
     sch.annotate(y, ORDER, [0])
     _check(sch.func)
 
+
+
+def test_binding_a_loop_around_a_pipeline_is_checked_against_it():
+    # W's tile written on thread 0 and read by R on thread 1: in one program the order
+    # [1, 0] kept every dependence, on threads R ran before W. The bind left the pipelined
+    # loop as it was and was accepted; the build refused it (audit helper-190)
+    from sched.script import T
+
+    @T.prim_func
+    def g(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        for _bx in T.thread_binding(1, thread="blockIdx.x"):
+            with T.block("tile"):
+                S = T.alloc_buffer((8,), "float32", scope="shared")
+                for tx in range(2):
+                    for k in range(8):
+                        with T.block("W"):
+                            vk = T.axis.spatial(8, k)
+                            T.where(tx == 0)
+                            S[vk] = A[vk]
+                        with T.block("R"):
+                            vk = T.axis.spatial(8, k)
+                            T.where(tx == 1)
+                            C[vk] = S[vk] * T.float32(2)
+
+    sch = sched.Schedule(g)
+    tx, k = sch.get_loops(sch.get_block("W"))[-2:]
+    sch.annotate(k, STAGE, [0, 0])
+    sch.annotate(k, ORDER, [1, 0])
+    with pytest.raises(sched.ScheduleError, match="bind: stages \\[0, 0\\], order \\[1, 0\\] "
+                                                  "of loop 'k' would run R before W"):
+        sch.bind(tx, "threadIdx.x")
