@@ -52,7 +52,8 @@ def export_c(kernel, directory, name: str | None = None, *,
     lines = checks.write()
     fast_math = getattr(kernel, "fast_math", False)
     lowered = replace(kernel.lowered, name=f"{name}_kernel")
-    source = generate_c(lowered, fast_math=fast_math, static=True)
+    source = generate_c(lowered, fast_math=fast_math, static=True,
+                        extern_c=getattr(kernel, "extern_c", ""))
     signature = f"int {name}({', '.join(f'{a.c_type} {a.name}' for a in args)})"
     call = _kernel_call(c_function_name(lowered), args, func)
     retried = needs_retry_flags(kernel.library_path)     # gcc died on it without them

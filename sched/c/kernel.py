@@ -73,6 +73,7 @@ class CKernel:
         self._dtypes_of_scalars = [v.dtype for v in scalars]
         self._half_scalars = any(d in ("float16", "bfloat16") for d in self._dtypes_of_scalars)
         self.fast_math = False       # set by build_c
+        self.extern_c = ""           # set by build_c: the user's C the kernel calls
         self.slow_calls = 0          # calls whose arguments were checked in Python
         self._torch_calls = TorchCalls(self._binder)
         if entry is not None:
@@ -231,6 +232,7 @@ def build_c(func: PrimFunc, *, debug: bool = False, thread_order: str | None = N
     kernel = CKernel(func, lowered, source, library, binder=binder, entry=entry,
                      launcher=launcher[0] if launcher else None)
     kernel.fast_math = fast_math
+    kernel.extern_c = extern_c      # (an export dropped it: audit helper-192)
     if reason:
         kernel.entry_unused = reason
     return kernel
