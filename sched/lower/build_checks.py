@@ -95,8 +95,11 @@ def _not_cross_thread(func: PrimFunc, loop_name: str) -> str:
     helper-186: the build named only the dependence), else ""."""
     from sched.ir.functor import collect
     from sched.ir.nodes import For
-    from sched.polyhedral.cross_thread import REDUCE_TAG, CrossThreadReduction, \
-        cross_thread_reduction
+    from sched.polyhedral.cross_thread import (
+        REDUCE_TAG,
+        CrossThreadReduction,
+        cross_thread_reduction,
+    )
 
     loop = next((lp for lp in collect(func.body, For) if lp.loop_var.name == loop_name), None)
     if loop is None or loop.kind != "thread_binding" or loop.thread_tag != REDUCE_TAG:

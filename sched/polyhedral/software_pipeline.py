@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRVisitor, collect
 from sched.ir.extern import ADDRESS_OF
+from sched.ir.functor import IRVisitor, collect
 from sched.ir.nodes import (
     Allocate,
     BlockRealize,
