@@ -27,6 +27,7 @@ from sched.errors import ScheduleError
 from sched.ir.extern import ADDRESS_OF
 from sched.ir.functor import collect, free_vars
 from sched.ir.nodes import (
+    IMPURE_CALLS,
     Allocate,
     Barrier,
     BufferLoad,
@@ -62,7 +63,14 @@ class _Uniform:
         return _Uniform(self.thread_vars | {var}, self.written)
 
     def thread_dependent(self, e: Expr) -> bool:
-        return bool(set(free_vars(e)) & self.thread_vars) or bool(self.varying_loads(e))
+        return bool(set(free_vars(e)) & self.thread_vars) or self.varying_reads(e)
+
+    def varying_reads(self, e: Expr) -> bool:
+        """Whether `e` reads what may differ between threads: a varying load, or an opaque
+        call (each thread calls it: `if T.call_extern("int32", "pick", i) > 0` around a
+        reduction deadlocked cuda-emu; audit helper-193)."""
+        return bool(self.varying_loads(e)) or any(call.op in IMPURE_CALLS
+                                                  for call in collect(e, Call))
 
     def varying_loads(self, e: Expr) -> list[BufferLoad]:
         """The loads in `e` whose value may differ between threads: of a storage the function
@@ -109,11 +117,12 @@ class _Uniform:
             other = None if stmt.else_body is None else self.visit(stmt.else_body, guards)
             return dataclasses.replace(stmt, then_body=self.visit(stmt.then_body, guards),
                                        else_body=other)
-        if self.varying_loads(condition):
+        if self.varying_reads(condition):
             raise ScheduleError("build", f"a barrier (threads exchange values through shared "
                                 f"or global memory there) sits under the condition "
-                                f"{condition.script()}, which reads memory and may "
-                                f"differ between threads: every thread of a block must reach "
+                                f"{condition.script()}, which reads memory or calls a "
+                                f"function and may differ between threads: every thread of a "
+                                f"block must reach "
                                 f"every barrier; compute the condition's data before the "
                                 f"shared-memory stages or guard smaller statements")
         pieces = [self.visit(stmt.then_body, (*guards, condition))]
@@ -164,12 +173,13 @@ def _refuse_divergent_shuffles(stmt: Stmt, uniform: _Uniform) -> None:
                             f"{stmt.extent.script()}) depend on the thread or on memory: "
                             f"give the loop bounds that are the same for all threads, or "
                             f"reduce in a loop outside it")
-    if isinstance(stmt, IfThenElse) and uniform.varying_loads(stmt.condition):
+    if isinstance(stmt, IfThenElse) and uniform.varying_reads(stmt.condition):
         raise ScheduleError("build", f"a cross-thread reduction (warp shuffles, which the "
                             f"lanes of a warp make together) sits under the condition "
-                            f"{stmt.condition.script()}, which reads memory and may differ "
-                            f"between threads: compute the condition's data before the "
-                            f"reduction or guard smaller statements")
+                            f"{stmt.condition.script()}, which reads memory or calls a "
+                            f"function and may differ between threads: compute the "
+                            f"condition's data before the reduction or guard smaller "
+                            f"statements")
     if isinstance(stmt, While):
         raise ScheduleError("build", f"a cross-thread reduction (warp shuffles, which the "
                             f"lanes of a warp make together) sits in the while loop `while "

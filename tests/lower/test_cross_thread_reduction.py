@@ -446,3 +446,27 @@ def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
     out = np.full(4, -7, "float32")
     sched.build(func, target=target)(a, out)
     assert_close(out, np.where(a[:, 0] > 0, a.sum(axis=1), -7))
+
+
+def test_a_reduction_under_a_condition_that_calls_a_function_is_refused():
+    # each thread calls it, and a stateful one answered threads differently: the rows of a
+    # warp left the shuffles apart, a deadlock on cuda-emu (audit helper-193)
+    func = sched.parse("""
+@T.prim_func
+def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for i in range(4):
+            if T.call_extern("int32", "pick", i) > 0:
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    for ki in range(2):
+                        with T.block("S"):
+                            vi = T.axis.spatial(4, i)
+                            vk = T.axis.reduce(16, tx * 2 + ki)
+                            with T.init():
+                                S[vi] = T.float32(0)
+                            S[vi] = S[vi] + A[vi, vk]
+""")
+    extern = "static int pick(int i) { return i % 2; }\n"
+    for target in ("c", "cuda-emu"):
+        with pytest.raises(sched.ScheduleError, match="reads memory or calls a function"):
+            sched.build(func, target=target, extern_c=extern)
