@@ -186,7 +186,7 @@ def check_order(func: PrimFunc, new_func: PrimFunc, *,
                          f"of the loops by constants, over symbolic sizes, make its sets "
                          f"large), so the step is refused as unproven; a layout or split "
                          f"whose index is a plain division (i // 7, i % 7), or constant "
-                         f"sizes, keep the analysis small")
+                         f"sizes, keep the analysis small", over_budget=True)
     return found[0]
 
 

@@ -26,6 +26,7 @@ class Violation:
     reason: str
     dependence: Dependence | None = None
     example: str = ""
+    over_budget: bool = False   # isl ran out of operations: the step is unproven, not wrong
 
     def __str__(self) -> str:
         if self.dependence is None:
