@@ -421,17 +421,12 @@ def test_an_if_or_a_let_between_the_reduce_loop_and_its_block_is_no_cross_thread
             sched.build(func, target=target)
 
 
-@pytest.mark.parametrize("target", ["c", "cuda-emu"])
-def test_a_reduction_under_a_condition_on_read_only_data_at_the_rows_index(rng, target):
-    # `if A[i, 0] > 0` reads an input no thread writes, at an index of no thread: the same
-    # for every thread. It was refused as "reads memory and may differ between threads"
-    # (audit helper-190)
-    func = sched.parse("""
+ROWS_UNDER_A_CONDITION = """
 @T.prim_func
 def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
     for bx in T.thread_binding(1, thread="blockIdx.x"):
         for i in range(4):
-            if A[i, 0] > T.float32(0):
+            if {condition}:
                 for tx in T.thread_binding(8, thread="threadIdx.x"):
                     for ki in range(2):
                         with T.block("S"):
@@ -440,7 +435,15 @@ def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
                             with T.init():
                                 S[vi] = T.float32(0)
                             S[vi] = S[vi] + A[vi, vk]
-""")
+"""
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_reduction_under_a_condition_on_read_only_data_at_the_rows_index(rng, target):
+    # `if A[i, 0] > 0` reads an input no thread writes, at an index of no thread: the same
+    # for every thread. It was refused as "reads memory and may differ between threads"
+    # (audit helper-190)
+    func = sched.parse(ROWS_UNDER_A_CONDITION.format(condition="A[i, 0] > T.float32(0)"))
     a = rng.standard_normal((4, 16)).astype("float32")
     a[:, 0] = [1, -1, -1, 1]
     out = np.full(4, -7, "float32")
@@ -451,21 +454,8 @@ def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
 def test_a_reduction_under_a_condition_that_calls_a_function_is_refused():
     # each thread calls it, and a stateful one answered threads differently: the rows of a
     # warp left the shuffles apart, a deadlock on cuda-emu (audit helper-193)
-    func = sched.parse("""
-@T.prim_func
-def f(A: T.Buffer((4, 16), "float32"), S: T.Buffer((4,), "float32")):
-    for bx in T.thread_binding(1, thread="blockIdx.x"):
-        for i in range(4):
-            if T.call_extern("int32", "pick", i) > 0:
-                for tx in T.thread_binding(8, thread="threadIdx.x"):
-                    for ki in range(2):
-                        with T.block("S"):
-                            vi = T.axis.spatial(4, i)
-                            vk = T.axis.reduce(16, tx * 2 + ki)
-                            with T.init():
-                                S[vi] = T.float32(0)
-                            S[vi] = S[vi] + A[vi, vk]
-""")
+    func = sched.parse(ROWS_UNDER_A_CONDITION.format(
+        condition='T.call_extern("int32", "pick", i) > 0'))
     extern = "static int pick(int i) { return i % 2; }\n"
     for target in ("c", "cuda-emu"):
         with pytest.raises(sched.ScheduleError, match="reads memory or calls a function"):
