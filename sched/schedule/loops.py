@@ -153,9 +153,9 @@ def split(func: PrimFunc, loop_name: str, factors) -> tuple[PrimFunc, list[str]]
         fused = fused * extent + cast_to(var, wide)
     original = simplify(fused + cast_to(loop.min, wide)) if not is_constant(loop.min, 0) \
         else fused
-    # (an 8- or 16-bit loop's variable gets its own type back; a wider split of an int32 loop
-    # keeps the int64 value, which its uses then compute in)
-    narrow = bits(loop.loop_var.dtype) < 32
+    # (an 8- or 16-bit or unsigned loop's variable gets its own type back, which its uses
+    # compute in; a wider split of an int32 loop keeps the int64 value)
+    narrow = loop.loop_var.dtype not in ("int32", "int64")
     body = substitute(loop.body, {loop.loop_var: cast_to(original, loop.loop_var.dtype)
                                   if narrow else original})
     covered = extents[0]
