@@ -131,14 +131,16 @@ class RegionParser:
         return buffer, indices
 
     def bounds(self, lo_node: ast.AST | None, hi_node: ast.AST | None,
-               default_hi: Expr | None = None) -> tuple[Expr, Expr]:
-        """(min, extent) of the half-open range written `lo, hi` (see `extent_between`)."""
+               default_hi: Expr | None = None, counted: bool = True) -> tuple[Expr, Expr]:
+        """(min, extent) of the half-open range written `lo, hi` (see `extent_between`);
+        `counted`: a loop's or an axis's, whose narrow extent and end must hold (a region's
+        `X[A[vi] - T.uint8(200):A[vi] - T.uint8(200) + 1]` is not)."""
         lo = self.value(lo_node) if lo_node is not None else 0
         hi = self.value(hi_node) if hi_node is not None else default_hi
         node = hi_node or lo_node
         dtype = typed(lo, hi)
         lo, hi = self._guard(node, lambda: (convert(lo, dtype), convert(hi, dtype)))
-        if dtype not in ("int32", "int64") and not is_constant(lo, 0):
+        if counted and dtype not in ("int32", "int64") and not is_constant(lo, 0):
             return lo, self._narrow_extent(node, lo, hi)
         return lo, self._guard(node, lambda: extent_between(lo, hi))
 
@@ -193,7 +195,8 @@ class RegionParser:
             if isinstance(element, ast.Slice):
                 if element.step is not None:
                     raise self.error(node, "a region cannot have a step")
-                ranges.append(Range(*self.bounds(element.lower, element.upper, dim)))
+                ranges.append(Range(*self.bounds(element.lower, element.upper, dim,
+                                                 counted=False)))
             else:
                 index = self.expr(element)
                 ranges.append(Range(index, const(1, index.dtype)))
