@@ -26,8 +26,9 @@ sched.errors.ScheduleError: annotate: stages [1, 1, 0], order [0, 1, 2] of loop 
 from __future__ import annotations
 
 from sched.errors import ScheduleError
-from sched.ir.functor import IRVisitor, collect
+from sched.ir.functor import collect
 from sched.ir.nodes import For, PrimFunc
+from sched.ir.paths import enclosing_loops
 from sched.polyhedral.software_pipeline import (
     ASYNC_STAGES,
     KEYS,
@@ -65,8 +66,10 @@ def check_pipelines_kept(func: PrimFunc, new_func: PrimFunc, primitive: str) -> 
     its statements per-thread programs: audit helper-190, the build refused what the step
     accepted)."""
     before = {id(node) for node in collect(func.body, For)}
-    for loop, around in _pipelined_loops(new_func.body, ()):
-        if id(loop) in before and all(id(outer) in before for outer in around):
+    for loop in collect(new_func.body, For):
+        if not any(key in KEYS for key, _ in loop.annotations) or (
+                id(loop) in before and all(id(outer) in before
+                                           for outer in enclosing_loops(new_func, loop))):
             continue
         name = loop.loop_var.name
         undo = (f"unannotate it first (sch.unannotate(loop, ...) of {ASYNC_STAGES!r} where "
@@ -82,22 +85,3 @@ def check_pipelines_kept(func: PrimFunc, new_func: PrimFunc, primitive: str) -> 
         violation = pipeline_violation(new_func, name, plan)
         if violation is not None:
             raise schedule_error(primitive, violation, new_func, loop=name)
-
-
-def _pipelined_loops(stmt, around: tuple[For, ...]):
-    """(loop, the loops around it) for each loop under `stmt` with pipeline annotations."""
-    for loop in _outermost_loops(stmt):
-        if any(key in KEYS for key, _ in loop.annotations):
-            yield loop, around
-        yield from _pipelined_loops(loop.body, (*around, loop))
-
-
-def _outermost_loops(stmt) -> list[For]:
-    """The loops under `stmt` with no loop between them and it."""
-    found: list[For] = []
-
-    class Outermost(IRVisitor):
-        def visit_For(self, node: For) -> None:
-            found.append(node)
-    Outermost().visit(stmt)
-    return found
